@@ -1,0 +1,60 @@
+/* Declarations shared by the relock command's files. */
+#ifndef RELOCK_CLI_H
+#define RELOCK_CLI_H
+
+#include <stddef.h>
+
+#include "relock.h"
+
+/* Exit codes (DESIGN §8). */
+enum {
+    EXIT_ACQUIRE_FAILED = 1, /* changed by -E */
+    EXIT_USAGE = 2,
+    EXIT_LOST = 3,
+    EXIT_SERVER = 4
+};
+
+/*
+ * Parses a duration: "500ms", "30s", "5m", "2h" or plain milliseconds
+ * ("1500").  Returns 0 and sets *ms, or -1 with a reason in why.
+ */
+int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen);
+
+/* What every command gets: the configuration after -c/-u/-m. */
+typedef struct cli_ctx {
+    relock_config *cfg;
+    const char *prog;
+} cli_ctx;
+
+/* Prints "relock: MSG" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints the client's (or config's) last error and returns the exit code
+ * for status st. */
+int cli_fail(relock_client *c, relock_status st, const char *what);
+int cli_exit_code(relock_status st);
+/* Connects with ctx->cfg; on failure prints and returns NULL with *code. */
+relock_client *cli_connect(cli_ctx *ctx, int *code);
+
+/* Options shared by the commands; cli_parse_lockopts() returns 0 to go
+ * on, or 1000 + the exit code to stop with (help printed, bad option). */
+typedef struct lockopts {
+    long ttl_ms;   /* -t; 0: configured */
+    long wait_ms;  /* -w/-n; RELOCK_WAIT_DEFAULT otherwise */
+    int exit_busy; /* -E */
+    int json;      /* --json */
+} lockopts;
+int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
+                       lockopts *o);
+
+int cmd_acquire(cli_ctx *ctx, int argc, char **argv);
+int cmd_release(cli_ctx *ctx, int argc, char **argv);
+int cmd_extend(cli_ctx *ctx, int argc, char **argv);
+int cmd_inspect(cli_ctx *ctx, int argc, char **argv);
+int cmd_probe(cli_ctx *ctx, int argc, char **argv);
+int cmd_run(cli_ctx *ctx, int argc, char **argv);
+
+/* Per-command help texts, printed by --help. */
+extern const char help_acquire[], help_release[], help_extend[], help_inspect[], help_probe[],
+    help_run[];
+
+#endif

@@ -1,0 +1,350 @@
+/* The short commands: acquire, release, extend, inspect, probe. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+const char help_acquire[] =
+    "usage: relock acquire [-t TTL] [-w WAIT | -n] NAME\n"
+    "Acquire NAME and print \"VALUE FENCE VALIDITY_MS\". The lock stays held until\n"
+    "its TTL ends or `relock release NAME VALUE FENCE`.\n"
+    "  -t TTL   lease (default: ttl_ms of the configuration, 30s)\n"
+    "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
+    "  -n       do not wait: fail at once if NAME is held\n"
+    "Exit: 0 acquired, 1 not acquired, 2 usage, 4 server error.\n";
+const char help_release[] =
+    "usage: relock release NAME VALUE [FENCE]\n"
+    "Release NAME if it still holds VALUE. Exit: 0 released, 3 lost (held by\n"
+    "someone else, expired or deleted), 2 usage, 4 server error.\n";
+const char help_extend[] =
+    "usage: relock extend [-t TTL] NAME VALUE [FENCE]\n"
+    "Extend NAME to TTL from now if it still holds VALUE, and print the value now\n"
+    "held. Exit: 0 extended, 3 lost, 2 usage, 4 server error.\n";
+const char help_inspect[] =
+    "usage: relock inspect [--json] NAME\n"
+    "Show what NAME's key holds: format, value, expiry, TTL, fence.\n";
+const char help_probe[] =
+    "usage: relock probe [--json]\n"
+    "Show the server's version, its capabilities and the mode relock chooses.\n";
+
+int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
+                       lockopts *o)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
+    o->ttl_ms = 0;
+    o->wait_ms = RELOCK_WAIT_DEFAULT;
+    o->exit_busy = EXIT_ACQUIRE_FAILED;
+    o->json = 0;
+    int opt, saw_w = 0, saw_n = 0;
+    char why[128];
+    while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+        switch (opt) {
+        case 't':
+            if (relockx_parse_duration(optarg, &o->ttl_ms, why, sizeof why) != 0) {
+                cli_error("-t: %s", why);
+                return 1000 + EXIT_USAGE;
+            }
+            if (o->ttl_ms <= 0) {
+                cli_error("-t: the TTL must be longer than 0");
+                return 1000 + EXIT_USAGE;
+            }
+            break;
+        case 'w':
+            if (relockx_parse_duration(optarg, &o->wait_ms, why, sizeof why) != 0) {
+                cli_error("-w: %s", why);
+                return 1000 + EXIT_USAGE;
+            }
+            saw_w = 1;
+            break;
+        case 'n':
+            o->wait_ms = 0;
+            saw_n = 1;
+            break;
+        case 'E': {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || !*optarg || *end || v < 0 || v > 255) {
+                cli_error("-E: \"%s\" is not an exit code from 0 to 255", optarg);
+                return 1000 + EXIT_USAGE;
+            }
+            o->exit_busy = (int)v;
+            break;
+        }
+        case 'J':
+            o->json = 1;
+            break;
+        case 'h':
+            fputs(help, stdout);
+            return 1000;
+        default:
+            fputs(help, stderr);
+            return 1000 + EXIT_USAGE;
+        }
+    }
+    if (saw_w && saw_n) {
+        cli_error("-w and -n exclude each other");
+        return 1000 + EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int parse_fence(const char *s, long long *fence)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || !*s || *end || v < 0) {
+        cli_error("FENCE \"%s\" is not a non-negative integer", s);
+        return -1;
+    }
+    *fence = v;
+    return 0;
+}
+
+int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
+{
+    lockopts o;
+    int rc = cli_parse_lockopts(argc, argv, "+t:w:nh", help_acquire, &o);
+    if (rc)
+        return rc - 1000;
+    if (argc - optind != 1) {
+        cli_error("acquire: expected one NAME (try relock acquire --help)");
+        return EXIT_USAGE;
+    }
+    int code = 0;
+    relock_client *c = cli_connect(ctx, &code);
+    if (!c)
+        return code;
+    relock_lock *l = NULL;
+    relock_status st = relock_acquire(c, argv[optind], o.ttl_ms, o.wait_ms, &l);
+    if (st == RELOCK_OK) {
+        printf("%s %lld %ld\n", relock_lock_value(l), relock_lock_fence(l),
+               relock_lock_validity_ms(l));
+        relock_lock_free(l);
+    } else {
+        code = cli_fail(c, st, "acquire");
+    }
+    relock_client_free(c);
+    return code;
+}
+
+/* release and extend: NAME VALUE [FENCE] → an adopted lock handle. */
+static int adopt(cli_ctx *ctx, int argc, char **argv, const char *cmd, long ttl_ms,
+                 relock_client **cp, relock_lock **lp)
+{
+    int n = argc - optind;
+    if (n < 2 || n > 3) {
+        cli_error("%s: expected NAME VALUE [FENCE] (try relock %s --help)", cmd, cmd);
+        return EXIT_USAGE;
+    }
+    long long fence = 0;
+    if (n == 3 && parse_fence(argv[optind + 2], &fence) != 0)
+        return EXIT_USAGE;
+    int code = 0;
+    relock_client *c = cli_connect(ctx, &code);
+    if (!c)
+        return code;
+    relock_mode m = relock_client_mode(c);
+    if (n == 2 && (m == RELOCK_MODE_LEGACY || m == RELOCK_MODE_BRIDGE))
+        fprintf(stderr, "relock: %s: no FENCE given: ownership rests on the value alone, "
+                        "which other holders may repeat\n",
+                cmd);
+    relock_status st = relock_lock_adopt(c, argv[optind], argv[optind + 1], fence, ttl_ms, lp);
+    if (st != RELOCK_OK) {
+        code = cli_fail(c, st, cmd);
+        relock_client_free(c);
+        return code;
+    }
+    *cp = c;
+    return 0;
+}
+
+int cmd_release(cli_ctx *ctx, int argc, char **argv)
+{
+    lockopts o;
+    int rc = cli_parse_lockopts(argc, argv, "+h", help_release, &o);
+    if (rc)
+        return rc - 1000;
+    relock_client *c = NULL;
+    relock_lock *l = NULL;
+    int code = adopt(ctx, argc, argv, "release", 0, &c, &l);
+    if (code)
+        return code;
+    relock_status st = relock_release(l);
+    if (st != RELOCK_OK)
+        code = cli_fail(c, st, "release");
+    relock_lock_free(l);
+    relock_client_free(c);
+    return code;
+}
+
+int cmd_extend(cli_ctx *ctx, int argc, char **argv)
+{
+    lockopts o;
+    int rc = cli_parse_lockopts(argc, argv, "+t:h", help_extend, &o);
+    if (rc)
+        return rc - 1000;
+    relock_client *c = NULL;
+    relock_lock *l = NULL;
+    long ttl = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+    int code = adopt(ctx, argc, argv, "extend", ttl, &c, &l);
+    if (code)
+        return code;
+    relock_status st = relock_extend(l, ttl);
+    if (st == RELOCK_OK)
+        printf("%s\n", relock_lock_value(l));
+    else
+        code = cli_fail(c, st, "extend");
+    relock_lock_free(l);
+    relock_client_free(c);
+    return code;
+}
+
+/* Writes s as a JSON string body (without quotes). */
+static void json_str(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+}
+
+static const char *kind_name(relock_value_kind k)
+{
+    switch (k) {
+    case RELOCK_VALUE_NONE:
+        return "absent";
+    case RELOCK_VALUE_TIMESTAMP:
+        return "timestamp";
+    case RELOCK_VALUE_TOKEN:
+        return "token";
+    case RELOCK_VALUE_UNKNOWN:
+        return "unknown";
+    }
+    return "unknown";
+}
+
+int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
+{
+    lockopts o;
+    int rc = cli_parse_lockopts(argc, argv, "+h", help_inspect, &o);
+    if (rc)
+        return rc - 1000;
+    if (argc - optind != 1) {
+        cli_error("inspect: expected one NAME (try relock inspect --help)");
+        return EXIT_USAGE;
+    }
+    int code = 0;
+    relock_client *c = NULL;
+    relock_status st = relock_connect(ctx->cfg, &c);
+    /* A mode the server refuses does not stop a read-only look. */
+    if (st != RELOCK_OK && st != RELOCK_EUNSUPPORTED) {
+        code = cli_fail(c, st, "inspect");
+        relock_client_free(c);
+        return code;
+    }
+    relock_inspect_info in;
+    st = relock_inspect(c, argv[optind], &in);
+    if (st != RELOCK_OK) {
+        code = cli_fail(c, st, "inspect");
+        relock_client_free(c);
+        return code;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    if (o.json) {
+        printf("{\"name\":\"");
+        json_str(argv[optind]);
+        printf("\",\"format\":\"%s\"", kind_name(in.kind));
+        if (in.kind != RELOCK_VALUE_NONE) {
+            printf(",\"value\":\"");
+            json_str(in.value);
+            printf("\",\"pttl_ms\":%lld", in.pttl_ms);
+        }
+        if (in.kind == RELOCK_VALUE_TIMESTAMP)
+            printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"", in.ts_ms,
+                   in.ts_ms - now_ms, in.ts_unit_ms ? "ms" : "s");
+        printf(",\"fence\":%lld}\n", in.fence);
+    } else {
+        printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(in.kind));
+        if (in.kind != RELOCK_VALUE_NONE) {
+            printf("value:   %s\n", in.value);
+            if (in.pttl_ms >= 0)
+                printf("ttl:     %lld ms\n", in.pttl_ms);
+            else
+                printf("ttl:     none\n");
+        }
+        if (in.kind == RELOCK_VALUE_TIMESTAMP) {
+            time_t t = (time_t)(in.ts_ms / 1000);
+            struct tm tm;
+            char buf[64];
+            gmtime_r(&t, &tm);
+            strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            long long d = in.ts_ms - now_ms;
+            printf("expiry:  %s (%s, %lld ms %s)\n", buf, in.ts_unit_ms ? "ms" : "s",
+                   d < 0 ? -d : d, d < 0 ? "ago: expired" : "from now");
+        }
+        printf("fence:   %lld\n", in.fence);
+    }
+    relock_client_free(c);
+    return 0;
+}
+
+int cmd_probe(cli_ctx *ctx, int argc, char **argv)
+{
+    lockopts o;
+    int rc = cli_parse_lockopts(argc, argv, "+h", help_probe, &o);
+    if (rc)
+        return rc - 1000;
+    if (argc - optind != 0) {
+        cli_error("probe: takes no arguments (try relock probe --help)");
+        return EXIT_USAGE;
+    }
+    relock_client *c = NULL;
+    relock_status st = relock_connect(ctx->cfg, &c);
+    relock_server_info info;
+    /* The mode may be refused while the server still answered the probe. */
+    relock_status sst = c ? relock_client_server(c, &info) : RELOCK_ENOMEM;
+    if (sst != RELOCK_OK) {
+        int code = cli_fail(c, st != RELOCK_OK ? st : sst, "probe");
+        relock_client_free(c);
+        return code;
+    }
+    const char *mode = st == RELOCK_OK ? relock_mode_name(relock_client_mode(c)) : "none";
+    char reason[600];
+    snprintf(reason, sizeof reason, "%s",
+             st == RELOCK_OK ? relock_client_mode_reason(c) : relock_client_error(c)->message);
+    if (o.json) {
+        printf("{\"version\":\"%s\",\"capabilities\":[", info.version);
+        int first = 1;
+        for (unsigned bit = 1; relock_cap_name(bit); bit <<= 1) {
+            if (info.caps & bit) {
+                printf("%s\"%s\"", first ? "" : ",", relock_cap_name(bit));
+                first = 0;
+            }
+        }
+        printf("],\"mode\":\"%s\",\"reason\":\"", mode);
+        json_str(reason);
+        printf("\"}\n");
+    } else {
+        printf("version: %s\ncapabilities:", info.version);
+        for (unsigned bit = 1; relock_cap_name(bit); bit <<= 1)
+            if (info.caps & bit)
+                printf(" %s", relock_cap_name(bit));
+        printf("\nmode:    %s\nreason:  %s\n", mode, reason);
+    }
+    relock_client_free(c);
+    return st == RELOCK_OK ? 0 : cli_exit_code(st);
+}

@@ -1,0 +1,179 @@
+/*
+ * relock: hold Redis locks from the shell, as flock(1) does for files.
+ * This file reads the global options, builds the configuration and hands
+ * over to the command.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+    "usage: relock [-c FILE] [-u URL] [-m MODE] COMMAND ...\n"
+    "\n"
+    "Redis locks for every Redis a fleet still runs.\n"
+    "\n"
+    "  run     [-t TTL] [-w WAIT | -n] [-E CODE] NAME -- CMD [ARG...]\n"
+    "                                      hold NAME while CMD runs (renewing)\n"
+    "  acquire [-t TTL] [-w WAIT | -n] NAME\n"
+    "                                      print \"VALUE FENCE VALIDITY_MS\" on success\n"
+    "  release NAME VALUE [FENCE]          exit 0 released, 3 lost\n"
+    "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
+    "  inspect [--json] NAME               format, value, expiry, TTL, fence\n"
+    "  probe   [--json]                    server version, capabilities, chosen mode\n"
+    "\n"
+    "Options:\n"
+    "  -c FILE   configuration file (default: $RELOCK_CONFIG, else built-in defaults)\n"
+    "  -u URL    redis://[user:pass@]host[:port][/db] (default: $RELOCK_URL)\n"
+    "  -m MODE   legacy, bridge, modern or auto (overrides the file)\n"
+    "  -h, --help     this text; relock COMMAND --help for a command\n"
+    "  --version      print the version\n"
+    "\n"
+    "Durations: 500ms, 30s, 5m, 2h, or plain milliseconds.\n"
+    "Exit codes: 0 success (run: CMD's own code); 1 lock not acquired (-E changes it);\n"
+    "2 usage or configuration error; 3 lock lost; 4 server unreachable or protocol error.\n";
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("relock: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_exit_code(relock_status st)
+{
+    switch (st) {
+    case RELOCK_OK:
+        return 0;
+    case RELOCK_BUSY:
+    case RELOCK_TIMEOUT:
+        return EXIT_ACQUIRE_FAILED;
+    case RELOCK_LOST:
+        return EXIT_LOST;
+    case RELOCK_ECONFIG:
+    case RELOCK_EINVAL:
+    case RELOCK_EUNSUPPORTED:
+        return EXIT_USAGE;
+    case RELOCK_EIO:
+    case RELOCK_EPROTO:
+    case RELOCK_EFOREIGN:
+    case RELOCK_EAMBIGUOUS:
+    case RELOCK_ENOMEM:
+        return EXIT_SERVER;
+    }
+    return EXIT_SERVER;
+}
+
+int cli_fail(relock_client *c, relock_status st, const char *what)
+{
+    const relock_error *e = c ? relock_client_error(c) : NULL;
+    if (e && e->message[0])
+        cli_error("%s: %s", what, e->message);
+    else
+        cli_error("%s: %s", what, relock_strerror(st));
+    return cli_exit_code(st);
+}
+
+relock_client *cli_connect(cli_ctx *ctx, int *code)
+{
+    relock_client *c = NULL;
+    relock_status st = relock_connect(ctx->cfg, &c);
+    if (st != RELOCK_OK) {
+        *code = cli_fail(c, st, "connect");
+        relock_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static const struct command {
+    const char *name;
+    int (*fn)(cli_ctx *, int, char **);
+} commands[] = {
+    {"run", cmd_run},         {"acquire", cmd_acquire}, {"release", cmd_release},
+    {"extend", cmd_extend},   {"inspect", cmd_inspect}, {"probe", cmd_probe},
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    const char *file = getenv("RELOCK_CONFIG");
+    const char *url = getenv("RELOCK_URL");
+    const char *mode = NULL;
+    int opt;
+    /* "+": options end at the command's name. */
+    while ((opt = getopt_long(argc, argv, "+c:u:m:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            file = optarg;
+            break;
+        case 'u':
+            url = optarg;
+            break;
+        case 'm':
+            mode = optarg;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        case 'V':
+            printf("relock %s\n", relock_version());
+            return 0;
+        default:
+            fputs(usage_text, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        cli_error("no command given (try relock --help)");
+        return EXIT_USAGE;
+    }
+    const char *name = argv[optind];
+    const struct command *cmd = NULL;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            cmd = &commands[i];
+    if (!cmd) {
+        cli_error("unknown command \"%s\" (try relock --help)", name);
+        return EXIT_USAGE;
+    }
+
+    relock_config *cfg = relock_config_new();
+    if (!cfg) {
+        cli_error("out of memory");
+        return EXIT_SERVER;
+    }
+    int code = 0;
+    if (file && *file && relock_config_load_file(cfg, file) != RELOCK_OK) {
+        cli_error("%s", relock_config_error(cfg)->message);
+        code = EXIT_USAGE;
+    } else if (url && *url && relock_config_set_url(cfg, url) != RELOCK_OK) {
+        cli_error("%s", relock_config_error(cfg)->message);
+        code = EXIT_USAGE;
+    } else if (mode && relock_config_set(cfg, "mode", mode) != RELOCK_OK) {
+        cli_error("-m: %s", relock_config_error(cfg)->message);
+        code = EXIT_USAGE;
+    }
+    /* A command's --help works even with a broken configuration. */
+    int wants_help = 0;
+    for (int i = optind + 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            wants_help = 1;
+    if (code == 0 || wants_help) {
+        cli_ctx ctx = {cfg, argv[0]};
+        /* Each command parses its own options from its name on. */
+        int sub_argc = argc - optind;
+        char **sub_argv = argv + optind;
+        optind = 0; /* reinitialise getopt for the command */
+        code = cmd->fn(&ctx, sub_argc, sub_argv);
+    }
+    relock_config_free(cfg);
+    return code;
+}

@@ -1,0 +1,120 @@
+/* Client handles: connect, choose the mode, free. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void seed_rng(relock_client *c)
+{
+    char tok[33];
+    uint64_t seed = relock__mono_ms() ^ (uint64_t)(uintptr_t)c;
+    if (relock__token(tok) == 0)
+        for (int i = 0; i < 16; i++)
+            seed = seed * 31u + (unsigned char)tok[i];
+    c->rng = seed ? seed : 1;
+}
+
+relock_status relock_connect(const relock_config *cfg, relock_client **out)
+{
+    *out = NULL;
+    relock_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return RELOCK_ENOMEM;
+    *out = c;
+    relock__err_clear(&c->err);
+    c->s = cfg->s;
+    c->conn.srv = &c->s.servers[0];
+    relock__scripts_init(c);
+    seed_rng(c);
+    if (c->s.nservers > 1)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "servers: %d servers configured, but quorum over several servers "
+                            "is not supported by this version; list one server",
+                            c->s.nservers);
+    relock_status st = relock__conn_ensure(c);
+    if (st != RELOCK_OK)
+        return st;
+    return relock__select_mode(c);
+}
+
+relock_status relock_connect_file(const char *path, relock_client **out)
+{
+    *out = NULL;
+    relock_config *cfg = relock_config_new();
+    if (!cfg)
+        return RELOCK_ENOMEM;
+    relock_status st = relock_config_load_file(cfg, path);
+    if (st == RELOCK_OK) {
+        st = relock_connect(cfg, out);
+    } else {
+        /* Hand the file's error over on a client handle, as promised. */
+        relock_client *c = calloc(1, sizeof *c);
+        if (c) {
+            c->err = cfg->err;
+            c->err.pub.message = c->err.msg;
+            c->err.pub.server = c->err.server;
+        }
+        *out = c;
+    }
+    relock_config_free(cfg);
+    return st;
+}
+
+relock_status relock_connect_url(const char *url, relock_client **out)
+{
+    *out = NULL;
+    relock_config *cfg = relock_config_new();
+    if (!cfg)
+        return RELOCK_ENOMEM;
+    relock_status st = relock_config_set_url(cfg, url);
+    if (st == RELOCK_OK) {
+        st = relock_connect(cfg, out);
+    } else {
+        relock_client *c = calloc(1, sizeof *c);
+        if (c) {
+            c->err = cfg->err;
+            c->err.pub.message = c->err.msg;
+            c->err.pub.server = c->err.server;
+        }
+        *out = c;
+    }
+    relock_config_free(cfg);
+    return st;
+}
+
+void relock_client_free(relock_client *c)
+{
+    if (!c)
+        return;
+    relock__conn_close(&c->conn);
+    /* Settings hold passwords; the pattern also makes use-after-free show. */
+    memset(c, 0xa5, sizeof *c);
+    free(c);
+}
+
+const relock_error *relock_client_error(const relock_client *c)
+{
+    return &c->err.pub;
+}
+
+relock_mode relock_client_mode(const relock_client *c)
+{
+    return c->mode;
+}
+
+const char *relock_client_mode_reason(const relock_client *c)
+{
+    return c->mode_reason;
+}
+
+long relock__drift_ms(long ttl_ms)
+{
+    return ttl_ms / 100 + 2;
+}
+
+uint64_t relock__valid_until(uint64_t start, long ttl_ms)
+{
+    long v = ttl_ms - relock__drift_ms(ttl_ms);
+    return start + (uint64_t)(v > 0 ? v : 0);
+}

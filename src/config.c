@@ -1,0 +1,617 @@
+/*
+ * Configuration: defaults, one table of settings shared by the libconfig
+ * file loader and relock_config_set(), and redis:// URLs (DESIGN §7).
+ *
+ * Every setting is checked against its type and range and refused when
+ * out of range; nothing is clamped, and unknown settings are errors so a
+ * misspelt name is never silently ignored.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libconfig.h>
+
+#include "internal.h"
+
+enum stype { T_LONG, T_LLONG, T_BOOL, T_STR, T_ENUM, T_GROUP, T_SERVERS };
+
+typedef struct setting {
+    const char *name; /* dotted, without "relock." */
+    enum stype type;
+    size_t off;       /* into relock__settings */
+    long long min, max;
+    size_t size;      /* T_STR: buffer size */
+    const char *const *names; /* T_ENUM: accepted words, index = value */
+} setting;
+
+#define OFF(f) offsetof(relock__settings, f)
+
+static const char *const mode_names[] = {"auto", "legacy", "bridge", "modern", NULL};
+static const char *const unit_names[] = {"s", "ms", NULL};
+static const char *const clock_names[] = {"local", "server", NULL};
+
+/* One year: longer leases or waits are far more likely typos than wishes. */
+#define YEAR_MS 31536000000LL
+
+static const setting settings[] = {
+    {"mode", T_ENUM, OFF(mode), 0, 0, 0, mode_names},
+    {"key_prefix", T_STR, OFF(key_prefix), 0, 0, RELOCK__PREFIX_MAX, NULL},
+    {"ttl_ms", T_LONG, OFF(ttl_ms), 1, YEAR_MS, 0, NULL},
+    {"servers", T_SERVERS, OFF(servers), 0, 0, 0, NULL},
+    {"connect_timeout_ms", T_LONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL},
+    {"command_timeout_ms", T_LONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL},
+    {"wait", T_GROUP, 0, 0, 0, 0, NULL},
+    {"wait.max_ms", T_LONG, OFF(wait.max_ms), -1, YEAR_MS, 0, NULL},
+    {"wait.backoff_min_ms", T_LONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL},
+    {"wait.backoff_max_ms", T_LONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
+    {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
+    {"fencing", T_BOOL, OFF(fencing), 0, 1, 0, NULL},
+    {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
+    {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
+    {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},
+    {"legacy.skew_margin_ms", T_LONG, OFF(legacy.skew_margin_ms), 0, 3600000, 0, NULL},
+    {"legacy.gc_expire", T_BOOL, OFF(legacy.gc_expire), 0, 1, 0, NULL},
+    {"legacy.clock", T_ENUM, OFF(legacy.clock_server), 0, 0, 0, clock_names},
+    {"bridge", T_GROUP, 0, 0, 0, 0, NULL},
+    {"bridge.value_suffix", T_BOOL, OFF(bridge.value_suffix), 0, 1, 0, NULL},
+    {"migration", T_GROUP, 0, 0, 0, 0, NULL},
+    {"migration.legacy_clients", T_BOOL, OFF(migration.legacy_clients), 0, 1, 0, NULL},
+    {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0, 100 * YEAR_MS, 0,
+     NULL},
+};
+
+void relock__settings_default(relock__settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->mode = RELOCK_MODE_AUTO;
+    s->ttl_ms = 30000;
+    s->nservers = 1;
+    snprintf(s->servers[0].host, sizeof s->servers[0].host, "127.0.0.1");
+    s->servers[0].port = 6379;
+    s->connect_timeout_ms = 1000;
+    s->command_timeout_ms = 1000;
+    s->wait.max_ms = -1;
+    s->wait.backoff_min_ms = 2;
+    s->wait.backoff_max_ms = 200;
+    s->wait.notify = 1;
+    s->fencing = 1;
+    s->legacy.unit_ms = 0;
+    s->legacy.expiry_offset = 1;
+    s->legacy.skew_margin_ms = 0;
+    s->legacy.gc_expire = 0;
+    s->legacy.clock_server = 0;
+    s->bridge.value_suffix = 0;
+    s->migration.legacy_clients = 1;
+    s->migration.quiet_window_ms = 604800000LL;
+}
+
+relock_config *relock_config_new(void)
+{
+    relock_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg)
+        return NULL;
+    relock__settings_default(&cfg->s);
+    relock__err_clear(&cfg->err);
+    return cfg;
+}
+
+void relock_config_free(relock_config *cfg)
+{
+    if (!cfg)
+        return;
+    /* Passwords live in here: do not leave them in freed memory. */
+    memset(cfg, 0, sizeof *cfg);
+    free(cfg);
+}
+
+const relock_error *relock_config_error(const relock_config *cfg)
+{
+    return &cfg->err.pub;
+}
+
+long relock_config_ttl_ms(const relock_config *cfg)
+{
+    return cfg->s.ttl_ms;
+}
+
+long relock_config_wait_ms(const relock_config *cfg)
+{
+    return cfg->s.wait.max_ms;
+}
+
+relock_mode relock_config_mode(const relock_config *cfg)
+{
+    return cfg->s.mode;
+}
+
+static const setting *find_setting(const char *name)
+{
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+        if (strcmp(settings[i].name, name) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+/* Stores a number into the field of st after the range check. */
+static int store_number(relock__settings *s, const setting *st, long long v, char *why,
+                        size_t whylen)
+{
+    if (v < st->min || v > st->max) {
+        snprintf(why, whylen, "%s must be between %lld and %lld, not %lld", st->name, st->min,
+                 st->max, v);
+        return -1;
+    }
+    char *field = (char *)s + st->off;
+    if (st->type == T_LONG)
+        *(long *)(void *)field = (long)v;
+    else if (st->type == T_LLONG)
+        *(long long *)(void *)field = v;
+    else
+        *(int *)(void *)field = (int)v;
+    return 0;
+}
+
+static int store_string(relock__settings *s, const setting *st, const char *v, char *why,
+                        size_t whylen)
+{
+    char *field = (char *)s + st->off;
+    if (st->type == T_ENUM) {
+        for (int i = 0; st->names[i]; i++) {
+            if (strcmp(st->names[i], v) == 0) {
+                *(int *)(void *)field = i;
+                return 0;
+            }
+        }
+        int n = snprintf(why, whylen, "%s must be one of", st->name);
+        for (int i = 0; st->names[i] && n > 0 && (size_t)n < whylen; i++)
+            n += snprintf(why + n, whylen - (size_t)n, "%s \"%s\"", i ? "," : "", st->names[i]);
+        if (n > 0 && (size_t)n < whylen)
+            snprintf(why + n, whylen - (size_t)n, ", not \"%.40s\"", v);
+        return -1;
+    }
+    size_t len = strlen(v);
+    if (len >= st->size) {
+        snprintf(why, whylen, "%s is too long (%zu bytes, at most %zu)", st->name, len,
+                 st->size - 1);
+        return -1;
+    }
+    memcpy(field, v, len + 1);
+    return 0;
+}
+
+/* Parses a whole decimal integer; 0 on success. */
+static int parse_ll(const char *v, long long *out)
+{
+    if (!*v)
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+static int set_text(relock__settings *s, const char *name, const char *value, char *why,
+                    size_t whylen)
+{
+    const setting *st = find_setting(name);
+    if (!st) {
+        snprintf(why, whylen, "unknown setting \"%.80s\"", name);
+        return -1;
+    }
+    long long n;
+    switch (st->type) {
+    case T_LONG:
+    case T_LLONG:
+        if (parse_ll(value, &n) != 0) {
+            snprintf(why, whylen, "%s must be a whole number, not \"%.40s\"", name, value);
+            return -1;
+        }
+        return store_number(s, st, n, why, whylen);
+    case T_BOOL:
+        if (strcmp(value, "true") == 0)
+            n = 1;
+        else if (strcmp(value, "false") == 0)
+            n = 0;
+        else {
+            snprintf(why, whylen, "%s must be true or false, not \"%.40s\"", name, value);
+            return -1;
+        }
+        return store_number(s, st, n, why, whylen);
+    case T_STR:
+    case T_ENUM:
+        return store_string(s, st, value, why, whylen);
+    case T_GROUP:
+        snprintf(why, whylen, "%s is a group, set its members", name);
+        return -1;
+    case T_SERVERS:
+        snprintf(why, whylen, "servers cannot be set as text; use a URL");
+        return -1;
+    }
+    return -1;
+}
+
+relock_status relock_config_set(relock_config *cfg, const char *name, const char *value)
+{
+    relock__err_clear(&cfg->err);
+    if (!name || !value)
+        return RELOCK__FAIL(&cfg->err, RELOCK_EINVAL, "config: name and value are required");
+    char why[256];
+    if (set_text(&cfg->s, name, value, why, sizeof why) != 0)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
+    if (cfg->s.wait.backoff_min_ms > cfg->s.wait.backoff_max_ms)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG,
+                            "config: wait.backoff_min_ms (%ld) exceeds wait.backoff_max_ms (%ld)",
+                            cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
+    return RELOCK_OK;
+}
+
+/* ------------------------------------------------------------ the file */
+
+typedef struct loader {
+    relock_config *cfg;
+    const char *path;
+    int failed;
+} loader;
+
+static relock_status load_fail(loader *ld, const config_setting_t *at, const char *why)
+{
+    ld->failed = 1;
+    unsigned line = at ? config_setting_source_line(at) : 0;
+    return RELOCK__FAIL(&ld->cfg->err, RELOCK_ECONFIG, "%s:%u: %s", ld->path, line, why);
+}
+
+static const char *type_word(int t)
+{
+    switch (t) {
+    case CONFIG_TYPE_GROUP:
+        return "a group";
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        return "an integer";
+    case CONFIG_TYPE_FLOAT:
+        return "a float";
+    case CONFIG_TYPE_STRING:
+        return "a string";
+    case CONFIG_TYPE_BOOL:
+        return "a boolean";
+    case CONFIG_TYPE_ARRAY:
+        return "an array";
+    case CONFIG_TYPE_LIST:
+        return "a list";
+    }
+    return "something else";
+}
+
+static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
+{
+    char why[256];
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        load_fail(ld, g, "each entry of servers must be a group { host = ...; port = ...; }");
+        return -1;
+    }
+    memset(srv, 0, sizeof *srv);
+    snprintf(srv->host, sizeof srv->host, "127.0.0.1");
+    srv->port = 6379;
+    int n = config_setting_length(g);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+        const char *name = config_setting_name(m);
+        int t = config_setting_type(m);
+        int is_int = (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64);
+        if (strcmp(name, "host") == 0 || strcmp(name, "username") == 0 ||
+            strcmp(name, "password") == 0) {
+            if (t != CONFIG_TYPE_STRING) {
+                snprintf(why, sizeof why, "servers: %s must be a string, not %s", name,
+                         type_word(t));
+                load_fail(ld, m, why);
+                return -1;
+            }
+            const char *v = config_setting_get_string(m);
+            char *dst = strcmp(name, "host") == 0       ? srv->host
+                        : strcmp(name, "username") == 0 ? srv->username
+                                                        : srv->password;
+            size_t cap = strcmp(name, "host") == 0 ? sizeof srv->host : sizeof srv->username;
+            if (strlen(v) >= cap || (dst == srv->host && !*v)) {
+                snprintf(why, sizeof why, "servers: %s is empty or too long", name);
+                load_fail(ld, m, why);
+                return -1;
+            }
+            memcpy(dst, v, strlen(v) + 1);
+        } else if (strcmp(name, "port") == 0 || strcmp(name, "db") == 0) {
+            long long v = is_int ? config_setting_get_int64(m) : 0;
+            int isport = strcmp(name, "port") == 0;
+            if (!is_int || (isport && (v < 1 || v > 65535)) || (!isport && (v < 0 || v > 1000000))) {
+                snprintf(why, sizeof why, "servers: %s must be an integer %s", name,
+                         isport ? "from 1 to 65535" : "from 0");
+                load_fail(ld, m, why);
+                return -1;
+            }
+            if (isport)
+                srv->port = (int)v;
+            else
+                srv->db = (int)v;
+        } else {
+            snprintf(why, sizeof why, "unknown setting \"servers.%.60s\"", name);
+            load_fail(ld, m, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int load_servers(loader *ld, config_setting_t *list)
+{
+    int t = config_setting_type(list);
+    if (t != CONFIG_TYPE_LIST) {
+        load_fail(ld, list, "servers must be a list: ( { host = \"...\"; port = 6379; } )");
+        return -1;
+    }
+    int n = config_setting_length(list);
+    if (n < 1 || n > RELOCK__MAX_SERVERS) {
+        char why[128];
+        snprintf(why, sizeof why, "servers must list 1 to %d servers, not %d", RELOCK__MAX_SERVERS,
+                 n);
+        load_fail(ld, list, why);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (load_server(ld, config_setting_get_elem(list, (unsigned)i), &ld->cfg->s.servers[i]) !=
+            0)
+            return -1;
+    ld->cfg->s.nservers = n;
+    return 0;
+}
+
+static int load_group(loader *ld, config_setting_t *g, const char *prefix)
+{
+    int n = config_setting_length(g);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+        char name[128], why[256];
+        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", config_setting_name(m));
+        const setting *st = find_setting(name);
+        if (!st) {
+            snprintf(why, sizeof why, "unknown setting \"%s\"", name);
+            load_fail(ld, m, why);
+            return -1;
+        }
+        int t = config_setting_type(m);
+        int rc = 0;
+        switch (st->type) {
+        case T_GROUP:
+            if (t != CONFIG_TYPE_GROUP) {
+                snprintf(why, sizeof why, "%s must be a group, not %s", name, type_word(t));
+                rc = -1;
+            } else if (load_group(ld, m, name) != 0) {
+                return -1;
+            }
+            break;
+        case T_SERVERS:
+            if (load_servers(ld, m) != 0)
+                return -1;
+            break;
+        case T_LONG:
+        case T_LLONG:
+            if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+                snprintf(why, sizeof why, "%s must be an integer, not %s", name, type_word(t));
+                rc = -1;
+            } else {
+                rc = store_number(&ld->cfg->s, st, config_setting_get_int64(m), why, sizeof why);
+            }
+            break;
+        case T_BOOL:
+            if (t != CONFIG_TYPE_BOOL) {
+                snprintf(why, sizeof why, "%s must be true or false, not %s", name, type_word(t));
+                rc = -1;
+            } else {
+                rc = store_number(&ld->cfg->s, st, config_setting_get_bool(m), why, sizeof why);
+            }
+            break;
+        case T_STR:
+        case T_ENUM:
+            if (t != CONFIG_TYPE_STRING) {
+                snprintf(why, sizeof why, "%s must be a string, not %s", name, type_word(t));
+                rc = -1;
+            } else {
+                rc = store_string(&ld->cfg->s, st, config_setting_get_string(m), why, sizeof why);
+            }
+            break;
+        }
+        if (rc != 0) {
+            load_fail(ld, m, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+relock_status relock_config_load_file(relock_config *cfg, const char *path)
+{
+    relock__err_clear(&cfg->err);
+    if (!path || !*path)
+        return RELOCK__FAIL(&cfg->err, RELOCK_EINVAL, "config: no file name given");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: cannot open: %s", path,
+                            strerror(errno));
+    config_t lc;
+    config_init(&lc);
+    int ok = config_read(&lc, f);
+    fclose(f);
+    if (ok != CONFIG_TRUE) {
+        relock_status st = RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s:%d: %s", path,
+                                        config_error_line(&lc), config_error_text(&lc));
+        config_destroy(&lc);
+        return st;
+    }
+    loader ld = {cfg, path, 0};
+    config_setting_t *root = config_root_setting(&lc);
+    int n = config_setting_length(root);
+    config_setting_t *top = NULL;
+    for (int i = 0; i < n && !ld.failed; i++) {
+        config_setting_t *m = config_setting_get_elem(root, (unsigned)i);
+        if (strcmp(config_setting_name(m), "relock") != 0) {
+            char why[160];
+            snprintf(why, sizeof why, "unknown setting \"%.60s\" (settings belong in relock = { ... })",
+                     config_setting_name(m));
+            load_fail(&ld, m, why);
+        } else if (config_setting_type(m) != CONFIG_TYPE_GROUP) {
+            load_fail(&ld, m, "relock must be a group: relock = { ... };");
+        } else {
+            top = m;
+        }
+    }
+    if (!ld.failed && !top)
+        load_fail(&ld, NULL, "no relock = { ... } group in the file");
+    if (!ld.failed)
+        load_group(&ld, top, "");
+    if (!ld.failed && cfg->s.wait.backoff_min_ms > cfg->s.wait.backoff_max_ms) {
+        config_setting_t *w = config_setting_get_member(top, "wait");
+        char why[160];
+        snprintf(why, sizeof why, "wait.backoff_min_ms (%ld) exceeds wait.backoff_max_ms (%ld)",
+                 cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
+        load_fail(&ld, w, why);
+    }
+    config_destroy(&lc);
+    return ld.failed ? RELOCK_ECONFIG : RELOCK_OK;
+}
+
+/* ------------------------------------------------------------ URLs */
+
+/* Copies [s, e) into dst (cap bytes), percent-decoding; -1 when too long. */
+static int copy_part(char *dst, size_t cap, const char *s, const char *e)
+{
+    size_t n = 0;
+    while (s < e) {
+        char ch = *s++;
+        if (ch == '%' && e - s >= 2) {
+            char hex[3] = {s[0], s[1], 0};
+            char *end = NULL;
+            long v = strtol(hex, &end, 16);
+            if (*end == '\0' && v > 0) {
+                ch = (char)v;
+                s += 2;
+            }
+        }
+        if (n + 1 >= cap)
+            return -1;
+        dst[n++] = ch;
+    }
+    dst[n] = '\0';
+    return 0;
+}
+
+int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen)
+{
+    static const char scheme[] = "redis://";
+    memset(srv, 0, sizeof *srv);
+    srv->port = 6379;
+    if (!url || strncmp(url, scheme, sizeof scheme - 1) != 0) {
+        if (url && strncmp(url, "rediss://", 9) == 0)
+            snprintf(why, whylen, "rediss:// (TLS) is not available in this build");
+        else
+            snprintf(why, whylen, "the URL must start with redis://");
+        return -1;
+    }
+    const char *p = url + sizeof scheme - 1;
+    const char *end = p + strlen(p);
+    const char *slash = strchr(p, '/');
+    const char *auth_end = NULL;
+    for (const char *q = p; q < (slash ? slash : end); q++)
+        if (*q == '@')
+            auth_end = q; /* the last '@' before the path ends the credentials */
+    if (auth_end) {
+        const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+        if (colon) {
+            if (copy_part(srv->username, sizeof srv->username, p, colon) != 0 ||
+                copy_part(srv->password, sizeof srv->password, colon + 1, auth_end) != 0) {
+                snprintf(why, whylen, "user name or password too long");
+                return -1;
+            }
+        } else if (copy_part(srv->password, sizeof srv->password, p, auth_end) != 0) {
+            /* redis://secret@host: a bare word is a password, as redis-cli reads it */
+            snprintf(why, whylen, "password too long");
+            return -1;
+        }
+        p = auth_end + 1;
+    }
+    const char *hostend = slash ? slash : end;
+    const char *hs = p, *he;
+    const char *portp = NULL;
+    if (*p == '[') {
+        const char *rb = memchr(p, ']', (size_t)(hostend - p));
+        if (!rb) {
+            snprintf(why, whylen, "unclosed [ in the host");
+            return -1;
+        }
+        hs = p + 1;
+        he = rb;
+        if (rb + 1 < hostend) {
+            if (rb[1] != ':') {
+                snprintf(why, whylen, "junk after ] in the host");
+                return -1;
+            }
+            portp = rb + 2;
+        }
+    } else {
+        const char *colon = memchr(p, ':', (size_t)(hostend - p));
+        he = colon ? colon : hostend;
+        portp = colon ? colon + 1 : NULL;
+    }
+    if (he == hs) {
+        snprintf(why, whylen, "the URL names no host");
+        return -1;
+    }
+    if (copy_part(srv->host, sizeof srv->host, hs, he) != 0) {
+        snprintf(why, whylen, "host name too long");
+        return -1;
+    }
+    if (portp) {
+        char buf[16];
+        size_t len = (size_t)(hostend - portp);
+        long long v = -1;
+        if (len > 0 && len < sizeof buf) {
+            memcpy(buf, portp, len);
+            buf[len] = '\0';
+            if (strspn(buf, "0123456789") != len || parse_ll(buf, &v) != 0)
+                v = -1;
+        }
+        if (v < 1 || v > 65535) {
+            snprintf(why, whylen, "the port must be a number from 1 to 65535");
+            return -1;
+        }
+        srv->port = (int)v;
+    }
+    if (slash && slash[1]) {
+        long long db = -1;
+        if (strspn(slash + 1, "0123456789") != strlen(slash + 1) || parse_ll(slash + 1, &db) != 0 ||
+            db > 1000000)
+            db = -1;
+        if (db < 0) {
+            snprintf(why, whylen, "the database must be a number after the /");
+            return -1;
+        }
+        srv->db = (int)db;
+    }
+    return 0;
+}
+
+relock_status relock_config_set_url(relock_config *cfg, const char *url)
+{
+    relock__err_clear(&cfg->err);
+    relock__server srv;
+    char why[160];
+    /* The URL may carry a password: never echo it in the message. */
+    if (relock__parse_url(url, &srv, why, sizeof why) != 0)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "bad URL: %s", why);
+    cfg->s.servers[0] = srv;
+    cfg->s.nservers = 1;
+    return RELOCK_OK;
+}

@@ -1,0 +1,79 @@
+/* Status codes, their names and messages, and the per-handle error detail. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *relock_strerror(relock_status st)
+{
+    switch (st) {
+#define RELOCK_X_MSG(name, value, msg)                                                       \
+    case RELOCK_##name:                                                                      \
+        return msg;
+        RELOCK_STATUS_MAP(RELOCK_X_MSG)
+#undef RELOCK_X_MSG
+    }
+    return "unknown status code";
+}
+
+const char *relock_status_name(relock_status st)
+{
+    switch (st) {
+#define RELOCK_X_NAME(name, value, msg)                                                      \
+    case RELOCK_##name:                                                                      \
+        return "RELOCK_" #name;
+        RELOCK_STATUS_MAP(RELOCK_X_NAME)
+#undef RELOCK_X_NAME
+    }
+    return "RELOCK_UNKNOWN";
+}
+
+const char *relock_version(void)
+{
+    return RELOCK_VERSION_STRING;
+}
+
+const char *relock_mode_name(relock_mode m)
+{
+    switch (m) {
+    case RELOCK_MODE_AUTO:
+        return "auto";
+    case RELOCK_MODE_LEGACY:
+        return "legacy";
+    case RELOCK_MODE_BRIDGE:
+        return "bridge";
+    case RELOCK_MODE_MODERN:
+        return "modern";
+    }
+    return "unknown";
+}
+
+void relock__err_clear(relock__err *e)
+{
+    e->msg[0] = '\0';
+    e->server[0] = '\0';
+    e->pub.status = RELOCK_OK;
+    e->pub.message = e->msg;
+    e->pub.server = e->server;
+    e->pub.file = "";
+    e->pub.line = 0;
+}
+
+relock_status relock__err_set(relock__err *e, relock_status st, const char *file, int line,
+                              const char *server, const char *fmt, ...)
+{
+    if (e->pub.status != RELOCK_OK)
+        return st; /* keep the first, most precise error of this call */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    snprintf(e->server, sizeof e->server, "%s", server ? server : "");
+    const char *base = strrchr(file, '/');
+    e->pub.status = st;
+    e->pub.message = e->msg;
+    e->pub.server = e->server;
+    e->pub.file = base ? base + 1 : file;
+    e->pub.line = line;
+    return st;
+}

@@ -1,0 +1,222 @@
+/*
+ * Internal declarations shared by the library's files (prefix relock__).
+ * Nothing here is exported from the shared library.
+ */
+#ifndef RELOCK_INTERNAL_H
+#define RELOCK_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "relock.h"
+
+#define RELOCK__MAX_SERVERS 16
+#define RELOCK__HOST_MAX 256
+#define RELOCK__SECRET_MAX 256
+#define RELOCK__PREFIX_MAX 256
+#define RELOCK__NAME_MAX 1024
+#define RELOCK__VALUE_MAX 128
+
+/* ------------------------------------------------------------------ errors */
+
+typedef struct relock__err {
+    relock_error pub;
+    char msg[512];
+    char server[256];
+} relock__err;
+
+void relock__err_clear(relock__err *e);
+/* Records an error unless one is already recorded for this call (the first
+ * error is the most precise).  Returns st, so callers can write
+ * "return RELOCK__FAIL(...)". */
+relock_status relock__err_set(relock__err *e, relock_status st, const char *file, int line,
+                              const char *server, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#define RELOCK__FAIL(errp, st, ...) relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
+#define RELOCK__FAIL_SRV(errp, st, srv, ...)                                                  \
+    relock__err_set((errp), (st), __FILE__, __LINE__, (srv), __VA_ARGS__)
+
+/* ------------------------------------------------------------------ settings */
+
+typedef struct relock__server {
+    char host[RELOCK__HOST_MAX];
+    int port;
+    int db;
+    char username[RELOCK__SECRET_MAX];
+    char password[RELOCK__SECRET_MAX];
+} relock__server;
+
+typedef struct relock__settings {
+    relock_mode mode;
+    char key_prefix[RELOCK__PREFIX_MAX];
+    long ttl_ms;
+    relock__server servers[RELOCK__MAX_SERVERS];
+    int nservers;
+    long connect_timeout_ms;
+    long command_timeout_ms;
+    struct {
+        long max_ms; /* -1 forever */
+        long backoff_min_ms;
+        long backoff_max_ms;
+        int notify;
+    } wait;
+    int fencing;
+    struct {
+        int unit_ms; /* 0: seconds, 1: milliseconds */
+        long expiry_offset;
+        long skew_margin_ms;
+        int gc_expire;
+        int clock_server;
+    } legacy;
+    struct {
+        int value_suffix;
+    } bridge;
+    struct {
+        int legacy_clients;
+        long long quiet_window_ms;
+    } migration;
+} relock__settings;
+
+struct relock_config {
+    relock__settings s;
+    relock__err err;
+};
+
+void relock__settings_default(relock__settings *s);
+/* Parses a redis:// URL into srv; on error writes a reason into why. */
+int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen);
+
+/* ------------------------------------------------------------------ values */
+
+typedef struct relock__value {
+    relock_value_kind kind;
+    long long ts;     /* TIMESTAMP: the integer as stored */
+    int ts_digits;    /* its number of digits */
+    int has_suffix;   /* TIMESTAMP followed by ":token" */
+} relock__value;
+
+/* Classifies a stored value (DESIGN §3 "Classifying a value"). */
+void relock__classify(const char *v, size_t len, relock__value *out);
+/* For a timestamp of ndigits digits: 0 seconds, 1 milliseconds, -1 neither
+ * (too short or too long for a present-day date in either unit). */
+int relock__ts_unit_guess(int ndigits);
+
+/* ------------------------------------------------------------------ time, random */
+
+uint64_t relock__mono_ms(void);
+long long relock__wall_ms(void);
+void relock__sleep_ms(long ms);
+/* 128 random bits as 32 lowercase hex characters plus NUL, never all
+ * digits.  0 on success. */
+int relock__token(char out[33]);
+uint64_t relock__rand64(uint64_t *state);
+void relock__sha1_hex(const char *data, size_t len, char out[41]);
+
+/* Backoff before the next attempt: exponential from min to max with
+ * jitter in [d/2, d], but no later than just after the holder's known end
+ * (hint_ms >= 0). */
+long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd);
+
+/* ------------------------------------------------------------------ connections */
+
+typedef struct relock__conn {
+    redisContext *ctx;
+    const relock__server *srv;
+    /* What the probe learned; valid while ctx is. */
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
+} relock__conn;
+
+/* ------------------------------------------------------------------ scripts */
+
+enum relock__script_id {
+    RELOCK__SCRIPT_DEL_IF_EQ = 0,
+    RELOCK__SCRIPT_PEXPIRE_IF_EQ,
+    RELOCK__NSCRIPTS
+};
+
+/* ------------------------------------------------------------------ client and lock */
+
+struct relock__algo;
+
+struct relock_client {
+    relock__settings s;
+    relock__conn conn;
+    relock_mode mode;
+    char mode_reason[256];
+    const struct relock__algo *algo;
+    char sha[RELOCK__NSCRIPTS][41];
+    uint64_t rng;
+    relock__err err;
+};
+
+struct relock_lock {
+    relock_client *c;
+    char name[RELOCK__NAME_MAX + 1];
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char value[RELOCK__VALUE_MAX];
+    long long fence;
+    long ttl_ms;
+    uint64_t valid_until; /* monotonic ms; 0 when unknown (adopted) */
+    int lost;
+};
+
+typedef struct relock__algo {
+    const char *name;
+    /* One attempt.  RELOCK_BUSY with *hint_ms = the holder's remaining
+     * time in ms when known, else -1. */
+    relock_status (*attempt)(relock_lock *l, long *hint_ms);
+    relock_status (*release)(relock_lock *l);
+    relock_status (*extend)(relock_lock *l, long ttl_ms);
+} relock__algo;
+
+extern const relock__algo relock__algo_modern;
+
+/* The allowance for clock drift over ttl_ms (Redlock's 1% + 2 ms). */
+long relock__drift_ms(long ttl_ms);
+/* The monotonic time at which a lease of ttl_ms requested at start stops
+ * being safe to rely on (never before start). */
+uint64_t relock__valid_until(uint64_t start, long ttl_ms);
+
+/* Connects (or reconnects) c's connection and probes the server. */
+relock_status relock__conn_ensure(relock_client *c);
+void relock__conn_close(relock__conn *conn);
+/* Probes the server version into conn (DESIGN §2). */
+relock_status relock__probe(relock_client *c);
+
+/*
+ * Runs one command (argv form).  On success returns a reply the caller
+ * frees with freeReplyObject().  On failure returns NULL and records
+ * RELOCK_EIO in c->err; *sent (if not NULL) tells whether the command may
+ * have reached the server (then the outcome is ambiguous).  Error replies
+ * are returned as replies: check with relock__reply_error().
+ */
+redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
+                            const size_t *argvlen);
+/* printf-like convenience over relock__command for fixed-form commands. */
+redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...);
+
+/* Computes the scripts' SHA-1 into c->sha. */
+void relock__scripts_init(relock_client *c);
+
+/* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. */
+redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nargs,
+                         const char **args);
+
+/* Records RELOCK_EPROTO for a reply of an unexpected type or an error
+ * reply, naming the command. */
+relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
+                                const redisReply *r);
+#define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
+
+/* The generic waiting loop over c->algo->attempt. */
+relock_status relock__wait_acquire(relock_lock *l, long wait_ms);
+
+/* Mode selection from configuration and probe (DESIGN §3 auto). */
+relock_status relock__select_mode(relock_client *c);
+
+#endif

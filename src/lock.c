@@ -1,0 +1,176 @@
+/* Lock handles and the public lock calls; the algorithms do the work. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Names are binary-safe for Redis, but a name with control characters or
+ * spaces is almost always a mistake in a script, and unprintable in our
+ * messages: refuse them. */
+static relock_status check_name(relock_client *c, const char *name)
+{
+    if (!name || !*name)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
+    size_t len = strlen(name);
+    if (len > RELOCK__NAME_MAX)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: %zu bytes, at most %d", len,
+                            RELOCK__NAME_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= ' ' || ch == 0x7f)
+            return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                                "lock name: contains a space or control character at byte %zu",
+                                i);
+    }
+    return RELOCK_OK;
+}
+
+static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, relock_lock **out)
+{
+    *out = NULL;
+    relock_status st = check_name(c, name);
+    if (st != RELOCK_OK)
+        return st;
+    if (ttl_ms < 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is negative", ttl_ms);
+    relock_lock *l = calloc(1, sizeof *l);
+    if (!l)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", name);
+    l->c = c;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    snprintf(l->key, sizeof l->key, "%s%s", c->s.key_prefix, name);
+    l->ttl_ms = ttl_ms ? ttl_ms : c->s.ttl_ms;
+    *out = l;
+    return RELOCK_OK;
+}
+
+static relock_status ready(relock_client *c)
+{
+    if (!c->algo)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED, "no lock mode selected: %s",
+                            c->mode_reason[0] ? c->mode_reason : "connect failed");
+    return RELOCK_OK;
+}
+
+relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, long wait_ms,
+                             relock_lock **out)
+{
+    *out = NULL;
+    relock__err_clear(&c->err);
+    relock_status st = ready(c);
+    if (st != RELOCK_OK)
+        return st;
+    if (wait_ms == RELOCK_WAIT_DEFAULT)
+        wait_ms = c->s.wait.max_ms;
+    if (wait_ms < RELOCK_WAIT_FOREVER)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "wait: %ld ms is not a valid bound", wait_ms);
+    relock_lock *l;
+    st = new_lock(c, name, ttl_ms, &l);
+    if (st != RELOCK_OK)
+        return st;
+    st = relock__wait_acquire(l, wait_ms);
+    if (st != RELOCK_OK) {
+        relock_lock_free(l);
+        return st;
+    }
+    *out = l;
+    return RELOCK_OK;
+}
+
+relock_status relock_try_acquire(relock_client *c, const char *name, long ttl_ms,
+                                 relock_lock **out)
+{
+    return relock_acquire(c, name, ttl_ms, 0, out);
+}
+
+relock_status relock_release(relock_lock *l)
+{
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    relock_status st = ready(c);
+    if (st != RELOCK_OK)
+        return st;
+    if (l->lost)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
+                            l->name);
+    st = c->algo->release(l);
+    if (st == RELOCK_OK || st == RELOCK_LOST)
+        l->lost = 1; /* either way it is no longer ours */
+    return st;
+}
+
+relock_status relock_extend(relock_lock *l, long ttl_ms)
+{
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    relock_status st = ready(c);
+    if (st != RELOCK_OK)
+        return st;
+    if (ttl_ms < 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is negative", ttl_ms);
+    if (l->lost)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "extend %s: the lock was already lost",
+                            l->name);
+    if (ttl_ms == 0)
+        ttl_ms = l->ttl_ms;
+    st = c->algo->extend(l, ttl_ms);
+    if (st == RELOCK_LOST)
+        l->lost = 1;
+    return st;
+}
+
+relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,
+                                long long fence, long ttl_ms, relock_lock **out)
+{
+    *out = NULL;
+    relock__err_clear(&c->err);
+    relock_status st = ready(c);
+    if (st != RELOCK_OK)
+        return st;
+    if (!value || !*value || strlen(value) >= RELOCK__VALUE_MAX)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock value: empty or longer than %d bytes",
+                            RELOCK__VALUE_MAX - 1);
+    if (fence < 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "fence: %lld is negative", fence);
+    relock_lock *l;
+    st = new_lock(c, name, ttl_ms, &l);
+    if (st != RELOCK_OK)
+        return st;
+    snprintf(l->value, sizeof l->value, "%s", value);
+    l->fence = fence;
+    l->valid_until = 0; /* unknown: whoever acquired it knows */
+    *out = l;
+    return RELOCK_OK;
+}
+
+void relock_lock_free(relock_lock *l)
+{
+    if (!l)
+        return;
+    memset(l, 0xa5, sizeof *l);
+    free(l);
+}
+
+const char *relock_lock_name(const relock_lock *l)
+{
+    return l->name;
+}
+
+const char *relock_lock_value(const relock_lock *l)
+{
+    return l->value;
+}
+
+long long relock_lock_fence(const relock_lock *l)
+{
+    return l->fence;
+}
+
+long relock_lock_validity_ms(const relock_lock *l)
+{
+    if (l->lost || l->valid_until == 0)
+        return 0;
+    uint64_t now = relock__mono_ms();
+    return now >= l->valid_until ? 0 : (long)(l->valid_until - now);
+}

@@ -1,0 +1,78 @@
+/*
+ * Choosing the algorithm (DESIGN §3).  "auto" is safe by default: modern
+ * values beside unchanged legacy clients break mutual exclusion (a legacy
+ * client reads a token as an expired timestamp and takes the lock over), so
+ * modern is chosen only when the operator has declared that no legacy
+ * client remains.
+ */
+#include <stdio.h>
+
+#include "internal.h"
+
+static relock_status use(relock_client *c, relock_mode m, const char *why)
+{
+    c->mode = m;
+    snprintf(c->mode_reason, sizeof c->mode_reason, "%s", why);
+    switch (m) {
+    case RELOCK_MODE_MODERN:
+        c->algo = &relock__algo_modern;
+        return RELOCK_OK;
+    case RELOCK_MODE_LEGACY:
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "mode legacy (%s): the legacy algorithm is not built into this "
+                            "version",
+                            why);
+    case RELOCK_MODE_BRIDGE:
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "mode bridge (%s): bridge mode is not built into this version; "
+                            "if no legacy client shares these locks, set "
+                            "migration.legacy_clients = false or use -m modern",
+                            why);
+    case RELOCK_MODE_AUTO:
+        break;
+    }
+    return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "mode: no algorithm for auto");
+}
+
+relock_status relock__select_mode(relock_client *c)
+{
+    const relock__conn *conn = &c->conn;
+    char why[200];
+    switch (c->s.mode) {
+    case RELOCK_MODE_MODERN:
+        if (!(conn->caps & RELOCK_CAP_SET_NX_PX))
+            return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                "mode modern: server %s lacks SET NX PX (needs 2.6.12); "
+                                "use -m legacy",
+                                conn->version);
+        return use(c, RELOCK_MODE_MODERN, "configured");
+    case RELOCK_MODE_BRIDGE:
+        if (!(conn->caps & RELOCK_CAP_EVAL))
+            return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                "mode bridge: server %s lacks EVAL (needs 2.6.0); use -m legacy",
+                                conn->version);
+        return use(c, RELOCK_MODE_BRIDGE, "configured");
+    case RELOCK_MODE_LEGACY:
+        return use(c, RELOCK_MODE_LEGACY, "configured");
+    case RELOCK_MODE_AUTO:
+        break;
+    }
+    if (!(conn->caps & RELOCK_CAP_EVAL)) {
+        snprintf(why, sizeof why, "auto: server %s is older than 2.6.0", conn->version);
+        return use(c, RELOCK_MODE_LEGACY, why);
+    }
+    if (c->s.migration.legacy_clients) {
+        snprintf(why, sizeof why,
+                 "auto: migration.legacy_clients = true (legacy clients may share these keys)");
+        return use(c, RELOCK_MODE_BRIDGE, why);
+    }
+    if (conn->caps & RELOCK_CAP_SET_NX_PX) {
+        snprintf(why, sizeof why,
+                 "auto: server %s has SET NX PX and migration.legacy_clients = false",
+                 conn->version);
+        return use(c, RELOCK_MODE_MODERN, why);
+    }
+    snprintf(why, sizeof why, "auto: server %s has EVAL but not SET NX PX (2.6.12)",
+             conn->version);
+    return use(c, RELOCK_MODE_BRIDGE, why);
+}

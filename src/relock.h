@@ -1,0 +1,270 @@
+/*
+ * relock: Redis locks that work on every Redis a fleet still runs.
+ *
+ * Thread safety.  A relock_client owns one connection per server and is
+ * not thread-safe: use it from one thread at a time (one client per thread
+ * is the usual pattern).  A relock_lock belongs to the client that made it
+ * and may only be used with that client, from the thread using the client.
+ * relock_config objects may be shared read-only between threads once
+ * filled.  relock_strerror() and relock_version() are safe from any thread.
+ *
+ * Errors.  Every call returns a relock_status.  RELOCK_BUSY and
+ * RELOCK_TIMEOUT are outcomes ("someone else holds it"), not failures.
+ * Details of the last failure (the server's error text, our source file and
+ * line) are kept on the handle that failed: relock_client_error() and
+ * relock_config_error().  The first error of a call is kept; later, vaguer
+ * ones do not overwrite it.
+ */
+#ifndef RELOCK_H
+#define RELOCK_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RELOCK_VERSION_MAJOR 0
+#define RELOCK_VERSION_MINOR 1
+#define RELOCK_VERSION_PATCH 0
+#define RELOCK_VERSION_STRING "0.1.0"
+
+#if defined(RELOCK_BUILDING) && defined(__GNUC__)
+#define RELOCK_EXTERN __attribute__((visibility("default")))
+#else
+#define RELOCK_EXTERN
+#endif
+
+/*
+ * Status codes.  Codes are added last and never renumbered.
+ * X(NAME, value, message)
+ */
+#define RELOCK_STATUS_MAP(X)                                                   \
+    X(OK, 0, "success")                                                        \
+    X(BUSY, 1, "lock is held by someone else")                                 \
+    X(TIMEOUT, 2, "lock not acquired within the wait bound")                   \
+    X(LOST, 3, "lock was lost (expired, taken over or deleted)")               \
+    X(EIO, 4, "server unreachable or connection failed")                       \
+    X(EPROTO, 5, "unexpected reply from the server")                           \
+    X(EUNSUPPORTED, 6, "not supported by this server or build")                \
+    X(ECONFIG, 7, "configuration error")                                       \
+    X(EINVAL, 8, "invalid argument")                                           \
+    X(EFOREIGN, 9, "lock key holds a value relock cannot interpret")           \
+    X(EAMBIGUOUS, 10, "outcome unknown: connection lost after the command was sent") \
+    X(ENOMEM, 11, "out of memory")
+
+typedef enum relock_status {
+#define RELOCK_X_ENUM(name, value, msg) RELOCK_##name = value,
+    RELOCK_STATUS_MAP(RELOCK_X_ENUM)
+#undef RELOCK_X_ENUM
+} relock_status;
+
+/* A static, English description of a status code; never NULL. */
+RELOCK_EXTERN const char *relock_strerror(relock_status st);
+/* The status code's name, e.g. "RELOCK_LOST"; never NULL. */
+RELOCK_EXTERN const char *relock_status_name(relock_status st);
+/* The library version string, e.g. "0.1.0". */
+RELOCK_EXTERN const char *relock_version(void);
+
+/* Lock algorithms (DESIGN §3). */
+typedef enum relock_mode {
+    RELOCK_MODE_AUTO = 0, /* probe the server and pick safely */
+    RELOCK_MODE_LEGACY,   /* SETNX + expiry timestamp + GETSET takeover */
+    RELOCK_MODE_BRIDGE,   /* legacy-readable values with a TTL (migration) */
+    RELOCK_MODE_MODERN    /* SET NX PX + compare-and-delete */
+} relock_mode;
+
+/* "auto", "legacy", "bridge", "modern". */
+RELOCK_EXTERN const char *relock_mode_name(relock_mode m);
+
+/* Details of the last failure on a handle.  Valid until the next call on
+ * that handle. */
+typedef struct relock_error {
+    relock_status status; /* RELOCK_OK when nothing failed */
+    const char *message;  /* "what: why", never NULL ("" when none) */
+    const char *server;   /* the server's error text, or "" */
+    const char *file;     /* relock source file that detected it, or "" */
+    int line;             /* and its line, or 0 */
+} relock_error;
+
+/* ---------------------------------------------------------------------
+ * Configuration.  A relock_config starts with the defaults of DESIGN §7
+ * and is changed by loading a libconfig file, a URL, or single settings.
+ * Invalid values are refused, never clamped.
+ */
+typedef struct relock_config relock_config;
+
+/* A new configuration holding the defaults; NULL when out of memory.
+ * Free it with relock_config_free(). */
+RELOCK_EXTERN relock_config *relock_config_new(void);
+/* Frees a configuration; accepts NULL. */
+RELOCK_EXTERN void relock_config_free(relock_config *cfg);
+
+/*
+ * Reads a libconfig file (DESIGN §7) over the current settings.  Unknown
+ * settings, wrong types and bad values are errors; the message is
+ * "FILE:LINE: reason" (relock_config_error()).  On error the configuration
+ * may be partly changed.
+ */
+RELOCK_EXTERN relock_status relock_config_load_file(relock_config *cfg, const char *path);
+
+/* Replaces the server list by the one server of a URL
+ * "redis://[user:pass@]host[:port][/db]". */
+RELOCK_EXTERN relock_status relock_config_set_url(relock_config *cfg, const char *url);
+
+/*
+ * Sets one setting by its dotted name as in the file, without the
+ * "relock." prefix ("mode", "ttl_ms", "wait.max_ms", "legacy.clock_unit",
+ * ...), from its text form.  Durations are in milliseconds.
+ */
+RELOCK_EXTERN relock_status relock_config_set(relock_config *cfg, const char *name,
+                                              const char *value);
+
+/* The detail of the last failing call on cfg. */
+RELOCK_EXTERN const relock_error *relock_config_error(const relock_config *cfg);
+
+/* Reads back a few settings the CLI needs. */
+RELOCK_EXTERN long relock_config_ttl_ms(const relock_config *cfg);
+/* The configured default wait bound: -1 forever, 0 none, else ms. */
+RELOCK_EXTERN long relock_config_wait_ms(const relock_config *cfg);
+RELOCK_EXTERN relock_mode relock_config_mode(const relock_config *cfg);
+
+/* ---------------------------------------------------------------------
+ * Clients.
+ */
+typedef struct relock_client relock_client;
+
+/*
+ * Connects to the configured server, probes it (DESIGN §2) and selects the
+ * mode.  *out is set whenever memory allows, also on failure, so that
+ * relock_client_error(*out) can tell what went wrong; free it with
+ * relock_client_free() in both cases.  cfg is copied: it may be freed
+ * afterwards.
+ */
+RELOCK_EXTERN relock_status relock_connect(const relock_config *cfg, relock_client **out);
+/* relock_connect() with a configuration read from a libconfig file. */
+RELOCK_EXTERN relock_status relock_connect_file(const char *path, relock_client **out);
+/* relock_connect() with defaults and the one server of a URL. */
+RELOCK_EXTERN relock_status relock_connect_url(const char *url, relock_client **out);
+
+/* Closes connections and frees the client; accepts NULL.  Locks still held
+ * are neither released nor freed: release them first. */
+RELOCK_EXTERN void relock_client_free(relock_client *c);
+
+/* The detail of the last failing call on c (or on a lock of c). */
+RELOCK_EXTERN const relock_error *relock_client_error(const relock_client *c);
+
+/* The mode in use and a one-line reason for the choice. */
+RELOCK_EXTERN relock_mode relock_client_mode(const relock_client *c);
+RELOCK_EXTERN const char *relock_client_mode_reason(const relock_client *c);
+
+/* What the probe learned about the (first) server. */
+typedef struct relock_server_info {
+    const char *version;  /* "7.0.15", or "unknown" */
+    int major, minor, patch;
+    unsigned caps;        /* RELOCK_CAP_* bits */
+} relock_server_info;
+
+#define RELOCK_CAP_WATCH 0x01u    /* WATCH/MULTI/EXEC compare-and-set (2.2) */
+#define RELOCK_CAP_EVAL 0x02u     /* Lua scripts (2.6.0) */
+#define RELOCK_CAP_PEXPIRE 0x04u  /* PEXPIRE/PTTL (2.6.0) */
+#define RELOCK_CAP_TIME 0x08u     /* TIME (2.6.0) */
+#define RELOCK_CAP_SET_NX_PX 0x10u /* SET key value NX PX ms (2.6.12) */
+#define RELOCK_CAP_SCAN 0x20u     /* SCAN; TTL of a missing key is -2 (2.8) */
+#define RELOCK_CAP_SCRIPT_TIME_WRITE 0x40u /* a script may write after TIME (5.0) */
+
+/* Fills info (pointers valid while c lives).  Reconnects if needed. */
+RELOCK_EXTERN relock_status relock_client_server(relock_client *c, relock_server_info *info);
+/* Names of the capability bits, for printing: NULL past the last. */
+RELOCK_EXTERN const char *relock_cap_name(unsigned bit);
+
+/* ---------------------------------------------------------------------
+ * Locks.
+ */
+typedef struct relock_lock relock_lock;
+
+#define RELOCK_WAIT_FOREVER (-1L) /* wait_ms: no bound (as flock) */
+#define RELOCK_WAIT_DEFAULT (-2L) /* wait_ms: the configured wait.max_ms */
+
+/*
+ * Acquires lock NAME (the key is key_prefix + NAME) for ttl_ms (0: the
+ * configured ttl_ms), waiting at most wait_ms: 0 tries once,
+ * RELOCK_WAIT_FOREVER waits without bound, RELOCK_WAIT_DEFAULT uses the
+ * configuration.  On RELOCK_OK *out is a new lock handle (free it with
+ * relock_lock_free() after releasing); otherwise *out is NULL.
+ * Returns RELOCK_BUSY when wait_ms is 0 and the lock is held, and
+ * RELOCK_TIMEOUT when the bound passed.
+ */
+RELOCK_EXTERN relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms,
+                                           long wait_ms, relock_lock **out);
+/* relock_acquire() with wait_ms 0. */
+RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *name, long ttl_ms,
+                                               relock_lock **out);
+
+/*
+ * Extends the lock to ttl_ms from now (0: its original ttl).  RELOCK_LOST
+ * when the lock is no longer ours; the handle then stays valid but lost.
+ * In legacy and bridge modes the stored value changes:
+ * relock_lock_value() returns the new one.
+ */
+RELOCK_EXTERN relock_status relock_extend(relock_lock *l, long ttl_ms);
+
+/*
+ * Releases the lock.  RELOCK_OK: it was ours and is deleted.  RELOCK_LOST:
+ * it was no longer ours (nothing was deleted).  An I/O error means the
+ * state is unknown, never "released".  The handle stays valid; free it
+ * with relock_lock_free().
+ */
+RELOCK_EXTERN relock_status relock_release(relock_lock *l);
+
+/*
+ * Makes a handle for a lock acquired elsewhere (by another process, say
+ * `relock acquire`), from the value it printed and its fence (0: unknown),
+ * so that it can be released or extended.  ttl_ms is used by
+ * relock_extend(l, 0).
+ */
+RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name,
+                                              const char *value, long long fence, long ttl_ms,
+                                              relock_lock **out);
+
+/* Frees a lock handle without releasing it; accepts NULL. */
+RELOCK_EXTERN void relock_lock_free(relock_lock *l);
+
+RELOCK_EXTERN const char *relock_lock_name(const relock_lock *l);
+/* The value now stored in the lock key (changes on extend in legacy and
+ * bridge modes). */
+RELOCK_EXTERN const char *relock_lock_value(const relock_lock *l);
+/* The fencing token (DESIGN §4); 0 when the mode keeps none. */
+RELOCK_EXTERN long long relock_lock_fence(const relock_lock *l);
+/* Milliseconds of validity left now (ttl minus time spent acquiring minus
+ * the clock-drift allowance, minus time since); 0 when expired. */
+RELOCK_EXTERN long relock_lock_validity_ms(const relock_lock *l);
+
+/* ---------------------------------------------------------------------
+ * Inspection (read-only; used by `relock inspect`).
+ */
+typedef enum relock_value_kind {
+    RELOCK_VALUE_NONE = 0,   /* key absent */
+    RELOCK_VALUE_TIMESTAMP,  /* decimal expiry time (legacy or bridge) */
+    RELOCK_VALUE_TOKEN,      /* 32 lowercase hex characters (modern) */
+    RELOCK_VALUE_UNKNOWN     /* anything else */
+} relock_value_kind;
+
+typedef struct relock_inspect_info {
+    relock_value_kind kind;
+    char value[128];        /* the value (truncated if longer) */
+    long long pttl_ms;      /* -1 no TTL, -2 absent */
+    long long ts_ms;        /* TIMESTAMP: its expiry in ms since the epoch */
+    int ts_unit_ms;         /* TIMESTAMP: 1 when the value is in ms, 0 in s */
+    long long fence;        /* the lock's fence counter, 0 when none */
+} relock_inspect_info;
+
+/* Reads the lock key of NAME without changing anything. */
+RELOCK_EXTERN relock_status relock_inspect(relock_client *c, const char *name,
+                                           relock_inspect_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RELOCK_H */

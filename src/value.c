@@ -1,0 +1,60 @@
+/*
+ * Classifying what a lock key holds (DESIGN §3): a decimal expiry
+ * timestamp, optionally followed by ":token" (legacy and bridge values), a
+ * 32-character lowercase hex token (modern values), or neither.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static int is_token(const char *v, size_t len)
+{
+    if (len != 32)
+        return 0;
+    int letters = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = v[i];
+        if (ch >= 'a' && ch <= 'f')
+            letters++;
+        else if (ch < '0' || ch > '9')
+            return 0;
+    }
+    return letters > 0;
+}
+
+void relock__classify(const char *v, size_t len, relock__value *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = RELOCK_VALUE_UNKNOWN;
+    if (!v) {
+        out->kind = RELOCK_VALUE_NONE;
+        return;
+    }
+    size_t digits = 0;
+    while (digits < len && v[digits] >= '0' && v[digits] <= '9')
+        digits++;
+    /* 18 digits still fit a long long; no present-day time needs more. */
+    if (digits > 0 && digits <= 18 && (digits == len || (v[digits] == ':' && digits + 1 < len))) {
+        long long ts = 0;
+        for (size_t i = 0; i < digits; i++)
+            ts = ts * 10 + (v[i] - '0');
+        out->kind = RELOCK_VALUE_TIMESTAMP;
+        out->ts = ts;
+        out->ts_digits = (int)digits;
+        out->has_suffix = digits < len;
+        return;
+    }
+    if (is_token(v, len))
+        out->kind = RELOCK_VALUE_TOKEN;
+}
+
+int relock__ts_unit_guess(int ndigits)
+{
+    /* Seconds since the epoch have had 10 digits since 2001 and keep them
+     * until 2286; milliseconds have 13 over the same span. */
+    if (ndigits == 10)
+        return 0;
+    if (ndigits == 13)
+        return 1;
+    return -1;
+}

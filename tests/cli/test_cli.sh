@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The relock command line against a real redis-server: every exit code of
+# DESIGN §8 produced by a real case, the output formats, and run's
+# environment, signal forwarding and loss handling.
+#   test_cli.sh PATH/TO/relock
+set -u
+RELOCK=${1:?usage: test_cli.sh PATH/TO/relock}
+PY=/usr/bin/python3
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+DIR=$(mktemp -d /tmp/relock-cli-XXXXXX)
+PORT=$(free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --daemonize no --logfile "$DIR/server.log" &
+SERVER=$!
+cleanup() {
+    kill "$SERVER" 2>/dev/null
+    wait "$SERVER" 2>/dev/null
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+for _ in $(seq 1 200); do
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
+    sleep 0.05
+done
+export RELOCK_URL="redis://127.0.0.1:$PORT"
+R() { "$RELOCK" -m modern "$@"; }
+rcli() { redis-cli -p "$PORT" "$@"; }
+
+# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code and
+# that every error is one line "relock: ...".
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$DIR/out" 2>"$DIR/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        bad "$what: exit $got, expected $want; stderr: $(cat "$DIR/err")"
+        return
+    fi
+    if [ -s "$DIR/err" ] && ! grep -q '^relock: ' "$DIR/err"; then
+        bad "$what: stderr not in 'relock: what: why' form: $(cat "$DIR/err")"
+        return
+    fi
+    ok
+}
+
+# --- 0: success, and the output formats
+expect 0 "acquire" -- R acquire -t 10s cli-a
+read -r VALUE FENCE VALID <"$DIR/out"
+[[ "$VALUE" =~ ^[0-9a-f]{32}$ ]] && ok || bad "acquire printed value '$VALUE'"
+[[ "$FENCE" =~ ^[0-9]+$ ]] && ok || bad "acquire printed fence '$FENCE'"
+{ [ "$VALID" -gt 9000 ] && [ "$VALID" -le 10000 ]; } && ok || bad "validity '$VALID' not in (9000, 10000]"
+[ "$(rcli GET cli-a)" = "$VALUE" ] && ok || bad "key does not hold the printed value"
+expect 0 "extend" -- R extend -t 20s cli-a "$VALUE" "$FENCE"
+[ "$(cat "$DIR/out")" = "$VALUE" ] && ok || bad "extend printed '$(cat "$DIR/out")'"
+pttl=$(rcli PTTL cli-a)
+[ "$pttl" -gt 10000 ] && ok || bad "extend did not lengthen the TTL (pttl $pttl)"
+expect 0 "inspect" -- R inspect cli-a
+grep -q "format:  token" "$DIR/out" && ok || bad "inspect: $(cat "$DIR/out")"
+expect 0 "inspect --json" -- R inspect --json cli-a
+grep -q "\"format\":\"token\",\"value\":\"$VALUE\"" "$DIR/out" && ok || bad "inspect --json: $(cat "$DIR/out")"
+expect 0 "probe --json" -- R probe --json
+grep -q '"mode":"modern"' "$DIR/out" && ok || bad "probe --json: $(cat "$DIR/out")"
+expect 0 "--help" -- "$RELOCK" --help
+expect 0 "run --help" -- "$RELOCK" run --help
+grep -q "usage: relock run" "$DIR/out" && ok || bad "run --help printed no usage"
+expect 0 "--version" -- "$RELOCK" --version
+
+# --- 1: not acquired
+expect 1 "acquire -n on a held lock" -- R acquire -n cli-a
+grep -q "held" "$DIR/err" && ok || bad "busy message: $(cat "$DIR/err")"
+start=$(date +%s%N)
+expect 1 "acquire -w 300ms on a held lock" -- R acquire -w 300ms cli-a
+el=$((($(date +%s%N) - start) / 1000000))
+[ "$el" -ge 300 ] && ok || bad "-w 300ms gave up after ${el} ms"
+expect 1 "run -n on a held lock" -- R run -n cli-a -- true
+expect 7 "run -n -E 7 on a held lock" -- R run -n -E 7 cli-a -- true
+
+# --- 3: lost
+expect 0 "release" -- R release cli-a "$VALUE" "$FENCE"
+expect 3 "release again" -- R release cli-a "$VALUE" "$FENCE"
+grep -q "lost" "$DIR/err" && ok || bad "lost message: $(cat "$DIR/err")"
+expect 0 "acquire b" -- R acquire -t 10s cli-b
+read -r VB _ _ <"$DIR/out"
+expect 3 "release with another value" -- R release cli-b 0123456789abcdef0123456789abcdef
+expect 3 "extend with another value" -- R extend cli-b 0123456789abcdef0123456789abcdef
+[ "$(rcli GET cli-b)" = "$VB" ] && ok || bad "a failed release touched the holder's key"
+# run whose lock is deleted behind its back: CMD is stopped, exit 3.
+"$RELOCK" -m modern run -t 600ms cli-run -- sleep 30 >"$DIR/out" 2>"$DIR/err" &
+RUNPID=$!
+for _ in $(seq 1 100); do [ "$(rcli EXISTS cli-run)" = 1 ] && break; sleep 0.05; done
+rcli DEL cli-run >/dev/null
+start=$(date +%s%N)
+wait "$RUNPID"
+code=$?
+el=$((($(date +%s%N) - start) / 1000000))
+[ "$code" -eq 3 ] && ok || bad "run with a deleted lock exited $code, expected 3"
+[ "$el" -lt 20000 ] && ok || bad "run with a deleted lock took ${el} ms to notice"
+grep -q "lock lost while CMD was running" "$DIR/err" && ok || bad "run loss message: $(cat "$DIR/err")"
+
+# --- run: CMD's own code, its environment, renewal, signals
+expect 5 "run passes CMD's exit code" -- R run cli-r -- sh -c 'exit 5'
+expect 0 "run gives CMD its environment" -- R run cli-env -- sh -c 'echo "$RELOCK_NAME $RELOCK_VALUE $RELOCK_FENCE"'
+read -r n v f <"$DIR/out"
+{ [ "$n" = cli-env ] && [[ "$v" =~ ^[0-9a-f]{32}$ ]] && [[ "$f" =~ ^[0-9]+$ ]]; } && ok || bad "run env: $(cat "$DIR/out")"
+[ "$(rcli EXISTS cli-env)" = 0 ] && ok || bad "run did not release its lock"
+# A 1 s lease held through a 3 s command: renewal keeps it the whole time.
+"$RELOCK" -m modern run -t 1s cli-long -- sleep 3 >"$DIR/out" 2>"$DIR/err" &
+RUNPID=$!
+for _ in $(seq 1 100); do [ "$(rcli EXISTS cli-long)" = 1 ] && break; sleep 0.05; done
+held=1
+for _ in $(seq 1 25); do
+    [ "$(rcli EXISTS cli-long)" = 1 ] || held=0
+    sleep 0.1
+done
+wait "$RUNPID"
+code=$?
+{ [ "$code" -eq 0 ] && [ "$held" -eq 1 ]; } && ok || bad "run -t 1s -- sleep 3: exit $code, held throughout: $held"
+# SIGTERM to relock reaches CMD; relock exits with CMD's code.
+"$RELOCK" -m modern run cli-sig -- sh -c 'trap "exit 42" TERM; while :; do sleep 0.05; done' >"$DIR/out" 2>"$DIR/err" &
+RUNPID=$!
+for _ in $(seq 1 100); do [ "$(rcli EXISTS cli-sig)" = 1 ] && break; sleep 0.05; done
+sleep 0.2
+kill -TERM "$RUNPID"
+wait "$RUNPID"
+code=$?
+[ "$code" -eq 42 ] && ok || bad "SIGTERM forwarding: exit $code, expected 42"
+[ "$(rcli EXISTS cli-sig)" = 0 ] && ok || bad "lock left behind after a signalled run"
+expect 127 "run of a missing command" -- R run cli-x -- /nonexistent/cmd
+
+# --- 2: usage and configuration
+expect 2 "no command" -- "$RELOCK"
+expect 2 "unknown command" -- "$RELOCK" frobnicate
+expect 2 "bad duration" -- R acquire -t 10x cli-c
+grep -q 'unknown unit' "$DIR/err" && ok || bad "bad duration message: $(cat "$DIR/err")"
+expect 2 "negative duration" -- R acquire -t -1s cli-c
+expect 2 "zero TTL" -- R acquire -t 0 cli-c
+expect 2 "-w with -n" -- R acquire -w 1s -n cli-c
+expect 2 "missing NAME" -- R acquire
+expect 2 "bad name" -- R acquire "with space"
+expect 2 "bad mode" -- "$RELOCK" -m fast acquire cli-c
+expect 2 "bad fence" -- R release cli-c "$VALUE" notanumber
+expect 2 "bad -E" -- R run -E 300 cli-c -- true
+expect 2 "missing config file" -- "$RELOCK" -c "$DIR/none.conf" acquire cli-c
+grep -q "none.conf: cannot open" "$DIR/err" && ok || bad "missing file message: $(cat "$DIR/err")"
+printf 'relock = {\n  mode = "modern";\n  tll_ms = 5;\n};\n' >"$DIR/bad.conf"
+expect 2 "bad config line" -- "$RELOCK" -c "$DIR/bad.conf" acquire cli-c
+grep -q "bad.conf:3: unknown setting \"tll_ms\"" "$DIR/err" && ok || bad "config message: $(cat "$DIR/err")"
+RELOCK_CONFIG=$DIR/bad.conf "$RELOCK" acquire cli-c >/dev/null 2>&1
+[ $? -eq 2 ] && ok || bad "RELOCK_CONFIG is not read"
+expect 2 "bad URL" -- "$RELOCK" -u "redis://h:99999" acquire cli-c
+expect 2 "auto mode next to possible legacy clients" -- "$RELOCK" acquire cli-c
+grep -q -- "-m modern" "$DIR/err" && ok || bad "auto refusal message: $(cat "$DIR/err")"
+
+# --- 4: server unreachable or protocol error
+DEAD=$(free_port)
+expect 4 "unreachable server" -- "$RELOCK" -m modern -u "redis://127.0.0.1:$DEAD" acquire cli-c
+grep -q "connect to 127.0.0.1:$DEAD" "$DIR/err" && ok || bad "unreachable message: $(cat "$DIR/err")"
+rcli LPUSH cli-list x >/dev/null
+expect 4 "release of a key of another type" -- R release cli-list 0123456789abcdef0123456789abcdef
+grep -q "WRONGTYPE" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,320 @@
+/*
+ * Modern mode against a real redis-server: mutual exclusion between real
+ * processes, busy and lost outcomes, a SIGKILLed holder, extension, and the
+ * error paths (bad names, wrong reply types, unreachable servers).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "relock.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+static testsrv srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return testsrv_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    testsrv_stop(&srv);
+    return 0;
+}
+
+static relock_client *client_modern(void)
+{
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    relock_client *c = NULL;
+    relock_status st = relock_connect(cfg, &c);
+    if (st != RELOCK_OK)
+        fail_msg("connect: %s", relock_client_error(c)->message);
+    relock_config_free(cfg);
+    assert_int_equal(relock_client_mode(c), RELOCK_MODE_MODERN);
+    return c;
+}
+
+static char *get(const char *key)
+{
+    return testsrv_cmd(&srv, "GET %s", key);
+}
+
+/* Each child: n locked read-modify-write increments of counter. */
+static int increments(const char *lock, const char *counter, int n)
+{
+    relock_client *c = client_modern();
+    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    if (!rc || rc->err)
+        return 10;
+    for (int i = 0; i < n; i++) {
+        relock_lock *l = NULL;
+        if (relock_acquire(c, lock, 5000, 30000, &l) != RELOCK_OK)
+            return 11;
+        redisReply *r = redisCommand(rc, "GET %s", counter);
+        long v = (r && r->type == REDIS_REPLY_STRING) ? atol(r->str) : 0;
+        if (r)
+            freeReplyObject(r);
+        r = redisCommand(rc, "SET %s %ld", counter, v + 1);
+        if (r)
+            freeReplyObject(r);
+        if (relock_release(l) != RELOCK_OK)
+            return 12;
+        relock_lock_free(l);
+    }
+    redisFree(rc);
+    relock_client_free(c);
+    return 0;
+}
+
+static void test_two_processes_exact_count(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0)
+            _exit(increments("count-lock", "count", N));
+    }
+    for (int k = 0; k < 2; k++) {
+        int status = tu_wait_child(kids[k], 120000);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    char *v = get("count");
+    assert_non_null(v);
+    assert_string_equal(v, "4000");
+    free(v);
+}
+
+static void test_try_acquire_busy_at_once(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern(), *b = client_modern();
+    relock_lock *la = NULL, *lb = NULL;
+    assert_int_equal(relock_try_acquire(a, "busy", 10000, &la), RELOCK_OK);
+    assert_true(relock_lock_validity_ms(la) > 9000);
+    assert_int_equal(strlen(relock_lock_value(la)), 32);
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_try_acquire(b, "busy", 10000, &lb), RELOCK_BUSY);
+    assert_null(lb);
+    /* "At once": far sooner than the holder's 10 s lease. */
+    assert_true(tu_now_ms() - t0 < 5000);
+    assert_int_equal(relock_client_error(b)->status, RELOCK_BUSY);
+    /* A bounded wait ends with TIMEOUT, not before its bound. */
+    t0 = tu_now_ms();
+    assert_int_equal(relock_acquire(b, "busy", 10000, 300, &lb), RELOCK_TIMEOUT);
+    assert_true(tu_now_ms() - t0 >= 300);
+    assert_int_equal(relock_release(la), RELOCK_OK);
+    relock_lock_free(la);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
+static void test_release_after_takeover_is_lost(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern(), *b = client_modern();
+    relock_lock *la = NULL, *lb = NULL;
+    assert_int_equal(relock_acquire(a, "lost", 150, 0, &la), RELOCK_OK);
+    /* b waits for the expiry and takes the lock. */
+    assert_int_equal(relock_acquire(b, "lost", 10000, 5000, &lb), RELOCK_OK);
+    assert_int_equal(relock_lock_validity_ms(la), 0);
+    assert_int_equal(relock_release(la), RELOCK_LOST);
+    assert_non_null(strstr(relock_client_error(a)->message, "taken by another value"));
+    assert_int_equal(relock_extend(la, 1000), RELOCK_LOST);
+    char *v = get("lost");
+    assert_string_equal(v, relock_lock_value(lb));
+    free(v);
+    assert_int_equal(relock_release(lb), RELOCK_OK);
+    /* Releasing twice is not a second success. */
+    assert_int_equal(relock_release(lb), RELOCK_LOST);
+    relock_lock_free(la);
+    relock_lock_free(lb);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
+static void test_killed_holder(void **state)
+{
+    (void)state;
+    enum { TTL = 1000 };
+    tu_chan ch;
+    assert_int_equal(tu_chan_open(&ch), 0);
+    uint64_t t_fork = tu_now_ms();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        relock_client *c = client_modern();
+        relock_lock *l = NULL;
+        if (relock_acquire(c, "killed", TTL, 0, &l) != RELOCK_OK)
+            _exit(1);
+        tu_chan_send(&ch, relock_lock_value(l));
+        for (int i = 0; i < 6000; i++)
+            tu_sleep_ms(10);
+        _exit(0);
+    }
+    char value[64];
+    assert_int_equal(tu_chan_recv(&ch, value, sizeof value, 10000), 0);
+    uint64_t t_held = tu_now_ms();
+    kill(pid, SIGKILL);
+    tu_wait_child(pid, 10000);
+    tu_chan_close(&ch);
+
+    relock_client *w = client_modern();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(w, "killed", 5000, 10000, &l), RELOCK_OK);
+    uint64_t t_got = tu_now_ms();
+    /* Not before the dead holder's lease ended (it began after the fork)... */
+    assert_true(t_got >= t_fork + TTL);
+    /* ...and within 1 s of that end (it began before the child reported). */
+    assert_true(t_got <= t_held + TTL + 1000);
+    assert_string_not_equal(relock_lock_value(l), value);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(w);
+}
+
+static void test_extend_keeps_lock(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern(), *b = client_modern();
+    relock_lock *la = NULL, *lb = NULL;
+    assert_int_equal(relock_acquire(a, "extend", 400, 0, &la), RELOCK_OK);
+    uint64_t end = tu_now_ms() + 1500;
+    int extends = 0;
+    while (tu_now_ms() < end) {
+        tu_sleep_ms(100);
+        assert_int_equal(relock_extend(la, 400), RELOCK_OK);
+        extends++;
+    }
+    assert_true(extends >= 3);
+    /* Well past the first lease it is still ours. */
+    assert_int_equal(relock_try_acquire(b, "extend", 400, &lb), RELOCK_BUSY);
+    char *v = get("extend");
+    assert_string_equal(v, relock_lock_value(la));
+    free(v);
+    v = testsrv_cmd(&srv, "PTTL extend");
+    assert_true(atol(v) > 0 && atol(v) <= 400);
+    free(v);
+    assert_int_equal(relock_release(la), RELOCK_OK);
+    relock_lock_free(la);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
+static void test_adopt_release(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern();
+    relock_lock *la = NULL, *other = NULL;
+    assert_int_equal(relock_acquire(a, "adopt", 10000, 0, &la), RELOCK_OK);
+    /* Another value cannot release it... */
+    assert_int_equal(relock_lock_adopt(a, "adopt", "0123456789abcdef0123456789abcdef", 0, 0,
+                                       &other),
+                     RELOCK_OK);
+    assert_int_equal(relock_release(other), RELOCK_LOST);
+    relock_lock_free(other);
+    /* ...its own value can. */
+    assert_int_equal(relock_lock_adopt(a, "adopt", relock_lock_value(la), 0, 0, &other),
+                     RELOCK_OK);
+    assert_int_equal(relock_release(other), RELOCK_OK);
+    char *v = get("adopt");
+    assert_string_equal(v, "(nil)");
+    free(v);
+    relock_lock_free(other);
+    relock_lock_free(la);
+    relock_client_free(a);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "", 1000, 0, &l), RELOCK_EINVAL);
+    assert_int_equal(relock_acquire(a, "has space", 1000, 0, &l), RELOCK_EINVAL);
+    assert_non_null(strstr(relock_client_error(a)->message, "lock name"));
+    assert_int_equal(relock_acquire(a, "x", -5, 0, &l), RELOCK_EINVAL);
+    /* A key of the wrong type gives a protocol error naming the command. */
+    assert_int_equal(relock_acquire(a, "wrongtype", 1000, 0, &l), RELOCK_OK);
+    free(testsrv_cmd(&srv, "DEL wrongtype"));
+    free(testsrv_cmd(&srv, "LPUSH wrongtype a"));
+    assert_int_equal(relock_release(l), RELOCK_EPROTO);
+    assert_non_null(strstr(relock_client_error(a)->message, "WRONGTYPE"));
+    relock_lock_free(l);
+    relock_client_free(a);
+
+    /* Nothing listens: a clear I/O error, and the handle says where. */
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", testsrv_free_port());
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    relock_client *c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_EIO);
+    assert_non_null(c);
+    assert_non_null(strstr(relock_client_error(c)->message, "connect to 127.0.0.1:"));
+    assert_string_equal(relock_client_error(c)->file, "conn.c");
+    relock_client_free(c);
+    relock_config_free(cfg);
+}
+
+static void test_auto_refuses_guessing(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    relock_client *c = NULL;
+    /* auto with legacy clients possible must not quietly pick modern. */
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_EUNSUPPORTED);
+    const char *msg = relock_client_error(c)->message;
+    assert_non_null(strstr(msg, "-m modern"));
+    assert_non_null(strstr(msg, "migration.legacy_clients = false"));
+    relock_client_free(c);
+    /* Declaring that no legacy client remains makes auto pick modern. */
+    assert_int_equal(relock_config_set(cfg, "migration.legacy_clients", "false"), RELOCK_OK);
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+    assert_int_equal(relock_client_mode(c), RELOCK_MODE_MODERN);
+    assert_non_null(strstr(relock_client_mode_reason(c), "legacy_clients = false"));
+    relock_server_info info;
+    assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
+    assert_true(info.major >= 6);
+    assert_true(info.caps & RELOCK_CAP_SET_NX_PX);
+    relock_client_free(c);
+    relock_config_free(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_processes_exact_count),
+        cmocka_unit_test(test_try_acquire_busy_at_once),
+        cmocka_unit_test(test_release_after_takeover_is_lost),
+        cmocka_unit_test(test_killed_holder),
+        cmocka_unit_test(test_extend_keeps_lock),
+        cmocka_unit_test(test_adopt_release),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_auto_refuses_guessing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,274 @@
+/* Private redis-server and proxy processes for the tests (see testsrv.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "testsrv.h"
+
+#ifndef TESTSRV_PROXY_PATH
+#define TESTSRV_PROXY_PATH "relock-compat-proxy"
+#endif
+
+int testsrv_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int answers_ping(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+    }
+    if (c)
+        redisFree(c);
+    return ok;
+}
+
+/* Waits up to 10 s for the process to answer PING on its port. */
+static int wait_ready(testsrv *s, const char *what)
+{
+    for (int i = 0; i < 500; i++) {
+        if (answers_ping(s->port))
+            return 0;
+        int status;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            fprintf(stderr, "testsrv: %s exited before answering (status %d)\n", what, status);
+            s->pid = 0;
+            return -1;
+        }
+        sleep_ms(20);
+    }
+    fprintf(stderr, "testsrv: %s on port %d did not answer PING within 10 s\n", what, s->port);
+    testsrv_stop(s);
+    return -1;
+}
+
+static int make_dir(testsrv *s)
+{
+    snprintf(s->dir, sizeof s->dir, "/tmp/relock-test-XXXXXX");
+    if (!mkdtemp(s->dir)) {
+        fprintf(stderr, "testsrv: mkdtemp: %s\n", strerror(errno));
+        s->dir[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+int testsrv_start(testsrv *s, const char *const *extra_args)
+{
+    memset(s, 0, sizeof *s);
+    if (make_dir(s) != 0)
+        return -1;
+    /* A port can be taken between our probe and the server's bind: retry. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = testsrv_free_port();
+        char port[16];
+        snprintf(port, sizeof port, "%d", s->port);
+        const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+                                "--save", "", "--appendonly", "no", "--dir", s->dir,
+                                "--daemonize", "no", "--logfile", "server.log"};
+        int n = 15;
+        for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
+            argv[n++] = extra_args[i];
+        argv[n] = NULL;
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            int devnull = open("/dev/null", O_RDWR);
+            if (devnull >= 0) {
+                dup2(devnull, 0);
+                dup2(devnull, 1);
+            }
+            execvp(argv[0], (char *const *)argv);
+            fprintf(stderr, "testsrv: cannot run redis-server: %s\n", strerror(errno));
+            _exit(127);
+        }
+        s->pid = pid;
+        if (wait_ready(s, "redis-server") == 0)
+            return 0;
+        if (s->pid)
+            testsrv_stop(s);
+        if (make_dir(s) != 0)
+            return -1;
+    }
+    return -1;
+}
+
+int testsrv_start_proxy(testsrv *s, int upstream_port, const char *personality,
+                        const char *const *extra_args)
+{
+    memset(s, 0, sizeof *s);
+    const char *path = getenv("RELOCK_PROXY");
+    if (!path || !*path)
+        path = TESTSRV_PROXY_PATH;
+    char upstream[32];
+    snprintf(upstream, sizeof upstream, "127.0.0.1:%d", upstream_port);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = testsrv_free_port();
+        char port[16];
+        snprintf(port, sizeof port, "%d", s->port);
+        const char *argv[64] = {path, "--upstream", upstream, "--listen", port,
+                                "--personality", personality ? personality : "7"};
+        int n = 7;
+        for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
+            argv[n++] = extra_args[i];
+        argv[n] = NULL;
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            int devnull = open("/dev/null", O_RDWR);
+            if (devnull >= 0)
+                dup2(devnull, 1);
+            execv(argv[0], (char *const *)argv);
+            fprintf(stderr, "testsrv: cannot run %s: %s\n", path, strerror(errno));
+            _exit(127);
+        }
+        s->pid = pid;
+        if (wait_ready(s, "relock-compat-proxy") == 0)
+            return 0;
+        if (s->pid)
+            testsrv_stop(s);
+    }
+    return -1;
+}
+
+void testsrv_stop(testsrv *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int status;
+        int gone = 0;
+        for (int i = 0; i < 250 && !gone; i++) {
+            if (waitpid(s->pid, &status, WNOHANG) == s->pid)
+                gone = 1;
+            else
+                sleep_ms(20);
+        }
+        if (!gone) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+        }
+    }
+    s->pid = 0;
+    if (s->dir[0]) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/server.log", s->dir);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
+        unlink(path);
+        rmdir(s->dir);
+        s->dir[0] = '\0';
+    }
+}
+
+static char *reply_text(const redisReply *r)
+{
+    char *out = NULL;
+    size_t cap = 0;
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        out = strndup(r->str, r->len);
+        break;
+    case REDIS_REPLY_ERROR:
+        out = strndup(r->str, r->len);
+        break;
+    case REDIS_REPLY_INTEGER:
+        cap = 32;
+        out = malloc(cap);
+        if (out)
+            snprintf(out, cap, "%lld", r->integer);
+        break;
+    case REDIS_REPLY_NIL:
+        out = strdup("(nil)");
+        break;
+    case REDIS_REPLY_ARRAY: {
+        /* Elements joined by spaces: enough for the tests' checks. */
+        size_t len = 0;
+        out = calloc(1, 1);
+        for (size_t i = 0; out && i < r->elements; i++) {
+            char *e = reply_text(r->element[i]);
+            if (!e)
+                break;
+            size_t el = strlen(e);
+            char *grown = realloc(out, len + el + 2);
+            if (!grown) {
+                free(e);
+                break;
+            }
+            out = grown;
+            if (len)
+                out[len++] = ' ';
+            memcpy(out + len, e, el + 1);
+            len += el;
+            free(e);
+        }
+        break;
+    }
+    }
+    return out;
+}
+
+char *testsrv_cmd(const testsrv *s, const char *fmt, ...)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    if (!c || c->err) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    char *out = r ? reply_text(r) : NULL;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return out;
+}

@@ -1,0 +1,200 @@
+/* The configuration file, single settings and URLs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+/* Writes text to a temporary file and loads it; returns the status and
+ * leaves the message in msg. */
+static relock_status load_text(const char *text, relock_config *cfg, char *path, size_t plen)
+{
+    snprintf(path, plen, "/tmp/relock-conf-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    ssize_t n = write(fd, text, strlen(text));
+    assert_int_equal((size_t)n, strlen(text));
+    close(fd);
+    relock_status st = relock_config_load_file(cfg, path);
+    unlink(path);
+    return st;
+}
+
+/* Expects text to be refused at line with a reason containing part. */
+static void refused(const char *text, int line, const char *part)
+{
+    relock_config *cfg = relock_config_new();
+    char path[64];
+    assert_int_equal(load_text(text, cfg, path, sizeof path), RELOCK_ECONFIG);
+    char want[128];
+    snprintf(want, sizeof want, "%s:%d: ", path, line);
+    const char *msg = relock_config_error(cfg)->message;
+    if (strncmp(msg, want, strlen(want)) != 0 || !strstr(msg, part))
+        fail_msg("message \"%s\" lacks \"%s\" or \"%s\"", msg, want, part);
+    relock_config_free(cfg);
+}
+
+static void test_defaults_and_example_file(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(cfg->s.mode, RELOCK_MODE_AUTO);
+    assert_int_equal(cfg->s.ttl_ms, 30000);
+    assert_int_equal(cfg->s.wait.max_ms, -1);
+    assert_int_equal(cfg->s.migration.legacy_clients, 1);
+    relock__settings before = cfg->s;
+    /* The commented example holds exactly the defaults. */
+    assert_int_equal(relock_config_load_file(cfg, CONF_DIR "/relock.conf"), RELOCK_OK);
+    assert_memory_equal(&before, &cfg->s, sizeof before);
+    relock_config_free(cfg);
+}
+
+static void test_values_are_read(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    char path[64];
+    const char *text = "relock = {\n"
+                       "  mode = \"modern\";\n"
+                       "  key_prefix = \"app:\";\n"
+                       "  ttl_ms = 1500;\n"
+                       "  servers = ( { host = \"10.0.0.5\"; port = 7000; db = 3;\n"
+                       "                username = \"u\"; password = \"p\"; } );\n"
+                       "  wait = { max_ms = 0; backoff_min_ms = 5; backoff_max_ms = 50; };\n"
+                       "  legacy = { clock_unit = \"ms\"; clock = \"server\"; };\n"
+                       "  migration = { legacy_clients = false; quiet_window_ms = 8000000000L; };\n"
+                       "};\n";
+    assert_int_equal(load_text(text, cfg, path, sizeof path), RELOCK_OK);
+    assert_int_equal(cfg->s.mode, RELOCK_MODE_MODERN);
+    assert_string_equal(cfg->s.key_prefix, "app:");
+    assert_int_equal(cfg->s.ttl_ms, 1500);
+    assert_string_equal(cfg->s.servers[0].host, "10.0.0.5");
+    assert_int_equal(cfg->s.servers[0].port, 7000);
+    assert_int_equal(cfg->s.servers[0].db, 3);
+    assert_string_equal(cfg->s.servers[0].password, "p");
+    assert_int_equal(cfg->s.wait.max_ms, 0);
+    assert_int_equal(cfg->s.legacy.unit_ms, 1);
+    assert_int_equal(cfg->s.legacy.clock_server, 1);
+    assert_int_equal(cfg->s.migration.legacy_clients, 0);
+    assert_true(cfg->s.migration.quiet_window_ms == 8000000000LL);
+    relock_config_free(cfg);
+}
+
+static void test_errors_carry_line(void **state)
+{
+    (void)state;
+    refused("relock = {\n  mode = \"fast\";\n};\n", 2, "mode must be one of");
+    refused("relock = {\n  ttl_ms = 100;\n  tll_ms = 5;\n};\n", 3, "unknown setting \"tll_ms\"");
+    refused("relock = {\n\n  wait = { max_ms = -5; };\n};\n", 3, "wait.max_ms must be between");
+    refused("relock = {\n  ttl_ms = \"30s\";\n};\n", 2, "ttl_ms must be an integer");
+    refused("relock = {\n  fencing = 1;\n};\n", 2, "fencing must be true or false");
+    refused("relock = {\n  legacy = { clock_unit = \"us\"; };\n};\n", 2, "clock_unit");
+    refused("relock = {\n  servers = ( { host = \"a\"; port = 70000; } );\n};\n", 2,
+            "port must be an integer from 1 to 65535");
+    refused("relock = {\n  servers = ( { host = \"a\"; prot = 1; } );\n};\n", 2,
+            "unknown setting \"servers.prot\"");
+    refused("relock = {\n  ttl_ms = 0;\n};\n", 2, "ttl_ms must be between 1");
+    refused("relock = {\n  mode = \"modern\";\n  ttl_ms = ;\n};\n", 3, "syntax error");
+    refused("relok = {\n  mode = \"modern\";\n};\n", 1, "unknown setting \"relok\"");
+    refused("relock = {\n  wait = { backoff_min_ms = 500; };\n};\n", 2,
+            "exceeds wait.backoff_max_ms");
+    refused("relock = {\n  servers = ();\n};\n", 2, "servers must list 1 to");
+    refused("relock = {\n  wait = 5;\n};\n", 2, "wait must be a group");
+}
+
+static void test_missing_file(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_load_file(cfg, "/nonexistent/relock.conf"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message,
+                           "/nonexistent/relock.conf: cannot open"));
+    relock_config_free(cfg);
+}
+
+static void test_set_by_name(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_set(cfg, "mode", "legacy"), RELOCK_OK);
+    assert_int_equal(relock_config_mode(cfg), RELOCK_MODE_LEGACY);
+    assert_int_equal(relock_config_set(cfg, "wait.max_ms", "250"), RELOCK_OK);
+    assert_int_equal(relock_config_wait_ms(cfg), 250);
+    assert_int_equal(relock_config_set(cfg, "fencing", "false"), RELOCK_OK);
+    assert_int_equal(cfg->s.fencing, 0);
+    assert_int_equal(relock_config_set(cfg, "mode", "quick"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "\"quick\""));
+    assert_int_equal(relock_config_set(cfg, "ttl_ms", "12x"), RELOCK_ECONFIG);
+    assert_int_equal(relock_config_set(cfg, "nosuch", "1"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "unknown setting"));
+    relock_config_free(cfg);
+}
+
+static void url_ok(const char *url, const char *host, int port, int db, const char *user,
+                   const char *pass)
+{
+    relock__server srv;
+    char why[160];
+    assert_int_equal(relock__parse_url(url, &srv, why, sizeof why), 0);
+    assert_string_equal(srv.host, host);
+    assert_int_equal(srv.port, port);
+    assert_int_equal(srv.db, db);
+    assert_string_equal(srv.username, user);
+    assert_string_equal(srv.password, pass);
+}
+
+static void url_bad(const char *url, const char *part)
+{
+    relock__server srv;
+    char why[160] = "";
+    assert_int_equal(relock__parse_url(url, &srv, why, sizeof why), -1);
+    if (!strstr(why, part))
+        fail_msg("reason \"%s\" lacks \"%s\"", why, part);
+}
+
+static void test_urls(void **state)
+{
+    (void)state;
+    url_ok("redis://user:pass@host:6380/2", "host", 6380, 2, "user", "pass");
+    url_ok("redis://localhost", "localhost", 6379, 0, "", "");
+    url_ok("redis://127.0.0.1:7000", "127.0.0.1", 7000, 0, "", "");
+    url_ok("redis://:secret@h/1", "h", 6379, 1, "", "secret");
+    url_ok("redis://secret@h", "h", 6379, 0, "", "secret");
+    url_ok("redis://u:p%40ss@h:1", "h", 1, 0, "u", "p@ss");
+    url_ok("redis://[::1]:6390/", "::1", 6390, 0, "", "");
+    url_bad("http://h", "must start with redis://");
+    url_bad("rediss://h", "TLS");
+    url_bad("redis://h:0", "port must be a number from 1 to 65535");
+    url_bad("redis://h:65536", "port");
+    url_bad("redis://h:12ab", "port");
+    url_bad("redis://h:", "port");
+    url_bad("redis://h:-1", "port");
+    url_bad("redis://", "no host");
+    url_bad("redis://h/x", "database");
+    url_bad("redis://[::1", "unclosed");
+
+    /* The password never appears in the message of a bad URL. */
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_set_url(cfg, "redis://u:hunter2@h:99999"), RELOCK_ECONFIG);
+    assert_null(strstr(relock_config_error(cfg)->message, "hunter2"));
+    relock_config_free(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_example_file),
+        cmocka_unit_test(test_values_are_read),
+        cmocka_unit_test(test_errors_carry_line),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_set_by_name),
+        cmocka_unit_test(test_urls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

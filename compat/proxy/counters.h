@@ -1,0 +1,23 @@
+/*
+ * counters: how many commands the proxy refused in the old server's name,
+ * process-wide (every connection thread counts into the same table).
+ */
+#ifndef RELOCK_PROXY_COUNTERS_H
+#define RELOCK_PROXY_COUNTERS_H
+
+#include "buf.h"
+
+/* Count one refusal under name (at most 63 bytes are kept). */
+void counters_add(const char *name);
+
+/* Refusals since start or since the last reset. */
+long long counters_total(void);
+
+/* Append the RESP array of "NAME count" bulk strings, in the order the
+ * names were first refused.  Returns 0 or -1 (full). */
+int counters_list(pbuf *out);
+
+/* Forget all counts. */
+void counters_reset(void);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * faults: settings behind a mutex, generation counter, generator
+ * (see faults.h).
+ */
+#include "faults.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fault_settings current = {0, 0.0, 0.0, 1, 0};
+static _Atomic unsigned generation;
+
+void faults_init(long delay_ms, double p_before, double p_after, uint64_t seed)
+{
+    pthread_mutex_lock(&lock);
+    current.delay_ms = delay_ms;
+    current.p_before = p_before;
+    current.p_after = p_after;
+    current.seed = seed;
+    current.gen = atomic_fetch_add(&generation, 1) + 1;
+    pthread_mutex_unlock(&lock);
+}
+
+void faults_get(fault_settings *out)
+{
+    pthread_mutex_lock(&lock);
+    *out = current;
+    pthread_mutex_unlock(&lock);
+}
+
+unsigned faults_generation(void)
+{
+    return atomic_load(&generation);
+}
+
+int faults_parse_delay(const char *s, long *out, char *why, size_t whylen)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (s[0] == '\0' || end == NULL || *end != '\0' || errno != 0 || v < 0 ||
+        v > FAULT_MAX_DELAY_MS) {
+        snprintf(why, whylen, "'%s' is not an integer from 0 to %ld", s,
+                 FAULT_MAX_DELAY_MS);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int faults_parse_prob(const char *s, double *out, char *why, size_t whylen)
+{
+    char *end = NULL;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (s[0] == '\0' || end == NULL || *end != '\0' || errno != 0 ||
+        !isfinite(v) || v < 0.0 || v > 1.0) {
+        snprintf(why, whylen, "'%s' is not a probability from 0 to 1", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int faults_parse_seed(const char *s, uint64_t *out, char *why, size_t whylen)
+{
+    char *end = NULL;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || end == NULL || *end != '\0' || errno != 0) {
+        snprintf(why, whylen, "'%s' is not an unsigned 64-bit integer", s);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int faults_update(const char *const *names, const char *const *values,
+                  size_t n, char *why, size_t whylen)
+{
+    fault_settings next;
+    char reason[160];
+    size_t i;
+
+    faults_get(&next);
+    for (i = 0; i < n; i++) {
+        int rc;
+
+        if (strcmp(names[i], "delay-ms") == 0) {
+            rc = faults_parse_delay(values[i], &next.delay_ms, reason, sizeof(reason));
+        } else if (strcmp(names[i], "close-before-reply") == 0) {
+            rc = faults_parse_prob(values[i], &next.p_before, reason, sizeof(reason));
+        } else if (strcmp(names[i], "close-after-reply") == 0) {
+            rc = faults_parse_prob(values[i], &next.p_after, reason, sizeof(reason));
+        } else if (strcmp(names[i], "seed") == 0) {
+            rc = faults_parse_seed(values[i], &next.seed, reason, sizeof(reason));
+        } else {
+            snprintf(why, whylen,
+                     "unknown fault setting '%s' (delay-ms, close-before-reply, "
+                     "close-after-reply, seed, off)", names[i]);
+            return -1;
+        }
+        if (rc < 0) {
+            snprintf(why, whylen, "%s: %s", names[i], reason);
+            return -1;
+        }
+    }
+    pthread_mutex_lock(&lock);
+    current.delay_ms = next.delay_ms;
+    current.p_before = next.p_before;
+    current.p_after = next.p_after;
+    current.seed = next.seed;
+    current.gen = atomic_fetch_add(&generation, 1) + 1;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+void faults_off(void)
+{
+    pthread_mutex_lock(&lock);
+    current.delay_ms = 0;
+    current.p_before = 0.0;
+    current.p_after = 0.0;
+    current.gen = atomic_fetch_add(&generation, 1) + 1;
+    pthread_mutex_unlock(&lock);
+}
+
+void fault_rng_seed(fault_rng *r, uint64_t seed)
+{
+    r->state = seed;
+}
+
+double fault_rng_next(fault_rng *r)
+{
+    uint64_t z;
+
+    r->state += 0x9e3779b97f4a7c15ULL;
+    z = r->state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}

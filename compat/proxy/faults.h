@@ -1,0 +1,61 @@
+/*
+ * faults: the fault-injection settings (process-wide, changeable at run
+ * time by the control command) and the per-connection random draws.
+ *
+ * Determinism: every connection draws from its own generator, seeded with
+ * the current seed when the connection opens and again whenever any fault
+ * setting changes.  So a given seed and a given sequence of commands on a
+ * connection give the same faults, whatever other connections do.
+ */
+#ifndef RELOCK_PROXY_FAULTS_H
+#define RELOCK_PROXY_FAULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAULT_MAX_DELAY_MS 3600000L
+
+typedef struct fault_settings {
+    long delay_ms;      /* added before relaying each reply */
+    double p_before;    /* probability of closing instead of relaying */
+    double p_after;     /* probability of closing right after relaying */
+    uint64_t seed;      /* seed of the per-connection generators */
+    unsigned gen;       /* bumped by every change */
+} fault_settings;
+
+/* Set the start-up values (before any connection exists). */
+void faults_init(long delay_ms, double p_before, double p_after, uint64_t seed);
+
+/* Copy the current settings. */
+void faults_get(fault_settings *out);
+
+/* The change counter alone (cheap: lets a connection notice changes). */
+unsigned faults_generation(void);
+
+/*
+ * Change settings from name/value pairs ("delay-ms", "close-before-reply",
+ * "close-after-reply", "seed"); all or nothing.  Returns 0, or -1 with the
+ * reason in why.
+ */
+int faults_update(const char *const *names, const char *const *values,
+                  size_t n, char *why, size_t whylen);
+
+/* Delay 0 and both probabilities 0 (the seed is kept). */
+void faults_off(void);
+
+/* Parsers shared with the command line.  Return 0, or -1 with why. */
+int faults_parse_delay(const char *s, long *out, char *why, size_t whylen);
+int faults_parse_prob(const char *s, double *out, char *why, size_t whylen);
+int faults_parse_seed(const char *s, uint64_t *out, char *why, size_t whylen);
+
+/* A connection's generator (splitmix64). */
+typedef struct fault_rng {
+    uint64_t state;
+} fault_rng;
+
+void fault_rng_seed(fault_rng *r, uint64_t seed);
+
+/* Uniform in [0, 1). */
+double fault_rng_next(fault_rng *r);
+
+#endif

@@ -129,6 +129,9 @@ typedef struct relock__conn {
     char version[32];
     int major, minor, patch;
     unsigned caps;
+    /* legacy.clock = "server": server time minus local time, in ms. */
+    long long clock_offset_ms;
+    int clock_known;
 } relock__conn;
 
 /* ------------------------------------------------------------------ scripts */
@@ -136,6 +139,8 @@ typedef struct relock__conn {
 enum relock__script_id {
     RELOCK__SCRIPT_DEL_IF_EQ = 0,
     RELOCK__SCRIPT_PEXPIRE_IF_EQ,
+    RELOCK__SCRIPT_CAS_GET,
+    RELOCK__SCRIPT_CAD_GET,
     RELOCK__NSCRIPTS
 };
 
@@ -163,6 +168,9 @@ struct relock_lock {
     long ttl_ms;
     uint64_t valid_until; /* monotonic ms; 0 when unknown (adopted) */
     int lost;
+    /* Legacy and bridge: how often a legacy GETSET loser's write was found
+     * in the key and acted on (DESIGN §3 "GETSET losers"). */
+    int loser_writes;
 };
 
 typedef struct relock__algo {
@@ -172,9 +180,17 @@ typedef struct relock__algo {
     relock_status (*attempt)(relock_lock *l, long *hint_ms);
     relock_status (*release)(relock_lock *l);
     relock_status (*extend)(relock_lock *l, long ttl_ms);
+    /* Optional: fills what a lock adopted from its value can know (its
+     * validity, from a timestamp). */
+    void (*adopt)(relock_lock *l);
 } relock__algo;
 
 extern const relock__algo relock__algo_modern;
+extern const relock__algo relock__algo_legacy;
+
+/* Checks that the legacy settings fit the connected server (gc_expire is
+ * refused on 2.0, clock = "server" needs TIME). */
+relock_status relock__legacy_check(relock_client *c);
 
 /* The allowance for clock drift over ttl_ms (Redlock's 1% + 2 ms). */
 long relock__drift_ms(long ttl_ms);

@@ -139,7 +139,9 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
         return st;
     snprintf(l->value, sizeof l->value, "%s", value);
     l->fence = fence;
-    l->valid_until = 0; /* unknown: whoever acquired it knows */
+    l->valid_until = 0; /* unknown unless the value tells */
+    if (c->algo->adopt)
+        c->algo->adopt(l);
     *out = l;
     return RELOCK_OK;
 }

@@ -18,10 +18,10 @@ static relock_status use(relock_client *c, relock_mode m, const char *why)
         c->algo = &relock__algo_modern;
         return RELOCK_OK;
     case RELOCK_MODE_LEGACY:
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "mode legacy (%s): the legacy algorithm is not built into this "
-                            "version",
-                            why);
+        c->algo = &relock__algo_legacy;
+        if (relock__legacy_check(c) != RELOCK_OK)
+            c->algo = NULL;
+        return c->err.pub.status;
     case RELOCK_MODE_BRIDGE:
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
                             "mode bridge (%s): bridge mode is not built into this version; "

@@ -136,4 +136,5 @@ const relock__algo relock__algo_modern = {
     modern_attempt,
     modern_release,
     modern_extend,
+    NULL,
 };

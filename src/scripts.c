@@ -23,6 +23,24 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "if v == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end\n"
     "if v then return -1 end\n"
     "return 0\n",
+    /* RELOCK__SCRIPT_CAS_GET: compare-and-set.  KEYS[1] lock, ARGV[1] the
+     * value expected, ARGV[2] the new value, ARGV[3] seconds of EXPIRE or 0.
+     * Returns 1 when set, else the value found (or 0: absent), so the
+     * caller can tell a GETSET loser's write from a takeover. */
+    "local v = redis.call('get', KEYS[1])\n"
+    "if v == ARGV[1] then\n"
+    "  redis.call('set', KEYS[1], ARGV[2])\n"
+    "  if tonumber(ARGV[3]) > 0 then redis.call('expire', KEYS[1], ARGV[3]) end\n"
+    "  return 1\n"
+    "end\n"
+    "if v then return v end\n"
+    "return 0\n",
+    /* RELOCK__SCRIPT_CAD_GET: compare-and-delete returning the value found
+     * on a mismatch.  KEYS[1] lock, ARGV[1] our value. */
+    "local v = redis.call('get', KEYS[1])\n"
+    "if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 end\n"
+    "if v then return v end\n"
+    "return 0\n",
 };
 
 void relock__scripts_init(relock_client *c)

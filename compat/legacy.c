@@ -1,27 +1,37 @@
 /*
- * Legacy mode (DESIGN §3): the classic lock for servers of any version.
+ * The timestamp algorithms (DESIGN §3): legacy mode, and bridge mode, which
+ * writes the same values plus a TTL.
  *
- *   acquire   SETNX key <expiry>; if busy, GET key; if that timestamp has
- *             passed, take the lock over: by compare-and-set where the
- *             server can (EVAL from 2.6.0, WATCH from 2.2), else by GETSET,
- *             won only if the value GETSET returns has itself passed.
- *   release   compare-and-delete (EVAL or WATCH); on 2.0, GET then DEL, and
- *             only while our own validity remains.
+ *   acquire   SETNX key <expiry> (with the fence increment and, in bridge
+ *             mode, the TTL in the same step); if busy, look at the value;
+ *             if that timestamp has passed, take the lock over: by
+ *             compare-and-set where the server can (EVAL from 2.6.0, WATCH
+ *             from 2.2), else by GETSET, won only if the value GETSET
+ *             returns has itself passed.
+ *   release   compare-and-delete of our value and fence (EVAL or WATCH);
+ *             on 2.0, GET then DEL, and only while our validity remains.
  *   extend    compare-and-set of a new timestamp (the value changes).
  *
  * The stored value is the expiry time in the fleet's unit:
  * now + timeout + expiry_offset.  A legacy reader holds value V until its
  * clock passes V, i.e. until V + 1 units; our clients wait skew_margin_ms
- * longer still.
+ * longer still.  Bridge values also carry a TTL ending half a unit after V
+ * (exactly V in ms), inside that window, so the server cleans up after dead
+ * holders while legacy readers still see the lock as held.
+ *
+ * Ownership.  Timestamps repeat (two holders in one second write the same
+ * value), so release and extend also compare the fence counter of DESIGN
+ * §4 (nobody acquired since us) and, in bridge mode, require the TTL (a
+ * legacy writer leaves none).
  *
  * GETSET losers.  A legacy client that lost a takeover race still wrote its
- * own timestamp over ours.  While our validity remains, a different
- * timestamp in the key can only be such a write (a legitimate takeover
- * needs ours to have passed), so release and extend act on the value found
- * and count it in loser_writes.
+ * own timestamp over ours (clearing any TTL).  While our validity remains,
+ * a different timestamp in the key can only be such a write (a legitimate
+ * takeover needs ours to have passed), so release and extend act on the
+ * value found and count it in loser_writes.
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
- * is chosen from the probed capabilities.
+ * is chosen from the probed capabilities; bridge mode needs EVAL.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +48,11 @@ static enum path path_of(const relock_client *c)
     if (c->conn.caps & RELOCK_CAP_WATCH)
         return VIA_WATCH;
     return VIA_PLAIN;
+}
+
+static int is_bridge(const relock_client *c)
+{
+    return c->mode == RELOCK_MODE_BRIDGE;
 }
 
 static long long unit_ms(const relock_client *c)
@@ -94,10 +109,20 @@ static long long ends_at(const relock_client *c, long long ts)
     return (ts + 1) * unit_ms(c) + c->s.legacy.skew_margin_ms;
 }
 
-/* EXPIRE seconds for gc_expire: a little after the timestamp ends. */
+/* Bridge mode: the PEXPIRE that ends the key between V and V + 1 units. */
+static long long bridge_px(const relock_client *c, long long now, long long ts)
+{
+    if (!is_bridge(c))
+        return 0;
+    long long u = unit_ms(c);
+    long long px = ts * u + u / 2 - now;
+    return px > 0 ? px : 1;
+}
+
+/* Legacy mode, gc_expire: EXPIRE seconds, a little after the timestamp. */
 static long long gc_seconds(const relock_client *c, long long now, long long ts)
 {
-    if (!c->s.legacy.gc_expire)
+    if (is_bridge(c) || !c->s.legacy.gc_expire)
         return 0;
     long long left = ends_at(c, ts) - now;
     return (left > 0 ? (left + 999) / 1000 : 0) + 1;
@@ -129,25 +154,21 @@ static relock_status read_ts(relock_lock *l, const char *v, size_t len, long lon
     return RELOCK_OK;
 }
 
-static void set_value(relock_lock *l, long long ts)
-{
-    snprintf(l->value, sizeof l->value, "%lld", ts);
-}
-
 /* Whether a value found in place of ours is a GETSET loser's write. */
-static int is_loser_write(relock_lock *l, const char *v, size_t len)
+static int is_loser_write(relock_lock *l, const char *v)
 {
     relock_client *c = l->c;
     if (!l->valid_until || relock__mono_ms() >= l->valid_until)
         return 0;
     relock__value val;
-    relock__classify(v, len, &val);
+    relock__classify(v, strlen(v), &val);
     return val.kind == RELOCK_VALUE_TIMESTAMP &&
            relock__ts_unit_guess(val.ts_digits) == c->s.legacy.unit_ms &&
            strcmp(v, l->value) != 0;
 }
 
-/* Sends a fixed command and checks the reply type; NULL on failure. */
+/* Sends one command and checks the reply type (-1: any); NULL on failure,
+ * with the error recorded. */
 static redisReply *expect(relock_client *c, int type, const char *what, const char *fmt, ...)
 {
     if (relock__conn_ensure(c) != RELOCK_OK)
@@ -158,7 +179,8 @@ static redisReply *expect(relock_client *c, int type, const char *what, const ch
     va_end(ap);
     if (!r) {
         RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", what, c->conn.srv->host,
-                     c->conn.srv->port, c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
+                     c->conn.srv->port,
+                     c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
         relock__conn_close(&c->conn);
         return NULL;
     }
@@ -170,16 +192,75 @@ static redisReply *expect(relock_client *c, int type, const char *what, const ch
     return r;
 }
 
-/* WATCH-based compare-and-set (2.2 and 2.4): WATCH, GET, MULTI, SET or
- * DEL (newv NULL), EXEC.  Returns 1 done, 0 the value differed or the
- * transaction was beaten (*found: the value seen, if any), -1 error. */
-static int watch_cas(relock_lock *l, const char *expected, const char *newv, long long gc,
-                     char *found, size_t foundlen)
+/* Reads an integer element of a script's array reply. */
+static long long elem_int(const redisReply *r, size_t i)
+{
+    if (i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER)
+        return r->element[i]->integer;
+    return 0;
+}
+
+/* The outcome of a compare-and-set. */
+typedef struct cas_result {
+    int done;                      /* 1 set/deleted, 0 not */
+    long long fence;               /* the fence after it, when incremented */
+    char found[RELOCK__VALUE_MAX]; /* on a mismatch: the value found, "" absent */
+} cas_result;
+
+/* A compare-and-set request (DESIGN §3 Ownership). */
+typedef struct cas_req {
+    const char *expected;   /* the value that must be in the key */
+    long long fence;        /* the fence that must be current; 0 unchecked */
+    int require_ttl;        /* the key must carry a TTL (bridge values) */
+    const char *newv;       /* the value to write; NULL deletes */
+    long long px, gc;       /* PEXPIRE ms / EXPIRE s after writing, or 0 */
+    int incr;               /* increment the fence (acquisitions only) */
+} cas_req;
+
+/* Compare-and-set by script.  Returns 0, or -1 on error (*sent: the
+ * request may have reached the server). */
+static int cas_eval(relock_lock *l, const cas_req *q, cas_result *out, int *sent)
 {
     relock_client *c = l->c;
-    if (found)
-        found[0] = '\0';
-    redisReply *r = expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s", l->key);
+    char fence[32], px[32], gc[32];
+    snprintf(fence, sizeof fence, "%lld", q->fence);
+    snprintf(px, sizeof px, "%lld", q->px);
+    snprintf(gc, sizeof gc, "%lld", q->gc);
+    const char *args[] = {l->key,   l->fence_key,      q->expected, fence, q->require_ttl ? "1" : "0",
+                          q->newv ? q->newv : "", px, gc, q->incr ? "1" : "0"};
+    redisReply *r = relock__eval(c, sent, RELOCK__SCRIPT_CAS, 2, 9, args);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+        RELOCK__BAD_REPLY(c, q->newv ? "compare-and-set" : "compare-and-delete", r);
+        freeReplyObject(r);
+        return -1;
+    }
+    out->done = elem_int(r, 0) == 1;
+    out->fence = out->done ? elem_int(r, 1) : 0;
+    out->found[0] = '\0';
+    if (!out->done && r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING)
+        snprintf(out->found, sizeof out->found, "%s", r->element[1]->str);
+    freeReplyObject(r);
+    return 0;
+}
+
+/*
+ * Compare-and-set by WATCH (2.2 and 2.4): WATCH the key (and the fence),
+ * read, MULTI, write, EXEC.  A transaction beaten by another client comes
+ * back as done = 0 with found = "" and *beaten set.
+ */
+static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *beaten)
+{
+    relock_client *c = l->c;
+    int check_fence = q->fence > 0;
+    *beaten = 0;
+    out->done = 0;
+    out->fence = 0;
+    out->found[0] = '\0';
+    redisReply *r = check_fence || q->incr
+                        ? expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s %s", l->key, l->fence_key)
+                        : expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s", l->key);
     if (!r)
         return -1;
     freeReplyObject(r);
@@ -191,10 +272,18 @@ static int watch_cas(relock_lock *l, const char *expected, const char *newv, lon
         freeReplyObject(r);
         return -1;
     }
-    int same = r->type == REDIS_REPLY_STRING && strcmp(r->str, expected) == 0;
-    if (found && r->type == REDIS_REPLY_STRING)
-        snprintf(found, foundlen, "%s", r->str);
+    int same = q->expected ? (r->type == REDIS_REPLY_STRING && strcmp(r->str, q->expected) == 0)
+                           : r->type == REDIS_REPLY_NIL;
+    if (r->type == REDIS_REPLY_STRING)
+        snprintf(out->found, sizeof out->found, "%s", r->str);
     freeReplyObject(r);
+    if (same && check_fence) {
+        r = expect(c, -1, "GET", "GET %s", l->fence_key);
+        if (!r)
+            return -1;
+        same = r->type == REDIS_REPLY_STRING && atoll(r->str) == q->fence;
+        freeReplyObject(r);
+    }
     if (!same) {
         r = expect(c, -1, "UNWATCH", "UNWATCH");
         if (!r)
@@ -206,128 +295,286 @@ static int watch_cas(relock_lock *l, const char *expected, const char *newv, lon
     if (!r)
         return -1;
     freeReplyObject(r);
-    r = newv ? expect(c, REDIS_REPLY_STATUS, "SET", "SET %s %s", l->key, newv)
-             : expect(c, REDIS_REPLY_STATUS, "DEL", "DEL %s", l->key);
+    r = q->newv ? expect(c, REDIS_REPLY_STATUS, "SET", "SET %s %s", l->key, q->newv)
+                : expect(c, REDIS_REPLY_STATUS, "DEL", "DEL %s", l->key);
+    if (r && q->newv && q->gc > 0) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "EXPIRE", "EXPIRE %s %lld", l->key, q->gc);
+    }
+    if (r && q->incr) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
+    }
     if (!r)
         return -1;
     freeReplyObject(r);
-    if (newv && gc > 0) {
-        r = expect(c, REDIS_REPLY_STATUS, "EXPIRE", "EXPIRE %s %lld", l->key, gc);
-        if (!r)
-            return -1;
-        freeReplyObject(r);
-    }
     r = expect(c, -1, "EXEC", "EXEC");
     if (!r)
         return -1;
-    int done = r->type == REDIS_REPLY_ARRAY;
-    int beaten = r->type == REDIS_REPLY_NIL;
-    if (!done && !beaten)
-        RELOCK__BAD_REPLY(c, "EXEC", r);
-    freeReplyObject(r);
-    if (!done && !beaten)
-        return -1;
-    if (beaten && found)
-        found[0] = '\0';
-    return done;
-}
-
-/* EVAL compare-and-set or compare-and-delete (newv NULL).  Returns 1
- * done, 0 mismatch (*found: the value found, "" when absent), -1 error. */
-static int eval_cas(relock_lock *l, const char *expected, const char *newv, long long gc,
-                    char *found, size_t foundlen, int *sent)
-{
-    relock_client *c = l->c;
-    char gcs[32];
-    snprintf(gcs, sizeof gcs, "%lld", gc);
-    const char *args[] = {l->key, expected, newv, gcs};
-    redisReply *r = newv ? relock__eval(c, sent, RELOCK__SCRIPT_CAS_GET, 1, 4, args)
-                         : relock__eval(c, sent, RELOCK__SCRIPT_CAD_GET, 1, 2, args);
-    if (found)
-        found[0] = '\0';
-    if (!r)
-        return -1;
-    int rc;
-    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 1 || r->integer == 0)) {
-        rc = (int)r->integer;
-    } else if (r->type == REDIS_REPLY_STRING) {
-        if (found)
-            snprintf(found, foundlen, "%s", r->str);
-        rc = 0;
+    if (r->type == REDIS_REPLY_NIL) {
+        *beaten = 1;
+        out->found[0] = '\0';
+    } else if (r->type == REDIS_REPLY_ARRAY) {
+        out->done = 1;
+        if (q->incr)
+            out->fence = elem_int(r, r->elements - 1);
     } else {
-        RELOCK__BAD_REPLY(c, newv ? "compare-and-set" : "compare-and-delete", r);
-        rc = -1;
+        RELOCK__BAD_REPLY(c, "EXEC", r);
+        freeReplyObject(r);
+        return -1;
     }
     freeReplyObject(r);
-    return rc;
+    return 0;
 }
 
-/* Takes over an expired lock whose value was `old`.  Returns RELOCK_OK
- * when won, RELOCK_BUSY when another client was first. */
-static relock_status takeover(relock_lock *l, const char *old, long long now, long long ts)
+static relock_status ambiguous(relock_lock *l, const char *op)
+{
+    relock__err_clear(&l->c->err); /* the I/O error is the lesser news */
+    return RELOCK__FAIL(&l->c->err, RELOCK_EAMBIGUOUS,
+                        "%s %s: connection lost after the request was sent; the lock's state "
+                        "is unknown",
+                        op, l->name);
+}
+
+/* ------------------------------------------------------------ acquire */
+
+/* Wins the lock: records the fence and the validity. */
+static relock_status won(relock_lock *l, uint64_t start, long long fence)
+{
+    l->fence = fence;
+    l->valid_until = relock__valid_until(start, l->ttl_ms);
+    return RELOCK_OK;
+}
+
+/* Takes over an expired holder whose value was `old`: RELOCK_OK when won,
+ * RELOCK_BUSY when another client was first. */
+static relock_status takeover(relock_lock *l, uint64_t start, const char *old, long long now,
+                              long long ts)
 {
     relock_client *c = l->c;
-    long long gc = gc_seconds(c, now, ts);
-    int sent = 0, rc;
+    cas_req q = {old, 0, 0, l->value, bridge_px(c, now, ts), gc_seconds(c, now, ts),
+                 c->s.fencing};
+    cas_result res;
+    int sent = 0, beaten = 0;
     switch (path_of(c)) {
     case VIA_EVAL:
-        rc = eval_cas(l, old, l->value, gc, NULL, 0, &sent);
-        if (rc < 0 && sent)
-            return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                                "acquire %s: connection lost during the takeover; whether it "
-                                "took effect is unknown",
-                                l->name);
-        return rc < 0 ? c->err.pub.status : rc ? RELOCK_OK : RELOCK_BUSY;
+        if (cas_eval(l, &q, &res, &sent) != 0)
+            return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, "acquire")
+                                                           : c->err.pub.status;
+        return res.done ? won(l, start, res.fence) : RELOCK_BUSY;
     case VIA_WATCH:
-        rc = watch_cas(l, old, l->value, gc, NULL, 0);
-        return rc < 0 ? c->err.pub.status : rc ? RELOCK_OK : RELOCK_BUSY;
+        if (cas_watch(l, &q, &res, &beaten) != 0)
+            return c->err.pub.status;
+        return res.done ? won(l, start, res.fence) : RELOCK_BUSY;
     case VIA_PLAIN:
         break;
     }
-    /* 2.0: GETSET, the classic way.  We won only if what we replaced had
-     * itself expired; otherwise another client won just before us and our
-     * write merely moved its expiry a little (it treats that as a GETSET
-     * loser's write). */
-    redisReply *r = expect(c, -1, "GETSET", "GETSET %s %s", l->key, l->value);
+    /*
+     * 2.0: GETSET, the classic way, with the fence increment in the same
+     * MULTI (so it counts failed attempts too: still monotonic).  We won
+     * only if what we replaced had itself expired; otherwise another client
+     * won just before us and our write merely moved its expiry a little
+     * (it treats that as a GETSET loser's write).
+     */
+    redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
+    if (r) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "GETSET", "GETSET %s %s", l->key, l->value);
+    }
+    if (r && c->s.fencing) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
+    }
+    if (!r)
+        return c->err.pub.status;
+    freeReplyObject(r);
+    r = expect(c, REDIS_REPLY_ARRAY, "EXEC", "EXEC");
     if (!r)
         return c->err.pub.status;
     relock_status st = RELOCK_BUSY;
-    if (r->type == REDIS_REPLY_NIL) {
+    const redisReply *old_r = r->elements > 0 ? r->element[0] : NULL;
+    if (old_r && old_r->type == REDIS_REPLY_NIL) {
         st = RELOCK_OK; /* the key vanished meanwhile: we set it */
-    } else if (r->type == REDIS_REPLY_STRING) {
+    } else if (old_r && old_r->type == REDIS_REPLY_STRING) {
         relock__value val;
-        relock__classify(r->str, r->len, &val);
+        relock__classify(old_r->str, old_r->len, &val);
         if (val.kind == RELOCK_VALUE_TIMESTAMP && now >= ends_at(c, val.ts))
             st = RELOCK_OK;
-    } else {
-        st = RELOCK__BAD_REPLY(c, "GETSET", r);
     }
+    long long fence = c->s.fencing ? elem_int(r, 1) : 0;
     freeReplyObject(r);
+    return st == RELOCK_OK ? won(l, start, fence) : st;
+}
+
+/* The lock is held with value `found` (NULL: gone meanwhile) and TTL pttl
+ * (-1 none, -3 unknown): wait, or take it over if it has expired. */
+static relock_status held_by(relock_lock *l, uint64_t start, long long now, const char *found,
+                             long long pttl, long *hint_ms)
+{
+    relock_client *c = l->c;
+    if (!found) {
+        *hint_ms = 0; /* released meanwhile: try again at once */
+        return RELOCK_BUSY;
+    }
+    relock__value val;
+    relock__classify(found, strlen(found), &val);
+    if (is_bridge(c) && val.kind == RELOCK_VALUE_TOKEN && pttl > 0) {
+        /* A modern holder (a fleet rolling back): respect its TTL. */
+        *hint_ms = pttl > 0x7fffffffLL ? 0x7fffffffL : (long)pttl;
+        return RELOCK_BUSY;
+    }
+    long long ts = 0;
+    relock_status st = read_ts(l, found, strlen(found), &ts);
+    if (st != RELOCK_OK)
+        return st;
+    long long end = ends_at(c, ts);
+    long long wait = end - now;
+    if (is_bridge(c) && pttl > 0 && pttl < wait)
+        wait = pttl; /* a bridge holder: the server ends it with its TTL */
+    if (wait > 0) {
+        if (is_bridge(c) && pttl == -1)
+            relock__note_legacy_writer(c); /* a live value without TTL */
+        *hint_ms = wait > 0x7fffffffLL ? 0x7fffffffL : (long)wait;
+        return RELOCK_BUSY;
+    }
+    st = takeover(l, start, found, now, ts);
+    if (st == RELOCK_BUSY)
+        *hint_ms = 0; /* someone else took it over; look again soon */
     return st;
 }
 
-/* After a lost reply to SETNX: our value is not unique (timestamps repeat),
- * so finding it in the key proves nothing; report the ambiguity. */
+/* After a lost reply to SETNX: timestamps are not unique, so finding our
+ * value in the key proves nothing; report the ambiguity. */
 static relock_status resolve_ambiguous_setnx(relock_lock *l)
 {
     relock_client *c = l->c;
     redisReply *r = relock__commandf(c, NULL, "GET %s", l->key);
     if (!r)
-        return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                            "acquire %s: connection lost after SETNX and the key cannot be read "
-                            "back",
-                            l->name);
+        return ambiguous(l, "acquire");
     int same = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
     freeReplyObject(r);
     if (!same)
         return c->err.pub.status; /* SETNX did not take effect: keep its I/O error */
+    relock__err_clear(&c->err);
     return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
                         "acquire %s: connection lost after SETNX; the key holds a value equal "
                         "to ours, which may be ours or another holder's: not claimed",
                         l->name);
 }
 
-static relock_status legacy_attempt(relock_lock *l, long *hint_ms)
+static relock_status attempt_eval(relock_lock *l, uint64_t start, long long now, long long ts,
+                                  long *hint_ms)
+{
+    relock_client *c = l->c;
+    char px[32], gc[32];
+    snprintf(px, sizeof px, "%lld", bridge_px(c, now, ts));
+    snprintf(gc, sizeof gc, "%lld", gc_seconds(c, now, ts));
+    const char *args[] = {l->key, l->fence_key, l->value, px, gc, c->s.fencing ? "1" : "0"};
+    int sent = 0;
+    redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_TS_ACQUIRE, 2, 6, args);
+    if (!r)
+        return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        relock_status st = RELOCK__BAD_REPLY(c, "SETNX script", r);
+        freeReplyObject(r);
+        return st;
+    }
+    relock_status st;
+    if (elem_int(r, 0) == 1) {
+        st = won(l, start, elem_int(r, 1));
+    } else {
+        char found[RELOCK__VALUE_MAX];
+        int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
+        if (has)
+            snprintf(found, sizeof found, "%s", r->element[2]->str);
+        st = held_by(l, start, now, has ? found : NULL, elem_int(r, 1), hint_ms);
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+static relock_status attempt_watch(relock_lock *l, uint64_t start, long long now, long long ts,
+                                   long *hint_ms)
+{
+    relock_client *c = l->c;
+    /* SETNX under WATCH: set only if absent, with the fence in the same
+     * transaction, so the fence counts acquisitions only. */
+    cas_req q = {NULL, 0, 0, l->value, 0, gc_seconds(c, now, ts), c->s.fencing};
+    cas_result res;
+    int beaten = 0;
+    if (cas_watch(l, &q, &res, &beaten) != 0)
+        return c->err.pub.status;
+    if (res.done)
+        return won(l, start, res.fence);
+    if (beaten) {
+        *hint_ms = 0;
+        return RELOCK_BUSY;
+    }
+    return held_by(l, start, now, res.found[0] ? res.found : NULL, -3, hint_ms);
+}
+
+static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now, long *hint_ms)
+{
+    relock_client *c = l->c;
+    int sent = 0;
+    long long fence = 0;
+    long long got;
+    if (c->s.fencing) {
+        /* 2.0: the fence rides in the MULTI with SETNX (DESIGN §4). */
+        redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
+        if (r) {
+            freeReplyObject(r);
+            r = expect(c, REDIS_REPLY_STATUS, "SETNX", "SETNX %s %s", l->key, l->value);
+        }
+        if (r) {
+            freeReplyObject(r);
+            r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
+        }
+        if (!r)
+            return c->err.pub.status;
+        freeReplyObject(r);
+        r = relock__commandf(c, &sent, "EXEC");
+        if (!r)
+            return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            relock_status st = RELOCK__BAD_REPLY(c, "EXEC", r);
+            freeReplyObject(r);
+            return st;
+        }
+        got = elem_int(r, 0);
+        fence = elem_int(r, 1);
+        freeReplyObject(r);
+    } else {
+        redisReply *r = relock__commandf(c, &sent, "SETNX %s %s", l->key, l->value);
+        if (!r)
+            return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
+        if (r->type != REDIS_REPLY_INTEGER) {
+            relock_status st = RELOCK__BAD_REPLY(c, "SETNX", r);
+            freeReplyObject(r);
+            return st;
+        }
+        got = r->integer;
+        freeReplyObject(r);
+    }
+    if (got == 1)
+        return won(l, start, fence);
+    redisReply *r = expect(c, -1, "GET", "GET %s", l->key);
+    if (!r)
+        return c->err.pub.status;
+    if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
+        relock_status st = RELOCK__BAD_REPLY(c, "GET", r);
+        freeReplyObject(r);
+        return st;
+    }
+    char found[RELOCK__VALUE_MAX];
+    int has = r->type == REDIS_REPLY_STRING;
+    if (has)
+        snprintf(found, sizeof found, "%s", r->str);
+    freeReplyObject(r);
+    return held_by(l, start, now, has ? found : NULL, -3, hint_ms);
+}
+
+static relock_status ts_attempt(relock_lock *l, long *hint_ms)
 {
     relock_client *c = l->c;
     long long now;
@@ -336,84 +583,41 @@ static relock_status legacy_attempt(relock_lock *l, long *hint_ms)
     if (st != RELOCK_OK)
         return st;
     long long ts = new_value(c, now, l->ttl_ms);
-    set_value(l, ts);
-    int sent = 0;
-    const char *argv[] = {"SETNX", l->key, l->value};
-    size_t argvlen[] = {5, strlen(l->key), strlen(l->value)};
-    redisReply *r = relock__command(c, &sent, 3, argv, argvlen);
-    if (!r)
-        return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        st = RELOCK__BAD_REPLY(c, "SETNX", r);
-        freeReplyObject(r);
-        return st;
+    snprintf(l->value, sizeof l->value, "%lld", ts);
+    switch (path_of(c)) {
+    case VIA_EVAL:
+        return attempt_eval(l, start, now, ts, hint_ms);
+    case VIA_WATCH:
+        return attempt_watch(l, start, now, ts, hint_ms);
+    case VIA_PLAIN:
+        break;
     }
-    long long won = r->integer;
-    freeReplyObject(r);
-    if (won) {
-        long long gc = gc_seconds(c, now, ts);
-        if (gc > 0) {
-            /* Best effort: without it the key is just a plain legacy key. */
-            r = relock__commandf(c, NULL, "EXPIRE %s %lld", l->key, gc);
-            if (r)
-                freeReplyObject(r);
-            relock__err_clear(&c->err);
-        }
-        l->valid_until = relock__valid_until(start, l->ttl_ms);
-        return RELOCK_OK;
-    }
-
-    r = relock__commandf(c, NULL, "GET %s", l->key);
-    if (!r)
-        return c->err.pub.status;
-    if (r->type == REDIS_REPLY_NIL) {
-        freeReplyObject(r);
-        *hint_ms = 0; /* released meanwhile: try again at once */
-        return RELOCK_BUSY;
-    }
-    if (r->type != REDIS_REPLY_STRING) {
-        st = RELOCK__BAD_REPLY(c, "GET", r);
-        freeReplyObject(r);
-        return st;
-    }
-    char old[RELOCK__VALUE_MAX];
-    long long held = 0;
-    st = read_ts(l, r->str, r->len, &held);
-    snprintf(old, sizeof old, "%s", r->str);
-    freeReplyObject(r);
-    if (st != RELOCK_OK)
-        return st;
-    long long end = ends_at(c, held);
-    if (now < end) {
-        *hint_ms = end - now > 0x7fffffffLL ? 0x7fffffffL : (long)(end - now);
-        return RELOCK_BUSY;
-    }
-    st = takeover(l, old, now, held);
-    if (st == RELOCK_OK) {
-        l->valid_until = relock__valid_until(start, l->ttl_ms);
-        return RELOCK_OK;
-    }
-    if (st == RELOCK_BUSY)
-        *hint_ms = 0; /* someone else took it over; look again soon */
-    return st;
+    return attempt_plain(l, start, now, hint_ms);
 }
+
+/* ------------------------------------------------------------ release, extend */
 
 static relock_status lost(relock_lock *l, const char *op, const char *found)
 {
     relock_client *c = l->c;
-    if (!found || !*found)
+    if (!found[0])
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: the key was deleted", op,
                             l->name);
+    if (strcmp(found, l->value) == 0)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST,
+                            "%s %s: lock lost: the key holds our value, but another holder "
+                            "acquired since (fence %lld is no longer current, or a legacy "
+                            "client wrote the same timestamp)",
+                            op, l->name, l->fence);
     return RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: the key now holds %.40s", op,
                         l->name, found);
 }
 
-static relock_status ambiguous(relock_lock *l, const char *op)
+/* Fence to check for ownership: ours where acquisitions alone count it
+ * (with WATCH or EVAL); on 2.0 it also counts failed attempts. */
+static long long owner_fence(const relock_lock *l)
 {
-    return RELOCK__FAIL(&l->c->err, RELOCK_EAMBIGUOUS,
-                        "%s %s: connection lost after the request was sent; the lock's state "
-                        "is unknown",
-                        op, l->name);
+    return path_of(l->c) == VIA_PLAIN ? 0 : l->fence;
 }
 
 /*
@@ -421,62 +625,56 @@ static relock_status ambiguous(relock_lock *l, const char *op)
  * following one GETSET loser's write if one is found while our validity
  * remains.  Only for servers with EVAL or WATCH.
  */
-static relock_status atomic_update(relock_lock *l, const char *op, const char *newv, long long gc)
+static relock_status atomic_update(relock_lock *l, const char *op, const char *newv, long long px,
+                                   long long gc)
 {
     relock_client *c = l->c;
     char expected[RELOCK__VALUE_MAX];
     snprintf(expected, sizeof expected, "%s", l->value);
-    /* Bounded: a WATCH conflict is retried a few times, and a loser's
-     * write is followed once. */
+    /* Bounded: a beaten WATCH is retried a few times, and a loser's write
+     * is followed once. */
     for (int round = 0; round < 4; round++) {
-        char found[RELOCK__VALUE_MAX];
-        int sent = 0, rc;
-        if (path_of(c) == VIA_EVAL)
-            rc = eval_cas(l, expected, newv, gc, found, sizeof found, &sent);
-        else {
-            rc = watch_cas(l, expected, newv, gc, found, sizeof found);
-            sent = 1; /* EXEC may have been sent */
+        int following = strcmp(expected, l->value) != 0;
+        /* A loser's write carries no TTL; ours (bridge) always does. */
+        cas_req q = {expected, owner_fence(l), is_bridge(c) && !following, newv, px, gc, 0};
+        cas_result res;
+        int sent = 0, beaten = 0;
+        int rc = path_of(c) == VIA_EVAL ? cas_eval(l, &q, &res, &sent)
+                                        : cas_watch(l, &q, &res, &beaten);
+        if (rc != 0) {
+            if (path_of(c) == VIA_WATCH)
+                sent = 1; /* EXEC may have been sent */
+            return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, op) : c->err.pub.status;
         }
-        if (rc < 0) {
-            if (!sent || c->err.pub.status != RELOCK_EIO)
-                return c->err.pub.status;
-            relock__err_clear(&c->err); /* the I/O error is the lesser news */
-            return ambiguous(l, op);
-        }
-        if (rc == 1) {
-            if (strcmp(expected, l->value) != 0)
+        if (res.done) {
+            if (following)
                 l->loser_writes++;
             return RELOCK_OK;
         }
-        if (!found[0] && path_of(c) == VIA_WATCH && round < 3) {
-            /* EXEC was beaten or the key is absent: look again. */
-            redisReply *r = relock__commandf(c, NULL, "EXISTS %s", l->key);
-            int exists = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-            if (r)
-                freeReplyObject(r);
-            if (exists)
-                continue;
-        }
-        if (found[0] && strcmp(expected, l->value) == 0 && is_loser_write(l, found, strlen(found))) {
-            snprintf(expected, sizeof expected, "%s", found);
+        if (beaten)
+            continue; /* the key changed under WATCH: look again */
+        if (!following && res.found[0] && is_loser_write(l, res.found)) {
+            if (is_bridge(c))
+                relock__note_legacy_writer(c);
+            snprintf(expected, sizeof expected, "%s", res.found);
             continue;
         }
-        return lost(l, op, found);
+        return lost(l, op, res.found);
     }
     return RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: the key kept changing", op,
                         l->name);
 }
 
-static relock_status legacy_release(relock_lock *l)
+static relock_status ts_release(relock_lock *l)
 {
     relock_client *c = l->c;
     if (path_of(c) != VIA_PLAIN)
-        return atomic_update(l, "release", NULL, 0);
+        return atomic_update(l, "release", NULL, 0, 0);
     /* 2.0: no WATCH, no EVAL.  GET then DEL, only while our validity
      * remains: then no other client can have taken the lock over between
      * the two (short of clock skew beyond skew_margin_ms, or a pause of
      * this process between them: the window docs/legacy.md describes). */
-    redisReply *r = relock__commandf(c, NULL, "GET %s", l->key);
+    redisReply *r = expect(c, -1, "GET", "GET %s", l->key);
     if (!r)
         return c->err.pub.status;
     if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
@@ -489,7 +687,7 @@ static relock_status legacy_release(relock_lock *l)
         snprintf(found, sizeof found, "%s", r->str);
     freeReplyObject(r);
     int ours = strcmp(found, l->value) == 0;
-    int loser = !ours && found[0] && is_loser_write(l, found, strlen(found));
+    int loser = !ours && found[0] && is_loser_write(l, found);
     if (!ours && !loser)
         return lost(l, "release", found);
     if (!l->valid_until || relock__mono_ms() >= l->valid_until)
@@ -499,19 +697,15 @@ static relock_status legacy_release(relock_lock *l)
                             l->name);
     int sent = 0;
     r = relock__commandf(c, &sent, "DEL %s", l->key);
-    if (!r) {
-        if (!sent)
-            return c->err.pub.status;
-        relock__err_clear(&c->err);
-        return ambiguous(l, "release");
-    }
+    if (!r)
+        return sent ? ambiguous(l, "release") : c->err.pub.status;
     freeReplyObject(r);
     if (loser)
         l->loser_writes++;
     return RELOCK_OK;
 }
 
-static relock_status legacy_extend(relock_lock *l, long ttl_ms)
+static relock_status ts_extend(relock_lock *l, long ttl_ms)
 {
     relock_client *c = l->c;
     long long now;
@@ -523,7 +717,7 @@ static relock_status legacy_extend(relock_lock *l, long ttl_ms)
     char newv[RELOCK__VALUE_MAX];
     snprintf(newv, sizeof newv, "%lld", ts);
     if (path_of(c) != VIA_PLAIN) {
-        st = atomic_update(l, "extend", newv, gc_seconds(c, now, ts));
+        st = atomic_update(l, "extend", newv, bridge_px(c, now, ts), gc_seconds(c, now, ts));
     } else {
         /* 2.0: GETSET while our validity remains; the old value it returns
          * must be ours (or a loser's write), else we have just written over
@@ -535,26 +729,23 @@ static relock_status legacy_extend(relock_lock *l, long ttl_ms)
                                 l->name);
         int sent = 0;
         redisReply *r = relock__commandf(c, &sent, "GETSET %s %s", l->key, newv);
-        if (!r) {
-            if (!sent)
-                return c->err.pub.status;
-            relock__err_clear(&c->err);
-            return ambiguous(l, "extend");
-        }
+        if (!r)
+            return sent ? ambiguous(l, "extend") : c->err.pub.status;
         char found[RELOCK__VALUE_MAX] = "";
         if (r->type == REDIS_REPLY_STRING)
             snprintf(found, sizeof found, "%s", r->str);
         freeReplyObject(r);
-        if (strcmp(found, l->value) == 0)
+        if (strcmp(found, l->value) == 0) {
             st = RELOCK_OK;
-        else if (found[0] && is_loser_write(l, found, strlen(found))) {
+        } else if (found[0] && is_loser_write(l, found)) {
             st = RELOCK_OK;
             l->loser_writes++;
-        } else
+        } else {
             st = RELOCK__FAIL(&c->err, RELOCK_LOST,
                               "extend %s: lock lost: the key held %.40s, now overwritten; the "
                               "holder of that value may lose its lock",
                               l->name, found[0] ? found : "nothing");
+        }
     }
     if (st == RELOCK_OK) {
         snprintf(l->value, sizeof l->value, "%s", newv);
@@ -565,7 +756,7 @@ static relock_status legacy_extend(relock_lock *l, long ttl_ms)
 }
 
 /* A lock adopted from its value: the timestamp says how long it is valid. */
-static void legacy_adopt(relock_lock *l)
+static void ts_adopt(relock_lock *l)
 {
     relock_client *c = l->c;
     relock__value val;
@@ -601,9 +792,9 @@ relock_status relock__legacy_check(relock_client *c)
 }
 
 const relock__algo relock__algo_legacy = {
-    "legacy",
-    legacy_attempt,
-    legacy_release,
-    legacy_extend,
-    legacy_adopt,
+    "legacy", ts_attempt, ts_release, ts_extend, ts_adopt,
+};
+
+const relock__algo relock__algo_bridge = {
+    "bridge", ts_attempt, ts_release, ts_extend, ts_adopt,
 };

@@ -159,6 +159,14 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
                         size_t whylen)
 {
     char *field = (char *)s + st->off;
+    /* relock's own keys (fence counters, the legacy marker) contain a space:
+     * a prefix without one keeps them apart from every lock key. */
+    if (st->type == T_STR && strcmp(st->name, "key_prefix") == 0)
+        for (const char *p = v; *p; p++)
+            if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+                snprintf(why, whylen, "key_prefix may not contain spaces or control characters");
+                return -1;
+            }
     if (st->type == T_ENUM) {
         for (int i = 0; st->names[i]; i++) {
             if (strcmp(st->names[i], v) == 0) {

@@ -89,6 +89,20 @@ void relock__settings_default(relock__settings *s);
 /* Parses a redis:// URL into srv; on error writes a reason into why. */
 int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen);
 
+/* ------------------------------------------------------------------ keys */
+
+/* Appended to a lock key (or its braced form) to name its fence counter. */
+#define RELOCK__FENCE_SUFFIX " relock:fence"
+/* After key_prefix: the marker recording when a legacy writer was last
+ * seen (milliseconds since the epoch, as a decimal string). */
+#define RELOCK__MARKER_NAME " relock:legacy-seen"
+#define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
+
+/* The fence counter's key for a lock key; -1 when out is too small. */
+int relock__fence_key(const char *lock_key, char *out, size_t len);
+/* The legacy-writer marker's key for a key prefix. */
+int relock__marker_key(const char *key_prefix, char *out, size_t len);
+
 /* ------------------------------------------------------------------ values */
 
 typedef struct relock__value {
@@ -139,8 +153,10 @@ typedef struct relock__conn {
 enum relock__script_id {
     RELOCK__SCRIPT_DEL_IF_EQ = 0,
     RELOCK__SCRIPT_PEXPIRE_IF_EQ,
-    RELOCK__SCRIPT_CAS_GET,
-    RELOCK__SCRIPT_CAD_GET,
+    RELOCK__SCRIPT_CAS,
+    RELOCK__SCRIPT_TS_ACQUIRE,
+    RELOCK__SCRIPT_MODERN_ACQUIRE,
+    RELOCK__SCRIPT_MODERN_TAKEOVER,
     RELOCK__NSCRIPTS
 };
 
@@ -156,6 +172,7 @@ struct relock_client {
     const struct relock__algo *algo;
     char sha[RELOCK__NSCRIPTS][41];
     uint64_t rng;
+    uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     relock__err err;
 };
 
@@ -163,6 +180,7 @@ struct relock_lock {
     relock_client *c;
     char name[RELOCK__NAME_MAX + 1];
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char fence_key[RELOCK__KEY_MAX];
     char value[RELOCK__VALUE_MAX];
     long long fence;
     long ttl_ms;
@@ -187,6 +205,13 @@ typedef struct relock__algo {
 
 extern const relock__algo relock__algo_modern;
 extern const relock__algo relock__algo_legacy;
+extern const relock__algo relock__algo_bridge;
+
+/* Records, at most once a second per client, that a value only a legacy
+ * client can have written was met (the marker `relock scan` reads).
+ * Failures are ignored: the marker informs, it never decides. */
+void relock__note_legacy_writer(relock_client *c);
+
 
 /* Checks that the legacy settings fit the connected server (gc_expire is
  * refused on 2.0, clock = "server" needs TIME). */

@@ -40,6 +40,7 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
     l->c = c;
     snprintf(l->name, sizeof l->name, "%s", name);
     snprintf(l->key, sizeof l->key, "%s%s", c->s.key_prefix, name);
+    relock__fence_key(l->key, l->fence_key, sizeof l->fence_key);
     l->ttl_ms = ttl_ms ? ttl_ms : c->s.ttl_ms;
     *out = l;
     return RELOCK_OK;

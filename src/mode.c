@@ -23,11 +23,10 @@ static relock_status use(relock_client *c, relock_mode m, const char *why)
             c->algo = NULL;
         return c->err.pub.status;
     case RELOCK_MODE_BRIDGE:
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "mode bridge (%s): bridge mode is not built into this version; "
-                            "if no legacy client shares these locks, set "
-                            "migration.legacy_clients = false or use -m modern",
-                            why);
+        c->algo = &relock__algo_bridge;
+        if (relock__legacy_check(c) != RELOCK_OK)
+            c->algo = NULL;
+        return c->err.pub.status;
     case RELOCK_MODE_AUTO:
         break;
     }

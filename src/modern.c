@@ -5,12 +5,15 @@
  * passed to someone else.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-/* After a lost reply to SET, read the key back on a fresh connection: the
- * lock is ours only if it provably holds our token. */
+/* After a lost reply to the acquire, read the key back on a fresh
+ * connection: the lock is ours only if it provably holds our token (tokens
+ * are unique).  Then nobody has acquired since, so the fence counter holds
+ * our fence. */
 static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start)
 {
     relock_client *c = l->c;
@@ -24,30 +27,128 @@ static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start)
     freeReplyObject(r);
     if (!ours)
         return c->err.pub.status; /* the SET never took effect: keep its I/O error */
+    if (c->s.fencing) {
+        r = relock__commandf(c, NULL, "GET %s", l->fence_key);
+        if (!r)
+            return c->err.pub.status;
+        l->fence = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+        freeReplyObject(r);
+    }
     relock__err_clear(&c->err);
     l->valid_until = relock__valid_until(start, l->ttl_ms);
     return RELOCK_OK;
 }
 
-static relock_status modern_attempt(relock_lock *l, long *hint_ms)
+static long clamp_hint(long long ms)
+{
+    return ms > 0x7fffffffLL ? 0x7fffffffL : ms < 0 ? 0 : (long)ms;
+}
+
+/*
+ * The key is held by `found` with TTL pttl.  A value with a TTL is waited
+ * for.  A timestamp without one is a legacy holder (DESIGN §3, modern): a
+ * dead one is taken over once expired, so a migrated fleet never waits
+ * forever on a leftover; a live one means a legacy writer is still active.
+ */
+static relock_status held_by(relock_lock *l, uint64_t start, const char *found, long long pttl,
+                             long *hint_ms)
 {
     relock_client *c = l->c;
+    if (!found || pttl == -2) {
+        *hint_ms = 0; /* gone since our attempt: try again at once */
+        return RELOCK_BUSY;
+    }
+    if (pttl >= 0) {
+        *hint_ms = clamp_hint(pttl);
+        return RELOCK_BUSY;
+    }
+    relock__value v;
+    relock__classify(found, strlen(found), &v);
+    int unit = v.kind == RELOCK_VALUE_TIMESTAMP ? relock__ts_unit_guess(v.ts_digits) : -1;
+    if (unit < 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EFOREIGN,
+                            "key %s holds \"%.40s\" without a TTL: neither a lock relock wrote "
+                            "nor a legacy timestamp; never taken over",
+                            l->key, found);
+    long long end = (v.ts + 1) * (unit ? 1 : 1000) + c->s.legacy.skew_margin_ms;
+    long long now = relock__wall_ms();
+    if (now < end) {
+        relock__note_legacy_writer(c);
+        *hint_ms = clamp_hint(end - now);
+        return RELOCK_BUSY;
+    }
     char ttl[32];
-    if (relock__token(l->value) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
     snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
+    const char *args[] = {l->key, l->fence_key, found, l->value, ttl, c->s.fencing ? "1" : "0"};
+    redisReply *r = relock__eval(c, NULL, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args);
+    if (!r)
+        return c->err.pub.status;
+    relock_status st = RELOCK_BUSY;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        st = RELOCK__BAD_REPLY(c, "takeover script", r);
+    } else if (r->element[0]->integer == 1) {
+        l->fence = r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER
+                       ? r->element[1]->integer
+                       : 0;
+        l->valid_until = relock__valid_until(start, l->ttl_ms);
+        st = RELOCK_OK;
+    } else {
+        *hint_ms = 0;
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+/* With fencing: SET NX PX and INCR in one script, which also returns the
+ * holder's PTTL and value when busy (no second round trip). */
+static relock_status attempt_fenced(relock_lock *l, uint64_t start, const char *ttl,
+                                    long *hint_ms)
+{
+    relock_client *c = l->c;
+    const char *args[] = {l->key, l->fence_key, l->value, ttl};
+    int sent = 0;
+    redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args);
+    if (!r)
+        return sent ? resolve_ambiguous_set(l, start) : c->err.pub.status;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        relock_status st = RELOCK__BAD_REPLY(c, "acquire script", r);
+        freeReplyObject(r);
+        return st;
+    }
+    relock_status st;
+    if (r->element[0]->integer == 1) {
+        l->fence = r->element[1]->integer;
+        l->valid_until = relock__valid_until(start, l->ttl_ms);
+        st = RELOCK_OK;
+    } else {
+        char found[RELOCK__VALUE_MAX];
+        int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
+        if (has)
+            snprintf(found, sizeof found, "%s", r->element[2]->str);
+        st = held_by(l, start, has ? found : NULL, r->element[1]->integer, hint_ms);
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+/* Without fencing: the plain SET NX PX, the fastest acquire there is. */
+static relock_status attempt_plain(relock_lock *l, uint64_t start, const char *ttl,
+                                   long *hint_ms)
+{
+    relock_client *c = l->c;
     const char *argv[] = {"SET", l->key, l->value, "NX", "PX", ttl};
     size_t argvlen[6];
     for (int i = 0; i < 6; i++)
         argvlen[i] = strlen(argv[i]);
     int sent = 0;
-    uint64_t start = relock__mono_ms();
     redisReply *r = relock__command(c, &sent, 6, argv, argvlen);
     if (!r)
         return sent ? resolve_ambiguous_set(l, start) : c->err.pub.status;
     if (r->type == REDIS_REPLY_STATUS) {
         freeReplyObject(r);
+        l->fence = 0;
         l->valid_until = relock__valid_until(start, l->ttl_ms);
         return RELOCK_OK;
     }
@@ -57,7 +158,6 @@ static relock_status modern_attempt(relock_lock *l, long *hint_ms)
         return st;
     }
     freeReplyObject(r);
-    l->value[0] = '\0';
     /* Busy: learn when the holder's lease ends, to sleep until then. */
     r = relock__commandf(c, NULL, "PTTL %s", l->key);
     if (!r)
@@ -69,13 +169,30 @@ static relock_status modern_attempt(relock_lock *l, long *hint_ms)
     }
     long long pttl = r->integer;
     freeReplyObject(r);
-    if (pttl >= 0)
-        *hint_ms = pttl > 0x7fffffffLL ? 0x7fffffffL : (long)pttl;
-    else if (pttl == -2)
-        *hint_ms = 0; /* gone since our SET: try again at once */
-    /* pttl == -1: a key without TTL, such as a legacy holder's value;
-     * no end is known, so the backoff decides. */
-    return RELOCK_BUSY;
+    if (pttl != -1)
+        return held_by(l, start, "", pttl == -2 ? -2 : pttl, hint_ms);
+    r = relock__commandf(c, NULL, "GET %s", l->key);
+    if (!r)
+        return c->err.pub.status;
+    char found[RELOCK__VALUE_MAX];
+    int has = r->type == REDIS_REPLY_STRING;
+    if (has)
+        snprintf(found, sizeof found, "%s", r->str);
+    freeReplyObject(r);
+    return held_by(l, start, has ? found : NULL, -1, hint_ms);
+}
+
+static relock_status modern_attempt(relock_lock *l, long *hint_ms)
+{
+    relock_client *c = l->c;
+    char ttl[32];
+    if (relock__token(l->value) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
+    snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
+    uint64_t start = relock__mono_ms();
+    return c->s.fencing ? attempt_fenced(l, start, ttl, hint_ms)
+                        : attempt_plain(l, start, ttl, hint_ms);
 }
 
 /* Turns a compare-and-X script result into a status. */

@@ -23,24 +23,58 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "if v == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end\n"
     "if v then return -1 end\n"
     "return 0\n",
-    /* RELOCK__SCRIPT_CAS_GET: compare-and-set.  KEYS[1] lock, ARGV[1] the
-     * value expected, ARGV[2] the new value, ARGV[3] seconds of EXPIRE or 0.
-     * Returns 1 when set, else the value found (or 0: absent), so the
-     * caller can tell a GETSET loser's write from a takeover. */
+    /* RELOCK__SCRIPT_CAS: compare-and-set or -delete for timestamp values.
+     * KEYS[1] lock, KEYS[2] fence counter.  ARGV[1] the value expected,
+     * ARGV[2] the fence expected or '0' (not checked), ARGV[3] '1' if the
+     * key must have a TTL (bridge values; a legacy writer leaves none),
+     * ARGV[4] the new value or '' to delete, ARGV[5] PEXPIRE ms or '0',
+     * ARGV[6] EXPIRE s or '0', ARGV[7] '1' to increment the fence.
+     * Returns {1, fence or 0} when done, {0, value found} on a mismatch
+     * (so the caller can tell a GETSET loser's write), {0} when absent. */
     "local v = redis.call('get', KEYS[1])\n"
-    "if v == ARGV[1] then\n"
-    "  redis.call('set', KEYS[1], ARGV[2])\n"
-    "  if tonumber(ARGV[3]) > 0 then redis.call('expire', KEYS[1], ARGV[3]) end\n"
-    "  return 1\n"
+    "if v == ARGV[1] and (ARGV[2] == '0' or redis.call('get', KEYS[2]) == ARGV[2])\n"
+    "   and (ARGV[3] == '0' or redis.call('pttl', KEYS[1]) > 0) then\n"
+    "  if ARGV[4] == '' then redis.call('del', KEYS[1]) return {1, 0} end\n"
+    "  redis.call('set', KEYS[1], ARGV[4])\n"
+    "  if tonumber(ARGV[5]) > 0 then redis.call('pexpire', KEYS[1], ARGV[5])\n"
+    "  elseif tonumber(ARGV[6]) > 0 then redis.call('expire', KEYS[1], ARGV[6]) end\n"
+    "  local f = 0\n"
+    "  if ARGV[7] == '1' then f = redis.call('incr', KEYS[2]) end\n"
+    "  return {1, f}\n"
     "end\n"
-    "if v then return v end\n"
-    "return 0\n",
-    /* RELOCK__SCRIPT_CAD_GET: compare-and-delete returning the value found
-     * on a mismatch.  KEYS[1] lock, ARGV[1] our value. */
-    "local v = redis.call('get', KEYS[1])\n"
-    "if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 end\n"
-    "if v then return v end\n"
-    "return 0\n",
+    "if v then return {0, v} end\n"
+    "return {0}\n",
+    /* RELOCK__SCRIPT_TS_ACQUIRE: SETNX of a timestamp value, with its TTL
+     * and fence in the same step.  KEYS[1] lock, KEYS[2] fence counter.
+     * ARGV[1] value, ARGV[2] PEXPIRE ms or '0', ARGV[3] EXPIRE s or '0',
+     * ARGV[4] '1' to increment the fence.  Returns {1, fence or 0}, or
+     * {0, pttl, value} when held (the value last: it may be nil). */
+    "if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then\n"
+    "  if tonumber(ARGV[2]) > 0 then redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  elseif tonumber(ARGV[3]) > 0 then redis.call('expire', KEYS[1], ARGV[3]) end\n"
+    "  local f = 0\n"
+    "  if ARGV[4] == '1' then f = redis.call('incr', KEYS[2]) end\n"
+    "  return {1, f}\n"
+    "end\n"
+    "return {0, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[1])}\n",
+    /* RELOCK__SCRIPT_MODERN_ACQUIRE: SET NX PX and the fence in one step.
+     * KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
+     * Returns {1, fence}, or {0, pttl, value} when held. */
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  return {1, redis.call('incr', KEYS[2])}\n"
+    "end\n"
+    "return {0, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[1])}\n",
+    /* RELOCK__SCRIPT_MODERN_TAKEOVER: replace a dead legacy holder's value
+     * (expired timestamp, no TTL) by our token.  KEYS[1] lock, KEYS[2]
+     * fence; ARGV[1] the value seen, ARGV[2] token, ARGV[3] ttl ms,
+     * ARGV[4] '1' to increment the fence.  Returns {1, fence or 0} or {0}. */
+    "if redis.call('get', KEYS[1]) == ARGV[1] and redis.call('pttl', KEYS[1]) < 0 then\n"
+    "  redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
+    "  local f = 0\n"
+    "  if ARGV[4] == '1' then f = redis.call('incr', KEYS[2]) end\n"
+    "  return {1, f}\n"
+    "end\n"
+    "return {0}\n",
 };
 
 void relock__scripts_init(relock_client *c)

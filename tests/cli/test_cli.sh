@@ -156,8 +156,14 @@ grep -q "bad.conf:3: unknown setting \"tll_ms\"" "$DIR/err" && ok || bad "config
 RELOCK_CONFIG=$DIR/bad.conf "$RELOCK" acquire cli-c >/dev/null 2>&1
 [ $? -eq 2 ] && ok || bad "RELOCK_CONFIG is not read"
 expect 2 "bad URL" -- "$RELOCK" -u "redis://h:99999" acquire cli-c
-expect 2 "auto mode next to possible legacy clients" -- "$RELOCK" acquire cli-c
-grep -q -- "-m modern" "$DIR/err" && ok || bad "auto refusal message: $(cat "$DIR/err")"
+# auto next to possible legacy clients picks bridge: a timestamp with a TTL.
+expect 0 "auto mode picks bridge" -- "$RELOCK" acquire -t 5s cli-auto
+read -r VA FA _ <"$DIR/out"
+[[ "$VA" =~ ^[0-9]{10}$ ]] && ok || bad "auto (bridge) value '$VA' is not a timestamp"
+[ "$(rcli PTTL cli-auto)" -gt 0 ] && ok || bad "bridge value has no TTL"
+expect 0 "bridge release with fence" -- "$RELOCK" release cli-auto "$VA" "$FA"
+expect 0 "probe says why" -- "$RELOCK" probe
+grep -q "legacy_clients = true" "$DIR/out" && ok || bad "probe reason: $(cat "$DIR/out")"
 
 # --- 4: server unreachable or protocol error
 DEAD=$(free_port)

@@ -1,0 +1,40 @@
+/*
+ * Names of the keys relock keeps beside lock keys.
+ *
+ * Lock names never contain a space (lock.c refuses them) and key_prefix may
+ * not either (config.c), so every key below, which contains one, lives in a
+ * namespace no lock can collide with, and `relock scan` can skip them.
+ *
+ * A fence key shares its lock key's Redis Cluster slot: a lock key with a
+ * hash tag keeps it, and one without is wrapped in braces so that only it
+ * is hashed.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Whether key has a Cluster hash tag: a '{' followed later by a '}' with
+ * at least one byte between them. */
+static int has_hash_tag(const char *key)
+{
+    const char *open = strchr(key, '{');
+    if (!open)
+        return 0;
+    const char *close = strchr(open + 1, '}');
+    return close && close > open + 1;
+}
+
+int relock__fence_key(const char *lock_key, char *out, size_t len)
+{
+    int n = has_hash_tag(lock_key)
+                ? snprintf(out, len, "%s" RELOCK__FENCE_SUFFIX, lock_key)
+                : snprintf(out, len, "{%s}" RELOCK__FENCE_SUFFIX, lock_key);
+    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}
+
+int relock__marker_key(const char *key_prefix, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s" RELOCK__MARKER_NAME, key_prefix);
+    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}

@@ -1,5 +1,6 @@
 /* Read-only inspection of a lock key (`relock inspect`). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -11,8 +12,17 @@ relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_
     if (!name || !*name)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char fkey[RELOCK__KEY_MAX];
     snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
-    redisReply *r = relock__commandf(c, NULL, "GET %s", key);
+    relock__fence_key(key, fkey, sizeof fkey);
+    /* The fence counter outlives its lock: it is shown even for a free one. */
+    redisReply *r = relock__commandf(c, NULL, "GET %s", fkey);
+    if (!r)
+        return c->err.pub.status;
+    if (r->type == REDIS_REPLY_STRING)
+        info->fence = atoll(r->str);
+    freeReplyObject(r);
+    r = relock__commandf(c, NULL, "GET %s", key);
     if (!r)
         return c->err.pub.status;
     relock_status st = RELOCK_OK;

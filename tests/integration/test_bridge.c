@@ -1,0 +1,357 @@
+/*
+ * Bridge mode and auto against a real redis-server (and the old-server
+ * proxy): ownership when timestamps repeat, legacy GETSET losers, dead
+ * legacy holders, legacy leftovers met by modern clients, the marker, and
+ * which mode auto picks on each server version.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "relock.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+static testsrv srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return testsrv_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    testsrv_stop(&srv);
+    return 0;
+}
+
+/* A client of the given mode on port, with settings as name=value pairs
+ * (NULL-terminated); fails the test if it cannot connect. */
+static relock_client *client_on(int port, const char *mode, const char *const *settings)
+{
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    for (int i = 0; settings && settings[i]; i += 2)
+        assert_int_equal(relock_config_set(cfg, settings[i], settings[i + 1]), RELOCK_OK);
+    relock_client *c = NULL;
+    relock_status st = relock_connect(cfg, &c);
+    if (st != RELOCK_OK)
+        fail_msg("connect (%s): %s", mode, relock_client_error(c)->message);
+    relock_config_free(cfg);
+    return c;
+}
+
+static relock_client *bridge(void)
+{
+    return client_on(srv.port, "bridge", NULL);
+}
+
+static long long now_s(void)
+{
+    return (long long)time(NULL);
+}
+
+static char *cmd(const char *fmt, const char *arg)
+{
+    return testsrv_cmd(&srv, fmt, arg);
+}
+
+static long long cmd_int(const char *fmt, const char *arg)
+{
+    char *v = testsrv_cmd(&srv, fmt, arg);
+    assert_non_null(v);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+static void test_bridge_values(void **state)
+{
+    (void)state;
+    relock_client *c = bridge();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, "bv", 5000, 0, &l), RELOCK_OK);
+    long long v = atoll(relock_lock_value(l));
+    /* A legacy timestamp (now + 5 s + offset 1)... */
+    assert_true(v >= now_s() + 5 && v <= now_s() + 7);
+    /* ...with a TTL that ends inside the legacy expiry window (V, V + 1). */
+    long long pttl = cmd_int("PTTL %s", "bv");
+    long long ttl_end_ms = (long long)time(NULL) * 1000 + pttl;
+    assert_true(pttl > 0);
+    assert_true(ttl_end_ms <= (v + 1) * 1000 + 100);
+    assert_true(ttl_end_ms >= v * 1000 - 1100);
+    assert_true(relock_lock_fence(l) > 0);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    assert_int_equal(cmd_int("EXISTS %s", "bv"), 0);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
+/* Two holders within one second write the same timestamp: the first one's
+ * late release must not delete the second's lock (the fence tells them
+ * apart). */
+static void test_same_second_ownership(void **state)
+{
+    (void)state;
+    relock_client *a = bridge(), *b = bridge();
+    int checked = 0;
+    for (int tries = 0; tries < 10 && !checked; tries++) {
+        relock_lock *la = NULL, *lb = NULL, *late = NULL;
+        assert_int_equal(relock_acquire(a, "same", 5000, 0, &la), RELOCK_OK);
+        char va[64];
+        snprintf(va, sizeof va, "%s", relock_lock_value(la));
+        long long fa = relock_lock_fence(la);
+        assert_int_equal(relock_release(la), RELOCK_OK);
+        assert_int_equal(relock_acquire(b, "same", 5000, 0, &lb), RELOCK_OK);
+        if (strcmp(va, relock_lock_value(lb)) == 0) {
+            checked = 1;
+            assert_true(relock_lock_fence(lb) > fa);
+            /* a's late release, as from another process holding its value */
+            assert_int_equal(relock_lock_adopt(a, "same", va, fa, 5000, &late), RELOCK_OK);
+            assert_int_equal(relock_release(late), RELOCK_LOST);
+            assert_int_equal(relock_extend(late, 5000), RELOCK_LOST);
+            char *v = cmd("GET %s", "same");
+            assert_string_equal(v, relock_lock_value(lb));
+            free(v);
+            assert_true(cmd_int("PTTL %s", "same") > 0);
+            relock_lock_free(late);
+        }
+        assert_int_equal(relock_release(lb), RELOCK_OK);
+        relock_lock_free(la);
+        relock_lock_free(lb);
+    }
+    assert_true(checked); /* ten tries never all straddle a second */
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
+/* A legacy client writing the same timestamp after our release leaves no
+ * TTL: our late release must leave its lock alone. */
+static void test_same_value_legacy_writer(void **state)
+{
+    (void)state;
+    relock_client *a = bridge();
+    relock_lock *la = NULL, *late = NULL;
+    assert_int_equal(relock_acquire(a, "samelegacy", 5000, 0, &la), RELOCK_OK);
+    char va[64];
+    snprintf(va, sizeof va, "%s", relock_lock_value(la));
+    long long fa = relock_lock_fence(la);
+    assert_int_equal(relock_release(la), RELOCK_OK);
+    char *r = testsrv_cmd(&srv, "SETNX samelegacy %s", va); /* the legacy client */
+    assert_string_equal(r, "1");
+    free(r);
+    assert_int_equal(relock_lock_adopt(a, "samelegacy", va, fa, 5000, &late), RELOCK_OK);
+    assert_int_equal(relock_release(late), RELOCK_LOST);
+    r = cmd("GET %s", "samelegacy");
+    assert_string_equal(r, va);
+    free(r);
+    relock_lock_free(la);
+    relock_lock_free(late);
+    relock_client_free(a);
+}
+
+/* A legacy GETSET loser rewrites the holder's value (and clears its TTL)
+ * while the holder is valid: extend and release still succeed. */
+static void test_getset_loser_write(void **state)
+{
+    (void)state;
+    relock_client *a = bridge();
+    relock_lock *l = NULL;
+    free(cmd("DEL %s", " relock:legacy-seen"));
+    assert_int_equal(relock_acquire(a, "loser", 10000, 0, &l), RELOCK_OK);
+    char loser[32];
+    snprintf(loser, sizeof loser, "%lld", atoll(relock_lock_value(l)) + 1);
+    char *old = testsrv_cmd(&srv, "GETSET loser %s", loser);
+    assert_string_equal(old, relock_lock_value(l));
+    free(old);
+    assert_int_equal(cmd_int("PTTL %s", "loser"), -1);
+    assert_int_equal(relock_extend(l, 10000), RELOCK_OK);
+    /* The extension wrote our value and a TTL again. */
+    char *v = cmd("GET %s", "loser");
+    assert_string_equal(v, relock_lock_value(l));
+    free(v);
+    assert_true(cmd_int("PTTL %s", "loser") > 0);
+    /* Another loser's write, then release. */
+    snprintf(loser, sizeof loser, "%lld", atoll(relock_lock_value(l)) + 2);
+    free(testsrv_cmd(&srv, "GETSET loser %s", loser));
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    assert_int_equal(cmd_int("EXISTS %s", "loser"), 0);
+    /* Upgraded clients recorded that a legacy writer is about. */
+    v = cmd("GET %s", " relock:legacy-seen");
+    assert_non_null(v);
+    long long seen = atoll(v);
+    free(v);
+    assert_true(seen / 1000 >= now_s() - 5 && seen / 1000 <= now_s() + 1);
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
+/* Dead and live legacy holders as bridge and modern clients meet them. */
+static void test_legacy_holders(void **state)
+{
+    (void)state;
+    char ts[32];
+    relock_client *b = bridge();
+    relock_client *m = client_on(srv.port, "modern", NULL);
+    relock_lock *l = NULL;
+    const char *modes[] = {"bridge", "modern"};
+    relock_client *clients[] = {b, m};
+    for (int i = 0; i < 2; i++) {
+        /* dead: an expired timestamp, no TTL → taken over at once */
+        snprintf(ts, sizeof ts, "%lld", now_s() - 30);
+        free(testsrv_cmd(&srv, "SET dead %s", ts));
+        if (relock_acquire(clients[i], "dead", 5000, 0, &l) != RELOCK_OK)
+            fail_msg("%s: %s", modes[i], relock_client_error(clients[i])->message);
+        assert_true(cmd_int("PTTL %s", "dead") > 0);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        /* the same in milliseconds: the unit is read from the digits */
+        if (i == 1) {
+            snprintf(ts, sizeof ts, "%lld", (now_s() - 30) * 1000);
+            free(testsrv_cmd(&srv, "SET dead %s", ts));
+            assert_int_equal(relock_acquire(m, "dead", 5000, 0, &l), RELOCK_OK);
+            assert_int_equal(relock_release(l), RELOCK_OK);
+            relock_lock_free(l);
+        }
+        /* live: a future timestamp, no TTL → respected, and noted */
+        free(cmd("DEL %s", " relock:legacy-seen"));
+        snprintf(ts, sizeof ts, "%lld", now_s() + 30);
+        free(testsrv_cmd(&srv, "SET live %s", ts));
+        assert_int_equal(relock_acquire(clients[i], "live", 5000, 0, &l), RELOCK_BUSY);
+        char *v = cmd("GET %s", "live");
+        assert_string_equal(v, ts);
+        free(v);
+        assert_int_equal(cmd_int("EXISTS %s", " relock:legacy-seen"), 1);
+        /* a value neither relock nor a legacy client writes, without TTL */
+        free(testsrv_cmd(&srv, "SET odd %s", "hello"));
+        assert_int_equal(relock_acquire(clients[i], "odd", 5000, 0, &l), RELOCK_EFOREIGN);
+        assert_non_null(strstr(relock_client_error(clients[i])->message, "odd"));
+    }
+    relock_client_free(b);
+    relock_client_free(m);
+}
+
+/* A bridge holder SIGKILLed while holding: the TTL frees the lock within
+ * the legacy expiry window, and a waiter takes it. */
+static void test_killed_bridge_holder(void **state)
+{
+    (void)state;
+    tu_chan ch;
+    assert_int_equal(tu_chan_open(&ch), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        relock_client *c = bridge();
+        relock_lock *l = NULL;
+        if (relock_acquire(c, "bkilled", 1000, 0, &l) != RELOCK_OK)
+            _exit(1);
+        tu_chan_send(&ch, relock_lock_value(l));
+        for (int i = 0; i < 6000; i++)
+            tu_sleep_ms(10);
+        _exit(0);
+    }
+    char value[64];
+    assert_int_equal(tu_chan_recv(&ch, value, sizeof value, 10000), 0);
+    kill(pid, SIGKILL);
+    tu_wait_child(pid, 10000);
+    tu_chan_close(&ch);
+    relock_client *w = bridge();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(w, "bkilled", 1000, 10000, &l), RELOCK_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    long long v = atoll(value);
+    /* Not before the TTL ended (no earlier than V s), within 1.5 s of V + 1. */
+    assert_true(now_ms >= v * 1000);
+    assert_true(now_ms <= (v + 1) * 1000 + 1500);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(w);
+}
+
+/* auto, for every proxy personality and both legacy_clients settings. */
+static void test_auto_per_personality(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *personality;
+        relock_mode with_legacy, without_legacy;
+    } cases[] = {
+        {"2.0", RELOCK_MODE_LEGACY, RELOCK_MODE_LEGACY},
+        {"2.2", RELOCK_MODE_LEGACY, RELOCK_MODE_LEGACY},
+        {"2.4", RELOCK_MODE_LEGACY, RELOCK_MODE_LEGACY},
+        {"2.6.0", RELOCK_MODE_BRIDGE, RELOCK_MODE_BRIDGE},
+        {"2.6.11", RELOCK_MODE_BRIDGE, RELOCK_MODE_BRIDGE},
+        {"7", RELOCK_MODE_BRIDGE, RELOCK_MODE_MODERN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        testsrv px;
+        assert_int_equal(testsrv_start_proxy(&px, srv.port, cases[i].personality, NULL), 0);
+        const char *const no_legacy[] = {"migration.legacy_clients", "false", NULL};
+        relock_client *c1 = client_on(px.port, "auto", NULL);
+        relock_client *c2 = client_on(px.port, "auto", no_legacy);
+        if (relock_client_mode(c1) != cases[i].with_legacy ||
+            relock_client_mode(c2) != cases[i].without_legacy)
+            fail_msg("personality %s: auto chose %s / %s", cases[i].personality,
+                     relock_mode_name(relock_client_mode(c1)),
+                     relock_mode_name(relock_client_mode(c2)));
+        /* Each works there without a refused command. */
+        relock_client *both[] = {c1, c2};
+        free(testsrv_cmd(&px, "RELOCK-PROXY RESET"));
+        for (int k = 0; k < 2; k++) {
+            relock_lock *l = NULL;
+            assert_int_equal(relock_acquire(both[k], "auto", 5000, 0, &l), RELOCK_OK);
+            assert_int_equal(relock_extend(l, 5000), RELOCK_OK);
+            assert_int_equal(relock_release(l), RELOCK_OK);
+            relock_lock_free(l);
+        }
+        char *refused = testsrv_cmd(&px, "RELOCK-PROXY REFUSED");
+        assert_string_equal(refused, "0");
+        free(refused);
+        relock_client_free(c1);
+        relock_client_free(c2);
+        /* Bridge on a server without EVAL is refused, naming the way out. */
+        if (cases[i].with_legacy == RELOCK_MODE_LEGACY) {
+            relock_config *cfg = relock_config_new();
+            char url[64];
+            snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+            relock_config_set_url(cfg, url);
+            relock_config_set(cfg, "mode", "bridge");
+            relock_client *c = NULL;
+            assert_int_equal(relock_connect(cfg, &c), RELOCK_EUNSUPPORTED);
+            assert_non_null(strstr(relock_client_error(c)->message, "-m legacy"));
+            relock_client_free(c);
+            relock_config_free(cfg);
+        }
+        testsrv_stop(&px);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bridge_values),
+        cmocka_unit_test(test_same_second_ownership),
+        cmocka_unit_test(test_same_value_legacy_writer),
+        cmocka_unit_test(test_getset_loser_write),
+        cmocka_unit_test(test_legacy_holders),
+        cmocka_unit_test(test_killed_bridge_holder),
+        cmocka_unit_test(test_auto_per_personality),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

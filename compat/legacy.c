@@ -346,13 +346,14 @@ static relock_status won(relock_lock *l, uint64_t start, long long fence)
     return RELOCK_OK;
 }
 
-/* Takes over an expired holder whose value was `old`: RELOCK_OK when won,
- * RELOCK_BUSY when another client was first. */
+/* Takes over an expired holder whose value was `old` with our value (the
+ * timestamp ours, which sets the TTL): RELOCK_OK when won, RELOCK_BUSY when
+ * another client was first. */
 static relock_status takeover(relock_lock *l, uint64_t start, const char *old, long long now,
-                              long long ts)
+                              long long ours)
 {
     relock_client *c = l->c;
-    cas_req q = {old, 0, 0, l->value, bridge_px(c, now, ts), gc_seconds(c, now, ts),
+    cas_req q = {old, 0, 0, l->value, bridge_px(c, now, ours), gc_seconds(c, now, ours),
                  c->s.fencing};
     cas_result res;
     int sent = 0, beaten = 0;
@@ -437,7 +438,7 @@ static relock_status held_by(relock_lock *l, uint64_t start, long long now, cons
         *hint_ms = wait > 0x7fffffffLL ? 0x7fffffffL : (long)wait;
         return RELOCK_BUSY;
     }
-    st = takeover(l, start, found, now, ts);
+    st = takeover(l, start, found, now, atoll(l->value));
     if (st == RELOCK_BUSY)
         *hint_ms = 0; /* someone else took it over; look again soon */
     return st;

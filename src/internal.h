@@ -17,7 +17,8 @@
 #define RELOCK__SECRET_MAX 256
 #define RELOCK__PREFIX_MAX 256
 #define RELOCK__NAME_MAX 1024
-#define RELOCK__VALUE_MAX 128
+/* Tokens are 32 characters, timestamps at most 18 digits (+ ":" + token). */
+#define RELOCK__VALUE_MAX 64
 
 /* ------------------------------------------------------------------ errors */
 
@@ -178,9 +179,11 @@ struct relock_client {
 
 struct relock_lock {
     relock_client *c;
-    char name[RELOCK__NAME_MAX + 1];
-    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
-    char fence_key[RELOCK__KEY_MAX];
+    /* The three strings live in the same allocation, after the struct:
+     * a process holding many locks pays for what their names need. */
+    char *name;
+    char *key;
+    char *fence_key;
     char value[RELOCK__VALUE_MAX];
     long long fence;
     long ttl_ms;

@@ -34,13 +34,19 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
         return st;
     if (ttl_ms < 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is negative", ttl_ms);
-    relock_lock *l = calloc(1, sizeof *l);
+    size_t nlen = strlen(name) + 1;
+    size_t klen = strlen(c->s.key_prefix) + nlen;
+    size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX;
+    relock_lock *l = calloc(1, sizeof *l + nlen + klen + flen);
     if (!l)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", name);
     l->c = c;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    snprintf(l->key, sizeof l->key, "%s%s", c->s.key_prefix, name);
-    relock__fence_key(l->key, l->fence_key, sizeof l->fence_key);
+    l->name = (char *)(l + 1);
+    l->key = l->name + nlen;
+    l->fence_key = l->key + klen;
+    memcpy(l->name, name, nlen);
+    snprintf(l->key, klen, "%s%s", c->s.key_prefix, name);
+    relock__fence_key(l->key, l->fence_key, flen);
     l->ttl_ms = ttl_ms ? ttl_ms : c->s.ttl_ms;
     *out = l;
     return RELOCK_OK;
@@ -151,7 +157,7 @@ void relock_lock_free(relock_lock *l)
 {
     if (!l)
         return;
-    memset(l, 0xa5, sizeof *l);
+    memset(l, 0xa5, sizeof *l); /* makes a use after free show */
     free(l);
 }
 

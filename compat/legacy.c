@@ -222,13 +222,14 @@ typedef struct cas_req {
 static int cas_eval(relock_lock *l, const cas_req *q, cas_result *out, int *sent)
 {
     relock_client *c = l->c;
-    char fence[32], px[32], gc[32];
+    char fence[32], px[32], gc[32], chan[RELOCK__KEY_MAX];
     snprintf(fence, sizeof fence, "%lld", q->fence);
     snprintf(px, sizeof px, "%lld", q->px);
     snprintf(gc, sizeof gc, "%lld", q->gc);
-    const char *args[] = {l->key,   l->fence_key,      q->expected, fence, q->require_ttl ? "1" : "0",
-                          q->newv ? q->newv : "", px, gc, q->incr ? "1" : "0"};
-    redisReply *r = relock__eval(c, sent, RELOCK__SCRIPT_CAS, 2, 9, args);
+    relock__notify_channel(l, chan, sizeof chan);
+    const char *args[] = {l->key,     l->fence_key, q->expected, fence, q->require_ttl ? "1" : "0",
+                          q->newv ? q->newv : "", px, gc, q->incr ? "1" : "0", chan};
+    redisReply *r = relock__eval(c, sent, RELOCK__SCRIPT_CAS, 2, 10, args);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
@@ -304,6 +305,11 @@ static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *bea
     if (r && q->incr) {
         freeReplyObject(r);
         r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
+    }
+    char chan[RELOCK__KEY_MAX];
+    if (r && !q->newv && relock__notify_channel(l, chan, sizeof chan)) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "PUBLISH", "PUBLISH %s 1", chan);
     }
     if (!r)
         return -1;
@@ -703,6 +709,14 @@ static relock_status ts_release(relock_lock *l)
     freeReplyObject(r);
     if (loser)
         l->loser_writes++;
+    char chan[RELOCK__KEY_MAX];
+    if (relock__notify_channel(l, chan, sizeof chan)) {
+        /* Best effort: waiters also wake at the expiry they know. */
+        r = relock__commandf(c, NULL, "PUBLISH %s 1", chan);
+        if (r)
+            freeReplyObject(r);
+        relock__err_clear(&c->err);
+    }
     return RELOCK_OK;
 }
 

@@ -88,6 +88,8 @@ void relock_client_free(relock_client *c)
     if (!c)
         return;
     relock__conn_close(&c->conn);
+    if (c->sub)
+        redisFree(c->sub);
     /* Settings hold passwords; the pattern also makes use-after-free show. */
     memset(c, 0xa5, sizeof *c);
     free(c);

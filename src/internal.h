@@ -97,6 +97,8 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 /* After key_prefix: the marker recording when a legacy writer was last
  * seen (milliseconds since the epoch, as a decimal string). */
 #define RELOCK__MARKER_NAME " relock:legacy-seen"
+/* Appended to a lock key to name the channel its releases are told on. */
+#define RELOCK__NOTIFY_SUFFIX " relock:released"
 #define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
 
 /* The fence counter's key for a lock key; -1 when out is too small. */
@@ -174,6 +176,7 @@ struct relock_client {
     char sha[RELOCK__NSCRIPTS][41];
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
+    redisContext *sub;        /* subscriber connection while waiting, or NULL */
     relock__err err;
 };
 
@@ -256,6 +259,10 @@ redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nar
 relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
                                 const redisReply *r);
 #define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
+
+/* The pub/sub channel on which a release of l's key is announced to
+ * waiters (DESIGN §5).  Writes "" and returns 0 when wait.notify is off. */
+int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* The generic waiting loop over c->algo->attempt. */
 relock_status relock__wait_acquire(relock_lock *l, long wait_ms);

@@ -38,3 +38,17 @@ int relock__marker_key(const char *key_prefix, char *out, size_t len)
     int n = snprintf(out, len, "%s" RELOCK__MARKER_NAME, key_prefix);
     return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
+
+int relock__notify_channel(const relock_lock *l, char *out, size_t len)
+{
+    if (!l->c->s.wait.notify) {
+        out[0] = '\0';
+        return 0;
+    }
+    int n = snprintf(out, len, "%s" RELOCK__NOTIFY_SUFFIX, l->key);
+    if (n < 0 || (size_t)n >= len) {
+        out[0] = '\0';
+        return 0;
+    }
+    return 1;
+}

@@ -226,9 +226,11 @@ static relock_status script_result(relock_lock *l, const char *op, redisReply *r
 
 static relock_status modern_release(relock_lock *l)
 {
-    const char *args[] = {l->key, l->value};
+    char chan[RELOCK__KEY_MAX];
+    relock__notify_channel(l, chan, sizeof chan);
+    const char *args[] = {l->key, l->value, chan};
     int sent = 0;
-    redisReply *r = relock__eval(l->c, &sent, RELOCK__SCRIPT_DEL_IF_EQ, 1, 2, args);
+    redisReply *r = relock__eval(l->c, &sent, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args);
     return script_result(l, "release", r, sent);
 }
 

@@ -1,33 +1,135 @@
 /*
- * Waiting for a lock: repeat the algorithm's single attempt, sleeping in
- * between until just after the holder's known end (PTTL or timestamp) or a
- * jittered, growing backoff, whichever is first, and never past the
- * caller's bound.
+ * Waiting for a lock (DESIGN §5): repeat the algorithm's single attempt,
+ * sleeping in between until the first of: a release notification, just
+ * after the holder's known end (PTTL or timestamp), or a jittered, growing
+ * backoff; never past the caller's bound.
+ *
+ * Notifications come by pub/sub on a second connection, opened only while
+ * waiting (a subscribed connection can send nothing else).  They only wake
+ * a waiter early: legacy clients never send them, and a lost one costs at
+ * most one backoff, so correctness never rests on them.
  */
+#include <poll.h>
+#include <string.h>
+#include <sys/time.h>
+
 #include "internal.h"
+
+static void unsubscribe(relock_client *c)
+{
+    if (c->sub)
+        redisFree(c->sub);
+    c->sub = NULL;
+}
+
+/* Opens the subscriber connection for l's channel; failures only mean
+ * waiting without notifications. */
+static void subscribe(relock_lock *l)
+{
+    relock_client *c = l->c;
+    char chan[RELOCK__KEY_MAX];
+    if (!relock__notify_channel(l, chan, sizeof chan))
+        return;
+    const relock__server *srv = c->conn.srv;
+    struct timeval tv = {c->s.connect_timeout_ms / 1000, (c->s.connect_timeout_ms % 1000) * 1000};
+    redisContext *sub = redisConnectWithTimeout(srv->host, srv->port, tv);
+    if (!sub || sub->err) {
+        if (sub)
+            redisFree(sub);
+        return;
+    }
+    c->sub = sub;
+    redisReply *r = NULL;
+    if (srv->password[0]) {
+        r = srv->username[0] ? redisCommand(sub, "AUTH %s %s", srv->username, srv->password)
+                             : redisCommand(sub, "AUTH %s", srv->password);
+        int ok = r && r->type != REDIS_REPLY_ERROR;
+        if (r)
+            freeReplyObject(r);
+        if (!ok) {
+            unsubscribe(c);
+            return;
+        }
+    }
+    r = redisCommand(sub, "SUBSCRIBE %s", chan);
+    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    if (r)
+        freeReplyObject(r);
+    if (!ok)
+        unsubscribe(c);
+}
+
+/* Sleeps up to ms, returning early when a release is announced. */
+static void wait_for_release(relock_client *c, long ms)
+{
+    if (!c->sub) {
+        relock__sleep_ms(ms);
+        return;
+    }
+    void *reply = NULL;
+    /* A message already read into hiredis's buffer counts at once. */
+    if (redisGetReplyFromReader(c->sub, &reply) == REDIS_OK && reply) {
+        freeReplyObject(reply);
+        return;
+    }
+    uint64_t end = relock__mono_ms() + (uint64_t)ms;
+    for (;;) {
+        uint64_t now = relock__mono_ms();
+        if (now >= end)
+            return;
+        struct pollfd p = {c->sub->fd, POLLIN, 0};
+        int n = poll(&p, 1, (int)(end - now));
+        if (n > 0) {
+            if (redisGetReply(c->sub, &reply) != REDIS_OK) {
+                unsubscribe(c); /* broken: fall back to sleeping */
+                relock__sleep_ms((long)(end - relock__mono_ms()));
+                return;
+            }
+            if (reply)
+                freeReplyObject(reply);
+            return;
+        }
+        if (n < 0)
+            relock__sleep_ms(1); /* EINTR: look again, bounded by end */
+    }
+}
 
 relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
 {
     relock_client *c = l->c;
     uint64_t start = relock__mono_ms();
     uint64_t deadline = wait_ms > 0 ? start + (uint64_t)wait_ms : 0;
+    relock_status st = RELOCK_BUSY;
     for (unsigned attempt = 0;; attempt++) {
         long hint = -1;
-        relock_status st = c->algo->attempt(l, &hint);
+        st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
-            return st;
-        if (wait_ms == 0)
-            return RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
+            break;
+        if (wait_ms == 0) {
+            st = RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
+            break;
+        }
+        if (!c->sub && attempt == 0 && c->s.wait.notify) {
+            /* Subscribe, then look again at once: a release between our
+             * attempt and the subscription would otherwise go unheard. */
+            subscribe(l);
+            if (c->sub)
+                continue;
+        }
         long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
                                      attempt < 30 ? attempt : 30, hint, relock__rand64(&c->rng));
         uint64_t now = relock__mono_ms();
         if (deadline) {
-            if (now >= deadline)
-                return RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
-                                    l->name, wait_ms);
+            if (now >= deadline) {
+                st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
+                                  l->name, wait_ms);
+                break;
+            }
             if (now + (uint64_t)delay > deadline)
                 delay = (long)(deadline - now);
         }
-        relock__sleep_ms(delay);
+        wait_for_release(c, delay);
     }
+    unsubscribe(c);
+    return st;
 }

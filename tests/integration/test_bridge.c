@@ -284,6 +284,86 @@ static void test_killed_bridge_holder(void **state)
     relock_client_free(w);
 }
 
+/* A waiter is woken by the release, long before the holder's TTL ends. */
+static void test_release_wakes_waiter(void **state)
+{
+    (void)state;
+    const char *modes[] = {"modern", "bridge", "legacy"};
+    for (int m = 0; m < 3; m++) {
+        relock_client *a = client_on(srv.port, modes[m], NULL);
+        relock_lock *la = NULL;
+        assert_int_equal(relock_acquire(a, "wake", 10000, 0, &la), RELOCK_OK);
+        tu_chan ch;
+        assert_int_equal(tu_chan_open(&ch), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            relock_client *w = client_on(srv.port, modes[m], NULL);
+            relock_lock *lw = NULL;
+            tu_chan_send(&ch, "waiting");
+            relock_status st = relock_acquire(w, "wake", 10000, 20000, &lw);
+            char line[64];
+            snprintf(line, sizeof line, "%d %llu", (int)st, (unsigned long long)tu_now_ms());
+            tu_chan_send(&ch, line);
+            if (st == RELOCK_OK)
+                relock_release(lw);
+            _exit(0);
+        }
+        char line[64];
+        assert_int_equal(tu_chan_recv(&ch, line, sizeof line, 10000), 0);
+        /* Let the waiter find the lock held and start waiting. */
+        char *sub = NULL;
+        for (int i = 0; i < 200; i++) {
+            sub = testsrv_cmd(&srv, "PUBSUB NUMSUB %s", "wake relock:released");
+            int waiting = sub && strstr(sub, " 1") != NULL;
+            free(sub);
+            if (waiting)
+                break;
+            tu_sleep_ms(10);
+        }
+        tu_sleep_ms(100);
+        uint64_t t_release = tu_now_ms();
+        assert_int_equal(relock_release(la), RELOCK_OK);
+        assert_int_equal(tu_chan_recv(&ch, line, sizeof line, 15000), 0);
+        int st = -1;
+        unsigned long long t_got = 0;
+        assert_int_equal(sscanf(line, "%d %llu", &st, &t_got), 2);
+        assert_int_equal(st, RELOCK_OK);
+        if (t_got - t_release >= 100)
+            fail_msg("%s: the waiter took the lock %llu ms after the release", modes[m],
+                     t_got - (unsigned long long)t_release);
+        tu_wait_child(pid, 10000);
+        tu_chan_close(&ch);
+        relock_lock_free(la);
+        relock_client_free(a);
+    }
+}
+
+/* A legacy holder never notifies: the waiter wakes at the timestamp's end. */
+static void test_legacy_expiry_wakes_waiter(void **state)
+{
+    (void)state;
+    const char *const ms[] = {"legacy.clock_unit", "ms", NULL};
+    relock_client *w = client_on(srv.port, "legacy", ms);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long v = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 1500;
+    char ts[32];
+    snprintf(ts, sizeof ts, "%lld", v);
+    free(testsrv_cmd(&srv, "SET legacywake %s", ts));
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(w, "legacywake", 5000, 10000, &l), RELOCK_OK);
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long got = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    /* Not before the value has passed (V + 1 ms), and within 100 ms of it. */
+    assert_true(got >= v + 1);
+    if (got - (v + 1) >= 100)
+        fail_msg("took over %lld ms after the legacy expiry", got - (v + 1));
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(w);
+}
+
 /* auto, for every proxy personality and both legacy_clients settings. */
 static void test_auto_per_personality(void **state)
 {
@@ -352,6 +432,8 @@ int main(void)
         cmocka_unit_test(test_legacy_holders),
         cmocka_unit_test(test_killed_bridge_holder),
         cmocka_unit_test(test_auto_per_personality),
+        cmocka_unit_test(test_release_wakes_waiter),
+        cmocka_unit_test(test_legacy_expiry_wakes_waiter),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -112,14 +112,20 @@ read -r n v f <"$DIR/out"
 { [ "$n" = cli-env ] && [[ "$v" =~ ^[0-9a-f]{32}$ ]] && [[ "$f" =~ ^[0-9]+$ ]]; } && ok || bad "run env: $(cat "$DIR/out")"
 [ "$(rcli EXISTS cli-env)" = 0 ] && ok || bad "run did not release its lock"
 # A 1 s lease held through a 3 s command: renewal keeps it the whole time.
-"$RELOCK" -m modern run -t 1s cli-long -- sleep 3 >"$DIR/out" 2>"$DIR/err" &
+# CMD marks its end; a key found missing before that mark is a failure.
+"$RELOCK" -m modern run -t 1s cli-long -- sh -c "sleep 3; touch '$DIR/long-done'" >"$DIR/out" 2>"$DIR/err" &
 RUNPID=$!
 for _ in $(seq 1 100); do [ "$(rcli EXISTS cli-long)" = 1 ] && break; sleep 0.05; done
 held=1
-for _ in $(seq 1 25); do
-    [ "$(rcli EXISTS cli-long)" = 1 ] || held=0
+checks=0
+for _ in $(seq 1 100); do
+    ex=$(rcli EXISTS cli-long)
+    [ -e "$DIR/long-done" ] && break
+    checks=$((checks + 1))
+    [ "$ex" = 1 ] || held=0
     sleep 0.1
 done
+[ "$checks" -ge 10 ] || held=0
 wait "$RUNPID"
 code=$?
 { [ "$code" -eq 0 ] && [ "$held" -eq 1 ]; } && ok || bad "run -t 1s -- sleep 3: exit $code, held throughout: $held"

@@ -263,6 +263,82 @@ typedef struct relock_inspect_info {
 RELOCK_EXTERN relock_status relock_inspect(relock_client *c, const char *name,
                                            relock_inspect_info *info);
 
+/* ---------------------------------------------------------------------
+ * Migration audit (read-only; used by `relock scan`, docs/migration.md).
+ */
+
+/* What the audit concludes about the move from bridge to modern mode. */
+typedef enum relock_scan_verdict {
+    /* A live legacy lock exists, or a legacy writer was seen within the
+     * quiet window (or the marker is unreadable): stay in bridge mode. */
+    RELOCK_SCAN_STAY_BRIDGE = 0,
+    /* No live legacy lock, and the last legacy writer was seen before the
+     * quiet window began: modern mode is safe. */
+    RELOCK_SCAN_MODERN_SAFE,
+    /* As RELOCK_SCAN_MODERN_SAFE, but no upgraded client ever recorded a
+     * legacy writer (the marker key is absent): safe only if bridge clients
+     * have used these keys for the whole quiet window. */
+    RELOCK_SCAN_MODERN_SAFE_UNSEEN,
+    /* Nothing found blocks modern mode, but the walk stopped at its bound
+     * before it saw every key: no conclusion. */
+    RELOCK_SCAN_INCOMPLETE
+} relock_scan_verdict;
+
+/* "stay-bridge", "modern-safe", "modern-safe-unseen", "incomplete". */
+RELOCK_EXTERN const char *relock_scan_verdict_name(relock_scan_verdict v);
+
+/* The most keys one relock_scan() examines; past it the result is
+ * incomplete. */
+#define RELOCK_SCAN_MAX_KEYS 10000000LL
+/* A server without SCAN (before 2.8) is walked with KEYS only while its
+ * database holds at most this many keys: KEYS blocks the server. */
+#define RELOCK_SCAN_KEYS_FALLBACK_MAX 10000LL
+
+typedef struct relock_scan_result {
+    /* Keys the walk returned.  Each falls in exactly one class below, so
+     * examined is their sum.  SCAN may return a key twice while the server
+     * resizes its tables; such a key is then counted twice. */
+    long long examined;
+    long long legacy;      /* timestamp, no TTL, not yet expired: a live legacy lock */
+    long long bridge;      /* timestamp with a TTL: written by a bridge client */
+    long long modern;      /* 32-hex token with a TTL: written by a modern client */
+    long long stale;       /* timestamp, no TTL, expired: a dead legacy holder */
+    long long unknown;     /* other strings: text, a token without TTL, a timestamp of
+                              neither 10 (s) nor 13 (ms) digits */
+    long long skipped;     /* relock's own keys: fence counters, legacy markers */
+    long long other_types; /* not strings (lists, hashes, ...) */
+    long long gone;        /* deleted between the listing and the read */
+    char legacy_example[128]; /* the name of one live legacy lock key, or "" */
+
+    /* The marker key (key_prefix + " relock:legacy-seen"), read whatever
+     * the pattern: when an upgraded client last met a legacy writer. */
+    char marker_key[320];
+    long long legacy_seen_ms; /* ms since the epoch; -1 never (marker absent) */
+    int marker_unreadable;    /* 1: the marker is not a 13-digit time in ms */
+
+    char match[1025];          /* the pattern walked */
+    int keys_fallback;         /* 1: walked with KEYS (server without SCAN) */
+    int complete;              /* 1: every key matching was walked */
+    long long now_ms;          /* the local clock when the verdict was made */
+    long long quiet_window_ms; /* migration.quiet_window_ms */
+    relock_scan_verdict verdict;
+    char verdict_text[1024];   /* the verdict and its reasons, in English */
+} relock_scan_result;
+
+/*
+ * Walks the keys matching match (NULL: key_prefix + "*"; at most 1024
+ * bytes), classifies each stored value by what it shows about its writer,
+ * reads the legacy-writer marker, and judges whether the fleet may leave
+ * bridge mode (migration.quiet_window_ms of the configuration).  Changes
+ * nothing on the server.  Uses SCAN where the server has it (2.8);
+ * otherwise KEYS, but only while the database holds at most
+ * RELOCK_SCAN_KEYS_FALLBACK_MAX keys (RELOCK_EUNSUPPORTED beyond).  Works
+ * on a client whose mode relock_connect() refused.  On an error, *out holds
+ * the counts so far with complete = 0.
+ */
+RELOCK_EXTERN relock_status relock_scan(relock_client *c, const char *match,
+                                        relock_scan_result *out);
+
 #ifdef __cplusplus
 }
 #endif

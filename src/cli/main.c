@@ -23,6 +23,7 @@ static const char usage_text[] =
     "  release NAME VALUE [FENCE]          exit 0 released, 3 lost\n"
     "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
     "  inspect [--json] NAME               format, value, expiry, TTL, fence\n"
+    "  scan    [--json] [--match PATTERN]  migration audit of lock keys\n"
     "  probe   [--json]                    server version, capabilities, chosen mode\n"
     "\n"
     "Options:\n"
@@ -98,6 +99,7 @@ static const struct command {
 } commands[] = {
     {"run", cmd_run},         {"acquire", cmd_acquire}, {"release", cmd_release},
     {"extend", cmd_extend},   {"inspect", cmd_inspect}, {"probe", cmd_probe},
+    {"scan", cmd_scan},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,246 @@
+/*
+ * relock scan: the migration audit (docs/migration.md).  Counts the lock
+ * keys by the kind of client that wrote them, shows when an upgraded
+ * client last met a legacy writer, and says whether the fleet may leave
+ * bridge mode.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+const char help_scan[] =
+    "usage: relock scan [--json] [--match PATTERN]\n"
+    "Migration audit: walk the lock keys (SCAN; KEYS on servers before 2.8 with at\n"
+    "most 10000 keys), count them by the client that wrote them, show when a legacy\n"
+    "writer was last seen, and say whether modern mode is safe (docs/migration.md).\n"
+    "Read-only. Works whatever the configured mode.\n"
+    "  --match PATTERN  Redis glob of the keys to walk (default: key_prefix + \"*\")\n"
+    "  --json           one JSON object (schema in docs/migration.md)\n"
+    "Exit: 0 scanned (whatever the verdict), 2 usage or configuration error,\n"
+    "4 server unreachable, protocol error, or a server without SCAN holding more\n"
+    "than 10000 keys.\n";
+
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no
+ * overlong forms, no surrogates), or 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* Writes s as a JSON string, quotes included.  Key names are bytes: a
+ * byte that is not part of well-formed UTF-8 becomes U+FFFD, so the
+ * output always parses. */
+static void json_str(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    putchar('"');
+    while (*s) {
+        unsigned char ch = *s;
+        size_t n = 1;
+        if (ch == '"' || ch == '\\') {
+            printf("\\%c", ch);
+        } else if (ch < 0x20 || ch == 0x7f) {
+            printf("\\u%04x", ch);
+        } else if (ch < 0x80) {
+            putchar(ch);
+        } else {
+            n = utf8_len(s);
+            if (n == 0) {
+                printf("\\ufffd");
+                n = 1;
+            } else {
+                fwrite(s, 1, n, stdout);
+            }
+        }
+        s += n;
+    }
+    putchar('"');
+}
+
+static void fmt_time(long long ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, len, "%lld", ms);
+}
+
+/* "3d 4h", "7d", "5h 12m", "12m 30s", "4s", "850ms": the two largest units. */
+static void fmt_dur(long long ms, char *buf, size_t len)
+{
+    if (ms < 0)
+        ms = -ms;
+    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
+    if (d > 0 && h % 24)
+        snprintf(buf, len, "%lldd %lldh", d, h % 24);
+    else if (d > 0)
+        snprintf(buf, len, "%lldd", d);
+    else if (h > 0 && m % 60)
+        snprintf(buf, len, "%lldh %lldm", h, m % 60);
+    else if (h > 0)
+        snprintf(buf, len, "%lldh", h);
+    else if (m > 0 && s % 60)
+        snprintf(buf, len, "%lldm %llds", m, s % 60);
+    else if (m > 0)
+        snprintf(buf, len, "%lldm", m);
+    else if (s > 0)
+        snprintf(buf, len, "%llds", s);
+    else
+        snprintf(buf, len, "%lldms", ms);
+}
+
+static void print_json(const relock_scan_result *r)
+{
+    printf("{\"match\":");
+    json_str(r->match);
+    printf(",\"method\":\"%s\",\"complete\":%s", r->keys_fallback ? "keys" : "scan",
+           r->complete ? "true" : "false");
+    printf(",\"counts\":{\"examined\":%lld,\"legacy\":%lld,\"bridge\":%lld,\"modern\":%lld,"
+           "\"stale\":%lld,\"unknown\":%lld,\"skipped\":%lld,\"other_types\":%lld,"
+           "\"gone\":%lld}",
+           r->examined, r->legacy, r->bridge, r->modern, r->stale, r->unknown, r->skipped,
+           r->other_types, r->gone);
+    printf(",\"legacy_example\":");
+    if (r->legacy_example[0])
+        json_str(r->legacy_example);
+    else
+        printf("null");
+    printf(",\"marker\":{\"key\":");
+    json_str(r->marker_key);
+    const char *state = r->marker_unreadable ? "unreadable"
+                        : r->legacy_seen_ms >= 0 ? "present"
+                                                 : "absent";
+    printf(",\"state\":\"%s\"", state);
+    if (r->legacy_seen_ms >= 0)
+        printf(",\"legacy_seen_ms\":%lld,\"age_ms\":%lld}", r->legacy_seen_ms,
+               r->now_ms - r->legacy_seen_ms);
+    else
+        printf(",\"legacy_seen_ms\":null,\"age_ms\":null}");
+    printf(",\"quiet_window_ms\":%lld,\"now_ms\":%lld,\"verdict\":\"%s\",\"verdict_text\":",
+           r->quiet_window_ms, r->now_ms, relock_scan_verdict_name(r->verdict));
+    json_str(r->verdict_text);
+    printf("}\n");
+}
+
+static void print_text(const relock_scan_result *r)
+{
+    printf("match:       %s (%s)\n", r->match,
+           r->keys_fallback ? "KEYS: the server has no SCAN" : "SCAN");
+    printf("examined:    %lld keys%s\n", r->examined,
+           r->complete ? "" : " -- INCOMPLETE: the walk stopped at its bound");
+    printf("  legacy:    %lld  live timestamp without TTL (a legacy client holds it)", r->legacy);
+    if (r->legacy_example[0])
+        printf(", e.g. %s", r->legacy_example);
+    printf("\n");
+    printf("  bridge:    %lld  timestamp with TTL\n", r->bridge);
+    printf("  modern:    %lld  token with TTL\n", r->modern);
+    printf("  stale:     %lld  expired timestamp without TTL (dead legacy holder)\n", r->stale);
+    printf("  unknown:   %lld  other values\n", r->unknown);
+    printf("  other:     %lld  not strings\n", r->other_types);
+    printf("  skipped:   %lld  relock's own keys (fence counters, markers)\n", r->skipped);
+    if (r->gone)
+        printf("  gone:      %lld  deleted while scanning\n", r->gone);
+    if (r->marker_unreadable) {
+        printf("legacy seen: unknown (marker \"%s\" holds no time in ms)\n", r->marker_key);
+    } else if (r->legacy_seen_ms >= 0) {
+        char when[64], age[32];
+        fmt_time(r->legacy_seen_ms, when, sizeof when);
+        fmt_dur(r->now_ms - r->legacy_seen_ms, age, sizeof age);
+        printf("legacy seen: %s (%s %s)\n", when, age,
+               r->now_ms >= r->legacy_seen_ms ? "ago" : "ahead of this clock");
+    } else {
+        printf("legacy seen: never (marker \"%s\" absent)\n", r->marker_key);
+    }
+    char window[32];
+    fmt_dur(r->quiet_window_ms, window, sizeof window);
+    printf("window:      %s (migration.quiet_window_ms = %lld)\n", window, r->quiet_window_ms);
+    printf("verdict:     %s\n", r->verdict_text);
+}
+
+int cmd_scan(cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {"json", no_argument, NULL, 'J'},
+                                             {"match", required_argument, NULL, 'M'},
+                                             {NULL, 0, NULL, 0}};
+    int json = 0;
+    const char *match = NULL;
+    for (int guard = 0; guard <= argc; guard++) {
+        int opt = getopt_long(argc, argv, "+h", longopts, NULL);
+        if (opt == -1)
+            break;
+        switch (opt) {
+        case 'J':
+            json = 1;
+            break;
+        case 'M':
+            if (!*optarg) {
+                cli_error("scan: --match: empty pattern");
+                return EXIT_USAGE;
+            }
+            match = optarg;
+            break;
+        case 'h':
+            fputs(help_scan, stdout);
+            return 0;
+        default:
+            fputs(help_scan, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        cli_error("scan: unexpected argument \"%s\" (try relock scan --help)", argv[optind]);
+        return EXIT_USAGE;
+    }
+    relock_client *c = NULL;
+    relock_status st = relock_connect(ctx->cfg, &c);
+    /* A mode the server refuses does not stop a read-only audit: the audit
+     * is what tells whether another mode is safe. */
+    if (st != RELOCK_OK && st != RELOCK_EUNSUPPORTED) {
+        int code = cli_fail(c, st, "scan");
+        relock_client_free(c);
+        return code;
+    }
+    relock_scan_result res;
+    st = relock_scan(c, match, &res);
+    if (st != RELOCK_OK) {
+        int code = cli_fail(c, st, "scan");
+        relock_client_free(c);
+        /* A server that cannot be walked safely is a server problem, not
+         * a usage error. */
+        return st == RELOCK_EUNSUPPORTED ? EXIT_SERVER : code;
+    }
+    if (json)
+        print_json(&res);
+    else
+        print_text(&res);
+    relock_client_free(c);
+    return 0;
+}

@@ -1,0 +1,469 @@
+/*
+ * The migration audit (`relock scan`, docs/migration.md): walk the lock
+ * keys, tell from each value and TTL which kind of client wrote it, read
+ * the marker in which upgraded clients record their last sighting of a
+ * legacy writer, and judge whether the fleet may leave bridge mode.
+ *
+ * Read-only: nothing is written, so the audit may run at any time, with
+ * any mode, against the live servers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* Keys per pipelined batch, and SCAN's COUNT hint. */
+#define BATCH 200
+/* One SCAN call visits about COUNT buckets; 25 million calls cover more
+ * buckets than a server can hold keys (2^32), so the bound only stops a
+ * walk that would otherwise never end (a cursor that never returns to 0). */
+#define MAX_SCAN_CALLS 25000000L
+#define MATCH_MAX 1024
+
+/*
+ * The bound on keys examined by one walk.  Not in internal.h on purpose:
+ * only the tests change it (they declare it themselves), to reach the
+ * incomplete path without ten million keys.
+ */
+extern long long relock__scan_max_keys;
+long long relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
+
+const char *relock_scan_verdict_name(relock_scan_verdict v)
+{
+    switch (v) {
+    case RELOCK_SCAN_STAY_BRIDGE:
+        return "stay-bridge";
+    case RELOCK_SCAN_MODERN_SAFE:
+        return "modern-safe";
+    case RELOCK_SCAN_MODERN_SAFE_UNSEEN:
+        return "modern-safe-unseen";
+    case RELOCK_SCAN_INCOMPLETE:
+        return "incomplete";
+    }
+    return "unknown";
+}
+
+/* relock's own keys contain a space, which no lock name or key prefix
+ * may (keys.c): fence counters and the legacy markers of every prefix. */
+static int own_key(const char *k, size_t len)
+{
+    return memmem(k, len, RELOCK__FENCE_SUFFIX, sizeof RELOCK__FENCE_SUFFIX - 1) != NULL ||
+           memmem(k, len, RELOCK__MARKER_NAME, sizeof RELOCK__MARKER_NAME - 1) != NULL;
+}
+
+static int wrong_type(const redisReply *r)
+{
+    /* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
+     * kind of value" before. */
+    return r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value"));
+}
+
+/*
+ * Counts one key from its GET reply and its TTL in ms (-1 none, -2
+ * absent).  A timestamp is judged as legacy readers judge it: value V
+ * holds until the clock passes V, i.e. it is expired once now >= V + 1 in
+ * its unit, which its number of digits tells.
+ */
+static void count_value(relock_scan_result *out, const char *key, size_t keylen,
+                        const redisReply *get, long long ttl, long long now_ms)
+{
+    if (get->type == REDIS_REPLY_NIL || ttl == -2) {
+        out->gone++;
+        return;
+    }
+    relock__value v;
+    relock__classify(get->str, get->len, &v);
+    if (v.kind == RELOCK_VALUE_TOKEN) {
+        if (ttl >= 0)
+            out->modern++;
+        else
+            out->unknown++; /* modern values always carry a TTL */
+        return;
+    }
+    int unit_ms = v.kind == RELOCK_VALUE_TIMESTAMP ? relock__ts_unit_guess(v.ts_digits) : -1;
+    if (unit_ms < 0) {
+        out->unknown++;
+        return;
+    }
+    if (ttl >= 0) {
+        out->bridge++;
+        return;
+    }
+    long long end_ms = unit_ms ? v.ts + 1 : (v.ts + 1) * 1000;
+    if (now_ms >= end_ms) {
+        out->stale++;
+        return;
+    }
+    out->legacy++;
+    if (!out->legacy_example[0])
+        snprintf(out->legacy_example, sizeof out->legacy_example, "%.*s",
+                 (int)(keylen < sizeof out->legacy_example - 1 ? keylen
+                                                              : sizeof out->legacy_example - 1),
+                 key);
+}
+
+/* The connection is out of step with its replies: drop it. */
+static relock_status lost_sync(relock_client *c, relock_status st, const char *what)
+{
+    const relock__server *srv = c->conn.srv;
+    relock_status r = RELOCK__FAIL(&c->err, st, "scan: %s on %s:%d: %s", what, srv->host,
+                                   srv->port,
+                                   c->conn.ctx && c->conn.ctx->errstr[0] ? c->conn.ctx->errstr
+                                                                         : "connection lost");
+    relock__conn_close(&c->conn);
+    return r;
+}
+
+/*
+ * Reads value and TTL of n keys (string elements of a SCAN or KEYS reply)
+ * with one pipelined round trip: GET and PTTL (TTL in seconds on servers
+ * without PTTL) for each.  Every reply is read, also after an error reply,
+ * so the connection stays in step.
+ */
+static relock_status read_batch(relock_client *c, redisReply **keys, size_t n,
+                                relock_scan_result *out, long long now_ms)
+{
+    relock_status st = relock__conn_ensure(c);
+    if (st != RELOCK_OK)
+        return st;
+    int ms = (c->conn.caps & RELOCK_CAP_PEXPIRE) != 0;
+    const char *ttl_cmd = ms ? "PTTL %b" : "TTL %b";
+    unsigned char sent[BATCH];
+    size_t nsent = 0;
+    for (size_t i = 0; i < n; i++) {
+        sent[i] = 0;
+        out->examined++;
+        if (own_key(keys[i]->str, keys[i]->len)) {
+            out->skipped++;
+            continue;
+        }
+        if (redisAppendCommand(c->conn.ctx, "GET %b", keys[i]->str, keys[i]->len) != REDIS_OK ||
+            redisAppendCommand(c->conn.ctx, ttl_cmd, keys[i]->str, keys[i]->len) != REDIS_OK)
+            return lost_sync(c, RELOCK_ENOMEM, "queueing GET and TTL");
+        sent[i] = 1;
+        nsent++;
+    }
+    relock_status bad = RELOCK_OK;
+    for (size_t i = 0; i < n && nsent > 0; i++) {
+        if (!sent[i])
+            continue;
+        void *gv = NULL, *tv = NULL;
+        if (redisGetReply(c->conn.ctx, &gv) != REDIS_OK || !gv)
+            return lost_sync(c, RELOCK_EIO, "GET");
+        if (redisGetReply(c->conn.ctx, &tv) != REDIS_OK || !tv) {
+            freeReplyObject(gv);
+            return lost_sync(c, RELOCK_EIO, ms ? "PTTL" : "TTL");
+        }
+        redisReply *get = gv, *ttl = tv;
+        if (wrong_type(get)) {
+            out->other_types++;
+        } else if (get->type != REDIS_REPLY_STRING && get->type != REDIS_REPLY_NIL) {
+            if (bad == RELOCK_OK)
+                bad = RELOCK__BAD_REPLY(c, "GET", get);
+        } else if (ttl->type != REDIS_REPLY_INTEGER) {
+            if (bad == RELOCK_OK)
+                bad = RELOCK__BAD_REPLY(c, ms ? "PTTL" : "TTL", ttl);
+        } else {
+            long long t = ttl->integer;
+            if (t >= 0 && !ms)
+                t *= 1000;
+            count_value(out, keys[i]->str, keys[i]->len, get, t, now_ms);
+        }
+        freeReplyObject(get);
+        freeReplyObject(ttl);
+    }
+    return bad;
+}
+
+/* Walks the string elements of an array reply in batches, within the
+ * budget of keys; *stopped is set when the budget ran out. */
+static relock_status read_keys(relock_client *c, const redisReply *arr, relock_scan_result *out,
+                               long long now_ms, int *stopped)
+{
+    for (size_t i = 0; i < arr->elements; i++)
+        if (arr->element[i]->type != REDIS_REPLY_STRING)
+            return RELOCK__BAD_REPLY(c, "SCAN/KEYS (key list)", arr->element[i]);
+    size_t done = 0;
+    while (done < arr->elements) {
+        long long budget = relock__scan_max_keys - out->examined;
+        if (budget <= 0) {
+            *stopped = 1;
+            return RELOCK_OK;
+        }
+        size_t n = arr->elements - done;
+        if (n > BATCH)
+            n = BATCH;
+        if ((long long)n > budget)
+            n = (size_t)budget;
+        relock_status st = read_batch(c, arr->element + done, n, out, now_ms);
+        if (st != RELOCK_OK)
+            return st;
+        done += n;
+    }
+    return RELOCK_OK;
+}
+
+static relock_status walk_scan(relock_client *c, const char *match, relock_scan_result *out)
+{
+    char cursor[32] = "0";
+    for (long calls = 0; calls < MAX_SCAN_CALLS; calls++) {
+        const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", "200"};
+        size_t lens[6];
+        for (int i = 0; i < 6; i++)
+            lens[i] = strlen(argv[i]);
+        redisReply *r = relock__command(c, NULL, 6, argv, lens);
+        if (!r)
+            return c->err.pub.status;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
+            r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
+            relock_status st = RELOCK__BAD_REPLY(c, "SCAN", r);
+            freeReplyObject(r);
+            return st;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        int stopped = 0;
+        relock_status st = read_keys(c, r->element[1], out, relock__wall_ms(), &stopped);
+        freeReplyObject(r);
+        if (st != RELOCK_OK || stopped)
+            return st;
+        if (strcmp(cursor, "0") == 0) {
+            out->complete = 1;
+            return RELOCK_OK;
+        }
+    }
+    return RELOCK_OK; /* bound reached: incomplete */
+}
+
+/* Servers before 2.8 have only KEYS, which blocks the server while it
+ * walks the whole keyspace: used only on small databases. */
+static relock_status walk_keys(relock_client *c, const char *match, relock_scan_result *out)
+{
+    redisReply *r = relock__commandf(c, NULL, "DBSIZE");
+    if (!r)
+        return c->err.pub.status;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        relock_status st = RELOCK__BAD_REPLY(c, "DBSIZE", r);
+        freeReplyObject(r);
+        return st;
+    }
+    long long dbsize = r->integer;
+    freeReplyObject(r);
+    if (dbsize > RELOCK_SCAN_KEYS_FALLBACK_MAX)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "scan: server %s:%d runs Redis %s, which has no SCAN (needs 2.8), and "
+                            "its database holds %lld keys: KEYS over more than %lld keys would "
+                            "block the server for every client, so relock does not send it; "
+                            "scan a replica that serves no clients instead (-u)",
+                            c->conn.srv->host, c->conn.srv->port, c->conn.version, dbsize,
+                            RELOCK_SCAN_KEYS_FALLBACK_MAX);
+    out->keys_fallback = 1;
+    r = relock__commandf(c, NULL, "KEYS %s", match);
+    if (!r)
+        return c->err.pub.status;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        relock_status st = RELOCK__BAD_REPLY(c, "KEYS", r);
+        freeReplyObject(r);
+        return st;
+    }
+    int stopped = 0;
+    relock_status st = read_keys(c, r, out, relock__wall_ms(), &stopped);
+    freeReplyObject(r);
+    if (st == RELOCK_OK && !stopped)
+        out->complete = 1;
+    return st;
+}
+
+/* Reads the marker: a decimal time in ms (13 digits for present-day
+ * dates).  Anything else is unreadable, which the verdict treats as a
+ * recent sighting rather than guess. */
+static relock_status read_marker(relock_client *c, relock_scan_result *out)
+{
+    const char *argv[] = {"GET", out->marker_key};
+    size_t lens[] = {3, strlen(out->marker_key)};
+    redisReply *r = relock__command(c, NULL, 2, argv, lens);
+    if (!r)
+        return c->err.pub.status;
+    relock_status st = RELOCK_OK;
+    if (r->type == REDIS_REPLY_NIL) {
+        out->legacy_seen_ms = -1;
+    } else if (r->type == REDIS_REPLY_STRING) {
+        relock__value v;
+        relock__classify(r->str, r->len, &v);
+        if (v.kind == RELOCK_VALUE_TIMESTAMP && !v.has_suffix &&
+            relock__ts_unit_guess(v.ts_digits) == 1)
+            out->legacy_seen_ms = v.ts;
+        else
+            out->marker_unreadable = 1;
+    } else if (wrong_type(r)) {
+        out->marker_unreadable = 1;
+    } else {
+        st = RELOCK__BAD_REPLY(c, "GET (legacy marker)", r);
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+/* "3d 4h", "7d", "5h 12m", "12m 30s", "4s", "850ms": the two largest units. */
+static void fmt_dur(long long ms, char *buf, size_t len)
+{
+    if (ms < 0)
+        ms = 0;
+    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
+    if (d > 0 && h % 24)
+        snprintf(buf, len, "%lldd %lldh", d, h % 24);
+    else if (d > 0)
+        snprintf(buf, len, "%lldd", d);
+    else if (h > 0 && m % 60)
+        snprintf(buf, len, "%lldh %lldm", h, m % 60);
+    else if (h > 0)
+        snprintf(buf, len, "%lldh", h);
+    else if (m > 0 && s % 60)
+        snprintf(buf, len, "%lldm %llds", m, s % 60);
+    else if (m > 0)
+        snprintf(buf, len, "%lldm", m);
+    else if (s > 0)
+        snprintf(buf, len, "%llds", s);
+    else
+        snprintf(buf, len, "%lldms", ms);
+}
+
+/* UTC, ISO 8601. */
+static void fmt_time(long long ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, len, "%lld ms since the epoch", ms);
+}
+
+/* Where the last sighting sits relative to now, for the verdict text. */
+static void fmt_sighting(const relock_scan_result *out, char *buf, size_t len)
+{
+    char when[64], age[32];
+    fmt_time(out->legacy_seen_ms, when, sizeof when);
+    long long d = out->now_ms - out->legacy_seen_ms;
+    if (d >= 0) {
+        fmt_dur(d, age, sizeof age);
+        snprintf(buf, len, "%s (%s ago)", when, age);
+    } else {
+        /* Another client's clock runs ahead of ours. */
+        fmt_dur(-d, age, sizeof age);
+        snprintf(buf, len, "%s (%s ahead of this clock)", when, age);
+    }
+}
+
+/* The phases are legacy -> bridge -> modern (docs/migration.md). */
+static void judge(const relock_client *c, relock_scan_result *out)
+{
+    char window[32], seen[128] = "";
+    fmt_dur(out->quiet_window_ms, window, sizeof window);
+    if (out->legacy_seen_ms >= 0)
+        fmt_sighting(out, seen, sizeof seen);
+    int recent =
+        out->legacy_seen_ms >= 0 && out->now_ms - out->legacy_seen_ms < out->quiet_window_ms;
+    char *t = out->verdict_text;
+    size_t len = sizeof out->verdict_text;
+
+    if (out->legacy > 0 || recent || out->marker_unreadable) {
+        out->verdict = RELOCK_SCAN_STAY_BRIDGE;
+        int n = snprintf(t, len, "stay in bridge: modern mode is NOT safe");
+        if (out->legacy > 0 && n >= 0 && (size_t)n < len)
+            n += snprintf(t + n, len - (size_t)n,
+                          "; %lld live legacy lock%s (timestamp without TTL), e.g. \"%s\"",
+                          out->legacy, out->legacy == 1 ? "" : "s", out->legacy_example);
+        if (out->marker_unreadable && n >= 0 && (size_t)n < len)
+            n += snprintf(t + n, len - (size_t)n,
+                          "; the marker key \"%s\" holds no time in milliseconds (repair or "
+                          "delete it, then let bridge clients run for the quiet window)",
+                          out->marker_key);
+        else if (out->legacy_seen_ms >= 0 && n >= 0 && (size_t)n < len)
+            n += snprintf(t + n, len - (size_t)n, "; a legacy writer was last seen %s, %s the "
+                                                  "quiet window of %s",
+                          seen, recent ? "within" : "before", window);
+        else if (n >= 0 && (size_t)n < len)
+            n += snprintf(t + n, len - (size_t)n,
+                          "; no legacy writer was recorded yet (marker \"%s\" absent)",
+                          out->marker_key);
+        /* Say it loudly when this very configuration writes modern values. */
+        if ((c->s.mode == RELOCK_MODE_MODERN ||
+             (c->s.mode == RELOCK_MODE_AUTO && !c->s.migration.legacy_clients)) &&
+            n >= 0 && (size_t)n < len)
+            snprintf(t + n, len - (size_t)n,
+                     "; this configuration (mode %s, migration.legacy_clients = %s) lets "
+                     "clients write modern values beside legacy ones: go back to bridge "
+                     "(migration.legacy_clients = true)",
+                     relock_mode_name(c->s.mode),
+                     c->s.migration.legacy_clients ? "true" : "false");
+        return;
+    }
+    if (!out->complete) {
+        out->verdict = RELOCK_SCAN_INCOMPLETE;
+        snprintf(t, len,
+                 "no conclusion: the scan stopped after %lld keys, before it saw every key "
+                 "matching \"%.300s\"; nothing seen so far blocks modern mode, but the keys not "
+                 "seen may hold live legacy locks: scan narrower patterns (--match)",
+                 out->examined, out->match);
+        return;
+    }
+    char stale[160] = "";
+    if (out->stale > 0)
+        snprintf(stale, sizeof stale,
+                 " (%lld expired legacy key%s of dead holders do not block: modern clients "
+                 "take them over)",
+                 out->stale, out->stale == 1 ? "" : "s");
+    if (out->legacy_seen_ms < 0) {
+        out->verdict = RELOCK_SCAN_MODERN_SAFE_UNSEEN;
+        snprintf(t, len,
+                 "modern is safe: set migration.legacy_clients = false; no live legacy lock%s "
+                 "and no legacy writer ever recorded -- but the marker key \"%s\" was never "
+                 "written, which only shows that no upgraded client met a legacy writer: be "
+                 "sure bridge clients have used these locks for the whole quiet window (%s) "
+                 "before switching",
+                 stale, out->marker_key, window);
+        return;
+    }
+    out->verdict = RELOCK_SCAN_MODERN_SAFE;
+    snprintf(t, len,
+             "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
+             "the last legacy writer was seen %s, before the quiet window of %s",
+             stale, seen, window);
+}
+
+relock_status relock_scan(relock_client *c, const char *match, relock_scan_result *out)
+{
+    relock__err_clear(&c->err);
+    memset(out, 0, sizeof *out);
+    out->legacy_seen_ms = -1;
+    out->quiet_window_ms = c->s.migration.quiet_window_ms;
+    if (relock__marker_key(c->s.key_prefix, out->marker_key, sizeof out->marker_key) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: key_prefix too long");
+    if (match && !*match)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: empty pattern");
+    int n = match ? snprintf(out->match, sizeof out->match, "%s", match)
+                  : snprintf(out->match, sizeof out->match, "%s*", c->s.key_prefix);
+    if (n < 0 || (size_t)n >= sizeof out->match)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: pattern longer than %d bytes",
+                            MATCH_MAX);
+    relock_status st = relock__conn_ensure(c);
+    if (st != RELOCK_OK)
+        return st;
+    if (c->conn.caps & RELOCK_CAP_SCAN)
+        st = walk_scan(c, out->match, out);
+    else
+        st = walk_keys(c, out->match, out);
+    /* The marker is read after the walk, so that a sighting recorded
+     * while we walked counts too. */
+    if (st == RELOCK_OK)
+        st = read_marker(c, out);
+    if (st != RELOCK_OK) {
+        out->complete = 0;
+        return st;
+    }
+    out->now_ms = relock__wall_ms();
+    judge(c, out);
+    return RELOCK_OK;
+}

@@ -1,0 +1,606 @@
+/*
+ * relock_scan() and `relock scan` against a real redis-server: a fixture
+ * with every class of key, exact counts, the four verdicts, the marker's
+ * edge cases, the bound on the walk, and the same counts through the
+ * old-server proxy (KEYS instead of SCAN, TTL instead of PTTL) without a
+ * single refused command.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h" /* relock__fence_key, relock__marker_key: the real key names */
+#include "relock.h"
+#include "testsrv.h"
+
+/* The walk's bound (src/scan.c); lowered here to reach the incomplete path. */
+extern long long relock__scan_max_keys;
+
+#define PREFIX "app:"
+#define DAY_MS 86400000LL
+#define TOKEN_A "0123456789abcdef0123456789abcdef"
+#define TOKEN_B "fedcba9876543210fedcba9876543210"
+
+static testsrv srv;
+
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return testsrv_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    testsrv_stop(&srv);
+    return 0;
+}
+
+/* Runs one command on the real server; fails the test if unreachable or
+ * refused. */
+static void cmd(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    va_start(ap, fmt);
+    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    redisReply *r = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    if (!r || r->type == REDIS_REPLY_ERROR)
+        fail_msg("%s: %s", line, r ? r->str : rc->errstr);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* What the fixture holds; every count relock_scan() must report. */
+typedef struct expect {
+    long long legacy, bridge, modern, stale, unknown, skipped, other_types;
+} expect;
+
+/*
+ * A fresh database with one or more keys of every class under PREFIX,
+ * relock's own keys, and keys outside the prefix.  live_legacy adds two
+ * live legacy locks (seconds and ms); marker: -1 none, else its value.
+ */
+static expect fixture(int live_legacy, const char *marker)
+{
+    expect e = {0, 0, 0, 0, 0, 0, 0};
+    long long now = wall_ms(), now_s = now / 1000;
+    cmd("FLUSHALL");
+    if (live_legacy) {
+        cmd("SET " PREFIX "legacy-s %lld", now_s + 120);
+        cmd("SET " PREFIX "legacy-ms %lld", now + 120000);
+        e.legacy = 2;
+    }
+    /* Bridge: a timestamp with a TTL, also with the optional suffix. */
+    cmd("SET " PREFIX "bridge-s %lld PX 60000", now_s + 30);
+    cmd("SET " PREFIX "bridge-ms %lld:" TOKEN_B " PX 60000", now + 30000);
+    e.bridge = 2;
+    cmd("SET " PREFIX "modern " TOKEN_A " PX 60000");
+    e.modern = 1;
+    /* Dead legacy holders: expired timestamps, no TTL.  V holds until the
+     * clock passes V, so now_ms - 1 is already expired. */
+    cmd("SET " PREFIX "stale-s %lld", now_s - 10);
+    cmd("SET " PREFIX "stale-ms %lld", now - 1);
+    e.stale = 2;
+    cmd("SET " PREFIX "text %s", "hello world");
+    cmd("SET " PREFIX "token-no-ttl " TOKEN_B);            /* modern values carry a TTL */
+    cmd("SET " PREFIX "twelve 123456789012");               /* neither s nor ms */
+    cmd("SET " PREFIX "twelve-ttl 123456789012 PX 60000");  /* neither, with a TTL */
+    cmd("SET " PREFIX "fourteen %lld0", now);               /* 14 digits */
+    e.unknown = 5;
+    cmd("RPUSH " PREFIX "list a b");
+    cmd("HSET " PREFIX "hash f v");
+    e.other_types = 2;
+    /* relock's own keys: a fence counter inside the pattern (hash-tagged
+     * lock key), one outside it, and the marker. */
+    char key[RELOCK__KEY_MAX];
+    assert_int_equal(relock__fence_key(PREFIX "{tagged}", key, sizeof key), 0);
+    cmd("INCR %s", key);
+    e.skipped = 1;
+    assert_int_equal(relock__fence_key(PREFIX "bridge-s", key, sizeof key), 0);
+    assert_int_equal(key[0], '{'); /* outside PREFIX "*" */
+    cmd("INCR %s", key);
+    if (marker) {
+        assert_int_equal(relock__marker_key(PREFIX, key, sizeof key), 0);
+        cmd("SET %s %s", key, marker);
+        e.skipped++;
+    }
+    /* Outside the prefix: not examined by the default pattern. */
+    cmd("SET other:legacy %lld", now_s + 120);
+    return e;
+}
+
+static void check_counts(const relock_scan_result *r, const expect *e)
+{
+    assert_int_equal(r->legacy, e->legacy);
+    assert_int_equal(r->bridge, e->bridge);
+    assert_int_equal(r->modern, e->modern);
+    assert_int_equal(r->stale, e->stale);
+    assert_int_equal(r->unknown, e->unknown);
+    assert_int_equal(r->skipped, e->skipped);
+    assert_int_equal(r->other_types, e->other_types);
+    assert_int_equal(r->gone, 0);
+    assert_int_equal(r->examined, e->legacy + e->bridge + e->modern + e->stale + e->unknown +
+                                      e->skipped + e->other_types);
+    assert_int_equal(r->complete, 1);
+}
+
+/*
+ * A client with key_prefix PREFIX and the given quiet window, on port.
+ * mode "modern" is refused by old personalities: the audit must work on
+ * such a client anyway.
+ */
+static relock_client *client(int port, const char *mode, long long window_ms)
+{
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    char url[64], win[32];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(win, sizeof win, "%lld", window_ms);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "key_prefix", PREFIX), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "migration.quiet_window_ms", win), RELOCK_OK);
+    relock_client *c = NULL;
+    relock_status st = relock_connect(cfg, &c);
+    relock_config_free(cfg);
+    assert_non_null(c);
+    if (st != RELOCK_OK && st != RELOCK_EUNSUPPORTED)
+        fail_msg("connect: %s", relock_client_error(c)->message);
+    return c;
+}
+
+static void scan_ok(relock_client *c, const char *match, relock_scan_result *r)
+{
+    relock_status st = relock_scan(c, match, r);
+    if (st != RELOCK_OK)
+        fail_msg("scan: %s", relock_client_error(c)->message);
+}
+
+static void assert_has(const char *text, const char *part)
+{
+    if (!strstr(text, part))
+        fail_msg("\"%s\" not in \"%s\"", part, text);
+}
+
+/* (i) A live legacy lock: stay in bridge, whatever the marker says. */
+static void test_live_legacy_stays(void **state)
+{
+    (void)state;
+    expect e = fixture(1, NULL);
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    scan_ok(c, NULL, &r);
+    check_counts(&r, &e);
+    assert_string_equal(r.match, PREFIX "*");
+    assert_int_equal(r.keys_fallback, 0);
+    assert_string_equal(r.marker_key, PREFIX " relock:legacy-seen");
+    assert_int_equal(r.legacy_seen_ms, -1);
+    assert_int_equal(r.marker_unreadable, 0);
+    assert_int_equal(r.quiet_window_ms, 7 * DAY_MS);
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    assert_string_equal(relock_scan_verdict_name(r.verdict), "stay-bridge");
+    assert_true(strcmp(r.legacy_example, PREFIX "legacy-s") == 0 ||
+                strcmp(r.legacy_example, PREFIX "legacy-ms") == 0);
+    assert_has(r.verdict_text, "stay in bridge");
+    assert_has(r.verdict_text, "2 live legacy locks");
+    /* This client's own configuration writes modern values: say so. */
+    assert_has(r.verdict_text, "go back to bridge");
+
+    /* A marker long past does not outweigh a live legacy lock. */
+    char old[32];
+    snprintf(old, sizeof old, "%lld", wall_ms() - 30 * DAY_MS);
+    e = fixture(1, old);
+    scan_ok(c, NULL, &r);
+    check_counts(&r, &e);
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    assert_has(r.verdict_text, "before the quiet window");
+    relock_client_free(c);
+}
+
+/* (ii) A legacy writer seen within the window: stay, and say when. */
+static void test_recent_sighting_stays(void **state)
+{
+    (void)state;
+    long long seen = wall_ms() - 3600 * 1000;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", seen);
+    expect e = fixture(0, v);
+    relock_client *c = client(srv.port, "bridge", 7 * DAY_MS);
+    relock_scan_result r;
+    scan_ok(c, NULL, &r);
+    check_counts(&r, &e);
+    assert_int_equal(r.legacy_seen_ms, seen);
+    assert_true(r.now_ms - seen >= 3600 * 1000 && r.now_ms - seen < 3660 * 1000);
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    assert_has(r.verdict_text, "last seen");
+    assert_has(r.verdict_text, "(1h ago), within the quiet window of 7d");
+    assert_null(strstr(r.verdict_text, "go back to bridge"));
+    relock_client_free(c);
+}
+
+/* (iii) Last sighting older than the window, no live legacy: modern. */
+static void test_old_sighting_modern_safe(void **state)
+{
+    (void)state;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", wall_ms() - 8 * DAY_MS);
+    expect e = fixture(0, v);
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    scan_ok(c, NULL, &r);
+    check_counts(&r, &e);
+    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE);
+    assert_string_equal(relock_scan_verdict_name(r.verdict), "modern-safe");
+    assert_has(r.verdict_text, "modern is safe: set migration.legacy_clients = false");
+    assert_has(r.verdict_text, "(8d ago), before the quiet window of 7d");
+    /* Stale keys do not block, and the verdict says why. */
+    assert_has(r.verdict_text, "2 expired legacy keys");
+    relock_client_free(c);
+
+    /* The window is the configured one: 5 s ago is outside a 1 s window. */
+    snprintf(v, sizeof v, "%lld", wall_ms() - 5000);
+    e = fixture(0, v);
+    c = client(srv.port, "modern", 1000);
+    scan_ok(c, NULL, &r);
+    check_counts(&r, &e);
+    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE);
+    relock_client_free(c);
+    c = client(srv.port, "modern", 60000);
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    relock_client_free(c);
+}
+
+/* (iv) Never seen: modern is safe, with the caveat said plainly. */
+static void test_never_seen_modern_with_caveat(void **state)
+{
+    (void)state;
+    expect e = fixture(0, NULL);
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    scan_ok(c, NULL, &r);
+    check_counts(&r, &e);
+    assert_int_equal(r.legacy_seen_ms, -1);
+    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE_UNSEEN);
+    assert_string_equal(relock_scan_verdict_name(r.verdict), "modern-safe-unseen");
+    assert_has(r.verdict_text, "modern is safe: set migration.legacy_clients = false");
+    assert_has(r.verdict_text, "was never written");
+    assert_has(r.verdict_text, "no upgraded client met a legacy writer");
+    assert_has(r.verdict_text, "whole quiet window (7d)");
+    relock_client_free(c);
+}
+
+/* A marker that holds no time in ms cannot clear anyone: stay. */
+static void test_unreadable_marker_stays(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"garbage", "1700000000" /* seconds */, "-5", "17000000000000:x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        expect e = fixture(0, bad[i]);
+        relock_client *c = client(srv.port, "modern", 1000);
+        relock_scan_result r;
+        scan_ok(c, NULL, &r);
+        check_counts(&r, &e);
+        assert_int_equal(r.marker_unreadable, 1);
+        assert_int_equal(r.legacy_seen_ms, -1);
+        assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+        assert_has(r.verdict_text, "holds no time in milliseconds");
+        relock_client_free(c);
+    }
+    /* A marker of the wrong type, too. */
+    fixture(0, NULL);
+    cmd("RPUSH %s x", PREFIX " relock:legacy-seen");
+    relock_client *c = client(srv.port, "modern", 1000);
+    relock_scan_result r;
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.marker_unreadable, 1);
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    relock_client_free(c);
+}
+
+/* A walk stopped by its bound concludes nothing, but a live legacy lock
+ * it did see still means stay. */
+static void test_bound_makes_incomplete(void **state)
+{
+    (void)state;
+    fixture(0, NULL);
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    relock__scan_max_keys = 5;
+    relock_status st = relock_scan(c, NULL, &r);
+    relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
+    assert_int_equal(st, RELOCK_OK);
+    assert_int_equal(r.complete, 0);
+    assert_int_equal(r.examined, 5);
+    assert_int_equal(r.verdict, RELOCK_SCAN_INCOMPLETE);
+    assert_has(r.verdict_text, "stopped after 5 keys");
+
+    cmd("SET " PREFIX "legacy-s %lld", wall_ms() / 1000 + 120);
+    relock__scan_max_keys = 1;
+    /* Only the one legacy key matches this pattern. */
+    st = relock_scan(c, PREFIX "legacy*", &r);
+    relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
+    assert_int_equal(st, RELOCK_OK);
+    assert_int_equal(r.legacy, 1);
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    relock_client_free(c);
+}
+
+/* --match replaces the default pattern; the marker is still the prefix's. */
+static void test_match_and_bad_arguments(void **state)
+{
+    (void)state;
+    fixture(0, NULL);
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    scan_ok(c, "other:*", &r);
+    assert_string_equal(r.match, "other:*");
+    assert_int_equal(r.examined, 1);
+    assert_int_equal(r.legacy, 1);
+    assert_string_equal(r.legacy_example, "other:legacy");
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+
+    scan_ok(c, "nothing-matches-*", &r);
+    assert_int_equal(r.examined, 0);
+    assert_int_equal(r.complete, 1);
+    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE_UNSEEN);
+
+    assert_int_equal(relock_scan(c, "", &r), RELOCK_EINVAL);
+    char big[1100];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(relock_scan(c, big, &r), RELOCK_EINVAL);
+    assert_has(relock_client_error(c)->message, "pattern longer than 1024 bytes");
+    /* The handle works on after a refused call. */
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.complete, 1);
+    relock_client_free(c);
+}
+
+/* Many keys: several SCAN batches and pipelines, counts still exact. */
+static void test_many_keys(void **state)
+{
+    (void)state;
+    cmd("FLUSHALL");
+    cmd("EVAL %s 0",
+        "for i = 1, 2500 do "
+        "  redis.call('SET', 'app:m' .. i, '0123456789abcdef0123456789abcdef', 'PX', 60000) "
+        "  redis.call('SET', 'app:s' .. i, '1000000000') "
+        "end return 1");
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.examined, 5000);
+    assert_int_equal(r.modern, 2500);
+    assert_int_equal(r.stale, 2500);
+    assert_int_equal(r.complete, 1);
+    relock_client_free(c);
+}
+
+static long long proxy_refused(const testsrv *p)
+{
+    char *v = testsrv_cmd(p, "RELOCK-PROXY REFUSED");
+    assert_non_null(v);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+/* Old servers through the proxy: the same counts, no command refused. */
+static void test_old_servers_same_counts(void **state)
+{
+    (void)state;
+    static const char *const personalities[] = {"2.0", "2.4", "2.6.11", "7"};
+    char seen[32];
+    snprintf(seen, sizeof seen, "%lld", wall_ms() - 3600 * 1000);
+    for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++) {
+        const char *pers = personalities[i];
+        testsrv px;
+        assert_int_equal(testsrv_start_proxy(&px, srv.port, pers, NULL), 0);
+        expect e = fixture(1, seen);
+        relock_client *c = client(px.port, "modern", 7 * DAY_MS);
+        relock_scan_result r;
+        relock_status st = relock_scan(c, NULL, &r);
+        if (st != RELOCK_OK)
+            fail_msg("personality %s: %s", pers, relock_client_error(c)->message);
+        check_counts(&r, &e);
+        assert_int_equal(r.keys_fallback, strcmp(pers, "7") != 0);
+        assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+        long long refused = proxy_refused(&px);
+        if (refused != 0) {
+            char *list = testsrv_cmd(&px, "RELOCK-PROXY REFUSED-LIST");
+            fail_msg("personality %s: %lld commands refused: %s", pers, refused,
+                     list ? list : "?");
+        }
+        relock_client_free(c);
+        testsrv_stop(&px);
+    }
+}
+
+/* Without SCAN, a database of more than 10000 keys is not walked with KEYS. */
+static void test_keys_fallback_refused_on_big_db(void **state)
+{
+    (void)state;
+    fixture(1, NULL);
+    cmd("EVAL %s 0", "for i = 1, 10001 do redis.call('SET', 'fill:' .. i, 'x') end return 1");
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "2.6.11", NULL), 0);
+    relock_client *c = client(px.port, "modern", 7 * DAY_MS);
+    relock_scan_result r;
+    assert_int_equal(relock_scan(c, NULL, &r), RELOCK_EUNSUPPORTED);
+    const char *msg = relock_client_error(c)->message;
+    assert_has(msg, "has no SCAN (needs 2.8)");
+    assert_has(msg, "holds 10018 keys");
+    assert_int_equal(r.complete, 0);
+    assert_int_equal(r.examined, 0);
+    assert_int_equal(proxy_refused(&px), 0);
+    relock_client_free(c);
+    /* The modern server has SCAN: the same database is walked. */
+    c = client(srv.port, "modern", 7 * DAY_MS);
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.legacy, 2);
+    relock_client_free(c);
+    testsrv_stop(&px);
+}
+
+/* ---------------------------------------------------------------- CLI */
+
+/* Runs "relock ARGS" (a shell fragment); returns its exit code and its
+ * stdout in out. */
+static int run_cli(char *out, size_t outlen, const char *fmt, ...)
+{
+    const char *bin = getenv("RELOCK_BIN");
+    if (!bin || !*bin)
+        fail_msg("RELOCK_BIN is not set (ctest sets it)");
+    char args[512], line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "'%s' %s", bin, args);
+    FILE *f = popen(line, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, outlen - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* Feeds text to a Python check; returns its exit code. */
+static int python_check(const char *text, const char *program)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "/usr/bin/python3 -c '%s'", program);
+    FILE *f = popen(line, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    int status = pclose(f);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_cli(void **state)
+{
+    (void)state;
+    static char out[65536];
+    char seen[32];
+    snprintf(seen, sizeof seen, "%lld", wall_ms() - 3600 * 1000);
+    fixture(1, seen);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+
+    /* --json parses, with the documented fields; the default mode (auto)
+     * works whatever mode selection says. */
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --json --match '" PREFIX "*'", url), 0);
+    assert_int_equal(python_check(out, "import json,sys; json.load(sys.stdin)"), 0);
+    assert_int_equal(
+        python_check(out,
+                     "import json,sys\n"
+                     "d = json.load(sys.stdin)\n"
+                     "c = d[\"counts\"]\n"
+                     "assert d[\"match\"] == \"app:*\" and d[\"method\"] == \"scan\"\n"
+                     "assert d[\"complete\"] is True\n"
+                     "assert (c[\"legacy\"], c[\"bridge\"], c[\"modern\"], c[\"stale\"]) == (2, 2, 1, 2)\n"
+                     "assert (c[\"unknown\"], c[\"other_types\"], c[\"skipped\"]) == (5, 2, 2)\n"
+                     "assert c[\"examined\"] == 16 and c[\"gone\"] == 0\n"
+                     "assert d[\"legacy_example\"].startswith(\"app:legacy-\")\n"
+                     "assert d[\"marker\"][\"key\"] == \" relock:legacy-seen\"\n"
+                     "assert d[\"marker\"][\"state\"] == \"absent\"\n"
+                     "assert d[\"marker\"][\"legacy_seen_ms\"] is None\n"
+                     "assert d[\"quiet_window_ms\"] == 604800000\n"
+                     "assert d[\"verdict\"] == \"stay-bridge\"\n"
+                     "assert d[\"verdict_text\"].startswith(\"stay in bridge\")\n"),
+        0);
+
+    /* Key names are bytes: the JSON stays valid UTF-8 whatever they hold. */
+    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    assert_non_null(rc);
+    static const char bin_key[] = "bin:\xff\xc3(\xc3\xa9";
+    char ts[32];
+    snprintf(ts, sizeof ts, "%lld", wall_ms() / 1000 + 120);
+    redisReply *rr = redisCommand(rc, "SET %b %s", bin_key, sizeof bin_key - 1, ts);
+    assert_non_null(rr);
+    freeReplyObject(rr);
+    redisFree(rc);
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --json --match 'bin:*'", url), 0);
+    assert_int_equal(python_check(out, "import json,sys\n"
+                                       "d = json.load(sys.stdin)\n"
+                                       "assert d[\"counts\"][\"legacy\"] == 1\n"
+                                       "assert d[\"legacy_example\"] == \"bin:\\ufffd\\ufffd(\\u00e9\", d\n"),
+                     0);
+
+    /* With a configuration file setting the prefix, the marker is found. */
+    char conf[] = "/tmp/relock-scan-conf-XXXXXX";
+    int fd = mkstemp(conf);
+    assert_true(fd >= 0);
+    FILE *cf = fdopen(fd, "w");
+    assert_non_null(cf);
+    fprintf(cf, "relock = { key_prefix = \"" PREFIX "\"; servers = ( { host = \"127.0.0.1\"; "
+                "port = %d; } ); };\n",
+            srv.port);
+    fclose(cf);
+    assert_int_equal(run_cli(out, sizeof out, "-c %s scan --json", conf), 0);
+    assert_int_equal(python_check(out, "import json,sys\n"
+                                       "d = json.load(sys.stdin)\n"
+                                       "assert d[\"marker\"][\"state\"] == \"present\"\n"
+                                       "assert 3600000 <= d[\"marker\"][\"age_ms\"] < 3660000\n"),
+                     0);
+    /* Text output. */
+    assert_int_equal(run_cli(out, sizeof out, "-c %s scan", conf), 0);
+    assert_has(out, "examined:    16 keys\n");
+    assert_has(out, "  legacy:    2  live timestamp without TTL");
+    assert_has(out, "(1h ago)\n");
+    assert_has(out, "verdict:     stay in bridge");
+    unlink(conf);
+
+    /* Usage errors: 2.  Unreachable server: 4. */
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan extra 2>/dev/null", url), 2);
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --bogus 2>/dev/null", url), 2);
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --match '' 2>/dev/null", url), 2);
+    assert_int_equal(run_cli(out, sizeof out, "scan --help"), 0);
+    assert_has(out, "usage: relock scan");
+    int free_port = testsrv_free_port();
+    assert_int_equal(
+        run_cli(out, sizeof out, "-u redis://127.0.0.1:%d scan 2>/dev/null", free_port), 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_live_legacy_stays),
+        cmocka_unit_test(test_recent_sighting_stays),
+        cmocka_unit_test(test_old_sighting_modern_safe),
+        cmocka_unit_test(test_never_seen_modern_with_caveat),
+        cmocka_unit_test(test_unreadable_marker_stays),
+        cmocka_unit_test(test_bound_makes_incomplete),
+        cmocka_unit_test(test_match_and_bad_arguments),
+        cmocka_unit_test(test_many_keys),
+        cmocka_unit_test(test_old_servers_same_counts),
+        cmocka_unit_test(test_keys_fallback_refused_on_big_db),
+        cmocka_unit_test(test_cli),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

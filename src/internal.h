@@ -195,7 +195,14 @@ struct relock_lock {
     /* Legacy and bridge: how often a legacy GETSET loser's write was found
      * in the key and acted on (DESIGN §3 "GETSET losers"). */
     int loser_writes;
+    struct relock__keeper *keeper; /* background renewal, or NULL */
 };
+
+/* Stops background renewal of l if any (renew.c); RELOCK_LOST if the
+ * lock was lost meanwhile. */
+relock_status relock__keep_end(relock_lock *l);
+/* The validity of a kept lock, from the renewal thread's view. */
+uint64_t relock__keep_valid_until(const relock_lock *l);
 
 typedef struct relock__algo {
     const char *name;

@@ -98,6 +98,8 @@ relock_status relock_release(relock_lock *l)
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
+    if (l->keeper && relock__keep_end(l) == RELOCK_LOST)
+        l->lost = 1;
     if (l->lost)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
                             l->name);
@@ -116,6 +118,11 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
         return st;
     if (ttl_ms < 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is negative", ttl_ms);
+    if (l->keeper)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                            "extend %s: the lock is being renewed in the background; call "
+                            "relock_keep_stop() first",
+                            l->name);
     if (l->lost)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "extend %s: the lock was already lost",
                             l->name);
@@ -157,6 +164,8 @@ void relock_lock_free(relock_lock *l)
 {
     if (!l)
         return;
+    if (l->keeper)
+        relock__keep_end(l);
     memset(l, 0xa5, sizeof *l); /* makes a use after free show */
     free(l);
 }
@@ -178,8 +187,9 @@ long long relock_lock_fence(const relock_lock *l)
 
 long relock_lock_validity_ms(const relock_lock *l)
 {
-    if (l->lost || l->valid_until == 0)
+    uint64_t until = l->keeper ? relock__keep_valid_until(l) : l->valid_until;
+    if (l->lost || until == 0)
         return 0;
     uint64_t now = relock__mono_ms();
-    return now >= l->valid_until ? 0 : (long)(l->valid_until - now);
+    return now >= until ? 0 : (long)(until - now);
 }

@@ -227,6 +227,27 @@ RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name
                                               const char *value, long long fence, long ttl_ms,
                                               relock_lock **out);
 
+/*
+ * Automatic renewal.  relock_keep() extends the lock in the background,
+ * every third of its ttl, on a connection of its own, until
+ * relock_keep_stop(), relock_release() or relock_lock_free().  If the lock
+ * is lost (taken, deleted, or its validity ran out while the server could
+ * not be reached), on_lost is called exactly once, from the renewal thread,
+ * with the status (RELOCK_LOST, or the error that outlasted the validity);
+ * it must not call relock functions on the lock or its client: set a flag,
+ * write to a pipe or send a signal.  on_lost may be NULL.
+ * While a lock is kept, relock_extend() on it is refused (RELOCK_EINVAL),
+ * relock_lock_validity_ms() follows the renewals, and relock_lock_value()
+ * returns the value as of relock_keep() (in legacy and bridge modes
+ * renewals write new values; the current one is there again after
+ * relock_keep_stop()).
+ */
+typedef void (*relock_lost_fn)(relock_lock *l, relock_status why, void *arg);
+RELOCK_EXTERN relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg);
+/* Stops renewal and waits for the renewal thread.  RELOCK_OK, or
+ * RELOCK_LOST when the lock was lost meanwhile.  Not from on_lost. */
+RELOCK_EXTERN relock_status relock_keep_stop(relock_lock *l);
+
 /* Frees a lock handle without releasing it; accepts NULL. */
 RELOCK_EXTERN void relock_lock_free(relock_lock *l);
 

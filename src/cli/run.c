@@ -21,7 +21,7 @@ const char help_run[] =
     "usage: relock run [-t TTL] [-w WAIT | -n] [-E CODE] NAME -- CMD [ARG...]\n"
     "Acquire NAME, run CMD while renewing the lock, release it when CMD ends,\n"
     "and exit with CMD's exit code (128+N if a signal N ended it).\n"
-    "  -t TTL   lease, renewed every third of it (default: ttl_ms, 30s)\n"
+    "  -t TTL   lease, renewed in the background every third of it (default 30s)\n"
     "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
     "  -n       do not wait: fail at once if NAME is held\n"
     "  -E CODE  exit code when the lock is not acquired (default 1)\n"
@@ -71,11 +71,23 @@ static int reap_within(pid_t pid, long ms, int *status)
     return 0;
 }
 
-static int lost_while_running(pid_t pid, relock_client *c)
+/* Set by the renewal thread before it signals the main thread. */
+static volatile relock_status lost_why = RELOCK_LOST;
+
+static void on_lost(relock_lock *l, relock_status why, void *arg)
 {
+    (void)l;
+    (void)arg;
+    lost_why = why;
+    kill(getpid(), SIGUSR1);
+}
+
+static int lost_while_running(pid_t pid, relock_client *c, relock_status why)
+{
+    (void)c;
     cli_error("run: lock lost while CMD was running: %s",
-              relock_client_error(c)->message[0] ? relock_client_error(c)->message
-                                                 : "validity ran out");
+              why == RELOCK_LOST ? "it was taken, deleted or expired"
+                                 : relock_strerror(why));
     kill(pid, SIGTERM);
     int status;
     if (!reap_within(pid, KILL_GRACE_MS, &status)) {
@@ -120,49 +132,47 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         return (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) ? exit_busy : code;
     }
 
+    /* Blocked before the renewal thread starts, so it inherits the mask
+     * and every signal comes to sigwaitinfo() below. */
     sigset_t mask, oldmask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    st = relock_keep(l, on_lost, NULL);
+    if (st != RELOCK_OK) {
+        code = cli_fail(c, st, "run: renewal");
+        relock_release(l);
+        relock_lock_free(l);
+        relock_client_free(c);
+        sigprocmask(SIG_SETMASK, &oldmask, NULL);
+        return code;
+    }
     pid_t pid = spawn(cmd, &oldmask, l);
     if (pid < 0) {
         cli_error("run: fork: %s", strerror(errno));
         relock_release(l);
         relock_lock_free(l);
         relock_client_free(c);
+        sigprocmask(SIG_SETMASK, &oldmask, NULL);
         return EXIT_SERVER;
     }
 
-    long period = ttl_ms / 3 > 0 ? ttl_ms / 3 : 1;
-    int status = 0, done = 0;
+    int status = 0;
     code = -1;
-    while (!done) {
-        struct timespec ts = {period / 1000, (period % 1000) * 1000000L};
-        int sig = sigtimedwait(&mask, NULL, &ts);
+    for (;;) {
+        int sig = sigwaitinfo(&mask, NULL);
         if (sig == SIGCHLD || sig < 0) {
-            pid_t r = waitpid(pid, &status, WNOHANG);
-            if (r == pid) {
-                done = 1;
+            if (waitpid(pid, &status, WNOHANG) == pid)
                 break;
-            }
+        } else if (sig == SIGUSR1) {
+            code = lost_while_running(pid, c, lost_why);
+            break;
         } else {
             kill(pid, sig); /* pass SIGINT/SIGTERM/SIGHUP on to CMD */
-            continue;
-        }
-        if (sig < 0 && errno == EAGAIN) {
-            /* Renewal time.  A transient error is retried next period;
-             * only the end of validity, or a definite loss, stops CMD. */
-            st = relock_extend(l, ttl_ms);
-            if (st == RELOCK_LOST || (st != RELOCK_OK && relock_lock_validity_ms(l) == 0)) {
-                code = lost_while_running(pid, c);
-                done = 1;
-            } else if (st != RELOCK_OK) {
-                cli_error("run: renewing the lock failed, will retry: %s",
-                          relock_client_error(c)->message);
-            }
         }
     }
     sigprocmask(SIG_SETMASK, &oldmask, NULL);

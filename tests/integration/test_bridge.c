@@ -364,6 +364,69 @@ static void test_legacy_expiry_wakes_waiter(void **state)
     relock_client_free(w);
 }
 
+static volatile int lost_calls;
+static volatile relock_status lost_status;
+
+static void count_lost(relock_lock *l, relock_status why, void *arg)
+{
+    (void)l;
+    (void)arg;
+    lost_status = why;
+    lost_calls++;
+}
+
+/* relock_keep renews in the background past many leases, in every mode,
+ * and reports a loss exactly once. */
+static void test_keep(void **state)
+{
+    (void)state;
+    const char *modes[] = {"modern", "bridge", "legacy"};
+    const char *const ms[] = {"legacy.clock_unit", "ms", NULL};
+    for (int m = 0; m < 3; m++) {
+        relock_client *a = client_on(srv.port, modes[m], ms);
+        relock_client *b = client_on(srv.port, modes[m], ms);
+        relock_lock *l = NULL, *lb = NULL;
+        assert_int_equal(relock_acquire(a, "kept", 300, 0, &l), RELOCK_OK);
+        lost_calls = 0;
+        assert_int_equal(relock_keep(l, count_lost, NULL), RELOCK_OK);
+        assert_int_equal(relock_keep(l, count_lost, NULL), RELOCK_EINVAL);
+        assert_int_equal(relock_extend(l, 300), RELOCK_EINVAL);
+        uint64_t end = tu_now_ms() + 1500;
+        while (tu_now_ms() < end) {
+            assert_int_equal(relock_try_acquire(b, "kept", 300, &lb), RELOCK_BUSY);
+            assert_true(relock_lock_validity_ms(l) > 0);
+            tu_sleep_ms(50);
+        }
+        assert_int_equal(relock_keep_stop(l), RELOCK_OK);
+        assert_int_equal(lost_calls, 0);
+        /* The value renewals wrote is the handle's again. */
+        char *v = cmd("GET %s", "kept");
+        assert_string_equal(v, relock_lock_value(l));
+        free(v);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+
+        /* Deleted behind its back: on_lost once, then release says LOST. */
+        assert_int_equal(relock_acquire(a, "kept", 300, 0, &l), RELOCK_OK);
+        assert_int_equal(relock_keep(l, count_lost, NULL), RELOCK_OK);
+        free(cmd("DEL %s", "kept"));
+        for (int i = 0; i < 300 && lost_calls == 0; i++)
+            tu_sleep_ms(10);
+        assert_int_equal(lost_calls, 1);
+        assert_int_equal(lost_status, RELOCK_LOST);
+        assert_int_equal(relock_lock_validity_ms(l), 0);
+        assert_int_equal(relock_release(l), RELOCK_LOST);
+        assert_int_equal(lost_calls, 1);
+        relock_lock_free(l);
+        /* Freeing a kept lock stops its renewal. */
+        assert_int_equal(relock_acquire(a, "kept2", 300, 0, &l), RELOCK_OK);
+        assert_int_equal(relock_keep(l, NULL, NULL), RELOCK_OK);
+        relock_lock_free(l);
+        relock_client_free(a);
+        relock_client_free(b);
+    }
+}
+
 /* auto, for every proxy personality and both legacy_clients settings. */
 static void test_auto_per_personality(void **state)
 {
@@ -434,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_auto_per_personality),
         cmocka_unit_test(test_release_wakes_waiter),
         cmocka_unit_test(test_legacy_expiry_wakes_waiter),
+        cmocka_unit_test(test_keep),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

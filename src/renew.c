@@ -1,0 +1,179 @@
+/*
+ * Automatic renewal (relock_keep): a thread extends a shadow of the lock,
+ * on a connection of its own, every third of the lease.  The caller's
+ * client is never touched from the thread, so the rule "one client, one
+ * thread" holds; the two meet only under the keeper's mutex.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+struct relock__keeper {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;             /* set by the owner: end the thread */
+    int lost;             /* set by the thread: the lock is gone */
+    uint64_t valid_until; /* the shadow's validity, for the owner to read */
+    relock_client *c;     /* the thread's own connection */
+    relock_lock *shadow;  /* the lock as the thread renews it */
+    relock_lock *user;
+    relock_lost_fn on_lost;
+    void *arg;
+};
+
+static void deadline_in(struct timespec *ts, long ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *keeper_main(void *p)
+{
+    struct relock__keeper *k = p;
+    long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
+    pthread_mutex_lock(&k->mu);
+    while (!k->stop) {
+        struct timespec ts;
+        deadline_in(&ts, period);
+        int rc = 0;
+        while (!k->stop && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+        if (k->stop)
+            break;
+        pthread_mutex_unlock(&k->mu);
+        relock_status st = relock_extend(k->shadow, k->shadow->ttl_ms);
+        /* A transient failure is retried next period; only a definite loss,
+         * or a failure that outlives the validity, ends the lock. */
+        int gone = st == RELOCK_LOST ||
+                   (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
+        pthread_mutex_lock(&k->mu);
+        k->valid_until = k->shadow->valid_until;
+        if (gone) {
+            k->lost = 1;
+            k->valid_until = 0;
+            pthread_mutex_unlock(&k->mu);
+            if (k->on_lost)
+                k->on_lost(k->user, st == RELOCK_OK ? RELOCK_LOST : st, k->arg);
+            return NULL;
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+static void keeper_free(struct relock__keeper *k)
+{
+    relock_lock_free(k->shadow);
+    relock_client_free(k->c);
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+}
+
+relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
+{
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    if (l->keeper)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep %s: already kept", l->name);
+    if (l->lost)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was already lost", l->name);
+    struct relock__keeper *k = calloc(1, sizeof *k);
+    if (!k)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    k->user = l;
+    k->on_lost = on_lost;
+    k->arg = arg;
+
+    /* The thread's connection: the same settings, and the mode already
+     * chosen (auto must not decide differently for the same lock). */
+    relock_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.s = c->s;
+    cfg.s.mode = c->mode;
+    cfg.s.wait.notify = c->s.wait.notify;
+    relock__err_clear(&cfg.err);
+    relock_status st = relock_connect(&cfg, &k->c);
+    memset(&cfg, 0, sizeof cfg); /* it held the password */
+    if (st == RELOCK_OK)
+        st = relock_lock_adopt(k->c, l->name, l->value, l->fence, l->ttl_ms, &k->shadow);
+    if (st != RELOCK_OK) {
+        RELOCK__FAIL_SRV(&c->err, st, k->c ? relock_client_error(k->c)->server : "",
+                         "keep %s: %s", l->name,
+                         k->c ? relock_client_error(k->c)->message : "out of memory");
+        keeper_free(k);
+        return st;
+    }
+    k->shadow->valid_until = l->valid_until;
+    k->shadow->loser_writes = l->loser_writes;
+    k->valid_until = l->valid_until;
+    if (pthread_create(&k->thread, NULL, keeper_main, k) != 0) {
+        keeper_free(k);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: cannot start a thread", l->name);
+    }
+    l->keeper = k;
+    return RELOCK_OK;
+}
+
+relock_status relock__keep_end(relock_lock *l)
+{
+    struct relock__keeper *k = l->keeper;
+    if (!k)
+        return RELOCK_OK;
+    pthread_mutex_lock(&k->mu);
+    k->stop = 1;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    pthread_join(k->thread, NULL);
+    /* The shadow is now the truth: its value (renewals change it in
+     * legacy and bridge modes) and its validity come home. */
+    memcpy(l->value, k->shadow->value, sizeof l->value);
+    l->valid_until = k->shadow->valid_until;
+    l->loser_writes = k->shadow->loser_writes;
+    int lost = k->lost;
+    l->keeper = NULL;
+    keeper_free(k);
+    if (lost) {
+        l->lost = 1;
+        return RELOCK_LOST;
+    }
+    return RELOCK_OK;
+}
+
+relock_status relock_keep_stop(relock_lock *l)
+{
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    if (!l->keeper)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep_stop %s: the lock is not kept",
+                            l->name);
+    if (relock__keep_end(l) == RELOCK_LOST)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was lost while kept",
+                            l->name);
+    return RELOCK_OK;
+}
+
+uint64_t relock__keep_valid_until(const relock_lock *l)
+{
+    struct relock__keeper *k = l->keeper;
+    pthread_mutex_lock(&k->mu);
+    uint64_t v = k->valid_until;
+    pthread_mutex_unlock(&k->mu);
+    return v;
+}

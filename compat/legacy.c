@@ -158,7 +158,9 @@ static relock_status read_ts(relock_lock *l, const char *v, size_t len, long lon
 static int is_loser_write(relock_lock *l, const char *v)
 {
     relock_client *c = l->c;
-    if (!l->valid_until || relock__mono_ms() >= l->valid_until)
+    /* Only a handle that won the lock itself knows its validity for sure;
+     * an adopted one could be anybody's claim. */
+    if (!l->acquired || !l->valid_until || relock__mono_ms() >= l->valid_until)
         return 0;
     relock__value val;
     relock__classify(v, strlen(v), &val);
@@ -171,19 +173,12 @@ static int is_loser_write(relock_lock *l, const char *v)
  * with the error recorded. */
 static redisReply *expect(relock_client *c, int type, const char *what, const char *fmt, ...)
 {
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return NULL;
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c->conn.ctx, fmt, ap);
+    redisReply *r = relock__vcommandf(c, NULL, fmt, ap);
     va_end(ap);
-    if (!r) {
-        RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", what, c->conn.srv->host,
-                     c->conn.srv->port,
-                     c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
-        relock__conn_close(&c->conn);
+    if (!r)
         return NULL;
-    }
     if (type >= 0 && r->type != type) {
         RELOCK__BAD_REPLY(c, what, r);
         freeReplyObject(r);
@@ -251,11 +246,12 @@ static int cas_eval(relock_lock *l, const cas_req *q, cas_result *out, int *sent
  * read, MULTI, write, EXEC.  A transaction beaten by another client comes
  * back as done = 0 with found = "" and *beaten set.
  */
-static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *beaten)
+static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *beaten, int *sent)
 {
     relock_client *c = l->c;
     int check_fence = q->fence > 0;
     *beaten = 0;
+    *sent = 0;
     out->done = 0;
     out->fence = 0;
     out->found[0] = '\0';
@@ -314,6 +310,7 @@ static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *bea
     if (!r)
         return -1;
     freeReplyObject(r);
+    *sent = 1; /* from here a lost reply leaves the outcome unknown */
     r = expect(c, -1, "EXEC", "EXEC");
     if (!r)
         return -1;
@@ -347,6 +344,7 @@ static relock_status ambiguous(relock_lock *l, const char *op)
 /* Wins the lock: records the fence and the validity. */
 static relock_status won(relock_lock *l, uint64_t start, long long fence)
 {
+    l->acquired = 1;
     l->fence = fence;
     l->valid_until = relock__valid_until(start, l->ttl_ms);
     return RELOCK_OK;
@@ -360,7 +358,7 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
 {
     relock_client *c = l->c;
     cas_req q = {old, 0, 0, l->value, bridge_px(c, now, ours), gc_seconds(c, now, ours),
-                 c->s.fencing};
+                 1};
     cas_result res;
     int sent = 0, beaten = 0;
     switch (path_of(c)) {
@@ -370,8 +368,9 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
                                                            : c->err.pub.status;
         return res.done ? won(l, start, res.fence) : RELOCK_BUSY;
     case VIA_WATCH:
-        if (cas_watch(l, &q, &res, &beaten) != 0)
-            return c->err.pub.status;
+        if (cas_watch(l, &q, &res, &beaten, &sent) != 0)
+            return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, "acquire")
+                                                           : c->err.pub.status;
         return res.done ? won(l, start, res.fence) : RELOCK_BUSY;
     case VIA_PLAIN:
         break;
@@ -388,16 +387,21 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
         freeReplyObject(r);
         r = expect(c, REDIS_REPLY_STATUS, "GETSET", "GETSET %s %s", l->key, l->value);
     }
-    if (r && c->s.fencing) {
+    if (r) {
         freeReplyObject(r);
         r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
     }
     if (!r)
         return c->err.pub.status;
     freeReplyObject(r);
-    r = expect(c, REDIS_REPLY_ARRAY, "EXEC", "EXEC");
+    r = relock__commandf(c, &sent, "EXEC");
     if (!r)
-        return c->err.pub.status;
+        return sent ? ambiguous(l, "acquire") : c->err.pub.status;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        relock_status bad = RELOCK__BAD_REPLY(c, "EXEC", r);
+        freeReplyObject(r);
+        return bad;
+    }
     relock_status st = RELOCK_BUSY;
     const redisReply *old_r = r->elements > 0 ? r->element[0] : NULL;
     if (old_r && old_r->type == REDIS_REPLY_NIL) {
@@ -408,7 +412,7 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
         if (val.kind == RELOCK_VALUE_TIMESTAMP && now >= ends_at(c, val.ts))
             st = RELOCK_OK;
     }
-    long long fence = c->s.fencing ? elem_int(r, 1) : 0;
+    long long fence = elem_int(r, 1);
     freeReplyObject(r);
     return st == RELOCK_OK ? won(l, start, fence) : st;
 }
@@ -476,7 +480,7 @@ static relock_status attempt_eval(relock_lock *l, uint64_t start, long long now,
     char px[32], gc[32];
     snprintf(px, sizeof px, "%lld", bridge_px(c, now, ts));
     snprintf(gc, sizeof gc, "%lld", gc_seconds(c, now, ts));
-    const char *args[] = {l->key, l->fence_key, l->value, px, gc, c->s.fencing ? "1" : "0"};
+    const char *args[] = {l->key, l->fence_key, l->value, px, gc, "1"};
     int sent = 0;
     redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_TS_ACQUIRE, 2, 6, args);
     if (!r)
@@ -506,11 +510,12 @@ static relock_status attempt_watch(relock_lock *l, uint64_t start, long long now
     relock_client *c = l->c;
     /* SETNX under WATCH: set only if absent, with the fence in the same
      * transaction, so the fence counts acquisitions only. */
-    cas_req q = {NULL, 0, 0, l->value, 0, gc_seconds(c, now, ts), c->s.fencing};
+    cas_req q = {NULL, 0, 0, l->value, 0, gc_seconds(c, now, ts), 1};
     cas_result res;
-    int beaten = 0;
-    if (cas_watch(l, &q, &res, &beaten) != 0)
-        return c->err.pub.status;
+    int beaten = 0, sent = 0;
+    if (cas_watch(l, &q, &res, &beaten, &sent) != 0)
+        return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, "acquire")
+                                                       : c->err.pub.status;
     if (res.done)
         return won(l, start, res.fence);
     if (beaten) {
@@ -524,48 +529,34 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
 {
     relock_client *c = l->c;
     int sent = 0;
-    long long fence = 0;
-    long long got;
-    if (c->s.fencing) {
-        /* 2.0: the fence rides in the MULTI with SETNX (DESIGN §4). */
-        redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
-        if (r) {
-            freeReplyObject(r);
-            r = expect(c, REDIS_REPLY_STATUS, "SETNX", "SETNX %s %s", l->key, l->value);
-        }
-        if (r) {
-            freeReplyObject(r);
-            r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
-        }
-        if (!r)
-            return c->err.pub.status;
+    /* 2.0: the fence rides in the MULTI with SETNX (DESIGN §4); it also
+     * counts failed attempts, which keeps it monotonic. */
+    redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
+    if (r) {
         freeReplyObject(r);
-        r = relock__commandf(c, &sent, "EXEC");
-        if (!r)
-            return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-            relock_status st = RELOCK__BAD_REPLY(c, "EXEC", r);
-            freeReplyObject(r);
-            return st;
-        }
-        got = elem_int(r, 0);
-        fence = elem_int(r, 1);
-        freeReplyObject(r);
-    } else {
-        redisReply *r = relock__commandf(c, &sent, "SETNX %s %s", l->key, l->value);
-        if (!r)
-            return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
-        if (r->type != REDIS_REPLY_INTEGER) {
-            relock_status st = RELOCK__BAD_REPLY(c, "SETNX", r);
-            freeReplyObject(r);
-            return st;
-        }
-        got = r->integer;
-        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "SETNX", "SETNX %s %s", l->key, l->value);
     }
+    if (r) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
+    }
+    if (!r)
+        return c->err.pub.status;
+    freeReplyObject(r);
+    r = relock__commandf(c, &sent, "EXEC");
+    if (!r)
+        return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        relock_status st = RELOCK__BAD_REPLY(c, "EXEC", r);
+        freeReplyObject(r);
+        return st;
+    }
+    long long got = elem_int(r, 0);
+    long long fence = elem_int(r, 1);
+    freeReplyObject(r);
     if (got == 1)
         return won(l, start, fence);
-    redisReply *r = expect(c, -1, "GET", "GET %s", l->key);
+    r = expect(c, -1, "GET", "GET %s", l->key);
     if (!r)
         return c->err.pub.status;
     if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
@@ -647,12 +638,9 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
         cas_result res;
         int sent = 0, beaten = 0;
         int rc = path_of(c) == VIA_EVAL ? cas_eval(l, &q, &res, &sent)
-                                        : cas_watch(l, &q, &res, &beaten);
-        if (rc != 0) {
-            if (path_of(c) == VIA_WATCH)
-                sent = 1; /* EXEC may have been sent */
+                                        : cas_watch(l, &q, &res, &beaten, &sent);
+        if (rc != 0)
             return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, op) : c->err.pub.status;
-        }
         if (res.done) {
             if (following)
                 l->loser_writes++;

@@ -251,12 +251,16 @@ relock_status relock_config_set(relock_config *cfg, const char *name, const char
     if (!name || !value)
         return RELOCK__FAIL(&cfg->err, RELOCK_EINVAL, "config: name and value are required");
     char why[256];
-    if (set_text(&cfg->s, name, value, why, sizeof why) != 0)
+    /* Changed on a copy: a refused value leaves the configuration as it was. */
+    relock__settings next = cfg->s;
+    if (set_text(&next, name, value, why, sizeof why) != 0)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
-    if (cfg->s.wait.backoff_min_ms > cfg->s.wait.backoff_max_ms)
+    if (next.wait.backoff_min_ms > next.wait.backoff_max_ms)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG,
                             "config: wait.backoff_min_ms (%ld) exceeds wait.backoff_max_ms (%ld)",
-                            cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
+                            next.wait.backoff_min_ms, next.wait.backoff_max_ms);
+    cfg->s = next;
+    memset(&next, 0, sizeof next); /* it may hold a password */
     return RELOCK_OK;
 }
 

@@ -4,6 +4,7 @@
  * context cannot be reused, so it is closed here and the next command
  * reconnects (and probes again: the server may have been replaced).
  */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -87,6 +88,7 @@ relock_status relock__conn_ensure(relock_client *c)
         return st;
     }
     c->conn.ctx = ctx;
+    c->conn.last_used = relock__mono_ms();
     relock_status st = login(c);
     if (st == RELOCK_OK)
         st = relock__probe(c);
@@ -95,11 +97,36 @@ relock_status relock__conn_ensure(relock_client *c)
     return st;
 }
 
+/*
+ * A connection idle for a while may have been closed by the server (its
+ * `timeout`, a restart).  Sending on it would fail after the send, which
+ * reads as an ambiguous outcome; so before reusing an idle connection,
+ * look whether it is readable: a healthy idle connection never is (EOF, or
+ * a stray reply, means it is no longer ours to use).  Busy connections
+ * skip the system call.
+ */
+#define IDLE_CHECK_MS 1000
+
+static void drop_if_stale(relock_client *c)
+{
+    if (!c->conn.ctx)
+        return;
+    uint64_t now = relock__mono_ms();
+    uint64_t last = c->conn.last_used;
+    c->conn.last_used = now;
+    if (now - last < IDLE_CHECK_MS)
+        return;
+    struct pollfd p = {c->conn.ctx->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) != 0)
+        relock__conn_close(&c->conn);
+}
+
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen)
 {
     if (sent)
         *sent = 0;
+    drop_if_stale(c);
     if (relock__conn_ensure(c) != RELOCK_OK)
         return NULL;
     redisReply *r = redisCommandArgv(c->conn.ctx, argc, argv, argvlen);
@@ -116,14 +143,21 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
 
 redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...)
 {
-    if (sent)
-        *sent = 0;
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return NULL;
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c->conn.ctx, fmt, ap);
+    redisReply *r = relock__vcommandf(c, sent, fmt, ap);
     va_end(ap);
+    return r;
+}
+
+redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap)
+{
+    if (sent)
+        *sent = 0;
+    drop_if_stale(c);
+    if (relock__conn_ensure(c) != RELOCK_OK)
+        return NULL;
+    redisReply *r = redisvCommand(c->conn.ctx, fmt, ap);
     if (!r) {
         if (sent)
             *sent = 1;

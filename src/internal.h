@@ -19,6 +19,8 @@
 #define RELOCK__NAME_MAX 1024
 /* Tokens are 32 characters, timestamps at most 18 digits (+ ":" + token). */
 #define RELOCK__VALUE_MAX 64
+/* One year: a longer lease or wait is far more likely a typo than a wish. */
+#define RELOCK__TTL_MAX_MS 31536000000L
 
 /* ------------------------------------------------------------------ errors */
 
@@ -149,6 +151,7 @@ typedef struct relock__conn {
     /* legacy.clock = "server": server time minus local time, in ms. */
     long long clock_offset_ms;
     int clock_known;
+    uint64_t last_used; /* monotonic ms of the last command */
 } relock__conn;
 
 /* ------------------------------------------------------------------ scripts */
@@ -195,6 +198,7 @@ struct relock_lock {
     /* Legacy and bridge: how often a legacy GETSET loser's write was found
      * in the key and acted on (DESIGN §3 "GETSET losers"). */
     int loser_writes;
+    int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     struct relock__keeper *keeper; /* background renewal, or NULL */
 };
 
@@ -253,6 +257,7 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
                             const size_t *argvlen);
 /* printf-like convenience over relock__command for fixed-form commands. */
 redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...);
+redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap);
 
 /* Computes the scripts' SHA-1 into c->sha. */
 void relock__scripts_init(relock_client *c);

@@ -32,8 +32,9 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
     relock_status st = check_name(c, name);
     if (st != RELOCK_OK)
         return st;
-    if (ttl_ms < 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is negative", ttl_ms);
+    if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is not from 1 ms to one year",
+                            ttl_ms);
     size_t nlen = strlen(name) + 1;
     size_t klen = strlen(c->s.key_prefix) + nlen;
     size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX;
@@ -116,8 +117,9 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
-    if (ttl_ms < 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is negative", ttl_ms);
+    if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is not from 1 ms to one year",
+                            ttl_ms);
     if (l->keeper)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
                             "extend %s: the lock is being renewed in the background; call "

@@ -122,6 +122,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     }
     k->shadow->valid_until = l->valid_until;
     k->shadow->loser_writes = l->loser_writes;
+    k->shadow->acquired = l->acquired;
     k->valid_until = l->valid_until;
     if (pthread_create(&k->thread, NULL, keeper_main, k) != 0) {
         keeper_free(k);

@@ -40,6 +40,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
     o->wait_ms = RELOCK_WAIT_DEFAULT;
     o->exit_busy = EXIT_ACQUIRE_FAILED;
     o->json = 0;
+    opterr = 0; /* our own one-line messages below */
     int opt, saw_w = 0, saw_n = 0;
     char why[128];
     while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
@@ -83,7 +84,15 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             fputs(help, stdout);
             return 1000;
         default:
-            fputs(help, stderr);
+            if (optopt && strchr(optstring, optopt))
+                cli_error("%s: option -%c needs a value (try relock %s --help)", argv[0], optopt,
+                          argv[0]);
+            else if (optopt)
+                cli_error("%s: unknown option -%c (try relock %s --help)", argv[0], optopt,
+                          argv[0]);
+            else
+                cli_error("%s: unknown option %s (try relock %s --help)", argv[0],
+                          argv[optind - 1], argv[0]);
             return 1000 + EXIT_USAGE;
         }
     }
@@ -314,18 +323,24 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
     }
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
+    /* The mode may be refused while the server still answered the probe:
+     * then the refusal is the reason to show. */
+    if (st != RELOCK_OK && st != RELOCK_EUNSUPPORTED && st != RELOCK_ECONFIG) {
+        int code = cli_fail(c, st, "probe");
+        relock_client_free(c);
+        return code;
+    }
+    char reason[600];
+    snprintf(reason, sizeof reason, "%s",
+             st == RELOCK_OK ? relock_client_mode_reason(c) : relock_client_error(c)->message);
     relock_server_info info;
-    /* The mode may be refused while the server still answered the probe. */
-    relock_status sst = c ? relock_client_server(c, &info) : RELOCK_ENOMEM;
+    relock_status sst = relock_client_server(c, &info);
     if (sst != RELOCK_OK) {
-        int code = cli_fail(c, st != RELOCK_OK ? st : sst, "probe");
+        int code = cli_fail(c, sst, "probe");
         relock_client_free(c);
         return code;
     }
     const char *mode = st == RELOCK_OK ? relock_mode_name(relock_client_mode(c)) : "none";
-    char reason[600];
-    snprintf(reason, sizeof reason, "%s",
-             st == RELOCK_OK ? relock_client_mode_reason(c) : relock_client_error(c)->message);
     if (o.json) {
         printf("{\"version\":\"%s\",\"capabilities\":[", info.version);
         int first = 1;

@@ -110,6 +110,7 @@ int main(int argc, char **argv)
     const char *url = getenv("RELOCK_URL");
     const char *mode = NULL;
     int opt;
+    opterr = 0; /* our own one-line messages below */
     /* "+": options end at the command's name. */
     while ((opt = getopt_long(argc, argv, "+c:u:m:h", longopts, NULL)) != -1) {
         switch (opt) {
@@ -129,7 +130,12 @@ int main(int argc, char **argv)
             printf("relock %s\n", relock_version());
             return 0;
         default:
-            fputs(usage_text, stderr);
+            if (optopt == 'c' || optopt == 'u' || optopt == 'm')
+                cli_error("option -%c needs a value (try relock --help)", optopt);
+            else if (optopt)
+                cli_error("unknown option -%c (try relock --help)", optopt);
+            else
+                cli_error("unknown option %s (try relock --help)", argv[optind - 1]);
             return EXIT_USAGE;
         }
     }

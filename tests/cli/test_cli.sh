@@ -149,6 +149,11 @@ grep -q 'unknown unit' "$DIR/err" && ok || bad "bad duration message: $(cat "$DI
 expect 2 "negative duration" -- R acquire -t -1s cli-c
 expect 2 "zero TTL" -- R acquire -t 0 cli-c
 expect 2 "-w with -n" -- R acquire -w 1s -n cli-c
+expect 2 "unknown option" -- R acquire -x cli-c
+[ "$(wc -l <"$DIR/err")" -eq 1 ] && grep -q "unknown option -x" "$DIR/err" && ok || bad "unknown option message: $(cat "$DIR/err")"
+expect 2 "option without its value" -- R acquire -t
+expect 2 "unknown global option" -- "$RELOCK" -q acquire cli-c
+expect 2 "TTL over a year" -- R acquire -t 1000000h cli-c
 expect 2 "missing NAME" -- R acquire
 expect 2 "bad name" -- R acquire "with space"
 expect 2 "bad mode" -- "$RELOCK" -m fast acquire cli-c

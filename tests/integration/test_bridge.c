@@ -427,6 +427,63 @@ static void test_keep(void **state)
     }
 }
 
+/* A value somebody passes in is not proof of ownership: an adopted
+ * handle never follows a "GETSET loser's write", so a guessed timestamp
+ * cannot release or extend another holder's lock. */
+static void test_adopted_guess_cannot_release(void **state)
+{
+    (void)state;
+    const char *modes[] = {"bridge", "legacy"};
+    for (int m = 0; m < 2; m++) {
+        relock_client *a = client_on(srv.port, modes[m], NULL);
+        relock_lock *l = NULL, *guess = NULL;
+        assert_int_equal(relock_acquire(a, "guessed", 60000, 0, &l), RELOCK_OK);
+        char g[32];
+        snprintf(g, sizeof g, "%lld", atoll(relock_lock_value(l)) + 100);
+        assert_int_equal(relock_lock_adopt(a, "guessed", g, relock_lock_fence(l), 60000, &guess),
+                         RELOCK_OK);
+        assert_int_equal(relock_release(guess), RELOCK_LOST);
+        assert_int_equal(relock_extend(guess, 60000), RELOCK_LOST);
+        char *v = cmd("GET %s", "guessed");
+        assert_string_equal(v, relock_lock_value(l));
+        free(v);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(guess);
+        relock_lock_free(l);
+        relock_client_free(a);
+    }
+}
+
+/* A connection the server closed while idle is replaced before use, not
+ * reported as an ambiguous outcome. */
+static void test_idle_connection_closed_by_server(void **state)
+{
+    (void)state;
+    relock_client *a = client_on(srv.port, "modern", NULL);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "idle", 5000, 0, &l), RELOCK_OK);
+    free(testsrv_cmd(&srv, "CONFIG SET timeout %s", "1"));
+    /* The server closes idle clients on its next cron pass after 1 s. */
+    char *list = NULL;
+    for (int i = 0; i < 400; i++) {
+        list = testsrv_cmd(&srv, "CLIENT LIST");
+        int n = 0;
+        for (const char *p = list; p && (p = strstr(p, "id=")); p++)
+            n++;
+        free(list);
+        if (n <= 1)
+            break;
+        tu_sleep_ms(25);
+    }
+    free(testsrv_cmd(&srv, "CONFIG SET timeout %s", "0"));
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    assert_int_equal(relock_acquire(a, "idle", 5000, 0, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
 /* auto, for every proxy personality and both legacy_clients settings. */
 static void test_auto_per_personality(void **state)
 {
@@ -498,6 +555,8 @@ int main(void)
         cmocka_unit_test(test_release_wakes_waiter),
         cmocka_unit_test(test_legacy_expiry_wakes_waiter),
         cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_adopted_guess_cannot_release),
+        cmocka_unit_test(test_idle_connection_closed_by_server),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

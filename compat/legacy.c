@@ -103,6 +103,22 @@ static long long new_value(const relock_client *c, long long now, long ttl_ms)
     return now / u + timeout + c->s.legacy.expiry_offset;
 }
 
+/* The value to store for timestamp ts: the timestamp alone, or in bridge
+ * mode with bridge.value_suffix ":token", which makes every value unique
+ * for legacy parsers that read only the leading integer. */
+static int format_value(const relock_client *c, long long ts, char *out, size_t len)
+{
+    if (!is_bridge(c) || !c->s.bridge.value_suffix) {
+        snprintf(out, len, "%lld", ts);
+        return 0;
+    }
+    char tok[33];
+    if (relock__token(tok) != 0)
+        return -1;
+    snprintf(out, len, "%lld:%s", ts, tok);
+    return 0;
+}
+
 /* When a stored timestamp stops holding the lock for our clients (ms). */
 static long long ends_at(const relock_client *c, long long ts)
 {
@@ -154,13 +170,20 @@ static relock_status read_ts(relock_lock *l, const char *v, size_t len, long lon
     return RELOCK_OK;
 }
 
+/* Whether this handle won its lock itself and its validity remains: then
+ * nobody can have taken the lock over legitimately (DESIGN §3). */
+static int holds_validity(const relock_lock *l)
+{
+    return l->acquired && l->valid_until && relock__mono_ms() < l->valid_until;
+}
+
 /* Whether a value found in place of ours is a GETSET loser's write. */
 static int is_loser_write(relock_lock *l, const char *v)
 {
     relock_client *c = l->c;
     /* Only a handle that won the lock itself knows its validity for sure;
      * an adopted one could be anybody's claim. */
-    if (!l->acquired || !l->valid_until || relock__mono_ms() >= l->valid_until)
+    if (!holds_validity(l))
         return 0;
     relock__value val;
     relock__classify(v, strlen(v), &val);
@@ -185,6 +208,15 @@ static redisReply *expect(relock_client *c, int type, const char *what, const ch
         return NULL;
     }
     return r;
+}
+
+/* After a failure inside MULTI (or after WATCH), the connection's state on
+ * the server is not what the next command expects: drop it, which discards
+ * the transaction and the watches.  Returns -1 for the caller to pass on. */
+static int abandon_multi(relock_client *c)
+{
+    relock__conn_close(&c->conn);
+    return -1;
 }
 
 /* Reads an integer element of a script's array reply. */
@@ -308,7 +340,7 @@ static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *bea
         r = expect(c, REDIS_REPLY_STATUS, "PUBLISH", "PUBLISH %s 1", chan);
     }
     if (!r)
-        return -1;
+        return abandon_multi(c);
     freeReplyObject(r);
     *sent = 1; /* from here a lost reply leaves the outcome unknown */
     r = expect(c, -1, "EXEC", "EXEC");
@@ -391,8 +423,10 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
         freeReplyObject(r);
         r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
     }
-    if (!r)
+    if (!r) {
+        abandon_multi(c);
         return c->err.pub.status;
+    }
     freeReplyObject(r);
     r = relock__commandf(c, &sent, "EXEC");
     if (!r)
@@ -443,6 +477,8 @@ static relock_status held_by(relock_lock *l, uint64_t start, long long now, cons
     if (is_bridge(c) && pttl > 0 && pttl < wait)
         wait = pttl; /* a bridge holder: the server ends it with its TTL */
     if (wait > 0) {
+        /* Legacy mode cannot tell (no PTTL before 2.6); bridge can. */
+        l->legacy_holder = !is_bridge(c) || pttl == -1;
         if (is_bridge(c) && pttl == -1)
             relock__note_legacy_writer(c); /* a live value without TTL */
         *hint_ms = wait > 0x7fffffffLL ? 0x7fffffffL : (long)wait;
@@ -540,8 +576,10 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
         freeReplyObject(r);
         r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
     }
-    if (!r)
+    if (!r) {
+        abandon_multi(c);
         return c->err.pub.status;
+    }
     freeReplyObject(r);
     r = relock__commandf(c, &sent, "EXEC");
     if (!r)
@@ -581,7 +619,9 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
     if (st != RELOCK_OK)
         return st;
     long long ts = new_value(c, now, l->ttl_ms);
-    snprintf(l->value, sizeof l->value, "%lld", ts);
+    if (format_value(c, ts, l->value, sizeof l->value) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
     switch (path_of(c)) {
     case VIA_EVAL:
         return attempt_eval(l, start, now, ts, hint_ms);
@@ -631,8 +671,8 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
     snprintf(expected, sizeof expected, "%s", l->value);
     /* Bounded: a beaten WATCH is retried a few times, and a loser's write
      * is followed once. */
+    int following = 0;
     for (int round = 0; round < 4; round++) {
-        int following = strcmp(expected, l->value) != 0;
         /* A loser's write carries no TTL; ours (bridge) always does. */
         cas_req q = {expected, owner_fence(l), is_bridge(c) && !following, newv, px, gc, 0};
         cas_result res;
@@ -648,10 +688,18 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
         }
         if (beaten)
             continue; /* the key changed under WATCH: look again */
-        if (!following && res.found[0] && is_loser_write(l, res.found)) {
+        /*
+         * A loser's write: a different timestamp, or (bridge) our very
+         * value with its TTL cleared, as a legacy GETSET in the same unit
+         * leaves it.  The fence is still compared when following it.
+         */
+        int same_value = is_bridge(c) && strcmp(res.found, l->value) == 0;
+        if (!following && res.found[0] &&
+            (is_loser_write(l, res.found) || (same_value && holds_validity(l)))) {
             if (is_bridge(c))
                 relock__note_legacy_writer(c);
             snprintf(expected, sizeof expected, "%s", res.found);
+            following = 1;
             continue;
         }
         return lost(l, op, res.found);
@@ -694,7 +742,10 @@ static relock_status ts_release(relock_lock *l)
     r = relock__commandf(c, &sent, "DEL %s", l->key);
     if (!r)
         return sent ? ambiguous(l, "release") : c->err.pub.status;
+    int deleted = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
+    if (!deleted)
+        return lost(l, "release", ""); /* gone between our GET and DEL */
     if (loser)
         l->loser_writes++;
     char chan[RELOCK__KEY_MAX];
@@ -718,7 +769,9 @@ static relock_status ts_extend(relock_lock *l, long ttl_ms)
         return st;
     long long ts = new_value(c, now, ttl_ms);
     char newv[RELOCK__VALUE_MAX];
-    snprintf(newv, sizeof newv, "%lld", ts);
+    if (format_value(c, ts, newv, sizeof newv) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
+                            l->name);
     if (path_of(c) != VIA_PLAIN) {
         st = atomic_update(l, "extend", newv, bridge_px(c, now, ts), gc_seconds(c, now, ts));
     } else {
@@ -730,11 +783,23 @@ static relock_status ts_extend(relock_lock *l, long ttl_ms)
                                 "extend %s: lock lost: it expired (without WATCH it cannot be "
                                 "extended safely after that)",
                                 l->name);
+        /* Look before writing: a value that is not ours (nor a loser's
+         * write) is never overwritten.  The GETSET below then only races
+         * with a takeover, which needs our value to have expired. */
+        redisReply *r = expect(c, -1, "GET", "GET %s", l->key);
+        if (!r)
+            return c->err.pub.status;
+        char found[RELOCK__VALUE_MAX] = "";
+        if (r->type == REDIS_REPLY_STRING)
+            snprintf(found, sizeof found, "%s", r->str);
+        freeReplyObject(r);
+        if (strcmp(found, l->value) != 0 && !(found[0] && is_loser_write(l, found)))
+            return lost(l, "extend", found);
         int sent = 0;
-        redisReply *r = relock__commandf(c, &sent, "GETSET %s %s", l->key, newv);
+        r = relock__commandf(c, &sent, "GETSET %s %s", l->key, newv);
         if (!r)
             return sent ? ambiguous(l, "extend") : c->err.pub.status;
-        char found[RELOCK__VALUE_MAX] = "";
+        found[0] = '\0';
         if (r->type == REDIS_REPLY_STRING)
             snprintf(found, sizeof found, "%s", r->str);
         freeReplyObject(r);

@@ -199,6 +199,9 @@ struct relock_lock {
      * in the key and acted on (DESIGN §3 "GETSET losers"). */
     int loser_writes;
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
+    /* Set by a busy attempt that met a holder who never announces its
+     * release (a legacy value without TTL): the waiter polls this often. */
+    int legacy_holder;
     struct relock__keeper *keeper; /* background renewal, or NULL */
 };
 

@@ -73,6 +73,7 @@ static relock_status held_by(relock_lock *l, uint64_t start, const char *found, 
     long long end = (v.ts + 1) * (unit ? 1 : 1000) + c->s.legacy.skew_margin_ms;
     long long now = relock__wall_ms();
     if (now < end) {
+        l->legacy_holder = 1;
         relock__note_legacy_writer(c);
         *hint_ms = clamp_hint(end - now);
         return RELOCK_BUSY;

@@ -15,6 +15,8 @@
 
 #include "internal.h"
 
+#define LEGACY_POLL_MS(c) (2 * (c)->s.wait.backoff_min_ms)
+
 static void unsubscribe(relock_client *c)
 {
     if (c->sub)
@@ -102,6 +104,7 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
     relock_status st = RELOCK_BUSY;
     for (unsigned attempt = 0;; attempt++) {
         long hint = -1;
+        l->legacy_holder = 0;
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
             break;
@@ -118,6 +121,11 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
         }
         long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
                                      attempt < 30 ? attempt : 30, hint, relock__rand64(&c->rng));
+        /* Legacy holders release by DEL without a word and legacy waiters
+         * retry every few ms: poll about as often, or lose every race to
+         * them (DESIGN §5; fairness, not safety). */
+        if (l->legacy_holder && delay > LEGACY_POLL_MS(c))
+            delay = LEGACY_POLL_MS(c);
         uint64_t now = relock__mono_ms();
         if (deadline) {
             if (now >= deadline) {

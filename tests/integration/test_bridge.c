@@ -484,6 +484,35 @@ static void test_idle_connection_closed_by_server(void **state)
     relock_client_free(a);
 }
 
+/* bridge.value_suffix: unique values "TS:token" that legacy readers still
+ * read as the timestamp. */
+static void test_value_suffix(void **state)
+{
+    (void)state;
+    const char *const suffix[] = {"bridge.value_suffix", "true", NULL};
+    relock_client *b = client_on(srv.port, "bridge", suffix);
+    relock_client *legacy = client_on(srv.port, "legacy", NULL);
+    relock_lock *l = NULL, *other = NULL;
+    assert_int_equal(relock_acquire(b, "suffixed", 5000, 0, &l), RELOCK_OK);
+    const char *v = relock_lock_value(l);
+    const char *colon = strchr(v, ':');
+    assert_non_null(colon);
+    assert_int_equal(colon - v, 10);
+    assert_int_equal(strlen(colon + 1), 32);
+    assert_true(atoll(v) >= now_s() + 5);
+    /* A legacy-mode client sees a live timestamp. */
+    assert_int_equal(relock_acquire(legacy, "suffixed", 5000, 0, &other), RELOCK_BUSY);
+    assert_int_equal(relock_extend(l, 5000), RELOCK_OK);
+    assert_non_null(strchr(relock_lock_value(l), ':'));
+    char *stored = cmd("GET %s", "suffixed");
+    assert_string_equal(stored, relock_lock_value(l));
+    free(stored);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(b);
+    relock_client_free(legacy);
+}
+
 /* auto, for every proxy personality and both legacy_clients settings. */
 static void test_auto_per_personality(void **state)
 {
@@ -557,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_keep),
         cmocka_unit_test(test_adopted_guess_cannot_release),
         cmocka_unit_test(test_idle_connection_closed_by_server),
+        cmocka_unit_test(test_value_suffix),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,212 @@
+/*
+ * Fencing tokens (DESIGN §4): strictly increasing across holders, dead
+ * holders' takeovers included, in every mode and on every server version
+ * the proxy emulates; and a paused holder, resumed after its lease, holds
+ * a smaller token than its successor, so a fenced resource refuses it.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "relock.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+static testsrv srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return testsrv_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    testsrv_stop(&srv);
+    return 0;
+}
+
+static relock_client *client_on(int port, const char *mode)
+{
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    /* Milliseconds keep the timestamp modes' dead-holder waits short. */
+    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
+    relock_client *c = NULL;
+    relock_status st = relock_connect(cfg, &c);
+    if (st != RELOCK_OK)
+        fail_msg("connect %s on %d: %s", mode, port, relock_client_error(c)->message);
+    relock_config_free(cfg);
+    return c;
+}
+
+/* Five holders one after another, then two dead holders taken over: the
+ * fence grows strictly every time. */
+static void strictly_increasing(int port, const char *mode, const char *name)
+{
+    relock_client *a = client_on(port, mode), *b = client_on(port, mode);
+    long long last = 0;
+    for (int i = 0; i < 5; i++) {
+        relock_lock *l = NULL;
+        assert_int_equal(relock_acquire(i % 2 ? a : b, name, 5000, 0, &l), RELOCK_OK);
+        if (relock_lock_fence(l) <= last)
+            fail_msg("%s: fence %lld after %lld", mode, relock_lock_fence(l), last);
+        last = relock_lock_fence(l);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+    }
+    for (int i = 0; i < 2; i++) {
+        relock_lock *dead = NULL, *l = NULL;
+        assert_int_equal(relock_acquire(a, name, 150, 0, &dead), RELOCK_OK);
+        assert_true(relock_lock_fence(dead) > last);
+        /* never released: b takes it over once it has expired */
+        assert_int_equal(relock_acquire(b, name, 5000, 5000, &l), RELOCK_OK);
+        if (relock_lock_fence(l) <= relock_lock_fence(dead))
+            fail_msg("%s: takeover fence %lld after %lld", mode, relock_lock_fence(l),
+                     relock_lock_fence(dead));
+        last = relock_lock_fence(l);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(dead);
+        relock_lock_free(l);
+    }
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
+static void test_increasing_every_mode(void **state)
+{
+    (void)state;
+    strictly_increasing(srv.port, "modern", "f-modern");
+    strictly_increasing(srv.port, "bridge", "f-bridge");
+    strictly_increasing(srv.port, "legacy", "f-legacy");
+}
+
+static void test_increasing_every_personality(void **state)
+{
+    (void)state;
+    static const char *const personalities[] = {"2.0", "2.2", "2.4", "2.6.0", "2.6.11", "7"};
+    for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++) {
+        testsrv px;
+        assert_int_equal(testsrv_start_proxy(&px, srv.port, personalities[i], NULL), 0);
+        free(testsrv_cmd(&px, "RELOCK-PROXY RESET"));
+        char name[64];
+        snprintf(name, sizeof name, "fp-legacy-%s", personalities[i]);
+        strictly_increasing(px.port, "legacy", name);
+        if (strcmp(personalities[i], "2.6.0") >= 0) { /* EVAL: bridge works there */
+            snprintf(name, sizeof name, "fp-bridge-%s", personalities[i]);
+            strictly_increasing(px.port, "bridge", name);
+        }
+        char *refused = testsrv_cmd(&px, "RELOCK-PROXY REFUSED");
+        assert_string_equal(refused, "0");
+        free(refused);
+        testsrv_stop(&px);
+    }
+}
+
+/*
+ * The fenced resource: accepts a write only with a token at least as large
+ * as every token it has seen (Kleppmann's storage check), atomically.
+ */
+static const char resource_script[] =
+    "local seen = tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "if tonumber(ARGV[1]) < seen then return 0 end\n"
+    "redis.call('set', KEYS[1], ARGV[1])\n"
+    "redis.call('set', KEYS[2], ARGV[2])\n"
+    "return 1\n";
+
+static int resource_write(long long fence, const char *data)
+{
+    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    if (!rc || rc->err)
+        return -1;
+    redisReply *r = redisCommand(rc, "EVAL %s 2 resource:fence resource:data %lld %s",
+                                 resource_script, fence, data);
+    int ok = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    redisFree(rc);
+    return ok;
+}
+
+static void paused_holder(const char *mode)
+{
+    tu_chan up, down;
+    assert_int_equal(tu_chan_open(&up), 0);
+    assert_int_equal(tu_chan_open(&down), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        relock_client *c = client_on(srv.port, mode);
+        relock_lock *l = NULL;
+        if (relock_acquire(c, "paused", 300, 0, &l) != RELOCK_OK)
+            _exit(1);
+        char line[64];
+        snprintf(line, sizeof line, "%lld", relock_lock_fence(l));
+        tu_chan_send(&up, line);
+        /* Paused here by SIGSTOP; told to go on after SIGCONT. */
+        if (tu_chan_recv(&down, line, sizeof line, 30000) != 0)
+            _exit(2);
+        int wrote = resource_write(relock_lock_fence(l), "stale");
+        relock_status rel = relock_release(l);
+        snprintf(line, sizeof line, "%d %d", wrote, (int)rel);
+        tu_chan_send(&up, line);
+        _exit(0);
+    }
+    char line[64];
+    assert_int_equal(tu_chan_recv(&up, line, sizeof line, 10000), 0);
+    long long old_fence = atoll(line);
+    kill(pid, SIGSTOP);
+    relock_client *n = client_on(srv.port, mode);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(n, "paused", 5000, 10000, &l), RELOCK_OK);
+    assert_true(relock_lock_fence(l) > old_fence);
+    assert_int_equal(resource_write(relock_lock_fence(l), "fresh"), 1);
+    kill(pid, SIGCONT);
+    tu_chan_send(&down, "go");
+    assert_int_equal(tu_chan_recv(&up, line, sizeof line, 10000), 0);
+    int wrote = -1, rel = -1;
+    assert_int_equal(sscanf(line, "%d %d", &wrote, &rel), 2);
+    assert_int_equal(wrote, 0);          /* the resource refused the stale token */
+    assert_int_equal(rel, RELOCK_LOST);  /* and the old holder learns it lost */
+    char *data = testsrv_cmd(&srv, "GET resource:data");
+    assert_string_equal(data, "fresh");
+    free(data);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(n);
+    tu_wait_child(pid, 10000);
+    tu_chan_close(&up);
+    tu_chan_close(&down);
+    free(testsrv_cmd(&srv, "DEL resource:fence resource:data"));
+}
+
+static void test_paused_holder_refused(void **state)
+{
+    (void)state;
+    paused_holder("modern");
+    paused_holder("bridge");
+    paused_holder("legacy");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_increasing_every_mode),
+        cmocka_unit_test(test_increasing_every_personality),
+        cmocka_unit_test(test_paused_holder_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -27,11 +27,10 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     c->conn.srv = &c->s.servers[0];
     relock__scripts_init(c);
     seed_rng(c);
+    /* Several servers: a quorum, whose servers connect on first use (a
+     * minority of them may be down). */
     if (c->s.nservers > 1)
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "servers: %d servers configured, but quorum over several servers "
-                            "is not supported by this version; list one server",
-                            c->s.nservers);
+        return relock__quorum_setup(c);
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
@@ -88,6 +87,10 @@ void relock_client_free(relock_client *c)
     if (!c)
         return;
     relock__conn_close(&c->conn);
+    if (c->q) {
+        relock__quorum_free(c);
+        free(c->q);
+    }
     if (c->sub)
         redisFree(c->sub);
     /* Settings hold passwords; the pattern also makes use-after-free show. */

@@ -163,6 +163,7 @@ enum relock__script_id {
     RELOCK__SCRIPT_TS_ACQUIRE,
     RELOCK__SCRIPT_MODERN_ACQUIRE,
     RELOCK__SCRIPT_MODERN_TAKEOVER,
+    RELOCK__SCRIPT_FENCE_RAISE,
     RELOCK__NSCRIPTS
 };
 
@@ -180,6 +181,7 @@ struct relock_client {
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     redisContext *sub;        /* subscriber connection while waiting, or NULL */
+    struct relock__qserver *q; /* quorum: one entry per server, or NULL */
     relock__err err;
 };
 
@@ -226,6 +228,13 @@ typedef struct relock__algo {
 extern const relock__algo relock__algo_modern;
 extern const relock__algo relock__algo_legacy;
 extern const relock__algo relock__algo_bridge;
+extern const relock__algo relock__algo_quorum;
+
+/* Several servers (quorum.c): checks the mode and prepares the servers. */
+relock_status relock__quorum_setup(relock_client *c);
+void relock__quorum_free(relock_client *c);
+/* A script's text by id (scripts.c). */
+const char *relock__script_source(int id);
 
 /* Records, at most once a second per client, that a value only a legacy
  * client can have written was met (the marker `relock scan` reads).

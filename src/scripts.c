@@ -85,7 +85,17 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "  return {1, f}\n"
     "end\n"
     "return {0}\n",
+    /* RELOCK__SCRIPT_FENCE_RAISE: KEYS[1] fence counter, ARGV[1] a token.
+     * Raises the counter to the token if it is lower (quorum, DESIGN §6). */
+    "local v = tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "if v < tonumber(ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
+    "return 1\n",
 };
+
+const char *relock__script_source(int id)
+{
+    return sources[id];
+}
 
 void relock__scripts_init(relock_client *c)
 {

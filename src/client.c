@@ -37,17 +37,19 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     return relock__select_mode(c);
 }
 
-relock_status relock_connect_file(const char *path, relock_client **out)
+/* Connects with a configuration made by fill(); a configuration error is
+ * handed over on a client handle, as relock_connect() promises. */
+static relock_status connect_with(relock_status (*fill)(relock_config *, const char *),
+                                  const char *arg, relock_client **out)
 {
     *out = NULL;
     relock_config *cfg = relock_config_new();
     if (!cfg)
         return RELOCK_ENOMEM;
-    relock_status st = relock_config_load_file(cfg, path);
+    relock_status st = fill(cfg, arg);
     if (st == RELOCK_OK) {
         st = relock_connect(cfg, out);
     } else {
-        /* Hand the file's error over on a client handle, as promised. */
         relock_client *c = calloc(1, sizeof *c);
         if (c) {
             c->err = cfg->err;
@@ -60,26 +62,14 @@ relock_status relock_connect_file(const char *path, relock_client **out)
     return st;
 }
 
+relock_status relock_connect_file(const char *path, relock_client **out)
+{
+    return connect_with(relock_config_load_file, path, out);
+}
+
 relock_status relock_connect_url(const char *url, relock_client **out)
 {
-    *out = NULL;
-    relock_config *cfg = relock_config_new();
-    if (!cfg)
-        return RELOCK_ENOMEM;
-    relock_status st = relock_config_set_url(cfg, url);
-    if (st == RELOCK_OK) {
-        st = relock_connect(cfg, out);
-    } else {
-        relock_client *c = calloc(1, sizeof *c);
-        if (c) {
-            c->err = cfg->err;
-            c->err.pub.message = c->err.msg;
-            c->err.pub.server = c->err.server;
-        }
-        *out = c;
-    }
-    relock_config_free(cfg);
-    return st;
+    return connect_with(relock_config_set_url, url, out);
 }
 
 void relock_client_free(relock_client *c)

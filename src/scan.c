@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "relockx.h"
 
 /* Keys per pipelined batch, and SCAN's COUNT hint. */
 #define BATCH 200
@@ -307,29 +308,6 @@ static relock_status read_marker(relock_client *c, relock_scan_result *out)
     return st;
 }
 
-/* "3d 4h", "7d", "5h 12m", "12m 30s", "4s", "850ms": the two largest units. */
-static void fmt_dur(long long ms, char *buf, size_t len)
-{
-    if (ms < 0)
-        ms = 0;
-    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
-    if (d > 0 && h % 24)
-        snprintf(buf, len, "%lldd %lldh", d, h % 24);
-    else if (d > 0)
-        snprintf(buf, len, "%lldd", d);
-    else if (h > 0 && m % 60)
-        snprintf(buf, len, "%lldh %lldm", h, m % 60);
-    else if (h > 0)
-        snprintf(buf, len, "%lldh", h);
-    else if (m > 0 && s % 60)
-        snprintf(buf, len, "%lldm %llds", m, s % 60);
-    else if (m > 0)
-        snprintf(buf, len, "%lldm", m);
-    else if (s > 0)
-        snprintf(buf, len, "%llds", s);
-    else
-        snprintf(buf, len, "%lldms", ms);
-}
 
 /* UTC, ISO 8601. */
 static void fmt_time(long long ms, char *buf, size_t len)
@@ -347,11 +325,11 @@ static void fmt_sighting(const relock_scan_result *out, char *buf, size_t len)
     fmt_time(out->legacy_seen_ms, when, sizeof when);
     long long d = out->now_ms - out->legacy_seen_ms;
     if (d >= 0) {
-        fmt_dur(d, age, sizeof age);
+        relockx_format_duration(d, age, sizeof age);
         snprintf(buf, len, "%s (%s ago)", when, age);
     } else {
         /* Another client's clock runs ahead of ours. */
-        fmt_dur(-d, age, sizeof age);
+        relockx_format_duration(-d, age, sizeof age);
         snprintf(buf, len, "%s (%s ahead of this clock)", when, age);
     }
 }
@@ -360,7 +338,7 @@ static void fmt_sighting(const relock_scan_result *out, char *buf, size_t len)
 static void judge(const relock_client *c, relock_scan_result *out)
 {
     char window[32], seen[128] = "";
-    fmt_dur(out->quiet_window_ms, window, sizeof window);
+    relockx_format_duration(out->quiet_window_ms, window, sizeof window);
     if (out->legacy_seen_ms >= 0)
         fmt_sighting(out, seen, sizeof seen);
     int recent =

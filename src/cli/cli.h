@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "relock.h"
+#include "relockx.h"
 
 /* Exit codes (DESIGN §8). */
 enum {
@@ -14,11 +15,7 @@ enum {
     EXIT_SERVER = 4
 };
 
-/*
- * Parses a duration: "500ms", "30s", "5m", "2h" or plain milliseconds
- * ("1500").  Returns 0 and sets *ms, or -1 with a reason in why.
- */
-int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen);
+
 
 /* What every command gets: the configuration after -c/-u/-m. */
 typedef struct cli_ctx {

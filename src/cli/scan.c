@@ -92,29 +92,6 @@ static void fmt_time(long long ms, char *buf, size_t len)
         snprintf(buf, len, "%lld", ms);
 }
 
-/* "3d 4h", "7d", "5h 12m", "12m 30s", "4s", "850ms": the two largest units. */
-static void fmt_dur(long long ms, char *buf, size_t len)
-{
-    if (ms < 0)
-        ms = -ms;
-    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
-    if (d > 0 && h % 24)
-        snprintf(buf, len, "%lldd %lldh", d, h % 24);
-    else if (d > 0)
-        snprintf(buf, len, "%lldd", d);
-    else if (h > 0 && m % 60)
-        snprintf(buf, len, "%lldh %lldm", h, m % 60);
-    else if (h > 0)
-        snprintf(buf, len, "%lldh", h);
-    else if (m > 0 && s % 60)
-        snprintf(buf, len, "%lldm %llds", m, s % 60);
-    else if (m > 0)
-        snprintf(buf, len, "%lldm", m);
-    else if (s > 0)
-        snprintf(buf, len, "%llds", s);
-    else
-        snprintf(buf, len, "%lldms", ms);
-}
 
 static void print_json(const relock_scan_result *r)
 {
@@ -172,14 +149,14 @@ static void print_text(const relock_scan_result *r)
     } else if (r->legacy_seen_ms >= 0) {
         char when[64], age[32];
         fmt_time(r->legacy_seen_ms, when, sizeof when);
-        fmt_dur(r->now_ms - r->legacy_seen_ms, age, sizeof age);
+        relockx_format_duration(r->now_ms - r->legacy_seen_ms, age, sizeof age);
         printf("legacy seen: %s (%s %s)\n", when, age,
                r->now_ms >= r->legacy_seen_ms ? "ago" : "ahead of this clock");
     } else {
         printf("legacy seen: never (marker \"%s\" absent)\n", r->marker_key);
     }
     char window[32];
-    fmt_dur(r->quiet_window_ms, window, sizeof window);
+    relockx_format_duration(r->quiet_window_ms, window, sizeof window);
     printf("window:      %s (migration.quiet_window_ms = %lld)\n", window, r->quiet_window_ms);
     printf("verdict:     %s\n", r->verdict_text);
 }

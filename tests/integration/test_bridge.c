@@ -18,46 +18,18 @@
 #include <cmocka.h>
 
 #include "relock.h"
-#include "testsrv.h"
+#include "testclient.h"
 #include "testutil.h"
 
-static testsrv srv;
 
-static int setup(void **state)
-{
-    (void)state;
-    return testsrv_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    testsrv_stop(&srv);
-    return 0;
-}
-
-/* A client of the given mode on port, with settings as name=value pairs
- * (NULL-terminated); fails the test if it cannot connect. */
 static relock_client *client_on(int port, const char *mode, const char *const *settings)
 {
-    relock_config *cfg = relock_config_new();
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
-    for (int i = 0; settings && settings[i]; i += 2)
-        assert_int_equal(relock_config_set(cfg, settings[i], settings[i + 1]), RELOCK_OK);
-    relock_client *c = NULL;
-    relock_status st = relock_connect(cfg, &c);
-    if (st != RELOCK_OK)
-        fail_msg("connect (%s): %s", mode, relock_client_error(c)->message);
-    relock_config_free(cfg);
-    return c;
+    return tu_client(port, mode, settings);
 }
 
 static relock_client *bridge(void)
 {
-    return client_on(srv.port, "bridge", NULL);
+    return client_on(tu_srv.port, "bridge", NULL);
 }
 
 static long long now_s(void)
@@ -67,12 +39,12 @@ static long long now_s(void)
 
 static char *cmd(const char *fmt, const char *arg)
 {
-    return testsrv_cmd(&srv, fmt, arg);
+    return testsrv_cmd(&tu_srv, fmt, arg);
 }
 
 static long long cmd_int(const char *fmt, const char *arg)
 {
-    char *v = testsrv_cmd(&srv, fmt, arg);
+    char *v = testsrv_cmd(&tu_srv, fmt, arg);
     assert_non_null(v);
     long long n = atoll(v);
     free(v);
@@ -151,7 +123,7 @@ static void test_same_value_legacy_writer(void **state)
     snprintf(va, sizeof va, "%s", relock_lock_value(la));
     long long fa = relock_lock_fence(la);
     assert_int_equal(relock_release(la), RELOCK_OK);
-    char *r = testsrv_cmd(&srv, "SETNX samelegacy %s", va); /* the legacy client */
+    char *r = testsrv_cmd(&tu_srv, "SETNX samelegacy %s", va); /* the legacy client */
     assert_string_equal(r, "1");
     free(r);
     assert_int_equal(relock_lock_adopt(a, "samelegacy", va, fa, 5000, &late), RELOCK_OK);
@@ -175,7 +147,7 @@ static void test_getset_loser_write(void **state)
     assert_int_equal(relock_acquire(a, "loser", 10000, 0, &l), RELOCK_OK);
     char loser[32];
     snprintf(loser, sizeof loser, "%lld", atoll(relock_lock_value(l)) + 1);
-    char *old = testsrv_cmd(&srv, "GETSET loser %s", loser);
+    char *old = testsrv_cmd(&tu_srv, "GETSET loser %s", loser);
     assert_string_equal(old, relock_lock_value(l));
     free(old);
     assert_int_equal(cmd_int("PTTL %s", "loser"), -1);
@@ -187,7 +159,7 @@ static void test_getset_loser_write(void **state)
     assert_true(cmd_int("PTTL %s", "loser") > 0);
     /* Another loser's write, then release. */
     snprintf(loser, sizeof loser, "%lld", atoll(relock_lock_value(l)) + 2);
-    free(testsrv_cmd(&srv, "GETSET loser %s", loser));
+    free(testsrv_cmd(&tu_srv, "GETSET loser %s", loser));
     assert_int_equal(relock_release(l), RELOCK_OK);
     assert_int_equal(cmd_int("EXISTS %s", "loser"), 0);
     /* Upgraded clients recorded that a legacy writer is about. */
@@ -206,14 +178,14 @@ static void test_legacy_holders(void **state)
     (void)state;
     char ts[32];
     relock_client *b = bridge();
-    relock_client *m = client_on(srv.port, "modern", NULL);
+    relock_client *m = client_on(tu_srv.port, "modern", NULL);
     relock_lock *l = NULL;
     const char *modes[] = {"bridge", "modern"};
     relock_client *clients[] = {b, m};
     for (int i = 0; i < 2; i++) {
         /* dead: an expired timestamp, no TTL → taken over at once */
         snprintf(ts, sizeof ts, "%lld", now_s() - 30);
-        free(testsrv_cmd(&srv, "SET dead %s", ts));
+        free(testsrv_cmd(&tu_srv, "SET dead %s", ts));
         if (relock_acquire(clients[i], "dead", 5000, 0, &l) != RELOCK_OK)
             fail_msg("%s: %s", modes[i], relock_client_error(clients[i])->message);
         assert_true(cmd_int("PTTL %s", "dead") > 1000); /* our lease, not the dead one's */
@@ -222,7 +194,7 @@ static void test_legacy_holders(void **state)
         /* the same in milliseconds: the unit is read from the digits */
         if (i == 1) {
             snprintf(ts, sizeof ts, "%lld", (now_s() - 30) * 1000);
-            free(testsrv_cmd(&srv, "SET dead %s", ts));
+            free(testsrv_cmd(&tu_srv, "SET dead %s", ts));
             assert_int_equal(relock_acquire(m, "dead", 5000, 0, &l), RELOCK_OK);
             assert_int_equal(relock_release(l), RELOCK_OK);
             relock_lock_free(l);
@@ -230,14 +202,14 @@ static void test_legacy_holders(void **state)
         /* live: a future timestamp, no TTL → respected, and noted */
         free(cmd("DEL %s", " relock:legacy-seen"));
         snprintf(ts, sizeof ts, "%lld", now_s() + 30);
-        free(testsrv_cmd(&srv, "SET live %s", ts));
+        free(testsrv_cmd(&tu_srv, "SET live %s", ts));
         assert_int_equal(relock_acquire(clients[i], "live", 5000, 0, &l), RELOCK_BUSY);
         char *v = cmd("GET %s", "live");
         assert_string_equal(v, ts);
         free(v);
         assert_int_equal(cmd_int("EXISTS %s", " relock:legacy-seen"), 1);
         /* a value neither relock nor a legacy client writes, without TTL */
-        free(testsrv_cmd(&srv, "SET odd %s", "hello"));
+        free(testsrv_cmd(&tu_srv, "SET odd %s", "hello"));
         assert_int_equal(relock_acquire(clients[i], "odd", 5000, 0, &l), RELOCK_EFOREIGN);
         assert_non_null(strstr(relock_client_error(clients[i])->message, "odd"));
     }
@@ -290,7 +262,7 @@ static void test_release_wakes_waiter(void **state)
     (void)state;
     const char *modes[] = {"modern", "bridge", "legacy"};
     for (int m = 0; m < 3; m++) {
-        relock_client *a = client_on(srv.port, modes[m], NULL);
+        relock_client *a = client_on(tu_srv.port, modes[m], NULL);
         relock_lock *la = NULL;
         assert_int_equal(relock_acquire(a, "wake", 10000, 0, &la), RELOCK_OK);
         tu_chan ch;
@@ -298,7 +270,7 @@ static void test_release_wakes_waiter(void **state)
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            relock_client *w = client_on(srv.port, modes[m], NULL);
+            relock_client *w = client_on(tu_srv.port, modes[m], NULL);
             relock_lock *lw = NULL;
             tu_chan_send(&ch, "waiting");
             relock_status st = relock_acquire(w, "wake", 10000, 20000, &lw);
@@ -314,7 +286,7 @@ static void test_release_wakes_waiter(void **state)
         /* Let the waiter find the lock held and start waiting. */
         char *sub = NULL;
         for (int i = 0; i < 200; i++) {
-            sub = testsrv_cmd(&srv, "PUBSUB NUMSUB %s", "wake relock:released");
+            sub = testsrv_cmd(&tu_srv, "PUBSUB NUMSUB %s", "wake relock:released");
             int waiting = sub && strstr(sub, " 1") != NULL;
             free(sub);
             if (waiting)
@@ -344,13 +316,13 @@ static void test_legacy_expiry_wakes_waiter(void **state)
 {
     (void)state;
     const char *const ms[] = {"legacy.clock_unit", "ms", NULL};
-    relock_client *w = client_on(srv.port, "legacy", ms);
+    relock_client *w = client_on(tu_srv.port, "legacy", ms);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     long long v = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 1500;
     char ts[32];
     snprintf(ts, sizeof ts, "%lld", v);
-    free(testsrv_cmd(&srv, "SET legacywake %s", ts));
+    free(testsrv_cmd(&tu_srv, "SET legacywake %s", ts));
     relock_lock *l = NULL;
     assert_int_equal(relock_acquire(w, "legacywake", 5000, 10000, &l), RELOCK_OK);
     clock_gettime(CLOCK_REALTIME, &now);
@@ -383,8 +355,8 @@ static void test_keep(void **state)
     const char *modes[] = {"modern", "bridge", "legacy"};
     const char *const ms[] = {"legacy.clock_unit", "ms", NULL};
     for (int m = 0; m < 3; m++) {
-        relock_client *a = client_on(srv.port, modes[m], ms);
-        relock_client *b = client_on(srv.port, modes[m], ms);
+        relock_client *a = client_on(tu_srv.port, modes[m], ms);
+        relock_client *b = client_on(tu_srv.port, modes[m], ms);
         relock_lock *l = NULL, *lb = NULL;
         assert_int_equal(relock_acquire(a, "kept", 300, 0, &l), RELOCK_OK);
         lost_calls = 0;
@@ -435,7 +407,7 @@ static void test_adopted_guess_cannot_release(void **state)
     (void)state;
     const char *modes[] = {"bridge", "legacy"};
     for (int m = 0; m < 2; m++) {
-        relock_client *a = client_on(srv.port, modes[m], NULL);
+        relock_client *a = client_on(tu_srv.port, modes[m], NULL);
         relock_lock *l = NULL, *guess = NULL;
         assert_int_equal(relock_acquire(a, "guessed", 60000, 0, &l), RELOCK_OK);
         char g[32];
@@ -459,14 +431,14 @@ static void test_adopted_guess_cannot_release(void **state)
 static void test_idle_connection_closed_by_server(void **state)
 {
     (void)state;
-    relock_client *a = client_on(srv.port, "modern", NULL);
+    relock_client *a = client_on(tu_srv.port, "modern", NULL);
     relock_lock *l = NULL;
     assert_int_equal(relock_acquire(a, "idle", 5000, 0, &l), RELOCK_OK);
-    free(testsrv_cmd(&srv, "CONFIG SET timeout %s", "1"));
+    free(testsrv_cmd(&tu_srv, "CONFIG SET timeout %s", "1"));
     /* The server closes idle clients on its next cron pass after 1 s. */
     char *list = NULL;
     for (int i = 0; i < 400; i++) {
-        list = testsrv_cmd(&srv, "CLIENT LIST");
+        list = testsrv_cmd(&tu_srv, "CLIENT LIST");
         int n = 0;
         for (const char *p = list; p && (p = strstr(p, "id=")); p++)
             n++;
@@ -475,7 +447,7 @@ static void test_idle_connection_closed_by_server(void **state)
             break;
         tu_sleep_ms(25);
     }
-    free(testsrv_cmd(&srv, "CONFIG SET timeout %s", "0"));
+    free(testsrv_cmd(&tu_srv, "CONFIG SET timeout %s", "0"));
     assert_int_equal(relock_release(l), RELOCK_OK);
     relock_lock_free(l);
     assert_int_equal(relock_acquire(a, "idle", 5000, 0, &l), RELOCK_OK);
@@ -490,8 +462,8 @@ static void test_value_suffix(void **state)
 {
     (void)state;
     const char *const suffix[] = {"bridge.value_suffix", "true", NULL};
-    relock_client *b = client_on(srv.port, "bridge", suffix);
-    relock_client *legacy = client_on(srv.port, "legacy", NULL);
+    relock_client *b = client_on(tu_srv.port, "bridge", suffix);
+    relock_client *legacy = client_on(tu_srv.port, "legacy", NULL);
     relock_lock *l = NULL, *other = NULL;
     assert_int_equal(relock_acquire(b, "suffixed", 5000, 0, &l), RELOCK_OK);
     const char *v = relock_lock_value(l);
@@ -530,7 +502,7 @@ static void test_auto_per_personality(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         testsrv px;
-        assert_int_equal(testsrv_start_proxy(&px, srv.port, cases[i].personality, NULL), 0);
+        assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, cases[i].personality, NULL), 0);
         const char *const no_legacy[] = {"migration.legacy_clients", "false", NULL};
         relock_client *c1 = client_on(px.port, "auto", NULL);
         relock_client *c2 = client_on(px.port, "auto", no_legacy);
@@ -588,5 +560,5 @@ int main(void)
         cmocka_unit_test(test_idle_connection_closed_by_server),
         cmocka_unit_test(test_value_suffix),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -18,39 +18,15 @@
 #include <hiredis/hiredis.h>
 
 #include "relock.h"
-#include "testsrv.h"
+#include "testclient.h"
 #include "testutil.h"
 
-static testsrv srv;
 
-static int setup(void **state)
-{
-    (void)state;
-    return testsrv_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    testsrv_stop(&srv);
-    return 0;
-}
-
+/* Milliseconds keep the timestamp modes' dead-holder waits short. */
 static relock_client *client_on(int port, const char *mode)
 {
-    relock_config *cfg = relock_config_new();
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
-    /* Milliseconds keep the timestamp modes' dead-holder waits short. */
-    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
-    relock_client *c = NULL;
-    relock_status st = relock_connect(cfg, &c);
-    if (st != RELOCK_OK)
-        fail_msg("connect %s on %d: %s", mode, port, relock_client_error(c)->message);
-    relock_config_free(cfg);
-    return c;
+    static const char *const ms[] = {"legacy.clock_unit", "ms", NULL};
+    return tu_client(port, mode, ms);
 }
 
 /* Five holders one after another, then two dead holders taken over: the
@@ -89,9 +65,9 @@ static void strictly_increasing(int port, const char *mode, const char *name)
 static void test_increasing_every_mode(void **state)
 {
     (void)state;
-    strictly_increasing(srv.port, "modern", "f-modern");
-    strictly_increasing(srv.port, "bridge", "f-bridge");
-    strictly_increasing(srv.port, "legacy", "f-legacy");
+    strictly_increasing(tu_srv.port, "modern", "f-modern");
+    strictly_increasing(tu_srv.port, "bridge", "f-bridge");
+    strictly_increasing(tu_srv.port, "legacy", "f-legacy");
 }
 
 static void test_increasing_every_personality(void **state)
@@ -100,7 +76,7 @@ static void test_increasing_every_personality(void **state)
     static const char *const personalities[] = {"2.0", "2.2", "2.4", "2.6.0", "2.6.11", "7"};
     for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++) {
         testsrv px;
-        assert_int_equal(testsrv_start_proxy(&px, srv.port, personalities[i], NULL), 0);
+        assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, personalities[i], NULL), 0);
         free(testsrv_cmd(&px, "RELOCK-PROXY RESET"));
         char name[64];
         snprintf(name, sizeof name, "fp-legacy-%s", personalities[i]);
@@ -129,7 +105,7 @@ static const char resource_script[] =
 
 static int resource_write(long long fence, const char *data)
 {
-    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    redisContext *rc = redisConnect("127.0.0.1", tu_srv.port);
     if (!rc || rc->err)
         return -1;
     redisReply *r = redisCommand(rc, "EVAL %s 2 resource:fence resource:data %lld %s",
@@ -149,7 +125,7 @@ static void paused_holder(const char *mode)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        relock_client *c = client_on(srv.port, mode);
+        relock_client *c = client_on(tu_srv.port, mode);
         relock_lock *l = NULL;
         if (relock_acquire(c, "paused", 300, 0, &l) != RELOCK_OK)
             _exit(1);
@@ -169,7 +145,7 @@ static void paused_holder(const char *mode)
     assert_int_equal(tu_chan_recv(&up, line, sizeof line, 10000), 0);
     long long old_fence = atoll(line);
     kill(pid, SIGSTOP);
-    relock_client *n = client_on(srv.port, mode);
+    relock_client *n = client_on(tu_srv.port, mode);
     relock_lock *l = NULL;
     assert_int_equal(relock_acquire(n, "paused", 5000, 10000, &l), RELOCK_OK);
     assert_true(relock_lock_fence(l) > old_fence);
@@ -181,7 +157,7 @@ static void paused_holder(const char *mode)
     assert_int_equal(sscanf(line, "%d %d", &wrote, &rel), 2);
     assert_int_equal(wrote, 0);          /* the resource refused the stale token */
     assert_int_equal(rel, RELOCK_LOST);  /* and the old holder learns it lost */
-    char *data = testsrv_cmd(&srv, "GET resource:data");
+    char *data = testsrv_cmd(&tu_srv, "GET resource:data");
     assert_string_equal(data, "fresh");
     free(data);
     assert_int_equal(relock_release(l), RELOCK_OK);
@@ -190,7 +166,7 @@ static void paused_holder(const char *mode)
     tu_wait_child(pid, 10000);
     tu_chan_close(&up);
     tu_chan_close(&down);
-    free(testsrv_cmd(&srv, "DEL resource:fence resource:data"));
+    free(testsrv_cmd(&tu_srv, "DEL resource:fence resource:data"));
 }
 
 static void test_paused_holder_refused(void **state)
@@ -208,5 +184,5 @@ int main(void)
         cmocka_unit_test(test_increasing_every_personality),
         cmocka_unit_test(test_paused_holder_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

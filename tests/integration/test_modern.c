@@ -17,50 +17,27 @@
 #include <hiredis/hiredis.h>
 
 #include "relock.h"
-#include "testsrv.h"
+#include "testclient.h"
 #include "testutil.h"
 
-static testsrv srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return testsrv_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    testsrv_stop(&srv);
-    return 0;
-}
 
 static relock_client *client_modern(void)
 {
-    relock_config *cfg = relock_config_new();
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
-    relock_client *c = NULL;
-    relock_status st = relock_connect(cfg, &c);
-    if (st != RELOCK_OK)
-        fail_msg("connect: %s", relock_client_error(c)->message);
-    relock_config_free(cfg);
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
     assert_int_equal(relock_client_mode(c), RELOCK_MODE_MODERN);
     return c;
 }
 
 static char *get(const char *key)
 {
-    return testsrv_cmd(&srv, "GET %s", key);
+    return testsrv_cmd(&tu_srv, "GET %s", key);
 }
 
 /* Each child: n locked read-modify-write increments of counter. */
 static int increments(const char *lock, const char *counter, int n)
 {
     relock_client *c = client_modern();
-    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    redisContext *rc = redisConnect("127.0.0.1", tu_srv.port);
     if (!rc || rc->err)
         return 10;
     for (int i = 0; i < n; i++) {
@@ -212,7 +189,7 @@ static void test_extend_keeps_lock(void **state)
     char *v = get("extend");
     assert_string_equal(v, relock_lock_value(la));
     free(v);
-    v = testsrv_cmd(&srv, "PTTL extend");
+    v = testsrv_cmd(&tu_srv, "PTTL extend");
     assert_true(atol(v) > 0 && atol(v) <= 400);
     free(v);
     assert_int_equal(relock_release(la), RELOCK_OK);
@@ -256,8 +233,8 @@ static void test_errors(void **state)
     assert_int_equal(relock_acquire(a, "x", -5, 0, &l), RELOCK_EINVAL);
     /* A key of the wrong type gives a protocol error naming the command. */
     assert_int_equal(relock_acquire(a, "wrongtype", 1000, 0, &l), RELOCK_OK);
-    free(testsrv_cmd(&srv, "DEL wrongtype"));
-    free(testsrv_cmd(&srv, "LPUSH wrongtype a"));
+    free(testsrv_cmd(&tu_srv, "DEL wrongtype"));
+    free(testsrv_cmd(&tu_srv, "LPUSH wrongtype a"));
     assert_int_equal(relock_release(l), RELOCK_EPROTO);
     assert_non_null(strstr(relock_client_error(a)->message, "WRONGTYPE"));
     relock_lock_free(l);
@@ -282,7 +259,7 @@ static void test_auto_refuses_guessing(void **state)
     (void)state;
     relock_config *cfg = relock_config_new();
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", tu_srv.port);
     assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
     relock_client *c = NULL;
     /* auto with legacy clients possible must not quietly pick modern:
@@ -316,5 +293,5 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_auto_refuses_guessing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

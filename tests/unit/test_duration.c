@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "cli.h"
+#include "relockx.h"
 
 static void good(const char *s, long want)
 {

@@ -1,11 +1,11 @@
-/* Durations on the command line: "500ms", "30s", "5m", "2h", or plain ms. */
+/* Durations as people write and read them (see relockx.h). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "relockx.h"
 
 int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen)
 {
@@ -40,4 +40,27 @@ int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen)
     }
     snprintf(why, whylen, "\"%.32s\": unknown unit \"%.8s\" (use ms, s, m or h)", s, end);
     return -1;
+}
+
+void relockx_format_duration(long long ms, char *buf, size_t len)
+{
+    if (ms < 0)
+        ms = -ms;
+    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
+    if (d > 0 && h % 24)
+        snprintf(buf, len, "%lldd %lldh", d, h % 24);
+    else if (d > 0)
+        snprintf(buf, len, "%lldd", d);
+    else if (h > 0 && m % 60)
+        snprintf(buf, len, "%lldh %lldm", h, m % 60);
+    else if (h > 0)
+        snprintf(buf, len, "%lldh", h);
+    else if (m > 0 && s % 60)
+        snprintf(buf, len, "%lldm %llds", m, s % 60);
+    else if (m > 0)
+        snprintf(buf, len, "%lldm", m);
+    else if (s > 0)
+        snprintf(buf, len, "%llds", s);
+    else
+        snprintf(buf, len, "%lldms", ms);
 }

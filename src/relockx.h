@@ -1,0 +1,21 @@
+/*
+ * Helpers shared by the library and the relock command (prefix relockx_):
+ * one source, compiled into each, since the shared library exports only
+ * relock_*.
+ */
+#ifndef RELOCK_RELOCKX_H
+#define RELOCK_RELOCKX_H
+
+#include <stddef.h>
+
+/*
+ * Parses a duration: "500ms", "30s", "5m", "2h" or plain milliseconds
+ * ("1500").  Returns 0 and sets *ms, or -1 with a reason in why.
+ */
+int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen);
+
+/* Writes |ms| for people, in its two largest units: "3d 4h", "12m 30s",
+ * "4s", "850ms". */
+void relockx_format_duration(long long ms, char *buf, size_t len);
+
+#endif

@@ -275,7 +275,7 @@ typedef struct loader {
 static relock_status load_fail(loader *ld, const config_setting_t *at, const char *why)
 {
     ld->failed = 1;
-    unsigned line = at ? config_setting_source_line(at) : 0;
+    unsigned line = at ? config_setting_source_line(at) : 1; /* the file as a whole */
     return RELOCK__FAIL(&ld->cfg->err, RELOCK_ECONFIG, "%s:%u: %s", ld->path, line, why);
 }
 

@@ -244,6 +244,13 @@ static const char *kind_name(relock_value_kind k)
     return "unknown";
 }
 
+/* Legacy readers hold timestamp V until their clock passes V: one unit
+ * after the time V names. */
+static long long held_until(const relock_inspect_info *in)
+{
+    return in->ts_ms + (in->ts_unit_ms ? 1 : 1000);
+}
+
 int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
@@ -284,7 +291,7 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
         }
         if (in.kind == RELOCK_VALUE_TIMESTAMP)
             printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"", in.ts_ms,
-                   in.ts_ms - now_ms, in.ts_unit_ms ? "ms" : "s");
+                   held_until(&in) - now_ms, in.ts_unit_ms ? "ms" : "s");
         printf(",\"fence\":%lld}\n", in.fence);
     } else {
         printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(in.kind));
@@ -301,7 +308,7 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
             char buf[64];
             gmtime_r(&t, &tm);
             strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-            long long d = in.ts_ms - now_ms;
+            long long d = held_until(&in) - now_ms;
             printf("expiry:  %s (%s, %lld ms %s)\n", buf, in.ts_unit_ms ? "ms" : "s",
                    d < 0 ? -d : d, d < 0 ? "ago: expired" : "from now");
         }

@@ -1,0 +1,372 @@
+/* The table and the JSON of relock-bench, with the targets applied. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "relock.h"
+
+static bench_row *add_row(bench_table *t, const char *figure)
+{
+    if (t->n >= MAX_ROWS)
+        t->n = MAX_ROWS - 1;
+    bench_row *r = &t->rows[t->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->figure, sizeof r->figure, "%s", figure);
+    snprintf(r->baseline, sizeof r->baseline, "-");
+    snprintf(r->ratio, sizeof r->ratio, "-");
+    snprintf(r->target, sizeof r->target, "-");
+    snprintf(r->result, sizeof r->result, "info");
+    r->v = r->base = r->r = NAN;
+    r->unit = "";
+    return r;
+}
+
+static void fmt_rate(char *buf, size_t len, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "not measured");
+    else
+        snprintf(buf, len, "%.0f/s (%.1f us)", v, 1e6 / v);
+}
+
+static void rate_row(bench_table *t, const bu_kv *kv, const char *figure, const char *key)
+{
+    bench_row *r = add_row(t, figure);
+    r->v = bu_kv_num(kv, key);
+    r->unit = "cycles/s";
+    fmt_rate(r->value, sizeof r->value, r->v);
+    if (isnan(r->v))
+        snprintf(r->result, sizeof r->result, "FAIL");
+    char skey[48];
+    snprintf(skey, sizeof skey, "%s_samples", key);
+    const char *s = bu_kv_get(kv, skey);
+    snprintf(skey, sizeof skey, "%s_cmds", key);
+    double cmds = bu_kv_num(kv, skey);
+    if (s)
+        snprintf(r->detail, sizeof r->detail, "samples %s/s", s);
+    if (!isnan(cmds)) {
+        size_t used = strlen(r->detail);
+        snprintf(r->detail + used, sizeof r->detail - used,
+                 "%s%.0f server commands per cycle (script calls included)", used ? "; " : "",
+                 cmds);
+    }
+    snprintf(skey, sizeof skey, "%s_cpu_us", key);
+    double cpu = bu_kv_num(kv, skey);
+    if (!isnan(cpu)) {
+        size_t used = strlen(r->detail);
+        snprintf(r->detail + used, sizeof r->detail - used, "%sclient CPU %.2f us per cycle",
+                 used ? "; " : "", cpu);
+    }
+}
+
+/* A relock figure against its raw loop; target <= 0: information only. */
+static void ratio_row(bench_table *t, const bu_kv *kv, const char *figure, const char *key,
+                      const char *base_key, const char *ratio_key, double target, int scripts_ok)
+{
+    rate_row(t, kv, figure, key);
+    bench_row *r = &t->rows[t->n - 1];
+    r->base = bu_kv_num(kv, base_key);
+    fmt_rate(r->baseline, sizeof r->baseline, r->base);
+    char ckey[48];
+    snprintf(ckey, sizeof ckey, "%s_cpu_us", base_key);
+    double base_cpu = bu_kv_num(kv, ckey);
+    if (!isnan(base_cpu)) {
+        size_t used = strlen(r->detail);
+        snprintf(r->detail + used, sizeof r->detail - used, " (its raw loop: %.2f us)",
+                 base_cpu);
+    }
+    /* The median of paired slice ratios where the phase measured them. */
+    r->r = bu_kv_num(kv, ratio_key);
+    if (isnan(r->r) && !isnan(r->v) && !isnan(r->base) && r->base > 0)
+        r->r = r->v / r->base;
+    if (!isnan(r->r))
+        snprintf(r->ratio, sizeof r->ratio, "%.3f", r->r);
+    if (target > 0) {
+        snprintf(r->target, sizeof r->target, ">= %.2f x raw", target);
+        int pass = !isnan(r->r) && r->r >= target && scripts_ok;
+        snprintf(r->result, sizeof r->result, "%s", pass ? "PASS" : "FAIL");
+        if (!scripts_ok) {
+            size_t used = strlen(r->detail);
+            snprintf(r->detail + used, sizeof r->detail - used,
+                     "%sthe raw loop's scripts differ from relock's", used ? "; " : "");
+        }
+    } else if (isnan(r->v)) {
+        snprintf(r->result, sizeof r->result, "FAIL");
+    }
+}
+
+void bench_build_table(const bench_phase *ph, bench_table *t)
+{
+    const bu_kv *kv = &ph->kv;
+    t->n = 0;
+    bench_row *r = add_row(t, "PING round trip");
+    r->v = bu_kv_num(kv, "ping_us");
+    r->unit = "us";
+    if (isnan(r->v)) {
+        snprintf(r->value, sizeof r->value, "not measured");
+        snprintf(r->result, sizeof r->result, "FAIL");
+    } else {
+        snprintf(r->value, sizeof r->value, "%.1f us", r->v);
+    }
+
+    double matched = bu_kv_num(kv, "scripts_matched");
+    int scripts_ok = matched == 4;
+    r = add_row(t, "raw loops send relock's script texts");
+    r->v = matched;
+    r->unit = "scripts";
+    snprintf(r->value, sizeof r->value, "%s of 4", isnan(matched) ? "?" : "");
+    if (!isnan(matched))
+        snprintf(r->value, sizeof r->value, "%.0f of 4", matched);
+    snprintf(r->target, sizeof r->target, "4 of 4");
+    snprintf(r->result, sizeof r->result, "%s", scripts_ok ? "PASS" : "FAIL");
+    const char *differ = bu_kv_get(kv, "scripts_differ");
+    if (differ)
+        snprintf(r->detail, sizeof r->detail, "differ: %s (update tests/bench/bench_scripts.h)",
+                 differ);
+
+    rate_row(t, kv, "raw: SET NX PX + EVALSHA del", "raw_modern");
+    rate_row(t, kv, "raw: EVALSHA fenced acquire + EVALSHA del", "raw_fenced");
+    rate_row(t, kv, "raw: EVALSHA SETNX script + EVALSHA CAS del", "raw_legacy");
+    rate_row(t, kv, "raw: same, bridge (PEXPIRE, TTL check)", "raw_bridge");
+    rate_row(t, kv, "raw: SETNX + DEL (classic, reference)", "raw_setnx_del");
+
+    ratio_row(t, kv, "relock modern, fencing off", "rl_modern", "raw_modern", "rl_modern_pratio",
+              TARGET_MODERN, scripts_ok);
+    ratio_row(t, kv, "relock modern, fenced (default)", "rl_fenced", "raw_fenced",
+              "rl_fenced_pratio", TARGET_MODERN, scripts_ok);
+    ratio_row(t, kv, "relock legacy (Redis 7: EVALSHA)", "rl_legacy", "raw_legacy",
+              "rl_legacy_pratio", TARGET_LEGACY, scripts_ok);
+    ratio_row(t, kv, "relock bridge", "rl_bridge", "raw_bridge", "rl_bridge_pratio", 0,
+              scripts_ok);
+    ratio_row(t, kv, "relock legacy vs classic SETNX + DEL", "rl_legacy", "raw_setnx_del",
+              "rl_legacy_setnx_pratio", 0, scripts_ok);
+
+    double one = bu_kv_num(kv, "cont1");
+    static const int nprocs[] = {1, 2, 4};
+    for (size_t k = 0; k < 3; k++) {
+        int n = nprocs[k];
+        char key[32], fig[72];
+        snprintf(key, sizeof key, "cont%d", n);
+        snprintf(fig, sizeof fig, "contended, %d process%s (modern fenced)", n,
+                 n > 1 ? "es" : "");
+        r = add_row(t, fig);
+        r->unit = "sections/s";
+        r->v = bu_kv_num(kv, key);
+        fmt_rate(r->value, sizeof r->value, r->v);
+        snprintf(key, sizeof key, "cont%d_exact", n);
+        int exact = bu_kv_num(kv, key) == 1;
+        snprintf(key, sizeof key, "cont%d_counts", n);
+        const char *counts = bu_kv_get(kv, key);
+        snprintf(key, sizeof key, "cont%d_samples", n);
+        const char *samples = bu_kv_get(kv, key);
+        snprintf(r->detail, sizeof r->detail, "rounds %s/s; sections=counter per round: %s",
+                 samples ? samples : "?", counts ? counts : "?");
+        snprintf(key, sizeof key, "cont%d_cmds", n);
+        double cmds = bu_kv_num(kv, key);
+        snprintf(key, sizeof key, "cont%d_conns", n);
+        double conns = bu_kv_num(kv, key);
+        if (!isnan(cmds) && !isnan(conns)) {
+            size_t used = strlen(r->detail);
+            snprintf(r->detail + used, sizeof r->detail - used,
+                     "; per section: %.1f server commands (script calls included), %.2f new "
+                     "connections",
+                     cmds, conns);
+        }
+        if (n == 1) {
+            snprintf(r->target, sizeof r->target, "exact count");
+            snprintf(r->result, sizeof r->result, "%s", exact && !isnan(r->v) ? "PASS" : "FAIL");
+            continue;
+        }
+        r->base = one;
+        fmt_rate(r->baseline, sizeof r->baseline, one);
+        snprintf(key, sizeof key, "cont%d_pratio", n);
+        r->r = bu_kv_num(kv, key); /* median of per-round ratios */
+        if (isnan(r->r) && !isnan(r->v) && !isnan(one) && one > 0)
+            r->r = r->v / one;
+        if (!isnan(r->r))
+            snprintf(r->ratio, sizeof r->ratio, "%.3f", r->r);
+        if (n == 2) {
+            snprintf(r->target, sizeof r->target, ">= %.2f x 1 process, exact",
+                     TARGET_CONTENDED2);
+            int pass = exact && !isnan(r->r) && r->r >= TARGET_CONTENDED2;
+            snprintf(r->result, sizeof r->result, "%s", pass ? "PASS" : "FAIL");
+        } else {
+            snprintf(r->target, sizeof r->target, "exact count");
+            snprintf(r->result, sizeof r->result, "%s", exact && !isnan(r->v) ? "PASS" : "FAIL");
+        }
+        if (!exact) {
+            size_t used = strlen(r->detail);
+            snprintf(r->detail + used, sizeof r->detail - used, "; COUNTER NOT EXACT");
+        }
+
+        snprintf(fig, sizeof fig, "fairness, %d processes (min share)", n);
+        r = add_row(t, fig);
+        snprintf(key, sizeof key, "cont%d_minshare", n);
+        r->v = bu_kv_num(kv, key);
+        r->unit = "share";
+        r->base = 1.0 / n;
+        snprintf(r->baseline, sizeof r->baseline, "fair %.1f%%", 100.0 / n);
+        if (isnan(r->v)) {
+            snprintf(r->value, sizeof r->value, "not measured");
+        } else {
+            snprintf(r->value, sizeof r->value, "%.1f%%", r->v * 100);
+            r->r = r->v * n;
+            snprintf(r->ratio, sizeof r->ratio, "%.3f", r->r);
+        }
+        snprintf(r->target, sizeof r->target, ">= %.2f x fair (no starving)", STARVE_FRACTION);
+        snprintf(r->result, sizeof r->result, "%s",
+                 !isnan(r->r) && r->r >= STARVE_FRACTION ? "PASS" : "FAIL");
+        snprintf(key, sizeof key, "cont%d_shares", n);
+        const char *shares = bu_kv_get(kv, key);
+        snprintf(r->detail, sizeof r->detail, "per-worker %% per round: %s",
+                 shares ? shares : "?");
+    }
+
+    r = add_row(t, "memory per held lock (10,000 held)");
+    r->unit = "bytes";
+    r->v = bu_kv_num(kv, "mem_per_lock");
+    double beyond = bu_kv_num(kv, "mem_beyond");
+    r->base = r->v - beyond; /* the key and value bytes */
+    if (isnan(r->v)) {
+        snprintf(r->value, sizeof r->value, "not measured");
+        snprintf(r->result, sizeof r->result, "FAIL");
+    } else {
+        snprintf(r->value, sizeof r->value, "%.0f B (%.0f beyond)", r->v, beyond);
+        snprintf(r->baseline, sizeof r->baseline, "key+value %.0f B", r->base);
+        snprintf(r->target, sizeof r->target, "<= %.0f B beyond key+value", TARGET_MEM_BYTES);
+        snprintf(r->result, sizeof r->result, "%s", beyond <= TARGET_MEM_BYTES ? "PASS" : "FAIL");
+        snprintf(r->detail, sizeof r->detail,
+                 "VmRSS before %.0f kB, VmHWM after %.0f kB, HWM reset %s",
+                 bu_kv_num(kv, "mem_rss_before") / 1024, bu_kv_num(kv, "mem_hwm_after") / 1024,
+                 bu_kv_num(kv, "mem_hwm_reset") == 1 ? "yes" : "no");
+    }
+
+    r = add_row(t, "quorum (several servers)");
+    const char *q = bu_kv_get(kv, "quorum");
+    snprintf(r->value, sizeof r->value, "skipped");
+    snprintf(r->result, sizeof r->result, "%s", q ? "SKIP" : "FAIL");
+    snprintf(r->detail, sizeof r->detail, "%s", q ? q : "not probed");
+
+    for (int i = 0; i < kv->n; i++)
+        if (strncmp(kv->key[i], "error", 5) == 0) {
+            r = add_row(t, "error");
+            snprintf(r->value, sizeof r->value, "see detail");
+            snprintf(r->result, sizeof r->result, "FAIL");
+            snprintf(r->detail, sizeof r->detail, "%s", kv->val[i]);
+        }
+    if (ph->status != 0) {
+        r = add_row(t, "phase");
+        snprintf(r->value, sizeof r->value, "did not finish");
+        snprintf(r->result, sizeof r->result, "FAIL");
+    }
+}
+
+int bench_table_failed(const bench_table *t)
+{
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->rows[i].result, "FAIL") == 0)
+            return 1;
+    return 0;
+}
+
+void bench_print_table(const bench_phase *ph, const bench_table *t)
+{
+    const bu_kv *kv = &ph->kv;
+    const char *cc = bu_kv_get(kv, "client_cpus"), *sc = bu_kv_get(kv, "server_cpus");
+    printf("\n### %s: client on cpu %s, redis-server on cpu %s (%s)\n\n", ph->name,
+           cc ? cc : "?", sc ? sc : "?", ph->what);
+    const char *head[6] = {"figure", "value", "baseline", "ratio", "target", "result"};
+    size_t w[6];
+    for (int c = 0; c < 6; c++)
+        w[c] = strlen(head[c]);
+    for (int i = 0; i < t->n; i++) {
+        const bench_row *r = &t->rows[i];
+        const char *cell[6] = {r->figure, r->value, r->baseline, r->ratio, r->target, r->result};
+        for (int c = 0; c < 6; c++)
+            if (strlen(cell[c]) > w[c])
+                w[c] = strlen(cell[c]);
+    }
+    printf("| %-*s | %-*s | %-*s | %-*s | %-*s | %-*s |\n", (int)w[0], head[0], (int)w[1],
+           head[1], (int)w[2], head[2], (int)w[3], head[3], (int)w[4], head[4], (int)w[5],
+           head[5]);
+    printf("|");
+    for (int c = 0; c < 6; c++) {
+        printf("-");
+        for (size_t k = 0; k < w[c]; k++)
+            putchar('-');
+        printf("-|");
+    }
+    printf("\n");
+    for (int i = 0; i < t->n; i++) {
+        const bench_row *r = &t->rows[i];
+        printf("| %-*s | %-*s | %-*s | %-*s | %-*s | %-*s |\n", (int)w[0], r->figure, (int)w[1],
+               r->value, (int)w[2], r->baseline, (int)w[3], r->ratio, (int)w[4], r->target,
+               (int)w[5], r->result);
+    }
+    printf("\nvalue and baseline: median of the rounds.  ratio: for relock against its raw "
+           "loop, the median of the ratios of neighbouring %d ms slices (the figures take "
+           "turns); for contention, the median of the per-round ratios to the 1-process "
+           "rate.\n\n",
+           SLICE_MS);
+    for (int i = 0; i < t->n; i++)
+        if (t->rows[i].detail[0])
+            printf("- %s: %s\n", t->rows[i].figure, t->rows[i].detail);
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (isnan(v))
+        fprintf(f, "null");
+    else
+        fprintf(f, "%.6g", v);
+}
+
+void bench_print_json(const bench_phase *phs, const bench_table *ts, int nph, const char *machine,
+                       int failed, double secs)
+{
+    FILE *f = stdout;
+    fprintf(f, "{\n  \"bench\": \"relock\",\n  \"relock_version\": ");
+    bu_json_str(f, relock_version());
+    fprintf(f, ",\n  \"machine\": ");
+    bu_json_str(f, machine);
+    fprintf(f, ",\n  \"sample_ms\": %ld,\n  \"reps\": %d,\n  \"seconds\": %.1f,\n", opt.sample_ms,
+            opt.reps, secs);
+    fprintf(f, "  \"phases\": [");
+    for (int p = 0; p < nph; p++) {
+        const bu_kv *kv = &phs[p].kv;
+        fprintf(f, "%s\n    {\n      \"name\": ", p ? "," : "");
+        bu_json_str(f, phs[p].name);
+        fprintf(f, ",\n      \"placement\": ");
+        bu_json_str(f, phs[p].what);
+        const char *keys[] = {"client_cpus", "server_cpus", "redis_version"};
+        for (int k = 0; k < 3; k++) {
+            const char *v = bu_kv_get(kv, keys[k]);
+            fprintf(f, ",\n      \"%s\": ", keys[k]);
+            bu_json_str(f, v ? v : "");
+        }
+        fprintf(f, ",\n      \"figures\": [");
+        for (int i = 0; i < ts[p].n; i++) {
+            const bench_row *r = &ts[p].rows[i];
+            fprintf(f, "%s\n        {\"figure\": ", i ? "," : "");
+            bu_json_str(f, r->figure);
+            fprintf(f, ", \"value\": ");
+            json_num(f, r->v);
+            fprintf(f, ", \"unit\": ");
+            bu_json_str(f, r->unit);
+            fprintf(f, ", \"baseline\": ");
+            json_num(f, r->base);
+            fprintf(f, ", \"ratio\": ");
+            json_num(f, r->r);
+            fprintf(f, ", \"target\": ");
+            bu_json_str(f, r->target);
+            fprintf(f, ", \"result\": ");
+            bu_json_str(f, r->result);
+            fprintf(f, ", \"detail\": ");
+            bu_json_str(f, r->detail);
+            fprintf(f, "}");
+        }
+        fprintf(f, "\n      ]\n    }");
+    }
+    fprintf(f, "\n  ],\n  \"pass\": %s\n}\n", failed ? "false" : "true");
+}

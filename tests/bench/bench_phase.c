@@ -20,7 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "bench.h"
-#include "bench_scripts.h"
+#include "internal.h" /* the scripts' text: the raw loops send the very same */
 #include "relock.h"
 #include "testsrv.h"
 #include "testutil.h"
@@ -415,13 +415,13 @@ static int scripts_setup(bench *b)
     for (int fig = F_RL_MODERN; fig <= F_RL_BRIDGE; fig += 2)
         if (cycle(b, fig) != 0)
             return -1;
-    static const struct {
+    const struct {
         const char *name, *text;
     } copies[] = {
-        {"compare-and-delete (DEL_IF_EQ)", BENCH_SCRIPT_DEL_IF_EQ},
-        {"compare-and-set (CAS)", BENCH_SCRIPT_CAS},
-        {"SETNX script (TS_ACQUIRE)", BENCH_SCRIPT_TS_ACQUIRE},
-        {"modern acquire (MODERN_ACQUIRE)", BENCH_SCRIPT_MODERN_ACQUIRE},
+        {"compare-and-delete (DEL_IF_EQ)", relock__script_source(RELOCK__SCRIPT_DEL_IF_EQ)},
+        {"compare-and-set (CAS)", relock__script_source(RELOCK__SCRIPT_CAS)},
+        {"SETNX script (TS_ACQUIRE)", relock__script_source(RELOCK__SCRIPT_TS_ACQUIRE)},
+        {"modern acquire (MODERN_ACQUIRE)", relock__script_source(RELOCK__SCRIPT_MODERN_ACQUIRE)},
     };
     char *shas[] = {b->sha_del, b->sha_cas, b->sha_tsacq, b->sha_macq};
     int matched = 0;

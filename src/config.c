@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-enum stype { T_LONG, T_LLONG, T_BOOL, T_STR, T_ENUM, T_GROUP, T_SERVERS };
+enum stype { T_LONG, T_LLONG, T_BOOL, T_STR, T_ENUM, T_GROUP, T_SERVERS, T_ADDRS };
 
 typedef struct setting {
     const char *name; /* dotted, without "relock." */
@@ -62,6 +62,9 @@ static const setting settings[] = {
     {"migration.legacy_clients", T_BOOL, OFF(migration.legacy_clients), 0, 1, 0, NULL},
     {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0, 100 * YEAR_MS, 0,
      NULL},
+    {"sentinel", T_GROUP, 0, 0, 0, 0, NULL},
+    {"sentinel.master", T_STR, OFF(sentinel.master), 0, 0, RELOCK__MASTER_NAME_MAX, NULL},
+    {"sentinel.addrs", T_ADDRS, OFF(sentinel), 0, 0, 0, NULL},
 };
 
 void relock__settings_default(relock__settings *s)
@@ -160,11 +163,14 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
 {
     char *field = (char *)s + st->off;
     /* relock's own keys (fence counters, the legacy marker) contain a space:
-     * a prefix without one keeps them apart from every lock key. */
-    if (st->type == T_STR && strcmp(st->name, "key_prefix") == 0)
+     * a prefix without one keeps them apart from every lock key.  Sentinel
+     * master names are single words too. */
+    if (st->type == T_STR &&
+        (strcmp(st->name, "key_prefix") == 0 || strcmp(st->name, "sentinel.master") == 0))
         for (const char *p = v; *p; p++)
             if ((unsigned char)*p <= ' ' || *p == 0x7f) {
-                snprintf(why, whylen, "key_prefix may not contain spaces or control characters");
+                snprintf(why, whylen, "%s may not contain spaces or control characters",
+                         st->name);
                 return -1;
             }
     if (st->type == T_ENUM) {
@@ -205,6 +211,106 @@ static int parse_ll(const char *v, long long *out)
     return 0;
 }
 
+int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen)
+{
+    memset(a, 0, sizeof *a);
+    const char *end = text + len;
+    const char *hs = text, *he, *colon;
+    if (len > 0 && *text == '[') {
+        const char *rb = memchr(text, ']', len);
+        if (!rb) {
+            snprintf(why, whylen, "\"%.*s\": unclosed [", (int)(len < 80 ? len : 80), text);
+            return -1;
+        }
+        hs = text + 1;
+        he = rb;
+        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+        if (!colon) {
+            snprintf(why, whylen, "\"%.*s\" is not [host]:port", (int)(len < 80 ? len : 80),
+                     text);
+            return -1;
+        }
+    } else {
+        colon = memchr(text, ':', len);
+        he = colon;
+        if (!colon || memchr(colon + 1, ':', (size_t)(end - colon - 1))) {
+            snprintf(why, whylen,
+                     "\"%.*s\" is not host:port (an IPv6 host goes in brackets: [::1]:26379)",
+                     (int)(len < 80 ? len : 80), text);
+            return -1;
+        }
+    }
+    if (he == hs || (size_t)(he - hs) >= sizeof a->host) {
+        snprintf(why, whylen, "\"%.*s\": the host is empty or too long", (int)(len < 80 ? len : 80),
+                 text);
+        return -1;
+    }
+    for (const char *p = hs; p < he; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '[' || *p == ']') {
+            snprintf(why, whylen, "\"%.*s\": bad character in the host",
+                     (int)(len < 80 ? len : 80), text);
+            return -1;
+        }
+    const char *pp = colon + 1;
+    size_t plen = (size_t)(end - pp);
+    long port = 0;
+    if (plen >= 1 && plen <= 5 && pp[0] != '0') {
+        for (size_t i = 0; i < plen && port >= 0; i++)
+            port = (pp[i] >= '0' && pp[i] <= '9') ? port * 10 + (pp[i] - '0') : -1;
+    }
+    if (port < 1 || port > 65535) {
+        snprintf(why, whylen, "\"%.*s\": the port must be a number from 1 to 65535",
+                 (int)(len < 80 ? len : 80), text);
+        return -1;
+    }
+    memcpy(a->host, hs, (size_t)(he - hs));
+    a->host[he - hs] = '\0';
+    a->port = (int)port;
+    return 0;
+}
+
+/* sentinel.addrs as text: "host:port,host:port", or "" for none. */
+static int set_addrs(relock__settings *s, const char *value, char *why, size_t whylen)
+{
+    relock__addr addrs[RELOCK__MAX_SENTINELS];
+    int n = 0;
+    char one[160];
+    for (const char *p = value; *value;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == RELOCK__MAX_SENTINELS) {
+            snprintf(why, whylen, "sentinel.addrs lists more than %d addresses",
+                     RELOCK__MAX_SENTINELS);
+            return -1;
+        }
+        if (relock__parse_addr(p, len, &addrs[n], one, sizeof one) != 0) {
+            snprintf(why, whylen, "sentinel.addrs: %s", one);
+            return -1;
+        }
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    memset(s->sentinel.addrs, 0, sizeof s->sentinel.addrs);
+    memcpy(s->sentinel.addrs, addrs, (size_t)n * sizeof addrs[0]);
+    s->sentinel.naddrs = n;
+    return 0;
+}
+
+/* A sentinel-monitored master is one server found by name: it does not
+ * mix with a quorum of several. */
+static int sentinel_conflict(const relock__settings *s, char *why, size_t whylen)
+{
+    if (relock__sentinel_on(s) && s->nservers > 1) {
+        snprintf(why, whylen,
+                 "sentinel cannot be combined with several servers (%d listed): list one or none",
+                 s->nservers);
+        return -1;
+    }
+    return 0;
+}
+
 static int set_text(relock__settings *s, const char *name, const char *value, char *why,
                     size_t whylen)
 {
@@ -241,6 +347,8 @@ static int set_text(relock__settings *s, const char *name, const char *value, ch
     case T_SERVERS:
         snprintf(why, whylen, "servers cannot be set as text; use a URL");
         return -1;
+    case T_ADDRS:
+        return set_addrs(s, value, why, whylen);
     }
     return -1;
 }
@@ -253,7 +361,8 @@ relock_status relock_config_set(relock_config *cfg, const char *name, const char
     char why[256];
     /* Changed on a copy: a refused value leaves the configuration as it was. */
     relock__settings next = cfg->s;
-    if (set_text(&next, name, value, why, sizeof why) != 0)
+    if (set_text(&next, name, value, why, sizeof why) != 0 ||
+        sentinel_conflict(&next, why, sizeof why) != 0)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
     if (next.wait.backoff_min_ms > next.wait.backoff_max_ms)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG,
@@ -381,6 +490,47 @@ static int load_servers(loader *ld, config_setting_t *list)
     return 0;
 }
 
+/* sentinel.addrs in the file: ( "host:port", ... ), or [ ... ]. */
+static int load_addrs(loader *ld, config_setting_t *list)
+{
+    char why[256];
+    int t = config_setting_type(list);
+    if (t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY) {
+        snprintf(why, sizeof why,
+                 "sentinel.addrs must be a list: ( \"host:port\", ... ), not %s", type_word(t));
+        load_fail(ld, list, why);
+        return -1;
+    }
+    int n = config_setting_length(list);
+    if (n < 1 || n > RELOCK__MAX_SENTINELS) {
+        snprintf(why, sizeof why, "sentinel.addrs must list 1 to %d addresses, not %d",
+                 RELOCK__MAX_SENTINELS, n);
+        load_fail(ld, list, why);
+        return -1;
+    }
+    relock__settings *s = &ld->cfg->s;
+    memset(s->sentinel.addrs, 0, sizeof s->sentinel.addrs);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+        int et = config_setting_type(e);
+        char one[200];
+        if (et != CONFIG_TYPE_STRING) {
+            snprintf(why, sizeof why, "sentinel.addrs: each entry must be a string \"host:port\", "
+                     "not %s", type_word(et));
+            load_fail(ld, e, why);
+            return -1;
+        }
+        const char *v = config_setting_get_string(e);
+        if (relock__parse_addr(v, strlen(v), &s->sentinel.addrs[i], one, sizeof one) != 0) {
+            snprintf(why, sizeof why, "sentinel.addrs: %s", one);
+            load_fail(ld, e, why);
+            return -1;
+        }
+    }
+    s->sentinel.naddrs = n;
+    return 0;
+}
+
 static int load_group(loader *ld, config_setting_t *g, const char *prefix)
 {
     int n = config_setting_length(g);
@@ -407,6 +557,10 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             break;
         case T_SERVERS:
             if (load_servers(ld, m) != 0)
+                return -1;
+            break;
+        case T_ADDRS:
+            if (load_addrs(ld, m) != 0)
                 return -1;
             break;
         case T_LONG:
@@ -490,6 +644,19 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
         snprintf(why, sizeof why, "wait.backoff_min_ms (%ld) exceeds wait.backoff_max_ms (%ld)",
                  cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
         load_fail(&ld, w, why);
+    }
+    if (!ld.failed) {
+        /* The sentinel group as a whole: a name and where to ask for it
+         * go together, and not with a quorum. */
+        const relock__settings *s = &cfg->s;
+        config_setting_t *g = config_setting_get_member(top, "sentinel");
+        char why[200];
+        if (g && relock__sentinel_on(s) != (s->sentinel.naddrs > 0)) {
+            snprintf(why, sizeof why, "sentinel needs both master and addrs");
+            load_fail(&ld, g, why);
+        } else if (sentinel_conflict(s, why, sizeof why) != 0) {
+            load_fail(&ld, g ? g : config_setting_get_member(top, "servers"), why);
+        }
     }
     config_destroy(&lc);
     return ld.failed ? RELOCK_ECONFIG : RELOCK_OK;

@@ -26,20 +26,19 @@ void relock__conn_close(relock__conn *conn)
     conn->clock_known = 0;
 }
 
-/* Sends AUTH and SELECT as configured; the password never reaches a
+/* Sends AUTH and SELECT as srv says; the password never reaches a
  * message. */
-static relock_status login(relock_client *c)
+relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relock__server *srv)
 {
-    const relock__server *srv = c->conn.srv;
     redisReply *r = NULL;
     if (srv->password[0]) {
         if (srv->username[0])
-            r = redisCommand(c->conn.ctx, "AUTH %s %s", srv->username, srv->password);
+            r = redisCommand(ctx, "AUTH %s %s", srv->username, srv->password);
         else
-            r = redisCommand(c->conn.ctx, "AUTH %s", srv->password);
+            r = redisCommand(ctx, "AUTH %s", srv->password);
         if (!r)
             return RELOCK__FAIL(&c->err, RELOCK_EIO, "AUTH to %s:%d: %s", srv->host, srv->port,
-                                c->conn.ctx->errstr);
+                                ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             relock_status st = RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
                                                 "AUTH to %s:%d refused: %s", srv->host, srv->port,
@@ -50,10 +49,10 @@ static relock_status login(relock_client *c)
         freeReplyObject(r);
     }
     if (srv->db != 0) {
-        r = redisCommand(c->conn.ctx, "SELECT %d", srv->db);
+        r = redisCommand(ctx, "SELECT %d", srv->db);
         if (!r)
             return RELOCK__FAIL(&c->err, RELOCK_EIO, "SELECT on %s:%d: %s", srv->host, srv->port,
-                                c->conn.ctx->errstr);
+                                ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             relock_status st = RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
                                                 "SELECT %d on %s:%d refused: %s", srv->db,
@@ -66,35 +65,62 @@ static relock_status login(relock_client *c)
     return RELOCK_OK;
 }
 
-relock_status relock__conn_ensure(relock_client *c)
+redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, long command_ms,
+                                  relock_status *st, char *why, size_t whylen)
 {
-    if (c->conn.ctx)
-        return RELOCK_OK;
-    const relock__server *srv = c->conn.srv;
-    redisContext *ctx = redisConnectWithTimeout(srv->host, srv->port, tv_ms(c->s.connect_timeout_ms));
-    if (!ctx)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "connect to %s:%d: out of memory", srv->host,
-                            srv->port);
-    if (ctx->err) {
-        relock_status st = RELOCK__FAIL(&c->err, RELOCK_EIO, "connect to %s:%d: %s", srv->host,
-                                        srv->port, ctx->errstr);
-        redisFree(ctx);
-        return st;
+    *st = RELOCK_EIO;
+    redisContext *ctx = redisConnectWithTimeout(host, port, tv_ms(connect_ms));
+    if (!ctx) {
+        *st = RELOCK_ENOMEM;
+        snprintf(why, whylen, "connect to %s:%d: out of memory", host, port);
+        return NULL;
     }
-    if (redisSetTimeout(ctx, tv_ms(c->s.command_timeout_ms)) != REDIS_OK) {
-        relock_status st = RELOCK__FAIL(&c->err, RELOCK_EIO, "set timeout on %s:%d: %s",
-                                        srv->host, srv->port, ctx->errstr);
+    if (ctx->err) {
+        snprintf(why, whylen, "connect to %s:%d: %s", host, port, ctx->errstr);
         redisFree(ctx);
-        return st;
+        return NULL;
+    }
+    if (redisSetTimeout(ctx, tv_ms(command_ms)) != REDIS_OK) {
+        snprintf(why, whylen, "set timeout on %s:%d: %s", host, port, ctx->errstr);
+        redisFree(ctx);
+        return NULL;
+    }
+    *st = RELOCK_OK;
+    return ctx;
+}
+
+relock_status relock__conn_open(relock_client *c, const relock__server *srv)
+{
+    relock__conn_close(&c->conn);
+    c->conn.srv = srv;
+    char why[RELOCK__HOST_MAX + 160];
+    relock_status st;
+    redisContext *ctx = relock__connect_ctx(srv->host, srv->port, c->s.connect_timeout_ms,
+                                            c->s.command_timeout_ms, &st, why, sizeof why);
+    if (!ctx) {
+        /* A Cluster node a MOVED named may be gone (failed over): start
+         * again from the configured server next time. */
+        if (srv == &c->node && !relock__sentinel_on(&c->s))
+            c->conn.srv = &c->s.servers[0];
+        return RELOCK__FAIL(&c->err, st, "%s", why);
     }
     c->conn.ctx = ctx;
     c->conn.last_used = relock__mono_ms();
-    relock_status st = login(c);
+    st = relock__conn_login(c, ctx, srv);
     if (st == RELOCK_OK)
         st = relock__probe(c);
     if (st != RELOCK_OK)
         relock__conn_close(&c->conn);
     return st;
+}
+
+relock_status relock__conn_ensure(relock_client *c)
+{
+    if (c->conn.ctx)
+        return RELOCK_OK;
+    if (relock__sentinel_on(&c->s))
+        return relock__sentinel_connect(c);
+    return relock__conn_open(c, c->conn.srv);
 }
 
 /*
@@ -121,23 +147,112 @@ static void drop_if_stale(relock_client *c)
         relock__conn_close(&c->conn);
 }
 
+/* Sends a formatted command once on c's connection and reads its reply. */
+static redisReply *send_once(relock_client *c, int *sent, const char *name, const char *cmd,
+                             size_t len)
+{
+    *sent = 0;
+    drop_if_stale(c);
+    if (relock__conn_ensure(c) != RELOCK_OK)
+        return NULL;
+    void *reply = NULL;
+    if (redisAppendFormattedCommand(c->conn.ctx, cmd, len) != REDIS_OK ||
+        redisGetReply(c->conn.ctx, &reply) != REDIS_OK || !reply) {
+        *sent = 1;
+        const relock__server *srv = c->conn.srv;
+        RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", name, srv->host, srv->port,
+                     c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
+        relock__conn_close(&c->conn);
+        if (reply)
+            freeReplyObject(reply);
+        return NULL;
+    }
+    return reply;
+}
+
+/*
+ * Runs a formatted command, following Redis Cluster's redirections
+ * (MOVED: the slot lives on another node, which the connection then moves
+ * to; ASK: the slot is migrating and this one command goes to the node
+ * importing it; TRYAGAIN: a script's two keys are on either side of a
+ * migration for a moment) at most RELOCK__CLUSTER_MAX_REDIRECTS times.  A
+ * redirection means the command was not executed, so only the last send
+ * decides *sent.  Every command and script of every algorithm passes here.
+ *
+ * With sentinel, a READONLY reply means the master we know was demoted:
+ * the connection is closed so that the next call asks the sentinels again.
+ */
+static redisReply *run(relock_client *c, int *sent, const char *name, const char *cmd, size_t len)
+{
+    int sent_local = 0;
+    if (!sent)
+        sent = &sent_local;
+    relock__redirect to;
+    memset(&to, 0, sizeof to);
+    int asking = 0;
+    for (int hops = 0;; hops++) {
+        redisReply *r = asking ? relock__cluster_ask(c, sent, &to, name, cmd, len)
+                               : send_once(c, sent, name, cmd, len);
+        if (!r || r->type != REDIS_REPLY_ERROR)
+            return r;
+        if (relock__sentinel_on(&c->s)) {
+            if (relock__sentinel_readonly(r)) {
+                const relock__server *srv = c->conn.srv;
+                RELOCK__FAIL_SRV(&c->err, RELOCK_EIO, r->str,
+                                 "%s on %s:%d: the server is now a read-only replica: a failover "
+                                 "of \"%s\" is under way; the next call asks the sentinels again",
+                                 name, srv->host, srv->port, c->s.sentinel.master);
+                freeReplyObject(r);
+                relock__conn_close(&c->conn);
+                return NULL;
+            }
+            return r; /* Sentinel masters are not Cluster nodes. */
+        }
+        relock__redirect next;
+        enum relock__redir_kind kind = relock__cluster_redirect(c, r, &next);
+        if (kind == RELOCK__REDIR_NONE)
+            return r;
+        if (hops >= RELOCK__CLUSTER_MAX_REDIRECTS) {
+            RELOCK__FAIL_SRV(&c->err, RELOCK_EIO, r->str,
+                             "%s: still redirected after %d redirections (last: %s): is the "
+                             "cluster being resharded?",
+                             name, hops, r->str);
+            freeReplyObject(r);
+            return NULL;
+        }
+        freeReplyObject(r);
+        switch (kind) {
+        case RELOCK__REDIR_MOVED:
+            relock__cluster_move(c, &next);
+            asking = 0;
+            break;
+        case RELOCK__REDIR_ASK:
+            to = next;
+            asking = 1;
+            break;
+        case RELOCK__REDIR_TRYAGAIN:
+            /* Same node again, a moment later: 10, 20, 40, ... ms. */
+            relock__sleep_ms(10L << hops);
+            break;
+        case RELOCK__REDIR_NONE:
+            break;
+        }
+    }
+}
+
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen)
 {
     if (sent)
         *sent = 0;
-    drop_if_stale(c);
-    if (relock__conn_ensure(c) != RELOCK_OK)
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (len < 0) {
+        RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s: out of memory", argv[0]);
         return NULL;
-    redisReply *r = redisCommandArgv(c->conn.ctx, argc, argv, argvlen);
-    if (!r) {
-        if (sent)
-            *sent = 1;
-        const relock__server *srv = c->conn.srv;
-        RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", argv[0], srv->host, srv->port,
-                     c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
-        relock__conn_close(&c->conn);
     }
+    redisReply *r = run(c, sent, argv[0], cmd, (size_t)len);
+    redisFreeCommand(cmd);
     return r;
 }
 
@@ -154,21 +269,19 @@ redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_l
 {
     if (sent)
         *sent = 0;
-    drop_if_stale(c);
-    if (relock__conn_ensure(c) != RELOCK_OK)
+    char name[32];
+    size_t n = strcspn(fmt, " ");
+    snprintf(name, sizeof name, "%.*s", (int)(n < 31 ? n : 31), fmt);
+    char *cmd = NULL;
+    int len = redisvFormatCommand(&cmd, fmt, ap);
+    if (len < 0) {
+        /* -1: out of memory; -2: a bad format, which is ours. */
+        RELOCK__FAIL(&c->err, len == -1 ? RELOCK_ENOMEM : RELOCK_EINVAL, "%s: %s", name,
+                     len == -1 ? "out of memory" : "bad command format");
         return NULL;
-    redisReply *r = redisvCommand(c->conn.ctx, fmt, ap);
-    if (!r) {
-        if (sent)
-            *sent = 1;
-        const relock__server *srv = c->conn.srv;
-        char cmd[32];
-        size_t n = strcspn(fmt, " ");
-        snprintf(cmd, sizeof cmd, "%.*s", (int)(n < 31 ? n : 31), fmt);
-        RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", cmd, srv->host, srv->port,
-                     c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
-        relock__conn_close(&c->conn);
     }
+    redisReply *r = run(c, sent, name, cmd, (size_t)len);
+    redisFreeCommand(cmd);
     return r;
 }
 

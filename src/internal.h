@@ -52,6 +52,16 @@ typedef struct relock__server {
     char password[RELOCK__SECRET_MAX];
 } relock__server;
 
+/* Sentinel (DESIGN §6): at most this many sentinel addresses. */
+#define RELOCK__MAX_SENTINELS 8
+#define RELOCK__MASTER_NAME_MAX 256
+
+/* A "host:port" address (sentinels). */
+typedef struct relock__addr {
+    char host[RELOCK__HOST_MAX];
+    int port;
+} relock__addr;
+
 typedef struct relock__settings {
     relock_mode mode;
     char key_prefix[RELOCK__PREFIX_MAX];
@@ -81,6 +91,14 @@ typedef struct relock__settings {
         int legacy_clients;
         long long quiet_window_ms;
     } migration;
+    /* Sentinel: when master is not empty, every (re)connect asks these
+     * sentinels for the master's address; servers[0] then gives only the
+     * credentials and db. */
+    struct {
+        char master[RELOCK__MASTER_NAME_MAX];
+        relock__addr addrs[RELOCK__MAX_SENTINELS];
+        int naddrs;
+    } sentinel;
 } relock__settings;
 
 struct relock_config {
@@ -89,6 +107,9 @@ struct relock_config {
 };
 
 void relock__settings_default(relock__settings *s);
+/* Parses "host:port" (IPv6 hosts in brackets) strictly into a; on error
+ * writes a reason into why.  0 on success. */
+int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen);
 /* Parses a redis:// URL into srv; on error writes a reason into why. */
 int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen);
 
@@ -183,6 +204,11 @@ struct relock_client {
     redisContext *sub;        /* subscriber connection while waiting, or NULL */
     struct relock__qserver *q; /* quorum: one entry per server, or NULL */
     relock__err err;
+    /* The server the connection goes to when it is not servers[0]: the
+     * master a sentinel named, or the Cluster node a MOVED named.  Its
+     * credentials and db are servers[0]'s. */
+    relock__server node;
+    int sentinel_first; /* the sentinel to ask first: the last that helped */
 };
 
 struct relock_lock {
@@ -255,6 +281,58 @@ uint64_t relock__valid_until(uint64_t start, long ttl_ms);
 /* Connects (or reconnects) c's connection and probes the server. */
 relock_status relock__conn_ensure(relock_client *c);
 void relock__conn_close(relock__conn *conn);
+/* Connects c's connection to srv (which must outlive it), logs in and
+ * probes; on failure the connection stays closed. */
+relock_status relock__conn_open(relock_client *c, const relock__server *srv);
+/* A fresh blocking context to host:port with the given timeouts, or NULL
+ * with the status in *st and "connect to HOST:PORT: reason" in why. */
+redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, long command_ms,
+                                  relock_status *st, char *why, size_t whylen);
+/* Sends AUTH and SELECT as srv says on ctx. */
+relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relock__server *srv);
+
+/* ------------------------------------------------------------------ sentinel (sentinel.c) */
+
+/* Whether the settings name a sentinel-monitored master. */
+int relock__sentinel_on(const relock__settings *s);
+/* Asks the sentinels in turn for the master's address, connects there and
+ * checks it is a master; RELOCK_EIO naming the master and the sentinels
+ * tried when none gives a usable one. */
+relock_status relock__sentinel_connect(relock_client *c);
+/* Whether an error reply says the server is a read-only replica (READONLY,
+ * also as wrapped by a script error on older servers). */
+int relock__sentinel_readonly(const redisReply *r);
+
+/* ------------------------------------------------------------------ cluster (cluster.c) */
+
+/* Redirections followed for one command, at most. */
+#define RELOCK__CLUSTER_MAX_REDIRECTS 5
+
+enum relock__redir_kind {
+    RELOCK__REDIR_NONE = 0,
+    RELOCK__REDIR_MOVED,   /* the slot lives elsewhere now: move there */
+    RELOCK__REDIR_ASK,     /* the slot is migrating: ask there, once */
+    RELOCK__REDIR_TRYAGAIN /* a multi-key command met a half-migrated slot */
+};
+
+typedef struct relock__redirect {
+    enum relock__redir_kind kind;
+    char host[RELOCK__HOST_MAX];
+    int port;
+} relock__redirect;
+
+/* Reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in
+ * the reply means the host of the current connection). */
+enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisReply *r,
+                                                 relock__redirect *out);
+/* MOVED: points c's connection at the node named (closing it; the next
+ * command connects there). */
+void relock__cluster_move(relock_client *c, const relock__redirect *to);
+/* ASK: sends ASKING and the formatted command cmd (len bytes) to the node
+ * named on a connection of its own, closed afterwards.  As
+ * relock__command. */
+redisReply *relock__cluster_ask(relock_client *c, int *sent, const relock__redirect *to,
+                                const char *name, const char *cmd, size_t len);
 /* Probes the server version into conn (DESIGN §2). */
 relock_status relock__probe(relock_client *c);
 

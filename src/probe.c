@@ -52,6 +52,25 @@ static int parse_info(const char *text, int *major, int *minor, int *patch)
     return -1;
 }
 
+/*
+ * A refusal for want of a password (NOAUTH) or of an ACL permission
+ * (NOPERM) says nothing about the server's version: taken for "unknown
+ * command", it would make a 7.x server look like 2.0.  It is a
+ * configuration error.
+ */
+static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ERROR ||
+        (strncmp(r->str, "NOAUTH", 6) != 0 && strncmp(r->str, "NOPERM", 6) != 0))
+        return 0;
+    const relock__server *srv = c->conn.srv;
+    RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str, "%s on %s:%d refused: %s%s", cmd, srv->host,
+                     srv->port, r->str,
+                     r->str[2] == 'A' ? " (set a password in the URL or the configuration)"
+                                      : " (the user needs permission for it)");
+    return 1;
+}
+
 /* Without INFO (renamed by the operator, say): tell the version apart by
  * which commands are refused.  Only harmless commands are tried. */
 static relock_status probe_by_commands(relock_client *c)
@@ -59,6 +78,10 @@ static relock_status probe_by_commands(relock_client *c)
     redisReply *r = relock__commandf(c, NULL, "TIME");
     if (!r)
         return c->err.pub.status;
+    if (refused_by_acl(c, "TIME", r)) {
+        freeReplyObject(r);
+        return c->err.pub.status;
+    }
     int has_time = r->type == REDIS_REPLY_ARRAY;
     freeReplyObject(r);
     if (has_time) {
@@ -74,6 +97,10 @@ static relock_status probe_by_commands(relock_client *c)
     r = relock__commandf(c, NULL, "UNWATCH");
     if (!r)
         return c->err.pub.status;
+    if (refused_by_acl(c, "UNWATCH", r)) {
+        freeReplyObject(r);
+        return c->err.pub.status;
+    }
     int has_watch = r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);
     set_version(&c->conn, 2, has_watch ? 2 : 0, 0);
@@ -92,6 +119,8 @@ relock_status relock__probe(relock_client *c)
     relock_status st = RELOCK_OK;
     if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0)
         set_version(&c->conn, major, minor, patch);
+    else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)
+        st = refused_by_acl(c, "INFO", r) ? c->err.pub.status : RELOCK_EPROTO;
     else if (r->type == REDIS_REPLY_ERROR)
         st = probe_by_commands(c);
     else
@@ -111,6 +140,8 @@ relock_status relock_client_server(relock_client *c, relock_server_info *info)
     info->minor = c->conn.minor;
     info->patch = c->conn.patch;
     info->caps = c->conn.caps;
+    info->host = c->conn.srv->host;
+    info->port = c->conn.srv->port;
     return RELOCK_OK;
 }
 

@@ -163,6 +163,10 @@ typedef struct relock_server_info {
     const char *version;  /* "7.0.15", or "unknown" */
     int major, minor, patch;
     unsigned caps;        /* RELOCK_CAP_* bits */
+    /* The address connected to: the configured server, the master a
+     * sentinel named, or the Cluster node a redirection moved to. */
+    const char *host;
+    int port;
 } relock_server_info;
 
 #define RELOCK_CAP_WATCH 0x01u    /* WATCH/MULTI/EXEC compare-and-set (2.2) */
@@ -359,6 +363,28 @@ typedef struct relock_scan_result {
  */
 RELOCK_EXTERN relock_status relock_scan(relock_client *c, const char *match,
                                         relock_scan_result *out);
+
+/* ---------------------------------------------------------------------
+ * Breaking a stuck lock by hand (used by `relock break`).
+ */
+
+/*
+ * Deletes the lock key of NAME for an operator, and announces the release
+ * to waiters (best effort).  With if_value, only while the key still
+ * holds exactly that value, atomically (a script; WATCH and MULTI/EXEC on
+ * Redis 2.2 and 2.4; on 2.0 a GET, then a transaction that shows whether
+ * the value changed in between, and puts a new one back if it did); with
+ * if_value NULL, whatever the key holds.  The fence counter is never
+ * touched.  Returns RELOCK_OK when deleted, RELOCK_BUSY when the key holds
+ * another value (nothing deleted), RELOCK_LOST when it is absent (nothing
+ * to delete), RELOCK_EAMBIGUOUS when the connection was lost after the
+ * request was sent.  Works whatever the mode, also on a client whose mode
+ * relock_connect() refused; with several servers, RELOCK_EUNSUPPORTED.
+ * Whoever held the lock is not told: its next release or extend reports
+ * RELOCK_LOST.
+ */
+RELOCK_EXTERN relock_status relock_break(relock_client *c, const char *name,
+                                         const char *if_value);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,12 @@
  *
  * Scripts return integers: 1 for done, 0 for "the key is absent", -1 for
  * "the key holds another value".
+ *
+ * Release notices are sent with redis.pcall: an ACL user without channel
+ * permissions (Redis 7 defaults to acl-pubsub-default resetchannels) gets
+ * an error from PUBLISH, which with redis.call would abort the script
+ * after its DEL and report a release that happened as a failure.  The
+ * notice only wakes waiters early, so losing it is harmless.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +24,7 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "local v = redis.call('get', KEYS[1])\n"
     "if v == ARGV[1] then\n"
     "  redis.call('del', KEYS[1])\n"
-    "  if ARGV[2] ~= '' then redis.call('publish', ARGV[2], '1') end\n"
+    "  if ARGV[2] ~= '' then redis.pcall('publish', ARGV[2], '1') end\n"
     "  return 1\n"
     "end\n"
     "if v then return -1 end\n"
@@ -42,7 +48,7 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "   and (ARGV[3] == '0' or redis.call('pttl', KEYS[1]) > 0) then\n"
     "  if ARGV[4] == '' then\n"
     "    redis.call('del', KEYS[1])\n"
-    "    if ARGV[8] ~= '' then redis.call('publish', ARGV[8], '1') end\n"
+    "    if ARGV[8] ~= '' then redis.pcall('publish', ARGV[8], '1') end\n"
     "    return {1, 0}\n"
     "  end\n"
     "  redis.call('set', KEYS[1], ARGV[4])\n"

@@ -50,10 +50,12 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv);
 int cmd_probe(cli_ctx *ctx, int argc, char **argv);
 int cmd_run(cli_ctx *ctx, int argc, char **argv);
 int cmd_scan(cli_ctx *ctx, int argc, char **argv);
+int cmd_break(cli_ctx *ctx, int argc, char **argv);
 
 /* Per-command help texts, printed by --help. */
 extern const char help_acquire[], help_release[], help_extend[], help_inspect[], help_probe[],
     help_run[];
 extern const char help_scan[];
+extern const char help_break[];
 
 #endif

@@ -24,6 +24,8 @@ static const char usage_text[] =
     "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
     "  inspect [--json] NAME               format, value, expiry, TTL, fence\n"
     "  scan    [--json] [--match PATTERN]  migration audit of lock keys\n"
+    "  break   NAME [--if-value VALUE]     delete a stuck lock by hand (exit 0 deleted,\n"
+    "                                      1 nothing to delete, 3 VALUE no longer held)\n"
     "  probe   [--json]                    server version, capabilities, chosen mode\n"
     "\n"
     "Options:\n"
@@ -99,7 +101,7 @@ static const struct command {
 } commands[] = {
     {"run", cmd_run},         {"acquire", cmd_acquire}, {"release", cmd_release},
     {"extend", cmd_extend},   {"inspect", cmd_inspect}, {"probe", cmd_probe},
-    {"scan", cmd_scan},
+    {"scan", cmd_scan},       {"break", cmd_break},
 };
 
 int main(int argc, char **argv)

@@ -56,7 +56,9 @@ static int answers_ping(int port)
     if (c && !c->err) {
         redisSetTimeout(c, tv);
         redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
+        /* A server started with --requirepass answers, but with NOAUTH. */
+        ok = r && (r->type == REDIS_REPLY_STATUS ||
+                   (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
         if (r)
             freeReplyObject(r);
     }
@@ -175,6 +177,52 @@ int testsrv_start_proxy(testsrv *s, int upstream_port, const char *personality,
     return -1;
 }
 
+int testsrv_start_sentinel(testsrv *s, const char *master_name, int master_port)
+{
+    memset(s, 0, sizeof *s);
+    if (make_dir(s) != 0)
+        return -1;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = testsrv_free_port();
+        char conf[192];
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
+        FILE *f = fopen(conf, "w");
+        if (!f) {
+            fprintf(stderr, "testsrv: %s: %s\n", conf, strerror(errno));
+            return -1;
+        }
+        fprintf(f,
+                "port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s/server.log\n"
+                "sentinel monitor %s 127.0.0.1 %d 2\n"
+                "sentinel down-after-milliseconds %s 1000\n"
+                "sentinel failover-timeout %s 5000\n",
+                s->port, s->dir, s->dir, master_name, master_port, master_name, master_name);
+        fclose(f);
+        const char *argv[] = {"redis-sentinel", conf, NULL};
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            int devnull = open("/dev/null", O_RDWR);
+            if (devnull >= 0) {
+                dup2(devnull, 0);
+                dup2(devnull, 1);
+            }
+            execvp(argv[0], (char *const *)argv);
+            fprintf(stderr, "testsrv: cannot run redis-sentinel: %s\n", strerror(errno));
+            _exit(127);
+        }
+        s->pid = pid;
+        if (wait_ready(s, "redis-sentinel") == 0)
+            return 0;
+        if (s->pid)
+            testsrv_stop(s);
+        if (make_dir(s) != 0)
+            return -1;
+    }
+    return -1;
+}
+
 void testsrv_stop(testsrv *s)
 {
     if (s->pid > 0) {
@@ -198,6 +246,11 @@ void testsrv_stop(testsrv *s)
         snprintf(path, sizeof path, "%s/server.log", s->dir);
         unlink(path);
         snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
+        unlink(path);
+        /* Written by redis-sentinel and by Cluster nodes. */
+        snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/nodes.conf", s->dir);
         unlink(path);
         rmdir(s->dir);
         s->dir[0] = '\0';

@@ -35,6 +35,15 @@ int testsrv_start(testsrv *s, const char *const *extra_args);
 int testsrv_start_proxy(testsrv *s, int upstream_port, const char *personality,
                         const char *const *extra_args);
 
+/*
+ * Start redis-sentinel on a free port, monitoring master_name at
+ * 127.0.0.1:master_port with quorum 2, down-after-milliseconds 1000 and
+ * failover-timeout 5000, and wait (bounded, 10 s) until it answers PING.
+ * Its configuration file (sentinel.conf, which a sentinel rewrites) lives
+ * in its directory.
+ */
+int testsrv_start_sentinel(testsrv *s, const char *master_name, int master_port);
+
 /* SIGTERM, then SIGKILL after 5 s; waits for the process; removes dir. */
 void testsrv_stop(testsrv *s);
 

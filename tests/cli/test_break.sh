@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# relock break against a real redis-server: every exit code (0 deleted,
+# 1 nothing to delete, 3 the key holds another value, 2 usage, 4 server),
+# the output, the fence counter left alone, waiters woken by the release
+# notice, and the three server paths through the compat proxy: a script
+# (2.6), WATCH (2.2) and plain GET + MULTI (2.0), including the 2.0 window.
+#   test_break.sh PATH/TO/relock [PATH/TO/relock-compat-proxy]
+set -u
+RELOCK=${1:?usage: test_break.sh PATH/TO/relock [PATH/TO/relock-compat-proxy]}
+PROXY=${2:-}
+PY=/usr/bin/python3
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+DIR=$(mktemp -d /tmp/relock-break-XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+PORT=$(free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --daemonize no --logfile "$DIR/server.log" &
+PIDS+=($!)
+for _ in $(seq 1 200); do
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
+    sleep 0.05
+done
+export RELOCK_URL="redis://127.0.0.1:$PORT"
+R() { "$RELOCK" -m modern "$@"; }
+rcli() { redis-cli -p "$PORT" "$@"; }
+
+# expect CODE DESCRIPTION -- COMMAND...: runs it, checks the exit code and
+# that every error is one line "relock: ...".
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$DIR/out" 2>"$DIR/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        bad "$what: exit $got, expected $want; stdout: $(cat "$DIR/out"); stderr: $(cat "$DIR/err")"
+        return
+    fi
+    if [ -s "$DIR/err" ] && ! grep -q '^relock: ' "$DIR/err"; then
+        bad "$what: stderr not in 'relock: what: why' form: $(cat "$DIR/err")"
+        return
+    fi
+    if [ "$(wc -l <"$DIR/err")" -gt 1 ]; then
+        bad "$what: more than one line on stderr: $(cat "$DIR/err")"
+        return
+    fi
+    ok
+}
+# check DESCRIPTION -- COMMAND...: a plain assertion.
+check() {
+    local what=$1
+    shift 2
+    if "$@"; then ok; else bad "$what"; fi
+}
+out_has() { grep -qF -- "$1" "$DIR/out"; }
+err_has() { grep -qF -- "$1" "$DIR/err"; }
+
+# --- --if-value: 0 deleted, 3 another value, 1 nothing to delete
+expect 0 "acquire" -- R acquire -t 30s brk-a
+read -r VA FA _ <"$DIR/out"
+fence_key="{brk-a} relock:fence"
+expect 3 "break --if-value with another value" -- R break brk-a --if-value 0123456789abcdef0123456789abcdef
+check "mismatch names the value held now: $(cat "$DIR/err")" -- err_has "break brk-a: nothing deleted: the key holds another value ($VA, not 0123456789abcdef0123456789abcdef)"
+check "mismatch deleted nothing" -- [ "$(rcli GET brk-a)" = "$VA" ]
+check "mismatch printed nothing on stdout" -- [ ! -s "$DIR/out" ]
+expect 0 "break --if-value VALUE" -- R break brk-a --if-value "$VA"
+check "break prints what it deleted: $(cat "$DIR/out")" -- [ "$(cat "$DIR/out")" = "deleted brk-a, which held $VA" ]
+check "break deleted the key" -- [ "$(rcli EXISTS brk-a)" = 0 ]
+check "break kept the fence counter" -- [ "$(rcli GET "$fence_key")" = "$FA" ]
+expect 1 "break --if-value on an absent key" -- R break brk-a --if-value "$VA"
+check "absent message: $(cat "$DIR/err")" -- err_has "nothing to delete: the key is absent"
+expect 1 "break on an absent key" -- R break brk-a
+expect 3 "the holder's release after a break" -- R release brk-a "$VA" "$FA"
+expect 0 "--if-value=VALUE and the option first" -- R acquire -t 30s brk-b
+read -r VB _ _ <"$DIR/out"
+expect 0 "break --if-value=VALUE NAME" -- R break --if-value="$VB" brk-b
+check "key gone" -- [ "$(rcli EXISTS brk-b)" = 0 ]
+
+# --- without --if-value: whatever the key holds, and it says what
+expect 0 "acquire" -- R acquire -t 30s brk-c
+read -r VC FC _ <"$DIR/out"
+expect 0 "break NAME" -- R break brk-c
+check "unconditional break names value, format, ttl and fence: $(cat "$DIR/out")" -- \
+    grep -Eq "^deleted brk-c, which held $VC \(token, ttl [0-9]+ ms, fence $FC\)$" "$DIR/out"
+check "key gone" -- [ "$(rcli EXISTS brk-c)" = 0 ]
+rcli SET brk-legacy 1700000000 >/dev/null
+expect 0 "break a legacy leftover" -- R break brk-legacy
+check "legacy value described: $(cat "$DIR/out")" -- out_has "deleted brk-legacy, which held 1700000000 (timestamp, no ttl, fence 0)"
+rcli SET brk-text "hello world" >/dev/null
+expect 3 "break --if-value on foreign text, mismatch" -- R break brk-text --if-value hello
+expect 0 "break --if-value on foreign text, exact" -- R break brk-text --if-value "hello world"
+# Every mode breaks the same way: the mode does not matter.
+for m in legacy bridge modern; do
+    rcli SET brk-mode 1700000000 >/dev/null
+    expect 0 "break in mode $m" -- "$RELOCK" -m "$m" break brk-mode --if-value 1700000000
+done
+# key_prefix applies, and relock's own keys cannot be named.
+printf 'relock = { key_prefix = "app:"; };\n' >"$DIR/prefix.conf"
+rcli SET app:brk-p 1700000000 >/dev/null
+expect 0 "break with key_prefix" -- "$RELOCK" -c "$DIR/prefix.conf" break brk-p
+check "prefixed key gone" -- [ "$(rcli EXISTS app:brk-p)" = 0 ]
+expect 2 "a name with a space (relock's own keys have one)" -- R break "brk-a relock:fence"
+check "fence counter still there" -- [ "$(rcli GET "$fence_key")" = "$FA" ]
+
+# --- usage and server errors
+expect 2 "no NAME" -- R break
+expect 2 "two NAMEs" -- R break a b
+expect 2 "--if-value without a value" -- R break brk-x --if-value
+expect 2 "--if-value empty" -- R break brk-x --if-value ""
+expect 2 "unknown option" -- R break brk-x --force
+expect 0 "break --help" -- R break --help
+check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE]"
+expect 0 "relock --help lists break" -- "$RELOCK" --help
+check "usage lists break" -- out_has "break   NAME [--if-value VALUE]"
+rcli RPUSH brk-list a >/dev/null
+expect 4 "break on a list (not a lock)" -- R break brk-list
+expect 4 "break --if-value on a list" -- R break brk-list --if-value a
+check "the list is untouched" -- [ "$(rcli LLEN brk-list)" = 1 ]
+expect 4 "unreachable server" -- "$RELOCK" -u "redis://127.0.0.1:$(free_port)" break brk-x
+
+# --- waiters wake on the notice at once.  Backoff of 5 s and more, and a
+# holder's TTL of 60 s: only the notice can wake the waiter within 2 s.
+printf 'relock = { mode = "modern"; wait = { backoff_min_ms = 5000; backoff_max_ms = 10000; }; };\n' >"$DIR/slow.conf"
+expect 0 "acquire for the waiter" -- R acquire -t 60s brk-w
+read -r VW _ _ <"$DIR/out"
+"$RELOCK" -c "$DIR/slow.conf" acquire -w 30s brk-w >"$DIR/wout" 2>"$DIR/werr" &
+WAITER=$!
+# The waiter has subscribed once the channel has a subscriber.
+for _ in $(seq 1 100); do
+    [ "$(rcli PUBSUB NUMSUB 'brk-w relock:released' | tail -1)" = 1 ] && break
+    sleep 0.05
+done
+start=$(date +%s%N)
+expect 0 "break a lock with a waiter" -- R break brk-w --if-value "$VW"
+wait "$WAITER"
+code=$?
+el=$((($(date +%s%N) - start) / 1000000))
+check "the waiter acquired (exit $code: $(cat "$DIR/werr"))" -- [ "$code" -eq 0 ]
+check "the waiter woke ${el} ms after the break (notice expected)" -- [ "$el" -lt 2000 ]
+
+# --- old servers through the compat proxy: each path of relock_break()
+if [ -n "$PROXY" ] && [ -x "$PROXY" ]; then
+    for pers in 2.0 2.2 2.4 2.6.0; do
+        PPORT=$(free_port)
+        "$PROXY" --upstream "127.0.0.1:$PORT" --listen "$PPORT" --personality "$pers" >/dev/null &
+        PPID_=$!
+        PIDS+=($PPID_)
+        for _ in $(seq 1 200); do redis-cli -p "$PPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+        P() { "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m legacy "$@"; }
+        k="brk-old-$pers"
+        expect 0 "$pers: acquire" -- P acquire -t 30s "$k"
+        read -r VO FO _ <"$DIR/out"
+        expect 3 "$pers: break --if-value, another value" -- P break "$k" --if-value 1700000000
+        check "$pers: nothing deleted" -- [ "$(rcli GET "$k")" = "$VO" ]
+        expect 0 "$pers: break --if-value VALUE" -- P break "$k" --if-value "$VO"
+        check "$pers: deleted" -- [ "$(rcli EXISTS "$k")" = 0 ]
+        expect 1 "$pers: break an absent key" -- P break "$k" --if-value "$VO"
+        expect 1 "$pers: break an absent key, no value" -- P break "$k"
+        rcli SET "$k" 1700000000 >/dev/null
+        expect 0 "$pers: break, no value" -- P break "$k"
+        check "$pers: output: $(cat "$DIR/out")" -- out_has "which held 1700000000 (timestamp"
+        check "$pers: deleted" -- [ "$(rcli EXISTS "$k")" = 0 ]
+        check "$pers: fence counter kept" -- [ "$(rcli GET "{$k} relock:fence")" = "$FO" ]
+        kill "$PPID_" 2>/dev/null
+        wait "$PPID_" 2>/dev/null
+    done
+
+    # The 2.0 window: the value changes between the GET and the MULTI.
+    # Every reply through the proxy is delayed 300 ms; MONITOR on the real
+    # server shows the break's first GET, and another value is written
+    # directly at once.  The transaction's GET sees it, so the break
+    # reports exit 3 and puts the new value back.
+    PPORT=$(free_port)
+    "$PROXY" --upstream "127.0.0.1:$PORT" --listen "$PPORT" --personality 2.0 --delay-ms 300 >/dev/null &
+    PPID_=$!
+    PIDS+=($PPID_)
+    for _ in $(seq 1 200); do redis-cli -p "$PPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    rcli SET brk-win 1700000000 >/dev/null
+    redis-cli -p "$PORT" MONITOR >"$DIR/monitor" 2>/dev/null &
+    MON=$!
+    PIDS+=($MON)
+    sleep 0.2
+    "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m legacy break brk-win --if-value 1700000000 \
+        >"$DIR/out" 2>"$DIR/err" &
+    BRK=$!
+    seen=0
+    for _ in $(seq 1 600); do
+        if grep -q '"GET" "brk-win"' "$DIR/monitor"; then seen=1; break; fi
+        sleep 0.01
+    done
+    rcli SET brk-win 1700000999 >/dev/null
+    wait "$BRK"
+    code=$?
+    kill "$MON" 2>/dev/null
+    check "2.0 window: the break's GET was seen" -- [ "$seen" = 1 ]
+    check "2.0 window: exit $code, expected 3 ($(cat "$DIR/err"))" -- [ "$code" -eq 3 ]
+    check "2.0 window: message: $(cat "$DIR/err")" -- err_has "the key changed just before the delete"
+    check "2.0 window: the new value was put back" -- [ "$(rcli GET brk-win)" = 1700000999 ]
+    kill "$PPID_" 2>/dev/null
+    wait "$PPID_" 2>/dev/null
+else
+    bad "no compat proxy given: the old-server paths were not tested"
+fi
+
+echo "cli_break: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,121 @@
+/*
+ * Reading Redis Cluster redirections (src/cluster.c) and the READONLY
+ * reply of a demoted master (src/sentinel.c), without a server.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+static relock_client client;
+
+static redisReply reply_of(int type, const char *text)
+{
+    redisReply r;
+    memset(&r, 0, sizeof r);
+    r.type = type;
+    r.str = (char *)text;
+    r.len = strlen(text);
+    return r;
+}
+
+static void redirect(const char *text, enum relock__redir_kind kind, const char *host, int port)
+{
+    redisReply r = reply_of(REDIS_REPLY_ERROR, text);
+    relock__redirect to;
+    enum relock__redir_kind got = relock__cluster_redirect(&client, &r, &to);
+    if (got != kind)
+        fail_msg("\"%s\": kind %d, expected %d", text, (int)got, (int)kind);
+    if (kind == RELOCK__REDIR_MOVED || kind == RELOCK__REDIR_ASK) {
+        assert_string_equal(to.host, host);
+        assert_int_equal(to.port, port);
+    }
+}
+
+static void test_redirections(void **state)
+{
+    (void)state;
+    memset(&client, 0, sizeof client);
+    snprintf(client.s.servers[0].host, sizeof client.s.servers[0].host, "10.1.2.3");
+    client.s.servers[0].port = 7000;
+    client.conn.srv = &client.s.servers[0];
+
+    redirect("MOVED 3999 127.0.0.1:6381", RELOCK__REDIR_MOVED, "127.0.0.1", 6381);
+    redirect("ASK 3999 127.0.0.1:6381", RELOCK__REDIR_ASK, "127.0.0.1", 6381);
+    redirect("MOVED 0 node-2.example:65535", RELOCK__REDIR_MOVED, "node-2.example", 65535);
+    /* IPv6 addresses come without brackets: the port follows the last colon. */
+    redirect("MOVED 16383 ::1:7001", RELOCK__REDIR_MOVED, "::1", 7001);
+    /* 7.0 with an unknown endpoint: the host we are talking to. */
+    redirect("MOVED 12 :7002", RELOCK__REDIR_MOVED, "10.1.2.3", 7002);
+    redirect("TRYAGAIN Multiple keys request during rehashing of slot", RELOCK__REDIR_TRYAGAIN,
+             NULL, 0);
+    /* Anything else is the caller's to see. */
+    redirect("MOVED", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("MOVED x 127.0.0.1:1", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("MOVED 1 127.0.0.1", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("MOVED 1 127.0.0.1:0", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("MOVED 1 127.0.0.1:70000", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("MOVED 1 127.0.0.1:12x", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("ASKING is not a redirection", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("CLUSTERDOWN The cluster is down", RELOCK__REDIR_NONE, NULL, 0);
+    redirect("ERR unknown command", RELOCK__REDIR_NONE, NULL, 0);
+    redisReply st = reply_of(REDIS_REPLY_STATUS, "MOVED 1 h:1");
+    relock__redirect to;
+    assert_int_equal(relock__cluster_redirect(&client, &st, &to), RELOCK__REDIR_NONE);
+    assert_int_equal(relock__cluster_redirect(&client, NULL, &to), RELOCK__REDIR_NONE);
+}
+
+static void test_move_keeps_credentials(void **state)
+{
+    (void)state;
+    memset(&client, 0, sizeof client);
+    snprintf(client.s.servers[0].host, sizeof client.s.servers[0].host, "seed");
+    snprintf(client.s.servers[0].password, sizeof client.s.servers[0].password, "pw");
+    client.s.servers[0].port = 7000;
+    client.conn.srv = &client.s.servers[0];
+    relock__redirect to = {RELOCK__REDIR_MOVED, "other", 7001};
+    relock__cluster_move(&client, &to);
+    assert_ptr_equal(client.conn.srv, &client.node);
+    assert_string_equal(client.node.host, "other");
+    assert_int_equal(client.node.port, 7001);
+    assert_string_equal(client.node.password, "pw");
+    /* The configured server is unchanged: a new start goes there. */
+    assert_string_equal(client.s.servers[0].host, "seed");
+    relock__redirect again = {RELOCK__REDIR_MOVED, "third", 7002};
+    relock__cluster_move(&client, &again);
+    assert_string_equal(client.node.host, "third");
+    assert_string_equal(client.node.password, "pw");
+}
+
+static void test_readonly(void **state)
+{
+    (void)state;
+    redisReply r = reply_of(REDIS_REPLY_ERROR, "READONLY You can't write against a read only "
+                                               "replica.");
+    assert_true(relock__sentinel_readonly(&r));
+    r = reply_of(REDIS_REPLY_ERROR, "ERR Error running script (call to f_0): @user_script:1: "
+                                    "@user_script: 1: -READONLY You can't write against a read "
+                                    "only slave.");
+    assert_true(relock__sentinel_readonly(&r));
+    r = reply_of(REDIS_REPLY_ERROR, "ERR wrong number of arguments");
+    assert_false(relock__sentinel_readonly(&r));
+    r = reply_of(REDIS_REPLY_STATUS, "READONLY");
+    assert_false(relock__sentinel_readonly(&r));
+    assert_false(relock__sentinel_readonly(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_redirections),
+        cmocka_unit_test(test_move_keeps_credentials),
+        cmocka_unit_test(test_readonly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

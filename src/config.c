@@ -50,6 +50,7 @@ static const setting settings[] = {
     {"wait.backoff_max_ms", T_LONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
     {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
     {"fencing", T_BOOL, OFF(fencing), 0, 1, 0, NULL},
+    {"owner_info", T_BOOL, OFF(owner_info), 0, 1, 0, NULL},
     {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
     {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
     {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},

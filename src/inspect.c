@@ -22,6 +22,15 @@ relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_
     if (r->type == REDIS_REPLY_STRING)
         info->fence = atoll(r->str);
     freeReplyObject(r);
+    char okey[RELOCK__KEY_MAX];
+    if (relock__owner_key(key, okey, sizeof okey) == 0) {
+        r = relock__commandf(c, NULL, "GET %s", okey);
+        if (!r)
+            return c->err.pub.status;
+        if (r->type == REDIS_REPLY_STRING)
+            snprintf(info->owner, sizeof info->owner, "%s", r->str);
+        freeReplyObject(r);
+    }
     r = relock__commandf(c, NULL, "GET %s", key);
     if (!r)
         return c->err.pub.status;

@@ -77,6 +77,7 @@ typedef struct relock__settings {
         int notify;
     } wait;
     int fencing;
+    int owner_info;
     struct {
         int unit_ms; /* 0: seconds, 1: milliseconds */
         long expiry_offset;
@@ -124,8 +125,18 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 #define RELOCK__NOTIFY_SUFFIX " relock:released"
 #define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
 
+/* Appended likewise to name the owner metadata beside a lock (owner_info). */
+#define RELOCK__OWNER_SUFFIX " relock:owner"
+
 /* The fence counter's key for a lock key; -1 when out is too small. */
 int relock__fence_key(const char *lock_key, char *out, size_t len);
+/* The owner metadata's key for a lock key. */
+int relock__owner_key(const char *lock_key, char *out, size_t len);
+
+/* owner.c: with owner_info, write (after acquire and extend) or delete
+ * (after release) the holder's host, pid and start time beside the lock,
+ * with the lease as its TTL.  Informational: failures are ignored. */
+void relock__owner_note(relock_lock *l, int held);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 

@@ -25,12 +25,22 @@ static int has_hash_tag(const char *key)
     return close && close > open + 1;
 }
 
+/* A key beside lock_key, in its Cluster slot, ending with suffix. */
+static int side_key(const char *lock_key, const char *suffix, char *out, size_t len)
+{
+    int n = has_hash_tag(lock_key) ? snprintf(out, len, "%s%s", lock_key, suffix)
+                                   : snprintf(out, len, "{%s}%s", lock_key, suffix);
+    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}
+
 int relock__fence_key(const char *lock_key, char *out, size_t len)
 {
-    int n = has_hash_tag(lock_key)
-                ? snprintf(out, len, "%s" RELOCK__FENCE_SUFFIX, lock_key)
-                : snprintf(out, len, "{%s}" RELOCK__FENCE_SUFFIX, lock_key);
-    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+    return side_key(lock_key, RELOCK__FENCE_SUFFIX, out, len);
+}
+
+int relock__owner_key(const char *lock_key, char *out, size_t len)
+{
+    return side_key(lock_key, RELOCK__OWNER_SUFFIX, out, len);
 }
 
 int relock__marker_key(const char *key_prefix, char *out, size_t len)

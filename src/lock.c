@@ -82,6 +82,7 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
         relock_lock_free(l);
         return st;
     }
+    relock__owner_note(l, 1);
     *out = l;
     return RELOCK_OK;
 }
@@ -105,6 +106,8 @@ relock_status relock_release(relock_lock *l)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
                             l->name);
     st = c->algo->release(l);
+    if (st == RELOCK_OK)
+        relock__owner_note(l, 0);
     if (st == RELOCK_OK || st == RELOCK_LOST)
         l->lost = 1; /* either way it is no longer ours */
     return st;
@@ -131,6 +134,8 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
     if (ttl_ms == 0)
         ttl_ms = l->ttl_ms;
     st = c->algo->extend(l, ttl_ms);
+    if (st == RELOCK_OK)
+        relock__owner_note(l, 1);
     if (st == RELOCK_LOST)
         l->lost = 1;
     return st;

@@ -282,6 +282,7 @@ typedef struct relock_inspect_info {
     long long ts_ms;        /* TIMESTAMP: its expiry in ms since the epoch */
     int ts_unit_ms;         /* TIMESTAMP: 1 when the value is in ms, 0 in s */
     long long fence;        /* the lock's fence counter, 0 when none */
+    char owner[160];        /* owner metadata (owner_info), or "" */
 } relock_inspect_info;
 
 /* Reads the lock key of NAME without changing anything. */

@@ -292,7 +292,13 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
         if (in.kind == RELOCK_VALUE_TIMESTAMP)
             printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"", in.ts_ms,
                    held_until(&in) - now_ms, in.ts_unit_ms ? "ms" : "s");
-        printf(",\"fence\":%lld}\n", in.fence);
+        printf(",\"fence\":%lld", in.fence);
+        if (in.owner[0]) {
+            printf(",\"owner\":\"");
+            json_str(in.owner);
+            printf("\"");
+        }
+        printf("}\n");
     } else {
         printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(in.kind));
         if (in.kind != RELOCK_VALUE_NONE) {
@@ -313,6 +319,8 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
                    d < 0 ? -d : d, d < 0 ? "ago: expired" : "from now");
         }
         printf("fence:   %lld\n", in.fence);
+        if (in.owner[0])
+            printf("owner:   %s\n", in.owner);
     }
     relock_client_free(c);
     return 0;

@@ -485,6 +485,46 @@ static void test_value_suffix(void **state)
     relock_client_free(legacy);
 }
 
+/* owner_info: the holder's host, pid and start beside the lock, with its
+ * TTL, shown by inspect, gone after release; also on 2.0 (no PSETEX). */
+static void test_owner_info(void **state)
+{
+    (void)state;
+    const char *const owner[] = {"owner_info", "true", NULL};
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, "2.0", NULL), 0);
+    const struct {
+        int port;
+        const char *mode;
+    } cases[] = {{tu_srv.port, "modern"}, {tu_srv.port, "bridge"}, {px.port, "legacy"}};
+    char want[32];
+    snprintf(want, sizeof want, "pid=%ld ", (long)getpid());
+    for (int i = 0; i < 3; i++) {
+        relock_client *c = client_on(cases[i].port, cases[i].mode, owner);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_acquire(c, "owned", 5000, 0, &l), RELOCK_OK);
+        char *meta = cmd("GET %s", "{owned} relock:owner");
+        assert_non_null(strstr(meta, want));
+        assert_non_null(strstr(meta, "host="));
+        free(meta);
+        long long ttl = cmd_int("PTTL %s", "{owned} relock:owner");
+        assert_true(ttl > 0 && ttl <= 5000);
+        relock_inspect_info in;
+        assert_int_equal(relock_inspect(c, "owned", &in), RELOCK_OK);
+        assert_non_null(strstr(in.owner, want));
+        assert_int_equal(relock_extend(l, 8000), RELOCK_OK);
+        assert_true(cmd_int("PTTL %s", "{owned} relock:owner") > 5000);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        assert_int_equal(cmd_int("EXISTS %s", "{owned} relock:owner"), 0);
+        relock_lock_free(l);
+        relock_client_free(c);
+    }
+    char *refused = testsrv_cmd(&px, "RELOCK-PROXY REFUSED");
+    assert_string_equal(refused, "0");
+    free(refused);
+    testsrv_stop(&px);
+}
+
 /* auto, for every proxy personality and both legacy_clients settings. */
 static void test_auto_per_personality(void **state)
 {
@@ -559,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_adopted_guess_cannot_release),
         cmocka_unit_test(test_idle_connection_closed_by_server),
         cmocka_unit_test(test_value_suffix),
+        cmocka_unit_test(test_owner_info),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

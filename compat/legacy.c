@@ -684,6 +684,8 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
         if (res.done) {
             if (following)
                 l->loser_writes++;
+            if (!newv)
+                l->waiters = (int)res.fence; /* a delete reports the waiters told */
             return RELOCK_OK;
         }
         if (beaten)
@@ -752,6 +754,8 @@ static relock_status ts_release(relock_lock *l)
     if (relock__notify_channel(l, chan, sizeof chan)) {
         /* Best effort: waiters also wake at the expiry they know. */
         r = relock__commandf(c, NULL, "PUBLISH %s 1", chan);
+        if (r && r->type == REDIS_REPLY_INTEGER)
+            l->waiters = (int)r->integer;
         if (r)
             freeReplyObject(r);
         relock__err_clear(&c->err);

@@ -218,7 +218,7 @@ static relock_status break_eval(brk *b)
     relock_status st;
     if (r->type != REDIS_REPLY_INTEGER)
         st = RELOCK__BAD_REPLY(b->c, "compare-and-delete", r);
-    else if (r->integer == 1)
+    else if (r->integer >= 1) /* 1 + the waiters told */
         st = RELOCK_OK;
     else if (r->integer == 0)
         st = absent(b);

@@ -128,6 +128,11 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 /* Appended likewise to name the owner metadata beside a lock (owner_info). */
 #define RELOCK__OWNER_SUFFIX " relock:owner"
 
+/* Whether relock's side keys can share the lock key's Cluster slot: the
+ * key has a hash tag, or holds no '}' (else a braced copy would hash a
+ * different part of it). */
+int relock__key_slot_safe(const char *key);
+
 /* The fence counter's key for a lock key; -1 when out is too small. */
 int relock__fence_key(const char *lock_key, char *out, size_t len);
 /* The owner metadata's key for a lock key. */
@@ -214,6 +219,9 @@ struct relock_client {
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     redisContext *sub;        /* subscriber connection while waiting, or NULL */
     struct relock__qserver *q; /* quorum: one entry per server, or NULL */
+    /* Courtesy after releasing a lock others wait for (lock.c). */
+    uint64_t yield_key; /* hash of that lock's key */
+    uint64_t yield_until; /* monotonic ms */
     relock__err err;
     /* The server the connection goes to when it is not servers[0]: the
      * master a sentinel named, or the Cluster node a MOVED named.  Its
@@ -241,6 +249,8 @@ struct relock_lock {
     /* Set by a busy attempt that met a holder who never announces its
      * release (a legacy value without TTL): the waiter polls this often. */
     int legacy_holder;
+    /* Set by a release: how many waiters its notice reached. */
+    int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
 };
 

@@ -25,6 +25,13 @@ static int has_hash_tag(const char *key)
     return close && close > open + 1;
 }
 
+int relock__key_slot_safe(const char *key)
+{
+    /* Braces around a key without a tag hash exactly the key, unless the
+     * key itself holds a '}' (the tag would end there). */
+    return has_hash_tag(key) || !strchr(key, '}');
+}
+
 /* A key beside lock_key, in its Cluster slot, ending with suffix. */
 static int side_key(const char *lock_key, const char *suffix, char *out, size_t len)
 {

@@ -5,6 +5,18 @@
 
 #include "internal.h"
 
+/* How long a releaser that woke waiters stays away from that lock: a few
+ * round trips, enough for a woken waiter to take it. */
+#define YIELD_MS 2
+
+static uint64_t key_hash(const char *key)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *key; key++)
+        h = (h ^ (unsigned char)*key) * 1099511628211ull;
+    return h;
+}
+
 /* Names are binary-safe for Redis, but a name with control characters or
  * spaces is almost always a mistake in a script, and unprintable in our
  * messages: refuse them. */
@@ -38,6 +50,14 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
     size_t nlen = strlen(name) + 1;
     size_t klen = strlen(c->s.key_prefix) + nlen;
     size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX;
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
+    if (!relock__key_slot_safe(key))
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                            "lock name: \"%.60s\" holds a '}' but no {hash tag}, so its fence "
+                            "key could not share its Redis Cluster slot; drop the '}' or use a "
+                            "whole tag such as {job}",
+                            key);
     relock_lock *l = calloc(1, sizeof *l + nlen + klen + flen);
     if (!l)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", name);
@@ -77,6 +97,11 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
     st = new_lock(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
+    /* The holder that just released usually wins the race back against
+     * the waiters it woke (it needs no wake-up): give them a moment. */
+    uint64_t now = relock__mono_ms();
+    if (c->yield_until > now && c->yield_key == key_hash(l->key) && wait_ms != 0)
+        relock__sleep_ms((long)(c->yield_until - now));
     st = relock__wait_acquire(l, wait_ms);
     if (st != RELOCK_OK) {
         relock_lock_free(l);
@@ -105,9 +130,17 @@ relock_status relock_release(relock_lock *l)
     if (l->lost)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
                             l->name);
+    l->waiters = 0;
     st = c->algo->release(l);
-    if (st == RELOCK_OK)
+    if (st == RELOCK_OK) {
         relock__owner_note(l, 0);
+        if (l->waiters > 0) {
+            /* Others were woken for this lock: if we come straight back
+             * for it, let them go first (fairness; see acquire). */
+            c->yield_key = key_hash(l->key);
+            c->yield_until = relock__mono_ms() + YIELD_MS;
+        }
+    }
     if (st == RELOCK_OK || st == RELOCK_LOST)
         l->lost = 1; /* either way it is no longer ours */
     return st;

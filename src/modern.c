@@ -18,11 +18,13 @@ static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start)
 {
     relock_client *c = l->c;
     redisReply *r = relock__commandf(c, NULL, "GET %s", l->key);
-    if (!r)
+    if (!r) {
+        relock__err_clear(&c->err); /* the I/O errors are the lesser news */
         return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
                             "acquire %s: connection lost after SET and the key cannot be read "
                             "back; the lock may be held by us until its TTL ends",
                             l->name);
+    }
     int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
     freeReplyObject(r);
     if (!ours)
@@ -201,18 +203,21 @@ static relock_status script_result(relock_lock *l, const char *op, redisReply *r
 {
     relock_client *c = l->c;
     if (!r) {
-        if (sent)
+        if (sent) {
+            relock__err_clear(&c->err); /* the I/O error is the lesser news */
             return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
                                 "%s %s: connection lost after the request was sent; the "
                                 "lock's state is unknown",
                                 op, l->name);
+        }
         return c->err.pub.status;
     }
     relock_status st;
     if (r->type != REDIS_REPLY_INTEGER) {
         st = RELOCK__BAD_REPLY(c, op, r);
-    } else if (r->integer == 1) {
+    } else if (r->integer >= 1) {
         st = RELOCK_OK;
+        l->waiters = (int)(r->integer - 1); /* release: waiters told */
     } else if (r->integer == 0) {
         int expired = l->valid_until && relock__mono_ms() >= l->valid_until;
         st = RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: %s", op, l->name,

@@ -247,7 +247,7 @@ static int delete_everywhere(relock_lock *l, fan *f)
     int deleted = 0;
     for (int i = 0; i < c->s.nservers; i++)
         deleted += f->reply[i] && f->reply[i]->type == REDIS_REPLY_INTEGER &&
-                   f->reply[i]->integer == 1;
+                   f->reply[i]->integer >= 1; /* 1 + waiters told */
     return deleted;
 }
 

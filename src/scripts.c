@@ -20,12 +20,15 @@
 
 static const char *const sources[RELOCK__NSCRIPTS] = {
     /* RELOCK__SCRIPT_DEL_IF_EQ: KEYS[1] lock, ARGV[1] our value, ARGV[2]
-     * the channel to tell waiters on, or '' (wait.notify = false) */
+     * the channel to tell waiters on, or '' (wait.notify = false).
+     * Returns 1 + the number of waiters told when deleted. */
     "local v = redis.call('get', KEYS[1])\n"
     "if v == ARGV[1] then\n"
     "  redis.call('del', KEYS[1])\n"
-    "  if ARGV[2] ~= '' then redis.pcall('publish', ARGV[2], '1') end\n"
-    "  return 1\n"
+    "  local n = 0\n"
+    "  if ARGV[2] ~= '' then n = redis.pcall('publish', ARGV[2], '1') end\n"
+    "  if type(n) ~= 'number' then n = 0 end\n"
+    "  return 1 + n\n"
     "end\n"
     "if v then return -1 end\n"
     "return 0\n",
@@ -41,15 +44,18 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
      * ARGV[4] the new value or '' to delete, ARGV[5] PEXPIRE ms or '0',
      * ARGV[6] EXPIRE s or '0', ARGV[7] '1' to increment the fence,
      * ARGV[8] the channel to tell waiters on after a delete, or ''.
-     * Returns {1, fence or 0} when done, {0, value found} on a mismatch
+     * Returns {1, fence or 0} when done ({1, waiters told} for a delete),
+     * {0, value found} on a mismatch
      * (so the caller can tell a GETSET loser's write), {0} when absent. */
     "local v = redis.call('get', KEYS[1])\n"
     "if v == ARGV[1] and (ARGV[2] == '0' or redis.call('get', KEYS[2]) == ARGV[2])\n"
     "   and (ARGV[3] == '0' or redis.call('pttl', KEYS[1]) > 0) then\n"
     "  if ARGV[4] == '' then\n"
     "    redis.call('del', KEYS[1])\n"
-    "    if ARGV[8] ~= '' then redis.pcall('publish', ARGV[8], '1') end\n"
-    "    return {1, 0}\n"
+    "    local n = 0\n"
+    "    if ARGV[8] ~= '' then n = redis.pcall('publish', ARGV[8], '1') end\n"
+    "    if type(n) ~= 'number' then n = 0 end\n"
+    "    return {1, n}\n"
     "  end\n"
     "  redis.call('set', KEYS[1], ARGV[4])\n"
     "  if tonumber(ARGV[5]) > 0 then redis.call('pexpire', KEYS[1], ARGV[5])\n"

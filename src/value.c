@@ -34,7 +34,9 @@ void relock__classify(const char *v, size_t len, relock__value *out)
     while (digits < len && v[digits] >= '0' && v[digits] <= '9')
         digits++;
     /* 18 digits still fit a long long; no present-day time needs more. */
-    if (digits > 0 && digits <= 18 && (digits == len || (v[digits] == ':' && digits + 1 < len))) {
+    /* The suffix, if any, is ":" and a token (bridge.value_suffix). */
+    int suffix_ok = digits < len && v[digits] == ':' && is_token(v + digits + 1, len - digits - 1);
+    if (digits > 0 && digits <= 18 && (digits == len || suffix_ok)) {
         long long ts = 0;
         for (size_t i = 0; i < digits; i++)
             ts = ts * 10 + (v[i] - '0');

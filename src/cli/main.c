@@ -4,6 +4,7 @@
  * over to the command.
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,9 @@ int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    /* A server that resets the connection must give exit code 4 with a
+     * message, not a silent death by SIGPIPE inside a write. */
+    signal(SIGPIPE, SIG_IGN);
     const char *file = getenv("RELOCK_CONFIG");
     const char *url = getenv("RELOCK_URL");
     const char *mode = NULL;

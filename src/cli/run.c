@@ -49,6 +49,7 @@ static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l)
     if (pid != 0)
         return pid;
     sigprocmask(SIG_SETMASK, oldmask, NULL);
+    signal(SIGPIPE, SIG_DFL); /* ignored dispositions survive exec: restore */
     setenv("RELOCK_NAME", relock_lock_name(l), 1);
     setenv("RELOCK_VALUE", relock_lock_value(l), 1);
     setenv("RELOCK_FENCE", fence, 1);

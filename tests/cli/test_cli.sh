@@ -156,6 +156,7 @@ expect 2 "unknown global option" -- "$RELOCK" -q acquire cli-c
 expect 2 "TTL over a year" -- R acquire -t 1000000h cli-c
 expect 2 "missing NAME" -- R acquire
 expect 2 "bad name" -- R acquire "with space"
+expect 2 "name whose fence key could not share its Cluster slot" -- R acquire "a}b"
 expect 2 "bad mode" -- "$RELOCK" -m fast acquire cli-c
 expect 2 "bad fence" -- R release cli-c "$VALUE" notanumber
 expect 2 "bad -E" -- R run -E 300 cli-c -- true

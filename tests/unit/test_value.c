@@ -60,6 +60,8 @@ static void test_neither(void **state)
     assert_int_equal(cls("hello").kind, RELOCK_VALUE_UNKNOWN);
     assert_int_equal(cls("-1700000000").kind, RELOCK_VALUE_UNKNOWN);
     assert_int_equal(cls("1700000000:").kind, RELOCK_VALUE_UNKNOWN);
+    /* After ':' only a token: anything else is not a value relock knows. */
+    assert_int_equal(cls("1700000000:junk").kind, RELOCK_VALUE_UNKNOWN);
     assert_int_equal(cls("17000 00000").kind, RELOCK_VALUE_UNKNOWN);
     assert_int_equal(cls("1234567890123456789").kind, RELOCK_VALUE_UNKNOWN); /* > 18 digits */
 }
@@ -73,6 +75,27 @@ static void test_token_generation(void **state)
         assert_int_equal(strlen(tok), 32);
         assert_int_equal(cls(tok).kind, RELOCK_VALUE_TOKEN);
     }
+}
+
+/* Side keys share the lock key's Cluster slot: Redis hashes the part
+ * between the first '{' and the next '}' if it is not empty, else the key. */
+static void test_side_keys(void **state)
+{
+    (void)state;
+    char out[128];
+    assert_int_equal(relock__fence_key("job", out, sizeof out), 0);
+    assert_string_equal(out, "{job} relock:fence");
+    assert_int_equal(relock__fence_key("a{tag}b", out, sizeof out), 0);
+    assert_string_equal(out, "a{tag}b relock:fence");
+    assert_int_equal(relock__owner_key("job", out, sizeof out), 0);
+    assert_string_equal(out, "{job} relock:owner");
+    assert_true(relock__key_slot_safe("job"));
+    assert_true(relock__key_slot_safe("a{tag}b"));
+    assert_true(relock__key_slot_safe("a{tag}}b"));
+    assert_true(relock__key_slot_safe("x{"));
+    assert_false(relock__key_slot_safe("!%}"));           /* '}' without a tag */
+    assert_false(relock__key_slot_safe("prefix:{}tail")); /* an empty tag */
+    assert_int_equal(relock__fence_key("job", out, 8), -1);
 }
 
 static void test_sha1(void **state)
@@ -97,6 +120,7 @@ int main(void)
         cmocka_unit_test(test_neither),
         cmocka_unit_test(test_token_generation),
         cmocka_unit_test(test_sha1),
+        cmocka_unit_test(test_side_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

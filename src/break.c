@@ -181,9 +181,17 @@ static relock_status tx_delete(brk *b, int with_get, tx_result *out)
     return st;
 }
 
-/* Announces a delete to waiters; best effort (see the top of the file). */
+/* Announces a delete to waiters, and drops the broken holder's owner
+ * metadata (owner_info); best effort (see the top of the file). */
 static relock_status notify(brk *b)
 {
+    char okey[RELOCK__KEY_MAX];
+    if (relock__owner_key(b->key, okey, sizeof okey) == 0) {
+        redisReply *r = relock__commandf(b->c, NULL, "DEL %s", okey);
+        if (r)
+            freeReplyObject(r);
+        relock__err_clear(&b->c->err);
+    }
     if (b->chan[0]) {
         redisReply *r = relock__commandf(b->c, NULL, "PUBLISH %s 1", b->chan);
         if (r)

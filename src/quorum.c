@@ -313,7 +313,8 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
                             "acquire %s: only %d of %d servers answered; a majority (%d) is "
                             "needed",
                             l->name, answered, c->s.nservers, majority(c));
-    *hint_ms = shortest >= 0 ? (shortest > 0x7fffffffLL ? 0x7fffffffL : (long)shortest) : 0;
+    /* No TTL known (all holders without one): the backoff decides. */
+    *hint_ms = shortest >= 0 ? (shortest > 0x7fffffffLL ? 0x7fffffffL : (long)shortest) : -1;
     return RELOCK_BUSY;
 }
 

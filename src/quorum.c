@@ -266,7 +266,7 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
     fanout_eval(c, all_servers(c), RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, tmo, &f);
     unsigned won = 0;
     int nwon = 0;
-    long long fence = 0, shortest = -1;
+    long long fence = 0, lowest = -1, shortest = -1;
     for (int i = 0; i < c->s.nservers; i++) {
         redisReply *r = f.reply[i];
         if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -278,6 +278,8 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
             nwon++;
             if (r->element[1]->integer > fence)
                 fence = r->element[1]->integer;
+            if (lowest < 0 || r->element[1]->integer < lowest)
+                lowest = r->element[1]->integer;
         } else if (r->element[1]->integer >= 0 &&
                    (shortest < 0 || r->element[1]->integer < shortest)) {
             shortest = r->element[1]->integer;
@@ -286,6 +288,14 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
     int answered = f.answered;
     fan_free(&f);
     uint64_t valid_until = relock__valid_until(start, l->ttl_ms);
+    if (nwon >= majority(c) && relock__mono_ms() < valid_until && lowest == fence) {
+        /* The majority's counters already agree on the token: nothing to
+         * raise, and no round trip for it. */
+        l->fence = fence;
+        l->valid_until = valid_until;
+        l->acquired = 1;
+        return RELOCK_OK;
+    }
     if (nwon >= majority(c) && relock__mono_ms() < valid_until) {
         /* Raise the majority's counters to the token before claiming it. */
         char fs[32];

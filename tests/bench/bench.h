@@ -1,7 +1,9 @@
 /*
  * Declarations shared by the files of relock-bench:
  *   relock_bench.c  options, the top process (placements, time limits)
- *   bench_phase.c   one placement's measurements, its workers, the memory process
+ *   bench_phase.c   one placement's servers, throughput (quorum included), contention,
+ *                   its workers, the memory process
+ *   bench_latency.c handoff and takeover latencies: a holder and a waiter process
  *   bench_report.c  the table and the JSON, targets applied
  *   bench_util.c    clocks, CPU pinning, /proc figures, small helpers
  */
@@ -12,6 +14,7 @@
 
 #define MAX_REPS 9
 #define MAX_PROCS 4
+#define QUORUM_SERVERS 5 /* the quorum figure's servers (the phase's own is the first) */
 #define MEM_LOCKS 10000
 #define SLICE_MS 50 /* uncontended figures take turns in slices this long */
 
@@ -20,6 +23,18 @@
 #define TARGET_LEGACY 0.85     /* relock legacy / its raw loop */
 #define TARGET_CONTENDED2 0.50 /* 2 contending processes / 1 process */
 #define TARGET_MEM_BYTES 256.0 /* per held lock, beyond its key and value */
+#define TARGET_QUORUM5 1.50    /* latency with 5 servers / with 1 server (at most) */
+
+/* Latency figures (bench_latency.c): samples per figure, bounded in time. */
+#define LAT_SAMPLES 200
+#define HANDOFF_LIMIT_MS 5000   /* per handoff figure */
+#define TAKEOVER_LIMIT_MS 8000  /* per takeover figure (each sample waits out a TTL) */
+#define HANDOFF_HOLDER_TTL_MS 10000
+#define TAKEOVER_TTL_MS 50
+/* The release comes this long (uniformly random in [MIN, MAX]) after the
+ * waiter was told to acquire. */
+#define HANDOFF_DELAY_MIN_MS 10
+#define HANDOFF_DELAY_MAX_MS 20
 /* A worker starves when it gets less than this part of its fair share
  * (1/N of the sections) in a round. */
 #define STARVE_FRACTION 0.10
@@ -41,6 +56,24 @@ int bench_run_phase(void);
 /* bench_phase.c: the memory figure, in a process of its own. */
 int bench_run_memory(int port);
 
+/* bench_phase.c, for bench_latency.c: a result line "key value" for the
+ * top process; an error line (error<N>) that fails the run; processes to
+ * kill (by PID) if the phase is stopped; a relock client on 127.0.0.1:port
+ * in mode with further settings (NULL-terminated name, value pairs, or
+ * NULL), NULL with err filled on failure. */
+void bench_out(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bench_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_track(pid_t pid);
+void bench_untrack(pid_t pid);
+void bench_child_signals(void);
+struct relock_client;
+struct relock_client *bench_connect(int port, const char *mode, const char *const *settings,
+                                    char *err, size_t errlen);
+
+/* bench_latency.c: the handoff and takeover figures against the server on
+ * port (a waiter process forked per figure). */
+void bench_latency(int port);
+
 /* One placement as the top process sees it. */
 typedef struct bench_phase {
     const char *name;
@@ -58,13 +91,14 @@ typedef struct bench_row {
     char baseline[64];
     char ratio[16];
     char target[48];
-    char result[8];    /* PASS, FAIL, SKIP or info */
+    char result[8];    /* PASS, FAIL or info */
     double v, base, r; /* NaN when none */
+    double p99, p99_ratio; /* latency figures: v is the p50; NaN elsewhere */
     const char *unit;
-    char detail[400];
+    char detail[640];
 } bench_row;
 
-#define MAX_ROWS 40
+#define MAX_ROWS 48
 typedef struct bench_table {
     int n;
     bench_row rows[MAX_ROWS];

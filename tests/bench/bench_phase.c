@@ -1,7 +1,7 @@
 /*
- * One placement of relock-bench (see relock_bench.c): start a pinned
- * redis-server, measure, and print every figure as a "key value" line on
- * stdout for the top process.  Contended figures fork worker processes;
+ * One placement of relock-bench (see relock_bench.c): start the pinned
+ * redis-servers (one, plus four more for the quorum figure), measure, and
+ * print every figure as a "key value" line on stdout for the top process.  Contended figures fork worker processes;
  * the memory figure runs in a fresh process (this program again, with
  * --memory), so that no heap freed by earlier figures hides the growth.
  */
@@ -41,7 +41,8 @@
 /* ==================================================================== */
 /* Phase side: processes to stop if we are killed.                      */
 
-static volatile pid_t g_pids[2 + MAX_PROCS];
+/* Servers, the memory process, contending workers, a latency waiter. */
+static volatile pid_t g_pids[QUORUM_SERVERS + 2 + MAX_PROCS];
 
 static void track(pid_t pid)
 {
@@ -59,8 +60,18 @@ static void untrack(pid_t pid)
             g_pids[i] = 0;
 }
 
-/* The server's directory, removed if we are killed. */
-static char g_srv_dir[128];
+void bench_track(pid_t pid)
+{
+    track(pid);
+}
+
+void bench_untrack(pid_t pid)
+{
+    untrack(pid);
+}
+
+/* The servers' directories, removed if we are killed. */
+static char g_srv_dir[QUORUM_SERVERS][128];
 
 static void on_fatal_signal(int sig)
 {
@@ -71,14 +82,15 @@ static void on_fatal_signal(int sig)
             kill(g_pids[i], SIGKILL);
             waitpid(g_pids[i], NULL, 0);
         }
-    if (g_srv_dir[0]) {
-        char path[160];
-        size_t n = strlen(g_srv_dir);
-        memcpy(path, g_srv_dir, n);
-        memcpy(path + n, "/server.log", sizeof "/server.log");
-        unlink(path);
-        rmdir(g_srv_dir);
-    }
+    for (int i = 0; i < QUORUM_SERVERS; i++)
+        if (g_srv_dir[i][0]) {
+            char path[160];
+            size_t n = strlen(g_srv_dir[i]);
+            memcpy(path, g_srv_dir[i], n);
+            memcpy(path + n, "/server.log", sizeof "/server.log");
+            unlink(path);
+            rmdir(g_srv_dir[i]);
+        }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -88,6 +100,15 @@ static void catch_signals(void (*handler)(int))
     signal(SIGTERM, handler);
     signal(SIGINT, handler);
     signal(SIGHUP, handler);
+}
+
+/* In a forked child: the default actions, and nothing of the parent's to
+ * kill. */
+void bench_child_signals(void)
+{
+    catch_signals(SIG_DFL);
+    memset((void *)g_pids, 0, sizeof g_pids);
+    memset(g_srv_dir, 0, sizeof g_srv_dir);
 }
 
 /* One result line for the top process. */
@@ -122,26 +143,39 @@ static void out_error(const char *fmt, ...)
     fprintf(stderr, "relock-bench: %s\n", msg);
 }
 
-static relock_client *connect_client(int port, const char *mode, int fencing, char *err,
-                                     size_t errlen)
+void bench_out(const char *key, const char *fmt, ...)
 {
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    relock_config *cfg = relock_config_new();
-    if (!cfg) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    char text[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    out(key, "%s", text);
+}
+
+void bench_error(const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    out_error("%s", msg);
+}
+
+/* Applies mode, the bench's command timeout and settings (name, value
+ * pairs, NULL-terminated) to cfg, connects, and frees cfg. */
+static relock_client *connect_cfg(relock_config *cfg, const char *mode,
+                                  const char *const *settings, char *err, size_t errlen)
+{
     relock_client *c = NULL;
-    relock_status st = relock_config_set_url(cfg, url);
-    if (st == RELOCK_OK)
-        st = relock_config_set(cfg, "mode", mode);
-    if (st == RELOCK_OK)
-        st = relock_config_set(cfg, "fencing", fencing ? "true" : "false");
+    relock_status st = relock_config_set(cfg, "mode", mode);
     /* A figure, not a fault test: a machine busy with other work must
      * slow the bench down, not make it report lost connections. */
     if (st == RELOCK_OK)
         st = relock_config_set(cfg, "command_timeout_ms", "10000");
+    for (int i = 0; st == RELOCK_OK && settings && settings[i] && settings[i + 1]; i += 2)
+        st = relock_config_set(cfg, settings[i], settings[i + 1]);
     if (st != RELOCK_OK) {
         snprintf(err, errlen, "config: %s", relock_config_error(cfg)->message);
         relock_config_free(cfg);
@@ -158,6 +192,63 @@ static relock_client *connect_client(int port, const char *mode, int fencing, ch
     return c;
 }
 
+relock_client *bench_connect(int port, const char *mode, const char *const *settings, char *err,
+                             size_t errlen)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    relock_config *cfg = relock_config_new();
+    if (!cfg) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (relock_config_set_url(cfg, url) != RELOCK_OK) {
+        snprintf(err, errlen, "config: %s", relock_config_error(cfg)->message);
+        relock_config_free(cfg);
+        return NULL;
+    }
+    return connect_cfg(cfg, mode, settings, err, errlen);
+}
+
+static relock_client *connect_client(int port, const char *mode, int fencing, char *err,
+                                     size_t errlen)
+{
+    const char *const settings[] = {"fencing", fencing ? "true" : "false", NULL};
+    return bench_connect(port, mode, settings, err, errlen);
+}
+
+/* A modern, fenced (default) client for a quorum over the first n of
+ * ports: `servers` with n entries, through a configuration file (the only
+ * way to list several servers). */
+static relock_client *connect_quorum(const int *ports, int n, char *err, size_t errlen)
+{
+    char path[] = "/tmp/relock-bench-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        snprintf(err, errlen, "quorum configuration: %s", strerror(errno));
+        return NULL;
+    }
+    dprintf(fd, "relock = {\n  servers = (");
+    for (int i = 0; i < n; i++)
+        dprintf(fd, "%s\n    { host = \"127.0.0.1\"; port = %d; }", i ? "," : "", ports[i]);
+    dprintf(fd, " );\n};\n");
+    close(fd);
+    relock_config *cfg = relock_config_new();
+    if (!cfg) {
+        unlink(path);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    relock_status st = relock_config_load_file(cfg, path);
+    unlink(path);
+    if (st != RELOCK_OK) {
+        snprintf(err, errlen, "quorum configuration: %s", relock_config_error(cfg)->message);
+        relock_config_free(cfg);
+        return NULL;
+    }
+    return connect_cfg(cfg, "modern", NULL, err, errlen);
+}
+
 /* ==================================================================== */
 /* Uncontended cycles on one connection.                                */
 
@@ -167,6 +258,8 @@ enum fig {
     F_RL_MODERN,
     F_RAW_FENCED,
     F_RL_FENCED,
+    F_RL_Q5, /* next to its baseline, F_RL_FENCED, in the rotation */
+    F_RL_Q3,
     F_RAW_LEGACY,
     F_RL_LEGACY,
     F_RAW_BRIDGE,
@@ -176,16 +269,22 @@ enum fig {
 };
 
 static const char *const fig_key[NFIG] = {
-    "ping",       "raw_modern", "rl_modern", "raw_fenced", "rl_fenced",
-    "raw_legacy", "rl_legacy",  "raw_bridge", "rl_bridge", "raw_setnx_del",
+    "ping",       "raw_modern", "rl_modern",  "raw_fenced", "rl_fenced",
+    "rl_quorum5", "rl_quorum3", "raw_legacy", "rl_legacy",  "raw_bridge",
+    "rl_bridge",  "raw_setnx_del",
 };
 
-enum { RL_MODERN, RL_FENCED, RL_LEGACY, RL_BRIDGE, NRL };
+/* The relock clients: one per single-server mode (one connection each),
+ * then the quorum clients (one connection per server). */
+enum { RL_MODERN, RL_FENCED, RL_LEGACY, RL_BRIDGE, NRL_SINGLE, RL_Q5 = NRL_SINGLE, RL_Q3, NRL };
 
 typedef struct bench {
     int port;
     redisContext *rc;        /* the raw loops' connection */
-    relock_client *rl[NRL];  /* one client (one connection) per relock mode */
+    relock_client *rl[NRL];  /* NULL: that figure is not measured */
+    int nq;                  /* servers running: the phase's own and the extra ones */
+    int qport[QUORUM_SERVERS];
+    redisContext *qrc[QUORUM_SERVERS]; /* to count their commands; [0] is rc */
     char sha_del[41], sha_cas[41], sha_tsacq[41], sha_macq[41];
     uint64_t rng;
     char err[400];
@@ -353,6 +452,10 @@ static int cycle(bench *b, int fig)
         return cyc_raw_fenced(b);
     case F_RL_FENCED:
         return cyc_relock(b, RL_FENCED, "bench:rl:fenced");
+    case F_RL_Q5:
+        return cyc_relock(b, RL_Q5, "bench:rl:quorum5");
+    case F_RL_Q3:
+        return cyc_relock(b, RL_Q3, "bench:rl:quorum3");
     case F_RAW_LEGACY:
         return cyc_raw_ts(b, 0);
     case F_RL_LEGACY:
@@ -412,8 +515,9 @@ static int scripts_setup(bench *b)
     redisReply *r = redisCommand(b->rc, "SCRIPT FLUSH");
     if (want_status(b, r, "SCRIPT FLUSH") != 0)
         return -1;
-    for (int fig = F_RL_MODERN; fig <= F_RL_BRIDGE; fig += 2)
-        if (cycle(b, fig) != 0)
+    static const int single[] = {F_RL_MODERN, F_RL_FENCED, F_RL_LEGACY, F_RL_BRIDGE};
+    for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
+        if (cycle(b, single[i]) != 0)
             return -1;
     const struct {
         const char *name, *text;
@@ -466,11 +570,13 @@ static int scripts_setup(bench *b)
     return 0;
 }
 
-/* A counter of the server's INFO stats ("total_commands_processed"), or
+/* A counter of a server's INFO stats ("total_commands_processed"), or
  * -1. */
-static long long server_stat(bench *b, const char *name)
+static long long ctx_stat(redisContext *rc, const char *name)
 {
-    redisReply *r = redisCommand(b->rc, "INFO stats");
+    if (!rc)
+        return -1;
+    redisReply *r = redisCommand(rc, "INFO stats");
     long long n = -1;
     if (r && r->type == REDIS_REPLY_STRING) {
         const char *p = strstr(r->str, name);
@@ -482,9 +588,53 @@ static long long server_stat(bench *b, const char *name)
     return n;
 }
 
+/* The same of the phase's own server. */
+static long long server_stat(bench *b, const char *name)
+{
+    return ctx_stat(b->rc, name);
+}
+
 static long long total_commands(bench *b)
 {
     return server_stat(b, "total_commands_processed");
+}
+
+/* How many servers a figure uses (the quorum figures: several). */
+static int fig_servers(int fig)
+{
+    return fig == F_RL_Q5 ? QUORUM_SERVERS : fig == F_RL_Q3 ? 3 : 1;
+}
+
+/* Whether a figure is measured: the quorum figures need their servers. */
+static int fig_on(const bench *b, int fig)
+{
+    return fig == F_RL_Q5 ? b->rl[RL_Q5] != NULL : fig == F_RL_Q3 ? b->rl[RL_Q3] != NULL : 1;
+}
+
+/* Commands run so far by all the servers fig uses (their sum), or -1. */
+static long long fig_commands(bench *b, int fig)
+{
+    long long sum = 0;
+    for (int i = 0; i < fig_servers(fig); i++) {
+        long long n = ctx_stat(b->qrc[i], "total_commands_processed");
+        if (n < 0)
+            return -1;
+        sum += n;
+    }
+    return sum;
+}
+
+/* A figure failed: -1 to stop, or 0 when it was a quorum figure, which
+ * is then dropped (reported, not measured) while the others go on. */
+static int fig_failed(bench *b, int fig, const char *when)
+{
+    out_error("%s%s: %s", fig_key[fig], when, b->err);
+    if (fig != F_RL_Q5 && fig != F_RL_Q3)
+        return -1;
+    int which = fig == F_RL_Q5 ? RL_Q5 : RL_Q3;
+    relock_client_free(b->rl[which]);
+    b->rl[which] = NULL;
+    return 0;
 }
 
 static int uncontended(bench *b)
@@ -495,27 +645,31 @@ static int uncontended(bench *b)
     }
     /* Warm up every loop (connections, caches, CPU frequency). */
     for (int fig = 0; fig < NFIG; fig++)
-        for (int i = 0; i < 200; i++)
-            if (cycle(b, fig) != 0) {
-                out_error("%s warm-up: %s", fig_key[fig], b->err);
+        for (int i = 0; i < 200 && fig_on(b, fig); i++)
+            if (cycle(b, fig) != 0 && fig_failed(b, fig, " warm-up") != 0)
                 return -1;
-            }
     /* Commands the server runs per cycle (those a script calls count too):
      * equal counts for relock and its raw loop show that relock adds no
-     * round trip and no server work, whatever the noise on the machine. */
+     * round trip and no server work, whatever the noise on the machine.
+     * For the quorum figures: the sum over their servers. */
     for (int fig = 0; fig < NFIG; fig++) {
         enum { N = 500 };
-        long long before = total_commands(b);
-        for (int i = 0; i < N; i++)
+        if (!fig_on(b, fig))
+            continue;
+        long long before = fig_commands(b, fig);
+        int bad = 0;
+        for (int i = 0; i < N && !bad; i++)
             if (cycle(b, fig) != 0) {
-                out_error("%s: %s", fig_key[fig], b->err);
-                return -1;
+                if (fig_failed(b, fig, "") != 0)
+                    return -1;
+                bad = 1;
             }
-        long long after = total_commands(b);
-        if (before >= 0 && after >= 0) {
+        long long after = fig_commands(b, fig);
+        if (!bad && before >= 0 && after >= 0) {
             char key[48];
             snprintf(key, sizeof key, "%s_cmds", fig_key[fig]);
-            out(key, "%.2f", (double)(after - before - 1) / N); /* less the first INFO */
+            /* less the first INFO on each server */
+            out(key, "%.2f", (double)(after - before - fig_servers(fig)) / N);
         }
     }
     double samples[NFIG][MAX_REPS];
@@ -544,8 +698,11 @@ static int uncontended(bench *b)
             for (int i = 0; i < NFIG; i++) {
                 int fig = k % 2 ? NFIG - 1 - i : i;
                 acc one = {0, 0, 0};
+                if (!fig_on(b, fig))
+                    continue;
                 if (run_slice(b, fig, slice_ms, &one) != 0) {
-                    out_error("%s: %s", fig_key[fig], b->err);
+                    if (fig_failed(b, fig, "") == 0)
+                        continue;
                     free(slice_rate);
                     return -1;
                 }
@@ -565,6 +722,8 @@ static int uncontended(bench *b)
     }
     for (int fig = 0; fig < NFIG; fig++) {
         char list[200] = "";
+        if (!fig_on(b, fig))
+            continue;
         for (int rep = 0; rep < opt.reps; rep++) {
             size_t used = strlen(list);
             snprintf(list + used, sizeof list - used, "%s%.0f", rep ? "," : "", samples[fig][rep]);
@@ -600,6 +759,21 @@ static int uncontended(bench *b)
             ratios[k] = slice_rate[(size_t)pairs[p].fig * nslices + k] /
                         slice_rate[(size_t)pairs[p].base * nslices + k];
         out(pairs[p].key, "%.4f", bu_median(ratios, (int)nslices));
+    }
+    /* Quorum: the latency with several servers over the latency with one
+     * (the fenced single-server client: the same acquire and release
+     * scripts), slice by slice: the inverse of the rate ratio. */
+    static const struct {
+        const char *key;
+        int fig;
+    } qpairs[] = {{"rl_quorum5_lratio", F_RL_Q5}, {"rl_quorum3_lratio", F_RL_Q3}};
+    for (size_t p = 0; ratios && p < sizeof qpairs / sizeof qpairs[0]; p++) {
+        if (!fig_on(b, qpairs[p].fig))
+            continue;
+        for (size_t k = 0; k < nslices; k++)
+            ratios[k] = slice_rate[(size_t)F_RL_FENCED * nslices + k] /
+                        slice_rate[(size_t)qpairs[p].fig * nslices + k];
+        out(qpairs[p].key, "%.4f", bu_median(ratios, (int)nslices));
     }
     free(ratios);
     free(slice_rate);
@@ -1021,35 +1195,80 @@ static void memory(const char *self, int port)
 /* ==================================================================== */
 /* Quorum: several servers.                                             */
 
-static void quorum(int port)
+/* The quorum clients over the phase's server and the extra ones (all
+ * started on the server's core), and a connection to each server to count
+ * its commands. */
+static void quorum_setup(bench *b, pid_t first, const testsrv *extra, int nextra)
 {
-    char path[] = "/tmp/relock-bench-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        out("quorum", "skip: cannot write a configuration to probe it (%s)", strerror(errno));
+    struct timeval tv = {10, 0};
+    b->qport[0] = b->port;
+    b->qrc[0] = b->rc;
+    b->nq = 1;
+    for (int i = 0; i < nextra && b->nq < QUORUM_SERVERS; i++) {
+        redisContext *rc = redisConnectWithTimeout("127.0.0.1", extra[i].port, tv);
+        if (!rc || rc->err) {
+            if (rc)
+                redisFree(rc);
+            break;
+        }
+        redisSetTimeout(rc, tv);
+        b->qport[b->nq] = extra[i].port;
+        b->qrc[b->nq++] = rc;
+    }
+    if (b->nq < QUORUM_SERVERS) {
+        out_error("quorum: only %d of %d servers could be started and reached", b->nq,
+                  QUORUM_SERVERS);
         return;
     }
-    dprintf(fd,
-            "relock = {\n  mode = \"modern\";\n  servers = ( { host = \"127.0.0.1\"; port = %d; },\n"
-            "              { host = \"127.0.0.1\"; port = %d; } );\n};\n",
-            port, port);
-    close(fd);
-    relock_client *c = NULL;
-    relock_status st = relock_connect_file(path, &c);
-    unlink(path);
-    if (st == RELOCK_EUNSUPPORTED)
-        out("quorum", "skip: several-server support is not built yet (relock_connect: %s)",
-            c ? relock_client_error(c)->message : relock_strerror(st));
-    else if (st == RELOCK_OK)
-        out("quorum", "skip: relock_connect accepts several servers, but this bench does not "
-                      "measure quorum locking yet");
-    else
-        out("quorum", "skip: several-server support could not be probed (%s)",
-            c ? relock_client_error(c)->message : relock_strerror(st));
-    relock_client_free(c);
+    /* The CPUs of every server, as placed: "1/1/1/1/1". */
+    char cpus[QUORUM_SERVERS * 64] = "";
+    for (int i = 0; i < QUORUM_SERVERS; i++) {
+        char one[64];
+        bu_cpus_of(i == 0 ? first : extra[i - 1].pid, one, sizeof one);
+        size_t used = strlen(cpus);
+        snprintf(cpus + used, sizeof cpus - used, "%s%s", i ? "/" : "", one);
+    }
+    out("quorum_server_cpus", "%s", cpus);
+    static const struct {
+        int which, n;
+    } qs[] = {{RL_Q5, QUORUM_SERVERS}, {RL_Q3, 3}};
+    for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
+        char err[400] = "";
+        b->rl[qs[k].which] = connect_quorum(b->qport, qs[k].n, err, sizeof err);
+        if (!b->rl[qs[k].which]) {
+            out_error("quorum over %d servers: %s", qs[k].n, err);
+            continue;
+        }
+        char key[32];
+        snprintf(key, sizeof key, "quorum%d_mode", qs[k].n);
+        out(key, "%s", relock_client_mode_reason(b->rl[qs[k].which]));
+    }
 }
 
 /* ==================================================================== */
+
+/* Starts a redis-server forked from the server's core (every thread it
+ * starts inherits that affinity), then returns to the client's CPUs;
+ * 0 on success. */
+static int start_pinned(testsrv *srv, const char *client_cpus)
+{
+    if (opt.server_cpu >= 0 && bu_pin_self(opt.server_cpu) != 0) {
+        out_error("cannot pin to cpu %d: %s", opt.server_cpu, strerror(errno));
+        return -1;
+    }
+    int started = testsrv_start(srv, NULL);
+    if (bu_pin_self_list(client_cpus) != 0) {
+        out_error("cannot return to cpus %s: %s", client_cpus, strerror(errno));
+        if (started == 0)
+            testsrv_stop(srv);
+        return -1;
+    }
+    if (started != 0) {
+        out_error("cannot start redis-server");
+        return -1;
+    }
+    return 0;
+}
 
 int bench_run_phase(void)
 {
@@ -1063,26 +1282,19 @@ int bench_run_phase(void)
     self[sl] = '\0';
     char client_cpus[128], server_cpus[128];
     bu_cpus_of(0, client_cpus, sizeof client_cpus);
-    /* Fork the server from the server's core: every thread it starts
-     * inherits the affinity. */
-    if (opt.server_cpu >= 0 && bu_pin_self(opt.server_cpu) != 0) {
-        out_error("cannot pin to cpu %d: %s", opt.server_cpu, strerror(errno));
-        return 1;
-    }
     testsrv srv;
-    int started = testsrv_start(&srv, NULL);
-    if (bu_pin_self_list(client_cpus) != 0) {
-        out_error("cannot return to cpus %s: %s", client_cpus, strerror(errno));
-        if (started == 0)
-            testsrv_stop(&srv);
+    if (start_pinned(&srv, client_cpus) != 0)
         return 1;
-    }
-    if (started != 0) {
-        out_error("cannot start redis-server");
-        return 1;
-    }
-    memcpy(g_srv_dir, srv.dir, sizeof g_srv_dir);
+    memcpy(g_srv_dir[0], srv.dir, sizeof g_srv_dir[0]);
     track(srv.pid);
+    /* The quorum figure's other servers, on the same core as the first. */
+    testsrv extra[QUORUM_SERVERS - 1];
+    int nextra = 0;
+    while (nextra < QUORUM_SERVERS - 1 && start_pinned(&extra[nextra], client_cpus) == 0) {
+        memcpy(g_srv_dir[nextra + 1], extra[nextra].dir, sizeof g_srv_dir[0]);
+        track(extra[nextra].pid);
+        nextra++;
+    }
     bu_cpus_of(srv.pid, server_cpus, sizeof server_cpus);
     bu_cpus_of(0, client_cpus, sizeof client_cpus);
     out("client_cpus", "%s", client_cpus);
@@ -1107,8 +1319,8 @@ int bench_run_phase(void)
         if (r)
             freeReplyObject(r);
     }
-    static const char *const modes[NRL] = {"modern", "modern", "legacy", "bridge"};
-    for (int i = 0; rc == 0 && i < NRL; i++) {
+    static const char *const modes[NRL_SINGLE] = {"modern", "modern", "legacy", "bridge"};
+    for (int i = 0; rc == 0 && i < NRL_SINGLE; i++) {
         b.rl[i] = connect_client(srv.port, modes[i], i != RL_MODERN, b.err, sizeof b.err);
         if (!b.rl[i]) {
             out_error("%s", b.err);
@@ -1116,18 +1328,26 @@ int bench_run_phase(void)
         }
     }
     if (rc == 0) {
+        quorum_setup(&b, srv.pid, extra, nextra);
         if (uncontended(&b) != 0)
             rc = 1;
         contended(&b);
         memory(self, srv.port);
-        quorum(srv.port);
+        bench_latency(srv.port);
     }
     for (int i = 0; i < NRL; i++)
         relock_client_free(b.rl[i]);
+    for (int i = 1; i < b.nq; i++)
+        redisFree(b.qrc[i]);
     if (b.rc)
         redisFree(b.rc);
+    for (int i = nextra - 1; i >= 0; i--) {
+        untrack(extra[i].pid);
+        g_srv_dir[i + 1][0] = '\0';
+        testsrv_stop(&extra[i]);
+    }
     untrack(srv.pid);
-    g_srv_dir[0] = '\0';
+    g_srv_dir[0][0] = '\0';
     testsrv_stop(&srv);
     return rc;
 }

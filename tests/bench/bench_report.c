@@ -1,5 +1,6 @@
 /* The table and the JSON of relock-bench, with the targets applied. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ static bench_row *add_row(bench_table *t, const char *figure)
     snprintf(r->target, sizeof r->target, "-");
     snprintf(r->result, sizeof r->result, "info");
     r->v = r->base = r->r = NAN;
+    r->p99 = r->p99_ratio = NAN;
     r->unit = "";
     return r;
 }
@@ -96,6 +98,103 @@ static void ratio_row(bench_table *t, const bu_kv *kv, const char *figure, const
     }
 }
 
+static void add_detail(bench_row *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_detail(bench_row *r, const char *fmt, ...)
+{
+    size_t used = strlen(r->detail);
+    if (used + 3 >= sizeof r->detail)
+        return;
+    if (used) {
+        memcpy(r->detail + used, "; ", 3);
+        used += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->detail + used, sizeof r->detail - used, fmt, ap);
+    va_end(ap);
+}
+
+/* Quorum over n servers against the single-server fenced client: the
+ * ratio is of latencies (cycle times), so lower is better; target <= 0:
+ * information only. */
+static void quorum_row(bench_table *t, const bu_kv *kv, const char *figure, int n, double target)
+{
+    char key[48], rkey[48];
+    snprintf(key, sizeof key, "rl_quorum%d", n);
+    snprintf(rkey, sizeof rkey, "rl_quorum%d_lratio", n);
+    rate_row(t, kv, figure, key);
+    bench_row *r = &t->rows[t->n - 1];
+    r->base = bu_kv_num(kv, "rl_fenced");
+    fmt_rate(r->baseline, sizeof r->baseline, r->base);
+    double base_cpu = bu_kv_num(kv, "rl_fenced_cpu_us");
+    if (!isnan(base_cpu))
+        add_detail(r, "1 server: client CPU %.2f us", base_cpu);
+    r->r = bu_kv_num(kv, rkey);
+    if (isnan(r->r) && !isnan(r->v) && !isnan(r->base) && r->v > 0)
+        r->r = r->base / r->v;
+    if (!isnan(r->r))
+        snprintf(r->ratio, sizeof r->ratio, "%.3f", r->r);
+    if (target > 0) {
+        snprintf(r->target, sizeof r->target, "<= %.2f x 1-server latency", target);
+        snprintf(r->result, sizeof r->result, "%s",
+                 !isnan(r->r) && r->r <= target ? "PASS" : "FAIL");
+    }
+    const char *cpus = bu_kv_get(kv, "quorum_server_cpus");
+    if (cpus)
+        add_detail(r, "servers on cpus %s", cpus);
+    snprintf(key, sizeof key, "quorum%d_mode", n);
+    const char *mode = bu_kv_get(kv, key);
+    if (mode)
+        add_detail(r, "client: %s", mode);
+}
+
+/* lat_<name>_<what> of a latency figure, or NaN. */
+static double lat_num(const bu_kv *kv, const char *name, const char *what)
+{
+    char key[64];
+    snprintf(key, sizeof key, "lat_%s_%s", name, what);
+    return bu_kv_num(kv, key);
+}
+
+/* A latency figure (bench_latency.c): p50 and p99 in us, and as
+ * multiples of the PING round trip measured between its samples (the
+ * throughput section's when those are missing). */
+static void latency_row(bench_table *t, const bu_kv *kv, const char *figure, const char *name,
+                        const char *how)
+{
+    bench_row *r = add_row(t, figure);
+    r->unit = "us";
+    r->v = lat_num(kv, name, "p50");
+    r->p99 = lat_num(kv, name, "p99");
+    r->base = bu_kv_num(kv, "lat_ping_us");
+    if (isnan(r->base))
+        r->base = bu_kv_num(kv, "ping_us");
+    if (isnan(r->v) || isnan(r->p99)) {
+        snprintf(r->value, sizeof r->value, "not measured");
+        snprintf(r->result, sizeof r->result, "FAIL");
+        snprintf(r->detail, sizeof r->detail, "%s", how);
+        return;
+    }
+    snprintf(r->value, sizeof r->value, "p50 %.0f / p99 %.0f us", r->v, r->p99);
+    if (!isnan(r->base) && r->base > 0) {
+        snprintf(r->baseline, sizeof r->baseline, "PING %.1f us", r->base);
+        r->r = r->v / r->base;
+        r->p99_ratio = r->p99 / r->base;
+        snprintf(r->ratio, sizeof r->ratio, "%.1f / %.1f", r->r, r->p99_ratio);
+    }
+    add_detail(r, "%.0f samples (taking turns with the other figures of its group, %.1f s); "
+               "min %.0f, mean %.0f, max %.0f us",
+               lat_num(kv, name, "n"), lat_num(kv, name, "secs"), lat_num(kv, name, "min"),
+               lat_num(kv, name, "mean"), lat_num(kv, name, "max"));
+    add_detail(r, "%s", how);
+    double cold = bu_kv_num(kv, "lat_coldping_us");
+    if (!isnan(cold) && cold > 0)
+        add_detail(r, "p50 / p99 = %.1f / %.1f x the PING after idle", r->v / cold,
+                   r->p99 / cold);
+    if (lat_num(kv, name, "estimated") == 1)
+        add_detail(r, "the key's end estimated on the client (no PEXPIRETIME)");
+}
+
 void bench_build_table(const bench_phase *ph, bench_table *t)
 {
     const bu_kv *kv = &ph->kv;
@@ -141,6 +240,9 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
               scripts_ok);
     ratio_row(t, kv, "relock legacy vs classic SETNX + DEL", "rl_legacy", "raw_setnx_del",
               "rl_legacy_setnx_pratio", 0, scripts_ok);
+
+    quorum_row(t, kv, "quorum, 5 servers vs 1 (modern fenced)", QUORUM_SERVERS, TARGET_QUORUM5);
+    quorum_row(t, kv, "quorum, 3 servers vs 1 (modern fenced)", 3, 0);
 
     double one = bu_kv_num(kv, "cont1");
     static const int nprocs[] = {1, 2, 4};
@@ -242,11 +344,43 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
                  bu_kv_num(kv, "mem_hwm_reset") == 1 ? "yes" : "no");
     }
 
-    r = add_row(t, "quorum (several servers)");
-    const char *q = bu_kv_get(kv, "quorum");
-    snprintf(r->value, sizeof r->value, "skipped");
-    snprintf(r->result, sizeof r->result, "%s", q ? "SKIP" : "FAIL");
-    snprintf(r->detail, sizeof r->detail, "%s", q ? q : "not probed");
+    double lp = bu_kv_num(kv, "lat_ping_us");
+    if (!isnan(lp)) {
+        r = add_row(t, "PING round trip, between latency samples");
+        r->v = lp;
+        r->unit = "us";
+        snprintf(r->value, sizeof r->value, "%.1f us", lp);
+        snprintf(r->detail, sizeof r->detail,
+                 "median of %.0f PINGs, %.0f after each turn of the latency figures: their "
+                 "baseline",
+                 bu_kv_num(kv, "lat_ping_n"), bu_kv_num(kv, "lat_ping_per_turn"));
+    }
+    double cp = bu_kv_num(kv, "lat_coldping_us");
+    if (!isnan(cp)) {
+        r = add_row(t, "PING after 10-20 ms idle (first round trip)");
+        r->v = cp;
+        r->unit = "us";
+        snprintf(r->value, sizeof r->value, "%.1f us", cp);
+        snprintf(r->detail, sizeof r->detail,
+                 "median of %.0f, one after each turn of the handoff figures, following as "
+                 "long an idle time as their releases do",
+                 bu_kv_num(kv, "lat_coldping_n"));
+    }
+    latency_row(t, kv, "handoff, modern (release notice)", "handoff_modern",
+                "holder's TTL 10 s, waiter's backoff raised to 10 s: only the release notice "
+                "wakes it; from before relock_release() to the waiter's relock_acquire() "
+                "returning");
+    latency_row(t, kv, "handoff, bridge (release notice)", "handoff_bridge",
+                "as modern, in bridge mode (timestamp values in s with a TTL)");
+    latency_row(t, kv, "handoff, modern, notify off (backoff)", "handoff_nonotify",
+                "wait.notify = false, default backoff 2-200 ms: the waiter finds the lock free "
+                "on its next look; released 10-20 ms after the waiter began waiting");
+    latency_row(t, kv, "takeover after expiry, modern (50 ms)", "takeover_modern",
+                "the holder's 50 ms lease is never released; from the key's PEXPIRETIME to "
+                "the waiter's relock_acquire() returning; default wait settings");
+    latency_row(t, kv, "takeover after expiry, legacy (ms)", "takeover_legacy",
+                "legacy.clock_unit = ms, the holder's timestamp T (now + 50 + 1 ms) is never "
+                "released; from T to the waiter's relock_acquire() returning");
 
     for (int i = 0; i < kv->n; i++)
         if (strncmp(kv->key[i], "error", 5) == 0) {
@@ -306,8 +440,10 @@ void bench_print_table(const bench_phase *ph, const bench_table *t)
     }
     printf("\nvalue and baseline: median of the rounds.  ratio: for relock against its raw "
            "loop, the median of the ratios of neighbouring %d ms slices (the figures take "
-           "turns); for contention, the median of the per-round ratios to the 1-process "
-           "rate.\n\n",
+           "turns); for quorum, the same of cycle times (latency, lower is better) against "
+           "the fenced 1-server client; for contention, the median of the per-round ratios "
+           "to the 1-process rate; for handoff and takeover, p50 / p99 as multiples of the "
+           "PING round trip.\n\n",
            SLICE_MS);
     for (int i = 0; i < t->n; i++)
         if (t->rows[i].detail[0])
@@ -358,6 +494,12 @@ void bench_print_json(const bench_phase *phs, const bench_table *ts, int nph, co
             json_num(f, r->base);
             fprintf(f, ", \"ratio\": ");
             json_num(f, r->r);
+            if (!isnan(r->p99)) {
+                fprintf(f, ", \"p99\": ");
+                json_num(f, r->p99);
+                fprintf(f, ", \"p99_ratio\": ");
+                json_num(f, r->p99_ratio);
+            }
             fprintf(f, ", \"target\": ");
             bu_json_str(f, r->target);
             fprintf(f, ", \"result\": ");

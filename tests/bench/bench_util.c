@@ -135,6 +135,17 @@ double bu_median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+double bu_percentile(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int rank = (int)ceil(p / 100.0 * (double)n); /* 1-based */
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return v[rank - 1];
+}
+
 static uint64_t next64(uint64_t *s)
 {
     uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;

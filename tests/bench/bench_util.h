@@ -32,12 +32,16 @@ int bu_reset_hwm(void);
 
 /* Median of n values (n >= 1); reorders v. */
 double bu_median(double *v, int n);
+/* The p-th percentile (0 < p <= 100) of n values by nearest rank: the
+ * smallest value with at least p % of the values at or below it (n >= 1);
+ * sorts v. */
+double bu_percentile(double *v, int n, double p);
 
 /* A 32-lowercase-hex token from a xorshift state: cheap, not secure. */
 void bu_token(uint64_t *state, char out[33]);
 
 /* A list of "key value" lines as a phase prints them. */
-#define BU_KV_MAX 160
+#define BU_KV_MAX 256
 typedef struct bu_kv {
     int n;
     char key[BU_KV_MAX][40];

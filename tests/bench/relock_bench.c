@@ -6,21 +6,26 @@
  * On private redis-servers it starts itself, the bench measures a PING
  * round trip; raw hiredis loops of exactly the commands one lock cycle
  * needs (the baselines); relock's uncontended acquire+release cycles in
- * each mode as a ratio to its raw loop; contended read-modify-write
- * sections from 1, 2 and 4 processes on one key (exact counter, each
- * worker's share); the memory one process spends per held lock; and
- * whether several-server (quorum) support exists.
+ * each mode as a ratio to its raw loop; the same cycle over a quorum of 5
+ * (and 3) servers as a latency ratio to one server; contended
+ * read-modify-write sections from 1, 2 and 4 processes on one key (exact
+ * counter, each worker's share); the memory one process spends per held
+ * lock; and how long a blocked waiter takes to get a lock after a release
+ * (handoff) or after a dead holder's lease ends (takeover), against the
+ * PING round trip.
  *
- * It does so twice, pinned with taskset(1): client and server on the same
- * core (every figure is then CPU cost, the two sides taking turns) and on
- * two different cores (round-trip bound).  This top process only runs
+ * It does so twice, pinned with taskset(1): client and servers on the
+ * same core (every figure is then CPU cost, the two sides taking turns)
+ * and on two different cores (round-trip bound; the five quorum servers
+ * then share the server's core).  This top process only runs
  * `taskset -c CLIENT relock-bench --phase NAME --server-cpu CPU` for each
  * placement (bench_phase.c), reads the figures the phase prints as
  * "key value" lines, and prints the table or the JSON (bench_report.c).
  *
- * Every loop is bounded in count and time: each figure is the median of
- * --reps rounds of --sample-ms each, and a phase that runs past its limit
- * is stopped.  Exit status: 0 when every target is met, 1 when one is
+ * Every loop is bounded in count and time: each throughput figure is the
+ * median of --reps rounds of --sample-ms each, each latency figure takes
+ * at most 200 samples within a fixed time (bench.h), and a phase that runs
+ * past its limit is stopped.  Exit status: 0 when every target is met, 1 when one is
  * missed or a figure could not be measured, 2 on a usage error.  Servers
  * are stopped by their PID, also when the bench is interrupted.
  */
@@ -89,8 +94,10 @@ static void run_placement(const char *self, bench_phase *ph)
     }
     g_phase_pid = pid;
     close(p[1]);
-    /* The time a phase may take: its samples, with room for set-up. */
-    uint64_t limit_ms = 60000u + (uint64_t)opt.reps * (uint64_t)opt.sample_ms * 20u;
+    /* The time a phase may take: its samples, the latency figures' fixed
+     * bounds, and room for set-up. */
+    uint64_t limit_ms = 60000u + 3u * HANDOFF_LIMIT_MS + 2u * TAKEOVER_LIMIT_MS +
+                        (uint64_t)opt.reps * (uint64_t)opt.sample_ms * 20u;
     uint64_t deadline = t0 + limit_ms * 1000000u;
     size_t cap = 1 << 16, used = 0;
     char *text = calloc(1, cap);
@@ -255,8 +262,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: relock-bench [--json] [--sample-ms MS] [--reps N]\n"
                "  --json         print the figures as JSON instead of a table\n"
-               "  --sample-ms MS length of one sample (default 1000)\n"
-               "  --reps N       samples per figure, median taken (default 3, at most %d)\n",
+               "  --sample-ms MS length of one throughput or contention sample (default 1000)\n"
+               "  --reps N       samples per such figure, median taken (default 3, at most %d)\n"
+               "  (the handoff and takeover figures take up to 200 samples in fixed time)\n",
             MAX_REPS);
 }
 

@@ -19,6 +19,13 @@
  *
  *   classic_lock --port P --key K --unit s|ms --timeout T --sections N
  *                --log FILE --counter C [--die-prob X --seed S --until-ms M --gap-ms G]
+ *                [--resource-port P --hold-ms MS --tolerate --fault-file F]
+ *
+ * The torture runner (tests/torture/) adds the last line: the section then
+ * uses the fenced resource without a token (a classic client has none),
+ * and with --tolerate a failed command is logged ("error redis:CMD"), the
+ * connection is opened again and the client starts over, as a long-lived
+ * legacy service would, instead of exiting.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,13 +45,21 @@ static long long parse_legacy(const redisReply *r)
     return r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
 }
 
-static void die_redis(redisContext *rc, const char *what)
+/* A failed command: exit 3, or with --tolerate log it and return, so that
+ * the caller gives up what it was doing (the lock's state is unknown: a
+ * command whose reply was lost may have been executed). */
+static void die_redis(wk_worker *w, redisContext *rc, const char *what)
 {
     fprintf(stderr, "classic_lock: %s: %s\n", what, rc->err ? rc->errstr : "unexpected reply");
-    exit(3);
+    if (!w->o->tolerate)
+        exit(3);
+    char detail[48];
+    snprintf(detail, sizeof detail, "redis:%s", what);
+    wk_error(w, detail);
 }
 
-/* 1 acquired, 0 the deadline passed first. */
+/* 1 acquired, 0 the deadline passed first, -1 a command failed
+ * (--tolerate). */
 static int acquire(wk_worker *w, redisContext *rc, held *h)
 {
     const wk_opts *o = w->o;
@@ -56,8 +71,12 @@ static int acquire(wk_worker *w, redisContext *rc, held *h)
         long long now = wk_wall(o->unit_ms);
         long long mine = now + o->timeout + 1;
         redisReply *r = redisCommand(rc, "SETNX %s %lld", o->key, mine);
-        if (!r || r->type != REDIS_REPLY_INTEGER)
-            die_redis(rc, "SETNX");
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            if (r)
+                freeReplyObject(r);
+            die_redis(w, rc, "SETNX");
+            return -1;
+        }
         long long set = r->integer;
         freeReplyObject(r);
         if (set == 1) {
@@ -66,14 +85,22 @@ static int acquire(wk_worker *w, redisContext *rc, held *h)
             return 1;
         }
         r = redisCommand(rc, "GET %s", o->key);
-        if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
-            die_redis(rc, "GET");
+        if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+            if (r)
+                freeReplyObject(r);
+            die_redis(w, rc, "GET");
+            return -1;
+        }
         long long cur = parse_legacy(r);
         freeReplyObject(r);
         if (cur < now) {
             r = redisCommand(rc, "GETSET %s %lld", o->key, mine);
-            if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
-                die_redis(rc, "GETSET");
+            if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+                if (r)
+                    freeReplyObject(r);
+                die_redis(w, rc, "GETSET");
+                return -1;
+            }
             long long old = parse_legacy(r);
             freeReplyObject(r);
             if (old < now) {
@@ -87,16 +114,41 @@ static int acquire(wk_worker *w, redisContext *rc, held *h)
     }
 }
 
-static void release(wk_worker *w, redisContext *rc, const held *h)
+/* 0, or -1 when DEL failed (--tolerate). */
+static int release(wk_worker *w, redisContext *rc, const held *h)
 {
     if (wk_wall(w->o->unit_ms) < h->expiry) {
         redisReply *r = redisCommand(rc, "DEL %s", w->o->key);
-        if (!r || r->type != REDIS_REPLY_INTEGER)
-            die_redis(rc, "DEL");
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            if (r)
+                freeReplyObject(r);
+            die_redis(w, rc, "DEL");
+            return -1;
+        }
         freeReplyObject(r);
     } else {
         wk_log(w, "late", NULL);
     }
+    return 0;
+}
+
+/* --tolerate: a new connection to the lock server, trying until the
+ * deadline (the server may be restarting). */
+static redisContext *reconnect(wk_worker *w, redisContext *rc)
+{
+    redisFree(rc);
+    for (int i = 0; i < 100000; i++) {
+        /* Not at once: a restarting server (or a proxy without its
+         * upstream) accepts and drops connections in a tight loop. */
+        wk_sleep_us(wk_rand_between(w, 10000, 40000));
+        if (w->o->until_ms && wk_mono_ms() >= w->o->until_ms)
+            return NULL;
+        rc = wk_try_connect(w->o->port);
+        if (rc)
+            return rc;
+        wk_error(w, "redis:connect");
+    }
+    return NULL;
 }
 
 static int still_valid(void *ctx)
@@ -111,16 +163,30 @@ int main(int argc, char **argv)
     wk_parse(argc, argv, &o, 0);
     wk_worker w;
     wk_init(&w, &o, "classic");
-    redisContext *rc = wk_connect(o.port);
-    while (w.done < o.sections) {
+    redisContext *rc = o.tolerate ? wk_try_connect(o.port) : wk_connect(o.port);
+    if (!rc)
+        rc = reconnect(&w, rc);
+    /* The section's data: the counter on the lock server, or the fenced
+     * resource on a server of its own. */
+    redisContext *res = o.resource_port ? wk_connect(o.resource_port) : NULL;
+    while (rc && w.done < o.sections) {
         held h;
-        if (!acquire(&w, rc, &h))
+        int got = acquire(&w, rc, &h);
+        if (got < 0) {
+            rc = reconnect(&w, rc);
+            continue;
+        }
+        if (!got)
             break;
-        if (wk_section(&w, rc, still_valid, &h) != 0)
+        int sect = res ? wk_section_fenced(&w, res, 0, h.valid_until * 1000000u, still_valid, &h)
+                       : wk_section(&w, rc, still_valid, &h);
+        if (sect != 0)
             exit(3);
-        release(&w, rc, &h);
+        if (release(&w, rc, &h) != 0)
+            rc = reconnect(&w, rc);
         wk_gap(&w);
     }
     redisFree(rc);
+    redisFree(res);
     return 0;
 }

@@ -15,9 +15,10 @@ static void usage(const char *prog, int relock)
 {
     fprintf(stderr,
             "usage: %s --port P --key K --unit s|ms %s --sections N --log FILE --counter C\n"
-            "          [--die-prob X] [--seed S] [--until-ms MONO_MS] [--gap-ms MS]%s\n",
+            "          [--die-prob X] [--seed S] [--until-ms MONO_MS] [--gap-ms MS]%s\n"
+            "          [--resource-port P --hold-ms MS --tolerate --fault-file F]%s\n",
             prog, relock ? "--ttl MS --mode bridge|modern|legacy" : "--timeout T",
-            relock ? " [--wait MS]" : "");
+            relock ? " [--wait MS]" : "", relock ? " [--skew-margin MS]" : "");
     exit(2);
 }
 
@@ -44,12 +45,19 @@ void wk_parse(int argc, char **argv, wk_opts *o, int relock)
         {"seed", required_argument, NULL, 's'},     {"until-ms", required_argument, NULL, 'U'},
         {"mode", required_argument, NULL, 'm'},     {"ttl", required_argument, NULL, 'T'},
         {"wait", required_argument, NULL, 'w'},     {"gap-ms", required_argument, NULL, 'g'},
+        {"resource-port", required_argument, NULL, 'R'},
+        {"hold-ms", required_argument, NULL, 'H'},
+        {"tolerate", no_argument, NULL, 'o'},
+        {"fault-file", required_argument, NULL, 'F'},
+        {"skew-margin", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     const char *prog = argv[0];
     memset(o, 0, sizeof *o);
     o->timeout = -1;
     o->sections = -1;
     o->wait_ms = 2000;
+    o->hold_ms = -1;
+    o->skew_margin_ms = -1;
     int unit_seen = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -94,6 +102,23 @@ void wk_parse(int argc, char **argv, wk_opts *o, int relock)
             break;
         case 'g':
             o->gap_ms = (long)num(prog, "gap-ms", optarg, 0, 60000, relock);
+            break;
+        case 'R':
+            o->resource_port = (int)num(prog, "resource-port", optarg, 1, 65535, relock);
+            break;
+        case 'H':
+            o->hold_ms = (long)num(prog, "hold-ms", optarg, 0, 60000, relock);
+            break;
+        case 'o':
+            o->tolerate = 1;
+            break;
+        case 'F':
+            o->fault_file = optarg;
+            break;
+        case 'M':
+            if (!relock)
+                usage(prog, relock);
+            o->skew_margin_ms = (long)num(prog, "skew-margin", optarg, 0, 3600000, relock);
             break;
         case 'm':
             if (!relock)
@@ -178,6 +203,7 @@ void wk_init(wk_worker *w, const wk_opts *o, const char *kind)
     memset(w, 0, sizeof *w);
     w->o = o;
     w->kind = kind;
+    w->id = (long)getpid();
     /* The dice depend on the seed only (not on the pid, nor on how many
      * retries timing caused), so a scenario's deaths are the same from run
      * to run. */
@@ -194,7 +220,7 @@ void wk_log(wk_worker *w, const char *event, const char *detail)
 {
     char line[160];
     int n = snprintf(line, sizeof line, "%s %llu %ld %s%s%s\n", event,
-                     (unsigned long long)wk_mono_ns(), (long)getpid(), w->kind,
+                     (unsigned long long)wk_mono_ns(), w->id, w->kind,
                      detail ? " " : "", detail ? detail : "");
     if (n <= 0 || (size_t)n >= sizeof line)
         abort();
@@ -249,6 +275,142 @@ void wk_gap(wk_worker *w)
 {
     if (w->o->gap_ms > 0)
         wk_sleep_us(wk_rand_between(w, 0, w->o->gap_ms * 1000));
+}
+
+redisContext *wk_try_connect(int port)
+{
+    struct timeval ct = {2, 0}, cmd = {5, 0};
+    redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, ct);
+    if (!rc || rc->err) {
+        fprintf(stderr, "connect 127.0.0.1:%d: %s\n", port, rc ? rc->errstr : "out of memory");
+        redisFree(rc);
+        return NULL;
+    }
+    redisSetTimeout(rc, cmd);
+    return rc;
+}
+
+void wk_error(wk_worker *w, const char *what)
+{
+    char detail[48];
+    snprintf(detail, sizeof detail, "%s", what);
+    wk_log(w, "error", detail);
+}
+
+/*
+ * The fenced resource: Kleppmann's storage check, atomically on a server
+ * of its own (the lock server is the one the faults hit).  An operation
+ * with a token smaller than the largest the resource has seen is refused;
+ * otherwise the token becomes the largest seen.  Token 0 (a client that
+ * has none) is never checked and moves nothing.  Every operation, accepted
+ * or not, is appended to KEY:ops as
+ *   "SEQ OP OK TOKEN ID SENT_NS VALUE"
+ * (SEQ the resource's own order, OP R or W, OK 1 or 0, ID the log id,
+ * SENT_NS the sender's monotonic clock just before sending, VALUE the
+ * value after the operation), so a checker can judge every operation
+ * against the sections of the shared log.
+ *
+ * KEYS: max value ops seq accepted refused; ARGV: op token value id sent_ns
+ */
+const char wk_resource_script[] =
+    "local tok = tonumber(ARGV[2])\n"
+    "local seq = redis.call('incr', KEYS[4])\n"
+    "local ok = 1\n"
+    "if tok > 0 then\n"
+    "  local max = tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "  if tok < max then ok = 0 else redis.call('set', KEYS[1], ARGV[2]) end\n"
+    "end\n"
+    "local v = tonumber(redis.call('get', KEYS[2]) or '0')\n"
+    "if ok == 1 and ARGV[1] == 'W' then\n"
+    "  redis.call('set', KEYS[2], ARGV[3])\n"
+    "  v = tonumber(ARGV[3])\n"
+    "end\n"
+    "redis.call('incr', ok == 1 and KEYS[5] or KEYS[6])\n"
+    "redis.call('rpush', KEYS[3], seq .. ' ' .. ARGV[1] .. ' ' .. ok .. ' ' .. ARGV[2] .. ' ' ..\n"
+    "  ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. string.format('%d', v))\n"
+    "return {ok, v}\n";
+
+/* One resource operation: 1 accepted, 0 refused by the fence, -1 error.
+ * *value: the value after it. */
+static int resource_op(wk_worker *w, redisContext *res, const char *op, long long token,
+                       long long value, long long *out)
+{
+    const char *k = w->o->counter;
+    w->ops++;
+    redisReply *r = redisCommand(res, "EVAL %s 6 %s:max %s:value %s:ops %s:seq %s:accepted "
+                                      "%s:refused %s %lld %lld %ld %llu",
+                                 wk_resource_script, k, k, k, k, k, k, op, token, value, w->id,
+                                 (unsigned long long)wk_mono_ns());
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "%s: resource %s: %s\n", w->kind, op,
+                r ? (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply") : res->errstr);
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    int ok = (int)r->element[0]->integer;
+    if (out)
+        *out = r->element[1]->integer;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* The fault the runner left for this worker's next section, claimed
+ * atomically (rename), or "" when none. */
+static void claim_fault(const wk_worker *w, char *what, size_t len)
+{
+    what[0] = '\0';
+    if (!w->o->fault_file)
+        return;
+    char taken[512];
+    snprintf(taken, sizeof taken, "%s.%ld", w->o->fault_file, (long)getpid());
+    if (rename(w->o->fault_file, taken) != 0)
+        return;
+    int fd = open(taken, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, what, len - 1);
+        what[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+    unlink(taken);
+}
+
+int wk_section_fenced(wk_worker *w, redisContext *res, long long token, uint64_t lease_end_ns,
+                      int (*still_valid)(void *), void *ctx)
+{
+    char lease[32];
+    snprintf(lease, sizeof lease, "%llu", (unsigned long long)lease_end_ns);
+    wk_log(w, "enter", lease);
+    long long v = 0;
+    int ok = resource_op(w, res, "R", token, 0, &v);
+    if (ok < 0)
+        return -1;
+    /* After the read, so that the fence has seen this holder's token: the
+     * runner's faults strike a holder that is using the resource. */
+    char fault[16];
+    claim_fault(w, fault, sizeof fault);
+    if (strncmp(fault, "die", 3) == 0) {
+        wk_log(w, "die", NULL);
+        /* The whole process group: a `relock run` section takes relock
+         * (and its renewal) down with it, as a crash of the host would. */
+        kill(0, SIGKILL);
+        raise(SIGKILL);
+        _exit(99); /* not reached */
+    }
+    if (strncmp(fault, "stop", 4) == 0) {
+        wk_log(w, "pause", NULL);
+        /* The runner sees the stop and sends SIGCONT past the lease. */
+        kill(0, SIGSTOP);
+    }
+    long hold_us = w->o->hold_ms >= 0 ? wk_rand_between(w, 0, w->o->hold_ms * 1000)
+                                      : wk_rand_between(w, 0, 3000);
+    wk_sleep_us(hold_us);
+    if (ok == 1 && resource_op(w, res, "W", token, v + 1, NULL) < 0)
+        return -1;
+    wk_log(w, "exit", still_valid(ctx) ? NULL : "overrun");
+    w->done++;
+    return 0;
 }
 
 redisContext *wk_connect(int port)

@@ -17,6 +17,17 @@
  *   lost    relock: release said LOST; detail "valid" or "expired" (was
  *           our validity left just before the release?)
  *   ambiguous  relock: release said the outcome cannot be told
+ *
+ * With --resource-port (the torture runner, tests/torture/) the section
+ * uses the fenced resource instead of the counter (wk_section_fenced), and
+ * a few more lines appear:
+ *
+ *   enter   detail: the end of the worker's lease on the same monotonic
+ *           clock, in ns (0 when the section cannot know it)
+ *   pause   about to stop its process group (SIGSTOP) while holding, as
+ *           the runner asked through --fault-file
+ *   error   --tolerate: a call failed and the worker goes on; detail
+ *           "what:STATUS" (acquire:EIO, release:EAMBIGUOUS, redis:SETNX ...)
  */
 #ifndef INTEROP_WORKER_H
 #define INTEROP_WORKER_H
@@ -40,6 +51,14 @@ typedef struct wk_opts {
     const char *mode;     /* relock: --mode bridge|modern|legacy */
     long ttl_ms;          /* relock: --ttl MS */
     long wait_ms;         /* relock: --wait MS, the bound of one acquire call */
+    /* The torture runner's options (tests/torture/). */
+    int resource_port;    /* --resource-port P: the fenced resource's server; 0 none */
+    long hold_ms;         /* --hold-ms MS: hold the section 0..MS ms (-1: 0..3 ms) */
+    int tolerate;         /* --tolerate: log a failing call and go on, don't exit */
+    const char *fault_file; /* --fault-file F: "die" or "stop" at the next section, for
+                               the whole process group: only for a worker that leads its
+                               own group, as the torture runner starts them */
+    long skew_margin_ms;  /* relock: --skew-margin MS, legacy.skew_margin_ms (-1: default) */
 } wk_opts;
 
 /* Parses argv; with relock != 0 the relock options are accepted too.
@@ -53,6 +72,9 @@ typedef struct wk_worker {
     uint64_t dice;        /* deaths only, so they do not depend on timing */
     const wk_opts *o;
     long done;            /* sections completed by this process */
+    long id;              /* the pid field of the log lines: getpid(), or the
+                             process group of a `relock run` section */
+    long ops;             /* fenced-resource operations sent */
 } wk_worker;
 
 /* Opens the log and seeds the generator; exits 3 on failure. */
@@ -78,6 +100,31 @@ double wk_rand01(wk_worker *w);
  * return when the worker decides to die.
  */
 int wk_section(wk_worker *w, redisContext *rc, int (*still_valid)(void *), void *ctx);
+
+/*
+ * The fenced section (--resource-port, tests/torture/): enter line (with
+ * lease_end_ns, 0 unknown), a fenced read of the resource's value, the
+ * fault the runner asked for (--fault-file: die or stop while holding),
+ * hold 0..--hold-ms, a fenced write of value + 1, exit line.  token 0 is
+ * a client without a fencing token (the classic client): its reads and
+ * writes are accepted unchecked.  A read refused by the fence skips the
+ * write.  Every operation is recorded by the resource itself (see
+ * wk_resource_script in worker.c).  Returns 0, or -1 when the resource
+ * server failed.
+ */
+int wk_section_fenced(wk_worker *w, redisContext *res, long long token, uint64_t lease_end_ns,
+                      int (*still_valid)(void *), void *ctx);
+
+/* The resource's keys, KEY:max KEY:value KEY:ops KEY:seq KEY:accepted
+ * KEY:refused, KEY the --counter name; the script that checks the fence. */
+extern const char wk_resource_script[];
+
+/* Connects with the timeouts of wk_connect(); NULL (message on stderr)
+ * instead of exiting. */
+redisContext *wk_try_connect(int port);
+
+/* --tolerate: "error" line with detail what (at most 40 characters). */
+void wk_error(wk_worker *w, const char *what);
 
 /* The pause between a release and the next acquisition (--gap-ms). */
 void wk_gap(wk_worker *w);

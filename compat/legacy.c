@@ -613,6 +613,10 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
 static relock_status ts_attempt(relock_lock *l, long *hint_ms)
 {
     relock_client *c = l->c;
+    /* The path depends on the probed capabilities: probe first if the
+     * connection was closed (a closed connection knows none). */
+    if (relock__conn_ensure(c) != RELOCK_OK)
+        return c->err.pub.status;
     long long now;
     uint64_t start = relock__mono_ms();
     relock_status st = clock_ms(c, &now);
@@ -713,6 +717,10 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
 static relock_status ts_release(relock_lock *l)
 {
     relock_client *c = l->c;
+    /* The path depends on the probed capabilities: probe first if the
+     * connection was closed (a closed connection knows none). */
+    if (relock__conn_ensure(c) != RELOCK_OK)
+        return c->err.pub.status;
     if (path_of(c) != VIA_PLAIN)
         return atomic_update(l, "release", NULL, 0, 0);
     /* 2.0: no WATCH, no EVAL.  GET then DEL, only while our validity
@@ -766,6 +774,10 @@ static relock_status ts_release(relock_lock *l)
 static relock_status ts_extend(relock_lock *l, long ttl_ms)
 {
     relock_client *c = l->c;
+    /* The path depends on the probed capabilities: probe first if the
+     * connection was closed (a closed connection knows none). */
+    if (relock__conn_ensure(c) != RELOCK_OK)
+        return c->err.pub.status;
     long long now;
     uint64_t start = relock__mono_ms();
     relock_status st = clock_ms(c, &now);

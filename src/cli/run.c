@@ -176,6 +176,9 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
             kill(pid, sig); /* pass SIGINT/SIGTERM/SIGHUP on to CMD */
         }
     }
+    /* A loss noticed from here on is reported by the release below; a
+     * pending notice must not kill us once the mask is restored. */
+    signal(SIGUSR1, SIG_IGN);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
     if (code < 0) {
         code = wait_status_code(status);

@@ -23,6 +23,21 @@ static int is_digit(uint8_t ch)
     return ch >= '0' && ch <= '9';
 }
 
+/* 32 lowercase hex characters, at least one a letter. */
+static int is_token(const uint8_t *p, size_t n)
+{
+    int letters = 0;
+    if (n != 32)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] >= 'a' && p[i] <= 'f')
+            letters++;
+        else if (!is_digit(p[i]))
+            return 0;
+    }
+    return letters > 0;
+}
+
 static void check_unit_guess(int nd)
 {
     int u = relock__ts_unit_guess(nd);
@@ -38,16 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t digits = 0;
     while (digits < size && is_digit(data[digits]))
         digits++;
-    int ts = digits >= 1 && digits <= 18 &&
-             (digits == size || (data[digits] == ':' && digits + 1 < size));
-    int letters = 0, hex = size == 32;
-    for (size_t i = 0; hex && i < size; i++) {
-        if (data[i] >= 'a' && data[i] <= 'f')
-            letters++;
-        else if (!is_digit(data[i]))
-            hex = 0;
-    }
-    int token = hex && letters > 0;
+    /* A timestamp's suffix, if any, is ':' and a token (DESIGN §3). */
+    int suffix = digits < size && data[digits] == ':' && is_token(data + digits + 1, size - digits - 1);
+    int ts = digits >= 1 && digits <= 18 && (digits == size || suffix);
+    int token = is_token(data, size);
 
     if (ts) {
         FZ_CHECK_MSG(v.kind == RELOCK_VALUE_TIMESTAMP, "kind %d", (int)v.kind);

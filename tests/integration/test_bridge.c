@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "internal.h" /* relock__conn_close: a connection lost */
 #include "relock.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -525,6 +526,27 @@ static void test_owner_info(void **state)
     testsrv_stop(&px);
 }
 
+/* After its connection was closed (a server restart, say), a client must
+ * probe again before choosing its path: not fall back to the 2.0 one. */
+static void test_path_after_reconnect(void **state)
+{
+    (void)state;
+    relock_client *c = client_on(tu_srv.port, "bridge", NULL);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, "reconnect", 5000, 0, &l), RELOCK_OK);
+    long long f = relock_lock_fence(l);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock__conn_close(&c->conn);
+    assert_int_equal(relock_acquire(c, "reconnect", 5000, 0, &l), RELOCK_OK);
+    assert_int_equal(relock_lock_fence(l), f + 1);
+    assert_true(cmd_int("PTTL %s", "reconnect") > 0); /* a bridge value, with its TTL */
+    relock__conn_close(&c->conn);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
 /* auto, for every proxy personality and both legacy_clients settings. */
 static void test_auto_per_personality(void **state)
 {
@@ -600,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_idle_connection_closed_by_server),
         cmocka_unit_test(test_value_suffix),
         cmocka_unit_test(test_owner_info),
+        cmocka_unit_test(test_path_after_reconnect),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -373,6 +373,39 @@ static relock_status ambiguous(relock_lock *l, const char *op)
 
 /* ------------------------------------------------------------ acquire */
 
+/*
+ * 2.0: MULTI, `cmd key value` (SETNX or GETSET), INCR of the fence, EXEC.
+ * Returns EXEC's two-element reply, or NULL with the error recorded;
+ * *sent tells whether EXEC may have reached the server.
+ */
+static redisReply *write_with_fence(relock_lock *l, const char *cmd, int *sent)
+{
+    relock_client *c = l->c;
+    *sent = 0;
+    redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
+    if (r) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, cmd, "%s %s %s", cmd, l->key, l->value);
+    }
+    if (r) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
+    }
+    if (!r) {
+        abandon_multi(c);
+        return NULL;
+    }
+    freeReplyObject(r);
+    r = relock__commandf(c, sent, "EXEC");
+    if (r && (r->type != REDIS_REPLY_ARRAY || r->elements != 2)) {
+        RELOCK__BAD_REPLY(c, "EXEC", r);
+        freeReplyObject(r);
+        *sent = 0;
+        return NULL;
+    }
+    return r;
+}
+
 /* Wins the lock: records the fence and the validity. */
 static relock_status won(relock_lock *l, uint64_t start, long long fence)
 {
@@ -414,28 +447,9 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
      * won just before us and our write merely moved its expiry a little
      * (it treats that as a GETSET loser's write).
      */
-    redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
-    if (r) {
-        freeReplyObject(r);
-        r = expect(c, REDIS_REPLY_STATUS, "GETSET", "GETSET %s %s", l->key, l->value);
-    }
-    if (r) {
-        freeReplyObject(r);
-        r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
-    }
-    if (!r) {
-        abandon_multi(c);
-        return c->err.pub.status;
-    }
-    freeReplyObject(r);
-    r = relock__commandf(c, &sent, "EXEC");
+    redisReply *r = write_with_fence(l, "GETSET", &sent);
     if (!r)
         return sent ? ambiguous(l, "acquire") : c->err.pub.status;
-    if (r->type != REDIS_REPLY_ARRAY) {
-        relock_status bad = RELOCK__BAD_REPLY(c, "EXEC", r);
-        freeReplyObject(r);
-        return bad;
-    }
     relock_status st = RELOCK_BUSY;
     const redisReply *old_r = r->elements > 0 ? r->element[0] : NULL;
     if (old_r && old_r->type == REDIS_REPLY_NIL) {
@@ -567,28 +581,9 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
     int sent = 0;
     /* 2.0: the fence rides in the MULTI with SETNX (DESIGN §4); it also
      * counts failed attempts, which keeps it monotonic. */
-    redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
-    if (r) {
-        freeReplyObject(r);
-        r = expect(c, REDIS_REPLY_STATUS, "SETNX", "SETNX %s %s", l->key, l->value);
-    }
-    if (r) {
-        freeReplyObject(r);
-        r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
-    }
-    if (!r) {
-        abandon_multi(c);
-        return c->err.pub.status;
-    }
-    freeReplyObject(r);
-    r = relock__commandf(c, &sent, "EXEC");
+    redisReply *r = write_with_fence(l, "SETNX", &sent);
     if (!r)
         return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        relock_status st = RELOCK__BAD_REPLY(c, "EXEC", r);
-        freeReplyObject(r);
-        return st;
-    }
     long long got = elem_int(r, 0);
     long long fence = elem_int(r, 1);
     freeReplyObject(r);

@@ -97,6 +97,40 @@ static int make_dir(testsrv *s)
     return 0;
 }
 
+/* Copies base (NULL-terminated) then extra (NULL-terminated, or NULL)
+ * into argv, at most cap - 1 entries, and terminates it. */
+static void join_args(const char **argv, int cap, const char *const *base,
+                      const char *const *extra)
+{
+    int n = 0;
+    for (int i = 0; base[i] && n < cap - 1; i++)
+        argv[n++] = base[i];
+    for (int i = 0; extra && extra[i] && n < cap - 1; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+}
+
+/* Forks and runs argv (stdin and stdout on /dev/null, stderr kept for
+ * its complaints), then waits until it answers PING on s->port. */
+static int spawn_ready(testsrv *s, const char *const *argv, const char *what)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "testsrv: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    s->pid = pid;
+    return wait_ready(s, what);
+}
+
 int testsrv_start(testsrv *s, const char *const *extra_args)
 {
     memset(s, 0, sizeof *s);
@@ -107,28 +141,12 @@ int testsrv_start(testsrv *s, const char *const *extra_args)
         s->port = testsrv_free_port();
         char port[16];
         snprintf(port, sizeof port, "%d", s->port);
-        const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
-                                "--save", "", "--appendonly", "no", "--dir", s->dir,
-                                "--daemonize", "no", "--logfile", "server.log"};
-        int n = 15;
-        for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
-            argv[n++] = extra_args[i];
-        argv[n] = NULL;
-        pid_t pid = fork();
-        if (pid < 0)
-            return -1;
-        if (pid == 0) {
-            int devnull = open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                dup2(devnull, 0);
-                dup2(devnull, 1);
-            }
-            execvp(argv[0], (char *const *)argv);
-            fprintf(stderr, "testsrv: cannot run redis-server: %s\n", strerror(errno));
-            _exit(127);
-        }
-        s->pid = pid;
-        if (wait_ready(s, "redis-server") == 0)
+        const char *const base[] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+                                    "--save", "", "--appendonly", "no", "--dir", s->dir,
+                                    "--daemonize", "no", "--logfile", "server.log", NULL};
+        const char *argv[64];
+        join_args(argv, 64, base, extra_args);
+        if (spawn_ready(s, argv, "redis-server") == 0)
             return 0;
         if (s->pid)
             testsrv_stop(s);
@@ -151,25 +169,12 @@ int testsrv_start_proxy(testsrv *s, int upstream_port, const char *personality,
         s->port = testsrv_free_port();
         char port[16];
         snprintf(port, sizeof port, "%d", s->port);
-        const char *argv[64] = {path, "--upstream", upstream, "--listen", port,
-                                "--personality", personality ? personality : "7"};
-        int n = 7;
-        for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
-            argv[n++] = extra_args[i];
-        argv[n] = NULL;
-        pid_t pid = fork();
-        if (pid < 0)
-            return -1;
-        if (pid == 0) {
-            int devnull = open("/dev/null", O_RDWR);
-            if (devnull >= 0)
-                dup2(devnull, 1);
-            execv(argv[0], (char *const *)argv);
-            fprintf(stderr, "testsrv: cannot run %s: %s\n", path, strerror(errno));
-            _exit(127);
-        }
-        s->pid = pid;
-        if (wait_ready(s, "relock-compat-proxy") == 0)
+        const char *const base[] = {path,   "--upstream",    upstream,
+                                    "--listen", port,        "--personality",
+                                    personality ? personality : "7", NULL};
+        const char *argv[64];
+        join_args(argv, 64, base, extra_args);
+        if (spawn_ready(s, argv, "relock-compat-proxy") == 0)
             return 0;
         if (s->pid)
             testsrv_stop(s);
@@ -198,22 +203,8 @@ int testsrv_start_sentinel(testsrv *s, const char *master_name, int master_port)
                 "sentinel failover-timeout %s 5000\n",
                 s->port, s->dir, s->dir, master_name, master_port, master_name, master_name);
         fclose(f);
-        const char *argv[] = {"redis-sentinel", conf, NULL};
-        pid_t pid = fork();
-        if (pid < 0)
-            return -1;
-        if (pid == 0) {
-            int devnull = open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                dup2(devnull, 0);
-                dup2(devnull, 1);
-            }
-            execvp(argv[0], (char *const *)argv);
-            fprintf(stderr, "testsrv: cannot run redis-sentinel: %s\n", strerror(errno));
-            _exit(127);
-        }
-        s->pid = pid;
-        if (wait_ready(s, "redis-sentinel") == 0)
+        const char *const argv[] = {"redis-sentinel", conf, NULL};
+        if (spawn_ready(s, argv, "redis-sentinel") == 0)
             return 0;
         if (s->pid)
             testsrv_stop(s);

@@ -5,6 +5,10 @@
  * Every request goes to all servers at once: non-blocking hiredis contexts
  * driven by one poll() loop, each server with a short timeout of its own,
  * so one slow or dead server costs its timeout once, not once per server.
+ * A request returns as soon as a majority has done what it asked (every
+ * server has been sent it by then): the rest answer later, and those
+ * replies are read and dropped before the next request's.  So one slow or
+ * paused server does not slow a quorum that does not need it.
  * Values are modern tokens (unique), so ownership needs no timestamps.
  *
  * Acquire wins on a majority within the validity time.  The fencing token
@@ -23,7 +27,16 @@
 
 struct relock__qserver {
     redisContext *ctx; /* non-blocking; NULL until (re)connected */
+    int owed;          /* replies to earlier requests not read yet */
+    uint64_t owed_at;  /* when the oldest of them was sent (mono ms) */
 };
+
+/* A server that still owes replies after this many requests is dropped
+ * (and reconnected), as is one owing a reply older than its timeout. */
+#define MAX_OWED 8
+
+/* Whether one server's reply did what the request asked. */
+typedef int (*reply_ok)(const redisReply *r);
 
 typedef struct fan {
     redisReply *reply[RELOCK__MAX_SERVERS]; /* the request's reply, or NULL */
@@ -35,6 +48,7 @@ static void drop(relock_client *c, int i)
     if (c->q[i].ctx)
         redisFree(c->q[i].ctx);
     c->q[i].ctx = NULL;
+    c->q[i].owed = 0;
 }
 
 void relock__quorum_free(relock_client *c)
@@ -70,55 +84,118 @@ static int connect_one(relock_client *c, int i)
     return pre;
 }
 
-/*
- * Sends argv to every server in mask and gathers the replies within
- * timeout_ms.  A server that fails or is late is dropped (reconnected next
- * time: its state is unknown).
- */
-static void fanout(relock_client *c, unsigned mask, int argc, const char **argv,
-                   const size_t *argvlen, long timeout_ms, fan *f)
+/* A script request: EVALSHA, and EVAL for a server that answers NOSCRIPT. */
+typedef struct script_req {
+    int argc;
+    const char *argv[16];
+    size_t argvlen[16];
+    const char *eval;     /* the script's text */
+    size_t evallen;
+} script_req;
+
+static int noscript(const redisReply *r)
 {
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Appends the request, EVALSHA or (with_text) EVAL; 0 or -1. */
+static int append(redisContext *ctx, const script_req *rq, int with_text)
+{
+    const char *argv[16];
+    size_t argvlen[16];
+    memcpy(argv, rq->argv, sizeof argv);
+    memcpy(argvlen, rq->argvlen, sizeof argvlen);
+    if (with_text) {
+        argv[0] = "EVAL";
+        argvlen[0] = 4;
+        argv[1] = rq->eval;
+        argvlen[1] = rq->evallen;
+    }
+    return redisAppendCommandArgv(ctx, rq->argc, argv, argvlen) == REDIS_OK ? 0 : -1;
+}
+
+/*
+ * Runs script id on every server in mask (EVALSHA, then EVAL where a
+ * server answers NOSCRIPT) and gathers the replies within timeout_ms, or
+ * until `need` of them satisfy ok, but never before every request has been
+ * written.  A server that fails, or is still silent when the time is up,
+ * is dropped (reconnected next time: its state is unknown); one still
+ * silent when enough others had answered is kept, owing its reply.
+ */
+static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs,
+                   const char **args, long timeout_ms, reply_ok ok, int need, fan *f)
+{
+    script_req rq;
+    char nk[16];
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    rq.argc = nargs + 3;
+    rq.argv[0] = "EVALSHA";
+    rq.argv[1] = c->sha[id];
+    rq.argv[2] = nk;
+    for (int i = 0; i < nargs && i < 13; i++)
+        rq.argv[3 + i] = args[i];
+    for (int i = 0; i < rq.argc; i++)
+        rq.argvlen[i] = strlen(rq.argv[i]);
+    rq.eval = relock__script_source(id);
+    rq.evallen = strlen(rq.eval);
+
     int n = c->s.nservers;
     int skip[RELOCK__MAX_SERVERS];
     int live[RELOCK__MAX_SERVERS];
+    int sent[RELOCK__MAX_SERVERS];
+    int fresh[RELOCK__MAX_SERVERS]; /* connected for this request */
+    int retried[RELOCK__MAX_SERVERS]; /* EVAL sent after NOSCRIPT */
+    int good = 0;
+    uint64_t now = relock__mono_ms();
     memset(f, 0, sizeof *f);
     for (int i = 0; i < n; i++) {
-        live[i] = 0;
-        skip[i] = 0;
+        live[i] = skip[i] = sent[i] = fresh[i] = retried[i] = 0;
         if (!(mask & (1u << i)))
             continue;
-        if (!c->q[i].ctx) {
+        struct relock__qserver *q = &c->q[i];
+        if (q->ctx && q->owed > 0 &&
+            (q->owed >= MAX_OWED || now - q->owed_at > (uint64_t)timeout_ms))
+            drop(c, i); /* too far behind: start afresh */
+        if (!q->ctx) {
             skip[i] = connect_one(c, i);
             if (skip[i] < 0)
                 continue;
+            fresh[i] = 1;
         }
-        if (redisAppendCommandArgv(c->q[i].ctx, argc, argv, argvlen) != REDIS_OK) {
+        /* Replies still owed to earlier requests come first. */
+        skip[i] += q->owed;
+        if (append(q->ctx, &rq, 0) != 0) {
             drop(c, i);
             continue;
         }
+        if (q->owed == 0)
+            q->owed_at = now;
+        q->owed = 0;
         live[i] = 1;
     }
-    uint64_t end = relock__mono_ms() + (uint64_t)timeout_ms;
+    uint64_t end = now + (uint64_t)timeout_ms;
     for (;;) {
         struct pollfd p[RELOCK__MAX_SERVERS];
-        int idx[RELOCK__MAX_SERVERS], np = 0;
+        int idx[RELOCK__MAX_SERVERS], np = 0, unsent = 0;
         for (int i = 0; i < n; i++) {
             if (!live[i])
                 continue;
-            int done = 0;
-            /* Send what is buffered (this also completes the connect). */
-            if (redisBufferWrite(c->q[i].ctx, &done) != REDIS_OK) {
-                drop(c, i);
-                live[i] = 0;
-                continue;
+            if (!sent[i]) {
+                /* Send what is buffered (this also completes the connect). */
+                if (redisBufferWrite(c->q[i].ctx, &sent[i]) != REDIS_OK) {
+                    drop(c, i);
+                    live[i] = 0;
+                    continue;
+                }
+                unsent += !sent[i];
             }
             p[np].fd = c->q[i].ctx->fd;
-            p[np].events = done ? POLLIN : POLLIN | POLLOUT;
+            p[np].events = sent[i] ? POLLIN : POLLIN | POLLOUT;
             p[np].revents = 0;
             idx[np++] = i;
         }
-        uint64_t now = relock__mono_ms();
-        if (np == 0 || now >= end)
+        now = relock__mono_ms();
+        if (np == 0 || now >= end || (good >= need && unsent == 0))
             break;
         int r = poll(p, (nfds_t)np, (int)(end - now));
         if (r < 0 && errno != EINTR)
@@ -132,7 +209,8 @@ static void fanout(relock_client *c, unsigned mask, int argc, const char **argv,
                 live[i] = 0;
                 continue;
             }
-            /* Replies to AUTH/SELECT first, then the request's. */
+            /* Replies to AUTH/SELECT and earlier requests first, then the
+             * request's. */
             for (;;) {
                 void *rep = NULL;
                 if (redisGetReplyFromReader(c->q[i].ctx, &rep) != REDIS_OK) {
@@ -143,7 +221,10 @@ static void fanout(relock_client *c, unsigned mask, int argc, const char **argv,
                 if (!rep)
                     break;
                 if (skip[i] > 0) {
-                    int bad = ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
+                    /* An owed reply is dropped whatever it says; an
+                     * error to AUTH or SELECT (a new connection's first
+                     * replies) makes the server unusable. */
+                    int bad = fresh[i] && ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
                     freeReplyObject(rep);
                     skip[i]--;
                     if (bad) {
@@ -153,16 +234,34 @@ static void fanout(relock_client *c, unsigned mask, int argc, const char **argv,
                     }
                     continue;
                 }
+                if (!retried[i] && noscript(rep)) {
+                    /* Its script cache is empty (a restart, SCRIPT
+                     * FLUSH): send the text, at once and to it alone. */
+                    freeReplyObject(rep);
+                    retried[i] = 1;
+                    sent[i] = 0;
+                    if (append(c->q[i].ctx, &rq, 1) != 0) {
+                        drop(c, i);
+                        live[i] = 0;
+                    }
+                    break;
+                }
                 f->reply[i] = rep;
                 f->answered++;
+                good += ok(rep);
                 live[i] = 0;
                 break;
             }
         }
     }
-    for (int i = 0; i < n; i++)
-        if (live[i])
+    for (int i = 0; i < n; i++) {
+        if (!live[i])
+            continue;
+        if (sent[i] && good >= need)
+            c->q[i].owed = skip[i] + 1; /* read before the next request's */
+        else
             drop(c, i); /* late: its reply would arrive out of turn */
+    }
 }
 
 static void fan_free(fan *f)
@@ -173,52 +272,41 @@ static void fan_free(fan *f)
     memset(f, 0, sizeof *f);
 }
 
-/* EVALSHA on the servers in mask, with EVAL where a server answers
- * NOSCRIPT. */
-static void fanout_eval(relock_client *c, unsigned mask, int id, int nkeys, int nargs,
-                        const char **args, long timeout_ms, fan *f)
-{
-    const char *argv[16];
-    size_t argvlen[16];
-    char nk[16];
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = c->sha[id];
-    argv[2] = nk;
-    for (int i = 0; i < nargs && i < 13; i++)
-        argv[3 + i] = args[i];
-    for (int i = 0; i < nargs + 3; i++)
-        argvlen[i] = strlen(argv[i]);
-    fanout(c, mask, nargs + 3, argv, argvlen, timeout_ms, f);
-    unsigned again = 0;
-    for (int i = 0; i < c->s.nservers; i++) {
-        redisReply *r = f->reply[i];
-        if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0)
-            again |= 1u << i;
-    }
-    if (!again)
-        return;
-    argv[0] = "EVAL";
-    argv[1] = relock__script_source(id);
-    argvlen[0] = 4;
-    argvlen[1] = strlen(argv[1]);
-    fan g;
-    fanout(c, again, nargs + 3, argv, argvlen, timeout_ms, &g);
-    for (int i = 0; i < c->s.nservers; i++) {
-        if (!(again & (1u << i)))
-            continue;
-        freeReplyObject(f->reply[i]);
-        f->reply[i] = g.reply[i];
-        g.reply[i] = NULL;
-        if (!f->reply[i])
-            f->answered--;
-    }
-    fan_free(&g);
-}
-
 static int majority(const relock_client *c)
 {
     return c->s.nservers / 2 + 1;
+}
+
+/* What each request asks of a server, as reply_ok predicates. */
+static int acquired(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+           r->element[0]->type == REDIS_REPLY_INTEGER &&
+           r->element[1]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+}
+
+static int deleted(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_INTEGER && r->integer >= 1; /* 1 + waiters told */
+}
+
+static int extended(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+}
+
+static int raised(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_INTEGER;
+}
+
+/* How many of the replies satisfy ok. */
+static int count(const relock_client *c, const fan *f, reply_ok ok)
+{
+    int n = 0;
+    for (int i = 0; i < c->s.nservers; i++)
+        n += f->reply[i] && ok(f->reply[i]);
+    return n;
 }
 
 static unsigned all_servers(const relock_client *c)
@@ -242,13 +330,9 @@ static int delete_everywhere(relock_lock *l, fan *f)
     char chan[RELOCK__KEY_MAX];
     relock__notify_channel(l, chan, sizeof chan);
     const char *args[] = {l->key, l->value, chan};
-    fanout_eval(c, all_servers(c), RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args,
-                server_timeout(c, l->ttl_ms), f);
-    int deleted = 0;
-    for (int i = 0; i < c->s.nservers; i++)
-        deleted += f->reply[i] && f->reply[i]->type == REDIS_REPLY_INTEGER &&
-                   f->reply[i]->integer >= 1; /* 1 + waiters told */
-    return deleted;
+    fanout(c, all_servers(c), RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args,
+                server_timeout(c, l->ttl_ms), deleted, majority(c), f);
+    return count(c, f, deleted);
 }
 
 static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
@@ -263,7 +347,8 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
     long tmo = server_timeout(c, l->ttl_ms);
     fan f;
     const char *args[] = {l->key, l->fence_key, l->value, ttl};
-    fanout_eval(c, all_servers(c), RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, tmo, &f);
+    fanout(c, all_servers(c), RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, tmo, acquired,
+                majority(c), &f);
     unsigned won = 0;
     int nwon = 0;
     long long fence = 0, lowest = -1, shortest = -1;
@@ -273,7 +358,7 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
             r->element[0]->type != REDIS_REPLY_INTEGER ||
             r->element[1]->type != REDIS_REPLY_INTEGER)
             continue;
-        if (r->element[0]->integer == 1) {
+        if (acquired(r)) {
             won |= 1u << i;
             nwon++;
             if (r->element[1]->integer > fence)
@@ -301,12 +386,11 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
         char fs[32];
         snprintf(fs, sizeof fs, "%lld", fence);
         const char *rargs[] = {l->fence_key, fs};
-        fanout_eval(c, won, RELOCK__SCRIPT_FENCE_RAISE, 1, 2, rargs, tmo, &f);
-        int raised = 0;
-        for (int i = 0; i < c->s.nservers; i++)
-            raised += f.reply[i] && f.reply[i]->type == REDIS_REPLY_INTEGER;
+        fanout(c, won, RELOCK__SCRIPT_FENCE_RAISE, 1, 2, rargs, tmo, raised, majority(c),
+                    &f);
+        int nraised = count(c, &f, raised);
         fan_free(&f);
-        if (raised >= majority(c) && relock__mono_ms() < valid_until) {
+        if (nraised >= majority(c) && relock__mono_ms() < valid_until) {
             l->fence = fence;
             l->valid_until = valid_until;
             l->acquired = 1;
@@ -332,10 +416,10 @@ static relock_status quorum_release(relock_lock *l)
 {
     relock_client *c = l->c;
     fan f;
-    int deleted = delete_everywhere(l, &f);
+    int ndeleted = delete_everywhere(l, &f);
     int answered = f.answered;
     fan_free(&f);
-    if (deleted >= majority(c))
+    if (ndeleted >= majority(c))
         return RELOCK_OK;
     if (answered < majority(c))
         return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
@@ -343,7 +427,7 @@ static relock_status quorum_release(relock_lock *l)
                             "unknown",
                             l->name, answered, c->s.nservers);
     return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                        "release %s: lock lost: held on only %d of %d servers", l->name, deleted,
+                        "release %s: lock lost: held on only %d of %d servers", l->name, ndeleted,
                         c->s.nservers);
 }
 
@@ -355,16 +439,13 @@ static relock_status quorum_extend(relock_lock *l, long ttl_ms)
     const char *args[] = {l->key, l->value, ttl};
     uint64_t start = relock__mono_ms();
     fan f;
-    fanout_eval(c, all_servers(c), RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args,
-                server_timeout(c, ttl_ms), &f);
-    int extended = 0;
-    for (int i = 0; i < c->s.nservers; i++)
-        extended += f.reply[i] && f.reply[i]->type == REDIS_REPLY_INTEGER &&
-                    f.reply[i]->integer == 1;
+    fanout(c, all_servers(c), RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args,
+                server_timeout(c, ttl_ms), extended, majority(c), &f);
+    int nextended = count(c, &f, extended);
     int answered = f.answered;
     fan_free(&f);
     uint64_t valid_until = relock__valid_until(start, ttl_ms);
-    if (extended >= majority(c) && relock__mono_ms() < valid_until) {
+    if (nextended >= majority(c) && relock__mono_ms() < valid_until) {
         l->ttl_ms = ttl_ms;
         l->valid_until = valid_until;
         return RELOCK_OK;
@@ -375,7 +456,7 @@ static relock_status quorum_extend(relock_lock *l, long ttl_ms)
                             "needed",
                             l->name, answered, c->s.nservers, majority(c));
     return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                        "extend %s: lock lost: held on only %d of %d servers", l->name, extended,
+                        "extend %s: lock lost: held on only %d of %d servers", l->name, nextended,
                         c->s.nservers);
 }
 

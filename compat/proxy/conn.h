@@ -4,8 +4,8 @@
  * Each client gets a private connection to the real server, so MULTI,
  * WATCH, SELECT and subscriptions stay per client exactly as they would
  * against a server.  One thread runs one connection (conn_serve) with a
- * poll() loop over the client socket, the upstream socket and the
- * shutdown pipe.
+ * ppoll() loop over the client socket, the upstream socket and the
+ * shutdown pipe; delayed replies fall due on a microsecond clock.
  *
  * Ordering: every command the client sends gets an entry in a FIFO, in
  * order: "forwarded" (its answer comes from upstream), "local" (the proxy

@@ -61,7 +61,8 @@ static int fault(const proxy_arg *argv, size_t argc, pbuf *out)
         return resp_add_error(out,
                               "ERR relock-proxy: FAULT takes 'off' or up to 8 "
                               "pairs of name and value (delay-ms N, "
-                              "close-before-reply P, close-after-reply P, seed S)");
+                              "delay-us N, close-before-reply P, "
+                              "close-after-reply P, seed S)");
     pairs = (argc - 2) / 2;
     for (i = 0; i < pairs; i++) {
         lower_copy(names[i], sizeof(names[i]), &argv[2 + 2 * i]);

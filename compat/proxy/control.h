@@ -6,7 +6,8 @@
  *   RELOCK-PROXY REFUSED                 -> :total
  *   RELOCK-PROXY REFUSED-LIST            -> *n "NAME count" ...
  *   RELOCK-PROXY RESET                   -> +OK (counters to zero)
- *   RELOCK-PROXY FAULT name value [...]  -> +OK (delay-ms, close-before-reply,
+ *   RELOCK-PROXY FAULT name value [...]  -> +OK (delay-ms, delay-us,
+ *                                                close-before-reply,
  *                                                close-after-reply, seed)
  *   RELOCK-PROXY FAULT off               -> +OK
  */

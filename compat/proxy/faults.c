@@ -16,10 +16,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fault_settings current = {0, 0.0, 0.0, 1, 0};
 static _Atomic unsigned generation;
 
-void faults_init(long delay_ms, double p_before, double p_after, uint64_t seed)
+void faults_init(long long delay_us, double p_before, double p_after, uint64_t seed)
 {
     pthread_mutex_lock(&lock);
-    current.delay_ms = delay_ms;
+    current.delay_us = delay_us;
     current.p_before = p_before;
     current.p_after = p_after;
     current.seed = seed;
@@ -39,21 +39,36 @@ unsigned faults_generation(void)
     return atomic_load(&generation);
 }
 
-int faults_parse_delay(const char *s, long *out, char *why, size_t whylen)
+/* An integer from 0 to max, in the unit the caller names. */
+static int parse_delay(const char *s, long long max, long long *out, char *why,
+                       size_t whylen)
 {
     char *end = NULL;
-    long v;
+    long long v;
 
     errno = 0;
-    v = strtol(s, &end, 10);
-    if (s[0] == '\0' || end == NULL || *end != '\0' || errno != 0 || v < 0 ||
-        v > FAULT_MAX_DELAY_MS) {
-        snprintf(why, whylen, "'%s' is not an integer from 0 to %ld", s,
-                 FAULT_MAX_DELAY_MS);
+    v = strtoll(s, &end, 10);
+    if (s[0] == '\0' || end == NULL || *end != '\0' || errno != 0 || v < 0 || v > max) {
+        snprintf(why, whylen, "'%s' is not an integer from 0 to %lld", s, max);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+int faults_parse_delay_ms(const char *s, long long *out_us, char *why, size_t whylen)
+{
+    long long ms;
+
+    if (parse_delay(s, FAULT_MAX_DELAY_MS, &ms, why, whylen) < 0)
+        return -1;
+    *out_us = ms * 1000; /* at most FAULT_MAX_DELAY_US: no overflow */
+    return 0;
+}
+
+int faults_parse_delay_us(const char *s, long long *out_us, char *why, size_t whylen)
+{
+    return parse_delay(s, FAULT_MAX_DELAY_US, out_us, why, whylen);
 }
 
 int faults_parse_prob(const char *s, double *out, char *why, size_t whylen)
@@ -98,8 +113,11 @@ int faults_update(const char *const *names, const char *const *values,
     for (i = 0; i < n; i++) {
         int rc;
 
+        /* Both delay settings write the same field: the last one wins. */
         if (strcmp(names[i], "delay-ms") == 0) {
-            rc = faults_parse_delay(values[i], &next.delay_ms, reason, sizeof(reason));
+            rc = faults_parse_delay_ms(values[i], &next.delay_us, reason, sizeof(reason));
+        } else if (strcmp(names[i], "delay-us") == 0) {
+            rc = faults_parse_delay_us(values[i], &next.delay_us, reason, sizeof(reason));
         } else if (strcmp(names[i], "close-before-reply") == 0) {
             rc = faults_parse_prob(values[i], &next.p_before, reason, sizeof(reason));
         } else if (strcmp(names[i], "close-after-reply") == 0) {
@@ -108,8 +126,8 @@ int faults_update(const char *const *names, const char *const *values,
             rc = faults_parse_seed(values[i], &next.seed, reason, sizeof(reason));
         } else {
             snprintf(why, whylen,
-                     "unknown fault setting '%s' (delay-ms, close-before-reply, "
-                     "close-after-reply, seed, off)", names[i]);
+                     "unknown fault setting '%s' (delay-ms, delay-us, "
+                     "close-before-reply, close-after-reply, seed, off)", names[i]);
             return -1;
         }
         if (rc < 0) {
@@ -118,7 +136,7 @@ int faults_update(const char *const *names, const char *const *values,
         }
     }
     pthread_mutex_lock(&lock);
-    current.delay_ms = next.delay_ms;
+    current.delay_us = next.delay_us;
     current.p_before = next.p_before;
     current.p_after = next.p_after;
     current.seed = next.seed;
@@ -130,7 +148,7 @@ int faults_update(const char *const *names, const char *const *values,
 void faults_off(void)
 {
     pthread_mutex_lock(&lock);
-    current.delay_ms = 0;
+    current.delay_us = 0;
     current.p_before = 0.0;
     current.p_after = 0.0;
     current.gen = atomic_fetch_add(&generation, 1) + 1;

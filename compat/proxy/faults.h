@@ -13,10 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FAULT_MAX_DELAY_MS 3600000L
+/* The longest delay, one hour, in either unit. */
+#define FAULT_MAX_DELAY_MS 3600000LL
+#define FAULT_MAX_DELAY_US (FAULT_MAX_DELAY_MS * 1000)
 
 typedef struct fault_settings {
-    long delay_ms;      /* added before relaying each reply */
+    long long delay_us; /* added before relaying each reply (microseconds) */
     double p_before;    /* probability of closing instead of relaying */
     double p_after;     /* probability of closing right after relaying */
     uint64_t seed;      /* seed of the per-connection generators */
@@ -24,7 +26,7 @@ typedef struct fault_settings {
 } fault_settings;
 
 /* Set the start-up values (before any connection exists). */
-void faults_init(long delay_ms, double p_before, double p_after, uint64_t seed);
+void faults_init(long long delay_us, double p_before, double p_after, uint64_t seed);
 
 /* Copy the current settings. */
 void faults_get(fault_settings *out);
@@ -33,9 +35,10 @@ void faults_get(fault_settings *out);
 unsigned faults_generation(void);
 
 /*
- * Change settings from name/value pairs ("delay-ms", "close-before-reply",
- * "close-after-reply", "seed"); all or nothing.  Returns 0, or -1 with the
- * reason in why.
+ * Change settings from name/value pairs ("delay-ms", "delay-us",
+ * "close-before-reply", "close-after-reply", "seed"), in order, so when both
+ * delay-ms and delay-us are given the last one wins; all or nothing.
+ * Returns 0, or -1 with the reason in why.
  */
 int faults_update(const char *const *names, const char *const *values,
                   size_t n, char *why, size_t whylen);
@@ -43,8 +46,10 @@ int faults_update(const char *const *names, const char *const *values,
 /* Delay 0 and both probabilities 0 (the seed is kept). */
 void faults_off(void);
 
-/* Parsers shared with the command line.  Return 0, or -1 with why. */
-int faults_parse_delay(const char *s, long *out, char *why, size_t whylen);
+/* Parsers shared with the command line.  Return 0, or -1 with why.  Both
+ * delay parsers store microseconds: delay-ms N is N * 1000 us. */
+int faults_parse_delay_ms(const char *s, long long *out_us, char *why, size_t whylen);
+int faults_parse_delay_us(const char *s, long long *out_us, char *why, size_t whylen);
 int faults_parse_prob(const char *s, double *out, char *why, size_t whylen);
 int faults_parse_seed(const char *s, uint64_t *out, char *why, size_t whylen);
 

@@ -209,7 +209,7 @@ int main(int argc, char **argv)
     snprintf(ctx.upstream, sizeof(ctx.upstream), "%s", opt.upstream);
     if (resolve_upstream(&opt, &ctx) < 0)
         return 2;
-    faults_init(opt.delay_ms, opt.p_before, opt.p_after, opt.seed);
+    faults_init(opt.delay_us, opt.p_before, opt.p_after, opt.seed);
 
     /* Signals are taken synchronously through a signalfd; blocking them
      * here, before any thread starts, keeps every worker out of it. */

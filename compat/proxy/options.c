@@ -13,8 +13,9 @@
 const char *options_usage(void)
 {
     return "usage: relock-compat-proxy --upstream HOST:PORT [--listen PORT]\n"
-           "           [--personality 2.0|2.2|2.4|2.6.0..2.6.11|7] [--delay-ms N]\n"
-           "           [--close-before-reply P] [--close-after-reply P] [--seed S]\n"
+           "           [--personality 2.0|2.2|2.4|2.6.0..2.6.11|7]\n"
+           "           [--delay-ms N] [--delay-us N] [--close-before-reply P]\n"
+           "           [--close-after-reply P] [--seed S]\n"
            "Listens on 127.0.0.1, prints \"port N\" once listening, and relays to the\n"
            "Redis server at HOST:PORT while answering as the chosen old version.\n"
            "See docs/proxy.md.\n";
@@ -131,7 +132,10 @@ int options_parse(int argc, char **argv, proxy_options *o, char *err, size_t err
             if (personality_parse(val, &o->pers, why, sizeof(why)) < 0)
                 goto bad;
         } else if (strcmp(name, "--delay-ms") == 0) {
-            if (faults_parse_delay(val, &o->delay_ms, why, sizeof(why)) < 0)
+            if (faults_parse_delay_ms(val, &o->delay_us, why, sizeof(why)) < 0)
+                goto bad;
+        } else if (strcmp(name, "--delay-us") == 0) {
+            if (faults_parse_delay_us(val, &o->delay_us, why, sizeof(why)) < 0)
                 goto bad;
         } else if (strcmp(name, "--close-before-reply") == 0) {
             if (faults_parse_prob(val, &o->p_before, why, sizeof(why)) < 0)

@@ -15,7 +15,7 @@ typedef struct proxy_options {
     char upstream[300];      /* the whole argument, for messages */
     int listen_port;         /* --listen; 0 = any free port */
     personality pers;        /* --personality; default 7 */
-    long delay_ms;           /* --delay-ms */
+    long long delay_us;      /* --delay-ms or --delay-us, in us: the last wins */
     double p_before;         /* --close-before-reply */
     double p_after;          /* --close-after-reply */
     uint64_t seed;           /* --seed; default 1 */

@@ -46,6 +46,14 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static long long now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static void start_proxy(testsrv *p, const char *personality)
 {
     int rc = testsrv_start_proxy(p, server.port, personality, NULL);
@@ -918,9 +926,9 @@ static void test_fault_delay_and_seed(void **state)
     ctl = connect_to(&p);
     want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-ms 300"), "OK", "delay");
     c = connect_to(&p);
-    t0 = now_ms();
+    t0 = now_us();
     want_status(cmd(c, "PING"), "PONG", "delayed");
-    assert_true(now_ms() - t0 >= 290);
+    assert_true(now_us() - t0 >= 300000); /* delay-ms N is N * 1000 us */
     /* Control replies are not delayed. */
     t0 = now_ms();
     want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-ms 0 close-after-reply 0.5 seed 42"),
@@ -945,6 +953,90 @@ static void test_fault_delay_and_seed(void **state)
     assert_int_equal(counts[0], counts[1]);
     assert_true(counts[0] < 200);
     want_status(cmd(ctl, "RELOCK-PROXY FAULT off"), "OK", "off");
+    redisFree(ctl);
+    testsrv_stop(&p);
+}
+
+/* The time from sending cmdline (on c) to its reply, in us. */
+static long long timed_us(redisContext *c, const char *cmdline)
+{
+    long long t0 = now_us();
+    redisReply *r = cmd(c, cmdline);
+
+    freeReplyObject(r);
+    return now_us() - t0;
+}
+
+/* A delayed reply comes no sooner than the delay after its request.  The
+ * upper bound only catches a delay far off (the 3 s of a setting that
+ * should have lost): the machine may be loaded, so nothing tighter. */
+static void want_delay(long long got_us, long long min_us, const char *ctx)
+{
+    if (got_us < min_us || got_us >= 1000000)
+        fail_msg("%s: reply after %lld us, wanted %lld us or more, under 1 s", ctx,
+                 got_us, min_us);
+}
+
+/* Values no delay setting accepts. */
+static const char *const bad_delays[] = {"-1", "abc", "3600000001", "", "300us"};
+#define NBAD_DELAYS (sizeof(bad_delays) / sizeof(bad_delays[0]))
+
+/* delay-us holds replies for microseconds: forwarded replies, replies the
+ * proxy makes itself (a refusal) and pipelined replies alike.  Of delay-ms
+ * and delay-us the last one wins; bad values are refused, all or nothing. */
+static void test_fault_delay_us(void **state)
+{
+    testsrv p;
+    redisContext *ctl;
+    redisContext *c;
+    char want[160];
+    long long t0;
+    size_t i;
+
+    (void)state;
+    start_proxy(&p, "2.6.11");
+    ctl = connect_to(&p);
+    c = connect_to(&p);
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-us 300"), "OK", "delay-us");
+    for (i = 0; i < 5; i++)
+        want_delay(timed_us(c, "PING"), 300, "forwarded");
+    want_delay(timed_us(c, "SET k v NX PX 100"), 300, "refused by the proxy");
+    t0 = now_us();
+    for (i = 0; i < 3; i++)
+        assert_int_equal(redisAppendCommand(c, "PING"), REDIS_OK);
+    for (i = 0; i < 3; i++) {
+        void *reply = NULL;
+
+        assert_int_equal(redisGetReply(c, &reply), REDIS_OK);
+        want_status(reply, "PONG", "pipelined");
+    }
+    want_delay(now_us() - t0, 300, "pipelined");
+
+    /* The last of delay-ms and delay-us wins. */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-ms 3000 delay-us 300"), "OK", "both");
+    want_delay(timed_us(c, "PING"), 300, "delay-us last");
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-us 300 delay-ms 50"), "OK", "both");
+    want_delay(timed_us(c, "PING"), 50000, "delay-ms last");
+
+    /* Bad values name the setting and the range, and change nothing. */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-us 0"), "OK", "no delay");
+    for (i = 0; i < NBAD_DELAYS; i++) {
+        snprintf(want, sizeof(want),
+                 "ERR relock-proxy: FAULT delay-us: '%s' is not an integer from 0 to "
+                 "3600000000", bad_delays[i]);
+        want_error(cmd(ctl, "RELOCK-PROXY FAULT delay-ms 3000 delay-us %s", bad_delays[i]),
+                   want, bad_delays[i]);
+    }
+    want_error(cmd(ctl, "RELOCK-PROXY FAULT delay-ms 3600001"),
+               "ERR relock-proxy: FAULT delay-ms: '3600001' is not an integer from 0 to "
+               "3600000", "delay-ms too large");
+    want_delay(timed_us(c, "PING"), 0, "after refused settings");
+
+    /* The largest delay is accepted; off takes it back to 0. */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-us 3600000000"), "OK", "largest");
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT off"), "OK", "off");
+    want_delay(timed_us(c, "PING"), 0, "after off");
+    redisFree(c);
     redisFree(ctl);
     testsrv_stop(&p);
 }
@@ -1084,6 +1176,81 @@ static void test_command_line(void **state)
     }
 }
 
+/* The proxy refuses option=value at start-up, with exit 2 and want on
+ * stderr. */
+static void want_bad_option(const char *option, const char *value, const char *want)
+{
+    char upstream_arg[32];
+    char buf[512];
+    int out_fd;
+    int err_fd;
+    pid_t pid;
+    const char *args[] = {"--upstream", upstream_arg, option, value, NULL};
+
+    snprintf(upstream_arg, sizeof(upstream_arg), "127.0.0.1:%d", server.port);
+    pid = spawn_proxy(args, &out_fd, &err_fd);
+    read_some(err_fd, buf, sizeof(buf));
+    assert_int_equal(wait_exit(pid), 2);
+    assert_string_equal(buf, want);
+    close(out_fd);
+    close(err_fd);
+}
+
+/* A proxy started with extra_args delays a PING by at least min_us. */
+static void want_started_delay(const char *const *extra_args, long long min_us,
+                               const char *ctx)
+{
+    testsrv p;
+    redisContext *c;
+
+    if (testsrv_start_proxy(&p, server.port, "7", extra_args) != 0)
+        fail_msg("%s: cannot start relock-compat-proxy", ctx);
+    c = connect_to(&p);
+    want_delay(timed_us(c, "PING"), min_us, ctx);
+    redisFree(c);
+    testsrv_stop(&p);
+}
+
+/* --delay-us and --delay-ms on the command line: the same values and
+ * errors as FAULT, the last one wins.  (testsrv waits for the proxy to
+ * answer PING within 200 ms, so these delays stay well below that.) */
+static void test_command_line_delay(void **state)
+{
+    char want[160];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < NBAD_DELAYS; i++) {
+        snprintf(want, sizeof(want),
+                 "relock-compat-proxy: --delay-us: '%s' is not an integer from 0 to "
+                 "3600000000\n", bad_delays[i]);
+        want_bad_option("--delay-us", bad_delays[i], want);
+    }
+    want_bad_option("--delay-ms", "3600001",
+                    "relock-compat-proxy: --delay-ms: '3600001' is not an integer from 0 "
+                    "to 3600000\n");
+    {
+        const char *const args[] = {"--delay-us", "300", NULL};
+
+        want_started_delay(args, 300, "--delay-us");
+    }
+    {
+        const char *const args[] = {"--delay-ms", "2", NULL};
+
+        want_started_delay(args, 2000, "--delay-ms");
+    }
+    {
+        const char *const args[] = {"--delay-ms", "3000", "--delay-us=300", NULL};
+
+        want_started_delay(args, 300, "--delay-us last");
+    }
+    {
+        const char *const args[] = {"--delay-us", "300", "--delay-ms", "50", NULL};
+
+        want_started_delay(args, 50000, "--delay-ms last");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1103,7 +1270,9 @@ int main(void)
         cmocka_unit_test_setup(test_pubsub, flush),
         cmocka_unit_test_setup(test_fault_close_before, flush),
         cmocka_unit_test_setup(test_fault_delay_and_seed, flush),
+        cmocka_unit_test_setup(test_fault_delay_us, flush),
         cmocka_unit_test_setup(test_command_line, flush),
+        cmocka_unit_test_setup(test_command_line_delay, flush),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -23,7 +23,8 @@
 #define TARGET_LEGACY 0.85     /* relock legacy / its raw loop */
 #define TARGET_CONTENDED2 0.50 /* 2 contending processes / 1 process */
 #define TARGET_MEM_BYTES 256.0 /* per held lock, beyond its key and value */
-#define TARGET_QUORUM5 1.50    /* latency with 5 servers / with 1 server (at most) */
+#define TARGET_QUORUM5 1.50    /* acquire latency with 5 servers / with 1 server (at most),
+                                  each server NET_TARGET_RTT_US away */
 
 /* Latency figures (bench_latency.c): samples per figure, bounded in time. */
 #define LAT_SAMPLES 200
@@ -38,6 +39,19 @@
 /* A worker starves when it gets less than this part of its fair share
  * (1/N of the sections) in a round. */
 #define STARVE_FRACTION 0.10
+
+/* Quorum at a network's distance (bench_network.c): the round trips each
+ * server is given by a delaying proxy, the one the target is judged at
+ * (docs/decisions.md), cycles per client per RTT (after NET_WARMUP),
+ * cycles per turn, and the time bound per RTT. */
+#define NET_NRTTS 2
+#define NET_RTTS_US {250, 1000}
+#define NET_TARGET_RTT_US 1000
+#define NET_SAMPLES 400
+#define NET_WARMUP 20
+#define NET_TURN 10
+#define NET_LIMIT_MS 15000
+extern const long bench_net_rtts_us[NET_NRTTS];
 
 typedef struct bench_opts {
     int json;
@@ -69,10 +83,21 @@ void bench_child_signals(void);
 struct relock_client;
 struct relock_client *bench_connect(int port, const char *mode, const char *const *settings,
                                     char *err, size_t errlen);
+/* A modern, fenced client for a quorum over the first n of ports. */
+struct relock_client *bench_connect_quorum(const int *ports, int n, char *err, size_t errlen);
+/* Starts, from the placement's server core, a redis-server (upstream 0)
+ * or a pass-through relock-compat-proxy in front of 127.0.0.1:upstream,
+ * then returns to client_cpus; 0 on success. */
+struct testsrv;
+int bench_start_pinned(struct testsrv *srv, const char *client_cpus, int upstream);
 
 /* bench_latency.c: the handoff and takeover figures against the server on
  * port (a waiter process forked per figure). */
 void bench_latency(int port);
+
+/* bench_network.c: the quorum figure at a network's distance, over the
+ * servers on ports (QUORUM_SERVERS of them), each behind a proxy. */
+void bench_network(const int *ports, int nports, const char *client_cpus);
 
 /* One placement as the top process sees it. */
 typedef struct bench_phase {

@@ -220,7 +220,7 @@ static relock_client *connect_client(int port, const char *mode, int fencing, ch
 /* A modern, fenced (default) client for a quorum over the first n of
  * ports: `servers` with n entries, through a configuration file (the only
  * way to list several servers). */
-static relock_client *connect_quorum(const int *ports, int n, char *err, size_t errlen)
+relock_client *bench_connect_quorum(const int *ports, int n, char *err, size_t errlen)
 {
     char path[] = "/tmp/relock-bench-XXXXXX";
     int fd = mkstemp(path);
@@ -1234,7 +1234,7 @@ static void quorum_setup(bench *b, pid_t first, const testsrv *extra, int nextra
     } qs[] = {{RL_Q5, QUORUM_SERVERS}, {RL_Q3, 3}};
     for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
         char err[400] = "";
-        b->rl[qs[k].which] = connect_quorum(b->qport, qs[k].n, err, sizeof err);
+        b->rl[qs[k].which] = bench_connect_quorum(b->qport, qs[k].n, err, sizeof err);
         if (!b->rl[qs[k].which]) {
             out_error("quorum over %d servers: %s", qs[k].n, err);
             continue;
@@ -1247,16 +1247,17 @@ static void quorum_setup(bench *b, pid_t first, const testsrv *extra, int nextra
 
 /* ==================================================================== */
 
-/* Starts a redis-server forked from the server's core (every thread it
- * starts inherits that affinity), then returns to the client's CPUs;
- * 0 on success. */
-static int start_pinned(testsrv *srv, const char *client_cpus)
+/* Starts a redis-server (or a proxy in front of upstream) forked from the
+ * server's core (every thread it starts inherits that affinity), then
+ * returns to the client's CPUs; 0 on success. */
+int bench_start_pinned(testsrv *srv, const char *client_cpus, int upstream)
 {
     if (opt.server_cpu >= 0 && bu_pin_self(opt.server_cpu) != 0) {
         out_error("cannot pin to cpu %d: %s", opt.server_cpu, strerror(errno));
         return -1;
     }
-    int started = testsrv_start(srv, NULL);
+    int started = upstream > 0 ? testsrv_start_proxy(srv, upstream, "7", NULL)
+                               : testsrv_start(srv, NULL);
     if (bu_pin_self_list(client_cpus) != 0) {
         out_error("cannot return to cpus %s: %s", client_cpus, strerror(errno));
         if (started == 0)
@@ -1264,7 +1265,7 @@ static int start_pinned(testsrv *srv, const char *client_cpus)
         return -1;
     }
     if (started != 0) {
-        out_error("cannot start redis-server");
+        out_error("cannot start %s", upstream > 0 ? "relock-compat-proxy" : "redis-server");
         return -1;
     }
     return 0;
@@ -1283,14 +1284,15 @@ int bench_run_phase(void)
     char client_cpus[128], server_cpus[128];
     bu_cpus_of(0, client_cpus, sizeof client_cpus);
     testsrv srv;
-    if (start_pinned(&srv, client_cpus) != 0)
+    if (bench_start_pinned(&srv, client_cpus, 0) != 0)
         return 1;
     memcpy(g_srv_dir[0], srv.dir, sizeof g_srv_dir[0]);
     track(srv.pid);
     /* The quorum figure's other servers, on the same core as the first. */
     testsrv extra[QUORUM_SERVERS - 1];
     int nextra = 0;
-    while (nextra < QUORUM_SERVERS - 1 && start_pinned(&extra[nextra], client_cpus) == 0) {
+    while (nextra < QUORUM_SERVERS - 1 &&
+           bench_start_pinned(&extra[nextra], client_cpus, 0) == 0) {
         memcpy(g_srv_dir[nextra + 1], extra[nextra].dir, sizeof g_srv_dir[0]);
         track(extra[nextra].pid);
         nextra++;
@@ -1334,6 +1336,7 @@ int bench_run_phase(void)
         contended(&b);
         memory(self, srv.port);
         bench_latency(srv.port);
+        bench_network(b.qport, b.nq, client_cpus);
     }
     for (int i = 0; i < NRL; i++)
         relock_client_free(b.rl[i]);

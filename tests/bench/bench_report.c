@@ -148,6 +148,59 @@ static void quorum_row(bench_table *t, const bu_kv *kv, const char *figure, int 
         add_detail(r, "client: %s", mode);
 }
 
+/* net<rtt>_<who>_<what> of the network figure, or NaN. */
+static double net_num(const bu_kv *kv, long rtt, const char *who, const char *what)
+{
+    char key[64];
+    snprintf(key, sizeof key, "net%ld_%s_%s", rtt, who, what);
+    return bu_kv_num(kv, key);
+}
+
+/* The quorum of 5 against one server, each a round trip of rtt away
+ * (bench_network.c): p50 acquire latencies, lower is better; target <= 0:
+ * information only. */
+static void network_row(bench_table *t, const bu_kv *kv, long rtt, double target)
+{
+    char fig[72];
+    snprintf(fig, sizeof fig, "quorum, 5 servers vs 1, each %ld us away", rtt);
+    bench_row *r = add_row(t, fig);
+    r->unit = "us";
+    r->v = net_num(kv, rtt, "q5", "acq_p50");
+    r->p99 = net_num(kv, rtt, "q5", "acq_p99");
+    r->base = net_num(kv, rtt, "q1", "acq_p50");
+    double base99 = net_num(kv, rtt, "q1", "acq_p99");
+    if (target > 0)
+        snprintf(r->target, sizeof r->target, "<= %.2f x 1-server latency", target);
+    if (isnan(r->v) || isnan(r->base) || r->base <= 0) {
+        snprintf(r->value, sizeof r->value, "not measured");
+        snprintf(r->result, sizeof r->result, "FAIL");
+        return;
+    }
+    snprintf(r->value, sizeof r->value, "p50 %.0f / p99 %.0f us", r->v, r->p99);
+    snprintf(r->baseline, sizeof r->baseline, "p50 %.0f / p99 %.0f us", r->base, base99);
+    r->r = r->v / r->base;
+    r->p99_ratio = r->p99 / base99;
+    snprintf(r->ratio, sizeof r->ratio, "%.3f", r->r);
+    if (target > 0)
+        snprintf(r->result, sizeof r->result, "%s", r->r <= target ? "PASS" : "FAIL");
+    add_detail(r, "acquire latency (relock_try_acquire), %.0f and %.0f samples taking turns",
+               net_num(kv, rtt, "q5", "n"), net_num(kv, rtt, "q1", "n"));
+    double w5 = net_num(kv, rtt, "raw5", "acq_p50"), w1 = net_num(kv, rtt, "raw1", "acq_p50");
+    add_detail(r, "raw hiredis fan-out of the same scripts, waiting for all: p50 %.0f us to 5 "
+               "against %.0f us to 1 (%.2f x): relock's quorum acquire is %.2f x that fan-out",
+               w5, w1, w5 / w1, r->v / w5);
+    double c5 = net_num(kv, rtt, "q5", "cyc_p50"), c1 = net_num(kv, rtt, "q1", "cyc_p50");
+    add_detail(r, "p99 ratio %.2f; acquire + release cycle p50 %.0f against %.0f us (%.2f x)",
+               r->p99_ratio, c5, c1, c5 / c1);
+    const char *cpus = bu_kv_get(kv, "net_proxy_cpus");
+    if (cpus)
+        add_detail(r, "every server behind a proxy holding replies %ld us; proxies on cpus %s",
+                   rtt, cpus);
+    const char *mode = bu_kv_get(kv, "net_q5_mode");
+    if (mode)
+        add_detail(r, "client: %s", mode);
+}
+
 /* lat_<name>_<what> of a latency figure, or NaN. */
 static double lat_num(const bu_kv *kv, const char *name, const char *what)
 {
@@ -241,8 +294,13 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
     ratio_row(t, kv, "relock legacy vs classic SETNX + DEL", "rl_legacy", "raw_setnx_del",
               "rl_legacy_setnx_pratio", 0, scripts_ok);
 
-    quorum_row(t, kv, "quorum, 5 servers vs 1 (modern fenced)", QUORUM_SERVERS, TARGET_QUORUM5);
-    quorum_row(t, kv, "quorum, 3 servers vs 1 (modern fenced)", 3, 0);
+    /* On loopback the quorum rows measure work on shared cores, not
+     * latency between hosts: information only (docs/decisions.md). */
+    quorum_row(t, kv, "quorum, 5 servers vs 1, loopback (modern fenced)", QUORUM_SERVERS, 0);
+    quorum_row(t, kv, "quorum, 3 servers vs 1, loopback (modern fenced)", 3, 0);
+    for (int i = 0; i < NET_NRTTS; i++)
+        network_row(t, kv, bench_net_rtts_us[i],
+                    bench_net_rtts_us[i] == NET_TARGET_RTT_US ? TARGET_QUORUM5 : 0);
 
     double one = bu_kv_num(kv, "cont1");
     static const int nprocs[] = {1, 2, 4};

@@ -7,7 +7,8 @@
  * round trip; raw hiredis loops of exactly the commands one lock cycle
  * needs (the baselines); relock's uncontended acquire+release cycles in
  * each mode as a ratio to its raw loop; the same cycle over a quorum of 5
- * (and 3) servers as a latency ratio to one server; contended
+ * (and 3) servers as a latency ratio to one server, on loopback and with
+ * every server a network round trip away (bench_network.c); contended
  * read-modify-write sections from 1, 2 and 4 processes on one key (exact
  * counter, each worker's share); the memory one process spends per held
  * lock; and how long a blocked waiter takes to get a lock after a release
@@ -97,6 +98,7 @@ static void run_placement(const char *self, bench_phase *ph)
     /* The time a phase may take: its samples, the latency figures' fixed
      * bounds, and room for set-up. */
     uint64_t limit_ms = 60000u + 3u * HANDOFF_LIMIT_MS + 2u * TAKEOVER_LIMIT_MS +
+                        (uint64_t)NET_NRTTS * NET_LIMIT_MS +
                         (uint64_t)opt.reps * (uint64_t)opt.sample_ms * 20u;
     uint64_t deadline = t0 + limit_ms * 1000000u;
     size_t cap = 1 << 16, used = 0;

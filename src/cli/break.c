@@ -138,9 +138,10 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
                                              {NULL, 0, NULL, 0}};
     const char *value = NULL;
     int opt;
+    static const char optstring[] = "h";
     opterr = 0; /* our own one-line messages below */
     /* No "+": --if-value may follow NAME, as the usage shows it. */
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         switch (opt) {
         case 'v':
             value = optarg;
@@ -149,12 +150,7 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
             fputs(help_break, stdout);
             return 0;
         default:
-            if (optopt == 'v')
-                cli_error("break: option --if-value needs a value (try relock break --help)");
-            else if (optopt)
-                cli_error("break: unknown option -%c (try relock break --help)", optopt);
-            else
-                cli_error("break: unknown option %s (try relock break --help)", argv[optind - 1]);
+            cli_bad_option("break", optstring, longopts, argv);
             return EXIT_USAGE;
         }
     }

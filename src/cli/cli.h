@@ -25,6 +25,12 @@ typedef struct cli_ctx {
 
 /* Prints "relock: MSG" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After getopt_long() (opterr = 0) refused an option: prints the one-line
+ * error, a missing value or an unknown option, for command cmd (NULL: the
+ * top level), naming the option as the user wrote it. */
+struct option;
+void cli_bad_option(const char *cmd, const char *optstring, const struct option *longopts,
+                    char *const *argv);
 /* Prints the client's (or config's) last error and returns the exit code
  * for status st. */
 int cli_fail(relock_client *c, relock_status st, const char *what);

@@ -84,15 +84,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             fputs(help, stdout);
             return 1000;
         default:
-            if (optopt && strchr(optstring, optopt))
-                cli_error("%s: option -%c needs a value (try relock %s --help)", argv[0], optopt,
-                          argv[0]);
-            else if (optopt)
-                cli_error("%s: unknown option -%c (try relock %s --help)", argv[0], optopt,
-                          argv[0]);
-            else
-                cli_error("%s: unknown option %s (try relock %s --help)", argv[0],
-                          argv[optind - 1], argv[0]);
+            cli_bad_option(argv[0], optstring, longopts, argv);
             return 1000 + EXIT_USAGE;
         }
     }

@@ -50,6 +50,39 @@ void cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+/* Whether the option getopt just refused (optopt) takes a value: then it
+ * was refused for lacking one.  word is what the user wrote. */
+static int lacks_value(const char *word, const char *optstring, const struct option *longopts)
+{
+    if (!optopt)
+        return 0;
+    if (word[0] == '-' && word[1] == '-') {
+        for (const struct option *o = longopts; o && o->name; o++)
+            if (o->val == optopt)
+                return o->has_arg == required_argument;
+        return 0;
+    }
+    const char *p = strchr(optstring, optopt);
+    return p && p[1] == ':';
+}
+
+void cli_bad_option(const char *cmd, const char *optstring, const struct option *longopts,
+                    char *const *argv)
+{
+    const char *word = argv[optind - 1];
+    const char *sep = cmd ? ": " : "";
+    const char *name = cmd ? cmd : "";
+    const char *space = cmd ? " " : "";
+    if (lacks_value(word, optstring, longopts))
+        cli_error("%s%soption %s needs a value (try relock %s%s--help)", name, sep, word, name,
+                  space);
+    else if (optopt && word[1] != '-')
+        cli_error("%s%sunknown option -%c (try relock %s%s--help)", name, sep, optopt, name,
+                  space);
+    else
+        cli_error("%s%sunknown option %s (try relock %s%s--help)", name, sep, word, name, space);
+}
+
 int cli_exit_code(relock_status st)
 {
     switch (st) {
@@ -107,6 +140,7 @@ static const struct command {
 
 int main(int argc, char **argv)
 {
+#define OPTSTRING "+c:u:m:h"
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     /* A server that resets the connection must give exit code 4 with a
@@ -118,7 +152,7 @@ int main(int argc, char **argv)
     int opt;
     opterr = 0; /* our own one-line messages below */
     /* "+": options end at the command's name. */
-    while ((opt = getopt_long(argc, argv, "+c:u:m:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, OPTSTRING, longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             file = optarg;
@@ -136,12 +170,7 @@ int main(int argc, char **argv)
             printf("relock %s\n", relock_version());
             return 0;
         default:
-            if (optopt == 'c' || optopt == 'u' || optopt == 'm')
-                cli_error("option -%c needs a value (try relock --help)", optopt);
-            else if (optopt)
-                cli_error("unknown option -%c (try relock --help)", optopt);
-            else
-                cli_error("unknown option %s (try relock --help)", argv[optind - 1]);
+            cli_bad_option(NULL, OPTSTRING, longopts, argv);
             return EXIT_USAGE;
         }
     }

@@ -169,8 +169,10 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
                                              {NULL, 0, NULL, 0}};
     int json = 0;
     const char *match = NULL;
+    static const char optstring[] = "+h";
+    opterr = 0; /* our own one-line messages below */
     for (int guard = 0; guard <= argc; guard++) {
-        int opt = getopt_long(argc, argv, "+h", longopts, NULL);
+        int opt = getopt_long(argc, argv, optstring, longopts, NULL);
         if (opt == -1)
             break;
         switch (opt) {
@@ -188,7 +190,7 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
             fputs(help_scan, stdout);
             return 0;
         default:
-            fputs(help_scan, stderr);
+            cli_bad_option("scan", optstring, longopts, argv);
             return EXIT_USAGE;
         }
     }

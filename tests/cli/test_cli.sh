@@ -142,6 +142,11 @@ code=$?
 expect 127 "run of a missing command" -- R run cli-x -- /nonexistent/cmd
 
 # --- 2: usage and configuration
+# The last command's stderr is one line containing $1.
+one_line_err() {
+    [ "$(wc -l <"$DIR/err")" -eq 1 ] && grep -qF -- "$1" "$DIR/err" && ok ||
+        bad "expected one line with \"$1\": $(cat "$DIR/err")"
+}
 expect 2 "no command" -- "$RELOCK"
 expect 2 "unknown command" -- "$RELOCK" frobnicate
 expect 2 "bad duration" -- R acquire -t 10x cli-c
@@ -150,9 +155,17 @@ expect 2 "negative duration" -- R acquire -t -1s cli-c
 expect 2 "zero TTL" -- R acquire -t 0 cli-c
 expect 2 "-w with -n" -- R acquire -w 1s -n cli-c
 expect 2 "unknown option" -- R acquire -x cli-c
-[ "$(wc -l <"$DIR/err")" -eq 1 ] && grep -q "unknown option -x" "$DIR/err" && ok || bad "unknown option message: $(cat "$DIR/err")"
+one_line_err "unknown option -x"
 expect 2 "option without its value" -- R acquire -t
+one_line_err "option -t needs a value"
 expect 2 "unknown global option" -- "$RELOCK" -q acquire cli-c
+one_line_err "unknown option -q (try relock --help)"
+expect 2 "global option without its value" -- "$RELOCK" -c
+one_line_err "option -c needs a value"
+expect 2 "unknown scan option" -- R scan -x
+one_line_err "scan: unknown option -x (try relock scan --help)"
+expect 2 "scan --match without its value" -- R scan --match
+one_line_err "scan: option --match needs a value"
 expect 2 "TTL over a year" -- R acquire -t 1000000h cli-c
 expect 2 "missing NAME" -- R acquire
 expect 2 "bad name" -- R acquire "with space"

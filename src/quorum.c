@@ -57,8 +57,14 @@ void relock__quorum_free(relock_client *c)
         drop(c, i);
 }
 
-/* Queues AUTH and SELECT on a fresh connection; returns how many replies
- * they will produce ahead of the request's. */
+/* The scripts a quorum sends, loaded on every new connection. */
+static const int quorum_scripts[] = {RELOCK__SCRIPT_MODERN_ACQUIRE, RELOCK__SCRIPT_FENCE_RAISE,
+                                     RELOCK__SCRIPT_DEL_IF_EQ, RELOCK__SCRIPT_PEXPIRE_IF_EQ};
+
+/* Queues AUTH, SELECT and SCRIPT LOAD of the quorum's scripts on a fresh
+ * connection; returns how many replies they will produce ahead of the
+ * request's.  Loading first means a server that answers late (after a
+ * majority) has the script too: its NOSCRIPT could no longer be retried. */
 static int connect_one(relock_client *c, int i)
 {
     const relock__server *srv = &c->s.servers[i];
@@ -79,6 +85,10 @@ static int connect_one(relock_client *c, int i)
     }
     if (srv->db) {
         redisAppendCommand(ctx, "SELECT %d", srv->db);
+        pre++;
+    }
+    for (size_t k = 0; k < sizeof quorum_scripts / sizeof quorum_scripts[0]; k++) {
+        redisAppendCommand(ctx, "SCRIPT LOAD %s", relock__script_source(quorum_scripts[k]));
         pre++;
     }
     return pre;
@@ -222,8 +232,9 @@ static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs
                     break;
                 if (skip[i] > 0) {
                     /* An owed reply is dropped whatever it says; an
-                     * error to AUTH or SELECT (a new connection's first
-                     * replies) makes the server unusable. */
+                     * error to AUTH, SELECT or SCRIPT LOAD (a new
+                     * connection's first replies) makes the server
+                     * unusable. */
                     int bad = fresh[i] && ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
                     freeReplyObject(rep);
                     skip[i]--;
@@ -235,8 +246,9 @@ static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs
                     continue;
                 }
                 if (!retried[i] && noscript(rep)) {
-                    /* Its script cache is empty (a restart, SCRIPT
-                     * FLUSH): send the text, at once and to it alone. */
+                    /* Its script cache was emptied (SCRIPT FLUSH) since
+                     * we connected: send the text, at once and to it
+                     * alone. */
                     freeReplyObject(rep);
                     retried[i] = 1;
                     sent[i] = 0;

@@ -256,6 +256,32 @@ static void test_paused_server_not_waited_for(void **state)
     relock_client_free(a);
 }
 
+/* Scripts flushed from every server's cache behind the client's back:
+ * each server answers NOSCRIPT and is sent the script's text at once. */
+static void test_script_cache_flushed(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "qs", 5000, 0, &l), RELOCK_OK); /* connects all */
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    for (int i = 0; i < N; i++) {
+        char *r = testsrv_cmd(&srv[i], "SCRIPT FLUSH");
+        assert_non_null(r);
+        assert_string_equal(r, "OK");
+        free(r);
+    }
+    assert_int_equal(relock_acquire(a, "qs", 5000, 0, &l), RELOCK_OK);
+    assert_true(holders("qs", relock_lock_value(l)) >= N / 2 + 1);
+    assert_true(relock_lock_fence(l) > 0);
+    assert_int_equal(relock_extend(l, 5000), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    assert_true(holders_become("qs", relock_lock_value(l), 0));
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
 static void test_refuses_timestamp_modes(void **state)
 {
     (void)state;
@@ -282,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_minority_down),
         cmocka_unit_test(test_fence_across_majorities),
         cmocka_unit_test(test_paused_server_not_waited_for),
+        cmocka_unit_test(test_script_cache_flushed),
         cmocka_unit_test(test_refuses_timestamp_modes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

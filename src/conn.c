@@ -133,17 +133,20 @@ relock_status relock__conn_ensure(relock_client *c)
  */
 #define IDLE_CHECK_MS 1000
 
+int relock__ctx_stale(redisContext *ctx, uint64_t *last_used)
+{
+    uint64_t now = relock__mono_ms();
+    uint64_t last = *last_used;
+    *last_used = now;
+    if (now - last < IDLE_CHECK_MS)
+        return 0;
+    struct pollfd p = {ctx->fd, POLLIN, 0};
+    return poll(&p, 1, 0) != 0;
+}
+
 static void drop_if_stale(relock_client *c)
 {
-    if (!c->conn.ctx)
-        return;
-    uint64_t now = relock__mono_ms();
-    uint64_t last = c->conn.last_used;
-    c->conn.last_used = now;
-    if (now - last < IDLE_CHECK_MS)
-        return;
-    struct pollfd p = {c->conn.ctx->fd, POLLIN, 0};
-    if (poll(&p, 1, 0) != 0)
+    if (c->conn.ctx && relock__ctx_stale(c->conn.ctx, &c->conn.last_used))
         relock__conn_close(&c->conn);
 }
 

@@ -302,6 +302,9 @@ uint64_t relock__valid_until(uint64_t start, long ttl_ms);
 /* Connects (or reconnects) c's connection and probes the server. */
 relock_status relock__conn_ensure(relock_client *c);
 void relock__conn_close(relock__conn *conn);
+/* Whether ctx, idle since *last_used (which becomes now), was closed or
+ * written to by the server meanwhile: then it is not to be reused. */
+int relock__ctx_stale(redisContext *ctx, uint64_t *last_used);
 /* Connects c's connection to srv (which must outlive it), logs in and
  * probes; on failure the connection stays closed. */
 relock_status relock__conn_open(relock_client *c, const relock__server *srv);

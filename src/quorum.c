@@ -26,13 +26,19 @@
 #include "internal.h"
 
 struct relock__qserver {
-    redisContext *ctx; /* non-blocking; NULL until (re)connected */
-    int owed;          /* replies to earlier requests not read yet */
-    uint64_t owed_at;  /* when the oldest of them was sent (mono ms) */
+    redisContext *ctx;  /* non-blocking; NULL until (re)connected */
+    int setup;          /* AUTH/SELECT replies still to come */
+    int loads;          /* SCRIPT LOAD replies still to come */
+    int owed;           /* requests whose replies were not read yet */
+    uint64_t owed_at;   /* when the oldest of them was sent (mono ms) */
+    uint64_t last_used; /* for the idle-connection check */
+    uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
 };
 
-/* A server that still owes replies after this many requests is dropped
- * (and reconnected), as is one owing a reply older than its timeout. */
+/* A server that still owes replies to this many requests is dropped, as is
+ * one owing a reply older than its timeout; either is left alone for one
+ * timeout before it is connected again, so that a paused server is not
+ * sent a new connection per request. */
 #define MAX_OWED 8
 
 /* Whether one server's reply did what the request asked. */
@@ -40,15 +46,27 @@ typedef int (*reply_ok)(const redisReply *r);
 
 typedef struct fan {
     redisReply *reply[RELOCK__MAX_SERVERS]; /* the request's reply, or NULL */
-    int answered;                           /* servers that replied */
+    int answered;    /* servers whose reply has the expected shape */
+    int reached;     /* servers connected (or connecting) and sent to */
+    unsigned owing;  /* servers left owing their reply */
+    int config;      /* a server refused AUTH or SELECT: error says which */
+    char error[448]; /* the first server error ("host:port: text"), or "" */
 } fan;
 
 static void drop(relock_client *c, int i)
 {
-    if (c->q[i].ctx)
-        redisFree(c->q[i].ctx);
-    c->q[i].ctx = NULL;
-    c->q[i].owed = 0;
+    struct relock__qserver *q = &c->q[i];
+    if (q->ctx)
+        redisFree(q->ctx);
+    q->ctx = NULL;
+    q->setup = q->loads = q->owed = 0;
+}
+
+/* Drops a server that is late, and leaves it alone for a while. */
+static void drop_late(relock_client *c, int i, uint64_t now, long timeout_ms)
+{
+    drop(c, i);
+    c->q[i].retry_at = now + (uint64_t)timeout_ms;
 }
 
 void relock__quorum_free(relock_client *c)
@@ -61,37 +79,38 @@ void relock__quorum_free(relock_client *c)
 static const int quorum_scripts[] = {RELOCK__SCRIPT_MODERN_ACQUIRE, RELOCK__SCRIPT_FENCE_RAISE,
                                      RELOCK__SCRIPT_DEL_IF_EQ, RELOCK__SCRIPT_PEXPIRE_IF_EQ};
 
-/* Queues AUTH, SELECT and SCRIPT LOAD of the quorum's scripts on a fresh
- * connection; returns how many replies they will produce ahead of the
- * request's.  Loading first means a server that answers late (after a
- * majority) has the script too: its NOSCRIPT could no longer be retried. */
+/* Connects and queues AUTH, SELECT and SCRIPT LOAD of the quorum's
+ * scripts; 0 or -1.  Loading first means a server that answers late (after
+ * a majority) has the script too: its NOSCRIPT could no longer be retried.
+ * A refused load is harmless (NOSCRIPT then brings EVAL). */
 static int connect_one(relock_client *c, int i)
 {
     const relock__server *srv = &c->s.servers[i];
+    struct relock__qserver *q = &c->q[i];
     redisContext *ctx = redisConnectNonBlock(srv->host, srv->port);
     if (!ctx || ctx->err) {
         if (ctx)
             redisFree(ctx);
         return -1;
     }
-    c->q[i].ctx = ctx;
-    int pre = 0;
+    q->ctx = ctx;
+    q->last_used = relock__mono_ms();
     if (srv->password[0]) {
         if (srv->username[0])
             redisAppendCommand(ctx, "AUTH %s %s", srv->username, srv->password);
         else
             redisAppendCommand(ctx, "AUTH %s", srv->password);
-        pre++;
+        q->setup++;
     }
     if (srv->db) {
         redisAppendCommand(ctx, "SELECT %d", srv->db);
-        pre++;
+        q->setup++;
     }
     for (size_t k = 0; k < sizeof quorum_scripts / sizeof quorum_scripts[0]; k++) {
         redisAppendCommand(ctx, "SCRIPT LOAD %s", relock__script_source(quorum_scripts[k]));
-        pre++;
+        q->loads++;
     }
-    return pre;
+    return 0;
 }
 
 /* A script request: EVALSHA, and EVAL for a server that answers NOSCRIPT. */
@@ -101,11 +120,23 @@ typedef struct script_req {
     size_t argvlen[16];
     const char *eval;     /* the script's text */
     size_t evallen;
+    int type;             /* the reply type a server that ran it gives */
 } script_req;
 
 static int noscript(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Whether r is what the script returns: an integer, or (acquire) an array
+ * of two integers.  Errors and anything else are not answers. */
+static int shaped(const redisReply *r, int type)
+{
+    if (r->type != type)
+        return 0;
+    return type != REDIS_REPLY_ARRAY ||
+           (r->elements >= 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->type == REDIS_REPLY_INTEGER);
 }
 
 /* Appends the request, EVALSHA or (with_text) EVAL; 0 or -1. */
@@ -124,15 +155,78 @@ static int append(redisContext *ctx, const script_req *rq, int with_text)
     return redisAppendCommandArgv(ctx, rq->argc, argv, argvlen) == REDIS_OK ? 0 : -1;
 }
 
+/* Notes the first error of a fan-out. */
+static void fan_error(fan *f, const relock__server *srv, const char *what, const char *text)
+{
+    if (!f->error[0])
+        snprintf(f->error, sizeof f->error, "%.255s:%d: %.20s%.150s", srv->host, srv->port,
+                 what, text);
+}
+
+/* Reads what server i sent before the request's reply: AUTH/SELECT (an
+ * error there drops it as misconfigured), SCRIPT LOAD (errors ignored), and
+ * replies owed to earlier requests (dropped whatever they say).  Returns 1
+ * when rep was one of those (and freed), 0 when it is the request's, -1
+ * when the server was dropped. */
+static int before_reply(relock_client *c, int i, redisReply *rep, fan *f)
+{
+    struct relock__qserver *q = &c->q[i];
+    if (q->setup > 0) {
+        q->setup--;
+        if (rep->type == REDIS_REPLY_ERROR) {
+            f->config = 1;
+            fan_error(f, &c->s.servers[i], "AUTH/SELECT: ", rep->str);
+            freeReplyObject(rep);
+            drop(c, i);
+            return -1;
+        }
+    } else if (q->loads > 0) {
+        q->loads--;
+    } else if (q->owed > 0) {
+        q->owed--;
+    } else {
+        return 0;
+    }
+    freeReplyObject(rep);
+    return 1;
+}
+
+/* Connects server i if needed and appends the request; 0 or -1 (not sent:
+ * down, left alone after being late, or failing). */
+static int start_one(relock_client *c, int i, const script_req *rq, uint64_t now,
+                     long timeout_ms)
+{
+    struct relock__qserver *q = &c->q[i];
+    if (q->ctx && q->owed > 0 &&
+        (q->owed >= MAX_OWED || now - q->owed_at > (uint64_t)timeout_ms))
+        drop_late(c, i, now, timeout_ms); /* too far behind */
+    else if (q->ctx && q->owed == 0 && q->setup + q->loads == 0 &&
+             relock__ctx_stale(q->ctx, &q->last_used))
+        drop(c, i); /* closed by the server while idle: reconnect now */
+    if (!q->ctx && (now < q->retry_at || connect_one(c, i) != 0))
+        return -1;
+    q->last_used = now;
+    if (append(q->ctx, rq, 0) != 0) {
+        drop(c, i);
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * Runs script id on every server in mask (EVALSHA, then EVAL where a
- * server answers NOSCRIPT) and gathers the replies within timeout_ms, or
- * until `need` of them satisfy ok, but never before every request has been
- * written.  A server that fails, or is still silent when the time is up,
- * is dropped (reconnected next time: its state is unknown); one still
- * silent when enough others had answered is kept, owing its reply.
+ * server answers NOSCRIPT) and gathers the replies of the expected type
+ * within timeout_ms.  It returns once the outcome is decided: `need`
+ * replies satisfy ok (need 0: once the requests are written), or so many
+ * replies do not that the others cannot make up need; a server still
+ * silent then keeps its
+ * connection and owes its reply (f->owing), if its request was written
+ * (otherwise it is dropped: nothing reached it).  A server that
+ * fails, or is still silent when the time is up, is dropped (reconnected
+ * later: its state is unknown).  Error replies are not answers: the first
+ * is kept in f->error.
  */
-static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs,
+static void fanout(relock_client *c, unsigned mask, int id, int type, int nkeys, int nargs,
                    const char **args, long timeout_ms, reply_ok ok, int need, fan *f)
 {
     script_req rq;
@@ -148,64 +242,46 @@ static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs
         rq.argvlen[i] = strlen(rq.argv[i]);
     rq.eval = relock__script_source(id);
     rq.evallen = strlen(rq.eval);
+    rq.type = type;
 
     int n = c->s.nservers;
-    int skip[RELOCK__MAX_SERVERS];
-    int live[RELOCK__MAX_SERVERS];
-    int sent[RELOCK__MAX_SERVERS];
-    int fresh[RELOCK__MAX_SERVERS]; /* connected for this request */
+    int live[RELOCK__MAX_SERVERS];    /* sent to, not answered yet */
+    int sent[RELOCK__MAX_SERVERS];    /* its request wholly written */
     int retried[RELOCK__MAX_SERVERS]; /* EVAL sent after NOSCRIPT */
-    int good = 0;
-    uint64_t now = relock__mono_ms();
+    int good = 0, asked = 0;
+    uint64_t start = relock__mono_ms();
     memset(f, 0, sizeof *f);
     for (int i = 0; i < n; i++) {
-        live[i] = skip[i] = sent[i] = fresh[i] = retried[i] = 0;
-        if (!(mask & (1u << i)))
-            continue;
-        struct relock__qserver *q = &c->q[i];
-        if (q->ctx && q->owed > 0 &&
-            (q->owed >= MAX_OWED || now - q->owed_at > (uint64_t)timeout_ms))
-            drop(c, i); /* too far behind: start afresh */
-        if (!q->ctx) {
-            skip[i] = connect_one(c, i);
-            if (skip[i] < 0)
-                continue;
-            fresh[i] = 1;
+        live[i] = sent[i] = retried[i] = 0;
+        asked += (mask >> i) & 1u;
+        if ((mask & (1u << i)) && start_one(c, i, &rq, start, timeout_ms) == 0) {
+            live[i] = 1;
+            f->reached++;
         }
-        /* Replies still owed to earlier requests come first. */
-        skip[i] += q->owed;
-        if (append(q->ctx, &rq, 0) != 0) {
-            drop(c, i);
-            continue;
-        }
-        if (q->owed == 0)
-            q->owed_at = now;
-        q->owed = 0;
-        live[i] = 1;
     }
-    uint64_t end = now + (uint64_t)timeout_ms;
+    uint64_t end = start + (uint64_t)timeout_ms;
     for (;;) {
         struct pollfd p[RELOCK__MAX_SERVERS];
-        int idx[RELOCK__MAX_SERVERS], np = 0, unsent = 0;
+        int idx[RELOCK__MAX_SERVERS], np = 0;
         for (int i = 0; i < n; i++) {
             if (!live[i])
                 continue;
-            if (!sent[i]) {
-                /* Send what is buffered (this also completes the connect). */
-                if (redisBufferWrite(c->q[i].ctx, &sent[i]) != REDIS_OK) {
-                    drop(c, i);
-                    live[i] = 0;
-                    continue;
-                }
-                unsent += !sent[i];
+            /* Send what is buffered (this also completes the connect). */
+            if (!sent[i] && redisBufferWrite(c->q[i].ctx, &sent[i]) != REDIS_OK) {
+                drop(c, i);
+                live[i] = 0;
+                continue;
             }
             p[np].fd = c->q[i].ctx->fd;
             p[np].events = sent[i] ? POLLIN : POLLIN | POLLOUT;
             p[np].revents = 0;
             idx[np++] = i;
         }
-        now = relock__mono_ms();
-        if (np == 0 || now >= end || (good >= need && unsent == 0))
+        uint64_t now = relock__mono_ms();
+        /* Decided: enough said yes, or so many said no that the rest
+         * cannot make up `need` (a dead or silent server decides
+         * nothing: its reply, or its timeout, is waited for). */
+        if (np == 0 || now >= end || good >= need || f->answered - good > asked - need)
             break;
         int r = poll(p, (nfds_t)np, (int)(end - now));
         if (r < 0 && errno != EINTR)
@@ -219,31 +295,22 @@ static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs
                 live[i] = 0;
                 continue;
             }
-            /* Replies to AUTH/SELECT and earlier requests first, then the
-             * request's. */
             for (;;) {
-                void *rep = NULL;
-                if (redisGetReplyFromReader(c->q[i].ctx, &rep) != REDIS_OK) {
+                void *v = NULL;
+                if (redisGetReplyFromReader(c->q[i].ctx, &v) != REDIS_OK) {
                     drop(c, i);
                     live[i] = 0;
                     break;
                 }
-                if (!rep)
+                if (!v)
                     break;
-                if (skip[i] > 0) {
-                    /* An owed reply is dropped whatever it says; an
-                     * error to AUTH, SELECT or SCRIPT LOAD (a new
-                     * connection's first replies) makes the server
-                     * unusable. */
-                    int bad = fresh[i] && ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
-                    freeReplyObject(rep);
-                    skip[i]--;
-                    if (bad) {
-                        drop(c, i);
-                        live[i] = 0;
-                        break;
-                    }
+                redisReply *rep = v;
+                int before = before_reply(c, i, rep, f);
+                if (before > 0)
                     continue;
+                if (before < 0) {
+                    live[i] = 0;
+                    break;
                 }
                 if (!retried[i] && noscript(rep)) {
                     /* Its script cache was emptied (SCRIPT FLUSH) since
@@ -258,30 +325,47 @@ static void fanout(relock_client *c, unsigned mask, int id, int nkeys, int nargs
                     }
                     break;
                 }
-                f->reply[i] = rep;
-                f->answered++;
-                good += ok(rep);
                 live[i] = 0;
+                if (shaped(rep, rq.type)) {
+                    f->reply[i] = rep;
+                    f->answered++;
+                    good += ok(rep);
+                } else {
+                    fan_error(f, &c->s.servers[i], "",
+                              rep->type == REDIS_REPLY_ERROR ? rep->str
+                                                             : "a reply of the wrong type");
+                    freeReplyObject(rep);
+                }
                 break;
             }
         }
     }
+    uint64_t now = relock__mono_ms();
     for (int i = 0; i < n; i++) {
         if (!live[i])
             continue;
-        if (sent[i] && good >= need)
-            c->q[i].owed = skip[i] + 1; /* read before the next request's */
-        else
-            drop(c, i); /* late: its reply would arrive out of turn */
+        struct relock__qserver *q = &c->q[i];
+        if (now >= end) {
+            drop_late(c, i, now, timeout_ms); /* its reply would come out of turn */
+        } else if (sent[i]) {
+            if (q->owed == 0)
+                q->owed_at = start;
+            q->owed++; /* read before the next request's */
+            f->owing |= 1u << i;
+        } else {
+            drop(c, i); /* decided without it, and nothing reached it */
+        }
     }
 }
 
+/* Frees the replies; the counts and the error stay. */
 static void fan_free(fan *f)
 {
-    for (int i = 0; i < RELOCK__MAX_SERVERS; i++)
+    for (int i = 0; i < RELOCK__MAX_SERVERS; i++) {
         if (f->reply[i])
             freeReplyObject(f->reply[i]);
-    memset(f, 0, sizeof *f);
+        f->reply[i] = NULL;
+    }
 }
 
 static int majority(const relock_client *c)
@@ -342,9 +426,30 @@ static int delete_everywhere(relock_lock *l, fan *f)
     char chan[RELOCK__KEY_MAX];
     relock__notify_channel(l, chan, sizeof chan);
     const char *args[] = {l->key, l->value, chan};
-    fanout(c, all_servers(c), RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args,
-                server_timeout(c, l->ttl_ms), deleted, majority(c), f);
+    fanout(c, all_servers(c), RELOCK__SCRIPT_DEL_IF_EQ, REDIS_REPLY_INTEGER, 1, 3, args,
+           server_timeout(c, l->ttl_ms), deleted, majority(c), f);
     return count(c, f, deleted);
+}
+
+/* Whether so many servers said no (held by another, not ours) that no
+ * majority can say yes, whatever the others would have answered. */
+static int refused(const relock_client *c, int said_no)
+{
+    return c->s.nservers - said_no < majority(c);
+}
+
+/* Too few servers answered to decide: st, or RELOCK_ECONFIG when a server
+ * refused AUTH or SELECT; the first server error is part of the message. */
+static relock_status undecided(relock_client *c, relock_status st, const char *what,
+                               const relock_lock *l, const fan *f, const char *consequence)
+{
+    if (f->config)
+        return RELOCK__FAIL(&c->err, RELOCK_ECONFIG, "%s %s: %s", what, l->name, f->error);
+    int reachable = f->reached < majority(c);
+    return RELOCK__FAIL(&c->err, st, "%s %s: only %d of %d servers %s; %s%s%s", what, l->name,
+                        reachable ? f->reached : f->answered, c->s.nservers,
+                        reachable ? "reachable" : "answered", consequence,
+                        f->error[0] ? "; first error: " : "", f->error);
 }
 
 static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
@@ -359,16 +464,14 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
     long tmo = server_timeout(c, l->ttl_ms);
     fan f;
     const char *args[] = {l->key, l->fence_key, l->value, ttl};
-    fanout(c, all_servers(c), RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, tmo, acquired,
-                majority(c), &f);
+    fanout(c, all_servers(c), RELOCK__SCRIPT_MODERN_ACQUIRE, REDIS_REPLY_ARRAY, 2, 4, args, tmo,
+           acquired, majority(c), &f);
     unsigned won = 0;
     int nwon = 0;
     long long fence = 0, lowest = -1, shortest = -1;
     for (int i = 0; i < c->s.nservers; i++) {
-        redisReply *r = f.reply[i];
-        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-            r->element[0]->type != REDIS_REPLY_INTEGER ||
-            r->element[1]->type != REDIS_REPLY_INTEGER)
+        redisReply *r = f.reply[i]; /* shaped: {won, fence or PTTL} */
+        if (!r)
             continue;
         if (acquired(r)) {
             won |= 1u << i;
@@ -382,7 +485,6 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
             shortest = r->element[1]->integer;
         }
     }
-    int answered = f.answered;
     fan_free(&f);
     uint64_t valid_until = relock__valid_until(start, l->ttl_ms);
     if (nwon >= majority(c) && relock__mono_ms() < valid_until && lowest == fence) {
@@ -393,35 +495,56 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
         l->acquired = 1;
         return RELOCK_OK;
     }
+    int raise_failed = 0;
     if (nwon >= majority(c) && relock__mono_ms() < valid_until) {
         /* Raise the majority's counters to the token before claiming it. */
         char fs[32];
         snprintf(fs, sizeof fs, "%lld", fence);
         const char *rargs[] = {l->fence_key, fs};
-        fanout(c, won, RELOCK__SCRIPT_FENCE_RAISE, 1, 2, rargs, tmo, raised, majority(c),
-                    &f);
-        int nraised = count(c, &f, raised);
-        fan_free(&f);
+        fan g;
+        fanout(c, won, RELOCK__SCRIPT_FENCE_RAISE, REDIS_REPLY_INTEGER, 1, 2, rargs, tmo, raised,
+               majority(c), &g);
+        int nraised = count(c, &g, raised);
+        fan_free(&g);
         if (nraised >= majority(c) && relock__mono_ms() < valid_until) {
             l->fence = fence;
             l->valid_until = valid_until;
             l->acquired = 1;
             return RELOCK_OK;
         }
+        raise_failed = nraised < majority(c);
+        if (raise_failed && !f.error[0])
+            memcpy(f.error, g.error, sizeof f.error);
     }
-    /* No majority in time: leave no partial hold behind. */
-    if (nwon > 0) {
-        delete_everywhere(l, &f);
-        fan_free(&f);
+    /* No majority in time: leave no partial hold behind, where we won or
+     * may yet win (a server still owing its reply).  The delete follows
+     * the acquire on each connection, so it applies after it. */
+    unsigned maybe = won | f.owing;
+    if (maybe) {
+        char chan[RELOCK__KEY_MAX];
+        relock__notify_channel(l, chan, sizeof chan);
+        const char *dargs[] = {l->key, l->value, chan};
+        fan d;
+        fanout(c, maybe, RELOCK__SCRIPT_DEL_IF_EQ, REDIS_REPLY_INTEGER, 1, 3, dargs, tmo,
+               deleted, nwon, &d);
+        fan_free(&d);
     }
-    if (answered < majority(c))
+    if (refused(c, f.answered - nwon) || (nwon >= majority(c) && !raise_failed)) {
+        /* Held elsewhere, or won too slowly: wait and try again.  No TTL
+         * known (all holders without one): the backoff decides. */
+        *hint_ms =
+            shortest >= 0 ? (shortest > 0x7fffffffLL ? 0x7fffffffL : (long)shortest) : -1;
+        return RELOCK_BUSY;
+    }
+    if (raise_failed)
         return RELOCK__FAIL(&c->err, RELOCK_EIO,
-                            "acquire %s: only %d of %d servers answered; a majority (%d) is "
-                            "needed",
-                            l->name, answered, c->s.nservers, majority(c));
-    /* No TTL known (all holders without one): the backoff decides. */
-    *hint_ms = shortest >= 0 ? (shortest > 0x7fffffffLL ? 0x7fffffffL : (long)shortest) : -1;
-    return RELOCK_BUSY;
+                            "acquire %s: won on %d of %d servers, but could not raise their "
+                            "fence counters%s%s",
+                            l->name, nwon, c->s.nservers, f.error[0] ? "; first error: " : "",
+                            f.error);
+    char need[64];
+    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
+    return undecided(c, RELOCK_EIO, "acquire", l, &f, need);
 }
 
 static relock_status quorum_release(relock_lock *l)
@@ -429,18 +552,14 @@ static relock_status quorum_release(relock_lock *l)
     relock_client *c = l->c;
     fan f;
     int ndeleted = delete_everywhere(l, &f);
-    int answered = f.answered;
     fan_free(&f);
     if (ndeleted >= majority(c))
         return RELOCK_OK;
-    if (answered < majority(c))
-        return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                            "release %s: only %d of %d servers answered; the lock's state is "
-                            "unknown",
-                            l->name, answered, c->s.nservers);
-    return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                        "release %s: lock lost: held on only %d of %d servers", l->name, ndeleted,
-                        c->s.nservers);
+    if (refused(c, f.answered - ndeleted))
+        return RELOCK__FAIL(&c->err, RELOCK_LOST,
+                            "release %s: lock lost: held on only %d of %d servers", l->name,
+                            ndeleted, c->s.nservers);
+    return undecided(c, RELOCK_EAMBIGUOUS, "release", l, &f, "the lock's state is unknown");
 }
 
 static relock_status quorum_extend(relock_lock *l, long ttl_ms)
@@ -451,25 +570,28 @@ static relock_status quorum_extend(relock_lock *l, long ttl_ms)
     const char *args[] = {l->key, l->value, ttl};
     uint64_t start = relock__mono_ms();
     fan f;
-    fanout(c, all_servers(c), RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args,
-                server_timeout(c, ttl_ms), extended, majority(c), &f);
+    fanout(c, all_servers(c), RELOCK__SCRIPT_PEXPIRE_IF_EQ, REDIS_REPLY_INTEGER, 1, 3, args,
+           server_timeout(c, ttl_ms), extended, majority(c), &f);
     int nextended = count(c, &f, extended);
-    int answered = f.answered;
     fan_free(&f);
     uint64_t valid_until = relock__valid_until(start, ttl_ms);
-    if (nextended >= majority(c) && relock__mono_ms() < valid_until) {
-        l->ttl_ms = ttl_ms;
-        l->valid_until = valid_until;
-        return RELOCK_OK;
+    if (nextended >= majority(c)) {
+        if (relock__mono_ms() < valid_until) {
+            l->ttl_ms = ttl_ms;
+            l->valid_until = valid_until;
+            return RELOCK_OK;
+        }
+        return RELOCK__FAIL(&c->err, RELOCK_LOST,
+                            "extend %s: lock lost: extending took longer than the %ld ms asked",
+                            l->name, ttl_ms);
     }
-    if (answered < majority(c))
-        return RELOCK__FAIL(&c->err, RELOCK_EIO,
-                            "extend %s: only %d of %d servers answered; a majority (%d) is "
-                            "needed",
-                            l->name, answered, c->s.nservers, majority(c));
-    return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                        "extend %s: lock lost: held on only %d of %d servers", l->name, nextended,
-                        c->s.nservers);
+    if (refused(c, f.answered - nextended))
+        return RELOCK__FAIL(&c->err, RELOCK_LOST,
+                            "extend %s: lock lost: held on only %d of %d servers", l->name,
+                            nextended, c->s.nservers);
+    char need[64];
+    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
+    return undecided(c, RELOCK_EIO, "extend", l, &f, need);
 }
 
 const relock__algo relock__algo_quorum = {

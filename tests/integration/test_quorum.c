@@ -42,8 +42,9 @@ static int teardown(void **state)
 }
 
 /* A client of all N servers, from a configuration file as users write it,
- * with the given command timeout. */
-static relock_client *quorum_client_timeout(long timeout_ms)
+ * with the given command timeout and further settings for each server
+ * (or ""). */
+static relock_client *quorum_client_with(long timeout_ms, const char *per_server)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/relock-quorum-XXXXXX");
@@ -53,7 +54,8 @@ static relock_client *quorum_client_timeout(long timeout_ms)
     fprintf(f, "relock = {\n  mode = \"modern\";\n  command_timeout_ms = %ld;\n  servers = (",
             timeout_ms);
     for (int i = 0; i < N; i++)
-        fprintf(f, "%s{ host = \"127.0.0.1\"; port = %d; }", i ? ", " : "", srv[i].port);
+        fprintf(f, "%s{ host = \"127.0.0.1\"; port = %d; %s }", i ? ", " : "", srv[i].port,
+                per_server);
     fprintf(f, ");\n};\n");
     fclose(f);
     relock_client *c = NULL;
@@ -62,6 +64,11 @@ static relock_client *quorum_client_timeout(long timeout_ms)
     if (st != RELOCK_OK)
         fail_msg("connect: %s", relock_client_error(c)->message);
     return c;
+}
+
+static relock_client *quorum_client_timeout(long timeout_ms)
+{
+    return quorum_client_with(timeout_ms, "");
 }
 
 static relock_client *quorum_client(void)
@@ -122,6 +129,24 @@ static void test_all_up(void **state)
     relock_client_free(b);
 }
 
+/* Waits until no server holds a late-applied copy of name (a paused
+ * server runs our queued request when it resumes; its TTL clears it). */
+static void wait_clear(const char *name)
+{
+    for (int tries = 0; tries < 300; tries++) {
+        int any = 0;
+        for (int i = 0; i < N; i++) {
+            char *v = testsrv_cmd(&srv[i], "EXISTS %s", name);
+            any |= v && strcmp(v, "1") == 0;
+            free(v);
+        }
+        if (!any)
+            return;
+        tu_sleep_ms(20);
+    }
+    fail_msg("%s still held somewhere", name);
+}
+
 static void test_minority_down(void **state)
 {
     (void)state;
@@ -140,33 +165,12 @@ static void test_minority_down(void **state)
     testsrv_stop(&srv[2]);
     assert_int_equal(relock_acquire(a, "qm", 5000, 0, &l), RELOCK_EIO);
     assert_null(l);
-    assert_non_null(strstr(relock_client_error(a)->message, "only 2 of 5 servers answered"));
-    for (int i = 0; i < 2; i++) {
-        char *v = testsrv_cmd(&srv[i], "EXISTS qm");
-        assert_string_equal(v, "0");
-        free(v);
-    }
+    if (!strstr(relock_client_error(a)->message, "only 2 of 5 servers"))
+        fail_msg("message: %s", relock_client_error(a)->message);
+    wait_clear("qm"); /* the clean-up follows each server's acquire */
     relock_client_free(a);
     for (int i = 2; i < N; i++)
         assert_int_equal(testsrv_start(&srv[i], NULL), 0);
-}
-
-/* Waits until no server holds a late-applied copy of name (a paused
- * server runs our queued request when it resumes; its TTL clears it). */
-static void wait_clear(const char *name)
-{
-    for (int tries = 0; tries < 300; tries++) {
-        int any = 0;
-        for (int i = 0; i < N; i++) {
-            char *v = testsrv_cmd(&srv[i], "EXISTS %s", name);
-            any |= v && strcmp(v, "1") == 0;
-            free(v);
-        }
-        if (!any)
-            return;
-        tu_sleep_ms(20);
-    }
-    fail_msg("%s still held somewhere", name);
 }
 
 static void test_fence_across_majorities(void **state)
@@ -282,6 +286,125 @@ static void test_script_cache_flushed(void **state)
     relock_client_free(a);
 }
 
+/* Error replies say nothing about the lock: three servers turned into
+ * read-only replicas make extend fail with RELOCK_EIO and their error, not
+ * RELOCK_LOST; once they take writes again the lock is still ours. */
+static void test_error_replies_are_not_answers(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "qe", 30000, 0, &l), RELOCK_OK);
+    int nowhere = testsrv_free_port();
+    for (int i = 0; i < 3; i++)
+        free(testsrv_cmd(&srv[i], "REPLICAOF 127.0.0.1 %d", nowhere));
+    relock_status st = relock_extend(l, 30000);
+    const char *msg = relock_client_error(a)->message;
+    int readonly = strstr(msg, "READONLY") != NULL;
+    for (int i = 0; i < 3; i++)
+        free(testsrv_cmd(&srv[i], "REPLICAOF NO ONE"));
+    if (st != RELOCK_EIO || !readonly)
+        fail_msg("extend against read-only servers: %s: %s", relock_status_name(st), msg);
+    assert_int_equal(relock_extend(l, 30000), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
+/* Connections the servers closed while idle (their `timeout`) are noticed
+ * before use and reopened: the release after the idle time succeeds. */
+static void test_idle_connections_reopened(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client();
+    relock_lock *l = NULL;
+    for (int i = 0; i < N; i++)
+        free(testsrv_cmd(&srv[i], "CONFIG SET timeout 1"));
+    relock_status st = relock_acquire(a, "qi", 30000, 0, &l);
+    if (st == RELOCK_OK) {
+        tu_sleep_ms(2500); /* the servers close idle clients after 1-2 s */
+        st = relock_release(l);
+    }
+    for (int i = 0; i < N; i++)
+        free(testsrv_cmd(&srv[i], "CONFIG SET timeout 0"));
+    if (st != RELOCK_OK)
+        fail_msg("after idling: %s: %s", relock_status_name(st),
+                 relock_client_error(a)->message);
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
+static long long connections_received(const testsrv *s)
+{
+    char *info = testsrv_cmd(s, "INFO stats");
+    const char *p = info ? strstr(info, "total_connections_received:") : NULL;
+    long long n = p ? atoll(p + strlen("total_connections_received:")) : -1;
+    free(info);
+    return n;
+}
+
+/* A server paused for many requests is left alone after a while rather
+ * than sent a new connection per request, and a busy lock is reported
+ * busy without waiting for it. */
+static void test_paused_server_left_alone(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client_timeout(10000), *b = quorum_client_timeout(10000);
+    relock_lock *l = NULL, *held = NULL;
+    assert_int_equal(relock_acquire(b, "qb", 60000, 0, &held), RELOCK_OK);
+    long long before = connections_received(&srv[4]);
+    assert_true(before > 0);
+    kill(srv[4].pid, SIGSTOP);
+    int failed = 0;
+    uint64_t slowest = 0;
+    char why[300] = "";
+    for (int round = 0; round < 30 && !failed; round++) {
+        uint64_t t0 = tu_now_ms();
+        relock_status st = relock_acquire(a, "qc", 60000, 0, &l);
+        if (st == RELOCK_OK) {
+            st = relock_release(l);
+            relock_lock_free(l);
+        }
+        if (st == RELOCK_OK)
+            st = relock_try_acquire(a, "qb", 60000, &l) == RELOCK_BUSY ? RELOCK_OK : RELOCK_EIO;
+        uint64_t took = tu_now_ms() - t0;
+        slowest = took > slowest ? took : slowest;
+        if (st != RELOCK_OK) {
+            failed = 1;
+            snprintf(why, sizeof why, "round %d: %s", round, relock_client_error(a)->message);
+        }
+    }
+    kill(srv[4].pid, SIGCONT);
+    if (failed)
+        fail_msg("%s", why);
+    /* Waiting for the paused server would take its whole 6 s. */
+    if (slowest >= 3000)
+        fail_msg("a round took %llu ms", (unsigned long long)slowest);
+    /* Ours and this query's, not one per request (90 were sent). */
+    long long after = connections_received(&srv[4]);
+    if (after - before > 4)
+        fail_msg("%lld new connections to the paused server", after - before);
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
+/* A server that refuses the configured password is a configuration error,
+ * with its answer, not "servers did not answer". */
+static void test_refused_password_is_config_error(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client_with(500, "password = \"nope\";");
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "qa", 5000, 0, &l), RELOCK_ECONFIG);
+    assert_null(l);
+    const char *msg = relock_client_error(a)->message;
+    if (!strstr(msg, "AUTH"))
+        fail_msg("message: %s", msg);
+    relock_client_free(a);
+}
+
 static void test_refuses_timestamp_modes(void **state)
 {
     (void)state;
@@ -309,6 +432,10 @@ int main(void)
         cmocka_unit_test(test_fence_across_majorities),
         cmocka_unit_test(test_paused_server_not_waited_for),
         cmocka_unit_test(test_script_cache_flushed),
+        cmocka_unit_test(test_error_replies_are_not_answers),
+        cmocka_unit_test(test_idle_connections_reopened),
+        cmocka_unit_test(test_paused_server_left_alone),
+        cmocka_unit_test(test_refused_password_is_config_error),
         cmocka_unit_test(test_refuses_timestamp_modes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -191,12 +191,39 @@ static int before_reply(relock_client *c, int i, redisReply *rep, fan *f)
     return 1;
 }
 
+/* Reads, without waiting, what server i owes that has arrived meanwhile
+ * (while the caller did other things); 0, or -1 when the server was or is
+ * to be dropped. */
+static int catch_up(relock_client *c, int i, fan *f)
+{
+    struct relock__qserver *q = &c->q[i];
+    struct pollfd p = {q->ctx->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (redisBufferRead(q->ctx) != REDIS_OK)
+        return -1;
+    for (;;) {
+        void *v = NULL;
+        if (redisGetReplyFromReader(q->ctx, &v) != REDIS_OK)
+            return -1;
+        if (!v)
+            return 0;
+        int before = before_reply(c, i, v, f);
+        if (before == 0)
+            freeReplyObject(v); /* nobody asked for it: out of step */
+        if (before <= 0)
+            return -1;
+    }
+}
+
 /* Connects server i if needed and appends the request; 0 or -1 (not sent:
  * down, left alone after being late, or failing). */
 static int start_one(relock_client *c, int i, const script_req *rq, uint64_t now,
-                     long timeout_ms)
+                     long timeout_ms, fan *f)
 {
     struct relock__qserver *q = &c->q[i];
+    if (q->ctx && q->owed + q->setup + q->loads > 0 && catch_up(c, i, f) != 0)
+        drop(c, i);
     if (q->ctx && q->owed > 0 &&
         (q->owed >= MAX_OWED || now - q->owed_at > (uint64_t)timeout_ms))
         drop_late(c, i, now, timeout_ms); /* too far behind */
@@ -254,7 +281,7 @@ static void fanout(relock_client *c, unsigned mask, int id, int type, int nkeys,
     for (int i = 0; i < n; i++) {
         live[i] = sent[i] = retried[i] = 0;
         asked += (mask >> i) & 1u;
-        if ((mask & (1u << i)) && start_one(c, i, &rq, start, timeout_ms) == 0) {
+        if ((mask & (1u << i)) && start_one(c, i, &rq, start, timeout_ms, f) == 0) {
             live[i] = 1;
             f->reached++;
         }

@@ -24,23 +24,25 @@ static void unsubscribe(relock_client *c)
     c->sub = NULL;
 }
 
-/* Opens the subscriber connection for l's channel; failures only mean
- * waiting without notifications. */
-static void subscribe(relock_lock *l)
+static struct timeval ms_tv(long ms)
 {
-    relock_client *c = l->c;
-    char chan[RELOCK__KEY_MAX];
-    if (!relock__notify_channel(l, chan, sizeof chan))
-        return;
-    const relock__server *srv = c->conn.srv;
-    struct timeval tv = {c->s.connect_timeout_ms / 1000, (c->s.connect_timeout_ms % 1000) * 1000};
-    redisContext *sub = redisConnectWithTimeout(srv->host, srv->port, tv);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+/* Subscribes to chan on srv, every step bounded by the client's timeouts
+ * (a paused server must not hold the waiter); 0 on success. */
+static int subscribe_on(relock_client *c, const relock__server *srv, const char *chan)
+{
+    redisContext *sub = redisConnectWithTimeout(srv->host, srv->port,
+                                                ms_tv(c->s.connect_timeout_ms));
     if (!sub || sub->err) {
         if (sub)
             redisFree(sub);
-        return;
+        return -1;
     }
     c->sub = sub;
+    redisSetTimeout(sub, ms_tv(c->s.command_timeout_ms));
     redisReply *r = NULL;
     if (srv->password[0]) {
         r = srv->username[0] ? redisCommand(sub, "AUTH %s %s", srv->username, srv->password)
@@ -50,15 +52,36 @@ static void subscribe(relock_lock *l)
             freeReplyObject(r);
         if (!ok) {
             unsubscribe(c);
-            return;
+            return -1;
         }
     }
     r = redisCommand(sub, "SUBSCRIBE %s", chan);
     int ok = r && r->type == REDIS_REPLY_ARRAY;
     if (r)
         freeReplyObject(r);
-    if (!ok)
+    if (!ok) {
         unsubscribe(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens the subscriber connection for l's channel; failures only mean
+ * waiting without notifications.  With a quorum every server announces
+ * releases, so the first that accepts the subscription will do. */
+static void subscribe(relock_lock *l)
+{
+    relock_client *c = l->c;
+    char chan[RELOCK__KEY_MAX];
+    if (!relock__notify_channel(l, chan, sizeof chan))
+        return;
+    if (!c->q) {
+        subscribe_on(c, c->conn.srv, chan);
+        return;
+    }
+    for (int i = 0; i < c->s.nservers; i++)
+        if (subscribe_on(c, &c->s.servers[i], chan) == 0)
+            return;
 }
 
 /* Sleeps up to ms, returning early when a release is announced. */

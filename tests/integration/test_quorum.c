@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -42,17 +43,18 @@ static int teardown(void **state)
 }
 
 /* A client of all N servers, from a configuration file as users write it,
- * with the given command timeout and further settings for each server
- * (or ""). */
-static relock_client *quorum_client_with(long timeout_ms, const char *per_server)
+ * with the given command timeout, further settings for each server and
+ * further settings of the client (each may be ""). */
+static relock_client *quorum_client_set(long timeout_ms, const char *per_server,
+                                        const char *global)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/relock-quorum-XXXXXX");
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     FILE *f = fdopen(fd, "w");
-    fprintf(f, "relock = {\n  mode = \"modern\";\n  command_timeout_ms = %ld;\n  servers = (",
-            timeout_ms);
+    fprintf(f, "relock = {\n  mode = \"modern\";\n  command_timeout_ms = %ld;\n  %s\n  servers = (",
+            timeout_ms, global);
     for (int i = 0; i < N; i++)
         fprintf(f, "%s{ host = \"127.0.0.1\"; port = %d; %s }", i ? ", " : "", srv[i].port,
                 per_server);
@@ -64,6 +66,11 @@ static relock_client *quorum_client_with(long timeout_ms, const char *per_server
     if (st != RELOCK_OK)
         fail_msg("connect: %s", relock_client_error(c)->message);
     return c;
+}
+
+static relock_client *quorum_client_with(long timeout_ms, const char *per_server)
+{
+    return quorum_client_set(timeout_ms, per_server, "");
 }
 
 static relock_client *quorum_client_timeout(long timeout_ms)
@@ -405,6 +412,47 @@ static void test_refused_password_is_config_error(void **state)
     relock_client_free(a);
 }
 
+/* The first server paused: a waiter subscribes for release notices on
+ * another one (each step bounded by its timeouts), and the release wakes
+ * it long before its 10 s backoff would. */
+static void test_waiter_notified_without_first_server(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client_set(
+        500, "", "wait = { backoff_min_ms = 10000; backoff_max_ms = 10000; };");
+    relock_client *b = quorum_client();
+    relock_lock *held = NULL, *l = NULL;
+    assert_int_equal(relock_acquire(b, "qw", 30000, 0, &held), RELOCK_OK);
+    kill(srv[0].pid, SIGSTOP);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        tu_sleep_ms(1500); /* while the parent waits */
+        relock_status rs = relock_release(held);
+        if (rs != RELOCK_OK)
+            fprintf(stderr, "release: %s: %s\n", relock_status_name(rs),
+                    relock_client_error(b)->message);
+        _exit(rs == RELOCK_OK ? 0 : 1);
+    }
+    uint64_t t0 = tu_now_ms();
+    relock_status st = relock_acquire(a, "qw", 30000, 8000, &l);
+    uint64_t took = tu_now_ms() - t0;
+    kill(srv[0].pid, SIGCONT);
+    int status = tu_wait_child(child, 10000);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the releasing child ended with status %d", status);
+    if (st != RELOCK_OK)
+        fail_msg("waiter: %s: %s", relock_status_name(st), relock_client_error(a)->message);
+    /* The release came after 1.5 s; the backoff alone would be 8 s. */
+    if (took >= 6000)
+        fail_msg("the waiter took %llu ms: no notice reached it", (unsigned long long)took);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_lock_free(held);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
 static void test_refuses_timestamp_modes(void **state)
 {
     (void)state;
@@ -436,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_idle_connections_reopened),
         cmocka_unit_test(test_paused_server_left_alone),
         cmocka_unit_test(test_refused_password_is_config_error),
+        cmocka_unit_test(test_waiter_notified_without_first_server),
         cmocka_unit_test(test_refuses_timestamp_modes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

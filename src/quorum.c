@@ -245,13 +245,12 @@ static int start_one(relock_client *c, int i, const script_req *rq, uint64_t now
  * server answers NOSCRIPT) and gathers the replies of the expected type
  * within timeout_ms.  It returns once the outcome is decided: `need`
  * replies satisfy ok (need 0: once the requests are written), or so many
- * replies do not that the others cannot make up need; a server still
- * silent then keeps its
- * connection and owes its reply (f->owing), if its request was written
- * (otherwise it is dropped: nothing reached it).  A server that
- * fails, or is still silent when the time is up, is dropped (reconnected
- * later: its state is unknown).  Error replies are not answers: the first
- * is kept in f->error.
+ * replies do not that the others cannot make up need.  A server still
+ * silent then keeps its connection and owes its reply (f->owing) if its
+ * request was written; otherwise it is dropped (nothing reached it).  A
+ * server that fails, or is still silent when the time is up, is dropped
+ * (reconnected later: its state is unknown).  Error replies are not
+ * answers: the first is kept in f->error.
  */
 static void fanout(relock_client *c, unsigned mask, int id, int type, int nkeys, int nargs,
                    const char **args, long timeout_ms, reply_ok ok, int need, fan *f)

@@ -296,23 +296,38 @@ static char *reply_text(const redisReply *r)
     return out;
 }
 
-char *testsrv_cmd(const testsrv *s, const char *fmt, ...)
+static char *vcmd(int port, const char *fmt, va_list ap)
 {
     struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     if (!c || c->err) {
         if (c)
             redisFree(c);
         return NULL;
     }
     redisSetTimeout(c, tv);
-    va_list ap;
-    va_start(ap, fmt);
     redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
     char *out = r ? reply_text(r) : NULL;
     if (r)
         freeReplyObject(r);
     redisFree(c);
+    return out;
+}
+
+char *testsrv_cmd(const testsrv *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = vcmd(s->port, fmt, ap);
+    va_end(ap);
+    return out;
+}
+
+char *testsrv_cmd_port(int port, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = vcmd(port, fmt, ap);
+    va_end(ap);
     return out;
 }

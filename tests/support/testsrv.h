@@ -51,5 +51,7 @@ void testsrv_stop(testsrv *s);
  * return its reply as a newly allocated string ("(nil)", integers in
  * decimal, errors as "ERR ..."), or NULL when unreachable.  free() it. */
 char *testsrv_cmd(const testsrv *s, const char *fmt, ...);
+/* The same for a server (or proxy) on 127.0.0.1:port started elsewhere. */
+char *testsrv_cmd_port(int port, const char *fmt, ...);
 
 #endif

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testsrv.h"
 #include "torture.h"
 
 /* After the deadline: workers finish their section and at most one bounded
@@ -201,10 +202,10 @@ static void proxy_fault(ctx *c)
         after = between(&c->r, 5, 30) / 1000.0;
     }
     unsigned long long seed = next(&c->r) >> 1;
-    char *r = t_cmd(c->proxy.port,
-                    "RELOCK-PROXY FAULT delay-ms %ld close-before-reply %.3f "
-                    "close-after-reply %.3f seed %llu",
-                    delay, before, after, seed);
+    char *r = testsrv_cmd_port(c->proxy.port,
+                               "RELOCK-PROXY FAULT delay-ms %ld close-before-reply %.3f "
+                               "close-after-reply %.3f seed %llu",
+                               delay, before, after, seed);
     char detail[96];
     snprintf(detail, sizeof detail, "delay=%ld,before=%.3f,after=%.3f", delay, before, after);
     t_log(c->log, "proxy", 0, "runner", detail);
@@ -219,7 +220,8 @@ static void proxy_fault(ctx *c)
 
 static void reseed(ctx *c)
 {
-    free(t_cmd(c->proxy.port, "RELOCK-PROXY FAULT seed %llu", (unsigned long long)(next(&c->r) >> 1)));
+    free(testsrv_cmd_port(c->proxy.port, "RELOCK-PROXY FAULT seed %llu",
+                          (unsigned long long)(next(&c->r) >> 1)));
     c->reseed_at = t_now_ms() + (uint64_t)between(&c->r, 150, 300);
 }
 
@@ -407,7 +409,7 @@ static void teardown(ctx *c)
 
 static long long counter(int port, const char *key)
 {
-    char *v = t_cmd(port, "GET %s", key);
+    char *v = testsrv_cmd_port(port, "GET %s", key);
     long long n = v && strcmp(v, "(nil)") != 0 ? atoll(v) : 0;
     free(v);
     return n;
@@ -460,7 +462,7 @@ void run_scenario(const scenario *sc, long duration_ms, uint64_t seed, const tpa
         if (!running && !draining) {
             draining = 1;
             /* Calm network, everyone awake: the workers stop on their own. */
-            free(t_cmd(c->proxy.port, "RELOCK-PROXY FAULT off"));
+            free(testsrv_cmd_port(c->proxy.port, "RELOCK-PROXY FAULT off"));
             for (int i = 0; i < sc->nslots; i++) {
                 slot *s = &c->slots[i];
                 unlink(s->fault_file); /* no fault strikes during the drain */

@@ -1,22 +1,19 @@
 /* The torture runner's servers: redis-servers that restart on their own
  * port and directory, and the compat proxy (see torture.h). */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
+#include "testsrv.h"
 #include "torture.h"
 
 uint64_t t_now_ns(void)
@@ -36,24 +33,6 @@ void t_sleep_ms(long ms)
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !t_interrupted)
         ;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
 }
 
 static redisContext *connect_short(int port, long ms)
@@ -148,7 +127,7 @@ int tsrv_start(tsrv *s, const char *dir, int aof)
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     /* A port can be taken between the probe and the bind: try again. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = testsrv_free_port();
         if (s->port > 0 && spawn_server(s) == 0)
             return 0;
     }
@@ -232,40 +211,6 @@ void tproxy_stop(tproxy *p)
 {
     stop_pid(p->pid, 0);
     p->pid = 0;
-}
-
-static char *reply_text(const redisReply *r)
-{
-    char num[32];
-    switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-        return strndup(r->str, r->len);
-    case REDIS_REPLY_INTEGER:
-        snprintf(num, sizeof num, "%lld", r->integer);
-        return strdup(num);
-    case REDIS_REPLY_NIL:
-        return strdup("(nil)");
-    default:
-        return strdup("(array)");
-    }
-}
-
-char *t_cmd(int port, const char *fmt, ...)
-{
-    redisContext *c = connect_short(port, 2000);
-    if (!c)
-        return NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    char *out = r ? reply_text(r) : NULL;
-    if (r)
-        freeReplyObject(r);
-    redisFree(c);
-    return out;
 }
 
 long t_dump_list(int port, const char *key, const char *path)

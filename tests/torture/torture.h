@@ -51,9 +51,6 @@ typedef struct tproxy {
 int tproxy_start(tproxy *p, const char *bin, int upstream, const char *errfile);
 void tproxy_stop(tproxy *p);
 
-/* One command; the reply as text (malloc'd, "(nil)", integers in decimal,
- * errors as "ERR ..."), or NULL when the server does not answer. */
-char *t_cmd(int port, const char *fmt, ...);
 /* Writes LRANGE key 0 -1 to path, one element a line; the count or -1. */
 long t_dump_list(int port, const char *key, const char *path);
 

@@ -1,6 +1,7 @@
 # Installation (included by the top-level CMakeLists.txt).
 #
-#   lib/librelock.so.MAJOR (SONAME), librelock.a    the libraries
+#   lib/librelock.so.SOVERSION, librelock.a         the libraries (SOVERSION:
+#                                                   0.MINOR before 1.0, then MAJOR)
 #   include/relock.h                                the public header
 #   lib/pkgconfig/relock.pc                         pkg-config
 #   lib/cmake/relock/relock{Config,ConfigVersion,Targets}.cmake
@@ -29,7 +30,7 @@ install(EXPORT relockTargets NAMESPACE relock:: DESTINATION ${RELOCK_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/relockConfig.cmake.in
   ${PROJECT_BINARY_DIR}/relockConfig.cmake INSTALL_DESTINATION ${RELOCK_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/relockConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${RELOCK_COMPATIBILITY})
 install(FILES ${PROJECT_BINARY_DIR}/relockConfig.cmake
   ${PROJECT_BINARY_DIR}/relockConfigVersion.cmake DESTINATION ${RELOCK_CMAKE_DIR})
 

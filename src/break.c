@@ -311,6 +311,8 @@ static relock_status break_plain(brk *b)
 
 relock_status relock_break(relock_client *c, const char *name, const char *if_value)
 {
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     relock_status st = check_args(c, name, if_value);
     if (st != RELOCK_OK)

@@ -17,7 +17,11 @@ static void seed_rng(relock_client *c)
 
 relock_status relock_connect(const relock_config *cfg, relock_client **out)
 {
+    if (!out)
+        return RELOCK_EINVAL;
     *out = NULL;
+    if (!cfg)
+        return RELOCK_EINVAL;
     relock_client *c = calloc(1, sizeof *c);
     if (!c)
         return RELOCK_ENOMEM;
@@ -42,6 +46,8 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
 static relock_status connect_with(relock_status (*fill)(relock_config *, const char *),
                                   const char *arg, relock_client **out)
 {
+    if (!out)
+        return RELOCK_EINVAL;
     *out = NULL;
     relock_config *cfg = relock_config_new();
     if (!cfg)
@@ -90,17 +96,17 @@ void relock_client_free(relock_client *c)
 
 const relock_error *relock_client_error(const relock_client *c)
 {
-    return &c->err.pub;
+    return c ? &c->err.pub : &relock__null_handle_error;
 }
 
 relock_mode relock_client_mode(const relock_client *c)
 {
-    return c->mode;
+    return c ? c->mode : RELOCK_MODE_AUTO;
 }
 
 const char *relock_client_mode_reason(const relock_client *c)
 {
-    return c->mode_reason;
+    return c ? c->mode_reason : "";
 }
 
 long relock__drift_ms(long ttl_ms)

@@ -114,22 +114,22 @@ void relock_config_free(relock_config *cfg)
 
 const relock_error *relock_config_error(const relock_config *cfg)
 {
-    return &cfg->err.pub;
+    return cfg ? &cfg->err.pub : &relock__null_handle_error;
 }
 
 long relock_config_ttl_ms(const relock_config *cfg)
 {
-    return cfg->s.ttl_ms;
+    return cfg ? cfg->s.ttl_ms : -1;
 }
 
 long relock_config_wait_ms(const relock_config *cfg)
 {
-    return cfg->s.wait.max_ms;
+    return cfg ? cfg->s.wait.max_ms : 0;
 }
 
 relock_mode relock_config_mode(const relock_config *cfg)
 {
-    return cfg->s.mode;
+    return cfg ? cfg->s.mode : RELOCK_MODE_AUTO;
 }
 
 static const setting *find_setting(const char *name)
@@ -356,6 +356,8 @@ static int set_text(relock__settings *s, const char *name, const char *value, ch
 
 relock_status relock_config_set(relock_config *cfg, const char *name, const char *value)
 {
+    if (!cfg)
+        return RELOCK_EINVAL;
     relock__err_clear(&cfg->err);
     if (!name || !value)
         return RELOCK__FAIL(&cfg->err, RELOCK_EINVAL, "config: name and value are required");
@@ -601,6 +603,8 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
 
 relock_status relock_config_load_file(relock_config *cfg, const char *path)
 {
+    if (!cfg)
+        return RELOCK_EINVAL;
     relock__err_clear(&cfg->err);
     if (!path || !*path)
         return RELOCK__FAIL(&cfg->err, RELOCK_EINVAL, "config: no file name given");
@@ -785,7 +789,11 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 
 relock_status relock_config_set_url(relock_config *cfg, const char *url)
 {
+    if (!cfg)
+        return RELOCK_EINVAL;
     relock__err_clear(&cfg->err);
+    if (!url)
+        return RELOCK__FAIL(&cfg->err, RELOCK_EINVAL, "bad URL: none given");
     relock__server srv;
     char why[160];
     /* The URL may carry a password: never echo it in the message. */

@@ -48,6 +48,12 @@ const char *relock_mode_name(relock_mode m)
     return "unknown";
 }
 
+/* What relock_client_error() and relock_config_error() return for a NULL
+ * handle: a misuse, stated, rather than a crash. */
+const relock_error relock__null_handle_error = {
+    RELOCK_EINVAL, "no handle: the handle passed is NULL", "", "", 0,
+};
+
 void relock__err_clear(relock__err *e)
 {
     e->msg[0] = '\0';

@@ -7,7 +7,11 @@
 
 relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info *info)
 {
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
+    if (!info)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no structure to fill");
     memset(info, 0, sizeof *info);
     if (!name || !*name)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");

@@ -31,6 +31,8 @@ typedef struct relock__err {
 } relock__err;
 
 void relock__err_clear(relock__err *e);
+/* The detail reported for a NULL handle (RELOCK_EINVAL). */
+extern const relock_error relock__null_handle_error;
 /* Records an error unless one is already recorded for this call (the first
  * error is the most precise).  Returns st, so callers can write
  * "return RELOCK__FAIL(...)". */

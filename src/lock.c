@@ -84,7 +84,11 @@ static relock_status ready(relock_client *c)
 relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, long wait_ms,
                              relock_lock **out)
 {
+    if (!out)
+        return RELOCK_EINVAL;
     *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
@@ -120,6 +124,8 @@ relock_status relock_try_acquire(relock_client *c, const char *name, long ttl_ms
 
 relock_status relock_release(relock_lock *l)
 {
+    if (!l)
+        return RELOCK_EINVAL;
     relock_client *c = l->c;
     relock__err_clear(&c->err);
     relock_status st = ready(c);
@@ -148,6 +154,8 @@ relock_status relock_release(relock_lock *l)
 
 relock_status relock_extend(relock_lock *l, long ttl_ms)
 {
+    if (!l)
+        return RELOCK_EINVAL;
     relock_client *c = l->c;
     relock__err_clear(&c->err);
     relock_status st = ready(c);
@@ -177,7 +185,11 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
 relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,
                                 long long fence, long ttl_ms, relock_lock **out)
 {
+    if (!out)
+        return RELOCK_EINVAL;
     *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
@@ -212,21 +224,23 @@ void relock_lock_free(relock_lock *l)
 
 const char *relock_lock_name(const relock_lock *l)
 {
-    return l->name;
+    return l ? l->name : "";
 }
 
 const char *relock_lock_value(const relock_lock *l)
 {
-    return l->value;
+    return l ? l->value : "";
 }
 
 long long relock_lock_fence(const relock_lock *l)
 {
-    return l->fence;
+    return l ? l->fence : 0;
 }
 
 long relock_lock_validity_ms(const relock_lock *l)
 {
+    if (!l)
+        return 0;
     uint64_t until = l->keeper ? relock__keep_valid_until(l) : l->valid_until;
     if (l->lost || until == 0)
         return 0;

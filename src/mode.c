@@ -42,13 +42,14 @@ relock_status relock__select_mode(relock_client *c)
         if (!(conn->caps & RELOCK_CAP_SET_NX_PX))
             return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
                                 "mode modern: server %s lacks SET NX PX (needs 2.6.12); "
-                                "use -m legacy",
+                                "use mode \"legacy\"",
                                 conn->version);
         return use(c, RELOCK_MODE_MODERN, "configured");
     case RELOCK_MODE_BRIDGE:
         if (!(conn->caps & RELOCK_CAP_EVAL))
             return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                "mode bridge: server %s lacks EVAL (needs 2.6.0); use -m legacy",
+                                "mode bridge: server %s lacks EVAL (needs 2.6.0); "
+                                "use mode \"legacy\"",
                                 conn->version);
         return use(c, RELOCK_MODE_BRIDGE, "configured");
     case RELOCK_MODE_LEGACY:

@@ -131,7 +131,11 @@ relock_status relock__probe(relock_client *c)
 
 relock_status relock_client_server(relock_client *c, relock_server_info *info)
 {
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
+    if (!info)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "server info: no structure to fill");
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;

@@ -13,7 +13,13 @@
  * Details of the last failure (the server's error text, our source file and
  * line) are kept on the handle that failed: relock_client_error() and
  * relock_config_error().  The first error of a call is kept; later, vaguer
- * ones do not overwrite it.
+ * ones do not overwrite it.  A NULL handle or output pointer gets
+ * RELOCK_EINVAL, never a crash.
+ *
+ * SIGPIPE.  hiredis writes with write(): a program must ignore SIGPIPE (or
+ * block it in the threads that call relock), else a write to a connection
+ * the server closed ends the process.  relock's own renewal thread blocks
+ * every signal.
  */
 #ifndef RELOCK_H
 #define RELOCK_H

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,6 +83,8 @@ static void keeper_free(struct relock__keeper *k)
 
 relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
 {
+    if (!l)
+        return RELOCK_EINVAL;
     relock_client *c = l->c;
     relock__err_clear(&c->err);
     if (l->keeper)
@@ -124,7 +127,17 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     k->shadow->loser_writes = l->loser_writes;
     k->shadow->acquired = l->acquired;
     k->valid_until = l->valid_until;
-    if (pthread_create(&k->thread, NULL, keeper_main, k) != 0) {
+    /* The thread starts with every signal blocked: the program's signals
+     * belong to the program's threads, and a SIGPIPE raised by a write to
+     * a connection the server closed (hiredis writes with write()) must not
+     * kill a program that never ignored it; the write fails with EPIPE
+     * instead, and the renewal reconnects. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         keeper_free(k);
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: cannot start a thread", l->name);
     }
@@ -159,6 +172,8 @@ relock_status relock__keep_end(relock_lock *l)
 
 relock_status relock_keep_stop(relock_lock *l)
 {
+    if (!l)
+        return RELOCK_EINVAL;
     relock_client *c = l->c;
     relock__err_clear(&c->err);
     if (!l->keeper)

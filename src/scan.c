@@ -259,7 +259,7 @@ static relock_status walk_keys(relock_client *c, const char *match, relock_scan_
                             "scan: server %s:%d runs Redis %s, which has no SCAN (needs 2.8), and "
                             "its database holds %lld keys: KEYS over more than %lld keys would "
                             "block the server for every client, so relock does not send it; "
-                            "scan a replica that serves no clients instead (-u)",
+                            "scan a replica that serves no clients instead",
                             c->conn.srv->host, c->conn.srv->port, c->conn.version, dbsize,
                             RELOCK_SCAN_KEYS_FALLBACK_MAX);
     out->keys_fallback = 1;
@@ -414,7 +414,11 @@ static void judge(const relock_client *c, relock_scan_result *out)
 
 relock_status relock_scan(relock_client *c, const char *match, relock_scan_result *out)
 {
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: no result structure to fill");
     memset(out, 0, sizeof *out);
     out->legacy_seen_ms = -1;
     out->quiet_window_ms = c->s.migration.quiet_window_ms;

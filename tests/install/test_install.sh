@@ -35,6 +35,11 @@ fi
 HDR=$(dirname "$HERE")/../src/relock.h
 want_version=$(sed -n 's/^#define RELOCK_VERSION_STRING "\(.*\)"/\1/p' "$HDR")
 want_major=${want_version%%.*}
+# The SONAME's version: major.minor before 1.0 (decision 80), major after.
+want_so=$want_major
+if [ "$want_major" = 0 ]; then
+    want_so=$(echo "$want_version" | cut -d. -f1-2)
+fi
 check "version read from relock.h ($want_version)" -- test -n "$want_version"
 
 if ! cmake --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" 2>&1; then
@@ -48,11 +53,11 @@ ok
 LIBDIR=$(dirname "$(find "$PREFIX" -name relock.pc -path '*/pkgconfig/*' | head -1)")
 LIBDIR=${LIBDIR%/pkgconfig}
 check "relock.pc installed" -- test -f "$LIBDIR/pkgconfig/relock.pc"
-check "shared library with its SONAME link" -- test -L "$LIBDIR/librelock.so.$want_major"
+check "shared library with its SONAME link" -- test -L "$LIBDIR/librelock.so.$want_so"
 check "the real shared library" -- test -f "$LIBDIR/librelock.so.$want_version"
 check "the development link" -- test -L "$LIBDIR/librelock.so"
 soname=$(objdump -p "$LIBDIR/librelock.so.$want_version" | awk '/SONAME/ {print $2}')
-check "SONAME is librelock.so.$want_major (got $soname)" -- test "$soname" = "librelock.so.$want_major"
+check "SONAME is librelock.so.$want_so (got $soname)" -- test "$soname" = "librelock.so.$want_so"
 check "static library" -- test -f "$LIBDIR/librelock.a"
 check "header" -- test -f "$PREFIX/include/relock.h"
 for f in relockConfig.cmake relockConfigVersion.cmake relockTargets.cmake; do
@@ -103,7 +108,7 @@ mkdir -p "$TMP/proj"
 cat >"$TMP/proj/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.16)
 project(relock_consumer LANGUAGES C)
-find_package(relock $want_major CONFIG REQUIRED)
+find_package(relock $want_so CONFIG REQUIRED)
 if(NOT relock_VERSION STREQUAL "$want_version")
   message(FATAL_ERROR "relock_VERSION is \${relock_VERSION}")
 endif()
@@ -121,14 +126,19 @@ if cmake -S "$TMP/proj" -B "$TMP/proj/build" -DCMAKE_PREFIX_PATH="$PREFIX" \
         check "CMake consumer $x prints the version: $out" -- \
             test "$out" = "relock $want_version: RELOCK_LOST: lock was lost (expired, taken over or deleted)"
     done
-    check "x links the shared library" -- bash -c "ldd '$TMP/proj/build/x' | grep -q 'librelock.so.$want_major => $LIBDIR'"
+    check "x links the shared library" -- bash -c "ldd '$TMP/proj/build/x' | grep -q 'librelock.so.$want_so => $LIBDIR'"
     check "x_static does not" -- bash -c "! ldd '$TMP/proj/build/x_static' | grep -q librelock"
 else
     bad "the CMake consumer failed: $(tail -20 "$TMP/cmake.log")"
 fi
-# SameMajorVersion: another major is refused.
-other=$((want_major + 1))
-sed -i "s/find_package(relock $want_major CONFIG REQUIRED)/find_package(relock $other CONFIG REQUIRED)/" "$TMP/proj/CMakeLists.txt"
+# Another ABI is refused: another major, and before 1.0 another minor
+# (SameMinorVersion, decision 80).
+if [ "$want_major" = 0 ]; then
+    other=0.$(($(echo "$want_version" | cut -d. -f2) + 1))
+else
+    other=$((want_major + 1))
+fi
+sed -i "s/find_package(relock $want_so CONFIG REQUIRED)/find_package(relock $other CONFIG REQUIRED)/" "$TMP/proj/CMakeLists.txt"
 check "find_package(relock $other) is refused" -- \
     bash -c "! cmake -S '$TMP/proj' -B '$TMP/proj/build2' -DCMAKE_PREFIX_PATH='$PREFIX' >/dev/null 2>&1"
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -114,10 +115,18 @@ static void join_args(const char **argv, int cap, const char *const *base,
  * its complaints), then waits until it answers PING on s->port. */
 static int spawn_ready(testsrv *s, const char *const *argv, const char *what)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* A test that fails part-way (cmocka's fail_msg) skips its
+         * testsrv_stop(): the server or proxy must not outlive it, or it
+         * keeps the test's output pipe open and ctest waits for its
+         * timeout.  SIGTERM when the test process ends. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) {
             dup2(devnull, 0);

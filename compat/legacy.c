@@ -60,47 +60,19 @@ static long long unit_ms(const relock_client *c)
     return c->s.legacy.unit_ms ? 1 : 1000;
 }
 
-/*
- * The fleet's clock in ms: ours, or (legacy.clock = "server") the server's
- * TIME, estimated once per connection as an offset from ours taken at the
- * middle of the round trip.  Scripts never call TIME: before Redis 5 a
- * script may not write after it.
- */
-static relock_status clock_ms(relock_client *c, long long *now)
+/* The lease settings of this client (lease.h). */
+static relock__lease_cfg lease_cfg(const relock_client *c)
 {
-    if (!c->s.legacy.clock_server) {
-        *now = relock__wall_ms();
-        return RELOCK_OK;
-    }
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return c->err.pub.status;
-    if (!c->conn.clock_known) {
-        long long t0 = relock__wall_ms();
-        redisReply *r = relock__commandf(c, NULL, "TIME");
-        long long t1 = relock__wall_ms();
-        if (!r)
-            return c->err.pub.status;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
-            relock_status st = RELOCK__BAD_REPLY(c, "TIME", r);
-            freeReplyObject(r);
-            return st;
-        }
-        long long server = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
-        freeReplyObject(r);
-        c->conn.clock_offset_ms = server - (t0 + t1) / 2;
-        c->conn.clock_known = 1;
-    }
-    *now = relock__wall_ms() + c->conn.clock_offset_ms;
-    return RELOCK_OK;
+    relock__lease_cfg cfg = {unit_ms(c), c->s.legacy.expiry_offset, c->s.legacy.skew_margin_ms,
+                             is_bridge(c), c->s.legacy.gc_expire};
+    return cfg;
 }
 
-/* The value we write for a lease of ttl_ms starting at now (ms). */
-static long long new_value(const relock_client *c, long long now, long ttl_ms)
+/* What to write for a lease of ttl_ms starting at fleet time now (ms). */
+static void plan(const relock_client *c, long long now, long ttl_ms, relock__lease *out)
 {
-    long long u = unit_ms(c);
-    long long timeout = (ttl_ms + u - 1) / u;
-    return now / u + timeout + c->s.legacy.expiry_offset;
+    relock__lease_cfg cfg = lease_cfg(c);
+    relock__lease_plan(&cfg, now, ttl_ms, out);
 }
 
 /* The value to store for timestamp ts: the timestamp alone, or in bridge
@@ -122,26 +94,8 @@ static int format_value(const relock_client *c, long long ts, char *out, size_t 
 /* When a stored timestamp stops holding the lock for our clients (ms). */
 static long long ends_at(const relock_client *c, long long ts)
 {
-    return (ts + 1) * unit_ms(c) + c->s.legacy.skew_margin_ms;
-}
-
-/* Bridge mode: the PEXPIRE that ends the key between V and V + 1 units. */
-static long long bridge_px(const relock_client *c, long long now, long long ts)
-{
-    if (!is_bridge(c))
-        return 0;
-    long long u = unit_ms(c);
-    long long px = ts * u + u / 2 - now;
-    return px > 0 ? px : 1;
-}
-
-/* Legacy mode, gc_expire: EXPIRE seconds, a little after the timestamp. */
-static long long gc_seconds(const relock_client *c, long long now, long long ts)
-{
-    if (is_bridge(c) || !c->s.legacy.gc_expire)
-        return 0;
-    long long left = ends_at(c, ts) - now;
-    return (left > 0 ? (left + 999) / 1000 : 0) + 1;
+    relock__lease_cfg cfg = lease_cfg(c);
+    return relock__lease_ours_end(&cfg, ts);
 }
 
 /*
@@ -406,24 +360,24 @@ static redisReply *write_with_fence(relock_lock *l, const char *cmd, int *sent)
     return r;
 }
 
-/* Wins the lock: records the fence and the validity. */
-static relock_status won(relock_lock *l, uint64_t start, long long fence)
+/* Wins the lock with lease ls, written at or after monotonic time start:
+ * records the fence and the validity the value and TTL written allow. */
+static relock_status won(relock_lock *l, uint64_t start, const relock__lease *ls, long long fence)
 {
     l->acquired = 1;
     l->fence = fence;
-    l->valid_until = relock__valid_until(start, l->ttl_ms);
+    l->valid_until = start + (uint64_t)ls->valid_ms;
     return RELOCK_OK;
 }
 
-/* Takes over an expired holder whose value was `old` with our value (the
- * timestamp ours, which sets the TTL): RELOCK_OK when won, RELOCK_BUSY when
+/* Takes over an expired holder whose value was `old` with our value (lease
+ * ls, planned at fleet time now): RELOCK_OK when won, RELOCK_BUSY when
  * another client was first. */
 static relock_status takeover(relock_lock *l, uint64_t start, const char *old, long long now,
-                              long long ours)
+                              const relock__lease *ls)
 {
     relock_client *c = l->c;
-    cas_req q = {old, 0, 0, l->value, bridge_px(c, now, ours), gc_seconds(c, now, ours),
-                 1};
+    cas_req q = {old, 0, 0, l->value, ls->px_ms, ls->gc_s, 1};
     cas_result res;
     int sent = 0, beaten = 0;
     switch (path_of(c)) {
@@ -431,12 +385,12 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
         if (cas_eval(l, &q, &res, &sent) != 0)
             return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, "acquire")
                                                            : c->err.pub.status;
-        return res.done ? won(l, start, res.fence) : RELOCK_BUSY;
+        return res.done ? won(l, start, ls, res.fence) : RELOCK_BUSY;
     case VIA_WATCH:
         if (cas_watch(l, &q, &res, &beaten, &sent) != 0)
             return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, "acquire")
                                                            : c->err.pub.status;
-        return res.done ? won(l, start, res.fence) : RELOCK_BUSY;
+        return res.done ? won(l, start, ls, res.fence) : RELOCK_BUSY;
     case VIA_PLAIN:
         break;
     }
@@ -462,13 +416,14 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
     }
     long long fence = elem_int(r, 1);
     freeReplyObject(r);
-    return st == RELOCK_OK ? won(l, start, fence) : st;
+    return st == RELOCK_OK ? won(l, start, ls, fence) : st;
 }
 
 /* The lock is held with value `found` (NULL: gone meanwhile) and TTL pttl
  * (-1 none, -3 unknown): wait, or take it over if it has expired. */
-static relock_status held_by(relock_lock *l, uint64_t start, long long now, const char *found,
-                             long long pttl, long *hint_ms)
+static relock_status held_by(relock_lock *l, uint64_t start, long long now,
+                             const relock__lease *ls, const char *found, long long pttl,
+                             long *hint_ms)
 {
     relock_client *c = l->c;
     if (!found) {
@@ -498,7 +453,7 @@ static relock_status held_by(relock_lock *l, uint64_t start, long long now, cons
         *hint_ms = wait > 0x7fffffffLL ? 0x7fffffffL : (long)wait;
         return RELOCK_BUSY;
     }
-    st = takeover(l, start, found, now, atoll(l->value));
+    st = takeover(l, start, found, now, ls);
     if (st == RELOCK_BUSY)
         *hint_ms = 0; /* someone else took it over; look again soon */
     return st;
@@ -523,13 +478,13 @@ static relock_status resolve_ambiguous_setnx(relock_lock *l)
                         l->name);
 }
 
-static relock_status attempt_eval(relock_lock *l, uint64_t start, long long now, long long ts,
-                                  long *hint_ms)
+static relock_status attempt_eval(relock_lock *l, uint64_t start, long long now,
+                                  const relock__lease *ls, long *hint_ms)
 {
     relock_client *c = l->c;
     char px[32], gc[32];
-    snprintf(px, sizeof px, "%lld", bridge_px(c, now, ts));
-    snprintf(gc, sizeof gc, "%lld", gc_seconds(c, now, ts));
+    snprintf(px, sizeof px, "%lld", ls->px_ms);
+    snprintf(gc, sizeof gc, "%lld", ls->gc_s);
     const char *args[] = {l->key, l->fence_key, l->value, px, gc, "1"};
     int sent = 0;
     redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_TS_ACQUIRE, 2, 6, args);
@@ -542,40 +497,41 @@ static relock_status attempt_eval(relock_lock *l, uint64_t start, long long now,
     }
     relock_status st;
     if (elem_int(r, 0) == 1) {
-        st = won(l, start, elem_int(r, 1));
+        st = won(l, start, ls, elem_int(r, 1));
     } else {
         char found[RELOCK__VALUE_MAX];
         int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
         if (has)
             snprintf(found, sizeof found, "%s", r->element[2]->str);
-        st = held_by(l, start, now, has ? found : NULL, elem_int(r, 1), hint_ms);
+        st = held_by(l, start, now, ls, has ? found : NULL, elem_int(r, 1), hint_ms);
     }
     freeReplyObject(r);
     return st;
 }
 
-static relock_status attempt_watch(relock_lock *l, uint64_t start, long long now, long long ts,
-                                   long *hint_ms)
+static relock_status attempt_watch(relock_lock *l, uint64_t start, long long now,
+                                   const relock__lease *ls, long *hint_ms)
 {
     relock_client *c = l->c;
     /* SETNX under WATCH: set only if absent, with the fence in the same
      * transaction, so the fence counts acquisitions only. */
-    cas_req q = {NULL, 0, 0, l->value, 0, gc_seconds(c, now, ts), 1};
+    cas_req q = {NULL, 0, 0, l->value, 0, ls->gc_s, 1};
     cas_result res;
     int beaten = 0, sent = 0;
     if (cas_watch(l, &q, &res, &beaten, &sent) != 0)
         return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, "acquire")
                                                        : c->err.pub.status;
     if (res.done)
-        return won(l, start, res.fence);
+        return won(l, start, ls, res.fence);
     if (beaten) {
         *hint_ms = 0;
         return RELOCK_BUSY;
     }
-    return held_by(l, start, now, res.found[0] ? res.found : NULL, -3, hint_ms);
+    return held_by(l, start, now, ls, res.found[0] ? res.found : NULL, -3, hint_ms);
 }
 
-static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now, long *hint_ms)
+static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now,
+                                   const relock__lease *ls, long *hint_ms)
 {
     relock_client *c = l->c;
     int sent = 0;
@@ -588,7 +544,7 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
     long long fence = elem_int(r, 1);
     freeReplyObject(r);
     if (got == 1)
-        return won(l, start, fence);
+        return won(l, start, ls, fence);
     r = expect(c, -1, "GET", "GET %s", l->key);
     if (!r)
         return c->err.pub.status;
@@ -602,7 +558,7 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
     if (has)
         snprintf(found, sizeof found, "%s", r->str);
     freeReplyObject(r);
-    return held_by(l, start, now, has ? found : NULL, -3, hint_ms);
+    return held_by(l, start, now, ls, has ? found : NULL, -3, hint_ms);
 }
 
 static relock_status ts_attempt(relock_lock *l, long *hint_ms)
@@ -614,22 +570,23 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
         return c->err.pub.status;
     long long now;
     uint64_t start = relock__mono_ms();
-    relock_status st = clock_ms(c, &now);
+    relock_status st = relock__fleet_ms(c, &now);
     if (st != RELOCK_OK)
         return st;
-    long long ts = new_value(c, now, l->ttl_ms);
-    if (format_value(c, ts, l->value, sizeof l->value) != 0)
+    relock__lease ls;
+    plan(c, now, l->ttl_ms, &ls);
+    if (format_value(c, ls.ts, l->value, sizeof l->value) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
                             l->name);
     switch (path_of(c)) {
     case VIA_EVAL:
-        return attempt_eval(l, start, now, ts, hint_ms);
+        return attempt_eval(l, start, now, &ls, hint_ms);
     case VIA_WATCH:
-        return attempt_watch(l, start, now, ts, hint_ms);
+        return attempt_watch(l, start, now, &ls, hint_ms);
     case VIA_PLAIN:
         break;
     }
-    return attempt_plain(l, start, now, hint_ms);
+    return attempt_plain(l, start, now, &ls, hint_ms);
 }
 
 /* ------------------------------------------------------------ release, extend */
@@ -775,16 +732,17 @@ static relock_status ts_extend(relock_lock *l, long ttl_ms)
         return c->err.pub.status;
     long long now;
     uint64_t start = relock__mono_ms();
-    relock_status st = clock_ms(c, &now);
+    relock_status st = relock__fleet_ms(c, &now);
     if (st != RELOCK_OK)
         return st;
-    long long ts = new_value(c, now, ttl_ms);
+    relock__lease ls;
+    plan(c, now, ttl_ms, &ls);
     char newv[RELOCK__VALUE_MAX];
-    if (format_value(c, ts, newv, sizeof newv) != 0)
+    if (format_value(c, ls.ts, newv, sizeof newv) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
                             l->name);
     if (path_of(c) != VIA_PLAIN) {
-        st = atomic_update(l, "extend", newv, bridge_px(c, now, ts), gc_seconds(c, now, ts));
+        st = atomic_update(l, "extend", newv, ls.px_ms, ls.gc_s);
     } else {
         /* 2.0: GETSET while our validity remains; the old value it returns
          * must be ours (or a loser's write), else we have just written over
@@ -829,7 +787,7 @@ static relock_status ts_extend(relock_lock *l, long ttl_ms)
     if (st == RELOCK_OK) {
         snprintf(l->value, sizeof l->value, "%s", newv);
         l->ttl_ms = ttl_ms;
-        l->valid_until = relock__valid_until(start, ttl_ms);
+        l->valid_until = start + (uint64_t)ls.valid_ms;
     }
     return st;
 }
@@ -843,12 +801,13 @@ static void ts_adopt(relock_lock *l)
     if (val.kind != RELOCK_VALUE_TIMESTAMP)
         return;
     long long now;
-    if (clock_ms(c, &now) != RELOCK_OK) {
+    if (relock__fleet_ms(c, &now) != RELOCK_OK) {
         relock__err_clear(&c->err);
         return;
     }
     /* Valid until legacy readers see it pass, less the drift allowance. */
-    long long left = val.ts * unit_ms(c) - now - relock__drift_ms(l->ttl_ms);
+    relock__lease_cfg cfg = lease_cfg(c);
+    long long left = relock__lease_adopted_ms(&cfg, val.ts, now);
     if (left > 0)
         l->valid_until = relock__mono_ms() + (uint64_t)left;
 }

@@ -108,14 +108,3 @@ const char *relock_client_mode_reason(const relock_client *c)
 {
     return c ? c->mode_reason : "";
 }
-
-long relock__drift_ms(long ttl_ms)
-{
-    return ttl_ms / 100 + 2;
-}
-
-uint64_t relock__valid_until(uint64_t start, long ttl_ms)
-{
-    long v = ttl_ms - relock__drift_ms(ttl_ms);
-    return start + (uint64_t)(v > 0 ? v : 0);
-}

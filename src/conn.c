@@ -23,7 +23,7 @@ void relock__conn_close(relock__conn *conn)
         redisFree(conn->ctx);
     conn->ctx = NULL;
     conn->caps = 0;
-    conn->clock_known = 0;
+    conn->clock.known = 0;
 }
 
 /* Sends AUTH and SELECT as srv says; the password never reaches a

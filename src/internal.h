@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include "relock.h"
+#include "lease.h"
 
 #define RELOCK__MAX_SERVERS 16
 #define RELOCK__HOST_MAX 256
@@ -187,9 +188,9 @@ typedef struct relock__conn {
     char version[32];
     int major, minor, patch;
     unsigned caps;
-    /* legacy.clock = "server": server time minus local time, in ms. */
-    long long clock_offset_ms;
-    int clock_known;
+    /* legacy.clock = "server": the server's clock as an offset from our
+     * monotonic clock (lease.h). */
+    relock__clock_est clock;
     uint64_t last_used; /* monotonic ms of the last command */
 } relock__conn;
 
@@ -295,11 +296,11 @@ void relock__note_legacy_writer(relock_client *c);
  * refused on 2.0, clock = "server" needs TIME). */
 relock_status relock__legacy_check(relock_client *c);
 
-/* The allowance for clock drift over ttl_ms (Redlock's 1% + 2 ms). */
-long relock__drift_ms(long ttl_ms);
-/* The monotonic time at which a lease of ttl_ms requested at start stops
- * being safe to rely on (never before start). */
-uint64_t relock__valid_until(uint64_t start, long ttl_ms);
+/* The fleet's clock in ms (clock.c): the local wall clock, or with
+ * legacy.clock = "server" the server's TIME, estimated from time to time as
+ * an offset from the monotonic clock, so that a step of the local wall
+ * clock changes no decision.  May send TIME. */
+relock_status relock__fleet_ms(relock_client *c, long long *now);
 
 /* Connects (or reconnects) c's connection and probes the server. */
 relock_status relock__conn_ensure(relock_client *c);

@@ -1,0 +1,111 @@
+/*
+ * Lease and clock arithmetic of the timestamp modes (lease.h).  A leaf: no
+ * I/O, no clock reads; compat/legacy.c asks it what to write and how long
+ * that write lets us rely on the lock.
+ *
+ * A lease written at fleet time now (ms) for ttl_ms stores
+ *
+ *     V = floor(now / u) + ceil(ttl / u) + offset          (u: 1 or 1000 ms)
+ *
+ * and ends, for the holder, at the first of:
+ *   - a legacy reader's takeover: it holds V until its clock passes V, so
+ *     it takes over at (V + 1) * u;
+ *   - our clients' takeover: (V + 1) * u + skew_margin_ms, never earlier;
+ *   - bridge: the key's PEXPIRE, V * u + u / 2 - now from now (exactly V
+ *     in ms), inside the window above, so the server removes the key
+ *     while legacy readers still see it as held;
+ *   - gc_expire: the key's EXPIRE, a whole second or more after our
+ *     clients' takeover, so never first.
+ * The validity is the shortest of those and the ttl asked for, less the
+ * drift allowance.  With offset 0 in seconds the PEXPIRE can end up to
+ * half a second before now + ttl (late in a second): the validity then is
+ * shorter than the ttl, never longer than the key.
+ */
+#include "lease.h"
+
+long relock__drift_ms(long ttl_ms)
+{
+    return ttl_ms / 100 + 2;
+}
+
+uint64_t relock__valid_until(uint64_t start, long ttl_ms)
+{
+    long v = ttl_ms - relock__drift_ms(ttl_ms);
+    return start + (uint64_t)(v > 0 ? v : 0);
+}
+
+/* A lease of ms milliseconds, less the drift allowance (never negative). */
+static long long less_drift(long long ms)
+{
+    long long v = ms - (ms / 100 + 2);
+    return v > 0 ? v : 0;
+}
+
+long long relock__lease_ours_end(const relock__lease_cfg *cfg, long long ts)
+{
+    return (ts + 1) * cfg->unit_ms + cfg->skew_margin_ms;
+}
+
+void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms,
+                        relock__lease *out)
+{
+    long long u = cfg->unit_ms;
+    long long ttl = ttl_ms > 0 ? ttl_ms : 1;
+    out->ts = now / u + (ttl + u - 1) / u + cfg->offset;
+    out->legacy_end_ms = (out->ts + 1) * u;
+    out->ours_end_ms = relock__lease_ours_end(cfg, out->ts);
+    long long first = out->legacy_end_ms - now; /* > ttl: see above */
+    out->px_ms = 0;
+    out->gc_s = 0;
+    if (cfg->bridge) {
+        long long px = out->ts * u + u / 2 - now;
+        out->px_ms = px > 0 ? px : 1;
+        if (out->px_ms < first)
+            first = out->px_ms;
+    } else if (cfg->gc_expire) {
+        long long left = out->ours_end_ms - now;
+        out->gc_s = (left > 0 ? (left + 999) / 1000 : 0) + 1;
+    }
+    if (ttl < first)
+        first = ttl;
+    out->valid_ms = less_drift(first);
+}
+
+long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, long long ts, long long now)
+{
+    /* Whoever wrote it, with whatever TTL: V * u comes before both a
+     * legacy reader's takeover and a bridge writer's PEXPIRE. */
+    return less_drift(ts * cfg->unit_ms - now);
+}
+
+int relock__clock_due(const relock__clock_est *e, uint64_t mono)
+{
+    return !e->known || mono - e->tried_at >= RELOCK__CLOCK_REMEASURE_MS;
+}
+
+/* Half the round trip, plus the age allowance at monotonic time mono. */
+static long long uncertainty(long long rtt, uint64_t at, uint64_t mono)
+{
+    long long age = mono > at ? (long long)(mono - at) : 0;
+    return (rtt + 1) / 2 + age * RELOCK__CLOCK_AGE_MS_PER_S / 1000;
+}
+
+int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms)
+{
+    long long rtt = t1 >= t0 ? (long long)(t1 - t0) : 0;
+    e->tried_at = t1;
+    if (e->known && uncertainty(rtt, t1, t1) > uncertainty(e->rtt_ms, e->at, t1))
+        return 0;
+    /* The server read its clock somewhere in the round trip: take the
+     * middle, wrong by at most half of it. */
+    e->offset_ms = server_ms - (long long)(t0 + (t1 - t0) / 2);
+    e->rtt_ms = rtt;
+    e->at = t1;
+    e->known = 1;
+    return 1;
+}
+
+long long relock__clock_server_ms(const relock__clock_est *e, uint64_t mono)
+{
+    return (long long)mono + e->offset_ms;
+}

@@ -1,0 +1,77 @@
+/*
+ * Lease and clock arithmetic of the timestamp modes (legacy, bridge):
+ * pure functions, no I/O, no clock reads, so that every unit, offset, TTL
+ * and phase of the clock can be checked by a property test.  Private to
+ * the library.
+ */
+#ifndef RELOCK_LEASE_H
+#define RELOCK_LEASE_H
+
+#include <stdint.h>
+
+/* The settings that shape a timestamp lease. */
+typedef struct relock__lease_cfg {
+    long long unit_ms;        /* legacy.clock_unit: 1 (ms) or 1000 (s) */
+    long long offset;         /* legacy.expiry_offset, in units (>= 0) */
+    long long skew_margin_ms; /* legacy.skew_margin_ms (>= 0) */
+    int bridge;               /* bridge mode: the key carries a PEXPIRE */
+    int gc_expire;            /* legacy.gc_expire (legacy mode only) */
+} relock__lease_cfg;
+
+/* What one write of a lease of ttl_ms at fleet time now puts in the key,
+ * and when each of its ends comes. */
+typedef struct relock__lease {
+    long long ts;            /* the timestamp written (the value V) */
+    long long px_ms;         /* bridge: the PEXPIRE in ms; else 0 */
+    long long gc_s;          /* gc_expire: the EXPIRE in seconds; else 0 */
+    long long legacy_end_ms; /* fleet ms at which a legacy reader takes over */
+    long long ours_end_ms;   /* fleet ms at which our clients take over */
+    long long valid_ms;      /* our validity, from the moment now was read */
+} relock__lease;
+
+/* Plans the lease of ttl_ms (>= 1) written at fleet time now (ms). */
+void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms,
+                        relock__lease *out);
+/* When a stored timestamp stops holding the lock for our clients (ms). */
+long long relock__lease_ours_end(const relock__lease_cfg *cfg, long long ts);
+/* The validity a lock adopted from timestamp ts can claim at fleet time
+ * now (ms, >= 0). */
+long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, long long ts, long long now);
+
+/* The allowance for clock drift over ttl_ms (Redlock's 1% + 2 ms). */
+long relock__drift_ms(long ttl_ms);
+/* The monotonic time at which a lease of ttl_ms requested at start stops
+ * being safe to rely on (never before start). */
+uint64_t relock__valid_until(uint64_t start, long ttl_ms);
+
+/*
+ * legacy.clock = "server": the server's clock as an offset from our
+ * monotonic clock, so that a step of the local wall clock changes nothing.
+ */
+typedef struct relock__clock_est {
+    long long offset_ms; /* server ms minus monotonic ms */
+    long long rtt_ms;    /* the round trip of the measurement kept */
+    uint64_t at;         /* monotonic ms of the measurement kept */
+    uint64_t tried_at;   /* monotonic ms of the last measurement */
+    int known;
+} relock__clock_est;
+
+/* How often (ms of monotonic time, checked on use) the offset is measured
+ * again. */
+#define RELOCK__CLOCK_REMEASURE_MS 5000
+/* How fast an estimate is assumed to age: the monotonic clock and the
+ * server's may drift apart by this much per second (1000 ppm, generous
+ * for crystals and NTP slewing). */
+#define RELOCK__CLOCK_AGE_MS_PER_S 1
+
+/* Whether the estimate should be measured again at monotonic time mono. */
+int relock__clock_due(const relock__clock_est *e, uint64_t mono);
+/* Takes a measurement: TIME sent at monotonic t0, its reply (server ms)
+ * read at t1.  Keeps whichever of the old estimate (aged) and the new one
+ * is the more certain: uncertainty is half the round trip plus the age
+ * allowance.  Returns 1 if the new one was kept. */
+int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms);
+/* The server's clock now by the estimate (e->known). */
+long long relock__clock_server_ms(const relock__clock_est *e, uint64_t mono);
+
+#endif

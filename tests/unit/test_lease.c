@@ -1,0 +1,206 @@
+/*
+ * The lease arithmetic of the timestamp modes, as a property over every
+ * unit, legal offset, skew margin, mode, TTL (1 ms to a year, around unit
+ * boundaries) and sub-unit phase of the clock: the validity we report
+ * ends before the key can disappear or be taken over by anyone, even with
+ * our clock 1 % slow; and the server-clock estimate.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+#define YEAR_MS (365LL * 86400 * 1000)
+
+static const long long units[] = {1, 1000};
+static const long long offsets[] = {0, 1, 2, 7, 1000000};
+static const long long margins[] = {0, 1, 499, 500, 1000, 3600000};
+enum kind { LEGACY, LEGACY_GC, BRIDGE };
+static const long ttls[] = {1,    2,    3,    99,   100,   101,   499,   500,      501,
+                            998,  999,  1000, 1001, 1499,  1500,  1501,  1999,     2000,
+                            2001, 2999, 3000, 3001, 29999, 30000, 30001, 86400000, (long)YEAR_MS};
+
+static long long min_ll(long long a, long long b)
+{
+    return a < b ? a : b;
+}
+
+/* The first moment (fleet ms) at which the key written by ls at now can
+ * vanish or be taken over, from the rules of DESIGN §3 rather than from
+ * lease.c: a legacy reader holds V until its clock passes V; our clients
+ * wait skew_margin_ms longer; PEXPIRE and EXPIRE count from the write,
+ * which comes after now. */
+static long long first_end(const relock__lease_cfg *cfg, const relock__lease *ls, long long now)
+{
+    long long u = cfg->unit_ms;
+    long long legacy_reader = (ls->ts + 1) * u; /* smallest t with t / u > V */
+    long long end = min_ll(legacy_reader, legacy_reader + cfg->skew_margin_ms);
+    if (cfg->bridge)
+        end = min_ll(end, now + ls->px_ms);
+    if (ls->gc_s)
+        end = min_ll(end, now + ls->gc_s * 1000);
+    return end;
+}
+
+/* Our validity v, on a monotonic clock up to 1 % slow plus 2 ms, still
+ * ends no later than `room` ms of fleet time. */
+static void assert_fits(long long v, long long room)
+{
+    if (v == 0)
+        return;
+    assert_true(v + v / 100 + 2 <= room);
+}
+
+static long long less_drift(long long ms)
+{
+    long long v = ms - relock__drift_ms((long)ms);
+    return v > 0 ? v : 0;
+}
+
+static void check_one(const relock__lease_cfg *cfg, long long now, long ttl)
+{
+    relock__lease ls;
+    relock__lease_plan(cfg, now, ttl, &ls);
+    long long u = cfg->unit_ms;
+    /* The value is the classic one: now + timeout + offset, in the unit. */
+    assert_int_equal(ls.ts, now / u + (ttl + u - 1) / u + cfg->offset);
+    assert_int_equal(ls.legacy_end_ms, (ls.ts + 1) * u);
+    assert_int_equal(ls.ours_end_ms, ls.legacy_end_ms + cfg->skew_margin_ms);
+    if (cfg->bridge) {
+        /* The TTL ends while legacy readers still see the lock held. */
+        assert_true(now + ls.px_ms >= ls.ts * u);
+        assert_true(now + ls.px_ms < (ls.ts + 1) * u || u == 1);
+        assert_true(now + ls.px_ms <= (ls.ts + 1) * u);
+        assert_int_equal(ls.gc_s, 0);
+    } else {
+        assert_int_equal(ls.px_ms, 0);
+    }
+    if (ls.gc_s) /* gc never removes a key our clients still see held */
+        assert_true(now + ls.gc_s * 1000 > ls.ours_end_ms);
+    /* Safety: the validity ends before the first end, drift included. */
+    assert_true(ls.valid_ms >= 0);
+    assert_true(ls.valid_ms <= ttl);
+    assert_fits(ls.valid_ms, first_end(cfg, &ls, now) - now);
+    /* Liveness: the validity is the ttl less drift, or (bridge in
+     * seconds) at most half a unit shorter. */
+    assert_true(ls.valid_ms >= less_drift(ttl) - (cfg->bridge ? u / 2 : 0));
+    if (!cfg->bridge)
+        assert_int_equal(ls.valid_ms, less_drift(ttl));
+    /* A lock adopted from this value, at the write or later, claims no
+     * more than the key allows either. */
+    for (long long later = 0; later <= 2 * ttl + 2 * u; later += ttl / 3 + u / 3 + 1) {
+        long long a = relock__lease_adopted_ms(cfg, ls.ts, now + later);
+        assert_true(a >= 0);
+        assert_fits(a, first_end(cfg, &ls, now) - (now + later));
+    }
+}
+
+static void check_cfg(const relock__lease_cfg *cfg, uint64_t *rng)
+{
+    long long u = cfg->unit_ms;
+    const long long base = 1700000000000LL; /* a present-day time, on a second */
+    long long phases[] = {0, 1, u / 2 - 1, u / 2, u / 2 + 1, u - 2, u - 1, 0, 0, 0};
+    for (int i = 7; i < 10; i++)
+        phases[i] = (long long)(relock__rand64(rng) % (uint64_t)u);
+    for (size_t p = 0; p < sizeof phases / sizeof phases[0]; p++) {
+        if (phases[p] < 0 || phases[p] >= u)
+            continue;
+        for (size_t t = 0; t < sizeof ttls / sizeof ttls[0]; t++)
+            check_one(cfg, base + 37 * 1000 + phases[p], ttls[t]);
+        for (int r = 0; r < 20; r++) {
+            long ttl = 1 + (long)(relock__rand64(rng) % 120000);
+            check_one(cfg, base + phases[p], ttl);
+        }
+    }
+}
+
+/* Every unit, legal offset, skew margin and mode. */
+static void test_property(void **state)
+{
+    (void)state;
+    uint64_t rng = 20240611;
+    int n = 0;
+    for (size_t iu = 0; iu < 2; iu++)
+        for (size_t io = 0; io < sizeof offsets / sizeof offsets[0]; io++)
+            for (size_t im = 0; im < sizeof margins / sizeof margins[0]; im++)
+                for (int k = LEGACY; k <= BRIDGE; k++) {
+                    relock__lease_cfg cfg = {units[iu], offsets[io], margins[im], k == BRIDGE,
+                                             k == LEGACY_GC};
+                    check_cfg(&cfg, &rng);
+                    n++;
+                }
+    assert_int_equal(n, 2 * 5 * 6 * 3);
+}
+
+/* The reported case: bridge, seconds, offset 0, a 2 s lease acquired at
+ * .85 s.  The key lives 1650 ms; 1978 ms of validity was reported. */
+static void test_bridge_offset0_late_in_second(void **state)
+{
+    (void)state;
+    relock__lease_cfg cfg = {1000, 0, 0, 1, 0};
+    relock__lease ls;
+    relock__lease_plan(&cfg, 1700000000850LL, 2000, &ls);
+    assert_int_equal(ls.ts, 1700000002LL);
+    assert_int_equal(ls.px_ms, 1650);
+    assert_true(ls.valid_ms < 1650);
+    assert_int_equal(ls.valid_ms, 1650 - 1650 / 100 - 2);
+    /* Early in the second the ttl asked for binds. */
+    relock__lease_plan(&cfg, 1700000000100LL, 2000, &ls);
+    assert_int_equal(ls.px_ms, 2400);
+    assert_int_equal(ls.valid_ms, 2000 - 22);
+}
+
+static void test_clock_estimate(void **state)
+{
+    (void)state;
+    relock__clock_est e = {0};
+    assert_true(relock__clock_due(&e, 100));
+    /* Sent at 1000, answered at 1010: the server read 5e12 at the middle. */
+    assert_int_equal(relock__clock_measured(&e, 1000, 1010, 5000000000000LL), 1);
+    assert_int_equal(relock__clock_server_ms(&e, 1005), 5000000000000LL);
+    assert_int_equal(relock__clock_server_ms(&e, 3005), 5000000002000LL);
+    assert_false(relock__clock_due(&e, 1010 + RELOCK__CLOCK_REMEASURE_MS - 1));
+    assert_true(relock__clock_due(&e, 1010 + RELOCK__CLOCK_REMEASURE_MS));
+    /* A slow round trip soon after does not replace the better estimate. */
+    assert_int_equal(relock__clock_measured(&e, 6010, 6310, 5000000005400LL), 0);
+    assert_int_equal(relock__clock_server_ms(&e, 1005), 5000000000000LL);
+    assert_false(relock__clock_due(&e, 6311)); /* tried: not again at once */
+    /* As the old estimate ages, a measurement as good as it is taken. */
+    assert_int_equal(relock__clock_measured(&e, 20000, 20012, 5000000019006LL), 1);
+    assert_int_equal(relock__clock_server_ms(&e, 20006), 5000000019006LL);
+    /* ... and after long enough even a slow one (a server clock step is
+     * followed within minutes, not never). */
+    assert_int_equal(relock__clock_measured(&e, 400000, 400300, 5000000900000LL), 1);
+}
+
+/* Whatever moment within the round trip the server read its clock, the
+ * estimate is off by at most half the round trip. */
+static void test_clock_error_bound(void **state)
+{
+    (void)state;
+    uint64_t rng = 7;
+    for (int i = 0; i < 10000; i++) {
+        relock__clock_est e = {0};
+        long long offset = 1700000000000LL + (long long)(relock__rand64(&rng) % 100000000);
+        uint64_t t0 = 1000 + relock__rand64(&rng) % 1000000;
+        uint64_t rtt = relock__rand64(&rng) % 2000;
+        uint64_t when = t0 + (rtt ? relock__rand64(&rng) % (rtt + 1) : 0);
+        relock__clock_measured(&e, t0, t0 + rtt, (long long)when + offset);
+        long long err = relock__clock_server_ms(&e, when) - ((long long)when + offset);
+        assert_true(err <= (long long)(rtt + 1) / 2 && -err <= (long long)(rtt + 1) / 2);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_property),
+        cmocka_unit_test(test_bridge_offset0_late_in_second),
+        cmocka_unit_test(test_clock_estimate),
+        cmocka_unit_test(test_clock_error_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -466,6 +466,64 @@ static void test_idle_connection_closed_by_server(void **state)
 
 /* bridge.value_suffix: unique values "TS:token" that legacy readers still
  * read as the timestamp. */
+/* Waits (at most about a second) until the wall clock is late in its
+ * second, between .8 and .95. */
+static void wait_late_in_second(void)
+{
+    for (int i = 0; i < 400; i++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ms = ts.tv_nsec / 1000000;
+        if (ms >= 800 && ms < 950)
+            return;
+        tu_sleep_ms(ms < 800 ? (800 - ms > 20 ? 20 : 800 - ms) : 10);
+    }
+}
+
+/* The key's PTTL, then the validity the holder reports: the key must
+ * outlive the validity (the PTTL is read first, so its own ageing only
+ * helps the validity). */
+static void assert_key_outlives_validity(relock_lock *l, const char *key)
+{
+    long long pttl = cmd_int("PTTL %s", key);
+    long v = relock_lock_validity_ms(l);
+    assert_true(v > 0);
+    if (pttl < v)
+        fail_msg("%s: the key lives %lld ms, the holder is told %ld ms", key, pttl, v);
+}
+
+/* Bridge with expiry_offset 0 in seconds: a lease acquired (or extended)
+ * late in a second gets a PEXPIRE up to half a second shorter than the
+ * ttl; the reported validity must end before the key does, so that no
+ * second client acquires while the first is still told it holds. */
+static void test_offset0_late_in_second(void **state)
+{
+    (void)state;
+    const char *const zero[] = {"legacy.expiry_offset", "0", NULL};
+    relock_client *a = client_on(tu_srv.port, "bridge", zero);
+    relock_client *b = client_on(tu_srv.port, "bridge", zero);
+    relock_lock *l = NULL, *other = NULL;
+    wait_late_in_second();
+    assert_int_equal(relock_acquire(a, "late", 2000, 0, &l), RELOCK_OK);
+    assert_key_outlives_validity(l, "late");
+    wait_late_in_second();
+    assert_int_equal(relock_extend(l, 2000), RELOCK_OK);
+    assert_key_outlives_validity(l, "late");
+    /* The second client gets it once the key is gone: by then the first
+     * must know its validity is over. */
+    uint64_t end = tu_now_ms() + 5000;
+    relock_status st;
+    while ((st = relock_acquire(b, "late", 2000, 0, &other)) == RELOCK_BUSY && tu_now_ms() < end)
+        tu_sleep_ms(5);
+    assert_int_equal(st, RELOCK_OK);
+    assert_int_equal(relock_lock_validity_ms(l), 0);
+    assert_int_equal(relock_release(other), RELOCK_OK);
+    relock_lock_free(other);
+    relock_lock_free(l);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
 static void test_value_suffix(void **state)
 {
     (void)state;
@@ -628,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_adopted_guess_cannot_release),
         cmocka_unit_test(test_idle_connection_closed_by_server),
         cmocka_unit_test(test_value_suffix),
+        cmocka_unit_test(test_offset0_late_in_second),
         cmocka_unit_test(test_owner_info),
         cmocka_unit_test(test_path_after_reconnect),
     };

@@ -17,7 +17,9 @@
  * clock passes V, i.e. until V + 1 units; our clients wait skew_margin_ms
  * longer still.  Bridge values also carry a TTL ending half a unit after V
  * (exactly V in ms), inside that window, so the server cleans up after dead
- * holders while legacy readers still see the lock as held.
+ * holders while legacy readers still see the lock as held.  The validity
+ * reported is the first of those ends and the ttl, less drift: the lease
+ * arithmetic is src/lease.c.
  *
  * Ownership.  Timestamps repeat (two holders in one second write the same
  * value), so release and extend also compare the fence counter of DESIGN

@@ -130,6 +130,9 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 
 /* Appended likewise to name the owner metadata beside a lock (owner_info). */
 #define RELOCK__OWNER_SUFFIX " relock:owner"
+/* Appended after either suffix for a key that is nothing but a hash tag,
+ * "{a}": without it, its side keys would be those of "a" (keys.c). */
+#define RELOCK__WHOLE_TAG_MARK ":tag"
 
 /* Whether relock's side keys can share the lock key's Cluster slot: the
  * key has a hash tag, or holds no '}' (else a braced copy would hash a
@@ -138,6 +141,12 @@ int relock__key_slot_safe(const char *key);
 
 /* The fence counter's key for a lock key; -1 when out is too small. */
 int relock__fence_key(const char *lock_key, char *out, size_t len);
+/* A whole-tag key's earlier fence counter name (before the mark): 1 and
+ * written into out for such a key, 0 for any other, -1 when out is too
+ * small. */
+int relock__fence_key_before(const char *lock_key, char *out, size_t len);
+/* Raises a whole-tag key's fence counter to its earlier one (keys.c). */
+relock_status relock__fence_seed(relock_lock *l);
 /* The owner metadata's key for a lock key. */
 int relock__owner_key(const char *lock_key, char *out, size_t len);
 
@@ -204,6 +213,7 @@ enum relock__script_id {
     RELOCK__SCRIPT_MODERN_ACQUIRE,
     RELOCK__SCRIPT_MODERN_TAKEOVER,
     RELOCK__SCRIPT_FENCE_RAISE,
+    RELOCK__SCRIPT_FENCE_CARRY,
     RELOCK__NSCRIPTS
 };
 

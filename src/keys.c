@@ -5,9 +5,12 @@
  * not either (config.c), so every key below, which contains one, lives in a
  * namespace no lock can collide with, and `relock scan` can skip them.
  *
- * A fence key shares its lock key's Redis Cluster slot: a lock key with a
+ * A side key shares its lock key's Redis Cluster slot: a lock key with a
  * hash tag keeps it, and one without is wrapped in braces so that only it
- * is hashed.
+ * is hashed.  A key that is nothing but a tag, such as "{a}", is exactly
+ * the braced form of the key inside it ("a"), so its side keys carry a
+ * further mark (RELOCK__WHOLE_TAG_MARK) after the suffix: distinct lock
+ * keys never share a side key (docs/decisions.md §58).
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,22 +35,81 @@ int relock__key_slot_safe(const char *key)
     return has_hash_tag(key) || !strchr(key, '}');
 }
 
-/* A key beside lock_key, in its Cluster slot, ending with suffix. */
-static int side_key(const char *lock_key, const char *suffix, char *out, size_t len)
+/* Whether key is "{X}" with no other '}': the braced form relock gives an
+ * untagged key X (which never holds a '}', see relock__key_slot_safe). */
+static int whole_tag(const char *key)
 {
-    int n = has_hash_tag(lock_key) ? snprintf(out, len, "%s%s", lock_key, suffix)
+    size_t n = strlen(key);
+    return n >= 3 && key[0] == '{' && strchr(key, '}') == key + n - 1;
+}
+
+/* A key beside lock_key, in its Cluster slot, ending with suffix; with
+ * as_before, the name it had before whole-tag keys got their mark. */
+static int side_key(const char *lock_key, const char *suffix, int as_before, char *out,
+                    size_t len)
+{
+    const char *mark = whole_tag(lock_key) && !as_before ? RELOCK__WHOLE_TAG_MARK : "";
+    int n = has_hash_tag(lock_key) ? snprintf(out, len, "%s%s%s", lock_key, suffix, mark)
                                    : snprintf(out, len, "{%s}%s", lock_key, suffix);
     return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
 
 int relock__fence_key(const char *lock_key, char *out, size_t len)
 {
-    return side_key(lock_key, RELOCK__FENCE_SUFFIX, out, len);
+    return side_key(lock_key, RELOCK__FENCE_SUFFIX, 0, out, len);
 }
 
 int relock__owner_key(const char *lock_key, char *out, size_t len)
 {
-    return side_key(lock_key, RELOCK__OWNER_SUFFIX, out, len);
+    return side_key(lock_key, RELOCK__OWNER_SUFFIX, 0, out, len);
+}
+
+int relock__fence_key_before(const char *lock_key, char *out, size_t len)
+{
+    if (!whole_tag(lock_key))
+        return 0;
+    return side_key(lock_key, RELOCK__FENCE_SUFFIX, 1, out, len) == 0 ? 1 : -1;
+}
+
+/*
+ * Earlier versions counted the fences of a whole-tag key such as "{a}" in the
+ * counter of "a" (its name without the mark).  Its own counter is raised
+ * to that one before each acquisition, so no token handed out under the
+ * old name is ever handed out again or undercut (decisions §58).  With
+ * EVAL the raise is a script that only ever increases the counter; without
+ * it (legacy mode on servers before 2.6) the counter is created from the
+ * old one if it does not exist yet (SETNX), never lowered.
+ */
+relock_status relock__fence_seed(relock_lock *l)
+{
+    relock_client *c = l->c;
+    char before[RELOCK__KEY_MAX];
+    if (relock__fence_key_before(l->key, before, sizeof before) != 1)
+        return RELOCK_OK;
+    redisReply *r;
+    if (c->conn.caps & RELOCK_CAP_EVAL) {
+        const char *args[] = {l->fence_key, before};
+        r = relock__eval(c, NULL, RELOCK__SCRIPT_FENCE_CARRY, 2, 2, args);
+    } else {
+        r = relock__commandf(c, NULL, "GET %s", before);
+        if (!r)
+            return c->err.pub.status;
+        char old[32] = "";
+        if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < sizeof old &&
+            strspn(r->str, "0123456789") == r->len)
+            memcpy(old, r->str, r->len + 1);
+        freeReplyObject(r);
+        if (!old[0])
+            return RELOCK_OK; /* no counter under the old name: nothing to carry */
+        r = relock__commandf(c, NULL, "SETNX %s %s", l->fence_key, old);
+    }
+    if (!r)
+        return c->err.pub.status;
+    relock_status st = r->type == REDIS_REPLY_INTEGER
+                           ? RELOCK_OK
+                           : RELOCK__BAD_REPLY(c, "raising the fence counter", r);
+    freeReplyObject(r);
+    return st;
 }
 
 int relock__marker_key(const char *key_prefix, char *out, size_t len)

@@ -49,7 +49,7 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
                             ttl_ms);
     size_t nlen = strlen(name) + 1;
     size_t klen = strlen(c->s.key_prefix) + nlen;
-    size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX;
+    size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX + sizeof RELOCK__WHOLE_TAG_MARK;
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
     if (!relock__key_slot_safe(key))

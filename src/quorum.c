@@ -486,8 +486,19 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
                             l->name);
     char ttl[32];
     snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
-    uint64_t start = relock__mono_ms();
     long tmo = server_timeout(c, l->ttl_ms);
+    char before[RELOCK__KEY_MAX];
+    if (relock__fence_key_before(l->key, before, sizeof before) == 1) {
+        /* A whole-tag key: carry its earlier counter over first (keys.c).
+         * Best effort: a server it does not reach keeps the lower counter
+         * until a later acquisition carries it over there. */
+        const char *cargs[] = {l->fence_key, before};
+        fan g;
+        fanout(c, all_servers(c), RELOCK__SCRIPT_FENCE_CARRY, REDIS_REPLY_INTEGER, 2, 2, cargs,
+               tmo, raised, c->s.nservers, &g);
+        fan_free(&g);
+    }
+    uint64_t start = relock__mono_ms();
     fan f;
     const char *args[] = {l->key, l->fence_key, l->value, ttl};
     fanout(c, all_servers(c), RELOCK__SCRIPT_MODERN_ACQUIRE, REDIS_REPLY_ARRAY, 2, 4, args, tmo,

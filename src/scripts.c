@@ -102,6 +102,13 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "local v = tonumber(redis.call('get', KEYS[1]) or '0')\n"
     "if v < tonumber(ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
     "return 1\n",
+    /* RELOCK__SCRIPT_FENCE_CARRY: KEYS[1] a whole-tag key's fence counter,
+     * KEYS[2] the counter it used before (keys.c).  Raises the first to the
+     * second if it is lower; never lowers it. */
+    "local old = tonumber(redis.call('get', KEYS[2]) or '0') or 0\n"
+    "local v = tonumber(redis.call('get', KEYS[1]) or '0') or 0\n"
+    "if v < old then redis.call('set', KEYS[1], old) end\n"
+    "return 1\n",
 };
 
 const char *relock__script_source(int id)

@@ -125,6 +125,11 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
     uint64_t start = relock__mono_ms();
     uint64_t deadline = wait_ms > 0 ? start + (uint64_t)wait_ms : 0;
     relock_status st = RELOCK_BUSY;
+    if (!c->q && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing)) {
+        st = relock__fence_seed(l);
+        if (st != RELOCK_OK)
+            return st;
+    }
     for (unsigned attempt = 0;; attempt++) {
         long hint = -1;
         l->legacy_holder = 0;

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
+#include "internal.h" /* relock__fence_key: the real key name */
 #include "relock.h"
 #include "testsrv.h"
 #include "testutil.h"
@@ -168,10 +169,7 @@ static relock_client *cluster_client(const char *mode)
 
 static void fence_key(const char *name, char *out, size_t len)
 {
-    if (strchr(name, '{'))
-        snprintf(out, len, "%s relock:fence", name);
-    else
-        snprintf(out, len, "{%s} relock:fence", name);
+    assert_int_equal(relock__fence_key(name, out, len), 0);
 }
 
 /* GET key on node i, as text ("(nil)" when absent). */

@@ -177,12 +177,77 @@ static void test_paused_holder_refused(void **state)
     paused_holder("legacy");
 }
 
+/*
+ * "a" and "{a}" are distinct locks with distinct fence counters (they
+ * once shared "{a} relock:fence": releasing "a" with its fence after "{a}"
+ * was acquired reported the lock lost while it was held).  And the counter
+ * of "{a}" starts above the one it shared before, so no token handed out
+ * under the old name is handed out again (decisions §58).
+ */
+static void whole_tag_names(int port, const char *mode, const char *tag)
+{
+    relock_client *c = client_on(port, mode);
+    char plain[64], braced[64], seeded[64], old_counter[96];
+    snprintf(plain, sizeof plain, "wt-%s", tag);
+    snprintf(braced, sizeof braced, "{wt-%s}", tag);
+    relock_lock *a = NULL, *b = NULL;
+    assert_int_equal(relock_acquire(c, plain, 5000, 0, &a), RELOCK_OK);
+    assert_int_equal(relock_acquire(c, braced, 5000, 0, &b), RELOCK_OK);
+    relock_lock *again = NULL; /* "a" is still held */
+    assert_int_equal(relock_acquire(c, plain, 5000, 0, &again), RELOCK_BUSY);
+    relock_status st = relock_release(a);
+    if (st != RELOCK_OK)
+        fail_msg("%s/%s: release of %s after %s was acquired: %s", mode, tag, plain, braced,
+                 relock_client_error(c)->message);
+    assert_int_equal(relock_release(b), RELOCK_OK);
+    relock_lock_free(a);
+    relock_lock_free(b);
+
+    /* A counter left under the old name by an earlier version. */
+    snprintf(seeded, sizeof seeded, "{ws-%s}", tag);
+    snprintf(old_counter, sizeof old_counter, "{ws-%s} relock:fence", tag);
+    free(testsrv_cmd_port(port, "SET %s 1000", old_counter));
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, seeded, 5000, 0, &l), RELOCK_OK);
+    if (relock_lock_fence(l) <= 1000)
+        fail_msg("%s/%s: fence %lld for %s after the old counter's 1000", mode, tag,
+                 relock_lock_fence(l), seeded);
+    long long first = relock_lock_fence(l);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    /* A later, larger value under the old name still raises it. */
+    free(testsrv_cmd_port(port, "SET %s 5000", old_counter));
+    assert_int_equal(relock_acquire(c, seeded, 5000, 0, &l), RELOCK_OK);
+    assert_true(relock_lock_fence(l) > first);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
+static void test_whole_tag_names(void **state)
+{
+    (void)state;
+    whole_tag_names(tu_srv.port, "modern", "modern");
+    whole_tag_names(tu_srv.port, "bridge", "bridge");
+    whole_tag_names(tu_srv.port, "legacy", "legacy");
+    static const char *const personalities[] = {"2.0", "2.2", "2.6.0"};
+    for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++) {
+        testsrv px;
+        assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, personalities[i], NULL), 0);
+        char tag[32];
+        snprintf(tag, sizeof tag, "legacy-%s", personalities[i]);
+        whole_tag_names(px.port, "legacy", tag);
+        testsrv_stop(&px);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_increasing_every_mode),
         cmocka_unit_test(test_increasing_every_personality),
         cmocka_unit_test(test_paused_holder_refused),
+        cmocka_unit_test(test_whole_tag_names),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -96,6 +97,95 @@ static void test_side_keys(void **state)
     assert_false(relock__key_slot_safe("!%}"));           /* '}' without a tag */
     assert_false(relock__key_slot_safe("prefix:{}tail")); /* an empty tag */
     assert_int_equal(relock__fence_key("job", out, 8), -1);
+    /* "{a}" is the braced form of "a": its side keys carry a mark. */
+    assert_int_equal(relock__fence_key("{a}", out, sizeof out), 0);
+    assert_string_equal(out, "{a} relock:fence:tag");
+    assert_int_equal(relock__owner_key("{a}", out, sizeof out), 0);
+    assert_string_equal(out, "{a} relock:owner:tag");
+    assert_int_equal(relock__fence_key_before("{a}", out, sizeof out), 1);
+    assert_string_equal(out, "{a} relock:fence");
+    assert_int_equal(relock__fence_key_before("a", out, sizeof out), 0);
+    assert_int_equal(relock__fence_key_before("{a}x", out, sizeof out), 0);
+}
+
+/* CRC16-CCITT (XMODEM) and keyHashSlot() of Redis Cluster. */
+static unsigned crc16(const char *buf, size_t len)
+{
+    unsigned crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (unsigned)(unsigned char)buf[i] << 8;
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) : (crc << 1);
+        crc &= 0xffff;
+    }
+    return crc;
+}
+
+static unsigned key_slot(const char *key)
+{
+    const char *open = strchr(key, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    if (!close || close == open + 1)
+        return crc16(key, strlen(key)) & 0x3fff;
+    return crc16(open + 1, (size_t)(close - open - 1)) & 0x3fff;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every lock key of up to 6 characters from {, }, a and : that lock.c
+ * accepts: side keys are pairwise distinct (fence and owner alike) and in
+ * their lock key's slot (decisions §58; "a" and "{a}" once shared). */
+static void test_side_keys_distinct(void **state)
+{
+    (void)state;
+    static const char alpha[] = "{}a:";
+    enum { MAXLEN = 6, MAXKEYS = 4 * 4 * 4 * 4 * 4 * 4 * 2 };
+    char **fences = calloc(MAXKEYS, sizeof *fences), **owners = calloc(MAXKEYS, sizeof *owners);
+    assert_non_null(fences);
+    assert_non_null(owners);
+    size_t n = 0;
+    for (int len = 1; len <= MAXLEN; len++) {
+        unsigned total = 1;
+        for (int i = 0; i < len; i++)
+            total *= 4;
+        for (unsigned code = 0; code < total; code++) {
+            char key[MAXLEN + 1];
+            unsigned x = code;
+            for (int i = 0; i < len; i++, x /= 4)
+                key[i] = alpha[x % 4];
+            key[len] = '\0';
+            if (!relock__key_slot_safe(key))
+                continue;
+            char f[64], o[64];
+            assert_int_equal(relock__fence_key(key, f, sizeof f), 0);
+            assert_int_equal(relock__owner_key(key, o, sizeof o), 0);
+            if (key_slot(f) != key_slot(key) || key_slot(o) != key_slot(key))
+                fail_msg("side keys of \"%s\" leave its slot: \"%s\", \"%s\"", key, f, o);
+            assert_true(n < MAXKEYS);
+            fences[n] = strdup(f);
+            owners[n] = strdup(o);
+            assert_non_null(fences[n]);
+            assert_non_null(owners[n]);
+            n++;
+        }
+    }
+    qsort(fences, n, sizeof *fences, cmp_str);
+    qsort(owners, n, sizeof *owners, cmp_str);
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(fences[i - 1], fences[i]) == 0)
+            fail_msg("two lock keys share fence key \"%s\"", fences[i]);
+        if (strcmp(owners[i - 1], owners[i]) == 0)
+            fail_msg("two lock keys share owner key \"%s\"", owners[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(fences[i]);
+        free(owners[i]);
+    }
+    free(fences);
+    free(owners);
 }
 
 static void test_sha1(void **state)
@@ -121,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_token_generation),
         cmocka_unit_test(test_sha1),
         cmocka_unit_test(test_side_keys),
+        cmocka_unit_test(test_side_keys_distinct),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,10 +10,10 @@
 
 #include "internal.h"
 
-/* After a lost reply to the acquire, read the key back on a fresh
- * connection: the lock is ours only if it provably holds our token (tokens
- * are unique).  Then nobody has acquired since, so the fence counter holds
- * our fence. */
+/* After a lost reply to the acquire (SET, or the takeover of a legacy
+ * leftover), read the key back on a fresh connection: the lock is ours
+ * only if it provably holds our token (tokens are unique).  Then nobody
+ * has acquired since, so the fence counter holds our fence. */
 static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start)
 {
     relock_client *c = l->c;
@@ -21,8 +21,8 @@ static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start)
     if (!r) {
         relock__err_clear(&c->err); /* the I/O errors are the lesser news */
         return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                            "acquire %s: connection lost after SET and the key cannot be read "
-                            "back; the lock may be held by us until its TTL ends",
+                            "acquire %s: connection lost after the acquire was sent and the key "
+                            "cannot be read back; the lock may be held by us until its TTL ends",
                             l->name);
     }
     int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
@@ -83,9 +83,10 @@ static relock_status held_by(relock_lock *l, uint64_t start, const char *found, 
     char ttl[32];
     snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
     const char *args[] = {l->key, l->fence_key, found, l->value, ttl, c->s.fencing ? "1" : "0"};
-    redisReply *r = relock__eval(c, NULL, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args);
+    int sent = 0;
+    redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args);
     if (!r)
-        return c->err.pub.status;
+        return sent ? resolve_ambiguous_set(l, start) : c->err.pub.status;
     relock_status st = RELOCK_BUSY;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {

@@ -435,12 +435,21 @@ static relock_status held_by(relock_lock *l, uint64_t start, long long now,
     relock__value val;
     relock__classify(found, strlen(found), &val);
     if (is_bridge(c) && val.kind == RELOCK_VALUE_TOKEN && pttl > 0) {
-        /* A modern holder (a fleet rolling back): respect its TTL. */
+        /* A modern holder (a fleet rolling back), or another library's
+         * token: respect its TTL. */
         *hint_ms = pttl > 0x7fffffffLL ? 0x7fffffffL : (long)pttl;
         return RELOCK_BUSY;
     }
     long long ts = 0;
     relock_status st = read_ts(l, found, strlen(found), &ts);
+    if (st != RELOCK_OK && is_bridge(c) && pttl > 0) {
+        /* Another program's lock with a TTL (SET NX PX, SETEX, SETNX +
+         * EXPIRE): the server ends it, so wait as modern mode does
+         * (docs/migration.md, coexistence). */
+        relock__err_clear(&c->err);
+        *hint_ms = pttl > 0x7fffffffLL ? 0x7fffffffL : (long)pttl;
+        return RELOCK_BUSY;
+    }
     if (st != RELOCK_OK)
         return st;
     long long end = ends_at(c, ts);

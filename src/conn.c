@@ -294,6 +294,15 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     static const char *const types[] = {"?", "string", "array", "integer", "nil", "status",
                                         "error"};
     const relock__server *srv = c->conn.srv;
+    /* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
+     * kind of value" before: a key of another program, not a lock. */
+    if (r && r->type == REDIS_REPLY_ERROR &&
+        (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
+        return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
+                               "%s on %s:%d: the key holds a list, hash, set or other value "
+                               "that is not a string, so it is not a lock; relock never takes "
+                               "over, changes or deletes it (server: %s)",
+                               what, srv->host, srv->port, r->str);
     if (r && r->type == REDIS_REPLY_ERROR)
         return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,
                                "%s on %s:%d: server error: %s", what, srv->host, srv->port, r->str);

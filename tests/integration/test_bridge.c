@@ -670,6 +670,70 @@ static void test_auto_per_personality(void **state)
     }
 }
 
+/*
+ * Coexistence with other lock patterns on shared keys (docs/migration.md):
+ * a value another program wrote with a TTL (SET NX PX with its own token,
+ * SETEX of a UUID, SETNX "1" + EXPIRE) is waited out in bridge mode as in
+ * modern mode; without a TTL it is never taken over (EFOREIGN); a key of
+ * another type is EFOREIGN too, for acquire, release and extend, never a
+ * raw server error.  (Bridge once failed at once on the first three.)
+ */
+static void coexist(const char *mode)
+{
+    static const char *const patterns[][2] = {
+        {"SET %s 7f3c2a9e-other-library-token NX PX 400", "SET NX PX, another token"},
+        {"SETEX %s 1 550e8400-e29b-41d4-a716-446655440000", "EXISTS + SETEX, a UUID"},
+        {"SET %s 1 PX 400", "SETNX 1 + EXPIRE"},
+    };
+    relock_client *c = client_on(tu_srv.port, mode, NULL);
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "coexist-%s-%zu", mode, i);
+        free(testsrv_cmd(&tu_srv, patterns[i][0], key));
+        relock_lock *l = NULL;
+        relock_status st = relock_acquire(c, key, 5000, 0, &l);
+        if (st != RELOCK_BUSY)
+            fail_msg("%s, %s: status %d at once (%s)", mode, patterns[i][1], (int)st,
+                     relock_client_error(c)->message);
+        st = relock_acquire(c, key, 5000, 10000, &l);
+        if (st != RELOCK_OK)
+            fail_msg("%s, %s: status %d after waiting (%s)", mode, patterns[i][1], (int)st,
+                     relock_client_error(c)->message);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        /* The same value without a TTL: never taken over. */
+        free(testsrv_cmd(&tu_srv, patterns[i][0], key));
+        free(testsrv_cmd(&tu_srv, "PERSIST %s", key));
+        assert_int_equal(relock_acquire(c, key, 5000, 0, &l), RELOCK_EFOREIGN);
+        free(testsrv_cmd(&tu_srv, "DEL %s", key));
+    }
+    /* A key of another type. */
+    char key[64];
+    snprintf(key, sizeof key, "coexist-%s-hash", mode);
+    free(testsrv_cmd(&tu_srv, "HSET %s owner someone", key));
+    relock_lock *l = NULL;
+    relock_status st = relock_acquire(c, key, 5000, 0, &l);
+    if (st != RELOCK_EFOREIGN)
+        fail_msg("%s, a hash: status %d (%s)", mode, (int)st, relock_client_error(c)->message);
+    assert_non_null(strstr(relock_client_error(c)->message, "not a string"));
+    assert_int_equal(relock_lock_adopt(c, key, "1700000000", 1, 5000, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_EFOREIGN);
+    assert_int_equal(relock_extend(l, 5000), RELOCK_EFOREIGN);
+    relock_lock_free(l);
+    char *type = testsrv_cmd(&tu_srv, "TYPE %s", key);
+    assert_string_equal(type, "hash"); /* untouched */
+    free(type);
+    free(testsrv_cmd(&tu_srv, "DEL %s", key));
+    relock_client_free(c);
+}
+
+static void test_coexistence(void **state)
+{
+    (void)state;
+    coexist("bridge");
+    coexist("modern");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -689,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_offset0_late_in_second),
         cmocka_unit_test(test_owner_info),
         cmocka_unit_test(test_path_after_reconnect),
+        cmocka_unit_test(test_coexistence),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -140,11 +140,19 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
             st = RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
             break;
         }
+        /* No new step once the bound has passed: an acquire returns within
+         * its wait bound plus the attempt (and, once, the subscription)
+         * under way when the bound passed (docs/api.md). */
+        if (deadline && relock__mono_ms() >= deadline) {
+            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
+                              l->name, wait_ms);
+            break;
+        }
         if (!c->sub && attempt == 0 && c->s.wait.notify) {
             /* Subscribe, then look again at once: a release between our
              * attempt and the subscription would otherwise go unheard. */
             subscribe(l);
-            if (c->sub)
+            if (c->sub && !(deadline && relock__mono_ms() >= deadline))
                 continue;
         }
         long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,

@@ -197,6 +197,8 @@ grep -q "connect to 127.0.0.1:$DEAD" "$DIR/err" && ok || bad "unreachable messag
 rcli LPUSH cli-list x >/dev/null
 expect 4 "release of a key of another type" -- R release cli-list 0123456789abcdef0123456789abcdef
 grep -q "WRONGTYPE" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
+expect 4 "acquire of a key of another type" -- R acquire -n cli-list
+grep -q "not a string" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

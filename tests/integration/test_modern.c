@@ -231,11 +231,11 @@ static void test_errors(void **state)
     assert_int_equal(relock_acquire(a, "has space", 1000, 0, &l), RELOCK_EINVAL);
     assert_non_null(strstr(relock_client_error(a)->message, "lock name"));
     assert_int_equal(relock_acquire(a, "x", -5, 0, &l), RELOCK_EINVAL);
-    /* A key of the wrong type gives a protocol error naming the command. */
+    /* A key of the wrong type is not a lock: EFOREIGN, with the server text. */
     assert_int_equal(relock_acquire(a, "wrongtype", 1000, 0, &l), RELOCK_OK);
     free(testsrv_cmd(&tu_srv, "DEL wrongtype"));
     free(testsrv_cmd(&tu_srv, "LPUSH wrongtype a"));
-    assert_int_equal(relock_release(l), RELOCK_EPROTO);
+    assert_int_equal(relock_release(l), RELOCK_EFOREIGN);
     assert_non_null(strstr(relock_client_error(a)->message, "WRONGTYPE"));
     relock_lock_free(l);
     relock_client_free(a);
@@ -327,6 +327,35 @@ static void test_takeover_lost_reply(void **state)
     testsrv_stop(&px);
 }
 
+/*
+ * The wait bound holds across slow replies: no new attempt and no
+ * subscription start after it has passed, so `acquire` with a 1 ms bound
+ * behind a proxy that holds every reply 300 ms returns after the one
+ * attempt under way (it once took 1.5 s: subscription and a second
+ * attempt after the bound).  Measured from the call; generous: 2.5 delays
+ * where a correct client needs one, and the old path needed three.
+ */
+static void test_wait_bound_slow_server(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, "7", NULL), 0);
+    free(testsrv_cmd(&tu_srv, "SET slow-bound someone PX 60000"));
+    relock_client *c = tu_client(px.port, "modern", NULL);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT delay-ms 300"));
+    relock_lock *l = NULL;
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_acquire(c, "slow-bound", 5000, 1, &l), RELOCK_TIMEOUT);
+    uint64_t took = tu_now_ms() - t0;
+    if (took >= 750)
+        fail_msg("acquire with a 1 ms bound took %llu ms behind 300 ms replies",
+                 (unsigned long long)took);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT off"));
+    relock_client_free(c);
+    free(testsrv_cmd(&tu_srv, "DEL slow-bound"));
+    testsrv_stop(&px);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_auto_refuses_guessing),
         cmocka_unit_test(test_takeover_lost_reply),
+        cmocka_unit_test(test_wait_bound_slow_server),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

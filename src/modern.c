@@ -73,7 +73,10 @@ static relock_status held_by(relock_lock *l, uint64_t start, const char *found, 
                             "nor a legacy timestamp; never taken over",
                             l->key, found);
     long long end = (v.ts + 1) * (unit ? 1 : 1000) + c->s.legacy.skew_margin_ms;
-    long long now = relock__wall_ms();
+    long long now; /* by the clock legacy writers go by (legacy.clock) */
+    relock_status cst = relock__fleet_ms(c, &now);
+    if (cst != RELOCK_OK)
+        return cst;
     if (now < end) {
         l->legacy_holder = 1;
         relock__note_legacy_writer(c);

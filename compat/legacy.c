@@ -234,15 +234,33 @@ static int cas_eval(relock_lock *l, const cas_req *q, cas_result *out, int *sent
  * read, MULTI, write, EXEC.  A transaction beaten by another client comes
  * back as done = 0 with found = "" and *beaten set.
  */
+static int cas_watch_in(relock_lock *l, const cas_req *q, cas_result *out, int *beaten,
+                        int *sent);
+
 static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *beaten, int *sent)
 {
     relock_client *c = l->c;
-    int check_fence = q->fence > 0;
     *beaten = 0;
     *sent = 0;
     out->done = 0;
     out->fence = 0;
     out->found[0] = '\0';
+    /* From WATCH to EXEC on one connection: a new one would carry no
+     * WATCH, and the write would run unconditionally (DESIGN §9). */
+    if (relock__txn_begin(c) != RELOCK_OK)
+        return -1;
+    int rc = cas_watch_in(l, q, out, beaten, sent);
+    if (rc != 0)
+        relock__conn_close(&c->conn); /* drops what the server still holds of it */
+    relock__txn_end(c);
+    return rc;
+}
+
+static int cas_watch_in(relock_lock *l, const cas_req *q, cas_result *out, int *beaten,
+                        int *sent)
+{
+    relock_client *c = l->c;
+    int check_fence = q->fence > 0;
     redisReply *r = check_fence || q->incr
                         ? expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s %s", l->key, l->fence_key)
                         : expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s", l->key);
@@ -298,8 +316,9 @@ static int cas_watch(relock_lock *l, const cas_req *q, cas_result *out, int *bea
     if (!r)
         return abandon_multi(c);
     freeReplyObject(r);
-    *sent = 1; /* from here a lost reply leaves the outcome unknown */
-    r = expect(c, -1, "EXEC", "EXEC");
+    /* A lost reply to EXEC leaves the outcome unknown; a connection found
+     * lost before EXEC was sent does not (the server discarded it all). */
+    r = relock__commandf(c, sent, "EXEC");
     if (!r)
         return -1;
     if (r->type == REDIS_REPLY_NIL) {
@@ -329,6 +348,8 @@ static relock_status ambiguous(relock_lock *l, const char *op)
 
 /* ------------------------------------------------------------ acquire */
 
+static redisReply *write_with_fence_in(relock_lock *l, const char *cmd, int *sent);
+
 /*
  * 2.0: MULTI, `cmd key value` (SETNX or GETSET), INCR of the fence, EXEC.
  * Returns EXEC's two-element reply, or NULL with the error recorded;
@@ -338,6 +359,18 @@ static redisReply *write_with_fence(relock_lock *l, const char *cmd, int *sent)
 {
     relock_client *c = l->c;
     *sent = 0;
+    /* MULTI to EXEC on one connection: a new one would run the queued
+     * SETNX or GETSET at once, without its fence (DESIGN §9). */
+    if (relock__txn_begin(c) != RELOCK_OK)
+        return NULL;
+    redisReply *r = write_with_fence_in(l, cmd, sent);
+    relock__txn_end(c);
+    return r;
+}
+
+static redisReply *write_with_fence_in(relock_lock *l, const char *cmd, int *sent)
+{
+    relock_client *c = l->c;
     redisReply *r = expect(c, REDIS_REPLY_STATUS, "MULTI", "MULTI");
     if (r) {
         freeReplyObject(r);

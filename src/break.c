@@ -140,11 +140,27 @@ typedef struct tx_result {
     char *got;      /* with_get: the value deleted (malloc'd), else NULL */
 } tx_result;
 
-/* MULTI, [GET key,] DEL key, EXEC. */
+/* MULTI, [GET key,] DEL key, EXEC; inside the caller's transaction (after
+ * its WATCH) or as one of its own. */
+static relock_status tx_delete_in(brk *b, int with_get, tx_result *out);
+
 static relock_status tx_delete(brk *b, int with_get, tx_result *out)
 {
     relock_client *c = b->c;
     memset(out, 0, sizeof *out);
+    if (c->conn.in_txn)
+        return tx_delete_in(b, with_get, out);
+    relock_status st = relock__txn_begin(c);
+    if (st != RELOCK_OK)
+        return st;
+    st = tx_delete_in(b, with_get, out);
+    relock__txn_end(c);
+    return st;
+}
+
+static relock_status tx_delete_in(brk *b, int with_get, tx_result *out)
+{
+    relock_client *c = b->c;
     if (status_cmd(c, "MULTI", "MULTI") != 0 ||
         (with_get && status_cmd(c, "GET", "GET %s", b->key) != 0) ||
         status_cmd(c, "DEL", "DEL %s", b->key) != 0) {
@@ -236,31 +252,52 @@ static relock_status break_eval(brk *b)
     return st;
 }
 
+/* One WATCH, GET, MULTI, DEL, EXEC; *beaten when another client changed
+ * the key in between. */
+static relock_status watch_once(brk *b, int *beaten)
+{
+    relock_client *c = b->c;
+    *beaten = 0;
+    if (status_cmd(c, "WATCH", "WATCH %s", b->key) != 0)
+        return c->err.pub.status;
+    char *found = NULL;
+    if (get_value(b, &found) != 0) {
+        relock__conn_close(&c->conn);
+        return c->err.pub.status;
+    }
+    int same = found && strcmp(found, b->if_value) == 0;
+    int was_absent = found == NULL;
+    free(found);
+    if (!same) {
+        if (status_cmd(c, "UNWATCH", "UNWATCH") != 0)
+            return c->err.pub.status;
+        return was_absent ? absent(b) : mismatch(b);
+    }
+    tx_result t;
+    relock_status st = tx_delete(b, 0, &t);
+    if (st != RELOCK_OK)
+        return st;
+    *beaten = t.beaten;
+    if (t.beaten)
+        return RELOCK_OK;
+    return t.deleted ? RELOCK_OK : absent(b);
+}
+
 static relock_status break_watch(brk *b)
 {
     relock_client *c = b->c;
     for (int attempt = 0; attempt < WATCH_TRIES; attempt++) {
-        if (status_cmd(c, "WATCH", "WATCH %s", b->key) != 0)
-            return c->err.pub.status;
-        char *found = NULL;
-        if (get_value(b, &found) != 0) {
-            relock__conn_close(&c->conn);
-            return c->err.pub.status;
-        }
-        int same = found && strcmp(found, b->if_value) == 0;
-        int was_absent = found == NULL;
-        free(found);
-        if (!same) {
-            if (status_cmd(c, "UNWATCH", "UNWATCH") != 0)
-                return c->err.pub.status;
-            return was_absent ? absent(b) : mismatch(b);
-        }
-        tx_result t;
-        relock_status st = tx_delete(b, 0, &t);
+        int beaten = 0;
+        /* From WATCH to EXEC on one connection, never a new one. */
+        relock_status st = relock__txn_begin(c);
         if (st != RELOCK_OK)
             return st;
-        if (!t.beaten)
-            return t.deleted ? notify(b) : absent(b);
+        st = watch_once(b, &beaten);
+        relock__txn_end(c);
+        if (st != RELOCK_OK)
+            return st;
+        if (!beaten)
+            return notify(b);
     }
     return RELOCK__FAIL(&c->err, RELOCK_BUSY,
                         "break %s: nothing deleted: the key kept changing", b->name);

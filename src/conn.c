@@ -129,9 +129,10 @@ relock_status relock__conn_ensure(relock_client *c)
  * reads as an ambiguous outcome; so before reusing an idle connection,
  * look whether it is readable: a healthy idle connection never is (EOF, or
  * a stray reply, means it is no longer ours to use).  Busy connections
- * skip the system call.
+ * skip the system call; one poll() costs far less than the round trip
+ * that follows, so "idle" starts early.
  */
-#define IDLE_CHECK_MS 1000
+#define IDLE_CHECK_MS 200
 
 int relock__ctx_stale(redisContext *ctx, uint64_t *last_used)
 {
@@ -150,14 +151,51 @@ static void drop_if_stale(relock_client *c)
         relock__conn_close(&c->conn);
 }
 
+relock_status relock__txn_begin(relock_client *c)
+{
+    drop_if_stale(c);
+    relock_status st = relock__conn_ensure(c);
+    if (st == RELOCK_OK)
+        c->conn.in_txn = 1;
+    return st;
+}
+
+void relock__txn_end(relock_client *c)
+{
+    c->conn.in_txn = 0;
+}
+
+/* Inside a transaction: the connection must still be the one the
+ * transaction began on.  A closed one (an earlier error) or one the server
+ * has closed meanwhile (EOF waiting on an idle connection) fails the
+ * command before it is sent. */
+static int txn_conn_lost(relock_client *c, const char *name)
+{
+    drop_if_stale(c);
+    if (c->conn.ctx)
+        return 0;
+    const relock__server *srv = c->conn.srv;
+    RELOCK__FAIL(&c->err, RELOCK_EIO,
+                 "%s on %s:%d: the connection was lost inside a transaction (WATCH or "
+                 "MULTI); not reconnected, since a new connection would run the rest of "
+                 "it unconditionally",
+                 name, srv->host, srv->port);
+    return 1;
+}
+
 /* Sends a formatted command once on c's connection and reads its reply. */
 static redisReply *send_once(relock_client *c, int *sent, const char *name, const char *cmd,
                              size_t len)
 {
     *sent = 0;
-    drop_if_stale(c);
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return NULL;
+    if (c->conn.in_txn) {
+        if (txn_conn_lost(c, name))
+            return NULL;
+    } else {
+        drop_if_stale(c);
+        if (relock__conn_ensure(c) != RELOCK_OK)
+            return NULL;
+    }
     void *reply = NULL;
     if (redisAppendFormattedCommand(c->conn.ctx, cmd, len) != REDIS_OK ||
         redisGetReply(c->conn.ctx, &reply) != REDIS_OK || !reply) {
@@ -197,6 +235,11 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
         redisReply *r = asking ? relock__cluster_ask(c, sent, &to, name, cmd, len)
                                : send_once(c, sent, name, cmd, len);
         if (!r || r->type != REDIS_REPLY_ERROR)
+            return r;
+        /* Inside a transaction a redirection is not followed: the other
+         * node holds neither the WATCH nor the queued commands.  The
+         * error reply goes to the caller, which fails the operation. */
+        if (c->conn.in_txn && !relock__sentinel_readonly(r))
             return r;
         if (relock__sentinel_on(&c->s)) {
             if (relock__sentinel_readonly(r)) {

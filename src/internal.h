@@ -201,6 +201,10 @@ typedef struct relock__conn {
      * monotonic clock (lease.h). */
     relock__clock_est clock;
     uint64_t last_used; /* monotonic ms of the last command */
+    /* Inside WATCH ... EXEC or MULTI ... EXEC (relock__txn_begin): the
+     * connection is never replaced, reconnected or redirected; losing it
+     * fails every command until relock__txn_end (DESIGN §9). */
+    int in_txn;
 } relock__conn;
 
 /* ------------------------------------------------------------------ scripts */
@@ -314,6 +318,17 @@ relock_status relock__fleet_ms(relock_client *c, long long *now);
 
 /* Connects (or reconnects) c's connection and probes the server. */
 relock_status relock__conn_ensure(relock_client *c);
+/*
+ * A transaction (WATCH ... EXEC, MULTI ... EXEC) is about to start on c's
+ * connection: connects now if needed, and from here until
+ * relock__txn_end() no command reconnects, follows a redirection or
+ * replaces the connection: a connection lost in between fails each later
+ * command with RELOCK_EIO, since a new connection would carry neither the
+ * WATCH nor the queued commands, and the rest of the sequence would run
+ * unconditionally.
+ */
+relock_status relock__txn_begin(relock_client *c);
+void relock__txn_end(relock_client *c);
 void relock__conn_close(relock__conn *conn);
 /* Whether ctx, idle since *last_used (which becomes now), was closed or
  * written to by the server meanwhile: then it is not to be reused. */

@@ -273,6 +273,15 @@ static int emit(struct conn *c, const char *p, size_t n, enum emit_mode mode,
             cb = 1;
         if (c->faults.p_after > 0.0 && fault_rng_next(&c->rng) < c->faults.p_after)
             ca = 1;
+        at_fault at;
+        faults_count_reply(&at);
+        if (at.fire) {
+            release += at.hold_us;
+            if (at.kind == AT_CLOSE_AFTER)
+                ca = 1;
+            else if (at.kind == AT_CLOSE_BEFORE)
+                cb = 1;
+        }
     }
     it = malloc(sizeof(*it) + n);
     if (it == NULL)

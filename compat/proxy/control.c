@@ -80,12 +80,12 @@ static int fault(const proxy_arg *argv, size_t argc, pbuf *out)
 int control_run(const proxy_arg *argv, size_t argc, pbuf *out)
 {
     char sub[48];
-    char msg[160];
+    char msg[192];
 
     if (argc < 2)
         return resp_add_error(out,
                               "ERR relock-proxy: missing subcommand (REFUSED, "
-                              "REFUSED-LIST, RESET, FAULT)");
+                              "REFUSED-LIST, RESET, FAULT, REPLIES)");
     if (arg_is(&argv[1], "REFUSED") && argc == 2)
         return resp_add_int(out, counters_total());
     if (arg_is(&argv[1], "REFUSED-LIST") && argc == 2)
@@ -96,9 +96,11 @@ int control_run(const proxy_arg *argv, size_t argc, pbuf *out)
     }
     if (arg_is(&argv[1], "FAULT"))
         return fault(argv, argc, out);
+    if (arg_is(&argv[1], "REPLIES") && argc == 2)
+        return resp_add_int(out, faults_replies());
     arg_copy(sub, sizeof(sub), &argv[1]);
     snprintf(msg, sizeof(msg),
              "ERR relock-proxy: unknown subcommand or wrong number of "
-             "arguments for '%s' (REFUSED, REFUSED-LIST, RESET, FAULT)", sub);
+             "arguments for '%s' (REFUSED, REFUSED-LIST, RESET, FAULT, REPLIES)", sub);
     return resp_add_error(out, msg);
 }

@@ -16,6 +16,47 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fault_settings current = {0, 0.0, 0.0, 1, 0};
 static _Atomic unsigned generation;
 
+/* The fault at the Nth reply (see faults.h).  at_n 0: disarmed. */
+static _Atomic long long replies;
+static long long at_n;
+static enum at_kind at_kind_set = AT_HOLD;
+static long long at_hold_us;
+
+void faults_count_reply(at_fault *out)
+{
+    long long k = atomic_fetch_add(&replies, 1) + 1;
+
+    out->fire = 0;
+    pthread_mutex_lock(&lock);
+    if (at_n > 0 && k == at_n) {
+        out->fire = 1;
+        out->kind = at_kind_set;
+        out->hold_us = at_hold_us;
+        at_n = 0; /* once */
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+long long faults_replies(void)
+{
+    return atomic_load(&replies);
+}
+
+static int parse_at_kind(const char *s, enum at_kind *out, char *why, size_t whylen)
+{
+    if (strcmp(s, "hold") == 0)
+        *out = AT_HOLD;
+    else if (strcmp(s, "close-after") == 0)
+        *out = AT_CLOSE_AFTER;
+    else if (strcmp(s, "close-before") == 0)
+        *out = AT_CLOSE_BEFORE;
+    else {
+        snprintf(why, whylen, "'%s' is not hold, close-after or close-before", s);
+        return -1;
+    }
+    return 0;
+}
+
 void faults_init(long long delay_us, double p_before, double p_after, uint64_t seed)
 {
     pthread_mutex_lock(&lock);
@@ -108,6 +149,10 @@ int faults_update(const char *const *names, const char *const *values,
     fault_settings next;
     char reason[160];
     size_t i;
+    long long n_at = -1;
+    long long hold = -1;
+    enum at_kind kind = AT_HOLD;
+    int kind_set = 0;
 
     faults_get(&next);
     for (i = 0; i < n; i++) {
@@ -124,10 +169,18 @@ int faults_update(const char *const *names, const char *const *values,
             rc = faults_parse_prob(values[i], &next.p_after, reason, sizeof(reason));
         } else if (strcmp(names[i], "seed") == 0) {
             rc = faults_parse_seed(values[i], &next.seed, reason, sizeof(reason));
+        } else if (strcmp(names[i], "at-reply") == 0) {
+            rc = parse_delay(values[i], 1000000000LL, &n_at, reason, sizeof(reason));
+        } else if (strcmp(names[i], "at-kind") == 0) {
+            rc = parse_at_kind(values[i], &kind, reason, sizeof(reason));
+            kind_set = 1;
+        } else if (strcmp(names[i], "at-hold-ms") == 0) {
+            rc = faults_parse_delay_ms(values[i], &hold, reason, sizeof(reason));
         } else {
             snprintf(why, whylen,
                      "unknown fault setting '%s' (delay-ms, delay-us, "
-                     "close-before-reply, close-after-reply, seed, off)", names[i]);
+                     "close-before-reply, close-after-reply, seed, at-reply, "
+                     "at-kind, at-hold-ms, off)", names[i]);
             return -1;
         }
         if (rc < 0) {
@@ -141,6 +194,13 @@ int faults_update(const char *const *names, const char *const *values,
     current.p_after = next.p_after;
     current.seed = next.seed;
     current.gen = atomic_fetch_add(&generation, 1) + 1;
+    if (n_at >= 0) {
+        /* Counting starts again: N is the Nth reply from now. */
+        at_n = n_at;
+        at_kind_set = kind_set ? kind : AT_HOLD;
+        at_hold_us = hold > 0 ? hold : 0;
+        atomic_store(&replies, 0);
+    }
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -152,6 +212,7 @@ void faults_off(void)
     current.p_before = 0.0;
     current.p_after = 0.0;
     current.gen = atomic_fetch_add(&generation, 1) + 1;
+    at_n = 0;
     pthread_mutex_unlock(&lock);
 }
 

@@ -43,8 +43,35 @@ unsigned faults_generation(void);
 int faults_update(const char *const *names, const char *const *values,
                   size_t n, char *why, size_t whylen);
 
-/* Delay 0 and both probabilities 0 (the seed is kept). */
+/* Delay 0 and both probabilities 0 (the seed is kept); the fault at the
+ * Nth reply is disarmed. */
 void faults_off(void);
+
+/*
+ * A fault at one command boundary, for tests that enumerate them: the Nth
+ * reply to a client command counted across all connections from the
+ * moment the fault was set ("at-reply N", 1-based), once.  Kinds:
+ *   AT_HOLD          relay it after at-hold-ms (another client may write
+ *                    between command N and N+1 meanwhile);
+ *   AT_CLOSE_AFTER   relay it (after at-hold-ms, if set), then close the
+ *                    client's connection: command N+1 meets a dead one;
+ *   AT_CLOSE_BEFORE  command N ran, but its reply is never relayed: the
+ *                    connection closes instead (a lost reply).
+ */
+enum at_kind { AT_HOLD = 0, AT_CLOSE_AFTER, AT_CLOSE_BEFORE };
+
+typedef struct at_fault {
+    int fire;          /* 1: this reply is the one */
+    enum at_kind kind;
+    long long hold_us; /* extra delay before relaying it */
+} at_fault;
+
+/* Counts one reply to a client command and says whether the fault fires
+ * on it. */
+void faults_count_reply(at_fault *out);
+
+/* Replies counted since the last at-reply setting (or start). */
+long long faults_replies(void);
 
 /* Parsers shared with the command line.  Return 0, or -1 with why.  Both
  * delay parsers store microseconds: delay-ms N is N * 1000 us. */

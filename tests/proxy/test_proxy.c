@@ -910,6 +910,74 @@ static void test_fault_close_before(void **state)
     testsrv_stop(&p);
 }
 
+/* at-reply N: the fault fires on the Nth reply counted from the moment it
+ * was set, once; REPLIES counts them; control commands are not counted. */
+static void test_fault_at_reply(void **state)
+{
+    testsrv p;
+    redisContext *ctl;
+    redisContext *c;
+    redisReply *r;
+    char *v;
+    long long t0;
+
+    (void)state;
+    flush(NULL);
+    start_proxy(&p, "2.2");
+    ctl = connect_to(&p);
+    c = connect_to(&p);
+
+    /* close-before at the 2nd reply: SET ran, its reply never came. */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT at-reply 2 at-kind close-before"), "OK", "arm");
+    want_int(cmd(ctl, "RELOCK-PROXY REPLIES"), 0, "reset by arming");
+    want_status(cmd(c, "PING"), "PONG", "1st reply");
+    r = redisCommand(c, "SET ar applied");
+    assert_null(r);
+    redisFree(c);
+    v = upstream("GET %s", "ar");
+    assert_string_equal(v, "applied");
+    free(v);
+    want_int(cmd(ctl, "RELOCK-PROXY REPLIES"), 2, "counted");
+
+    /* Once: later replies pass. */
+    c = connect_to(&p);
+    want_status(cmd(c, "PING"), "PONG", "after firing");
+    want_status(cmd(c, "PING"), "PONG", "after firing");
+    redisFree(c);
+
+    /* close-after with a hold: the reply comes late, then the close. */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT at-reply 1 at-kind close-after at-hold-ms 200"),
+                "OK", "arm");
+    c = connect_to(&p);
+    t0 = now_ms();
+    want_status(cmd(c, "SET ar second"), "OK", "held reply");
+    assert_true(now_ms() - t0 >= 190);
+    r = redisCommand(c, "PING");
+    assert_null(r);
+    redisFree(c);
+
+    /* hold: relayed late, connection kept; off disarms. */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT at-reply 1 at-kind hold at-hold-ms 100"), "OK",
+                "arm");
+    c = connect_to(&p);
+    t0 = now_ms();
+    want_status(cmd(c, "PING"), "PONG", "held");
+    assert_true(now_ms() - t0 >= 90);
+    want_status(cmd(c, "PING"), "PONG", "kept");
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT at-reply 2 at-kind close-before"), "OK", "arm");
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT off"), "OK", "off");
+    want_status(cmd(c, "PING"), "PONG", "disarmed");
+    want_status(cmd(c, "PING"), "PONG", "disarmed");
+
+    want_error(cmd(ctl, "RELOCK-PROXY FAULT at-kind sideways"),
+               "ERR relock-proxy: FAULT at-kind: 'sideways' is not hold, close-after or "
+               "close-before",
+               "bad kind");
+    redisFree(c);
+    redisFree(ctl);
+    testsrv_stop(&p);
+}
+
 /* delay-ms delays replies; a seeded probability gives the same faults on
  * the same sequence of commands. */
 static void test_fault_delay_and_seed(void **state)
@@ -1269,6 +1337,7 @@ int main(void)
         cmocka_unit_test_setup(test_refused_counter, flush),
         cmocka_unit_test_setup(test_pubsub, flush),
         cmocka_unit_test_setup(test_fault_close_before, flush),
+        cmocka_unit_test_setup(test_fault_at_reply, flush),
         cmocka_unit_test_setup(test_fault_delay_and_seed, flush),
         cmocka_unit_test_setup(test_fault_delay_us, flush),
         cmocka_unit_test_setup(test_command_line, flush),

@@ -1,0 +1,463 @@
+/*
+ * Every command boundary of every multi-command operation, enumerated.
+ *
+ * For each personality of the compat proxy and each mode it supports, each
+ * operation (release, extend, break --if-value, acquire of a free key,
+ * takeover of an expired legacy holder) is first run once to count the
+ * commands it sends.  Then, for each boundary k (after the reply to its
+ * k-th command) and each fault, the operation runs again from the same
+ * start with the proxy acting exactly there:
+ *
+ *   lost-reply   command k ran, its reply never arrives (the connection
+ *                closes instead);
+ *   dead-after   the reply arrives, then the connection closes: command
+ *                k + 1 meets a dead connection;
+ *   write        another client writes between command k and k + 1 (a new
+ *                holder after a break, a classic client's SETNX, a rival
+ *                takeover);
+ *   write-dead   the same write while the connection sits idle longer
+ *                than relock's idle check, then the connection closes (a server's
+ *                CLIENT KILL of a stalled client): the case where a silent
+ *                reconnect inside WATCH or MULTI made a compare-and-delete
+ *                unconditional.
+ *
+ * After each run the invariants are checked on the real server: the other
+ * client's value is never overwritten or deleted, no two holders, fences
+ * strictly increase, RELOCK_OK is only claimed for what happened, and
+ * RELOCK_EIO only for what did not (RELOCK_EAMBIGUOUS may be anything).
+ *
+ * On 2.0 (no WATCH, no EVAL) a new holder's write in the middle of a
+ * release or extend is not enumerated: there relock relies on its validity
+ * (nobody can take a live lock over), the window docs/legacy.md states.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "internal.h" /* relock__fence_key */
+#include "relock.h"
+#include "testclient.h"
+#include "testutil.h"
+
+enum op { OP_RELEASE, OP_EXTEND, OP_BREAK, OP_ACQUIRE, OP_TAKEOVER, NOPS };
+static const char *const op_name[] = {"release", "extend", "break", "acquire", "takeover"};
+
+enum fault { F_LOST_REPLY, F_DEAD_AFTER, F_WRITE, F_WRITE_DEAD, NFAULTS };
+static const char *const fault_name[] = {"lost-reply", "dead-after", "write", "write-dead"};
+
+typedef struct target {
+    const char *pers;
+    const char *mode;
+    int plain; /* 2.0: no WATCH, no EVAL */
+} target;
+
+static const target targets[] = {
+    {"2.0", "legacy", 1},   {"2.2", "legacy", 0}, {"2.4", "legacy", 0}, {"2.6.0", "legacy", 0},
+    {"2.6.0", "bridge", 0}, {"7", "legacy", 0},   {"7", "bridge", 0},   {"7", "modern", 0},
+};
+#define NTARGETS (sizeof targets / sizeof targets[0])
+
+static const char *const personalities[] = {"2.0", "2.2", "2.4", "2.6.0", "7"};
+#define NPERS 5
+static testsrv proxies[NPERS];
+
+/* Totals for the summary line. */
+static int runs, held;
+
+static int proxy_port(const char *pers)
+{
+    for (int i = 0; i < NPERS; i++)
+        if (strcmp(personalities[i], pers) == 0)
+            return proxies[i].port;
+    fail_msg("no proxy for %s", pers);
+    return -1;
+}
+
+static int group_setup(void **state)
+{
+    if (tu_setup_server(state) != 0)
+        return -1;
+    for (int i = 0; i < NPERS; i++)
+        if (testsrv_start_proxy(&proxies[i], tu_srv.port, personalities[i], NULL) != 0)
+            return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    for (int i = 0; i < NPERS; i++)
+        testsrv_stop(&proxies[i]);
+    return tu_teardown_server(state);
+}
+
+/* ------------------------------------------------------------ the world */
+
+/* A command on the real server (or the proxy's control), its reply kept. */
+static redisReply *srv(int port, const char *fmt, ...)
+{
+    redisContext *ctx = redisConnect("127.0.0.1", port);
+    assert_non_null(ctx);
+    assert_int_equal(ctx->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    redisFree(ctx);
+    assert_non_null(r);
+    return r;
+}
+
+static void srv_do(int port, const char *fmt, const char *a, const char *b)
+{
+    redisReply *r = srv(port, fmt, a, b);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("%s: %s", fmt, r->str);
+    freeReplyObject(r);
+}
+
+static long long proxy_replies(int pport)
+{
+    redisReply *r = srv(pport, "RELOCK-PROXY REPLIES");
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+/* The key's value ("" when absent) and the fence counter. */
+static void look(const char *key, const char *fkey, char *val, size_t len, long long *fence)
+{
+    redisReply *r = srv(tu_srv.port, "GET %s", key);
+    snprintf(val, len, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    r = srv(tu_srv.port, "GET %s", fkey);
+    *fence = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+}
+
+/* The other client, on the real server, once the proxy has relayed k
+ * replies: a new holder (after a break), a classic SETNX, or a rival
+ * compare-and-set takeover of the expired value.  Fence counted only when
+ * it wins, as a fenced client would. */
+typedef struct other {
+    pthread_t thread;
+    int pport;
+    long long k;
+    enum op op;
+    char key[RELOCK__KEY_MAX];
+    char fkey[RELOCK__KEY_MAX];
+    char expired[32];
+    int won;
+    int wrote;
+} other;
+
+#define OTHER_VALUE "3999999999"
+
+static void *other_main(void *p)
+{
+    other *o = p;
+    uint64_t end = tu_now_ms() + 5000;
+    while (proxy_replies(o->pport) < o->k && tu_now_ms() < end)
+        tu_sleep_ms(1);
+    if (tu_now_ms() >= end)
+        return NULL; /* the operation ended sooner: nothing to race */
+    redisReply *r;
+    switch (o->op) {
+    case OP_ACQUIRE:
+        r = srv(tu_srv.port,
+                "EVAL %s 2 %s %s " OTHER_VALUE,
+                "if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then "
+                "redis.call('INCR', KEYS[2]) return 1 end return 0",
+                o->key, o->fkey);
+        break;
+    case OP_TAKEOVER:
+        r = srv(tu_srv.port,
+                "EVAL %s 2 %s %s %s " OTHER_VALUE,
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                "redis.call('SET', KEYS[1], ARGV[2]) redis.call('INCR', KEYS[2]) return 1 end "
+                "return 0",
+                o->key, o->fkey, o->expired);
+        break;
+    default:
+        r = srv(tu_srv.port,
+                "EVAL %s 2 %s %s " OTHER_VALUE,
+                "redis.call('SET', KEYS[1], ARGV[1]) redis.call('INCR', KEYS[2]) return 1",
+                o->key, o->fkey);
+        break;
+    }
+    o->won = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    o->wrote = 1;
+    freeReplyObject(r);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ one run */
+
+typedef struct scene {
+    const target *t;
+    enum op op;
+    char name[64];
+    char key[RELOCK__KEY_MAX];
+    char fkey[RELOCK__KEY_MAX];
+    relock_client *a; /* runs the operation */
+    relock_lock *l;   /* release, extend: the lock it holds */
+    char value[RELOCK__VALUE_MAX]; /* break: the value to break */
+    char expired[32]; /* takeover: the dead holder's value */
+    long long fence0; /* the counter before the operation */
+} scene;
+
+static int seq;
+
+static relock_client *client(const target *t)
+{
+    const char *const settings[] = {"legacy.clock_unit", "s", NULL};
+    return tu_client(proxy_port(t->pers), t->mode, settings);
+}
+
+static void scene_start(scene *s, const target *t, enum op op)
+{
+    memset(s, 0, sizeof *s);
+    s->t = t;
+    s->op = op;
+    snprintf(s->name, sizeof s->name, "bnd%d", ++seq);
+    snprintf(s->key, sizeof s->key, "%s", s->name);
+    assert_int_equal(relock__fence_key(s->key, s->fkey, sizeof s->fkey), 0);
+    s->a = client(t);
+    switch (op) {
+    case OP_RELEASE:
+    case OP_EXTEND:
+        assert_int_equal(relock_acquire(s->a, s->name, 30000, 0, &s->l), RELOCK_OK);
+        break;
+    case OP_BREAK: {
+        relock_client *h = client(t);
+        relock_lock *hl = NULL;
+        assert_int_equal(relock_acquire(h, s->name, 30000, 0, &hl), RELOCK_OK);
+        snprintf(s->value, sizeof s->value, "%s", relock_lock_value(hl));
+        relock_lock_free(hl); /* the holder is gone; its key stays */
+        relock_client_free(h);
+        break;
+    }
+    case OP_TAKEOVER:
+        snprintf(s->expired, sizeof s->expired, "%lld", (long long)time(NULL) - 100);
+        srv_do(tu_srv.port, "SET %s %s", s->key, s->expired);
+        break;
+    case OP_ACQUIRE:
+    case NOPS:
+        break;
+    }
+    char v[RELOCK__VALUE_MAX];
+    look(s->key, s->fkey, v, sizeof v, &s->fence0);
+}
+
+static relock_status scene_run(scene *s)
+{
+    relock_lock *got = NULL;
+    relock_status st = RELOCK_EINVAL;
+    switch (s->op) {
+    case OP_RELEASE:
+        st = relock_release(s->l);
+        break;
+    case OP_EXTEND:
+        st = relock_extend(s->l, 30000);
+        break;
+    case OP_BREAK:
+        st = relock_break(s->a, s->name, s->value);
+        break;
+    case OP_ACQUIRE:
+    case OP_TAKEOVER:
+        st = relock_try_acquire(s->a, s->name, 30000, &got);
+        if (got) {
+            s->l = got;
+        }
+        break;
+    case NOPS:
+        break;
+    }
+    return st;
+}
+
+static void scene_end(scene *s)
+{
+    relock_lock_free(s->l);
+    relock_client_free(s->a);
+}
+
+/* The commands the operation sends, from its start to its end. */
+static long long count_commands(const target *t, enum op op)
+{
+    scene s;
+    scene_start(&s, t, op);
+    int pport = proxy_port(t->pers);
+    srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "0", "hold");
+    relock_status st = scene_run(&s);
+    long long n = proxy_replies(pport);
+    if (st != RELOCK_OK)
+        fail_msg("%s %s %s without faults: %s", t->pers, t->mode, op_name[op],
+                 relock_status_name(st));
+    scene_end(&s);
+    return n;
+}
+
+#define CHECK(cond, fmt, ...)                                                                 \
+    do {                                                                                      \
+        if (!(cond))                                                                          \
+            fail_msg("%s %s %s, boundary %lld, %s: " fmt, t->pers, t->mode, op_name[op], k,  \
+                     fault_name[f], ##__VA_ARGS__);                                           \
+    } while (0)
+
+static void one(const target *t, enum op op, long long k, enum fault f)
+{
+    scene s;
+    scene_start(&s, t, op);
+    int pport = proxy_port(t->pers);
+    char ours[RELOCK__VALUE_MAX] = "";
+    if (s.l)
+        snprintf(ours, sizeof ours, "%s", relock_lock_value(s.l));
+
+    other o;
+    memset(&o, 0, sizeof o);
+    int writer = f == F_WRITE || f == F_WRITE_DEAD;
+    if (writer) {
+        o.pport = pport;
+        o.k = k;
+        o.op = op;
+        snprintf(o.key, sizeof o.key, "%s", s.key);
+        snprintf(o.fkey, sizeof o.fkey, "%s", s.fkey);
+        snprintf(o.expired, sizeof o.expired, "%s", s.expired);
+    }
+    char kk[24];
+    snprintf(kk, sizeof kk, "%lld", k);
+    switch (f) {
+    case F_LOST_REPLY:
+        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "close-before");
+        break;
+    case F_DEAD_AFTER:
+        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "close-after");
+        break;
+    case F_WRITE:
+        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind hold at-hold-ms %s", kk, "60");
+        break;
+    case F_WRITE_DEAD:
+        /* Idle past the connection check (200 ms), then closed. */
+        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind close-after at-hold-ms %s", kk,
+               "300");
+        break;
+    case NFAULTS:
+        break;
+    }
+    if (writer)
+        assert_int_equal(pthread_create(&o.thread, NULL, other_main, &o), 0);
+    relock_status st = scene_run(&s);
+    if (writer)
+        pthread_join(o.thread, NULL);
+    srv_do(pport, "RELOCK-PROXY FAULT %s%s", "off", "");
+
+    char v[RELOCK__VALUE_MAX];
+    long long fence;
+    look(s.key, s.fkey, v, sizeof v, &fence);
+    const char *sn = relock_status_name(st);
+    runs++;
+
+    CHECK(st == RELOCK_OK || st == RELOCK_EIO || st == RELOCK_EAMBIGUOUS || st == RELOCK_LOST ||
+              st == RELOCK_BUSY,
+          "unexpected %s", sn);
+    CHECK(fence >= s.fence0, "the fence went back from %lld to %lld", s.fence0, fence);
+    /* Another client's value is never overwritten nor deleted by us. */
+    if (o.wrote && (op == OP_RELEASE || op == OP_EXTEND || op == OP_BREAK))
+        CHECK(strcmp(v, OTHER_VALUE) == 0,
+              "the other client's value was overwritten or deleted (key: \"%s\"; %s)", v, sn);
+    switch (op) {
+    case OP_RELEASE:
+    case OP_BREAK:
+        if (!o.wrote && st == RELOCK_OK)
+            CHECK(v[0] == '\0', "%s, yet the key holds \"%s\"", sn, v);
+        if (!o.wrote && st == RELOCK_EIO)
+            CHECK(strcmp(v, op == OP_BREAK ? s.value : ours) == 0,
+                  "EIO, yet the key changed to \"%s\"", v);
+        if (!o.wrote)
+            CHECK(st != RELOCK_LOST && st != RELOCK_BUSY, "%s though nobody else wrote", sn);
+        break;
+    case OP_EXTEND:
+        if (!o.wrote && st == RELOCK_OK)
+            CHECK(strcmp(v, relock_lock_value(s.l)) == 0, "OK, yet the key holds \"%s\"", v);
+        if (!o.wrote && st == RELOCK_EIO)
+            CHECK(strcmp(v, ours) == 0, "EIO, yet the key changed to \"%s\"", v);
+        if (!o.wrote)
+            CHECK(st != RELOCK_LOST && st != RELOCK_BUSY, "%s though nobody else wrote", sn);
+        break;
+    case OP_ACQUIRE:
+    case OP_TAKEOVER:
+        CHECK(!(st == RELOCK_OK && o.won), "two holders: we and the other client both won");
+        if (st == RELOCK_OK) {
+            CHECK(relock_lock_fence(s.l) > s.fence0, "fence %lld not above %lld",
+                  relock_lock_fence(s.l), s.fence0);
+            if (!o.wrote)
+                CHECK(strcmp(v, relock_lock_value(s.l)) == 0, "OK, yet the key holds \"%s\"",
+                      v);
+        }
+        /* On 2.0 a takeover is GETSET: a loser's write shifts the
+         * winner's expiry (DESIGN §3), which no client there can avoid. */
+        if (o.won && !(t->plain && op == OP_TAKEOVER))
+            CHECK(strcmp(v, OTHER_VALUE) == 0, "the other client's value was overwritten");
+        if (st == RELOCK_EIO && !o.wrote)
+            CHECK(op == OP_ACQUIRE ? v[0] == '\0' : strcmp(v, s.expired) == 0,
+                  "EIO, yet the key changed to \"%s\"", v);
+        break;
+    case NOPS:
+        break;
+    }
+    held++;
+    scene_end(&s);
+}
+
+static void enumerate(const target *t)
+{
+    for (int op = 0; op < NOPS; op++) {
+        long long n = count_commands(t, (enum op)op);
+        assert_true(n >= 1 && n < 40);
+        int before = runs;
+        for (long long k = 1; k <= n; k++) {
+            for (int f = 0; f < NFAULTS; f++) {
+                /* 2.0 relies on validity against new holders (see top). */
+                if (t->plain && (f == F_WRITE || f == F_WRITE_DEAD) &&
+                    (op == OP_RELEASE || op == OP_EXTEND))
+                    continue;
+                /* 2.4 runs the code of 2.2: its replies are enumerated,
+                 * the writers only once.  The idle wait is only needed
+                 * where a transaction is open (boundaries 1..n-1). */
+                if ((f == F_WRITE || f == F_WRITE_DEAD) && strcmp(t->pers, "2.4") == 0)
+                    continue;
+                if (f == F_WRITE_DEAD && k == n)
+                    continue;
+                one(t, (enum op)op, k, (enum fault)f);
+            }
+        }
+        print_message("%-6s %-7s %-8s %lld commands, %d faults\n", t->pers, t->mode,
+                      op_name[op], n, runs - before);
+    }
+}
+
+static void test_boundaries(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NTARGETS; i++)
+        enumerate(&targets[i]);
+    print_message("%d runs, invariants held in %d\n", runs, held);
+    assert_int_equal(runs, held);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_boundaries),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

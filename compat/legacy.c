@@ -28,9 +28,19 @@
  *
  * GETSET losers.  A legacy client that lost a takeover race still wrote its
  * own timestamp over ours (clearing any TTL).  While our validity remains,
- * a different timestamp in the key can only be such a write (a legitimate
- * takeover needs ours to have passed), so release and extend act on the
- * value found and count it in loser_writes.
+ * release and extend may act on a different timestamp found in the key,
+ * but only where the fence proves that nobody acquired since: a TTL-less
+ * timestamp is also what anyone's SETNX writes after the key was deleted
+ * (`relock break`, a classic client's DEL).  Every relock acquisition and
+ * every break increments the fence, so after either the compare fails and
+ * the holder reports LOST, writing nothing.  On 2.0 the fence also counts
+ * failed attempts and proves nothing: a different value there is LOST, and
+ * so is our own value once the lock's break counter (kept on 2.0 only, see
+ * src/break.c) has moved since we won: the same timestamp written again by
+ * whoever took the broken lock in the same unit.
+ * What remains: a classic client's DEL of a key it no longer owns, followed
+ * by a classic SETNX, moves no fence, and looks like a loser's write
+ * (docs/legacy.md).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -133,13 +143,15 @@ static int holds_validity(const relock_lock *l)
     return l->acquired && l->valid_until && relock__mono_ms() < l->valid_until;
 }
 
-/* Whether a value found in place of ours is a GETSET loser's write. */
+/* Whether a value found in place of ours may be a GETSET loser's write,
+ * to be followed under the fence check (see the top of the file). */
 static int is_loser_write(relock_lock *l, const char *v)
 {
     relock_client *c = l->c;
     /* Only a handle that won the lock itself knows its validity for sure;
-     * an adopted one could be anybody's claim. */
-    if (!holds_validity(l))
+     * an adopted one could be anybody's claim.  Without WATCH or EVAL
+     * (2.0) the fence cannot tell a loser from a new holder: never. */
+    if (!holds_validity(l) || !(c->conn.caps & (RELOCK_CAP_EVAL | RELOCK_CAP_WATCH)))
         return 0;
     relock__value val;
     relock__classify(v, strlen(v), &val);
@@ -351,9 +363,10 @@ static relock_status ambiguous(relock_lock *l, const char *op)
 static redisReply *write_with_fence_in(relock_lock *l, const char *cmd, int *sent);
 
 /*
- * 2.0: MULTI, `cmd key value` (SETNX or GETSET), INCR of the fence, EXEC.
- * Returns EXEC's two-element reply, or NULL with the error recorded;
- * *sent tells whether EXEC may have reached the server.
+ * 2.0: MULTI, `cmd key value` (SETNX or GETSET), INCR of the fence, GET of
+ * the break counter, EXEC.  Returns EXEC's three-element reply, or NULL
+ * with the error recorded; *sent tells whether EXEC may have reached the
+ * server.
  */
 static redisReply *write_with_fence(relock_lock *l, const char *cmd, int *sent)
 {
@@ -380,19 +393,43 @@ static redisReply *write_with_fence_in(relock_lock *l, const char *cmd, int *sen
         freeReplyObject(r);
         r = expect(c, REDIS_REPLY_STATUS, "INCR", "INCR %s", l->fence_key);
     }
+    char bkey[RELOCK__KEY_MAX];
+    if (r && relock__breaks_key(l->key, bkey, sizeof bkey) == 0) {
+        freeReplyObject(r);
+        r = expect(c, REDIS_REPLY_STATUS, "GET", "GET %s", bkey);
+    }
     if (!r) {
         abandon_multi(c);
         return NULL;
     }
     freeReplyObject(r);
     r = relock__commandf(c, sent, "EXEC");
-    if (r && (r->type != REDIS_REPLY_ARRAY || r->elements != 2)) {
+    if (r && (r->type != REDIS_REPLY_ARRAY || r->elements != 3)) {
         RELOCK__BAD_REPLY(c, "EXEC", r);
         freeReplyObject(r);
         *sent = 0;
         return NULL;
     }
     return r;
+}
+
+/* A counter as GET returns it (nil: 0); -1 for anything else. */
+static long long counter_of(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_NIL)
+        return 0;
+    if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 18 ||
+        strspn(r->str, "0123456789") != r->len)
+        return -1;
+    return atoll(r->str);
+}
+
+/* 2.0: records the break counter read in the transaction that won. */
+static void note_breaks(relock_lock *l, const redisReply *exec)
+{
+    long long n = exec->elements > 2 ? counter_of(exec->element[2]) : -1;
+    l->breaks = n;
+    l->breaks_known = n >= 0;
 }
 
 /* Wins the lock with lease ls, written at or after monotonic time start:
@@ -450,6 +487,8 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
             st = RELOCK_OK;
     }
     long long fence = elem_int(r, 1);
+    if (st == RELOCK_OK)
+        note_breaks(l, r);
     freeReplyObject(r);
     return st == RELOCK_OK ? won(l, start, ls, fence) : st;
 }
@@ -586,6 +625,8 @@ static relock_status attempt_plain(relock_lock *l, uint64_t start, long long now
         return sent ? resolve_ambiguous_setnx(l) : c->err.pub.status;
     long long got = elem_int(r, 0);
     long long fence = elem_int(r, 1);
+    if (got == 1)
+        note_breaks(l, r);
     freeReplyObject(r);
     if (got == 1)
         return won(l, start, ls, fence);
@@ -710,6 +751,32 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
                         l->name);
 }
 
+/* 2.0: RELOCK_LOST when the lock was broken since we won it (its break
+ * counter moved), RELOCK_OK when not or when we never read the counter. */
+static relock_status check_breaks(relock_lock *l, const char *op)
+{
+    relock_client *c = l->c;
+    char bkey[RELOCK__KEY_MAX];
+    if (!l->breaks_known || relock__breaks_key(l->key, bkey, sizeof bkey) != 0)
+        return RELOCK_OK;
+    redisReply *r = expect(c, -1, "GET", "GET %s", bkey);
+    if (!r)
+        return c->err.pub.status;
+    long long n = counter_of(r);
+    if (n < 0) {
+        relock_status st = RELOCK__BAD_REPLY(c, "GET", r);
+        freeReplyObject(r);
+        return st;
+    }
+    freeReplyObject(r);
+    if (n == l->breaks)
+        return RELOCK_OK;
+    return RELOCK__FAIL(&c->err, RELOCK_LOST,
+                        "%s %s: lock lost: it was broken (relock break) since we acquired it; "
+                        "the key's value is another holder's",
+                        op, l->name);
+}
+
 static relock_status ts_release(relock_lock *l)
 {
     relock_client *c = l->c;
@@ -735,10 +802,13 @@ static relock_status ts_release(relock_lock *l)
     if (r->type == REDIS_REPLY_STRING)
         snprintf(found, sizeof found, "%s", r->str);
     freeReplyObject(r);
-    int ours = strcmp(found, l->value) == 0;
-    int loser = !ours && found[0] && is_loser_write(l, found);
-    if (!ours && !loser)
+    /* A different value is never followed here: on 2.0 a GETSET loser's
+     * write cannot be told from a new holder's (see the top of the file). */
+    if (strcmp(found, l->value) != 0)
         return lost(l, "release", found);
+    relock_status bst = check_breaks(l, "release");
+    if (bst != RELOCK_OK)
+        return bst;
     if (!l->valid_until || relock__mono_ms() >= l->valid_until)
         return RELOCK__FAIL(&c->err, RELOCK_LOST,
                             "release %s: lock lost: it expired; not deleted, since without "
@@ -752,8 +822,6 @@ static relock_status ts_release(relock_lock *l)
     freeReplyObject(r);
     if (!deleted)
         return lost(l, "release", ""); /* gone between our GET and DEL */
-    if (loser)
-        l->loser_writes++;
     char chan[RELOCK__KEY_MAX];
     if (relock__notify_channel(l, chan, sizeof chan)) {
         /* Best effort: waiters also wake at the expiry they know. */
@@ -789,42 +857,57 @@ static relock_status ts_extend(relock_lock *l, long ttl_ms)
         st = atomic_update(l, "extend", newv, ls.px_ms, ls.gc_s);
     } else {
         /* 2.0: GETSET while our validity remains; the old value it returns
-         * must be ours (or a loser's write), else we have just written over
-         * a new holder: say so. */
+         * must be ours, else we have just written over another value: say
+         * so (a loser's write is not followed here, see the top). */
         if (!l->valid_until || relock__mono_ms() >= l->valid_until)
             return RELOCK__FAIL(&c->err, RELOCK_LOST,
                                 "extend %s: lock lost: it expired (without WATCH it cannot be "
                                 "extended safely after that)",
                                 l->name);
-        /* Look before writing: a value that is not ours (nor a loser's
-         * write) is never overwritten.  The GETSET below then only races
-         * with a takeover, which needs our value to have expired. */
+        /* Look before writing: a value that is not ours is never
+         * overwritten.  The GETSET below then races only with a takeover,
+         * which needs our value to have expired, and with a break followed
+         * by a new acquisition in between (docs/legacy.md). */
         redisReply *r = expect(c, -1, "GET", "GET %s", l->key);
         if (!r)
             return c->err.pub.status;
+        if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
+            st = RELOCK__BAD_REPLY(c, "GET", r); /* an error is not a loss */
+            freeReplyObject(r);
+            return st;
+        }
         char found[RELOCK__VALUE_MAX] = "";
         if (r->type == REDIS_REPLY_STRING)
             snprintf(found, sizeof found, "%s", r->str);
         freeReplyObject(r);
-        if (strcmp(found, l->value) != 0 && !(found[0] && is_loser_write(l, found)))
+        if (strcmp(found, l->value) != 0)
             return lost(l, "extend", found);
+        st = check_breaks(l, "extend");
+        if (st != RELOCK_OK)
+            return st;
         int sent = 0;
         r = relock__commandf(c, &sent, "GETSET %s %s", l->key, newv);
         if (!r)
             return sent ? ambiguous(l, "extend") : c->err.pub.status;
+        if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
+            st = RELOCK__BAD_REPLY(c, "GETSET", r); /* an error wrote nothing */
+            freeReplyObject(r);
+            return st;
+        }
         found[0] = '\0';
         if (r->type == REDIS_REPLY_STRING)
             snprintf(found, sizeof found, "%s", r->str);
         freeReplyObject(r);
         if (strcmp(found, l->value) == 0) {
             st = RELOCK_OK;
-        } else if (found[0] && is_loser_write(l, found)) {
-            st = RELOCK_OK;
-            l->loser_writes++;
         } else {
+            /* Our timestamp now blocks the key until it passes, and no
+             * one can extend or release it: the other holder's next check
+             * reports its lock lost, so there are never two holders. */
             st = RELOCK__FAIL(&c->err, RELOCK_LOST,
-                              "extend %s: lock lost: the key held %.40s, now overwritten; the "
-                              "holder of that value may lose its lock",
+                              "extend %s: lock lost: the key held %.40s, now overwritten by "
+                              "our new timestamp (its holder's next extend or release reports "
+                              "the loss; the key stays until that timestamp passes)",
                               l->name, found[0] ? found : "nothing");
         }
     }

@@ -5,23 +5,31 @@
  * that value, so an operator who looked at a stuck lock never deletes the
  * lock of whoever took it over since:
  *
- *   - servers with EVAL (2.6.0): the compare-and-delete script of release
- *     (RELOCK__SCRIPT_DEL_IF_EQ), atomic;
- *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, EXEC, atomic (a transaction
- *     beaten by another client is retried a few times);
- *   - 2.0 (neither): GET, compare, then MULTI, GET, DEL, EXEC.  Between the
+ *   - servers with EVAL (2.6.0): a compare-and-delete script
+ *     (RELOCK__SCRIPT_BREAK_IF_EQ), atomic;
+ *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, INCR, EXEC, atomic (a
+ *     transaction beaten by another client is retried a few times);
+ *   - 2.0 (neither): GET, compare, then MULTI, GET, DEL, INCR, EXEC.  Between the
  *     first GET and the transaction another client may replace the value,
  *     and the DEL then removes its lock.  The GET inside the transaction
  *     shows it; the value is then put back with SETNX unless someone else
  *     has taken the key meanwhile, and the call reports RELOCK_BUSY.
  *
- * Without a value the key is deleted whatever it holds (DEL).  Either way
- * the release is announced on the lock's channel so that waiters wake at
- * once: inside the script where there is one, else by a PUBLISH right
- * after the delete.  The notice only wakes waiters early, so it is best
- * effort: an ACL user without channel permissions (Redis 7's default
- * acl-pubsub-default) still breaks the lock.  The fence counter is left
- * alone: it must never go back.
+ * Without a value the key is deleted whatever it holds (the same script
+ * told to match anything, or MULTI, DEL, INCR, EXEC before 2.6).  Either way the release is announced on the lock's channel so
+ * that waiters wake at once: inside the script where there is one, else by
+ * a PUBLISH right after the delete.  The notice only wakes waiters early,
+ * so it is best effort: an ACL user without channel permissions (Redis 7's
+ * default acl-pubsub-default) still breaks the lock.
+ *
+ * Every delete increments the lock's fence counter in the same atomic step
+ * (the script, or the transaction).  The broken holder's extend and
+ * release compare that counter, so they report the lock lost and write
+ * nothing, even when the key has meanwhile been taken by a classic client
+ * whose TTL-less timestamp looks like a GETSET loser's write (DESIGN §3).
+ * The counter only ever goes up.  On 2.0 the fence also counts failed
+ * attempts, so there a second counter, of breaks alone, is incremented as
+ * well, and holders compare that one (compat/legacy.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +48,8 @@ typedef struct brk {
     const char *name;
     const char *if_value;
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char fence_key[RELOCK__KEY_MAX];
+    char breaks_key[RELOCK__KEY_MAX]; /* counted on servers without WATCH */
     char chan[RELOCK__KEY_MAX]; /* "" when wait.notify is off */
 } brk;
 
@@ -140,8 +150,8 @@ typedef struct tx_result {
     char *got;      /* with_get: the value deleted (malloc'd), else NULL */
 } tx_result;
 
-/* MULTI, [GET key,] DEL key, EXEC; inside the caller's transaction (after
- * its WATCH) or as one of its own. */
+/* MULTI, [GET key,] DEL key, INCR fence, EXEC; inside the caller's
+ * transaction (after its WATCH) or as one of its own. */
 static relock_status tx_delete_in(brk *b, int with_get, tx_result *out);
 
 static relock_status tx_delete(brk *b, int with_get, tx_result *out)
@@ -163,7 +173,10 @@ static relock_status tx_delete_in(brk *b, int with_get, tx_result *out)
     relock_client *c = b->c;
     if (status_cmd(c, "MULTI", "MULTI") != 0 ||
         (with_get && status_cmd(c, "GET", "GET %s", b->key) != 0) ||
-        status_cmd(c, "DEL", "DEL %s", b->key) != 0) {
+        status_cmd(c, "DEL", "DEL %s", b->key) != 0 ||
+        status_cmd(c, "INCR", "INCR %s", b->fence_key) != 0 ||
+        (!(c->conn.caps & RELOCK_CAP_WATCH) &&
+         status_cmd(c, "INCR", "INCR %s", b->breaks_key) != 0)) {
         relock__conn_close(&c->conn);
         return c->err.pub.status;
     }
@@ -217,26 +230,26 @@ static relock_status notify(brk *b)
     return RELOCK_OK;
 }
 
+static relock_status break_eval(brk *b);
+
 static relock_status break_any(brk *b)
 {
-    int sent = 0;
-    redisReply *r = relock__commandf(b->c, &sent, "DEL %s", b->key);
-    if (!r)
-        return sent ? ambiguous(b) : b->c->err.pub.status;
-    relock_status st = RELOCK_OK;
-    if (r->type != REDIS_REPLY_INTEGER)
-        st = RELOCK__BAD_REPLY(b->c, "DEL", r);
-    else if (r->integer == 0)
-        st = absent(b);
-    freeReplyObject(r);
-    return st == RELOCK_OK ? notify(b) : st;
+    if (b->c->conn.caps & RELOCK_CAP_EVAL)
+        return break_eval(b); /* if_value NULL: whatever the key holds */
+    /* Before 2.6 the counters move even when the key was absent: still
+     * never back. */
+    tx_result t;
+    relock_status st = tx_delete(b, 0, &t);
+    if (st != RELOCK_OK)
+        return st;
+    return t.deleted ? notify(b) : absent(b);
 }
 
 static relock_status break_eval(brk *b)
 {
-    const char *args[] = {b->key, b->if_value, b->chan};
+    const char *args[] = {b->key, b->fence_key, b->if_value ? b->if_value : "", b->chan};
     int sent = 0;
-    redisReply *r = relock__eval(b->c, &sent, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args);
+    redisReply *r = relock__eval(b->c, &sent, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 4, args);
     if (!r)
         return sent ? ambiguous(b) : b->c->err.pub.status;
     relock_status st;
@@ -365,6 +378,9 @@ relock_status relock_break(relock_client *c, const char *name, const char *if_va
     b.name = name;
     b.if_value = if_value;
     snprintf(b.key, sizeof b.key, "%s%s", c->s.key_prefix, name);
+    if (relock__fence_key(b.key, b.fence_key, sizeof b.fence_key) != 0 ||
+        relock__breaks_key(b.key, b.breaks_key, sizeof b.breaks_key) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
     /* The channel of relock__notify_channel(), which reads the key and the
      * client from a lock handle. */
     relock_lock tmp;

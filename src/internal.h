@@ -130,6 +130,10 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 
 /* Appended likewise to name the owner metadata beside a lock (owner_info). */
 #define RELOCK__OWNER_SUFFIX " relock:owner"
+/* Appended likewise, on servers without WATCH (2.0) only: how often the
+ * lock was broken (break.c), which a holder compares to tell that its lock
+ * was broken and taken again, even with the same timestamp. */
+#define RELOCK__BREAKS_SUFFIX " relock:breaks"
 /* Appended after either suffix for a key that is nothing but a hash tag,
  * "{a}": without it, its side keys would be those of "a" (keys.c). */
 #define RELOCK__WHOLE_TAG_MARK ":tag"
@@ -141,6 +145,8 @@ int relock__key_slot_safe(const char *key);
 
 /* The fence counter's key for a lock key; -1 when out is too small. */
 int relock__fence_key(const char *lock_key, char *out, size_t len);
+/* The break counter's key for a lock key (2.0); -1 when out is too small. */
+int relock__breaks_key(const char *lock_key, char *out, size_t len);
 /* A whole-tag key's earlier fence counter name (before the mark): 1 and
  * written into out for such a key, 0 for any other, -1 when out is too
  * small. */
@@ -216,6 +222,7 @@ enum relock__script_id {
     RELOCK__SCRIPT_TS_ACQUIRE,
     RELOCK__SCRIPT_MODERN_ACQUIRE,
     RELOCK__SCRIPT_MODERN_TAKEOVER,
+    RELOCK__SCRIPT_BREAK_IF_EQ,
     RELOCK__SCRIPT_FENCE_RAISE,
     RELOCK__SCRIPT_FENCE_CARRY,
     RELOCK__NSCRIPTS
@@ -262,6 +269,10 @@ struct relock_lock {
     /* Legacy and bridge: how often a legacy GETSET loser's write was found
      * in the key and acted on (DESIGN §3 "GETSET losers"). */
     int loser_writes;
+    /* 2.0: the lock's break counter read in the transaction that won it;
+     * breaks_known 0 when not read (adopted, or another server). */
+    long long breaks;
+    int breaks_known;
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     /* Set by a busy attempt that met a holder who never announces its
      * release (a legacy value without TTL): the waiter polls this often. */

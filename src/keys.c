@@ -10,7 +10,7 @@
  * is hashed.  A key that is nothing but a tag, such as "{a}", is exactly
  * the braced form of the key inside it ("a"), so its side keys carry a
  * further mark (RELOCK__WHOLE_TAG_MARK) after the suffix: distinct lock
- * keys never share a side key (docs/decisions.md §58).
+ * keys never share a side key (docs/decisions.md §82).
  */
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +59,11 @@ int relock__fence_key(const char *lock_key, char *out, size_t len)
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 0, out, len);
 }
 
+int relock__breaks_key(const char *lock_key, char *out, size_t len)
+{
+    return side_key(lock_key, RELOCK__BREAKS_SUFFIX, 0, out, len);
+}
+
 int relock__owner_key(const char *lock_key, char *out, size_t len)
 {
     return side_key(lock_key, RELOCK__OWNER_SUFFIX, 0, out, len);
@@ -75,7 +80,7 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
  * Earlier versions counted the fences of a whole-tag key such as "{a}" in the
  * counter of "a" (its name without the mark).  Its own counter is raised
  * to that one before each acquisition, so no token handed out under the
- * old name is ever handed out again or undercut (decisions §58).  With
+ * old name is ever handed out again or undercut (decisions §82).  With
  * EVAL the raise is a script that only ever increases the counter; without
  * it (legacy mode on servers before 2.6) the counter is created from the
  * old one if it does not exist yet (SETNX), never lowered.

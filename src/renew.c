@@ -125,6 +125,8 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     }
     k->shadow->valid_until = l->valid_until;
     k->shadow->loser_writes = l->loser_writes;
+    k->shadow->breaks = l->breaks;
+    k->shadow->breaks_known = l->breaks_known;
     k->shadow->acquired = l->acquired;
     k->valid_until = l->valid_until;
     /* The thread starts with every signal blocked: the program's signals

@@ -52,6 +52,7 @@ static int own_key(const char *k, size_t len)
 {
     return memmem(k, len, RELOCK__FENCE_SUFFIX, sizeof RELOCK__FENCE_SUFFIX - 1) != NULL ||
            memmem(k, len, RELOCK__OWNER_SUFFIX, sizeof RELOCK__OWNER_SUFFIX - 1) != NULL ||
+           memmem(k, len, RELOCK__BREAKS_SUFFIX, sizeof RELOCK__BREAKS_SUFFIX - 1) != NULL ||
            memmem(k, len, RELOCK__MARKER_NAME, sizeof RELOCK__MARKER_NAME - 1) != NULL;
 }
 

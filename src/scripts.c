@@ -97,6 +97,21 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "  return {1, f}\n"
     "end\n"
     "return {0}\n",
+    /* RELOCK__SCRIPT_BREAK_IF_EQ: KEYS[1] lock, KEYS[2] fence counter;
+     * ARGV[1] the value to break, or '' for whatever the key holds;
+     * ARGV[2] the channel or ''.  Deletes and increments the fence (so the
+     * broken holder's checks fail); returns as DEL_IF_EQ does. */
+    "local v = redis.call('get', KEYS[1])\n"
+    "if v and (ARGV[1] == '' or v == ARGV[1]) then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  redis.call('incr', KEYS[2])\n"
+    "  local n = 0\n"
+    "  if ARGV[2] ~= '' then n = redis.pcall('publish', ARGV[2], '1') end\n"
+    "  if type(n) ~= 'number' then n = 0 end\n"
+    "  return 1 + n\n"
+    "end\n"
+    "if v then return -1 end\n"
+    "return 0\n",
     /* RELOCK__SCRIPT_FENCE_RAISE: KEYS[1] fence counter, ARGV[1] a token.
      * Raises the counter to the token if it is lower (quorum, DESIGN §6). */
     "local v = tonumber(redis.call('get', KEYS[1]) or '0')\n"

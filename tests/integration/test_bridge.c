@@ -174,6 +174,38 @@ static void test_getset_loser_write(void **state)
     relock_client_free(a);
 }
 
+/* After `relock break`, a classic client's SETNX writes a TTL-less
+ * timestamp, just as a GETSET loser would: the broken holder must not
+ * follow it.  Its extend and release report the lock lost and leave the
+ * classic holder's value and its missing TTL alone. */
+static void test_classic_holder_after_break(void **state)
+{
+    (void)state;
+    relock_client *a = bridge();
+    relock_client *op = bridge();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "brk-classic", 3000, 0, &l), RELOCK_OK);
+    assert_int_equal(relock_break(op, "brk-classic", NULL), RELOCK_OK);
+    char classic[32];
+    snprintf(classic, sizeof classic, "%lld", now_s() + 4);
+    char *won = testsrv_cmd(&tu_srv, "SETNX brk-classic %s", classic);
+    assert_string_equal(won, "1");
+    free(won);
+    assert_int_equal(relock_extend(l, 3000), RELOCK_LOST);
+    char *v = cmd("GET %s", "brk-classic");
+    assert_string_equal(v, classic);
+    free(v);
+    assert_int_equal(cmd_int("PTTL %s", "brk-classic"), -1);
+    assert_int_equal(relock_release(l), RELOCK_LOST);
+    v = cmd("GET %s", "brk-classic");
+    assert_string_equal(v, classic);
+    free(v);
+    free(cmd("DEL %s", "brk-classic"));
+    relock_lock_free(l);
+    relock_client_free(op);
+    relock_client_free(a);
+}
+
 /* Dead and live legacy holders as bridge and modern clients meet them. */
 static void test_legacy_holders(void **state)
 {
@@ -741,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_same_second_ownership),
         cmocka_unit_test(test_same_value_legacy_writer),
         cmocka_unit_test(test_getset_loser_write),
+        cmocka_unit_test(test_classic_holder_after_break),
         cmocka_unit_test(test_legacy_holders),
         cmocka_unit_test(test_killed_bridge_holder),
         cmocka_unit_test(test_auto_per_personality),

@@ -182,7 +182,7 @@ static void test_paused_holder_refused(void **state)
  * once shared "{a} relock:fence": releasing "a" with its fence after "{a}"
  * was acquired reported the lock lost while it was held).  And the counter
  * of "{a}" starts above the one it shared before, so no token handed out
- * under the old name is handed out again (decisions §58).
+ * under the old name is handed out again (decisions §82).
  */
 static void whole_tag_names(int port, const char *mode, const char *tag)
 {

@@ -930,7 +930,10 @@ static void test_foreign_value_refused(void **state)
 /*
  * (f) A GETSET loser's write while we hold the lock: a legacy client that
  * lost the takeover race still wrote its own (slightly different) fresh
- * timestamp.  Our extend and release act on it and succeed.
+ * timestamp.  Where the fence proves nobody acquired since (WATCH or EVAL),
+ * our extend and release act on it and succeed.  On 2.0 nothing can tell
+ * it from a new holder's value: both report the lock lost and leave the
+ * key alone (it ends with the loser's timestamp).
  */
 static void test_getset_loser_write(void **state)
 {
@@ -957,6 +960,18 @@ static void test_getset_loser_write(void **state)
                    relock_lock_value(l));
             free(old);
 
+            if (!has_watch(pi)) {
+                char want[32];
+                snprintf(want, sizeof want, "%lld", loser);
+                EXPECT_ST(c, relock_extend(l, 0), RELOCK_LOST);
+                expect_key(key, want);
+                EXPECT_ST(c, relock_release(l), RELOCK_LOST);
+                expect_key(key, want);
+                srv_del(key);
+                relock_lock_free(l);
+                relock_client_free(c);
+                continue;
+            }
             long long before = now_unit(ms);
             EXPECT_ST(c, relock_extend(l, 0), RELOCK_OK);
             long long after = now_unit(ms);
@@ -1019,6 +1034,55 @@ static void test_getset_loser_then_holder_dies(void **state)
         EXPECT_ST(w, relock_release(l), RELOCK_OK);
         relock_lock_free(l);
         relock_client_free(w);
+    }
+}
+
+/*
+ * (f, against) A TTL-less timestamp found after the key was deleted is not
+ * a loser's write.  The holder's lock is broken (`relock break`), then the
+ * free key is taken by a classic client's SETNX, or by another relock
+ * client: the holder's extend and release report the lock lost and leave
+ * the new holder's value alone, on every server version.
+ */
+static void test_new_holder_after_break(void **state)
+{
+    (void)state;
+    for (int pi = 0; pi < NPERS; pi++) {
+        for (int classic = 0; classic <= 1; classic++) {
+            setctx("personality %s, new holder %s", pers_name[pi], classic ? "classic" : "relock");
+            char key[64];
+            snprintf(key, sizeof key, "%s-newholder-%d", pers_tag[pi], classic);
+            const char *kv[] = {"legacy.clock_unit", "s", NULL};
+            relock_client *a = legacy_client(pi, kv);
+            relock_client *b = legacy_client(pi, kv);
+            relock_lock *la = NULL, *lb = NULL;
+            EXPECT_ST(a, relock_acquire(a, key, 5000, 0, &la), RELOCK_OK);
+            EXPECT_ST(b, relock_break(b, key, NULL), RELOCK_OK);
+            char want[128];
+            if (classic) {
+                /* A classic client: SETNX of its own expiry, no fence. */
+                snprintf(want, sizeof want, "%lld", now_unit(0) + 4);
+                char *r = testsrv_cmd(&srv, "SETNX %s %s", key, want);
+                EXPECT(r && strcmp(r, "1") == 0, "the classic SETNX answered %s", r ? r : "nothing");
+                free(r);
+            } else {
+                EXPECT_ST(b, relock_acquire(b, key, 5000, 0, &lb), RELOCK_OK);
+                snprintf(want, sizeof want, "%s", relock_lock_value(lb));
+            }
+            EXPECT_ST(a, relock_extend(la, 5000), RELOCK_LOST);
+            expect_key(key, want);
+            EXPECT_ST(a, relock_release(la), RELOCK_LOST);
+            expect_key(key, want);
+            if (lb) {
+                EXPECT_ST(b, relock_release(lb), RELOCK_OK);
+                expect_key(key, "(nil)");
+            }
+            srv_del(key);
+            relock_lock_free(la);
+            relock_lock_free(lb);
+            relock_client_free(a);
+            relock_client_free(b);
+        }
     }
 }
 
@@ -1370,6 +1434,7 @@ int main(void)
         cmocka_unit_test_teardown(test_foreign_value_refused, per_test_teardown),
         cmocka_unit_test_teardown(test_getset_loser_write, per_test_teardown),
         cmocka_unit_test_teardown(test_getset_loser_then_holder_dies, per_test_teardown),
+        cmocka_unit_test_teardown(test_new_holder_after_break, per_test_teardown),
         cmocka_unit_test_teardown(test_other_unit_refused, per_test_teardown),
         cmocka_unit_test_teardown(test_clock_skew, per_test_teardown),
         cmocka_unit_test_teardown(test_gc_expire_refused_on_20, per_test_teardown),

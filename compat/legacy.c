@@ -296,6 +296,11 @@ static int cas_watch_in(relock_lock *l, const cas_req *q, cas_result *out, int *
         r = expect(c, -1, "GET", "GET %s", l->fence_key);
         if (!r)
             return -1;
+        if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
+            RELOCK__BAD_REPLY(c, "GET", r); /* an error is not a mismatch */
+            freeReplyObject(r);
+            return -1;
+        }
         same = r->type == REDIS_REPLY_STRING && atoll(r->str) == q->fence;
         freeReplyObject(r);
     }
@@ -818,7 +823,12 @@ static relock_status ts_release(relock_lock *l)
     r = relock__commandf(c, &sent, "DEL %s", l->key);
     if (!r)
         return sent ? ambiguous(l, "release") : c->err.pub.status;
-    int deleted = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        relock_status st = RELOCK__BAD_REPLY(c, "DEL", r);
+        freeReplyObject(r);
+        return st;
+    }
+    int deleted = r->integer == 1;
     freeReplyObject(r);
     if (!deleted)
         return lost(l, "release", ""); /* gone between our GET and DEL */

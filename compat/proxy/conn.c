@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -555,7 +556,7 @@ static int forward(struct conn *c, const proxy_arg *argv, size_t argc,
     return resp_add_command(&c->uout, argv, argc);
 }
 
-static int refuse(struct conn *c, const gate_result *g)
+static int refuse(struct conn *c, const gate_result *g, int counted)
 {
     /* A refused command never reaches the server.  From 2.6.5 on, a
      * command refused while queueing also made EXEC fail
@@ -568,7 +569,8 @@ static int refuse(struct conn *c, const gate_result *g)
     pbuf_clear(&c->tmp);
     if (resp_add_error(&c->tmp, g->err) < 0)
         return -1;
-    counters_add(g->counter);
+    if (counted)
+        counters_add(g->counter);
     if (c->in_multi && c->pp->version >= PV(2, 6, 5)) {
         if (resp_add_command(&c->uout, &poison, 1) < 0)
             return -1;
@@ -605,7 +607,16 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
                       pbuf_used(&c->tmp));
     }
     if (personality_gate(c->pp, argv, argc, &g))
-        return refuse(c, &g);
+        return refuse(c, &g, 1);
+    at_fault at;
+    faults_count_command(&at);
+    if (at.fire) {
+        /* A command the server rejects before running it: not a refusal
+         * of the emulated version, so not counted as one. */
+        snprintf(g.err, sizeof(g.err), "%s", AT_ERROR_TEXT);
+        g.counter[0] = '\0';
+        return refuse(c, &g, 0);
+    }
 
     is_multi = arg_is(&argv[0], "MULTI");
     is_exec = arg_is(&argv[0], "EXEC");

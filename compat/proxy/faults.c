@@ -18,6 +18,7 @@ static _Atomic unsigned generation;
 
 /* The fault at the Nth reply (see faults.h).  at_n 0: disarmed. */
 static _Atomic long long replies;
+static _Atomic long long commands;
 static long long at_n;
 static enum at_kind at_kind_set = AT_HOLD;
 static long long at_hold_us;
@@ -28,10 +29,25 @@ void faults_count_reply(at_fault *out)
 
     out->fire = 0;
     pthread_mutex_lock(&lock);
-    if (at_n > 0 && k == at_n) {
+    if (at_n > 0 && k == at_n && at_kind_set != AT_ERROR) {
         out->fire = 1;
         out->kind = at_kind_set;
         out->hold_us = at_hold_us;
+        at_n = 0; /* once */
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void faults_count_command(at_fault *out)
+{
+    long long k = atomic_fetch_add(&commands, 1) + 1;
+
+    out->fire = 0;
+    pthread_mutex_lock(&lock);
+    if (at_n > 0 && k == at_n && at_kind_set == AT_ERROR) {
+        out->fire = 1;
+        out->kind = AT_ERROR;
+        out->hold_us = 0;
         at_n = 0; /* once */
     }
     pthread_mutex_unlock(&lock);
@@ -50,8 +66,10 @@ static int parse_at_kind(const char *s, enum at_kind *out, char *why, size_t why
         *out = AT_CLOSE_AFTER;
     else if (strcmp(s, "close-before") == 0)
         *out = AT_CLOSE_BEFORE;
+    else if (strcmp(s, "error") == 0)
+        *out = AT_ERROR;
     else {
-        snprintf(why, whylen, "'%s' is not hold, close-after or close-before", s);
+        snprintf(why, whylen, "'%s' is not hold, close-after, close-before or error", s);
         return -1;
     }
     return 0;
@@ -200,6 +218,7 @@ int faults_update(const char *const *names, const char *const *values,
         at_kind_set = kind_set ? kind : AT_HOLD;
         at_hold_us = hold > 0 ? hold : 0;
         atomic_store(&replies, 0);
+        atomic_store(&commands, 0);
     }
     pthread_mutex_unlock(&lock);
     return 0;

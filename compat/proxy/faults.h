@@ -56,9 +56,17 @@ void faults_off(void);
  *   AT_CLOSE_AFTER   relay it (after at-hold-ms, if set), then close the
  *                    client's connection: command N+1 meets a dead one;
  *   AT_CLOSE_BEFORE  command N ran, but its reply is never relayed: the
- *                    connection closes instead (a lost reply).
+ *                    connection closes instead (a lost reply);
+ *   AT_ERROR         the Nth client command (counted as commands, not
+ *                    replies) never reaches the server and is answered
+ *                    -LOADING, as a command a server rejects before running
+ *                    it (inside MULTI, as the personality treats a refused
+ *                    command).
  */
-enum at_kind { AT_HOLD = 0, AT_CLOSE_AFTER, AT_CLOSE_BEFORE };
+enum at_kind { AT_HOLD = 0, AT_CLOSE_AFTER, AT_CLOSE_BEFORE, AT_ERROR };
+
+/* The error AT_ERROR answers with (without '-' and CRLF). */
+#define AT_ERROR_TEXT "LOADING Redis is loading the dataset in memory"
 
 typedef struct at_fault {
     int fire;          /* 1: this reply is the one */
@@ -69,6 +77,10 @@ typedef struct at_fault {
 /* Counts one reply to a client command and says whether the fault fires
  * on it. */
 void faults_count_reply(at_fault *out);
+
+/* Counts one client command and says whether an AT_ERROR fault fires on
+ * it. */
+void faults_count_command(at_fault *out);
 
 /* Replies counted since the last at-reply setting (or start). */
 long long faults_replies(void);

@@ -19,7 +19,12 @@
  *                than relock's idle check, then the connection closes (a server's
  *                CLIENT KILL of a stalled client): the case where a silent
  *                reconnect inside WATCH or MULTI made a compare-and-delete
- *                unconditional.
+ *                unconditional;
+ *   error-reply  command k never runs: the server answers it -LOADING.
+ *                The operation must fail with RELOCK_EPROTO (or succeed
+ *                where the command was only a best-effort notice), never
+ *                report the lock lost, and a lock handle must stay usable:
+ *                the same operation again, without faults, succeeds.
  *
  * After each run the invariants are checked on the real server: the other
  * client's value is never overwritten or deleted, no two holders, fences
@@ -50,8 +55,9 @@
 enum op { OP_RELEASE, OP_EXTEND, OP_BREAK, OP_ACQUIRE, OP_TAKEOVER, NOPS };
 static const char *const op_name[] = {"release", "extend", "break", "acquire", "takeover"};
 
-enum fault { F_LOST_REPLY, F_DEAD_AFTER, F_WRITE, F_WRITE_DEAD, NFAULTS };
-static const char *const fault_name[] = {"lost-reply", "dead-after", "write", "write-dead"};
+enum fault { F_LOST_REPLY, F_DEAD_AFTER, F_WRITE, F_WRITE_DEAD, F_ERROR, NFAULTS };
+static const char *const fault_name[] = {"lost-reply", "dead-after", "write", "write-dead",
+                                         "error-reply"};
 
 typedef struct target {
     const char *pers;
@@ -345,6 +351,9 @@ static void one(const target *t, enum op op, long long k, enum fault f)
     case F_WRITE:
         srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind hold at-hold-ms %s", kk, "60");
         break;
+    case F_ERROR:
+        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "error");
+        break;
     case F_WRITE_DEAD:
         /* Idle past the connection check (200 ms), then closed. */
         srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind close-after at-hold-ms %s", kk,
@@ -366,6 +375,31 @@ static void one(const target *t, enum op op, long long k, enum fault f)
     const char *sn = relock_status_name(st);
     runs++;
 
+    if (f == F_ERROR) {
+        CHECK(st == RELOCK_EPROTO || st == RELOCK_OK, "an error reply gave %s", sn);
+        if (st == RELOCK_EPROTO) {
+            /* Nothing changed, and the handle is still good. */
+            const char *before = op == OP_BREAK      ? s.value
+                                 : op == OP_ACQUIRE  ? ""
+                                 : op == OP_TAKEOVER ? s.expired
+                                                     : ours;
+            CHECK(strcmp(v, before) == 0, "EPROTO, yet the key changed to \"%s\"", v);
+            relock_status again = RELOCK_OK;
+            if (op == OP_RELEASE)
+                again = relock_release(s.l);
+            if (op == OP_EXTEND)
+                again = relock_extend(s.l, 30000);
+            CHECK(again == RELOCK_OK, "the same call again after EPROTO: %s",
+                  relock_status_name(again));
+        } else if (op == OP_RELEASE || op == OP_BREAK) {
+            CHECK(v[0] == '\0', "OK, yet the key holds \"%s\"", v);
+        } else {
+            CHECK(strcmp(v, relock_lock_value(s.l)) == 0, "OK, yet the key holds \"%s\"", v);
+        }
+        held++;
+        scene_end(&s);
+        return;
+    }
     CHECK(st == RELOCK_OK || st == RELOCK_EIO || st == RELOCK_EAMBIGUOUS || st == RELOCK_LOST ||
               st == RELOCK_BUSY,
           "unexpected %s", sn);

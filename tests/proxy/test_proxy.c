@@ -969,9 +969,20 @@ static void test_fault_at_reply(void **state)
     want_status(cmd(c, "PING"), "PONG", "disarmed");
     want_status(cmd(c, "PING"), "PONG", "disarmed");
 
+    /* error at the 2nd command: it never runs, the server "is loading". */
+    want_status(cmd(ctl, "RELOCK-PROXY FAULT at-reply 2 at-kind error"), "OK", "arm");
+    want_status(cmd(c, "SET ar one"), "OK", "1st command");
+    want_error(cmd(c, "SET ar two"), "LOADING Redis is loading the dataset in memory",
+               "2nd command");
+    want_status(cmd(c, "PING"), "PONG", "connection kept");
+    v = upstream("GET %s", "ar");
+    assert_string_equal(v, "one");
+    free(v);
+    want_int(cmd(ctl, "RELOCK-PROXY REFUSED"), 0, "not a refusal");
+
     want_error(cmd(ctl, "RELOCK-PROXY FAULT at-kind sideways"),
-               "ERR relock-proxy: FAULT at-kind: 'sideways' is not hold, close-after or "
-               "close-before",
+               "ERR relock-proxy: FAULT at-kind: 'sideways' is not hold, close-after, "
+               "close-before or error",
                "bad kind");
     redisFree(c);
     redisFree(ctl);

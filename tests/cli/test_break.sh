@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # relock break against a real redis-server: every exit code (0 deleted,
 # 1 nothing to delete, 3 the key holds another value, 2 usage, 4 server),
-# the output, the fence counter left alone, waiters woken by the release
-# notice, and the three server paths through the compat proxy: a script
+# the output, the fence counter moved on, a break in the middle of a run in
+# every mode, waiters woken by the release notice, and the three server paths through the compat proxy: a script
 # (2.6), WATCH (2.2) and plain GET + MULTI (2.0), including the 2.0 window.
 #   test_break.sh PATH/TO/relock [PATH/TO/relock-compat-proxy]
 set -u
@@ -151,6 +151,35 @@ code=$?
 el=$((($(date +%s%N) - start) / 1000000))
 check "the waiter acquired (exit $code: $(cat "$DIR/werr"))" -- [ "$code" -eq 0 ]
 check "the waiter woke ${el} ms after the break (notice expected)" -- [ "$el" -lt 2000 ]
+
+# --- a break in the middle of a run, then a new holder: a classic client's
+# SETNX (a TTL-less timestamp, like a GETSET loser's write) or another relock
+# client.  In every mode the run's next renewal reports the loss (exit 3),
+# and the new holder's value is left alone.
+for m in legacy bridge modern; do
+    printf 'relock = { mode = "%s"; legacy = { clock_unit = "s"; }; };\n' "$m" >"$DIR/run-$m.conf"
+    for who in classic relock; do
+        k="brk-run-$m-$who"
+        "$RELOCK" -c "$DIR/run-$m.conf" run -t 3s "$k" -- sh -c 'exec sleep 20' \
+            >"$DIR/rout" 2>"$DIR/rerr" &
+        RUN=$!
+        for _ in $(seq 1 200); do [ "$(rcli EXISTS "$k")" = 1 ] && break; sleep 0.05; done
+        expect 0 "$m: break during run ($who next)" -- "$RELOCK" -c "$DIR/run-$m.conf" break "$k"
+        if [ "$who" = classic ]; then
+            NEWV=$(($(date +%s) + 30))
+            check "$m: the classic SETNX wins" -- [ "$(rcli SETNX "$k" "$NEWV")" = 1 ]
+        else
+            expect 0 "$m: relock acquires after the break" -- \
+                "$RELOCK" -c "$DIR/run-$m.conf" acquire -t 30s "$k"
+            read -r NEWV _ _ <"$DIR/out"
+        fi
+        code=0
+        wait "$RUN" || code=$?
+        check "$m/$who: run reports the loss (exit $code, $(cat "$DIR/rerr"))" -- [ "$code" -eq 3 ]
+        check "$m/$who: the new holder's value is intact" -- [ "$(rcli GET "$k")" = "$NEWV" ]
+        rcli DEL "$k" >/dev/null
+    done
+done
 
 # --- old servers through the compat proxy: each path of relock_break()
 if [ -n "$PROXY" ] && [ -x "$PROXY" ]; then

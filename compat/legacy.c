@@ -486,9 +486,13 @@ static relock_status takeover(relock_lock *l, uint64_t start, const char *old, l
     if (old_r && old_r->type == REDIS_REPLY_NIL) {
         st = RELOCK_OK; /* the key vanished meanwhile: we set it */
     } else if (old_r && old_r->type == REDIS_REPLY_STRING) {
+        /* Won only over a timestamp of our unit that has passed: one of
+         * the other unit (written since our GET) proves nothing. */
         relock__value val;
         relock__classify(old_r->str, old_r->len, &val);
-        if (val.kind == RELOCK_VALUE_TIMESTAMP && now >= ends_at(c, val.ts))
+        if (val.kind == RELOCK_VALUE_TIMESTAMP &&
+            relock__ts_unit_guess(val.ts_digits) == c->s.legacy.unit_ms &&
+            now >= ends_at(c, val.ts))
             st = RELOCK_OK;
     }
     long long fence = elem_int(r, 1);

@@ -869,6 +869,58 @@ static void test_stopped_holder(void **state)
  * between the two commands.  So an expired holder, even one whose value is
  * still in the key, gets LOST and deletes nothing.
  */
+/*
+ * (h) 2.0: between our GET of an expired value and our GETSET, another
+ * client writes a live timestamp of the other unit (a seconds value where
+ * ms is configured, which reads as 1970).  GETSET returns it; that is no
+ * proof of expiry, so the takeover is not won, though our write stands.
+ */
+static void test_20_getset_other_unit(void **state)
+{
+    (void)state;
+    setctx("personality 2.0, GETSET returns a value of the other unit");
+    const char *key = "p20-getset-unit";
+    srv_set_ts(key, wall_ms() - 5000);
+    const char *kv[] = {"legacy.clock_unit", "ms", NULL};
+    relock_client *c = legacy_client(P20, kv);
+    /* try_acquire: MULTI, SETNX, INCR, GET breaks, EXEC, then GET key (6th
+     * reply, held here), then the GETSET takeover. */
+    char *r = testsrv_cmd(&proxy[P20], "RELOCK-PROXY FAULT at-reply 6 at-kind hold at-hold-ms 500");
+    EXPECT(r && strcmp(r, "OK") == 0, "arming the fault: %s", r ? r : "no reply");
+    free(r);
+    char live_s[32];
+    snprintf(live_s, sizeof live_s, "%lld", wall_ms() / 1000 + 100);
+    pid_t pid = spawn();
+    if (pid == 0) {
+        for (int i = 0; i < 2500; i++) {
+            char *n = testsrv_cmd(&proxy[P20], "RELOCK-PROXY REPLIES");
+            long long got = n ? atoll(n) : -1;
+            free(n);
+            if (got >= 6) {
+                char *w = testsrv_cmd(&srv, "SET %s %s", key, live_s);
+                _exit(w && strcmp(w, "OK") == 0 ? 0 : 1);
+            }
+            tu_sleep_ms(2);
+        }
+        _exit(2);
+    }
+    relock_lock *l = NULL;
+    relock_status st = relock_try_acquire(c, key, 5000, &l);
+    int status = reap(pid, 10000);
+    free(testsrv_cmd(&proxy[P20], "RELOCK-PROXY FAULT off"));
+    EXPECT(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "the writer did not write in the window (status %d)", status);
+    EXPECT(st == RELOCK_BUSY, "try_acquire over a live value of the other unit: %s",
+           relock_status_name(st));
+    /* The GETSET ran (our value stands): the case was the one meant. */
+    char *v = srv_get(key);
+    EXPECT(v && strcmp(v, live_s) != 0 && strlen(v) == 13, "the key holds %s", v ? v : "nil");
+    free(v);
+    relock_lock_free(l);
+    relock_client_free(c);
+    srv_del(key);
+}
+
 static void test_20_release_needs_validity(void **state)
 {
     (void)state;
@@ -1430,6 +1482,7 @@ int main(void)
         cmocka_unit_test_teardown(test_stale_key_taken_at_once, per_test_teardown),
         cmocka_unit_test_teardown(test_takeover_race, per_test_teardown),
         cmocka_unit_test_teardown(test_stopped_holder, per_test_teardown),
+        cmocka_unit_test_teardown(test_20_getset_other_unit, per_test_teardown),
         cmocka_unit_test_teardown(test_20_release_needs_validity, per_test_teardown),
         cmocka_unit_test_teardown(test_foreign_value_refused, per_test_teardown),
         cmocka_unit_test_teardown(test_getset_loser_write, per_test_teardown),

@@ -612,20 +612,29 @@ static relock_status quorum_extend(relock_lock *l, long ttl_ms)
     int nextended = count(c, &f, extended);
     fan_free(&f);
     uint64_t valid_until = relock__valid_until(start, ttl_ms);
-    if (nextended >= majority(c)) {
-        if (relock__mono_ms() < valid_until) {
-            l->ttl_ms = ttl_ms;
-            l->valid_until = valid_until;
-            return RELOCK_OK;
-        }
-        return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                            "extend %s: lock lost: extending took longer than the %ld ms asked",
-                            l->name, ttl_ms);
+    if (nextended >= majority(c) && relock__mono_ms() < valid_until) {
+        l->ttl_ms = ttl_ms;
+        l->valid_until = valid_until;
+        return RELOCK_OK;
     }
-    if (refused(c, f.answered - nextended))
+    int late = nextended >= majority(c);
+    if (late || refused(c, f.answered - nextended)) {
+        /* Lost: the handle will not be released, so our value goes now
+         * from the servers that did extend it, rather than block others
+         * for a whole ttl (our token is unique: nobody else's is hit). */
+        fan d;
+        delete_everywhere(l, &d);
+        fan_free(&d);
+        relock__err_clear(&c->err);
+        if (late)
+            return RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                "extend %s: lock lost: extending took longer than the %ld ms "
+                                "asked",
+                                l->name, ttl_ms);
         return RELOCK__FAIL(&c->err, RELOCK_LOST,
                             "extend %s: lock lost: held on only %d of %d servers", l->name,
                             nextended, c->s.nservers);
+    }
     char need[64];
     snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
     return undecided(c, RELOCK_EIO, "extend", l, &f, need);

@@ -180,6 +180,27 @@ static void test_minority_down(void **state)
         assert_int_equal(testsrv_start(&srv[i], NULL), 0);
 }
 
+/* An extend that finds the lock on a minority only reports it lost and
+ * removes our value from that minority, which would otherwise keep it for
+ * a whole ttl that no one can release. */
+static void test_lost_extend_leaves_nothing(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "qx", 30000, 0, &l), RELOCK_OK);
+    assert_true(holders_become("qx", relock_lock_value(l), N));
+    /* Our value vanishes from three of five (a failover, an operator). */
+    for (int i = 0; i < 3; i++)
+        free(testsrv_cmd(&srv[i], "DEL %s", "qx"));
+    assert_int_equal(relock_extend(l, 30000), RELOCK_LOST);
+    if (!strstr(relock_client_error(a)->message, "lock lost: held on only"))
+        fail_msg("message: %s", relock_client_error(a)->message);
+    wait_clear("qx");
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
 static void test_fence_across_majorities(void **state)
 {
     (void)state;
@@ -477,6 +498,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_up),
         cmocka_unit_test(test_minority_down),
+cmocka_unit_test(test_lost_extend_leaves_nothing),
         cmocka_unit_test(test_fence_across_majorities),
         cmocka_unit_test(test_paused_server_not_waited_for),
         cmocka_unit_test(test_script_cache_flushed),

@@ -47,6 +47,7 @@ typedef struct brk {
     relock_client *c;
     const char *name;
     const char *if_value;
+    long long if_fence; /* 0: not compared */
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     char fence_key[RELOCK__KEY_MAX];
     char breaks_key[RELOCK__KEY_MAX]; /* counted on servers without WATCH */
@@ -95,6 +96,14 @@ static relock_status mismatch(brk *b)
 {
     return RELOCK__FAIL(&b->c->err, RELOCK_BUSY,
                         "break %s: nothing deleted: the key holds another value", b->name);
+}
+
+static relock_status fence_moved(brk *b)
+{
+    return RELOCK__FAIL(&b->c->err, RELOCK_BUSY,
+                        "break %s: nothing deleted: the key holds that value, but fence %lld "
+                        "is no longer current (another holder acquired since)",
+                        b->name, b->if_fence);
 }
 
 /* Sends one command that must answer with a status (+OK, +QUEUED).  On
@@ -247,9 +256,11 @@ static relock_status break_any(brk *b)
 
 static relock_status break_eval(brk *b)
 {
-    const char *args[] = {b->key, b->fence_key, b->if_value ? b->if_value : "", b->chan};
+    char fence[32];
+    snprintf(fence, sizeof fence, "%lld", b->if_fence);
+    const char *args[] = {b->key, b->fence_key, b->if_value ? b->if_value : "", b->chan, fence};
     int sent = 0;
-    redisReply *r = relock__eval(b->c, &sent, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 4, args);
+    redisReply *r = relock__eval(b->c, &sent, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 5, args);
     if (!r)
         return sent ? ambiguous(b) : b->c->err.pub.status;
     relock_status st;
@@ -259,6 +270,8 @@ static relock_status break_eval(brk *b)
         st = RELOCK_OK;
     else if (r->integer == 0)
         st = absent(b);
+    else if (r->integer == -2)
+        st = fence_moved(b);
     else
         st = mismatch(b);
     freeReplyObject(r);
@@ -271,7 +284,7 @@ static relock_status watch_once(brk *b, int *beaten)
 {
     relock_client *c = b->c;
     *beaten = 0;
-    if (status_cmd(c, "WATCH", "WATCH %s", b->key) != 0)
+    if (status_cmd(c, "WATCH", "WATCH %s %s", b->key, b->fence_key) != 0)
         return c->err.pub.status;
     char *found = NULL;
     if (get_value(b, &found) != 0) {
@@ -281,10 +294,23 @@ static relock_status watch_once(brk *b, int *beaten)
     int same = found && strcmp(found, b->if_value) == 0;
     int was_absent = found == NULL;
     free(found);
-    if (!same) {
+    int moved = 0;
+    if (same && b->if_fence > 0) {
+        redisReply *r = relock__commandf(c, NULL, "GET %s", b->fence_key);
+        if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+            if (r)
+                RELOCK__BAD_REPLY(c, "GET", r);
+            freeReplyObject(r);
+            relock__conn_close(&c->conn);
+            return c->err.pub.status;
+        }
+        moved = r->type != REDIS_REPLY_STRING || atoll(r->str) != b->if_fence;
+        freeReplyObject(r);
+    }
+    if (!same || moved) {
         if (status_cmd(c, "UNWATCH", "UNWATCH") != 0)
             return c->err.pub.status;
-        return was_absent ? absent(b) : mismatch(b);
+        return was_absent ? absent(b) : moved ? fence_moved(b) : mismatch(b);
     }
     tx_result t;
     relock_status st = tx_delete(b, 0, &t);
@@ -361,12 +387,22 @@ static relock_status break_plain(brk *b)
 
 relock_status relock_break(relock_client *c, const char *name, const char *if_value)
 {
+    return relock_break_fenced(c, name, if_value, 0);
+}
+
+relock_status relock_break_fenced(relock_client *c, const char *name, const char *if_value,
+                                  long long if_fence)
+{
     if (!c)
         return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     relock_status st = check_args(c, name, if_value);
     if (st != RELOCK_OK)
         return st;
+    if (if_fence < 0 || (if_fence > 0 && !if_value))
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                            "break %s: a fence to compare needs the value too, and is above 0",
+                            name);
     if (c->s.nservers > 1)
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
                             "break %s: not with several servers; break it on each server "
@@ -377,6 +413,7 @@ relock_status relock_break(relock_client *c, const char *name, const char *if_va
     b.c = c;
     b.name = name;
     b.if_value = if_value;
+    b.if_fence = if_fence;
     snprintf(b.key, sizeof b.key, "%s%s", c->s.key_prefix, name);
     if (relock__fence_key(b.key, b.fence_key, sizeof b.fence_key) != 0 ||
         relock__breaks_key(b.key, b.breaks_key, sizeof b.breaks_key) != 0)
@@ -399,5 +436,10 @@ relock_status relock_break(relock_client *c, const char *name, const char *if_va
         return break_eval(&b);
     if (c->conn.caps & RELOCK_CAP_WATCH)
         return break_watch(&b);
+    if (if_fence > 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "break %s: a fence cannot be compared on Redis %s: its fence "
+                            "counter also counts failed attempts",
+                            name, c->conn.version);
     return break_plain(&b);
 }

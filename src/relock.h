@@ -381,17 +381,30 @@ RELOCK_EXTERN relock_status relock_scan(relock_client *c, const char *match,
  * holds exactly that value, atomically (a script; WATCH and MULTI/EXEC on
  * Redis 2.2 and 2.4; on 2.0 a GET, then a transaction that shows whether
  * the value changed in between, and puts a new one back if it did); with
- * if_value NULL, whatever the key holds.  The fence counter is never
- * touched.  Returns RELOCK_OK when deleted, RELOCK_BUSY when the key holds
- * another value (nothing deleted), RELOCK_LOST when it is absent (nothing
- * to delete), RELOCK_EAMBIGUOUS when the connection was lost after the
- * request was sent.  Works whatever the mode, also on a client whose mode
+ * if_value NULL, whatever the key holds.  The delete increments the fence
+ * counter in the same atomic step (on Redis 2.0 also a counter of breaks),
+ * so whoever held the lock, who is not told, finds it moved: its next
+ * release or extend reports RELOCK_LOST and writes nothing.  Returns
+ * RELOCK_OK when deleted, RELOCK_BUSY when the key holds another value
+ * (nothing deleted), RELOCK_LOST when it is absent (nothing to delete),
+ * RELOCK_EAMBIGUOUS when the connection was lost after the request was
+ * sent.  Works whatever the mode, also on a client whose mode
  * relock_connect() refused; with several servers, RELOCK_EUNSUPPORTED.
- * Whoever held the lock is not told: its next release or extend reports
- * RELOCK_LOST.
  */
 RELOCK_EXTERN relock_status relock_break(relock_client *c, const char *name,
                                          const char *if_value);
+
+/*
+ * relock_break() that also requires the fence counter to equal if_fence
+ * (> 0), compared in the same atomic step: timestamps repeat, so in legacy
+ * and bridge modes the next holder can hold the very value an operator saw
+ * for the last one; the fence tells them apart.  if_fence 0 is
+ * relock_break().  RELOCK_BUSY when the value or the fence differs;
+ * RELOCK_EINVAL without if_value; RELOCK_EUNSUPPORTED on Redis 2.0, whose
+ * fence counter also counts failed attempts.
+ */
+RELOCK_EXTERN relock_status relock_break_fenced(relock_client *c, const char *name,
+                                                const char *if_value, long long if_fence);
 
 #ifdef __cplusplus
 }

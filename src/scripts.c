@@ -99,9 +99,14 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "return {0}\n",
     /* RELOCK__SCRIPT_BREAK_IF_EQ: KEYS[1] lock, KEYS[2] fence counter;
      * ARGV[1] the value to break, or '' for whatever the key holds;
-     * ARGV[2] the channel or ''.  Deletes and increments the fence (so the
-     * broken holder's checks fail); returns as DEL_IF_EQ does. */
+     * ARGV[2] the channel or ''; ARGV[3] the fence that must be current,
+     * or '0'.  Deletes and increments the fence (so the broken holder's
+     * checks fail); returns as DEL_IF_EQ does, and -2 when the value is
+     * the one given but the fence is not. */
     "local v = redis.call('get', KEYS[1])\n"
+    "if v and v == ARGV[1] and ARGV[3] ~= '0' and redis.call('get', KEYS[2]) ~= ARGV[3] then\n"
+    "  return -2\n"
+    "end\n"
     "if v and (ARGV[1] == '' or v == ARGV[1]) then\n"
     "  redis.call('del', KEYS[1])\n"
     "  redis.call('incr', KEYS[2])\n"

@@ -8,18 +8,21 @@
  * was really deleted.
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
 const char help_break[] =
-    "usage: relock break NAME [--if-value VALUE]\n"
+    "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]]\n"
     "Delete NAME's lock key by hand, for a lock whose holder is stuck or gone, and\n"
     "wake the waiters. With --if-value, only while the key still holds VALUE (as\n"
-    "`relock inspect` showed it), atomically; without it, whatever the key holds.\n"
-    "The fence counter is kept. The holder is not told: its next release or\n"
-    "extend reports the lock lost.\n"
+    "`relock inspect` showed it), atomically; with --if-fence too, only while the\n"
+    "fence counter is still FENCE (timestamps repeat: the next holder may hold the\n"
+    "same VALUE); without them, whatever the key holds. The fence counter moves on.\n"
+    "The holder is not told: its next release or extend reports the lock lost.\n"
     "Exit: 0 deleted, 1 nothing to delete (no key), 3 the key holds another value\n"
     "(nothing deleted), 2 usage, 4 server error.\n";
 
@@ -72,10 +75,10 @@ static int break_code(relock_client *c, relock_status st)
     }
 }
 
-/* --if-value VALUE. */
-static int break_if(relock_client *c, const char *name, const char *value)
+/* --if-value VALUE [--if-fence FENCE]. */
+static int break_if(relock_client *c, const char *name, const char *value, long long fence)
 {
-    relock_status st = relock_break(c, name, value);
+    relock_status st = relock_break_fenced(c, name, value, fence);
     if (st == RELOCK_OK) {
         printf("deleted %s, which held %s\n", name, value);
         return 0;
@@ -134,9 +137,11 @@ static int break_any(relock_client *c, const char *name)
 int cmd_break(cli_ctx *ctx, int argc, char **argv)
 {
     static const struct option longopts[] = {{"if-value", required_argument, NULL, 'v'},
+                                             {"if-fence", required_argument, NULL, 'f'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     const char *value = NULL;
+    const char *fence_arg = NULL;
     int opt;
     static const char optstring[] = "h";
     opterr = 0; /* our own one-line messages below */
@@ -145,6 +150,9 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
         switch (opt) {
         case 'v':
             value = optarg;
+            break;
+        case 'f':
+            fence_arg = optarg;
             break;
         case 'h':
             fputs(help_break, stdout);
@@ -162,6 +170,20 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
         cli_error("break: --if-value: the value is empty");
         return EXIT_USAGE;
     }
+    long long fence = 0;
+    if (fence_arg) {
+        char *end = NULL;
+        fence = strtoll(fence_arg, &end, 10);
+        if (!*fence_arg || *end || fence <= 0 || fence == LLONG_MAX) {
+            cli_error("break: --if-fence: '%s' is not a fence (a whole number above 0, as "
+                      "acquire or inspect printed it)", fence_arg);
+            return EXIT_USAGE;
+        }
+        if (!value) {
+            cli_error("break: --if-fence needs --if-value: the fence is compared with the value");
+            return EXIT_USAGE;
+        }
+    }
     const char *name = argv[optind];
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
@@ -171,7 +193,7 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
-    int code = value ? break_if(c, name, value) : break_any(c, name);
+    int code = value ? break_if(c, name, value, fence) : break_any(c, name);
     relock_client_free(c);
     return code;
 }

@@ -90,6 +90,27 @@ read -r VB _ _ <"$DIR/out"
 expect 0 "break --if-value=VALUE NAME" -- R break --if-value="$VB" brk-b
 check "key gone" -- [ "$(rcli EXISTS brk-b)" = 0 ]
 
+# --- --if-fence: timestamps repeat, the fence tells holders apart
+expect 2 "--if-fence without --if-value" -- R break brk-f --if-fence 3
+expect 2 "--if-fence not a number" -- R break brk-f --if-value v --if-fence 3x
+expect 2 "--if-fence 0" -- R break brk-f --if-value v --if-fence 0
+printf 'relock = { mode = "legacy"; legacy = { clock_unit = "s"; }; };\n' >"$DIR/legacy-s.conf"
+L() { "$RELOCK" -c "$DIR/legacy-s.conf" "$@"; }
+expect 0 "legacy acquire" -- L acquire -t 30s brk-f
+read -r VF FF _ <"$DIR/out"
+# The holder's lock is released; the next takes it, maybe in the same second.
+expect 0 "legacy release" -- L release brk-f "$VF" "$FF"
+expect 0 "legacy acquire again" -- L acquire -t 30s brk-f
+read -r VF2 FF2 _ <"$DIR/out"
+check "the next holder's fence is above ($FF2 > $FF)" -- [ "$FF2" -gt "$FF" ]
+expect 3 "break --if-value of the last holder, old fence" -- L break brk-f --if-value "$VF" --if-fence "$FF"
+check "the next holder's lock is kept" -- [ "$(rcli GET brk-f)" = "$VF2" ]
+if [ "$VF" = "$VF2" ]; then
+    check "same value, the fence told: $(cat "$DIR/err")" -- err_has "fence $FF is no longer current"
+fi
+expect 0 "break --if-value --if-fence of the holder" -- L break brk-f --if-value "$VF2" --if-fence "$FF2"
+check "deleted" -- [ "$(rcli EXISTS brk-f)" = 0 ]
+
 # --- without --if-value: whatever the key holds, and it says what
 expect 0 "acquire" -- R acquire -t 30s brk-c
 read -r VC FC _ <"$DIR/out"
@@ -123,7 +144,7 @@ expect 2 "--if-value without a value" -- R break brk-x --if-value
 expect 2 "--if-value empty" -- R break brk-x --if-value ""
 expect 2 "unknown option" -- R break brk-x --force
 expect 0 "break --help" -- R break --help
-check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE]"
+check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]]"
 expect 0 "relock --help lists break" -- "$RELOCK" --help
 check "usage lists break" -- out_has "break   NAME [--if-value VALUE]"
 rcli RPUSH brk-list a >/dev/null
@@ -195,6 +216,13 @@ if [ -n "$PROXY" ] && [ -x "$PROXY" ]; then
         read -r VO FO _ <"$DIR/out"
         expect 3 "$pers: break --if-value, another value" -- P break "$k" --if-value 1700000000
         check "$pers: nothing deleted" -- [ "$(rcli GET "$k")" = "$VO" ]
+        if [ "$pers" = 2.0 ]; then
+            expect 2 "$pers: --if-fence refused" -- P break "$k" --if-value "$VO" --if-fence "$FO"
+            check "$pers: says why: $(cat "$DIR/err")" -- err_has "also counts failed attempts"
+        else
+            expect 3 "$pers: --if-fence, a fence moved on" -- P break "$k" --if-value "$VO" --if-fence $((FO + 1))
+            check "$pers: nothing deleted" -- [ "$(rcli GET "$k")" = "$VO" ]
+        fi
         expect 0 "$pers: break --if-value VALUE" -- P break "$k" --if-value "$VO"
         check "$pers: deleted" -- [ "$(rcli EXISTS "$k")" = 0 ]
         expect 1 "$pers: break an absent key" -- P break "$k" --if-value "$VO"

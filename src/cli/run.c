@@ -1,16 +1,32 @@
 /*
  * relock run: hold a lock while a command runs, as flock(1) does.
  *
- * The parent blocks the signals it cares about and waits for them with
- * sigtimedwait(), so there are no asynchronous handlers: SIGCHLD ends the
- * wait, SIGINT/SIGTERM/SIGHUP are passed on to the command, and the
- * timeout is the next renewal.
+ * CMD runs in a process group of its own, so that what relock does to it
+ * (a forwarded signal, SIGTERM and SIGKILL when the lock is lost) reaches
+ * every process CMD started, not only CMD.  When relock has the terminal,
+ * CMD's group gets it while CMD runs.
+ *
+ * If relock itself dies, SIGKILL included, a small guardian process in
+ * CMD's group notices (the pipe only relock writes to reads EOF) and ends
+ * the group: SIGTERM, then SIGKILL after at most a quarter of the lease.
+ * Renewals stop with relock, but the lease then still has at least two
+ * thirds of its time (renewed every third), so the tree is gone before
+ * another holder can acquire.
+ *
+ * The parent blocks the signals it cares about and reads them from a
+ * signalfd, together with a pipe on which the renewal thread reports a
+ * lost lock: no asynchronous handlers, and no signal a user could send
+ * means anything to relock but "pass this on" (INT, TERM, HUP, QUIT, USR1,
+ * USR2 go to CMD's group).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,12 +41,18 @@ const char help_run[] =
     "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
     "  -n       do not wait: fail at once if NAME is held\n"
     "  -E CODE  exit code when the lock is not acquired (default 1)\n"
-    "CMD gets RELOCK_NAME, RELOCK_VALUE and RELOCK_FENCE in its environment.\n"
-    "SIGINT, SIGTERM and SIGHUP are passed on to CMD. If the lock is lost while\n"
-    "CMD runs, CMD gets SIGTERM (SIGKILL 5 s later) and relock exits 3.\n";
+    "CMD gets RELOCK_NAME, RELOCK_VALUE and RELOCK_FENCE in its environment, and\n"
+    "runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1\n"
+    "and SIGUSR2 are passed on to that group. If the lock is lost while CMD runs,\n"
+    "the group gets SIGTERM (SIGKILL 5 s later) and relock exits 3. If relock\n"
+    "itself dies, the group is ended before the lease can run out.\n";
 
 /* Time CMD gets between SIGTERM and SIGKILL after the lock is lost. */
 #define KILL_GRACE_MS 5000
+
+/* The signals passed on to CMD's group. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
 static int wait_status_code(int status)
 {
@@ -41,13 +63,35 @@ static int wait_status_code(int status)
     return EXIT_SERVER;
 }
 
-static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l)
+/* Gives the terminal's foreground to group pgid (0: back to ours), when
+ * relock had it.  SIGTTOU is blocked around the call: a background group
+ * may not change it otherwise. */
+static void hand_terminal(int had_tty, pid_t pgid)
+{
+    if (!had_tty)
+        return;
+    sigset_t tt, old;
+    sigemptyset(&tt);
+    sigaddset(&tt, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &tt, &old);
+    tcsetpgrp(STDIN_FILENO, pgid ? pgid : getpgrp());
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l, int had_tty)
 {
     char fence[32];
     snprintf(fence, sizeof fence, "%lld", relock_lock_fence(l));
     pid_t pid = fork();
-    if (pid != 0)
+    if (pid != 0) {
+        if (pid > 0) {
+            setpgid(pid, pid); /* both sides: whichever runs first */
+            hand_terminal(had_tty, pid);
+        }
         return pid;
+    }
+    setpgid(0, 0);
+    hand_terminal(had_tty, getpid());
     sigprocmask(SIG_SETMASK, oldmask, NULL);
     signal(SIGPIPE, SIG_DFL); /* ignored dispositions survive exec: restore */
     setenv("RELOCK_NAME", relock_lock_name(l), 1);
@@ -59,6 +103,54 @@ static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l)
     _exit(e == ENOENT ? 127 : 126);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/*
+ * The guardian: joins CMD's group, ignores every signal it can, and waits
+ * on the read end of a pipe only relock writes to.  A byte means "CMD is
+ * done, stand down"; end of file means relock is gone: the group gets
+ * SIGTERM, then SIGKILL after grace_ms (which ends the guardian too).
+ * Only async-signal-safe calls: the parent has threads.
+ */
+static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long grace_ms)
+{
+    pid_t g = fork();
+    if (g != 0)
+        return g;
+    close(wfd);
+    if (setpgid(0, pgid) < 0)
+        _exit(0); /* the group is gone already: nothing to guard */
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
+            signal(sig, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        /* Holds no pipe of CMD's open: a reader of CMD's output sees its
+         * end when CMD's processes end. */
+        dup2(devnull, STDIN_FILENO);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+    }
+    char b;
+    ssize_t n;
+    while ((n = read(rfd, &b, 1)) < 0 && errno == EINTR)
+        ;
+    if (n == 1)
+        _exit(0);
+    kill(-pgid, SIGTERM);
+    sleep_ms(grace_ms);
+    kill(-pgid, SIGKILL);
+    _exit(0);
+}
+
 /* Waits for the child for at most ms; returns 1 when it has ended. */
 static int reap_within(pid_t pid, long ms, int *status)
 {
@@ -66,34 +158,36 @@ static int reap_within(pid_t pid, long ms, int *status)
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid)
             return 1;
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
+        sleep_ms(10);
     }
     return 0;
 }
 
-/* Set by the renewal thread before it signals the main thread. */
+/* The renewal thread's report of a lost lock: the status, then a byte on
+ * the pipe the main loop polls. */
 static volatile relock_status lost_why = RELOCK_LOST;
+static int lost_pipe[2] = {-1, -1};
 
 static void on_lost(relock_lock *l, relock_status why, void *arg)
 {
     (void)l;
     (void)arg;
     lost_why = why;
-    kill(getpid(), SIGUSR1);
+    ssize_t n = write(lost_pipe[1], "x", 1);
+    (void)n; /* non-blocking: a full pipe already says it */
 }
 
-static int lost_while_running(pid_t pid, relock_client *c, relock_status why)
+static int lost_while_running(pid_t pgid, int *status, relock_status why)
 {
-    (void)c;
     cli_error("run: lock lost while CMD was running: %s",
               why == RELOCK_LOST ? "it was taken, deleted or expired"
                                  : relock_strerror(why));
-    kill(pid, SIGTERM);
-    int status;
-    if (!reap_within(pid, KILL_GRACE_MS, &status)) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+    kill(-pgid, SIGTERM);
+    if (!reap_within(pgid, KILL_GRACE_MS, status)) {
+        kill(-pgid, SIGKILL);
+        waitpid(pgid, status, 0);
+    } else {
+        kill(-pgid, SIGKILL); /* what CMD left behind in its group */
     }
     return EXIT_LOST;
 }
@@ -133,53 +227,69 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         return (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) ? exit_busy : code;
     }
 
-    /* Blocked before the renewal thread starts, so it inherits the mask
-     * and every signal comes to sigwaitinfo() below. */
+    /* Blocked before the renewal thread starts, so that it inherits the
+     * mask and every signal comes to the signalfd below. */
     sigset_t mask, oldmask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGUSR1);
+    for (size_t i = 0; i < NFORWARDED; i++)
+        sigaddset(&mask, forwarded[i]);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    int gpipe[2] = {-1, -1};
+    if (sfd < 0 || pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
+        cli_error("run: %s", strerror(errno));
+        code = EXIT_SERVER;
+        goto out_release;
+    }
     st = relock_keep(l, on_lost, NULL);
     if (st != RELOCK_OK) {
         code = cli_fail(c, st, "run: renewal");
-        relock_release(l);
-        relock_lock_free(l);
-        relock_client_free(c);
-        sigprocmask(SIG_SETMASK, &oldmask, NULL);
-        return code;
+        goto out_release;
     }
-    pid_t pid = spawn(cmd, &oldmask, l);
+    int had_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+    pid_t pid = spawn(cmd, &oldmask, l, had_tty);
     if (pid < 0) {
         cli_error("run: fork: %s", strerror(errno));
-        relock_release(l);
-        relock_lock_free(l);
-        relock_client_free(c);
-        sigprocmask(SIG_SETMASK, &oldmask, NULL);
-        return EXIT_SERVER;
+        code = EXIT_SERVER;
+        goto out_release;
     }
+    long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
+    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace);
+    close(gpipe[0]);
+    gpipe[0] = -1;
 
     int status = 0;
     code = -1;
     for (;;) {
-        int sig = sigwaitinfo(&mask, NULL);
-        if (sig == SIGCHLD || sig < 0) {
+        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {lost_pipe[0], POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pf[1].revents) {
+            code = lost_while_running(pid, &status, lost_why);
+            break;
+        }
+        struct signalfd_siginfo si;
+        if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
+            continue;
+        if ((int)si.ssi_signo == SIGCHLD) {
             if (waitpid(pid, &status, WNOHANG) == pid)
                 break;
-        } else if (sig == SIGUSR1) {
-            code = lost_while_running(pid, c, lost_why);
-            break;
         } else {
-            kill(pid, sig); /* pass SIGINT/SIGTERM/SIGHUP on to CMD */
+            kill(-pid, (int)si.ssi_signo); /* CMD's whole group */
         }
     }
-    /* A loss noticed from here on is reported by the release below; a
-     * pending notice must not kill us once the mask is restored. */
-    signal(SIGUSR1, SIG_IGN);
-    sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    hand_terminal(had_tty, 0);
+    /* CMD is done: the guardian stands down, and is reaped. */
+    if (write(gpipe[1], "q", 1) != 1 && guardian > 0)
+        kill(guardian, SIGKILL);
+    if (guardian > 0 && !reap_within(guardian, 1000, &(int){0})) {
+        kill(guardian, SIGKILL);
+        waitpid(guardian, NULL, 0);
+    }
     if (code < 0) {
         code = wait_status_code(status);
         st = relock_release(l);
@@ -190,7 +300,21 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
             cli_fail(c, st, "run: release");
         }
     }
+    goto out;
+out_release:
+    relock_release(l);
+out:
     relock_lock_free(l);
     relock_client_free(c);
+    for (int i = 0; i < 2; i++) {
+        if (lost_pipe[i] >= 0)
+            close(lost_pipe[i]);
+        if (gpipe[i] >= 0)
+            close(gpipe[i]);
+        lost_pipe[i] = -1;
+    }
+    if (sfd >= 0)
+        close(sfd);
+    sigprocmask(SIG_SETMASK, &oldmask, NULL);
     return code;
 }

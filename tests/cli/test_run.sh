@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# relock run supervises CMD's whole process tree, with real processes
+# against a real redis-server:
+#   - a lost lock (relock break) ends every process of CMD's group;
+#   - SIGTERM sent to relock reaches every process of the group;
+#   - SIGKILL of relock (as the OOM killer would): the group is ended,
+#     SIGKILL included for a CMD that ignores SIGTERM, while the lease
+#     still runs, so no second holder can start meanwhile;
+#   - SIGUSR1 and SIGUSR2 are passed on to CMD, never read as a loss.
+#   test_run.sh PATH/TO/relock
+set -u
+RELOCK=${1:?usage: test_run.sh PATH/TO/relock}
+PY=/usr/bin/python3
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() {
+    local what=$1
+    shift 2
+    if "$@"; then ok; else bad "$what"; fi
+}
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+DIR=$(mktemp -d /tmp/relock-run-XXXXXX)
+PIDS=()
+cleanup() {
+    # Leftovers of a failed check: the pids CMDs wrote down.
+    for f in "$DIR"/*.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+PORT=$(free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --daemonize no --logfile "$DIR/server.log" &
+PIDS+=($!)
+for _ in $(seq 1 200); do
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
+    sleep 0.05
+done
+export RELOCK_URL="redis://127.0.0.1:$PORT"
+R() { "$RELOCK" -m modern "$@"; }
+rcli() { redis-cli -p "$PORT" "$@"; }
+
+# wait_for CMD...: up to 10 s for CMD to succeed.
+wait_for() {
+    for _ in $(seq 1 500); do "$@" && return 0; sleep 0.02; done
+    return 1
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+gone() { ! alive "$1"; }
+has_pid() { [ -s "$1" ]; }
+
+# A CMD whose grandchild (a background sleep) writes its pid down: the
+# process that a signal to CMD alone would leave running.
+tree_cmd() { echo "sleep 97 & echo \$! >$DIR/$1.pid; wait"; }
+
+# --- 1. the lock is lost (an operator's break): the whole tree ends
+"$RELOCK" -m modern run -t 3s tree-lost -- sh -c "$(tree_cmd lost)" >"$DIR/out" 2>"$DIR/err" &
+RUN=$!
+check "lost: the grandchild started" -- wait_for has_pid "$DIR/lost.pid"
+GRAND=$(cat "$DIR/lost.pid")
+R break tree-lost >/dev/null 2>&1
+code=0
+wait "$RUN" || code=$?
+check "lost: run exits 3 (exit $code: $(cat "$DIR/err"))" -- [ "$code" -eq 3 ]
+check "lost: the grandchild $GRAND ended too" -- wait_for gone "$GRAND"
+
+# --- 2. SIGTERM to relock reaches the whole group
+"$RELOCK" -m modern run -t 3s tree-term -- sh -c "$(tree_cmd term)" >"$DIR/out" 2>"$DIR/err" &
+RUN=$!
+check "term: the grandchild started" -- wait_for has_pid "$DIR/term.pid"
+GRAND=$(cat "$DIR/term.pid")
+kill -TERM "$RUN"
+code=0
+wait "$RUN" || code=$?
+check "term: run exits with CMD's 143 (exit $code)" -- [ "$code" -eq 143 ]
+check "term: the grandchild $GRAND ended too" -- wait_for gone "$GRAND"
+check "term: the lock was released" -- [ "$(rcli EXISTS tree-term)" = 0 ]
+
+# --- 3. SIGKILL of relock.  CMD ignores SIGTERM (and so does the sleep it
+# starts), so only the escalation to SIGKILL ends it.  Lease 4 s: renewed
+# every 1.3 s, at least 2.6 s left when relock dies; the group must be gone
+# while the key still has time left.
+"$RELOCK" -m modern run -t 4s tree-kill -- sh -c "trap '' TERM; $(tree_cmd kill)" >"$DIR/out" 2>"$DIR/err" &
+RUN=$!
+check "kill: the grandchild started" -- wait_for has_pid "$DIR/kill.pid"
+GRAND=$(cat "$DIR/kill.pid")
+kill -KILL "$RUN"
+wait "$RUN" 2>/dev/null
+check "kill: the grandchild $GRAND ended after relock's death" -- wait_for gone "$GRAND"
+PTTL=$(rcli PTTL tree-kill)
+check "kill: it ended while the lease still ran (PTTL $PTTL ms)" -- [ "$PTTL" -gt 0 ]
+# No holder, no renewal: the lock ends with its lease, and a second run of
+# the same name starts only then.
+check "kill: a second run waits for the lease" -- R run -w 10s tree-kill -- true
+
+# --- 4. SIGUSR1 and SIGUSR2 are CMD's, not relock's: passed on, no loss
+for sig in USR1 USR2; do
+    "$RELOCK" -m modern run -t 3s "tree-$sig" -- sh -c "trap 'exit 7' $sig; echo \$\$ >$DIR/$sig.pid; while :; do sleep 0.05; done" \
+        >"$DIR/out" 2>"$DIR/err" &
+    RUN=$!
+    check "$sig: CMD started" -- wait_for has_pid "$DIR/$sig.pid"
+    kill -"$sig" "$RUN"
+    code=0
+    wait "$RUN" || code=$?
+    check "$sig: CMD got it and exited 7, relock passed that on (exit $code: $(cat "$DIR/err"))" -- \
+        [ "$code" -eq 7 ]
+    check "$sig: no loss reported: $(cat "$DIR/err")" -- [ "$(grep -c "relock:" "$DIR/err")" = 0 ]
+    check "$sig: the lock was released" -- [ "$(rcli EXISTS "tree-$sig")" = 0 ]
+done
+
+echo "cli_run: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

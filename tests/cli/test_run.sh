@@ -52,7 +52,9 @@ wait_for() {
     for _ in $(seq 1 500); do "$@" && return 0; sleep 0.02; done
     return 1
 }
-alive() { kill -0 "$1" 2>/dev/null; }
+# Alive: exists and is not a zombie (a killed orphan waits for init, which
+# in a container may be slow to reap it).
+alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 gone() { ! alive "$1"; }
 has_pid() { [ -s "$1" ]; }
 

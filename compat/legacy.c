@@ -515,7 +515,9 @@ static relock_status held_by(relock_lock *l, uint64_t start, long long now,
     }
     relock__value val;
     relock__classify(found, strlen(found), &val);
-    if (is_bridge(c) && val.kind == RELOCK_VALUE_TOKEN && pttl > 0) {
+    /* PTTL 0: the key ends within the millisecond (a script sees the
+     * time frozen at its start): it has a TTL all the same. */
+    if (is_bridge(c) && val.kind == RELOCK_VALUE_TOKEN && pttl >= 0) {
         /* A modern holder (a fleet rolling back), or another library's
          * token: respect its TTL. */
         *hint_ms = pttl > 0x7fffffffLL ? 0x7fffffffL : (long)pttl;
@@ -523,7 +525,7 @@ static relock_status held_by(relock_lock *l, uint64_t start, long long now,
     }
     long long ts = 0;
     relock_status st = read_ts(l, found, strlen(found), &ts);
-    if (st != RELOCK_OK && is_bridge(c) && pttl > 0) {
+    if (st != RELOCK_OK && is_bridge(c) && pttl >= 0) {
         /* Another program's lock with a TTL (SET NX PX, SETEX, SETNX +
          * EXPIRE): the server ends it, so wait as modern mode does
          * (docs/migration.md, coexistence). */

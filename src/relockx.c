@@ -7,39 +7,102 @@
 
 #include "relockx.h"
 
+/* The units of a duration, largest first: a compound duration gives
+ * each at most once, in this order ("1h30m", "1m30.5s"). */
+static const struct {
+    const char *suffix;
+    unsigned long long factor;
+} units[] = {{"d", 86400000ULL}, {"h", 3600000ULL}, {"m", 60000ULL}, {"s", 1000ULL},
+             {"ms", 1ULL}};
+#define NUNITS (sizeof units / sizeof units[0])
+
+/* The unit at p ("ms" before "m"); its index, or -1. */
+static int unit_at(const char *p, size_t *len)
+{
+    int best = -1;
+    size_t best_len = 0;
+    for (size_t i = 0; i < NUNITS; i++) {
+        size_t n = strlen(units[i].suffix);
+        if (strncmp(p, units[i].suffix, n) == 0 && n > best_len) {
+            best = (int)i;
+            best_len = n;
+        }
+    }
+    *len = best_len;
+    return best;
+}
+
 int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen)
 {
+    static const char hint[] = "a number of seconds, or e.g. 1.5s, 250ms, 1m30s";
     if (!s || !*s) {
-        snprintf(why, whylen, "empty duration");
+        snprintf(why, whylen, "empty duration (%s)", hint);
         return -1;
     }
-    if (*s < '0' || *s > '9') {
-        snprintf(why, whylen, "\"%.32s\" is not a duration (expected e.g. 500ms, 30s, 5m)", s);
-        return -1;
-    }
-    errno = 0;
-    char *end = NULL;
-    unsigned long long n = strtoull(s, &end, 10);
-    if (errno == ERANGE) {
-        snprintf(why, whylen, "\"%.32s\" is too large", s);
-        return -1;
-    }
-    static const struct {
-        const char *suffix;
-        unsigned long long factor;
-    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].suffix) != 0)
-            continue;
-        if (n > (unsigned long long)LONG_MAX / units[i].factor) {
+    unsigned long long total = 0;
+    int last = -1; /* the unit of the previous part */
+    const char *p = s;
+    while (*p) {
+        /* One part: digits, an optional fraction, a unit. */
+        const char *num = p;
+        unsigned long long ip = 0, frac = 0, den = 1;
+        int digits = 0;
+        for (; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (ip > 100000000000000ULL) {
+                snprintf(why, whylen, "\"%.32s\" is too large", s);
+                return -1;
+            }
+            ip = ip * 10 + (unsigned long long)(*p - '0');
+        }
+        if (*p == '.') {
+            p++;
+            for (; *p >= '0' && *p <= '9'; p++, digits++)
+                if (den < 1000000000ULL) { /* finer than a nanosecond: dropped */
+                    frac = frac * 10 + (unsigned long long)(*p - '0');
+                    den *= 10;
+                }
+        }
+        if (digits == 0) {
+            snprintf(why, whylen, "\"%.32s\" is not a duration (%s)", s, hint);
+            return -1;
+        }
+        size_t ulen = 0;
+        int u = unit_at(p, &ulen);
+        if (u < 0 && *p == '\0' && p == s + strlen(s) && num == s) {
+            u = 3; /* a plain number is seconds, as for sleep(1) and timeout(1) */
+        } else if (u < 0) {
+            if (*p == '\0')
+                snprintf(why, whylen, "\"%.32s\": a unit is needed after %.*s", s,
+                         (int)(p - num), num);
+            else
+                snprintf(why, whylen, "\"%.32s\": unknown unit \"%.8s\" (use ms, s, m, h or d)",
+                         s, p);
+            return -1;
+        }
+        if (u <= last) {
+            snprintf(why, whylen,
+                     "\"%.32s\": units must go from larger to smaller, each once (1h30m, 1m30s)",
+                     s);
+            return -1;
+        }
+        last = u;
+        p += ulen;
+        unsigned long long f = units[u].factor;
+        if (ip > (unsigned long long)LONG_MAX / f) {
             snprintf(why, whylen, "\"%.32s\" is too large", s);
             return -1;
         }
-        *ms = (long)(n * units[i].factor);
-        return 0;
+        /* The fraction in ms, rounded up: a nonzero duration never
+         * becomes 0. */
+        unsigned long long part = ip * f + (frac * f + den - 1) / den;
+        if (part > (unsigned long long)LONG_MAX - total) {
+            snprintf(why, whylen, "\"%.32s\" is too large", s);
+            return -1;
+        }
+        total += part;
     }
-    snprintf(why, whylen, "\"%.32s\": unknown unit \"%.8s\" (use ms, s, m or h)", s, end);
-    return -1;
+    *ms = (long)total;
+    return 0;
 }
 
 void relockx_format_duration(long long ms, char *buf, size_t len)

@@ -9,8 +9,11 @@
 #include <stddef.h>
 
 /*
- * Parses a duration: "500ms", "30s", "5m", "2h" or plain milliseconds
- * ("1500").  Returns 0 and sets *ms, or -1 with a reason in why.
+ * Parses a duration: a plain number is seconds ("10", "1.5", as for sleep(1)
+ * and timeout(1)); otherwise numbers with units ms, s, m, h or d, with
+ * fractions and compound forms ("250ms", "0.5s", "1m30s", "1h2m3.5s"),
+ * larger units first.  Fractions of a millisecond round up.  Returns 0
+ * and sets *ms, or -1 with a reason in why.
  */
 int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen);
 

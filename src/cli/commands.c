@@ -15,6 +15,7 @@ const char help_acquire[] =
     "  -t TTL   lease (default: ttl_ms of the configuration, 30s)\n"
     "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
     "  -n       do not wait: fail at once if NAME is held\n"
+    "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
     "Exit: 0 acquired, 1 not acquired, 2 usage, 4 server error.\n";
 const char help_release[] =
     "usage: relock release NAME VALUE [FENCE]\n"
@@ -42,7 +43,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
     o->json = 0;
     opterr = 0; /* our own one-line messages below */
     int opt, saw_w = 0, saw_n = 0;
-    char why[128];
+    char why[192];
     while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         switch (opt) {
         case 't':

@@ -41,6 +41,7 @@ const char help_run[] =
     "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
     "  -n       do not wait: fail at once if NAME is held\n"
     "  -E CODE  exit code when the lock is not acquired (default 1)\n"
+    "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
     "CMD gets RELOCK_NAME, RELOCK_VALUE and RELOCK_FENCE in its environment, and\n"
     "runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1\n"
     "and SIGUSR2 are passed on to that group. If the lock is lost while CMD runs,\n"

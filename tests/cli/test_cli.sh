@@ -153,6 +153,23 @@ expect 2 "bad duration" -- R acquire -t 10x cli-c
 grep -q 'unknown unit' "$DIR/err" && ok || bad "bad duration message: $(cat "$DIR/err")"
 expect 2 "negative duration" -- R acquire -t -1s cli-c
 expect 2 "zero TTL" -- R acquire -t 0 cli-c
+expect 2 "a compound without its last unit" -- R acquire -t 1m30 cli-c
+one_line_err "a unit is needed after 30"
+expect 2 "units out of order" -- R acquire -t 30s1m cli-c
+# A plain number is seconds, as for flock -w and timeout(1).
+expect 0 "-t 60 is a minute" -- R acquire -t 60 cli-dur
+read -r DV _ DVAL <"$DIR/out"
+{ [ "$DVAL" -gt 50000 ] && [ "$DVAL" -le 60000 ]; } && ok || bad "-t 60: validity $DVAL ms, not near a minute"
+start=$(date +%s%N)
+expect 1 "-w 1 on a held lock waits a second, then gives up" -- R acquire -w 1 cli-dur
+el=$((($(date +%s%N) - start) / 1000000))
+[ "$el" -ge 900 ] && ok || bad "-w 1 waited ${el} ms, not a second"
+expect 1 "-w 0.2 waits a fraction of a second" -- R acquire -w 0.2 cli-dur
+expect 0 "release" -- R release cli-dur "$DV"
+expect 0 "compound TTL" -- R acquire -t 1m30s cli-dur
+read -r DV _ DVAL <"$DIR/out"
+{ [ "$DVAL" -gt 80000 ] && [ "$DVAL" -le 90000 ]; } && ok || bad "-t 1m30s: validity $DVAL ms"
+expect 0 "release" -- R release cli-dur "$DV"
 expect 2 "-w with -n" -- R acquire -w 1s -n cli-c
 expect 2 "unknown option" -- R acquire -x cli-c
 one_line_err "unknown option -x"

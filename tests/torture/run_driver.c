@@ -65,8 +65,8 @@ static long long number(const char *s, long long lo, long long hi)
 static pid_t start_run(const drv *d, const wk_opts *o, const char *kind, uint64_t seed)
 {
     char ttl[32], wait[32], port[16], hold[32], seedtxt[32];
-    snprintf(ttl, sizeof ttl, "%ld", d->ttl);
-    snprintf(wait, sizeof wait, "%ld", d->wait);
+    snprintf(ttl, sizeof ttl, "%ldms", d->ttl);
+    snprintf(wait, sizeof wait, "%ldms", d->wait);
     snprintf(port, sizeof port, "%d", d->resource_port);
     snprintf(hold, sizeof hold, "%ld", d->hold);
     snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)seed);

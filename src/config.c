@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libconfig.h>
 
@@ -569,7 +570,12 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
         case T_LONG:
         case T_LLONG:
             if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
-                snprintf(why, sizeof why, "%s must be an integer, not %s", name, type_word(t));
+                size_t nl = strlen(name);
+                int is_ms = nl > 3 && strcmp(name + nl - 3, "_ms") == 0;
+                snprintf(why, sizeof why, "%s must be an integer, not %s%s", name, type_word(t),
+                         is_ms ? " (whole milliseconds, such as 30000; the command line's "
+                                 "30s is not for the file)"
+                               : "");
                 rc = -1;
             } else {
                 rc = store_number(&ld->cfg->s, st, config_setting_get_int64(m), why, sizeof why);
@@ -601,6 +607,59 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
     return 0;
 }
 
+/* The largest configuration file read. */
+#define CONFIG_FILE_MAX (1 << 20)
+
+/* Line `line` (1-based) of text into out ("" when there is none). */
+static void line_of(const char *text, int line, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *p = text;
+    for (int i = 1; p && i < line; i++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return;
+    size_t n = strcspn(p, "\n");
+    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
+/* After a syntax error on a line: a setting in ms given a duration with a
+ * unit ("ttl_ms = 30s") is the likely cause; says what the file expects. */
+static void ms_hint(const char *line, char *out, size_t len)
+{
+    out[0] = '\0';
+    /* Every "name = value" on the line: groups nest ("wait = { max_ms = 5s; }"). */
+    for (const char *eq = strpbrk(line, "=:"); eq; eq = strpbrk(eq + 1, "=:")) {
+        const char *end = eq;
+        while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        const char *start = end;
+        while (start > line && (start[-1] == '_' || (start[-1] >= 'a' && start[-1] <= 'z') ||
+                                (start[-1] >= '0' && start[-1] <= '9')))
+            start--;
+        if (end - start < 4 || strncmp(end - 3, "_ms", 3) != 0)
+            continue;
+        const char *v = eq + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t digits = strspn(v, "0123456789.");
+        if (digits == 0)
+            continue;
+        const char *u = v + digits;
+        while (*u == ' ' || *u == '\t')
+            u++;
+        if (*u < 'a' || *u > 'z')
+            continue;
+        snprintf(out, len,
+                 ": %.*s takes whole milliseconds (%.*s = 30000), not a duration with a unit",
+                 (int)(end - start), start, (int)(end - start), start);
+        return;
+    }
+}
+
 relock_status relock_config_load_file(relock_config *cfg, const char *path)
 {
     if (!cfg)
@@ -612,16 +671,44 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
     if (!f)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: cannot open: %s", path,
                             strerror(errno));
+    /* libconfig's scanner ends the whole process when a read fails (a
+     * directory): only regular files and pipes (`-c <(...)`) are read, and
+     * they are read here, whole, so that an error can quote its line. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode))) {
+        fclose(f);
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: not a configuration file (%s)", path,
+                            S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    }
+    char *text = malloc(CONFIG_FILE_MAX + 1);
+    if (!text) {
+        fclose(f);
+        return RELOCK__FAIL(&cfg->err, RELOCK_ENOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(text, 1, CONFIG_FILE_MAX + 1, f);
+    int read_err = ferror(f);
+    fclose(f);
+    if (read_err || got > CONFIG_FILE_MAX) {
+        free(text);
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: %s", path,
+                            read_err ? "cannot be read"
+                                     : "larger than 1 MiB: not a configuration file");
+    }
+    text[got] = '\0';
     config_t lc;
     config_init(&lc);
-    int ok = config_read(&lc, f);
-    fclose(f);
+    int ok = config_read_string(&lc, text);
     if (ok != CONFIG_TRUE) {
-        relock_status st = RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s:%d: %s", path,
-                                        config_error_line(&lc), config_error_text(&lc));
+        char line[160], hint[160];
+        line_of(text, config_error_line(&lc), line, sizeof line);
+        ms_hint(line, hint, sizeof hint);
+        relock_status st = RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s:%d: %s%s", path,
+                                        config_error_line(&lc), config_error_text(&lc), hint);
         config_destroy(&lc);
+        free(text);
         return st;
     }
+    free(text);
     loader ld = {cfg, path, 0};
     config_setting_t *root = config_root_setting(&lc);
     int n = config_setting_length(root);

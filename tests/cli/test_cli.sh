@@ -153,6 +153,11 @@ expect 2 "bad duration" -- R acquire -t 10x cli-c
 grep -q 'unknown unit' "$DIR/err" && ok || bad "bad duration message: $(cat "$DIR/err")"
 expect 2 "negative duration" -- R acquire -t -1s cli-c
 expect 2 "zero TTL" -- R acquire -t 0 cli-c
+expect 2 "a directory as the configuration file" -- "$RELOCK" -c "$DIR" probe
+one_line_err "not a configuration file (a directory)"
+printf 'relock = {\n  ttl_ms = 30s;\n};\n' >"$DIR/dur.conf"
+expect 2 "a duration with a unit in the file" -- "$RELOCK" -c "$DIR/dur.conf" probe
+one_line_err "ttl_ms takes whole milliseconds (ttl_ms = 30000)"
 expect 2 "a compound without its last unit" -- R acquire -t 1m30 cli-c
 one_line_err "a unit is needed after 30"
 expect 2 "units out of order" -- R acquire -t 30s1m cli-c

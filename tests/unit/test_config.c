@@ -79,6 +79,25 @@ static void test_errors_carry_line(void **state)
             "exceeds wait.backoff_max_ms");
     refused("relock = {\n  servers = ();\n};\n", 2, "servers must list 1 to");
     refused("relock = {\n  wait = 5;\n};\n", 2, "wait must be a group");
+    /* A command-line duration in the file: say what the file expects. */
+    refused("relock = {\n  ttl_ms = 30s;\n};\n", 2,
+            "ttl_ms takes whole milliseconds (ttl_ms = 30000)");
+    refused("relock = {\n  wait = { max_ms = 1.5 m; };\n};\n", 2, "max_ms takes whole milliseconds");
+    refused("relock = {\n  ttl_ms = \"30s\";\n};\n", 2, "whole milliseconds, such as 30000");
+}
+
+/* A path that is no file is refused with a message; before, a directory
+ * made libconfig's scanner end the whole process. */
+static void test_not_a_file(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_load_file(cfg, "/tmp"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message,
+                           "/tmp: not a configuration file (a directory)"));
+    assert_int_equal(relock_config_load_file(cfg, "/dev/null"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "not a regular file"));
+    relock_config_free(cfg);
 }
 
 static void test_missing_file(void **state)
@@ -166,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_values_are_read),
         cmocka_unit_test(test_errors_carry_line),
         cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_not_a_file),
         cmocka_unit_test(test_set_by_name),
         cmocka_unit_test(test_urls),
     };

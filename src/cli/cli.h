@@ -41,13 +41,26 @@ relock_client *cli_connect(cli_ctx *ctx, int *code);
 /* Options shared by the commands; cli_parse_lockopts() returns 0 to go
  * on, or 1000 + the exit code to stop with (help printed, bad option). */
 typedef struct lockopts {
-    long ttl_ms;   /* -t; 0: configured */
-    long wait_ms;  /* -w/-n; RELOCK_WAIT_DEFAULT otherwise */
-    int exit_busy; /* -E */
-    int json;      /* --json */
+    long ttl_ms;    /* -t; 0: configured */
+    long wait_ms;   /* -w/-n; RELOCK_WAIT_DEFAULT otherwise */
+    int exit_busy;  /* -E, --exit-busy */
+    int exit_lost;  /* --exit-lost */
+    int exit_error; /* --exit-error: relock's own failures (2 and 4) */
+    int json;       /* --json */
+    int quiet;      /* -q: nothing said for "not acquired" */
+    int verbose;    /* -v: who holds it, how long relock waited */
 } lockopts;
+/* What a command accepts besides its optstring (refused otherwise, with a
+ * message, rather than accepted and ignored). */
+enum { CLI_JSON = 1, CLI_TALK = 2 /* -q, -v */, CLI_EXITS = 4 /* --exit-* */ };
 int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
-                       lockopts *o);
+                       unsigned accept, lockopts *o);
+/* A command's exit code as lockopts map it: 1 to --exit-busy (-E), 3 to
+ * --exit-lost, 2 and 4 to --exit-error. */
+int cli_code(const lockopts *o, int code);
+/* -v: says on stderr who holds NAME (value, fence, when its key ends,
+ * owner), from a look at the key. */
+void cli_say_holder(relock_client *c, const char *cmd, const char *name);
 
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv);
 int cmd_release(cli_ctx *ctx, int argc, char **argv);

@@ -9,12 +9,15 @@
 #include "cli.h"
 
 const char help_acquire[] =
-    "usage: relock acquire [-t TTL] [-w WAIT | -n] NAME\n"
+    "usage: relock acquire [-t TTL] [-w WAIT | -n] [-q | -v] [--json] NAME\n"
     "Acquire NAME and print \"VALUE FENCE VALIDITY_MS\". The lock stays held until\n"
     "its TTL ends or `relock release NAME VALUE FENCE`.\n"
     "  -t TTL   lease (default: ttl_ms of the configuration, 30s)\n"
     "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
     "  -n       do not wait: fail at once if NAME is held\n"
+    "  -q, -v   quiet when not acquired; verbose: holder, time waited\n"
+    "  --json   print {name, value, fence, validity_ms, waited_ms}\n"
+    "  -E CODE, --exit-busy CODE, --exit-lost CODE, --exit-error CODE: exit codes\n"
     "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
     "Exit: 0 acquired, 1 not acquired, 2 usage, 4 server error.\n";
 const char help_release[] =
@@ -32,15 +35,53 @@ const char help_probe[] =
     "usage: relock probe [--json]\n"
     "Show the server's version, its capabilities and the mode relock chooses.\n";
 
-int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
-                       lockopts *o)
+/* An exit code option's value; -1 (said) when it is none. */
+static int parse_code(const char *opt, const char *s)
 {
-    static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'}, {"json", no_argument, NULL, 'J'}, {NULL, 0, NULL, 0}};
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !*s || *end || v < 0 || v > 255) {
+        cli_error("%s: \"%s\" is not an exit code from 0 to 255", opt, s);
+        return -1;
+    }
+    return (int)v;
+}
+
+int cli_code(const lockopts *o, int code)
+{
+    switch (code) {
+    case EXIT_ACQUIRE_FAILED:
+        return o->exit_busy;
+    case EXIT_LOST:
+        return o->exit_lost;
+    case EXIT_USAGE:
+    case EXIT_SERVER:
+        return o->exit_error >= 0 ? o->exit_error : code;
+    }
+    return code;
+}
+
+int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
+                       unsigned accept, lockopts *o)
+{
+    enum { O_JSON = 256, O_QUIET, O_VERBOSE, O_BUSY, O_LOST, O_ERROR };
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {"json", no_argument, NULL, O_JSON},
+                                             {"quiet", no_argument, NULL, O_QUIET},
+                                             {"verbose", no_argument, NULL, O_VERBOSE},
+                                             {"exit-busy", required_argument, NULL, O_BUSY},
+                                             {"exit-lost", required_argument, NULL, O_LOST},
+                                             {"exit-error", required_argument, NULL, O_ERROR},
+                                             {NULL, 0, NULL, 0}};
     o->ttl_ms = 0;
     o->wait_ms = RELOCK_WAIT_DEFAULT;
     o->exit_busy = EXIT_ACQUIRE_FAILED;
+    o->exit_lost = EXIT_LOST;
+    o->exit_error = -1;
     o->json = 0;
+    o->quiet = 0;
+    o->verbose = 0;
     opterr = 0; /* our own one-line messages below */
     int opt, saw_w = 0, saw_n = 0;
     char why[192];
@@ -67,19 +108,43 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             o->wait_ms = 0;
             saw_n = 1;
             break;
-        case 'E': {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || !*optarg || *end || v < 0 || v > 255) {
-                cli_error("-E: \"%s\" is not an exit code from 0 to 255", optarg);
+        case 'E':
+        case O_BUSY:
+        case O_LOST:
+        case O_ERROR: {
+            if (opt != 'E' && !(accept & CLI_EXITS))
+                goto refused;
+            const char *name = opt == 'E'      ? "-E"
+                               : opt == O_BUSY ? "--exit-busy"
+                               : opt == O_LOST ? "--exit-lost"
+                                               : "--exit-error";
+            int v = parse_code(name, optarg);
+            if (v < 0)
                 return 1000 + EXIT_USAGE;
-            }
-            o->exit_busy = (int)v;
+            if (opt == 'E' || opt == O_BUSY)
+                o->exit_busy = v;
+            else if (opt == O_LOST)
+                o->exit_lost = v;
+            else
+                o->exit_error = v;
             break;
         }
-        case 'J':
+        case O_JSON:
+            if (!(accept & CLI_JSON))
+                goto refused;
             o->json = 1;
+            break;
+        case 'q':
+        case O_QUIET:
+            if (!(accept & CLI_TALK))
+                goto refused;
+            o->quiet = 1;
+            break;
+        case 'v':
+        case O_VERBOSE:
+            if (!(accept & CLI_TALK))
+                goto refused;
+            o->verbose = 1;
             break;
         case 'h':
             fputs(help, stdout);
@@ -88,6 +153,15 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             cli_bad_option(argv[0], optstring, longopts, argv);
             return 1000 + EXIT_USAGE;
         }
+        continue;
+    refused:
+        cli_error("%s: %s is not an option of %s (try relock %s --help)", argv[0],
+                  argv[optind - 1], argv[0], argv[0]);
+        return 1000 + EXIT_USAGE;
+    }
+    if (o->quiet && o->verbose) {
+        cli_error("-q and -v exclude each other");
+        return 1000 + EXIT_USAGE;
     }
     if (saw_w && saw_n) {
         cli_error("-w and -n exclude each other");
@@ -109,28 +183,76 @@ static int parse_fence(const char *s, long long *fence)
     return 0;
 }
 
+static void json_str(const char *s);
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void cli_say_holder(relock_client *c, const char *cmd, const char *name)
+{
+    relock_inspect_info in;
+    if (relock_inspect(c, name, &in) != RELOCK_OK || in.kind == RELOCK_VALUE_NONE)
+        return;
+    char left[48] = "no TTL";
+    if (in.pttl_ms >= 0) {
+        char d[32];
+        relockx_format_duration(in.pttl_ms, d, sizeof d);
+        snprintf(left, sizeof left, "its key ends in %s", d);
+    }
+    fprintf(stderr, "relock: %s: %s is held: value %s, fence %lld, %s%s%s\n", cmd, name,
+            in.value, in.fence, left, in.owner[0] ? ", owner " : "", in.owner);
+}
+
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:w:nh", help_acquire, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_acquire,
+                                CLI_JSON | CLI_TALK | CLI_EXITS, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 1) {
         cli_error("acquire: expected one NAME (try relock acquire --help)");
-        return EXIT_USAGE;
+        return cli_code(&o, EXIT_USAGE);
     }
+    const char *name = argv[optind];
     int code = 0;
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
-        return code;
+        return cli_code(&o, code);
     relock_lock *l = NULL;
-    relock_status st = relock_acquire(c, argv[optind], o.ttl_ms, o.wait_ms, &l);
+    long long t0 = mono_ms();
+    relock_status st = relock_acquire(c, name, o.ttl_ms, o.wait_ms, &l);
+    long long waited = mono_ms() - t0;
     if (st == RELOCK_OK) {
-        printf("%s %lld %ld\n", relock_lock_value(l), relock_lock_fence(l),
-               relock_lock_validity_ms(l));
+        if (o.json) {
+            printf("{\"name\":\"");
+            json_str(name);
+            printf("\",\"value\":\"");
+            json_str(relock_lock_value(l));
+            printf("\",\"fence\":%lld,\"validity_ms\":%ld,\"waited_ms\":%lld}\n",
+                   relock_lock_fence(l), relock_lock_validity_ms(l), waited);
+        } else {
+            printf("%s %lld %ld\n", relock_lock_value(l), relock_lock_fence(l),
+                   relock_lock_validity_ms(l));
+        }
+        if (o.verbose)
+            fprintf(stderr, "relock: acquire: %s acquired after %lld ms, fence %lld\n", name,
+                    waited, relock_lock_fence(l));
         relock_lock_free(l);
+    } else if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
+        if (!o.quiet)
+            cli_fail(c, st, "acquire");
+        if (o.verbose) {
+            fprintf(stderr, "relock: acquire: waited %lld ms\n", waited);
+            cli_say_holder(c, "acquire", name);
+        }
+        code = o.exit_busy;
     } else {
-        code = cli_fail(c, st, "acquire");
+        code = cli_code(&o, cli_fail(c, st, "acquire"));
     }
     relock_client_free(c);
     return code;
@@ -170,17 +292,22 @@ static int adopt(cli_ctx *ctx, int argc, char **argv, const char *cmd, long ttl_
 int cmd_release(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+h", help_release, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+h", help_release, CLI_JSON | CLI_EXITS, &o);
     if (rc)
         return rc - 1000;
     relock_client *c = NULL;
     relock_lock *l = NULL;
     int code = adopt(ctx, argc, argv, "release", 0, &c, &l);
     if (code)
-        return code;
+        return cli_code(&o, code);
     relock_status st = relock_release(l);
-    if (st != RELOCK_OK)
-        code = cli_fail(c, st, "release");
+    if (st != RELOCK_OK) {
+        code = cli_code(&o, cli_fail(c, st, "release"));
+    } else if (o.json) {
+        printf("{\"name\":\"");
+        json_str(relock_lock_name(l));
+        printf("\",\"released\":true}\n");
+    }
     relock_lock_free(l);
     relock_client_free(c);
     return code;
@@ -189,7 +316,7 @@ int cmd_release(cli_ctx *ctx, int argc, char **argv)
 int cmd_extend(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:h", help_extend, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+t:h", help_extend, CLI_JSON | CLI_EXITS, &o);
     if (rc)
         return rc - 1000;
     relock_client *c = NULL;
@@ -197,12 +324,20 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
     long ttl = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
     int code = adopt(ctx, argc, argv, "extend", ttl, &c, &l);
     if (code)
-        return code;
+        return cli_code(&o, code);
     relock_status st = relock_extend(l, ttl);
-    if (st == RELOCK_OK)
+    if (st == RELOCK_OK && o.json) {
+        printf("{\"name\":\"");
+        json_str(relock_lock_name(l));
+        printf("\",\"value\":\"");
+        json_str(relock_lock_value(l));
+        printf("\",\"fence\":%lld,\"validity_ms\":%ld}\n", relock_lock_fence(l),
+               relock_lock_validity_ms(l));
+    } else if (st == RELOCK_OK) {
         printf("%s\n", relock_lock_value(l));
-    else
-        code = cli_fail(c, st, "extend");
+    } else {
+        code = cli_code(&o, cli_fail(c, st, "extend"));
+    }
     relock_lock_free(l);
     relock_client_free(c);
     return code;
@@ -247,7 +382,7 @@ static long long held_until(const relock_inspect_info *in)
 int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+h", help_inspect, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+h", help_inspect, CLI_JSON, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 1) {
@@ -322,7 +457,7 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
 int cmd_probe(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+h", help_probe, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+h", help_probe, CLI_JSON, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 0) {

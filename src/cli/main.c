@@ -36,9 +36,13 @@ static const char usage_text[] =
     "  -h, --help     this text; relock COMMAND --help for a command\n"
     "  --version      print the version\n"
     "\n"
-    "Durations: 500ms, 30s, 5m, 2h, or plain milliseconds.\n"
-    "Exit codes: 0 success (run: CMD's own code); 1 lock not acquired (-E changes it);\n"
-    "2 usage or configuration error; 3 lock lost; 4 server unreachable or protocol error.\n";
+    "-c, -u and -m may also follow the command's name (relock probe -u URL); for\n"
+    "run, -c after NAME is flock's shell command form: relock run NAME -c 'a && b'.\n"
+    "\n"
+    "Durations: plain seconds (10, 1.5), or with units: 250ms, 30s, 5m, 1m30s.\n"
+    "Exit codes: 0 success (run: CMD's own code); 1 lock not acquired; 2 usage or\n"
+    "configuration error; 3 lock lost; 4 server unreachable or protocol error\n"
+    "(run and acquire: --exit-busy/-E, --exit-lost and --exit-error change them).\n";
 
 void cli_error(const char *fmt, ...)
 {
@@ -129,6 +133,62 @@ relock_client *cli_connect(cli_ctx *ctx, int *code)
     return c;
 }
 
+/* Options of each command that take a value (skipped when looking for
+ * global options after the command's name). */
+static int takes_value(const char *a)
+{
+    static const char *const with[] = {"-t", "-w", "-E", "--exit-busy", "--exit-lost",
+                                       "--exit-error", "--match", "--if-value", "--if-fence",
+                                       "--owner"};
+    for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
+        if (strcmp(a, with[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Global options written after the command's name (relock probe -u URL):
+ * taken out of argv and applied as if written before it.  The scan stops
+ * at "--"; for run also at NAME, after which -c is the shell command.
+ * Returns -1 (said) for a global option without its value.
+ */
+static int late_globals(int *argc, char **argv, int first, const char **file, const char **url,
+                        const char **mode)
+{
+    int is_run = strcmp(argv[first - 1], "run") == 0;
+    int out = first;
+    int i = first;
+    for (; i < *argc; i++) {
+        char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        const char **slot = strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0 ? file
+                            : strcmp(a, "-u") == 0 || strcmp(a, "--url") == 0  ? url
+                            : strcmp(a, "-m") == 0 || strcmp(a, "--mode") == 0 ? mode
+                                                                               : NULL;
+        if (slot) {
+            if (i + 1 >= *argc) {
+                cli_error("option %s needs a value (try relock --help)", a);
+                return -1;
+            }
+            *slot = argv[++i];
+            continue;
+        }
+        argv[out++] = a;
+        if (takes_value(a) && i + 1 < *argc) {
+            argv[out++] = argv[++i];
+        } else if (a[0] != '-' && is_run) {
+            i++; /* NAME: the rest is run's */
+            break;
+        }
+    }
+    for (; i < *argc; i++)
+        argv[out++] = argv[i];
+    argv[out] = NULL;
+    *argc = out;
+    return 0;
+}
+
 static const struct command {
     const char *name;
     int (*fn)(cli_ctx *, int, char **);
@@ -188,6 +248,8 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    if (late_globals(&argc, argv, optind + 1, &file, &url, &mode) != 0)
+        return EXIT_USAGE;
     relock_config *cfg = relock_config_new();
     if (!cfg) {
         cli_error("out of memory");

@@ -34,13 +34,18 @@
 #include "cli.h"
 
 const char help_run[] =
-    "usage: relock run [-t TTL] [-w WAIT | -n] [-E CODE] NAME -- CMD [ARG...]\n"
+    "usage: relock run [-t TTL] [-w WAIT | -n] [-q | -v] [-E CODE] NAME -- CMD [ARG...]\n"
+    "       relock run [options] NAME -c 'SHELL COMMAND'\n"
     "Acquire NAME, run CMD while renewing the lock, release it when CMD ends,\n"
     "and exit with CMD's exit code (128+N if a signal N ended it).\n"
     "  -t TTL   lease, renewed in the background every third of it (default 30s)\n"
     "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
     "  -n       do not wait: fail at once if NAME is held\n"
-    "  -E CODE  exit code when the lock is not acquired (default 1)\n"
+    "  -q       say nothing when the lock is not acquired (cron mails no overlap)\n"
+    "  -v       say who holds the lock and how long relock waited\n"
+    "  -E CODE, --exit-busy CODE   exit code when the lock is not acquired (1)\n"
+    "  --exit-lost CODE            exit code when the lock is lost (3)\n"
+    "  --exit-error CODE           exit code for relock's own errors (2, 4)\n"
     "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
     "CMD gets RELOCK_NAME, RELOCK_VALUE and RELOCK_FENCE in its environment, and\n"
     "runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1\n"
@@ -178,7 +183,14 @@ static void on_lost(relock_lock *l, relock_status why, void *arg)
     (void)n; /* non-blocking: a full pipe already says it */
 }
 
-static int lost_while_running(pid_t pgid, int *status, relock_status why)
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void lost_while_running(pid_t pgid, int *status, relock_status why)
 {
     cli_error("run: lock lost while CMD was running: %s",
               why == RELOCK_LOST ? "it was taken, deleted or expired"
@@ -190,28 +202,37 @@ static int lost_while_running(pid_t pgid, int *status, relock_status why)
     } else {
         kill(-pgid, SIGKILL); /* what CMD left behind in its group */
     }
-    return EXIT_LOST;
 }
 
 int cmd_run(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:w:nE:h", help_run, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_run, CLI_TALK | CLI_EXITS, &o);
     if (rc)
         return rc - 1000;
     long ttl_ms = o.ttl_ms, wait_ms = o.wait_ms;
-    int exit_busy = o.exit_busy;
     if (argc - optind < 2) {
-        cli_error("run: expected NAME -- CMD [ARG...] (try relock run --help)");
-        return EXIT_USAGE;
+        cli_error("run: expected NAME -- CMD [ARG...] or NAME -c 'COMMAND' (try relock run "
+                  "--help)");
+        return cli_code(&o, EXIT_USAGE);
     }
     const char *name = argv[optind];
     char **cmd = argv + optind + 1;
-    if (strcmp(cmd[0], "--") == 0)
+    char *shell[] = {"/bin/sh", "-c", NULL, NULL};
+    if (strcmp(cmd[0], "--") == 0) {
         cmd++;
+    } else if (strcmp(cmd[0], "-c") == 0) {
+        /* flock's form: NAME -c 'shell command' */
+        if (!cmd[1] || cmd[2]) {
+            cli_error("run: -c takes one shell command, quoted: relock run NAME -c 'a && b'");
+            return cli_code(&o, EXIT_USAGE);
+        }
+        shell[2] = cmd[1];
+        cmd = shell;
+    }
     if (!cmd[0]) {
         cli_error("run: no CMD after --");
-        return EXIT_USAGE;
+        return cli_code(&o, EXIT_USAGE);
     }
     if (ttl_ms == 0)
         ttl_ms = relock_config_ttl_ms(ctx->cfg);
@@ -219,14 +240,28 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
-        return code;
+        return cli_code(&o, code);
     relock_lock *l = NULL;
+    long long t0 = mono_ms();
     relock_status st = relock_acquire(c, name, ttl_ms, wait_ms, &l);
-    if (st != RELOCK_OK) {
-        code = cli_fail(c, st, "run");
+    if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
+        if (!o.quiet)
+            cli_fail(c, st, "run");
+        if (o.verbose) {
+            fprintf(stderr, "relock: run: waited %lld ms\n", mono_ms() - t0);
+            cli_say_holder(c, "run", name);
+        }
         relock_client_free(c);
-        return (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) ? exit_busy : code;
+        return o.exit_busy;
     }
+    if (st != RELOCK_OK) {
+        code = cli_code(&o, cli_fail(c, st, "run"));
+        relock_client_free(c);
+        return code;
+    }
+    if (o.verbose)
+        fprintf(stderr, "relock: run: %s acquired after %lld ms, fence %lld\n", name,
+                mono_ms() - t0, relock_lock_fence(l));
 
     /* Blocked before the renewal thread starts, so that it inherits the
      * mask and every signal comes to the signalfd below. */
@@ -240,19 +275,19 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     int gpipe[2] = {-1, -1};
     if (sfd < 0 || pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
         cli_error("run: %s", strerror(errno));
-        code = EXIT_SERVER;
+        code = cli_code(&o, EXIT_SERVER);
         goto out_release;
     }
     st = relock_keep(l, on_lost, NULL);
     if (st != RELOCK_OK) {
-        code = cli_fail(c, st, "run: renewal");
+        code = cli_code(&o, cli_fail(c, st, "run: renewal"));
         goto out_release;
     }
     int had_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
     pid_t pid = spawn(cmd, &oldmask, l, had_tty);
     if (pid < 0) {
         cli_error("run: fork: %s", strerror(errno));
-        code = EXIT_SERVER;
+        code = cli_code(&o, EXIT_SERVER);
         goto out_release;
     }
     long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
@@ -270,7 +305,8 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
             break;
         }
         if (pf[1].revents) {
-            code = lost_while_running(pid, &status, lost_why);
+            lost_while_running(pid, &status, lost_why);
+            code = o.exit_lost;
             break;
         }
         struct signalfd_siginfo si;
@@ -296,7 +332,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         st = relock_release(l);
         if (st == RELOCK_LOST) {
             cli_fail(c, st, "run: lock lost before CMD finished");
-            code = EXIT_LOST;
+            code = o.exit_lost;
         } else if (st != RELOCK_OK) {
             cli_fail(c, st, "run: release");
         }

@@ -222,5 +222,52 @@ grep -q "WRONGTYPE" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err
 expect 4 "acquire of a key of another type" -- R acquire -n cli-list
 grep -q "not a string" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
 
+# --- habits: quiet and verbose, exit codes of one's choosing, --json,
+# global options after the command, flock's -c form
+expect 0 "holder for the habits" -- R acquire -t 30s cli-h
+read -r HV HF _ <"$DIR/out"
+expect 1 "-q: not acquired" -- R acquire -q -n cli-h
+[ ! -s "$DIR/err" ] && ok || bad "-q said: $(cat "$DIR/err")"
+expect 1 "run -q: not acquired" -- R run -q -n cli-h -- true
+[ ! -s "$DIR/err" ] && ok || bad "run -q said: $(cat "$DIR/err")"
+"$RELOCK" -m modern acquire -v -n cli-h >"$DIR/out" 2>"$DIR/err"
+grep -q "cli-h is held: value $HV, fence $HF, its key ends in" "$DIR/err" && ok ||
+    bad "-v names the holder: $(cat "$DIR/err")"
+grep -q "waited" "$DIR/err" && ok || bad "-v says how long it waited: $(cat "$DIR/err")"
+expect 2 "-q with -v" -- R acquire -q -v -n cli-h
+expect 75 "--exit-busy" -- R acquire --exit-busy 75 -n cli-h
+expect 75 "run -E" -- R run -E 75 -n cli-h -- true
+expect 2 "--exit-lost out of range" -- R run --exit-lost 300 cli-h -- true
+# The lock lost while CMD runs, with CMD exiting 3 itself: told apart.
+"$RELOCK" -m modern run --exit-lost 13 -t 3s cli-lost13 -- sh -c 'sleep 20; exit 3' \
+    >"$DIR/out" 2>"$DIR/err" &
+LRUN=$!
+for _ in $(seq 1 200); do [ "$(rcli EXISTS cli-lost13)" = 1 ] && break; sleep 0.05; done
+R break cli-lost13 >/dev/null 2>&1
+code=0
+wait "$LRUN" || code=$?
+[ "$code" -eq 13 ] && ok || bad "--exit-lost 13: exit $code ($(cat "$DIR/err"))"
+expect 3 "CMD's own 3 passes through" -- R run --exit-lost 13 cli-own3 -- sh -c 'exit 3'
+expect 42 "--exit-error" -- "$RELOCK" -u "redis://127.0.0.1:$(free_port)" acquire --exit-error 42 cli-e
+# --json where a script reads the output; refused where it would be ignored.
+expect 0 "acquire --json" -- R acquire --json -t 30s cli-j
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["name"]=="cli-j" and d["fence"]>0 and len(d["value"])==32 and d["validity_ms"]>0' "$DIR/out" && ok ||
+    bad "acquire --json: $(cat "$DIR/out")"
+JV=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["value"])' "$DIR/out")
+expect 0 "extend --json" -- R extend --json -t 30s cli-j "$JV"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["value"]==sys.argv[2]' "$DIR/out" "$JV" && ok ||
+    bad "extend --json: $(cat "$DIR/out")"
+expect 0 "release --json" -- R release --json cli-j "$JV"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["released"] is True' "$DIR/out" && ok ||
+    bad "release --json: $(cat "$DIR/out")"
+expect 2 "run --json is refused, not ignored" -- R run --json cli-j -- true
+one_line_err "--json is not an option of run"
+# Global options after the command's name.
+expect 0 "probe -u URL" -- env -u RELOCK_URL "$RELOCK" probe -u "redis://127.0.0.1:$PORT"
+expect 0 "release NAME VALUE -m MODE" -- env -u RELOCK_URL "$RELOCK" release cli-h "$HV" -u "redis://127.0.0.1:$PORT" -m modern
+# flock's form: NAME -c 'shell command'.
+expect 5 "run NAME -c" -- R run cli-c2 -c 'test "$RELOCK_NAME" = cli-c2 && exit 5'
+expect 2 "run NAME -c without the command" -- R run cli-c2 -c
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -48,11 +48,11 @@ int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen)
         unsigned long long ip = 0, frac = 0, den = 1;
         int digits = 0;
         for (; *p >= '0' && *p <= '9'; p++, digits++) {
-            if (ip > 100000000000000ULL) {
+            ip = ip * 10 + (unsigned long long)(*p - '0');
+            if (ip > 1000000000000000ULL) { /* 10^15: beyond any unit's use */
                 snprintf(why, whylen, "\"%.32s\" is too large", s);
                 return -1;
             }
-            ip = ip * 10 + (unsigned long long)(*p - '0');
         }
         if (*p == '.') {
             p++;

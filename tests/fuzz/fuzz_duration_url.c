@@ -3,9 +3,9 @@
  * relockx_parse_duration() (src/relockx.c, shared by the library and the
  * CLI) and relock__parse_url(), on the input as a C string.
  *
- * Durations are checked against a reference reading of DESIGN §8 ("500ms",
- * "30s", "5m", plain milliseconds; the CLI also takes "h"): digits, then
- * one of the units, and a result that fits a long.  URLs: on success the
+ * Durations are checked against a reference reading of DESIGN §8 (a
+ * plain number is seconds; "250ms", "1.5s", "1m30s"; see ref_duration).
+ * URLs: on success the
  * port is 1-65535, the host non-empty, the db 0-1000000, every field
  * terminated, and relock_config_set_url() agrees.
  */
@@ -21,34 +21,79 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The reference: 0 and *ms, or -1. */
+/*
+ * The reference: 0 and *ms, or -1.  The grammar of DESIGN §8 as the CLI
+ * takes it: one or more parts, each digits with an optional fraction
+ * (".5", "5.", "1.25") and a unit of d, h, m, s, ms, each unit at most once
+ * and larger units first; a whole input that is one number without a unit
+ * is seconds.  A part's integer may be at most 10^15; fraction digits past
+ * the ninth are dropped, and the fraction of each part rounds up to a whole
+ * millisecond; the sum must fit a long.  Computed exactly in 128 bits.
+ */
 static int ref_duration(const char *s, long *ms)
 {
-    const char *p = s;
-    unsigned long long n = 0;
-    int over = 0;
-    while (*p >= '0' && *p <= '9') {
-        if (n > (ULLONG_MAX - 9) / 10)
-            over = 1;
-        else
-            n = n * 10 + (unsigned)(*p - '0');
-        p++;
-    }
-    if (p == s)
-        return -1;
     static const struct {
         const char *suffix;
         unsigned long long factor;
-    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(p, units[i].suffix) != 0)
-            continue;
-        if (over || n > (unsigned long long)LONG_MAX / units[i].factor)
+    } units[] = {{"d", 86400000ULL}, {"h", 3600000ULL}, {"m", 60000ULL}, {"s", 1000ULL},
+                 {"ms", 1ULL}};
+    const size_t nunits = sizeof units / sizeof units[0];
+    const char *p = s;
+    unsigned __int128 total = 0;
+    size_t next = 0; /* the first unit still allowed */
+    int parts = 0;
+    if (*p == '\0')
+        return -1;
+    while (*p) {
+        size_t ilen = strspn(p, "0123456789");
+        const char *ipart = p;
+        p += ilen;
+        const char *fpart = p;
+        size_t flen = 0;
+        if (*p == '.') {
+            fpart = ++p;
+            flen = strspn(p, "0123456789");
+            p += flen;
+        }
+        if (ilen + flen == 0)
             return -1;
-        *ms = (long)(n * units[i].factor);
-        return 0;
+        unsigned __int128 ip = 0;
+        for (size_t i = 0; i < ilen; i++) {
+            ip = ip * 10 + (unsigned)(ipart[i] - '0');
+            if (ip > 1000000000000000ULL)
+                return -1;
+        }
+        unsigned long long frac = 0, den = 1;
+        for (size_t i = 0; i < flen && i < 9; i++) {
+            frac = frac * 10 + (unsigned)(fpart[i] - '0');
+            den *= 10;
+        }
+        /* The unit: the longest suffix that matches ("ms" before "m"). */
+        size_t u = nunits, ulen = 0;
+        for (size_t i = 0; i < nunits; i++) {
+            size_t n = strlen(units[i].suffix);
+            if (strncmp(p, units[i].suffix, n) == 0 && n > ulen) {
+                u = i;
+                ulen = n;
+            }
+        }
+        if (u == nunits) {
+            if (*p != '\0' || parts > 0)
+                return -1;
+            u = 3; /* the whole input is one number: seconds */
+        }
+        if (u < next)
+            return -1;
+        next = u + 1;
+        p += ulen;
+        parts++;
+        unsigned __int128 f = units[u].factor;
+        total += ip * f + (frac * f + den - 1) / den;
+        if (total > (unsigned __int128)LONG_MAX)
+            return -1;
     }
-    return -1;
+    *ms = (long)total;
+    return 0;
 }
 
 static void fuzz_duration(const char *s)

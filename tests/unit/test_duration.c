@@ -83,6 +83,8 @@ static void test_rejects(void **state)
     bad("99999999999999999999999", "too large");
     bad("9223372036854775807s", "too large");
     bad("106751991167301d", "too large");
+    good("1000000000000000ms", 1000000000000000L); /* an integer part of 10^15 at most */
+    bad("1000000000000001ms", "too large");
     bad("5ms5", "a unit is needed");
     bad("1m30", "a unit is needed");
     bad("30s1m", "larger to smaller");

@@ -793,6 +793,14 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
     }
     const char *p = url + sizeof scheme - 1;
     const char *end = p + strlen(p);
+    /* After the credentials, which may hold any byte. */
+    const char *at = strrchr(p, '@');
+    const char *rest = at ? at + 1 : p;
+    if (strchr(rest, '?') || strchr(rest, '#')) {
+        snprintf(why, whylen, "query parameters (?...) are not supported: set timeouts and "
+                              "other options in the configuration file");
+        return -1;
+    }
     const char *slash = strchr(p, '/');
     const char *auth_end = NULL;
     for (const char *q = p; q < (slash ? slash : end); q++)
@@ -862,11 +870,16 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
     }
     if (slash && slash[1]) {
         long long db = -1;
-        if (strspn(slash + 1, "0123456789") != strlen(slash + 1) || parse_ll(slash + 1, &db) != 0 ||
-            db > 1000000)
+        int digits = strspn(slash + 1, "0123456789") == strlen(slash + 1);
+        if (!digits || parse_ll(slash + 1, &db) != 0)
             db = -1;
         if (db < 0) {
             snprintf(why, whylen, "the database must be a number after the /");
+            return -1;
+        }
+        if (db > 1000000) {
+            snprintf(why, whylen, "database %.20s is out of range (a server has 16 unless "
+                                  "its `databases` setting says more)", slash + 1);
             return -1;
         }
         srv->db = (int)db;

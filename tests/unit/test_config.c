@@ -170,6 +170,10 @@ static void test_urls(void **state)
     url_bad("redis://", "no host");
     url_bad("redis://h/x", "database");
     url_bad("redis://[::1", "unclosed");
+    url_bad("redis://h/99999999", "database 99999999 is out of range");
+    url_bad("redis://h:6379?timeout=1", "query parameters (?...) are not supported");
+    url_bad("redis://u:p@h/2?db=3", "query parameters");
+    url_ok("redis://:a?b#c@h/1", "h", 6379, 1, "", "a?b#c"); /* in a password: a byte like any */
 
     /* The password never appears in the message of a bad URL. */
     relock_config *cfg = relock_config_new();

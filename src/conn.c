@@ -4,6 +4,7 @@
  * context cannot be reused, so it is closed here and the next command
  * reconnects (and probes again: the server may have been replaced).
  */
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -197,12 +198,20 @@ static redisReply *send_once(relock_client *c, int *sent, const char *name, cons
             return NULL;
     }
     void *reply = NULL;
+    errno = 0;
     if (redisAppendFormattedCommand(c->conn.ctx, cmd, len) != REDIS_OK ||
         redisGetReply(c->conn.ctx, &reply) != REDIS_OK || !reply) {
+        int timed_out = c->conn.ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
         *sent = 1;
         const relock__server *srv = c->conn.srv;
-        RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", name, srv->host, srv->port,
-                     c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
+        if (timed_out)
+            RELOCK__FAIL(&c->err, RELOCK_EIO,
+                         "%s on %s:%d: no reply within %ld ms (command_timeout_ms): the server "
+                         "is stalled, overloaded, or not a Redis server",
+                         name, srv->host, srv->port, c->s.command_timeout_ms);
+        else
+            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", name, srv->host, srv->port,
+                         c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
         relock__conn_close(&c->conn);
         if (reply)
             freeReplyObject(reply);

@@ -61,6 +61,14 @@ int cli_code(const lockopts *o, int code);
 /* -v: says on stderr who holds NAME (value, fence, when its key ends,
  * owner), from a look at the key. */
 void cli_say_holder(relock_client *c, const char *cmd, const char *name);
+/* -v on a terminal: a line on stderr, rewritten each second after the
+ * first, saying how long the wait for NAME has lasted, who holds it and
+ * when the holder's lease ends (src/cli/progress.c).  NULL when there is
+ * nothing to show (no -v, stderr no terminal); stop accepts NULL, clears
+ * the line and may take up to one command timeout. */
+typedef struct cli_progress cli_progress;
+cli_progress *cli_progress_start(cli_ctx *ctx, const char *cmd, const char *name, int verbose);
+void cli_progress_stop(cli_progress *p);
 
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv);
 int cmd_release(cli_ctx *ctx, int argc, char **argv);

@@ -390,8 +390,24 @@ relock_status relock_break(relock_client *c, const char *name, const char *if_va
     return relock_break_fenced(c, name, if_value, 0);
 }
 
+static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
+                                  long long if_fence, char *key, size_t keylen);
+
 relock_status relock_break_fenced(relock_client *c, const char *name, const char *if_value,
                                   long long if_fence)
+{
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1] = "";
+    relock_status st = break_fenced(c, name, if_value, if_fence, key, sizeof key);
+    if (st == RELOCK_EFOREIGN && key[0]) {
+        char what[RELOCK__NAME_MAX + 8];
+        snprintf(what, sizeof what, "break %s", name);
+        st = relock__foreign_type(c, what, key);
+    }
+    return st;
+}
+
+static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
+                                  long long if_fence, char *key, size_t keylen)
 {
     if (!c)
         return RELOCK_EINVAL;
@@ -415,6 +431,7 @@ relock_status relock_break_fenced(relock_client *c, const char *name, const char
     b.if_value = if_value;
     b.if_fence = if_fence;
     snprintf(b.key, sizeof b.key, "%s%s", c->s.key_prefix, name);
+    snprintf(key, keylen, "%s", b.key);
     if (relock__fence_key(b.key, b.fence_key, sizeof b.fence_key) != 0 ||
         relock__breaks_key(b.key, b.breaks_key, sizeof b.breaks_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");

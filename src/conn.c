@@ -347,14 +347,16 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
                                         "error"};
     const relock__server *srv = c->conn.srv;
     /* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
-     * kind of value" before: a key of another program, not a lock. */
+     * kind of value" before: a key of another program, not a lock.  The
+     * reply does not say which key or type; the public calls that know the
+     * key name the type afterwards (relock__foreign_type()). */
     if (r && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
         return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
-                               "%s on %s:%d: the key holds a list, hash, set or other value "
-                               "that is not a string, so it is not a lock; relock never takes "
-                               "over, changes or deletes it (server: %s)",
-                               what, srv->host, srv->port, r->str);
+                               "%s on %s:%d: the key holds a value that is not a string, so "
+                               "it is not a lock; relock never takes over, changes or deletes "
+                               "it",
+                               what, srv->host, srv->port);
     if (r && r->type == REDIS_REPLY_ERROR)
         return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,
                                "%s on %s:%d: server error: %s", what, srv->host, srv->port, r->str);
@@ -362,4 +364,54 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     return relock__err_set(&c->err, RELOCK_EPROTO, file, line, NULL,
                            "%s on %s:%d: unexpected %s reply", what, srv->host, srv->port,
                            (t >= 1 && t <= 6) ? types[t] : "unknown");
+}
+
+/* TYPE's answer in words, with its article. */
+static void type_words(const char *type, char *buf, size_t len)
+{
+    static const struct {
+        const char *type, *words;
+    } names[] = {{"list", "a list"},     {"set", "a set"},       {"zset", "a sorted set"},
+                 {"hash", "a hash"},     {"stream", "a stream"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(type, names[i].type) == 0) {
+            snprintf(buf, len, "%s", names[i].words);
+            return;
+        }
+    snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
+}
+
+relock_status relock__foreign_type(relock_client *c, const char *what, const char *key)
+{
+    relock_status st = c->err.pub.status;
+    if (st != RELOCK_EFOREIGN ||
+        (strncmp(c->err.server, "WRONGTYPE", 9) != 0 &&
+         !strstr(c->err.server, "wrong kind of value")) ||
+        c->s.nservers > 1)
+        return st;
+    /* The error is kept as it is if the question fails. */
+    relock__err saved = c->err;
+    const char *argv[] = {"TYPE", key};
+    size_t lens[] = {4, strlen(key)};
+    redisReply *r = relock__command(c, NULL, 2, argv, lens);
+    /* A string or nothing: the key changed since; the first answer stands. */
+    if (!r || (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_STRING) ||
+        strcmp(r->str, "string") == 0 || strcmp(r->str, "none") == 0) {
+        if (r)
+            freeReplyObject(r);
+        c->err = saved;
+        c->err.pub.message = c->err.msg;
+        c->err.pub.server = c->err.server;
+        return st;
+    }
+    char words[96];
+    type_words(r->str, words, sizeof words);
+    freeReplyObject(r);
+    const relock__server *srv = c->conn.srv;
+    relock__err_clear(&c->err);
+    relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
+                    "%s: the key %s on %s:%d holds %s, not a lock; relock never takes over, "
+                    "changes or deletes it",
+                    what, key, srv->host, srv->port, words);
+    return RELOCK_EFOREIGN;
 }

@@ -48,7 +48,9 @@ relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_
     if (r->type != REDIS_REPLY_STRING) {
         st = RELOCK__BAD_REPLY(c, "GET", r);
         freeReplyObject(r);
-        return st;
+        char what[RELOCK__NAME_MAX + 16];
+        snprintf(what, sizeof what, "lock %s", name);
+        return relock__foreign_type(c, what, key);
     }
     relock__value v;
     relock__classify(r->str, r->len, &v);

@@ -69,8 +69,24 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
     snprintf(l->key, klen, "%s%s", c->s.key_prefix, name);
     relock__fence_key(l->key, l->fence_key, flen);
     l->ttl_ms = ttl_ms ? ttl_ms : c->s.ttl_ms;
+    l->owner_pid = c->s.owner_pid;
+    if (c->s.owner_text[0] && !(l->owner_text = strdup(c->s.owner_text))) {
+        free(l);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", name);
+    }
     *out = l;
     return RELOCK_OK;
+}
+
+/* A key of another type than string: say which (one TYPE, on this error
+ * path only). */
+static relock_status foreign(relock_lock *l, relock_status st)
+{
+    if (st != RELOCK_EFOREIGN)
+        return st;
+    char what[RELOCK__NAME_MAX + 8];
+    snprintf(what, sizeof what, "lock %s", l->name);
+    return relock__foreign_type(l->c, what, l->key);
 }
 
 static relock_status ready(relock_client *c)
@@ -108,9 +124,11 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
         relock__sleep_ms((long)(c->yield_until - now));
     st = relock__wait_acquire(l, wait_ms);
     if (st != RELOCK_OK) {
+        st = foreign(l, st);
         relock_lock_free(l);
         return st;
     }
+    l->owner_since = relock__wall_ms() / 1000;
     relock__owner_note(l, 1);
     *out = l;
     return RELOCK_OK;
@@ -137,7 +155,7 @@ relock_status relock_release(relock_lock *l)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
                             l->name);
     l->waiters = 0;
-    st = c->algo->release(l);
+    st = foreign(l, c->algo->release(l));
     if (st == RELOCK_OK) {
         relock__owner_note(l, 0);
         if (l->waiters > 0) {
@@ -174,7 +192,7 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
                             l->name);
     if (ttl_ms == 0)
         ttl_ms = l->ttl_ms;
-    st = c->algo->extend(l, ttl_ms);
+    st = foreign(l, c->algo->extend(l, ttl_ms));
     if (st == RELOCK_OK)
         relock__owner_note(l, 1);
     if (st == RELOCK_LOST)
@@ -218,6 +236,7 @@ void relock_lock_free(relock_lock *l)
         return;
     if (l->keeper)
         relock__keep_end(l);
+    free(l->owner_text);
     memset(l, 0xa5, sizeof *l); /* makes a use after free show */
     free(l);
 }

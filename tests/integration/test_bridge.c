@@ -747,10 +747,12 @@ static void coexist(const char *mode)
     relock_status st = relock_acquire(c, key, 5000, 0, &l);
     if (st != RELOCK_EFOREIGN)
         fail_msg("%s, a hash: status %d (%s)", mode, (int)st, relock_client_error(c)->message);
-    assert_non_null(strstr(relock_client_error(c)->message, "not a string"));
+    assert_non_null(strstr(relock_client_error(c)->message, "holds a hash, not a lock"));
     assert_int_equal(relock_lock_adopt(c, key, "1700000000", 1, 5000, &l), RELOCK_OK);
     assert_int_equal(relock_release(l), RELOCK_EFOREIGN);
+    assert_non_null(strstr(relock_client_error(c)->message, "holds a hash, not a lock"));
     assert_int_equal(relock_extend(l, 5000), RELOCK_EFOREIGN);
+    assert_non_null(strstr(relock_client_error(c)->message, "holds a hash, not a lock"));
     relock_lock_free(l);
     char *type = testsrv_cmd(&tu_srv, "TYPE %s", key);
     assert_string_equal(type, "hash"); /* untouched */

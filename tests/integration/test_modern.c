@@ -231,12 +231,15 @@ static void test_errors(void **state)
     assert_int_equal(relock_acquire(a, "has space", 1000, 0, &l), RELOCK_EINVAL);
     assert_non_null(strstr(relock_client_error(a)->message, "lock name"));
     assert_int_equal(relock_acquire(a, "x", -5, 0, &l), RELOCK_EINVAL);
-    /* A key of the wrong type is not a lock: EFOREIGN, with the server text. */
+    /* A key of the wrong type is not a lock: EFOREIGN, naming the type;
+     * the server's text stays in the error's server field. */
     assert_int_equal(relock_acquire(a, "wrongtype", 1000, 0, &l), RELOCK_OK);
     free(testsrv_cmd(&tu_srv, "DEL wrongtype"));
     free(testsrv_cmd(&tu_srv, "LPUSH wrongtype a"));
     assert_int_equal(relock_release(l), RELOCK_EFOREIGN);
-    assert_non_null(strstr(relock_client_error(a)->message, "WRONGTYPE"));
+    assert_non_null(strstr(relock_client_error(a)->message, "holds a list, not a lock"));
+    assert_null(strstr(relock_client_error(a)->message, "WRONGTYPE"));
+    assert_non_null(strstr(relock_client_error(a)->server, "WRONGTYPE"));
     relock_lock_free(l);
     relock_client_free(a);
 

@@ -24,6 +24,108 @@
 #define TESTSRV_PROXY_PATH "relock-compat-proxy"
 #endif
 
+/* ---- the targeted server ---- */
+
+static int target_loaded;
+static const char *target_bin;   /* NULL: redis-server from PATH */
+static char target_ver[32];      /* "2.0.5"; empty with the default server */
+static int target_num;           /* major * 10000 + minor * 100 + patch */
+
+static int version_number(const char *v)
+{
+    int a = 0, b = 0, c = 0;
+    if (sscanf(v, "%d.%d.%d", &a, &b, &c) < 2)
+        return -1;
+    return a * 10000 + b * 100 + c;
+}
+
+/* "Redis server version 2.0.5", "Redis server v=2.6.11 ...",
+ * "Server v=7.2.7 ...", "Valkey server v=8.0.1 ...". */
+static void version_from_binary(const char *bin, char *out, size_t len)
+{
+    char cmd[1200], line[256];
+    out[0] = '\0';
+    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", bin);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return;
+    if (fgets(line, sizeof line, p)) {
+        const char *v = strstr(line, "v=");
+        if (v)
+            v += 2;
+        else if ((v = strstr(line, "version ")) != NULL)
+            v += 8;
+        if (v)
+            snprintf(out, len, "%.*s", (int)strcspn(v, " \r\n"), v);
+    }
+    pclose(p);
+}
+
+static void load_target(void)
+{
+    if (target_loaded)
+        return;
+    target_loaded = 1;
+    const char *bin = getenv("RELOCK_TEST_SERVER");
+    if (!bin || !*bin)
+        return;
+    target_bin = bin;
+    const char *ver = getenv("RELOCK_TEST_SERVER_VERSION");
+    if (ver && *ver)
+        snprintf(target_ver, sizeof target_ver, "%s", ver);
+    else
+        version_from_binary(bin, target_ver, sizeof target_ver);
+    target_num = version_number(target_ver);
+    if (target_num < 0) {
+        fprintf(stderr, "testsrv: cannot tell the version of %s: set RELOCK_TEST_SERVER_VERSION\n",
+                bin);
+        exit(2);
+    }
+}
+
+const char *testsrv_target_version(void)
+{
+    load_target();
+    return target_bin ? target_ver : NULL;
+}
+
+int testsrv_target_at_least(int major, int minor, int patch)
+{
+    load_target();
+    return !target_bin || target_num >= major * 10000 + minor * 100 + patch;
+}
+
+int testsrv_mode_runs(const char *mode)
+{
+    if (strcmp(mode, "bridge") == 0)
+        return testsrv_target_at_least(2, 6, 0);
+    if (strcmp(mode, "modern") == 0)
+        return testsrv_target_at_least(2, 6, 12);
+    return 1;
+}
+
+int testsrv_personality_runs(const char *personality)
+{
+    load_target();
+    if (!target_bin)
+        return 1;
+    if (strcmp(personality, "7") == 0)
+        return target_num >= 20612;
+    int p = version_number(personality);
+    if (p < 0)
+        return 0;
+    if (p >= 20600 && p < 20612)
+        return target_num >= 20600 && target_num < 20612;
+    return p / 100 == target_num / 100;
+}
+
+void testsrv_note_skip(const char *what)
+{
+    load_target();
+    fprintf(stderr, "SKIPPED: %s (not for the targeted server %s)\n", what,
+            target_bin ? target_ver : "redis-server");
+}
+
 int testsrv_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -140,9 +242,45 @@ static int spawn_ready(testsrv *s, const char *const *argv, const char *what)
     return wait_ready(s, what);
 }
 
+/*
+ * Servers before 2.6 read their settings from a file only: writes
+ * s->dir/redis.conf from the same settings, "--option value..." as the line
+ * "option value...", without "--save ''" (no save line means no saving
+ * there, and an empty one is refused) and with dir before logfile (the
+ * old servers open the log where they stand when they read the line).
+ */
+static int write_old_config(testsrv *s, const char *const *argv, char *path, size_t len)
+{
+    snprintf(path, len, "%s/redis.conf", s->dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "testsrv: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "dir %s\nlogfile %s/server.log\n", s->dir, s->dir);
+    for (int i = 1; argv[i];) {
+        const char *opt = argv[i] + 2;
+        int j = i + 1;
+        while (argv[j] && strncmp(argv[j], "--", 2) != 0)
+            j++;
+        int skip = strcmp(opt, "save") == 0 || strcmp(opt, "dir") == 0 ||
+                   strcmp(opt, "logfile") == 0;
+        if (!skip) {
+            fputs(opt, f);
+            for (int k = i + 1; k < j; k++)
+                fprintf(f, " %s", argv[k]);
+            fputc('\n', f);
+        }
+        i = j;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int testsrv_start(testsrv *s, const char *const *extra_args)
 {
     memset(s, 0, sizeof *s);
+    load_target();
+    const char *bin = target_bin ? target_bin : "redis-server";
     if (make_dir(s) != 0)
         return -1;
     /* A port can be taken between our probe and the server's bind: retry. */
@@ -150,11 +288,18 @@ int testsrv_start(testsrv *s, const char *const *extra_args)
         s->port = testsrv_free_port();
         char port[16];
         snprintf(port, sizeof port, "%d", s->port);
-        const char *const base[] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+        const char *const base[] = {bin, "--port", port, "--bind", "127.0.0.1",
                                     "--save", "", "--appendonly", "no", "--dir", s->dir,
                                     "--daemonize", "no", "--logfile", "server.log", NULL};
         const char *argv[64];
         join_args(argv, 64, base, extra_args);
+        char conf[192];
+        if (target_bin && target_num < 20600) {
+            if (write_old_config(s, argv, conf, sizeof conf) != 0)
+                return -1;
+            argv[1] = conf;
+            argv[2] = NULL;
+        }
         if (spawn_ready(s, argv, "redis-server") == 0)
             return 0;
         if (s->pid)
@@ -172,6 +317,17 @@ int testsrv_start_proxy(testsrv *s, int upstream_port, const char *personality,
     const char *path = getenv("RELOCK_PROXY");
     if (!path || !*path)
         path = TESTSRV_PROXY_PATH;
+    load_target();
+    if (target_bin && personality) {
+        /* A real server of the version: the proxy adds faults and control
+         * commands, and imitates nothing. */
+        if (!testsrv_personality_runs(personality)) {
+            fprintf(stderr, "testsrv: personality %s does not stand for the targeted server %s\n",
+                    personality, target_ver);
+            return -1;
+        }
+        personality = "7";
+    }
     char upstream[32];
     snprintf(upstream, sizeof upstream, "127.0.0.1:%d", upstream_port);
     for (int attempt = 0; attempt < 5; attempt++) {
@@ -251,6 +407,8 @@ void testsrv_stop(testsrv *s)
         snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
         unlink(path);
         snprintf(path, sizeof path, "%s/nodes.conf", s->dir);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/redis.conf", s->dir);
         unlink(path);
         rmdir(s->dir);
         s->dir[0] = '\0';

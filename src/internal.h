@@ -81,6 +81,8 @@ typedef struct relock__settings {
     } wait;
     int fencing;
     int owner_info;
+    long owner_pid;                        /* relock_config_set_owner(); 0: getpid() */
+    char owner_text[RELOCK_OWNER_MAX + 1]; /* and its text, or "" */
     struct {
         int unit_ms; /* 0: seconds, 1: milliseconds */
         long expiry_offset;
@@ -160,6 +162,12 @@ int relock__owner_key(const char *lock_key, char *out, size_t len);
  * (after release) the holder's host, pid and start time beside the lock,
  * with the lease as its TTL.  Informational: failures are ignored. */
 void relock__owner_note(relock_lock *l, int held);
+/* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
+ * RELOCK_EINVAL recorded in e. */
+relock_status relock__owner_check(relock__err *e, long pid, const char *text);
+/* A kept lock's new owner pid and text, for its renewals (renew.c):
+ * RELOCK_LOST when the renewals found the lock lost. */
+relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 
@@ -280,6 +288,12 @@ struct relock_lock {
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
+    /* Owner metadata (owner.c): the pid the record names (0: getpid()),
+     * when the lock was won (wall seconds; 0: adopted, the time of each
+     * write), and the text (malloc'd, or NULL for none). */
+    long owner_pid;
+    long long owner_since;
+    char *owner_text;
 };
 
 /* Stops background renewal of l if any (renew.c); RELOCK_LOST if the

@@ -69,6 +69,11 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
     snprintf(l->key, klen, "%s%s", c->s.key_prefix, name);
     relock__fence_key(l->key, l->fence_key, flen);
     l->ttl_ms = ttl_ms ? ttl_ms : c->s.ttl_ms;
+    l->owner_pid = c->s.owner_pid;
+    if (c->s.owner_text[0] && !(l->owner_text = strdup(c->s.owner_text))) {
+        free(l);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", name);
+    }
     *out = l;
     return RELOCK_OK;
 }
@@ -123,6 +128,7 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
         relock_lock_free(l);
         return st;
     }
+    l->owner_since = relock__wall_ms() / 1000;
     relock__owner_note(l, 1);
     *out = l;
     return RELOCK_OK;
@@ -230,6 +236,7 @@ void relock_lock_free(relock_lock *l)
         return;
     if (l->keeper)
         relock__keep_end(l);
+    free(l->owner_text);
     memset(l, 0xa5, sizeof *l); /* makes a use after free show */
     free(l);
 }

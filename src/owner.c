@@ -1,17 +1,87 @@
 /*
  * Owner metadata (owner_info = true): beside each lock, the holder's host,
- * pid and start time, with the lease as its TTL, so that an operator
- * looking at a stuck lock (`relock inspect`) can tell a dead holder from a
- * slow one.  It is written after the lock is won and on every extension,
- * and deleted after a release; it only informs, so its failures never
- * change a call's outcome.  Off by default: it costs a round trip.
+ * pid, the time the lock was won and an optional text, with the lease as
+ * its TTL, so that an operator looking at a stuck lock (`relock inspect`)
+ * can tell a dead holder from a slow one.  It is written after the lock is
+ * won and on every extension, and deleted after a release; it only
+ * informs, so its failures never change a call's outcome.  Off by default
+ * in the library: it costs a round trip per acquire and extend (the CLI
+ * turns it on, decision 88).
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+relock_status relock__owner_check(relock__err *e, long pid, const char *text)
+{
+    if (!text)
+        return RELOCK__FAIL(e, RELOCK_EINVAL, "owner: no text (NULL); \"\" writes none");
+    if (pid < 0 || pid > INT_MAX)
+        return RELOCK__FAIL(e, RELOCK_EINVAL, "owner: pid %ld is not from 0 to %d", pid,
+                            INT_MAX);
+    size_t len = strlen(text);
+    if (len > RELOCK_OWNER_MAX)
+        return RELOCK__FAIL(e, RELOCK_EINVAL, "owner: text of %zu bytes, at most %d", len,
+                            RELOCK_OWNER_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch < ' ' || ch == 0x7f)
+            return RELOCK__FAIL(e, RELOCK_EINVAL,
+                                "owner: text holds a control character at byte %zu", i);
+    }
+    return RELOCK_OK;
+}
+
+relock_status relock_config_set_owner(relock_config *cfg, long pid, const char *text)
+{
+    if (!cfg)
+        return RELOCK_EINVAL;
+    relock__err_clear(&cfg->err);
+    relock_status st = relock__owner_check(&cfg->err, pid, text);
+    if (st != RELOCK_OK)
+        return st;
+    cfg->s.owner_pid = pid;
+    snprintf(cfg->s.owner_text, sizeof cfg->s.owner_text, "%s", text);
+    return RELOCK_OK;
+}
+
+relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
+{
+    if (!l)
+        return RELOCK_EINVAL;
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    relock_status st = relock__owner_check(&c->err, pid, text);
+    if (st != RELOCK_OK)
+        return st;
+    if (l->lost)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "owner %s: the lock was already lost",
+                            l->name);
+    char *dup = NULL;
+    if (text[0] && !(dup = strdup(text)))
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "owner %s: out of memory", l->name);
+    if (l->keeper) {
+        st = relock__keep_set_owner(l, pid, text);
+        if (st != RELOCK_OK) {
+            free(dup);
+            return st == RELOCK_LOST ? RELOCK__FAIL(&c->err, st,
+                                                    "owner %s: the lock was lost while kept",
+                                                    l->name)
+                                     : RELOCK__FAIL(&c->err, st, "owner %s: out of memory",
+                                                    l->name);
+        }
+    }
+    free(l->owner_text);
+    l->owner_text = dup;
+    l->owner_pid = pid;
+    relock__owner_note(l, 1);
+    return RELOCK_OK;
+}
 
 void relock__owner_note(relock_lock *l, int held)
 {
@@ -27,19 +97,27 @@ void relock__owner_note(relock_lock *l, int held)
     if (!held) {
         r = relock__commandf(c, NULL, "DEL %s", key);
     } else {
-        char host[64] = "?", started[32] = "?", info[160];
-        gethostname(host, sizeof host);
+        char host[65] = "?", started[32] = "?";
+        char info[sizeof((relock_inspect_info *)0)->owner];
+        if (gethostname(host, sizeof host - 1) != 0)
+            snprintf(host, sizeof host, "?");
         host[sizeof host - 1] = '\0';
-        time_t now = time(NULL);
+        time_t at = l->owner_since ? (time_t)l->owner_since : time(NULL);
         struct tm tm;
-        if (gmtime_r(&now, &tm))
+        if (gmtime_r(&at, &tm))
             strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        snprintf(info, sizeof info, "host=%s pid=%ld at=%s", host, (long)getpid(), started);
-        /* Before 2.6 there is no PSETEX: whole seconds, rounded up. */
+        long pid = l->owner_pid ? l->owner_pid : (long)getpid();
+        const char *text = l->owner_text ? l->owner_text : "";
+        snprintf(info, sizeof info, "host=%s pid=%ld at=%s%s%s", host, pid, started,
+                 text[0] ? " " : "", text);
+        /* Before 2.6 there is no PSETEX: whole seconds, rounded up.  The
+         * record goes as one argument (%b): the text holds spaces. */
         if (c->conn.caps & RELOCK_CAP_PEXPIRE)
-            r = relock__commandf(c, NULL, "PSETEX %s %ld %s", key, l->ttl_ms, info);
+            r = relock__commandf(c, NULL, "PSETEX %s %ld %b", key, l->ttl_ms, info,
+                                 strlen(info));
         else
-            r = relock__commandf(c, NULL, "SETEX %s %ld %s", key, (l->ttl_ms + 999) / 1000, info);
+            r = relock__commandf(c, NULL, "SETEX %s %ld %b", key, (l->ttl_ms + 999) / 1000,
+                                 info, strlen(info));
     }
     if (r)
         freeReplyObject(r);

@@ -129,6 +129,26 @@ RELOCK_EXTERN relock_status relock_config_set(relock_config *cfg, const char *na
 /* The detail of the last failing call on cfg. */
 RELOCK_EXTERN const relock_error *relock_config_error(const relock_config *cfg);
 
+/*
+ * Owner metadata (setting owner_info, off by default): beside each lock
+ * its holder writes, with the lease as TTL, one line that
+ * relock_inspect() returns:
+ *   host=HOST pid=PID at=START[ TEXT]
+ * PID is the process the record names as the holder: pid, or the calling
+ * process when pid is 0 (a program that acquires for another process, a
+ * shell script's helper say, names that process).  START is when the lock
+ * was acquired, in UTC (for an adopted lock, when it was last extended).
+ * TEXT is free text of at most RELOCK_OWNER_MAX bytes without control
+ * characters; "" writes none.  relock_config_set_owner() sets what every
+ * lock acquired through clients of cfg writes (clients copy it at
+ * relock_connect()).  RELOCK_EINVAL for a NULL handle or text, a negative
+ * pid, a text too long or holding a control character; nothing changes
+ * then.
+ */
+#define RELOCK_OWNER_MAX 256
+RELOCK_EXTERN relock_status relock_config_set_owner(relock_config *cfg, long pid,
+                                                    const char *text);
+
 /* Reads back a few settings the CLI needs. */
 RELOCK_EXTERN long relock_config_ttl_ms(const relock_config *cfg);
 /* The configured default wait bound: -1 forever, 0 none, else ms. */
@@ -258,6 +278,18 @@ RELOCK_EXTERN relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, 
  * RELOCK_LOST when the lock was lost meanwhile.  Not from on_lost. */
 RELOCK_EXTERN relock_status relock_keep_stop(relock_lock *l);
 
+/*
+ * Replaces the owner metadata's PID and TEXT for this lock (as
+ * relock_config_set_owner(), whose rules they follow) and, with
+ * owner_info, rewrites the record at once (a round trip; like every owner
+ * write, a failure of it is not reported).  Allowed while the lock is kept:
+ * the renewals write the new record too.  For a process that learns who
+ * holds the lock only after acquiring it, such as a supervisor that starts
+ * its command then.  RELOCK_LOST when the lock is no longer held (nothing
+ * written).
+ */
+RELOCK_EXTERN relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text);
+
 /* Frees a lock handle without releasing it; accepts NULL. */
 RELOCK_EXTERN void relock_lock_free(relock_lock *l);
 
@@ -288,7 +320,7 @@ typedef struct relock_inspect_info {
     long long ts_ms;        /* TIMESTAMP: its expiry in ms since the epoch */
     int ts_unit_ms;         /* TIMESTAMP: 1 when the value is in ms, 0 in s */
     long long fence;        /* the lock's fence counter, 0 when none */
-    char owner[160];        /* owner metadata (owner_info), or "" */
+    char owner[512];        /* owner metadata (owner_info), or "" */
 } relock_inspect_info;
 
 /* Reads the lock key of NAME without changing anything. */

@@ -25,6 +25,11 @@ struct relock__keeper {
     relock_lock *user;
     relock_lost_fn on_lost;
     void *arg;
+    /* relock_lock_set_owner() on the kept lock: the shadow takes it
+     * before its next renewal (owner_next malloc'd, or NULL for none). */
+    int owner_pending;
+    long owner_next_pid;
+    char *owner_next;
 };
 
 static void deadline_in(struct timespec *ts, long ms)
@@ -51,6 +56,13 @@ static void *keeper_main(void *p)
             rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
         if (k->stop)
             break;
+        if (k->owner_pending) {
+            free(k->shadow->owner_text);
+            k->shadow->owner_text = k->owner_next;
+            k->shadow->owner_pid = k->owner_next_pid;
+            k->owner_next = NULL;
+            k->owner_pending = 0;
+        }
         pthread_mutex_unlock(&k->mu);
         relock_status st = relock_extend(k->shadow, k->shadow->ttl_ms);
         /* A transient failure is retried next period; only a definite loss,
@@ -74,6 +86,7 @@ static void *keeper_main(void *p)
 
 static void keeper_free(struct relock__keeper *k)
 {
+    free(k->owner_next);
     relock_lock_free(k->shadow);
     relock_client_free(k->c);
     pthread_cond_destroy(&k->cv);
@@ -128,6 +141,15 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     k->shadow->breaks = l->breaks;
     k->shadow->breaks_known = l->breaks_known;
     k->shadow->acquired = l->acquired;
+    /* The record the renewals write is the lock's, not the connection's. */
+    k->shadow->owner_pid = l->owner_pid;
+    k->shadow->owner_since = l->owner_since;
+    free(k->shadow->owner_text);
+    k->shadow->owner_text = NULL;
+    if (l->owner_text && !(k->shadow->owner_text = strdup(l->owner_text))) {
+        keeper_free(k);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
+    }
     k->valid_until = l->valid_until;
     /* The thread starts with every signal blocked: the program's signals
      * belong to the program's threads, and a SIGPIPE raised by a write to
@@ -185,6 +207,26 @@ relock_status relock_keep_stop(relock_lock *l)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was lost while kept",
                             l->name);
     return RELOCK_OK;
+}
+
+relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text)
+{
+    struct relock__keeper *k = l->keeper;
+    char *dup = NULL;
+    if (text[0] && !(dup = strdup(text)))
+        return RELOCK_ENOMEM;
+    pthread_mutex_lock(&k->mu);
+    int lost = k->lost;
+    if (!lost) {
+        free(k->owner_next);
+        k->owner_next = dup;
+        k->owner_next_pid = pid;
+        k->owner_pending = 1;
+        dup = NULL;
+    }
+    pthread_mutex_unlock(&k->mu);
+    free(dup);
+    return lost ? RELOCK_LOST : RELOCK_OK;
 }
 
 uint64_t relock__keep_valid_until(const relock_lock *l)

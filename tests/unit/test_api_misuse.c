@@ -36,6 +36,31 @@ static void null_config(void **state)
     assert_int_equal(relock_connect_file("/nonexistent", NULL), RELOCK_EINVAL);
 }
 
+/* relock_config_set_owner(): bad input is refused and changes nothing. */
+static void owner_text(void **state)
+{
+    (void)state;
+    assert_int_equal(relock_config_set_owner(NULL, 0, "x"), RELOCK_EINVAL);
+    assert_int_equal(relock_lock_set_owner(NULL, 0, "x"), RELOCK_EINVAL);
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    assert_int_equal(relock_config_set_owner(cfg, 0, NULL), RELOCK_EINVAL);
+    assert_int_equal(relock_config_error(cfg)->status, RELOCK_EINVAL);
+    assert_int_equal(relock_config_set_owner(cfg, -1, "x"), RELOCK_EINVAL);
+    char text[RELOCK_OWNER_MAX + 2];
+    memset(text, 'a', sizeof text - 1);
+    text[sizeof text - 1] = '\0'; /* one byte too long */
+    assert_int_equal(relock_config_set_owner(cfg, 0, text), RELOCK_EINVAL);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "at most 256"));
+    text[RELOCK_OWNER_MAX] = '\0'; /* exactly the limit */
+    assert_int_equal(relock_config_set_owner(cfg, 0, text), RELOCK_OK);
+    assert_int_equal(relock_config_set_owner(cfg, 42, "line\nbreak"), RELOCK_EINVAL);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "control character at byte 4"));
+    assert_int_equal(relock_config_set_owner(cfg, 42, "cmd=deploy.sh --all"), RELOCK_OK);
+    assert_int_equal(relock_config_set_owner(cfg, 0, ""), RELOCK_OK);
+    relock_config_free(cfg);
+}
+
 static void null_client(void **state)
 {
     (void)state;
@@ -86,6 +111,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(null_config),
+        cmocka_unit_test(owner_text),
         cmocka_unit_test(null_client),
         cmocka_unit_test(null_scan),
         cmocka_unit_test(null_lock),

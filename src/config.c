@@ -425,12 +425,28 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
     snprintf(srv->host, sizeof srv->host, "127.0.0.1");
     srv->port = 6379;
     int n = config_setting_length(g);
+    /* path (a unix socket) excludes host and port. */
+    if (config_setting_get_member(g, "path") &&
+        (config_setting_get_member(g, "host") || config_setting_get_member(g, "port"))) {
+        load_fail(ld, config_setting_get_member(g, "path"),
+                  "servers: path (a unix socket) excludes host and port");
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
         config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
         const char *name = config_setting_name(m);
         int t = config_setting_type(m);
         int is_int = (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64);
-        if (strcmp(name, "host") == 0 || strcmp(name, "username") == 0 ||
+        if (strcmp(name, "path") == 0) {
+            const char *v = t == CONFIG_TYPE_STRING ? config_setting_get_string(m) : NULL;
+            if (!v || v[0] != '/' || strlen(v) < 2 || strlen(v) > 107) {
+                load_fail(ld, m, "servers: path must be a unix socket's absolute path, as a "
+                                 "string of at most 107 bytes");
+                return -1;
+            }
+            memcpy(srv->host, v, strlen(v) + 1);
+            srv->port = 0;
+        } else if (strcmp(name, "host") == 0 || strcmp(name, "username") == 0 ||
             strcmp(name, "password") == 0) {
             if (t != CONFIG_TYPE_STRING) {
                 snprintf(why, sizeof why, "servers: %s must be a string, not %s", name,
@@ -779,16 +795,106 @@ static int copy_part(char *dst, size_t cap, const char *s, const char *e)
     return 0;
 }
 
+/* The credentials of a URL, [user:]password, from p to auth_end. */
+static int parse_credentials(const char *p, const char *auth_end, relock__server *srv, char *why,
+                             size_t whylen)
+{
+    const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+    if (colon) {
+        if (copy_part(srv->username, sizeof srv->username, p, colon) != 0 ||
+            copy_part(srv->password, sizeof srv->password, colon + 1, auth_end) != 0) {
+            snprintf(why, whylen, "user name or password too long");
+            return -1;
+        }
+    } else if (copy_part(srv->password, sizeof srv->password, p, auth_end) != 0) {
+        /* redis://secret@host: a bare word is a password, as redis-cli reads it */
+        snprintf(why, whylen, "password too long");
+        return -1;
+    }
+    return 0;
+}
+
+/* A database number, digits only, 0 to 1000000. */
+static int parse_db(const char *s, relock__server *srv, char *why, size_t whylen, const char *how)
+{
+    long long db = -1;
+    int digits = *s && strspn(s, "0123456789") == strlen(s);
+    if (!digits || parse_ll(s, &db) != 0)
+        db = -1;
+    if (db < 0) {
+        snprintf(why, whylen, "the database must be a number %s", how);
+        return -1;
+    }
+    if (db > 1000000) {
+        snprintf(why, whylen, "database %.20s is out of range (a server has 16 unless "
+                              "its `databases` setting says more)", s);
+        return -1;
+    }
+    srv->db = (int)db;
+    return 0;
+}
+
+/*
+ * unix://[[user:]password@]/path/to/redis.sock[?db=N]: the server's unix
+ * socket, kept as a host that is an absolute path and port 0.  The path
+ * begins at the last "@/" when credentials come first (a password may hold
+ * any byte), and runs to a "?".
+ */
+static int parse_unix_url(const char *p, relock__server *srv, char *why, size_t whylen)
+{
+    const char *path = p;
+    if (*p != '/') {
+        const char *at = NULL;
+        for (const char *q = strstr(p, "@/"); q; q = strstr(q + 1, "@/"))
+            at = q;
+        if (!at) {
+            snprintf(why, whylen, "a unix URL names the socket's absolute path: "
+                                  "unix:///run/redis/redis.sock");
+            return -1;
+        }
+        if (parse_credentials(p, at, srv, why, whylen) != 0)
+            return -1;
+        path = at + 1;
+    }
+    const char *query = strchr(path, '?');
+    const char *pend = query ? query : path + strlen(path);
+    if (pend - path < 2) {
+        snprintf(why, whylen, "the unix URL names no socket path");
+        return -1;
+    }
+    /* sun_path holds 108 bytes with its terminating NUL. */
+    if (pend - path > 107 || copy_part(srv->host, sizeof srv->host, path, pend) != 0) {
+        snprintf(why, whylen, "the socket path is too long (a unix socket's path has at most "
+                              "107 bytes)");
+        return -1;
+    }
+    srv->port = 0;
+    if (query) {
+        if (strncmp(query + 1, "db=", 3) != 0) {
+            snprintf(why, whylen, "a unix URL takes only ?db=N after the path");
+            return -1;
+        }
+        if (parse_db(query + 4, srv, why, whylen, "after ?db=") != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen)
 {
     static const char scheme[] = "redis://";
+    static const char unix_scheme[] = "unix://";
     memset(srv, 0, sizeof *srv);
     srv->port = 6379;
+    if (url && strncmp(url, unix_scheme, sizeof unix_scheme - 1) == 0)
+        return parse_unix_url(url + sizeof unix_scheme - 1, srv, why, whylen);
     if (!url || strncmp(url, scheme, sizeof scheme - 1) != 0) {
         if (url && strncmp(url, "rediss://", 9) == 0)
-            snprintf(why, whylen, "rediss:// (TLS) is not available in this build");
+            snprintf(why, whylen, "rediss:// (TLS) is not available in this build: a local TLS "
+                                  "tunnel (stunnel, spiped) reached by redis:// or unix:// "
+                                  "serves instead");
         else
-            snprintf(why, whylen, "the URL must start with redis://");
+            snprintf(why, whylen, "the URL must start with redis:// or unix://");
         return -1;
     }
     const char *p = url + sizeof scheme - 1;
@@ -807,18 +913,8 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
         if (*q == '@')
             auth_end = q; /* the last '@' before the path ends the credentials */
     if (auth_end) {
-        const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-        if (colon) {
-            if (copy_part(srv->username, sizeof srv->username, p, colon) != 0 ||
-                copy_part(srv->password, sizeof srv->password, colon + 1, auth_end) != 0) {
-                snprintf(why, whylen, "user name or password too long");
-                return -1;
-            }
-        } else if (copy_part(srv->password, sizeof srv->password, p, auth_end) != 0) {
-            /* redis://secret@host: a bare word is a password, as redis-cli reads it */
-            snprintf(why, whylen, "password too long");
+        if (parse_credentials(p, auth_end, srv, why, whylen) != 0)
             return -1;
-        }
         p = auth_end + 1;
     }
     const char *hostend = slash ? slash : end;
@@ -868,22 +964,8 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
         }
         srv->port = (int)v;
     }
-    if (slash && slash[1]) {
-        long long db = -1;
-        int digits = strspn(slash + 1, "0123456789") == strlen(slash + 1);
-        if (!digits || parse_ll(slash + 1, &db) != 0)
-            db = -1;
-        if (db < 0) {
-            snprintf(why, whylen, "the database must be a number after the /");
-            return -1;
-        }
-        if (db > 1000000) {
-            snprintf(why, whylen, "database %.20s is out of range (a server has 16 unless "
-                                  "its `databases` setting says more)", slash + 1);
-            return -1;
-        }
-        srv->db = (int)db;
-    }
+    if (slash && slash[1] && parse_db(slash + 1, srv, why, whylen, "after the /") != 0)
+        return -1;
     return 0;
 }
 

@@ -38,11 +38,11 @@ relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relo
         else
             r = redisCommand(ctx, "AUTH %s", srv->password);
         if (!r)
-            return RELOCK__FAIL(&c->err, RELOCK_EIO, "AUTH to %s:%d: %s", srv->host, srv->port,
+            return RELOCK__FAIL(&c->err, RELOCK_EIO, "AUTH to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
                                 ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             relock_status st = RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
-                                                "AUTH to %s:%d refused: %s", srv->host, srv->port,
+                                                "AUTH to " RELOCK__ADDR_FMT " refused: %s", RELOCK__ADDR(srv),
                                                 r->str);
             freeReplyObject(r);
             return st;
@@ -52,12 +52,12 @@ relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relo
     if (srv->db != 0) {
         r = redisCommand(ctx, "SELECT %d", srv->db);
         if (!r)
-            return RELOCK__FAIL(&c->err, RELOCK_EIO, "SELECT on %s:%d: %s", srv->host, srv->port,
+            return RELOCK__FAIL(&c->err, RELOCK_EIO, "SELECT on " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
                                 ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             relock_status st = RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
-                                                "SELECT %d on %s:%d refused: %s", srv->db,
-                                                srv->host, srv->port, r->str);
+                                                "SELECT %d on " RELOCK__ADDR_FMT " refused: %s", srv->db,
+                                                RELOCK__ADDR(srv), r->str);
             freeReplyObject(r);
             return st;
         }
@@ -70,19 +70,21 @@ redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, l
                                   relock_status *st, char *why, size_t whylen)
 {
     *st = RELOCK_EIO;
-    redisContext *ctx = redisConnectWithTimeout(host, port, tv_ms(connect_ms));
+    /* Port 0: host is a unix socket's path (unix:// URLs, `path` in the file). */
+    redisContext *ctx = port ? redisConnectWithTimeout(host, port, tv_ms(connect_ms))
+                             : redisConnectUnixWithTimeout(host, tv_ms(connect_ms));
     if (!ctx) {
         *st = RELOCK_ENOMEM;
-        snprintf(why, whylen, "connect to %s:%d: out of memory", host, port);
+        snprintf(why, whylen, "connect to " RELOCK__ADDR_FMT ": out of memory", host, port ? ":" : "", port);
         return NULL;
     }
     if (ctx->err) {
-        snprintf(why, whylen, "connect to %s:%d: %s", host, port, ctx->errstr);
+        snprintf(why, whylen, "connect to " RELOCK__ADDR_FMT ": %s", host, port ? ":" : "", port, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
     if (redisSetTimeout(ctx, tv_ms(command_ms)) != REDIS_OK) {
-        snprintf(why, whylen, "set timeout on %s:%d: %s", host, port, ctx->errstr);
+        snprintf(why, whylen, "set timeout on " RELOCK__ADDR_FMT ": %s", host, port ? ":" : "", port, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
@@ -177,10 +179,10 @@ static int txn_conn_lost(relock_client *c, const char *name)
         return 0;
     const relock__server *srv = c->conn.srv;
     RELOCK__FAIL(&c->err, RELOCK_EIO,
-                 "%s on %s:%d: the connection was lost inside a transaction (WATCH or "
+                 "%s on " RELOCK__ADDR_FMT ": the connection was lost inside a transaction (WATCH or "
                  "MULTI); not reconnected, since a new connection would run the rest of "
                  "it unconditionally",
-                 name, srv->host, srv->port);
+                 name, RELOCK__ADDR(srv));
     return 1;
 }
 
@@ -206,11 +208,11 @@ static redisReply *send_once(relock_client *c, int *sent, const char *name, cons
         const relock__server *srv = c->conn.srv;
         if (timed_out)
             RELOCK__FAIL(&c->err, RELOCK_EIO,
-                         "%s on %s:%d: no reply within %ld ms (command_timeout_ms): the server "
+                         "%s on " RELOCK__ADDR_FMT ": no reply within %ld ms (command_timeout_ms): the server "
                          "is stalled, overloaded, or not a Redis server",
-                         name, srv->host, srv->port, c->s.command_timeout_ms);
+                         name, RELOCK__ADDR(srv), c->s.command_timeout_ms);
         else
-            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", name, srv->host, srv->port,
+            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on " RELOCK__ADDR_FMT ": %s", name, RELOCK__ADDR(srv),
                          c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
         relock__conn_close(&c->conn);
         if (reply)
@@ -254,9 +256,9 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
             if (relock__sentinel_readonly(r)) {
                 const relock__server *srv = c->conn.srv;
                 RELOCK__FAIL_SRV(&c->err, RELOCK_EIO, r->str,
-                                 "%s on %s:%d: the server is now a read-only replica: a failover "
+                                 "%s on " RELOCK__ADDR_FMT ": the server is now a read-only replica: a failover "
                                  "of \"%s\" is under way; the next call asks the sentinels again",
-                                 name, srv->host, srv->port, c->s.sentinel.master);
+                                 name, RELOCK__ADDR(srv), c->s.sentinel.master);
                 freeReplyObject(r);
                 relock__conn_close(&c->conn);
                 return NULL;
@@ -353,16 +355,16 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     if (r && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
         return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
-                               "%s on %s:%d: the key holds a value that is not a string, so "
+                               "%s on " RELOCK__ADDR_FMT ": the key holds a value that is not a string, so "
                                "it is not a lock; relock never takes over, changes or deletes "
                                "it",
-                               what, srv->host, srv->port);
+                               what, RELOCK__ADDR(srv));
     if (r && r->type == REDIS_REPLY_ERROR)
         return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,
-                               "%s on %s:%d: server error: %s", what, srv->host, srv->port, r->str);
+                               "%s on " RELOCK__ADDR_FMT ": server error: %s", what, RELOCK__ADDR(srv), r->str);
     int t = r ? r->type : 0;
     return relock__err_set(&c->err, RELOCK_EPROTO, file, line, NULL,
-                           "%s on %s:%d: unexpected %s reply", what, srv->host, srv->port,
+                           "%s on " RELOCK__ADDR_FMT ": unexpected %s reply", what, RELOCK__ADDR(srv),
                            (t >= 1 && t <= 6) ? types[t] : "unknown");
 }
 
@@ -410,8 +412,8 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
     const relock__server *srv = c->conn.srv;
     relock__err_clear(&c->err);
     relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
-                    "%s: the key %s on %s:%d holds %s, not a lock; relock never takes over, "
+                    "%s: the key %s on " RELOCK__ADDR_FMT " holds %s, not a lock; relock never takes over, "
                     "changes or deletes it",
-                    what, key, srv->host, srv->port, words);
+                    what, key, RELOCK__ADDR(srv), words);
     return RELOCK_EFOREIGN;
 }

@@ -48,12 +48,17 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
 /* ------------------------------------------------------------------ settings */
 
 typedef struct relock__server {
-    char host[RELOCK__HOST_MAX];
+    char host[RELOCK__HOST_MAX]; /* with port 0: a unix socket's path */
     int port;
     int db;
     char username[RELOCK__SECRET_MAX];
     char password[RELOCK__SECRET_MAX];
 } relock__server;
+
+/* A server's address in messages: "host:port", or a unix socket's path
+ * alone (%.0d prints nothing for port 0). */
+#define RELOCK__ADDR_FMT "%s%s%.0d"
+#define RELOCK__ADDR(srv) (srv)->host, (srv)->port ? ":" : "", (srv)->port
 
 /* Sentinel (DESIGN §6): at most this many sentinel addresses. */
 #define RELOCK__MAX_SENTINELS 8

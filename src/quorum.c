@@ -87,7 +87,8 @@ static int connect_one(relock_client *c, int i)
 {
     const relock__server *srv = &c->s.servers[i];
     struct relock__qserver *q = &c->q[i];
-    redisContext *ctx = redisConnectNonBlock(srv->host, srv->port);
+    redisContext *ctx = srv->port ? redisConnectNonBlock(srv->host, srv->port)
+                                  : redisConnectUnixNonBlock(srv->host);
     if (!ctx || ctx->err) {
         if (ctx)
             redisFree(ctx);

@@ -112,8 +112,7 @@ static void count_value(relock_scan_result *out, const char *key, size_t keylen,
 static relock_status lost_sync(relock_client *c, relock_status st, const char *what)
 {
     const relock__server *srv = c->conn.srv;
-    relock_status r = RELOCK__FAIL(&c->err, st, "scan: %s on %s:%d: %s", what, srv->host,
-                                   srv->port,
+    relock_status r = RELOCK__FAIL(&c->err, st, "scan: %s on " RELOCK__ADDR_FMT ": %s", what, RELOCK__ADDR(srv),
                                    c->conn.ctx && c->conn.ctx->errstr[0] ? c->conn.ctx->errstr
                                                                          : "connection lost");
     relock__conn_close(&c->conn);
@@ -257,11 +256,11 @@ static relock_status walk_keys(relock_client *c, const char *match, relock_scan_
     freeReplyObject(r);
     if (dbsize > RELOCK_SCAN_KEYS_FALLBACK_MAX)
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "scan: server %s:%d runs Redis %s, which has no SCAN (needs 2.8), and "
+                            "scan: server " RELOCK__ADDR_FMT " runs Redis %s, which has no SCAN (needs 2.8), and "
                             "its database holds %lld keys: KEYS over more than %lld keys would "
                             "block the server for every client, so relock does not send it; "
                             "scan a replica that serves no clients instead",
-                            c->conn.srv->host, c->conn.srv->port, c->conn.version, dbsize,
+                            RELOCK__ADDR(c->conn.srv), c->conn.version, dbsize,
                             RELOCK_SCAN_KEYS_FALLBACK_MAX);
     out->keys_fallback = 1;
     r = relock__commandf(c, NULL, "KEYS %s", match);

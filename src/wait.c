@@ -34,8 +34,9 @@ static struct timeval ms_tv(long ms)
  * (a paused server must not hold the waiter); 0 on success. */
 static int subscribe_on(relock_client *c, const relock__server *srv, const char *chan)
 {
-    redisContext *sub = redisConnectWithTimeout(srv->host, srv->port,
-                                                ms_tv(c->s.connect_timeout_ms));
+    struct timeval cto = ms_tv(c->s.connect_timeout_ms);
+    redisContext *sub = srv->port ? redisConnectWithTimeout(srv->host, srv->port, cto)
+                                  : redisConnectUnixWithTimeout(srv->host, cto);
     if (!sub || sub->err) {
         if (sub)
             redisFree(sub);

@@ -6,7 +6,7 @@
  * Durations are checked against a reference reading of DESIGN §8 (a
  * plain number is seconds; "250ms", "1.5s", "1m30s"; see ref_duration).
  * URLs: on success the
- * port is 1-65535, the host non-empty, the db 0-1000000, every field
+ * port is 1-65535 (a unix socket: port 0 and an absolute path), the host non-empty, the db 0-1000000, every field
  * terminated, and relock_config_set_url() agrees.
  */
 #include <limits.h>
@@ -131,7 +131,13 @@ static void fuzz_url(const char *s)
         relock_config_free(cfg);
         return;
     }
-    FZ_CHECK_MSG(srv.port >= 1 && srv.port <= 65535, "\"%.80s\": port %d", s, srv.port);
+    /* TCP: a port 1-65535; a unix socket: an absolute path of at most 107
+     * bytes and port 0. */
+    if (strncmp(s, "unix://", 7) == 0)
+        FZ_CHECK_MSG(srv.port == 0 && srv.host[0] == '/' && strlen(srv.host) <= 107,
+                     "\"%.80s\": port %d, path \"%.40s\"", s, srv.port, srv.host);
+    else
+        FZ_CHECK_MSG(srv.port >= 1 && srv.port <= 65535, "\"%.80s\": port %d", s, srv.port);
     FZ_CHECK(memchr(srv.host, '\0', sizeof srv.host) != NULL);
     FZ_CHECK_MSG(srv.host[0] != '\0', "\"%.80s\": empty host", s);
     FZ_CHECK(memchr(srv.username, '\0', sizeof srv.username) != NULL);

@@ -160,7 +160,7 @@ static void test_urls(void **state)
     url_ok("redis://secret@h", "h", 6379, 0, "", "secret");
     url_ok("redis://u:p%40ss@h:1", "h", 1, 0, "u", "p@ss");
     url_ok("redis://[::1]:6390/", "::1", 6390, 0, "", "");
-    url_bad("http://h", "must start with redis://");
+    url_bad("http://h", "must start with redis:// or unix://");
     url_bad("rediss://h", "TLS");
     url_bad("redis://h:0", "port must be a number from 1 to 65535");
     url_bad("redis://h:65536", "port");
@@ -174,6 +174,23 @@ static void test_urls(void **state)
     url_bad("redis://h:6379?timeout=1", "query parameters (?...) are not supported");
     url_bad("redis://u:p@h/2?db=3", "query parameters");
     url_ok("redis://:a?b#c@h/1", "h", 6379, 1, "", "a?b#c"); /* in a password: a byte like any */
+
+    /* unix sockets: the path as host, port 0. */
+    url_ok("unix:///run/redis/redis.sock", "/run/redis/redis.sock", 0, 0, "", "");
+    url_ok("unix:///tmp/r.sock?db=3", "/tmp/r.sock", 0, 3, "", "");
+    url_ok("unix://:secret@/tmp/r.sock", "/tmp/r.sock", 0, 0, "", "secret");
+    url_ok("unix://app:p%40ss@/tmp/r.sock?db=1", "/tmp/r.sock", 0, 1, "app", "p@ss");
+    url_ok("unix://:a@/b@/tmp/r.sock", "/tmp/r.sock", 0, 0, "", "a@/b"); /* the last "@/" */
+    url_bad("unix://", "absolute path");
+    url_bad("unix://tmp/r.sock", "absolute path");
+    url_bad("unix:///", "no socket path");
+    url_bad("unix:///tmp/r.sock?timeout=1", "only ?db=N");
+    url_bad("unix:///tmp/r.sock?db=", "database must be a number");
+    url_bad("unix:///tmp/r.sock?db=x", "database must be a number");
+    url_bad("unix:///tmp/r.sock?db=99999999", "out of range");
+    char longpath[200] = "unix:///";
+    memset(longpath + 8, 'p', 120);
+    url_bad(longpath, "at most 107 bytes");
 
     /* The password never appears in the message of a bad URL. */
     relock_config *cfg = relock_config_new();

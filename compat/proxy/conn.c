@@ -25,6 +25,7 @@
 #include "counters.h"
 #include "faults.h"
 #include "log.h"
+#include "native.h"
 #include "replyfix.h"
 #include "resp.h"
 #include "volatile20.h"
@@ -53,7 +54,9 @@ enum entry_flags {
     EF_SUBSCRIBE = 1 << 4, /* answered by subscription confirmations */
     EF_REPLACE = 1 << 5,   /* forwarded, but the client gets `local` */
     EF_CLOSE = 1 << 6,     /* close the connection after this reply */
-    EF_STARTED = 1 << 7    /* a first confirmation was already relayed */
+    EF_STARTED = 1 << 7,   /* a first confirmation was already relayed */
+    EF_CMDINFO = 1 << 8,   /* COMMAND INFO: `local` holds the plan (native.h) */
+    EF_CMDDOCS = 1 << 9    /* COMMAND DOCS: likewise */
 };
 
 struct entry {
@@ -510,6 +513,13 @@ static int on_reply(struct conn *c, const char *p, size_t n)
     }
     if (e->flags & EF_REPLACE) {
         r = emit(c, e->local, e->local_len, EMIT_REPLY, 0);
+    } else if ((e->flags & (EF_CMDINFO | EF_CMDDOCS)) && e->local != NULL) {
+        pbuf_clear(&c->tmp);
+        r = native_command_reply((e->flags & EF_CMDDOCS) != 0, e->local, p, n, &c->tmp);
+        if (r < 0)
+            return -1;
+        r = r == 1 ? emit(c, pbuf_head(&c->tmp), pbuf_used(&c->tmp), EMIT_REPLY, 0)
+                   : emit(c, p, n, EMIT_REPLY, 0);
     } else if ((e->flags & EF_QUEUEABLE) && is_queued(p, n)) {
         execfix_push(c, e->fix);
         r = emit(c, p, n, EMIT_REPLY, 0);
@@ -606,7 +616,11 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
         return q_push(c, E_LOCAL, FIX_NONE, 0, 0, pbuf_head(&c->tmp),
                       pbuf_used(&c->tmp));
     }
+    counters_command(&argv[0]);
     if (personality_gate(c->pp, argv, argc, &g))
+        return refuse(c, &g, 1);
+    if (native_lua_refused(c->pp, argv, argc, g.err, sizeof(g.err), g.counter,
+                           sizeof(g.counter)))
         return refuse(c, &g, 1);
     at_fault at;
     faults_count_command(&at);
@@ -622,6 +636,8 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
     is_exec = arg_is(&argv[0], "EXEC");
     is_discard = arg_is(&argv[0], "DISCARD");
     is_reset = arg_is(&argv[0], "RESET");
+    if (c->pp->version_str[0] != '\0' && !emulating && arg_is(&argv[0], "INFO"))
+        fix |= FIX_INFO; /* a newer server's version line */
     if (emulating) {
         fix |= FIX_ERRTEXT;
         if (arg_is(&argv[0], "INFO"))
@@ -642,6 +658,44 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
     if (is_subscribe_family(&argv[0])) {
         flags |= EF_SUBSCRIBE;
         subs = argc > 1 ? argc - 1 : 1;
+    }
+
+    if (c->pp->native != 0 || !native_lua_on()) {
+        char cplan[64];
+        int cd;
+
+        pbuf_clear(&c->tmp);
+        cd = native_command_docs(c->pp, argv, argc, &c->uout, cplan, sizeof(cplan), &c->tmp);
+        if (cd < 0)
+            return -1;
+        if (cd == 2)
+            return q_push(c, E_LOCAL, FIX_NONE, EF_FAULTABLE, 0, pbuf_head(&c->tmp),
+                          pbuf_used(&c->tmp));
+        if (cd == 1)
+            return q_push(c, E_FORWARD, FIX_NONE,
+                          flags | (arg_is(&argv[1], "DOCS") ? EF_CMDDOCS : EF_CMDINFO), 0,
+                          cplan, strlen(cplan) + 1);
+    }
+    if (c->pp->native != 0) {
+        unsigned nfix = FIX_NONE;
+        int np = native_plan(c->pp, argv, argc, &c->uout, &nfix, g.err, sizeof(g.err),
+                             g.counter, sizeof(g.counter));
+
+        if (np < 0)
+            return -1;
+        if (np == NATIVE_ERROR) {
+            /* A wrong number of words is refused before queueing (so
+             * EXEC aborts); any other error comes from running the
+             * command, inside EXEC's result when queued: the real server
+             * answers it through a script that returns it. */
+            if (strncmp(g.err, "ERR wrong number of arguments", 29) == 0)
+                return refuse(c, &g, 0);
+            if (native_error_command(&c->uout, g.err) < 0)
+                return -1;
+            np = NATIVE_SENT;
+        }
+        if (np == NATIVE_SENT)
+            return q_push(c, E_FORWARD, fix | nfix, flags, subs, NULL, 0);
     }
 
     if (plan == VOL20_WRAP || plan == VOL20_EXPIRE) {

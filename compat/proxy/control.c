@@ -8,6 +8,7 @@
 
 #include "counters.h"
 #include "faults.h"
+#include "native.h"
 
 #define MAX_FAULT_PAIRS 8
 
@@ -80,12 +81,13 @@ static int fault(const proxy_arg *argv, size_t argc, pbuf *out)
 int control_run(const proxy_arg *argv, size_t argc, pbuf *out)
 {
     char sub[48];
-    char msg[192];
+    char msg[256];
 
     if (argc < 2)
         return resp_add_error(out,
                               "ERR relock-proxy: missing subcommand (REFUSED, "
-                              "REFUSED-LIST, RESET, FAULT, REPLIES)");
+                              "REFUSED-LIST, RESET, FAULT, REPLIES, COMMANDS, COMMANDS-LIST, "
+                              "LUA)");
     if (arg_is(&argv[1], "REFUSED") && argc == 2)
         return resp_add_int(out, counters_total());
     if (arg_is(&argv[1], "REFUSED-LIST") && argc == 2)
@@ -98,9 +100,19 @@ int control_run(const proxy_arg *argv, size_t argc, pbuf *out)
         return fault(argv, argc, out);
     if (arg_is(&argv[1], "REPLIES") && argc == 2)
         return resp_add_int(out, faults_replies());
+    if (arg_is(&argv[1], "COMMANDS") && argc == 2)
+        return resp_add_int(out, counters_commands_total());
+    if (arg_is(&argv[1], "COMMANDS-LIST") && argc == 2)
+        return counters_commands_list(out);
+    if (arg_is(&argv[1], "LUA") && argc == 3 &&
+        (arg_is(&argv[2], "on") || arg_is(&argv[2], "off"))) {
+        native_set_lua(arg_is(&argv[2], "on"));
+        return resp_add_status(out, "OK");
+    }
     arg_copy(sub, sizeof(sub), &argv[1]);
     snprintf(msg, sizeof(msg),
              "ERR relock-proxy: unknown subcommand or wrong number of "
-             "arguments for '%s' (REFUSED, REFUSED-LIST, RESET, FAULT, REPLIES)", sub);
+             "arguments for '%s' (REFUSED, REFUSED-LIST, RESET, FAULT, REPLIES, "
+             "COMMANDS, COMMANDS-LIST, LUA on|off)", sub);
     return resp_add_error(out, msg);
 }

@@ -22,6 +22,73 @@ static struct {
 } table[MAX_NAMES];
 static size_t nnames;
 static long long total;
+/* Commands received, by name. */
+static struct {
+    char name[64];
+    long long count;
+} cmds[MAX_NAMES];
+static size_t ncmds;
+static long long cmds_total;
+
+void counters_command(const proxy_arg *a)
+{
+    char name[64];
+    size_t n = a->n < sizeof(name) - 1 ? a->n : sizeof(name) - 1;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        char ch = a->p[i];
+
+        if (ch == '\r' || ch == '\n' || ch == '\0' || ch == ' ')
+            ch = '_';
+        name[i] = (char)(ch >= 'a' && ch <= 'z' ? ch - 'a' + 'A' : ch);
+    }
+    name[n] = '\0';
+    pthread_mutex_lock(&lock);
+    cmds_total++;
+    for (i = 0; i < ncmds; i++) {
+        if (strcmp(cmds[i].name, name) == 0) {
+            cmds[i].count++;
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+    }
+    if (ncmds < MAX_NAMES) {
+        memcpy(cmds[ncmds].name, name, n + 1);
+        cmds[ncmds].count = 1;
+        ncmds++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+long long counters_commands_total(void)
+{
+    long long t;
+
+    pthread_mutex_lock(&lock);
+    t = cmds_total;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+int counters_commands_list(pbuf *out)
+{
+    size_t i;
+    int rc = 0;
+
+    pthread_mutex_lock(&lock);
+    if (resp_add_array(out, ncmds) < 0)
+        rc = -1;
+    for (i = 0; rc == 0 && i < ncmds; i++) {
+        char line[96];
+        int len = snprintf(line, sizeof(line), "%s %lld", cmds[i].name, cmds[i].count);
+
+        if (len < 0 || (size_t)len >= sizeof(line) || resp_add_bulk(out, line, (size_t)len) < 0)
+            rc = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
 
 void counters_add(const char *name)
 {
@@ -80,5 +147,7 @@ void counters_reset(void)
     pthread_mutex_lock(&lock);
     nnames = 0;
     total = 0;
+    ncmds = 0;
+    cmds_total = 0;
     pthread_mutex_unlock(&lock);
 }

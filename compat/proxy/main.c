@@ -29,6 +29,7 @@
 #include "conn.h"
 #include "faults.h"
 #include "log.h"
+#include "native.h"
 #include "options.h"
 
 /* Connections served at once; more are accepted and closed at once. */
@@ -210,6 +211,7 @@ int main(int argc, char **argv)
     if (resolve_upstream(&opt, &ctx) < 0)
         return 2;
     faults_init(opt.delay_us, opt.p_before, opt.p_after, opt.seed);
+    native_set_lua(!opt.no_lua);
 
     /* Signals are taken synchronously through a signalfd; blocking them
      * here, before any thread starts, keeps every worker out of it. */

@@ -13,9 +13,10 @@
 const char *options_usage(void)
 {
     return "usage: relock-compat-proxy --upstream HOST:PORT [--listen PORT]\n"
-           "           [--personality 2.0|2.2|2.4|2.6.0..2.6.11|7]\n"
+           "           [--personality 2.0|2.2|2.4|2.6.0..2.6.11|7|valkey-8.1|\n"
+           "                          valkey-9.0|redis-8.4]\n"
            "           [--delay-ms N] [--delay-us N] [--close-before-reply P]\n"
-           "           [--close-after-reply P] [--seed S]\n"
+           "           [--close-after-reply P] [--seed S] [--no-lua]\n"
            "Listens on 127.0.0.1, prints \"port N\" once listening, and relays to the\n"
            "Redis server at HOST:PORT while answering as the chosen old version.\n"
            "See docs/proxy.md.\n";
@@ -97,6 +98,10 @@ int options_parse(int argc, char **argv, proxy_options *o, char *err, size_t err
         if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             o->help = 1;
             return 0;
+        }
+        if (strcmp(opt, "--no-lua") == 0) { /* a switch: takes no value */
+            o->no_lua = 1;
+            continue;
         }
         if (strncmp(opt, "--", 2) != 0) {
             snprintf(err, errlen, "%s: unexpected argument (options start with --)", opt);

@@ -19,6 +19,7 @@ typedef struct proxy_options {
     double p_before;         /* --close-before-reply */
     double p_after;          /* --close-after-reply */
     uint64_t seed;           /* --seed; default 1 */
+    int no_lua;              /* --no-lua: EVAL, EVALSHA, SCRIPT, FUNCTION unknown */
     int help;                /* --help was given */
 } proxy_options;
 

@@ -194,9 +194,38 @@ int personality_parse(const char *s, personality *out, char *why, size_t whylen)
         {"2.4", PV(2, 4, 18), "2.4.18"},
         {"7", MODERN, ""},
     };
+    /* Newer servers: what they report in INFO, and the commands of theirs
+     * the proxy carries out.  Valkey reports redis_version 7.2.4 for
+     * compatibility, and its own version in valkey_version. */
+    static const struct {
+        const char *name;
+        unsigned version;
+        const char *info;
+        unsigned native;
+        const char *server_name;
+        const char *valkey_version;
+    } newer[] = {
+        {"valkey-8.1", PV(8, 1, 0), "7.2.4", PN_SET_IFEQ, "valkey", "8.1.0"},
+        {"valkey-9.0", PV(9, 0, 0), "7.2.4", PN_SET_IFEQ | PN_DELIFEQ, "valkey", "9.0.0"},
+        {"redis-8.4", PV(8, 4, 0), "8.4.0",
+         PN_SET_IFEQ | PN_SET_IFNE | PN_DELEX | PN_DIGEST, "", ""},
+    };
     size_t i;
 
     memset(out, 0, sizeof(*out));
+    for (i = 0; i < sizeof(newer) / sizeof(newer[0]); i++) {
+        if (strcmp(s, newer[i].name) == 0) {
+            snprintf(out->name, sizeof(out->name), "%s", newer[i].name);
+            out->version = newer[i].version;
+            snprintf(out->version_str, sizeof(out->version_str), "%s", newer[i].info);
+            out->native = newer[i].native;
+            snprintf(out->server_name, sizeof(out->server_name), "%s",
+                     newer[i].server_name);
+            snprintf(out->valkey_version, sizeof(out->valkey_version), "%s",
+                     newer[i].valkey_version);
+            return 0;
+        }
+    }
     for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
         if (strcmp(s, fixed[i].name) == 0) {
             snprintf(out->name, sizeof(out->name), "%s", fixed[i].name);
@@ -225,7 +254,8 @@ int personality_parse(const char *s, personality *out, char *why, size_t whylen)
         }
     }
     snprintf(why, whylen,
-             "'%s' is not one of 2.0, 2.2, 2.4, 2.6.0 .. 2.6.11, 7", s);
+             "'%s' is not one of 2.0, 2.2, 2.4, 2.6.0 .. 2.6.11, 7, valkey-8.1, "
+             "valkey-9.0, redis-8.4", s);
     return -1;
 }
 

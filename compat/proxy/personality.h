@@ -15,13 +15,24 @@
 
 #define PV(maj, min, pat) ((maj) * 10000u + (min) * 100u + (pat))
 
+/* Commands of newer servers the proxy carries out itself (native.h). */
+#define PN_SET_IFEQ 0x01u /* SET ... IFEQ (Valkey 8.1, Redis 8.4) */
+#define PN_SET_IFNE 0x02u /* SET ... IFNE / IFDEQ / IFDNE (Redis 8.4) */
+#define PN_DELIFEQ 0x04u  /* DELIFEQ key value (Valkey 9.0) */
+#define PN_DELEX 0x08u    /* DELEX key [IFEQ|IFNE|IFDEQ|IFDNE v] (Redis 8.4) */
+#define PN_DIGEST 0x10u   /* DIGEST key (Redis 8.4) */
+
 typedef struct personality {
     char name[16];        /* as given on the command line, e.g. "2.6.11" */
     unsigned version;     /* emulated version; PV(7,0,0) means "modern" */
     char version_str[16]; /* what INFO reports; empty = keep the real one */
+    unsigned native;      /* PN_* commands answered as the newer server does */
+    char server_name[16]; /* INFO server_name line to add ("valkey"), or "" */
+    char valkey_version[16]; /* INFO valkey_version line to add, or "" */
 } personality;
 
-/* Parse "2.0", "2.2", "2.4", "2.6.0" .. "2.6.11" or "7".  Returns 0, or -1
+/* Parse "2.0", "2.2", "2.4", "2.6.0" .. "2.6.11", "7", "valkey-8.1",
+ * "valkey-9.0" or "redis-8.4".  Returns 0, or -1
  * with the reason in why. */
 int personality_parse(const char *s, personality *out, char *why, size_t whylen);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "native.h"
 #include "resp.h"
 
 static int starts_with(const char *p, size_t n, const char *prefix)
@@ -46,6 +47,13 @@ static int fix_info(const personality *pp, const char *p, size_t n, pbuf *out)
         if (starts_with(line, linelen, "redis_version:")) {
             if (pbuf_append_str(&tmp, "redis_version:") < 0 ||
                 pbuf_append_str(&tmp, pp->version_str) < 0)
+                goto out;
+            /* Valkey names itself, and its own version, just below. */
+            if (pp->server_name[0] != '\0' &&
+                (pbuf_append_str(&tmp, "\r\nserver_name:") < 0 ||
+                 pbuf_append_str(&tmp, pp->server_name) < 0 ||
+                 pbuf_append_str(&tmp, "\r\nvalkey_version:") < 0 ||
+                 pbuf_append_str(&tmp, pp->valkey_version) < 0))
                 goto out;
         } else if (pbuf_append(&tmp, line, linelen) < 0) {
             goto out;
@@ -123,6 +131,8 @@ int replyfix_apply(const personality *pp, unsigned fix, const char *p, size_t n,
 {
     if (n == 0)
         return 0;
+    if ((fix & FIX_DIGEST) && p[0] == '$')
+        return native_digest_reply(p, n, out);
     if ((fix & FIX_TTL) && n == 5 && memcmp(p, ":-2\r\n", 5) == 0)
         return pbuf_append(out, ":-1\r\n", 5) < 0 ? -1 : 1;
     if ((fix & FIX_INFO) && p[0] == '$')

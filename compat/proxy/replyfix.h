@@ -15,8 +15,10 @@ enum {
     FIX_TTL = 1 << 0,     /* ":-2" (no such key, from 2.8) -> ":-1" */
     FIX_INFO = 1 << 1,    /* version line; no "# Section" lines before 2.6 */
     FIX_ERRTEXT = 1 << 2, /* error texts that changed in 2.8 and later */
-    FIX_DROP = 1 << 3     /* in an EXEC result: an element the client never
+    FIX_DROP = 1 << 3,    /* in an EXEC result: an element the client never
                              asked for (a proxy-internal command) */
+    FIX_DIGEST = 1 << 4   /* a GET sent for DIGEST: the value becomes its
+                             XXH3-64 in hex (native.h) */
 };
 
 /*

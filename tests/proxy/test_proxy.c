@@ -6,14 +6,6 @@
  * checks the replies of every personality against what the old servers
  * answered (shared/old-redis-replies.md).  Keys are checked on the real
  * server directly where the point is what reached it.
- *
- * The same checks run against the real old server a personality imitates
- * (docs/matrix.md): with RELOCK_TEST_SERVER naming a 2.0.x, 2.2.x, 2.4.x or
- * 2.6.0-2.6.11 binary, the server itself stands where the proxy of its
- * personality stood ("2.6.N" for exactly 2.6.N), and the checks of other
- * personalities and of the proxy's own features (control commands, faults,
- * command line) are skipped.  A reply where the real server differs from
- * the proxy fails there as it would fail here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,53 +54,12 @@ static long long now_us(void)
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* With RELOCK_TEST_SERVER: the personality of the real server's version,
- * "2.0", "2.2", "2.4" or "2.6.N", or "" for a version no personality
- * imitates (2.6.12 and later: personality 7 imitates nothing). */
-static const char *real_personality(void)
+static void start_proxy(testsrv *p, const char *personality)
 {
-    static char pers[16];
-    const char *v = testsrv_target_version();
-    int a = 0, b = 0, c = 0;
+    int rc = testsrv_start_proxy(p, server.port, personality, NULL);
 
-    if (v == NULL || sscanf(v, "%d.%d.%d", &a, &b, &c) < 2)
-        return NULL;
-    if (a == 2 && (b == 0 || b == 2 || b == 4))
-        snprintf(pers, sizeof(pers), "2.%d", b);
-    else if (a == 2 && b == 6 && c < 12)
-        snprintf(pers, sizeof(pers), "2.6.%d", c);
-    else
-        pers[0] = '\0';
-    return pers;
-}
-
-/* Checks of the proxy's own features: nothing to compare with a real server. */
-static int proxy_only(const char *what)
-{
-    if (real_personality() == NULL)
-        return 0;
-    testsrv_note_skip(what);
-    return 1;
-}
-
-/* 1 with p answering as the personality: a proxy started in front of the
- * real server, or (RELOCK_TEST_SERVER) the real server of that version
- * itself, with nothing to stop.  0 when the personality is not the real
- * server's: skip its checks. */
-static int start_proxy(testsrv *p, const char *personality)
-{
-    const char *real = real_personality();
-
-    if (real != NULL) {
-        if (strcmp(real, personality) != 0)
-            return 0;
-        memset(p, 0, sizeof(*p));
-        p->port = server.port;
-        return 1;
-    }
-    if (testsrv_start_proxy(p, server.port, personality, NULL) != 0)
+    if (rc != 0)
         fail_msg("cannot start relock-compat-proxy --personality %s", personality);
-    return 1;
 }
 
 static redisContext *connect_to(const testsrv *s)
@@ -209,8 +160,7 @@ static int before_26(const char *pers)
 static int group_setup(void **state)
 {
     (void)state;
-    if (real_personality() == NULL &&
-        (getenv("RELOCK_PROXY") == NULL || getenv("RELOCK_PROXY")[0] == '\0')) {
+    if (getenv("RELOCK_PROXY") == NULL || getenv("RELOCK_PROXY")[0] == '\0') {
         fprintf(stderr, "test_proxy: RELOCK_PROXY must name the proxy binary "
                         "(ctest sets it)\n");
         return -1;
@@ -258,8 +208,7 @@ static void test_info_version(void **state)
         redisReply *r;
         char want[64];
 
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         r = cmd(c, "INFO");
         assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -317,8 +266,7 @@ static void test_set_options(void **state)
         redisContext *c;
 
         flush(NULL);
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         if (is_old(pers)) {
             char *v;
@@ -359,8 +307,7 @@ static void test_scripting_family(void **state)
         redisReply *r;
 
         flush(NULL);
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         want_status(cmd(c, "SET k2 v"), "OK", pers);
         if (before_26(pers)) {
@@ -371,9 +318,7 @@ static void test_scripting_family(void **state)
             want_error(cmd(c, "TIME"), "ERR unknown command 'TIME'", pers);
             want_error(cmd(c, "SCRIPT LOAD %s", "return 1"),
                          "ERR unknown command 'SCRIPT'", pers);
-            /* Nothing reached the server (a real one before 2.6 has
-             * TTL only). */
-            assert_int_equal(upstream_int(real_personality() ? "TTL %s" : "PTTL %s", "k2"), -1);
+            assert_int_equal(upstream_int("PTTL %s", "k2"), -1);
         } else {
             want_int(cmd(c, "EVAL %s 0", "return 1"), 1, pers);
             want_int(cmd(c, "PEXPIRE k2 1000"), 1, pers);
@@ -412,8 +357,7 @@ static void test_watch(void **state)
         redisReply *r;
 
         flush(NULL);
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         other = connect_to(&p);
         want_status(cmd(c, "SET k2 v"), "OK", pers);
@@ -459,8 +403,7 @@ static void test_ttl_missing(void **state)
         long long want = is_old(pers) ? -1 : -2;
 
         flush(NULL);
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         want_int(cmd(c, "TTL nokey"), want, pers);
         want_status(cmd(c, "SET k2 v"), "OK", pers);
@@ -499,8 +442,7 @@ static void test_v20_volatile_writes(void **state)
         redisReply *r;
 
         flush(NULL);
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
 
         /* SETNX on a volatile key */
@@ -571,8 +513,7 @@ static void test_v20_blpop_volatile(void **state)
 
     (void)state;
     flush(NULL);
-    if (!start_proxy(&p, "2.0"))
-        return;
+    start_proxy(&p, "2.0");
     c = connect_to(&p);
     want_int(cmd(c, "RPUSH l a"), 1, "2.0");
     want_int(cmd(c, "EXPIRE l 100"), 1, "2.0");
@@ -603,44 +544,42 @@ static void test_unknown_in_multi(void **state)
 
     (void)state;
     flush(NULL);
-    if (start_proxy(&p, "2.0")) {
-        c = connect_to(&p);
-        want_status(cmd(c, "MULTI"), "OK", "2.0");
-        want_error(cmd(c, "EVAL %s 0", "return 1"), "ERR unknown command 'EVAL'", "2.0");
-        want_status(cmd(c, "SET k v"), "QUEUED", "2.0");
-        want_error(cmd(c, "SET k v NX PX 10"),
-                     "ERR wrong number of arguments for 'set' command", "2.0");
-        r = cmd(c, "EXEC");
-        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-        assert_int_equal(r->elements, 1);
-        assert_string_equal(r->element[0]->str, "OK");
-        freeReplyObject(r);
-        /* Nothing queued: an empty array */
-        want_status(cmd(c, "MULTI"), "OK", "2.0");
-        want_error(cmd(c, "TIME"), "ERR unknown command 'TIME'", "2.0");
-        r = cmd(c, "EXEC");
-        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-        assert_int_equal(r->elements, 0);
-        freeReplyObject(r);
-        redisFree(c);
-        testsrv_stop(&p);
-    }
+    start_proxy(&p, "2.0");
+    c = connect_to(&p);
+    want_status(cmd(c, "MULTI"), "OK", "2.0");
+    want_error(cmd(c, "EVAL %s 0", "return 1"), "ERR unknown command 'EVAL'", "2.0");
+    want_status(cmd(c, "SET k v"), "QUEUED", "2.0");
+    want_error(cmd(c, "SET k v NX PX 10"),
+                 "ERR wrong number of arguments for 'set' command", "2.0");
+    r = cmd(c, "EXEC");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 1);
+    assert_string_equal(r->element[0]->str, "OK");
+    freeReplyObject(r);
+    /* Nothing queued: an empty array */
+    want_status(cmd(c, "MULTI"), "OK", "2.0");
+    want_error(cmd(c, "TIME"), "ERR unknown command 'TIME'", "2.0");
+    r = cmd(c, "EXEC");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 0);
+    freeReplyObject(r);
+    redisFree(c);
+    testsrv_stop(&p);
 
     flush(NULL);
-    if (start_proxy(&p, "2.6.11")) {
-        c = connect_to(&p);
-        want_status(cmd(c, "MULTI"), "OK", "2.6.11");
-        want_error(cmd(c, "SET k v NX PX 10"),
-                     "ERR wrong number of arguments for 'set' command", "2.6.11");
-        want_status(cmd(c, "SET k2 v"), "QUEUED", "2.6.11");
-        want_error(cmd(c, "EXEC"),
-                     "EXECABORT Transaction discarded because of previous errors.", "2.6.11");
-        v = upstream("GET %s", "k2");
-        assert_string_equal(v, "(nil)");
-        free(v);
-        redisFree(c);
-        testsrv_stop(&p);
-    }
+    start_proxy(&p, "2.6.11");
+    c = connect_to(&p);
+    want_status(cmd(c, "MULTI"), "OK", "2.6.11");
+    want_error(cmd(c, "SET k v NX PX 10"),
+                 "ERR wrong number of arguments for 'set' command", "2.6.11");
+    want_status(cmd(c, "SET k2 v"), "QUEUED", "2.6.11");
+    want_error(cmd(c, "EXEC"),
+                 "EXECABORT Transaction discarded because of previous errors.", "2.6.11");
+    v = upstream("GET %s", "k2");
+    assert_string_equal(v, "(nil)");
+    free(v);
+    redisFree(c);
+    testsrv_stop(&p);
 }
 
 /* Subcommands a version lacked get the container's old syntax error. */
@@ -651,41 +590,39 @@ static void test_subcommands(void **state)
     redisReply *r;
 
     (void)state;
-    if (start_proxy(&p, "2.4")) {
-        c = connect_to(&p);
-        want_error(cmd(c, "CLIENT ID"), "ERR Syntax error, try CLIENT (LIST | KILL ip:port)",
-                     "2.4");
-        want_error(cmd(c, "CLIENT SETNAME x"),
-                     "ERR Syntax error, try CLIENT (LIST | KILL ip:port)", "2.4");
-        r = cmd(c, "CLIENT LIST");
-        assert_int_equal(r->type, REDIS_REPLY_STRING);
-        freeReplyObject(r);
-        want_error(cmd(c, "SCAN 0"), "ERR unknown command 'SCAN'", "2.4");
-        /* Several values per LPUSH came with 2.4; several fields per HSET
-         * only with 4.0. */
-        want_int(cmd(c, "LPUSH l a b"), 2, "2.4");
-        want_error(cmd(c, "HSET h a 1 b 2"),
-                     "ERR wrong number of arguments for 'hset' command", "2.4");
-        redisFree(c);
-        testsrv_stop(&p);
-    }
+    start_proxy(&p, "2.4");
+    c = connect_to(&p);
+    want_error(cmd(c, "CLIENT ID"), "ERR Syntax error, try CLIENT (LIST | KILL ip:port)",
+                 "2.4");
+    want_error(cmd(c, "CLIENT SETNAME x"),
+                 "ERR Syntax error, try CLIENT (LIST | KILL ip:port)", "2.4");
+    r = cmd(c, "CLIENT LIST");
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    want_error(cmd(c, "SCAN 0"), "ERR unknown command 'SCAN'", "2.4");
+    /* Several values per LPUSH came with 2.4; several fields per HSET
+     * only with 4.0. */
+    want_int(cmd(c, "LPUSH l a b"), 2, "2.4");
+    want_error(cmd(c, "HSET h a 1 b 2"),
+                 "ERR wrong number of arguments for 'hset' command", "2.4");
+    redisFree(c);
+    testsrv_stop(&p);
 
-    if (start_proxy(&p, "2.6.11")) {
-        c = connect_to(&p);
-        want_nil(cmd(c, "CLIENT GETNAME"), "2.6.11");
-        want_error(cmd(c, "CLIENT ID"),
-                     "ERR Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | "
-                     "SETNAME connection-name)", "2.6.11");
-        want_error(cmd(c, "SCRIPT DEBUG yes"),
-                     "ERR Unknown SCRIPT subcommand or wrong # of args.", "2.6.11");
-        want_error(cmd(c, "PING hello"),
-                     "ERR wrong number of arguments for 'ping' command", "2.6.11");
-        /* A command unknown to every version: the old text, without the args */
-        want_error(cmd(c, "NOSUCHCOMMAND a b"), "ERR unknown command 'NOSUCHCOMMAND'",
-                     "2.6.11");
-        redisFree(c);
-        testsrv_stop(&p);
-    }
+    start_proxy(&p, "2.6.11");
+    c = connect_to(&p);
+    want_nil(cmd(c, "CLIENT GETNAME"), "2.6.11");
+    want_error(cmd(c, "CLIENT ID"),
+                 "ERR Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | "
+                 "SETNAME connection-name)", "2.6.11");
+    want_error(cmd(c, "SCRIPT DEBUG yes"),
+                 "ERR Unknown SCRIPT subcommand or wrong # of args.", "2.6.11");
+    want_error(cmd(c, "PING hello"),
+                 "ERR wrong number of arguments for 'ping' command", "2.6.11");
+    /* A command unknown to every version: the old text, without the args */
+    want_error(cmd(c, "NOSUCHCOMMAND a b"), "ERR unknown command 'NOSUCHCOMMAND'",
+                 "2.6.11");
+    redisFree(c);
+    testsrv_stop(&p);
 }
 
 /* Error texts that changed after 2.6 come back in their old spelling
@@ -704,8 +641,7 @@ static void test_old_error_texts(void **state)
         redisReply *r;
 
         flush(NULL);
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         want_int(cmd(c, "RPUSH l a"), 1, pers);
         want_error(cmd(c, "GET l"),
@@ -751,8 +687,7 @@ static void test_pipeline_order(void **state)
 
     (void)state;
     flush(NULL);
-    if (!start_proxy(&p, "2.0"))
-        return;
+    start_proxy(&p, "2.0");
     c = connect_to(&p);
     for (round = 0; round < 20; round++) {
         for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
@@ -773,12 +708,7 @@ static void test_pipeline_order(void **state)
                 want_error(r, "ERR wrong number of arguments for 'set' command", cmds[i]);
                 break;
             case 7: want_status(r, "PONG", cmds[i]); break;
-            case 8:
-                if (real_personality() != NULL)
-                    want_error(r, "ERR unknown command 'RELOCK-PROXY'", cmds[i]);
-                else
-                    want_int(r, 4 + 5 * round, cmds[i]);
-                break;
+            case 8: want_int(r, 4 + 5 * round, cmds[i]); break;
             case 9: want_str(r, "2", cmds[i]); break;
             case 10: want_error(r, "ERR unknown command 'UNLINK'", cmds[i]); break;
             case 11: want_int(r, 1, cmds[i]); break;
@@ -804,8 +734,7 @@ static void test_inline(void **state)
 
     (void)state;
     flush(NULL);
-    if (!start_proxy(&p, "2.2"))
-        return;
+    start_proxy(&p, "2.2");
     fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
     memset(&sa, 0, sizeof(sa));
@@ -835,16 +764,13 @@ static void test_refused_counter(void **state)
     size_t i;
 
     (void)state;
-    if (proxy_only("the proxy's refusal counters"))
-        return;
     for (i = 0; i < NPERS; i++) {
         const char *pers = personalities[i];
         testsrv p;
         redisContext *c;
         redisReply *r;
 
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         c = connect_to(&p);
         want_status(cmd(c, "RELOCK-PROXY RESET"), "OK", pers);
         want_int(cmd(c, "RELOCK-PROXY REFUSED"), 0, pers);
@@ -900,8 +826,7 @@ static void test_pubsub(void **state)
         redisReply *r;
         void *reply = NULL;
 
-        if (!start_proxy(&p, pers))
-            continue;
+        start_proxy(&p, pers);
         sub = connect_to(&p);
         pub = connect_to(&p);
         r = cmd(sub, "SUBSCRIBE ch1 ch2");
@@ -954,8 +879,6 @@ static void test_fault_close_before(void **state)
     char *v;
 
     (void)state;
-    if (proxy_only("the proxy's faults"))
-        return;
     flush(NULL);
     start_proxy(&p, "2.6.11");
     ctl = connect_to(&p);
@@ -999,8 +922,6 @@ static void test_fault_at_reply(void **state)
     long long t0;
 
     (void)state;
-    if (proxy_only("the proxy's faults"))
-        return;
     flush(NULL);
     start_proxy(&p, "2.2");
     ctl = connect_to(&p);
@@ -1080,8 +1001,6 @@ static void test_fault_delay_and_seed(void **state)
     int run;
 
     (void)state;
-    if (proxy_only("the proxy's faults"))
-        return;
     start_proxy(&p, "7");
     ctl = connect_to(&p);
     want_status(cmd(ctl, "RELOCK-PROXY FAULT delay-ms 300"), "OK", "delay");
@@ -1154,8 +1073,6 @@ static void test_fault_delay_us(void **state)
     size_t i;
 
     (void)state;
-    if (proxy_only("the proxy's faults"))
-        return;
     start_proxy(&p, "2.6.11");
     ctl = connect_to(&p);
     c = connect_to(&p);
@@ -1279,8 +1196,6 @@ static void test_command_line(void **state)
     pid_t pid;
 
     (void)state;
-    if (proxy_only("the proxy's command line"))
-        return;
     snprintf(upstream_arg, sizeof(upstream_arg), "127.0.0.1:%d", server.port);
     {
         const char *const args[] = {"--upstream", upstream_arg, "--personality", "3.0", NULL};
@@ -1385,8 +1300,6 @@ static void test_command_line_delay(void **state)
     size_t i;
 
     (void)state;
-    if (proxy_only("the proxy's command line"))
-        return;
     for (i = 0; i < NBAD_DELAYS; i++) {
         snprintf(want, sizeof(want),
                  "relock-compat-proxy: --delay-us: '%s' is not an integer from 0 to "

@@ -300,6 +300,59 @@ static int set_addrs(relock__settings *s, const char *value, char *why, size_t w
     return 0;
 }
 
+/*
+ * servers as text: one URL or several separated by commas ("redis://a:6379,
+ * redis://b:6379, unix:///run/redis.sock"), each as -u takes it; a comma in
+ * a password is written %2C.  All or nothing: a bad entry changes nothing.
+ */
+static int set_servers(relock__settings *s, const char *value, char *why, size_t whylen)
+{
+    relock__server servers[RELOCK__MAX_SERVERS];
+    int n = 0;
+    const char *p = value;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const char *e = comma ? comma : p + strlen(p);
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        char one[1024], reason[192];
+        if (e == p) {
+            snprintf(why, whylen, "servers: entry %d is empty (URLs separated by commas)", n + 1);
+            goto refused;
+        }
+        if (n == RELOCK__MAX_SERVERS) {
+            snprintf(why, whylen, "servers lists more than %d servers", RELOCK__MAX_SERVERS);
+            goto refused;
+        }
+        if ((size_t)(e - p) >= sizeof one) {
+            snprintf(why, whylen, "servers: entry %d is too long", n + 1);
+            goto refused;
+        }
+        memcpy(one, p, (size_t)(e - p));
+        one[e - p] = '\0';
+        int rc = relock__parse_url(one, &servers[n], reason, sizeof reason);
+        memset(one, 0, sizeof one); /* it may hold a password */
+        if (rc != 0) {
+            snprintf(why, whylen, "servers: entry %d: %s", n + 1, reason);
+            goto refused;
+        }
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    memset(s->servers, 0, sizeof s->servers);
+    memcpy(s->servers, servers, (size_t)n * sizeof servers[0]);
+    s->nservers = n;
+    memset(servers, 0, sizeof servers);
+    return 0;
+refused:
+    memset(servers, 0, sizeof servers);
+    return -1;
+}
+
 /* A sentinel-monitored master is one server found by name: it does not
  * mix with a quorum of several. */
 static int sentinel_conflict(const relock__settings *s, char *why, size_t whylen)
@@ -347,8 +400,7 @@ static int set_text(relock__settings *s, const char *name, const char *value, ch
         snprintf(why, whylen, "%s is a group, set its members", name);
         return -1;
     case T_SERVERS:
-        snprintf(why, whylen, "servers cannot be set as text; use a URL");
-        return -1;
+        return set_servers(s, value, why, whylen);
     case T_ADDRS:
         return set_addrs(s, value, why, whylen);
     }

@@ -433,6 +433,34 @@ static void test_refused_password_is_config_error(void **state)
     relock_client_free(a);
 }
 
+/* A quorum set from C without a file: relock_config_set(cfg, "servers",
+ * URLs separated by commas). */
+static void test_servers_set_without_file(void **state)
+{
+    (void)state;
+    char urls[N * 32] = "";
+    for (int i = 0; i < N; i++) {
+        char one[32];
+        snprintf(one, sizeof one, "%sredis://127.0.0.1:%d", i ? ", " : "", srv[i].port);
+        strcat(urls, one);
+    }
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "servers", urls), RELOCK_OK);
+    relock_client *c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, "q-text", 5000, 0, &l), RELOCK_OK);
+    char value[64];
+    snprintf(value, sizeof value, "%s", relock_lock_value(l));
+    assert_true(holders_become("q-text", value, N));
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    assert_true(holders_become("q-text", value, 0));
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
 /* The first server paused: a waiter subscribes for release notices on
  * another one (each step bounded by its timeouts), and the release wakes
  * it long before its 10 s backoff would. */
@@ -508,6 +536,7 @@ cmocka_unit_test(test_lost_extend_leaves_nothing),
         cmocka_unit_test(test_refused_password_is_config_error),
         cmocka_unit_test(test_waiter_notified_without_first_server),
         cmocka_unit_test(test_refuses_timestamp_modes),
+        cmocka_unit_test(test_servers_set_without_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

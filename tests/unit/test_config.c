@@ -128,6 +128,52 @@ static void test_set_by_name(void **state)
     relock_config_free(cfg);
 }
 
+/* servers as text: URLs separated by commas, all or nothing. */
+static void test_servers_as_text(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_set(cfg, "servers",
+                                       "redis://a:7001, redis://u:p%2Cw@b:7002/3,unix:///x.sock"),
+                     RELOCK_OK);
+    assert_int_equal(cfg->s.nservers, 3);
+    assert_string_equal(cfg->s.servers[0].host, "a");
+    assert_int_equal(cfg->s.servers[0].port, 7001);
+    assert_string_equal(cfg->s.servers[1].username, "u");
+    assert_string_equal(cfg->s.servers[1].password, "p,w");
+    assert_int_equal(cfg->s.servers[1].db, 3);
+    assert_string_equal(cfg->s.servers[2].host, "/x.sock");
+    assert_int_equal(cfg->s.servers[2].port, 0);
+
+    /* A bad entry is named by its place, without its password, and
+     * changes nothing. */
+    assert_int_equal(relock_config_set(cfg, "servers", "redis://c:1,redis://:hunter2@d:0"),
+                     RELOCK_ECONFIG);
+    const char *m = relock_config_error(cfg)->message;
+    assert_non_null(strstr(m, "servers: entry 2: the port must be a number"));
+    assert_null(strstr(m, "hunter2"));
+    assert_int_equal(cfg->s.nservers, 3);
+    assert_string_equal(cfg->s.servers[0].host, "a");
+    assert_int_equal(relock_config_set(cfg, "servers", "redis://c:1,,redis://d:2"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "entry 2 is empty"));
+    assert_int_equal(relock_config_set(cfg, "servers", ""), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "entry 1 is empty"));
+    char many[17 * 16 + 1] = "";
+    for (int i = 0; i < 17; i++)
+        strcat(many, i ? ",redis://h:1" : "redis://h:1");
+    assert_int_equal(relock_config_set(cfg, "servers", many), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "more than 16 servers"));
+
+    /* One server, as -u gives it; Sentinel does not mix with several. */
+    assert_int_equal(relock_config_set(cfg, "servers", "redis://e:7005"), RELOCK_OK);
+    assert_int_equal(cfg->s.nservers, 1);
+    assert_int_equal(relock_config_set(cfg, "sentinel.master", "m"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "servers", "redis://e:1,redis://f:2"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "sentinel cannot be combined"));
+    assert_int_equal(cfg->s.nservers, 1);
+    relock_config_free(cfg);
+}
+
 static void url_ok(const char *url, const char *host, int port, int db, const char *user,
                    const char *pass)
 {
@@ -209,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_not_a_file),
         cmocka_unit_test(test_set_by_name),
         cmocka_unit_test(test_urls),
+        cmocka_unit_test(test_servers_as_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

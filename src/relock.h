@@ -403,6 +403,47 @@ typedef struct relock_scan_result {
 RELOCK_EXTERN relock_status relock_scan(relock_client *c, const char *match,
                                         relock_scan_result *out);
 
+/* The class relock_scan() counts a key in (the counters above). */
+typedef enum relock_key_class {
+    RELOCK_KEY_LEGACY = 0, /* timestamp, no TTL, not yet expired: a live legacy lock */
+    RELOCK_KEY_BRIDGE,     /* timestamp with a TTL: written by a bridge client */
+    RELOCK_KEY_MODERN,     /* 32-hex token with a TTL: written by a modern client */
+    RELOCK_KEY_STALE,      /* timestamp, no TTL, expired: a dead legacy holder */
+    RELOCK_KEY_UNKNOWN,    /* any other string: no lock that relock knows */
+    RELOCK_KEY_OTHER_TYPE  /* not a string (list, hash, ...) */
+} relock_key_class;
+
+/* "legacy", "bridge", "modern", "stale", "unknown", "other". */
+RELOCK_EXTERN const char *relock_key_class_name(relock_key_class k);
+
+/*
+ * The class of a string value of len bytes whose key has pttl_ms of TTL
+ * left (-1 or any negative: none), judged at now_ms (ms since the epoch,
+ * the caller's clock), by the rules of relock_scan(): a timestamp needs
+ * 10 (s) or 13 (ms) digits, a token needs a TTL.  Never
+ * RELOCK_KEY_OTHER_TYPE; RELOCK_KEY_UNKNOWN for a NULL value.  `relock
+ * break` refuses a RELOCK_KEY_UNKNOWN value unless told --force.
+ */
+RELOCK_EXTERN relock_key_class relock_key_classify(const char *value, size_t len,
+                                                   long long pttl_ms, long long now_ms);
+
+/* Told of one key by relock_scan_keys(): its class and its name, keylen
+ * bytes (binary-safe, also NUL-terminated), valid only until the call
+ * returns.  It must not use the client being walked. */
+typedef void (*relock_scan_key_fn)(void *arg, relock_key_class k, const char *key,
+                                   size_t keylen);
+
+/*
+ * relock_scan(), calling fn(arg, ...) once for every key it counts in a
+ * class, in the order of the walk: not for relock's own keys (skipped)
+ * nor for keys deleted meanwhile (gone).  A key SCAN returns twice is told
+ * twice, as it is counted twice.  fn NULL: exactly relock_scan().
+ */
+RELOCK_EXTERN relock_status relock_scan_keys(relock_client *c, const char *match,
+                                             relock_scan_key_fn fn, void *arg,
+                                             relock_scan_result *out);
+
+
 /* ---------------------------------------------------------------------
  * Breaking a stuck lock by hand (used by `relock break`).
  */

@@ -64,41 +64,90 @@ static int wrong_type(const redisReply *r)
            (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value"));
 }
 
-/*
- * Counts one key from its GET reply and its TTL in ms (-1 none, -2
- * absent).  A timestamp is judged as legacy readers judge it: value V
- * holds until the clock passes V, i.e. it is expired once now >= V + 1 in
- * its unit, which its number of digits tells.
- */
-static void count_value(relock_scan_result *out, const char *key, size_t keylen,
-                        const redisReply *get, long long ttl, long long now_ms)
+const char *relock_key_class_name(relock_key_class k)
 {
+    switch (k) {
+    case RELOCK_KEY_LEGACY:
+        return "legacy";
+    case RELOCK_KEY_BRIDGE:
+        return "bridge";
+    case RELOCK_KEY_MODERN:
+        return "modern";
+    case RELOCK_KEY_STALE:
+        return "stale";
+    case RELOCK_KEY_UNKNOWN:
+        return "unknown";
+    case RELOCK_KEY_OTHER_TYPE:
+        return "other";
+    }
+    return "unknown";
+}
+
+/*
+ * A timestamp is judged as legacy readers judge it: value V holds until
+ * the clock passes V, i.e. it is expired once now >= V + 1 in its unit,
+ * which its number of digits tells.
+ */
+relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
+                                     long long now_ms)
+{
+    if (!value)
+        return RELOCK_KEY_UNKNOWN;
+    relock__value v;
+    relock__classify(value, len, &v);
+    if (v.kind == RELOCK_VALUE_TOKEN)
+        return pttl_ms >= 0 ? RELOCK_KEY_MODERN
+                            : RELOCK_KEY_UNKNOWN; /* modern values always carry a TTL */
+    int unit_ms = v.kind == RELOCK_VALUE_TIMESTAMP ? relock__ts_unit_guess(v.ts_digits) : -1;
+    if (unit_ms < 0)
+        return RELOCK_KEY_UNKNOWN;
+    if (pttl_ms >= 0)
+        return RELOCK_KEY_BRIDGE;
+    long long end_ms = unit_ms ? v.ts + 1 : (v.ts + 1) * 1000;
+    return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
+}
+
+/* One walk: the counts, and whom to tell of each key. */
+typedef struct walk {
+    relock_scan_result *out;
+    relock_scan_key_fn fn;
+    void *arg;
+} walk;
+
+static void tell(walk *w, relock_key_class k, const char *key, size_t keylen)
+{
+    if (w->fn)
+        w->fn(w->arg, k, key, keylen);
+}
+
+/* Counts one key from its GET reply and its TTL in ms (-1 none, -2
+ * absent). */
+static void count_value(walk *w, const char *key, size_t keylen, const redisReply *get,
+                        long long ttl, long long now_ms)
+{
+    relock_scan_result *out = w->out;
     if (get->type == REDIS_REPLY_NIL || ttl == -2) {
         out->gone++;
         return;
     }
-    relock__value v;
-    relock__classify(get->str, get->len, &v);
-    if (v.kind == RELOCK_VALUE_TOKEN) {
-        if (ttl >= 0)
-            out->modern++;
-        else
-            out->unknown++; /* modern values always carry a TTL */
+    relock_key_class k = relock_key_classify(get->str, get->len, ttl, now_ms);
+    tell(w, k, key, keylen);
+    switch (k) {
+    case RELOCK_KEY_MODERN:
+        out->modern++;
         return;
-    }
-    int unit_ms = v.kind == RELOCK_VALUE_TIMESTAMP ? relock__ts_unit_guess(v.ts_digits) : -1;
-    if (unit_ms < 0) {
-        out->unknown++;
-        return;
-    }
-    if (ttl >= 0) {
+    case RELOCK_KEY_BRIDGE:
         out->bridge++;
         return;
-    }
-    long long end_ms = unit_ms ? v.ts + 1 : (v.ts + 1) * 1000;
-    if (now_ms >= end_ms) {
+    case RELOCK_KEY_STALE:
         out->stale++;
         return;
+    case RELOCK_KEY_UNKNOWN:
+    case RELOCK_KEY_OTHER_TYPE:
+        out->unknown++;
+        return;
+    case RELOCK_KEY_LEGACY:
+        break;
     }
     out->legacy++;
     if (!out->legacy_example[0])
@@ -125,9 +174,10 @@ static relock_status lost_sync(relock_client *c, relock_status st, const char *w
  * without PTTL) for each.  Every reply is read, also after an error reply,
  * so the connection stays in step.
  */
-static relock_status read_batch(relock_client *c, redisReply **keys, size_t n,
-                                relock_scan_result *out, long long now_ms)
+static relock_status read_batch(relock_client *c, redisReply **keys, size_t n, walk *w,
+                                long long now_ms)
 {
+    relock_scan_result *out = w->out;
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
@@ -162,6 +212,7 @@ static relock_status read_batch(relock_client *c, redisReply **keys, size_t n,
         redisReply *get = gv, *ttl = tv;
         if (wrong_type(get)) {
             out->other_types++;
+            tell(w, RELOCK_KEY_OTHER_TYPE, keys[i]->str, keys[i]->len);
         } else if (get->type != REDIS_REPLY_STRING && get->type != REDIS_REPLY_NIL) {
             if (bad == RELOCK_OK)
                 bad = RELOCK__BAD_REPLY(c, "GET", get);
@@ -172,7 +223,7 @@ static relock_status read_batch(relock_client *c, redisReply **keys, size_t n,
             long long t = ttl->integer;
             if (t >= 0 && !ms)
                 t *= 1000;
-            count_value(out, keys[i]->str, keys[i]->len, get, t, now_ms);
+            count_value(w, keys[i]->str, keys[i]->len, get, t, now_ms);
         }
         freeReplyObject(get);
         freeReplyObject(ttl);
@@ -182,9 +233,10 @@ static relock_status read_batch(relock_client *c, redisReply **keys, size_t n,
 
 /* Walks the string elements of an array reply in batches, within the
  * budget of keys; *stopped is set when the budget ran out. */
-static relock_status read_keys(relock_client *c, const redisReply *arr, relock_scan_result *out,
+static relock_status read_keys(relock_client *c, const redisReply *arr, walk *w,
                                long long now_ms, int *stopped)
 {
+    relock_scan_result *out = w->out;
     for (size_t i = 0; i < arr->elements; i++)
         if (arr->element[i]->type != REDIS_REPLY_STRING)
             return RELOCK__BAD_REPLY(c, "SCAN/KEYS (key list)", arr->element[i]);
@@ -200,7 +252,7 @@ static relock_status read_keys(relock_client *c, const redisReply *arr, relock_s
             n = BATCH;
         if ((long long)n > budget)
             n = (size_t)budget;
-        relock_status st = read_batch(c, arr->element + done, n, out, now_ms);
+        relock_status st = read_batch(c, arr->element + done, n, w, now_ms);
         if (st != RELOCK_OK)
             return st;
         done += n;
@@ -208,8 +260,9 @@ static relock_status read_keys(relock_client *c, const redisReply *arr, relock_s
     return RELOCK_OK;
 }
 
-static relock_status walk_scan(relock_client *c, const char *match, relock_scan_result *out)
+static relock_status walk_scan(relock_client *c, const char *match, walk *w)
 {
+    relock_scan_result *out = w->out;
     char cursor[32] = "0";
     for (long calls = 0; calls < MAX_SCAN_CALLS; calls++) {
         const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", "200"};
@@ -228,7 +281,7 @@ static relock_status walk_scan(relock_client *c, const char *match, relock_scan_
         }
         snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
         int stopped = 0;
-        relock_status st = read_keys(c, r->element[1], out, relock__wall_ms(), &stopped);
+        relock_status st = read_keys(c, r->element[1], w, relock__wall_ms(), &stopped);
         freeReplyObject(r);
         if (st != RELOCK_OK || stopped)
             return st;
@@ -242,8 +295,9 @@ static relock_status walk_scan(relock_client *c, const char *match, relock_scan_
 
 /* Servers before 2.8 have only KEYS, which blocks the server while it
  * walks the whole keyspace: used only on small databases. */
-static relock_status walk_keys(relock_client *c, const char *match, relock_scan_result *out)
+static relock_status walk_keys(relock_client *c, const char *match, walk *w)
 {
+    relock_scan_result *out = w->out;
     redisReply *r = relock__commandf(c, NULL, "DBSIZE");
     if (!r)
         return c->err.pub.status;
@@ -272,7 +326,7 @@ static relock_status walk_keys(relock_client *c, const char *match, relock_scan_
         return st;
     }
     int stopped = 0;
-    relock_status st = read_keys(c, r, out, relock__wall_ms(), &stopped);
+    relock_status st = read_keys(c, r, w, relock__wall_ms(), &stopped);
     freeReplyObject(r);
     if (st == RELOCK_OK && !stopped)
         out->complete = 1;
@@ -414,6 +468,12 @@ static void judge(const relock_client *c, relock_scan_result *out)
 
 relock_status relock_scan(relock_client *c, const char *match, relock_scan_result *out)
 {
+    return relock_scan_keys(c, match, NULL, NULL, out);
+}
+
+relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_key_fn fn,
+                               void *arg, relock_scan_result *out)
+{
     if (!c)
         return RELOCK_EINVAL;
     relock__err_clear(&c->err);
@@ -434,10 +494,11 @@ relock_status relock_scan(relock_client *c, const char *match, relock_scan_resul
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
+    walk w = {out, fn, arg};
     if (c->conn.caps & RELOCK_CAP_SCAN)
-        st = walk_scan(c, out->match, out);
+        st = walk_scan(c, out->match, &w);
     else
-        st = walk_keys(c, out->match, out);
+        st = walk_keys(c, out->match, &w);
     /* The marker is read after the walk, so that a sighting recorded
      * while we walked counts too. */
     if (st == RELOCK_OK)

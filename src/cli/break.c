@@ -3,31 +3,55 @@
  *
  * With --if-value only while the key still holds the value the operator
  * saw (relock_break() compares and deletes atomically).  Without it, the
- * key is deleted whatever it holds; the command still reads the value
+ * key is deleted whatever lock it holds; the command still reads the value
  * first and deletes exactly that value, so the line it prints names what
  * was really deleted.
+ *
+ * A value that is no lock (relock_key_classify() says unknown: text, a
+ * counter, a token without TTL) is refused unless --force: with the
+ * default empty key_prefix every key of the database is a lock name, and
+ * a mistyped name must not delete an application's key.  Because the
+ * delete compares the exact value read, a key that changes into something
+ * else after the read is never deleted either.  --dry-run reads, judges
+ * and says what would happen, and deletes nothing.
  */
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
 const char help_break[] =
-    "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]]\n"
+    "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]\n"
     "Delete NAME's lock key by hand, for a lock whose holder is stuck or gone, and\n"
     "wake the waiters. With --if-value, only while the key still holds VALUE (as\n"
     "`relock inspect` showed it), atomically; with --if-fence too, only while the\n"
     "fence counter is still FENCE (timestamps repeat: the next holder may hold the\n"
-    "same VALUE); without them, whatever the key holds. The fence counter moves on.\n"
-    "The holder is not told: its next release or extend reports the lock lost.\n"
+    "same VALUE); without them, whatever lock the key holds. The fence counter\n"
+    "moves on. The holder is not told: its next release or extend reports the\n"
+    "lock lost.\n"
+    "  --force    delete a string value that is no lock too (the format `relock\n"
+    "             inspect` and `relock scan` call unknown); never a hash, list...\n"
+    "  --dry-run  say what would be deleted (value, format, TTL, fence), delete\n"
+    "             nothing; exits as the break would\n"
     "Exit: 0 deleted, 1 nothing to delete (no key), 3 the key holds another value\n"
-    "(nothing deleted), 2 usage, 4 server error.\n";
+    "(nothing deleted), 2 usage, 4 not a lock (refused; --force for a string),\n"
+    "or a server error.\n";
 
-/* Exit codes of break (docs/cli.md, docs/decisions.md). */
-enum { EXIT_NOTHING = 1, EXIT_CHANGED = 3 };
+/* Exit codes of break (docs/cli.md, docs/decisions.md); a value that is
+ * no lock is refused with EXIT_SERVER, the code of RELOCK_EFOREIGN. */
+enum { EXIT_NOTHING = 1, EXIT_CHANGED = 3, EXIT_NOT_LOCK = EXIT_SERVER };
+
+/* What the command was told besides NAME. */
+typedef struct brk_opts {
+    const char *value; /* --if-value, or NULL */
+    long long fence;   /* --if-fence, or 0 */
+    int force;         /* --force: a value that is no lock too */
+    int dry_run;       /* --dry-run: say, delete nothing */
+} brk_opts;
 
 /* How often the value is read again when it changes between the read and
  * the delete, before deleting whatever is there. */
@@ -48,16 +72,77 @@ static const char *kind_word(relock_value_kind k)
     return "unknown";
 }
 
-static void print_deleted(const char *name, const relock_inspect_info *in, const char *note)
+/* "(token, ttl 28112 ms, fence 3)" */
+static void describe(const relock_inspect_info *in, char *buf, size_t len)
 {
     char ttl[48];
     if (in->pttl_ms >= 0)
         snprintf(ttl, sizeof ttl, "ttl %lld ms", in->pttl_ms);
     else
         snprintf(ttl, sizeof ttl, "no ttl");
-    printf("deleted %s, which held %s (%s, %s, fence %lld)%s\n", name, in->value,
-           kind_word(in->kind), ttl, in->fence, note);
+    snprintf(buf, len, "(%s, %s, fence %lld)", kind_word(in->kind), ttl, in->fence);
 }
+
+static void print_deleted(const char *name, const relock_inspect_info *in, const char *note)
+{
+    char d[128];
+    describe(in, d, sizeof d);
+    printf("deleted %s, which held %s %s%s\n", name, in->value, d, note);
+}
+
+/* inspect cuts values at 127 bytes; no lock value is that long. */
+static int value_cut(const relock_inspect_info *in)
+{
+    return strlen(in->value) >= sizeof in->value - 1;
+}
+
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether what inspect read is a lock value relock knows (scan's classes
+ * other than unknown). */
+static int is_lock(const relock_inspect_info *in)
+{
+    if (value_cut(in))
+        return 0;
+    return relock_key_classify(in->value, strlen(in->value), in->pttl_ms, wall_ms()) !=
+           RELOCK_KEY_UNKNOWN;
+}
+
+/* A value that is no lock, without --force: refused, nothing deleted. */
+static int refuse(const char *name, const relock_inspect_info *in, int dry_run)
+{
+    char d[128];
+    describe(in, d, sizeof d);
+    cli_error("break: break %s: the key holds \"%s\"%s %s, which is no lock relock knows; "
+              "%s (--force deletes it anyway)",
+              name, in->value, value_cut(in) ? "..." : "", d,
+              dry_run ? "it would not be deleted" : "nothing deleted");
+    return EXIT_NOT_LOCK;
+}
+
+/* The library refuses such names (lock.c, break.c) before any command;
+ * the same test, for the one path that sends none. */
+static int name_refused(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > 1024)
+        return 1;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* An absent key: nothing to delete.  An unconditional break still asks
+ * the library (which moves the fence before 2.6, and deletes a key set
+ * just now): only with --force, since a key set since the read is not
+ * seen. */
+static int absent_key(relock_client *c, const char *name, const brk_opts *o);
 
 static int break_code(relock_client *c, relock_status st)
 {
@@ -75,9 +160,55 @@ static int break_code(relock_client *c, relock_status st)
     }
 }
 
-/* --if-value VALUE [--if-fence FENCE]. */
-static int break_if(relock_client *c, const char *name, const char *value, long long fence)
+static int absent_key(relock_client *c, const char *name, const brk_opts *o)
 {
+    if (o->dry_run || (!o->force && !name_refused(name))) {
+        cli_error("break: break %s: nothing to delete: the key is absent", name);
+        return EXIT_NOTHING;
+    }
+    relock_status st = relock_break(c, name, NULL);
+    if (st == RELOCK_OK)
+        printf("deleted %s, which was set just now (value not seen)\n", name);
+    return break_code(c, st);
+}
+
+/* --if-value VALUE [--if-fence FENCE]: first a look, to judge the value
+ * (is it a lock?) and, for --dry-run, to say what would happen. */
+static int break_if(relock_client *c, const char *name, const brk_opts *o)
+{
+    const char *value = o->value;
+    long long fence = o->fence;
+    if (!o->force || o->dry_run) {
+        relock_inspect_info in;
+        relock_status st = relock_inspect(c, name, &in);
+        if (st != RELOCK_OK)
+            return cli_fail(c, st, "break");
+        int same = in.kind != RELOCK_VALUE_NONE && !value_cut(&in) && strcmp(in.value, value) == 0;
+        if (same && !o->force && !is_lock(&in))
+            return refuse(name, &in, o->dry_run);
+        if (o->dry_run) {
+            if (in.kind == RELOCK_VALUE_NONE)
+                return absent_key(c, name, o);
+            if (!same) {
+                cli_error("break: break %s: nothing would be deleted: the key holds another "
+                          "value (%s, not %s)",
+                          name, in.value, value);
+                return EXIT_CHANGED;
+            }
+            if (fence > 0 && in.fence != fence) {
+                cli_error("break: break %s: nothing would be deleted: the key holds that value, "
+                          "but fence %lld is no longer current (now %lld)",
+                          name, fence, in.fence);
+                return EXIT_CHANGED;
+            }
+            char d[128];
+            describe(&in, d, sizeof d);
+            printf("would delete %s, which holds %s %s\n", name, in.value, d);
+            return 0;
+        }
+        /* A key that takes VALUE only after this look was named by the
+         * operator: deleted as asked. */
+    }
     relock_status st = relock_break_fenced(c, name, value, fence);
     if (st == RELOCK_OK) {
         printf("deleted %s, which held %s\n", name, value);
@@ -99,7 +230,7 @@ static int break_if(relock_client *c, const char *name, const char *value, long 
 }
 
 /* No --if-value: delete what is there, and say what it was. */
-static int break_any(relock_client *c, const char *name)
+static int break_any(relock_client *c, const char *name, const brk_opts *o)
 {
     relock_inspect_info in;
     relock_status st = RELOCK_OK;
@@ -107,17 +238,21 @@ static int break_any(relock_client *c, const char *name)
         st = relock_inspect(c, name, &in);
         if (st != RELOCK_OK)
             return cli_fail(c, st, "break");
-        if (in.kind == RELOCK_VALUE_NONE) {
-            /* The library checks the name and says "nothing to delete";
-             * a key set since the read is deleted like any other. */
-            st = relock_break(c, name, NULL);
-            if (st == RELOCK_OK)
-                printf("deleted %s, which was set just now (value not seen)\n", name);
-            return break_code(c, st);
+        if (in.kind == RELOCK_VALUE_NONE)
+            return absent_key(c, name, o);
+        if (!o->force && !is_lock(&in))
+            return refuse(name, &in, o->dry_run);
+        if (o->dry_run) {
+            char d[128];
+            describe(&in, d, sizeof d);
+            printf("would delete %s, which holds %s%s %s\n", name, in.value,
+                   value_cut(&in) ? "..." : "", d);
+            return 0;
         }
-        /* inspect cuts values at 127 bytes: such a value cannot be
-         * compared, and is deleted as it is. */
-        int cut = strlen(in.value) >= sizeof in.value - 1;
+        /* inspect cuts values at 127 bytes: such a value (never a lock,
+         * so only with --force) cannot be compared, and is deleted as it
+         * is. */
+        int cut = value_cut(&in);
         st = relock_break(c, name, cut ? NULL : in.value);
         if (st == RELOCK_OK) {
             print_deleted(name, &in, cut ? " [value cut]" : "");
@@ -126,6 +261,11 @@ static int break_any(relock_client *c, const char *name)
         if (st != RELOCK_BUSY)
             return break_code(c, st);
         /* It changed between the read and the delete: look again. */
+    }
+    if (!o->force) {
+        cli_error("break: break %s: nothing deleted: the key kept changing while it was read",
+                  name);
+        return EXIT_CHANGED;
     }
     st = relock_break(c, name, NULL);
     if (st != RELOCK_OK)
@@ -138,10 +278,13 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
 {
     static const struct option longopts[] = {{"if-value", required_argument, NULL, 'v'},
                                              {"if-fence", required_argument, NULL, 'f'},
+                                             {"force", no_argument, NULL, 'F'},
+                                             {"dry-run", no_argument, NULL, 'n'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     const char *value = NULL;
     const char *fence_arg = NULL;
+    brk_opts o = {NULL, 0, 0, 0};
     int opt;
     static const char optstring[] = "h";
     opterr = 0; /* our own one-line messages below */
@@ -153,6 +296,12 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
             break;
         case 'f':
             fence_arg = optarg;
+            break;
+        case 'F':
+            o.force = 1;
+            break;
+        case 'n':
+            o.dry_run = 1;
             break;
         case 'h':
             fputs(help_break, stdout);
@@ -193,7 +342,9 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
-    int code = value ? break_if(c, name, value, fence) : break_any(c, name);
+    o.value = value;
+    o.fence = fence;
+    int code = value ? break_if(c, name, &o) : break_any(c, name, &o);
     relock_client_free(c);
     return code;
 }

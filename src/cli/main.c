@@ -24,9 +24,13 @@ static const char usage_text[] =
     "  release NAME VALUE [FENCE]          exit 0 released, 3 lost\n"
     "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
     "  inspect [--json] NAME               format, value, expiry, TTL, fence\n"
-    "  scan    [--json] [--match PATTERN]  migration audit of lock keys\n"
-    "  break   NAME [--if-value VALUE]     delete a stuck lock by hand (exit 0 deleted,\n"
-    "                                      1 nothing to delete, 3 VALUE no longer held)\n"
+    "  scan    [--json] [--keys [--limit N]] [--match PATTERN]\n"
+    "                                      migration audit of lock keys (--keys lists\n"
+    "                                      them by class)\n"
+    "  break   NAME [--if-value VALUE] [--force] [--dry-run]\n"
+    "                                      delete a stuck lock by hand (exit 0 deleted,\n"
+    "                                      1 nothing to delete, 3 VALUE no longer held,\n"
+    "                                      4 no lock: refused without --force)\n"
     "  probe   [--json]                    server version, capabilities, chosen mode\n"
     "\n"
     "Options:\n"
@@ -139,7 +143,8 @@ relock_client *cli_connect(cli_ctx *ctx, int *code)
 static int takes_value(const char *a)
 {
     static const char *const with[] = {"-t", "-w", "-E", "--exit-busy", "--exit-lost",
-                                       "--exit-error", "--match", "--if-value", "--if-fence",
+                                       "--exit-error", "--match", "--limit", "--if-value",
+                                       "--if-fence",
                                        "--owner"};
     for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
         if (strcmp(a, with[i]) == 0)

@@ -4,21 +4,27 @@
  * client last met a legacy writer, and says whether the fleet may leave
  * bridge mode.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
 
 const char help_scan[] =
-    "usage: relock scan [--json] [--match PATTERN]\n"
+    "usage: relock scan [--json] [--keys [--limit N]] [--match PATTERN]\n"
     "Migration audit: walk the lock keys (SCAN; KEYS on servers before 2.8 with at\n"
     "most 10000 keys), count them by the client that wrote them, show when a legacy\n"
     "writer was last seen, and say whether modern mode is safe (docs/migration.md).\n"
     "Read-only. Works whatever the configured mode.\n"
     "  --match PATTERN  Redis glob of the keys to walk (default: key_prefix + \"*\")\n"
     "  --json           one JSON object (schema in docs/migration.md)\n"
+    "  --keys           list the keys of each class too (legacy, bridge, modern,\n"
+    "                   stale, unknown, other), to inspect or break them\n"
+    "  --limit N        with --keys: at most N keys per class (default 100); the\n"
+    "                   output says how many more there were\n"
     "Exit: 0 scanned (whatever the verdict), 2 usage or configuration error,\n"
     "4 server unreachable, protocol error, or a server without SCAN holding more\n"
     "than 10000 keys.\n";
@@ -93,7 +99,135 @@ static void fmt_time(long long ms, char *buf, size_t len)
 }
 
 
-static void print_json(const relock_scan_result *r)
+/* --keys: the first `limit` keys of each class, kept in the order walked. */
+#define NCLASS (RELOCK_KEY_OTHER_TYPE + 1)
+#define LIMIT_DEFAULT 100
+#define LIMIT_MAX 1000000L
+
+typedef struct keylist {
+    char **keys;
+    size_t n;
+} keylist;
+
+typedef struct listing {
+    long limit;
+    int nomem;
+    keylist cls[NCLASS];
+} listing;
+
+static void note_key(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    listing *ls = arg;
+    if ((unsigned)k >= NCLASS)
+        return;
+    keylist *kl = &ls->cls[k];
+    if ((long)kl->n >= ls->limit || ls->nomem)
+        return;
+    if (!kl->keys && !(kl->keys = calloc((size_t)ls->limit, sizeof *kl->keys))) {
+        ls->nomem = 1;
+        return;
+    }
+    /* A key may hold NUL bytes: it is shown up to the first one. */
+    char *copy = malloc(keylen + 1);
+    if (!copy) {
+        ls->nomem = 1;
+        return;
+    }
+    memcpy(copy, key, keylen);
+    copy[keylen] = '\0';
+    kl->keys[kl->n++] = copy;
+}
+
+static void listing_free(listing *ls)
+{
+    for (int k = 0; k < NCLASS; k++) {
+        for (size_t i = 0; i < ls->cls[k].n; i++)
+            free(ls->cls[k].keys[i]);
+        free(ls->cls[k].keys);
+    }
+}
+
+/* How many keys the walk counted in class k. */
+static long long class_count(const relock_scan_result *r, int k)
+{
+    switch ((relock_key_class)k) {
+    case RELOCK_KEY_LEGACY:
+        return r->legacy;
+    case RELOCK_KEY_BRIDGE:
+        return r->bridge;
+    case RELOCK_KEY_MODERN:
+        return r->modern;
+    case RELOCK_KEY_STALE:
+        return r->stale;
+    case RELOCK_KEY_UNKNOWN:
+        return r->unknown;
+    case RELOCK_KEY_OTHER_TYPE:
+        return r->other_types;
+    }
+    return 0;
+}
+
+/* The JSON names of the classes, those of "counts". */
+static const char *const json_class[NCLASS] = {"legacy",  "bridge",  "modern",
+                                              "stale",   "unknown", "other_types"};
+
+static void print_json_keys(const relock_scan_result *r, const listing *ls)
+{
+    int truncated = 0;
+    printf(",\"keys\":{");
+    for (int k = 0; k < NCLASS; k++) {
+        printf("%s\"%s\":[", k ? "," : "", json_class[k]);
+        for (size_t i = 0; i < ls->cls[k].n; i++) {
+            if (i)
+                putchar(',');
+            json_str(ls->cls[k].keys[i]);
+        }
+        putchar(']');
+        if (class_count(r, k) > (long long)ls->cls[k].n)
+            truncated = 1;
+    }
+    printf("},\"keys_limit\":%ld,\"keys_truncated\":%s", ls->limit,
+           truncated ? "true" : "false");
+}
+
+/* A key name on one line: a backslash and bytes that are not printable
+ * ASCII are written as \\ and \xNN, so that every key is one line. */
+static void text_key(const char *key)
+{
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        if (*p == '\\')
+            fputs("\\\\", stdout);
+        else if (*p < 0x20 || *p >= 0x7f)
+            printf("\\x%02x", *p);
+        else
+            putchar(*p);
+    }
+}
+
+static void print_text_keys(const relock_scan_result *r, const listing *ls)
+{
+    static const char *const label[NCLASS] = {"  legacy:    ", "  bridge:    ", "  modern:    ",
+                                              "  stale:     ", "  unknown:   ", "  other:     "};
+    static const char pad[] = "             ";
+    int any = 0;
+    for (int k = 0; k < NCLASS; k++)
+        any |= ls->cls[k].n > 0;
+    printf("keys:        %s, at most %ld per class (--limit)\n",
+           any ? "by class" : "none", ls->limit);
+    for (int k = 0; k < NCLASS; k++) {
+        const keylist *kl = &ls->cls[k];
+        for (size_t i = 0; i < kl->n; i++) {
+            fputs(i ? pad : label[k], stdout);
+            text_key(kl->keys[i]);
+            putchar('\n');
+        }
+        long long more = class_count(r, k) - (long long)kl->n;
+        if (kl->n > 0 && more > 0)
+            printf("%s... and %lld more, not listed\n", pad, more);
+    }
+}
+
+static void print_json(const relock_scan_result *r, const listing *ls)
 {
     printf("{\"match\":");
     json_str(r->match);
@@ -123,10 +257,12 @@ static void print_json(const relock_scan_result *r)
     printf(",\"quiet_window_ms\":%lld,\"now_ms\":%lld,\"verdict\":\"%s\",\"verdict_text\":",
            r->quiet_window_ms, r->now_ms, relock_scan_verdict_name(r->verdict));
     json_str(r->verdict_text);
+    if (ls)
+        print_json_keys(r, ls);
     printf("}\n");
 }
 
-static void print_text(const relock_scan_result *r)
+static void print_text(const relock_scan_result *r, const listing *ls)
 {
     printf("match:       %s (%s)\n", r->match,
            r->keys_fallback ? "KEYS: the server has no SCAN" : "SCAN");
@@ -144,6 +280,8 @@ static void print_text(const relock_scan_result *r)
     printf("  skipped:   %lld  relock's own keys (fence counters, markers)\n", r->skipped);
     if (r->gone)
         printf("  gone:      %lld  deleted while scanning\n", r->gone);
+    if (ls)
+        print_text_keys(r, ls);
     if (r->marker_unreadable) {
         printf("legacy seen: unknown (marker \"%s\" holds no time in ms)\n", r->marker_key);
     } else if (r->legacy_seen_ms >= 0) {
@@ -166,9 +304,12 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
                                              {"json", no_argument, NULL, 'J'},
                                              {"match", required_argument, NULL, 'M'},
+                                             {"keys", no_argument, NULL, 'K'},
+                                             {"limit", required_argument, NULL, 'L'},
                                              {NULL, 0, NULL, 0}};
-    int json = 0;
+    int json = 0, keys = 0;
     const char *match = NULL;
+    const char *limit_arg = NULL;
     static const char optstring[] = "+h";
     opterr = 0; /* our own one-line messages below */
     for (int guard = 0; guard <= argc; guard++) {
@@ -178,6 +319,12 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         switch (opt) {
         case 'J':
             json = 1;
+            break;
+        case 'K':
+            keys = 1;
+            break;
+        case 'L':
+            limit_arg = optarg;
             break;
         case 'M':
             if (!*optarg) {
@@ -198,6 +345,24 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         cli_error("scan: unexpected argument \"%s\" (try relock scan --help)", argv[optind]);
         return EXIT_USAGE;
     }
+    listing ls;
+    memset(&ls, 0, sizeof ls);
+    ls.limit = LIMIT_DEFAULT;
+    if (limit_arg) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(limit_arg, &end, 10);
+        if (!*limit_arg || *end || errno || n < 1 || n > LIMIT_MAX) {
+            cli_error("scan: --limit: '%s' is not a number of keys from 1 to %ld", limit_arg,
+                      LIMIT_MAX);
+            return EXIT_USAGE;
+        }
+        if (!keys) {
+            cli_error("scan: --limit needs --keys: it bounds the keys listed");
+            return EXIT_USAGE;
+        }
+        ls.limit = n;
+    }
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
     /* A mode the server refuses does not stop a read-only audit: the audit
@@ -208,18 +373,26 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         return code;
     }
     relock_scan_result res;
-    st = relock_scan(c, match, &res);
+    st = relock_scan_keys(c, match, keys ? note_key : NULL, &ls, &res);
+    if (st == RELOCK_OK && ls.nomem) {
+        cli_error("scan: out of memory listing the keys (try a smaller --limit)");
+        listing_free(&ls);
+        relock_client_free(c);
+        return EXIT_SERVER;
+    }
     if (st != RELOCK_OK) {
         int code = cli_fail(c, st, "scan");
+        listing_free(&ls);
         relock_client_free(c);
         /* A server that cannot be walked safely is a server problem, not
          * a usage error. */
         return st == RELOCK_EUNSUPPORTED ? EXIT_SERVER : code;
     }
     if (json)
-        print_json(&res);
+        print_json(&res, keys ? &ls : NULL);
     else
-        print_text(&res);
+        print_text(&res, keys ? &ls : NULL);
+    listing_free(&ls);
     relock_client_free(c);
     return 0;
 }

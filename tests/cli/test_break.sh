@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # relock break against a real redis-server: every exit code (0 deleted,
-# 1 nothing to delete, 3 the key holds another value, 2 usage, 4 server),
+# 1 nothing to delete, 3 the key holds another value, 2 usage, 4 not a lock
+# or a server error), a value that is no lock refused without --force,
+# --dry-run deleting nothing,
 # the output, the fence counter moved on, a break in the middle of a run in
 # every mode, waiters woken by the release notice, and the three server paths through the compat proxy: a script
 # (2.6), WATCH (2.2) and plain GET + MULTI (2.0), including the 2.0 window.
@@ -123,7 +125,77 @@ expect 0 "break a legacy leftover" -- R break brk-legacy
 check "legacy value described: $(cat "$DIR/out")" -- out_has "deleted brk-legacy, which held 1700000000 (timestamp, no ttl, fence 0)"
 rcli SET brk-text "hello world" >/dev/null
 expect 3 "break --if-value on foreign text, mismatch" -- R break brk-text --if-value hello
-expect 0 "break --if-value on foreign text, exact" -- R break brk-text --if-value "hello world"
+expect 4 "break --if-value on foreign text, exact, no --force" -- R break brk-text --if-value "hello world"
+check "refused: text kept" -- [ "$(rcli GET brk-text)" = "hello world" ]
+expect 0 "break --if-value on foreign text, exact, --force" -- R break brk-text --if-value "hello world" --force
+check "forced: text deleted" -- [ "$(rcli EXISTS brk-text)" = 0 ]
+
+# --- a value that is no lock: refused without --force (with the default
+# empty key_prefix every key is a lock name), deleted with it
+rcli SET brk-app '{"user":42}' >/dev/null
+expect 4 "break of an application key (JSON)" -- R break brk-app
+check "says it is no lock, and how to force: $(cat "$DIR/err")" -- \
+    err_has 'relock: break: break brk-app: the key holds "{"user":42}" (unknown, no ttl, fence 0), which is no lock relock knows; nothing deleted (--force deletes it anyway)'
+check "printed nothing on stdout" -- [ ! -s "$DIR/out" ]
+check "the application key is still there" -- [ "$(rcli GET brk-app)" = '{"user":42}' ]
+expect 4 "--dry-run of an application key" -- R break brk-app --dry-run
+check "dry run says it would not: $(cat "$DIR/err")" -- err_has "which is no lock relock knows; it would not be deleted"
+check "still there after the dry run" -- [ "$(rcli GET brk-app)" = '{"user":42}' ]
+expect 0 "--force --dry-run of an application key" -- R break brk-app --force --dry-run
+check "forced dry run says what: $(cat "$DIR/out")" -- \
+    [ "$(cat "$DIR/out")" = 'would delete brk-app, which holds {"user":42} (unknown, no ttl, fence 0)' ]
+check "still there after the forced dry run" -- [ "$(rcli GET brk-app)" = '{"user":42}' ]
+expect 0 "--force deletes an application key" -- R break brk-app --force
+check "forced: says what it deleted: $(cat "$DIR/out")" -- \
+    out_has 'deleted brk-app, which held {"user":42} (unknown, no ttl, fence 0)'
+check "forced: the key is gone" -- [ "$(rcli EXISTS brk-app)" = 0 ]
+# What scan calls unknown is refused: a counter, a token without TTL (an
+# md5 in hex looks like one), a timestamp of neither 10 nor 13 digits.
+for v in 42 0123456789abcdef0123456789abcdef 17000000000; do
+    rcli SET brk-odd "$v" >/dev/null
+    expect 4 "no lock: $v" -- R break brk-odd
+    check "no lock: $v kept" -- [ "$(rcli GET brk-odd)" = "$v" ]
+done
+rcli PEXPIRE brk-odd 60000 >/dev/null
+rcli SET brk-odd 0123456789abcdef0123456789abcdef PX 60000 >/dev/null
+expect 0 "a token with a TTL is a lock" -- R break brk-odd
+check "token deleted" -- [ "$(rcli EXISTS brk-odd)" = 0 ]
+rcli SET brk-odd "$(($(date +%s) + 600))" >/dev/null
+expect 0 "a live legacy timestamp is a lock" -- R break brk-odd
+rcli SET brk-odd "$(($(date +%s) + 600))123" PX 60000 >/dev/null
+expect 0 "a bridge timestamp in ms is a lock" -- R break brk-odd
+check "ms timestamp deleted" -- [ "$(rcli EXISTS brk-odd)" = 0 ]
+# A value longer than any lock value is refused, and kept whole.
+long=$(printf 'x%.0s' $(seq 1 300))
+rcli SET brk-long "$long" >/dev/null
+expect 4 "a 300-byte value" -- R break brk-long
+check "long value kept" -- [ "$(rcli STRLEN brk-long)" = 300 ]
+expect 0 "a 300-byte value, --force" -- R break brk-long --force
+check "long value deleted" -- [ "$(rcli EXISTS brk-long)" = 0 ]
+
+# --- --dry-run: says what would be deleted, deletes nothing
+expect 0 "acquire for the dry run" -- R acquire -t 30s brk-d
+read -r VD FD _ <"$DIR/out"
+expect 0 "--dry-run of a lock" -- R break brk-d --dry-run
+check "dry run names value, format, ttl and fence: $(cat "$DIR/out")" -- \
+    grep -Eq "^would delete brk-d, which holds $VD \(token, ttl [0-9]+ ms, fence $FD\)$" "$DIR/out"
+check "dry run deleted nothing" -- [ "$(rcli GET brk-d)" = "$VD" ]
+check "dry run moved no fence" -- [ "$(rcli GET "{brk-d} relock:fence")" = "$FD" ]
+expect 0 "--dry-run --if-value VALUE --if-fence FENCE" -- R break brk-d --if-value "$VD" --if-fence "$FD" --dry-run
+check "conditional dry run output: $(cat "$DIR/out")" -- out_has "would delete brk-d, which holds $VD (token"
+expect 3 "--dry-run --if-value, another value" -- R break brk-d --if-value 0123456789abcdef0123456789abcdef --dry-run
+check "says nothing would be deleted: $(cat "$DIR/err")" -- err_has "nothing would be deleted: the key holds another value ($VD, not 0123456789abcdef0123456789abcdef)"
+expect 3 "--dry-run --if-fence, a fence moved on" -- R break brk-d --if-value "$VD" --if-fence $((FD + 1)) --dry-run
+check "says the fence moved: $(cat "$DIR/err")" -- err_has "fence $((FD + 1)) is no longer current (now $FD)"
+check "still held after every dry run" -- [ "$(rcli GET brk-d)" = "$VD" ]
+expect 0 "the holder still releases after the dry runs" -- R release brk-d "$VD" "$FD"
+expect 1 "--dry-run of an absent key" -- R break brk-d --dry-run
+check "says nothing to delete: $(cat "$DIR/err")" -- err_has "break brk-d: nothing to delete: the key is absent"
+check "printed nothing on stdout" -- [ ! -s "$DIR/out" ]
+rcli SET brk-d 1700000000 >/dev/null
+expect 0 "--dry-run of a stale legacy value" -- R break brk-d --dry-run
+check "stale value output: $(cat "$DIR/out")" -- out_has "would delete brk-d, which holds 1700000000 (timestamp, no ttl, fence"
+check "stale value kept by the dry run" -- [ "$(rcli GET brk-d)" = 1700000000 ]
 # Every mode breaks the same way: the mode does not matter.
 for m in legacy bridge modern; do
     rcli SET brk-mode 1700000000 >/dev/null
@@ -142,14 +214,18 @@ expect 2 "no NAME" -- R break
 expect 2 "two NAMEs" -- R break a b
 expect 2 "--if-value without a value" -- R break brk-x --if-value
 expect 2 "--if-value empty" -- R break brk-x --if-value ""
-expect 2 "unknown option" -- R break brk-x --force
+expect 2 "unknown option" -- R break brk-x --forse
 expect 0 "break --help" -- R break --help
-check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]]"
+check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]"
 expect 0 "relock --help lists break" -- "$RELOCK" --help
-check "usage lists break" -- out_has "break   NAME [--if-value VALUE]"
+check "usage lists break: $(grep break "$DIR/out")" -- out_has "break   NAME [--if-value VALUE] [--force] [--dry-run]"
 rcli RPUSH brk-list a >/dev/null
 expect 4 "break on a list (not a lock)" -- R break brk-list
+check "names the type: $(cat "$DIR/err")" -- err_has "holds a list, not a lock"
 expect 4 "break --if-value on a list" -- R break brk-list --if-value a
+expect 4 "break --force on a list" -- R break brk-list --force
+check "--force does not reach other types: $(cat "$DIR/err")" -- err_has "holds a list, not a lock"
+expect 4 "break --force --if-value on a list" -- R break brk-list --force --if-value a
 check "the list is untouched" -- [ "$(rcli LLEN brk-list)" = 1 ]
 expect 4 "unreachable server" -- "$RELOCK" -u "redis://127.0.0.1:$(free_port)" break brk-x
 
@@ -257,7 +333,10 @@ if [ -n "$PROXY" ] && [ -x "$PROXY" ]; then
     MON=$!
     PIDS+=($MON)
     sleep 0.2
-    "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m legacy break brk-win --if-value 1700000000 \
+    # --force: straight to the library's compare-and-delete, without the
+    # look that judges whether the value is a lock (its GET would be the
+    # one MONITOR sees first).
+    "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m legacy break brk-win --if-value 1700000000 --force \
         >"$DIR/out" 2>"$DIR/err" &
     BRK=$!
     seen=0

@@ -218,9 +218,41 @@ expect 4 "unreachable server" -- "$RELOCK" -m modern -u "redis://127.0.0.1:$DEAD
 grep -q "connect to 127.0.0.1:$DEAD" "$DIR/err" && ok || bad "unreachable message: $(cat "$DIR/err")"
 rcli LPUSH cli-list x >/dev/null
 expect 4 "release of a key of another type" -- R release cli-list 0123456789abcdef0123456789abcdef
-grep -q "WRONGTYPE" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
+grep -q "holds a list, not a lock" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
 expect 4 "acquire of a key of another type" -- R acquire -n cli-list
-grep -q "not a string" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
+grep -q "holds a list, not a lock" "$DIR/err" && ok || bad "wrong type message: $(cat "$DIR/err")"
+# A hash, in every mode: acquire, run, inspect and break say which type it
+# holds, without the server's script noise, and leave it as it is.
+rcli HSET cli-hash owner someone >/dev/null
+for m in legacy bridge modern; do
+    for cmd in "acquire -n" "run -n"; do
+        if [ "$cmd" = "run -n" ]; then
+            expect 4 "$m: run on a hash" -- "$RELOCK" -m "$m" run -n cli-hash -- touch "$DIR/ran"
+        else
+            expect 4 "$m: acquire on a hash" -- "$RELOCK" -m "$m" acquire -n cli-hash
+        fi
+        grep -q "^relock: ${cmd% -n}: lock cli-hash: the key cli-hash on 127.0.0.1:$PORT holds a hash, not a lock" "$DIR/err" \
+            && ok || bad "$m $cmd on a hash: $(cat "$DIR/err")"
+        grep -Eq "WRONGTYPE|script|@user" "$DIR/err" && bad "$m $cmd: server noise: $(cat "$DIR/err")" || ok
+    done
+done
+[ ! -e "$DIR/ran" ] && ok || bad "run on a hash ran CMD"
+expect 4 "inspect on a hash" -- R inspect cli-hash
+grep -q "^relock: inspect: lock cli-hash: the key cli-hash on 127.0.0.1:$PORT holds a hash, not a lock" "$DIR/err" \
+    && ok || bad "inspect on a hash: $(cat "$DIR/err")"
+[ ! -s "$DIR/out" ] && ok || bad "inspect on a hash printed: $(cat "$DIR/out")"
+expect 4 "break on a hash" -- R break cli-hash
+grep -q "holds a hash, not a lock" "$DIR/err" && ok || bad "break on a hash: $(cat "$DIR/err")"
+expect 4 "break --if-value on a hash" -- R break cli-hash --if-value someone
+grep -q "^relock: break: lock cli-hash: the key cli-hash on 127.0.0.1:$PORT holds a hash, not a lock" "$DIR/err" \
+    && ok || bad "break --if-value on a hash: $(cat "$DIR/err")"
+expect 4 "break --force on a hash" -- R break cli-hash --force
+grep -q "holds a hash, not a lock" "$DIR/err" && ok || bad "break --force on a hash: $(cat "$DIR/err")"
+[ "$(rcli TYPE cli-hash)" = hash ] && [ "$(rcli HGET cli-hash owner)" = someone ] && [ "$(rcli HLEN cli-hash)" = 1 ] \
+    && ok || bad "the hash was changed: $(rcli HGETALL cli-hash)"
+rcli ZADD cli-zset 1 a >/dev/null
+expect 4 "acquire on a sorted set" -- R acquire -n cli-zset
+grep -q "holds a sorted set, not a lock" "$DIR/err" && ok || bad "sorted set: $(cat "$DIR/err")"
 
 # --- habits: quiet and verbose, exit codes of one's choosing, --json,
 # global options after the command, flock's -c form
@@ -268,6 +300,66 @@ expect 0 "release NAME VALUE -m MODE" -- env -u RELOCK_URL "$RELOCK" release cli
 # flock's form: NAME -c 'shell command'.
 expect 5 "run NAME -c" -- R run cli-c2 -c 'test "$RELOCK_NAME" = cli-c2 && exit 5'
 expect 2 "run NAME -c without the command" -- R run cli-c2 -c
+
+# --- scan --keys: the keys of each class, text and JSON, bounded by --limit
+rcli SET sk-stale 1700000000 >/dev/null
+rcli SET sk-live "$(($(date +%s) + 600))" >/dev/null
+expect 0 "a live modern lock for scan" -- R acquire -t 60s sk-modern
+rcli SET sk-app '{"user":42}' >/dev/null
+rcli SET sk-bridge "$(($(date +%s) + 600))" EX 600 >/dev/null
+rcli HSET sk-hash a 1 >/dev/null
+for i in 1 2 3; do rcli SET "sk-old$i" 1600000000 >/dev/null; done
+expect 0 "scan --keys" -- R scan --keys --match 'sk-*'
+# The line after a class label holds its first key; the others follow,
+# indented, until the next label.
+keys_of() { awk -v c="  $1:" '$0 ~ /^  [a-z]+: / { on = (index($0, c) == 1) } on { print $NF }' \
+    <(sed -n '/^keys:/,/^legacy seen:/{/^legacy seen:/!p}' "$DIR/out"); }
+[ "$(keys_of stale | sort | tr '\n' ' ')" = "sk-old1 sk-old2 sk-old3 sk-stale " ] && ok ||
+    bad "scan --keys: stale keys: $(keys_of stale | tr '\n' ' '); output: $(cat "$DIR/out")"
+[ "$(keys_of legacy)" = sk-live ] && ok || bad "scan --keys: legacy keys: $(keys_of legacy)"
+[ "$(keys_of modern)" = sk-modern ] && ok || bad "scan --keys: modern keys: $(keys_of modern)"
+[ "$(keys_of bridge)" = sk-bridge ] && ok || bad "scan --keys: bridge keys: $(keys_of bridge)"
+[ "$(keys_of unknown)" = sk-app ] && ok || bad "scan --keys: unknown keys: $(keys_of unknown)"
+[ "$(keys_of other)" = sk-hash ] && ok || bad "scan --keys: other keys: $(keys_of other)"
+grep -q "more, not listed" "$DIR/out" && bad "scan --keys: truncated below the default limit" || ok
+grep -q "^  stale:     4  expired" "$DIR/out" && ok || bad "scan --keys: counts kept: $(cat "$DIR/out")"
+expect 0 "scan without --keys lists none" -- R scan --match 'sk-*'
+grep -q "^keys:" "$DIR/out" && bad "scan without --keys: $(cat "$DIR/out")" || ok
+expect 0 "scan --keys --limit 2" -- R scan --keys --limit 2 --match 'sk-*'
+[ "$(keys_of stale | grep -c '^sk-')" = 2 ] && ok || bad "--limit 2: stale keys: $(keys_of stale | tr '\n' ' ')"
+grep -q "^             \.\.\. and 2 more, not listed$" "$DIR/out" && ok || bad "--limit 2: truncation not said: $(cat "$DIR/out")"
+grep -q "^keys:        by class, at most 2 per class (--limit)$" "$DIR/out" && ok || bad "--limit 2: header: $(cat "$DIR/out")"
+expect 0 "scan --keys --json" -- R scan --keys --json --match 'sk-*'
+$PY - "$DIR/out" <<'PYEOF' && ok || bad "scan --keys --json: $(cat "$DIR/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+k = d["keys"]
+assert sorted(k["stale"]) == ["sk-old1", "sk-old2", "sk-old3", "sk-stale"], k
+assert k["legacy"] == ["sk-live"] and k["modern"] == ["sk-modern"], k
+assert k["bridge"] == ["sk-bridge"] and k["unknown"] == ["sk-app"] and k["other_types"] == ["sk-hash"], k
+assert d["keys_limit"] == 100 and d["keys_truncated"] is False, d
+for c in k:
+    assert len(k[c]) == d["counts"][c], (c, k[c], d["counts"])
+PYEOF
+expect 0 "scan --keys --json --limit 1" -- R scan --keys --json --limit 1 --match 'sk-*'
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["keys"]["stale"]) == 1 and d["counts"]["stale"] == 4 and d["keys_truncated"] is True and d["keys_limit"] == 1' "$DIR/out" && ok ||
+    bad "scan --keys --json --limit 1: $(cat "$DIR/out")"
+expect 0 "scan --json without --keys has no keys" -- R scan --json --match 'sk-*'
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "keys" not in d' "$DIR/out" && ok || bad "scan --json: $(cat "$DIR/out")"
+expect 2 "--limit without --keys" -- R scan --limit 5
+one_line_err "scan: --limit needs --keys"
+expect 2 "--limit 0" -- R scan --keys --limit 0
+one_line_err "scan: --limit: '0' is not a number of keys from 1 to 1000000"
+expect 2 "--limit not a number" -- R scan --keys --limit 5x
+# Global options after scan's --limit value are still found.
+expect 0 "scan --keys --limit N -u URL" -- env -u RELOCK_URL "$RELOCK" scan --keys --limit 3 --match 'sk-*' -u "redis://127.0.0.1:$PORT"
+# A listed key is what break takes: the stale one goes, the unknown one
+# needs --force, the hash never.
+expect 0 "break a listed stale key" -- R break sk-stale
+expect 4 "break a listed unknown key" -- R break sk-app
+[ "$(rcli GET sk-app)" = '{"user":42}' ] && ok || bad "sk-app was deleted without --force"
+expect 4 "break --force a listed hash" -- R break sk-hash --force
+[ "$(rcli HGET sk-hash a)" = 1 ] && ok || bad "sk-hash changed"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -49,10 +49,16 @@ typedef struct lockopts {
     int json;       /* --json */
     int quiet;      /* -q: nothing said for "not acquired" */
     int verbose;    /* -v: who holds it, how long relock waited */
+    const char *owner; /* --owner TEXT, or NULL */
 } lockopts;
 /* What a command accepts besides its optstring (refused otherwise, with a
  * message, rather than accepted and ignored). */
-enum { CLI_JSON = 1, CLI_TALK = 2 /* -q, -v */, CLI_EXITS = 4 /* --exit-* */ };
+enum {
+    CLI_JSON = 1,
+    CLI_TALK = 2,  /* -q, -v */
+    CLI_EXITS = 4, /* --exit-* */
+    CLI_OWNER = 8  /* --owner TEXT */
+};
 int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
                        unsigned accept, lockopts *o);
 /* A command's exit code as lockopts map it: 1 to --exit-busy (-E), 3 to
@@ -70,6 +76,34 @@ typedef struct cli_progress cli_progress;
 cli_progress *cli_progress_start(cli_ctx *ctx, const char *cmd, const char *name, int verbose);
 void cli_progress_stop(cli_progress *p);
 
+/* Who holds the lock (owner.c): the owner metadata a command writes.
+ * OWNER_CALLER: the calling process holds it (acquire, extend): the record
+ * names relock's parent, its command line or --owner TEXT.  OWNER_SELF:
+ * relock holds it for its caller (hold).  OWNER_CMD: relock holds it for
+ * the command it runs (run; cli_owner_cmd() names the command once
+ * started).  Sets ctx->cfg before connecting; returns 0, or the exit code
+ * (said). */
+enum cli_owner_kind { OWNER_CALLER, OWNER_SELF, OWNER_CMD };
+int cli_owner_setup(cli_ctx *ctx, const char *cmd, const lockopts *o, enum cli_owner_kind kind,
+                    char *const *argv);
+/* run: names the started command's pid in the record of l (best effort). */
+void cli_owner_cmd(relock_lock *l, const lockopts *o, long pid, char *const *argv);
+/* The longest --owner TEXT. */
+#define CLI_OWNER_TEXT_MAX 200
+
+/* Background renewal for run and hold (keep.c): relock_keep() with a loss
+ * reported on a pipe that a poll() loop watches; no signal, no handler. */
+typedef struct cli_keeper {
+    int fd[2];                /* fd[0] is readable once the lock is lost */
+    volatile relock_status why; /* the loss, as on_lost reported it */
+} cli_keeper;
+/* Starts renewal of l; 0, or the exit code (said, as cmd). */
+int cli_keep_start(cli_keeper *k, relock_client *c, relock_lock *l, const char *cmd);
+/* Says on stderr that the lock was lost, as cmd, with what. */
+void cli_keep_say_lost(const cli_keeper *k, const char *what);
+/* Closes the pipe; accepts a keeper never started. */
+void cli_keep_close(cli_keeper *k);
+
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv);
 int cmd_release(cli_ctx *ctx, int argc, char **argv);
 int cmd_extend(cli_ctx *ctx, int argc, char **argv);
@@ -78,11 +112,13 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv);
 int cmd_run(cli_ctx *ctx, int argc, char **argv);
 int cmd_scan(cli_ctx *ctx, int argc, char **argv);
 int cmd_break(cli_ctx *ctx, int argc, char **argv);
+int cmd_hold(cli_ctx *ctx, int argc, char **argv);
 
 /* Per-command help texts, printed by --help. */
 extern const char help_acquire[], help_release[], help_extend[], help_inspect[], help_probe[],
     help_run[];
 extern const char help_scan[];
 extern const char help_break[];
+extern const char help_hold[];
 
 #endif

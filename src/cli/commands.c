@@ -9,7 +9,7 @@
 #include "cli.h"
 
 const char help_acquire[] =
-    "usage: relock acquire [-t TTL] [-w WAIT | -n] [-q | -v] [--json] NAME\n"
+    "usage: relock acquire [-t TTL] [-w WAIT | -n] [-q | -v] [--json] [--owner TEXT] NAME\n"
     "Acquire NAME and print \"VALUE FENCE VALIDITY_MS\". The lock stays held until\n"
     "its TTL ends or `relock release NAME VALUE FENCE`.\n"
     "  -t TTL   lease (default: ttl_ms of the configuration, 30s)\n"
@@ -18,6 +18,8 @@ const char help_acquire[] =
     "  -q, -v   quiet when not acquired; verbose: holder, time waited\n"
     "  --json   print {name, value, fence, validity_ms, waited_ms}\n"
     "  -E CODE, --exit-busy CODE, --exit-lost CODE, --exit-error CODE: exit codes\n"
+    "  --owner TEXT  who holds it, for relock inspect (default: the calling\n"
+    "           process, its pid and command line)\n"
     "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
     "Exit: 0 acquired, 1 not acquired, 2 usage, 4 server error.\n";
 const char help_release[] =
@@ -25,12 +27,13 @@ const char help_release[] =
     "Release NAME if it still holds VALUE. Exit: 0 released, 3 lost (held by\n"
     "someone else, expired or deleted), 2 usage, 4 server error.\n";
 const char help_extend[] =
-    "usage: relock extend [-t TTL] NAME VALUE [FENCE]\n"
+    "usage: relock extend [-t TTL] [--owner TEXT] NAME VALUE [FENCE]\n"
     "Extend NAME to TTL from now if it still holds VALUE, and print the value now\n"
     "held. Exit: 0 extended, 3 lost, 2 usage, 4 server error.\n";
 const char help_inspect[] =
     "usage: relock inspect [--json] NAME\n"
-    "Show what NAME's key holds: format, value, expiry, TTL, fence.\n";
+    "Show what NAME's key holds: format, value, expiry, TTL, fence, and who\n"
+    "holds it (the owner record: host, pid, since when, command).\n";
 const char help_probe[] =
     "usage: relock probe [--json]\n"
     "Show the server's version, its capabilities and the mode relock chooses.\n";
@@ -62,10 +65,32 @@ int cli_code(const lockopts *o, int code)
     return code;
 }
 
+/* --owner TEXT: printable, not empty, short enough for the record. */
+static int check_owner(const char *cmd, const char *text)
+{
+    size_t len = strlen(text);
+    if (len == 0) {
+        cli_error("%s: --owner: the text is empty", cmd);
+        return -1;
+    }
+    if (len > CLI_OWNER_TEXT_MAX) {
+        cli_error("%s: --owner: %zu bytes, at most %d", cmd, len, CLI_OWNER_TEXT_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch < ' ' || ch == 0x7f) {
+            cli_error("%s: --owner: a control character at byte %zu", cmd, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
                        unsigned accept, lockopts *o)
 {
-    enum { O_JSON = 256, O_QUIET, O_VERBOSE, O_BUSY, O_LOST, O_ERROR };
+    enum { O_JSON = 256, O_QUIET, O_VERBOSE, O_BUSY, O_LOST, O_ERROR, O_OWNER };
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
                                              {"json", no_argument, NULL, O_JSON},
                                              {"quiet", no_argument, NULL, O_QUIET},
@@ -73,6 +98,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
                                              {"exit-busy", required_argument, NULL, O_BUSY},
                                              {"exit-lost", required_argument, NULL, O_LOST},
                                              {"exit-error", required_argument, NULL, O_ERROR},
+                                             {"owner", required_argument, NULL, O_OWNER},
                                              {NULL, 0, NULL, 0}};
     o->ttl_ms = 0;
     o->wait_ms = RELOCK_WAIT_DEFAULT;
@@ -82,8 +108,10 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
     o->json = 0;
     o->quiet = 0;
     o->verbose = 0;
+    o->owner = NULL;
     opterr = 0; /* our own one-line messages below */
     int opt, saw_w = 0, saw_n = 0;
+    const char *refused_word = NULL; /* an option refused with its value */
     char why[192];
     while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         switch (opt) {
@@ -112,12 +140,14 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
         case O_BUSY:
         case O_LOST:
         case O_ERROR: {
-            if (opt != 'E' && !(accept & CLI_EXITS))
-                goto refused;
             const char *name = opt == 'E'      ? "-E"
                                : opt == O_BUSY ? "--exit-busy"
                                : opt == O_LOST ? "--exit-lost"
                                                : "--exit-error";
+            if (opt != 'E' && !(accept & CLI_EXITS)) {
+                refused_word = name; /* argv[optind - 1] is its value */
+                goto refused;
+            }
             int v = parse_code(name, optarg);
             if (v < 0)
                 return 1000 + EXIT_USAGE;
@@ -129,6 +159,15 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
                 o->exit_error = v;
             break;
         }
+        case O_OWNER:
+            if (!(accept & CLI_OWNER)) {
+                refused_word = "--owner";
+                goto refused;
+            }
+            if (check_owner(argv[0], optarg) != 0)
+                return 1000 + EXIT_USAGE;
+            o->owner = optarg;
+            break;
         case O_JSON:
             if (!(accept & CLI_JSON))
                 goto refused;
@@ -156,7 +195,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
         continue;
     refused:
         cli_error("%s: %s is not an option of %s (try relock %s --help)", argv[0],
-                  argv[optind - 1], argv[0], argv[0]);
+                  refused_word ? refused_word : argv[optind - 1], argv[0], argv[0]);
         return 1000 + EXIT_USAGE;
     }
     if (o->quiet && o->verbose) {
@@ -211,7 +250,7 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
     int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_acquire,
-                                CLI_JSON | CLI_TALK | CLI_EXITS, &o);
+                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 1) {
@@ -219,7 +258,9 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
         return cli_code(&o, EXIT_USAGE);
     }
     const char *name = argv[optind];
-    int code = 0;
+    int code = cli_owner_setup(ctx, "acquire", &o, OWNER_CALLER, NULL);
+    if (code)
+        return cli_code(&o, code);
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
         return cli_code(&o, code);
@@ -318,9 +359,14 @@ int cmd_release(cli_ctx *ctx, int argc, char **argv)
 int cmd_extend(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:h", help_extend, CLI_JSON | CLI_EXITS, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+t:h", help_extend,
+                                CLI_JSON | CLI_EXITS | CLI_OWNER, &o);
     if (rc)
         return rc - 1000;
+    /* The record an extend rewrites names the caller, as acquire's did. */
+    int oc = cli_owner_setup(ctx, "extend", &o, OWNER_CALLER, NULL);
+    if (oc)
+        return cli_code(&o, oc);
     relock_client *c = NULL;
     relock_lock *l = NULL;
     long ttl = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
@@ -372,6 +418,68 @@ static const char *kind_name(relock_value_kind k)
         return "unknown";
     }
     return "unknown";
+}
+
+/* A time span as a person reads it: "59.4 s" under a minute, else
+ * "5m 3s" (relockx_format_duration()). */
+static void human_span(long long ms, char *buf, size_t len)
+{
+    if (ms < 0)
+        ms = -ms;
+    if (ms < 60000)
+        snprintf(buf, len, "%lld.%lld s", ms / 1000, ms % 1000 / 100);
+    else
+        relockx_format_duration(ms, buf, len);
+}
+
+/* ms since the epoch as an ISO 8601 date in UTC, to the second. */
+static void iso_utc(long long ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, len, "?");
+}
+
+/* The owner record "host=H pid=P at=T k=v ... cmd=free text" as JSON
+ * fields "owner_K": values of the keys that take the rest of the line
+ * (cmd, caller, note) run to its end; pids are numbers. */
+static void json_owner_fields(const char *rec)
+{
+    static const char *const rest[] = {"cmd", "caller", "note"};
+    const char *p = rec;
+    while (*p) {
+        const char *eq = strchr(p, '=');
+        const char *sp = strchr(p, ' ');
+        if (!eq || (sp && sp < eq) || eq == p)
+            return; /* not a key=value field: the rest is not ours to read */
+        size_t klen = (size_t)(eq - p);
+        if (strspn(p, "abcdefghijklmnopqrstuvwxyz_") != klen)
+            return;
+        int to_end = 0;
+        for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+            if (strlen(rest[i]) == klen && strncmp(p, rest[i], klen) == 0)
+                to_end = 1;
+        const char *v = eq + 1;
+        const char *vend = to_end || !sp ? v + strlen(v) : sp;
+        int number = klen >= 3 && strncmp(eq - 3, "pid", 3) == 0 && vend > v && vend - v < 19 &&
+                     strspn(v, "0123456789") == (size_t)(vend - v);
+        printf(",\"owner_%.*s\":%s", (int)klen, p, number ? "" : "\"");
+        for (const char *q = v; q < vend; q++) {
+            unsigned char ch = (unsigned char)*q;
+            if (ch == '"' || ch == '\\')
+                printf("\\%c", ch);
+            else if (ch < 0x20)
+                printf("\\u%04x", ch);
+            else
+                putchar(ch);
+        }
+        if (!number)
+            putchar('"');
+        if (!*vend)
+            return;
+        p = vend + 1;
+    }
 }
 
 /* Legacy readers hold timestamp V until their clock passes V: one unit
@@ -427,26 +535,28 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
             printf(",\"owner\":\"");
             json_str(in.owner);
             printf("\"");
+            json_owner_fields(in.owner);
         }
         printf("}\n");
     } else {
         printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(in.kind));
+        char span[48], date[48];
         if (in.kind != RELOCK_VALUE_NONE) {
             printf("value:   %s\n", in.value);
-            if (in.pttl_ms >= 0)
-                printf("ttl:     %lld ms\n", in.pttl_ms);
-            else
+            if (in.pttl_ms >= 0) {
+                human_span(in.pttl_ms, span, sizeof span);
+                iso_utc(now_ms + in.pttl_ms, date, sizeof date);
+                printf("ttl:     %s (the key ends %s)\n", span, date);
+            } else {
                 printf("ttl:     none\n");
+            }
         }
         if (in.kind == RELOCK_VALUE_TIMESTAMP) {
-            time_t t = (time_t)(in.ts_ms / 1000);
-            struct tm tm;
-            char buf[64];
-            gmtime_r(&t, &tm);
-            strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            iso_utc(in.ts_ms, date, sizeof date);
             long long d = held_until(&in) - now_ms;
-            printf("expiry:  %s (%s, %lld ms %s)\n", buf, in.ts_unit_ms ? "ms" : "s",
-                   d < 0 ? -d : d, d < 0 ? "ago: expired" : "from now");
+            human_span(d, span, sizeof span);
+            printf("expiry:  %s (%s, %s%s%s)\n", date, in.ts_unit_ms ? "ms" : "s",
+                   d < 0 ? "expired " : "in ", span, d < 0 ? " ago" : "");
         }
         printf("fence:   %lld\n", in.fence);
         if (in.owner[0])

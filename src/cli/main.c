@@ -21,9 +21,12 @@ static const char usage_text[] =
     "                                      hold NAME while CMD runs (renewing)\n"
     "  acquire [-t TTL] [-w WAIT | -n] NAME\n"
     "                                      print \"VALUE FENCE VALIDITY_MS\" on success\n"
+    "  hold    [-t TTL] [-w WAIT | -n] NAME\n"
+    "                                      print \"VALUE FENCE\", renew until TERM, INT,\n"
+    "                                      HUP or end of stdin, then release\n"
     "  release NAME VALUE [FENCE]          exit 0 released, 3 lost\n"
     "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
-    "  inspect [--json] NAME               format, value, expiry, TTL, fence\n"
+    "  inspect [--json] NAME               format, value, expiry, TTL, fence, owner\n"
     "  scan    [--json] [--keys [--limit N]] [--match PATTERN]\n"
     "                                      migration audit of lock keys (--keys lists\n"
     "                                      them by class)\n"
@@ -47,7 +50,9 @@ static const char usage_text[] =
     "Durations: plain seconds (10, 1.5), or with units: 250ms, 30s, 5m, 1m30s.\n"
     "Exit codes: 0 success (run: CMD's own code); 1 lock not acquired; 2 usage or\n"
     "configuration error; 3 lock lost; 4 server unreachable or protocol error\n"
-    "(run and acquire: --exit-busy/-E, --exit-lost and --exit-error change them).\n";
+    "(run, acquire and hold: --exit-busy/-E, --exit-lost and --exit-error change\n"
+    "them). run, acquire, hold and extend record who holds the lock (owner_info):\n"
+    "--owner TEXT replaces the default, the command or the calling process.\n";
 
 void cli_error(const char *fmt, ...)
 {
@@ -201,7 +206,7 @@ static const struct command {
 } commands[] = {
     {"run", cmd_run},         {"acquire", cmd_acquire}, {"release", cmd_release},
     {"extend", cmd_extend},   {"inspect", cmd_inspect}, {"probe", cmd_probe},
-    {"scan", cmd_scan},       {"break", cmd_break},
+    {"scan", cmd_scan},       {"break", cmd_break},     {"hold", cmd_hold},
 };
 
 int main(int argc, char **argv)
@@ -262,6 +267,9 @@ int main(int argc, char **argv)
         return EXIT_SERVER;
     }
     int code = 0;
+    /* The command records who holds a lock unless the file says
+     * owner_info = false (decision 88); the library's default is off. */
+    relock_config_set(cfg, "owner_info", "true");
     if (file && *file && relock_config_load_file(cfg, file) != RELOCK_OK) {
         cli_error("%s", relock_config_error(cfg)->message);
         code = EXIT_USAGE;

@@ -34,7 +34,8 @@
 #include "cli.h"
 
 const char help_run[] =
-    "usage: relock run [-t TTL] [-w WAIT | -n] [-q | -v] [-E CODE] NAME -- CMD [ARG...]\n"
+    "usage: relock run [-t TTL] [-w WAIT | -n] [-q | -v] [-E CODE] [--owner TEXT]\n"
+    "                  NAME -- CMD [ARG...]\n"
     "       relock run [options] NAME -c 'SHELL COMMAND'\n"
     "Acquire NAME, run CMD while renewing the lock, release it when CMD ends,\n"
     "and exit with CMD's exit code (128+N if a signal N ended it).\n"
@@ -46,6 +47,7 @@ const char help_run[] =
     "  -E CODE, --exit-busy CODE   exit code when the lock is not acquired (1)\n"
     "  --exit-lost CODE            exit code when the lock is lost (3)\n"
     "  --exit-error CODE           exit code for relock's own errors (2, 4)\n"
+    "  --owner TEXT                who holds it, for relock inspect (default: CMD)\n"
     "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
     "CMD gets RELOCK_NAME, RELOCK_VALUE and RELOCK_FENCE in its environment, and\n"
     "runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1\n"
@@ -169,20 +171,6 @@ static int reap_within(pid_t pid, long ms, int *status)
     return 0;
 }
 
-/* The renewal thread's report of a lost lock: the status, then a byte on
- * the pipe the main loop polls. */
-static volatile relock_status lost_why = RELOCK_LOST;
-static int lost_pipe[2] = {-1, -1};
-
-static void on_lost(relock_lock *l, relock_status why, void *arg)
-{
-    (void)l;
-    (void)arg;
-    lost_why = why;
-    ssize_t n = write(lost_pipe[1], "x", 1);
-    (void)n; /* non-blocking: a full pipe already says it */
-}
-
 static long long mono_ms(void)
 {
     struct timespec ts;
@@ -190,11 +178,9 @@ static long long mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void lost_while_running(pid_t pgid, int *status, relock_status why)
+static void lost_while_running(pid_t pgid, int *status, const cli_keeper *k)
 {
-    cli_error("run: lock lost while CMD was running: %s",
-              why == RELOCK_LOST ? "it was taken, deleted or expired"
-                                 : relock_strerror(why));
+    cli_keep_say_lost(k, "run: lock lost while CMD was running");
     kill(-pgid, SIGTERM);
     if (!reap_within(pgid, KILL_GRACE_MS, status)) {
         kill(-pgid, SIGKILL);
@@ -207,7 +193,8 @@ static void lost_while_running(pid_t pgid, int *status, relock_status why)
 int cmd_run(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_run, CLI_TALK | CLI_EXITS, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_run,
+                                CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
     if (rc)
         return rc - 1000;
     long ttl_ms = o.ttl_ms, wait_ms = o.wait_ms;
@@ -237,7 +224,9 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     if (ttl_ms == 0)
         ttl_ms = relock_config_ttl_ms(ctx->cfg);
 
-    int code = 0;
+    int code = cli_owner_setup(ctx, "run", &o, OWNER_CMD, cmd);
+    if (code)
+        return cli_code(&o, code);
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
         return cli_code(&o, code);
@@ -275,14 +264,15 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     int gpipe[2] = {-1, -1};
-    if (sfd < 0 || pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
+    cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    if (sfd < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
         cli_error("run: %s", strerror(errno));
         code = cli_code(&o, EXIT_SERVER);
         goto out_release;
     }
-    st = relock_keep(l, on_lost, NULL);
-    if (st != RELOCK_OK) {
-        code = cli_code(&o, cli_fail(c, st, "run: renewal"));
+    code = cli_keep_start(&keeper, c, l, "run");
+    if (code) {
+        code = cli_code(&o, code);
         goto out_release;
     }
     int had_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
@@ -292,6 +282,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         code = cli_code(&o, EXIT_SERVER);
         goto out_release;
     }
+    cli_owner_cmd(l, &o, (long)pid, cmd);
     long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
     pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace);
     close(gpipe[0]);
@@ -300,14 +291,14 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     int status = 0;
     code = -1;
     for (;;) {
-        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {lost_pipe[0], POLLIN, 0}};
+        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {keeper.fd[0], POLLIN, 0}};
         if (poll(pf, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (pf[1].revents) {
-            lost_while_running(pid, &status, lost_why);
+            lost_while_running(pid, &status, &keeper);
             code = o.exit_lost;
             break;
         }
@@ -345,13 +336,10 @@ out_release:
 out:
     relock_lock_free(l);
     relock_client_free(c);
-    for (int i = 0; i < 2; i++) {
-        if (lost_pipe[i] >= 0)
-            close(lost_pipe[i]);
+    cli_keep_close(&keeper);
+    for (int i = 0; i < 2; i++)
         if (gpipe[i] >= 0)
             close(gpipe[i]);
-        lost_pipe[i] = -1;
-    }
     if (sfd >= 0)
         close(sfd);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);

@@ -1,0 +1,230 @@
+/*
+ * relock hold: a lock held across several shell commands, as etcdctl lock
+ * NAME does without a command.  It acquires, prints "VALUE FENCE", renews
+ * the lease in the background (keep.c, the renewal run uses) and releases
+ * at SIGTERM, SIGINT, SIGHUP or end of standard input.  A script keeps it
+ * as a coprocess:
+ *
+ *     coproc relock hold NAME
+ *     read -r value fence <&"${COPROC[0]}"
+ *     ...
+ *     kill "$COPROC_PID"; wait "$COPROC_PID"
+ *
+ * The signals are blocked and read from a signalfd, beside standard input
+ * and the pipe on which the renewal reports a loss: one poll() loop, no
+ * asynchronous handlers.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+const char help_hold[] =
+    "usage: relock hold [-t TTL] [-w WAIT | -n] [-q | -v] [EXIT CODES] [--json]\n"
+    "                   [--owner TEXT] NAME\n"
+    "Acquire NAME, print \"VALUE FENCE\" on one line, renew the lock in the\n"
+    "background, and release it at SIGTERM, SIGINT, SIGHUP or end of standard\n"
+    "input; then exit 0.\n"
+    "  -t TTL   lease, renewed every third of it (default: ttl_ms, 30s)\n"
+    "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
+    "  -n       do not wait: fail at once if NAME is held\n"
+    "  -q, -v   quiet when not acquired; verbose: holder, time waited\n"
+    "  --json   print {name, value, fence, validity_ms, waited_ms}\n"
+    "  --owner TEXT  who holds it, for relock inspect (default: the caller)\n"
+    "  -E CODE, --exit-busy CODE, --exit-lost CODE, --exit-error CODE: exit codes\n"
+    "Exit: 0 released, 1 not acquired, 2 usage, 3 lost while held (said on\n"
+    "stderr), 4 server error.\n"
+    "In a script: coproc relock hold NAME; read -r value fence <&\"${COPROC[0]}\"\n"
+    "... ; kill \"$COPROC_PID\"; wait \"$COPROC_PID\"\n";
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The JSON string body of s (no quotes). */
+static void json_str(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+}
+
+/* Prints the line a script reads; 0, or -1 when standard output failed
+ * (a reader that went away). */
+static int print_held(const lockopts *o, relock_lock *l, long long waited)
+{
+    if (o->json) {
+        printf("{\"name\":\"");
+        json_str(relock_lock_name(l));
+        printf("\",\"value\":\"");
+        json_str(relock_lock_value(l));
+        printf("\",\"fence\":%lld,\"validity_ms\":%ld,\"waited_ms\":%lld}\n",
+               relock_lock_fence(l), relock_lock_validity_ms(l), waited);
+    } else {
+        printf("%s %lld\n", relock_lock_value(l), relock_lock_fence(l));
+    }
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : -1;
+}
+
+/* What ended the hold. */
+enum { END_SIGNAL, END_EOF, END_LOST, END_ERROR };
+
+/*
+ * Waits for the end: a signal of mask, end of standard input (data read
+ * is discarded), or the renewal's report of a loss.  *sig is the signal.
+ */
+static int wait_end(int sfd, int lost_fd, int *sig)
+{
+    int in_open = 1;
+    char buf[512];
+    for (;;) {
+        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0},
+                               {in_open ? STDIN_FILENO : -1, POLLIN, 0}};
+        if (poll(pf, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return END_ERROR;
+        }
+        if (pf[1].revents)
+            return END_LOST;
+        if (pf[0].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                *sig = (int)si.ssi_signo;
+                return END_SIGNAL;
+            }
+        }
+        if (pf[2].revents & POLLNVAL) {
+            in_open = 0; /* no standard input: only a signal ends the hold */
+        } else if (pf[2].revents) {
+            ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                return END_EOF;
+        }
+    }
+}
+
+int cmd_hold(cli_ctx *ctx, int argc, char **argv)
+{
+    lockopts o;
+    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_hold,
+                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
+    if (rc)
+        return rc - 1000;
+    if (argc - optind != 1) {
+        cli_error("hold: expected one NAME (try relock hold --help)");
+        return cli_code(&o, EXIT_USAGE);
+    }
+    const char *name = argv[optind];
+    long ttl_ms = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+    int code = cli_owner_setup(ctx, "hold", &o, OWNER_SELF, NULL);
+    if (code)
+        return cli_code(&o, code);
+    relock_client *c = cli_connect(ctx, &code);
+    if (!c)
+        return cli_code(&o, code);
+
+    relock_lock *l = NULL;
+    long long t0 = mono_ms();
+    /* Signals keep their default action while relock waits: Ctrl-C ends a
+     * wait, with nothing held.  Once the lock is won they are blocked, and
+     * read from a signalfd: each then ends the hold with a release. */
+    relock_status st = relock_acquire(c, name, ttl_ms, o.wait_ms, &l);
+    long long waited = mono_ms() - t0;
+    /* A signal ignored when relock started (SIGINT in a background job of
+     * a non-interactive shell, SIGHUP under nohup) stays ignored, as for
+     * run: whoever started relock chose so. */
+    static const int ends[] = {SIGTERM, SIGINT, SIGHUP};
+    sigset_t mask, oldmask;
+    sigemptyset(&mask);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        struct sigaction sa;
+        if (sigaction(ends[i], NULL, &sa) == 0 && sa.sa_handler != SIG_IGN)
+            sigaddset(&mask, ends[i]);
+    }
+    sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    int sfd = -1;
+    cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
+        if (!o.quiet)
+            cli_fail(c, st, "hold");
+        if (o.verbose) {
+            fprintf(stderr, "relock: hold: waited %lld ms\n", waited);
+            cli_say_holder(c, "hold", name);
+        }
+        code = o.exit_busy;
+        goto out;
+    }
+    if (st != RELOCK_OK) {
+        code = cli_code(&o, cli_fail(c, st, "hold"));
+        goto out;
+    }
+    if (o.verbose)
+        fprintf(stderr, "relock: hold: %s acquired after %lld ms, fence %lld\n", name, waited,
+                relock_lock_fence(l));
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (sfd < 0) {
+        cli_error("hold: %s", strerror(errno));
+        relock_release(l);
+        code = cli_code(&o, EXIT_SERVER);
+        goto out;
+    }
+    code = cli_keep_start(&keeper, c, l, "hold");
+    if (code) {
+        code = cli_code(&o, code);
+        relock_release(l);
+        goto out;
+    }
+    if (print_held(&o, l, waited) != 0) {
+        cli_error("hold: cannot write VALUE FENCE: %s", strerror(errno));
+        relock_release(l);
+        code = cli_code(&o, EXIT_SERVER);
+        goto out;
+    }
+
+    int sig = 0;
+    int end = wait_end(sfd, keeper.fd[0], &sig);
+    if (end == END_LOST) {
+        cli_keep_say_lost(&keeper, "hold: lock lost while held");
+        code = o.exit_lost;
+        goto out;
+    }
+    if (o.verbose)
+        fprintf(stderr, "relock: hold: %s, releasing %s\n",
+                end == END_SIGNAL  ? strsignal(sig)
+                : end == END_EOF ? "end of standard input"
+                                 : "poll failed",
+                name);
+    st = relock_release(l);
+    if (st == RELOCK_LOST) {
+        cli_fail(c, st, "hold: lock lost before release");
+        code = o.exit_lost;
+    } else if (st != RELOCK_OK) {
+        code = cli_code(&o, cli_fail(c, st, "hold: release"));
+    } else {
+        code = end == END_ERROR ? cli_code(&o, EXIT_SERVER) : 0;
+    }
+out:
+    relock_lock_free(l); /* stops the renewal before its pipe closes */
+    cli_keep_close(&keeper);
+    relock_client_free(c);
+    if (sfd >= 0)
+        close(sfd);
+    sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    return code;
+}

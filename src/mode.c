@@ -6,8 +6,29 @@
  * client remains.
  */
 #include <stdio.h>
+#include <string.h>
 
+#include "caps.h"
 #include "internal.h"
+
+/* A server of 2.6.0 or later without EVAL has Lua left out (Valkey 9.1
+ * can run so); before 2.6.0 there was no Lua at all. */
+static int lua_left_out(const relock__conn *conn)
+{
+    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
+    return v >= 20600 && !(conn->caps & RELOCK_CAP_EVAL);
+}
+
+/* Modern mode: how release, extend and the fenced acquire are done on
+ * this server, appended to the reason so that `relock probe` shows it
+ * (relock__modern_paths in modern.c decides). */
+static void note_paths(relock_client *c)
+{
+    char paths[160];
+    relock__modern_paths(c, paths, sizeof paths);
+    size_t n = strlen(c->mode_reason);
+    snprintf(c->mode_reason + n, sizeof c->mode_reason - n, "; %s", paths);
+}
 
 static relock_status use(relock_client *c, relock_mode m, const char *why)
 {
@@ -16,6 +37,7 @@ static relock_status use(relock_client *c, relock_mode m, const char *why)
     switch (m) {
     case RELOCK_MODE_MODERN:
         c->algo = &relock__algo_modern;
+        note_paths(c);
         return RELOCK_OK;
     case RELOCK_MODE_LEGACY:
         c->algo = &relock__algo_legacy;
@@ -46,6 +68,13 @@ relock_status relock__select_mode(relock_client *c)
                                 conn->version);
         return use(c, RELOCK_MODE_MODERN, "configured");
     case RELOCK_MODE_BRIDGE:
+        if (lua_left_out(conn))
+            return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                "mode bridge: server %s runs without Lua (EVAL is an unknown "
+                                "command); bridge takes over and releases timestamps beside "
+                                "legacy clients by script, and no other path keeps its TTL "
+                                "rules atomic; use mode \"legacy\"",
+                                conn->version);
         if (!(conn->caps & RELOCK_CAP_EVAL))
             return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
                                 "mode bridge: server %s lacks EVAL (needs 2.6.0); "
@@ -56,6 +85,20 @@ relock_status relock__select_mode(relock_client *c)
         return use(c, RELOCK_MODE_LEGACY, "configured");
     case RELOCK_MODE_AUTO:
         break;
+    }
+    if (lua_left_out(conn)) {
+        if (!c->s.migration.legacy_clients && (conn->caps & RELOCK_CAP_SET_NX_PX)) {
+            snprintf(why, sizeof why,
+                     "auto: server %s has SET NX PX and migration.legacy_clients = false "
+                     "(it runs without Lua)",
+                     conn->version);
+            return use(c, RELOCK_MODE_MODERN, why);
+        }
+        snprintf(why, sizeof why,
+                 "auto: server %s runs without Lua (EVAL is an unknown command), which "
+                 "bridge needs",
+                 conn->version);
+        return use(c, RELOCK_MODE_LEGACY, why);
     }
     if (!(conn->caps & RELOCK_CAP_EVAL)) {
         snprintf(why, sizeof why, "auto: server %s is older than 2.6.0", conn->version);

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "caps.h"
 #include "internal.h"
 
 static unsigned caps_for(int major, int minor, int patch)
@@ -106,6 +108,67 @@ static relock_status probe_by_commands(relock_client *c)
     return RELOCK_OK;
 }
 
+/* Whether a COMMAND DOCS reply (or part of it) holds the string word,
+ * case-insensitively, at any depth below. */
+static int mentions(const redisReply *r, const char *word, int depth)
+{
+    if (depth > 8)
+        return 0;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        return strcasecmp(r->str, word) == 0;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (mentions(r->element[i], word, depth + 1))
+            return 1;
+    return 0;
+}
+
+/*
+ * What the version cannot tell (DESIGN §2): whether Lua is there at all
+ * (Valkey 9.1 may run without it: EVAL is then an unknown command), and the
+ * native compare-and-set commands.  One COMMAND DOCS (Redis 7.0 and later,
+ * Valkey) answers both: it leaves out commands the server does not have,
+ * and SET's documented arguments name its IFEQ condition where it exists.
+ * A read-only command without keys: harmless on a replica and in a
+ * Cluster.  A refusal (COMMAND DOCS before 7.0, an ACL without COMMAND)
+ * leaves what the version said: Lua present, no native commands, the path
+ * of every earlier server.  Servers before 2.8.13 have no COMMAND at all
+ * and are not asked.
+ */
+static relock_status probe_natives(relock_client *c)
+{
+    relock__conn *conn = &c->conn;
+    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
+    if (v < 20813)
+        return RELOCK_OK;
+    redisReply *r = relock__commandf(c, NULL, "COMMAND DOCS SET EVAL DELIFEQ DELEX");
+    if (!r)
+        return c->err.pub.status;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
+        int eval = 0;
+        /* name, docs, name, docs, ... */
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+            const redisReply *name = r->element[i];
+            if (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)
+                continue;
+            if (strcasecmp(name->str, "eval") == 0)
+                eval = 1;
+            else if (strcasecmp(name->str, "delifeq") == 0)
+                conn->caps |= RELOCK__CAP_DELIFEQ;
+            else if (strcasecmp(name->str, "delex") == 0)
+                conn->caps |= RELOCK__CAP_DELEX;
+            else if (strcasecmp(name->str, "set") == 0 && mentions(r->element[i + 1], "IFEQ", 0) &&
+                     (conn->caps & RELOCK_CAP_SET_NX_PX))
+                conn->caps |= RELOCK__CAP_SET_IFEQ;
+        }
+        if (!eval)
+            conn->caps &= ~(unsigned)(RELOCK_CAP_EVAL | RELOCK_CAP_SCRIPT_TIME_WRITE);
+    }
+    freeReplyObject(r);
+    return RELOCK_OK;
+}
+
 relock_status relock__probe(relock_client *c)
 {
     const relock__server *srv = c->conn.srv;
@@ -125,6 +188,8 @@ relock_status relock__probe(relock_client *c)
     else
         st = RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r);
     freeReplyObject(r);
+    if (st == RELOCK_OK)
+        st = probe_natives(c);
     return st;
 }
 
@@ -165,6 +230,12 @@ const char *relock_cap_name(unsigned bit)
         return "scan";
     case RELOCK_CAP_SCRIPT_TIME_WRITE:
         return "script-time-write";
+    case RELOCK__CAP_SET_IFEQ:
+        return "set-ifeq";
+    case RELOCK__CAP_DELIFEQ:
+        return "delifeq";
+    case RELOCK__CAP_DELEX:
+        return "delex";
     }
     return NULL;
 }

@@ -343,8 +343,12 @@ int native_lua_refused(const personality *pp, const proxy_arg *argv, size_t argc
 
 /* The letter of a command the real server lacks, or 'k' (ask upstream), or
  * 'n' (unknown to this personality). */
-static char doc_letter(const personality *pp, const proxy_arg *a)
+static char doc_letter(const personality *pp, const proxy_arg *a, int docs_form)
 {
+    /* SET's documented arguments name its conditions (a client can learn
+     * of IFEQ there): the real server's SET lacks them. */
+    if (docs_form && arg_is(a, "SET") && (pp->native & PN_SET_IFEQ))
+        return (pp->native & PN_SET_IFNE) ? 'T' : 'S';
     if (!native_lua_on() && (arg_is(a, "EVAL") || arg_is(a, "EVALSHA") ||
                              arg_is(a, "SCRIPT") || arg_is(a, "FUNCTION")))
         return 'n';
@@ -421,6 +425,69 @@ static int add_docs_entry(pbuf *b, const struct native_doc *d)
                : 0;
 }
 
+/* One argument of a COMMAND DOCS entry: name, type, and a token or nested
+ * arguments (RESP2: maps as flat arrays). */
+static int add_arg(pbuf *b, const char *name, const char *type, const char *token, int optional)
+{
+    size_t pairs = 2 + (token ? 1 : 0) + (optional ? 1 : 0);
+
+    if (resp_add_array(b, pairs * 2) < 0 || add_str(b, "name") < 0 || add_str(b, name) < 0 ||
+        add_str(b, "type") < 0 || add_str(b, type) < 0)
+        return -1;
+    if (token && (add_str(b, "token") < 0 || add_str(b, token) < 0))
+        return -1;
+    if (optional && (add_str(b, "flags") < 0 || resp_add_array(b, 1) < 0 ||
+                     resp_add_status(b, "optional") < 0))
+        return -1;
+    return 0;
+}
+
+/* SET's COMMAND DOCS entry with the conditions of the personality:
+ * key value [NX | XX | IFEQ v (| IFNE v | IFDEQ d | IFDNE d)] [GET]
+ * [EX | PX | EXAT | PXAT | KEEPTTL]. */
+static int add_set_docs(pbuf *b, int redis84)
+{
+    static const char *const exp[][2] = {{"seconds", "EX"}, {"milliseconds", "PX"},
+                                         {"unix-time-seconds", "EXAT"},
+                                         {"unix-time-milliseconds", "PXAT"}};
+    size_t i;
+
+    if (add_str(b, "set") < 0 || resp_add_array(b, 10) < 0 || add_str(b, "summary") < 0 ||
+        add_str(b, "Sets the string value of a key, ignoring its type. The key is created if "
+                   "it doesn't exist.") < 0 ||
+        add_str(b, "since") < 0 || add_str(b, "1.0.0") < 0 || add_str(b, "group") < 0 ||
+        add_str(b, "string") < 0 || add_str(b, "complexity") < 0 || add_str(b, "O(1)") < 0 ||
+        add_str(b, "arguments") < 0 || resp_add_array(b, 5) < 0)
+        return -1;
+    if (add_arg(b, "key", "key", NULL, 0) < 0 || add_arg(b, "value", "string", NULL, 0) < 0)
+        return -1;
+    /* condition: oneof */
+    if (resp_add_array(b, 8) < 0 || add_str(b, "name") < 0 || add_str(b, "condition") < 0 ||
+        add_str(b, "type") < 0 || add_str(b, "oneof") < 0 || add_str(b, "flags") < 0 ||
+        resp_add_array(b, 1) < 0 || resp_add_status(b, "optional") < 0 ||
+        add_str(b, "arguments") < 0 || resp_add_array(b, redis84 ? 6 : 3) < 0 ||
+        add_arg(b, "nx", "pure-token", "NX", 0) < 0 || add_arg(b, "xx", "pure-token", "XX", 0) < 0)
+        return -1;
+    if (add_arg(b, redis84 ? "ifeq-value" : "comparison-value", "string", "IFEQ", 0) < 0)
+        return -1;
+    if (redis84 && (add_arg(b, "ifne-value", "string", "IFNE", 0) < 0 ||
+                    add_arg(b, "ifdeq-digest", "string", "IFDEQ", 0) < 0 ||
+                    add_arg(b, "ifdne-digest", "string", "IFDNE", 0) < 0))
+        return -1;
+    if (add_arg(b, "get", "pure-token", "GET", 1) < 0)
+        return -1;
+    if (resp_add_array(b, 8) < 0 || add_str(b, "name") < 0 || add_str(b, "expiration") < 0 ||
+        add_str(b, "type") < 0 || add_str(b, "oneof") < 0 || add_str(b, "flags") < 0 ||
+        resp_add_array(b, 1) < 0 || resp_add_status(b, "optional") < 0 ||
+        add_str(b, "arguments") < 0 || resp_add_array(b, 5) < 0)
+        return -1;
+    for (i = 0; i < sizeof(exp) / sizeof(exp[0]); i++) {
+        if (add_arg(b, exp[i][0], "integer", exp[i][1], 0) < 0)
+            return -1;
+    }
+    return add_arg(b, "keepttl", "pure-token", "KEEPTTL", 0);
+}
+
 int native_command_docs(const personality *pp, const proxy_arg *argv, size_t argc, pbuf *up,
                         char *plan, size_t plancap, pbuf *local)
 {
@@ -436,7 +503,7 @@ int native_command_docs(const personality *pp, const proxy_arg *argv, size_t arg
         return 0; /* more names than a plan holds: left to the real server */
     docs_form = arg_is(&argv[1], "DOCS");
     for (i = 2; i < argc; i++) {
-        plan[i - 2] = doc_letter(pp, &argv[i]);
+        plan[i - 2] = doc_letter(pp, &argv[i], docs_form);
         if (plan[i - 2] == 'k')
             nk++;
         else
@@ -495,6 +562,10 @@ int native_command_reply(int docs_form, const char *plan, const char *p, size_t 
                 at += elen;
             }
             entries += docs_form ? take : 1;
+        } else if (plan[i] == 'S' || plan[i] == 'T') {
+            if (add_set_docs(&body, plan[i] == 'T') < 0)
+                goto out;
+            entries += 2;
         } else if (d == NULL) {
             if (!docs_form) {
                 if (pbuf_append(&body, "$-1\r\n", 5) < 0)

@@ -306,6 +306,19 @@ static void test_delex_digest(void **state)
     testsrv_stop(&p);
 }
 
+/* Whether a reply holds the string word at any depth. */
+static int mentions(const redisReply *r, const char *word)
+{
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        return strcmp(r->str, word) == 0;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (mentions(r->element[i], word))
+            return 1;
+    return 0;
+}
+
 /* COMMAND INFO answers for the native commands (capability detection),
  * nil for the ones the personality lacks, and the real server's entry for
  * the rest, in the order asked. */
@@ -335,6 +348,31 @@ static void test_command_info(void **state)
     for (size_t i = 0; i < r->elements; i += 2)
         names += strcmp(r->element[i]->str, "delifeq") == 0 || strcmp(r->element[i]->str, "get") == 0;
     assert_int_equal(names, 2);
+    freeReplyObject(r);
+    redisFree(c);
+    testsrv_stop(&p);
+
+    /* SET's documented arguments name IFEQ (how a client learns of it). */
+    static const char *const with_ifeq[] = {"valkey-8.1", "redis-8.4"};
+    for (size_t k = 0; k < 2; k++) {
+        start_proxy(&p, with_ifeq[k], NULL);
+        c = connect_to(&p);
+        r = cmd(c, "COMMAND DOCS SET");
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(r->elements, 2);
+        assert_string_equal(r->element[0]->str, "set");
+        assert_true(mentions(r->element[1], "IFEQ"));
+        assert_true(mentions(r->element[1], "IFNE") == (k == 1));
+        freeReplyObject(r);
+        redisFree(c);
+        testsrv_stop(&p);
+    }
+    /* The plain server's SET does not. */
+    start_proxy(&p, "7", NULL);
+    c = connect_to(&p);
+    r = cmd(c, "COMMAND DOCS SET");
+    assert_int_equal(r->elements, 2);
+    assert_false(mentions(r->element[1], "IFEQ"));
     freeReplyObject(r);
     redisFree(c);
     testsrv_stop(&p);

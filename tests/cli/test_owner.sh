@@ -63,7 +63,7 @@ R acquire -t 60s o-acq >"$DIR/acq"
 read -r value fence _ <"$DIR/acq"
 R inspect o-acq >"$DIR/out"
 check "acquire: the owner line names this shell ($(cat "$DIR/out"))" -- \
-    grep -Eq "^owner:   host=$HOST pid=$$ at=$ISO cmd=bash .*test_owner.sh" "$DIR/out"
+    grep -Eq "^owner:   host=$HOST pid=$$ at=$ISO cmd=([^ ]*/)?bash .*test_owner.sh" "$DIR/out"
 check "acquire: ttl as a person reads it ($(grep ttl: "$DIR/out"))" -- \
     grep -Eq "^ttl:     (59|60)\.[0-9] s \(the key ends $ISO\)$" "$DIR/out"
 R inspect --json o-acq >"$DIR/json"

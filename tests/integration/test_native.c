@@ -1,0 +1,365 @@
+/*
+ * Modern mode on the paths of newer servers, through the compat proxy's
+ * personalities in front of a real redis-server: native compare-and-delete
+ * (DELIFEQ on valkey-9.0, DELEX IFEQ on redis-8.4) and compare-and-set
+ * (SET IFEQ PX on valkey-8.1, valkey-9.0, redis-8.4), each with Lua and
+ * without it (the proxy's LUA switch, as a Valkey 9.1 without its Lua
+ * engine), and personality 7 (scripts, or WATCH/MULTI without Lua).
+ *
+ * Per case: acquire, extend, release and the fence; a lock taken by
+ * another holder or deleted (LOST, nothing written); a key of another type
+ * (EFOREIGN, untouched); the commands a cycle sends, counted by the proxy.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "relock.h"
+#include "testclient.h"
+#include "testutil.h"
+
+/* Capability bits beyond relock.h (src/caps.h). */
+#include "caps.h"
+
+typedef struct pcase {
+    const char *pers;
+    int lua;
+    const char *release; /* the path the mode reason must name */
+    const char *extend;
+    const char *acquire;
+    const char *release_cmd; /* what a release sends, as the proxy counts it */
+    const char *extend_cmd;
+} pcase;
+
+static const pcase cases[] = {
+    {"7", 1, "release: script", "extend: script", "acquire: script", "EVALSHA", "EVALSHA"},
+    {"7", 0, "release: WATCH/MULTI", "extend: WATCH/MULTI", "acquire: WATCH/MULTI", NULL, NULL},
+    {"valkey-8.1", 1, "release: script", "extend: SET IFEQ PX", "acquire: script", "EVALSHA",
+     "SET"},
+    {"valkey-8.1", 0, "release: WATCH/MULTI", "extend: SET IFEQ PX", "acquire: WATCH/MULTI",
+     NULL, "SET"},
+    {"valkey-9.0", 1, "release: DELIFEQ", "extend: SET IFEQ PX", "acquire: script", "DELIFEQ",
+     "SET"},
+    {"valkey-9.0", 0, "release: DELIFEQ", "extend: SET IFEQ PX", "acquire: WATCH/MULTI",
+     "DELIFEQ", "SET"},
+    {"redis-8.4", 1, "release: DELEX IFEQ", "extend: SET IFEQ PX", "acquire: script", "DELEX",
+     "SET"},
+    {"redis-8.4", 0, "release: DELEX IFEQ", "extend: SET IFEQ PX", "acquire: WATCH/MULTI", "DELEX",
+     "SET"},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static testsrv proxies[NCASES];
+
+static int setup(void **state)
+{
+    if (tu_setup_server(state) != 0)
+        return -1;
+    for (size_t i = 0; i < NCASES; i++) {
+        static const char *const nolua[] = {"--no-lua", NULL};
+        if (testsrv_start_proxy(&proxies[i], tu_srv.port, cases[i].pers,
+                                cases[i].lua ? NULL : nolua) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    for (size_t i = 0; i < NCASES; i++)
+        testsrv_stop(&proxies[i]);
+    return tu_teardown_server(state);
+}
+
+static char *real(const char *fmt, const char *a)
+{
+    return testsrv_cmd(&tu_srv, fmt, a);
+}
+
+static void want_real(const char *fmt, const char *a, const char *want)
+{
+    char *v = real(fmt, a);
+    assert_non_null(v);
+    if (strcmp(v, want) != 0)
+        fail_msg("%s (%s): wanted %s, got %s", fmt, a, want, v);
+    free(v);
+}
+
+static long long real_int(const char *fmt, const char *a)
+{
+    char *v = real(fmt, a);
+    assert_non_null(v);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+static relock_client *client(size_t i, const char *const *settings)
+{
+    relock_client *c = tu_client(proxies[i].port, "modern", settings);
+    assert_int_equal(relock_client_mode(c), RELOCK_MODE_MODERN);
+    return c;
+}
+
+/* The probe found what the personality has, and the mode reason names the
+ * paths (`relock probe` prints it). */
+static void test_paths(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        const pcase *k = &cases[i];
+        relock_client *c = client(i, NULL);
+        relock_server_info info;
+        assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
+        assert_int_equal((info.caps & RELOCK_CAP_EVAL) != 0, k->lua);
+        assert_int_equal((info.caps & RELOCK__CAP_DELIFEQ) != 0, strcmp(k->pers, "valkey-9.0") == 0);
+        assert_int_equal((info.caps & RELOCK__CAP_DELEX) != 0, strcmp(k->pers, "redis-8.4") == 0);
+        assert_int_equal((info.caps & RELOCK__CAP_SET_IFEQ) != 0, strcmp(k->pers, "7") != 0);
+        const char *why = relock_client_mode_reason(c);
+        if (!strstr(why, k->release) || !strstr(why, k->extend) || !strstr(why, k->acquire))
+            fail_msg("%s lua=%d: reason \"%s\"", k->pers, k->lua, why);
+        if (!k->lua && !strstr(why, "scripts: none"))
+            fail_msg("%s without Lua: reason \"%s\"", k->pers, why);
+        relock_client_free(c);
+    }
+}
+
+/* Acquire, extend, release; the fence grows by one per acquisition and not
+ * with a busy attempt in between. */
+static void test_cycle(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        const pcase *k = &cases[i];
+        char name[64];
+        snprintf(name, sizeof name, "cycle-%zu", i);
+        relock_client *a = client(i, NULL), *b = client(i, NULL);
+        relock_lock *l = NULL, *lb = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l), RELOCK_OK);
+        long long f1 = relock_lock_fence(l);
+        assert_true(f1 >= 1);
+        want_real("GET %s", name, relock_lock_value(l));
+        assert_int_equal(relock_try_acquire(b, name, 5000, &lb), RELOCK_BUSY);
+        assert_int_equal(relock_extend(l, 60000), RELOCK_OK);
+        long long pttl = real_int("PTTL %s", name);
+        if (pttl <= 55000 || pttl > 60000)
+            fail_msg("%s lua=%d: PTTL %lld after extend to 60 s", k->pers, k->lua, pttl);
+        assert_true(relock_lock_validity_ms(l) > 55000);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        want_real("EXISTS %s", name, "0");
+        relock_lock_free(l);
+        assert_int_equal(relock_try_acquire(b, name, 5000, &lb), RELOCK_OK);
+        if (relock_lock_fence(lb) != f1 + 1)
+            fail_msg("%s lua=%d: fence %lld after %lld", k->pers, k->lua, relock_lock_fence(lb), f1);
+        assert_int_equal(relock_release(lb), RELOCK_OK);
+        relock_lock_free(lb);
+        relock_client_free(a);
+        relock_client_free(b);
+    }
+}
+
+/* After another holder took the key, or it was deleted: release and extend
+ * say LOST and write nothing. */
+static void test_lost(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        const pcase *k = &cases[i];
+        char name[64];
+        snprintf(name, sizeof name, "lost-%zu", i);
+        relock_client *a = client(i, NULL);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l), RELOCK_OK);
+        /* Another holder's token, with a TTL of its own. */
+        char *r = testsrv_cmd(&tu_srv, "SET %s 0123456789abcdef0123456789abcdef PX 20000", name);
+        free(r);
+        if (relock_release(l) != RELOCK_LOST)
+            fail_msg("%s lua=%d: release of a taken lock: %s", k->pers, k->lua,
+                     relock_client_error(a)->message);
+        want_real("GET %s", name, "0123456789abcdef0123456789abcdef");
+        assert_int_equal(relock_extend(l, 60000), RELOCK_LOST);
+        want_real("GET %s", name, "0123456789abcdef0123456789abcdef");
+        assert_true(real_int("PTTL %s", name) <= 20000);
+        /* Deleted. */
+        r = testsrv_cmd(&tu_srv, "DEL %s", name);
+        free(r);
+        assert_int_equal(relock_extend(l, 60000), RELOCK_LOST);
+        want_real("EXISTS %s", name, "0");
+        assert_int_equal(relock_release(l), RELOCK_LOST);
+        want_real("EXISTS %s", name, "0");
+        relock_lock_free(l);
+        relock_client_free(a);
+    }
+}
+
+/* A key of another type: never changed, reported as foreign. */
+static void test_other_type(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        const pcase *k = &cases[i];
+        char name[64];
+        snprintf(name, sizeof name, "typed-%zu", i);
+        relock_client *a = client(i, NULL);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l), RELOCK_OK);
+        char *r = testsrv_cmd(&tu_srv, "DEL %s", name);
+        free(r);
+        r = testsrv_cmd(&tu_srv, "RPUSH %s x", name);
+        free(r);
+        relock_status st = relock_release(l);
+        if (st != RELOCK_EFOREIGN)
+            fail_msg("%s lua=%d: release over a list: %s (%s)", k->pers, k->lua,
+                     relock_strerror(st), relock_client_error(a)->message);
+        assert_int_equal(relock_extend(l, 60000), RELOCK_EFOREIGN);
+        want_real("LLEN %s", name, "1");
+        want_real("PTTL %s", name, "-1");
+        relock_lock *l2 = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l2), RELOCK_EFOREIGN);
+        want_real("LLEN %s", name, "1");
+        relock_lock_free(l);
+        relock_client_free(a);
+    }
+}
+
+/* The commands one operation sends, as the proxy counts them: on the
+ * native path release is one command (two with its notice, in one round
+ * trip), and extend one. */
+static void count_op(size_t i, const char *const *settings, int release, const char *want_cmd,
+                     long long want_total)
+{
+    const pcase *k = &cases[i];
+    char name[64];
+    snprintf(name, sizeof name, "count-%zu-%d", i, release);
+    relock_client *a = client(i, settings);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_try_acquire(a, name, 5000, &l), RELOCK_OK);
+    char *r = testsrv_cmd_port(proxies[i].port, "RELOCK-PROXY RESET");
+    free(r);
+    assert_int_equal(release ? relock_release(l) : relock_extend(l, 9000), RELOCK_OK);
+    char *total = testsrv_cmd_port(proxies[i].port, "RELOCK-PROXY COMMANDS");
+    assert_non_null(total);
+    if (atoll(total) != want_total)
+        fail_msg("%s lua=%d: %s sent %s commands, wanted %lld", k->pers, k->lua,
+                 release ? "release" : "extend", total, want_total);
+    free(total);
+    if (want_cmd) {
+        redisContext *rc = redisConnect("127.0.0.1", proxies[i].port);
+        assert_true(rc && !rc->err);
+        redisReply *list = redisCommand(rc, "RELOCK-PROXY COMMANDS-LIST");
+        assert_non_null(list);
+        char first[64];
+        snprintf(first, sizeof first, "%s 1", want_cmd);
+        assert_true(list->elements >= 1);
+        assert_string_equal(list->element[0]->str, first);
+        freeReplyObject(list);
+        redisFree(rc);
+    }
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
+static void test_command_counts(void **state)
+{
+    (void)state;
+    static const char *const quiet[] = {"wait.notify", "false", NULL};
+    for (size_t i = 0; i < NCASES; i++) {
+        const pcase *k = &cases[i];
+        if (!k->release_cmd) {
+            /* WATCH, GET, MULTI, DEL, EXEC (UNWATCH only on a mismatch). */
+            count_op(i, quiet, 1, "WATCH", 5);
+            if (k->extend_cmd)
+                count_op(i, quiet, 0, k->extend_cmd, 1);
+            else
+                count_op(i, quiet, 0, "WATCH", 5);
+            continue;
+        }
+        count_op(i, quiet, 1, k->release_cmd, 1);
+        /* With notices, the PUBLISH rides along (natively; the script
+         * publishes inside). */
+        count_op(i, NULL, 1, k->release_cmd, strcmp(k->release_cmd, "EVALSHA") == 0 ? 1 : 2);
+        if (k->extend_cmd)
+            count_op(i, quiet, 0, k->extend_cmd, 1);
+        else
+            count_op(i, quiet, 0, "WATCH", 5);
+    }
+}
+
+/* Without Lua, a dead legacy holder's value (an expired timestamp without
+ * TTL) is still taken over, under WATCH. */
+static void test_takeover_without_lua(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        if (cases[i].lua)
+            continue;
+        char name[64], ts[32];
+        snprintf(name, sizeof name, "leftover-%zu", i);
+        snprintf(ts, sizeof ts, "%lld", (long long)time(NULL) - 100);
+        char *r = testsrv_cmd(&tu_srv, "SET %s %s", name, ts);
+        free(r);
+        relock_client *a = client(i, NULL);
+        relock_lock *l = NULL;
+        if (relock_try_acquire(a, name, 5000, &l) != RELOCK_OK)
+            fail_msg("%s without Lua: takeover: %s", cases[i].pers,
+                     relock_client_error(a)->message);
+        want_real("GET %s", name, relock_lock_value(l));
+        assert_true(real_int("PTTL %s", name) > 0);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        relock_client_free(a);
+    }
+}
+
+/* Bridge needs scripts: refused with the reason on a server without Lua;
+ * auto then chooses legacy, or modern where no legacy client remains. */
+static void test_modes_without_lua(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        if (cases[i].lua)
+            continue;
+        relock_config *cfg = relock_config_new();
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", proxies[i].port);
+        assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", "bridge"), RELOCK_OK);
+        relock_client *c = NULL;
+        assert_int_equal(relock_connect(cfg, &c), RELOCK_EUNSUPPORTED);
+        assert_non_null(strstr(relock_client_error(c)->message, "without Lua"));
+        relock_client_free(c);
+        relock_config_free(cfg);
+        c = tu_client(proxies[i].port, "auto", NULL);
+        assert_int_equal(relock_client_mode(c), RELOCK_MODE_LEGACY);
+        relock_client_free(c);
+        static const char *const migrated[] = {"migration.legacy_clients", "false", NULL};
+        c = tu_client(proxies[i].port, "auto", migrated);
+        assert_int_equal(relock_client_mode(c), RELOCK_MODE_MODERN);
+        relock_client_free(c);
+    }
+}
+
+int main(void)
+{
+    if (testsrv_target_version() != NULL) {
+        testsrv_note_skip("the newer-server personalities of the proxy");
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_cycle),
+        cmocka_unit_test(test_lost),
+        cmocka_unit_test(test_other_type),
+        cmocka_unit_test(test_command_counts),
+        cmocka_unit_test(test_takeover_without_lua),
+        cmocka_unit_test(test_modes_without_lua),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -13,6 +13,7 @@
  * keys never share a side key (docs/decisions.md §82).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -85,6 +86,84 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
  * it (legacy mode on servers before 2.6) the counter is created from the
  * old one if it does not exist yet (SETNX), never lowered.
  */
+/* Reads a fence counter under WATCH: its value, 0 when absent or not a
+ * number; -1 on failure (recorded). */
+static long long counter_get(relock_client *c, const char *key)
+{
+    redisReply *r = relock__commandf(c, NULL, "GET %s", key);
+    if (!r)
+        return -1;
+    long long v = 0;
+    if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < 20 &&
+        strspn(r->str, "0123456789") == r->len)
+        v = atoll(r->str);
+    freeReplyObject(r);
+    return v;
+}
+
+/*
+ * On a server that runs without Lua but has WATCH (a Valkey 9.1 without its
+ * Lua engine): the carry of relock__fence_seed as a transaction.  WATCH
+ * both counters, read them, and only if the new one is lower, MULTI, SET,
+ * EXEC; an EXEC beaten by another writer looks again (the counters only
+ * grow, so a few looks settle it).  From WATCH to EXEC on one connection.
+ */
+static relock_status carry_watched(relock_client *c, const char *fence_key, const char *before)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        if (relock__txn_begin(c) != RELOCK_OK)
+            return c->err.pub.status;
+        int done = 0;
+        redisReply *r = relock__commandf(c, NULL, "WATCH %s %s", fence_key, before);
+        long long old = -1, now = -1;
+        if (r) {
+            freeReplyObject(r);
+            old = counter_get(c, before);
+        }
+        if (old >= 0)
+            now = counter_get(c, fence_key);
+        if (now >= 0 && now >= old) {
+            r = relock__commandf(c, NULL, "UNWATCH");
+            done = r != NULL;
+            if (r)
+                freeReplyObject(r);
+        } else if (now >= 0) {
+            char v[32];
+            snprintf(v, sizeof v, "%lld", old);
+            r = relock__commandf(c, NULL, "MULTI");
+            if (r) {
+                freeReplyObject(r);
+                r = relock__commandf(c, NULL, "SET %s %s", fence_key, v);
+            }
+            if (r) {
+                freeReplyObject(r);
+                r = relock__commandf(c, NULL, "EXEC");
+            }
+            if (r) {
+                done = r->type == REDIS_REPLY_ARRAY;
+                freeReplyObject(r);
+                if (!done) {
+                    relock__txn_end(c);
+                    continue; /* beaten: look again */
+                }
+            }
+        }
+        relock__txn_end(c);
+        if (!done) {
+            relock__conn_close(&c->conn); /* drops the WATCH or MULTI left behind */
+            return c->err.pub.status != RELOCK_OK ? c->err.pub.status
+                                                  : RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                                 "raising the fence counter "
+                                                                 "%s failed",
+                                                                 fence_key);
+        }
+        return RELOCK_OK;
+    }
+    return RELOCK__FAIL(&c->err, RELOCK_EIO,
+                        "raising the fence counter %s: it kept changing between WATCH and EXEC",
+                        fence_key);
+}
+
 relock_status relock__fence_seed(relock_lock *l)
 {
     relock_client *c = l->c;
@@ -92,9 +171,12 @@ relock_status relock__fence_seed(relock_lock *l)
     if (relock__fence_key_before(l->key, before, sizeof before) != 1)
         return RELOCK_OK;
     redisReply *r;
+    long v = (long)c->conn.major * 10000 + c->conn.minor * 100 + c->conn.patch;
     if (c->conn.caps & RELOCK_CAP_EVAL) {
         const char *args[] = {l->fence_key, before};
         r = relock__eval(c, NULL, RELOCK__SCRIPT_FENCE_CARRY, 2, 2, args);
+    } else if (v >= 20600 && (c->conn.caps & RELOCK_CAP_WATCH)) {
+        return carry_watched(c, l->fence_key, before); /* Lua left out */
     } else {
         r = relock__commandf(c, NULL, "GET %s", before);
         if (!r)

@@ -318,6 +318,41 @@ static void test_takeover_without_lua(void **state)
     }
 }
 
+/* Without Lua, a lock key that is nothing but its hash tag still carries
+ * its fence over from the counter's earlier name (decision 82), by
+ * WATCH/MULTI; and legacy mode works there by WATCH as on 2.2. */
+static void test_fence_carry_and_legacy_without_lua(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        if (cases[i].lua)
+            continue;
+        char name[64], old[80];
+        snprintf(name, sizeof name, "{wt%zu}", i);
+        snprintf(old, sizeof old, "%s relock:fence", name);
+        char *r = testsrv_cmd(&tu_srv, "SET %s 41", old);
+        free(r);
+        relock_client *a = client(i, NULL);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l), RELOCK_OK);
+        if (relock_lock_fence(l) != 42)
+            fail_msg("%s without Lua: fence %lld after a carried 41", cases[i].pers,
+                     relock_lock_fence(l));
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        relock_client_free(a);
+
+        relock_client *g = tu_client(proxies[i].port, "legacy", NULL);
+        snprintf(name, sizeof name, "legacy-%zu", i);
+        assert_int_equal(relock_try_acquire(g, name, 5000, &l), RELOCK_OK);
+        assert_int_equal(relock_extend(l, 8000), RELOCK_OK);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        want_real("EXISTS %s", name, "0");
+        relock_lock_free(l);
+        relock_client_free(g);
+    }
+}
+
 /* Bridge needs scripts: refused with the reason on a server without Lua;
  * auto then chooses legacy, or modern where no legacy client remains. */
 static void test_modes_without_lua(void **state)
@@ -359,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_other_type),
         cmocka_unit_test(test_command_counts),
         cmocka_unit_test(test_takeover_without_lua),
+        cmocka_unit_test(test_fence_carry_and_legacy_without_lua),
         cmocka_unit_test(test_modes_without_lua),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,9 +6,10 @@
  * as a coprocess:
  *
  *     coproc relock hold NAME
+ *     hold=$COPROC_PID
  *     read -r value fence <&"${COPROC[0]}"
  *     ...
- *     kill "$COPROC_PID"; wait "$COPROC_PID"
+ *     kill "$hold"; wait "$hold"
  *
  * The signals are blocked and read from a signalfd, beside standard input
  * and the pipe on which the renewal reports a loss: one poll() loop, no
@@ -40,8 +41,8 @@ const char help_hold[] =
     "  -E CODE, --exit-busy CODE, --exit-lost CODE, --exit-error CODE: exit codes\n"
     "Exit: 0 released, 1 not acquired, 2 usage, 3 lost while held (said on\n"
     "stderr), 4 server error.\n"
-    "In a script: coproc relock hold NAME; read -r value fence <&\"${COPROC[0]}\"\n"
-    "... ; kill \"$COPROC_PID\"; wait \"$COPROC_PID\"\n";
+    "In a script: coproc relock hold NAME; hold=$COPROC_PID\n"
+    "read -r value fence <&\"${COPROC[0]}\"; ...; kill \"$hold\"; wait \"$hold\"\n";
 
 static long long mono_ms(void)
 {

@@ -3,12 +3,15 @@
  * This file reads the global options, builds the configuration and hands
  * over to the command.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -217,6 +220,16 @@ int main(int argc, char **argv)
     /* A server that resets the connection must give exit code 4 with a
      * message, not a silent death by SIGPIPE inside a write. */
     signal(SIGPIPE, SIG_IGN);
+    /* A standard descriptor left closed (relock acquire NAME >&-) would be
+     * the next one opened, the server's connection, and what relock prints
+     * would go to the server: /dev/null takes its place. */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", O_RDWR); /* the lowest free: fd */
+        if (n > fd)
+            close(n);
+    }
     const char *file = getenv("RELOCK_CONFIG");
     const char *url = getenv("RELOCK_URL");
     const char *mode = NULL;

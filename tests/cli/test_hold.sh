@@ -60,10 +60,11 @@ read_line() { IFS= read -r -t 10 "$2" <&"$1"; }
 # --- 1. the documented pattern (docs/cli.md): coproc, read, work, kill
 export PATH="$(dirname "$RELOCK"):$PATH"
 coproc relock -m modern hold -t 10s h-doc 2>"$DIR/err1"
-HOLDS+=("$COPROC_PID")
-HPID=$COPROC_PID
+hold=$COPROC_PID
+HOLDS+=("$hold")
+HPID=$hold
 value='' fence=''
-read -r -t 10 value fence <&"${COPROC[0]}"
+read -r -t 10 value fence <&"${COPROC[0]}" || bad "doc: nothing read"
 check "doc: a 32-hex value ($value)" -- matches "$value" '^[0-9a-f]{32}$'
 check "doc: a fence ($fence)" -- matches "$fence" '^[1-9][0-9]*$'
 check "doc: the key holds the value printed" -- [ "$(rcli get h-doc)" = "$value" ]
@@ -74,9 +75,9 @@ check "doc: acquire says held ($(cat "$DIR/err"))" -- grep -q "^relock: acquire:
 R inspect --json h-doc >"$DIR/out"
 check "doc: the owner is hold itself ($(cat "$DIR/out"))" -- grep -q "\"owner_pid\":$HPID," "$DIR/out"
 check "doc: and its caller, this shell ($$)" -- grep -q "\"owner_caller_pid\":$$," "$DIR/out"
-kill "$HPID"
+kill "$hold"
 code=0
-wait "$HPID" || code=$?
+wait "$hold" || code=$?
 check "doc: SIGTERM: exit 0 (exit $code: $(cat "$DIR/err1"))" -- [ "$code" -eq 0 ]
 check "doc: SIGTERM released the key" -- key_gone h-doc
 check "doc: and its owner record" -- [ "$(rcli exists '{h-doc} relock:owner')" = 0 ]
@@ -85,9 +86,10 @@ check "doc: free for the next holder" -- [ $? -eq 0 ]
 
 # --- 2. renewal across more than two lease lengths, then end of stdin
 coproc H2 { exec "$RELOCK" -m modern hold -t 1500ms h-renew 2>"$DIR/err2"; }
-HOLDS+=("$H2_PID")
+H2P=$H2_PID H2OUT=${H2[0]} H2IN=${H2[1]}
+HOLDS+=("$H2P")
 line=''
-read_line "${H2[0]}" line
+read_line "$H2OUT" line
 t0=$(now_ms)
 value=${line%% *}
 check "renew: held ($line)" -- [ "$(rcli get h-renew)" = "$value" ]
@@ -109,9 +111,9 @@ check "renew: $renewals renewals seen" -- [ "$renewals" -ge 4 ]
 check "renew: the key still holds the value" -- [ "$(rcli get h-renew)" = "$value" ]
 R acquire -n h-renew >/dev/null 2>&1
 check "renew: still refused to others" -- [ $? -eq 1 ]
-exec {H2[1]}>&- # end of standard input
+exec {H2IN}>&- # end of standard input
 code=0
-wait "$H2_PID" || code=$?
+wait "$H2P" || code=$?
 check "eof: exit 0 (exit $code: $(cat "$DIR/err2"))" -- [ "$code" -eq 0 ]
 check "eof: released" -- key_gone h-renew
 
@@ -120,60 +122,65 @@ check "eof: released" -- key_gone h-renew
 # so hold starts here with the default action (env --default-signal).
 for sig in INT HUP; do
     coproc H3 { exec env --default-signal=INT "$RELOCK" -m modern hold -t 10s "h-$sig" 2>"$DIR/err3"; }
-    HOLDS+=("$H3_PID")
+    H3P=$H3_PID H3OUT=${H3[0]} H3IN=${H3[1]}
+    HOLDS+=("$H3P")
     line=''
-    read_line "${H3[0]}" line
+    read_line "$H3OUT" line
     check "$sig: held ($line)" -- [ -n "$(rcli get "h-$sig")" ]
-    kill -s "$sig" "$H3_PID"
+    kill -s "$sig" "$H3P"
     code=0
-    wait "$H3_PID" || code=$?
+    wait "$H3P" || code=$?
     check "$sig: exit 0 (exit $code: $(cat "$DIR/err3"))" -- [ "$code" -eq 0 ]
     check "$sig: released" -- key_gone "h-$sig"
 done
 # Ignored when relock started (nohup's SIGHUP): not a reason to release.
 coproc H4 { trap '' HUP; exec "$RELOCK" -m modern hold -t 10s h-nohup 2>"$DIR/err4"; }
-HOLDS+=("$H4_PID")
+H4P=$H4_PID H4OUT=${H4[0]} H4IN=${H4[1]}
+HOLDS+=("$H4P")
 line=''
-read_line "${H4[0]}" line
-kill -s HUP "$H4_PID"
+read_line "$H4OUT" line
+kill -s HUP "$H4P"
 sleep 0.3
 check "ignored HUP: still held" -- [ -n "$(rcli get h-nohup)" ]
-kill "$H4_PID"
-wait "$H4_PID"
+kill "$H4P"
+wait "$H4P"
 check "ignored HUP: SIGTERM released it" -- key_gone h-nohup
 
 # --- 4. a break while held: the renewal finds it lost, exit 3 (said)
 coproc H5 { exec "$RELOCK" -m modern hold -t 1500ms h-break 2>"$DIR/err5"; }
-HOLDS+=("$H5_PID")
+H5P=$H5_PID H5OUT=${H5[0]} H5IN=${H5[1]}
+HOLDS+=("$H5P")
 line=''
-read_line "${H5[0]}" line
+read_line "$H5OUT" line
 R break h-break >/dev/null 2>&1
 code=0
-wait "$H5_PID" || code=$?
+wait "$H5P" || code=$?
 check "break: exit 3 (exit $code)" -- [ "$code" -eq 3 ]
 check "break: said on stderr ($(cat "$DIR/err5"))" -- \
     grep -q "^relock: hold: lock lost while held: it was taken, deleted or expired$" "$DIR/err5"
 coproc H6 { exec "$RELOCK" -m modern hold -t 1500ms --exit-lost 7 h-break7 2>"$DIR/err6"; }
-HOLDS+=("$H6_PID")
+H6P=$H6_PID H6OUT=${H6[0]} H6IN=${H6[1]}
+HOLDS+=("$H6P")
 line=''
-read_line "${H6[0]}" line
+read_line "$H6OUT" line
 R break h-break7 >/dev/null 2>&1
 code=0
-wait "$H6_PID" || code=$?
+wait "$H6P" || code=$?
 check "break: --exit-lost 7 (exit $code)" -- [ "$code" -eq 7 ]
 
 # --- 5. --json, and --owner
 coproc H7 { exec "$RELOCK" -m modern hold --json --owner "db migration 42" h-json 2>"$DIR/err7"; }
-HOLDS+=("$H7_PID")
+H7P=$H7_PID H7OUT=${H7[0]} H7IN=${H7[1]}
+HOLDS+=("$H7P")
 line=''
-read_line "${H7[0]}" line
+read_line "$H7OUT" line
 check "json: the line ($line)" -- matches "$line" \
     '^\{"name":"h-json","value":"[0-9a-f]{32}","fence":[0-9]+,"validity_ms":[0-9]+,"waited_ms":[0-9]+\}$'
 R inspect h-json >"$DIR/out"
 check "owner: the text given ($(cat "$DIR/out"))" -- \
-    grep -q "^owner:   host=.* pid=$H7_PID at=.* caller_pid=$$ note=db migration 42$" "$DIR/out"
-kill "$H7_PID"
-wait "$H7_PID"
+    grep -q "^owner:   host=.* pid=$H7P at=.* caller_pid=$$ note=db migration 42$" "$DIR/out"
+kill "$H7P"
+wait "$H7P"
 check "json: released" -- key_gone h-json
 
 # --- 6. not acquired, usage
@@ -211,6 +218,34 @@ code=$?
 check "stdin /dev/null: exit 0 at once (exit $code)" -- [ "$code" -eq 0 ]
 check "stdin /dev/null: printed VALUE FENCE" -- grep -Eq '^[0-9a-f]{32} [0-9]+$' "$DIR/out"
 check "stdin /dev/null: released" -- key_gone h-null
+
+# Standard output closed: VALUE FENCE goes to /dev/null, never into the
+# server's connection (which would take descriptor 1); the hold works.
+coproc H8 { exec "$RELOCK" -m modern hold h-closed >&- 2>"$DIR/err8"; }
+H8P=$H8_PID H8OUT=${H8[0]} H8IN=${H8[1]}
+HOLDS+=("$H8P")
+held_now() { [ -n "$(rcli get h-closed)" ]; }
+check "closed stdout: held" -- wait_for held_now
+kill "$H8P"
+code=0
+wait "$H8P" || code=$?
+check "closed stdout: exit 0 (exit $code: $(cat "$DIR/err8"))" -- [ "$code" -eq 0 ]
+check "closed stdout: released" -- key_gone h-closed
+# A reader that went away before VALUE FENCE could be written: said,
+# released, exit 4.  hold waits for a lock held here while the reader ends.
+R acquire -t 30s h-epipe >"$DIR/ep"
+read -r epv epf _ <"$DIR/ep"
+coproc H9 { exec "$RELOCK" -m modern hold -w 10s h-epipe 2>"$DIR/err9"; }
+H9P=$H9_PID H9OUT=${H9[0]} H9IN=${H9[1]}
+HOLDS+=("$H9P")
+exec {H9OUT}<&-
+R release h-epipe "$epv" "$epf"
+code=0
+wait "$H9P" || code=$?
+check "gone reader: exit 4 (exit $code)" -- [ "$code" -eq 4 ]
+check "gone reader: said ($(cat "$DIR/err9"))" -- \
+    grep -q "^relock: hold: cannot write VALUE FENCE: Broken pipe$" "$DIR/err9"
+check "gone reader: released" -- wait_for key_gone h-epipe
 
 echo "cli_hold: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -660,7 +660,7 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
         subs = argc > 1 ? argc - 1 : 1;
     }
 
-    if (c->pp->native != 0 || !native_lua_on()) {
+    if (native_mask(c->pp) != 0 || !native_lua_on()) {
         char cplan[64];
         int cd;
 
@@ -676,7 +676,7 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
                           flags | (arg_is(&argv[1], "DOCS") ? EF_CMDDOCS : EF_CMDINFO), 0,
                           cplan, strlen(cplan) + 1);
     }
-    if (c->pp->native != 0) {
+    if (native_mask(c->pp) != 0) {
         unsigned nfix = FIX_NONE;
         int np = native_plan(c->pp, argv, argc, &c->uout, &nfix, g.err, sizeof(g.err),
                              g.counter, sizeof(g.counter));

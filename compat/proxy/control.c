@@ -87,7 +87,7 @@ int control_run(const proxy_arg *argv, size_t argc, pbuf *out)
         return resp_add_error(out,
                               "ERR relock-proxy: missing subcommand (REFUSED, "
                               "REFUSED-LIST, RESET, FAULT, REPLIES, COMMANDS, COMMANDS-LIST, "
-                              "LUA)");
+                              "LUA, NATIVE)");
     if (arg_is(&argv[1], "REFUSED") && argc == 2)
         return resp_add_int(out, counters_total());
     if (arg_is(&argv[1], "REFUSED-LIST") && argc == 2)
@@ -109,10 +109,15 @@ int control_run(const proxy_arg *argv, size_t argc, pbuf *out)
         native_set_lua(arg_is(&argv[2], "on"));
         return resp_add_status(out, "OK");
     }
+    if (arg_is(&argv[1], "NATIVE") && argc == 3 &&
+        (arg_is(&argv[2], "on") || arg_is(&argv[2], "off"))) {
+        native_set_natives(arg_is(&argv[2], "on"));
+        return resp_add_status(out, "OK");
+    }
     arg_copy(sub, sizeof(sub), &argv[1]);
     snprintf(msg, sizeof(msg),
              "ERR relock-proxy: unknown subcommand or wrong number of "
              "arguments for '%s' (REFUSED, REFUSED-LIST, RESET, FAULT, REPLIES, "
-             "COMMANDS, COMMANDS-LIST, LUA on|off)", sub);
+             "COMMANDS, COMMANDS-LIST, LUA on|off, NATIVE on|off)", sub);
     return resp_add_error(out, msg);
 }

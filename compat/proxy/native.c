@@ -24,6 +24,17 @@
 #endif
 
 static atomic_int lua_off;
+static atomic_int natives_off;
+
+void native_set_natives(int on)
+{
+    atomic_store(&natives_off, on ? 0 : 1);
+}
+
+unsigned native_mask(const personality *pp)
+{
+    return atomic_load(&natives_off) ? 0u : pp->native;
+}
 
 void native_set_lua(int on)
 {
@@ -159,8 +170,8 @@ static int is_cond(const proxy_arg *a)
  *     [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]
  * Only reached when some word is a condition the personality has.
  */
-static int plan_set(const personality *pp, const proxy_arg *argv, size_t argc, pbuf *up,
-                    char *err, size_t errlen, char *counter)
+static int plan_set(unsigned nat, const proxy_arg *argv, size_t argc, pbuf *up, char *err,
+                    size_t errlen, char *counter)
 {
     enum { F_NX = 1, F_XX = 2, F_COND = 4, F_GET = 8, F_KEEPTTL = 16, F_EXP = 32 };
     unsigned flags = 0;
@@ -179,7 +190,7 @@ static int plan_set(const personality *pp, const proxy_arg *argv, size_t argc, p
         } else if (arg_is(o, "XX") && !(flags & (F_NX | F_COND))) {
             flags |= F_XX;
         } else if (is_cond(o) && more && !(flags & (F_NX | F_XX | F_COND)) &&
-                   (arg_is(o, "IFEQ") || (pp->native & PN_SET_IFNE))) {
+                   (arg_is(o, "IFEQ") || (nat & PN_SET_IFNE))) {
             flags |= F_COND;
             cond_at = j++;
         } else if (arg_is(o, "GET")) {
@@ -229,18 +240,19 @@ int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf 
                 unsigned *fix, char *err, size_t errlen, char *counter, size_t counterlen)
 {
     size_t j;
+    unsigned nat = native_mask(pp);
 
     *fix = FIX_NONE;
-    if (argc == 0 || pp->native == 0)
+    if (argc == 0 || nat == 0)
         return NATIVE_NONE;
-    if (arg_is(&argv[0], "SET") && (pp->native & PN_SET_IFEQ)) {
+    if (arg_is(&argv[0], "SET") && (nat & PN_SET_IFEQ)) {
         for (j = 3; j < argc; j++) {
             if (is_cond(&argv[j]))
-                return plan_set(pp, argv, argc, up, err, errlen, counter);
+                return plan_set(nat, argv, argc, up, err, errlen, counter);
         }
         return NATIVE_NONE;
     }
-    if (arg_is(&argv[0], "DELIFEQ") && (pp->native & PN_DELIFEQ)) {
+    if (arg_is(&argv[0], "DELIFEQ") && (nat & PN_DELIFEQ)) {
         proxy_arg w[2] = {{"IFEQ", 4}, {NULL, 0}};
 
         if (argc != 3)
@@ -248,7 +260,7 @@ int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf 
         w[1] = argv[2];
         return add_eval(up, del_script, &argv[1], w, 2) < 0 ? -1 : NATIVE_SENT;
     }
-    if (arg_is(&argv[0], "DELEX") && (pp->native & PN_DELEX)) {
+    if (arg_is(&argv[0], "DELEX") && (nat & PN_DELEX)) {
         proxy_arg w[2];
         proxy_arg del[2] = {{"DEL", 3}, {NULL, 0}};
 
@@ -267,7 +279,7 @@ int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf 
         w[1] = argv[3];
         return add_eval(up, del_script, &argv[1], w, 2) < 0 ? -1 : NATIVE_SENT;
     }
-    if (arg_is(&argv[0], "DIGEST") && (pp->native & PN_DIGEST) && native_have_digest()) {
+    if (arg_is(&argv[0], "DIGEST") && (nat & PN_DIGEST) && native_have_digest()) {
         proxy_arg get[2] = {{"GET", 3}, {NULL, 0}};
 
         if (argc != 2)
@@ -345,18 +357,20 @@ int native_lua_refused(const personality *pp, const proxy_arg *argv, size_t argc
  * 'n' (unknown to this personality). */
 static char doc_letter(const personality *pp, const proxy_arg *a, int docs_form)
 {
+    unsigned nat = native_mask(pp);
+
     /* SET's documented arguments name its conditions (a client can learn
      * of IFEQ there): the real server's SET lacks them. */
-    if (docs_form && arg_is(a, "SET") && (pp->native & PN_SET_IFEQ))
-        return (pp->native & PN_SET_IFNE) ? 'T' : 'S';
+    if (docs_form && arg_is(a, "SET") && (nat & PN_SET_IFEQ))
+        return (nat & PN_SET_IFNE) ? 'T' : 'S';
     if (!native_lua_on() && (arg_is(a, "EVAL") || arg_is(a, "EVALSHA") ||
                              arg_is(a, "SCRIPT") || arg_is(a, "FUNCTION")))
         return 'n';
-    if (arg_is(a, "DELIFEQ") && (pp->native & PN_DELIFEQ))
+    if (arg_is(a, "DELIFEQ") && (nat & PN_DELIFEQ))
         return 'D';
-    if (arg_is(a, "DELEX") && (pp->native & PN_DELEX))
+    if (arg_is(a, "DELEX") && (nat & PN_DELEX))
         return 'X';
-    if (arg_is(a, "DIGEST") && (pp->native & PN_DIGEST) && native_have_digest())
+    if (arg_is(a, "DIGEST") && (nat & PN_DIGEST) && native_have_digest())
         return 'G';
     return 'k';
 }

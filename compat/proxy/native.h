@@ -32,6 +32,15 @@
 void native_set_lua(int on);
 int native_lua_on(void);
 
+/* The personality's native commands on or off, process-wide: off, the
+ * proxy answers as personality 7 would (no native command, nothing about
+ * them in COMMAND INFO / DOCS); INFO still names the newer server.  Lets a
+ * benchmark connect a client that finds no native command to the same
+ * proxy process as one that does. */
+void native_set_natives(int on);
+/* pp->native, or 0 while the native commands are off. */
+unsigned native_mask(const personality *pp);
+
 /* Whether the proxy was built with XXH3 (DIGEST). */
 int native_have_digest(void);
 

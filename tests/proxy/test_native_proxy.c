@@ -481,6 +481,16 @@ static void test_command_counter(void **state)
     assert_string_equal(r->element[0]->str, "SET 1");
     assert_string_equal(r->element[1]->str, "DELIFEQ 2");
     freeReplyObject(r);
+    /* The native commands switched off: personality 7's answers. */
+    want_status(cmd(c, "RELOCK-PROXY NATIVE off"), "OK", "NATIVE off");
+    want_error(cmd(c, "DELIFEQ k v"),
+               "ERR unknown command 'DELIFEQ', with args beginning with: 'k' 'v' ",
+               "DELIFEQ while off");
+    r = cmd(c, "COMMAND INFO DELIFEQ");
+    assert_int_equal(r->element[0]->type, REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    want_status(cmd(c, "RELOCK-PROXY NATIVE on"), "OK", "NATIVE on");
+    want_int(cmd(c, "DELIFEQ k v"), 0, "DELIFEQ on again");
     redisFree(c);
     testsrv_stop(&p);
 }

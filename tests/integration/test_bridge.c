@@ -590,6 +590,64 @@ static void test_value_suffix(void **state)
     relock_client_free(legacy);
 }
 
+/* relock_config_set_owner() and relock_lock_set_owner(): the record names
+ * the pid and text given, at= stays the acquisition time through renewals,
+ * and a text set on a kept lock is written at once and by the renewals. */
+static void test_owner_set(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        const char *mode = i ? "bridge" : "modern";
+        if (!testsrv_mode_runs(mode))
+            continue;
+        relock_config *cfg = relock_config_new();
+        assert_non_null(cfg);
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", tu_srv.port);
+        assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "owner_info", "true"), RELOCK_OK);
+        assert_int_equal(relock_config_set_owner(cfg, 4242, "cmd=deploy.sh --all"), RELOCK_OK);
+        relock_client *c = NULL;
+        assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+        relock_config_free(cfg);
+
+        relock_lock *l = NULL;
+        assert_int_equal(relock_acquire(c, "owned2", 900, 0, &l), RELOCK_OK);
+        relock_inspect_info in;
+        assert_int_equal(relock_inspect(c, "owned2", &in), RELOCK_OK);
+        assert_non_null(strstr(in.owner, " pid=4242 at="));
+        const char *tail = " cmd=deploy.sh --all";
+        assert_string_equal(in.owner + strlen(in.owner) - strlen(tail), tail);
+        char at[40];
+        const char *a = strstr(in.owner, " at=");
+        assert_non_null(a);
+        snprintf(at, sizeof at, "%.24s", a); /* " at=YYYY-MM-DDTHH:MM:SSZ" */
+
+        assert_int_equal(relock_keep(l, NULL, NULL), RELOCK_OK);
+        assert_int_equal(relock_lock_set_owner(l, 0, NULL), RELOCK_EINVAL);
+        assert_int_equal(relock_lock_set_owner(l, 0, "cmd_pid=7 cmd=sleep 9"), RELOCK_OK);
+        char want[64];
+        snprintf(want, sizeof want, " pid=%ld at=", (long)getpid());
+        /* Written at once, and again by the renewals (every 300 ms): after
+         * more than a second the record is the new one, at= unchanged. */
+        for (int pass = 0; pass < 2; pass++) {
+            assert_int_equal(relock_inspect(c, "owned2", &in), RELOCK_OK);
+            assert_non_null(strstr(in.owner, want));
+            assert_non_null(strstr(in.owner, at));
+            assert_non_null(strstr(in.owner, " cmd_pid=7 cmd=sleep 9"));
+            assert_null(strstr(in.owner, "deploy"));
+            if (pass == 0)
+                tu_sleep_ms(1200);
+        }
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        assert_int_equal(relock_lock_set_owner(l, 0, "late"), RELOCK_LOST);
+        assert_int_equal(cmd_int("EXISTS %s", "{owned2} relock:owner"), 0);
+        relock_lock_free(l);
+        relock_client_free(c);
+    }
+}
+
 /* owner_info: the holder's host, pid and start beside the lock, with its
  * TTL, shown by inspect, gone after release; also on 2.0 (no PSETEX). */
 static void test_owner_info(void **state)
@@ -817,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_value_suffix),
         cmocka_unit_test(test_offset0_late_in_second),
         cmocka_unit_test(test_owner_info),
+        cmocka_unit_test(test_owner_set),
         cmocka_unit_test(test_path_after_reconnect),
         cmocka_unit_test(test_coexistence),
     };

@@ -99,6 +99,7 @@ static int wait_end(int sfd, int lost_fd, int *sig)
         if (poll(pf, 3, -1) < 0) {
             if (errno == EINTR)
                 continue;
+            cli_error("hold: poll: %s", strerror(errno));
             return END_ERROR;
         }
         if (pf[1].revents)
@@ -207,9 +208,9 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     }
     if (o.verbose)
         fprintf(stderr, "relock: hold: %s, releasing %s\n",
-                end == END_SIGNAL  ? strsignal(sig)
-                : end == END_EOF ? "end of standard input"
-                                 : "poll failed",
+                end == END_SIGNAL ? strsignal(sig)
+                : end == END_EOF  ? "end of standard input"
+                                  : "poll failed",
                 name);
     st = relock_release(l);
     if (st == RELOCK_LOST) {

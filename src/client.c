@@ -82,6 +82,7 @@ void relock_client_free(relock_client *c)
 {
     if (!c)
         return;
+    relock__cluster_free(c);
     relock__conn_close(&c->conn);
     if (c->q) {
         relock__quorum_free(c);

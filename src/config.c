@@ -67,6 +67,8 @@ static const setting settings[] = {
     {"sentinel", T_GROUP, 0, 0, 0, 0, NULL},
     {"sentinel.master", T_STR, OFF(sentinel.master), 0, 0, RELOCK__MASTER_NAME_MAX, NULL},
     {"sentinel.addrs", T_ADDRS, OFF(sentinel), 0, 0, 0, NULL},
+    {"cluster", T_GROUP, 0, 0, 0, 0, NULL},
+    {"cluster.slot_map", T_BOOL, OFF(cluster.slot_map), 0, 1, 0, NULL},
 };
 
 void relock__settings_default(relock__settings *s)
@@ -92,6 +94,7 @@ void relock__settings_default(relock__settings *s)
     s->bridge.value_suffix = 0;
     s->migration.legacy_clients = 1;
     s->migration.quiet_window_ms = 604800000LL;
+    s->cluster.slot_map = 1;
 }
 
 relock_config *relock_config_new(void)

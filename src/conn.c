@@ -102,11 +102,21 @@ relock_status relock__conn_open(relock_client *c, const relock__server *srv)
                                             c->s.command_timeout_ms, &st, why, sizeof why);
     if (!ctx) {
         /* A Cluster node a MOVED named may be gone (failed over): start
-         * again from the configured server next time. */
+         * again from the configured server next time, or, with the slot
+         * map, read the map again (the slot may have a new master). */
         if (srv == &c->node && !relock__sentinel_on(&c->s))
             c->conn.srv = &c->s.servers[0];
+        int slot = -1;
+        if (relock__cluster_is_node(c, srv, &slot)) {
+            relock__cluster_unreachable(c, srv);
+            return RELOCK__FAIL(&c->err, st,
+                                "%s (the Cluster master of slot %d in the slot map; the map is "
+                                "read again)",
+                                why, slot);
+        }
         return RELOCK__FAIL(&c->err, st, "%s", why);
     }
+    c->connects++;
     c->conn.ctx = ctx;
     c->conn.last_used = relock__mono_ms();
     st = relock__conn_login(c, ctx, srv);
@@ -154,6 +164,26 @@ static void drop_if_stale(relock_client *c)
         relock__conn_close(&c->conn);
 }
 
+relock_status relock__conn_ready(relock_client *c)
+{
+    drop_if_stale(c);
+    if (relock__conn_ensure(c) == RELOCK_OK)
+        return RELOCK_OK;
+    /* A master of the slot map that cannot be reached may have failed
+     * over: with the map read again, the operation's slot may have a new
+     * master, tried once.  Nothing was sent yet. */
+    relock__err saved = c->err;
+    if (!relock__cluster_reroute(c))
+        return c->err.pub.status;
+    relock__err_clear(&c->err);
+    if (relock__conn_ensure(c) == RELOCK_OK)
+        return RELOCK_OK;
+    c->err = saved;
+    c->err.pub.message = c->err.msg;
+    c->err.pub.server = c->err.server;
+    return c->err.pub.status;
+}
+
 relock_status relock__txn_begin(relock_client *c)
 {
     drop_if_stale(c);
@@ -194,10 +224,8 @@ static redisReply *send_once(relock_client *c, int *sent, const char *name, cons
     if (c->conn.in_txn) {
         if (txn_conn_lost(c, name))
             return NULL;
-    } else {
-        drop_if_stale(c);
-        if (relock__conn_ensure(c) != RELOCK_OK)
-            return NULL;
+    } else if (relock__conn_ready(c) != RELOCK_OK) {
+        return NULL;
     }
     void *reply = NULL;
     errno = 0;
@@ -280,7 +308,11 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
         freeReplyObject(r);
         switch (kind) {
         case RELOCK__REDIR_MOVED:
-            relock__cluster_move(c, &next);
+            c->moved++;
+            /* With the slot map: the slot's master is noted and its pooled
+             * connection used; without it, the one connection moves. */
+            if (relock__cluster_moved(c, &next) != 0)
+                relock__cluster_move(c, &next);
             asking = 0;
             break;
         case RELOCK__REDIR_ASK:

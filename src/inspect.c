@@ -19,6 +19,9 @@ relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_
     char fkey[RELOCK__KEY_MAX];
     snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
     relock__fence_key(key, fkey, sizeof fkey);
+    relock_status rst = relock__cluster_route(c, key);
+    if (rst != RELOCK_OK)
+        return rst;
     /* The fence counter outlives its lock: it is shown even for a free one. */
     redisReply *r = relock__commandf(c, NULL, "GET %s", fkey);
     if (!r)

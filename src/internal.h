@@ -110,6 +110,12 @@ typedef struct relock__settings {
         relock__addr addrs[RELOCK__MAX_SENTINELS];
         int naddrs;
     } sentinel;
+    /* Redis Cluster: slot_map 1 keeps a map of the slots learned with
+     * CLUSTER SLOTS and a connection per master (cluster.c); 0 follows
+     * each MOVED with the client's one connection. */
+    struct {
+        int slot_map;
+    } cluster;
 } relock__settings;
 
 struct relock_config {
@@ -265,6 +271,13 @@ struct relock_client {
      * credentials and db are servers[0]'s. */
     relock__server node;
     int sentinel_first; /* the sentinel to ask first: the last that helped */
+    /* Redis Cluster's slot map and connection pool, made at the first
+     * MOVED when cluster.slot_map is on (cluster.c), or NULL. */
+    struct relock__cluster *cl;
+    /* Counted for tests and the benchmark: MOVED replies followed, and
+     * connections opened (connect, log in, probe). */
+    unsigned long moved;
+    unsigned long connects;
 };
 
 struct relock_lock {
@@ -359,6 +372,10 @@ relock_status relock__conn_ensure(relock_client *c);
  */
 relock_status relock__txn_begin(relock_client *c);
 void relock__txn_end(relock_client *c);
+/* Outside a transaction: drops c's connection if it went stale while idle
+ * and connects it if needed (with a Cluster slot map, once more to a new
+ * master when the map read again names one). */
+relock_status relock__conn_ready(relock_client *c);
 void relock__conn_close(relock__conn *conn);
 /* Whether ctx, idle since *last_used (which becomes now), was closed or
  * written to by the server meanwhile: then it is not to be reused. */
@@ -401,7 +418,42 @@ typedef struct relock__redirect {
     enum relock__redir_kind kind;
     char host[RELOCK__HOST_MAX];
     int port;
+    int slot; /* MOVED and ASK: the slot named */
 } relock__redirect;
+
+/* The Cluster hash slot of a key (CRC16 of the key, or of its hash tag,
+ * modulo 16384), as Redis computes it. */
+unsigned relock__cluster_slot(const char *key, size_t len);
+/*
+ * Before an operation on key begins (never inside a transaction): with a
+ * slot map, makes c's connection the one to the master serving key's slot,
+ * parking the one in use, and connects it (the algorithms look at the
+ * server's capabilities before they send).  Without a map, or when the
+ * slot is unknown, nothing changes and redirections teach the way.
+ * RELOCK_EIO when the master cannot be reached, naming it.
+ */
+relock_status relock__cluster_route(relock_client *c, const char *key);
+/* MOVED with the slot map on: records the slot's new master (and, at most
+ * once a second, reads the whole map again), then routes c there.  0 when
+ * done; -1 when the map could not be made (out of memory): the caller
+ * moves the one connection as without a map. */
+int relock__cluster_moved(relock_client *c, const relock__redirect *to);
+/* A connection to srv could not be opened: when srv is a master of the
+ * map, the map is marked for a refresh. */
+void relock__cluster_unreachable(relock_client *c, const relock__server *srv);
+/* After a failed connect, outside a transaction: refreshes a stale map
+ * and, when the current operation's slot now has another master, routes
+ * c there.  1 when the connection changed (worth one more try). */
+int relock__cluster_reroute(relock_client *c);
+/* Whether srv is a master of c's slot map; then *slot_out (if not NULL)
+ * is the current operation's slot, or -1. */
+int relock__cluster_is_node(const relock_client *c, const relock__server *srv, int *slot_out);
+/* Closes the pool's connections and frees the map. */
+void relock__cluster_free(relock_client *c);
+/* For tests and the benchmark: masters in the map, open connections in
+ * the pool (the active one included), full refreshes made. */
+void relock__cluster_counts(const relock_client *c, int *masters, int *open,
+                            unsigned long *refreshes);
 
 /* Reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in
  * the reply means the host of the current connection). */

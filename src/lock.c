@@ -155,6 +155,9 @@ relock_status relock_release(relock_lock *l)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
                             l->name);
     l->waiters = 0;
+    st = relock__cluster_route(c, l->key);
+    if (st != RELOCK_OK)
+        return st;
     st = foreign(l, c->algo->release(l));
     if (st == RELOCK_OK) {
         relock__owner_note(l, 0);
@@ -192,6 +195,9 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
                             l->name);
     if (ttl_ms == 0)
         ttl_ms = l->ttl_ms;
+    st = relock__cluster_route(c, l->key);
+    if (st != RELOCK_OK)
+        return st;
     st = foreign(l, c->algo->extend(l, ttl_ms));
     if (st == RELOCK_OK)
         relock__owner_note(l, 1);

@@ -126,6 +126,11 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
     uint64_t start = relock__mono_ms();
     uint64_t deadline = wait_ms > 0 ? start + (uint64_t)wait_ms : 0;
     relock_status st = RELOCK_BUSY;
+    /* With a Cluster slot map, every attempt starts on the master of the
+     * lock's slot (a MOVED between attempts updates the map). */
+    st = relock__cluster_route(c, l->key);
+    if (st != RELOCK_OK)
+        return st;
     if (!c->q && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing)) {
         st = relock__fence_seed(l);
         if (st != RELOCK_OK)
@@ -134,6 +139,9 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
     for (unsigned attempt = 0;; attempt++) {
         long hint = -1;
         l->legacy_holder = 0;
+        st = relock__cluster_route(c, l->key);
+        if (st != RELOCK_OK)
+            break;
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
             break;

@@ -1,9 +1,13 @@
 /*
- * Redis Cluster (DESIGN §6): three masters joined by redis-cli.  A client
- * given only the first node locks names whose slots live on every node
- * (MOVED), and a held lock whose slot is moved to another node by hand
- * keeps working during the migration (ASK) and after it (MOVED), with its
- * fence counter moved along and still increasing.
+ * Redis Cluster (DESIGN §6): three masters joined by redis-cli, each with a
+ * replica.  A client given only the first node locks names whose slots
+ * live on every node (MOVED), and with its slot map goes straight to each
+ * master without a further MOVED or connection; a waiter on another
+ * node's lock is woken by the release notice; a held lock whose slot is
+ * moved to another node by hand keeps working during the migration (ASK)
+ * and after it (MOVED), with its fence counter moved along and still
+ * increasing; and when a master is killed, its replica takes over and a
+ * replicated lock is still held there (docs/safety.md).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -24,21 +28,64 @@
 #include "testsrv.h"
 #include "testutil.h"
 
-#define N 3
-static testsrv node[N];
-static char ids[N][64];
+#define N 3 /* masters: node[0..2]; node[N + i] is node[i]'s replica */
+static testsrv node[2 * N];
+static int bus[2 * N];
+static char ids[2 * N][64];
 
 static int start_node(int i)
 {
     /* The cluster bus port is the data port + 10000 unless set: a free
      * ephemeral port plus 10000 may be out of range, so set it. */
     for (int attempt = 0; attempt < 3; attempt++) {
-        char bus[16];
-        snprintf(bus, sizeof bus, "%d", testsrv_free_port());
+        char busp[16];
+        bus[i] = testsrv_free_port();
+        snprintf(busp, sizeof busp, "%d", bus[i]);
         const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                              "--cluster-node-timeout", "2000", "--cluster-port", bus, NULL};
+                              "--cluster-node-timeout", "2000", "--cluster-port", busp, NULL};
         if (testsrv_start(&node[i], args) == 0)
             return 0;
+    }
+    return -1;
+}
+
+/* Waits (bounded to 30 s) until node i's reply to "cmd arg" contains
+ * want. */
+static int await_reply(int i, const char *cmd, const char *arg, const char *want)
+{
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end) {
+        char *v = testsrv_cmd(&node[i], "%s %s", cmd, arg);
+        int ok = v && strstr(v, want);
+        free(v);
+        if (ok)
+            return 0;
+        tu_sleep_ms(50);
+    }
+    fprintf(stderr, "node %d: no \"%s\" in %s %s within 30 s\n", i, want, cmd, arg);
+    return -1;
+}
+
+/* node[N + i] joins the cluster as node[i]'s replica. */
+static int add_replica(int i)
+{
+    int r = N + i;
+    char *v = testsrv_cmd(&node[r], "CLUSTER MEET 127.0.0.1 %d %d", node[0].port, bus[0]);
+    int ok = v && strcmp(v, "OK") == 0;
+    free(v);
+    if (!ok)
+        return -1;
+    /* REPLICATE needs the master known to the new node first. */
+    if (await_reply(r, "CLUSTER", "NODES", ids[i]) != 0)
+        return -1;
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end) {
+        v = testsrv_cmd(&node[r], "CLUSTER REPLICATE %s", ids[i]);
+        ok = v && strcmp(v, "OK") == 0;
+        free(v);
+        if (ok)
+            return await_reply(r, "INFO", "replication", "master_link_status:up");
+        tu_sleep_ms(100);
     }
     return -1;
 }
@@ -80,7 +127,7 @@ static int create_cluster(void)
 static int setup(void **state)
 {
     (void)state;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < 2 * N; i++)
         if (start_node(i) != 0)
             return -1;
     if (create_cluster() != 0)
@@ -108,20 +155,37 @@ static int setup(void **state)
         snprintf(ids[i], sizeof ids[i], "%s", id);
         free(id);
     }
+    for (int r = N; r < 2 * N; r++) {
+        char *id = testsrv_cmd(&node[r], "CLUSTER MYID");
+        if (!id || strlen(id) >= sizeof ids[r]) {
+            free(id);
+            return -1;
+        }
+        snprintf(ids[r], sizeof ids[r], "%s", id);
+        free(id);
+    }
+    for (int i = 0; i < N; i++)
+        if (add_replica(i) != 0) {
+            fprintf(stderr, "setup: node %d did not become node %d's replica\n", N + i, i);
+            return -1;
+        }
+    for (int i = 0; i < 2 * N; i++)
+        if (await_reply(i, "CLUSTER", "INFO", "cluster_state:ok") != 0)
+            return -1;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < 2 * N; i++)
         testsrv_stop(&node[i]);
     return 0;
 }
 
 static int node_of_port(int port)
 {
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < 2 * N; i++)
         if (node[i].port == port)
             return i;
     return -1;
@@ -151,7 +215,8 @@ static void name_on(int want, const char *stem, char *out, size_t len)
     fail_msg("no name on node %d", want);
 }
 
-static relock_client *cluster_client(const char *mode)
+/* A client given node[0]; settings: NULL-terminated name, value pairs. */
+static relock_client *client_with(const char *mode, const char *const *settings)
 {
     relock_config *cfg = relock_config_new();
     char url[64];
@@ -159,12 +224,48 @@ static relock_client *cluster_client(const char *mode)
     assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "3000"), RELOCK_OK);
+    for (; settings && settings[0]; settings += 2)
+        assert_int_equal(relock_config_set(cfg, settings[0], settings[1]), RELOCK_OK);
     relock_client *c = NULL;
     relock_status st = relock_connect(cfg, &c);
     relock_config_free(cfg);
     if (st != RELOCK_OK)
         fail_msg("connect: %s", relock_client_error(c)->message);
     return c;
+}
+
+static relock_client *cluster_client(const char *mode)
+{
+    return client_with(mode, NULL);
+}
+
+static relock_client *map_off_client(const char *mode)
+{
+    const char *const off[] = {"cluster.slot_map", "false", NULL};
+    return client_with(mode, off);
+}
+
+/* A number from node i's INFO section: the value after "field" (such as
+ * "errorstat_MOVED:count=" or "total_connections_received:"), 0 when the
+ * field is absent. */
+static long long info_num(int i, const char *section, const char *field)
+{
+    char *v = testsrv_cmd(&node[i], "INFO %s", section);
+    assert_non_null(v);
+    const char *p = strstr(v, field);
+    long long n = p ? atoll(p + strlen(field)) : 0;
+    free(v);
+    return n;
+}
+
+static long long moved_on(int i)
+{
+    return info_num(i, "errorstats", "errorstat_MOVED:count=");
+}
+
+static long long conns_on(int i)
+{
+    return info_num(i, "stats", "total_connections_received:");
 }
 
 static void fence_key(const char *name, char *out, size_t len)
@@ -270,6 +371,209 @@ static void test_bridge_everywhere(void **state)
     locks_everywhere("bridge");
 }
 
+/* relock's slot is the server's, hash tags included. */
+static void test_slots_agree(void **state)
+{
+    (void)state;
+    const char *keys[] = {"nightly", "{orders}:nightly", "a{b}c", "a{}b", "{}", "x{{y}}z",
+                          "{nightly} relock:fence", "lock:job-42"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char *v = testsrv_cmd(&node[0], "CLUSTER KEYSLOT %s", keys[k]);
+        assert_non_null(v);
+        if ((unsigned)atoi(v) != relock__cluster_slot(keys[k], strlen(keys[k])))
+            fail_msg("%s: server slot %s, relock %u", keys[k], v,
+                     relock__cluster_slot(keys[k], strlen(keys[k])));
+        free(v);
+    }
+}
+
+#define ROUNDS 20
+
+/* Locks names on all three masters in turn, ROUNDS times. */
+static void alternate(relock_client *c, char names[N][64])
+{
+    for (int round = 0; round < ROUNDS; round++)
+        for (int i = 0; i < N; i++) {
+            relock_lock *l = NULL;
+            CHECK(c, relock_try_acquire(c, names[i], 10000, &l));
+            CHECK(c, relock_release(l));
+            relock_lock_free(l);
+        }
+}
+
+/* With the slot map, a client that alternates between masters meets
+ * MOVED only while it learns the map, and then keeps one connection per
+ * master: no MOVED, no new connection, counted by the servers and by the
+ * client.  Without it, every switch of master is a MOVED and a reconnect. */
+static void test_slot_map(void **state)
+{
+    (void)state;
+    char names[N][64];
+    for (int i = 0; i < N; i++)
+        name_on(i, "map", names[i], sizeof names[i]);
+
+    relock_client *c = cluster_client("modern");
+    /* Learning: the first lock on another master says MOVED once. */
+    for (int i = 0; i < N; i++) {
+        relock_lock *l = NULL;
+        CHECK(c, relock_try_acquire(c, names[i], 10000, &l));
+        CHECK(c, relock_release(l));
+        relock_lock_free(l);
+    }
+    assert_true(c->moved >= 1);
+    int masters = 0, open = 0;
+    unsigned long refreshes = 0;
+    relock__cluster_counts(c, &masters, &open, &refreshes);
+    assert_int_equal(masters, N);
+    assert_int_equal(open, N);
+    assert_true(refreshes >= 1);
+
+    long long moved0[N], conns0[N];
+    for (int i = 0; i < N; i++) {
+        moved0[i] = moved_on(i);
+        conns0[i] = conns_on(i);
+    }
+    unsigned long cm = c->moved, cc = c->connects;
+    alternate(c, names);
+    for (int i = 0; i < N; i++) {
+        long long conns = conns_on(i), moved = moved_on(i);
+        /* One connection more: the one that asked. */
+        if (conns != conns0[i] + 1 || moved != moved0[i])
+            fail_msg("node %d: %lld connections (expected %lld), %lld MOVED (expected %lld)", i,
+                     conns, conns0[i] + 1, moved, moved0[i]);
+    }
+    assert_int_equal(c->moved, cm);
+    assert_int_equal(c->connects, cc);
+    relock__cluster_counts(c, &masters, &open, NULL);
+    assert_int_equal(open, N);
+    print_message("slot map: %d rounds over %d masters: 0 MOVED, 0 connections\n", ROUNDS, N);
+
+    /* The map off: the one connection follows every switch. */
+    relock_client *off = map_off_client("modern");
+    for (int i = 0; i < N; i++)
+        moved0[i] = moved_on(i);
+    alternate(off, names);
+    long long grew = 0;
+    for (int i = 0; i < N; i++)
+        grew += moved_on(i) - moved0[i];
+    assert_true(off->moved >= (unsigned long)(N * ROUNDS - 1));
+    assert_true(grew >= (long long)(N * ROUNDS - 1));
+    assert_true(off->connects >= (unsigned long)(N * ROUNDS - 1));
+    assert_null(off->cl);
+    print_message("map off: %lu MOVED, %lu connections\n", off->moved, off->connects);
+    relock_client_free(off);
+    relock_client_free(c);
+}
+
+/* Subscribers to name's release channel on node i (PUBSUB NUMSUB). */
+static long long subscribers_on(int i, const char *name)
+{
+    char chan[128];
+    snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, name);
+    char *v = testsrv_cmd(&node[i], "PUBSUB NUMSUB %s", chan);
+    assert_non_null(v);
+    /* testsrv prints an array as its elements joined by spaces. */
+    const char *sp = strrchr(v, ' ');
+    long long n = atoll(sp ? sp + 1 : v);
+    free(v);
+    return n;
+}
+
+/*
+ * A waiter on a lock whose master is not the node it was given is woken
+ * by the release notice: its backoff and the holder's lease are far longer
+ * than the bound, so only the notice can wake it in time.  The notice is
+ * PUBLISHed on the lock's master; classic PUBLISH reaches every node of a
+ * cluster, which a plain subscriber on node[0] sees too.
+ */
+static void waiter_woken(const char *const *settings)
+{
+    char name[64];
+    name_on(2, "notice", name, sizeof name);
+    relock_client *h = cluster_client("modern");
+    relock_lock *l = NULL;
+    CHECK(h, relock_try_acquire(h, name, 60000, &l));
+
+    /* A plain subscriber on node[0], which does not serve the lock. */
+    struct timeval tv = {10, 0};
+    redisContext *sub = redisConnectWithTimeout("127.0.0.1", node[0].port, tv);
+    assert_true(sub && !sub->err);
+    char chan[128];
+    snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, name);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE %s", chan);
+    assert_true(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+
+    long long before[N];
+    for (int i = 0; i < N; i++)
+        before[i] = subscribers_on(i, name);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* No cmocka assertion here: a failed one would go on running the
+         * tests in this process. */
+        relock_config *cfg = relock_config_new();
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", node[0].port);
+        relock_status st = relock_config_set_url(cfg, url);
+        if (st == RELOCK_OK)
+            st = relock_config_set(cfg, "mode", "modern");
+        for (const char *const *p = settings; st == RELOCK_OK && p[0]; p += 2)
+            st = relock_config_set(cfg, p[0], p[1]);
+        relock_client *w = NULL;
+        if (st == RELOCK_OK)
+            st = relock_connect(cfg, &w);
+        relock_config_free(cfg);
+        if (st != RELOCK_OK)
+            _exit(3);
+        relock_lock *wl = NULL;
+        uint64_t t0 = tu_now_ms();
+        st = relock_acquire(w, name, 10000, 20000, &wl);
+        uint64_t took = tu_now_ms() - t0;
+        if (st != RELOCK_OK)
+            fprintf(stderr, "waiter: %s\n", relock_client_error(w)->message);
+        if (st == RELOCK_OK)
+            relock_release(wl);
+        _exit(st != RELOCK_OK ? 1 : took > 10000 ? 2 : 0);
+    }
+    /* The waiter subscribes on the lock's master (node 2). */
+    uint64_t end = tu_now_ms() + 30000;
+    while (subscribers_on(2, name) <= before[2] && tu_now_ms() < end)
+        tu_sleep_ms(20);
+    assert_true(subscribers_on(2, name) > before[2]);
+    assert_int_equal(subscribers_on(1, name), before[1]);
+    uint64_t t0 = tu_now_ms();
+    CHECK(h, relock_release(l));
+    relock_lock_free(l);
+    int status = tu_wait_child(pid, 30000);
+    assert_true(status >= 0 && WIFEXITED(status));
+    if (WEXITSTATUS(status) != 0)
+        fail_msg("waiter exit %d (1: not acquired, 2: not woken by the notice, 3: no client)",
+                 WEXITSTATUS(status));
+    print_message("woken %llu ms after the release\n", (unsigned long long)(tu_now_ms() - t0));
+    /* The notice reached node[0]'s subscriber across the cluster bus. */
+    void *msg = NULL;
+    assert_int_equal(redisGetReply(sub, &msg), REDIS_OK);
+    r = msg;
+    assert_true(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    assert_string_equal(r->element[0]->str, "message");
+    freeReplyObject(r);
+    redisFree(sub);
+    relock_client_free(h);
+}
+
+static void test_notice_across_nodes(void **state)
+{
+    (void)state;
+    /* A backoff and a holder's lease far longer than the bound. */
+    const char *const map[] = {"wait.backoff_max_ms", "60000", "wait.backoff_min_ms", "30000",
+                               NULL};
+    waiter_woken(map);
+    const char *const off[] = {"wait.backoff_max_ms", "60000", "wait.backoff_min_ms", "30000",
+                               "cluster.slot_map", "false", NULL};
+    waiter_woken(off);
+}
+
 /* PTTL of key on node i, reading an importing slot (ASKING first). */
 static long long asking_pttl(int i, const char *key)
 {
@@ -355,6 +659,26 @@ static void test_slot_migration(void **state)
     assert_non_null(strstr(v, "cmdstat_asking:calls="));
     free(v);
 
+    /* A new lock in the migrating slot: its key is on neither node, so
+     * the source says ASK and acquire and release run on t after ASKING;
+     * the map still names s.  (Without fencing: an acquire is then one
+     * SET of one key.  A script over a lock key and its fence counter
+     * meets TRYAGAIN on the importing node unless both keys are already
+     * there, as shown above: Redis serves a multi-key command there only
+     * when it has every key.) */
+    char tagged[80];
+    snprintf(tagged, sizeof tagged, "{%s}new", name);
+    const char *const nofence[] = {"fencing", "false", NULL};
+    relock_client *c3 = client_with("modern", nofence);
+    long long ask0 = info_num(t, "commandstats", "cmdstat_asking:calls=");
+    relock_lock *l3 = NULL;
+    CHECK(c3, relock_try_acquire(c3, tagged, 10000, &l3));
+    assert_true(info_num(t, "commandstats", "cmdstat_asking:calls=") > ask0);
+    assert_true(asking_pttl(t, tagged) > 0);
+    CHECK(c3, relock_release(l3));
+    relock_lock_free(l3);
+    assert_int_equal(asking_pttl(t, tagged), -2);
+
     /* Finish: the slot belongs to t everywhere. */
     const int order[N] = {t, s, x};
     for (int k = 0; k < N; k++) {
@@ -364,6 +688,21 @@ static void test_slot_migration(void **state)
         free(v);
     }
     assert_int_equal(owner(name), t);
+
+    /* New acquires in the slot: the first meets MOVED once on s, and the
+     * map sends the next straight to t. */
+    long long m0 = moved_on(s);
+    for (int k = 0; k < 3; k++) {
+        snprintf(tagged, sizeof tagged, "{%s}after%d", name, k);
+        CHECK(c3, relock_try_acquire(c3, tagged, 10000, &l3));
+        v = get_on(t, tagged);
+        assert_string_equal(v, relock_lock_value(l3));
+        free(v);
+        CHECK(c3, relock_release(l3));
+        relock_lock_free(l3);
+        assert_int_equal(moved_on(s), m0 + 1);
+    }
+    relock_client_free(c3);
 
     /* MOVED takes the client to t, where the lock still is ours. */
     CHECK(c, relock_extend(l, 30000));
@@ -387,12 +726,138 @@ static void test_slot_migration(void **state)
     relock_client_free(c);
 }
 
+/* Whether node i's CLUSTER NODES shows node r as a master. */
+static int is_master(int i, int r)
+{
+    char *v = testsrv_cmd(&node[i], "CLUSTER NODES");
+    int yes = 0;
+    const char *p = v ? strstr(v, ids[r]) : NULL;
+    if (p) {
+        const char *eol = strchr(p, '\n');
+        const char *m = strstr(p, "master");
+        yes = m && (!eol || m < eol);
+    }
+    free(v);
+    return yes;
+}
+
+/* GET key on a replica (READONLY first), as text. */
+static char *get_on_replica(int i, const char *key)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+    assert_true(ctx && !ctx->err);
+    redisReply *r = redisCommand(ctx, "READONLY");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(ctx, "GET %s", key);
+    assert_non_null(r);
+    char *v = strdup(r->type == REDIS_REPLY_STRING ? r->str : "(nil)");
+    freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+/*
+ * A master killed while a lock on it is held (docs/safety.md, "Redis
+ * Cluster failover"): calls fail with RELOCK_EIO naming the dead master
+ * until its replica takes over; then the map, read again, names the
+ * replica, and the lock, replicated before the kill, is still held there:
+ * the holder extends and releases it, others stay out until then, and the
+ * fence goes on increasing.  (A lock whose write had not reached the
+ * replica would be gone: its holder's extend or release says RELOCK_LOST.)
+ * Runs last: the cluster has one master fewer afterwards.
+ */
+static void test_failover(void **state)
+{
+    (void)state;
+    const int m = 1, r = N + 1;
+    char name[64], other_name[64];
+    name_on(m, "fo", name, sizeof name);
+    name_on(0, "fo", other_name, sizeof other_name);
+    relock_client *h = cluster_client("modern");
+    relock_lock *l = NULL, *k = NULL;
+    CHECK(h, relock_try_acquire(h, name, 60000, &l));
+    CHECK(h, relock_try_acquire(h, other_name, 60000, &k));
+    long long f1 = relock_lock_fence(l);
+    /* The write has reached the replica. */
+    uint64_t end = tu_now_ms() + 10000;
+    for (;;) {
+        char *v = get_on_replica(r, name);
+        int there = strcmp(v, relock_lock_value(l)) == 0;
+        free(v);
+        if (there)
+            break;
+        if (tu_now_ms() > end)
+            fail_msg("the lock did not reach the replica within 10 s");
+        tu_sleep_ms(20);
+    }
+    unsigned long refreshes0 = 0;
+    relock__cluster_counts(h, NULL, NULL, &refreshes0);
+
+    int mport = node[m].port;
+    kill(node[m].pid, SIGKILL);
+    testsrv_stop(&node[m]);
+    uint64_t killed = tu_now_ms();
+
+    /* Before the replica takes over (cluster-node-timeout 2 s): an error
+     * that names the dead master. */
+    relock_client *o = cluster_client("modern");
+    relock_lock *l2 = NULL;
+    relock_status st = relock_try_acquire(o, name, 10000, &l2);
+    char where[32];
+    snprintf(where, sizeof where, "127.0.0.1:%d", mport);
+    if (st != RELOCK_EIO || !strstr(relock_client_error(o)->message, where))
+        fail_msg("during the failover: %s: %s", relock_status_name(st),
+                 relock_client_error(o)->message);
+    print_message("during the failover: %s\n", relock_client_error(o)->message);
+    /* The other masters' locks are not affected. */
+    CHECK(h, relock_extend(k, 60000));
+
+    /* The replica takes over. */
+    end = tu_now_ms() + 30000;
+    while (!(is_master(0, r) && is_master(2, r)) && tu_now_ms() < end)
+        tu_sleep_ms(50);
+    assert_true(is_master(0, r));
+    assert_int_equal(await_reply(0, "CLUSTER", "INFO", "cluster_state:ok"), 0);
+    print_message("replica promoted %llu ms after the kill\n",
+                  (unsigned long long)(tu_now_ms() - killed));
+
+    /* The map is read again and names the replica; the lock is still
+     * held there. */
+    assert_int_equal(relock_try_acquire(o, name, 10000, &l2), RELOCK_BUSY);
+    CHECK(h, relock_extend(l, 60000));
+    relock_server_info info;
+    CHECK(h, relock_client_server(h, &info));
+    assert_int_equal(info.port, node[r].port);
+    unsigned long refreshes1 = 0;
+    relock__cluster_counts(h, NULL, NULL, &refreshes1);
+    assert_true(refreshes1 > refreshes0);
+    CHECK(h, relock_release(l));
+    relock_lock_free(l);
+    char *v = get_on(r, name);
+    assert_string_equal(v, "(nil)");
+    free(v);
+    CHECK(o, relock_try_acquire(o, name, 10000, &l2));
+    assert_true(relock_lock_fence(l2) > f1);
+    CHECK(o, relock_release(l2));
+    relock_lock_free(l2);
+    CHECK(h, relock_release(k));
+    relock_lock_free(k);
+    relock_client_free(o);
+    relock_client_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slots_agree),
+        cmocka_unit_test(test_slot_map),
+        cmocka_unit_test(test_notice_across_nodes),
         cmocka_unit_test(test_modern_everywhere),
         cmocka_unit_test(test_bridge_everywhere),
         cmocka_unit_test(test_slot_migration),
+        cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

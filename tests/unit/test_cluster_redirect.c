@@ -47,6 +47,13 @@ static void test_redirections(void **state)
     client.conn.srv = &client.s.servers[0];
 
     redirect("MOVED 3999 127.0.0.1:6381", RELOCK__REDIR_MOVED, "127.0.0.1", 6381);
+    {
+        redisReply r = reply_of(REDIS_REPLY_ERROR, "MOVED 3999 127.0.0.1:6381");
+        relock__redirect to;
+        relock__cluster_redirect(&client, &r, &to);
+        assert_int_equal(to.slot, 3999);
+    }
+    redirect("MOVED 16384 127.0.0.1:6381", RELOCK__REDIR_NONE, NULL, 0);
     redirect("ASK 3999 127.0.0.1:6381", RELOCK__REDIR_ASK, "127.0.0.1", 6381);
     redirect("MOVED 0 node-2.example:65535", RELOCK__REDIR_MOVED, "node-2.example", 65535);
     /* IPv6 addresses come without brackets: the port follows the last colon. */
@@ -79,7 +86,7 @@ static void test_move_keeps_credentials(void **state)
     snprintf(client.s.servers[0].password, sizeof client.s.servers[0].password, "pw");
     client.s.servers[0].port = 7000;
     client.conn.srv = &client.s.servers[0];
-    relock__redirect to = {RELOCK__REDIR_MOVED, "other", 7001};
+    relock__redirect to = {RELOCK__REDIR_MOVED, "other", 7001, 1};
     relock__cluster_move(&client, &to);
     assert_ptr_equal(client.conn.srv, &client.node);
     assert_string_equal(client.node.host, "other");
@@ -87,10 +94,44 @@ static void test_move_keeps_credentials(void **state)
     assert_string_equal(client.node.password, "pw");
     /* The configured server is unchanged: a new start goes there. */
     assert_string_equal(client.s.servers[0].host, "seed");
-    relock__redirect again = {RELOCK__REDIR_MOVED, "third", 7002};
+    relock__redirect again = {RELOCK__REDIR_MOVED, "third", 7002, 2};
     relock__cluster_move(&client, &again);
     assert_string_equal(client.node.host, "third");
     assert_string_equal(client.node.password, "pw");
+}
+
+/* The slot of a key, as CLUSTER KEYSLOT answers (values from Redis's
+ * documentation and its cluster tests; 12739 is CRC16/XMODEM's check
+ * value 0x31C3 of "123456789"). */
+static unsigned slot_of(const char *key)
+{
+    return relock__cluster_slot(key, strlen(key));
+}
+
+static void test_slots(void **state)
+{
+    (void)state;
+    assert_int_equal(slot_of("123456789"), 12739);
+    assert_int_equal(slot_of("foo"), 12182);
+    assert_int_equal(slot_of("bar"), 5061);
+    assert_int_equal(slot_of("hello"), 866);
+    assert_int_equal(slot_of(""), 0);
+    /* A hash tag: only what lies between the first '{' and the next '}'. */
+    assert_int_equal(slot_of("{user1000}.following"), slot_of("user1000"));
+    assert_int_equal(slot_of("{user1000}.followers"), slot_of("user1000"));
+    assert_int_equal(slot_of("foo{bar}{zap}"), slot_of("bar"));
+    assert_int_equal(slot_of("foo{{bar}}zap"), slot_of("{bar"));
+    /* An empty tag does not count: the whole key is hashed. */
+    assert_int_not_equal(slot_of("foo{}{bar}"), slot_of("bar"));
+    assert_int_equal(slot_of("foo{}{bar}"), relock__cluster_slot("foo{}{bar}", 10));
+    /* A lock key and its side keys share a slot (keys.c). */
+    char fence[128];
+    assert_int_equal(relock__fence_key("nightly", fence, sizeof fence), 0);
+    assert_int_equal(slot_of(fence), slot_of("nightly"));
+    assert_int_equal(relock__fence_key("{a}", fence, sizeof fence), 0);
+    assert_int_equal(slot_of(fence), slot_of("{a}"));
+    /* The length is the caller's: bytes after it are not hashed. */
+    assert_int_equal(relock__cluster_slot("foobar", 3), 12182);
 }
 
 static void test_readonly(void **state)
@@ -116,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_redirections),
         cmocka_unit_test(test_move_keeps_credentials),
         cmocka_unit_test(test_readonly),
+        cmocka_unit_test(test_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

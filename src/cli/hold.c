@@ -146,7 +146,9 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     /* Signals keep their default action while relock waits: Ctrl-C ends a
      * wait, with nothing held.  Once the lock is won they are blocked, and
      * read from a signalfd: each then ends the hold with a release. */
+    cli_progress *progress = cli_progress_start(ctx, "hold", name, o.verbose);
     relock_status st = relock_acquire(c, name, ttl_ms, o.wait_ms, &l);
+    cli_progress_stop(progress);
     long long waited = mono_ms() - t0;
     /* A signal ignored when relock started (SIGINT in a background job of
      * a non-interactive shell, SIGHUP under nohup) stays ignored, as for

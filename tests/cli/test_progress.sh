@@ -71,6 +71,10 @@ for mode in legacy modern; do
     has "$DIR/run.code" '^1$' "$mode run -v on a terminal: exit code"
     has "$DIR/run" "relock: run: waiting for $name 1s; held by" "$mode run -v: progress line"
 
+    on_tty "$DIR/hold" "$RELOCK" -m $mode hold -v -w 1.5 $name
+    has "$DIR/hold.code" '^1$' "$mode hold -v on a terminal: exit code"
+    has "$DIR/hold" "relock: hold: waiting for $name 1s; held by" "$mode hold -v: progress line"
+
     # No terminal: no progress line, only the outcome.
     "$RELOCK" -m $mode acquire -v -w 1.5 $name >"$DIR/plain" 2>&1
     lacks "$DIR/plain" "waiting for" "$mode acquire -v without a terminal"

@@ -4,6 +4,8 @@
  *   bench_phase.c   one placement's servers, throughput (quorum included), contention,
  *                   its workers, the memory process
  *   bench_latency.c handoff and takeover latencies: a holder and a waiter process
+ *   bench_native.c  native compare-and-set against Lua, through one proxy
+ *   bench_cluster.c Redis Cluster with the slot map against a redirect per switch
  *   bench_report.c  the table and the JSON, targets applied
  *   bench_util.c    clocks, CPU pinning, /proc figures, small helpers
  */
@@ -98,6 +100,15 @@ void bench_latency(int port);
 /* bench_network.c: the quorum figure at a network's distance, over the
  * servers on ports (QUORUM_SERVERS of them), each behind a proxy. */
 void bench_network(const int *ports, int nports, const char *client_cpus);
+
+/* bench_native.c: the modern cycle with native commands against the same
+ * cycle by Lua, both through one proxy (personality valkey-9.0) in front of
+ * the server on port upstream. */
+void bench_native(int upstream, const char *client_cpus);
+
+/* bench_cluster.c: acquire and release cycles over names spread on a
+ * cluster of three masters it starts, with the slot map and without. */
+void bench_cluster(const char *client_cpus);
 
 /* One placement as the top process sees it. */
 typedef struct bench_phase {

@@ -1337,6 +1337,8 @@ int bench_run_phase(void)
         memory(self, srv.port);
         bench_latency(srv.port);
         bench_network(b.qport, b.nq, client_cpus);
+        bench_native(srv.port, client_cpus);
+        bench_cluster(client_cpus);
     }
     for (int i = 0; i < NRL; i++)
         relock_client_free(b.rl[i]);

@@ -114,6 +114,31 @@ static void add_detail(bench_row *r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Redis Cluster: cycles with the slot map against cycles with a MOVED
+ * and a reconnect at each switch of master, what the servers counted, and
+ * how the names spread (bench_cluster.c).  Information only. */
+static void cluster_row(bench_table *t, const bu_kv *kv)
+{
+    ratio_row(t, kv, "cluster, 3 masters: slot map vs map off", "cluster_map", "cluster_nomap",
+              "cluster_pratio", 0, 1);
+    bench_row *r = &t->rows[t->n - 1];
+    add_detail(r, "map: %s MOVED and %s connections in %s cycles",
+               bu_kv_get(kv, "cluster_map_moved") ? bu_kv_get(kv, "cluster_map_moved") : "?",
+               bu_kv_get(kv, "cluster_map_connects") ? bu_kv_get(kv, "cluster_map_connects") : "?",
+               bu_kv_get(kv, "cluster_map_cycles") ? bu_kv_get(kv, "cluster_map_cycles") : "?");
+    add_detail(r, "map off: %s MOVED and %s connections per cycle",
+               bu_kv_get(kv, "cluster_nomap_moved_per_cycle")
+                   ? bu_kv_get(kv, "cluster_nomap_moved_per_cycle")
+                   : "?",
+               bu_kv_get(kv, "cluster_nomap_connects_per_cycle")
+                   ? bu_kv_get(kv, "cluster_nomap_connects_per_cycle")
+                   : "?");
+    add_detail(r, "names per master %s, next name on another master %s of the time",
+               bu_kv_get(kv, "cluster_names") ? bu_kv_get(kv, "cluster_names") : "?",
+               bu_kv_get(kv, "cluster_switch_share") ? bu_kv_get(kv, "cluster_switch_share")
+                                                     : "?");
+}
+
 /* Quorum over n servers against the single-server fenced client: the
  * ratio is of latencies (cycle times), so lower is better; target <= 0:
  * information only. */
@@ -293,6 +318,18 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
               scripts_ok);
     ratio_row(t, kv, "relock legacy vs classic SETNX + DEL", "rl_legacy", "raw_setnx_del",
               "rl_legacy_setnx_pratio", 0, scripts_ok);
+
+    /* Native compare-and-set against Lua, both through one proxy
+     * (valkey-9.0): information only (bench_native.c). */
+    ratio_row(t, kv, "native vs Lua via one proxy, fence+notices off", "native_bare",
+              "native_bare_lua", "native_bare_pratio", 0, 1);
+    ratio_row(t, kv, "native vs Lua via one proxy, defaults", "native_dflt", "native_dflt_lua",
+              "native_dflt_pratio", 0, 1);
+
+    /* Redis Cluster, names spread over 3 masters: the slot map against a
+     * redirect and a reconnect at each switch of master (bench_cluster.c);
+     * information only. */
+    cluster_row(t, kv);
 
     /* On loopback the quorum rows measure work on shared cores, not
      * latency between hosts: information only (docs/decisions.md). */

@@ -292,6 +292,41 @@ static void test_command_counts(void **state)
     }
 }
 
+/* The release notice reaches a subscriber on every path (the native one
+ * sends it in the same round trip as the delete). */
+static void test_notice(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NCASES; i++) {
+        char name[64], chan[96];
+        snprintf(name, sizeof name, "notice-%zu", i);
+        snprintf(chan, sizeof chan, "%s relock:released", name);
+        redisContext *sub = redisConnect("127.0.0.1", tu_srv.port);
+        assert_true(sub && !sub->err);
+        struct timeval tv = {5, 0};
+        redisSetTimeout(sub, tv);
+        redisReply *r = redisCommand(sub, "SUBSCRIBE %s", chan);
+        assert_non_null(r);
+        freeReplyObject(r);
+        relock_client *a = client(i, NULL);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l), RELOCK_OK);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        void *msg = NULL;
+        if (redisGetReply(sub, &msg) != REDIS_OK || !msg)
+            fail_msg("%s lua=%d: no release notice", cases[i].pers, cases[i].lua);
+        r = msg;
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(r->elements, 3);
+        assert_string_equal(r->element[0]->str, "message");
+        assert_string_equal(r->element[1]->str, chan);
+        freeReplyObject(r);
+        relock_lock_free(l);
+        relock_client_free(a);
+        redisFree(sub);
+    }
+}
+
 /* Without Lua, a dead legacy holder's value (an expired timestamp without
  * TTL) is still taken over, under WATCH. */
 static void test_takeover_without_lua(void **state)
@@ -393,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_lost),
         cmocka_unit_test(test_other_type),
         cmocka_unit_test(test_command_counts),
+        cmocka_unit_test(test_notice),
         cmocka_unit_test(test_takeover_without_lua),
         cmocka_unit_test(test_fence_carry_and_legacy_without_lua),
         cmocka_unit_test(test_modes_without_lua),

@@ -465,9 +465,9 @@ static int pipeline2(relock_client *c, int *sent, const char *name, int argc1,
 {
     out[0] = out[1] = NULL;
     *sent = 0;
-    if (c->conn.ctx && relock__ctx_stale(c->conn.ctx, &c->conn.last_used))
-        relock__conn_close(&c->conn);
-    if (relock__conn_ensure(c) != RELOCK_OK)
+    /* As every command: a stale connection replaced, a lost Cluster
+     * master looked up again (conn.c). */
+    if (relock__conn_ready(c) != RELOCK_OK)
         return -1;
     redisContext *ctx = c->conn.ctx;
     if (redisAppendCommandArgv(ctx, argc1, argv1, NULL) != REDIS_OK ||

@@ -132,8 +132,8 @@ static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start);
  * connection (relock__txn_begin): a new one would run the rest unwatched.
  */
 static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *expected,
-                                    const char *ttl, long *hint_ms, int *sent, char *held,
-                                    long long *held_pttl)
+                                    const char *ttl, long *hint_ms, int *sent, int *is_held,
+                                    char *held, long long *held_pttl)
 {
     relock_client *c = l->c;
     const char *w[] = {"WATCH", l->key};
@@ -173,6 +173,7 @@ static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *
         *hint_ms = 0; /* the leftover changed: look again */
         if (!expected) {
             /* Held: the caller judges the holder, outside the WATCH. */
+            *is_held = has;
             snprintf(held, RELOCK__VALUE_MAX, "%s", found);
             *held_pttl = pttl;
         }
@@ -225,14 +226,15 @@ static relock_status set_watched(relock_lock *l, uint64_t start, const char *exp
     int sent = 0;
     char held[RELOCK__VALUE_MAX] = "";
     long long held_pttl = -2;
+    int is_held = 0;
     relock_status st =
-        set_watched_in(l, start, expected, ttl, hint_ms, &sent, held, &held_pttl);
+        set_watched_in(l, start, expected, ttl, hint_ms, &sent, &is_held, held, &held_pttl);
     relock__txn_end(c);
     if (st == RELOCK_EIO && sent)
         return resolve_ambiguous_set(l, start);
     if (st != RELOCK_OK && st != RELOCK_BUSY && c->conn.ctx)
         relock__conn_close(&c->conn); /* drops a WATCH the server may still hold */
-    if (st == RELOCK_BUSY && held[0] != '\0')
+    if (st == RELOCK_BUSY && is_held)
         return held_by(l, start, held, held_pttl, hint_ms);
     return st;
 }

@@ -224,6 +224,17 @@ static void test_other_type(void **state)
         relock_lock *l2 = NULL;
         assert_int_equal(relock_try_acquire(a, name, 5000, &l2), RELOCK_EFOREIGN);
         want_real("LLEN %s", name, "1");
+        /* A string no lock writes, without a TTL: never taken over; with
+         * one, waited for. */
+        r = testsrv_cmd(&tu_srv, "DEL %s", name);
+        free(r);
+        r = testsrv_cmd(&tu_srv, "SET %s %s", name, "");
+        free(r);
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l2), RELOCK_EFOREIGN);
+        r = testsrv_cmd(&tu_srv, "SET %s %s PX 20000", name, "");
+        free(r);
+        assert_int_equal(relock_try_acquire(a, name, 5000, &l2), RELOCK_BUSY);
+        want_real("GET %s", name, "");
         relock_lock_free(l);
         relock_client_free(a);
     }

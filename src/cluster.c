@@ -499,3 +499,41 @@ void relock__cluster_counts(const relock_client *c, int *masters, int *open,
     if (refreshes)
         *refreshes = cl ? cl->refreshes : 0;
 }
+
+/* ------------------------------------------------------------------ walks of every master */
+
+int relock__cluster_masters(relock_client *c)
+{
+    if (c->q || relock__sentinel_on(&c->s) || !c->conn.ctx || c->conn.in_txn ||
+        c->conn.major < 3)
+        return 0;
+    int made = !c->cl;
+    if (!map_new(c))
+        return -1;
+    /* Read afresh: a walk must not miss a master a stale map lacks. */
+    if (read_slots(c, c->conn.ctx, c->conn.srv) != 0) {
+        if (made)
+            relock__cluster_free(c); /* no cluster here, or no answer: one node */
+        return 0;
+    }
+    int n = 0;
+    relock__cluster_counts(c, &n, NULL, NULL);
+    return n;
+}
+
+relock_status relock__cluster_use(relock_client *c, int i)
+{
+    struct relock__cluster *cl = c->cl;
+    uint8_t seen[MAX_NODES + 1] = {0};
+    for (int s = 0, k = 0; cl && s < RELOCK__CLUSTER_NSLOTS; s++) {
+        int idx = cl->slot[s];
+        if (!idx || seen[idx])
+            continue;
+        seen[idx] = 1;
+        if (k++ == i) {
+            switch_to(c, &cl->nodes[idx - 1]);
+            return relock__conn_ready(c);
+        }
+    }
+    return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "cluster: no master %d in the slot map", i);
+}

@@ -278,6 +278,8 @@ struct relock_client {
      * connections opened (connect, log in, probe). */
     unsigned long moved;
     unsigned long connects;
+    /* relock_scan_node(): the server a scan walks, "host:port". */
+    char scan_node[RELOCK__HOST_MAX + 8];
 };
 
 struct relock_lock {
@@ -450,6 +452,14 @@ int relock__cluster_reroute(relock_client *c);
 int relock__cluster_is_node(const relock_client *c, const relock__server *srv, int *slot_out);
 /* Closes the pool's connections and frees the map. */
 void relock__cluster_free(relock_client *c);
+/* For walks of every master (scan.c): when c's server is a Cluster node
+ * (3.0 or later), reads the slot map afresh, whatever cluster.slot_map
+ * says, and returns how many masters serve slots; 0 when it is no cluster
+ * node or the map cannot be read (the walk then covers c's server only). */
+int relock__cluster_masters(relock_client *c);
+/* Makes master i of the map (0 <= i < relock__cluster_masters(), in slot
+ * order) c's connection and connects it. */
+relock_status relock__cluster_use(relock_client *c, int i);
 /* For tests and the benchmark: masters in the map, open connections in
  * the pool (the active one included), full refreshes made. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,

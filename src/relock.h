@@ -387,6 +387,10 @@ typedef struct relock_scan_result {
     long long quiet_window_ms; /* migration.quiet_window_ms */
     relock_scan_verdict verdict;
     char verdict_text[1024];   /* the verdict and its reasons, in English */
+    /* Redis Cluster: how many masters were walked, which is every master
+     * serving slots, so the counts and the verdict cover the whole
+     * keyspace; 0 when the server is not a cluster node. */
+    int cluster_masters;
 } relock_scan_result;
 
 /*
@@ -429,7 +433,8 @@ RELOCK_EXTERN relock_key_class relock_key_classify(const char *value, size_t len
 
 /* Told of one key by relock_scan_keys(): its class and its name, keylen
  * bytes (binary-safe, also NUL-terminated), valid only until the call
- * returns.  It must not use the client being walked. */
+ * returns.  It must not use the client being walked, except with
+ * relock_scan_node(). */
 typedef void (*relock_scan_key_fn)(void *arg, relock_key_class k, const char *key,
                                    size_t keylen);
 
@@ -443,6 +448,14 @@ RELOCK_EXTERN relock_status relock_scan_keys(relock_client *c, const char *match
                                              relock_scan_key_fn fn, void *arg,
                                              relock_scan_result *out);
 
+/*
+ * The server whose keys a scan walks now, "host:port" (a unix socket's
+ * path): in a Redis Cluster the master being walked, so that a key
+ * callback of relock_scan_keys() may call it (it sends nothing) to group
+ * keys by node; after the scan, the last server walked; "" before any
+ * scan.  Valid until the next call on c.
+ */
+RELOCK_EXTERN const char *relock_scan_node(const relock_client *c);
 
 /* ---------------------------------------------------------------------
  * Breaking a stuck lock by hand (used by `relock break`).

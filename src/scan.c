@@ -466,6 +466,11 @@ static void judge(const relock_client *c, relock_scan_result *out)
              stale, seen, window);
 }
 
+const char *relock_scan_node(const relock_client *c)
+{
+    return c ? c->scan_node : "";
+}
+
 relock_status relock_scan(relock_client *c, const char *match, relock_scan_result *out)
 {
     return relock_scan_keys(c, match, NULL, NULL, out);
@@ -495,10 +500,32 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
     if (st != RELOCK_OK)
         return st;
     walk w = {out, fn, arg};
-    if (c->conn.caps & RELOCK_CAP_SCAN)
-        st = walk_scan(c, out->match, &w);
-    else
-        st = walk_keys(c, out->match, &w);
+    /* A Redis Cluster: every master in turn (each holds its slots' keys
+     * only), so that the counts and the verdict cover the whole keyspace;
+     * complete only when every master's walk was. */
+    int masters = relock__cluster_masters(c);
+    if (masters > 0) {
+        out->cluster_masters = masters;
+        for (int i = 0; i < masters && st == RELOCK_OK; i++) {
+            st = relock__cluster_use(c, i);
+            if (st != RELOCK_OK)
+                break;
+            snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT, RELOCK__ADDR(c->conn.srv));
+            out->complete = 0;
+            st = walk_scan(c, out->match, &w);
+            if (st == RELOCK_OK && !out->complete)
+                break; /* the budget ran out: incomplete */
+        }
+        /* The marker lives in a slot of its own. */
+        if (st == RELOCK_OK)
+            st = relock__cluster_route(c, out->marker_key);
+    } else {
+        snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT, RELOCK__ADDR(c->conn.srv));
+        if (c->conn.caps & RELOCK_CAP_SCAN)
+            st = walk_scan(c, out->match, &w);
+        else
+            st = walk_keys(c, out->match, &w);
+    }
     /* The marker is read after the walk, so that a sighting recorded
      * while we walked counts too. */
     if (st == RELOCK_OK)

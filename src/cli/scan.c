@@ -106,14 +106,34 @@ static void fmt_time(long long ms, char *buf, size_t len)
 
 typedef struct keylist {
     char **keys;
+    unsigned char *node; /* each key's node, an index into listing.nodes */
     size_t n;
 } keylist;
+
+/* In a Redis Cluster the keys are listed by node: at most this many. */
+#define MAX_NODES 64
 
 typedef struct listing {
     long limit;
     int nomem;
     keylist cls[NCLASS];
+    const relock_client *c; /* asked which node is walked */
+    char nodes[MAX_NODES][272];
+    int nnodes;
 } listing;
+
+/* The index of the node the scan walks now, added when new. */
+static int node_index(listing *ls)
+{
+    const char *node = relock_scan_node(ls->c);
+    for (int i = 0; i < ls->nnodes; i++)
+        if (strcmp(ls->nodes[i], node) == 0)
+            return i;
+    if (ls->nnodes == MAX_NODES)
+        return MAX_NODES - 1;
+    snprintf(ls->nodes[ls->nnodes], sizeof ls->nodes[0], "%s", node);
+    return ls->nnodes++;
+}
 
 static void note_key(void *arg, relock_key_class k, const char *key, size_t keylen)
 {
@@ -127,6 +147,10 @@ static void note_key(void *arg, relock_key_class k, const char *key, size_t keyl
         ls->nomem = 1;
         return;
     }
+    if (!kl->node && !(kl->node = calloc((size_t)ls->limit, sizeof *kl->node))) {
+        ls->nomem = 1;
+        return;
+    }
     /* A key may hold NUL bytes: it is shown up to the first one. */
     char *copy = malloc(keylen + 1);
     if (!copy) {
@@ -135,6 +159,7 @@ static void note_key(void *arg, relock_key_class k, const char *key, size_t keyl
     }
     memcpy(copy, key, keylen);
     copy[keylen] = '\0';
+    kl->node[kl->n] = (unsigned char)node_index(ls);
     kl->keys[kl->n++] = copy;
 }
 
@@ -144,6 +169,7 @@ static void listing_free(listing *ls)
         for (size_t i = 0; i < ls->cls[k].n; i++)
             free(ls->cls[k].keys[i]);
         free(ls->cls[k].keys);
+        free(ls->cls[k].node);
     }
 }
 
@@ -188,6 +214,31 @@ static void print_json_keys(const relock_scan_result *r, const listing *ls)
     }
     printf("},\"keys_limit\":%ld,\"keys_truncated\":%s", ls->limit,
            truncated ? "true" : "false");
+    if (!r->cluster_masters)
+        return;
+    /* A cluster: the same keys again, by the master that holds them. */
+    printf(",\"keys_by_node\":{");
+    for (int i = 0; i < ls->nnodes; i++) {
+        if (i)
+            putchar(',');
+        json_str(ls->nodes[i]);
+        printf(":{");
+        for (int k = 0; k < NCLASS; k++) {
+            printf("%s\"%s\":[", k ? "," : "", json_class[k]);
+            int first = 1;
+            for (size_t j = 0; j < ls->cls[k].n; j++) {
+                if (ls->cls[k].node[j] != i)
+                    continue;
+                if (!first)
+                    putchar(',');
+                first = 0;
+                json_str(ls->cls[k].keys[j]);
+            }
+            putchar(']');
+        }
+        putchar('}');
+    }
+    putchar('}');
 }
 
 /* A key name on one line: a backslash and bytes that are not printable
@@ -213,8 +264,30 @@ static void print_text_keys(const relock_scan_result *r, const listing *ls)
     for (int k = 0; k < NCLASS; k++)
         any |= ls->cls[k].n > 0;
     printf("keys:        %s, at most %ld per class (--limit)\n",
-           any ? "by class" : "none", ls->limit);
-    for (int k = 0; k < NCLASS; k++) {
+           !any ? "none" : r->cluster_masters ? "by node, then class" : "by class", ls->limit);
+    /* A cluster: each master's keys under its address. */
+    for (int i = 0; r->cluster_masters && i < ls->nnodes; i++) {
+        printf("  node %s\n", ls->nodes[i]);
+        for (int k = 0; k < NCLASS; k++) {
+            const keylist *kl = &ls->cls[k];
+            int first = 1;
+            for (size_t j = 0; j < kl->n; j++) {
+                if (kl->node[j] != i)
+                    continue;
+                fputs(first ? label[k] : pad, stdout);
+                first = 0;
+                text_key(kl->keys[j]);
+                putchar('\n');
+            }
+        }
+    }
+    for (int k = 0; r->cluster_masters && k < NCLASS; k++) {
+        long long more = class_count(r, k) - (long long)ls->cls[k].n;
+        if (ls->cls[k].n > 0 && more > 0)
+            printf("  %s: %lld more, not listed\n", relock_key_class_name((relock_key_class)k),
+                   more);
+    }
+    for (int k = 0; !r->cluster_masters && k < NCLASS; k++) {
         const keylist *kl = &ls->cls[k];
         for (size_t i = 0; i < kl->n; i++) {
             fputs(i ? pad : label[k], stdout);
@@ -233,6 +306,7 @@ static void print_json(const relock_scan_result *r, const listing *ls)
     json_str(r->match);
     printf(",\"method\":\"%s\",\"complete\":%s", r->keys_fallback ? "keys" : "scan",
            r->complete ? "true" : "false");
+    printf(",\"cluster_masters\":%d", r->cluster_masters);
     printf(",\"counts\":{\"examined\":%lld,\"legacy\":%lld,\"bridge\":%lld,\"modern\":%lld,"
            "\"stale\":%lld,\"unknown\":%lld,\"skipped\":%lld,\"other_types\":%lld,"
            "\"gone\":%lld}",
@@ -266,6 +340,10 @@ static void print_text(const relock_scan_result *r, const listing *ls)
 {
     printf("match:       %s (%s)\n", r->match,
            r->keys_fallback ? "KEYS: the server has no SCAN" : "SCAN");
+    if (r->cluster_masters)
+        printf("cluster:     every master walked (%d): the counts and the verdict cover the "
+               "whole keyspace\n",
+               r->cluster_masters);
     printf("examined:    %lld keys%s\n", r->examined,
            r->complete ? "" : " -- INCOMPLETE: the walk stopped at its bound");
     printf("  legacy:    %lld  live timestamp without TTL (a legacy client holds it)", r->legacy);
@@ -373,6 +451,7 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         return code;
     }
     relock_scan_result res;
+    ls.c = c;
     st = relock_scan_keys(c, match, keys ? note_key : NULL, &ls, &res);
     if (st == RELOCK_OK && ls.nomem) {
         cli_error("scan: out of memory listing the keys (try a smaller --limit)");

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -726,6 +727,122 @@ static void test_slot_migration(void **state)
     relock_client_free(c);
 }
 
+/* Keys a scan told of, with the node it was walking. */
+typedef struct seen_keys {
+    relock_client *c;
+    int n;
+    char key[16][64];
+    char node[16][64];
+    relock_key_class cls[16];
+} seen_keys;
+
+static void seen(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    seen_keys *sk = arg;
+    if (sk->n == 16)
+        return;
+    snprintf(sk->key[sk->n], sizeof sk->key[0], "%.*s", (int)keylen, key);
+    snprintf(sk->node[sk->n], sizeof sk->node[0], "%s", relock_scan_node(sk->c));
+    sk->cls[sk->n++] = k;
+}
+
+/* Runs the relock command with args, returning its stdout (free() it). */
+static char *run_cli(const char *args)
+{
+    const char *bin = getenv("RELOCK_BIN");
+    assert_non_null(bin);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s -u redis://127.0.0.1:%d %s", bin, node[0].port, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 65536, len = 0;
+    char *out = calloc(1, cap);
+    assert_non_null(out);
+    size_t got;
+    while (len + 1 < cap && (got = fread(out + len, 1, cap - 1 - len, p)) > 0)
+        len += got;
+    int status = pclose(p);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("%s: exit %d: %s", cmd, status, out);
+    return out;
+}
+
+/* `relock scan` walks every master, whichever node it is given, and lists
+ * keys by node (the map on or off). */
+static void test_scan_every_master(void **state)
+{
+    (void)state;
+    char legacy[64], bridge[64], modern[64];
+    name_on(1, "scan:legacy", legacy, sizeof legacy);
+    name_on(0, "scan:bridge", bridge, sizeof bridge);
+    name_on(2, "scan:modern", modern, sizeof modern);
+    char ts[32];
+    snprintf(ts, sizeof ts, "%lld", (long long)(time(NULL) + 3600)); /* a live legacy lock */
+    char *v = testsrv_cmd(&node[1], "SET %s %s", legacy, ts);
+    expect_ok(1, v);
+    free(v);
+    v = testsrv_cmd(&node[0], "SET %s %s PX 60000", bridge, ts);
+    expect_ok(0, v);
+    free(v);
+    relock_client *h = cluster_client("modern");
+    relock_lock *l = NULL;
+    CHECK(h, relock_try_acquire(h, modern, 60000, &l));
+
+    for (int map = 0; map < 2; map++) {
+        relock_client *c = map ? cluster_client("modern") : map_off_client("modern");
+        seen_keys sk;
+        memset(&sk, 0, sizeof sk);
+        sk.c = c;
+        relock_scan_result res;
+        CHECK(c, relock_scan_keys(c, "scan:*", seen, &sk, &res));
+        assert_int_equal(res.cluster_masters, N);
+        assert_true(res.complete);
+        assert_int_equal(res.legacy, 1);
+        assert_int_equal(res.bridge, 1);
+        assert_int_equal(res.modern, 1);
+        assert_int_equal(res.verdict, RELOCK_SCAN_STAY_BRIDGE);
+        assert_int_equal(sk.n, 3);
+        const char *names[3] = {legacy, bridge, modern};
+        const int at[3] = {1, 0, 2};
+        for (int k = 0; k < 3; k++) {
+            int found = 0;
+            for (int i = 0; i < sk.n; i++)
+                if (strcmp(sk.key[i], names[k]) == 0) {
+                    char want[64];
+                    snprintf(want, sizeof want, "127.0.0.1:%d", node[at[k]].port);
+                    assert_string_equal(sk.node[i], want);
+                    found = 1;
+                }
+            if (!found)
+                fail_msg("%s not told", names[k]);
+        }
+        relock_client_free(c);
+    }
+
+    /* The command says so, and lists the keys by node. */
+    char *out = run_cli("scan --match 'scan:*' --keys");
+    if (!strstr(out, "cluster:     every master walked (3)") || !strstr(out, "by node"))
+        fail_msg("scan --keys: %s", out);
+    char want[160];
+    snprintf(want, sizeof want, "  node 127.0.0.1:%d\n  legacy:    %s\n", node[1].port, legacy);
+    if (!strstr(out, want))
+        fail_msg("scan --keys: no \"%s\" in %s", want, out);
+    free(out);
+    out = run_cli("scan --json --match 'scan:*' --keys");
+    snprintf(want, sizeof want, "\"127.0.0.1:%d\":{\"legacy\":[\"%s\"]", node[1].port, legacy);
+    if (!strstr(out, "\"cluster_masters\":3") || !strstr(out, want))
+        fail_msg("scan --json --keys: %s", out);
+    free(out);
+
+    CHECK(h, relock_release(l));
+    relock_lock_free(l);
+    relock_client_free(h);
+    v = testsrv_cmd(&node[1], "DEL %s", legacy);
+    free(v);
+    v = testsrv_cmd(&node[0], "DEL %s", bridge);
+    free(v);
+}
+
 /* Whether node i's CLUSTER NODES shows node r as a master. */
 static int is_master(int i, int r)
 {
@@ -857,6 +974,7 @@ int main(void)
         cmocka_unit_test(test_modern_everywhere),
         cmocka_unit_test(test_bridge_everywhere),
         cmocka_unit_test(test_slot_migration),
+        cmocka_unit_test(test_scan_every_master),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

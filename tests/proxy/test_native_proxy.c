@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -461,6 +463,63 @@ static void test_no_lua(void **state)
     testsrv_stop(&p);
 }
 
+/* Compare-and-set increments from two processes at once: with SET IFEQ
+ * atomic, none is lost.  Each reads the counter, then sets it one higher
+ * only if it still holds what was read, and retries when it did not. */
+static int cas_increments(int port, int n)
+{
+    struct timeval tv = {10, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == NULL || c->err)
+        return 10;
+    redisSetTimeout(c, tv);
+    for (int done = 0, tries = 0; done < n && tries < 100 * n; tries++) {
+        redisReply *r = redisCommand(c, "GET counter");
+        if (r == NULL || r->type != REDIS_REPLY_STRING)
+            return 11;
+        long v = atol(r->str);
+        char was[32], now[32];
+        snprintf(was, sizeof was, "%s", r->str);
+        snprintf(now, sizeof now, "%ld", v + 1);
+        freeReplyObject(r);
+        r = redisCommand(c, "SET counter %s IFEQ %s", now, was);
+        if (r == NULL || (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL))
+            return 12;
+        done += r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return 0;
+}
+
+static void test_cas_atomic(void **state)
+{
+    enum { N = 300 };
+    testsrv p;
+    (void)state;
+    if (skip_targeted())
+        return;
+    start_proxy(&p, "valkey-8.1", NULL);
+    redisContext *c = connect_to(&p);
+    want_status(cmd(c, "SET counter 0"), "OK", "SET counter");
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0)
+            _exit(cas_increments(p.port, N));
+    }
+    for (int k = 0; k < 2; k++) {
+        int status = 0;
+        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    want_str(cmd(c, "GET counter"), "600", "no increment lost");
+    redisFree(c);
+    testsrv_stop(&p);
+}
+
 /* RELOCK-PROXY COMMANDS counts what clients sent, by name. */
 static void test_command_counter(void **state)
 {
@@ -504,6 +563,7 @@ int main(void)
         cmocka_unit_test_setup(test_delex_digest, flush),
         cmocka_unit_test_setup(test_command_info, flush),
         cmocka_unit_test_setup(test_no_lua, flush),
+        cmocka_unit_test_setup(test_cas_atomic, flush),
         cmocka_unit_test_setup(test_command_counter, flush),
     };
 

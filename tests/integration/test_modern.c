@@ -281,10 +281,10 @@ static void test_auto_refuses_guessing(void **state)
     relock_server_info info;
     assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
     if (testsrv_target_version()) {
-        /* A real server of a given release (RELOCK_TEST_SERVER). */
-        char v[32];
-        snprintf(v, sizeof v, "%d.%d.%d", info.major, info.minor, info.patch);
-        assert_string_equal(v, testsrv_target_version());
+        /* A real server of a given release (RELOCK_TEST_SERVER): at least
+         * 2.6.12.  (Valkey reports the Redis version it is compatible
+         * with, 7.2.4, not its own.) */
+        assert_true(info.major * 10000 + info.minor * 100 + info.patch >= 20612);
     } else {
         assert_true(info.major >= 6);
     }

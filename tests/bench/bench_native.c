@@ -141,6 +141,23 @@ void bench_native(int upstream, const char *client_cpus)
             if (rate[(size_t)k * n + s] < 0)
                 goto done;
         }
+    /* Each client still took its own path at the end (a reconnection
+     * would have probed again): one more cycle, counted by the proxy. */
+    for (int k = 0; k < NAT_CLIENTS; k++) {
+        char *r = testsrv_cmd_port(px.port, "RELOCK-PROXY RESET");
+        free(r);
+        if (cycle(c[k], kinds[k].name) != 0)
+            goto done;
+        r = testsrv_cmd_port(px.port, "RELOCK-PROXY COMMANDS-LIST");
+        int ok = r && (kinds[k].native ? strstr(r, "DELIFEQ 1") != NULL
+                                       : strstr(r, "DELIFEQ") == NULL);
+        if (!ok)
+            bench_error("native: the %s client's last cycle sent %s", kinds[k].key,
+                        r ? r : "(nothing)");
+        free(r);
+        if (!ok)
+            goto done;
+    }
     for (int k = 0; k < NAT_CLIENTS; k++) {
         double *copy = calloc(n, sizeof *copy);
         if (!copy)

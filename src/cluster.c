@@ -232,9 +232,23 @@ static cnode *node_for(relock_client *c, const char *host, int port)
     for (int i = 0; i < cl->nnodes; i++)
         if (cl->nodes[i].srv.port == port && strcmp(cl->nodes[i].srv.host, host) == 0)
             return &cl->nodes[i];
-    if (cl->nnodes == MAX_NODES || strlen(host) >= RELOCK__HOST_MAX)
+    if (strlen(host) >= RELOCK__HOST_MAX)
         return NULL;
-    cnode *n = &cl->nodes[cl->nnodes++];
+    cnode *n = NULL;
+    if (cl->nnodes < MAX_NODES) {
+        n = &cl->nodes[cl->nnodes++];
+    } else {
+        /* Full (masters come and go over a long life): reuse an entry that
+         * no slot names, that is not in use and has nothing parked. */
+        uint8_t named[MAX_NODES + 1] = {0};
+        for (int s = 0; s < RELOCK__CLUSTER_NSLOTS; s++)
+            named[cl->slot[s]] = 1;
+        for (int i = 0; i < MAX_NODES && !n; i++)
+            if (!named[i + 1] && !cl->nodes[i].conn.ctx && c->conn.srv != &cl->nodes[i].srv)
+                n = &cl->nodes[i];
+        if (!n)
+            return NULL;
+    }
     memset(n, 0, sizeof *n);
     n->srv = c->s.servers[0];
     snprintf(n->srv.host, sizeof n->srv.host, "%s", host);

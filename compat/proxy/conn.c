@@ -56,7 +56,10 @@ enum entry_flags {
     EF_CLOSE = 1 << 6,     /* close the connection after this reply */
     EF_STARTED = 1 << 7,   /* a first confirmation was already relayed */
     EF_CMDINFO = 1 << 8,   /* COMMAND INFO: `local` holds the plan (native.h) */
-    EF_CMDDOCS = 1 << 9    /* COMMAND DOCS: likewise */
+    EF_CMDDOCS = 1 << 9,   /* COMMAND DOCS: likewise */
+    EF_SHA_SET = 1 << 10,  /* internal SCRIPT LOAD of the native set script */
+    EF_SHA_DEL = 1 << 11,  /* ... of the native delete script */
+    EF_NATIVE = 1 << 12    /* a native command sent as the proxy's script */
 };
 
 struct entry {
@@ -119,6 +122,8 @@ struct conn {
     /* When the last read returned (us): everything read so far had
      * arrived by then, so delays count from that moment. */
     long long read_us;
+    /* the native scripts' SHA-1 on this upstream connection (native.h) */
+    native_shas shas;
     /* faults */
     fault_settings faults;
     unsigned fault_gen;
@@ -504,6 +509,18 @@ static int on_reply(struct conn *c, const char *p, size_t n)
     if (e == NULL) /* MONITOR output, or a reply nobody waits for */
         return emit(c, p, n, EMIT_PUSH, 0);
     if (e->kind == E_INTERNAL) {
+        const char *sv;
+        size_t sl;
+
+        /* SCRIPT LOAD of a native script: its SHA-1, or nothing when the
+         * server refused it (say, before AUTH): then EVAL it stays. */
+        if ((e->flags & (EF_SHA_SET | EF_SHA_DEL)) && resp_bulk(p, n, &sv, &sl) == 0 &&
+            sl == 40) {
+            char *dst = (e->flags & EF_SHA_SET) ? c->shas.set : c->shas.del;
+
+            memcpy(dst, sv, 40);
+            dst[40] = '\0';
+        }
         /* Inside MULTI the internal command's result will be an element
          * of the EXEC reply: remember to drop it there. */
         if ((e->flags & EF_QUEUEABLE) && is_queued(p, n))
@@ -513,6 +530,14 @@ static int on_reply(struct conn *c, const char *p, size_t n)
     }
     if (e->flags & EF_REPLACE) {
         r = emit(c, e->local, e->local_len, EMIT_REPLY, 0);
+    } else if ((e->flags & EF_NATIVE) && n > 9 && memcmp(p, "-NOSCRIPT", 9) == 0) {
+        /* The server lost the proxy's script (SCRIPT FLUSH by someone):
+         * the command did not run.  Said so; from now on EVAL. */
+        static const char gone[] = "-ERR relock-proxy: the proxy's script was flushed from "
+                                   "the server (NOSCRIPT); the command did not run\r\n";
+
+        memset(&c->shas, 0, sizeof(c->shas));
+        r = emit(c, gone, sizeof(gone) - 1, EMIT_REPLY, 0);
     } else if ((e->flags & (EF_CMDINFO | EF_CMDDOCS)) && e->local != NULL) {
         pbuf_clear(&c->tmp);
         r = native_command_reply((e->flags & EF_CMDDOCS) != 0, e->local, p, n, &c->tmp);
@@ -678,8 +703,8 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
     }
     if (native_mask(c->pp) != 0) {
         unsigned nfix = FIX_NONE;
-        int np = native_plan(c->pp, argv, argc, &c->uout, &nfix, g.err, sizeof(g.err),
-                             g.counter, sizeof(g.counter));
+        int np = native_plan(c->pp, &c->shas, argv, argc, &c->uout, &nfix, g.err,
+                             sizeof(g.err), g.counter, sizeof(g.counter));
 
         if (np < 0)
             return -1;
@@ -695,7 +720,7 @@ static int on_command(struct conn *c, const proxy_arg *argv, size_t argc,
             np = NATIVE_SENT;
         }
         if (np == NATIVE_SENT)
-            return q_push(c, E_FORWARD, fix | nfix, flags, subs, NULL, 0);
+            return q_push(c, E_FORWARD, fix | nfix, flags | EF_NATIVE, subs, NULL, 0);
     }
 
     if (plan == VOL20_WRAP || plan == VOL20_EXPIRE) {
@@ -938,6 +963,14 @@ void conn_serve(const proxy_ctx *ctx, int cfd)
     lower_timer_slack();
     set_socket_options(cfd);
     if (connect_upstream(&c) < 0)
+        goto done;
+    /* A newer personality's scripts, loaded once so that its native
+     * commands go as EVALSHA, as a client caching its scripts sends them. */
+    if (c.pp->native != 0 &&
+        (native_load_command(&c.uout, 0) < 0 ||
+         q_push(&c, E_INTERNAL, FIX_NONE, EF_SHA_SET, 0, NULL, 0) < 0 ||
+         native_load_command(&c.uout, 1) < 0 ||
+         q_push(&c, E_INTERNAL, FIX_NONE, EF_SHA_DEL, 0, NULL, 0) < 0))
         goto done;
 
     /* Every pass blocks in ppoll() until a socket is ready, a delayed reply

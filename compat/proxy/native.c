@@ -142,14 +142,29 @@ static int parse_ll(const proxy_arg *a, long long *out)
     return 0;
 }
 
-static int add_eval(pbuf *up, const char *script, const proxy_arg *key, const proxy_arg *args,
-                    size_t nargs)
+int native_load_command(pbuf *up, int which)
+{
+    const char *script = which ? del_script : set_script;
+
+    return resp_add_array(up, 3) < 0 || resp_add_bulk(up, "SCRIPT", 6) < 0 ||
+                   resp_add_bulk(up, "LOAD", 4) < 0 ||
+                   resp_add_bulk(up, script, strlen(script)) < 0
+               ? -1
+               : 0;
+}
+
+/* EVALSHA where the script's SHA-1 is known on this connection, else EVAL
+ * with its text. */
+static int add_eval(pbuf *up, const char *script, const char *sha, const proxy_arg *key,
+                    const proxy_arg *args, size_t nargs)
 {
     size_t i;
+    int by_sha = sha != NULL && sha[0] != '\0';
 
-    if (resp_add_array(up, 4 + nargs) < 0 || resp_add_bulk(up, "EVAL", 4) < 0 ||
-        resp_add_bulk(up, script, strlen(script)) < 0 || resp_add_bulk(up, "1", 1) < 0 ||
-        resp_add_bulk(up, key->p, key->n) < 0)
+    if (resp_add_array(up, 4 + nargs) < 0 ||
+        resp_add_bulk(up, by_sha ? "EVALSHA" : "EVAL", by_sha ? 7 : 4) < 0 ||
+        resp_add_bulk(up, by_sha ? sha : script, strlen(by_sha ? sha : script)) < 0 ||
+        resp_add_bulk(up, "1", 1) < 0 || resp_add_bulk(up, key->p, key->n) < 0)
         return -1;
     for (i = 0; i < nargs; i++) {
         if (resp_add_bulk(up, args[i].p, args[i].n) < 0)
@@ -170,8 +185,8 @@ static int is_cond(const proxy_arg *a)
  *     [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]
  * Only reached when some word is a condition the personality has.
  */
-static int plan_set(unsigned nat, const proxy_arg *argv, size_t argc, pbuf *up, char *err,
-                    size_t errlen, char *counter)
+static int plan_set(unsigned nat, const char *sha, const proxy_arg *argv, size_t argc,
+                    pbuf *up, char *err, size_t errlen, char *counter)
 {
     enum { F_NX = 1, F_XX = 2, F_COND = 4, F_GET = 8, F_KEEPTTL = 16, F_EXP = 32 };
     unsigned flags = 0;
@@ -233,12 +248,15 @@ static int plan_set(unsigned nat, const proxy_arg *argv, size_t argc, pbuf *up, 
     } else if (flags & F_KEEPTTL) {
         words[nw++] = (proxy_arg){"KEEPTTL", 7};
     }
-    return add_eval(up, set_script, &argv[1], words, nw) < 0 ? -1 : NATIVE_SENT;
+    return add_eval(up, set_script, sha, &argv[1], words, nw) < 0 ? -1 : NATIVE_SENT;
 }
 
-int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf *up,
-                unsigned *fix, char *err, size_t errlen, char *counter, size_t counterlen)
+int native_plan(const personality *pp, const native_shas *shas, const proxy_arg *argv,
+                size_t argc, pbuf *up, unsigned *fix, char *err, size_t errlen, char *counter,
+                size_t counterlen)
 {
+    const char *set_sha = shas ? shas->set : NULL;
+    const char *del_sha = shas ? shas->del : NULL;
     size_t j;
     unsigned nat = native_mask(pp);
 
@@ -248,7 +266,7 @@ int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf 
     if (arg_is(&argv[0], "SET") && (nat & PN_SET_IFEQ)) {
         for (j = 3; j < argc; j++) {
             if (is_cond(&argv[j]))
-                return plan_set(nat, argv, argc, up, err, errlen, counter);
+                return plan_set(nat, set_sha, argv, argc, up, err, errlen, counter);
         }
         return NATIVE_NONE;
     }
@@ -258,7 +276,7 @@ int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf 
         if (argc != 3)
             return arity(err, errlen, counter, counterlen, "DELIFEQ");
         w[1] = argv[2];
-        return add_eval(up, del_script, &argv[1], w, 2) < 0 ? -1 : NATIVE_SENT;
+        return add_eval(up, del_script, del_sha, &argv[1], w, 2) < 0 ? -1 : NATIVE_SENT;
     }
     if (arg_is(&argv[0], "DELEX") && (nat & PN_DELEX)) {
         proxy_arg w[2];
@@ -277,7 +295,7 @@ int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf 
             return plain_error(err, errlen, counter, DIGEST_CONDS_TEXT);
         w[0] = arg_is(&argv[2], "IFEQ") ? (proxy_arg){"IFEQ", 4} : (proxy_arg){"IFNE", 4};
         w[1] = argv[3];
-        return add_eval(up, del_script, &argv[1], w, 2) < 0 ? -1 : NATIVE_SENT;
+        return add_eval(up, del_script, del_sha, &argv[1], w, 2) < 0 ? -1 : NATIVE_SENT;
     }
     if (arg_is(&argv[0], "DIGEST") && (nat & PN_DIGEST) && native_have_digest()) {
         proxy_arg get[2] = {{"GET", 3}, {NULL, 0}};

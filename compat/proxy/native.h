@@ -9,7 +9,8 @@
  *
  * Each conditional command becomes one Lua script the real server runs
  * atomically, so another client never sees the compare apart from the
- * write.  DIGEST becomes a GET whose reply the proxy hashes (XXH3-64, as
+ * write: by EVALSHA once SCRIPT LOAD on the connection has told its SHA-1
+ * (as a client that caches its scripts would send it), else by EVAL.  DIGEST becomes a GET whose reply the proxy hashes (XXH3-64, as
  * Redis 8.4), when the proxy was built with xxhash.h.  The digest
  * conditions IFDEQ/IFDNE would need that hash inside the script, which the
  * real server's Lua cannot compute: they are answered with an error of the
@@ -44,6 +45,18 @@ unsigned native_mask(const personality *pp);
 /* Whether the proxy was built with XXH3 (DIGEST). */
 int native_have_digest(void);
 
+/* The SHA-1 of the proxy's two scripts on one upstream connection, as the
+ * real server returned them to SCRIPT LOAD; "" while not known (then the
+ * scripts go as EVAL with their text). */
+typedef struct native_shas {
+    char set[41];
+    char del[41];
+} native_shas;
+
+/* Append SCRIPT LOAD of the set script (which 0) or the delete script
+ * (which 1).  Returns 0 or -1 (full). */
+int native_load_command(pbuf *up, int which);
+
 enum native_plan {
     NATIVE_NONE = 0, /* not a native command: go on as usual */
     NATIVE_SENT,     /* the replacement is in the upstream buffer */
@@ -57,8 +70,9 @@ enum native_plan {
  * (without '-' and CRLF) and counter the name to count it under, or "".
  * Returns -1 when up is full.
  */
-int native_plan(const personality *pp, const proxy_arg *argv, size_t argc, pbuf *up,
-                unsigned *fix, char *err, size_t errlen, char *counter, size_t counterlen);
+int native_plan(const personality *pp, const native_shas *shas, const proxy_arg *argv,
+                size_t argc, pbuf *up, unsigned *fix, char *err, size_t errlen, char *counter,
+                size_t counterlen);
 
 /* Append a command that makes the real server answer with the error line
  * err when it runs (a script returning it).  Returns 0 or -1 (full). */

@@ -520,6 +520,39 @@ static void test_cas_atomic(void **state)
     testsrv_stop(&p);
 }
 
+/* The proxy's scripts go as EVALSHA once loaded; a server that lost them
+ * (SCRIPT FLUSH) gets the command refused once, with the reason, and EVAL
+ * from then on. */
+static void test_script_cache(void **state)
+{
+    testsrv p;
+    (void)state;
+    if (skip_targeted())
+        return;
+    char *r0 = testsrv_cmd(&server, "CONFIG RESETSTAT");
+    free(r0);
+    start_proxy(&p, "valkey-9.0", NULL);
+    redisContext *c = connect_to(&p);
+    want_status(cmd(c, "SET k v"), "OK", "SET");
+    want_int(cmd(c, "DELIFEQ k v"), 1, "DELIFEQ");
+    redisContext *real = connect_to(&server);
+    redisReply *r = cmd(real, "INFO commandstats");
+    assert_non_null(strstr(r->str, "cmdstat_evalsha:calls=1,"));
+    assert_null(strstr(r->str, "cmdstat_eval:"));
+    freeReplyObject(r);
+    want_status(cmd(real, "SCRIPT FLUSH"), "OK", "SCRIPT FLUSH");
+    want_status(cmd(c, "SET k v"), "OK", "SET");
+    want_error(cmd(c, "DELIFEQ k v"),
+               "ERR relock-proxy: the proxy's script was flushed from the server (NOSCRIPT); "
+               "the command did not run",
+               "DELIFEQ after a flush");
+    want_str(cmd(real, "GET k"), "v", "not deleted");
+    want_int(cmd(c, "DELIFEQ k v"), 1, "DELIFEQ by EVAL");
+    redisFree(real);
+    redisFree(c);
+    testsrv_stop(&p);
+}
+
 /* RELOCK-PROXY COMMANDS counts what clients sent, by name. */
 static void test_command_counter(void **state)
 {
@@ -564,6 +597,7 @@ int main(void)
         cmocka_unit_test_setup(test_command_info, flush),
         cmocka_unit_test_setup(test_no_lua, flush),
         cmocka_unit_test_setup(test_cas_atomic, flush),
+        cmocka_unit_test_setup(test_script_cache, flush),
         cmocka_unit_test_setup(test_command_counter, flush),
     };
 

@@ -27,10 +27,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
 # group: ctest name, the first version it applies to
-GROUPS_ALL=(legacy bridge modern fence interop replies)
+GROUPS_ALL=(legacy bridge modern fence interop boundaries replies)
 declare -A CTEST=([legacy]=it_legacy [bridge]=it_bridge [modern]=it_modern [fence]=it_fence
-                  [interop]=interop [replies]=proxy)
-declare -A SINCE=([legacy]=0 [bridge]=20600 [modern]=20612 [fence]=0 [interop]=0 [replies]=0)
+                  [interop]=interop [boundaries]=it_boundaries [replies]=proxy)
+declare -A SINCE=([legacy]=0 [bridge]=20600 [modern]=20612 [fence]=0 [interop]=0
+                  [boundaries]=0 [replies]=0)
 
 build= from= only= groups= jobs=1 quiet=0 list=0
 while [ $# -gt 0 ]; do
@@ -151,14 +152,14 @@ for p in "${running[@]}"; do wait "$p"; done
 # The table: one row per server, one column per group.
 failed=0
 printf '\n%-14s' "server"
-for g in "${sel_groups[@]}"; do printf ' %-8s' "$g"; done
+for g in "${sel_groups[@]}"; do printf ' %-10s' "$g"; done
 printf ' %8s %8s\n' "build s" "tests s"
 for v in "${versions[@]}"; do
     printf '%-14s' "$v"
     for g in "${sel_groups[@]}"; do
         res=$(cat "$out/$v-$g.res" 2>/dev/null || echo FAIL)
         [ "$res" = FAIL ] && failed=1
-        printf ' %-8s' "$res"
+        printf ' %-10s' "$res"
     done
     printf ' %8s %8s\n' "${BUILD_S[$v]}" "$(cat "$out/$v.secs" 2>/dev/null || echo ?)"
 done

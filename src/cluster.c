@@ -148,8 +148,9 @@ redisReply *relock__cluster_ask(relock_client *c, int *sent, const relock__redir
 
 /* ------------------------------------------------------------------ slot map */
 
-/* Masters the map can name; slots of further masters stay unknown and are
- * reached through MOVED with the connection in use. */
+/* Masters the map can name at a time (an entry no slot names is reused);
+ * slots of further masters stay unknown and are reached through MOVED with
+ * the connection in use. */
 #define MAX_NODES 64
 /* Open connections a client keeps, the one in use included: a client that
  * works with more masters than this closes the least recently used. */
@@ -210,7 +211,9 @@ static int map_on(const relock_client *c)
 static cnode *node_of(const relock_client *c, const relock__server *srv)
 {
     const struct relock__cluster *cl = c->cl;
-    if (!cl || srv < &cl->nodes[0].srv || srv > &cl->nodes[MAX_NODES - 1].srv)
+    /* Compared as integers: srv may point anywhere (servers[0], c->node). */
+    uintptr_t p = (uintptr_t)srv;
+    if (!cl || p < (uintptr_t)&cl->nodes[0].srv || p > (uintptr_t)&cl->nodes[MAX_NODES - 1].srv)
         return NULL;
     return (cnode *)((const char *)srv - offsetof(cnode, srv));
 }

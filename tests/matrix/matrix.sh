@@ -138,16 +138,21 @@ run_version() {
     echo $(($(date +%s) - t0)) >"$out/$v.secs"
 }
 
-running=()
+# In the order given (the longest first keeps --jobs busy), N at a time.
 for v in "${versions[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
     run_version "$v" &
-    running+=($!)
-    if [ ${#running[@]} -ge "$jobs" ]; then
-        wait "${running[0]}"
-        running=("${running[@]:1}")
-    fi
 done
-for p in "${running[@]}"; do wait "$p"; done
+wait
+
+# The table in version order, whatever the order of --only.
+ordered=()
+for a in "${available[@]}"; do
+    for v in "${versions[@]}"; do
+        [ "$a" = "$v" ] && { ordered+=("$v"); break; }
+    done
+done
+versions=("${ordered[@]}")
 
 # The table: one row per server, one column per group.
 failed=0

@@ -55,35 +55,35 @@ int native_have_digest(void)
 #endif
 }
 
-#define WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 /* SET with a value condition.  KEYS[1] key; ARGV[1] value, ARGV[2] the
  * condition (IFEQ or IFNE), ARGV[3] the value compared, ARGV[4] '1' for
  * GET, ARGV[5..] the expiry words passed on to SET.  A key of another type
- * is refused before anything is compared, as the servers do (with GET, by
- * the GET); a missing key never meets IFEQ and always meets IFNE. */
+ * is refused before anything is compared, as the servers do: the GET's
+ * own WRONGTYPE error, returned as it is; a missing key never meets IFEQ
+ * and always meets IFNE.  As few calls as the scripts it is compared with
+ * (a GET and the write), so that the emulation costs the server about
+ * what relock's own scripts cost it. */
 static const char set_script[] =
-    "local t = redis.call('type', KEYS[1])['ok'] "
-    "if t ~= 'none' and t ~= 'string' then return redis.error_reply('" WRONGTYPE "') end "
-    "local cur = false "
-    "if t == 'string' then cur = redis.call('get', KEYS[1]) end "
+    "local cur = redis.pcall('get', KEYS[1]) "
+    "if type(cur) == 'table' and cur.err then return cur end "
     "local ok "
     "if ARGV[2] == 'IFEQ' then ok = (cur ~= false and cur == ARGV[3]) "
     "else ok = (cur == false or cur ~= ARGV[3]) end "
     "if not ok then if ARGV[4] == '1' then return cur end return false end "
-    "local a = {'set', KEYS[1], ARGV[1]} "
-    "for i = 5, #ARGV do a[#a + 1] = ARGV[i] end "
-    "redis.call(unpack(a)) "
+    "if #ARGV == 4 then redis.call('set', KEYS[1], ARGV[1]) "
+    "elseif #ARGV == 5 then redis.call('set', KEYS[1], ARGV[1], ARGV[5]) "
+    "else redis.call('set', KEYS[1], ARGV[1], ARGV[5], ARGV[6]) end "
     "if ARGV[4] == '1' then return cur end "
     "return {ok = 'OK'}";
 
 /* DELIFEQ and DELEX with a condition.  KEYS[1] key; ARGV[1] IFEQ or IFNE,
- * ARGV[2] the value compared.  A missing key is 0 whatever the condition. */
+ * ARGV[2] the value compared.  A missing key is 0 whatever the condition;
+ * another type, the GET's WRONGTYPE. */
 static const char del_script[] =
-    "local t = redis.call('type', KEYS[1])['ok'] "
-    "if t == 'none' then return 0 end "
-    "if t ~= 'string' then return redis.error_reply('" WRONGTYPE "') end "
-    "local cur = redis.call('get', KEYS[1]) "
+    "local cur = redis.pcall('get', KEYS[1]) "
+    "if type(cur) == 'table' and cur.err then return cur end "
+    "if cur == false then return 0 end "
     "local ok = (cur == ARGV[2]) "
     "if ARGV[1] == 'IFNE' then ok = not ok end "
     "if not ok then return 0 end "

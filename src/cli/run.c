@@ -154,6 +154,7 @@ static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long grace_ms)
     if (n == 1)
         _exit(0);
     kill(-pgid, SIGTERM);
+    kill(-pgid, SIGCONT);
     sleep_ms(grace_ms);
     kill(-pgid, SIGKILL);
     _exit(0);
@@ -182,6 +183,7 @@ static void lost_while_running(pid_t pgid, int *status, const cli_keeper *k)
 {
     cli_keep_say_lost(k, "run: lock lost while CMD was running");
     kill(-pgid, SIGTERM);
+    kill(-pgid, SIGCONT); /* a stopped process acts on SIGTERM only once continued */
     if (!reap_within(pgid, KILL_GRACE_MS, status)) {
         kill(-pgid, SIGKILL);
         waitpid(pgid, status, 0);
@@ -261,6 +263,10 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     sigaddset(&mask, SIGCHLD);
     for (size_t i = 0; i < NFORWARDED; i++)
         sigaddset(&mask, forwarded[i]);
+    /* Blocking SIGCONT does not stop it from continuing relock; read from
+     * the signalfd it is passed on, so that `kill -STOP` then `kill -CONT`
+     * of relock's group stops and continues CMD's too. */
+    sigaddset(&mask, SIGCONT);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     int gpipe[2] = {-1, -1};

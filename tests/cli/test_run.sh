@@ -57,6 +57,8 @@ wait_for() {
 alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 gone() { ! alive "$1"; }
 has_pid() { [ -s "$1" ]; }
+not_stopped() { alive "$1" && ! grep -q '^State:[[:space:]]*T' "/proc/$1/status" 2>/dev/null; }
+wait_for_not_stopped() { wait_for not_stopped "$1"; }
 
 # A CMD whose grandchild (a background sleep) writes its pid down: the
 # process that a signal to CMD alone would leave running.
@@ -116,6 +118,43 @@ for sig in USR1 USR2; do
     check "$sig: no loss reported: $(cat "$DIR/err")" -- [ "$(grep -c "relock:" "$DIR/err")" = 0 ]
     check "$sig: the lock was released" -- [ "$(rcli EXISTS "tree-$sig")" = 0 ]
 done
+
+# --- 5. Lost while CMD is stopped: relock continues the group after its
+# SIGTERM, so CMD acts on it at once (its trap writes a mark) rather than
+# sleeping through the grace period into SIGKILL.
+"$RELOCK" -m modern run -t 3s tree-stopped -- \
+    sh -c "trap 'echo term >$DIR/stopped.term; exit 5' TERM; echo \$\$ >$DIR/stopped.pid; while :; do sleep 0.05; done" \
+    >"$DIR/out" 2>"$DIR/err" &
+RUN=$!
+check "stopped: CMD started" -- wait_for has_pid "$DIR/stopped.pid"
+CMDPID=$(cat "$DIR/stopped.pid")
+stopped() { grep -q '^State:[[:space:]]*T' "/proc/$1/status" 2>/dev/null; }
+kill -STOP -- "-$CMDPID"
+check "stopped: CMD is stopped" -- wait_for stopped "$CMDPID"
+R break tree-stopped >/dev/null 2>&1
+code=0
+wait "$RUN" || code=$?
+check "stopped: run exits 3 (exit $code: $(cat "$DIR/err"))" -- [ "$code" -eq 3 ]
+check "stopped: CMD was continued and ran its TERM trap" -- [ -s "$DIR/stopped.term" ]
+
+# --- 6. SIGCONT to relock is passed on: a job stopped as a whole (relock's
+# group, then CMD's) and continued through relock's group goes on as a
+# whole.  setsid gives relock a group of its own to signal.
+setsid "$RELOCK" -m modern run -t 3s tree-cont -- \
+    sh -c "echo \$\$ >$DIR/cont.pid; i=0; while [ \$i -lt 400 ]; do i=\$((i+1)); echo \$i >$DIR/cont.count; sleep 0.02; done" \
+    >"$DIR/out" 2>"$DIR/err" &
+RUN=$!
+check "cont: CMD started" -- wait_for has_pid "$DIR/cont.pid"
+CMDPID=$(cat "$DIR/cont.pid")
+RELOCKPGID=$(ps -o pgid= -p "$RUN" | tr -d ' ')
+kill -STOP -- "-$RELOCKPGID"
+kill -STOP -- "-$CMDPID"
+check "cont: CMD is stopped" -- wait_for stopped "$CMDPID"
+kill -CONT -- "-$RELOCKPGID"
+check "cont: CMD goes on once relock is continued" -- wait_for_not_stopped "$CMDPID"
+kill -CONT -- "-$CMDPID" 2>/dev/null # whatever happened above: nothing left stopped
+kill -TERM "$RUN" 2>/dev/null
+wait "$RUN" 2>/dev/null
 
 echo "cli_run: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -390,17 +390,31 @@ int wk_section_fenced(wk_worker *w, redisContext *res, long long token, uint64_t
      * runner's faults strike a holder that is using the resource. */
     char fault[16];
     claim_fault(w, fault, sizeof fault);
+    /* Under `relock run`, CMD has a process group of its own: a fault that
+     * stands for the host (a crash, a pause) strikes relock's group too,
+     * the worker's, which the runner watches and continues. */
+    pid_t runner_group = 0;
+    if (strncmp(w->kind, "run-", 4) == 0) {
+        pid_t g = getpgid(getppid());
+        if (g > 0 && g != getpgrp())
+            runner_group = g;
+    }
     if (strncmp(fault, "die", 3) == 0) {
         wk_log(w, "die", NULL);
-        /* The whole process group: a `relock run` section takes relock
-         * (and its renewal) down with it, as a crash of the host would. */
+        /* Relock (and its renewal) dies with the section, as in a crash of
+         * the host. */
+        if (runner_group)
+            kill(-runner_group, SIGKILL);
         kill(0, SIGKILL);
         raise(SIGKILL);
         _exit(99); /* not reached */
     }
     if (strncmp(fault, "stop", 4) == 0) {
         wk_log(w, "pause", NULL);
-        /* The runner sees the stop and sends SIGCONT past the lease. */
+        /* The runner sees the stop and sends SIGCONT past the lease to the
+         * worker's group; relock run passes it on to this one. */
+        if (runner_group)
+            kill(-runner_group, SIGSTOP);
         kill(0, SIGSTOP);
     }
     long hold_us = w->o->hold_ms >= 0 ? wk_rand_between(w, 0, w->o->hold_ms * 1000)

@@ -119,7 +119,10 @@ int main(int argc, char **argv)
     long long token = number(fence, 0, (long long)(~0ULL >> 1));
     wk_worker w;
     wk_init(&w, &o, kind);
-    w.id = (long)getpgrp();
+    /* The id of the lines: the worker's, which its "run" and "lost" lines
+     * carry: relock run's process group (CMD has a group of its own). */
+    pid_t g = getpgid(getppid());
+    w.id = (long)(g > 0 ? g : getpgrp());
     redisContext *res = wk_try_connect(o.resource_port);
     if (!res)
         return 70;

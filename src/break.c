@@ -54,23 +54,12 @@ typedef struct brk {
     char chan[RELOCK__KEY_MAX]; /* "" when wait.notify is off */
 } brk;
 
-/* The rules of lock names (lock.c): above all, no space, so that a break
- * can never reach relock's own keys (fence counters, the marker). */
+/* The lock name's rules (relock__check_name), and break's own. */
 static relock_status check_args(relock_client *c, const char *name, const char *if_value)
 {
-    if (!name || !*name)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
-    size_t len = strlen(name);
-    if (len > RELOCK__NAME_MAX)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: %zu bytes, at most %d", len,
-                            RELOCK__NAME_MAX);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch <= ' ' || ch == 0x7f)
-            return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
-                                "lock name: contains a space or control character at byte %zu",
-                                i);
-    }
+    relock_status st = relock__check_name(c, name);
+    if (st != RELOCK_OK)
+        return st;
     if (if_value && (!*if_value || strlen(if_value) > IF_VALUE_MAX))
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "break %s: the value is empty or longer "
                             "than %d bytes", name, IF_VALUE_MAX);

@@ -157,6 +157,8 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 int relock__key_slot_safe(const char *key);
 
 /* The fence counter's key for a lock key; -1 when out is too small. */
+/* The rules of a lock name (keys.c): RELOCK_OK, or RELOCK_EINVAL said on c. */
+relock_status relock__check_name(relock_client *c, const char *name);
 int relock__fence_key(const char *lock_key, char *out, size_t len);
 /* The break counter's key for a lock key (2.0); -1 when out is too small. */
 int relock__breaks_key(const char *lock_key, char *out, size_t len);

@@ -55,6 +55,31 @@ static int side_key(const char *lock_key, const char *suffix, int as_before, cha
     return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
 
+/*
+ * The rules of lock names, for every call that takes one (lock.c, break.c).
+ * Names are binary-safe for Redis, but a space or control character is
+ * almost always a mistake in a script and unprintable in messages; above
+ * all, no name has a space, so no lock key is ever one of relock's own
+ * (fence counters, the marker), whose names have one.
+ */
+relock_status relock__check_name(relock_client *c, const char *name)
+{
+    if (!name || !*name)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
+    size_t len = strlen(name);
+    if (len > RELOCK__NAME_MAX)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: %zu bytes, at most %d", len,
+                            RELOCK__NAME_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= ' ' || ch == 0x7f)
+            return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                                "lock name: contains a space or control character at byte %zu",
+                                i);
+    }
+    return RELOCK_OK;
+}
+
 int relock__fence_key(const char *lock_key, char *out, size_t len)
 {
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 0, out, len);

@@ -17,31 +17,10 @@ static uint64_t key_hash(const char *key)
     return h;
 }
 
-/* Names are binary-safe for Redis, but a name with control characters or
- * spaces is almost always a mistake in a script, and unprintable in our
- * messages: refuse them. */
-static relock_status check_name(relock_client *c, const char *name)
-{
-    if (!name || !*name)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
-    size_t len = strlen(name);
-    if (len > RELOCK__NAME_MAX)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: %zu bytes, at most %d", len,
-                            RELOCK__NAME_MAX);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch <= ' ' || ch == 0x7f)
-            return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
-                                "lock name: contains a space or control character at byte %zu",
-                                i);
-    }
-    return RELOCK_OK;
-}
-
 static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, relock_lock **out)
 {
     *out = NULL;
-    relock_status st = check_name(c, name);
+    relock_status st = relock__check_name(c, name);
     if (st != RELOCK_OK)
         return st;
     if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)

@@ -58,9 +58,7 @@ static relock_status connect_with(relock_status (*fill)(relock_config *, const c
     } else {
         relock_client *c = calloc(1, sizeof *c);
         if (c) {
-            c->err = cfg->err;
-            c->err.pub.message = c->err.msg;
-            c->err.pub.server = c->err.server;
+            relock__err_copy(&c->err, &cfg->err);
         }
         *out = c;
     }

@@ -359,9 +359,7 @@ static int refresh(relock_client *c)
         }
         relock__err saved = c->err;
         int ok = relock__conn_login(c, ctx, &srv) == RELOCK_OK && read_slots(c, ctx, &srv) == 0;
-        c->err = saved;
-        c->err.pub.message = c->err.msg;
-        c->err.pub.server = c->err.server;
+        relock__err_copy(&c->err, &saved);
         redisFree(ctx);
         memset(&srv, 0, sizeof srv);
         if (ok)

@@ -178,9 +178,7 @@ relock_status relock__conn_ready(relock_client *c)
     relock__err_clear(&c->err);
     if (relock__conn_ensure(c) == RELOCK_OK)
         return RELOCK_OK;
-    c->err = saved;
-    c->err.pub.message = c->err.msg;
-    c->err.pub.server = c->err.server;
+    relock__err_copy(&c->err, &saved);
     return c->err.pub.status;
 }
 
@@ -433,9 +431,7 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
         strcmp(r->str, "string") == 0 || strcmp(r->str, "none") == 0) {
         if (r)
             freeReplyObject(r);
-        c->err = saved;
-        c->err.pub.message = c->err.msg;
-        c->err.pub.server = c->err.server;
+        relock__err_copy(&c->err, &saved);
         return st;
     }
     char words[96];

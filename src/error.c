@@ -65,6 +65,14 @@ void relock__err_clear(relock__err *e)
     e->pub.line = 0;
 }
 
+void relock__err_copy(relock__err *dst, const relock__err *src)
+{
+    if (dst != src)
+        *dst = *src;
+    dst->pub.message = dst->msg; /* into dst's own buffers, not src's */
+    dst->pub.server = dst->server;
+}
+
 relock_status relock__err_set(relock__err *e, relock_status st, const char *file, int line,
                               const char *server, const char *fmt, ...)
 {

@@ -32,6 +32,9 @@ typedef struct relock__err {
 } relock__err;
 
 void relock__err_clear(relock__err *e);
+/* dst becomes a copy of src (an error kept aside, or another handle's), its
+ * public fields pointing into dst's own buffers. */
+void relock__err_copy(relock__err *dst, const relock__err *src);
 /* The detail reported for a NULL handle (RELOCK_EINVAL). */
 extern const relock_error relock__null_handle_error;
 /* Records an error unless one is already recorded for this call (the first

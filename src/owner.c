@@ -121,7 +121,5 @@ void relock__owner_note(relock_lock *l, int held)
     }
     if (r)
         freeReplyObject(r);
-    c->err = saved;
-    c->err.pub.message = c->err.msg;
-    c->err.pub.server = c->err.server;
+    relock__err_copy(&c->err, &saved);
 }

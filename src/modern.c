@@ -14,7 +14,7 @@
  *            without Lua (Valkey 9.1 can) and have no native command.
  * The fence is incremented with a successful acquisition only: by the
  * acquire script, or without Lua inside the MULTI that sets the key, under
- * a WATCH of the key (docs/decisions.md 88-91).
+ * a WATCH of the key (docs/decisions.md 97-100).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -273,9 +273,10 @@ static int cas_watch_in(relock_lock *l, const cas_req *q, cas_result *out, int *
 {
     relock_client *c = l->c;
     int check_fence = q->fence > 0;
-    redisReply *r = check_fence || q->incr
-                        ? expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s %s", l->key, l->fence_key)
-                        : expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s", l->key);
+    redisReply *r =
+        check_fence || q->incr
+            ? expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s %s", l->key, l->fence_key)
+            : expect(c, REDIS_REPLY_STATUS, "WATCH", "WATCH %s", l->key);
     if (!r)
         return -1;
     freeReplyObject(r);

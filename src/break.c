@@ -16,11 +16,12 @@
  *     has taken the key meanwhile, and the call reports RELOCK_BUSY.
  *
  * Without a value the key is deleted whatever it holds (the same script
- * told to match anything, or MULTI, DEL, INCR, EXEC before 2.6).  Either way the release is announced on the lock's channel so
- * that waiters wake at once: inside the script where there is one, else by
- * a PUBLISH right after the delete.  The notice only wakes waiters early,
- * so it is best effort: an ACL user without channel permissions (Redis 7's
- * default acl-pubsub-default) still breaks the lock.
+ * told to match anything, or MULTI, DEL, INCR, EXEC before 2.6).  Either
+ * way the release is announced on the lock's channel so that waiters wake
+ * at once: inside the script where there is one, else by a PUBLISH right
+ * after the delete.  The notice only wakes waiters early, so it is best
+ * effort: an ACL user without channel permissions (Redis 7's default
+ * acl-pubsub-default) still breaks the lock.
  *
  * Every delete increments the lock's fence counter in the same atomic step
  * (the script, or the transaction).  The broken holder's extend and

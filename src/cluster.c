@@ -133,8 +133,9 @@ redisReply *relock__cluster_ask(relock_client *c, int *sent, const relock__redir
             redisGetReply(ctx, &asking) != REDIS_OK || !asking ||
             redisGetReply(ctx, &reply) != REDIS_OK || !reply) {
             *sent = 1;
-            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on " RELOCK__ADDR_FMT " (ASK redirection): %s", name,
-                         RELOCK__ADDR(&srv), ctx->errstr[0] ? ctx->errstr : "connection lost");
+            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on " RELOCK__ADDR_FMT " (ASK redirection): %s",
+                         name, RELOCK__ADDR(&srv),
+                         ctx->errstr[0] ? ctx->errstr : "connection lost");
         } else {
             r = reply;
         }

@@ -523,7 +523,8 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
         } else if (strcmp(name, "port") == 0 || strcmp(name, "db") == 0) {
             long long v = is_int ? config_setting_get_int64(m) : 0;
             int isport = strcmp(name, "port") == 0;
-            if (!is_int || (isport && (v < 1 || v > 65535)) || (!isport && (v < 0 || v > 1000000))) {
+            if (!is_int || (isport && (v < 1 || v > 65535)) ||
+                (!isport && (v < 0 || v > 1000000))) {
                 snprintf(why, sizeof why, "servers: %s must be an integer %s", name,
                          isport ? "from 1 to 65535" : "from 0");
                 load_fail(ld, m, why);
@@ -788,7 +789,8 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
         config_setting_t *m = config_setting_get_elem(root, (unsigned)i);
         if (strcmp(config_setting_name(m), "relock") != 0) {
             char why[160];
-            snprintf(why, sizeof why, "unknown setting \"%.60s\" (settings belong in relock = { ... })",
+            snprintf(why, sizeof why,
+                     "unknown setting \"%.60s\" (settings belong in relock = { ... })",
                      config_setting_name(m));
             load_fail(&ld, m, why);
         } else if (config_setting_type(m) != CONFIG_TYPE_GROUP) {

@@ -38,12 +38,12 @@ relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relo
         else
             r = redisCommand(ctx, "AUTH %s", srv->password);
         if (!r)
-            return RELOCK__FAIL(&c->err, RELOCK_EIO, "AUTH to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
-                                ctx->errstr);
+            return RELOCK__FAIL(&c->err, RELOCK_EIO, "AUTH to " RELOCK__ADDR_FMT ": %s",
+                                RELOCK__ADDR(srv), ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             relock_status st = RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
-                                                "AUTH to " RELOCK__ADDR_FMT " refused: %s", RELOCK__ADDR(srv),
-                                                r->str);
+                                                "AUTH to " RELOCK__ADDR_FMT " refused: %s",
+                                                RELOCK__ADDR(srv), r->str);
             freeReplyObject(r);
             return st;
         }
@@ -52,12 +52,12 @@ relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relo
     if (srv->db != 0) {
         r = redisCommand(ctx, "SELECT %d", srv->db);
         if (!r)
-            return RELOCK__FAIL(&c->err, RELOCK_EIO, "SELECT on " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
-                                ctx->errstr);
+            return RELOCK__FAIL(&c->err, RELOCK_EIO, "SELECT on " RELOCK__ADDR_FMT ": %s",
+                                RELOCK__ADDR(srv), ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             relock_status st = RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
-                                                "SELECT %d on " RELOCK__ADDR_FMT " refused: %s", srv->db,
-                                                RELOCK__ADDR(srv), r->str);
+                                                "SELECT %d on " RELOCK__ADDR_FMT " refused: %s",
+                                                srv->db, RELOCK__ADDR(srv), r->str);
             freeReplyObject(r);
             return st;
         }
@@ -75,16 +75,19 @@ redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, l
                              : redisConnectUnixWithTimeout(host, tv_ms(connect_ms));
     if (!ctx) {
         *st = RELOCK_ENOMEM;
-        snprintf(why, whylen, "connect to " RELOCK__ADDR_FMT ": out of memory", host, port ? ":" : "", port);
+        snprintf(why, whylen, "connect to " RELOCK__ADDR_FMT ": out of memory", host,
+                 port ? ":" : "", port);
         return NULL;
     }
     if (ctx->err) {
-        snprintf(why, whylen, "connect to " RELOCK__ADDR_FMT ": %s", host, port ? ":" : "", port, ctx->errstr);
+        snprintf(why, whylen, "connect to " RELOCK__ADDR_FMT ": %s", host, port ? ":" : "", port,
+                 ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
     if (redisSetTimeout(ctx, tv_ms(command_ms)) != REDIS_OK) {
-        snprintf(why, whylen, "set timeout on " RELOCK__ADDR_FMT ": %s", host, port ? ":" : "", port, ctx->errstr);
+        snprintf(why, whylen, "set timeout on " RELOCK__ADDR_FMT ": %s", host, port ? ":" : "",
+                 port, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
@@ -207,7 +210,8 @@ static int txn_conn_lost(relock_client *c, const char *name)
         return 0;
     const relock__server *srv = c->conn.srv;
     RELOCK__FAIL(&c->err, RELOCK_EIO,
-                 "%s on " RELOCK__ADDR_FMT ": the connection was lost inside a transaction (WATCH or "
+                 "%s on " RELOCK__ADDR_FMT
+                 ": the connection was lost inside a transaction (WATCH or "
                  "MULTI); not reconnected, since a new connection would run the rest of "
                  "it unconditionally",
                  name, RELOCK__ADDR(srv));
@@ -229,16 +233,19 @@ static redisReply *send_once(relock_client *c, int *sent, const char *name, cons
     errno = 0;
     if (redisAppendFormattedCommand(c->conn.ctx, cmd, len) != REDIS_OK ||
         redisGetReply(c->conn.ctx, &reply) != REDIS_OK || !reply) {
-        int timed_out = c->conn.ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+        int timed_out =
+            c->conn.ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
         *sent = 1;
         const relock__server *srv = c->conn.srv;
         if (timed_out)
             RELOCK__FAIL(&c->err, RELOCK_EIO,
-                         "%s on " RELOCK__ADDR_FMT ": no reply within %ld ms (command_timeout_ms): the server "
+                         "%s on " RELOCK__ADDR_FMT
+                         ": no reply within %ld ms (command_timeout_ms): the server "
                          "is stalled, overloaded, or not a Redis server",
                          name, RELOCK__ADDR(srv), c->s.command_timeout_ms);
         else
-            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on " RELOCK__ADDR_FMT ": %s", name, RELOCK__ADDR(srv),
+            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on " RELOCK__ADDR_FMT ": %s", name,
+                         RELOCK__ADDR(srv),
                          c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
         relock__conn_close(&c->conn);
         if (reply)
@@ -282,7 +289,8 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
             if (relock__sentinel_readonly(r)) {
                 const relock__server *srv = c->conn.srv;
                 RELOCK__FAIL_SRV(&c->err, RELOCK_EIO, r->str,
-                                 "%s on " RELOCK__ADDR_FMT ": the server is now a read-only replica: a failover "
+                                 "%s on " RELOCK__ADDR_FMT
+                                 ": the server is now a read-only replica: a failover "
                                  "of \"%s\" is under way; the next call asks the sentinels again",
                                  name, RELOCK__ADDR(srv), c->s.sentinel.master);
                 freeReplyObject(r);
@@ -385,17 +393,19 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     if (r && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
         return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
-                               "%s on " RELOCK__ADDR_FMT ": the key holds a value that is not a string, so "
+                               "%s on " RELOCK__ADDR_FMT
+                               ": the key holds a value that is not a string, so "
                                "it is not a lock; relock never takes over, changes or deletes "
                                "it",
                                what, RELOCK__ADDR(srv));
     if (r && r->type == REDIS_REPLY_ERROR)
         return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,
-                               "%s on " RELOCK__ADDR_FMT ": server error: %s", what, RELOCK__ADDR(srv), r->str);
+                               "%s on " RELOCK__ADDR_FMT ": server error: %s", what,
+                               RELOCK__ADDR(srv), r->str);
     int t = r ? r->type : 0;
     return relock__err_set(&c->err, RELOCK_EPROTO, file, line, NULL,
-                           "%s on " RELOCK__ADDR_FMT ": unexpected %s reply", what, RELOCK__ADDR(srv),
-                           (t >= 1 && t <= 6) ? types[t] : "unknown");
+                           "%s on " RELOCK__ADDR_FMT ": unexpected %s reply", what,
+                           RELOCK__ADDR(srv), (t >= 1 && t <= 6) ? types[t] : "unknown");
 }
 
 /* TYPE's answer in words, with its article. */
@@ -440,7 +450,8 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
     const relock__server *srv = c->conn.srv;
     relock__err_clear(&c->err);
     relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
-                    "%s: the key %s on " RELOCK__ADDR_FMT " holds %s, not a lock; relock never takes over, "
+                    "%s: the key %s on " RELOCK__ADDR_FMT
+                    " holds %s, not a lock; relock never takes over, "
                     "changes or deletes it",
                     what, key, RELOCK__ADDR(srv), words);
     return RELOCK_EFOREIGN;

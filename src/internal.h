@@ -44,7 +44,8 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
                               const char *server, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-#define RELOCK__FAIL(errp, st, ...) relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
+#define RELOCK__FAIL(errp, st, ...)                                                           \
+    relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
 #define RELOCK__FAIL_SRV(errp, st, srv, ...)                                                  \
     relock__err_set((errp), (st), __FILE__, __LINE__, (srv), __VA_ARGS__)
 

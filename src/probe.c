@@ -66,7 +66,8 @@ static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r
         (strncmp(r->str, "NOAUTH", 6) != 0 && strncmp(r->str, "NOPERM", 6) != 0))
         return 0;
     const relock__server *srv = c->conn.srv;
-    RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str, "%s on " RELOCK__ADDR_FMT " refused: %s%s", cmd, RELOCK__ADDR(srv), r->str,
+    RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str, "%s on " RELOCK__ADDR_FMT " refused: %s%s",
+                     cmd, RELOCK__ADDR(srv), r->str,
                      r->str[2] == 'A' ? " (set a password in the URL or the configuration)"
                                       : " (the user needs permission for it)");
     return 1;
@@ -175,8 +176,8 @@ relock_status relock__probe(relock_client *c)
     /* Plain INFO: 2.0 knows no sections. */
     redisReply *r = redisCommand(c->conn.ctx, "INFO");
     if (!r)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "INFO on " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
-                            c->conn.ctx->errstr);
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "INFO on " RELOCK__ADDR_FMT ": %s",
+                            RELOCK__ADDR(srv), c->conn.ctx->errstr);
     int major, minor, patch;
     relock_status st = RELOCK_OK;
     if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0)

@@ -161,9 +161,9 @@ static void count_value(walk *w, const char *key, size_t keylen, const redisRepl
 static relock_status lost_sync(relock_client *c, relock_status st, const char *what)
 {
     const relock__server *srv = c->conn.srv;
-    relock_status r = RELOCK__FAIL(&c->err, st, "scan: %s on " RELOCK__ADDR_FMT ": %s", what, RELOCK__ADDR(srv),
-                                   c->conn.ctx && c->conn.ctx->errstr[0] ? c->conn.ctx->errstr
-                                                                         : "connection lost");
+    relock_status r = RELOCK__FAIL(
+        &c->err, st, "scan: %s on " RELOCK__ADDR_FMT ": %s", what, RELOCK__ADDR(srv),
+        c->conn.ctx && c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "connection lost");
     relock__conn_close(&c->conn);
     return r;
 }
@@ -309,13 +309,13 @@ static relock_status walk_keys(relock_client *c, const char *match, walk *w)
     long long dbsize = r->integer;
     freeReplyObject(r);
     if (dbsize > RELOCK_SCAN_KEYS_FALLBACK_MAX)
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "scan: server " RELOCK__ADDR_FMT " runs Redis %s, which has no SCAN (needs 2.8), and "
-                            "its database holds %lld keys: KEYS over more than %lld keys would "
-                            "block the server for every client, so relock does not send it; "
-                            "scan a replica that serves no clients instead",
-                            RELOCK__ADDR(c->conn.srv), c->conn.version, dbsize,
-                            RELOCK_SCAN_KEYS_FALLBACK_MAX);
+        return RELOCK__FAIL(
+            &c->err, RELOCK_EUNSUPPORTED,
+            "scan: server " RELOCK__ADDR_FMT " runs Redis %s, which has no SCAN (needs 2.8), and "
+            "its database holds %lld keys: KEYS over more than %lld keys would "
+            "block the server for every client, so relock does not send it; "
+            "scan a replica that serves no clients instead",
+            RELOCK__ADDR(c->conn.srv), c->conn.version, dbsize, RELOCK_SCAN_KEYS_FALLBACK_MAX);
     out->keys_fallback = 1;
     r = relock__commandf(c, NULL, "KEYS %s", match);
     if (!r)
@@ -510,7 +510,8 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
             st = relock__cluster_use(c, i);
             if (st != RELOCK_OK)
                 break;
-            snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT, RELOCK__ADDR(c->conn.srv));
+            snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT,
+                     RELOCK__ADDR(c->conn.srv));
             out->complete = 0;
             st = walk_scan(c, out->match, &w);
             if (st == RELOCK_OK && !out->complete)

@@ -202,6 +202,11 @@ typedef struct relock_server_info {
 #define RELOCK_CAP_SET_NX_PX 0x10u /* SET key value NX PX ms (2.6.12) */
 #define RELOCK_CAP_SCAN 0x20u     /* SCAN; TTL of a missing key is -2 (2.8) */
 #define RELOCK_CAP_SCRIPT_TIME_WRITE 0x40u /* a script may write after TIME (5.0) */
+/* Found by COMMAND DOCS, not from the version (EVAL too: a server may run
+ * without Lua): */
+#define RELOCK_CAP_SET_IFEQ 0x80u  /* SET key value IFEQ old (Valkey 8.1, Redis 8.4) */
+#define RELOCK_CAP_DELIFEQ 0x100u  /* DELIFEQ key value (Valkey 9.0) */
+#define RELOCK_CAP_DELEX 0x200u    /* DELEX key IFEQ value (Redis 8.4) */
 
 /* Fills info (pointers valid while c lives).  Reconnects if needed. */
 RELOCK_EXTERN relock_status relock_client_server(relock_client *c, relock_server_info *info);

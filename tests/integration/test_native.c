@@ -25,8 +25,6 @@
 #include "testclient.h"
 #include "testutil.h"
 
-/* Capability bits beyond relock.h (src/caps.h). */
-#include "caps.h"
 
 typedef struct pcase {
     const char *pers;
@@ -119,9 +117,9 @@ static void test_paths(void **state)
         relock_server_info info;
         assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
         assert_int_equal((info.caps & RELOCK_CAP_EVAL) != 0, k->lua);
-        assert_int_equal((info.caps & RELOCK__CAP_DELIFEQ) != 0, strcmp(k->pers, "valkey-9.0") == 0);
-        assert_int_equal((info.caps & RELOCK__CAP_DELEX) != 0, strcmp(k->pers, "redis-8.4") == 0);
-        assert_int_equal((info.caps & RELOCK__CAP_SET_IFEQ) != 0, strcmp(k->pers, "7") != 0);
+        assert_int_equal((info.caps & RELOCK_CAP_DELIFEQ) != 0, strcmp(k->pers, "valkey-9.0") == 0);
+        assert_int_equal((info.caps & RELOCK_CAP_DELEX) != 0, strcmp(k->pers, "redis-8.4") == 0);
+        assert_int_equal((info.caps & RELOCK_CAP_SET_IFEQ) != 0, strcmp(k->pers, "7") != 0);
         const char *why = relock_client_mode_reason(c);
         if (!strstr(why, k->release) || !strstr(why, k->extend) || !strstr(why, k->acquire))
             fail_msg("%s lua=%d: reason \"%s\"", k->pers, k->lua, why);

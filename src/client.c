@@ -31,14 +31,35 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     c->conn.srv = &c->s.servers[0];
     relock__scripts_init(c);
     seed_rng(c);
+    c->replicas_acked = -1;
     /* Several servers: a quorum, whose servers connect on first use (a
-     * minority of them may be down). */
+     * minority of them may be down).  WAIT would have to be counted per
+     * server and the quorum's validity rules extended for lock_delay_ms:
+     * both are refused there (decisions 105 and 106). */
+    if (c->s.nservers > 1 && (relock__durable_on(c) || c->s.lock_delay_ms > 0)) {
+        relock_status st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                        "%s: not with several servers (a quorum); configure "
+                                        "one server, or turn it off",
+                                        relock__durable_on(c) ? "durability" : "lock_delay_ms");
+        snprintf(c->mode_reason, sizeof c->mode_reason, "%.255s", c->err.msg);
+        return st;
+    }
     if (c->s.nservers > 1)
         return relock__quorum_setup(c);
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
-    return relock__select_mode(c);
+    st = relock__select_mode(c);
+    if (st != RELOCK_OK)
+        return st;
+    /* Settings the mode or the server cannot honour: no lock is taken
+     * with them silently ignored (durable.c). */
+    st = relock__durable_check(c);
+    if (st != RELOCK_OK) {
+        c->algo = NULL;
+        snprintf(c->mode_reason, sizeof c->mode_reason, "%.255s", c->err.msg);
+    }
+    return st;
 }
 
 /* Connects with a configuration made by fill(); a configuration error is

@@ -52,6 +52,11 @@ static const setting settings[] = {
     {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
     {"fencing", T_BOOL, OFF(fencing), 0, 1, 0, NULL},
     {"owner_info", T_BOOL, OFF(owner_info), 0, 1, 0, NULL},
+    {"durability", T_GROUP, 0, 0, 0, 0, NULL},
+    {"durability.replicas", T_LONG, OFF(durability.replicas), 0, 1000, 0, NULL},
+    {"durability.aof", T_BOOL, OFF(durability.aof), 0, 1, 0, NULL},
+    {"durability.timeout_ms", T_LONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL},
+    {"lock_delay_ms", T_LONG, OFF(lock_delay_ms), 0, YEAR_MS, 0, NULL},
     {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
     {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
     {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},
@@ -86,6 +91,10 @@ void relock__settings_default(relock__settings *s)
     s->wait.backoff_max_ms = 200;
     s->wait.notify = 1;
     s->fencing = 1;
+    s->durability.replicas = 0;
+    s->durability.aof = 0;
+    s->durability.timeout_ms = 1000;
+    s->lock_delay_ms = 0;
     s->legacy.unit_ms = 0;
     s->legacy.expiry_offset = 1;
     s->legacy.skew_margin_ms = 0;

@@ -89,6 +89,14 @@ typedef struct relock__settings {
         int notify;
     } wait;
     int fencing;
+    /* WAIT (or WAITAOF) after each acquire and extend (durable.c). */
+    struct {
+        long replicas; /* 0: off */
+        int aof;
+        long timeout_ms;
+    } durability;
+    /* Modern mode: the key outlives the lease by this much unless released. */
+    long lock_delay_ms;
     int owner_info;
     long owner_pid;                        /* relock_config_set_owner(); 0: getpid() */
     char owner_text[RELOCK_OWNER_MAX + 1]; /* and its text, or "" */
@@ -257,6 +265,12 @@ enum relock__script_id {
 
 struct relock__algo;
 
+/* The connection a write went out on, for relock__durable_wait(). */
+typedef struct relock__wmark {
+    redisContext *ctx;
+    unsigned long connects;
+} relock__wmark;
+
 struct relock_client {
     relock__settings s;
     relock__conn conn;
@@ -286,6 +300,8 @@ struct relock_client {
     unsigned long connects;
     /* relock_scan_node(): the server a scan walks, "host:port". */
     char scan_node[RELOCK__HOST_MAX + 8];
+    /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */
+    int replicas_acked;
 };
 
 struct relock_lock {
@@ -314,6 +330,8 @@ struct relock_lock {
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
+    /* The connection the last attempt or extend wrote on (durable.c). */
+    struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
      * when the lock was won (wall seconds; 0: adopted, the time of each
      * write), and the text (malloc'd, or NULL for none). */
@@ -527,5 +545,27 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms);
 
 /* Mode selection from configuration and probe (DESIGN §3 auto). */
 relock_status relock__select_mode(relock_client *c);
+
+/* ------------------------------------------------------------------ durability (durable.c) */
+
+/* Whether durability (WAIT after acquire and extend) is on. */
+int relock__durable_on(const relock_client *c);
+/* Checks the durability and lock_delay_ms settings against the mode and
+ * the connected server: RELOCK_EUNSUPPORTED with the reason on c. */
+relock_status relock__durable_check(relock_client *c);
+/* Before an operation whose write is to be waited for: makes the
+ * connection ready (an idle one replaced now, not between the write and
+ * the WAIT) and marks it. */
+void relock__durable_mark(relock_client *c, relock__wmark *m);
+/*
+ * After l's write of op ("acquire", "extend") succeeded: WAIT (or
+ * WAITAOF) on the connection marked, so that the count covers the write.
+ * RELOCK_OK when durability.replicas acknowledged within timeout_ms;
+ * RELOCK_EDURABILITY with the count in the message and in
+ * c->replicas_acked when fewer did, or when the connection changed since
+ * the mark (the count could not cover the write); RELOCK_EUNSUPPORTED when
+ * the server lacks the command; RELOCK_EIO when the connection failed.
+ */
+relock_status relock__durable_wait(relock_lock *l, const char *op, const relock__wmark *m);
 
 #endif

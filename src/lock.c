@@ -68,6 +68,38 @@ static relock_status foreign(relock_lock *l, relock_status st)
     return relock__foreign_type(l->c, what, l->key);
 }
 
+/*
+ * An acquire whose write the replicas did not acknowledge (durability):
+ * remove the write by compare-and-delete of our own value, as the release
+ * does, and report st with the count.  If the removal fails, the lock may
+ * be held until its TTL ends: RELOCK_EAMBIGUOUS says so.
+ */
+static relock_status undo_acquire(relock_lock *l, relock_status st)
+{
+    relock_client *c = l->c;
+    relock__err kept;
+    relock__err_copy(&kept, &c->err);
+    int acked = c->replicas_acked;
+    relock__err_clear(&c->err);
+    relock_status rst = relock__cluster_route(c, l->key);
+    if (rst == RELOCK_OK)
+        rst = c->algo->release(l);
+    c->replicas_acked = acked;
+    if (rst == RELOCK_OK || rst == RELOCK_LOST) {
+        size_t n = strlen(kept.msg);
+        snprintf(kept.msg + n, sizeof kept.msg - n, "; the lock was not kept (deleted)");
+        relock__err_copy(&c->err, &kept);
+        return st;
+    }
+    char why[sizeof c->err.msg];
+    snprintf(why, sizeof why, "%s", c->err.msg);
+    relock__err_clear(&c->err);
+    return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                        "%s; deleting it again failed (%.200s): the lock may stay held until "
+                        "its TTL ends",
+                        kept.msg, why);
+}
+
 static relock_status ready(relock_client *c)
 {
     if (!c->algo)
@@ -106,6 +138,14 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
         st = foreign(l, st);
         relock_lock_free(l);
         return st;
+    }
+    if (relock__durable_on(c)) {
+        st = relock__durable_wait(l, "acquire", &l->wmark);
+        if (st != RELOCK_OK) {
+            st = undo_acquire(l, st);
+            relock_lock_free(l);
+            return st;
+        }
     }
     l->owner_since = relock__wall_ms() / 1000;
     relock__owner_note(l, 1);
@@ -177,7 +217,20 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
     st = relock__cluster_route(c, l->key);
     if (st != RELOCK_OK)
         return st;
+    uint64_t was_valid = l->valid_until;
+    long was_ttl = l->ttl_ms;
+    relock__durable_mark(c, &l->wmark);
     st = foreign(l, c->algo->extend(l, ttl_ms));
+    if (st == RELOCK_OK && relock__durable_on(c)) {
+        st = relock__durable_wait(l, "extend", &l->wmark);
+        if (st != RELOCK_OK) {
+            /* Still ours, and not deleted (decision 104): but only the
+             * old lease is known to be on the replicas, so the validity
+             * stays what it was. */
+            l->valid_until = was_valid;
+            l->ttl_ms = was_ttl;
+        }
+    }
     if (st == RELOCK_OK)
         relock__owner_note(l, 1);
     if (st == RELOCK_LOST)

@@ -64,6 +64,14 @@ void relock__modern_paths(const relock_client *c, char *out, size_t len)
                             : "none (the server runs without Lua)");
 }
 
+/* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
+ * that a holder that dies unreleased keeps others out that much longer
+ * (decision 106); validity is still reckoned from the lease alone. */
+static void key_ttl(const relock_client *c, long ttl_ms, char *out, size_t len)
+{
+    snprintf(out, len, "%ld", ttl_ms + c->s.lock_delay_ms);
+}
+
 /* A command of fixed words. */
 static redisReply *words(relock_client *c, int *sent, int argc, const char **argv)
 {
@@ -282,7 +290,7 @@ static relock_status held_by(relock_lock *l, uint64_t start, const char *found, 
         return RELOCK_BUSY;
     }
     char ttl[32];
-    snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
+    key_ttl(c, l->ttl_ms, ttl, sizeof ttl);
     if (!has_lua(c))
         return set_watched(l, start, found, ttl, hint_ms);
     const char *args[] = {l->key, l->fence_key, found, l->value, ttl, c->s.fencing ? "1" : "0"};
@@ -396,7 +404,7 @@ static relock_status modern_attempt(relock_lock *l, long *hint_ms)
     if (relock__token(l->value) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
                             l->name);
-    snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
+    key_ttl(c, l->ttl_ms, ttl, sizeof ttl);
     uint64_t start = relock__mono_ms();
     if (c->s.fencing && !has_lua(c))
         return set_watched(l, start, NULL, ttl, hint_ms);
@@ -706,7 +714,7 @@ static relock_status extend_native(relock_lock *l, const char *ttl)
 static relock_status modern_extend(relock_lock *l, long ttl_ms)
 {
     char ttl[32];
-    snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+    key_ttl(l->c, ttl_ms, ttl, sizeof ttl);
     uint64_t start = relock__mono_ms();
     relock_status st;
     switch (extend_path(l->c)) {

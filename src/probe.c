@@ -23,8 +23,12 @@ static unsigned caps_for(int major, int minor, int patch)
         caps |= RELOCK_CAP_SET_NX_PX;
     if (v >= 20800)
         caps |= RELOCK_CAP_SCAN;
+    if (v >= 30000)
+        caps |= RELOCK_CAP_WAIT;
     if (v >= 50000)
         caps |= RELOCK_CAP_SCRIPT_TIME_WRITE;
+    if (v >= 70200)
+        caps |= RELOCK_CAP_WAITAOF;
     return caps;
 }
 
@@ -237,6 +241,10 @@ const char *relock_cap_name(unsigned bit)
         return "delifeq";
     case RELOCK__CAP_DELEX:
         return "delex";
+    case RELOCK_CAP_WAIT:
+        return "wait";
+    case RELOCK_CAP_WAITAOF:
+        return "waitaof";
     }
     return NULL;
 }

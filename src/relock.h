@@ -57,7 +57,8 @@ extern "C" {
     X(EINVAL, 8, "invalid argument")                                           \
     X(EFOREIGN, 9, "lock key holds a value relock cannot interpret")           \
     X(EAMBIGUOUS, 10, "outcome unknown: connection lost after the command was sent") \
-    X(ENOMEM, 11, "out of memory")
+    X(ENOMEM, 11, "out of memory")                                             \
+    X(EDURABILITY, 12, "write not acknowledged by enough replicas in time")
 
 typedef enum relock_status {
 #define RELOCK_X_ENUM(name, value, msg) RELOCK_##name = value,
@@ -207,11 +208,24 @@ typedef struct relock_server_info {
 #define RELOCK_CAP_SET_IFEQ 0x80u  /* SET key value IFEQ old (Valkey 8.1, Redis 8.4) */
 #define RELOCK_CAP_DELIFEQ 0x100u  /* DELIFEQ key value (Valkey 9.0) */
 #define RELOCK_CAP_DELEX 0x200u    /* DELEX key IFEQ value (Redis 8.4) */
+/* From the version again: */
+#define RELOCK_CAP_WAIT 0x400u     /* WAIT numreplicas timeout (3.0) */
+#define RELOCK_CAP_WAITAOF 0x800u  /* WAITAOF numlocal numreplicas timeout (7.2) */
 
 /* Fills info (pointers valid while c lives).  Reconnects if needed. */
 RELOCK_EXTERN relock_status relock_client_server(relock_client *c, relock_server_info *info);
 /* Names of the capability bits, for printing: NULL past the last. */
 RELOCK_EXTERN const char *relock_cap_name(unsigned bit);
+
+/*
+ * Durability (settings durability.*): how many replicas acknowledged the
+ * write of the last relock_acquire() or relock_extend() on c (or on a lock
+ * of c) that waited for them, by WAIT (or WAITAOF with durability.aof);
+ * -1 when that call sent no WAIT (durability.replicas is 0, or it failed
+ * before its write).  After RELOCK_EDURABILITY it is below
+ * durability.replicas, and the message says so too.
+ */
+RELOCK_EXTERN int relock_client_replicas_acked(const relock_client *c);
 
 /* ---------------------------------------------------------------------
  * Locks.

@@ -129,6 +129,7 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
         st = relock__cluster_route(c, l->key);
         if (st != RELOCK_OK)
             break;
+        relock__durable_mark(c, &l->wmark);
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
             break;

@@ -119,6 +119,7 @@ int cli_exit_code(relock_status st)
     case RELOCK_EFOREIGN:
     case RELOCK_EAMBIGUOUS:
     case RELOCK_ENOMEM:
+    case RELOCK_EDURABILITY:
         return EXIT_SERVER;
     }
     return EXIT_SERVER;

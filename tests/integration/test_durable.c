@@ -1,0 +1,287 @@
+/*
+ * Durability (durability.*) against real replicas: a master and two
+ * replicas.  With replicas = 2 an acquire and an extend succeed while both
+ * replicas acknowledge; with one of them SIGSTOPped, an acquire fails
+ * within about the timeout, reports that 1 replica acknowledged and leaves
+ * no key behind, and an extend reports the same without deleting.
+ * Settings a server or the configuration cannot honour are refused at
+ * connect: WAITAOF on a server without it, WAIT before 3.0, several
+ * servers.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "relock.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+#define TIMEOUT_MS 1000
+
+static testsrv master, rep[2], proxy;
+static int stopped = -1; /* the replica now SIGSTOPped, or -1 */
+
+/* Waits up to ms for INFO replication of s to contain want; 0 when it
+ * did. */
+static int wait_for(const testsrv *s, long ms, const char *want)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    do {
+        char *v = testsrv_cmd(s, "INFO %s", "replication");
+        int ok = v && strstr(v, want);
+        free(v);
+        if (ok)
+            return 0;
+        tu_sleep_ms(100);
+    } while (tu_now_ms() < end);
+    return -1;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (testsrv_start(&master, NULL) != 0)
+        return -1;
+    char port[16];
+    snprintf(port, sizeof port, "%d", master.port);
+    const char *rargs[] = {"--replicaof", "127.0.0.1", port, NULL};
+    for (int i = 0; i < 2; i++) {
+        if (testsrv_start(&rep[i], rargs) != 0)
+            return -1;
+        if (wait_for(&rep[i], 15000, "master_link_status:up") != 0) {
+            fprintf(stderr, "setup: replica %d did not sync within 15 s\n", i);
+            return -1;
+        }
+    }
+    if (wait_for(&master, 15000, "connected_slaves:2") != 0) {
+        fprintf(stderr, "setup: the master did not see both replicas within 15 s\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void resume(void)
+{
+    if (stopped >= 0 && rep[stopped].pid > 0)
+        kill(rep[stopped].pid, SIGCONT);
+    stopped = -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    resume();
+    testsrv_stop(&rep[0]);
+    testsrv_stop(&rep[1]);
+    testsrv_stop(&master);
+    testsrv_stop(&proxy);
+    return 0;
+}
+
+/* Connects to port in mode with settings (name, value pairs, NULL-ended);
+ * returns the status, *out the client (also on failure). */
+static relock_status connect_with(int port, const char *mode, const char *const *settings,
+                                  relock_client **out)
+{
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    for (int i = 0; settings && settings[i] && settings[i + 1]; i += 2)
+        if (relock_config_set(cfg, settings[i], settings[i + 1]) != RELOCK_OK)
+            fail_msg("setting %s: %s", settings[i], relock_config_error(cfg)->message);
+    relock_status st = relock_connect(cfg, out);
+    relock_config_free(cfg);
+    return st;
+}
+
+static relock_client *durable_client(const char *replicas, const char *fencing)
+{
+    const char *set[] = {"durability.replicas", replicas, "durability.timeout_ms", "1000",
+                         "fencing", fencing, NULL};
+    relock_client *c = NULL;
+    relock_status st = connect_with(master.port, "modern", set, &c);
+    if (st != RELOCK_OK)
+        fail_msg("connect: %s", c ? relock_client_error(c)->message : "out of memory");
+    return c;
+}
+
+static int key_exists(const char *key)
+{
+    char *v = testsrv_cmd(&master, "EXISTS %s", key);
+    int e = v && strcmp(v, "1") == 0;
+    free(v);
+    return e;
+}
+
+static void test_acked(void **state)
+{
+    (void)state;
+    const char *fencing[] = {"true", "false"};
+    for (int f = 0; f < 2; f++) {
+        relock_client *c = durable_client("2", fencing[f]);
+        assert_int_equal(relock_client_replicas_acked(c), -1);
+        relock_lock *l = NULL;
+        relock_status st = relock_try_acquire(c, "dur-ok", 5000, &l);
+        if (st != RELOCK_OK)
+            fail_msg("acquire: %s", relock_client_error(c)->message);
+        assert_int_equal(relock_client_replicas_acked(c), 2);
+        /* The replicas hold the lock, as acknowledged. */
+        char *v = testsrv_cmd(&rep[0], "GET %s", "dur-ok");
+        assert_string_equal(v, relock_lock_value(l));
+        free(v);
+        assert_int_equal(relock_extend(l, 5000), RELOCK_OK);
+        assert_int_equal(relock_client_replicas_acked(c), 2);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        relock_client_free(c);
+    }
+}
+
+static void test_replica_stopped(void **state)
+{
+    (void)state;
+    const char *fencing[] = {"true", "false"};
+    for (int f = 0; f < 2; f++) {
+        relock_client *c = durable_client("2", fencing[f]);
+        relock_lock *held = NULL;
+        assert_int_equal(relock_try_acquire(c, "dur-held", 10000, &held), RELOCK_OK);
+        long before = relock_lock_validity_ms(held);
+
+        assert_int_equal(kill(rep[1].pid, SIGSTOP), 0);
+        stopped = 1;
+
+        /* Acquire: fails after about the timeout, with the count, and
+         * leaves nothing behind. */
+        relock_lock *l = NULL;
+        uint64_t t0 = tu_now_ms();
+        relock_status st = relock_try_acquire(c, "dur-fail", 5000, &l);
+        uint64_t took = tu_now_ms() - t0;
+        assert_int_equal(st, RELOCK_EDURABILITY);
+        assert_null(l);
+        assert_int_equal(relock_client_replicas_acked(c), 1);
+        const relock_error *e = relock_client_error(c);
+        assert_int_equal(e->status, RELOCK_EDURABILITY);
+        if (!strstr(e->message, "1 of 2 replicas acknowledged within 1000 ms") ||
+            !strstr(e->message, "deleted"))
+            fail_msg("message: %s", e->message);
+        assert_true(took >= TIMEOUT_MS - 50);
+        assert_true(took < TIMEOUT_MS + 4000);
+        assert_false(key_exists("dur-fail"));
+
+        /* Extend: reported with the count, not deleted, and the validity
+         * stays the one the replicas know of. */
+        t0 = tu_now_ms();
+        st = relock_extend(held, 20000);
+        took = tu_now_ms() - t0;
+        assert_int_equal(st, RELOCK_EDURABILITY);
+        assert_int_equal(relock_client_replicas_acked(c), 1);
+        if (!strstr(relock_client_error(c)->message, "1 of 2 replicas acknowledged"))
+            fail_msg("message: %s", relock_client_error(c)->message);
+        assert_true(took >= TIMEOUT_MS - 50);
+        assert_true(took < TIMEOUT_MS + 4000);
+        assert_true(key_exists("dur-held"));
+        assert_true(relock_lock_validity_ms(held) <= before);
+        assert_true(relock_lock_validity_ms(held) > 0);
+
+        /* One replica is enough for a client asking for one. */
+        relock_client *one = durable_client("1", fencing[f]);
+        assert_int_equal(relock_try_acquire(one, "dur-one", 5000, &l), RELOCK_OK);
+        assert_int_equal(relock_client_replicas_acked(one), 1);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        relock_client_free(one);
+
+        resume();
+        assert_int_equal(wait_for(&rep[1], 15000, "master_link_status:up"), 0);
+        /* Acknowledged again once the replica runs: the extend succeeds
+         * (bounded retries while it catches up). */
+        for (int i = 0; i < 20 && (st = relock_extend(held, 10000)) != RELOCK_OK; i++)
+            assert_int_equal(st, RELOCK_EDURABILITY);
+        assert_int_equal(st, RELOCK_OK);
+        assert_int_equal(relock_client_replicas_acked(c), 2);
+        assert_true(relock_lock_validity_ms(held) > 9000);
+        assert_int_equal(relock_release(held), RELOCK_OK);
+        relock_lock_free(held);
+        relock_client_free(c);
+    }
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    relock_client *c = NULL;
+    relock_lock *l = NULL;
+
+    /* WAITAOF: refused at connect by a server without it (7.0); a server
+     * that has it but runs without appendonly refuses it at the first
+     * use, and the write is removed. */
+    const char *aof[] = {"durability.aof", "true", NULL};
+    relock_status st = connect_with(master.port, "modern", aof, &c);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", relock_client_error(c)->message);
+    relock_server_info info;
+    assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
+    if (!(info.caps & RELOCK_CAP_WAITAOF)) {
+        assert_int_equal(st, RELOCK_EUNSUPPORTED);
+        if (!strstr(msg, "has no WAITAOF (Redis 7.2 or later)"))
+            fail_msg("message: %s", msg);
+        assert_int_equal(relock_try_acquire(c, "dur-aof", 5000, &l), RELOCK_EUNSUPPORTED);
+        if (!strstr(relock_client_error(c)->message, "WAITAOF"))
+            fail_msg("message: %s", relock_client_error(c)->message);
+    } else {
+        assert_int_equal(st, RELOCK_OK);
+        assert_int_equal(relock_try_acquire(c, "dur-aof", 5000, &l), RELOCK_EUNSUPPORTED);
+        if (!strstr(relock_client_error(c)->message, "appendonly"))
+            fail_msg("message: %s", relock_client_error(c)->message);
+    }
+    assert_null(l);
+    assert_false(key_exists("dur-aof"));
+    relock_client_free(c);
+
+    /* Several servers: refused. */
+    relock_config *cfg = relock_config_new();
+    char servers[128];
+    snprintf(servers, sizeof servers, "redis://127.0.0.1:%d,redis://127.0.0.1:%d", master.port,
+             rep[0].port);
+    assert_int_equal(relock_config_set(cfg, "servers", servers), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_EUNSUPPORTED);
+    if (!strstr(relock_client_error(c)->message, "durability: not with several servers"))
+        fail_msg("message: %s", relock_client_error(c)->message);
+    assert_int_equal(relock_try_acquire(c, "dur-q", 5000, &l), RELOCK_EUNSUPPORTED);
+    relock_client_free(c);
+    relock_config_free(cfg);
+
+    /* A server before 3.0 (the proxy imitating 2.4) has no WAIT. */
+    if (testsrv_personality_runs("2.4") && testsrv_start_proxy(&proxy, master.port, "2.4",
+                                                               NULL) == 0) {
+        const char *rep1[] = {"durability.replicas", "1", NULL};
+        c = NULL;
+        assert_int_equal(connect_with(proxy.port, "legacy", rep1, &c), RELOCK_EUNSUPPORTED);
+        if (!strstr(relock_client_error(c)->message, "has no WAIT (Redis 3.0 or later)"))
+            fail_msg("message: %s", relock_client_error(c)->message);
+        relock_client_free(c);
+        testsrv_stop(&proxy);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acked),
+        cmocka_unit_test(test_replica_stopped),
+        cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -242,7 +242,9 @@ typedef struct relock_lock relock_lock;
  * configuration.  On RELOCK_OK *out is a new lock handle (free it with
  * relock_lock_free() after releasing); otherwise *out is NULL.
  * Returns RELOCK_BUSY when wait_ms is 0 and the lock is held, and
- * RELOCK_TIMEOUT when the bound passed.
+ * RELOCK_TIMEOUT when the bound passed.  With durability, RELOCK_EDURABILITY
+ * when too few replicas acknowledged in time: the write was deleted again
+ * (relock_client_replicas_acked() tells how many did).
  */
 RELOCK_EXTERN relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms,
                                            long wait_ms, relock_lock **out);
@@ -254,7 +256,9 @@ RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *nam
  * Extends the lock to ttl_ms from now (0: its original ttl).  RELOCK_LOST
  * when the lock is no longer ours; the handle then stays valid but lost.
  * In legacy and bridge modes the stored value changes:
- * relock_lock_value() returns the new one.
+ * relock_lock_value() returns the new one.  With durability,
+ * RELOCK_EDURABILITY when too few replicas acknowledged in time: the lock
+ * stays held, nothing is deleted, and its validity stays as before.
  */
 RELOCK_EXTERN relock_status relock_extend(relock_lock *l, long ttl_ms);
 

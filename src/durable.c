@@ -54,8 +54,15 @@ relock_status relock__durable_check(relock_client *c)
 void relock__durable_mark(relock_client *c, relock__wmark *m)
 {
     c->replicas_acked = -1;
-    if (relock__durable_on(c))
-        relock__conn_ready(c); /* a failure shows in the operation itself */
+    if (relock__durable_on(c)) {
+        /* A failure shows in the operation itself, which tries to connect
+         * again: it must not leave its message behind for a call that then
+         * succeeds. */
+        relock__err saved;
+        relock__err_copy(&saved, &c->err);
+        relock__conn_ready(c);
+        relock__err_copy(&c->err, &saved);
+    }
     m->ctx = c->conn.ctx;
     m->connects = c->connects;
 }

@@ -111,10 +111,12 @@ void relock__owner_note(relock_lock *l, int held)
         snprintf(info, sizeof info, "host=%s pid=%ld at=%s%s%s", host, pid, started,
                  text[0] ? " " : "", text);
         /* Before 2.6 there is no PSETEX: whole seconds, rounded up.  The
-         * record goes as one argument (%b): the text holds spaces. */
+         * record goes as one argument (%b): the text holds spaces.  It
+         * lives as long as the lock key, lock delay included (modern mode
+         * only), so that inspect names who keeps a lock during its delay. */
         if (c->conn.caps & RELOCK_CAP_PEXPIRE)
-            r = relock__commandf(c, NULL, "PSETEX %s %ld %b", key, l->ttl_ms, info,
-                                 strlen(info));
+            r = relock__commandf(c, NULL, "PSETEX %s %ld %b", key,
+                                 l->ttl_ms + c->s.lock_delay_ms, info, strlen(info));
         else
             r = relock__commandf(c, NULL, "SETEX %s %ld %b", key, (l->ttl_ms + 999) / 1000,
                                  info, strlen(info));

@@ -121,13 +121,17 @@ static void test_validity_unchanged(void **state)
     (void)state;
     const char *fencing[] = {"true", "false"};
     for (int f = 0; f < 2; f++) {
-        const char *set[] = {"lock_delay_ms", "5000", "fencing", fencing[f], NULL};
+        const char *set[] = {"lock_delay_ms", "5000", "fencing", fencing[f], "owner_info", "true",
+                             NULL};
         relock_client *c = tu_client(tu_srv.port, "modern", set);
         relock_lock *l = NULL;
         assert_int_equal(relock_try_acquire(c, "ld-valid", TTL_MS, &l), RELOCK_OK);
         long v = relock_lock_validity_ms(l);
         assert_true(v > 0 && v <= TTL_MS);
         long long t = pttl("ld-valid");
+        assert_true(t > 5000 && t <= TTL_MS + 5000);
+        /* The owner record lives as long as the key. */
+        t = pttl("{ld-valid} relock:owner");
         assert_true(t > 5000 && t <= TTL_MS + 5000);
         assert_int_equal(relock_extend(l, 2000), RELOCK_OK);
         v = relock_lock_validity_ms(l);

@@ -245,6 +245,36 @@ static void test_urls(void **state)
     relock_config_free(cfg);
 }
 
+static void test_durability_and_lock_delay(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(cfg->s.durability.replicas, 0);
+    assert_int_equal(cfg->s.durability.aof, 0);
+    assert_int_equal(cfg->s.durability.timeout_ms, 1000);
+    assert_int_equal(cfg->s.lock_delay_ms, 0);
+    char path[64];
+    const char *text = "relock = {\n"
+                       "  durability = { replicas = 2; aof = true; timeout_ms = 250; };\n"
+                       "  lock_delay_ms = 1500;\n"
+                       "};\n";
+    assert_int_equal(load_text(text, cfg, path, sizeof path), RELOCK_OK);
+    assert_int_equal(cfg->s.durability.replicas, 2);
+    assert_int_equal(cfg->s.durability.aof, 1);
+    assert_int_equal(cfg->s.durability.timeout_ms, 250);
+    assert_int_equal(cfg->s.lock_delay_ms, 1500);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "-1"), RELOCK_ECONFIG);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1001"), RELOCK_ECONFIG);
+    assert_int_equal(relock_config_set(cfg, "durability.timeout_ms", "0"), RELOCK_ECONFIG);
+    assert_int_equal(relock_config_set(cfg, "durability.aof", "maybe"), RELOCK_ECONFIG);
+    assert_int_equal(relock_config_set(cfg, "lock_delay_ms", "-1"), RELOCK_ECONFIG);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    assert_int_equal(cfg->s.durability.replicas, 1);
+    relock_config_free(cfg);
+    refused("relock = {\n  durability = { replicas = 1; quorum = 2; };\n};\n", 2,
+            "durability.quorum");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_set_by_name),
         cmocka_unit_test(test_urls),
         cmocka_unit_test(test_servers_as_text),
+        cmocka_unit_test(test_durability_and_lock_delay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -223,6 +224,96 @@ static void test_replica_stopped(void **state)
     }
 }
 
+static int lost_why = -1;
+
+static void on_lost(relock_lock *l, relock_status why, void *arg)
+{
+    (void)l;
+    (void)arg;
+    __atomic_store_n(&lost_why, (int)why, __ATOMIC_SEQ_CST);
+}
+
+/* A kept lock whose renewals the replicas stop acknowledging: each
+ * renewal is retried at the next period, and once the validity the
+ * replicas know of has run out the lock is reported lost, with
+ * RELOCK_EDURABILITY; the key is still on the master (never deleted). */
+static void test_keep_unacknowledged(void **state)
+{
+    (void)state;
+    relock_client *c = durable_client("2", 0);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_try_acquire(c, "dur-keep", 3000, &l), RELOCK_OK);
+    __atomic_store_n(&lost_why, -1, __ATOMIC_SEQ_CST);
+    assert_int_equal(relock_keep(l, on_lost, NULL), RELOCK_OK);
+    tu_sleep_ms(1500); /* one renewal acknowledged */
+    assert_int_equal(__atomic_load_n(&lost_why, __ATOMIC_SEQ_CST), -1);
+    assert_int_equal(kill(rep[1].pid, SIGSTOP), 0);
+    stopped = 1;
+    uint64_t t0 = tu_now_ms();
+    while (__atomic_load_n(&lost_why, __ATOMIC_SEQ_CST) < 0 && tu_now_ms() - t0 < 15000)
+        tu_sleep_ms(50);
+    uint64_t took = tu_now_ms() - t0;
+    assert_int_equal(__atomic_load_n(&lost_why, __ATOMIC_SEQ_CST), RELOCK_EDURABILITY);
+    /* Not before the validity of the last acknowledged renewal ran out
+     * (at most 3000 ms after it, which was before the stop). */
+    assert_true(took < 3000 + 2 * TIMEOUT_MS + 2000);
+    assert_int_equal(relock_lock_validity_ms(l), 0);
+    assert_true(key_exists("dur-keep"));
+    assert_int_equal(relock_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    relock_client_free(c);
+    resume();
+    assert_int_equal(wait_for(&rep[1], 15000, "master_link_status:up"), 0);
+}
+
+/* Runs cmd by the shell; returns its exit code, its output in out. */
+static int run(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* The command line needs nothing but the file: more replicas asked for
+ * than exist fails the acquire with exit code 4 and the count; probe
+ * lists the wait capability. */
+static void test_cli(void **state)
+{
+    (void)state;
+    const char *bin = getenv("RELOCK_BIN");
+    if (!bin) {
+        testsrv_note_skip("relock command (RELOCK_BIN unset)");
+        return;
+    }
+    char dir[] = "/tmp/relock-dur-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char conf[64];
+    snprintf(conf, sizeof conf, "%s/relock.conf", dir);
+    FILE *f = fopen(conf, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "relock = {\n  mode = \"modern\";\n"
+            "  servers = ( { host = \"127.0.0.1\"; port = %d; } );\n"
+            "  durability = { replicas = 3; timeout_ms = 500; };\n};\n",
+            master.port);
+    fclose(f);
+    char cmd[512], out[4096];
+    snprintf(cmd, sizeof cmd, "RELOCK_CONFIG=%s '%s' acquire -n -t 10s dur-cli 2>&1", conf, bin);
+    int rc = run(cmd, out, sizeof out);
+    if (rc != 4 || !strstr(out, "2 of 3 replicas acknowledged within 500 ms"))
+        fail_msg("exit %d: %s", rc, out);
+    assert_false(key_exists("dur-cli"));
+    snprintf(cmd, sizeof cmd, "RELOCK_CONFIG=%s '%s' probe 2>&1", conf, bin);
+    rc = run(cmd, out, sizeof out);
+    if (rc != 0 || !strstr(out, " wait"))
+        fail_msg("probe: exit %d: %s", rc, out);
+    unlink(conf);
+    rmdir(dir);
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -288,6 +379,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acked),
         cmocka_unit_test(test_replica_stopped),
+        cmocka_unit_test(test_keep_unacknowledged),
+        cmocka_unit_test(test_cli),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

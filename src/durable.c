@@ -30,10 +30,10 @@ relock_status relock__durable_check(relock_client *c)
 {
     if (c->s.lock_delay_ms > 0 && c->mode != RELOCK_MODE_MODERN)
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "lock_delay_ms: only in modern mode (this client is in %s mode): a "
-                            "timestamp is the lock's end for every legacy reader, so a delay "
-                            "written into it would be the lease itself, and legacy clients "
-                            "would keep it after a clean release; set lock_delay_ms = 0",
+                            "lock_delay_ms: only in modern mode (this client is in %s mode): "
+                            "there the stored timestamp is the lock's end for every reader, "
+                            "and a delay written into it would hide the holder's validity "
+                            "from adopters and inspect; set lock_delay_ms = 0",
                             relock_mode_name(c->mode));
     if (!relock__durable_on(c))
         return RELOCK_OK;

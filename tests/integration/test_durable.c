@@ -341,6 +341,33 @@ static void test_refused(void **state)
         assert_int_equal(relock_try_acquire(c, "dur-aof", 5000, &l), RELOCK_EUNSUPPORTED);
         if (!strstr(relock_client_error(c)->message, "appendonly"))
             fail_msg("message: %s", relock_client_error(c)->message);
+        /* A master with appendonly (fsync always, so that its own
+         * acknowledgement does not wait for the next second): its fsync is
+         * acknowledged; a replica it does not have is not. */
+        testsrv aofsrv;
+        const char *args[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+        assert_int_equal(testsrv_start(&aofsrv, args), 0);
+        const char *none[] = {"durability.aof", "true", NULL};
+        relock_client *a = NULL;
+        assert_int_equal(connect_with(aofsrv.port, "modern", none, &a), RELOCK_OK);
+        assert_int_equal(relock_try_acquire(a, "dur-aof", 5000, &l), RELOCK_OK);
+        assert_int_equal(relock_client_replicas_acked(a), 0);
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+        l = NULL;
+        relock_client_free(a);
+        const char *one[] = {"durability.aof", "true", "durability.replicas", "1",
+                             "durability.timeout_ms", "300", NULL};
+        assert_int_equal(connect_with(aofsrv.port, "modern", one, &a), RELOCK_OK);
+        assert_int_equal(relock_try_acquire(a, "dur-aof", 5000, &l), RELOCK_EDURABILITY);
+        if (!strstr(relock_client_error(a)->message, "0 of 1 replicas acknowledged within 300 "
+                                                      "ms (WAITAOF)"))
+            fail_msg("message: %s", relock_client_error(a)->message);
+        char *v = testsrv_cmd(&aofsrv, "EXISTS %s", "dur-aof");
+        assert_string_equal(v, "0");
+        free(v);
+        relock_client_free(a);
+        testsrv_stop(&aofsrv);
     }
     assert_null(l);
     assert_false(key_exists("dur-aof"));

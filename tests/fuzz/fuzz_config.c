@@ -67,7 +67,13 @@ static void check_settings(const relock__settings *s)
         FZ_CHECK(nul_within(srv->host, sizeof srv->host) && srv->host[0]);
         FZ_CHECK(nul_within(srv->username, sizeof srv->username));
         FZ_CHECK(nul_within(srv->password, sizeof srv->password));
-        FZ_CHECK_MSG(srv->port >= 1 && srv->port <= 65535, "port %d", srv->port);
+        /* TCP: a port 1-65535; a unix socket (unix:// or path): port 0 and an
+         * absolute path of at most 107 bytes. */
+        if (srv->port == 0)
+            FZ_CHECK_MSG(srv->host[0] == '/' && strlen(srv->host) <= 107, "socket \"%.40s\"",
+                         srv->host);
+        else
+            FZ_CHECK_MSG(srv->port >= 1 && srv->port <= 65535, "port %d", srv->port);
         FZ_CHECK_MSG(srv->db >= 0 && srv->db <= 1000000, "db %d", srv->db);
     }
     FZ_CHECK(s->connect_timeout_ms >= 1 && s->connect_timeout_ms <= 3600000);

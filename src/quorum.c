@@ -50,6 +50,7 @@ typedef struct fan {
     int reached;     /* servers connected (or connecting) and sent to */
     unsigned owing;  /* servers left owing their reply */
     int config;      /* a server refused AUTH or SELECT: error says which */
+    int nolua;       /* a server answered that EVAL or EVALSHA is unknown */
     char error[448]; /* the first server error ("host:port: text"), or "" */
 } fan;
 
@@ -361,6 +362,11 @@ static void fanout(relock_client *c, unsigned mask, int id, int type, int nkeys,
                     fan_error(f, &c->s.servers[i], "",
                               rep->type == REDIS_REPLY_ERROR ? rep->str
                                                              : "a reply of the wrong type");
+                    /* A server without Lua (Valkey 9.1 can run so): the
+                     * quorum's scripts have no fallback there. */
+                    if (rep->type == REDIS_REPLY_ERROR &&
+                        strncmp(rep->str, "ERR unknown command 'EVAL", 25) == 0)
+                        f->nolua = 1;
                     freeReplyObject(rep);
                 }
                 break;
@@ -472,6 +478,11 @@ static relock_status undecided(relock_client *c, relock_status st, const char *w
 {
     if (f->config)
         return RELOCK__FAIL(&c->err, RELOCK_ECONFIG, "%s %s: %s", what, l->name, f->error);
+    if (f->nolua)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "%s %s: a server runs without Lua, and locking over several "
+                            "servers needs scripts on every one (%s)",
+                            what, l->name, f->error);
     int reachable = f->reached < majority(c);
     return RELOCK__FAIL(&c->err, st, "%s %s: only %d of %d servers %s; %s%s%s", what, l->name,
                         reachable ? f->reached : f->answered, c->s.nservers,

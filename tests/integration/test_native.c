@@ -425,6 +425,38 @@ static void test_modes_without_lua(void **state)
     }
 }
 
+/* A quorum needs scripts on every server: over servers without Lua it is
+ * refused with that reason, not reported as servers that did not answer. */
+static void test_quorum_without_lua(void **state)
+{
+    (void)state;
+    char urls[256] = "";
+    int n = 0;
+    for (size_t i = 0; i < NCASES && n < 3; i++) {
+        if (cases[i].lua)
+            continue;
+        char one[48];
+        snprintf(one, sizeof one, "%sredis://127.0.0.1:%d", n ? "," : "", proxies[i].port);
+        strcat(urls, one);
+        n++;
+    }
+    assert_int_equal(n, 3);
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "servers", urls), RELOCK_OK);
+    relock_client *c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, "q-nolua", 5000, 0, &l), RELOCK_EUNSUPPORTED);
+    assert_null(l);
+    const char *m = relock_client_error(c)->message;
+    if (!strstr(m, "runs without Lua") || !strstr(m, "unknown command"))
+        fail_msg("message: %s", m);
+    want_real("EXISTS %s", "q-nolua", "0");
+    relock_client_free(c);
+}
+
 int main(void)
 {
     if (testsrv_target_version() != NULL) {
@@ -441,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_takeover_without_lua),
         cmocka_unit_test(test_fence_carry_and_legacy_without_lua),
         cmocka_unit_test(test_modes_without_lua),
+        cmocka_unit_test(test_quorum_without_lua),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,7 +11,8 @@
 #             ../shared/redis-releases beside the repository
 # --only      these versions (2.0.5, 7.4.1, valkey-8.0.1 ...); default all
 # --groups    these test groups; default all (see GROUPS below)
-# --jobs      servers tested at once (default 1); each runs its groups in turn
+# --jobs      test programs run at once (default 1), each against its own
+#             server; they mostly wait on timers, so more than the cores is fine
 # --quiet     no progress lines, only the table and the failures
 # --list      only print the versions that would be tested (exit 2 when an
 #             archive is missing), building and running nothing
@@ -115,35 +116,35 @@ for v in "${versions[@]}"; do
     [ -n "${BIN[$v]}" ] && say "$v: server ready (${BUILD_S[$v]} s): ${BIN[$v]}"
 done
 
-# Runs every selected group against one version; writes VERSION-GROUP.res
-# (PASS, FAIL, n/a) and .log, and VERSION.secs.
-run_version() {
-    local v=$1 n g t0 res
-    n=$(vnum "$v")
+# One group against one version: writes VERSION-GROUP.res (PASS, FAIL,
+# n/a), .log and .secs.
+run_cell() {
+    local v=$1 g=$2 t0 res
     t0=$(date +%s)
-    for g in "${sel_groups[@]}"; do
-        if [ -z "${BIN[$v]}" ]; then
-            res=FAIL
-            cp "$out/$v-build.err" "$out/$v-$g.log"
-        elif [ "$n" -lt "${SINCE[$g]}" ]; then
-            res=n/a
-        elif (cd "$build" && RELOCK_TEST_SERVER=${BIN[$v]} RELOCK_TEST_SERVER_VERSION=${v#valkey-} \
-                ctest -R "^${CTEST[$g]}\$" --output-on-failure --timeout 600) >"$out/$v-$g.log" 2>&1 &&
-             grep -q "100% tests passed" "$out/$v-$g.log"; then
-            res=PASS
-        else
-            res=FAIL
-        fi
-        echo "$res" >"$out/$v-$g.res"
-        say "$v: $g $res"
-    done
-    echo $(($(date +%s) - t0)) >"$out/$v.secs"
+    if [ -z "${BIN[$v]}" ]; then
+        res=FAIL
+        cp "$out/$v-build.err" "$out/$v-$g.log"
+    elif [ "$(vnum "$v")" -lt "${SINCE[$g]}" ]; then
+        res=n/a
+    elif (cd "$build" && RELOCK_TEST_SERVER=${BIN[$v]} RELOCK_TEST_SERVER_VERSION=${v#valkey-} \
+            ctest -R "^${CTEST[$g]}\$" --output-on-failure --timeout 600) >"$out/$v-$g.log" 2>&1 &&
+         grep -q "100% tests passed" "$out/$v-$g.log"; then
+        res=PASS
+    else
+        res=FAIL
+    fi
+    echo "$res" >"$out/$v-$g.res"
+    echo $(($(date +%s) - t0)) >"$out/$v-$g.secs"
+    say "$v: $g $res"
 }
 
-# In the order given (the longest first keeps --jobs busy), N at a time.
-for v in "${versions[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-    run_version "$v" &
+# The longest groups first, the versions in the order given, N at a time.
+for g in interop bridge boundaries legacy modern fence replies; do
+    printf '%s\n' "${sel_groups[@]}" | grep -qxF "$g" || continue
+    for v in "${versions[@]}"; do
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+        run_cell "$v" "$g" &
+    done
 done
 wait
 
@@ -172,7 +173,11 @@ for v in "${versions[@]}"; do
         fi
         printf ' %-10s' "$res"
     done
-    printf ' %8s %8s\n' "${BUILD_S[$v]}" "$(cat "$out/$v.secs" 2>/dev/null || echo ?)"
+    secs=0
+    for g in "${sel_groups[@]}"; do
+        secs=$((secs + $(cat "$out/$v-$g.secs" 2>/dev/null || echo 0)))
+    done
+    printf ' %8s %8s\n' "${BUILD_S[$v]}" "$secs"
 done
 [ "$partial" = 1 ] &&
     echo "* bridge before 2.6.0 (no EVAL, no bridge mode): legacy mode's waiting, release notices and renewal only"

@@ -10,49 +10,15 @@
 #   test_hold.sh PATH/TO/relock
 set -u
 RELOCK=${1:?usage: test_hold.sh PATH/TO/relock}
-PY=/usr/bin/python3
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() {
-    local what=$1
-    shift 2
-    if "$@"; then ok; else bad "$what"; fi
-}
-
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-DIR=$(mktemp -d /tmp/relock-hold-XXXXXX)
-PIDS=()
+. "$(dirname "$0")/lib.sh"
+cli_dir hold
 HOLDS=()
-cleanup() {
-    for p in "${HOLDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-PORT=$(free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
-    --daemonize no --logfile "$DIR/server.log" &
-PIDS+=($!)
-for _ in $(seq 1 200); do
-    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-    sleep 0.05
-done
-export RELOCK_URL="redis://127.0.0.1:$PORT"
+cli_cleanup_more() { for p in "${HOLDS[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+start_redis
 R() { "$RELOCK" -m modern "$@"; }
 rcli() { redis-cli -p "$PORT" "$@"; }
 now_ms() { date +%s%3N; }
 key_gone() { [ "$(rcli exists "$1")" = 0 ]; }
-# wait_for CMD...: up to 10 s for CMD to succeed.
-wait_for() {
-    for _ in $(seq 1 500); do "$@" && return 0; sleep 0.02; done
-    return 1
-}
 matches() { [[ $1 =~ $2 ]]; }
 # read_line FD VAR: one line from FD within 10 s.
 read_line() { IFS= read -r -t 10 "$2" <&"$1"; }
@@ -247,5 +213,4 @@ check "gone reader: said ($(cat "$DIR/err9"))" -- \
     grep -q "^relock: hold: cannot write VALUE FENCE: Broken pipe$" "$DIR/err9"
 check "gone reader: released" -- wait_for key_gone h-epipe
 
-echo "cli_hold: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_hold

@@ -13,47 +13,14 @@
 #   test_owner.sh PATH/TO/relock
 set -u
 RELOCK=${1:?usage: test_owner.sh PATH/TO/relock}
-PY=/usr/bin/python3
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() {
-    local what=$1
-    shift 2
-    if "$@"; then ok; else bad "$what"; fi
-}
+. "$(dirname "$0")/lib.sh"
 matches() { [[ $1 =~ $2 ]]; }
 has() { grep -q -- "$1" "$2"; }
 lacks() { ! grep -q -- "$1" "$2"; }
-
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-DIR=$(mktemp -d /tmp/relock-owner-XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-PORT=$(free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
-    --daemonize no --logfile "$DIR/server.log" &
-PIDS+=($!)
-for _ in $(seq 1 200); do
-    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-    sleep 0.05
-done
-export RELOCK_URL="redis://127.0.0.1:$PORT"
+cli_dir owner
+start_redis
 R() { "$RELOCK" -m modern "$@"; }
 rcli() { redis-cli -p "$PORT" "$@"; }
-wait_for() {
-    for _ in $(seq 1 500); do "$@" && return 0; sleep 0.02; done
-    return 1
-}
 HOST=$(hostname)
 ISO='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z'
 json_field() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], "<absent>"))' "$@"; }
@@ -195,5 +162,4 @@ bad_owner "release" "relock: release: --owner is not an option of release (try r
     R release --owner x o-bad 1
 check "bad owner: nothing acquired" -- [ "$(rcli exists o-bad)" = 0 ]
 
-echo "cli_owner: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_owner

@@ -7,39 +7,17 @@
 #   test_progress.sh PATH/TO/relock
 set -u
 RELOCK=${1:?usage: test_progress.sh PATH/TO/relock}
-PY=/usr/bin/python3
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 has() { grep -q -- "$2" "$1" && ok || bad "$3: $(tr '\r\033' '|~' <"$1")"; }
 lacks() { grep -q -- "$2" "$1" && bad "$3: $(tr '\r\033' '|~' <"$1")" || ok; }
-
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 if ! command -v script >/dev/null; then
     echo "FAIL: script(1) is needed to give relock a terminal" >&2
     exit 1
 fi
 
-DIR=$(mktemp -d /tmp/relock-progress-XXXXXX)
-SERVER=
-cleanup() {
-    [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-PORT=$(free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
-    --daemonize no --logfile "$DIR/server.log" &
-SERVER=$!
-for _ in $(seq 1 200); do
-    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-    sleep 0.05
-done
-export RELOCK_URL="redis://127.0.0.1:$PORT"
+cli_dir progress
+start_redis
 
 # on_tty OUT CMD...: CMD with a terminal for stdin, stdout and stderr; its
 # exit code in OUT.code, what the terminal showed in OUT.
@@ -93,5 +71,4 @@ has "$DIR/short" "acquired after" "a lock won after a wait: -v says how long"
 last=$(awk -F'\033\\[K' '{print $NF}' "$DIR/short" | tr '\r' '\n')
 case $last in *"waiting for"*) bad "a progress line left behind: $last" ;; *) ok ;; esac
 
-echo "test_progress: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_progress

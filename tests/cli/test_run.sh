@@ -10,48 +10,14 @@
 #   test_run.sh PATH/TO/relock
 set -u
 RELOCK=${1:?usage: test_run.sh PATH/TO/relock}
-PY=/usr/bin/python3
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() {
-    local what=$1
-    shift 2
-    if "$@"; then ok; else bad "$what"; fi
-}
-
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-DIR=$(mktemp -d /tmp/relock-run-XXXXXX)
-PIDS=()
-cleanup() {
-    # Leftovers of a failed check: the pids CMDs wrote down.
-    for f in "$DIR"/*.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-PORT=$(free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
-    --daemonize no --logfile "$DIR/server.log" &
-PIDS+=($!)
-for _ in $(seq 1 200); do
-    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-    sleep 0.05
-done
-export RELOCK_URL="redis://127.0.0.1:$PORT"
+. "$(dirname "$0")/lib.sh"
+cli_dir run
+# Leftovers of a failed check: the pids CMDs wrote down.
+cli_cleanup_more() { for f in "$DIR"/*.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done; }
+start_redis
 R() { "$RELOCK" -m modern "$@"; }
 rcli() { redis-cli -p "$PORT" "$@"; }
 
-# wait_for CMD...: up to 10 s for CMD to succeed.
-wait_for() {
-    for _ in $(seq 1 500); do "$@" && return 0; sleep 0.02; done
-    return 1
-}
 # Alive: exists and is not a zombie (a killed orphan waits for init, which
 # in a container may be slow to reap it).
 alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
@@ -156,5 +122,4 @@ kill -CONT -- "-$CMDPID" 2>/dev/null # whatever happened above: nothing left sto
 kill -TERM "$RUN" 2>/dev/null
 wait "$RUN" 2>/dev/null
 
-echo "cli_run: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_run

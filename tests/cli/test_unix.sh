@@ -12,20 +12,8 @@ RELOCK=${1:?usage: test_unix.sh PATH/TO/relock}
 PASS=Pw-unix-7c1d03b2
 APP=App-unix-5e9f11a4
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-
-DIR=$(mktemp -d /tmp/relock-unix-XXXXXX)
-SERVERS=()
-BG=()
-cleanup() {
-    for p in "${BG[@]}" "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${BG[@]}" "${SERVERS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+cli_dir unix
 unset RELOCK_URL RELOCK_CONFIG
 
 # start_server N: redis-server on $DIR/sN.sock, no TCP port, with a
@@ -36,7 +24,7 @@ start_server() {
     redis-server --port 0 --unixsocket "$DIR/s$n.sock" --unixsocketperm 700 --save '' \
         --appendonly no --dir "$DIR/d$n" --daemonize no --logfile "$DIR/d$n/server.log" \
         --requirepass "$PASS" --user app on ">$APP" '~*' '&*' '+@all' &
-    SERVERS+=($!)
+    PIDS+=($!)
     for _ in $(seq 1 200); do
         [ "$(redis-cli -s "$DIR/s$n.sock" --no-auth-warning -a "$PASS" ping 2>/dev/null)" = PONG ] &&
             return 0
@@ -47,18 +35,6 @@ start_server() {
 }
 rcli() { local n=$1; shift; redis-cli -s "$DIR/s$n.sock" --no-auth-warning -a "$PASS" "$@"; }
 
-# expect CODE DESCRIPTION -- COMMAND...
-expect() {
-    local want=$1 what=$2
-    shift 3
-    "$@" >"$DIR/out" 2>"$DIR/err"
-    local got=$?
-    if [ "$got" -ne "$want" ]; then
-        bad "$what: exit $got, expected $want; stderr: $(cat "$DIR/err")"
-        return 1
-    fi
-    ok
-}
 err_has() { grep -qF -- "$2" "$DIR/err" && ok || bad "$1: $(cat "$DIR/err")"; }
 out_has() { grep -qF -- "$2" "$DIR/out" && ok || bad "$1: $(cat "$DIR/out")"; }
 
@@ -105,7 +81,7 @@ expect 0 "held for the waiter" -- "$RELOCK" -u "$URL" -m modern acquire -t 30 u-
 read -r hvalue hfence _ <"$DIR/out"
 "$RELOCK" -u "$URL" -m modern acquire -w 20 u-wait >"$DIR/waiter.out" 2>"$DIR/waiter.err" &
 waiter=$!
-BG+=($waiter)
+PIDS+=($waiter)
 subscribed=0
 for _ in $(seq 1 250); do
     if rcli 1 client list | grep -q 'sub=1'; then subscribed=1; break; fi
@@ -155,5 +131,4 @@ left=0
 for n in 1 2 3; do [ "$(rcli $n exists u-q)" = 1 ] && left=$((left + 1)); done
 [ $left = 0 ] && ok || bad "quorum: the value is left on $left servers"
 
-echo "test_unix: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli_unix

@@ -132,6 +132,15 @@ relock_status relock__durable_wait(relock_lock *l, const char *op, const relock_
     if (st != RELOCK_OK)
         return st;
     c->replicas_acked = got > 0x7fffffffLL ? 0x7fffffff : (int)got;
+    /* Acknowledged too late: the lease the write made may have ended while
+     * the replicas caught up, and another client may hold the lock now.
+     * Never OK with no validity left (the caller undoes an acquire by
+     * compare-and-delete, which cannot touch another holder's value). */
+    if (got >= want && local >= 1 && relock__mono_ms() >= l->valid_until)
+        return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
+                            "%s %s: %lld of %ld replicas acknowledged (%s), but only after the "
+                            "lease's validity ran out",
+                            op, l->name, got, want, what);
     if (got >= want && local >= 1)
         return RELOCK_OK;
     if (local < 1)

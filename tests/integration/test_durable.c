@@ -154,6 +154,40 @@ static void test_acked(void **state)
     }
 }
 
+/* Acknowledged only after the lease ran out (a replica paused longer than
+ * the TTL, within a longer WAIT timeout): never OK, since another client
+ * may hold the lock by then; the write is undone by compare-and-delete. */
+static void test_acked_too_late(void **state)
+{
+    (void)state;
+    const char *set[] = {"durability.replicas", "2", "durability.timeout_ms", "8000", NULL};
+    relock_client *c = NULL;
+    if (connect_with(master.port, "modern", set, &c) != RELOCK_OK)
+        fail_msg("connect: %s", relock_client_error(c)->message);
+    assert_int_equal(kill(rep[1].pid, SIGSTOP), 0);
+    stopped = 1;
+    pid_t waker = fork();
+    assert_true(waker >= 0);
+    if (waker == 0) {
+        tu_sleep_ms(1200); /* four leases of 300 ms */
+        kill(rep[1].pid, SIGCONT);
+        _exit(0);
+    }
+    relock_lock *l = NULL;
+    relock_status st = relock_try_acquire(c, "dur-late", 300, &l);
+    int ws;
+    waitpid(waker, &ws, 0);
+    stopped = -1;
+    if (st != RELOCK_EDURABILITY)
+        fail_msg("acquire acknowledged after its lease: %s (%s)", relock_strerror(st),
+                 relock_client_error(c)->message);
+    assert_null(l);
+    assert_non_null(strstr(relock_client_error(c)->message, "after the lease's validity"));
+    assert_int_equal(relock_client_replicas_acked(c), 2);
+    assert_false(key_exists("dur-late"));
+    relock_client_free(c);
+}
+
 static void test_replica_stopped(void **state)
 {
     (void)state;
@@ -405,6 +439,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acked),
+        cmocka_unit_test(test_acked_too_late),
         cmocka_unit_test(test_replica_stopped),
         cmocka_unit_test(test_keep_unacknowledged),
         cmocka_unit_test(test_cli),

@@ -131,17 +131,12 @@ static relock_status held_by(relock_lock *l, uint64_t start, const char *found, 
 static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start);
 
 /*
- * Without Lua: set our token where the key holds `expected` (NULL: where
- * it is absent; else a legacy leftover, which must still have no TTL),
- * with the fence incremented in the same MULTI, under a WATCH of the key:
- * a write by anyone between our look and EXEC makes EXEC fail (nil), and
- * then nothing was written and the attempt is busy.  Only a success
- * increments the fence, as the scripts do.  From WATCH to EXEC on one
- * connection (relock__txn_begin): a new one would run the rest unwatched.
+ * The first two commands of a compare-and-set by WATCH: WATCH the key, GET
+ * it.  *has says whether it holds a string, found its value (a longer one
+ * cut to fit: it then equals no value of ours, which are shorter).  The
+ * caller goes on to MULTI ... EXEC or UNWATCH on the same connection.
  */
-static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *expected,
-                                    const char *ttl, long *hint_ms, int *sent, int *is_held,
-                                    char *held, long long *held_pttl)
+static relock_status watch_get(relock_lock *l, char found[RELOCK__VALUE_MAX], int *has)
 {
     relock_client *c = l->c;
     const char *w[] = {"WATCH", l->key};
@@ -158,10 +153,32 @@ static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *
         freeReplyObject(r);
         return st;
     }
-    char found[RELOCK__VALUE_MAX];
-    int has = r->type == REDIS_REPLY_STRING;
-    snprintf(found, sizeof found, "%s", has ? r->str : "");
+    *has = r->type == REDIS_REPLY_STRING;
+    snprintf(found, RELOCK__VALUE_MAX, "%s", *has ? r->str : "");
     freeReplyObject(r);
+    return RELOCK_OK;
+}
+
+/*
+ * Without Lua: set our token where the key holds `expected` (NULL: where
+ * it is absent; else a legacy leftover, which must still have no TTL),
+ * with the fence incremented in the same MULTI, under a WATCH of the key:
+ * a write by anyone between our look and EXEC makes EXEC fail (nil), and
+ * then nothing was written and the attempt is busy.  Only a success
+ * increments the fence, as the scripts do.  From WATCH to EXEC on one
+ * connection (relock__txn_begin): a new one would run the rest unwatched.
+ */
+static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *expected,
+                                    const char *ttl, long *hint_ms, int *sent, int *is_held,
+                                    char *held, long long *held_pttl)
+{
+    relock_client *c = l->c;
+    char found[RELOCK__VALUE_MAX];
+    int has;
+    relock_status st = watch_get(l, found, &has);
+    if (st != RELOCK_OK)
+        return st;
+    redisReply *r;
     long long pttl = -2;
     if (has) {
         const char *p[] = {"PTTL", l->key};
@@ -208,7 +225,6 @@ static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *
     r = words(c, sent, 1, e);
     if (!r)
         return c->err.pub.status;
-    relock_status st;
     if (r->type == REDIS_REPLY_NIL) {
         *hint_ms = 0; /* someone wrote the key meanwhile: busy, look again */
         st = RELOCK_BUSY;
@@ -587,23 +603,14 @@ static relock_status cas_watched_in(relock_lock *l, const char *op, const char *
 {
     relock_client *c = l->c;
     *again = 0;
-    const char *w[] = {"WATCH", l->key};
-    redisReply *r = expect(c, REDIS_REPLY_STATUS, "WATCH", 2, w);
-    if (!r)
-        return c->err.pub.status;
-    freeReplyObject(r);
-    const char *g[] = {"GET", l->key};
-    r = expect(c, -1, "GET", 2, g);
-    if (!r)
-        return c->err.pub.status;
-    if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
-        relock_status st = RELOCK__BAD_REPLY(c, "GET", r);
-        freeReplyObject(r);
+    char found[RELOCK__VALUE_MAX];
+    int has;
+    relock_status st = watch_get(l, found, &has);
+    if (st != RELOCK_OK)
         return st;
-    }
-    int absent = r->type == REDIS_REPLY_NIL;
-    int ours = !absent && strcmp(r->str, l->value) == 0;
-    freeReplyObject(r);
+    redisReply *r;
+    int absent = !has;
+    int ours = has && strcmp(found, l->value) == 0;
     if (!ours) {
         const char *u[] = {"UNWATCH"};
         r = expect(c, -1, "UNWATCH", 1, u);
@@ -636,7 +643,7 @@ static relock_status cas_watched_in(relock_lock *l, const char *op, const char *
     r = words(c, sent, 1, e);
     if (!r)
         return c->err.pub.status;
-    relock_status st = RELOCK_OK;
+    st = RELOCK_OK;
     if (r->type == REDIS_REPLY_NIL) {
         *again = 1;
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&

@@ -852,7 +852,7 @@ static relock_status ts_release(relock_lock *l)
     return RELOCK_OK;
 }
 
-static relock_status ts_extend(relock_lock *l, long ttl_ms)
+static relock_status ts_extend(relock_lock *l, long long ttl_ms)
 {
     relock_client *c = l->c;
     /* The path depends on the probed capabilities: probe first if the

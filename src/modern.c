@@ -67,9 +67,9 @@ void relock__modern_paths(const relock_client *c, char *out, size_t len)
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
  * that a holder that dies unreleased keeps others out that much longer
  * (decision 106); validity is still reckoned from the lease alone. */
-static void key_ttl(const relock_client *c, long ttl_ms, char *out, size_t len)
+static void key_ttl(const relock_client *c, long long ttl_ms, char *out, size_t len)
 {
-    snprintf(out, len, "%ld", ttl_ms + c->s.lock_delay_ms);
+    snprintf(out, len, "%lld", ttl_ms + c->s.lock_delay_ms);
 }
 
 /* A command of fixed words. */
@@ -510,7 +510,7 @@ static int pipeline2(relock_client *c, int *sent, const char *name, int argc1,
             *sent = 1;
             if (timed_out)
                 RELOCK__FAIL(&c->err, RELOCK_EIO,
-                             "%s on %s:%d: no reply within %ld ms (command_timeout_ms): the "
+                             "%s on %s:%d: no reply within %lld ms (command_timeout_ms): the "
                              "server is stalled, overloaded, or not a Redis server",
                              name, srv->host, srv->port, c->s.command_timeout_ms);
             else
@@ -718,7 +718,7 @@ static relock_status extend_native(relock_lock *l, const char *ttl)
     return st;
 }
 
-static relock_status modern_extend(relock_lock *l, long ttl_ms)
+static relock_status modern_extend(relock_lock *l, long long ttl_ms)
 {
     char ttl[32];
     key_ttl(l->c, ttl_ms, ttl, sizeof ttl);

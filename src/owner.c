@@ -98,7 +98,7 @@ void relock__owner_note(relock_lock *l, int held)
         r = relock__commandf(c, NULL, "DEL %s", key);
     } else {
         char host[65] = "?", started[32] = "?";
-        char info[sizeof((relock_inspect_info *)0)->owner];
+        char info[512]; /* host, pid, time and RELOCK_OWNER_MAX bytes of text */
         if (gethostname(host, sizeof host - 1) != 0)
             snprintf(host, sizeof host, "?");
         host[sizeof host - 1] = '\0';
@@ -115,10 +115,10 @@ void relock__owner_note(relock_lock *l, int held)
          * lives as long as the lock key, lock delay included (modern mode
          * only), so that inspect names who keeps a lock during its delay. */
         if (c->conn.caps & RELOCK_CAP_PEXPIRE)
-            r = relock__commandf(c, NULL, "PSETEX %s %ld %b", key,
+            r = relock__commandf(c, NULL, "PSETEX %s %lld %b", key,
                                  l->ttl_ms + c->s.lock_delay_ms, info, strlen(info));
         else
-            r = relock__commandf(c, NULL, "SETEX %s %ld %b", key, (l->ttl_ms + 999) / 1000,
+            r = relock__commandf(c, NULL, "SETEX %s %lld %b", key, (l->ttl_ms + 999) / 1000,
                                  info, strlen(info));
     }
     if (r)

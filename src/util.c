@@ -20,7 +20,7 @@ long long relock__wall_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void relock__sleep_ms(long ms)
+void relock__sleep_ms(long long ms)
 {
     if (ms <= 0)
         return;
@@ -77,17 +77,18 @@ uint64_t relock__rand64(uint64_t *state)
     return x * 0x2545f4914f6cdd1dull;
 }
 
-long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd)
+long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms,
+                          uint64_t rnd)
 {
-    long d = min_ms;
+    long long d = min_ms;
     for (unsigned i = 0; i < attempt && d < max_ms; i++)
         d *= 2;
     if (d > max_ms)
         d = max_ms;
     /* Jitter in [d/2, d] keeps waiters from moving in lockstep. */
-    long half = d / 2;
+    long long half = d / 2;
     if (d - half > 0)
-        d = half + (long)(rnd % (uint64_t)(d - half + 1));
+        d = half + (long long)(rnd % (uint64_t)(d - half + 1));
     if (d < 1)
         d = 1;
     /* Wake just after the holder's known end rather than a backoff later. */

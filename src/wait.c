@@ -73,7 +73,7 @@ static void subscribe(relock_lock *l)
 }
 
 /* Sleeps up to ms, returning early when a release is announced. */
-static void wait_for_release(relock_client *c, long ms)
+static void wait_for_release(relock_client *c, long long ms)
 {
     if (!c->sub) {
         relock__sleep_ms(ms);
@@ -95,7 +95,7 @@ static void wait_for_release(relock_client *c, long ms)
         if (n > 0) {
             if (redisGetReply(c->sub, &reply) != REDIS_OK) {
                 unsubscribe(c); /* broken: fall back to sleeping */
-                relock__sleep_ms((long)(end - relock__mono_ms()));
+                relock__sleep_ms((long long)(end - relock__mono_ms()));
                 return;
             }
             if (reply)
@@ -107,7 +107,7 @@ static void wait_for_release(relock_client *c, long ms)
     }
 }
 
-relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
+relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
 {
     relock_client *c = l->c;
     uint64_t start = relock__mono_ms();
@@ -141,7 +141,7 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
          * its wait bound plus the attempt (and, once, the subscription)
          * under way when the bound passed (docs/api.md). */
         if (deadline && relock__mono_ms() >= deadline) {
-            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
+            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms",
                               l->name, wait_ms);
             break;
         }
@@ -152,7 +152,7 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
             if (c->sub && !(deadline && relock__mono_ms() >= deadline))
                 continue;
         }
-        long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
+        long long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
                                      attempt < 30 ? attempt : 30, hint, relock__rand64(&c->rng));
         /* Legacy holders release by DEL without a word and legacy waiters
          * retry every few ms: poll about as often, or lose every race to
@@ -162,12 +162,12 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
         uint64_t now = relock__mono_ms();
         if (deadline) {
             if (now >= deadline) {
-                st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
+                st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms",
                                   l->name, wait_ms);
                 break;
             }
             if (now + (uint64_t)delay > deadline)
-                delay = (long)(deadline - now);
+                delay = (long long)(deadline - now);
         }
         wait_for_release(c, delay);
     }

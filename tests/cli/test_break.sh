@@ -170,7 +170,11 @@ long=$(printf 'x%.0s' $(seq 1 300))
 rcli SET brk-long "$long" >/dev/null
 expect 4 "a 300-byte value" -- R break brk-long
 check "long value kept" -- [ "$(rcli STRLEN brk-long)" = 300 ]
+check "the refusal shows the whole value, uncut: $(cat "$DIR/err")" -- err_has "holds \"$long\" (unknown"
+expect 0 "inspect of a 300-byte value" -- R inspect brk-long
+check "inspect shows the whole value: $(cat "$DIR/out")" -- out_has "value:   $long"
 expect 0 "a 300-byte value, --force" -- R break brk-long --force
+check "forced break names the whole value it deleted: $(cat "$DIR/out")" -- out_has "which held $long (unknown"
 check "long value deleted" -- [ "$(rcli EXISTS brk-long)" = 0 ]
 
 # --- --dry-run: says what would be deleted, deletes nothing

@@ -346,13 +346,14 @@ static void locks_everywhere(const char *mode)
     CHECK(c, relock_try_acquire(c, name, 600, &l));
     CHECK(c, relock_keep(l, NULL, NULL));
     tu_sleep_ms(1500);
-    relock_inspect_info info;
+    relock_inspect_info *info = NULL;
     CHECK(other, relock_inspect(other, name, &info));
     /* Bridge renewals write new timestamps; modern keeps its token. */
     if (strcmp(mode, "modern") == 0)
-        assert_string_equal(info.value, relock_lock_value(l));
-    assert_int_equal(info.fence, relock_lock_fence(l));
-    assert_true(info.pttl_ms > 0);
+        assert_string_equal(relock_inspect_info_value(info, NULL), relock_lock_value(l));
+    assert_int_equal(relock_inspect_info_fence(info), relock_lock_fence(l));
+    assert_true(relock_inspect_info_pttl_ms(info) > 0);
+    relock_inspect_info_free(info);
     CHECK(c, relock_keep_stop(l));
     CHECK(c, relock_release(l));
     relock_lock_free(l);
@@ -793,14 +794,15 @@ static void test_scan_every_master(void **state)
         seen_keys sk;
         memset(&sk, 0, sizeof sk);
         sk.c = c;
-        relock_scan_result res;
+        relock_scan_result *res = NULL;
         CHECK(c, relock_scan_keys(c, "scan:*", seen, &sk, &res));
-        assert_int_equal(res.cluster_masters, N);
-        assert_true(res.complete);
-        assert_int_equal(res.legacy, 1);
-        assert_int_equal(res.bridge, 1);
-        assert_int_equal(res.modern, 1);
-        assert_int_equal(res.verdict, RELOCK_SCAN_STAY_BRIDGE);
+        assert_int_equal(relock_scan_result_cluster_masters(res), N);
+        assert_true(relock_scan_result_complete(res));
+        assert_int_equal(relock_scan_result_count(res, RELOCK_SCAN_LEGACY), 1);
+        assert_int_equal(relock_scan_result_count(res, RELOCK_SCAN_BRIDGE), 1);
+        assert_int_equal(relock_scan_result_count(res, RELOCK_SCAN_MODERN), 1);
+        assert_int_equal(relock_scan_result_verdict(res), RELOCK_SCAN_STAY_BRIDGE);
+        relock_scan_result_free(res);
         assert_int_equal(sk.n, 3);
         const char *names[3] = {legacy, bridge, modern};
         const int at[3] = {1, 0, 2};

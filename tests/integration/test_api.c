@@ -164,6 +164,48 @@ static void test_year_legacy(void **state)
     year_in_mode("legacy");
 }
 
+/* A NULL where a call needs a pointer, with a live client and lock:
+ * RELOCK_EINVAL, said on the handle, nothing sent, and the handles work
+ * on. */
+static void test_null_pointers_live(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+#define EINVAL_ON_C(call)                                                                      \
+    do {                                                                                       \
+        assert_int_equal((call), RELOCK_EINVAL);                                               \
+        assert_int_equal(relock_client_error(c)->status, RELOCK_EINVAL);                       \
+    } while (0)
+    relock_lock *l = (relock_lock *)1;
+    EINVAL_ON_C(relock_acquire(c, NULL, 1000, 0, &l));
+    assert_null(l);
+    EINVAL_ON_C(relock_acquire(c, "np", 1000, 0, NULL));
+    EINVAL_ON_C(relock_try_acquire(c, NULL, 1000, &l));
+    EINVAL_ON_C(relock_try_acquire(c, "np", 1000, NULL));
+    EINVAL_ON_C(relock_lock_adopt(c, NULL, "0123456789abcdef0123456789abcdef", 0, 1000, &l));
+    EINVAL_ON_C(relock_lock_adopt(c, "np", NULL, 0, 1000, &l));
+    EINVAL_ON_C(relock_lock_adopt(c, "np", "0123456789abcdef0123456789abcdef", 0, 1000, NULL));
+    relock_inspect_info *info = (relock_inspect_info *)1;
+    EINVAL_ON_C(relock_inspect(c, NULL, &info));
+    assert_null(info);
+    EINVAL_ON_C(relock_inspect(c, "np", NULL));
+    EINVAL_ON_C(relock_scan(c, NULL, NULL));
+    EINVAL_ON_C(relock_scan_keys(c, NULL, NULL, NULL, NULL));
+    EINVAL_ON_C(relock_client_server(c, NULL));
+    EINVAL_ON_C(relock_break(c, NULL, NULL));
+    EINVAL_ON_C(relock_break_fenced(c, NULL, "v", 3));
+    EINVAL_ON_C(relock_break_fenced(c, "np", NULL, 3));
+
+    assert_int_equal(relock_try_acquire(c, "np", 5000, &l), RELOCK_OK);
+    EINVAL_ON_C(relock_lock_set_owner(l, 0, NULL));
+    EINVAL_ON_C(relock_keep_stop(l)); /* not kept */
+    assert_int_equal(relock_extend(l, 5000), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+#undef EINVAL_ON_C
+    relock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_year_modern),
         cmocka_unit_test(test_year_bridge),
         cmocka_unit_test(test_year_legacy),
+        cmocka_unit_test(test_null_pointers_live),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

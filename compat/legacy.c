@@ -784,7 +784,7 @@ static relock_status check_breaks(relock_lock *l, const char *op)
     if (n == l->breaks)
         return RELOCK_OK;
     return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                        "%s %s: lock lost: it was broken (relock break) since we acquired it; "
+                        "%s %s: lock lost: it was broken by hand since we acquired it; "
                         "the key's value is another holder's",
                         op, l->name);
 }

@@ -654,9 +654,7 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
                 size_t nl = strlen(name);
                 int is_ms = nl > 3 && strcmp(name + nl - 3, "_ms") == 0;
                 snprintf(why, sizeof why, "%s must be an integer, not %s%s", name, type_word(t),
-                         is_ms ? " (whole milliseconds, such as 30000; the command line's "
-                                 "30s is not for the file)"
-                               : "");
+                         is_ms ? " (whole milliseconds, such as 30000)" : "");
                 rc = -1;
             } else {
                 rc = store_number(&ld->cfg->s, st, config_setting_get_int64(m), why, sizeof why);

@@ -19,7 +19,8 @@
  * SIGPIPE.  hiredis writes with write(): a program must ignore SIGPIPE (or
  * block it in the threads that call relock), else a write to a connection
  * the server closed ends the process.  relock's own renewal thread blocks
- * every signal.
+ * every signal for its whole life, so its writes fail with EPIPE instead
+ * (and it reconnects), whatever the program does about SIGPIPE.
  */
 #ifndef RELOCK_H
 #define RELOCK_H
@@ -297,7 +298,9 @@ RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name
  * not be reached), on_lost is called exactly once, from the renewal thread,
  * with the status (RELOCK_LOST, or the error that outlasted the validity);
  * it must not call relock functions on the lock or its client: set a flag,
- * write to a pipe or send a signal.  on_lost may be NULL.
+ * write to a pipe or send a signal to the process (kill(getpid(), sig):
+ * raise() would aim at the renewal thread, where every signal is
+ * blocked).  on_lost may be NULL.
  * While a lock is kept, relock_extend() on it is refused (RELOCK_EINVAL),
  * relock_lock_validity_ms() follows the renewals, and relock_lock_value()
  * returns the value as of relock_keep() (in legacy and bridge modes

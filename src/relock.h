@@ -32,9 +32,9 @@ extern "C" {
 #endif
 
 #define RELOCK_VERSION_MAJOR 0
-#define RELOCK_VERSION_MINOR 1
+#define RELOCK_VERSION_MINOR 2
 #define RELOCK_VERSION_PATCH 0
-#define RELOCK_VERSION_STRING "0.1.0"
+#define RELOCK_VERSION_STRING "0.2.0"
 
 #if defined(RELOCK_BUILDING) && defined(__GNUC__)
 #define RELOCK_EXTERN __attribute__((visibility("default")))

@@ -67,8 +67,7 @@ relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relo
 }
 
 redisContext *relock__connect_ctx(const char *host, int port, long long connect_ms,
-                                 long long command_ms,
-                                  relock_status *st, char *why, size_t whylen)
+                                  long long command_ms, relock_status *st, char *why, size_t whylen)
 {
     *st = RELOCK_EIO;
     /* Port 0: host is a unix socket's path (unix:// URLs, `path` in the file). */

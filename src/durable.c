@@ -149,8 +149,8 @@ relock_status relock__durable_wait(relock_lock *l, const char *op, const relock_
                             "within %lld ms (%lld of %ld replicas did; WAITAOF)",
                             op, l->name, tmo, got, want);
     return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
-                        "%s %s: %lld of %ld replicas acknowledged within %lld ms (%s)", op,
-                        l->name, got, want, tmo, what);
+                        "%s %s: %lld of %ld replicas acknowledged within %lld ms (%s)", op, l->name,
+                        got, want, tmo, what);
 }
 
 int relock_client_replicas_acked(const relock_client *c)

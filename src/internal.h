@@ -412,8 +412,9 @@ int relock__ctx_stale(redisContext *ctx, uint64_t *last_used);
 relock_status relock__conn_open(relock_client *c, const relock__server *srv);
 /* A fresh blocking context to host:port with the given timeouts, or NULL
  * with the status in *st and "connect to HOST:PORT: reason" in why. */
-redisContext *relock__connect_ctx(const char *host, int port, long long connect_ms, long long command_ms,
-                                  relock_status *st, char *why, size_t whylen);
+redisContext *relock__connect_ctx(const char *host, int port, long long connect_ms,
+                                  long long command_ms, relock_status *st, char *why,
+                                  size_t whylen);
 /* Sends AUTH and SELECT as srv says on ctx. */
 relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relock__server *srv);
 

@@ -109,8 +109,8 @@ static relock_status ready(relock_client *c)
     return RELOCK_OK;
 }
 
-relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms, long long wait_ms,
-                             relock_lock **out)
+relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms,
+                             long long wait_ms, relock_lock **out)
 {
     if (!out)
         return RELOCK_EINVAL;

@@ -115,11 +115,11 @@ void relock__owner_note(relock_lock *l, int held)
          * lives as long as the lock key, lock delay included (modern mode
          * only), so that inspect names who keeps a lock during its delay. */
         if (c->conn.caps & RELOCK_CAP_PEXPIRE)
-            r = relock__commandf(c, NULL, "PSETEX %s %lld %b", key,
-                                 l->ttl_ms + c->s.lock_delay_ms, info, strlen(info));
-        else
-            r = relock__commandf(c, NULL, "SETEX %s %lld %b", key, (l->ttl_ms + 999) / 1000,
+            r = relock__commandf(c, NULL, "PSETEX %s %lld %b", key, l->ttl_ms + c->s.lock_delay_ms,
                                  info, strlen(info));
+        else
+            r = relock__commandf(c, NULL, "SETEX %s %lld %b", key, (l->ttl_ms + 999) / 1000, info,
+                                 strlen(info));
     }
     if (r)
         freeReplyObject(r);

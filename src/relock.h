@@ -255,12 +255,11 @@ typedef struct relock_lock relock_lock;
  * when too few replicas acknowledged in time: the write was deleted again
  * (relock_client_replicas_acked() tells how many did).
  */
-RELOCK_EXTERN relock_status relock_acquire(relock_client *c, const char *name,
-                                           long long ttl_ms, long long wait_ms,
-                                           relock_lock **out);
+RELOCK_EXTERN relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms,
+                                           long long wait_ms, relock_lock **out);
 /* relock_acquire() with wait_ms 0. */
-RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *name,
-                                               long long ttl_ms, relock_lock **out);
+RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *name, long long ttl_ms,
+                                               relock_lock **out);
 
 /*
  * Extends the lock to ttl_ms from now (0: its original ttl).  RELOCK_LOST
@@ -286,9 +285,8 @@ RELOCK_EXTERN relock_status relock_release(relock_lock *l);
  * so that it can be released or extended.  ttl_ms is used by
  * relock_extend(l, 0).
  */
-RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name,
-                                              const char *value, long long fence, long long ttl_ms,
-                                              relock_lock **out);
+RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,
+                                              long long fence, long long ttl_ms, relock_lock **out);
 
 /*
  * Automatic renewal.  relock_keep() extends the lock in the background,
@@ -369,8 +367,7 @@ RELOCK_EXTERN relock_value_kind relock_inspect_info_kind(const relock_inspect_in
 /* The whole stored value, never cut: NUL-terminated, and its length in
  * bytes in *len unless len is NULL (a value may hold NUL bytes).  Valid
  * until relock_inspect_info_free(). */
-RELOCK_EXTERN const char *relock_inspect_info_value(const relock_inspect_info *info,
-                                                    size_t *len);
+RELOCK_EXTERN const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len);
 /* The key's TTL in ms: -1 none, -2 absent. */
 RELOCK_EXTERN long long relock_inspect_info_pttl_ms(const relock_inspect_info *info);
 /* TIMESTAMP: the expiry in ms since the epoch; else 0. */

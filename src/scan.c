@@ -561,8 +561,8 @@ static void judge(const relock_client *c, relock_scan_result *out)
                       "delete it, then let bridge clients run for the quiet window)",
                       out->marker_key);
         else if (out->legacy_seen_ms >= 0)
-            text_addf(out, t, "; a legacy writer was last seen %s, %s the quiet window of %s",
-                      seen, recent ? "within" : "before", window);
+            text_addf(out, t, "; a legacy writer was last seen %s, %s the quiet window of %s", seen,
+                      recent ? "within" : "before", window);
         else
             text_addf(out, t, "; no legacy writer was recorded yet (marker \"%s\" absent)",
                       out->marker_key);
@@ -615,8 +615,8 @@ const char *relock_scan_node(const relock_client *c)
     return c ? c->scan_node : "";
 }
 
-static relock_status scan(relock_client *c, const char *match, relock_scan_key_fn fn,
-                          void *arg, relock_scan_result *out);
+static relock_status scan(relock_client *c, const char *match, relock_scan_key_fn fn, void *arg,
+                          relock_scan_result *out);
 
 relock_status relock_scan(relock_client *c, const char *match, relock_scan_result **out)
 {
@@ -647,8 +647,8 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
     return st;
 }
 
-static relock_status scan(relock_client *c, const char *match, relock_scan_key_fn fn,
-                          void *arg, relock_scan_result *out)
+static relock_status scan(relock_client *c, const char *match, relock_scan_key_fn fn, void *arg,
+                          relock_scan_result *out)
 {
     out->legacy_seen_ms = -1;
     out->now_ms = -1;

@@ -72,9 +72,9 @@ static int ask_sentinel(relock_client *c, const relock__addr *a, relock__addr *o
                         size_t whylen)
 {
     long long cto = c->s.connect_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.connect_timeout_ms
-                                                             : SENTINEL_TIMEOUT_MS;
+                                                                  : SENTINEL_TIMEOUT_MS;
     long long rto = c->s.command_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.command_timeout_ms
-                                                             : SENTINEL_TIMEOUT_MS;
+                                                                  : SENTINEL_TIMEOUT_MS;
     relock_status st;
     char err[RELOCK__HOST_MAX + 160];
     redisContext *ctx = relock__connect_ctx(a->host, a->port, cto, rto, &st, err, sizeof err);

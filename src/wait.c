@@ -141,8 +141,8 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
          * its wait bound plus the attempt (and, once, the subscription)
          * under way when the bound passed (docs/api.md). */
         if (deadline && relock__mono_ms() >= deadline) {
-            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms",
-                              l->name, wait_ms);
+            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms", l->name,
+                              wait_ms);
             break;
         }
         if (!c->sub && attempt == 0 && c->s.wait.notify) {
@@ -152,8 +152,9 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
             if (c->sub && !(deadline && relock__mono_ms() >= deadline))
                 continue;
         }
-        long long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
-                                     attempt < 30 ? attempt : 30, hint, relock__rand64(&c->rng));
+        long long delay =
+            relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
+                            attempt < 30 ? attempt : 30, hint, relock__rand64(&c->rng));
         /* Legacy holders release by DEL without a word and legacy waiters
          * retry every few ms: poll about as often, or lose every race to
          * them (DESIGN §5; fairness, not safety). */

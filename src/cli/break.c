@@ -80,7 +80,8 @@ static void describe(const relock_inspect_info *in, char *buf, size_t len)
         snprintf(ttl, sizeof ttl, "ttl %lld ms", relock_inspect_info_pttl_ms(in));
     else
         snprintf(ttl, sizeof ttl, "no ttl");
-    snprintf(buf, len, "(%s, %s, fence %lld)", kind_word(relock_inspect_info_kind(in)), ttl, relock_inspect_info_fence(in));
+    snprintf(buf, len, "(%s, %s, fence %lld)", kind_word(relock_inspect_info_kind(in)), ttl,
+             relock_inspect_info_fence(in));
 }
 
 static void print_deleted(const char *name, const relock_inspect_info *in, const char *note)
@@ -185,7 +186,8 @@ static int look_if(relock_client *c, const char *name, const brk_opts *o,
 {
     const char *value = o->value;
     long long fence = o->fence;
-    int same = relock_inspect_info_kind(in) != RELOCK_VALUE_NONE && !value_cut(in) && strcmp(relock_inspect_info_value(in, NULL), value) == 0;
+    int same = relock_inspect_info_kind(in) != RELOCK_VALUE_NONE && !value_cut(in) &&
+               strcmp(relock_inspect_info_value(in, NULL), value) == 0;
     if (same && !o->force && !is_lock(in))
         return refuse(name, in, o->dry_run);
     if (o->dry_run) {
@@ -205,7 +207,8 @@ static int look_if(relock_client *c, const char *name, const brk_opts *o,
         }
         char d[128];
         describe(in, d, sizeof d);
-        printf("would delete %s, which holds %s %s\n", name, relock_inspect_info_value(in, NULL), d);
+        printf("would delete %s, which holds %s %s\n", name, relock_inspect_info_value(in, NULL),
+               d);
         return 0;
     }
     return -1;

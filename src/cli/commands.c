@@ -234,7 +234,8 @@ static long long mono_ms(void)
 void cli_say_holder(relock_client *c, const char *cmd, const char *name)
 {
     relock_inspect_info *in = NULL;
-    if (relock_inspect(c, name, &in) != RELOCK_OK || relock_inspect_info_kind(in) == RELOCK_VALUE_NONE) {
+    if (relock_inspect(c, name, &in) != RELOCK_OK ||
+        relock_inspect_info_kind(in) == RELOCK_VALUE_NONE) {
         relock_inspect_info_free(in);
         return;
     }
@@ -541,8 +542,9 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
             printf("\",\"pttl_ms\":%lld", relock_inspect_info_pttl_ms(in));
         }
         if (relock_inspect_info_kind(in) == RELOCK_VALUE_TIMESTAMP)
-            printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"", relock_inspect_info_ts_ms(in),
-                   held_until(in) - now_ms, relock_inspect_info_ts_unit_ms(in) ? "ms" : "s");
+            printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"",
+                   relock_inspect_info_ts_ms(in), held_until(in) - now_ms,
+                   relock_inspect_info_ts_unit_ms(in) ? "ms" : "s");
         printf(",\"fence\":%lld", relock_inspect_info_fence(in));
         if (relock_inspect_info_owner(in)[0]) {
             printf(",\"owner\":\"");
@@ -568,8 +570,9 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
             iso_utc(relock_inspect_info_ts_ms(in), date, sizeof date);
             long long d = held_until(in) - now_ms;
             human_span(d, span, sizeof span);
-            printf("expiry:  %s (%s, %s%s%s)\n", date, relock_inspect_info_ts_unit_ms(in) ? "ms" : "s",
-                   d < 0 ? "expired " : "in ", span, d < 0 ? " ago" : "");
+            printf("expiry:  %s (%s, %s%s%s)\n", date,
+                   relock_inspect_info_ts_unit_ms(in) ? "ms" : "s", d < 0 ? "expired " : "in ",
+                   span, d < 0 ? " ago" : "");
         }
         printf("fence:   %lld\n", relock_inspect_info_fence(in));
         if (relock_inspect_info_owner(in)[0])

@@ -74,8 +74,8 @@ static int print_held(const lockopts *o, relock_lock *l, long long waited)
         json_str(relock_lock_name(l));
         printf("\",\"value\":\"");
         json_str(relock_lock_value(l));
-        printf("\",\"fence\":%lld,\"validity_ms\":%lld,\"waited_ms\":%lld}\n",
-               relock_lock_fence(l), relock_lock_validity_ms(l), waited);
+        printf("\",\"fence\":%lld,\"validity_ms\":%lld,\"waited_ms\":%lld}\n", relock_lock_fence(l),
+               relock_lock_validity_ms(l), waited);
     } else {
         printf("%s %lld\n", relock_lock_value(l), relock_lock_fence(l));
     }

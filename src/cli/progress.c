@@ -69,7 +69,8 @@ static void describe(struct cli_progress *p, relock_client *c, char *line, size_
                 struct timespec rt;
                 clock_gettime(CLOCK_REALTIME, &rt);
                 long long now_ms = (long long)rt.tv_sec * 1000 + rt.tv_nsec / 1000000;
-                ends = relock_inspect_info_ts_ms(in) - now_ms; /* the holder's expiry, by this host's clock */
+                ends = relock_inspect_info_ts_ms(in) -
+                       now_ms; /* the holder's expiry, by this host's clock */
             }
             if (ends >= 0) {
                 char d[32];
@@ -80,7 +81,7 @@ static void describe(struct cli_progress *p, relock_client *c, char *line, size_
             }
             snprintf(holder, sizeof holder, "; held by %.120s, fence %lld%s",
                      relock_inspect_info_owner(in)[0] ? relock_inspect_info_owner(in)
-                                                       : relock_inspect_info_value(in, NULL),
+                                                      : relock_inspect_info_value(in, NULL),
                      relock_inspect_info_fence(in), left);
         }
     }

@@ -264,7 +264,10 @@ static void print_text_keys(const relock_scan_result *r, const listing *ls)
     for (int k = 0; k < NCLASS; k++)
         any |= ls->cls[k].n > 0;
     printf("keys:        %s, at most %ld per class (--limit)\n",
-           !any ? "none" : relock_scan_result_cluster_masters(r) ? "by node, then class" : "by class", ls->limit);
+           !any                                    ? "none"
+           : relock_scan_result_cluster_masters(r) ? "by node, then class"
+                                                   : "by class",
+           ls->limit);
     /* A cluster: each master's keys under its address. */
     for (int i = 0; relock_scan_result_cluster_masters(r) && i < ls->nnodes; i++) {
         printf("  node %s\n", ls->nodes[i]);
@@ -304,14 +307,22 @@ static void print_json(const relock_scan_result *r, const listing *ls)
 {
     printf("{\"match\":");
     json_str(relock_scan_result_match(r));
-    printf(",\"method\":\"%s\",\"complete\":%s", relock_scan_result_keys_fallback(r) ? "keys" : "scan",
+    printf(",\"method\":\"%s\",\"complete\":%s",
+           relock_scan_result_keys_fallback(r) ? "keys" : "scan",
            relock_scan_result_complete(r) ? "true" : "false");
     printf(",\"cluster_masters\":%d", relock_scan_result_cluster_masters(r));
     printf(",\"counts\":{\"examined\":%lld,\"legacy\":%lld,\"bridge\":%lld,\"modern\":%lld,"
            "\"stale\":%lld,\"unknown\":%lld,\"skipped\":%lld,\"other_types\":%lld,"
            "\"gone\":%lld}",
-           relock_scan_result_count(r, RELOCK_SCAN_EXAMINED), relock_scan_result_count(r, RELOCK_SCAN_LEGACY), relock_scan_result_count(r, RELOCK_SCAN_BRIDGE), relock_scan_result_count(r, RELOCK_SCAN_MODERN), relock_scan_result_count(r, RELOCK_SCAN_STALE), relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN), relock_scan_result_count(r, RELOCK_SCAN_SKIPPED),
-           relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES), relock_scan_result_count(r, RELOCK_SCAN_GONE));
+           relock_scan_result_count(r, RELOCK_SCAN_EXAMINED),
+           relock_scan_result_count(r, RELOCK_SCAN_LEGACY),
+           relock_scan_result_count(r, RELOCK_SCAN_BRIDGE),
+           relock_scan_result_count(r, RELOCK_SCAN_MODERN),
+           relock_scan_result_count(r, RELOCK_SCAN_STALE),
+           relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN),
+           relock_scan_result_count(r, RELOCK_SCAN_SKIPPED),
+           relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES),
+           relock_scan_result_count(r, RELOCK_SCAN_GONE));
     printf(",\"legacy_example\":");
     if (*relock_scan_result_legacy_example(r, NULL))
         json_str(relock_scan_result_legacy_example(r, NULL));
@@ -319,9 +330,9 @@ static void print_json(const relock_scan_result *r, const listing *ls)
         printf("null");
     printf(",\"marker\":{\"key\":");
     json_str(relock_scan_result_marker_key(r));
-    const char *state = relock_scan_result_marker_unreadable(r) ? "unreadable"
+    const char *state = relock_scan_result_marker_unreadable(r)     ? "unreadable"
                         : relock_scan_result_legacy_seen_ms(r) >= 0 ? "present"
-                                                 : "absent";
+                                                                    : "absent";
     printf(",\"state\":\"%s\"", state);
     if (relock_scan_result_legacy_seen_ms(r) >= 0)
         printf(",\"legacy_seen_ms\":%lld,\"age_ms\":%lld}", relock_scan_result_legacy_seen_ms(r),
@@ -329,7 +340,8 @@ static void print_json(const relock_scan_result *r, const listing *ls)
     else
         printf(",\"legacy_seen_ms\":null,\"age_ms\":null}");
     printf(",\"quiet_window_ms\":%lld,\"now_ms\":%lld,\"verdict\":\"%s\",\"verdict_text\":",
-           relock_scan_result_quiet_window_ms(r), relock_scan_result_now_ms(r), relock_scan_verdict_name(relock_scan_result_verdict(r)));
+           relock_scan_result_quiet_window_ms(r), relock_scan_result_now_ms(r),
+           relock_scan_verdict_name(relock_scan_result_verdict(r)));
     json_str(relock_scan_result_verdict_text(r));
     if (ls)
         print_json_keys(r, ls);
@@ -346,34 +358,45 @@ static void print_text(const relock_scan_result *r, const listing *ls)
                relock_scan_result_cluster_masters(r));
     printf("examined:    %lld keys%s\n", relock_scan_result_count(r, RELOCK_SCAN_EXAMINED),
            relock_scan_result_complete(r) ? "" : " -- INCOMPLETE: the walk stopped at its bound");
-    printf("  legacy:    %lld  live timestamp without TTL (a legacy client holds it)", relock_scan_result_count(r, RELOCK_SCAN_LEGACY));
+    printf("  legacy:    %lld  live timestamp without TTL (a legacy client holds it)",
+           relock_scan_result_count(r, RELOCK_SCAN_LEGACY));
     if (*relock_scan_result_legacy_example(r, NULL))
         printf(", e.g. %s", relock_scan_result_legacy_example(r, NULL));
     printf("\n");
-    printf("  bridge:    %lld  timestamp with TTL\n", relock_scan_result_count(r, RELOCK_SCAN_BRIDGE));
+    printf("  bridge:    %lld  timestamp with TTL\n",
+           relock_scan_result_count(r, RELOCK_SCAN_BRIDGE));
     printf("  modern:    %lld  token with TTL\n", relock_scan_result_count(r, RELOCK_SCAN_MODERN));
-    printf("  stale:     %lld  expired timestamp without TTL (dead legacy holder)\n", relock_scan_result_count(r, RELOCK_SCAN_STALE));
+    printf("  stale:     %lld  expired timestamp without TTL (dead legacy holder)\n",
+           relock_scan_result_count(r, RELOCK_SCAN_STALE));
     printf("  unknown:   %lld  other values\n", relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN));
-    printf("  other:     %lld  not strings\n", relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES));
-    printf("  skipped:   %lld  relock's own keys (fence counters, markers)\n", relock_scan_result_count(r, RELOCK_SCAN_SKIPPED));
+    printf("  other:     %lld  not strings\n",
+           relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES));
+    printf("  skipped:   %lld  relock's own keys (fence counters, markers)\n",
+           relock_scan_result_count(r, RELOCK_SCAN_SKIPPED));
     if (relock_scan_result_count(r, RELOCK_SCAN_GONE))
-        printf("  gone:      %lld  deleted while scanning\n", relock_scan_result_count(r, RELOCK_SCAN_GONE));
+        printf("  gone:      %lld  deleted while scanning\n",
+               relock_scan_result_count(r, RELOCK_SCAN_GONE));
     if (ls)
         print_text_keys(r, ls);
     if (relock_scan_result_marker_unreadable(r)) {
-        printf("legacy seen: unknown (marker \"%s\" holds no time in ms)\n", relock_scan_result_marker_key(r));
+        printf("legacy seen: unknown (marker \"%s\" holds no time in ms)\n",
+               relock_scan_result_marker_key(r));
     } else if (relock_scan_result_legacy_seen_ms(r) >= 0) {
         char when[64], age[32];
         fmt_time(relock_scan_result_legacy_seen_ms(r), when, sizeof when);
-        relockx_format_duration(relock_scan_result_now_ms(r) - relock_scan_result_legacy_seen_ms(r), age, sizeof age);
+        relockx_format_duration(relock_scan_result_now_ms(r) - relock_scan_result_legacy_seen_ms(r),
+                                age, sizeof age);
         printf("legacy seen: %s (%s %s)\n", when, age,
-               relock_scan_result_now_ms(r) >= relock_scan_result_legacy_seen_ms(r) ? "ago" : "ahead of this clock");
+               relock_scan_result_now_ms(r) >= relock_scan_result_legacy_seen_ms(r)
+                   ? "ago"
+                   : "ahead of this clock");
     } else {
         printf("legacy seen: never (marker \"%s\" absent)\n", relock_scan_result_marker_key(r));
     }
     char window[32];
     relockx_format_duration(relock_scan_result_quiet_window_ms(r), window, sizeof window);
-    printf("window:      %s (migration.quiet_window_ms = %lld)\n", window, relock_scan_result_quiet_window_ms(r));
+    printf("window:      %s (migration.quiet_window_ms = %lld)\n", window,
+           relock_scan_result_quiet_window_ms(r));
     printf("verdict:     %s\n", relock_scan_result_verdict_text(r));
     if (relock_scan_result_verdict(r) == RELOCK_SCAN_INCOMPLETE)
         printf("             (--match narrows the pattern)\n");

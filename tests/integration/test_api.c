@@ -38,12 +38,12 @@
 /* Every duration of the public API is a long long, by type, so that a
  * platform whose long has 32 bits carries a year too (this one's long has
  * 64, which the round trips below cannot tell apart). */
-#define HAS_TYPE(f, type) _Generic(&(f), type: 1, default: 0)
+#define HAS_TYPE(f, type) _Generic(&(f), type : 1, default : 0)
 _Static_assert(HAS_TYPE(relock_acquire, relock_status (*)(relock_client *, const char *, long long,
                                                           long long, relock_lock **)),
                "relock_acquire: ttl_ms and wait_ms are long long");
-_Static_assert(HAS_TYPE(relock_try_acquire,
-                        relock_status (*)(relock_client *, const char *, long long, relock_lock **)),
+_Static_assert(HAS_TYPE(relock_try_acquire, relock_status (*)(relock_client *, const char *,
+                                                              long long, relock_lock **)),
                "relock_try_acquire: ttl_ms is long long");
 _Static_assert(HAS_TYPE(relock_extend, relock_status (*)(relock_lock *, long long)),
                "relock_extend: ttl_ms is long long");
@@ -145,8 +145,7 @@ static void year_in_mode(const char *mode)
     assert_int_equal(relock_extend(a, 0), RELOCK_OK);
     assert_year_validity("validity after extend of the adopted lock", relock_lock_validity_ms(a));
     if (strcmp(mode, "legacy") != 0)
-        assert_about_a_year("PTTL after extend of the adopted lock",
-                            srv_int("PTTL %s", name));
+        assert_about_a_year("PTTL after extend of the adopted lock", srv_int("PTTL %s", name));
     assert_int_equal(relock_release(a), RELOCK_OK);
     relock_lock_free(a);
     relock_lock_free(l);
@@ -184,10 +183,10 @@ static void test_null_pointers_live(void **state)
 {
     (void)state;
     relock_client *c = tu_client(tu_srv.port, "modern", NULL);
-#define EINVAL_ON_C(call)                                                                      \
-    do {                                                                                       \
-        assert_int_equal((call), RELOCK_EINVAL);                                               \
-        assert_int_equal(relock_client_error(c)->status, RELOCK_EINVAL);                       \
+#define EINVAL_ON_C(call)                                                                          \
+    do {                                                                                           \
+        assert_int_equal((call), RELOCK_EINVAL);                                                   \
+        assert_int_equal(relock_client_error(c)->status, RELOCK_EINVAL);                           \
     } while (0)
     relock_lock *l = (relock_lock *)1;
     EINVAL_ON_C(relock_acquire(c, NULL, 1000, 0, &l));
@@ -470,12 +469,9 @@ static void test_sigpipe_in_renewal(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_config_year),
-        cmocka_unit_test(test_year_modern),
-        cmocka_unit_test(test_year_bridge),
-        cmocka_unit_test(test_year_legacy),
-        cmocka_unit_test(test_null_pointers_live),
-        cmocka_unit_test(test_sigpipe_in_renewal),
+        cmocka_unit_test(test_config_year),        cmocka_unit_test(test_year_modern),
+        cmocka_unit_test(test_year_bridge),        cmocka_unit_test(test_year_legacy),
+        cmocka_unit_test(test_null_pointers_live), cmocka_unit_test(test_sigpipe_in_renewal),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -300,10 +300,14 @@ static void every_function_called(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(null_config),  cmocka_unit_test(null_connect),
-        cmocka_unit_test(owner_text),   cmocka_unit_test(null_client),
-        cmocka_unit_test(null_scan),    cmocka_unit_test(null_lock),
-        cmocka_unit_test(null_results), cmocka_unit_test(no_handle),
+        cmocka_unit_test(null_config),
+        cmocka_unit_test(null_connect),
+        cmocka_unit_test(owner_text),
+        cmocka_unit_test(null_client),
+        cmocka_unit_test(null_scan),
+        cmocka_unit_test(null_lock),
+        cmocka_unit_test(null_results),
+        cmocka_unit_test(no_handle),
         /* Last: it judges the calls of all the others. */
         cmocka_unit_test(every_function_called),
     };

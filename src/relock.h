@@ -185,6 +185,27 @@ RELOCK_EXTERN const relock_error *relock_client_error(const relock_client *c);
 RELOCK_EXTERN relock_mode relock_client_mode(const relock_client *c);
 RELOCK_EXTERN const char *relock_client_mode_reason(const relock_client *c);
 
+/*
+ * How modern mode does its work on the server connected to (DESIGN §2:
+ * native commands first, then Lua, then WATCH), each a static string:
+ *   acquire  "SET NX PX" (fencing off), "script (SET NX PX, INCR)" or
+ *            "WATCH/MULTI (SET PX, INCR)";
+ *   release  "DELIFEQ", "DELEX IFEQ", "script" or "WATCH/MULTI";
+ *   extend   "SET IFEQ PX", "script" or "WATCH/MULTI";
+ *   scripts  "used", "none" or "none (the server runs without Lua)".
+ * The same words end the mode reason.  Connects if needed (the paths are
+ * those of the server connected now).  RELOCK_EUNSUPPORTED, every field
+ * "", in legacy and bridge modes, with several servers (a quorum) and
+ * when no mode was selected.
+ */
+typedef struct relock_paths {
+    const char *acquire;
+    const char *release;
+    const char *extend;
+    const char *scripts;
+} relock_paths;
+RELOCK_EXTERN relock_status relock_client_paths(relock_client *c, relock_paths *out);
+
 /* What the probe learned about the (first) server. */
 typedef struct relock_server_info {
     const char *version;  /* "7.0.15", or "unknown" */

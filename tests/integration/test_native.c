@@ -125,6 +125,36 @@ static void test_paths(void **state)
             fail_msg("%s lua=%d: reason \"%s\"", k->pers, k->lua, why);
         if (!k->lua && !strstr(why, "scripts: none"))
             fail_msg("%s without Lua: reason \"%s\"", k->pers, why);
+        /* The same paths as fields: each the word after "release: " etc. */
+        relock_paths p;
+        assert_int_equal(relock_client_paths(c, &p), RELOCK_OK);
+        char want[96];
+        snprintf(want, sizeof want, "release: %s,", p.release);
+        if (!strstr(k->release, p.release) || !strstr(why, want))
+            fail_msg("%s lua=%d: release path \"%s\", reason \"%s\"", k->pers, k->lua,
+                     p.release, why);
+        snprintf(want, sizeof want, "extend: %s,", p.extend);
+        if (!strstr(k->extend, p.extend) || !strstr(why, want))
+            fail_msg("%s lua=%d: extend path \"%s\", reason \"%s\"", k->pers, k->lua,
+                     p.extend, why);
+        snprintf(want, sizeof want, "acquire: %s,", p.acquire);
+        if (strncmp(p.acquire, k->acquire + 9, strlen(k->acquire + 9)) != 0 ||
+            !strstr(why, want))
+            fail_msg("%s lua=%d: acquire path \"%s\", reason \"%s\"", k->pers, k->lua,
+                     p.acquire, why);
+        assert_string_equal(p.scripts, k->lua ? "used" : "none (the server runs without Lua)");
+        relock_client_free(c);
+        /* Without fencing the acquire is the plain SET NX PX. */
+        static const char *const unfenced[] = {"fencing", "false", NULL};
+        c = client(i, unfenced);
+        assert_int_equal(relock_client_paths(c, &p), RELOCK_OK);
+        assert_string_equal(p.acquire, "SET NX PX");
+        relock_client_free(c);
+        /* Legacy mode has no such paths: refused, the fields empty. */
+        c = tu_client(proxies[i].port, "legacy", NULL);
+        assert_int_equal(relock_client_paths(c, &p), RELOCK_EUNSUPPORTED);
+        assert_string_equal(p.release, "");
+        assert_non_null(strstr(relock_client_error(c)->message, "only for modern mode"));
         relock_client_free(c);
     }
 }

@@ -599,6 +599,59 @@ static void test_fence_carry_and_legacy_without_lua(void **state)
     }
 }
 
+/* Without Lua, a fence carry whose SET the server refuses inside MULTI
+ * (an ACL user without write permission on the counter: NOPERM, then
+ * EXECABORT) fails at once with the server's words: it is not a race
+ * lost to another writer, to be tried again and reported as a key that
+ * "kept changing". */
+static void test_fence_carry_refused_without_lua(void **state)
+{
+    (void)state;
+    size_t i = 1; /* personality 7 without Lua */
+    assert_true(!cases[i].lua && !cases[i].real && strcmp(cases[i].pers, "7") == 0);
+    char *r = testsrv_cmd(&tu_srv, "ACL SETUSER carry on >%s +@all resetkeys %%R~* %%W~{ac} &*",
+                          "carrypw");
+    assert_string_equal(r, "OK");
+    free(r);
+    r = testsrv_cmd(&tu_srv, "SET %s 41", "{ac} relock:fence");
+    free(r);
+    relock_config *cfg = relock_config_new();
+    char url[96];
+    snprintf(url, sizeof url, "redis://carry:carrypw@127.0.0.1:%d", proxies[i].port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    relock_client *c = NULL;
+    if (relock_connect(cfg, &c) != RELOCK_OK)
+        fail_msg("connect as carry: %s", relock_client_error(c)->message);
+    relock_config_free(cfg);
+    r = testsrv_cmd_port(proxies[i].port, "RELOCK-PROXY RESET");
+    free(r);
+    relock_lock *l = NULL;
+    relock_status st = relock_try_acquire(c, "{ac}", 5000, &l);
+    const relock_error *e = relock_client_error(c);
+    if (st != RELOCK_EPROTO || !strstr(e->message, "NOPERM") || strstr(e->message, "kept changing"))
+        fail_msg("a refused carry: %s: %s", relock_status_name(st), e->message);
+    assert_null(l);
+    assert_non_null(strstr(e->server, "NOPERM"));
+    /* Sent once, not retried. */
+    redisContext *rc = redisConnect("127.0.0.1", proxies[i].port);
+    assert_true(rc && !rc->err);
+    redisReply *list = redisCommand(rc, "RELOCK-PROXY COMMANDS-LIST");
+    assert_non_null(list);
+    int execs = 0;
+    for (size_t j = 0; j < list->elements; j++)
+        if (strncmp(list->element[j]->str, "EXEC ", 5) == 0)
+            execs = atoi(list->element[j]->str + 5);
+    freeReplyObject(list);
+    redisFree(rc);
+    assert_true(execs <= 1);
+    want_real(i, "EXISTS %s", "{ac}", "0");
+    want_real(i, "EXISTS %s", "{ac} relock:fence:tag", "0");
+    relock_client_free(c);
+    r = testsrv_cmd(&tu_srv, "ACL DELUSER %s", "carry");
+    free(r);
+}
+
 /* Bridge needs scripts: refused with the reason on a server without Lua;
  * auto then chooses legacy, or modern where no legacy client remains. */
 static void test_modes_without_lua(void **state)
@@ -674,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_notice),
         cmocka_unit_test(test_takeover_without_lua),
         cmocka_unit_test(test_fence_carry_and_legacy_without_lua),
+        cmocka_unit_test(test_fence_carry_refused_without_lua),
         cmocka_unit_test(test_modes_without_lua),
         cmocka_unit_test(test_quorum_without_lua),
     };

@@ -652,6 +652,35 @@ static void test_fence_carry_refused_without_lua(void **state)
     free(r);
 }
 
+static void test_fence_carry_unreadable_without_lua(void **state)
+{
+    (void)state;
+    size_t i = 1; /* personality 7 without Lua */
+    relock_lock *l = NULL;
+    /* An error reply to the GET of the earlier counter (the carry's second
+     * command; -LOADING from the proxy) is no absent counter: taken for
+     * one, the lock was won with fence 1, below the 41 handed out before. */
+    char *r = testsrv_cmd(&tu_srv, "SET %s 41", "{gc} relock:fence");
+    free(r);
+    relock_client *c = client(i, NULL);
+    r = testsrv_cmd_port(proxies[i].port, "RELOCK-PROXY FAULT at-reply 2 at-kind error");
+    free(r);
+    relock_status st = relock_try_acquire(c, "{gc}", 5000, &l);
+    r = testsrv_cmd_port(proxies[i].port, "RELOCK-PROXY FAULT off");
+    free(r);
+    if (st != RELOCK_EPROTO)
+        fail_msg("an unreadable earlier counter: %s (fence %lld): %s", relock_status_name(st),
+                 l ? relock_lock_fence(l) : 0, relock_client_error(c)->message);
+    assert_null(l);
+    assert_non_null(strstr(relock_client_error(c)->message, "LOADING"));
+    want_real(i, "EXISTS %s", "{gc}", "0");
+    assert_int_equal(relock_try_acquire(c, "{gc}", 5000, &l), RELOCK_OK);
+    assert_int_equal(relock_lock_fence(l), 42);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
 /* Bridge needs scripts: refused with the reason on a server without Lua;
  * auto then chooses legacy, or modern where no legacy client remains. */
 static void test_modes_without_lua(void **state)
@@ -728,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_takeover_without_lua),
         cmocka_unit_test(test_fence_carry_and_legacy_without_lua),
         cmocka_unit_test(test_fence_carry_refused_without_lua),
+        cmocka_unit_test(test_fence_carry_unreadable_without_lua),
         cmocka_unit_test(test_modes_without_lua),
         cmocka_unit_test(test_quorum_without_lua),
     };

@@ -184,8 +184,10 @@ relock_status relock__fence_seed(relock_lock *l);
 int relock__owner_key(const char *lock_key, char *out, size_t len);
 
 /* owner.c: with owner_info, write (after acquire and extend) or delete
- * (after release) the holder's host, pid and start time beside the lock,
- * with the lease as its TTL.  Informational: failures are ignored. */
+ * (before release) the holder's host, pid and start time beside the lock,
+ * with the lease as its TTL, only while the lock key still holds l's value
+ * (and fence): a stale handle never touches another holder's record.
+ * Informational: failures are ignored. */
 void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
@@ -258,6 +260,7 @@ enum relock__script_id {
     RELOCK__SCRIPT_BREAK_IF_EQ,
     RELOCK__SCRIPT_FENCE_RAISE,
     RELOCK__SCRIPT_FENCE_CARRY,
+    RELOCK__SCRIPT_OWNER_IF_HELD,
     RELOCK__NSCRIPTS
 };
 

@@ -320,7 +320,8 @@ struct relock_lock {
     int breaks_known;
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     /* Set by a busy attempt that met a holder who never announces its
-     * release (a legacy value without TTL): the waiter polls this often. */
+     * release (a legacy value without TTL): the waiter polls it often
+     * near its end (src/engine/waitplan.c). */
     int legacy_holder;
     /* Set by a release: how many waiters its notice reached. */
     int waiters;

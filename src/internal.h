@@ -224,11 +224,6 @@ int relock__token(char out[33]);
 uint64_t relock__rand64(uint64_t *state);
 void relock__sha1_hex(const char *data, size_t len, char out[41]);
 
-/* Backoff before the next attempt: exponential from min to max with
- * jitter in [d/2, d], but no later than just after the holder's known end
- * (hint_ms >= 0). */
-long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd);
-
 /* ------------------------------------------------------------------ connections */
 
 typedef struct relock__conn {
@@ -328,7 +323,8 @@ struct relock_lock {
     int breaks_known;
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     /* Set by a busy attempt that met a holder who never announces its
-     * release (a legacy value without TTL): the waiter polls this often. */
+     * release (a legacy value without TTL): the waiter polls it often
+     * near its end (src/engine/waitplan.c). */
     int legacy_holder;
     /* Set by a release: how many waiters its notice reached. */
     int waiters;

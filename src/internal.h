@@ -512,6 +512,19 @@ relock_status relock__probe(relock_client *c);
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
+/*
+ * Runs n formatted commands (cmd[i], len[i] bytes; name[i] for messages)
+ * on c's connection as relock__command runs one: with n > 1 written
+ * together and their replies read after, a redirection or Sentinel's
+ * READONLY followed for the command it answers (and the later ones sent
+ * again after it).  Returns how many replies, in order, are in rep (the
+ * caller frees them); fewer than n on failure, with RELOCK_EIO (or the
+ * connect error) recorded in c->err and *sent telling whether the first
+ * unanswered command may have reached the server.  The engine's blocking
+ * driver sends every batch here (src/engine/drive.c).
+ */
+int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,
+                          const char *const *name, redisReply **rep, int *sent);
 /* printf-like convenience over relock__command for fixed-form commands. */
 redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...);
 redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap);

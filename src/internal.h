@@ -327,6 +327,9 @@ struct relock_lock {
     /* Set by a busy attempt that met a holder who never announces its
      * release (a legacy value without TTL): the waiter polls this often. */
     int legacy_holder;
+    /* An acquire attempt of this handle found the lock held: on 2.0 its
+     * next attempts read the key before they write (compat/legacy.c). */
+    int looked;
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */

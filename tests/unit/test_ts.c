@@ -594,6 +594,29 @@ static void test_watch_release_fence_moved(void **state)
     assert_non_null(strstr(f.c->err.msg, "holds our value, but another holder acquired"));
 }
 
+/* A WATCH beaten every time: four rounds, then LOST, "kept changing". */
+static void test_watch_release_kept_changing(void **state)
+{
+    (void)state;
+    held_lock("1795317550", 5, 5000);
+    f.c->conn.caps = RELOCK_CAP_WATCH;
+    assert_int_equal(upd(feed_none(2000)), RELOCK__STEP_SEND);
+    relock__step s = RELOCK__STEP_SEND;
+    int rounds = 0;
+    for (; rounds < 10 && s == RELOCK__STEP_SEND; rounds++) {
+        assert_true(batch_is(&b, 0, "WATCH", f.l->key, f.l->fence_key, NULL));
+        assert_int_equal(upd(feed_replies(2010, 3, fr_status("OK"), fr_str("1795317550"),
+                                          fr_str("5"))),
+                         RELOCK__STEP_SEND);
+        assert_int_equal(upd(feed_replies(2020, 1, fr_status("OK"))), RELOCK__STEP_SEND);
+        assert_int_equal(upd(queued(2)), RELOCK__STEP_SEND);
+        s = upd(feed_replies(2030, 1, fr_nil()));
+    }
+    assert_int_equal(rounds, 4);
+    assert_int_equal(um.head.st, RELOCK_LOST);
+    assert_non_null(strstr(f.c->err.msg, "the key kept changing"));
+}
+
 /* ------------------------------------------------------------ adopt */
 
 static void test_adopt_validity(void **state)
@@ -650,6 +673,7 @@ int main(void)
         T(test_script_release_no_follow_after_validity),
         T(test_watch_release_lost),
         T(test_watch_release_fence_moved),
+        T(test_watch_release_kept_changing),
         T(test_adopt_validity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

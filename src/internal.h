@@ -326,6 +326,9 @@ struct relock_lock {
      * release (a legacy value without TTL): the waiter polls it often
      * near its end (src/engine/waitplan.c). */
     int legacy_holder;
+    /* An acquire attempt of this handle found the lock held: on 2.0 its
+     * next attempts read the key before they write (compat/legacy.c). */
+    int looked;
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */

@@ -189,6 +189,11 @@ static void owner_note(relock_lock *l, const char *value, int held)
     if (relock__owner_key(l->key, key, sizeof key) != 0)
         return;
     relock__err saved = c->err;
+    /* The server's capabilities choose the way below: connected first. */
+    if (relock__conn_ready(c) != RELOCK_OK) {
+        relock__err_copy(&c->err, &saved);
+        return;
+    }
     char info[sizeof((relock_inspect_info *)0)->owner];
     if (held) {
         char host[65] = "?", started[32] = "?";

@@ -34,7 +34,7 @@ typedef struct relock__mhead {
      * a fault UNSENT with no reply. */
     int want_fleet;
     /* The machine met a value only a legacy client can have written: the
-     * driver writes the marker `relock scan` reads (bridge.c) after the
+     * driver writes the marker `relock scan` reads (marker.c) after the
      * machine ends.  Informational: a failure is nobody's. */
     int note_legacy;
 } relock__mhead;

@@ -84,12 +84,15 @@ static int run_seeds(const sim_scenario *only, unsigned long long first, long ns
         sim_result *r = calloc(1, sizeof *r);
         if (!r)
             return 1;
-        int v = sim_run(sc, &o, r, quiet || expect);
+        int v = sim_run(sc, &o, r, 1);
         runs++;
         commands += r->commands;
         if (v) {
             bad++;
             if (!expect) {
+                /* The same seed again, keeping the trace this time. */
+                if (!quiet)
+                    sim_run(sc, &o, r, 0);
                 printf("sim: VIOLATION in scenario %s, seed %llu: %s\n", sc->name, seed, r->msg);
                 printf("replay: ./dev sim --seed %llu%s%s --trace\n", seed,
                        only ? " --scenario " : "", only ? sc->name : "");
@@ -135,12 +138,14 @@ static int explore(const sim_scenario *sc, int depth, int faults, long max_runs,
         o.path = path;
         o.npath = npath;
         o.seed = 1;
-        int v = sim_run(sc, &o, r, quiet || expect);
+        int v = sim_run(sc, &o, r, 1);
         runs++;
         choices += r->nchoices;
         if (v) {
             bad++;
             if (!expect) {
+                if (!quiet)
+                    sim_run(sc, &o, r, 0);
                 printf("sim: VIOLATION in scenario %s (exploration run %ld): %s\n", sc->name, runs,
                        r->msg);
                 print_path(r);

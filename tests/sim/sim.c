@@ -95,8 +95,10 @@ static struct {
     long long max_fence[8];
     char fence_lock[8][64];
     int nfence;
+    int maxfd;            /* above every simulated descriptor */
     model_buf trace;
     int quiet;
+    int tracing;          /* keep the trace (a run is replayed with it to print one) */
     int violated;
     int draining;         /* past max_steps: no more faults, choice 0 */
 } S;
@@ -122,6 +124,8 @@ REAL(nanosleep, int, (const struct timespec *, struct timespec *))
 static void tracef(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void tracef(const char *fmt, ...)
 {
+    if (!S.tracing)
+        return;
     char line[700];
     int n = snprintf(line, sizeof line, "%7lld ", S.now);
     va_list ap;
@@ -145,7 +149,8 @@ static void violation(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    tracef("VIOLATION: %s", msg);
+    if (S.tracing)
+        tracef("VIOLATION: %s", msg);
     if (!S.violated) {
         S.violated = 1;
         snprintf(S.r->msg, sizeof S.r->msg, "%s", msg);
@@ -313,6 +318,8 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
                 errno = ECONNREFUSED;
                 return -1;
             }
+            if (fd + 1 > S.maxfd)
+                S.maxfd = fd + 1;
             return 0;
         }
     }
@@ -366,6 +373,8 @@ ssize_t read(int fd, void *buf, size_t n)
                 m = n;
             memcpy(buf, k->out.p + k->out_off, m);
             k->out_off += m;
+            if (k->out_off == k->out.n)
+                k->out_off = k->out.n = 0;
             return (ssize_t)m;
         }
         if (k->hold_until) {
@@ -524,6 +533,8 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
                   k && k->exists ? "\"" : "");
         return;
     }
+    if (c->claim_end <= S.now)
+        return; /* validity 0: the holder knows it holds nothing */
     long long pttl = model_pttl(&S.m, c->sp.lock);
     if (pttl >= 0 && c->claim_end > S.now + pttl)
         violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
@@ -588,15 +599,16 @@ static void claim_stop(sclient *c)
 }
 
 /* A release or extend said LOST: wrong while the key still holds the
- * value the client itself wrote, within its validity, unbroken. */
-static void check_lost(sclient *c, relock_lock *l, const char *op)
+ * value the client itself wrote, within its validity (ending at end),
+ * unbroken. */
+static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, long long end)
 {
     model_key *k = model_lookup(&S.m, c->sp.lock);
-    if (c->claim && !c->claim_void && c->claim_end > S.now && k && k->exists &&
-        k->author == c->id && strcmp(k->val, relock_lock_value(l)) == 0)
+    if (valid && !c->claim_void && end > S.now && k && k->exists && k->author == c->id &&
+        strcmp(k->val, relock_lock_value(l)) == 0)
         violation("c%d: %s reported the lock lost while the key holds its value \"%s\" and its "
                   "validity lasts %lld ms more",
-                  c->id, op, k->val, c->claim_end - S.now);
+                  c->id, op, k->val, end - S.now);
 }
 
 /* ------------------------------------------------------------------ client programs */
@@ -694,7 +706,7 @@ static void run_relock(sclient *c)
                 }
             } else {
                 if (st == RELOCK_LOST)
-                    check_lost(c, l, "extend");
+                    check_lost(c, l, "extend", c->claim, c->claim_end);
                 claim_stop(c);
             }
             sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);
@@ -703,14 +715,13 @@ static void run_relock(sclient *c)
         }
         /* The holder stops acting before it releases. */
         int had = c->claim && !c->claim_void && c->claim_end > S.now;
-        if (!had)
-            claim_stop(c);
+        long long had_end = c->claim_end;
+        claim_stop(c);
         st = relock_release(l);
         tracef("c%d release -> %s%s%s", c->id, st_name(st), st == RELOCK_OK ? "" : ": ",
                st == RELOCK_OK ? "" : relock_client_error(rc)->message);
         if (st == RELOCK_LOST)
-            check_lost(c, l, "release");
-        claim_stop(c);
+            check_lost(c, l, "release", had, had_end);
         if (st == RELOCK_OK) {
             model_key *k = model_lookup(&S.m, sp->lock);
             if (k && k->exists && k->author == c->id && strcmp(k->val, relock_lock_value(l)) == 0)
@@ -885,7 +896,7 @@ static int fault_menu(const sconn *k, int *menu)
 
 static void flush_push(void)
 {
-    for (int fd = 0; fd < SIM_FDS; fd++) {
+    for (int fd = 0; fd < S.maxfd; fd++) {
         sconn *k = &S.conns[fd];
         if (!k->used || k->dead || k->mconn < 0)
             continue;
@@ -932,7 +943,7 @@ static void restart_server(void)
 {
     tracef("server restarts without persistence");
     model_flush(&S.m);
-    for (int fd = 0; fd < SIM_FDS; fd++)
+    for (int fd = 0; fd < S.maxfd; fd++)
         if (S.conns[fd].used)
             kill_conn(&S.conns[fd], "server restarted");
     for (int i = 0; i < S.ncl; i++)
@@ -974,6 +985,8 @@ static void exec_one(int fd, int f)
         return;
     }
     k->in_off += (size_t)used;
+    if (k->in_off == k->in.n)
+        k->in_off = k->in.n = 0;
     if (f == SF_LOST_BEFORE) {
         tracef("c%d %s: lost before it ran", c->id, what);
         kill_conn(k, "fault");
@@ -1059,6 +1072,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.o = o;
     S.r = r;
     S.quiet = quiet;
+    S.tracing = o->trace || !quiet;
     S.rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
     S.faults_left = o->max_faults;
     S.ncl = sc->nclients;
@@ -1091,7 +1105,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         /* The commands that can run now, in descriptor order. */
         int ready[64], nready = 0;
         long long next = -1;
-        for (int fd = 0; fd < SIM_FDS && nready < 64; fd++) {
+        for (int fd = 0; fd < S.maxfd && nready < 64; fd++) {
             sconn *k = &S.conns[fd];
             if (!k->used || k->dead || k->hold_until || pending_cmds(k) == 0)
                 continue;
@@ -1129,8 +1143,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         r->steps++;
         S.now += sc->tick_ms;
         sclient *c = &S.cl[S.conns[fd].client];
-        if (c->state == ST_READ && c->wait_fd == fd &&
-            (S.conns[fd].out_off < S.conns[fd].out.n || S.conns[fd].dead))
+        if (c->state == ST_READ && c->wait_fd == fd)
             resume(c);
     }
     /* Clients that did not finish (only after a violation) are left. */
@@ -1138,7 +1151,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         if (S.cl[i].state == ST_DONE)
             free(S.cl[i].stack);
     }
-    for (int fd = 0; fd < SIM_FDS; fd++) {
+    for (int fd = 0; fd < S.maxfd; fd++) {
         if (S.conns[fd].used) {
             model_buf_free(&S.conns[fd].in);
             model_buf_free(&S.conns[fd].out);

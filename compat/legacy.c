@@ -704,13 +704,6 @@ static relock_status lost(relock_lock *l, const char *op, const char *found)
                         l->name, found);
 }
 
-/* Fence to check for ownership: ours where acquisitions alone count it
- * (with WATCH or EVAL); on 2.0 it also counts failed attempts. */
-static long long owner_fence(const relock_lock *l)
-{
-    return path_of(l->c) == VIA_PLAIN ? 0 : l->fence;
-}
-
 /*
  * Compare-and-set (newv) or compare-and-delete (newv NULL) of our value,
  * following one GETSET loser's write if one is found while our validity
@@ -722,16 +715,25 @@ static relock_status atomic_update(relock_lock *l, const char *op, const char *n
     relock_client *c = l->c;
     char expected[RELOCK__VALUE_MAX];
     snprintf(expected, sizeof expected, "%s", l->value);
+    /* The path, and with it the fence to compare (ours where acquisitions
+     * alone count it, with WATCH or EVAL; on 2.0 it also counts failed
+     * attempts), as probed when the operation began (the callers connect
+     * first).  A command that fails in between (the legacy-writer marker)
+     * closes the connection, which forgets the capabilities: read again in
+     * a later round, they would say "2.0" and drop the fence from the
+     * comparison. */
+    enum path p = path_of(c);
+    long long fence = p == VIA_PLAIN ? 0 : l->fence;
     /* Bounded: a beaten WATCH is retried a few times, and a loser's write
      * is followed once. */
     int following = 0;
     for (int round = 0; round < 4; round++) {
         /* A loser's write carries no TTL; ours (bridge) always does. */
-        cas_req q = {expected, owner_fence(l), is_bridge(c) && !following, newv, px, gc, 0};
+        cas_req q = {expected, fence, is_bridge(c) && !following, newv, px, gc, 0};
         cas_result res;
         int sent = 0, beaten = 0;
-        int rc = path_of(c) == VIA_EVAL ? cas_eval(l, &q, &res, &sent)
-                                        : cas_watch(l, &q, &res, &beaten, &sent);
+        int rc = p == VIA_EVAL ? cas_eval(l, &q, &res, &sent)
+                               : cas_watch(l, &q, &res, &beaten, &sent);
         if (rc != 0)
             return sent && c->err.pub.status == RELOCK_EIO ? ambiguous(l, op) : c->err.pub.status;
         if (res.done) {

@@ -56,6 +56,7 @@ typedef struct sclient {
     int wait_fd;          /* woken early when this descriptor has data, or -1 */
     long long skew;       /* wall clock offset */
     long long paused;     /* ms spent paused by SF_PAUSE (for the wait bound) */
+    long long resume_at;  /* SF_PAUSE: stopped until then */
     /* The claim: the client believes it holds sp.lock until claim_end. */
     int claim;
     int claim_void;       /* broken by an operator or forgotten by a restart */
@@ -69,8 +70,8 @@ typedef struct sconn {
     int client;
     int mconn;            /* the model's connection, -1 once dead */
     int dead;
+    unsigned long seq;    /* the order connections were made in: descriptors can be reused */
     long long hold_until; /* SF_HOLD: the client times out then; 0 none */
-    long long paused_until;
     model_buf in;         /* bytes written by the client */
     size_t in_off;
     model_buf out;        /* reply bytes for the client */
@@ -96,11 +97,13 @@ static struct {
     char fence_lock[8][64];
     int nfence;
     int maxfd;            /* above every simulated descriptor */
+    unsigned long nextseq;
     model_buf trace;
     int quiet;
     int tracing;          /* keep the trace (a run is replayed with it to print one) */
     int violated;
     int draining;         /* past max_steps: no more faults, choice 0 */
+    int forced_done[4];
 } S;
 
 /* ------------------------------------------------------------------ real calls */
@@ -320,6 +323,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
             }
             if (fd + 1 > S.maxfd)
                 S.maxfd = fd + 1;
+            k->seq = ++S.nextseq;
             return 0;
         }
     }
@@ -657,6 +661,11 @@ static relock_client *relock_client_for(sclient *c)
         }
     }
     relock_config_free(cfg);
+    /* The library seeds its backoff jitter from the clock, getrandom()
+     * and the handle's address; the address varies from run to run, so
+     * the seed is replaced by one of the run's own. */
+    if (rc)
+        rc->rng = mix(&c->rng) | 1;
     return rc;
 }
 
@@ -686,9 +695,14 @@ static void run_relock(sclient *c)
         claim_begin(c, S.now + relock_lock_validity_ms(l), relock_lock_value(l));
         tracef("c%d holds %s value %s fence %lld valid %ld ms", c->id, sp->lock,
                relock_lock_value(l), fence, relock_lock_validity_ms(l));
-        check_overlap(c);
-        check_held(c, l, "acquire");
-        check_fence(c, fence);
+        /* Validity 0 (stopped between the reply and the return): the
+         * holder is told it holds nothing, and its fence, handed out
+         * back then, is refused by a resource that saw a later one. */
+        if (relock_lock_validity_ms(l) > 0) {
+            check_overlap(c);
+            check_held(c, l, "acquire");
+            check_fence(c, fence);
+        }
         if (sp->extend) {
             sim_sleep_ms(sp->hold_ms / 2, -1);
             if (c->claim_end <= S.now) {
@@ -869,7 +883,7 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart"};
+                                    "restart",    "dead-idle"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -967,12 +981,6 @@ static void exec_one(int fd, int f)
     long used = model_parse_command(k->in.p + k->in_off, k->in.n - k->in_off, &argc, argv, len,
                                     MODEL_ARGS);
     describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
-    if (f == SF_PAUSE) {
-        k->paused_until = S.now + S.sc->pause_ms;
-        c->paused += S.sc->pause_ms;
-        tracef("c%d paused %ld ms before: %s", c->id, S.sc->pause_ms, what);
-        return;
-    }
     if (f == SF_CLOCK) {
         c->skew += S.sc->clock_step_ms;
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
@@ -1012,11 +1020,35 @@ static void exec_one(int fd, int f)
         k->mconn = -1;
     } else {
         model_buf_add(&k->out, reply.p, reply.n);
-        if (f == SF_DEAD_AFTER)
+        if (f == SF_DEAD_AFTER || f == SF_DEAD_IDLE)
             kill_conn(k, "fault after the reply");
+    }
+    /* The client stops after the reply: for the lease (pause), or long
+     * enough for its idle check to look at the dead connection. */
+    if (f == SF_PAUSE || f == SF_DEAD_IDLE) {
+        long long ms = f == SF_PAUSE ? S.sc->pause_ms : 250;
+        c->resume_at = S.now + ms;
+        c->paused += ms;
+        tracef("c%d stops for %lld ms", c->id, ms);
     }
     model_buf_free(&reply);
     flush_push();
+}
+
+/* A fault the scenario places on this command, or -1. */
+static int forced(int fd)
+{
+    sconn *k = &S.conns[fd];
+    char what[200];
+    describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
+    for (int i = 0; i < S.sc->nforce && i < 4; i++) {
+        if (!S.forced_done[i] && S.sc->force[i].client == k->client &&
+            strstr(what, S.sc->force[i].match)) {
+            S.forced_done[i] = 1;
+            return S.sc->force[i].fault;
+        }
+    }
+    return -1;
 }
 
 static void start_clients(void)
@@ -1083,6 +1115,8 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     }
     /* The phase of the clock within a second matters to timestamps. */
     S.wall0 = WALL_BASE + (long long)(mix(&S.rng) % 1000);
+    if (sc->phase_ms > 0)
+        S.wall0 = WALL_BASE + sc->phase_ms % 1000;
     model_init(&S.m, &p, S.wall0);
     S.m.on_write = on_write;
     tracef("scenario %s on %s, seed %llu, wall clock %lld", sc->name, sc->personality,
@@ -1109,12 +1143,13 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             sconn *k = &S.conns[fd];
             if (!k->used || k->dead || k->hold_until || pending_cmds(k) == 0)
                 continue;
-            if (k->paused_until > S.now) {
-                if (next < 0 || k->paused_until < next)
-                    next = k->paused_until;
-                continue;
+            /* By connection order, whatever the descriptors' numbers. */
+            int j = nready++;
+            while (j > 0 && S.conns[ready[j - 1]].seq > k->seq) {
+                ready[j] = ready[j - 1];
+                j--;
             }
-            ready[nready++] = fd;
+            ready[j] = fd;
         }
         if (nready == 0) {
             for (int i = 0; i < S.ncl; i++)
@@ -1134,7 +1169,9 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         int fd = ready[pick];
         int menu[SF_COUNT];
         int nf = fault_menu(&S.conns[fd], menu);
-        int f = menu[nf > 1 ? choose(nf, 1) : 0];
+        int f = forced(fd);
+        if (f < 0)
+            f = menu[nf > 1 ? choose(nf, 1) : 0];
         if (f != SF_NONE) {
             S.faults_left--;
             r->faults_used++;
@@ -1143,8 +1180,15 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         r->steps++;
         S.now += sc->tick_ms;
         sclient *c = &S.cl[S.conns[fd].client];
-        if (c->state == ST_READ && c->wait_fd == fd)
-            resume(c);
+        if (c->state == ST_READ && c->wait_fd == fd) {
+            if (c->resume_at > S.now) {
+                c->state = ST_SLEEP; /* read() looks again when it wakes */
+                c->wake = c->resume_at;
+                c->wait_fd = -1;
+            } else {
+                resume(c);
+            }
+        }
     }
     /* Clients that did not finish (only after a violation) are left. */
     for (int i = 0; i < S.ncl; i++) {
@@ -1153,6 +1197,8 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     }
     for (int fd = 0; fd < S.maxfd; fd++) {
         if (S.conns[fd].used) {
+            if (!S.violated)
+                violation("c%d left a connection open", S.conns[fd].client);
             model_buf_free(&S.conns[fd].in);
             model_buf_free(&S.conns[fd].out);
         }

@@ -33,14 +33,15 @@ enum sim_fault {
     SF_HOLD,        /* the command runs, no reply comes: the client times out */
     SF_DEAD_AFTER,  /* the reply comes, then the connection dies */
     SF_ERROR,       /* the command does not run: -LOADING */
-    SF_PAUSE,       /* the client stops before the command, past its lease */
+    SF_PAUSE,       /* the client stops after the reply, past its lease */
     SF_CLOCK,       /* the client's wall clock steps before the command */
     SF_RESTART,     /* the server restarts without persistence first */
+    SF_DEAD_IDLE,   /* the reply comes, the connection dies, the client idles 250 ms */
     SF_COUNT
 };
 #define SF_BIT(f) (1u << (f))
 #define SF_NET (SF_BIT(SF_LOST_BEFORE) | SF_BIT(SF_LOST_AFTER) | SF_BIT(SF_HOLD) | \
-                SF_BIT(SF_DEAD_AFTER) | SF_BIT(SF_ERROR))
+                SF_BIT(SF_DEAD_AFTER) | SF_BIT(SF_ERROR) | SF_BIT(SF_DEAD_IDLE))
 
 typedef struct sim_client_spec {
     int kind;
@@ -73,6 +74,15 @@ typedef struct sim_scenario {
     long pause_ms;        /* SF_PAUSE */
     long clock_step_ms;   /* SF_CLOCK */
     int negative;         /* a negative control: a violation must be found */
+    /* Faults that always happen: client's first command whose words
+     * contain match meets fault (a regression pinned to its place). */
+    struct {
+        int client;
+        const char *match;
+        int fault;
+    } force[4];
+    int nforce;
+    long phase_ms;        /* > 0: the wall clock's phase within a second, else by seed */
     int in_short;         /* part of the short exploration */
 } sim_scenario;
 

@@ -103,6 +103,7 @@ static struct {
     int tracing;          /* keep the trace (a run is replayed with it to print one) */
     int violated;
     int draining;         /* past max_steps: no more faults, choice 0 */
+    long long broken_at;  /* the last operator break or restart, or -1 */
     int forced_done[4];
 } S;
 
@@ -491,8 +492,10 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         return;
     const sclient *w = &S.cl[writer];
     if (w->sp.kind == SK_BREAK || w->sp.kind == SK_DEL) {
-        if (before->exists)
+        if (before->exists) {
             void_claims(before->name, "broken by the operator");
+            S.broken_at = S.now;
+        }
         return;
     }
     if (!before->exists || before->author == writer || before->author < 0 ||
@@ -529,6 +532,8 @@ static long long parse_ll(const char *s, int *digits)
 static void check_held(sclient *c, relock_lock *l, const char *op)
 {
     const char *v = relock_lock_value(l);
+    if (c->claim_end <= S.now)
+        return; /* validity 0: the holder knows it holds nothing */
     model_key *k = model_lookup(&S.m, c->sp.lock);
     if (!k || !k->exists || strcmp(k->val, v) != 0) {
         violation("c%d: %s returned OK but the key holds %s%s%s (an outcome claimed as success "
@@ -537,8 +542,6 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
                   k && k->exists ? "\"" : "");
         return;
     }
-    if (c->claim_end <= S.now)
-        return; /* validity 0: the holder knows it holds nothing */
     long long pttl = model_pttl(&S.m, c->sp.lock);
     if (pttl >= 0 && c->claim_end > S.now + pttl)
         violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
@@ -693,12 +696,18 @@ static void run_relock(sclient *c)
         }
         long long fence = relock_lock_fence(l);
         claim_begin(c, S.now + relock_lock_validity_ms(l), relock_lock_value(l));
+        /* Broken (or forgotten) after the server said yes and before the
+         * client heard it: the operator's word wins. */
+        if (S.broken_at >= t0) {
+            c->claim_void = 1;
+            tracef("c%d's claim was broken before it returned", c->id);
+        }
         tracef("c%d holds %s value %s fence %lld valid %ld ms", c->id, sp->lock,
                relock_lock_value(l), fence, relock_lock_validity_ms(l));
         /* Validity 0 (stopped between the reply and the return): the
          * holder is told it holds nothing, and its fence, handed out
          * back then, is refused by a resource that saw a later one. */
-        if (relock_lock_validity_ms(l) > 0) {
+        if (relock_lock_validity_ms(l) > 0 && !c->claim_void) {
             check_overlap(c);
             check_held(c, l, "acquire");
             check_fence(c, fence);
@@ -708,10 +717,13 @@ static void run_relock(sclient *c)
             if (c->claim_end <= S.now) {
                 tracef("c%d's validity passed while it slept", c->id);
             }
+            long long e0 = S.now;
             st = relock_extend(l, 0);
             tracef("c%d extend -> %s%s%s value %s valid %ld", c->id, st_name(st),
                    st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
                    relock_lock_value(l), relock_lock_validity_ms(l));
+            if (st == RELOCK_OK && S.broken_at >= e0)
+                c->claim_void = 1;
             if (st == RELOCK_OK) {
                 if (!c->claim_void) {
                     c->claim_end = S.now + relock_lock_validity_ms(l);
@@ -966,6 +978,7 @@ static void restart_server(void)
             tracef("c%d's claim is forgotten by the restart", i);
         }
     S.nfence = 0; /* counters start again: fences are compared within an epoch */
+    S.broken_at = S.now;
     S.epoch++;
 }
 
@@ -1107,6 +1120,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.tracing = o->trace || !quiet;
     S.rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
     S.faults_left = o->max_faults;
+    S.broken_at = -1;
     S.ncl = sc->nclients;
     model_personality p;
     if (model_personality_parse(sc->personality, &p) != 0) {

@@ -6,6 +6,8 @@
  *   relock_sim [--seeds N] [--minutes M] [--scenario NAME] [--first S]
  *   relock_sim --explore [--scenario NAME] [--depth D] [--faults K] [--max-runs R]
  *   relock_sim --path 0,2,1 --scenario NAME [--depth D] [--faults K]   one DFS path
+ *   relock_sim --boundaries [--scenario NAME]   every fault at every command
+ *   relock_sim --at STEP:FAULT --scenario NAME [--trace]   one of those runs
  *   relock_sim --short       what ctest runs: exploration, seeds, negative controls
  *   relock_sim --negative    the negative controls alone (each must fail)
  *
@@ -61,6 +63,55 @@ static void default_opts(sim_opts *o)
     o->max_faults = 1;
     o->fault_rate = 0.06;
     o->max_steps = 3000;
+    o->fault_step = -1;
+}
+
+/* Every fault at every command of the default schedule (choice 0
+ * everywhere), up to max_step commands: what it_boundaries does against
+ * real servers, here for every scenario.  Returns the violations. */
+static int boundaries(const sim_scenario *sc, long max_step, int quiet, long *runs_out)
+{
+    double t0 = secs();
+    sim_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return 1;
+    sim_opts o;
+    default_opts(&o);
+    o.dfs = 1;
+    o.depth = 0;
+    o.seed = 1;
+    sim_run(sc, &o, r, 1);
+    long n = r->steps < max_step ? r->steps : max_step;
+    long runs = 1;
+    int bad = 0;
+    for (long k = 0; k < n && !bad; k++) {
+        for (int f = 1; f < SF_COUNT && !bad; f++) {
+            if (!(sc->faults & SF_BIT(f)))
+                continue;
+            o.fault_step = k;
+            o.fault_kind = f;
+            runs++;
+            if (sim_run(sc, &o, r, 1)) {
+                bad = 1;
+                if (!quiet) {
+                    sim_run(sc, &o, r, 0);
+                    printf("sim: VIOLATION in scenario %s, fault %d at command %ld: %s\n",
+                           sc->name, f, k, r->msg);
+                    printf("replay: ./dev sim --scenario %s --at %ld:%d --trace\n", sc->name, k,
+                           f);
+                }
+            }
+        }
+    }
+    double dt = secs() - t0;
+    if (!quiet)
+        printf("sim: %s: every fault at each of %ld command boundaries: %ld runs in %.1f s, "
+               "%.0f runs/minute%s\n",
+               sc->name, n, runs, dt, dt > 0 ? runs * 60.0 / dt : 0.0, bad ? ", VIOLATION" : "");
+    free(r);
+    if (runs_out)
+        *runs_out = runs;
+    return bad;
 }
 
 /* Random runs from seed first on: returns the number of violations. */
@@ -193,8 +244,12 @@ static int negatives(int quiet)
     for (const sim_scenario *s = sim_scenarios; s->name; s++) {
         if (!s->negative)
             continue;
-        long runs = 0;
+        long runs = 0, more = 0;
         int found = run_seeds(s, 1, 50, 0, 1, 1, &runs, NULL);
+        if (!found && s->faults) {
+            found = boundaries(s, 100000, 1, &more);
+            runs += more;
+        }
         if (!quiet || !found)
             printf("sim: negative control %s: %s after %ld run%s\n", s->name,
                    found ? "violation found, as it must be" : "NO VIOLATION FOUND", runs,
@@ -226,6 +281,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: relock_sim [--list] [--scenario NAME] [--seed S | --seeds N | --minutes M]\n"
             "                  [--explore [--depth D] [--faults K] [--max-runs R]] [--path P]\n"
+            "                  [--boundaries] [--at STEP:FAULT]\n"
             "                  [--short] [--negative] [--trace] [--expect-violation]\n");
 }
 
@@ -236,7 +292,8 @@ int main(int argc, char **argv)
     int have_seed = 0, do_explore = 0, do_short = 0, do_neg = 0, trace = 0, expect = 0;
     long nseeds = 0, max_runs = 20000;
     double minutes = 0;
-    int depth = 24, faults = 1;
+    int depth = 24, faults = 1, do_bound = 0, at_fault = 0;
+    long at_step = -1;
     static int path[4096];
     int npath = -1;
     for (int i = 1; i < argc; i++) {
@@ -282,6 +339,14 @@ int main(int argc, char **argv)
                 return 2;
             }
             i++;
+        } else if (strcmp(a, "--at") == 0 && v) {
+            if (sscanf(v, "%ld:%d", &at_step, &at_fault) != 2) {
+                usage();
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--boundaries") == 0) {
+            do_bound = 1;
         } else if (strcmp(a, "--explore") == 0) {
             do_explore = 1;
         } else if (strcmp(a, "--short") == 0) {
@@ -296,6 +361,35 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
+    }
+    if (at_step >= 0) {
+        if (!only) {
+            fprintf(stderr, "relock_sim: --at needs --scenario\n");
+            return 2;
+        }
+        sim_opts o;
+        default_opts(&o);
+        o.dfs = 1;
+        o.depth = 0;
+        o.seed = 1;
+        o.fault_step = at_step;
+        o.fault_kind = at_fault;
+        o.trace = trace;
+        sim_result *r = calloc(1, sizeof *r);
+        int v = r ? sim_run(only, &o, r, 0) : 1;
+        printf("sim: %s, fault %d at command %ld: %s%s\n", only->name, at_fault, at_step,
+               v ? "VIOLATION: " : "no violation", v && r ? r->msg : "");
+        free(r);
+        return expect ? !v : v;
+    }
+    if (do_bound) {
+        int bad = 0;
+        for (const sim_scenario *s = sim_scenarios; s->name && !bad; s++) {
+            if ((only && s != only) || (!only && s->negative))
+                continue;
+            bad += boundaries(s, 100000, 0, NULL);
+        }
+        return bad != 0;
     }
     if (npath >= 0) {
         if (!only) {
@@ -354,6 +448,8 @@ int main(int argc, char **argv)
             if (!s->in_short)
                 continue;
             bad += explore(s, 6, 1, 400, 0, 0, NULL, NULL);
+            if (!bad)
+                bad += boundaries(s, 40, 0, NULL);
         }
         if (!bad)
             bad += run_seeds(NULL, 1, 150, 0, 0, 0, NULL, NULL);

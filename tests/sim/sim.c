@@ -1184,8 +1184,15 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         int menu[SF_COUNT];
         int nf = fault_menu(&S.conns[fd], menu);
         int f = forced(fd);
-        if (f < 0)
+        if (f < 0 && o->fault_step >= 0) {
+            f = SF_NONE;
+            if (r->steps == o->fault_step)
+                for (int i = 1; i < nf; i++)
+                    if (menu[i] == o->fault_kind)
+                        f = o->fault_kind;
+        } else if (f < 0) {
             f = menu[nf > 1 ? choose(nf, 1) : 0];
+        }
         if (f != SF_NONE) {
             S.faults_left--;
             r->faults_used++;

@@ -99,6 +99,8 @@ typedef struct sim_opts {
     double fault_rate;    /* random: chance of a fault per command */
     int trace;            /* print the trace of the run */
     long max_steps;
+    long fault_step;      /* >= 0: this fault hits the command of that step (boundaries) */
+    int fault_kind;
 } sim_opts;
 
 typedef struct sim_result {

@@ -112,12 +112,18 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
  * old one if it does not exist yet (SETNX), never lowered.
  */
 /* Reads a fence counter under WATCH: its value, 0 when absent or not a
- * number; -1 on failure (recorded). */
+ * number; -1 on failure (recorded), an error reply included: a counter
+ * that could not be read must not pass for one that is absent. */
 static long long counter_get(relock_client *c, const char *key)
 {
     redisReply *r = relock__commandf(c, NULL, "GET %s", key);
     if (!r)
         return -1;
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL) {
+        RELOCK__BAD_REPLY(c, "reading the fence counter", r);
+        freeReplyObject(r);
+        return -1;
+    }
     long long v = 0;
     if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < 20 &&
         strspn(r->str, "0123456789") == r->len)
@@ -126,63 +132,83 @@ static long long counter_get(relock_client *c, const char *key)
     return v;
 }
 
+/* Sends a command of the carry and checks its reply is a status (OK,
+ * QUEUED); on failure the error is recorded, the server's words with it. */
+static relock_status carry_step(relock_client *c, const char *what, const char *fmt,
+                                const char *a, const char *b)
+{
+    redisReply *r = relock__commandf(c, NULL, fmt, a, b);
+    if (!r)
+        return c->err.pub.status;
+    relock_status st = r->type == REDIS_REPLY_STATUS ? RELOCK_OK : RELOCK__BAD_REPLY(c, what, r);
+    freeReplyObject(r);
+    return st;
+}
+
+/*
+ * One look of carry_watched: WATCH both counters, read them, and only if
+ * the new one is lower, MULTI, SET, EXEC.  *beaten when EXEC found a
+ * counter written since the WATCH (nil): the only outcome worth another
+ * look.  A command the server refuses (SET inside MULTI refused by an ACL
+ * or for want of memory, and then EXECABORT) is an error with the
+ * server's words, not a race.
+ */
+static relock_status carry_watched_in(relock_client *c, const char *fence_key,
+                                      const char *before, int *beaten)
+{
+    *beaten = 0;
+    relock_status st = carry_step(c, "WATCH of the fence counters", "WATCH %s %s", fence_key,
+                                  before);
+    if (st != RELOCK_OK)
+        return st;
+    long long old = counter_get(c, before);
+    if (old < 0)
+        return c->err.pub.status;
+    long long now = counter_get(c, fence_key);
+    if (now < 0)
+        return c->err.pub.status;
+    if (now >= old)
+        return carry_step(c, "UNWATCH", "UNWATCH%s%s", "", "");
+    char v[32];
+    snprintf(v, sizeof v, "%lld", old);
+    st = carry_step(c, "MULTI", "MULTI%s%s", "", "");
+    if (st == RELOCK_OK)
+        st = carry_step(c, "raising the fence counter (SET in MULTI)", "SET %s %s", fence_key, v);
+    if (st != RELOCK_OK)
+        return st;
+    redisReply *r = relock__commandf(c, NULL, "EXEC");
+    if (!r)
+        return c->err.pub.status;
+    if (r->type == REDIS_REPLY_NIL)
+        *beaten = 1;
+    else if (r->type != REDIS_REPLY_ARRAY)
+        st = RELOCK__BAD_REPLY(c, "EXEC raising the fence counter", r);
+    freeReplyObject(r);
+    return st;
+}
+
 /*
  * On a server that runs without Lua but has WATCH (a Valkey 9.1 without its
- * Lua engine): the carry of relock__fence_seed as a transaction.  WATCH
- * both counters, read them, and only if the new one is lower, MULTI, SET,
- * EXEC; an EXEC beaten by another writer looks again (the counters only
- * grow, so a few looks settle it).  From WATCH to EXEC on one connection.
+ * Lua engine): the carry of relock__fence_seed as a transaction
+ * (carry_watched_in); an EXEC beaten by another writer looks again (the
+ * counters only grow, so a few looks settle it).  From WATCH to EXEC on
+ * one connection.
  */
 static relock_status carry_watched(relock_client *c, const char *fence_key, const char *before)
 {
     for (int tries = 0; tries < 5; tries++) {
         if (relock__txn_begin(c) != RELOCK_OK)
             return c->err.pub.status;
-        int done = 0;
-        redisReply *r = relock__commandf(c, NULL, "WATCH %s %s", fence_key, before);
-        long long old = -1, now = -1;
-        if (r) {
-            freeReplyObject(r);
-            old = counter_get(c, before);
-        }
-        if (old >= 0)
-            now = counter_get(c, fence_key);
-        if (now >= 0 && now >= old) {
-            r = relock__commandf(c, NULL, "UNWATCH");
-            done = r != NULL;
-            if (r)
-                freeReplyObject(r);
-        } else if (now >= 0) {
-            char v[32];
-            snprintf(v, sizeof v, "%lld", old);
-            r = relock__commandf(c, NULL, "MULTI");
-            if (r) {
-                freeReplyObject(r);
-                r = relock__commandf(c, NULL, "SET %s %s", fence_key, v);
-            }
-            if (r) {
-                freeReplyObject(r);
-                r = relock__commandf(c, NULL, "EXEC");
-            }
-            if (r) {
-                done = r->type == REDIS_REPLY_ARRAY;
-                freeReplyObject(r);
-                if (!done) {
-                    relock__txn_end(c);
-                    continue; /* beaten: look again */
-                }
-            }
-        }
+        int beaten = 0;
+        relock_status st = carry_watched_in(c, fence_key, before, &beaten);
         relock__txn_end(c);
-        if (!done) {
-            relock__conn_close(&c->conn); /* drops the WATCH or MULTI left behind */
-            return c->err.pub.status != RELOCK_OK ? c->err.pub.status
-                                                  : RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                                                 "raising the fence counter "
-                                                                 "%s failed",
-                                                                 fence_key);
+        if (st != RELOCK_OK) {
+            if (c->conn.ctx)
+                relock__conn_close(&c->conn); /* drops the WATCH or MULTI left behind */
+            return st;
         }
-        return RELOCK_OK;
+        if (!beaten)
+            return RELOCK_OK;
     }
     return RELOCK__FAIL(&c->err, RELOCK_EIO,
                         "raising the fence counter %s: it kept changing between WATCH and EXEC",

@@ -447,9 +447,9 @@ int main(int argc, char **argv)
         for (const sim_scenario *s = sim_scenarios; s->name && !bad; s++) {
             if (!s->in_short)
                 continue;
-            bad += explore(s, 6, 1, 400, 0, 0, NULL, NULL);
+            bad += explore(s, 6, 1, 250, 0, 0, NULL, NULL);
             if (!bad)
-                bad += boundaries(s, 40, 0, NULL);
+                bad += boundaries(s, 30, 0, NULL);
         }
         if (!bad)
             bad += run_seeds(NULL, 1, 150, 0, 0, 0, NULL, NULL);

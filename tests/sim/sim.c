@@ -795,7 +795,9 @@ static void run_classic(sclient *c)
         int won = 0;
         long long mine = 0;
         long long t0 = S.now;
+        long long t_try = S.now;
         for (int tries = 0; tries < 400 && !won && S.now - t0 <= sp->wait_ms; tries++) {
+            t_try = S.now;
             long long now_s = wall_of(c) / 1000;
             mine = now_s + timeout_s + 1;
             redisReply *r = classic_cmd(c, &ctx, "SETNX %s %lld", sp->lock, mine);
@@ -833,7 +835,12 @@ static void run_classic(sclient *c)
         long hold = sp->hold_ms < timeout_s * 1000 ? sp->hold_ms : timeout_s * 1000;
         claim_begin(c, S.now + hold, v);
         tracef("c%d classic holds %s value %s for %ld ms", c->id, sp->lock, v, hold);
-        check_overlap(c);
+        if (S.broken_at >= t_try) {
+            c->claim_void = 1; /* broken between its win and its knowing it */
+            tracef("c%d's claim was broken before it knew it had won", c->id);
+        } else {
+            check_overlap(c);
+        }
         sim_sleep_ms(hold, -1);
         claim_stop(c);
         /* Release: DEL while our own timeout has not passed. */

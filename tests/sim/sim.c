@@ -38,6 +38,19 @@
 #include "internal.h"
 #include "model.h"
 
+/* AddressSanitizer is told of each switch of stacks, so that it keeps
+ * track of the coroutines' stacks. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define FIBER_START(save, bottom, size) __sanitizer_start_switch_fiber((save), (bottom), (size))
+#define FIBER_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber((save), (bottom), (size))
+#else
+#define FIBER_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define FIBER_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+static const void *sched_bottom;
+static size_t sched_size;
+
 #define SIM_PORT 9
 #define SIM_FDS 4096
 #define STACK_SIZE (512 * 1024)
@@ -63,6 +76,7 @@ typedef struct sclient {
     long long claim_start, claim_end;
     char claim_value[RELOCK__VALUE_MAX];
     uint64_t rng;
+    void *fiber;          /* AddressSanitizer's note of its fake stack */
 } sclient;
 
 typedef struct sconn {
@@ -207,14 +221,19 @@ static int choose(int n, int fault)
 static void yield(void)
 {
     sclient *c = S.cur;
+    FIBER_START(&c->fiber, sched_bottom, sched_size);
     swapcontext(&c->uc, &S.sched);
+    FIBER_FINISH(c->fiber, &sched_bottom, &sched_size);
 }
 
 static void resume(sclient *c)
 {
+    void *save = NULL;
     S.cur = c;
     c->state = ST_RUN;
+    FIBER_START(&save, c->stack, STACK_SIZE);
     swapcontext(&S.sched, &c->uc);
+    FIBER_FINISH(save, NULL, NULL);
     S.cur = NULL;
 }
 
@@ -879,6 +898,7 @@ static void run_breaker(sclient *c)
 static void client_main(void)
 {
     sclient *c = S.cur;
+    FIBER_FINISH(NULL, &sched_bottom, &sched_size);
     if (c->sp.kind != SK_BREAK && c->sp.kind != SK_DEL)
         sim_sleep_ms(c->sp.start_ms, -1);
     switch (c->sp.kind) {
@@ -893,6 +913,7 @@ static void client_main(void)
         break;
     }
     c->state = ST_DONE;
+    FIBER_START(NULL, sched_bottom, sched_size); /* this stack is done with */
     swapcontext(&c->uc, &S.sched);
 }
 

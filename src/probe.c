@@ -77,8 +77,24 @@ static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r
     return 1;
 }
 
+/* Whether an error reply says the server lacks the command (or, with
+ * syntax, the form tried): only that is evidence about the version.  Any
+ * other error (-LOADING while a restarted server reads its data, -BUSY,
+ * -MASTERDOWN) says nothing about it. */
+static int lacks(const redisReply *r, int syntax)
+{
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(r->str, "ERR unknown command", 19) == 0)
+        return 1;
+    return syntax && (strncmp(r->str, "ERR wrong number of arguments", 29) == 0 ||
+                      strncmp(r->str, "ERR syntax error", 16) == 0);
+}
+
 /* Without INFO (renamed by the operator, say): tell the version apart by
- * which commands are refused.  Only harmless commands are tried. */
+ * which commands are refused.  Only harmless commands are tried; a reply
+ * that is neither the command's nor a refusal for want of it fails the
+ * probe (RELOCK_EPROTO) rather than make a 2.2 server look like 2.0. */
 static relock_status probe_by_commands(relock_client *c)
 {
     redisReply *r = relock__commandf(c, NULL, "TIME");
@@ -89,6 +105,11 @@ static relock_status probe_by_commands(relock_client *c)
         return c->err.pub.status;
     }
     int has_time = r->type == REDIS_REPLY_ARRAY;
+    if (!has_time && !lacks(r, 0)) {
+        relock_status st = RELOCK__BAD_REPLY(c, "TIME (probe)", r);
+        freeReplyObject(r);
+        return st;
+    }
     freeReplyObject(r);
     if (has_time) {
         /* SET with options on a key of our own namespace that expires at once. */
@@ -96,6 +117,11 @@ static relock_status probe_by_commands(relock_client *c)
         if (!r)
             return c->err.pub.status;
         int has_set = r->type != REDIS_REPLY_ERROR;
+        if (!has_set && !lacks(r, 1)) {
+            relock_status st = RELOCK__BAD_REPLY(c, "SET NX PX (probe)", r);
+            freeReplyObject(r);
+            return st;
+        }
         freeReplyObject(r);
         set_version(&c->conn, 2, 6, has_set ? 12 : 0);
         return RELOCK_OK;
@@ -108,6 +134,11 @@ static relock_status probe_by_commands(relock_client *c)
         return c->err.pub.status;
     }
     int has_watch = r->type == REDIS_REPLY_STATUS;
+    if (!has_watch && !lacks(r, 0)) {
+        relock_status st = RELOCK__BAD_REPLY(c, "UNWATCH (probe)", r);
+        freeReplyObject(r);
+        return st;
+    }
     freeReplyObject(r);
     set_version(&c->conn, 2, has_watch ? 2 : 0, 0);
     return RELOCK_OK;
@@ -188,8 +219,10 @@ relock_status relock__probe(relock_client *c)
         set_version(&c->conn, major, minor, patch);
     else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)
         st = refused_by_acl(c, "INFO", r) ? c->err.pub.status : RELOCK_EPROTO;
+    else if (lacks(r, 0))
+        st = probe_by_commands(c); /* INFO renamed or refused */
     else if (r->type == REDIS_REPLY_ERROR)
-        st = probe_by_commands(c);
+        st = RELOCK__BAD_REPLY(c, "INFO", r); /* -LOADING and the like: try later */
     else
         st = RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r);
     freeReplyObject(r);

@@ -54,20 +54,21 @@ static enum cas extend_path(const relock_client *c)
     return has_lua(c) ? CAS_SCRIPT : CAS_WATCH;
 }
 
-void relock__modern_paths(const relock_client *c, char *out, size_t len)
+void relock__modern_paths(const relock_client *c, relock_paths *out)
 {
     static const char *const rel[] = {"DELIFEQ", "DELEX IFEQ", "script", "WATCH/MULTI"};
     static const char *const ext[] = {"SET IFEQ PX", "script", "WATCH/MULTI"};
-    const char *acq = !c->s.fencing ? "SET NX PX"
-                      : has_lua(c)  ? "script (SET NX PX, INCR)"
-                                    : "WATCH/MULTI (SET PX, INCR)";
     enum cad r = release_path(c);
     enum cas e = extend_path(c);
     int scripts = (c->s.fencing && has_lua(c)) || r == CAD_SCRIPT || e == CAS_SCRIPT;
-    snprintf(out, len, "acquire: %s, release: %s, extend: %s, scripts: %s", acq, rel[r], ext[e],
-             scripts        ? "used"
-             : has_lua(c)   ? "none"
-                            : "none (the server runs without Lua)");
+    out->acquire = !c->s.fencing ? "SET NX PX"
+                   : has_lua(c)  ? "script (SET NX PX, INCR)"
+                                 : "WATCH/MULTI (SET PX, INCR)";
+    out->release = rel[r];
+    out->extend = ext[e];
+    out->scripts = scripts      ? "used"
+                   : has_lua(c) ? "none"
+                                : "none (the server runs without Lua)";
 }
 
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so

@@ -27,7 +27,7 @@
 #include "relock.h"
 
 /* At most this many arguments per command and commands per batch. */
-#define RELOCK__CMD_ARGS 12
+#define RELOCK__CMD_ARGS 16
 #define RELOCK__BATCH_CMDS 8
 /* Bytes for the arguments a machine formats for one batch (numbers,
  * values); keys and names are pointed at where they live. */

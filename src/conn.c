@@ -267,7 +267,8 @@ static redisReply *send_once(relock_client *c, int *sent, const char *name, cons
  * With sentinel, a READONLY reply means the master we know was demoted:
  * the connection is closed so that the next call asks the sentinels again.
  */
-static redisReply *run(relock_client *c, int *sent, const char *name, const char *cmd, size_t len)
+static redisReply *run_from(relock_client *c, int *sent, const char *name, const char *cmd,
+                            size_t len, redisReply *first)
 {
     int sent_local = 0;
     if (!sent)
@@ -276,8 +277,15 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
     memset(&to, 0, sizeof to);
     int asking = 0;
     for (int hops = 0;; hops++) {
-        redisReply *r = asking ? relock__cluster_ask(c, sent, &to, name, cmd, len)
-                               : send_once(c, sent, name, cmd, len);
+        redisReply *r;
+        if (first) { /* already read, from a pipeline */
+            r = first;
+            first = NULL;
+            *sent = 0;
+        } else {
+            r = asking ? relock__cluster_ask(c, sent, &to, name, cmd, len)
+                       : send_once(c, sent, name, cmd, len);
+        }
         if (!r || r->type != REDIS_REPLY_ERROR)
             return r;
         /* Inside a transaction a redirection is not followed: the other
@@ -335,6 +343,105 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
     }
 }
 
+static redisReply *run(relock_client *c, int *sent, const char *name, const char *cmd, size_t len)
+{
+    return run_from(c, sent, name, cmd, len, NULL);
+}
+
+/* Whether run_from() would act on reply r rather than return it: a
+ * redirection to follow, or Sentinel's READONLY. */
+static int rerouted(relock_client *c, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (relock__sentinel_on(&c->s))
+        return relock__sentinel_readonly(r);
+    if (c->conn.in_txn)
+        return 0;
+    relock__redirect next;
+    return relock__cluster_redirect(c, r, &next) != RELOCK__REDIR_NONE;
+}
+
+int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,
+                          const char *const *name, redisReply **rep, int *sent)
+{
+    *sent = 0;
+    for (int i = 0; i < n; i++)
+        rep[i] = NULL;
+    if (n < 1)
+        return 0;
+    if (n == 1) {
+        rep[0] = run(c, sent, name[0], cmd[0], len[0]);
+        return rep[0] ? 1 : 0;
+    }
+    /* As send_once: inside a transaction the connection must be the one
+     * it began on; outside, a stale one is replaced first. */
+    if (c->conn.in_txn) {
+        if (txn_conn_lost(c, name[0]))
+            return 0;
+    } else if (relock__conn_ready(c) != RELOCK_OK) {
+        return 0;
+    }
+    redisContext *ctx = c->conn.ctx;
+    for (int i = 0; i < n; i++)
+        if (redisAppendFormattedCommand(ctx, cmd[i], len[i]) != REDIS_OK) {
+            relock__conn_close(&c->conn); /* nothing was written yet */
+            RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s: out of memory", name[i]);
+            return 0;
+        }
+    /* Every reply is read before any is acted on: a redirection closes
+     * or moves the connection the later replies arrive on. */
+    int got = 0, timed_out = 0;
+    char why[128] = "";
+    for (; got < n; got++) {
+        void *reply = NULL;
+        errno = 0;
+        if (redisGetReply(ctx, &reply) != REDIS_OK || !reply) {
+            timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+            snprintf(why, sizeof why, "%s", ctx->errstr[0] ? ctx->errstr : "connection lost");
+            if (reply)
+                freeReplyObject(reply);
+            break;
+        }
+        rep[got] = reply;
+    }
+    const relock__server *srv = c->conn.srv;
+    if (got < n)
+        relock__conn_close(&c->conn);
+    /* A reply that asks for the command to go elsewhere (or Sentinel's
+     * READONLY): that command is followed as run() follows it, and the
+     * later ones are sent again one by one, on the new way; their
+     * pipelined replies, from a server that refused them or was the wrong
+     * one to ask, are dropped, and so is a failure met reading them. */
+    for (int i = 0; i < got; i++) {
+        if (!rerouted(c, rep[i]))
+            continue;
+        for (int j = i + 1; j < got; j++) {
+            freeReplyObject(rep[j]);
+            rep[j] = NULL;
+        }
+        for (int j = i; j < n; j++) {
+            rep[j] = run_from(c, sent, name[j], cmd[j], len[j], j == i ? rep[i] : NULL);
+            if (!rep[j])
+                return j;
+        }
+        return n;
+    }
+    if (got == n)
+        return n;
+    *sent = 1;
+    if (timed_out)
+        RELOCK__FAIL(&c->err, RELOCK_EIO,
+                     "%s on " RELOCK__ADDR_FMT
+                     ": no reply within %lld ms (command_timeout_ms): the server "
+                     "is stalled, overloaded, or not a Redis server",
+                     name[got], RELOCK__ADDR(srv), c->s.command_timeout_ms);
+    else
+        RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on " RELOCK__ADDR_FMT ": %s", name[got],
+                     RELOCK__ADDR(srv), why);
+    return got;
+}
+
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen)
 {
@@ -385,7 +492,9 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
 {
     static const char *const types[] = {"?", "string", "array", "integer", "nil", "status",
                                         "error"};
-    const relock__server *srv = c->conn.srv;
+    /* No server: a machine run by a driver without connections. */
+    static const relock__server nowhere = {.host = "(no server)"};
+    const relock__server *srv = c->conn.srv ? c->conn.srv : &nowhere;
     /* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
      * kind of value" before: a key of another program, not a lock.  The
      * reply does not say which key or type; the public calls that know the

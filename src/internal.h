@@ -184,15 +184,19 @@ relock_status relock__fence_seed(relock_lock *l);
 int relock__owner_key(const char *lock_key, char *out, size_t len);
 
 /* owner.c: with owner_info, write (after acquire and extend) or delete
- * (after release) the holder's host, pid and start time beside the lock,
- * with the lease as its TTL.  Informational: failures are ignored. */
+ * (before release) the holder's host, pid and start time beside the lock,
+ * with the lease as its TTL, only while the lock key still holds l's value
+ * (and fence): a stale handle never touches another holder's record.
+ * Informational: failures are ignored. */
 void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
-/* A kept lock's new owner pid and text, for its renewals (renew.c):
- * RELOCK_LOST when the renewals found the lock lost. */
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text);
+/* A kept lock's new owner pid and text, for its renewals (renew.c), and
+ * in value the value its last renewal wrote: RELOCK_LOST when the
+ * renewals found the lock lost. */
+relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
+                                     char value[RELOCK__VALUE_MAX]);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 
@@ -221,12 +225,6 @@ void relock__sleep_ms(long long ms);
 int relock__token(char out[33]);
 uint64_t relock__rand64(uint64_t *state);
 void relock__sha1_hex(const char *data, size_t len, char out[41]);
-
-/* Backoff before the next attempt: exponential from min to max with
- * jitter in [d/2, d], but no later than just after the holder's known end
- * (hint_ms >= 0). */
-long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms,
-                          uint64_t rnd);
 
 /* ------------------------------------------------------------------ connections */
 
@@ -259,6 +257,7 @@ enum relock__script_id {
     RELOCK__SCRIPT_BREAK_IF_EQ,
     RELOCK__SCRIPT_FENCE_RAISE,
     RELOCK__SCRIPT_FENCE_CARRY,
+    RELOCK__SCRIPT_OWNER_IF_HELD,
     RELOCK__NSCRIPTS
 };
 
@@ -326,8 +325,12 @@ struct relock_lock {
     int breaks_known;
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     /* Set by a busy attempt that met a holder who never announces its
-     * release (a legacy value without TTL): the waiter polls this often. */
+     * release (a legacy value without TTL): the waiter polls it often
+     * near its end (src/engine/waitplan.c). */
     int legacy_holder;
+    /* An acquire attempt of this handle found the lock held: on 2.0 its
+     * next attempts read the key before they write (compat/legacy.c). */
+    int looked;
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
@@ -515,6 +518,19 @@ relock_status relock__probe(relock_client *c);
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
+/*
+ * Runs n formatted commands (cmd[i], len[i] bytes; name[i] for messages)
+ * on c's connection as relock__command runs one: with n > 1 written
+ * together and their replies read after, a redirection or Sentinel's
+ * READONLY followed for the command it answers (and the later ones sent
+ * again after it).  Returns how many replies, in order, are in rep (the
+ * caller frees them); fewer than n on failure, with RELOCK_EIO (or the
+ * connect error) recorded in c->err and *sent telling whether the first
+ * unanswered command may have reached the server.  The engine's blocking
+ * driver sends every batch here (src/engine/drive.c).
+ */
+int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,
+                          const char *const *name, redisReply **rep, int *sent);
 /* printf-like convenience over relock__command for fixed-form commands. */
 redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...);
 redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
+#include "internal.h" /* relock__fence_key */
 #include "relock.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -275,6 +276,79 @@ static void test_whole_tag_names(void **state)
     }
 }
 
+/* The fence counter of lock name on the server at port (key_prefix ""). */
+static long long counter_of(int port, const char *name)
+{
+    char fkey[RELOCK__KEY_MAX];
+    assert_int_equal(relock__fence_key(name, fkey, sizeof fkey), 0);
+    char *v = testsrv_cmd_port(port, "GET %s", fkey);
+    assert_non_null(v);
+    long long n = strcmp(v, "(nil)") == 0 ? 0 : atoll(v);
+    free(v);
+    return n;
+}
+
+/*
+ * A legacy-mode waiter polls every few milliseconds (docs/legacy.md, the
+ * expiry rule).  On 2.0, where the increment rides in a MULTI with the
+ * SETNX, every poll used to move the fence counter: about 150 moves while
+ * waiting 600 ms.  Now a waiter reads before it writes: the counter moves
+ * at most a few times while one waiter waits for a live holder, and for a
+ * dead one it then takes over, the fence still above the holder's.
+ */
+static void waiter_fence_moves(int port, const char *tag)
+{
+    char name[64];
+    snprintf(name, sizeof name, "fw-%s", tag);
+    relock_client *h = client_on(port, "legacy"), *w = client_on(port, "legacy");
+    relock_lock *held = NULL, *l = NULL;
+    assert_int_equal(relock_acquire(h, name, 10000, 0, &held), RELOCK_OK);
+    long long f0 = counter_of(port, name);
+    assert_int_equal(f0, relock_lock_fence(held));
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_acquire(w, name, 5000, 600, &l), RELOCK_TIMEOUT);
+    assert_true(tu_now_ms() - t0 >= 600);
+    long long f1 = counter_of(port, name);
+    if (f1 - f0 > 2)
+        fail_msg("%s: the fence moved %lld times while one waiter waited 600 ms", tag, f1 - f0);
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+
+    /* A holder that dies: the waiter waits out its 400 ms and takes over. */
+    assert_int_equal(relock_acquire(h, name, 400, 0, &held), RELOCK_OK);
+    long long dead = relock_lock_fence(held);
+    relock_lock_free(held); /* never released */
+    assert_int_equal(relock_acquire(w, name, 5000, 5000, &l), RELOCK_OK);
+    if (relock_lock_fence(l) <= dead)
+        fail_msg("%s: takeover fence %lld after %lld", tag, relock_lock_fence(l), dead);
+    long long f2 = counter_of(port, name);
+    assert_int_equal(f2, relock_lock_fence(l));
+    if (f2 - dead > 3)
+        fail_msg("%s: the fence moved %lld times while one waiter waited for a dead holder",
+                 tag, f2 - dead);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(h);
+    relock_client_free(w);
+}
+
+static void test_waiter_fence_moves(void **state)
+{
+    (void)state;
+    /* The targeted server itself (a real 2.0.5 with RELOCK_TEST_SERVER),
+     * then through the proxy's personalities. */
+    waiter_fence_moves(tu_srv.port, "target");
+    static const char *const personalities[] = {"2.0", "2.2", "2.6.0", "7"};
+    for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++) {
+        testsrv px;
+        if (!testsrv_personality_runs(personalities[i]))
+            continue;
+        assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, personalities[i], NULL), 0);
+        waiter_fence_moves(px.port, personalities[i]);
+        testsrv_stop(&px);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_increasing_every_personality),
         cmocka_unit_test(test_paused_holder_refused),
         cmocka_unit_test(test_whole_tag_names),
+        cmocka_unit_test(test_waiter_fence_moves),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

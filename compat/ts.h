@@ -1,0 +1,230 @@
+/*
+ * The timestamp algorithms (legacy and bridge modes, DESIGN §3) as step
+ * machines of the lock engine (src/engine/engine.h): no I/O, no clock, no
+ * randomness.  Private to compat/; the unit tests feed them by hand.
+ *
+ * Files:
+ *   compat/ts_cas.c   the compare-and-set step (script, or WATCH ... EXEC)
+ *                     and 2.0's fenced write (MULTI, SETNX or GETSET, INCR,
+ *                     EXEC), which every other machine uses;
+ *   compat/legacy.c   the acquire attempt (with the takeover of an expired
+ *                     holder), release, extend and adopt machines, and the
+ *                     entry points that run them with the blocking driver.
+ *
+ * Batches.  Reads that cannot change anything go out together (WATCH with
+ * its GETs; GET of the key with the break counter).  A transaction is sent
+ * as three batches: MULTI alone; then the queued commands, each of which
+ * must answer +QUEUED; then EXEC alone.  MULTI first, because a refused
+ * MULTI would leave the queued writes to run at once, unconditionally;
+ * EXEC last, because before 2.6 a refused queued command does not abort
+ * the transaction (shared/old-redis-replies.md) and EXEC would run the
+ * rest.  A machine that fails between WATCH (or MULTI) and EXEC ends with
+ * the connection inside the transaction: the driver closes it, which
+ * discards the transaction and the watches; an EXEC refused with an error
+ * reply (the server loading) is followed by DISCARD, since the server may
+ * still hold the transaction open.  Only a fault on the batch
+ * holding EXEC (or the script) can leave a write behind: that is where
+ * RELOCK_EAMBIGUOUS comes from.
+ */
+#ifndef RELOCK_COMPAT_TS_H
+#define RELOCK_COMPAT_TS_H
+
+#include "engine/engine.h"
+
+/* How the server lets us make a step atomic: the probed capabilities of
+ * the connection, read when the machine starts. */
+typedef enum relock__ts_path {
+    RELOCK__TS_EVAL,
+    RELOCK__TS_WATCH,
+    RELOCK__TS_PLAIN
+} relock__ts_path;
+
+relock__ts_path relock__ts_path_of(const relock_client *c);
+
+/* ------------------------------------------------------------ compare-and-set */
+
+/*
+ * A compare-and-set (newv) or compare-and-delete (newv NULL) of the lock
+ * key: done only while the key holds expected (NULL: while it is absent,
+ * a SETNX), the fence counter equals fence (0: not compared), and, with
+ * require_ttl, the key has a TTL.  Optionally sets a PEXPIRE (px) or an
+ * EXPIRE (gc), increments the fence (incr), and after a delete tells
+ * waiters on the release channel.
+ *
+ *   EVAL:  EVALSHA cas (EVAL on NOSCRIPT)                        [CAS_SCRIPT]
+ *   WATCH: WATCH key [fence]; GET key; [GET fence]               [CAS_READ]
+ *          -> mismatch: UNWATCH                                  [CAS_UNWATCH]
+ *          -> match:    MULTI                                    [CAS_MULTI]
+ *                       SET|DEL; [EXPIRE]; [INCR]; [PUBLISH]     [CAS_QUEUE]
+ *                       EXEC                                     [CAS_EXEC]
+ *                       (refused: DISCARD)                       [CAS_DISCARD]
+ *
+ * Outcome: st RELOCK_OK with done (1 written), fence_out (the fence after
+ * an increment, or the waiters told by a delete), found (the value seen
+ * on a mismatch, "" absent) and beaten (EXEC refused: the key or the fence
+ * changed under WATCH); or st an error (recorded on c->err), ambiguous
+ * when the write may have run (a lost reply to EXEC or to the script).
+ */
+typedef struct relock__ts_cas {
+    int pc;
+    /* the request */
+    int script; /* by script (EVAL), else by WATCH */
+    const char *expected;
+    long long fence;
+    int require_ttl;
+    const char *newv;
+    long long px, gc;
+    int incr;
+    /* the outcome */
+    relock_status st;
+    int ambiguous;
+    int done;
+    long long fence_out;
+    char found[RELOCK__VALUE_MAX];
+    int beaten;
+    /* state */
+    int by_eval;
+    char chan[RELOCK__KEY_MAX];
+} relock__ts_cas;
+
+/* Fills the first batch of the compare-and-set c (its request set, the
+ * rest zeroed by the caller). */
+relock__step relock__ts_cas_start(relock__ts_cas *c, relock_lock *l, relock__batch *out);
+/* One step: SEND with the next batch, or DONE with the outcome in c. */
+relock__step relock__ts_cas_step(relock__ts_cas *c, relock_lock *l, const relock__feed *in,
+                                 relock__batch *out);
+
+/* ------------------------------------------------------------ 2.0's fenced write */
+
+/*
+ * 2.0 (no WATCH, no EVAL): `cmd key value` (SETNX or GETSET) with the
+ * fence increment and a read of the break counter in one transaction:
+ *   MULTI                                     [FW_MULTI]
+ *   cmd key value; INCR fence; [GET breaks]   [FW_QUEUE]
+ *   EXEC                                      [FW_EXEC]
+ *   (refused: DISCARD)                        [FW_DISCARD]
+ * The INCR runs whatever cmd did (2.0 cannot make it conditional).
+ * Outcome: st RELOCK_OK with the first result (n0 for SETNX; old_nil,
+ * old for GETSET, old_v its classification), the fence and the break
+ * counter (-1 unreadable); or st an error, ambiguous when EXEC was sent
+ * and its reply lost.
+ */
+typedef struct relock__ts_fwrite {
+    int pc;
+    const char *cmd;   /* "SETNX" or "GETSET" */
+    relock_status st;
+    int ambiguous;
+    long long n0;
+    int old_nil;
+    char old[RELOCK__VALUE_MAX];
+    relock__value old_v;
+    long long fence;
+    long long breaks;
+    char bkey[RELOCK__KEY_MAX];
+} relock__ts_fwrite;
+
+relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, relock__batch *out);
+relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const relock__feed *in,
+                                    relock__batch *out);
+
+/* A counter as GET returns it (nil: 0); -1 for anything else. */
+long long relock__ts_counter(const redisReply *r);
+
+/* ------------------------------------------------------------ the operations */
+
+/*
+ * One acquire attempt (relock__algo.attempt).  Start with
+ * relock__ts_acquire_init; with bridge.value_suffix, l->value holds a fresh token
+ * (32 hex characters) that the value written carries.  The first feed
+ * carries the times: start (mono_ms) and now (fleet_ms) plan the lease.
+ *
+ *   EVAL   the SETNX script                        [A_SCRIPT]
+ *          -> lost reply: GET key (read-back)       [A_READBACK]
+ *   WATCH  compare-and-set from absent              [A_SETNX_CAS]
+ *   PLAIN  first attempt: fenced SETNX              [A_SETNX_FW]
+ *            -> 0: GET key                         [A_GET]
+ *            -> lost EXEC: GET key (read-back)     [A_READBACK]
+ *          later attempts (l->looked): GET key      [A_LOOK]
+ *            -> absent: fenced SETNX                [A_SETNX_FW]
+ *            -> live value: BUSY, nothing written
+ *   held:  a live value: BUSY with the holder's remaining time in
+ *          head.hint_ms; an expired one: take it over, by
+ *          compare-and-set from that value (EVAL, WATCH) [A_TAKE_CAS]
+ *          or by fenced GETSET (PLAIN)                   [A_TAKE_GETSET],
+ *          won only if the old value had itself expired.
+ *
+ * An attempt that ends BUSY sets l->looked, so that on 2.0 a waiter's
+ * next attempts read before they write: a fenced SETNX moves the fence
+ * even when it fails, and would otherwise move it at every poll.
+ */
+typedef struct relock__ts_acquire {
+    relock__mhead head;
+    relock__ts_path path;
+    uint64_t start;
+    long long now;
+    relock__lease ls;
+    int by_eval;
+    relock_status io_st; /* the fault that sent us to the read-back */
+    char old[RELOCK__VALUE_MAX];
+    relock__ts_cas cas;
+    relock__ts_fwrite fw;
+} relock__ts_acquire;
+
+relock__step relock__ts_acquire_step(void *m, relock_lock *l, const relock__feed *in,
+                                     relock__batch *out);
+/* Zeroes m and asks for the fleet's clock in the first feed. */
+void relock__ts_acquire_init(relock__ts_acquire *m);
+
+/*
+ * Release (newv unset) or extend (relock__algo.release, .extend).  Start
+ * with relock__ts_update_init (an extend asks for the fleet's clock: it
+ * plans a new lease from the first feed's times); with
+ * bridge.value_suffix, tok holds a fresh token for the new value.
+ *
+ *   EVAL, WATCH  compare-and-delete / -set of our value and fence [U_CAS],
+ *                following a GETSET loser's write once, under the fence;
+ *                a beaten WATCH looks again, four rounds in all.
+ *   PLAIN        (extend: only while our validity remains)
+ *                GET key; [GET breaks]                             [U_READ]
+ *                release: DEL key while our validity remains       [U_DEL]
+ *                         then PUBLISH, best effort                [U_PUBLISH]
+ *                extend:  GETSET key newv                          [U_GETSET]
+ */
+typedef struct relock__ts_update {
+    relock__mhead head;
+    int extend;
+    long long ttl_ms;
+    char tok[33];
+    const char *op; /* "release" or "extend" */
+    relock__ts_path path;
+    uint64_t start;
+    relock__lease ls;
+    char newv[RELOCK__VALUE_MAX];
+    char expected[RELOCK__VALUE_MAX];
+    int following;
+    int round;
+    char bkey[RELOCK__KEY_MAX];
+    int read_breaks;
+    char chan[RELOCK__KEY_MAX];
+    relock__ts_cas cas;
+} relock__ts_update;
+
+relock__step relock__ts_update_step(void *m, relock_lock *l, const relock__feed *in,
+                                    relock__batch *out);
+/* Zeroes m for a release (extend 0) or an extend of ttl_ms with token tok
+ * for a value suffix (NULL or "" when none). */
+void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms,
+                            const char *tok);
+
+/* Adopt: no command; from the first feed's times, the validity a lock
+ * adopted from its timestamp value can claim.  Start with
+ * relock__ts_adopt_init. */
+typedef struct relock__ts_adopt {
+    relock__mhead head;
+} relock__ts_adopt;
+
+relock__step relock__ts_adopt_step(void *m, relock_lock *l, const relock__feed *in,
+                                   relock__batch *out);
+void relock__ts_adopt_init(relock__ts_adopt *m);
+
+#endif

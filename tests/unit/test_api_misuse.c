@@ -139,6 +139,9 @@ static void null_client(void **state)
     relock_server_info si;
     assert_int_equal(CALL(relock_client_server, NULL, &si), RELOCK_EINVAL);
     assert_int_equal(relock_client_server(NULL, NULL), RELOCK_EINVAL);
+    relock_paths paths;
+    assert_int_equal(CALL(relock_client_paths, NULL, &paths), RELOCK_EINVAL);
+    assert_int_equal(relock_client_paths(NULL, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_client_error, NULL)->status, RELOCK_EINVAL);
     assert_int_equal(CALL(relock_client_mode, NULL), RELOCK_MODE_AUTO);
     assert_string_equal(CALL(relock_client_mode_reason, NULL), "");

@@ -194,9 +194,13 @@ void relock__owner_note(relock_lock *l, int held);
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
 /* A kept lock's new owner pid and text, for its renewals (renew.c), and
  * in value the value its last renewal wrote: RELOCK_LOST when the
- * renewals found the lock lost. */
+ * renewals found the lock lost.  On RELOCK_OK no renewal starts until
+ * relock__keep_owner_done(). */
 relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
                                      char value[RELOCK__VALUE_MAX]);
+/* After the owner's record write that relock__keep_set_owner() began: the
+ * renewals may go on (renew.c). */
+void relock__keep_owner_done(relock_lock *l);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 

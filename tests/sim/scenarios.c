@@ -10,7 +10,7 @@
 
 #define RL(m, t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
-     .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1}
+     .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
 #define CL(t, w, h, n) \
     {.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = (t), .wait_ms = (w), .hold_ms = (h), \
      .iters = (n)}

@@ -48,6 +48,21 @@ static const sim_scenario *scenario_of_seed(unsigned long long seed)
     return NULL;
 }
 
+/* A seeded run varies what the scenario leaves open: the time per command,
+ * how often faults come and how many a run may have (the same seed, the
+ * same variation, so --seed replays it). */
+static void vary(sim_scenario *sc, sim_opts *o, unsigned long long seed)
+{
+    static const long ticks[] = {1, 1, 2, 5};
+    static const double rates[] = {0.03, 0.06, 0.06, 0.12};
+    static const int faults[] = {1, 3, 3, 6};
+    unsigned long long x = seed * 0x9E3779B97F4A7C15ULL;
+    x ^= x >> 29;
+    sc->tick_ms = sc->tick_ms > 1 ? sc->tick_ms : ticks[x % 4];
+    o->fault_rate = rates[(x >> 8) % 4];
+    o->max_faults = faults[(x >> 16) % 4];
+}
+
 static void print_path(const sim_result *r)
 {
     printf("choice path (--path):");
@@ -127,11 +142,12 @@ static int run_seeds(const sim_scenario *only, unsigned long long first, long ns
             break;
         if (nseeds <= 0 && secs() - t0 >= minutes * 60)
             break;
-        const sim_scenario *sc = only ? only : scenario_of_seed(seed);
+        sim_scenario var = *(only ? only : scenario_of_seed(seed));
+        const sim_scenario *sc = &var;
         sim_opts o;
         default_opts(&o);
         o.seed = seed;
-        o.max_faults = 3;
+        vary(&var, &o, seed);
         sim_result *r = calloc(1, sizeof *r);
         if (!r)
             return 1;
@@ -413,11 +429,12 @@ int main(int argc, char **argv)
         return expect ? !v : v;
     }
     if (have_seed) {
-        const sim_scenario *sc = only ? only : scenario_of_seed(seed);
+        sim_scenario var = *(only ? only : scenario_of_seed(seed));
+        const sim_scenario *sc = &var;
         sim_opts o;
         default_opts(&o);
         o.seed = seed;
-        o.max_faults = 3;
+        vary(&var, &o, seed);
         o.trace = trace;
         sim_result *r = calloc(1, sizeof *r);
         int v = r ? sim_run(sc, &o, r, 0) : 1;

@@ -254,6 +254,43 @@ static int explore(const sim_scenario *sc, int depth, int faults, long max_runs,
     return bad;
 }
 
+/* Replay: the same seeds run again, in the other order, after other runs,
+ * must take the same choices and send the same commands.  0 when they do. */
+static int replays(void)
+{
+    enum { N = 24 };
+    unsigned long long sig[N];
+    sim_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return 1;
+    int bad = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int j = 0; j < N; j++) {
+            int i = pass ? N - 1 - j : j;
+            unsigned long long seed = 7001 + (unsigned long long)i * 7919;
+            sim_scenario var = *scenario_of_seed(seed);
+            sim_opts o;
+            default_opts(&o);
+            o.seed = seed;
+            vary(&var, &o, seed);
+            sim_run(&var, &o, r, 1);
+            unsigned long long h = r->commands * 1000003ULL + (unsigned long long)r->steps;
+            for (int k = 0; k < r->nchoices; k++)
+                h = h * 31 + (unsigned long long)r->picks[k];
+            if (pass == 0) {
+                sig[i] = h;
+            } else if (sig[i] != h) {
+                printf("sim: seed %llu did not replay the same way\n", seed);
+                bad = 1;
+            }
+        }
+    }
+    free(r);
+    printf("sim: %d seeds replayed the same way, in the other order%s\n", N,
+           bad ? ": NO" : "");
+    return bad;
+}
+
 static int negatives(int quiet)
 {
     int failed = 0;
@@ -470,6 +507,8 @@ int main(int argc, char **argv)
         }
         if (!bad)
             bad += run_seeds(NULL, 1, 150, 0, 0, 0, NULL, NULL);
+        if (!bad)
+            bad += replays();
         if (!bad)
             bad += negatives(0);
         return bad != 0;

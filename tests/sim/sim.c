@@ -77,6 +77,7 @@ typedef struct sclient {
     char claim_value[RELOCK__VALUE_MAX];
     uint64_t rng;
     void *fiber;          /* AddressSanitizer's note of its fake stack */
+    int epoch;            /* the server's life its lock handle comes from */
 } sclient;
 
 typedef struct sconn {
@@ -520,6 +521,19 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     if (!before->exists || before->author == writer || before->author < 0 ||
         before->author >= S.ncl)
         return;
+    /* A handle from before a restart without persistence: the counters
+     * started again, so its value and fence can be a new holder's too,
+     * and its write ends that holder's lock (docs/safety.md, "Restart"):
+     * a documented limit, not checked. */
+    if (w->epoch != S.epoch) {
+        if (before->author >= 0 && before->author < S.ncl &&
+            claim_live(&S.cl[before->author], before->name)) {
+            S.cl[before->author].claim_void = 1;
+            tracef("c%d's claim ends: c%d's handle from before the restart matched it", before->author,
+                   writer);
+        }
+        return;
+    }
     /* Only relock's clients are held to this: a classic client that
      * loses a GETSET race writes over the winner by design, and so does
      * relock's own GETSET takeover on 2.0, which has nothing better. */
@@ -700,6 +714,7 @@ static void run_relock(sclient *c)
     for (int it = 0; it < sp->iters; it++) {
         relock_lock *l = NULL;
         long long t0 = S.now, p0 = c->paused;
+        c->epoch = S.epoch; /* the handle belongs to the server's life it began in */
         relock_status st = relock_acquire(rc, sp->lock, sp->ttl_ms, sp->wait_ms, &l);
         long long took = S.now - t0 - (c->paused - p0);
         tracef("c%d acquire %s -> %s%s%s", c->id, sp->lock, st_name(st),
@@ -817,6 +832,7 @@ static void run_classic(sclient *c)
         long long t_try = S.now;
         for (int tries = 0; tries < 400 && !won && S.now - t0 <= sp->wait_ms; tries++) {
             t_try = S.now;
+            c->epoch = S.epoch;
             long long now_s = wall_of(c) / 1000;
             mine = now_s + timeout_s + 1;
             redisReply *r = classic_cmd(c, &ctx, "SETNX %s %lld", sp->lock, mine);

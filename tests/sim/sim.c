@@ -78,6 +78,7 @@ typedef struct sclient {
     uint64_t rng;
     void *fiber;          /* AddressSanitizer's note of its fake stack */
     int epoch;            /* the server's life its lock handle comes from */
+    int broken;           /* a classic client broken while it held: it does not know */
 } sclient;
 
 typedef struct sconn {
@@ -499,6 +500,7 @@ static void void_claims(const char *lock, const char *why)
     for (int i = 0; i < S.ncl; i++) {
         if (claim_live(&S.cl[i], lock)) {
             S.cl[i].claim_void = 1;
+            S.cl[i].broken = S.cl[i].sp.kind == SK_CLASSIC;
             tracef("c%d's claim on %s ends: %s", i, lock, why);
         }
     }
@@ -518,6 +520,15 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         }
         return;
     }
+    /* A classic client broken while it held does not know it: its DEL at
+     * the end of its hold removes whoever holds the key now (docs/safety.md,
+     * "After a break or a new holder": the window that remains).  That ends
+     * the claim, as a break does. */
+    if (w->broken && before->exists && before->author != writer) {
+        void_claims(before->name, "deleted by a classic client broken earlier");
+        S.broken_at = S.now;
+        return;
+    }
     if (!before->exists || before->author == writer || before->author < 0 ||
         before->author >= S.ncl)
         return;
@@ -529,6 +540,10 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         if (before->author >= 0 && before->author < S.ncl &&
             claim_live(&S.cl[before->author], before->name)) {
             S.cl[before->author].claim_void = 1;
+            /* Its holder's handle is now as unreliable as the old one:
+             * the fence no longer tells it from anyone (a classic SETNX
+             * next is followed), so its writes are the same limit. */
+            S.cl[before->author].epoch = -1;
             tracef("c%d's claim ends: c%d's handle from before the restart matched it", before->author,
                    writer);
         }
@@ -833,6 +848,7 @@ static void run_classic(sclient *c)
         for (int tries = 0; tries < 400 && !won && S.now - t0 <= sp->wait_ms; tries++) {
             t_try = S.now;
             c->epoch = S.epoch;
+            c->broken = 0;
             long long now_s = wall_of(c) / 1000;
             mine = now_s + timeout_s + 1;
             redisReply *r = classic_cmd(c, &ctx, "SETNX %s %lld", sp->lock, mine);

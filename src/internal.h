@@ -192,9 +192,11 @@ void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
-/* A kept lock's new owner pid and text, for its renewals (renew.c):
- * RELOCK_LOST when the renewals found the lock lost. */
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text);
+/* A kept lock's new owner pid and text, for its renewals (renew.c), and
+ * in value the value its last renewal wrote: RELOCK_LOST when the
+ * renewals found the lock lost. */
+relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
+                                     char value[RELOCK__VALUE_MAX]);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 

@@ -10,6 +10,7 @@
 
 #include "caps.h"
 #include "internal.h"
+#include "probe.h"
 
 static unsigned caps_for(int major, int minor, int patch)
 {
@@ -77,71 +78,28 @@ static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r
     return 1;
 }
 
-/* Whether an error reply says the server lacks the command (or, with
- * syntax, the form tried): only that is evidence about the version.  Any
- * other error (-LOADING while a restarted server reads its data, -BUSY,
- * -MASTERDOWN) says nothing about it. */
-static int lacks(const redisReply *r, int syntax)
+enum probe_pc {
+    P_START = 0,
+    P_INFO,    /* INFO sent */
+    P_TIME,    /* INFO refused: TIME sent */
+    P_SET,     /* TIME known: SET NX PX of a key that expires at once sent */
+    P_UNWATCH, /* TIME unknown: UNWATCH sent */
+    P_DOCS     /* COMMAND DOCS sent */
+};
+
+void relock__probe_init(relock__probe_m *m)
 {
-    if (r->type != REDIS_REPLY_ERROR)
-        return 0;
-    if (strncmp(r->str, "ERR unknown command", 19) == 0)
-        return 1;
-    return syntax && (strncmp(r->str, "ERR wrong number of arguments", 29) == 0 ||
-                      strncmp(r->str, "ERR syntax error", 16) == 0);
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
 }
 
-/* Without INFO (renamed by the operator, say): tell the version apart by
- * which commands are refused.  Only harmless commands are tried; a reply
- * that is neither the command's nor a refusal for want of it fails the
- * probe (RELOCK_EPROTO) rather than make a 2.2 server look like 2.0. */
-static relock_status probe_by_commands(relock_client *c)
+static relock__step send1(relock__probe_m *m, relock__batch *out, int pc, int argc,
+                          const char *const *argv)
 {
-    redisReply *r = relock__commandf(c, NULL, "TIME");
-    if (!r)
-        return c->err.pub.status;
-    if (refused_by_acl(c, "TIME", r)) {
-        freeReplyObject(r);
-        return c->err.pub.status;
-    }
-    int has_time = r->type == REDIS_REPLY_ARRAY;
-    if (!has_time && !lacks(r, 0)) {
-        relock_status st = RELOCK__BAD_REPLY(c, "TIME (probe)", r);
-        freeReplyObject(r);
-        return st;
-    }
-    freeReplyObject(r);
-    if (has_time) {
-        /* SET with options on a key of our own namespace that expires at once. */
-        r = relock__commandf(c, NULL, "SET relock:{probe} 1 NX PX 1");
-        if (!r)
-            return c->err.pub.status;
-        int has_set = r->type != REDIS_REPLY_ERROR;
-        if (!has_set && !lacks(r, 1)) {
-            relock_status st = RELOCK__BAD_REPLY(c, "SET NX PX (probe)", r);
-            freeReplyObject(r);
-            return st;
-        }
-        freeReplyObject(r);
-        set_version(&c->conn, 2, 6, has_set ? 12 : 0);
-        return RELOCK_OK;
-    }
-    r = relock__commandf(c, NULL, "UNWATCH");
-    if (!r)
-        return c->err.pub.status;
-    if (refused_by_acl(c, "UNWATCH", r)) {
-        freeReplyObject(r);
-        return c->err.pub.status;
-    }
-    int has_watch = r->type == REDIS_REPLY_STATUS;
-    if (!has_watch && !lacks(r, 0)) {
-        relock_status st = RELOCK__BAD_REPLY(c, "UNWATCH (probe)", r);
-        freeReplyObject(r);
-        return st;
-    }
-    freeReplyObject(r);
-    set_version(&c->conn, 2, has_watch ? 2 : 0, 0);
-    return RELOCK_OK;
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    m->h.pc = pc;
+    return relock__send(&m->h, out);
 }
 
 /* Whether a COMMAND DOCS reply (or part of it) holds the string word,
@@ -172,63 +130,136 @@ static int mentions(const redisReply *r, const char *word, int depth)
  * of every earlier server.  Servers before 2.8.13 have no COMMAND at all
  * and are not asked.
  */
-static relock_status probe_natives(relock_client *c)
+static relock__step natives(relock__probe_m *m, relock_client *c, relock__batch *out)
 {
     relock__conn *conn = &c->conn;
     long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
     if (v < 20813)
-        return RELOCK_OK;
-    redisReply *r = relock__commandf(c, NULL, "COMMAND DOCS SET EVAL DELIFEQ DELEX");
-    if (!r)
-        return c->err.pub.status;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
-        int eval = 0;
-        /* name, docs, name, docs, ... */
-        for (size_t i = 0; i + 1 < r->elements; i += 2) {
-            const redisReply *name = r->element[i];
-            if (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)
-                continue;
-            if (strcasecmp(name->str, "eval") == 0)
-                eval = 1;
-            else if (strcasecmp(name->str, "delifeq") == 0)
-                conn->caps |= RELOCK__CAP_DELIFEQ;
-            else if (strcasecmp(name->str, "delex") == 0)
-                conn->caps |= RELOCK__CAP_DELEX;
-            else if (strcasecmp(name->str, "set") == 0 && mentions(r->element[i + 1], "IFEQ", 0) &&
-                     (conn->caps & RELOCK_CAP_SET_NX_PX))
-                conn->caps |= RELOCK__CAP_SET_IFEQ;
-        }
-        if (!eval)
-            conn->caps &= ~(unsigned)(RELOCK_CAP_EVAL | RELOCK_CAP_SCRIPT_TIME_WRITE);
-    }
-    freeReplyObject(r);
-    return RELOCK_OK;
+        return relock__done(&m->h, RELOCK_OK);
+    const char *d[] = {"COMMAND", "DOCS", "SET", "EVAL", "DELIFEQ", "DELEX"};
+    return send1(m, out, P_DOCS, 6, d);
 }
 
+static void natives_read(relock__conn *conn, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+        return;
+    int eval = 0;
+    /* name, docs, name, docs, ... */
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *name = r->element[i];
+        if (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)
+            continue;
+        if (strcasecmp(name->str, "eval") == 0)
+            eval = 1;
+        else if (strcasecmp(name->str, "delifeq") == 0)
+            conn->caps |= RELOCK__CAP_DELIFEQ;
+        else if (strcasecmp(name->str, "delex") == 0)
+            conn->caps |= RELOCK__CAP_DELEX;
+        else if (strcasecmp(name->str, "set") == 0 && mentions(r->element[i + 1], "IFEQ", 0) &&
+                 (conn->caps & RELOCK_CAP_SET_NX_PX))
+            conn->caps |= RELOCK__CAP_SET_IFEQ;
+    }
+    if (!eval)
+        conn->caps &= ~(unsigned)(RELOCK_CAP_EVAL | RELOCK_CAP_SCRIPT_TIME_WRITE);
+}
+
+/* Whether an error reply says the server lacks the command (or, with
+ * syntax, the form tried): only that is evidence about the version.  Any
+ * other error (-LOADING while a restarted server reads its data, -BUSY,
+ * -MASTERDOWN) says nothing about it, and fails the probe (RELOCK_EPROTO)
+ * rather than make a 2.2 server look like 2.0. */
+static int lacks(const redisReply *r, int syntax)
+{
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(r->str, "ERR unknown command", 19) == 0)
+        return 1;
+    return syntax && (strncmp(r->str, "ERR wrong number of arguments", 29) == 0 ||
+                      strncmp(r->str, "ERR syntax error", 16) == 0);
+}
+
+relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
+{
+    relock__probe_m *m = vm;
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    if (m->h.pc == P_START) {
+        /* Plain INFO: 2.0 knows no sections. */
+        const char *i[] = {"INFO"};
+        return send1(m, out, P_INFO, 1, i);
+    }
+    if (in->fault)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    switch (m->h.pc) {
+    case P_INFO: {
+        int major, minor, patch;
+        if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0) {
+            set_version(&c->conn, major, minor, patch);
+            return natives(m, c, out);
+        }
+        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)
+            return relock__done(&m->h, refused_by_acl(c, "INFO", r) ? c->err.pub.status
+                                                                    : RELOCK_EPROTO);
+        if (r->type != REDIS_REPLY_ERROR)
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r));
+        if (!lacks(r, 0)) /* -LOADING and the like: try later */
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO", r));
+        /* Without INFO (renamed by the operator, say): tell the version
+         * apart by which commands are refused.  Only harmless commands
+         * are tried. */
+        const char *t[] = {"TIME"};
+        return send1(m, out, P_TIME, 1, t);
+    }
+    case P_TIME:
+        if (refused_by_acl(c, "TIME", r))
+            return relock__done(&m->h, c->err.pub.status);
+        if (r->type != REDIS_REPLY_ARRAY && !lacks(r, 0))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "TIME (probe)", r));
+        if (r->type == REDIS_REPLY_ARRAY) {
+            /* SET with options on a key of our own namespace that expires
+             * at once. */
+            const char *s[] = {"SET", "relock:{probe}", "1", "NX", "PX", "1"};
+            return send1(m, out, P_SET, 6, s);
+        } else {
+            const char *u[] = {"UNWATCH"};
+            return send1(m, out, P_UNWATCH, 1, u);
+        }
+    case P_SET:
+        if (r->type == REDIS_REPLY_ERROR && !lacks(r, 1))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET NX PX (probe)", r));
+        set_version(&c->conn, 2, 6, r->type != REDIS_REPLY_ERROR ? 12 : 0);
+        return natives(m, c, out);
+    case P_UNWATCH:
+        if (refused_by_acl(c, "UNWATCH", r))
+            return relock__done(&m->h, c->err.pub.status);
+        if (r->type != REDIS_REPLY_STATUS && !lacks(r, 0))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "UNWATCH (probe)", r));
+        set_version(&c->conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
+        return natives(m, c, out);
+    case P_DOCS:
+        natives_read(&c->conn, r);
+        return relock__done(&m->h, RELOCK_OK);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "probe: internal error (step %d)", m->h.pc));
+    }
+}
+
+/* Runs on the connection conn.c has just opened (and logged in). */
 relock_status relock__probe(relock_client *c)
 {
-    const relock__server *srv = c->conn.srv;
-    /* Plain INFO: 2.0 knows no sections. */
-    redisReply *r = redisCommand(c->conn.ctx, "INFO");
-    if (!r)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "INFO on " RELOCK__ADDR_FMT ": %s",
-                            RELOCK__ADDR(srv), c->conn.ctx->errstr);
-    int major, minor, patch;
-    relock_status st = RELOCK_OK;
-    if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0)
-        set_version(&c->conn, major, minor, patch);
-    else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)
-        st = refused_by_acl(c, "INFO", r) ? c->err.pub.status : RELOCK_EPROTO;
-    else if (lacks(r, 0))
-        st = probe_by_commands(c); /* INFO renamed or refused */
-    else if (r->type == REDIS_REPLY_ERROR)
-        st = RELOCK__BAD_REPLY(c, "INFO", r); /* -LOADING and the like: try later */
-    else
-        st = RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r);
-    freeReplyObject(r);
-    if (st == RELOCK_OK)
-        st = probe_natives(c);
-    return st;
+    static char name[] = "(probe)";
+    relock_lock l;
+    memset(&l, 0, sizeof l);
+    l.c = c;
+    l.name = name;
+    l.key = name;
+    l.fence_key = name;
+    relock__probe_m m;
+    relock__probe_init(&m);
+    return relock__drive(&l, relock__probe_step, &m);
 }
 
 relock_status relock_client_server(relock_client *c, relock_server_info *info)

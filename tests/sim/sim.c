@@ -537,8 +537,11 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
      * and its write ends that holder's lock (docs/safety.md, "Restart"):
      * a documented limit, not checked. */
     if (w->epoch != S.epoch) {
+        /* Also a claim granted but not yet returned (broken_at). */
+        S.broken_at = S.now;
         if (before->author >= 0 && before->author < S.ncl &&
-            claim_live(&S.cl[before->author], before->name)) {
+            (claim_live(&S.cl[before->author], before->name) ||
+             S.cl[before->author].state != ST_DONE)) {
             S.cl[before->author].claim_void = 1;
             /* Its holder's handle is now as unreliable as the old one:
              * the fence no longer tells it from anyone (a classic SETNX

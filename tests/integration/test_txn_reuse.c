@@ -84,11 +84,8 @@ static relock_client *client(void)
 
 static int seq;
 
-/* The break of a stuck lock (with its value, or without), run by c. */
-static relock_status run_break(relock_client *c, const char *name, int with_value)
-{
-    return relock_break(c, name, with_value ? "stuck-holder-value" : NULL);
-}
+enum op { OP_BREAK, OP_BREAK_VALUE, OP_RELEASE, OP_EXTEND };
+static const char *const op_name[] = {"break", "break with a value", "release", "extend"};
 
 /* A stuck lock for the break to delete. */
 static void stuck(const char *name)
@@ -96,48 +93,78 @@ static void stuck(const char *name)
     cmd_ok(tu_srv.port, "SET %s %s", name, "stuck-holder-value");
 }
 
-/* The commands a break sends from its start to its end, without faults. */
-static long long count_break(int with_value)
+/* Sets up op on client a for the lock name: a stuck lock to break, or a
+ * lock a holds (*l) to release or extend. */
+static void prepare(enum op op, relock_client *a, const char *name, relock_lock **l)
+{
+    *l = NULL;
+    if (op == OP_BREAK || op == OP_BREAK_VALUE)
+        stuck(name);
+    else
+        assert_int_equal(relock_acquire(a, name, 30000, 0, l), RELOCK_OK);
+}
+
+static relock_status run(enum op op, relock_client *a, const char *name, relock_lock *l)
+{
+    switch (op) {
+    case OP_BREAK:
+        return relock_break(a, name, NULL);
+    case OP_BREAK_VALUE:
+        return relock_break(a, name, "stuck-holder-value");
+    case OP_RELEASE:
+        return relock_release(l);
+    case OP_EXTEND:
+        return relock_extend(l, 30000);
+    }
+    return RELOCK_EINVAL;
+}
+
+/* The commands op sends from its start to its end, without faults. */
+static long long count(enum op op)
 {
     relock_client *c = client();
     char name[32];
     snprintf(name, sizeof name, "count%d", ++seq);
-    stuck(name);
+    relock_lock *l;
+    prepare(op, c, name, &l);
     cmd_ok(proxy.port, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "0", "hold");
-    assert_int_equal(run_break(c, name, with_value), RELOCK_OK);
+    assert_int_equal(run(op, c, name, l), RELOCK_OK);
     long long n = proxy_replies();
+    relock_lock_free(l);
     relock_client_free(c);
     return n;
 }
 
-static void refused_then_acquire(int with_value)
+static void refused_then_acquire(enum op op)
 {
-    long long n = count_break(with_value);
-    assert_true(n >= 3 && n < 20);
+    long long n = count(op);
+    assert_true(n >= 1 && n < 20);
     for (long long k = 1; k <= n; k++) {
         /* Another client holds "held" (directly on the server). */
-        char held[32], victim[32];
+        char held[32], mine[32];
         snprintf(held, sizeof held, "held%d", ++seq);
-        snprintf(victim, sizeof victim, "victim%d", seq);
+        snprintf(mine, sizeof mine, "mine%d", seq);
         relock_client *holder = tu_client(tu_srv.port, "modern", NULL);
         relock_lock *hl = NULL;
         assert_int_equal(relock_acquire(holder, held, 30000, 0, &hl), RELOCK_OK);
 
         relock_client *a = client(); /* connected and probed */
-        stuck(victim);
+        relock_lock *ml;
+        prepare(op, a, mine, &ml);
         char kk[24];
         snprintf(kk, sizeof kk, "%lld", k);
         cmd_ok(proxy.port, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "error");
-        relock_status bst = run_break(a, victim, with_value);
+        relock_status ost = run(op, a, mine, ml);
         cmd_ok(proxy.port, "RELOCK-PROXY FAULT %s%s", "off", "");
 
         relock_lock *al = NULL;
         relock_status st = relock_try_acquire(a, held, 30000, &al);
         if (st == RELOCK_OK)
-            fail_msg("break %s a value, command %lld refused (%s): the same client then "
-                     "acquired a lock another client holds",
-                     with_value ? "with" : "without", k, relock_status_name(bst));
+            fail_msg("%s, command %lld of %lld refused (%s): the same client then acquired "
+                     "a lock another client holds",
+                     op_name[op], k, n, relock_status_name(ost));
         relock_lock_free(al);
+        relock_lock_free(ml);
         relock_lock_free(hl);
         relock_client_free(a);
         relock_client_free(holder);
@@ -147,13 +174,25 @@ static void refused_then_acquire(int with_value)
 static void test_break_without_value(void **state)
 {
     (void)state;
-    refused_then_acquire(0);
+    refused_then_acquire(OP_BREAK);
 }
 
 static void test_break_with_value(void **state)
 {
     (void)state;
-    refused_then_acquire(1);
+    refused_then_acquire(OP_BREAK_VALUE);
+}
+
+static void test_release(void **state)
+{
+    (void)state;
+    refused_then_acquire(OP_RELEASE);
+}
+
+static void test_extend(void **state)
+{
+    (void)state;
+    refused_then_acquire(OP_EXTEND);
 }
 
 int main(void)
@@ -162,6 +201,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_break_without_value),
         cmocka_unit_test(test_break_with_value),
+        cmocka_unit_test(test_release),
+        cmocka_unit_test(test_extend),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

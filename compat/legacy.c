@@ -404,7 +404,9 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
                        out);
     }
     case A_READBACK: {
-        if (in->fault)
+        /* An error reply (-LOADING from a restarted server that may have
+         * kept the SETNX) says nothing about the key: ambiguous too. */
+        if (in->fault || !relock__reply_is(in->reply[0], "bn"))
             return relock__done(&m->head, ambiguous(l, "acquire"));
         const redisReply *r = in->reply[0];
         int same = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;

@@ -171,7 +171,9 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
                                  relock__batch *out)
 {
     relock_client *c = l->c;
-    if (in->fault) {
+    /* An error reply (-LOADING from a restarted server that may have kept
+     * our write) says nothing about the key: as unreadable as a fault. */
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
         relock__err_clear(&c->err); /* the I/O errors are the lesser news */
         return relock__done(&m->h,
                             RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,

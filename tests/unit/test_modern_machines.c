@@ -228,6 +228,15 @@ static void test_lost_acquire_read_back(void **state)
     assert_string_equal(f.c->err.msg, "SET on 127.0.0.1:6379: connection lost");
     relock__err_clear(&f.c->err);
 
+    /* The read-back answered with an error (-LOADING): it says nothing
+     * about the key, which may hold our token: ambiguous, not EIO. */
+    relock__modern_acq_init(&m);
+    acq(&m, feed_none(100));
+    acq(&m, feed_fault(101, RELOCK__FAULT_LOST, 0));
+    acq(&m, feed_replies(150, 1, fr_err("LOADING Redis is loading the dataset in memory")));
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    relock__err_clear(&f.c->err);
+
     /* The read-back fails too: ambiguous. */
     relock__modern_acq_init(&m);
     acq(&m, feed_none(100));

@@ -247,6 +247,22 @@ static void test_setnx_lost_read_back_other(void **state)
     assert_non_null(strstr(f.c->err.msg, "connection lost"));
 }
 
+/* The read-back answered with an error (-LOADING from a restarted server,
+ * which may hold the SETNX): it says nothing about the key, so the outcome
+ * stays ambiguous, never "nothing happened" (EIO). */
+static void test_setnx_lost_read_back_error(void **state)
+{
+    (void)state;
+    assert_int_equal(acq_start(0), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1010, 1, fr_status("OK"))), RELOCK__STEP_SEND);
+    assert_int_equal(acq(queued(3)), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_fault(1020, RELOCK__FAULT_LOST, 0)), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1030, 1, fr_err("LOADING Redis is loading the dataset "
+                                                       "in memory"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(am.head.st, RELOCK_EAMBIGUOUS);
+}
+
 /* A waiter on 2.0 reads first: a live value ends the attempt with no
  * write at all (the fence does not move); a free key is then written. */
 static void test_waiter_looks_first(void **state)
@@ -654,6 +670,7 @@ int main(void)
         T(test_lost_before_exec_is_eio),
         T(test_queued_error_sends_no_exec),
         T(test_setnx_lost_read_back),
+        T(test_setnx_lost_read_back_error),
         T(test_setnx_lost_read_back_other),
         T(test_waiter_looks_first),
         T(test_busy_marks_looked),

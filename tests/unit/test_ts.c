@@ -393,6 +393,36 @@ static void test_exec_error_discards(void **state)
     assert_non_null(strstr(f.c->err.msg, "EXEC"));
 }
 
+/* EXEC and then DISCARD refused (a server loading refuses both before
+ * 2.6): the server's MULTI may still be open, so the connection must be
+ * dropped (head.in_txn), or the next operation's commands would be queued
+ * in it.  The same for 2.0's fenced write. */
+static void test_exec_and_discard_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(acq_start(RELOCK_CAP_WATCH), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1010, 2, fr_status("OK"), fr_nil())), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1020, 1, fr_status("OK"))), RELOCK__STEP_SEND);
+    assert_int_equal(acq(queued(2)), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1030, 1, fr_err("LOADING Redis is loading"))),
+                     RELOCK__STEP_SEND);
+    assert_true(batch_is(&b, 0, "DISCARD", NULL));
+    assert_int_equal(acq(feed_replies(1040, 1, fr_err("LOADING Redis is loading"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(am.head.st, RELOCK_EPROTO);
+    assert_true(am.head.in_txn);
+
+    /* 2.0 */
+    memset(&am, 0, sizeof am);
+    assert_int_equal(acq_start(0), RELOCK__STEP_SEND);
+    assert_int_equal(plain_txn(fr_err("LOADING Redis is loading")), RELOCK__STEP_SEND);
+    assert_true(batch_is(&b, 0, "DISCARD", NULL));
+    assert_int_equal(acq(feed_replies(1030, 1, fr_err("LOADING Redis is loading"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(am.head.st, RELOCK_EPROTO);
+    assert_true(am.head.in_txn);
+}
+
 /* A beaten EXEC (nil) is BUSY, looked at again at once. */
 static void test_watch_beaten(void **state)
 {
@@ -671,6 +701,7 @@ int main(void)
         T(test_queued_error_sends_no_exec),
         T(test_setnx_lost_read_back),
         T(test_setnx_lost_read_back_error),
+        T(test_exec_and_discard_refused),
         T(test_setnx_lost_read_back_other),
         T(test_waiter_looks_first),
         T(test_busy_marks_looked),

@@ -363,8 +363,6 @@ typedef struct relock__algo {
 } relock__algo;
 
 extern const relock__algo relock__algo_modern;
-extern const relock__algo relock__algo_legacy;
-extern const relock__algo relock__algo_bridge;
 extern const relock__algo relock__algo_quorum;
 
 /* Several servers (quorum.c): checks the mode and prepares the servers. */
@@ -377,11 +375,6 @@ const char *relock__script_source(int id);
  * client can have written was met (the marker `relock scan` reads).
  * Failures are ignored: the marker informs, it never decides. */
 void relock__note_legacy_writer(relock_client *c);
-
-
-/* Checks that the legacy settings fit the connected server (gc_expire is
- * refused on 2.0, clock = "server" needs TIME). */
-relock_status relock__legacy_check(relock_client *c);
 
 /* The fleet's clock in ms (clock.c): the local wall clock, or with
  * legacy.clock = "server" the server's TIME, estimated from time to time as

@@ -192,11 +192,6 @@ void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
-/* A kept lock's new owner pid and text, for its renewals (renew.c), and
- * in value the value its last renewal wrote: RELOCK_LOST when the
- * renewals found the lock lost. */
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
-                                     char value[RELOCK__VALUE_MAX]);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 
@@ -304,6 +299,25 @@ struct relock_client {
     int replicas_acked;
 };
 
+/*
+ * What a lock asks of its keeper (background renewal, src/api/renew.c).
+ * renew.c sits above the blocking API (its thread calls relock_extend), so
+ * lock.c and owner.c do not call it: relock_keep() installs these
+ * operations beside l->keeper, and they are called only while l->keeper
+ * is set.
+ */
+typedef struct relock__keep_ops {
+    /* Stops the renewal; RELOCK_LOST if the lock was lost meanwhile. */
+    relock_status (*end)(relock_lock *l);
+    /* The validity of the kept lock, from the renewal thread's view. */
+    uint64_t (*valid_until)(const relock_lock *l);
+    /* A new owner pid and text for the renewals, and in value the value
+     * the last renewal wrote: RELOCK_LOST when the renewals found the
+     * lock lost. */
+    relock_status (*set_owner)(relock_lock *l, long pid, const char *text,
+                               char value[RELOCK__VALUE_MAX]);
+} relock__keep_ops;
+
 struct relock_lock {
     relock_client *c;
     /* The three strings live in the same allocation, after the struct:
@@ -334,6 +348,7 @@ struct relock_lock {
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
+    const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
     /* The connection the last attempt or extend wrote on (durable.c). */
     struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
@@ -344,11 +359,6 @@ struct relock_lock {
     char *owner_text;
 };
 
-/* Stops background renewal of l if any (renew.c); RELOCK_LOST if the
- * lock was lost meanwhile. */
-relock_status relock__keep_end(relock_lock *l);
-/* The validity of a kept lock, from the renewal thread's view. */
-uint64_t relock__keep_valid_until(const relock_lock *l);
 
 typedef struct relock__algo {
     const char *name;

@@ -72,7 +72,7 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     char value[RELOCK__VALUE_MAX];
     memcpy(value, l->value, sizeof value);
     if (l->keeper) {
-        st = relock__keep_set_owner(l, pid, text, value);
+        st = l->keep_ops->set_owner(l, pid, text, value);
         if (st != RELOCK_OK) {
             free(dup);
             return st == RELOCK_LOST ? RELOCK__FAIL(&c->err, st,

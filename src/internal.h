@@ -293,6 +293,11 @@ struct relock_client {
      * connections opened (connect, log in, probe). */
     unsigned long moved;
     unsigned long connects;
+    /* Run on every connection just opened and logged in (connect.c): the
+     * server probe, relock__probe, installed by relock_connect(); routing
+     * sits below the drivers the probe runs on, so it calls up only
+     * through this. */
+    relock_status (*on_connect)(relock_client *c);
     /* relock_scan_node(): the server a scan walks, "host:port". */
     char scan_node[RELOCK__HOST_MAX + 8];
     /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */
@@ -422,10 +427,15 @@ redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, l
                                   relock_status *st, char *why, size_t whylen);
 /* Sends AUTH and SELECT as srv says on ctx. */
 relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relock__server *srv);
+/* Sends the formatted command cmd (len bytes) on c's open connection and
+ * reads its reply (transport.c); on failure records it, closes the
+ * connection and returns NULL with *sent = 1. */
+redisReply *relock__conn_send(relock_client *c, int *sent, const char *name, const char *cmd,
+                              size_t len);
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 
-/* Whether the settings name a sentinel-monitored master. */
+/* Whether the settings name a sentinel-monitored master (config.c). */
 int relock__sentinel_on(const relock__settings *s);
 /* Asks the sentinels in turn for the master's address, connects there and
  * checks it is a master; RELOCK_EIO naming the master and the sentinels
@@ -466,6 +476,10 @@ unsigned relock__cluster_slot(const char *key, size_t len);
  * RELOCK_EIO when the master cannot be reached, naming it.
  */
 relock_status relock__cluster_route(relock_client *c, const char *key);
+/* Its first half (cluster.c): with a slot map, outside a transaction,
+ * makes the master of key's slot c's connection (when known) and returns
+ * 1: the connection is then to be readied (conn.c); 0: nothing to do. */
+int relock__cluster_pick(relock_client *c, const char *key);
 /* MOVED with the slot map on: records the slot's new master (and, at most
  * once a second, reads the whole map again), then routes c there.  0 when
  * done; -1 when the map could not be made (out of memory): the caller
@@ -491,6 +505,9 @@ int relock__cluster_masters(relock_client *c);
 /* Makes master i of the map (0 <= i < relock__cluster_masters(), in slot
  * order) c's connection and connects it. */
 relock_status relock__cluster_use(relock_client *c, int i);
+/* Its first half (cluster.c): makes master i c's connection; 0, or -1
+ * with the error recorded. */
+int relock__cluster_pick_master(relock_client *c, int i);
 /* For tests and the benchmark: masters in the map, open connections in
  * the pool (the active one included), full refreshes made. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,

@@ -274,7 +274,7 @@ int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_
     if (timed_out)
         RELOCK__FAIL(&c->err, RELOCK_EIO,
                      "%s on " RELOCK__ADDR_FMT
-                     ": no reply within %ld ms (command_timeout_ms): the server "
+                     ": no reply within %lld ms (command_timeout_ms): the server "
                      "is stalled, overloaded, or not a Redis server",
                      name[got], RELOCK__ADDR(srv), c->s.command_timeout_ms);
     else

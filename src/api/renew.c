@@ -36,7 +36,7 @@ struct relock__keeper {
     char value[RELOCK__VALUE_MAX];
 };
 
-static void deadline_in(struct timespec *ts, long ms)
+static void deadline_in(struct timespec *ts, long long ms)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += ms / 1000;
@@ -50,7 +50,7 @@ static void deadline_in(struct timespec *ts, long ms)
 static void *keeper_main(void *p)
 {
     struct relock__keeper *k = p;
-    long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
+    long long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         struct timespec ts;

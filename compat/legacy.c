@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat.h"
 #include "ts.h"
 
 static int is_bridge(const relock_client *c)

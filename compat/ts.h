@@ -82,6 +82,10 @@ typedef struct relock__ts_cas {
     long long fence_out;
     char found[RELOCK__VALUE_MAX];
     int beaten;
+    /* EXEC and then DISCARD were refused: the server may still hold the
+     * transaction open, so the connection must be dropped (the caller
+     * sets its head's in_txn). */
+    int drop;
     /* state */
     int by_eval;
     char chan[RELOCK__KEY_MAX];
@@ -120,6 +124,7 @@ typedef struct relock__ts_fwrite {
     relock__value old_v;
     long long fence;
     long long breaks;
+    int drop; /* as relock__ts_cas's */
     char bkey[RELOCK__KEY_MAX];
 } relock__ts_fwrite;
 
@@ -193,7 +198,7 @@ void relock__ts_acquire_init(relock__ts_acquire *m);
 typedef struct relock__ts_update {
     relock__mhead head;
     int extend;
-    long ttl_ms;
+    long long ttl_ms;
     char tok[33];
     const char *op; /* "release" or "extend" */
     relock__ts_path path;
@@ -213,7 +218,8 @@ relock__step relock__ts_update_step(void *m, relock_lock *l, const relock__feed 
                                     relock__batch *out);
 /* Zeroes m for a release (extend 0) or an extend of ttl_ms with token tok
  * for a value suffix (NULL or "" when none). */
-void relock__ts_update_init(relock__ts_update *m, int extend, long ttl_ms, const char *tok);
+void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms,
+                            const char *tok);
 
 /* Adopt: no command; from the first feed's times, the validity a lock
  * adopted from its timestamp value can claim.  Start with

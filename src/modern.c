@@ -74,7 +74,7 @@ void relock__modern_paths(const relock_client *c, relock_paths *out)
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
  * that a holder that dies unreleased keeps others out that much longer
  * (decision 106); validity is still reckoned from the lease alone. */
-static const char *key_ttl(relock__batch *b, const relock_client *c, long ttl_ms)
+static const char *key_ttl(relock__batch *b, const relock_client *c, long long ttl_ms)
 {
     return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
 }
@@ -171,7 +171,9 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
                                  relock__batch *out)
 {
     relock_client *c = l->c;
-    if (in->fault) {
+    /* An error reply (-LOADING from a restarted server that may have kept
+     * our write) says nothing about the key: as unreadable as a fault. */
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
         relock__err_clear(&c->err); /* the I/O errors are the lesser news */
         return relock__done(&m->h,
                             RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
@@ -197,9 +199,18 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
 static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
 {
     relock_client *c = l->c;
-    if (in->fault) /* the first loss's error stands */
-        return relock__done(&m->h, c->err.pub.status != RELOCK_OK ? c->err.pub.status
-                                                                  : relock__fault_fail(c, in));
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
+        /* The lock is ours (our token is in the key) but its fence is
+         * unknown: no success (a fence of 0 would undercut every earlier
+         * holder's), and no "nothing happened" either. */
+        relock__err_clear(&c->err);
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                         "acquire %s: connection lost after the acquire was "
+                                         "sent; the key holds our value, but its fence cannot "
+                                         "be read: the lock is held by us until its TTL ends",
+                                         l->name));
+    }
     const redisReply *r = in->reply[0];
     relock__err_clear(&c->err);
     return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
@@ -536,7 +547,7 @@ enum cx_pc {
     C_EXEC     /* EXEC sent, ending the transaction */
 };
 
-void relock__modern_cx_init(relock__modern_cx *m, int extend, long ttl_ms)
+void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms)
 {
     memset(m, 0, sizeof *m);
     m->h.hint_ms = -1;
@@ -871,7 +882,7 @@ static relock_status modern_release(relock_lock *l)
     return relock__drive(l, relock__modern_cx_step, &m);
 }
 
-static relock_status modern_extend(relock_lock *l, long ttl_ms)
+static relock_status modern_extend(relock_lock *l, long long ttl_ms)
 {
     relock__modern_cx m;
     relock__modern_cx_init(&m, 1, ttl_ms);

@@ -349,11 +349,13 @@ static void test_release_wakes_waiter(void **state)
     }
 }
 
-/* A legacy holder never notifies: the waiter wakes at the timestamp's end. */
+/* A legacy holder never notifies: the waiter wakes at the timestamp's end.
+ * Its backoff may grow to 5 s here, so a waiter that did not know the end
+ * would be seconds late; the bound below leaves room for a loaded machine. */
 static void test_legacy_expiry_wakes_waiter(void **state)
 {
     (void)state;
-    const char *const ms[] = {"legacy.clock_unit", "ms", NULL};
+    const char *const ms[] = {"legacy.clock_unit", "ms", "wait.backoff_max_ms", "5000", NULL};
     relock_client *w = client_on(tu_srv.port, "legacy", ms);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -365,9 +367,9 @@ static void test_legacy_expiry_wakes_waiter(void **state)
     assert_int_equal(relock_acquire(w, "legacywake", 5000, 10000, &l), RELOCK_OK);
     clock_gettime(CLOCK_REALTIME, &now);
     long long got = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    /* Not before the value has passed (V + 1 ms), and within 100 ms of it. */
+    /* Not before the value has passed (V + 1 ms), and within 1 s of it. */
     assert_true(got >= v + 1);
-    if (got - (v + 1) >= 100)
+    if (got - (v + 1) >= 1000)
         fail_msg("took over %lld ms after the legacy expiry", got - (v + 1));
     assert_int_equal(relock_release(l), RELOCK_OK);
     relock_lock_free(l);
@@ -525,7 +527,7 @@ static void wait_late_in_second(void)
 static void assert_key_outlives_validity(relock_lock *l, const char *key)
 {
     long long pttl = cmd_int("PTTL %s", key);
-    long v = relock_lock_validity_ms(l);
+    long long v = relock_lock_validity_ms(l);
     assert_true(v > 0);
     if (pttl < v)
         fail_msg("%s: the key lives %lld ms, the holder is told %ld ms", key, pttl, v);
@@ -614,15 +616,17 @@ static void test_owner_set(void **state)
 
         relock_lock *l = NULL;
         assert_int_equal(relock_acquire(c, "owned2", 900, 0, &l), RELOCK_OK);
-        relock_inspect_info in;
+        relock_inspect_info *in = NULL;
         assert_int_equal(relock_inspect(c, "owned2", &in), RELOCK_OK);
-        assert_non_null(strstr(in.owner, " pid=4242 at="));
+        const char *owner = relock_inspect_info_owner(in);
+        assert_non_null(strstr(owner, " pid=4242 at="));
         const char *tail = " cmd=deploy.sh --all";
-        assert_string_equal(in.owner + strlen(in.owner) - strlen(tail), tail);
+        assert_string_equal(owner + strlen(owner) - strlen(tail), tail);
         char at[40];
-        const char *a = strstr(in.owner, " at=");
+        const char *a = strstr(owner, " at=");
         assert_non_null(a);
         snprintf(at, sizeof at, "%.24s", a); /* " at=YYYY-MM-DDTHH:MM:SSZ" */
+        relock_inspect_info_free(in);
 
         assert_int_equal(relock_keep(l, NULL, NULL), RELOCK_OK);
         assert_int_equal(relock_lock_set_owner(l, 0, NULL), RELOCK_EINVAL);
@@ -633,10 +637,12 @@ static void test_owner_set(void **state)
          * more than a second the record is the new one, at= unchanged. */
         for (int pass = 0; pass < 2; pass++) {
             assert_int_equal(relock_inspect(c, "owned2", &in), RELOCK_OK);
-            assert_non_null(strstr(in.owner, want));
-            assert_non_null(strstr(in.owner, at));
-            assert_non_null(strstr(in.owner, " cmd_pid=7 cmd=sleep 9"));
-            assert_null(strstr(in.owner, "deploy"));
+            owner = relock_inspect_info_owner(in);
+            assert_non_null(strstr(owner, want));
+            assert_non_null(strstr(owner, at));
+            assert_non_null(strstr(owner, " cmd_pid=7 cmd=sleep 9"));
+            assert_null(strstr(owner, "deploy"));
+            relock_inspect_info_free(in);
             if (pass == 0)
                 tu_sleep_ms(1200);
         }
@@ -678,9 +684,10 @@ static void test_owner_info(void **state)
         free(meta);
         long long ttl = cmd_int("PTTL %s", "{owned} relock:owner");
         assert_true(ttl > 0 && ttl <= 5000);
-        relock_inspect_info in;
+        relock_inspect_info *in = NULL;
         assert_int_equal(relock_inspect(c, "owned", &in), RELOCK_OK);
-        assert_non_null(strstr(in.owner, want));
+        assert_non_null(strstr(relock_inspect_info_owner(in), want));
+        relock_inspect_info_free(in);
         assert_int_equal(relock_extend(l, 8000), RELOCK_OK);
         assert_true(cmd_int("PTTL %s", "{owned} relock:owner") > 5000);
         assert_int_equal(relock_release(l), RELOCK_OK);

@@ -387,8 +387,15 @@ static void expect_sound(const scenario *sc)
     if (r->overlaps)
         fail_msg("interop[%s]: %ld overlapping critical sections; first: %s (log kept: %s)",
                  sc->name, r->overlaps, r->ov_desc, out.log);
-    /* Deaths come before the increment, so the count is exact. */
-    assert_int_equal(out.counter, r->sections);
+    /* Deaths come before the increment, so the count is exact, but for
+     * the updates an overlap with an overrun lease may lose (a holder
+     * stalled past its lease on a loaded machine, tolerated below). */
+    assert_true(out.counter <= r->sections);
+    if (r->sections - out.counter > r->overlaps_overrun)
+        fail_msg("interop[%s]: counter %lld for %ld sections: %lld updates lost, more than the "
+                 "%ld overlaps with an overrun lease explain (log kept: %s)",
+                 sc->name, out.counter, r->sections, (long long)r->sections - out.counter,
+                 r->overlaps_overrun, out.log);
     const char *names[2] = {"classic", sc->mode};
     int nk = sc->mode ? 2 : 1;
     for (int k = 0; k < nk; k++) {
@@ -644,7 +651,7 @@ static void bridge_takeover_holds(const char *unit, long timeout, long hold_ms, 
         assert_true(kids[k] > 0);
     }
     tu_sleep_ms(hold_ms);
-    long validity = relock_lock_validity_ms(l);
+    long long validity = relock_lock_validity_ms(l);
     log_line(log, "exit", "bridge", validity > 0 ? NULL : "overrun");
     st = relock_release(l);
     const char *release_msg = st == RELOCK_OK ? "" : relock_client_error(c)->message;
@@ -664,7 +671,7 @@ static void bridge_takeover_holds(const char *unit, long timeout, long hold_ms, 
     long long ttl_end = pttl_wall + pttl;
     printf("interop[bridge takes over a dead classic holder, %s%s]: dead value %s, taken over "
            "after %.2f s with %s (PTTL %lld ms, ending %+lld ms from V; ttl %ld ms); held %ld "
-           "ms (validity left %ld ms)%s; release %s%s%s; %ld sections, %ld overlaps\n",
+           "ms (validity left %lld ms)%s; release %s%s%s; %ld sections, %ld overlaps\n",
            unit, loser == LOSER_SAME ? ", GETSET loser of the same value"
                  : loser == LOSER_OTHER ? ", GETSET loser" : "",
            dead_value, waited / 1000.0, value, pttl, ttl_end - v * u, ttl, hold_ms, validity,

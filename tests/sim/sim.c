@@ -754,7 +754,7 @@ static void run_relock(sclient *c)
             c->claim_void = 1;
             tracef("c%d's claim was broken before it returned", c->id);
         }
-        tracef("c%d holds %s value %s fence %lld valid %ld ms", c->id, sp->lock,
+        tracef("c%d holds %s value %s fence %lld valid %lld ms", c->id, sp->lock,
                relock_lock_value(l), fence, relock_lock_validity_ms(l));
         /* Validity 0 (stopped between the reply and the return): the
          * holder is told it holds nothing, and its fence, handed out
@@ -771,7 +771,7 @@ static void run_relock(sclient *c)
             }
             long long e0 = S.now;
             st = relock_extend(l, 0);
-            tracef("c%d extend -> %s%s%s value %s valid %ld", c->id, st_name(st),
+            tracef("c%d extend -> %s%s%s value %s valid %lld", c->id, st_name(st),
                    st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
                    relock_lock_value(l), relock_lock_validity_ms(l));
             if (st == RELOCK_OK && S.broken_at >= e0)

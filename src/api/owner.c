@@ -72,7 +72,7 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     char value[RELOCK__VALUE_MAX];
     memcpy(value, l->value, sizeof value);
     if (l->keeper) {
-        st = relock__keep_set_owner(l, pid, text, value);
+        st = l->keep_ops->set_owner(l, pid, text, value);
         if (st != RELOCK_OK) {
             free(dup);
             return st == RELOCK_LOST ? RELOCK__FAIL(&c->err, st,
@@ -86,6 +86,8 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     l->owner_text = dup;
     l->owner_pid = pid;
     owner_note(l, value, 1);
+    if (l->keeper)
+        l->keep_ops->owner_done(l);
     return RELOCK_OK;
 }
 
@@ -194,7 +196,7 @@ static void owner_note(relock_lock *l, const char *value, int held)
         relock__err_copy(&c->err, &saved);
         return;
     }
-    char info[sizeof((relock_inspect_info *)0)->owner];
+    char info[512]; /* host, pid, time and RELOCK_OWNER_MAX bytes of text */
     if (held) {
         char host[65] = "?", started[32] = "?";
         if (gethostname(host, sizeof host - 1) != 0)
@@ -212,7 +214,7 @@ static void owner_note(relock_lock *l, const char *value, int held)
     /* The record lives as long as the lock key, lock delay included
      * (modern mode only), so that inspect names who keeps a lock during
      * its delay. */
-    long ms = l->ttl_ms + c->s.lock_delay_ms;
+    long long ms = l->ttl_ms + c->s.lock_delay_ms;
     /* Only while the lock is ours: a handle whose lock passed to another
      * holder (a paused process, a release that raced a new holder) must
      * not overwrite or delete that holder's record.  Atomically where the
@@ -220,7 +222,7 @@ static void owner_note(relock_lock *l, const char *value, int held)
     if (c->conn.caps & RELOCK_CAP_EVAL) {
         char f[24], px[24];
         snprintf(f, sizeof f, "%lld", check_fence(l) ? l->fence : 0LL);
-        snprintf(px, sizeof px, "%ld", ms);
+        snprintf(px, sizeof px, "%lld", ms);
         const char *args[] = {l->key, l->fence_key, key, value, f, held ? info : "", px};
         redisReply *r = relock__eval(c, NULL, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args);
         if (r)

@@ -222,11 +222,6 @@ int relock__token(char out[33]);
 uint64_t relock__rand64(uint64_t *state);
 void relock__sha1_hex(const char *data, size_t len, char out[41]);
 
-/* Backoff before the next attempt: exponential from min to max with
- * jitter in [d/2, d], but no later than just after the holder's known end
- * (hint_ms >= 0). */
-long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd);
-
 /* ------------------------------------------------------------------ connections */
 
 typedef struct relock__conn {

@@ -1,4 +1,5 @@
-/* Clocks, sleeping, randomness and lock tokens. */
+/* Clocks, sleeping, randomness and lock tokens (the backoff's arithmetic
+ * is the wait planner's, src/engine/waitplan.c). */
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
@@ -75,23 +76,4 @@ uint64_t relock__rand64(uint64_t *state)
     x ^= x >> 27;
     *state = x;
     return x * 0x2545f4914f6cdd1dull;
-}
-
-long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd)
-{
-    long d = min_ms;
-    for (unsigned i = 0; i < attempt && d < max_ms; i++)
-        d *= 2;
-    if (d > max_ms)
-        d = max_ms;
-    /* Jitter in [d/2, d] keeps waiters from moving in lockstep. */
-    long half = d / 2;
-    if (d - half > 0)
-        d = half + (long)(rnd % (uint64_t)(d - half + 1));
-    if (d < 1)
-        d = 1;
-    /* Wake just after the holder's known end rather than a backoff later. */
-    if (hint_ms >= 0 && hint_ms + 1 < d)
-        d = hint_ms + 1;
-    return d;
 }

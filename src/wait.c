@@ -1,8 +1,11 @@
 /*
  * Waiting for a lock (DESIGN §5): repeat the algorithm's single attempt,
- * sleeping in between until the first of: a release notification, just
- * after the holder's known end (PTTL or timestamp), or a jittered, growing
- * backoff; never past the caller's bound.
+ * and between attempts do what the wait planner (src/engine/waitplan.c)
+ * says: subscribe to release notices and look again at once, sleep until
+ * the first of a release notification, just after the holder's known end
+ * (PTTL or timestamp), the start of a legacy holder's expiry window, or a
+ * jittered, growing backoff (never past the caller's bound), or give up.
+ * This file carries out those decisions: the subscription and the sleep.
  *
  * Notifications come by pub/sub on a second connection, opened only while
  * waiting (a subscribed connection can send nothing else).  They only wake
@@ -13,9 +16,8 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "engine/waitplan.h"
 #include "internal.h"
-
-#define LEGACY_POLL_MS(c) (2 * (c)->s.wait.backoff_min_ms)
 
 static void unsubscribe(relock_client *c)
 {
@@ -107,6 +109,15 @@ static void wait_for_release(relock_client *c, long ms)
     }
 }
 
+/* Milliseconds left until the monotonic deadline (0: none). */
+static long left_ms(uint64_t deadline)
+{
+    if (!deadline)
+        return 0;
+    uint64_t now = relock__mono_ms();
+    return now >= deadline ? 0 : (long)(deadline - now);
+}
+
 relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
 {
     relock_client *c = l->c;
@@ -133,43 +144,39 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
             break;
-        if (wait_ms == 0) {
+        relock__wait_in in = {
+            .attempt = attempt,
+            .holder_ms = hint,
+            .silent_holder = l->legacy_holder,
+            .notify = c->s.wait.notify,
+            .subscribed = c->sub != NULL,
+            .bound_ms = wait_ms,
+            .left_ms = left_ms(deadline),
+            .backoff_min_ms = c->s.wait.backoff_min_ms,
+            .backoff_max_ms = c->s.wait.backoff_max_ms,
+            .skew_margin_ms = c->s.legacy.skew_margin_ms,
+            .rnd = relock__rand64(&c->rng),
+        };
+        relock__wait_plan p = relock__wait_plan_next(&in);
+        if (p.act == RELOCK__WAIT_SUBSCRIBE) {
+            subscribe(l);
+            in.after_subscribe = 1;
+            in.subscribed = c->sub != NULL;
+            in.left_ms = left_ms(deadline);
+            p = relock__wait_plan_next(&in);
+        }
+        if (p.act == RELOCK__WAIT_BUSY) {
             st = RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
             break;
         }
-        /* No new step once the bound has passed: an acquire returns within
-         * its wait bound plus the attempt (and, once, the subscription)
-         * under way when the bound passed (docs/api.md). */
-        if (deadline && relock__mono_ms() >= deadline) {
+        if (p.act == RELOCK__WAIT_TIMEOUT) {
             st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
                               l->name, wait_ms);
             break;
         }
-        if (!c->sub && attempt == 0 && c->s.wait.notify) {
-            /* Subscribe, then look again at once: a release between our
-             * attempt and the subscription would otherwise go unheard. */
-            subscribe(l);
-            if (c->sub && !(deadline && relock__mono_ms() >= deadline))
-                continue;
-        }
-        long delay = relock__backoff(c->s.wait.backoff_min_ms, c->s.wait.backoff_max_ms,
-                                     attempt < 30 ? attempt : 30, hint, relock__rand64(&c->rng));
-        /* Legacy holders release by DEL without a word and legacy waiters
-         * retry every few ms: poll about as often, or lose every race to
-         * them (DESIGN §5; fairness, not safety). */
-        if (l->legacy_holder && delay > LEGACY_POLL_MS(c))
-            delay = LEGACY_POLL_MS(c);
-        uint64_t now = relock__mono_ms();
-        if (deadline) {
-            if (now >= deadline) {
-                st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
-                                  l->name, wait_ms);
-                break;
-            }
-            if (now + (uint64_t)delay > deadline)
-                delay = (long)(deadline - now);
-        }
-        wait_for_release(c, delay);
+        if (p.act == RELOCK__WAIT_SLEEP)
+            wait_for_release(c, p.sleep_ms);
+        /* RELOCK__WAIT_RETRY: look again at once. */
     }
     unsubscribe(c);
     return st;

@@ -6,6 +6,7 @@
  *   bench_latency.c handoff and takeover latencies: a holder and a waiter process
  *   bench_native.c  native compare-and-set against Lua, through one proxy
  *   bench_cluster.c Redis Cluster with the slot map against a redirect per switch
+ *   bench_waitload.c commands per second of a blocked waiter, per mode
  *   bench_report.c  the table and the JSON, targets applied
  *   bench_util.c    clocks, CPU pinning, /proc figures, small helpers
  */
@@ -62,6 +63,7 @@ typedef struct bench_opts {
     const char *phase; /* internal: run one placement */
     int server_cpu;    /* internal: with --phase */
     int mem_port;      /* internal: the memory figure, in a fresh process */
+    const char *only;  /* --only wait: the waiting-load figures alone */
 } bench_opts;
 
 extern bench_opts opt;
@@ -109,6 +111,13 @@ void bench_native(int upstream, const char *client_cpus);
 /* bench_cluster.c: acquire and release cycles over names spread on a
  * cluster of three masters it starts, with the slot map and without. */
 void bench_cluster(const char *client_cpus);
+
+/* bench_waitload.c: the commands per second a blocked waiter sends in
+ * each mode, against a classic legacy client's (a waiter process forked
+ * per figure). */
+void bench_waitload(int port);
+/* The time the waiting-load figures take at most, for the phase's limit. */
+#define WAITLOAD_LIMIT_MS 30000
 
 /* One placement as the top process sees it. */
 typedef struct bench_phase {

@@ -1329,13 +1329,16 @@ int bench_run_phase(void)
             rc = 1;
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && opt.only) {
+        bench_waitload(srv.port);
+    } else if (rc == 0) {
         quorum_setup(&b, srv.pid, extra, nextra);
         if (uncontended(&b) != 0)
             rc = 1;
         contended(&b);
         memory(self, srv.port);
         bench_latency(srv.port);
+        bench_waitload(srv.port);
         bench_network(b.qport, b.nq, client_cpus);
         bench_native(srv.port, client_cpus);
         bench_cluster(client_cpus);

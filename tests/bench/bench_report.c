@@ -273,10 +273,80 @@ static void latency_row(bench_table *t, const bu_kv *kv, const char *figure, con
         add_detail(r, "the key's end estimated on the client (no PEXPIRETIME)");
 }
 
+/* The waiting load (bench_waitload.c): commands/s of a blocked waiter per
+ * mode against the classic waiter's in the same rounds.  Information
+ * only. */
+static void waitload_rows(bench_table *t, const bu_kv *kv)
+{
+    static const char *const keys[] = {"classic", "legacy", "bridge", "modern"};
+    static const char *const figs[] = {
+        "waiting: classic SETNX + GET loop (reference)", "waiting: relock legacy (s), cmds/s",
+        "waiting: relock bridge, cmds/s", "waiting: relock modern, cmds/s"};
+    static const char *const what[] = {
+        "SETNX, GET, sleep 1-5 ms, behind a timestamp 300 s away",
+        "default wait settings, behind a relock legacy holder (timestamp 300 s away, no TTL)",
+        "default wait settings, behind a bridge holder (300 s lease)",
+        "default wait settings, fenced, behind a modern holder (300 s lease)"};
+    double base = bu_kv_num(kv, "wait_classic");
+    for (int i = 0; i < 4; i++) {
+        char key[48];
+        snprintf(key, sizeof key, "wait_%s", keys[i]);
+        bench_row *r = add_row(t, figs[i]);
+        r->unit = "commands/s";
+        r->v = bu_kv_num(kv, key);
+        if (isnan(r->v))
+            snprintf(r->value, sizeof r->value, "not measured");
+        else
+            snprintf(r->value, sizeof r->value, "%.1f/s", r->v);
+        if (isnan(r->v))
+            snprintf(r->result, sizeof r->result, "FAIL");
+        if (i > 0) {
+            r->base = base;
+            if (!isnan(base))
+                snprintf(r->baseline, sizeof r->baseline, "classic %.1f/s", base);
+            snprintf(key, sizeof key, "wait_%s_pratio", keys[i]);
+            r->r = bu_kv_num(kv, key);
+            if (!isnan(r->r))
+                snprintf(r->ratio, sizeof r->ratio, "%.3f", r->r);
+        }
+        snprintf(key, sizeof key, "wait_%s_samples", keys[i]);
+        const char *s = bu_kv_get(kv, key);
+        snprintf(r->detail, sizeof r->detail, "%s; rounds %s/s", what[i], s ? s : "?");
+        snprintf(key, sizeof key, "wait_%s_cmds", keys[i]);
+        s = bu_kv_get(kv, key);
+        if (s)
+            add_detail(r, "by command: %s", s);
+    }
+}
+
+/* The phase's errors, and a phase that did not finish. */
+static void error_rows(const bench_phase *ph, bench_table *t)
+{
+    const bu_kv *kv = &ph->kv;
+    bench_row *r;
+    for (int i = 0; i < kv->n; i++)
+        if (strncmp(kv->key[i], "error", 5) == 0) {
+            r = add_row(t, "error");
+            snprintf(r->value, sizeof r->value, "see detail");
+            snprintf(r->result, sizeof r->result, "FAIL");
+            snprintf(r->detail, sizeof r->detail, "%s", kv->val[i]);
+        }
+    if (ph->status != 0) {
+        r = add_row(t, "phase");
+        snprintf(r->value, sizeof r->value, "did not finish");
+        snprintf(r->result, sizeof r->result, "FAIL");
+    }
+}
+
 void bench_build_table(const bench_phase *ph, bench_table *t)
 {
     const bu_kv *kv = &ph->kv;
     t->n = 0;
+    if (opt.only) {
+        waitload_rows(t, kv);
+        error_rows(ph, t);
+        return;
+    }
     bench_row *r = add_row(t, "PING round trip");
     r->v = bu_kv_num(kv, "ping_us");
     r->unit = "us";
@@ -476,19 +546,8 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
     latency_row(t, kv, "takeover after expiry, legacy (ms)", "takeover_legacy",
                 "legacy.clock_unit = ms, the holder's timestamp T (now + 50 + 1 ms) is never "
                 "released; from T to the waiter's relock_acquire() returning");
-
-    for (int i = 0; i < kv->n; i++)
-        if (strncmp(kv->key[i], "error", 5) == 0) {
-            r = add_row(t, "error");
-            snprintf(r->value, sizeof r->value, "see detail");
-            snprintf(r->result, sizeof r->result, "FAIL");
-            snprintf(r->detail, sizeof r->detail, "%s", kv->val[i]);
-        }
-    if (ph->status != 0) {
-        r = add_row(t, "phase");
-        snprintf(r->value, sizeof r->value, "did not finish");
-        snprintf(r->result, sizeof r->result, "FAIL");
-    }
+    waitload_rows(t, kv);
+    error_rows(ph, t);
 }
 
 int bench_table_failed(const bench_table *t)

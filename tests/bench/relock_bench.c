@@ -43,7 +43,7 @@
 #include "relock.h"
 #include "testutil.h"
 
-bench_opts opt = {0, 1000, 3, NULL, -1, 0};
+bench_opts opt = {0, 1000, 3, NULL, -1, 0, NULL};
 
 /* The phase running now: told to stop (and so to stop its server and
  * workers by PID) if we are interrupted. */
@@ -87,7 +87,11 @@ static void run_placement(const char *self, bench_phase *ph)
         close(p[0]);
         close(p[1]);
         const char *argv[] = {"taskset", "-c", cpu, self, "--phase", ph->name, "--server-cpu",
-                              scpu, "--sample-ms", ms, "--reps", reps, NULL};
+                              scpu, "--sample-ms", ms, "--reps", reps, NULL, NULL, NULL};
+        if (opt.only) {
+            argv[12] = "--only";
+            argv[13] = opt.only;
+        }
         execvp(argv[0], (char *const *)argv);
         printf("error1 cannot run taskset (util-linux): %s\n", strerror(errno));
         fflush(stdout);
@@ -98,7 +102,7 @@ static void run_placement(const char *self, bench_phase *ph)
     /* The time a phase may take: its samples, the latency figures' fixed
      * bounds, and room for set-up. */
     uint64_t limit_ms = 60000u + 3u * HANDOFF_LIMIT_MS + 2u * TAKEOVER_LIMIT_MS +
-                        (uint64_t)NET_NRTTS * NET_LIMIT_MS +
+                        (uint64_t)NET_NRTTS * NET_LIMIT_MS + WAITLOAD_LIMIT_MS +
                         (uint64_t)opt.reps * (uint64_t)opt.sample_ms * 20u;
     uint64_t deadline = t0 + limit_ms * 1000000u;
     size_t cap = 1 << 16, used = 0;
@@ -262,10 +266,11 @@ static int run_all(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: relock-bench [--json] [--sample-ms MS] [--reps N]\n"
+    fprintf(f, "usage: relock-bench [--json] [--sample-ms MS] [--reps N] [--only wait]\n"
                "  --json         print the figures as JSON instead of a table\n"
                "  --sample-ms MS length of one throughput or contention sample (default 1000)\n"
                "  --reps N       samples per such figure, median taken (default 3, at most %d)\n"
+               "  --only wait    only the waiting-load figures (commands/s of a blocked waiter)\n"
                "  (the handoff and takeover figures take up to 200 samples in fixed time)\n",
             MAX_REPS);
 }
@@ -306,6 +311,8 @@ int main(int argc, char **argv)
                    parse_long(argv[i + 1], 1, 65535, &v) == 0) {
             opt.mem_port = (int)v;
             i++;
+        } else if (strcmp(a, "--only") == 0 && i + 1 < argc && strcmp(argv[i + 1], "wait") == 0) {
+            opt.only = argv[++i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;

@@ -5,6 +5,7 @@
 
 #include <cmocka.h>
 
+#include "engine/waitplan.h"
 #include "internal.h"
 
 static void test_grows_and_caps(void **state)

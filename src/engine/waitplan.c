@@ -1,0 +1,71 @@
+/* The wait planner: see waitplan.h.  Pure; reads nothing but its inputs. */
+#include "engine/waitplan.h"
+
+long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd)
+{
+    long d = min_ms;
+    for (unsigned i = 0; i < attempt && d < max_ms; i++)
+        d *= 2;
+    if (d > max_ms)
+        d = max_ms;
+    /* Jitter in [d/2, d] keeps waiters from moving in lockstep. */
+    long half = d / 2;
+    if (d - half > 0)
+        d = half + (long)(rnd % (uint64_t)(d - half + 1));
+    if (d < 1)
+        d = 1;
+    /* Wake just after the holder's known end rather than a backoff later. */
+    if (hint_ms >= 0 && hint_ms + 1 < d)
+        d = hint_ms + 1;
+    return d;
+}
+
+long relock__legacy_poll_ms(long backoff_min_ms)
+{
+    return 2 * backoff_min_ms;
+}
+
+/* How long to sleep before the next attempt (>= 1 ms, not yet clamped to
+ * the bound); *window set when polling a silent holder near its end. */
+static long delay_of(const relock__wait_in *in, int *window)
+{
+    unsigned a = in->attempt < RELOCK__BACKOFF_ATTEMPTS_MAX ? in->attempt
+                                                            : RELOCK__BACKOFF_ATTEMPTS_MAX;
+    long d = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, a, in->holder_ms, in->rnd);
+    *window = 0;
+    if (!in->silent_holder)
+        return d;
+    long poll = relock__legacy_poll_ms(in->backoff_min_ms);
+    /* Legacy holders release by DEL without a word and legacy waiters
+     * retry every few ms: poll about as often, or lose every race to
+     * them (DESIGN §5; fairness, not safety). */
+    *window = 1;
+    return d < poll ? d : poll;
+}
+
+relock__wait_plan relock__wait_plan_next(const relock__wait_in *in)
+{
+    relock__wait_plan p = {RELOCK__WAIT_SLEEP, 0, 0};
+    if (in->bound_ms == 0) {
+        p.act = RELOCK__WAIT_BUSY;
+        return p;
+    }
+    /* No new step once the bound has passed (docs/decisions.md, entry 83). */
+    int bounded = in->bound_ms > 0;
+    if (bounded && in->left_ms <= 0) {
+        p.act = RELOCK__WAIT_TIMEOUT;
+        return p;
+    }
+    if (!in->after_subscribe && in->attempt == 0 && in->notify && !in->subscribed) {
+        p.act = RELOCK__WAIT_SUBSCRIBE;
+        return p;
+    }
+    if (in->after_subscribe && in->subscribed) {
+        p.act = RELOCK__WAIT_RETRY;
+        return p;
+    }
+    p.sleep_ms = delay_of(in, &p.window);
+    if (bounded && p.sleep_ms > in->left_ms)
+        p.sleep_ms = in->left_ms;
+    return p;
+}

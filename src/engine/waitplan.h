@@ -1,0 +1,88 @@
+/*
+ * The wait planner (DESIGN §5): after an attempt found the lock held, what
+ * the waiter does next.  Pure: no I/O, no clock, no randomness (the
+ * jitter's random bits come in), so the blocking driver, the asynchronous
+ * driver and the simulator take the same decisions from the same inputs.
+ *
+ * The waiter sleeps until the first of a release notice, the holder's
+ * known end, or a bounded, jittered, growing backoff; never past the
+ * caller's bound.  A holder that never announces its release (a legacy
+ * value without TTL: classic clients release by a silent DEL, and their
+ * waiters poll every few ms) is polled about as often.
+ */
+#ifndef RELOCK_ENGINE_WAITPLAN_H
+#define RELOCK_ENGINE_WAITPLAN_H
+
+#include <stdint.h>
+
+/* Attempts beyond this count back off no further (the doubling is capped
+ * long before: 2 << 30 ms exceeds any backoff_max_ms). */
+#define RELOCK__BACKOFF_ATTEMPTS_MAX 30u
+
+typedef enum relock__wait_act {
+    /* A single try (wait bound 0): the lock is held, give up with BUSY. */
+    RELOCK__WAIT_BUSY = 0,
+    /* The wait bound has passed: give up with TIMEOUT. */
+    RELOCK__WAIT_TIMEOUT,
+    /* Subscribe to the lock's release notices, then plan again with
+     * after_subscribe set (the subscription may have failed). */
+    RELOCK__WAIT_SUBSCRIBE,
+    /* Attempt again at once: a release between the last attempt and the
+     * subscription would otherwise go unheard. */
+    RELOCK__WAIT_RETRY,
+    /* Sleep sleep_ms (waking early on a release notice), then attempt
+     * again. */
+    RELOCK__WAIT_SLEEP
+} relock__wait_act;
+
+typedef struct relock__wait_in {
+    /* Busy attempts before the one that just failed (0: it was the first). */
+    unsigned attempt;
+    /* The holder's remaining time in ms as the last attempt learned it
+     * (from PTTL, or the timestamp by the fleet's clock with the skew
+     * margin: when this waiter may take over), or -1 when unknown.  0:
+     * look again soon (released or taken over meanwhile). */
+    long holder_ms;
+    /* The holder never announces its release: a legacy value without TTL
+     * (in legacy mode every holder, since it cannot tell). */
+    int silent_holder;
+    /* wait.notify: release notices are wanted. */
+    int notify;
+    /* A subscription for release notices is live. */
+    int subscribed;
+    /* This plan follows a RELOCK__WAIT_SUBSCRIBE for the same attempt. */
+    int after_subscribe;
+    /* The caller's wait bound in ms: 0 a single try, < 0 none. */
+    long bound_ms;
+    /* With a bound: ms left until it passes (<= 0: passed). */
+    long left_ms;
+    /* wait.backoff_min_ms and wait.backoff_max_ms (1 <= min <= max). */
+    long backoff_min_ms;
+    long backoff_max_ms;
+    /* legacy.skew_margin_ms (>= 0): how far the fleet's clocks may differ
+     * from the waiter's, so how early a classic client may find the
+     * holder expired. */
+    long skew_margin_ms;
+    /* Random bits for the jitter. */
+    uint64_t rnd;
+} relock__wait_in;
+
+typedef struct relock__wait_plan {
+    relock__wait_act act;
+    long sleep_ms; /* RELOCK__WAIT_SLEEP: how long, >= 1 */
+    int window;    /* RELOCK__WAIT_SLEEP: 1 when polling a silent holder at the legacy rate */
+} relock__wait_plan;
+
+/* The next step of a waiter whose attempt found the lock held. */
+relock__wait_plan relock__wait_plan_next(const relock__wait_in *in);
+
+/* Backoff before the next attempt: exponential from min to max with
+ * jitter in [d/2, d], but no later than just after the holder's known end
+ * (hint_ms >= 0).  At least 1 ms. */
+long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd);
+
+/* The poll interval near a silent holder's expiry: about as often as
+ * classic clients look (DESIGN §5). */
+long relock__legacy_poll_ms(long backoff_min_ms);
+
+#endif

@@ -328,6 +328,9 @@ struct relock_lock {
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
+    /* A lock of an asynchronous client (async.c): its operation in flight
+     * and its renewal; NULL for the blocking API's locks. */
+    struct relock__alock *al;
     /* The connection the last attempt or extend wrote on (durable.c). */
     struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
@@ -341,6 +344,13 @@ struct relock_lock {
 /* Stops background renewal of l if any (renew.c); RELOCK_LOST if the
  * lock was lost meanwhile. */
 relock_status relock__keep_end(relock_lock *l);
+/* relock_lock_free() of an asynchronous client's lock (async.c): stops its
+ * renewal; 1 when an operation on it is in flight, which then frees it when
+ * it ends. */
+int relock__async_lock_free(relock_lock *l);
+/* A new lock handle for NAME (checked as relock_acquire() checks it). */
+relock_status relock__lock_new(relock_client *c, const char *name, long ttl_ms,
+                               relock_lock **out);
 /* The validity of a kept lock, from the renewal thread's view. */
 uint64_t relock__keep_valid_until(const relock_lock *l);
 

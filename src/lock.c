@@ -57,6 +57,11 @@ static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, r
     return RELOCK_OK;
 }
 
+relock_status relock__lock_new(relock_client *c, const char *name, long ttl_ms, relock_lock **out)
+{
+    return new_lock(c, name, ttl_ms, out);
+}
+
 /* A key of another type than string: say which (one TYPE, on this error
  * path only). */
 static relock_status foreign(relock_lock *l, relock_status st)
@@ -271,6 +276,8 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
 void relock_lock_free(relock_lock *l)
 {
     if (!l)
+        return;
+    if (l->al && relock__async_lock_free(l))
         return;
     if (l->keeper)
         relock__keep_end(l);

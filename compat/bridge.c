@@ -1,35 +1,8 @@
 /*
- * The migration shim's bookkeeping.  Bridge mode's lock algorithm is the
- * timestamp algorithm of legacy.c with a TTL on every value (see there);
- * what lives here is how upgraded clients tell operators that legacy
- * writers are still about: a marker key holding the time (ms since the
- * epoch) a value only a legacy client can have written was last met, which
- * `relock scan` reads.  A snapshot of the keys cannot prove that the last
- * legacy client is gone; a long enough silence in this marker can.
+ * Bridge mode, the migration shim.  Its lock algorithm is the timestamp
+ * algorithm of legacy.c with a TTL on every value (see there).  The marker
+ * of legacy writers that `relock scan` reads, which bridge and modern
+ * clients write alike, lives in src/marker.c: src/ never calls into
+ * compat/.
  */
-#include <stdio.h>
-
 #include "internal.h"
-
-/* Writing on every meeting would add a round trip to every contended
- * attempt; once a second is plenty for a window measured in days. */
-#define NOTE_INTERVAL_MS 1000
-
-void relock__note_legacy_writer(relock_client *c)
-{
-    uint64_t now = relock__mono_ms();
-    if (c->legacy_noted_at && now - c->legacy_noted_at < NOTE_INTERVAL_MS)
-        return;
-    c->legacy_noted_at = now;
-    char key[RELOCK__KEY_MAX];
-    if (relock__marker_key(c->s.key_prefix, key, sizeof key) != 0)
-        return;
-    relock__err saved = c->err;
-    redisReply *r = relock__commandf(c, NULL, "SET %s %lld", key, relock__wall_ms());
-    if (r)
-        freeReplyObject(r);
-    /* The marker informs, it never decides: its failure is not the call's. */
-    c->err = saved;
-    c->err.pub.message = c->err.msg;
-    c->err.pub.server = c->err.server;
-}

@@ -31,29 +31,16 @@
  * The counter only ever goes up.  On 2.0 the fence also counts failed
  * attempts, so there a second counter, of breaks alone, is incremented as
  * well, and holders compare that one (compat/legacy.c).
+ *
+ * The delete is a step machine (break.h, src/engine/): relock_break_fenced()
+ * checks the arguments, connects, and runs it with the blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "break.h"
 #include "internal.h"
-
-/* A WATCH beaten by another client is retried this often. */
-#define WATCH_TRIES 5
-/* The longest value accepted for comparison: far above any lock value,
- * small enough for a one-line message. */
-#define IF_VALUE_MAX 1024
-
-typedef struct brk {
-    relock_client *c;
-    const char *name;
-    const char *if_value;
-    long long if_fence; /* 0: not compared */
-    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
-    char fence_key[RELOCK__KEY_MAX];
-    char breaks_key[RELOCK__KEY_MAX]; /* counted on servers without WATCH */
-    char chan[RELOCK__KEY_MAX]; /* "" when wait.notify is off */
-} brk;
 
 /* The lock name's rules (relock__check_name), and break's own. */
 static relock_status check_args(relock_client *c, const char *name, const char *if_value)
@@ -61,319 +48,369 @@ static relock_status check_args(relock_client *c, const char *name, const char *
     relock_status st = relock__check_name(c, name);
     if (st != RELOCK_OK)
         return st;
-    if (if_value && (!*if_value || strlen(if_value) > IF_VALUE_MAX))
+    if (if_value && (!*if_value || strlen(if_value) > RELOCK__BREAK_VALUE_MAX))
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "break %s: the value is empty or longer "
-                            "than %d bytes", name, IF_VALUE_MAX);
+                            "than %d bytes", name, RELOCK__BREAK_VALUE_MAX);
     return RELOCK_OK;
 }
 
-static relock_status ambiguous(brk *b)
+/* ------------------------------------------------------------------ the machine */
+
+enum break_pc {
+    B_START = 0,
+    B_SCRIPT,  /* the compare-and-delete script sent */
+    B_GET,     /* 2.0: the first GET sent */
+    B_WATCH,   /* WATCH key and fence counter sent (in the transaction) */
+    B_WGET,    /* GET of the key sent */
+    B_WFENCE,  /* GET of the fence counter sent */
+    B_UNWATCH, /* nothing to delete: UNWATCH sent, ending the transaction */
+    T_MULTI,   /* MULTI sent */
+    T_QUEUED,  /* a command of the transaction queued */
+    T_EXEC,    /* EXEC sent, ending the transaction */
+    N_OWNER,   /* deleted: the owner metadata's DEL sent */
+    N_PUBLISH, /* deleted: the release notice sent */
+    P_RESTORE  /* 2.0: SETNX of the value deleted by mistake sent */
+};
+
+void relock__break_init(relock__break_m *m, const char *if_value, long long if_fence,
+                        const char *breaks_key, const char *chan, const char *okey)
 {
-    relock__err_clear(&b->c->err); /* the I/O error is the lesser news */
-    return RELOCK__FAIL(&b->c->err, RELOCK_EAMBIGUOUS,
-                        "break %s: connection lost after the request was sent; whether the "
-                        "key was deleted is unknown",
-                        b->name);
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->if_value = if_value;
+    m->if_fence = if_fence;
+    m->breaks_key = breaks_key;
+    m->chan = chan;
+    m->okey = okey;
 }
 
-static relock_status absent(brk *b)
+void relock__break_free(relock__break_m *m)
 {
-    return RELOCK__FAIL(&b->c->err, RELOCK_LOST, "break %s: nothing to delete: the key is absent",
-                        b->name);
+    free(m->got);
+    m->got = NULL;
 }
 
-static relock_status mismatch(brk *b)
+static relock__step finish(relock__break_m *m, relock_status st)
 {
-    return RELOCK__FAIL(&b->c->err, RELOCK_BUSY,
-                        "break %s: nothing deleted: the key holds another value", b->name);
+    relock__break_free(m);
+    return relock__done(&m->h, st);
 }
 
-static relock_status fence_moved(brk *b)
+static relock__step ambiguous(relock__break_m *m, relock_lock *l)
 {
-    return RELOCK__FAIL(&b->c->err, RELOCK_BUSY,
-                        "break %s: nothing deleted: the key holds that value, but fence %lld "
-                        "is no longer current (another holder acquired since)",
-                        b->name, b->if_fence);
+    relock__err_clear(&l->c->err); /* the I/O error is the lesser news */
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_EAMBIGUOUS,
+                                  "break %s: connection lost after the request was sent; "
+                                  "whether the key was deleted is unknown",
+                                  l->name));
 }
 
-/* Sends one command that must answer with a status (+OK, +QUEUED).  On
- * anything else the connection is dropped, which discards a transaction
- * and any WATCH with it. */
-static int status_cmd(relock_client *c, const char *what, const char *fmt, ...)
+static relock__step absent(relock__break_m *m, relock_lock *l)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = relock__vcommandf(c, NULL, fmt, ap);
-    va_end(ap);
-    if (!r)
-        return -1;
-    int ok = r->type == REDIS_REPLY_STATUS;
-    if (!ok) {
-        RELOCK__BAD_REPLY(c, what, r);
-        relock__conn_close(&c->conn);
-    }
-    freeReplyObject(r);
-    return ok ? 0 : -1;
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_LOST,
+                                  "break %s: nothing to delete: the key is absent", l->name));
 }
 
-/* GET key into *found (malloc'd; NULL when absent).  -1 on error. */
-static int get_value(brk *b, char **found)
+static relock__step mismatch(relock__break_m *m, relock_lock *l)
 {
-    *found = NULL;
-    redisReply *r = relock__commandf(b->c, NULL, "GET %s", b->key);
-    if (!r)
-        return -1;
-    int rc = 0;
-    if (r->type == REDIS_REPLY_STRING) {
-        *found = malloc(r->len + 1);
-        if (*found) {
-            memcpy(*found, r->str, r->len);
-            (*found)[r->len] = '\0';
-        } else {
-            RELOCK__FAIL(&b->c->err, RELOCK_ENOMEM, "break %s: out of memory", b->name);
-            rc = -1;
-        }
-    } else if (r->type != REDIS_REPLY_NIL) {
-        RELOCK__BAD_REPLY(b->c, "GET", r); /* WRONGTYPE: not a lock */
-        rc = -1;
-    }
-    freeReplyObject(r);
-    return rc;
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
+                                  "break %s: nothing deleted: the key holds another value",
+                                  l->name));
 }
 
-/* The outcome of one MULTI ... EXEC. */
-typedef struct tx_result {
-    int beaten;     /* EXEC answered nil: a WATCHed key changed */
-    int deleted;    /* DEL's count */
-    int got_absent; /* with_get: the key was absent */
-    char *got;      /* with_get: the value deleted (malloc'd), else NULL */
-} tx_result;
-
-/* MULTI, [GET key,] DEL key, INCR fence, EXEC; inside the caller's
- * transaction (after its WATCH) or as one of its own. */
-static relock_status tx_delete_in(brk *b, int with_get, tx_result *out);
-
-static relock_status tx_delete(brk *b, int with_get, tx_result *out)
+static relock__step fence_moved(relock__break_m *m, relock_lock *l)
 {
-    relock_client *c = b->c;
-    memset(out, 0, sizeof *out);
-    if (c->conn.in_txn)
-        return tx_delete_in(b, with_get, out);
-    relock_status st = relock__txn_begin(c);
-    if (st != RELOCK_OK)
-        return st;
-    st = tx_delete_in(b, with_get, out);
-    relock__txn_end(c);
-    return st;
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
+                                  "break %s: nothing deleted: the key holds that value, but "
+                                  "fence %lld is no longer current (another holder acquired "
+                                  "since)",
+                                  l->name, m->if_fence));
 }
 
-static relock_status tx_delete_in(brk *b, int with_get, tx_result *out)
+static relock__step fail(relock__break_m *m, relock_lock *l, const relock__feed *in)
 {
-    relock_client *c = b->c;
-    if (status_cmd(c, "MULTI", "MULTI") != 0 ||
-        (with_get && status_cmd(c, "GET", "GET %s", b->key) != 0) ||
-        status_cmd(c, "DEL", "DEL %s", b->key) != 0 ||
-        status_cmd(c, "INCR", "INCR %s", b->fence_key) != 0 ||
-        (!(c->conn.caps & RELOCK_CAP_WATCH) &&
-         status_cmd(c, "INCR", "INCR %s", b->breaks_key) != 0)) {
-        relock__conn_close(&c->conn);
-        return c->err.pub.status;
-    }
-    int sent = 0;
-    redisReply *r = relock__commandf(c, &sent, "EXEC");
-    if (!r)
-        return sent ? ambiguous(b) : c->err.pub.status;
-    relock_status st = RELOCK_OK;
-    size_t di = with_get ? 1 : 0;
-    if (r->type == REDIS_REPLY_NIL) {
-        out->beaten = 1;
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements <= di ||
-               r->element[di]->type != REDIS_REPLY_INTEGER) {
-        st = RELOCK__BAD_REPLY(c, "EXEC", r);
-    } else {
-        out->deleted = r->element[di]->integer > 0;
-        if (with_get) {
-            const redisReply *g = r->element[0];
-            if (g->type == REDIS_REPLY_STRING) {
-                out->got = malloc(g->len + 1);
-                if (out->got) {
-                    memcpy(out->got, g->str, g->len);
-                    out->got[g->len] = '\0';
-                }
-            } else if (g->type == REDIS_REPLY_NIL) {
-                out->got_absent = 1;
-            }
-        }
-    }
-    freeReplyObject(r);
-    return st;
+    return finish(m, relock__fault_fail(l->c, in));
+}
+
+static relock__step send1(relock__break_m *m, relock__batch *out, int pc, int in_txn, int argc,
+                          const char *const *argv)
+{
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    out->in_txn = in_txn;
+    m->h.pc = pc;
+    return relock__send(&m->h, out);
 }
 
 /* Announces a delete to waiters, and drops the broken holder's owner
- * metadata (owner_info); best effort (see the top of the file). */
-static relock_status notify(brk *b)
+ * metadata (owner_info); best effort (see the top of the file): every
+ * failure here is forgotten. */
+static relock__step notify(relock__break_m *m, relock_lock *l, relock__batch *out, int from)
 {
-    char okey[RELOCK__KEY_MAX];
-    if (relock__owner_key(b->key, okey, sizeof okey) == 0) {
-        redisReply *r = relock__commandf(b->c, NULL, "DEL %s", okey);
-        if (r)
-            freeReplyObject(r);
-        relock__err_clear(&b->c->err);
+    relock__err_clear(&l->c->err);
+    if (from < N_OWNER && m->okey[0]) {
+        const char *d[] = {"DEL", m->okey};
+        return send1(m, out, N_OWNER, 0, 2, d);
     }
-    if (b->chan[0]) {
-        redisReply *r = relock__commandf(b->c, NULL, "PUBLISH %s 1", b->chan);
-        if (r)
-            freeReplyObject(r);
-        relock__err_clear(&b->c->err);
+    if (from < N_PUBLISH && m->chan[0]) {
+        const char *p[] = {"PUBLISH", m->chan, "1"};
+        return send1(m, out, N_PUBLISH, 0, 3, p);
     }
-    return RELOCK_OK;
+    return finish(m, RELOCK_OK);
 }
 
-static relock_status break_eval(brk *b);
-
-static relock_status break_any(brk *b)
+static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batch *out)
 {
-    if (b->c->conn.caps & RELOCK_CAP_EVAL)
-        return break_eval(b); /* if_value NULL: whatever the key holds */
-    /* Before 2.6 the counters move even when the key was absent: still
-     * never back. */
-    tx_result t;
-    relock_status st = tx_delete(b, 0, &t);
-    if (st != RELOCK_OK)
-        return st;
-    return t.deleted ? notify(b) : absent(b);
+    relock__batch_reset(out);
+    const char *args[] = {l->key, l->fence_key, m->if_value ? m->if_value : "", m->chan,
+                          relock__batch_num(out, m->if_fence)};
+    relock__batch_script(out, l->c, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 5, args, m->by_eval);
+    m->h.pc = B_SCRIPT;
+    return relock__send(&m->h, out);
 }
 
-static relock_status break_eval(brk *b)
+/* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence,
+ * and before 2.2 INCR breaks.  0 when there is none. */
+static int queued(const relock__break_m *m, relock_lock *l, int k, const char **argv,
+                  const char **what)
 {
-    char fence[32];
-    snprintf(fence, sizeof fence, "%lld", b->if_fence);
-    const char *args[] = {b->key, b->fence_key, b->if_value ? b->if_value : "", b->chan, fence};
-    int sent = 0;
-    redisReply *r = relock__eval(b->c, &sent, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 5, args);
-    if (!r)
-        return sent ? ambiguous(b) : b->c->err.pub.status;
-    relock_status st;
-    if (r->type != REDIS_REPLY_INTEGER)
-        st = RELOCK__BAD_REPLY(b->c, "compare-and-delete", r);
-    else if (r->integer >= 1) /* 1 + the waiters told */
-        st = RELOCK_OK;
-    else if (r->integer == 0)
-        st = absent(b);
-    else if (r->integer == -2)
-        st = fence_moved(b);
-    else
-        st = mismatch(b);
-    freeReplyObject(r);
-    return st;
-}
-
-/* One WATCH, GET, MULTI, DEL, EXEC; *beaten when another client changed
- * the key in between. */
-static relock_status watch_once(brk *b, int *beaten)
-{
-    relock_client *c = b->c;
-    *beaten = 0;
-    if (status_cmd(c, "WATCH", "WATCH %s %s", b->key, b->fence_key) != 0)
-        return c->err.pub.status;
-    char *found = NULL;
-    if (get_value(b, &found) != 0) {
-        relock__conn_close(&c->conn);
-        return c->err.pub.status;
+    const char *cmd[4][2];
+    int n = 0;
+    if (m->with_get) {
+        cmd[n][0] = "GET";
+        cmd[n++][1] = l->key;
     }
-    int same = found && strcmp(found, b->if_value) == 0;
-    int was_absent = found == NULL;
-    free(found);
-    int moved = 0;
-    if (same && b->if_fence > 0) {
-        redisReply *r = relock__commandf(c, NULL, "GET %s", b->fence_key);
-        if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
-            if (r)
-                RELOCK__BAD_REPLY(c, "GET", r);
-            freeReplyObject(r);
-            relock__conn_close(&c->conn);
-            return c->err.pub.status;
+    cmd[n][0] = "DEL";
+    cmd[n++][1] = l->key;
+    cmd[n][0] = "INCR";
+    cmd[n++][1] = l->fence_key;
+    if (!(l->c->conn.caps & RELOCK_CAP_WATCH)) {
+        cmd[n][0] = "INCR";
+        cmd[n++][1] = m->breaks_key;
+    }
+    if (k < 0 || k >= n)
+        return 0;
+    argv[0] = cmd[k][0];
+    argv[1] = cmd[k][1];
+    *what = cmd[k][0];
+    return 2;
+}
+
+/* MULTI, [GET key,] DEL key, INCR fence(s), EXEC: inside the WATCH's
+ * transaction, or as one of its own. */
+static relock__step tx_begin(relock__break_m *m, relock__batch *out)
+{
+    m->next = 0;
+    m->deleted = 0;
+    const char *mu[] = {"MULTI"};
+    return send1(m, out, T_MULTI, 1, 1, mu);
+}
+
+static relock__step watch_begin(relock__break_m *m, relock_lock *l, relock__batch *out)
+{
+    m->tries++;
+    m->was_absent = m->moved = 0;
+    const char *w[] = {"WATCH", l->key, l->fence_key};
+    return send1(m, out, B_WATCH, 1, 3, w);
+}
+
+/* The transaction's EXEC answered: the way decides what follows. */
+static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply *r,
+                            relock__batch *out)
+{
+    relock_client *c = l->c;
+    size_t di = m->with_get ? 1 : 0;
+    if (r->type == REDIS_REPLY_NIL) { /* a WATCHed key changed: again */
+        if (m->tries < RELOCK__BREAK_WATCH_TRIES)
+            return watch_begin(m, l, out);
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_BUSY,
+                                      "break %s: nothing deleted: the key kept changing",
+                                      l->name));
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements <= di ||
+        r->element[di]->type != REDIS_REPLY_INTEGER)
+        return finish(m, RELOCK__BAD_REPLY(c, "EXEC", r));
+    m->deleted = r->element[di]->integer > 0;
+    if (m->way != RELOCK__BW_PLAIN)
+        return m->deleted ? notify(m, l, out, 0) : absent(m, l);
+    const redisReply *g = r->element[0];
+    if (g->type == REDIS_REPLY_STRING) {
+        m->got = malloc(g->len + 1);
+        if (m->got) {
+            memcpy(m->got, g->str, g->len);
+            m->got[g->len] = '\0';
         }
-        moved = r->type != REDIS_REPLY_STRING || atoll(r->str) != b->if_fence;
-        freeReplyObject(r);
+    } else if (g->type == REDIS_REPLY_NIL) {
+        m->got_absent = 1;
     }
-    if (!same || moved) {
-        if (status_cmd(c, "UNWATCH", "UNWATCH") != 0)
-            return c->err.pub.status;
-        return was_absent ? absent(b) : moved ? fence_moved(b) : mismatch(b);
-    }
-    tx_result t;
-    relock_status st = tx_delete(b, 0, &t);
-    if (st != RELOCK_OK)
-        return st;
-    *beaten = t.beaten;
-    if (t.beaten)
-        return RELOCK_OK;
-    return t.deleted ? RELOCK_OK : absent(b);
-}
-
-static relock_status break_watch(brk *b)
-{
-    relock_client *c = b->c;
-    for (int attempt = 0; attempt < WATCH_TRIES; attempt++) {
-        int beaten = 0;
-        /* From WATCH to EXEC on one connection, never a new one. */
-        relock_status st = relock__txn_begin(c);
-        if (st != RELOCK_OK)
-            return st;
-        st = watch_once(b, &beaten);
-        relock__txn_end(c);
-        if (st != RELOCK_OK)
-            return st;
-        if (!beaten)
-            return notify(b);
-    }
-    return RELOCK__FAIL(&c->err, RELOCK_BUSY,
-                        "break %s: nothing deleted: the key kept changing", b->name);
-}
-
-/* 2.0: no WATCH, no EVAL (see the top of the file). */
-static relock_status break_plain(brk *b)
-{
-    relock_client *c = b->c;
-    char *found = NULL;
-    if (get_value(b, &found) != 0)
-        return c->err.pub.status;
-    if (!found)
-        return absent(b);
-    int same = strcmp(found, b->if_value) == 0;
-    free(found);
-    if (!same)
-        return mismatch(b);
-    tx_result t;
-    relock_status st = tx_delete(b, 1, &t);
-    if (st != RELOCK_OK)
-        return st;
-    if (t.got && strcmp(t.got, b->if_value) == 0) {
-        free(t.got);
-        return notify(b);
-    }
-    if (t.got_absent) /* gone between the GET and the transaction */
-        return absent(b);
-    if (!t.got)
-        return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                            "break %s: the GET inside the transaction failed; the key was %s",
-                            b->name, t.deleted ? "deleted" : "not deleted");
+    if (m->got && strcmp(m->got, m->if_value) == 0)
+        return notify(m, l, out, 0);
+    if (m->got_absent) /* gone between the GET and the transaction */
+        return absent(m, l);
+    if (!m->got)
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                      "break %s: the GET inside the transaction failed; the key "
+                                      "was %s",
+                                      l->name, m->deleted ? "deleted" : "not deleted"));
     /* Another value arrived in the window and was deleted: put it back,
      * unless someone has taken the free key since. */
-    redisReply *r = relock__commandf(c, NULL, "SETNX %s %s", b->key, t.got);
-    free(t.got);
-    int restored = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    if (r)
-        freeReplyObject(r);
-    relock__err_clear(&c->err);
-    return RELOCK__FAIL(&c->err, RELOCK_BUSY,
-                        "break %s: the key changed just before the delete (Redis 2.0 has no "
-                        "WATCH); %s",
-                        b->name,
-                        restored ? "the new value was put back"
-                                 : "the new value could not be put back: its holder has lost it");
+    const char *s[] = {"SETNX", l->key, m->got};
+    return send1(m, out, P_RESTORE, 0, 3, s);
 }
+
+static relock__step start(relock__break_m *m, relock_lock *l, relock__batch *out)
+{
+    relock_client *c = l->c;
+    if (c->conn.caps & RELOCK_CAP_EVAL) {
+        m->way = RELOCK__BW_SCRIPT; /* without a value: whatever the key holds */
+        return send_script(m, l, out);
+    }
+    if (!m->if_value) {
+        /* Before 2.6 the counters move even when the key was absent:
+         * still never back. */
+        m->way = RELOCK__BW_ANY;
+        return tx_begin(m, out);
+    }
+    if (c->conn.caps & RELOCK_CAP_WATCH) {
+        m->way = RELOCK__BW_WATCH;
+        return watch_begin(m, l, out);
+    }
+    if (m->if_fence > 0)
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                      "break %s: a fence cannot be compared on Redis %s: its "
+                                      "fence counter also counts failed attempts",
+                                      l->name, c->conn.version));
+    m->way = RELOCK__BW_PLAIN;
+    m->with_get = 1;
+    const char *g[] = {"GET", l->key};
+    return send1(m, out, B_GET, 0, 2, g);
+}
+
+relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
+{
+    relock__break_m *m = vm;
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    switch (m->h.pc) {
+    case B_START:
+        return start(m, l, out);
+
+    case B_SCRIPT:
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_script(m, l, out);
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "i", "compare-and-delete")) != RELOCK_OK)
+            return finish(m, st);
+        if (r->integer >= 1) /* 1 + the waiters told, by the script */
+            return finish(m, RELOCK_OK);
+        if (r->integer == 0)
+            return absent(m, l);
+        return r->integer == -2 ? fence_moved(m, l) : mismatch(m, l);
+
+    case B_GET: /* 2.0 (see the top of the file) */
+        if (in->fault)
+            return fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+            return finish(m, st); /* WRONGTYPE: not a lock */
+        if (r->type == REDIS_REPLY_NIL)
+            return absent(m, l);
+        if (strcmp(r->str, m->if_value) != 0)
+            return mismatch(m, l);
+        return tx_begin(m, out);
+
+    case B_WATCH:
+        if (in->fault)
+            return fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+            return finish(m, st);
+        {
+            const char *g[] = {"GET", l->key};
+            return send1(m, out, B_WGET, 1, 2, g);
+        }
+
+    case B_WGET:
+    case B_WFENCE: {
+        if (in->fault)
+            return fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+            return finish(m, st);
+        int same = 1;
+        if (m->h.pc == B_WGET) {
+            m->was_absent = r->type == REDIS_REPLY_NIL;
+            same = !m->was_absent && strcmp(r->str, m->if_value) == 0;
+            if (same && m->if_fence > 0) {
+                const char *g[] = {"GET", l->fence_key};
+                return send1(m, out, B_WFENCE, 1, 2, g);
+            }
+        } else {
+            m->moved = r->type != REDIS_REPLY_STRING || atoll(r->str) != m->if_fence;
+        }
+        if (!same || m->moved) {
+            const char *u[] = {"UNWATCH"};
+            return send1(m, out, B_UNWATCH, 0, 1, u);
+        }
+        return tx_begin(m, out);
+    }
+
+    case B_UNWATCH:
+        if (in->fault)
+            return fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "s", "UNWATCH")) != RELOCK_OK) {
+            m->h.in_txn = 1; /* the connection is dropped */
+            return finish(m, st);
+        }
+        return m->was_absent ? absent(m, l) : m->moved ? fence_moved(m, l) : mismatch(m, l);
+
+    case T_MULTI:
+    case T_QUEUED: {
+        /* Any fault or refusal before EXEC: the transaction is left open
+         * and the driver drops its connection, which discards it. */
+        if (in->fault)
+            return fail(m, l, in);
+        const char *argv[2], *what = "MULTI";
+        if (m->h.pc == T_QUEUED)
+            queued(m, l, m->next - 1, argv, &what);
+        if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
+            return finish(m, st);
+        if (queued(m, l, m->next, argv, &what)) {
+            m->next++;
+            return send1(m, out, T_QUEUED, 1, 2, argv);
+        }
+        const char *e[] = {"EXEC"};
+        return send1(m, out, T_EXEC, 0, 1, e);
+    }
+
+    case T_EXEC:
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
+        return tx_done(m, l, r, out);
+
+    case N_OWNER:
+    case N_PUBLISH:
+        return notify(m, l, out, m->h.pc);
+
+    case P_RESTORE: {
+        int restored = !in->fault && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        relock__err_clear(&c->err);
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_BUSY,
+                                      "break %s: the key changed just before the delete (Redis "
+                                      "2.0 has no WATCH); %s",
+                                      l->name,
+                                      restored ? "the new value was put back"
+                                               : "the new value could not be put back: its "
+                                                 "holder has lost it"));
+    }
+
+    default:
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                      "break %s: internal error (step %d)", l->name, m->h.pc));
+    }
+}
+
+/* ------------------------------------------------------------------ the public calls */
 
 relock_status relock_break(relock_client *c, const char *name, const char *if_value)
 {
@@ -414,39 +451,34 @@ static relock_status break_fenced(relock_client *c, const char *name, const char
                             "break %s: not with several servers; break it on each server "
                             "with its own URL (quorum values always expire with their TTL)",
                             name);
-    brk b;
-    memset(&b, 0, sizeof b);
-    b.c = c;
-    b.name = name;
-    b.if_value = if_value;
-    b.if_fence = if_fence;
-    snprintf(b.key, sizeof b.key, "%s%s", c->s.key_prefix, name);
-    snprintf(key, keylen, "%s", b.key);
-    if (relock__fence_key(b.key, b.fence_key, sizeof b.fence_key) != 0 ||
-        relock__breaks_key(b.key, b.breaks_key, sizeof b.breaks_key) != 0)
+    char lkey[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char fence_key[RELOCK__KEY_MAX], breaks_key[RELOCK__KEY_MAX];
+    char chan[RELOCK__KEY_MAX], okey[RELOCK__KEY_MAX];
+    snprintf(lkey, sizeof lkey, "%s%s", c->s.key_prefix, name);
+    snprintf(key, keylen, "%s", lkey);
+    if (relock__fence_key(lkey, fence_key, sizeof fence_key) != 0 ||
+        relock__breaks_key(lkey, breaks_key, sizeof breaks_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
-    /* The channel of relock__notify_channel(), which reads the key and the
-     * client from a lock handle. */
+    if (relock__owner_key(lkey, okey, sizeof okey) != 0)
+        okey[0] = '\0';
+    /* A handle naming the key, for the machine and for
+     * relock__notify_channel(), which read the key and the client from
+     * one. */
     relock_lock tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.c = c;
     tmp.name = (char *)name;
-    tmp.key = b.key;
-    relock__notify_channel(&tmp, b.chan, sizeof b.chan);
+    tmp.key = lkey;
+    tmp.fence_key = fence_key;
+    relock__notify_channel(&tmp, chan, sizeof chan);
 
+    /* The machine chooses its way by the server's capabilities. */
     st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
-    if (!if_value)
-        return break_any(&b);
-    if (c->conn.caps & RELOCK_CAP_EVAL)
-        return break_eval(&b);
-    if (c->conn.caps & RELOCK_CAP_WATCH)
-        return break_watch(&b);
-    if (if_fence > 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "break %s: a fence cannot be compared on Redis %s: its fence "
-                            "counter also counts failed attempts",
-                            name, c->conn.version);
-    return break_plain(&b);
+    relock__break_m m;
+    relock__break_init(&m, if_value, if_fence, breaks_key, chan, okey);
+    st = relock__drive(&tmp, relock__break_step, &m);
+    relock__break_free(&m);
+    return st;
 }

@@ -15,14 +15,20 @@
  * The fence is incremented with a successful acquisition only: by the
  * acquire script, or without Lua inside the MULTI that sets the key, under
  * a WATCH of the key (docs/decisions.md 97-100).
+ *
+ * Each operation is a step machine (modern.h, src/engine/): it is fed the
+ * replies to the commands it asked for, or the fault that cut them off,
+ * and the time, and answers with the next commands or its outcome.  The
+ * functions of relock__algo_modern at the end run them with the blocking
+ * driver.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "caps.h"
 #include "internal.h"
+#include "modern.h"
 
 static int has_lua(const relock_client *c)
 {
@@ -67,200 +73,19 @@ void relock__modern_paths(const relock_client *c, char *out, size_t len)
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
  * that a holder that dies unreleased keeps others out that much longer
  * (decision 106); validity is still reckoned from the lease alone. */
-static void key_ttl(const relock_client *c, long ttl_ms, char *out, size_t len)
+static const char *key_ttl(relock__batch *b, const relock_client *c, long ttl_ms)
 {
-    snprintf(out, len, "%ld", ttl_ms + c->s.lock_delay_ms);
+    return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
 }
 
-/* A command of fixed words. */
-static redisReply *words(relock_client *c, int *sent, int argc, const char **argv)
+/* Sends one command; in_txn as relock__batch says. */
+static relock__step send1(relock__mhead *h, relock__batch *out, int in_txn, int argc,
+                          const char *const *argv)
 {
-    size_t len[8];
-    for (int i = 0; i < argc && i < 8; i++)
-        len[i] = strlen(argv[i]);
-    return relock__command(c, sent, argc, argv, len);
-}
-
-/* Sends a command and checks its reply type (-1: any); NULL on failure
- * with the error recorded (the reply freed). */
-static redisReply *expect(relock_client *c, int type, const char *what, int argc,
-                          const char **argv)
-{
-    redisReply *r = words(c, NULL, argc, argv);
-    if (r && type >= 0 && r->type != type) {
-        RELOCK__BAD_REPLY(c, what, r);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
-}
-
-/* After a lost reply to the acquire (SET, or the takeover of a legacy
- * leftover), read the key back on a fresh connection: the lock is ours
- * only if it provably holds our token (tokens are unique).  Then nobody
- * has acquired since, so the fence counter holds our fence. */
-static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start)
-{
-    relock_client *c = l->c;
-    redisReply *r = relock__commandf(c, NULL, "GET %s", l->key);
-    if (!r) {
-        relock__err_clear(&c->err); /* the I/O errors are the lesser news */
-        return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                            "acquire %s: connection lost after the acquire was sent and the key "
-                            "cannot be read back; the lock may be held by us until its TTL ends",
-                            l->name);
-    }
-    int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
-    freeReplyObject(r);
-    if (!ours)
-        return c->err.pub.status; /* the SET never took effect: keep its I/O error */
-    if (c->s.fencing) {
-        r = relock__commandf(c, NULL, "GET %s", l->fence_key);
-        if (!r)
-            return c->err.pub.status;
-        l->fence = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-        freeReplyObject(r);
-    }
-    relock__err_clear(&c->err);
-    l->valid_until = relock__valid_until(start, l->ttl_ms);
-    return RELOCK_OK;
-}
-
-static relock_status held_by(relock_lock *l, uint64_t start, const char *found, long long pttl,
-                             long *hint_ms);
-static relock_status resolve_ambiguous_set(relock_lock *l, uint64_t start);
-
-/*
- * The first two commands of a compare-and-set by WATCH: WATCH the key, GET
- * it.  *has says whether it holds a string, found its value (a longer one
- * cut to fit: it then equals no value of ours, which are shorter).  The
- * caller goes on to MULTI ... EXEC or UNWATCH on the same connection.
- */
-static relock_status watch_get(relock_lock *l, char found[RELOCK__VALUE_MAX], int *has)
-{
-    relock_client *c = l->c;
-    const char *w[] = {"WATCH", l->key};
-    redisReply *r = expect(c, REDIS_REPLY_STATUS, "WATCH", 2, w);
-    if (!r)
-        return c->err.pub.status;
-    freeReplyObject(r);
-    const char *g[] = {"GET", l->key};
-    r = expect(c, -1, "GET", 2, g);
-    if (!r)
-        return c->err.pub.status;
-    if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_STRING) {
-        relock_status st = RELOCK__BAD_REPLY(c, "GET", r);
-        freeReplyObject(r);
-        return st;
-    }
-    *has = r->type == REDIS_REPLY_STRING;
-    snprintf(found, RELOCK__VALUE_MAX, "%s", *has ? r->str : "");
-    freeReplyObject(r);
-    return RELOCK_OK;
-}
-
-/*
- * Without Lua: set our token where the key holds `expected` (NULL: where
- * it is absent; else a legacy leftover, which must still have no TTL),
- * with the fence incremented in the same MULTI, under a WATCH of the key:
- * a write by anyone between our look and EXEC makes EXEC fail (nil), and
- * then nothing was written and the attempt is busy.  Only a success
- * increments the fence, as the scripts do.  From WATCH to EXEC on one
- * connection (relock__txn_begin): a new one would run the rest unwatched.
- */
-static relock_status set_watched_in(relock_lock *l, uint64_t start, const char *expected,
-                                    const char *ttl, long *hint_ms, int *sent, int *is_held,
-                                    char *held, long long *held_pttl)
-{
-    relock_client *c = l->c;
-    char found[RELOCK__VALUE_MAX];
-    int has;
-    relock_status st = watch_get(l, found, &has);
-    if (st != RELOCK_OK)
-        return st;
-    redisReply *r;
-    long long pttl = -2;
-    if (has) {
-        const char *p[] = {"PTTL", l->key};
-        r = expect(c, REDIS_REPLY_INTEGER, "PTTL", 2, p);
-        if (!r)
-            return c->err.pub.status;
-        pttl = r->integer;
-        freeReplyObject(r);
-    }
-    int go = expected ? has && strcmp(found, expected) == 0 && pttl < 0 : !has;
-    if (!go) {
-        const char *u[] = {"UNWATCH"};
-        r = expect(c, -1, "UNWATCH", 1, u);
-        if (!r)
-            return c->err.pub.status;
-        freeReplyObject(r);
-        *hint_ms = 0; /* the leftover changed: look again */
-        if (!expected) {
-            /* Held: the caller judges the holder, outside the WATCH. */
-            *is_held = has;
-            snprintf(held, RELOCK__VALUE_MAX, "%s", found);
-            *held_pttl = pttl;
-        }
-        return RELOCK_BUSY;
-    }
-    const char *m[] = {"MULTI"};
-    r = expect(c, REDIS_REPLY_STATUS, "MULTI", 1, m);
-    if (r) {
-        freeReplyObject(r);
-        const char *sx[] = {"SET", l->key, l->value, "PX", ttl};
-        r = expect(c, REDIS_REPLY_STATUS, "SET", 5, sx);
-    }
-    if (r && c->s.fencing) {
-        freeReplyObject(r);
-        const char *in[] = {"INCR", l->fence_key};
-        r = expect(c, REDIS_REPLY_STATUS, "INCR", 2, in);
-    }
-    if (!r) {
-        relock__conn_close(&c->conn); /* discards the transaction */
-        return c->err.pub.status;
-    }
-    freeReplyObject(r);
-    const char *e[] = {"EXEC"};
-    r = words(c, sent, 1, e);
-    if (!r)
-        return c->err.pub.status;
-    if (r->type == REDIS_REPLY_NIL) {
-        *hint_ms = 0; /* someone wrote the key meanwhile: busy, look again */
-        st = RELOCK_BUSY;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == (c->s.fencing ? 2u : 1u) &&
-               r->element[0]->type == REDIS_REPLY_STATUS &&
-               (!c->s.fencing || r->element[1]->type == REDIS_REPLY_INTEGER)) {
-        l->fence = c->s.fencing ? r->element[1]->integer : 0;
-        l->valid_until = relock__valid_until(start, l->ttl_ms);
-        st = RELOCK_OK;
-    } else {
-        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
-    }
-    freeReplyObject(r);
-    return st;
-}
-
-static relock_status set_watched(relock_lock *l, uint64_t start, const char *expected,
-                                 const char *ttl, long *hint_ms)
-{
-    relock_client *c = l->c;
-    if (relock__txn_begin(c) != RELOCK_OK)
-        return c->err.pub.status;
-    int sent = 0;
-    char held[RELOCK__VALUE_MAX] = "";
-    long long held_pttl = -2;
-    int is_held = 0;
-    relock_status st =
-        set_watched_in(l, start, expected, ttl, hint_ms, &sent, &is_held, held, &held_pttl);
-    relock__txn_end(c);
-    if (st == RELOCK_EIO && sent)
-        return resolve_ambiguous_set(l, start);
-    if (st != RELOCK_OK && st != RELOCK_BUSY && c->conn.ctx)
-        relock__conn_close(&c->conn); /* drops a WATCH the server may still hold */
-    if (st == RELOCK_BUSY && is_held)
-        return held_by(l, start, held, held_pttl, hint_ms);
-    return st;
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    out->in_txn = in_txn;
+    return relock__send(h, out);
 }
 
 static long clamp_hint(long long ms)
@@ -268,327 +93,625 @@ static long clamp_hint(long long ms)
     return ms > 0x7fffffffLL ? 0x7fffffffL : ms < 0 ? 0 : (long)ms;
 }
 
+/* Copies a reply's string into a value buffer (a longer one cut to fit: it
+ * then equals no value of ours, which are shorter). */
+static void copy_value(char out[RELOCK__VALUE_MAX], const redisReply *r)
+{
+    snprintf(out, RELOCK__VALUE_MAX, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
+}
+
+/* ------------------------------------------------------------------ acquire */
+
+enum acq_pc {
+    A_START = 0,
+    A_SET,      /* SET NX PX sent */
+    A_PTTL,     /* busy: PTTL sent */
+    A_GET,      /* busy without TTL: GET sent */
+    A_SCRIPT,   /* the fenced acquire script sent */
+    A_FLEET,    /* a value without TTL: the fleet's clock asked for */
+    A_TAKE,     /* the takeover script sent */
+    W_WATCH,    /* WATCH sent (in the transaction from here) */
+    W_GET,      /* GET sent */
+    W_PTTL,     /* PTTL sent */
+    W_UNWATCH,  /* not ours to set: UNWATCH sent, ending the transaction */
+    W_MULTI,    /* MULTI sent */
+    W_SET,      /* SET PX queued */
+    W_INCR,     /* INCR of the fence queued */
+    W_EXEC,     /* EXEC sent, ending the transaction */
+    R_GET,      /* the acquire's reply was lost: GET of the key sent */
+    R_FENCE     /* it holds our token: GET of the fence counter sent */
+};
+
+void relock__modern_acq_init(relock__modern_acq *m)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->pttl = -2;
+}
+
+static relock__step acq_won(relock__modern_acq *m, relock_lock *l, long long fence)
+{
+    l->fence = fence;
+    l->valid_until = relock__valid_until(m->start, l->ttl_ms);
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+static relock__step busy(relock__modern_acq *m, long long hint)
+{
+    m->h.hint_ms = clamp_hint(hint);
+    return relock__done(&m->h, RELOCK_BUSY);
+}
+
+/* The fault ended the attempt before anything was written, or in a way
+ * the attempt does not resolve: its error is the outcome. */
+static relock__step acq_fail(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
+{
+    return relock__done(&m->h, relock__fault_fail(l->c, in));
+}
+
 /*
- * The key is held by `found` with TTL pttl.  A value with a TTL is waited
- * for.  A timestamp without one is a legacy holder (DESIGN §3, modern): a
- * dead one is taken over once expired, so a migrated fleet never waits
- * forever on a leftover; a live one means a legacy writer is still active.
+ * The reply to the acquire (SET, a script, EXEC) was lost: read the key
+ * back on a fresh connection (conn.c closed the one that failed; the
+ * driver opens another): the lock is ours only if it provably holds our
+ * token (tokens are unique).  Then nobody has acquired since, so the fence
+ * counter holds our fence.  The loss's error stays recorded meanwhile.
  */
-static relock_status held_by(relock_lock *l, uint64_t start, const char *found, long long pttl,
-                             long *hint_ms)
+static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
+                             relock__batch *out)
+{
+    relock__fault_fail(l->c, in);
+    m->readback = 1;
+    m->h.pc = R_GET;
+    const char *g[] = {"GET", l->key};
+    return send1(&m->h, out, 0, 2, g);
+}
+
+static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
+                                 relock__batch *out)
 {
     relock_client *c = l->c;
-    if (!found || pttl == -2) {
-        *hint_ms = 0; /* gone since our attempt: try again at once */
-        return RELOCK_BUSY;
+    if (in->fault) {
+        relock__err_clear(&c->err); /* the I/O errors are the lesser news */
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                         "acquire %s: connection lost after the acquire was "
+                                         "sent and the key cannot be read back; the lock may "
+                                         "be held by us until its TTL ends",
+                                         l->name));
     }
-    if (pttl >= 0) {
-        *hint_ms = clamp_hint(pttl);
-        return RELOCK_BUSY;
+    const redisReply *r = in->reply[0];
+    int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
+    if (!ours) /* the write never took effect: keep its I/O error */
+        return relock__done(&m->h, c->err.pub.status);
+    if (c->s.fencing) {
+        m->h.pc = R_FENCE;
+        const char *g[] = {"GET", l->fence_key};
+        return send1(&m->h, out, 0, 2, g);
     }
+    relock__err_clear(&c->err);
+    l->valid_until = relock__valid_until(m->start, l->ttl_ms);
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
+{
+    relock_client *c = l->c;
+    if (in->fault) /* the first loss's error stands */
+        return relock__done(&m->h, c->err.pub.status != RELOCK_OK ? c->err.pub.status
+                                                                  : relock__fault_fail(c, in));
+    const redisReply *r = in->reply[0];
+    relock__err_clear(&c->err);
+    return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
+}
+
+static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out);
+static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock__batch *out);
+
+/*
+ * The key is held by `found` (NULL: nothing was read) with TTL pttl.  A
+ * value with a TTL is waited for.  A timestamp without one is a legacy
+ * holder (DESIGN §3, modern): a dead one is taken over once expired, so a
+ * migrated fleet never waits forever on a leftover; a live one means a
+ * legacy writer is still active.  Which it is needs the fleet's clock
+ * (legacy.clock), asked of the driver for the next step.
+ */
+static relock__step held_by(relock__modern_acq *m, relock_lock *l, const char *found,
+                            long long pttl, relock__batch *out)
+{
+    if (!found || pttl == -2)
+        return busy(m, 0); /* gone since our attempt: try again at once */
+    if (pttl >= 0)
+        return busy(m, pttl);
     relock__value v;
     relock__classify(found, strlen(found), &v);
     int unit = v.kind == RELOCK_VALUE_TIMESTAMP ? relock__ts_unit_guess(v.ts_digits) : -1;
     if (unit < 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EFOREIGN,
-                            "key %s holds \"%.40s\" without a TTL: neither a lock relock wrote "
-                            "nor a legacy timestamp; never taken over",
-                            l->key, found);
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&l->c->err, RELOCK_EFOREIGN,
+                                         "key %s holds \"%.40s\" without a TTL: neither a lock "
+                                         "relock wrote nor a legacy timestamp; never taken over",
+                                         l->key, found));
+    if (found != m->expected)
+        snprintf(m->expected, sizeof m->expected, "%s", found);
+    m->h.pc = A_FLEET;
+    m->h.want_fleet = 1;
+    relock__batch_reset(out);
+    return relock__send(&m->h, out);
+}
+
+/* The fleet's clock is in: the leftover in m->expected is live (busy) or
+ * expired (taken over). */
+static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
+                                   const relock__feed *in, relock__batch *out)
+{
+    relock_client *c = l->c;
+    m->h.want_fleet = 0;
+    if (in->fault)
+        return acq_fail(m, l, in);
+    relock__value v;
+    relock__classify(m->expected, strlen(m->expected), &v);
+    int unit = relock__ts_unit_guess(v.ts_digits);
     long long end = (v.ts + 1) * (unit ? 1 : 1000) + c->s.legacy.skew_margin_ms;
-    long long now; /* by the clock legacy writers go by (legacy.clock) */
-    relock_status cst = relock__fleet_ms(c, &now);
-    if (cst != RELOCK_OK)
-        return cst;
+    long long now = in->fleet_ms;
     if (now < end) {
         l->legacy_holder = 1;
-        relock__note_legacy_writer(c);
-        *hint_ms = clamp_hint(end - now);
-        return RELOCK_BUSY;
+        m->h.note_legacy = 1;
+        return busy(m, end - now);
     }
-    char ttl[32];
-    key_ttl(c, l->ttl_ms, ttl, sizeof ttl);
-    if (!has_lua(c))
-        return set_watched(l, start, found, ttl, hint_ms);
-    const char *args[] = {l->key, l->fence_key, found, l->value, ttl, c->s.fencing ? "1" : "0"};
-    int sent = 0;
-    redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args);
-    if (!r)
-        return sent ? resolve_ambiguous_set(l, start) : c->err.pub.status;
-    relock_status st = RELOCK_BUSY;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER) {
-        st = RELOCK__BAD_REPLY(c, "takeover script", r);
-    } else if (r->element[0]->integer == 1) {
-        l->fence = r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER
-                       ? r->element[1]->integer
-                       : 0;
-        l->valid_until = relock__valid_until(start, l->ttl_ms);
-        st = RELOCK_OK;
-    } else {
-        *hint_ms = 0;
+    m->way = RELOCK__MW_TAKEOVER;
+    if (!has_lua(c)) {
+        m->takeover = 1;
+        return watch_begin(m, l, out);
     }
-    freeReplyObject(r);
-    return st;
+    return send_takeover(m, l, out);
 }
 
-/* With fencing: SET NX PX and INCR in one script, which also returns the
- * holder's PTTL and value when busy (no second round trip). */
-static relock_status attempt_fenced(relock_lock *l, uint64_t start, const char *ttl,
-                                    long *hint_ms)
+/* The takeover script: sets our token where the key still holds the
+ * expired leftover without a TTL (and raises the fence with fencing). */
+static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock__batch *out)
 {
     relock_client *c = l->c;
-    const char *args[] = {l->key, l->fence_key, l->value, ttl};
-    int sent = 0;
-    redisReply *r = relock__eval(c, &sent, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args);
-    if (!r)
-        return sent ? resolve_ambiguous_set(l, start) : c->err.pub.status;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
-        relock_status st = RELOCK__BAD_REPLY(c, "acquire script", r);
-        freeReplyObject(r);
-        return st;
-    }
-    relock_status st;
-    if (r->element[0]->integer == 1) {
-        l->fence = r->element[1]->integer;
-        l->valid_until = relock__valid_until(start, l->ttl_ms);
-        st = RELOCK_OK;
-    } else {
-        char found[RELOCK__VALUE_MAX];
-        int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
-        if (has)
-            snprintf(found, sizeof found, "%s", r->element[2]->str);
-        st = held_by(l, start, has ? found : NULL, r->element[1]->integer, hint_ms);
-    }
-    freeReplyObject(r);
-    return st;
+    relock__batch_reset(out);
+    const char *args[] = {l->key, l->fence_key, m->expected, l->value,
+                          key_ttl(out, c, l->ttl_ms), c->s.fencing ? "1" : "0"};
+    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
+    m->h.pc = A_TAKE;
+    return relock__send(&m->h, out);
 }
 
-/* Without fencing: the plain SET NX PX, the fastest acquire there is. */
-static relock_status attempt_plain(relock_lock *l, uint64_t start, const char *ttl,
-                                   long *hint_ms)
+static relock__step send_acquire_script(relock__modern_acq *m, relock_lock *l,
+                                        relock__batch *out)
 {
     relock_client *c = l->c;
-    const char *argv[] = {"SET", l->key, l->value, "NX", "PX", ttl};
-    size_t argvlen[6];
-    for (int i = 0; i < 6; i++)
-        argvlen[i] = strlen(argv[i]);
-    int sent = 0;
-    redisReply *r = relock__command(c, &sent, 6, argv, argvlen);
-    if (!r)
-        return sent ? resolve_ambiguous_set(l, start) : c->err.pub.status;
-    if (r->type == REDIS_REPLY_STATUS) {
-        freeReplyObject(r);
-        l->fence = 0;
-        l->valid_until = relock__valid_until(start, l->ttl_ms);
-        return RELOCK_OK;
-    }
-    if (r->type != REDIS_REPLY_NIL) {
-        relock_status st = RELOCK__BAD_REPLY(c, "SET NX PX", r);
-        freeReplyObject(r);
-        return st;
-    }
-    freeReplyObject(r);
-    /* Busy: learn when the holder's lease ends, to sleep until then. */
-    r = relock__commandf(c, NULL, "PTTL %s", l->key);
-    if (!r)
-        return c->err.pub.status;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        relock_status st = RELOCK__BAD_REPLY(c, "PTTL", r);
-        freeReplyObject(r);
-        return st;
-    }
-    long long pttl = r->integer;
-    freeReplyObject(r);
-    if (pttl != -1)
-        return held_by(l, start, "", pttl == -2 ? -2 : pttl, hint_ms);
-    r = relock__commandf(c, NULL, "GET %s", l->key);
-    if (!r)
-        return c->err.pub.status;
-    char found[RELOCK__VALUE_MAX];
-    int has = r->type == REDIS_REPLY_STRING;
-    if (has)
-        snprintf(found, sizeof found, "%s", r->str);
-    freeReplyObject(r);
-    return held_by(l, start, has ? found : NULL, -1, hint_ms);
-}
-
-static relock_status modern_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    char ttl[32];
-    if (relock__token(l->value) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
-    key_ttl(c, l->ttl_ms, ttl, sizeof ttl);
-    uint64_t start = relock__mono_ms();
-    if (c->s.fencing && !has_lua(c))
-        return set_watched(l, start, NULL, ttl, hint_ms);
-    return c->s.fencing ? attempt_fenced(l, start, ttl, hint_ms)
-                        : attempt_plain(l, start, ttl, hint_ms);
-}
-
-/* Turns a compare-and-X script result into a status. */
-static relock_status script_result(relock_lock *l, const char *op, redisReply *r, int sent)
-{
-    relock_client *c = l->c;
-    if (!r) {
-        if (sent) {
-            relock__err_clear(&c->err); /* the I/O error is the lesser news */
-            return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                                "%s %s: connection lost after the request was sent; the "
-                                "lock's state is unknown",
-                                op, l->name);
-        }
-        return c->err.pub.status;
-    }
-    relock_status st;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        st = RELOCK__BAD_REPLY(c, op, r);
-    } else if (r->integer >= 1) {
-        st = RELOCK_OK;
-        l->waiters = (int)(r->integer - 1); /* release: waiters told */
-    } else if (r->integer == 0) {
-        int expired = l->valid_until && relock__mono_ms() >= l->valid_until;
-        st = RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: %s", op, l->name,
-                          expired ? "it expired" : "the key was deleted or expired");
-    } else {
-        st = RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: taken by another value", op,
-                          l->name);
-    }
-    freeReplyObject(r);
-    return st;
-}
-
-/* The lock is gone or another's: nothing was written. */
-static relock_status lost(relock_lock *l, const char *op, const char *why)
-{
-    int expired = l->valid_until && relock__mono_ms() >= l->valid_until;
-    return RELOCK__FAIL(&l->c->err, RELOCK_LOST, "%s %s: lock lost: %s", op, l->name,
-                        expired ? "it expired" : why);
-}
-
-static relock_status ambiguous(relock_lock *l, const char *op)
-{
-    relock_client *c = l->c;
-    relock__err_clear(&c->err); /* the I/O error is the lesser news */
-    return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                        "%s %s: connection lost after the request was sent; the lock's state "
-                        "is unknown",
-                        op, l->name);
+    relock__batch_reset(out);
+    const char *args[] = {l->key, l->fence_key, l->value, key_ttl(out, c, l->ttl_ms)};
+    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, m->by_eval);
+    m->h.pc = A_SCRIPT;
+    return relock__send(&m->h, out);
 }
 
 /*
- * Sends two commands in one write and reads both replies: the native
- * compare-and-delete and its release notice.  Returns 0 with both replies,
- * or -1 with the error recorded and *sent telling whether the commands may
- * have reached the server.  A Cluster redirection or a read-only replica is
- * not followed here: the caller then sends the commands one by one through
- * relock__command, which does.
+ * Without Lua: set our token where the key holds m->expected (a legacy
+ * leftover, which must still have no TTL) or, not taking over, where it is
+ * absent, with the fence incremented in the same MULTI, under a WATCH of
+ * the key: a write by anyone between our look and EXEC makes EXEC fail
+ * (nil), and then nothing was written and the attempt is busy.  Only a
+ * success increments the fence, as the scripts do.  From WATCH to EXEC on
+ * one connection (the batches are marked in_txn): a new one would run the
+ * rest unwatched.
  */
-static int pipeline2(relock_client *c, int *sent, const char *name, int argc1,
-                     const char **argv1, int argc2, const char **argv2, redisReply **out)
+static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out)
 {
-    out[0] = out[1] = NULL;
-    *sent = 0;
-    /* As every command: a stale connection replaced, a lost Cluster
-     * master looked up again (conn.c). */
-    if (relock__conn_ready(c) != RELOCK_OK)
-        return -1;
-    redisContext *ctx = c->conn.ctx;
-    if (redisAppendCommandArgv(ctx, argc1, argv1, NULL) != REDIS_OK ||
-        redisAppendCommandArgv(ctx, argc2, argv2, NULL) != REDIS_OK) {
-        relock__conn_close(&c->conn);
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s: out of memory", name), -1;
-    }
-    for (int i = 0; i < 2; i++) {
-        void *reply = NULL;
-        errno = 0;
-        if (redisGetReply(ctx, &reply) != REDIS_OK || !reply) {
-            int timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-            const relock__server *srv = c->conn.srv;
-            *sent = 1;
-            if (timed_out)
-                RELOCK__FAIL(&c->err, RELOCK_EIO,
-                             "%s on %s:%d: no reply within %ld ms (command_timeout_ms): the "
-                             "server is stalled, overloaded, or not a Redis server",
-                             name, srv->host, srv->port, c->s.command_timeout_ms);
-            else
-                RELOCK__FAIL(&c->err, RELOCK_EIO, "%s on %s:%d: %s", name, srv->host, srv->port,
-                             ctx->errstr[0] ? ctx->errstr : "connection lost");
-            relock__conn_close(&c->conn);
-            if (reply)
-                freeReplyObject(reply);
-            if (i == 1) {
-                /* The compare-and-delete answered; only the notice is lost. */
-                *sent = 0;
-                relock__err_clear(&c->err);
-                return 0;
-            }
-            return -1;
-        }
-        out[i] = reply;
-    }
-    return 0;
+    if (m->way != RELOCK__MW_TAKEOVER)
+        m->way = RELOCK__MW_WATCH;
+    m->h.pc = W_WATCH;
+    const char *w[] = {"WATCH", l->key};
+    return send1(&m->h, out, 1, 2, w);
 }
 
-/* Whether an error reply asks for the command to go elsewhere. */
-static int redirected(relock_client *c, const redisReply *r)
+/* After WATCH, GET (and PTTL): go on to MULTI, or UNWATCH. */
+static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
 {
-    relock__redirect to;
-    return r->type == REDIS_REPLY_ERROR &&
-           (relock__cluster_redirect(c, r, &to) != RELOCK__REDIR_NONE ||
-            relock__sentinel_readonly(r));
+    int go = m->takeover ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
+    if (!go) {
+        m->h.pc = W_UNWATCH;
+        const char *u[] = {"UNWATCH"};
+        return send1(&m->h, out, 0, 1, u);
+    }
+    m->h.pc = W_MULTI;
+    const char *mu[] = {"MULTI"};
+    return send1(&m->h, out, 1, 1, mu);
 }
 
-/* Release by DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
- * (the reply does not say which).  The notice rides in the same round
- * trip; it is sent even when the lock turns out lost, which at worst wakes
- * waiters for one look. */
-static relock_status release_native(relock_lock *l, enum cad path)
+static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
+                               relock__batch *out)
 {
     relock_client *c = l->c;
-    const char *delifeq[] = {"DELIFEQ", l->key, l->value};
-    const char *delex[] = {"DELEX", l->key, "IFEQ", l->value};
-    const char **cad = path == CAD_DELIFEQ ? delifeq : delex;
-    int cadc = path == CAD_DELIFEQ ? 3 : 4;
-    const char *what = path == CAD_DELIFEQ ? "DELIFEQ" : "DELEX IFEQ";
-    char chan[RELOCK__KEY_MAX];
-    int notify = relock__notify_channel(l, chan, sizeof chan);
-    const char *pub[] = {"PUBLISH", chan, "1"};
-    redisReply *rr[2] = {NULL, NULL};
-    int sent = 0;
-    if (notify) {
-        if (pipeline2(c, &sent, what, cadc, cad, 3, pub, rr) < 0)
-            return sent ? ambiguous(l, "release") : c->err.pub.status;
-        if (redirected(c, rr[0])) {
-            freeReplyObject(rr[0]);
-            if (rr[1])
-                freeReplyObject(rr[1]);
-            rr[0] = rr[1] = NULL;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    /* A fault before EXEC: nothing was written; the transaction's
+     * connection is gone (the driver never replaces it), so the attempt
+     * fails.  A lost EXEC may have run: read back. */
+    if (in->fault)
+        return m->h.pc == W_EXEC && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
+                                                                    : acq_fail(m, l, in);
+    switch (m->h.pc) {
+    case W_WATCH: {
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = W_GET;
+        const char *g[] = {"GET", l->key};
+        return send1(&m->h, out, 1, 2, g);
+    }
+    case W_GET: {
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->has = r->type == REDIS_REPLY_STRING;
+        copy_value(m->found, r);
+        m->pttl = -2;
+        if (!m->has)
+            return watch_decide(m, out);
+        m->h.pc = W_PTTL;
+        const char *p[] = {"PTTL", l->key};
+        return send1(&m->h, out, 1, 2, p);
+    }
+    case W_PTTL:
+        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->pttl = r->integer;
+        return watch_decide(m, out);
+    case W_UNWATCH:
+        /* Any reply ends the WATCH.  Taking over, the leftover changed:
+         * look again; else the key is held: judge the holder, outside the
+         * transaction. */
+        if (m->takeover)
+            return busy(m, 0);
+        return held_by(m, l, m->found, m->pttl, out);
+    case W_MULTI: {
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = W_SET;
+        relock__batch_reset(out);
+        const char *sx[] = {"SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms)};
+        relock__batch_add(out, 5, sx);
+        out->in_txn = 1;
+        return relock__send(&m->h, out);
+    }
+    case W_SET:
+    case W_INCR:
+        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) !=
+            RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (m->h.pc == W_SET && c->s.fencing) {
+            m->h.pc = W_INCR;
+            const char *in2[] = {"INCR", l->fence_key};
+            return send1(&m->h, out, 1, 2, in2);
+        } else {
+            m->h.pc = W_EXEC;
+            const char *e[] = {"EXEC"};
+            return send1(&m->h, out, 0, 1, e);
+        }
+    case W_EXEC:
+        if (r->type == REDIS_REPLY_NIL)
+            return busy(m, 0); /* someone wrote the key meanwhile: look again */
+        if (relock__reply_is(r, c->s.fencing ? "a[si$]" : "a[s$]"))
+            return acq_won(m, l, c->s.fencing ? r->element[1]->integer : 0);
+        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
+        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
+        return relock__done(&m->h, st);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "acquire %s: internal error (step %d)", l->name,
+                                                m->h.pc));
+    }
+}
+
+relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__feed *in,
+                                     relock__batch *out)
+{
+    relock__modern_acq *m = vm;
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    switch (m->h.pc) {
+    case A_START:
+        m->start = in->mono_ms;
+        if (c->s.fencing && !has_lua(c))
+            return watch_begin(m, l, out);
+        if (c->s.fencing) {
+            m->way = RELOCK__MW_SCRIPT;
+            return send_acquire_script(m, l, out);
+        }
+        m->way = RELOCK__MW_PLAIN;
+        m->h.pc = A_SET;
+        relock__batch_reset(out);
+        {
+            /* Without fencing: the plain SET NX PX, the fastest acquire
+             * there is. */
+            const char *argv[] = {"SET", l->key, l->value, "NX", "PX",
+                                  key_ttl(out, c, l->ttl_ms)};
+            relock__batch_add(out, 6, argv);
+        }
+        return relock__send(&m->h, out);
+
+    case A_SET:
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
+        if (r->type == REDIS_REPLY_STATUS)
+            return acq_won(m, l, 0);
+        if ((st = relock__reply_check(c, r, "n", "SET NX PX")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        /* Busy: learn when the holder's lease ends, to sleep until then. */
+        m->h.pc = A_PTTL;
+        {
+            const char *p[] = {"PTTL", l->key};
+            return send1(&m->h, out, 0, 2, p);
+        }
+
+    case A_PTTL:
+        if (in->fault)
+            return acq_fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->pttl = r->integer;
+        if (m->pttl != -1)
+            return held_by(m, l, "", m->pttl, out);
+        m->h.pc = A_GET;
+        {
+            const char *g[] = {"GET", l->key};
+            return send1(&m->h, out, 0, 2, g);
+        }
+
+    case A_GET:
+        if (in->fault)
+            return acq_fail(m, l, in);
+        m->has = r->type == REDIS_REPLY_STRING;
+        copy_value(m->found, r);
+        return held_by(m, l, m->has ? m->found : NULL, -1, out);
+
+    case A_SCRIPT:
+        /* With fencing: SET NX PX and INCR in one script, which also
+         * returns the holder's PTTL and value when busy (no second round
+         * trip). */
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_acquire_script(m, l, out);
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (r->element[0]->integer == 1)
+            return acq_won(m, l, r->element[1]->integer);
+        m->has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
+        copy_value(m->found, m->has ? r->element[2] : NULL);
+        m->pttl = r->element[1]->integer;
+        return held_by(m, l, m->has ? m->found : NULL, m->pttl, out);
+
+    case A_FLEET:
+        return judge_leftover(m, l, in, out);
+
+    case A_TAKE:
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_takeover(m, l, out);
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
+        if ((st = relock__reply_check(c, r, "a[i]", "takeover script")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (r->element[0]->integer == 1)
+            return acq_won(m, l,
+                           r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER
+                               ? r->element[1]->integer
+                               : 0);
+        return busy(m, 0);
+
+    case R_GET:
+        return readback_got(m, l, in, out);
+    case R_FENCE:
+        return readback_fence(m, l, in);
+    default:
+        return watch_step(m, l, in, out);
+    }
+}
+
+/* ------------------------------------------------------------------ release and extend */
+
+enum cx_pc {
+    X_START = 0,
+    X_NATIVE,  /* DELIFEQ / DELEX IFEQ (and the notice) or SET IFEQ sent */
+    X_SCRIPT,  /* the compare-and-X script sent */
+    C_WATCH,   /* WATCH sent (in the transaction from here) */
+    C_GET,     /* GET sent */
+    C_UNWATCH, /* not ours: UNWATCH sent, ending the transaction */
+    C_MULTI,   /* MULTI sent */
+    C_WRITE,   /* DEL or PEXPIRE queued */
+    C_PUBLISH, /* the notice queued */
+    C_EXEC     /* EXEC sent, ending the transaction */
+};
+
+void relock__modern_cx_init(relock__modern_cx *m, int extend, long ttl_ms)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->extend = extend;
+    m->ttl_ms = ttl_ms;
+}
+
+static const char *cx_op(const relock__modern_cx *m)
+{
+    return m->extend ? "extend" : "release";
+}
+
+static relock__step cx_ok(relock__modern_cx *m, relock_lock *l)
+{
+    if (m->extend) {
+        l->ttl_ms = m->ttl_ms;
+        l->valid_until = relock__valid_until(m->start, m->ttl_ms);
+    }
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+/* The lock is gone or another's: nothing was written. */
+static relock__step cx_lost(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                            const char *why)
+{
+    int expired = l->valid_until && in->mono_ms >= l->valid_until;
+    return relock__done(&m->h, RELOCK__FAIL(&l->c->err, RELOCK_LOST, "%s %s: lock lost: %s",
+                                            cx_op(m), l->name, expired ? "it expired" : why));
+}
+
+/* The request may have run: the lock's state is unknown. */
+static relock__step cx_ambiguous(relock__modern_cx *m, relock_lock *l)
+{
+    relock_client *c = l->c;
+    relock__err_clear(&c->err); /* the I/O error is the lesser news */
+    return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                            "%s %s: connection lost after the request was "
+                                            "sent; the lock's state is unknown",
+                                            cx_op(m), l->name));
+}
+
+/* A fault on the one write of the native and script ways. */
+static relock__step cx_fault(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
+{
+    if (in->fault == RELOCK__FAULT_LOST)
+        return cx_ambiguous(m, l);
+    return relock__done(&m->h, relock__fault_fail(l->c, in));
+}
+
+static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock__batch *out)
+{
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    if (m->extend) {
+        const char *args[] = {l->key, l->value, key_ttl(out, c, m->ttl_ms)};
+        relock__batch_script(out, c, RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args, m->by_eval);
+    } else {
+        const char *args[] = {l->key, l->value, m->chan};
+        relock__batch_script(out, c, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args, m->by_eval);
+    }
+    m->h.pc = X_SCRIPT;
+    return relock__send(&m->h, out);
+}
+
+static relock__step cx_watch(relock__modern_cx *m, relock_lock *l, relock__batch *out)
+{
+    m->tries++;
+    m->h.pc = C_WATCH;
+    const char *w[] = {"WATCH", l->key};
+    return send1(&m->h, out, 1, 2, w);
+}
+
+static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                             relock__batch *out)
+{
+    relock_client *c = l->c;
+    m->start = in->mono_ms;
+    relock__batch_reset(out);
+    if (m->extend) {
+        switch (extend_path(c)) {
+        case CAS_SET_IFEQ: {
+            /* SET IFEQ with the new TTL: OK when it was ours, nil when the
+             * key is absent or holds another value (IFEQ never creates a
+             * key). */
+            m->way = RELOCK__MW_SET_IFEQ;
+            const char *argv[] = {"SET", l->key,  l->value, "IFEQ",
+                                  l->value, "PX", key_ttl(out, c, m->ttl_ms)};
+            relock__batch_add(out, 7, argv);
+            m->h.pc = X_NATIVE;
+            return relock__send(&m->h, out);
+        }
+        case CAS_WATCH:
+            m->way = RELOCK__MW_WATCH;
+            return cx_watch(m, l, out);
+        case CAS_SCRIPT:
+        default:
+            m->way = RELOCK__MW_SCRIPT;
+            return cx_send_script(m, l, out);
         }
     }
-    if (!rr[0]) {
-        rr[0] = words(c, &sent, cadc, cad);
-        if (!rr[0])
-            return sent ? ambiguous(l, "release") : c->err.pub.status;
-        if (notify && rr[0]->type == REDIS_REPLY_INTEGER && rr[0]->integer == 1)
-            rr[1] = words(c, NULL, 3, pub);
-        relock__err_clear(&c->err); /* a lost notice is no failure */
+    m->notify = relock__notify_channel(l, m->chan, sizeof m->chan);
+    switch (release_path(c)) {
+    case CAD_DELIFEQ:
+    case CAD_DELEX: {
+        /* DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
+         * (the reply does not say which).  The notice rides in the same
+         * round trip; it is sent even when the lock turns out lost, which
+         * at worst wakes waiters for one look. */
+        m->way = release_path(c) == CAD_DELIFEQ ? RELOCK__MW_DELIFEQ : RELOCK__MW_DELEX;
+        const char *delifeq[] = {"DELIFEQ", l->key, l->value};
+        const char *delex[] = {"DELEX", l->key, "IFEQ", l->value};
+        if (m->way == RELOCK__MW_DELIFEQ)
+            relock__batch_add(out, 3, delifeq);
+        else
+            relock__batch_add(out, 4, delex);
+        if (m->notify) {
+            const char *pub[] = {"PUBLISH", m->chan, "1"};
+            relock__batch_add(out, 3, pub);
+        }
+        m->h.pc = X_NATIVE;
+        return relock__send(&m->h, out);
     }
+    case CAD_WATCH:
+        m->way = RELOCK__MW_WATCH;
+        m->notify = m->notify && m->chan[0];
+        return cx_watch(m, l, out);
+    case CAD_SCRIPT:
+    default:
+        m->way = RELOCK__MW_SCRIPT;
+        return cx_send_script(m, l, out);
+    }
+}
+
+static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
+{
+    relock_client *c = l->c;
+    if (in->nreply == 0)
+        return cx_fault(m, l, in);
+    /* With the notice: the compare-and-delete answered; a lost notice is
+     * no failure. */
+    if (in->fault)
+        relock__err_clear(&c->err);
+    const redisReply *r = in->reply[0];
     relock_status st;
-    if (rr[0]->type != REDIS_REPLY_INTEGER) {
-        st = RELOCK__BAD_REPLY(c, what, rr[0]);
-    } else if (rr[0]->integer == 1) {
-        st = RELOCK_OK;
-        l->waiters = rr[1] && rr[1]->type == REDIS_REPLY_INTEGER ? (int)rr[1]->integer : 0;
-    } else {
-        st = lost(l, "release", "the key was deleted, expired or holds another value");
+    if (m->way == RELOCK__MW_SET_IFEQ) {
+        if (r->type == REDIS_REPLY_STATUS)
+            return cx_ok(m, l);
+        if (r->type == REDIS_REPLY_NIL)
+            return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
+        return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
     }
-    freeReplyObject(rr[0]);
-    if (rr[1])
-        freeReplyObject(rr[1]);
-    return st;
+    const char *what = m->way == RELOCK__MW_DELIFEQ ? "DELIFEQ" : "DELEX IFEQ";
+    if ((st = relock__reply_check(c, r, "i", what)) != RELOCK_OK)
+        return relock__done(&m->h, st);
+    if (r->integer != 1)
+        return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
+    const redisReply *n = in->nreply > 1 ? in->reply[1] : NULL;
+    l->waiters = n && n->type == REDIS_REPLY_INTEGER ? (int)n->integer : 0;
+    return cx_ok(m, l);
+}
+
+/* A compare-and-X script's result: 1 + waiters told (release) or 1 done;
+ * 0 absent; -1 another value. */
+static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                              relock__batch *out)
+{
+    relock_client *c = l->c;
+    if (relock__script_again(in, 0, &m->by_eval))
+        return cx_send_script(m, l, out);
+    if (in->fault)
+        return cx_fault(m, l, in);
+    const redisReply *r = in->reply[0];
+    relock_status st;
+    if ((st = relock__reply_check(c, r, "i", cx_op(m))) != RELOCK_OK)
+        return relock__done(&m->h, st);
+    if (r->integer >= 1) {
+        l->waiters = (int)(r->integer - 1); /* release: waiters told */
+        return cx_ok(m, l);
+    }
+    if (r->integer == 0)
+        return cx_lost(m, l, in, "the key was deleted or expired");
+    return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                            "%s %s: lock lost: taken by another value",
+                                            cx_op(m), l->name));
 }
 
 /*
@@ -598,153 +721,146 @@ static relock_status release_native(relock_lock *l, enum cad path)
  * fail and we look again (a few times: our own lock's key is written by
  * nobody else while it is ours).  From WATCH to EXEC on one connection.
  */
-static relock_status cas_watched_in(relock_lock *l, const char *op, const char *ttl, int *sent,
-                                    int *again)
+static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                               relock__batch *out)
 {
     relock_client *c = l->c;
-    *again = 0;
-    char found[RELOCK__VALUE_MAX];
-    int has;
-    relock_status st = watch_get(l, found, &has);
-    if (st != RELOCK_OK)
-        return st;
-    redisReply *r;
-    int absent = !has;
-    int ours = has && strcmp(found, l->value) == 0;
-    if (!ours) {
-        const char *u[] = {"UNWATCH"};
-        r = expect(c, -1, "UNWATCH", 1, u);
-        if (r)
-            freeReplyObject(r);
-        return lost(l, op, absent ? "the key was deleted or expired" : "taken by another value");
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    if (in->fault) {
+        if (m->h.pc == C_EXEC && in->fault == RELOCK__FAULT_LOST)
+            return cx_ambiguous(m, l);
+        st = relock__fault_fail(c, in);
+        if (m->h.pc == C_UNWATCH) /* the lock was lost all the same */
+            return cx_lost(m, l, in,
+                           m->absent ? "the key was deleted or expired" : "taken by another value");
+        return relock__done(&m->h, st);
     }
-    char chan[RELOCK__KEY_MAX];
-    int notify = !ttl && relock__notify_channel(l, chan, sizeof chan);
-    const char *m[] = {"MULTI"};
-    r = expect(c, REDIS_REPLY_STATUS, "MULTI", 1, m);
-    if (r) {
-        freeReplyObject(r);
+    switch (m->h.pc) {
+    case C_WATCH: {
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = C_GET;
+        const char *g[] = {"GET", l->key};
+        return send1(&m->h, out, 1, 2, g);
+    }
+    case C_GET: {
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->absent = r->type != REDIS_REPLY_STRING;
+        char found[RELOCK__VALUE_MAX];
+        copy_value(found, r);
+        if (m->absent || strcmp(found, l->value) != 0) {
+            m->h.pc = C_UNWATCH;
+            const char *u[] = {"UNWATCH"};
+            return send1(&m->h, out, 0, 1, u);
+        }
+        m->h.pc = C_MULTI;
+        const char *mu[] = {"MULTI"};
+        return send1(&m->h, out, 1, 1, mu);
+    }
+    case C_UNWATCH:
+        return cx_lost(m, l, in,
+                       m->absent ? "the key was deleted or expired" : "taken by another value");
+    case C_MULTI: {
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = C_WRITE;
+        if (m->extend) {
+            relock__batch_reset(out);
+            const char *px[] = {"PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms)};
+            relock__batch_add(out, 3, px);
+            out->in_txn = 1;
+            return relock__send(&m->h, out);
+        }
         const char *del[] = {"DEL", l->key};
-        const char *px[] = {"PEXPIRE", l->key, ttl};
-        r = ttl ? expect(c, REDIS_REPLY_STATUS, "PEXPIRE", 3, px)
-                : expect(c, REDIS_REPLY_STATUS, "DEL", 2, del);
+        return send1(&m->h, out, 1, 2, del);
     }
-    if (r && notify) {
-        freeReplyObject(r);
-        const char *pub[] = {"PUBLISH", chan, "1"};
-        r = expect(c, REDIS_REPLY_STATUS, "PUBLISH", 3, pub);
+    case C_WRITE:
+    case C_PUBLISH: {
+        const char *what = m->h.pc == C_PUBLISH ? "PUBLISH" : m->extend ? "PEXPIRE" : "DEL";
+        if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (m->h.pc == C_WRITE && !m->extend && m->notify) {
+            m->h.pc = C_PUBLISH;
+            const char *pub[] = {"PUBLISH", m->chan, "1"};
+            return send1(&m->h, out, 1, 3, pub);
+        }
+        m->h.pc = C_EXEC;
+        const char *e[] = {"EXEC"};
+        return send1(&m->h, out, 0, 1, e);
     }
-    if (!r) {
-        relock__conn_close(&c->conn); /* discards the transaction */
-        return c->err.pub.status;
-    }
-    freeReplyObject(r);
-    const char *e[] = {"EXEC"};
-    r = words(c, sent, 1, e);
-    if (!r)
-        return c->err.pub.status;
-    st = RELOCK_OK;
-    if (r->type == REDIS_REPLY_NIL) {
-        *again = 1;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-               r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1) {
-        if (notify && r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER)
-            l->waiters = (int)r->element[1]->integer;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-               r->element[0]->type == REDIS_REPLY_INTEGER) {
-        /* Ours at the GET, gone at EXEC: expired in between. */
-        st = lost(l, op, "it expired");
-    } else {
+    case C_EXEC:
+        if (r->type == REDIS_REPLY_NIL) {
+            if (m->tries < RELOCK__MODERN_WATCH_TRIES)
+                return cx_watch(m, l, out);
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EIO,
+                                                    "%s %s: the key kept changing between WATCH "
+                                                    "and EXEC; not done",
+                                                    cx_op(m), l->name));
+        }
+        if (relock__reply_is(r, "a[i]")) {
+            if (r->element[0]->integer != 1) /* ours at the GET, gone at EXEC */
+                return cx_lost(m, l, in, "it expired");
+            if (m->notify && !m->extend && r->elements > 1 &&
+                r->element[1]->type == REDIS_REPLY_INTEGER)
+                l->waiters = (int)r->element[1]->integer;
+            return cx_ok(m, l);
+        }
         st = RELOCK__BAD_REPLY(c, "EXEC", r);
+        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
+        return relock__done(&m->h, st);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "%s %s: internal error (step %d)", cx_op(m),
+                                                l->name, m->h.pc));
     }
-    freeReplyObject(r);
-    return st;
 }
 
-static relock_status cas_watched(relock_lock *l, const char *op, const char *ttl)
+relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed *in,
+                                    relock__batch *out)
+{
+    relock__modern_cx *m = vm;
+    switch (m->h.pc) {
+    case X_START:
+        return cx_start(m, l, in, out);
+    case X_NATIVE:
+        return cx_native(m, l, in);
+    case X_SCRIPT:
+        return cx_script(m, l, in, out);
+    default:
+        return cx_watched(m, l, in, out);
+    }
+}
+
+/* ------------------------------------------------------------------ the blocking functions */
+
+static relock_status modern_attempt(relock_lock *l, long *hint_ms)
 {
     relock_client *c = l->c;
-    for (int tries = 0; tries < 5; tries++) {
-        if (relock__txn_begin(c) != RELOCK_OK)
-            return c->err.pub.status;
-        int sent = 0, again = 0;
-        relock_status st = cas_watched_in(l, op, ttl, &sent, &again);
-        relock__txn_end(c);
-        if (st == RELOCK_EIO && sent)
-            return ambiguous(l, op);
-        if (st != RELOCK_OK && st != RELOCK_LOST && c->conn.ctx)
-            relock__conn_close(&c->conn); /* drops a WATCH the server may still hold */
-        if (st != RELOCK_OK || !again)
-            return st;
-    }
-    return RELOCK__FAIL(&c->err, RELOCK_EIO,
-                        "%s %s: the key kept changing between WATCH and EXEC; not done", op,
-                        l->name);
+    if (relock__token(l->value) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
+    relock__modern_acq m;
+    relock__modern_acq_init(&m);
+    m.h.hint_ms = *hint_ms;
+    relock_status st = relock__drive(l, relock__modern_acq_step, &m);
+    *hint_ms = m.h.hint_ms;
+    return st;
 }
 
 static relock_status modern_release(relock_lock *l)
 {
-    enum cad path = release_path(l->c);
-    if (path == CAD_DELIFEQ || path == CAD_DELEX)
-        return release_native(l, path);
-    if (path == CAD_WATCH)
-        return cas_watched(l, "release", NULL);
-    char chan[RELOCK__KEY_MAX];
-    relock__notify_channel(l, chan, sizeof chan);
-    const char *args[] = {l->key, l->value, chan};
-    int sent = 0;
-    redisReply *r = relock__eval(l->c, &sent, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args);
-    return script_result(l, "release", r, sent);
-}
-
-/* Extend by SET IFEQ with the new TTL: OK when it was ours, nil when the
- * key is absent or holds another value (IFEQ never creates a key). */
-static relock_status extend_native(relock_lock *l, const char *ttl)
-{
-    relock_client *c = l->c;
-    const char *argv[] = {"SET", l->key, l->value, "IFEQ", l->value, "PX", ttl};
-    int sent = 0;
-    redisReply *r = words(c, &sent, 7, argv);
-    if (!r)
-        return sent ? ambiguous(l, "extend") : c->err.pub.status;
-    relock_status st;
-    if (r->type == REDIS_REPLY_STATUS)
-        st = RELOCK_OK;
-    else if (r->type == REDIS_REPLY_NIL)
-        st = lost(l, "extend", "the key was deleted, expired or holds another value");
-    else
-        st = RELOCK__BAD_REPLY(c, "SET IFEQ", r);
-    freeReplyObject(r);
-    return st;
+    relock__modern_cx m;
+    relock__modern_cx_init(&m, 0, 0);
+    return relock__drive(l, relock__modern_cx_step, &m);
 }
 
 static relock_status modern_extend(relock_lock *l, long ttl_ms)
 {
-    char ttl[32];
-    key_ttl(l->c, ttl_ms, ttl, sizeof ttl);
-    uint64_t start = relock__mono_ms();
-    relock_status st;
-    switch (extend_path(l->c)) {
-    case CAS_SET_IFEQ:
-        st = extend_native(l, ttl);
-        break;
-    case CAS_WATCH:
-        st = cas_watched(l, "extend", ttl);
-        break;
-    case CAS_SCRIPT:
-    default: {
-        const char *args[] = {l->key, l->value, ttl};
-        int sent = 0;
-        redisReply *r = relock__eval(l->c, &sent, RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args);
-        st = script_result(l, "extend", r, sent);
-        break;
-    }
-    }
-    if (st == RELOCK_OK) {
-        l->ttl_ms = ttl_ms;
-        l->valid_until = relock__valid_until(start, ttl_ms);
-    }
-    return st;
+    relock__modern_cx m;
+    relock__modern_cx_init(&m, 1, ttl_ms);
+    return relock__drive(l, relock__modern_cx_step, &m);
 }
 
 const relock__algo relock__algo_modern = {

@@ -31,10 +31,12 @@ typedef struct relock__mhead {
     /* The next feed must carry fleet_ms (the fleet's clock, legacy.clock):
      * the driver reads it just before it calls the machine.  Set before
      * the first call for the first feed.  A failure to read it is fed as
-     * a fault UNSENT with no reply. */
+     * a fault UNSENT (after the batch's replies, if any; a batch that
+     * failed is fed its own fault, without the clock).  A batch may be
+     * empty (no command): the feed then brings only the times. */
     int want_fleet;
     /* The machine met a value only a legacy client can have written: the
-     * driver writes the marker `relock scan` reads (bridge.c) after the
+     * driver writes the marker `relock scan` reads (marker.c) after the
      * machine ends.  Informational: a failure is nobody's. */
     int note_legacy;
 } relock__mhead;

@@ -467,6 +467,32 @@ static void test_slot_map(void **state)
 }
 
 /* Subscribers to name's release channel on node i (PUBSUB NUMSUB). */
+/* inspect's reads go in one pipelined batch: without a slot map, on the
+ * wrong node, the first read's MOVED is followed and the later reads are
+ * sent again on the right node (decision 124); the answer is whole. */
+static void test_inspect_batch_redirected(void **state)
+{
+    (void)state;
+    char name[64];
+    name_on(1, "insp", name, sizeof name);
+    relock_client *h = cluster_client("modern");
+    relock_lock *l = NULL;
+    CHECK(h, relock_try_acquire(h, name, 20000, &l));
+    relock_client *c = map_off_client("modern");
+    unsigned long moved0 = c->moved;
+    relock_inspect_info info;
+    CHECK(c, relock_inspect(c, name, &info));
+    assert_int_equal(c->moved, moved0 + 1);
+    assert_int_equal(info.kind, RELOCK_VALUE_TOKEN);
+    assert_string_equal(info.value, relock_lock_value(l));
+    assert_int_equal(info.fence, relock_lock_fence(l));
+    assert_true(info.pttl_ms > 10000 && info.pttl_ms <= 20000);
+    CHECK(h, relock_release(l));
+    relock_lock_free(l);
+    relock_client_free(c);
+    relock_client_free(h);
+}
+
 static long long subscribers_on(int i, const char *name)
 {
     char chan[128];
@@ -971,6 +997,7 @@ int main(void)
         cmocka_unit_test(test_slots_agree),
         cmocka_unit_test(test_slot_map),
         cmocka_unit_test(test_notice_across_nodes),
+        cmocka_unit_test(test_inspect_batch_redirected),
         cmocka_unit_test(test_modern_everywhere),
         cmocka_unit_test(test_bridge_everywhere),
         cmocka_unit_test(test_slot_migration),

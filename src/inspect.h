@@ -1,0 +1,26 @@
+/*
+ * relock_inspect()'s step machine (inspect.c): one batch of reads of a
+ * lock's key, TTL, fence counter and owner record.  Public to the engine's
+ * drivers and to tests.
+ */
+#ifndef RELOCK_INSPECT_H
+#define RELOCK_INSPECT_H
+
+#include "engine/engine.h"
+
+/*
+ * Runs on a handle naming the key (l->name, l->key, l->fence_key); okey is
+ * the owner record's key or "".  Fills *info; RELOCK_OK, or a failure
+ * (RELOCK_EFOREIGN for a key of another type: the caller names the type).
+ */
+typedef struct relock__inspect_m {
+    relock__mhead h;
+    const char *okey;
+    relock_inspect_info *info;
+} relock__inspect_m;
+
+void relock__inspect_init(relock__inspect_m *m, const char *okey, relock_inspect_info *info);
+relock__step relock__inspect_step(void *m, relock_lock *l, const relock__feed *in,
+                                  relock__batch *out);
+
+#endif

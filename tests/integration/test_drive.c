@@ -1,0 +1,258 @@
+/*
+ * The blocking driver (src/engine/drive.c) against a real redis-server,
+ * with a test machine that sends batches given by the test and records
+ * every feed: replies in order from one pipelined batch, the transaction
+ * rule (a connection lost inside WATCH is never replaced: the batches
+ * until the transaction ends are faults, and only then does a new
+ * connection open), a timeout part way through a batch (LOST after the
+ * replies that came), the fleet's clock on request, and a machine that
+ * ends inside a transaction (its connection dropped).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/engine.h"
+#include "internal.h"
+#include "testclient.h"
+#include "testutil.h"
+
+#define MAXB 6
+
+/* One batch the test machine sends: up to four commands of up to six
+ * words (NULL-terminated each). */
+typedef struct tbatch {
+    const char *cmd[4][7];
+    int in_txn;
+} tbatch;
+
+typedef struct tmachine {
+    relock__mhead h;
+    const tbatch *b;
+    int nb;
+    /* Before sending batch `kill_before`, the server closes every other
+     * client's connection, and the test waits until an idle connection
+     * would be seen closed (if kill_before > 0). */
+    int kill_before;
+    /* Records, one per step. */
+    int steps;
+    int nreply[MAXB + 1];
+    relock__fault fault[MAXB + 1];
+    char text[MAXB + 1][4][64]; /* each reply: its string, or its type and integer */
+    char fault_text[MAXB + 1][512];
+    int conn_in_txn[MAXB + 1];
+    long long fleet[MAXB + 1];
+    unsigned long connects[MAXB + 1];
+} tmachine;
+
+static void describe(const redisReply *r, char *out, size_t len)
+{
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        snprintf(out, len, "%s", r->str);
+        break;
+    case REDIS_REPLY_INTEGER:
+        snprintf(out, len, ":%lld", r->integer);
+        break;
+    case REDIS_REPLY_NIL:
+        snprintf(out, len, "nil");
+        break;
+    default:
+        snprintf(out, len, "array %zu", r->elements);
+    }
+}
+
+static relock__step tstep(void *vm, relock_lock *l, const relock__feed *in, relock__batch *out)
+{
+    tmachine *m = vm;
+    int s = m->steps++;
+    m->nreply[s] = in->nreply;
+    m->fault[s] = in->fault;
+    snprintf(m->fault_text[s], sizeof m->fault_text[s], "%s", in->fault_text ? in->fault_text : "");
+    for (int i = 0; i < in->nreply && i < 4; i++)
+        describe(in->reply[i], m->text[s][i], sizeof m->text[s][i]);
+    m->conn_in_txn[s] = l->c->conn.in_txn;
+    m->fleet[s] = in->fleet_ms;
+    m->connects[s] = l->c->connects;
+    relock__err_clear(&l->c->err); /* each batch's error on its own */
+    if (s >= m->nb)
+        return relock__done(&m->h, RELOCK_OK);
+    if (m->kill_before == s && s > 0) {
+        free(testsrv_cmd(&tu_srv, "CLIENT KILL TYPE normal"));
+        tu_sleep_ms(300); /* past conn.c's idle check (200 ms) */
+    }
+    relock__batch_reset(out);
+    for (int i = 0; i < 4 && m->b[s].cmd[i][0]; i++) {
+        int argc = 0;
+        while (m->b[s].cmd[i][argc])
+            argc++;
+        assert_true(relock__batch_add(out, argc, m->b[s].cmd[i]) >= 0);
+    }
+    out->in_txn = m->b[s].in_txn;
+    return relock__send(&m->h, out);
+}
+
+static relock_lock *lock_on(relock_client *c)
+{
+    static char name[] = "drive";
+    relock_lock *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    l->c = c;
+    l->name = name;
+    l->key = name;
+    return l;
+}
+
+static void run(relock_client *c, tmachine *m, const tbatch *b, int nb)
+{
+    m->b = b;
+    m->nb = nb;
+    relock_lock *l = lock_on(c);
+    assert_int_equal(relock__drive(l, tstep, m), RELOCK_OK);
+    free(l);
+    assert_int_equal(m->steps, nb + 1);
+}
+
+static void test_pipelined_batch(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+    static const tbatch b[] = {
+        {{{"DEL", "drv:k", "drv:n", NULL},
+          {"SET", "drv:k", "v", NULL},
+          {"GET", "drv:k", NULL},
+          {"INCR", "drv:n", NULL}},
+         0},
+    };
+    tmachine m = {0};
+    run(c, &m, b, 1);
+    assert_int_equal(m.nreply[0], 0); /* the first call: no replies */
+    assert_int_equal(m.nreply[1], 4);
+    assert_int_equal(m.fault[1], RELOCK__FAULT_NONE);
+    assert_string_equal(m.text[1][1], "OK");
+    assert_string_equal(m.text[1][2], "v");
+    assert_string_equal(m.text[1][3], ":1");
+    relock_client_free(c);
+}
+
+/* Decision 86 through the driver: inside WATCH a lost connection is not
+ * replaced; every batch until the transaction's end is a fault (the one
+ * ending it included); the batch after connects again. */
+static void test_transaction_not_replaced(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+    static const tbatch b[] = {
+        {{{"WATCH", "drv:t", NULL}}, 1},
+        {{{"GET", "drv:t", NULL}}, 1},
+        {{{"EXEC", NULL}}, 0},
+        {{{"PING", NULL}}, 0},
+    };
+    tmachine m = {0};
+    m.kill_before = 1;
+    run(c, &m, b, 4);
+    assert_int_equal(m.fault[1], RELOCK__FAULT_NONE);
+    assert_string_equal(m.text[1][0], "OK");
+    assert_int_equal(m.conn_in_txn[1], 1);
+    /* The GET: the connection was found closed before sending. */
+    assert_int_equal(m.fault[2], RELOCK__FAULT_UNSENT);
+    assert_int_equal(m.nreply[2], 0);
+    assert_non_null(strstr(m.fault_text[2], "lost inside a transaction"));
+    assert_int_equal(m.conn_in_txn[2], 1);
+    assert_int_equal(m.connects[2], m.connects[1]);
+    /* EXEC, still inside: refused too, and the transaction ends. */
+    assert_int_equal(m.fault[3], RELOCK__FAULT_UNSENT);
+    assert_non_null(strstr(m.fault_text[3], "EXEC"));
+    assert_int_equal(m.conn_in_txn[3], 0);
+    assert_int_equal(m.connects[3], m.connects[1]);
+    /* Outside: a new connection. */
+    assert_int_equal(m.fault[4], RELOCK__FAULT_NONE);
+    assert_string_equal(m.text[4][0], "PONG");
+    assert_int_equal(m.connects[4], m.connects[1] + 1);
+    relock_client_free(c);
+}
+
+/* No reply within command_timeout_ms part way through a batch: the
+ * replies that came are fed, then LOST. */
+static void test_timeout_part_way(void **state)
+{
+    (void)state;
+    const char *set[] = {"command_timeout_ms", "300", NULL};
+    relock_client *c = tu_client(tu_srv.port, "modern", set);
+    static const tbatch b[] = {
+        {{{"SET", "drv:a", "1", NULL}, {"BLPOP", "drv:empty", "2", NULL}, {"PING", NULL}}, 0},
+        {{{"GET", "drv:a", NULL}}, 0},
+    };
+    tmachine m = {0};
+    uint64_t t0 = tu_now_ms();
+    run(c, &m, b, 2);
+    assert_true(tu_now_ms() - t0 < 1800); /* not the BLPOP's 2 s */
+    assert_int_equal(m.nreply[1], 1);
+    assert_int_equal(m.fault[1], RELOCK__FAULT_LOST);
+    assert_string_equal(m.text[1][0], "OK");
+    assert_non_null(strstr(m.fault_text[1], "BLPOP on 127.0.0.1:"));
+    assert_non_null(strstr(m.fault_text[1], "no reply within 300 ms"));
+    /* The next batch goes on a new connection. */
+    assert_int_equal(m.fault[2], RELOCK__FAULT_NONE);
+    assert_string_equal(m.text[2][0], "1");
+    assert_int_equal(m.connects[2], m.connects[1] + 1);
+    relock_client_free(c);
+}
+
+static void test_fleet_clock_on_request(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+    static const tbatch b[] = {{{{"PING", NULL}}, 0}};
+    tmachine m = {0};
+    m.h.want_fleet = 1;
+    long long before = relock__wall_ms();
+    run(c, &m, b, 1);
+    long long after = relock__wall_ms();
+    for (int s = 0; s < 2; s++) {
+        assert_true(m.fleet[s] >= before);
+        assert_true(m.fleet[s] <= after);
+    }
+    /* Not asked: zero. */
+    tmachine n = {0};
+    run(c, &n, b, 1);
+    assert_int_equal(n.fleet[0], 0);
+    assert_int_equal(n.fleet[1], 0);
+    relock_client_free(c);
+}
+
+/* A machine that ends inside WATCH: its connection is dropped (the server
+ * would keep the WATCH), and no transaction stays open. */
+static void test_end_inside_transaction(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+    static const tbatch b[] = {{{{"WATCH", "drv:w", NULL}}, 1}};
+    tmachine m = {0};
+    run(c, &m, b, 1);
+    assert_int_equal(m.conn_in_txn[1], 1);
+    assert_int_equal(c->conn.in_txn, 0);
+    assert_null(c->conn.ctx);
+    relock_client_free(c);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pipelined_batch),
+        cmocka_unit_test(test_transaction_not_replaced),
+        cmocka_unit_test(test_timeout_part_way),
+        cmocka_unit_test(test_fleet_clock_on_request),
+        cmocka_unit_test(test_end_inside_transaction),
+    };
+    return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
+}

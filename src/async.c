@@ -31,7 +31,9 @@
 #include "../compat/ts.h"
 #include "engine/engine.h"
 #include "engine/waitplan.h"
+#include "fence.h"
 #include "internal.h"
+#include "modern.h"
 #include "probe.h"
 #include "relock_async.h"
 
@@ -45,6 +47,7 @@ enum op_state {
     S_SENT,       /* a batch in flight */
     S_SUBSCRIBING, /* waiting for its release channel's subscription */
     S_SLEEP,      /* waiting between attempts */
+    S_RUN,        /* its machine is being stepped */
     S_DONE
 };
 
@@ -95,6 +98,7 @@ typedef struct aop {
     achan *ch;
     int cancelled;
     int undoing;
+    int fencing; /* running the fence carry before the first attempt */
     relock__probe_m probe; /* K_SETUP */
 } aop;
 
@@ -284,16 +288,46 @@ static const mkit kit_ts = {
     sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step,
 };
 
+static relock_status modern_acq_init(void *m, relock_lock *l)
+{
+    if (relock__token(l->value) != 0)
+        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
+    relock__modern_acq_init(m);
+    ((relock__modern_acq *)m)->h.hint_ms = -1;
+    return RELOCK_OK;
+}
+
+static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long ttl_ms)
+{
+    (void)l;
+    relock__modern_cx_init(m, extend, ttl_ms);
+    return RELOCK_OK;
+}
+
+static const mkit kit_modern = {
+    sizeof(relock__modern_acq), modern_acq_init, relock__modern_acq_step,
+    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step,
+};
+
 static const mkit *kit_for(relock_mode m)
 {
     switch (m) {
     case RELOCK_MODE_LEGACY:
     case RELOCK_MODE_BRIDGE:
         return &kit_ts;
+    case RELOCK_MODE_MODERN:
+        return &kit_modern;
     default:
         return NULL;
     }
 }
+
+/* The fence carry of a whole-tag key, run before the first attempt. */
+typedef struct fence_wrap {
+    relock__fence_carry_m m;
+    char before[RELOCK__KEY_MAX];
+} fence_wrap;
 
 /* ------------------------------------------------------------------ errors */
 
@@ -1227,6 +1261,7 @@ static void machine_start(aop *op)
     memset(&in, 0, sizeof in);
     op->steps = 0;
     op->sent_any = 0;
+    op->state = S_RUN;
     op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
 }
 
@@ -1297,6 +1332,23 @@ static void machine_done(aop *op, relock_status st)
         queue_flush(a);
     switch (op->kind) {
     case K_ACQ:
+        if (op->fencing) {
+            op->fencing = 0;
+            free(op->m);
+            op->m = NULL;
+            if (st != RELOCK_OK || op->cancelled) {
+                op_finish(op, st != RELOCK_OK ? st
+                                              : op_fail(op, RELOCK_ECANCELED,
+                                                        "acquire %s: cancelled", l->name));
+                return;
+            }
+            if (!(op->m = malloc(a->kit->acq_size))) {
+                op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                return;
+            }
+            attempt_begin(op);
+            return;
+        }
         if (op->undoing) {
             if (st == RELOCK_OK || st == RELOCK_LOST) {
                 free(op->err);
@@ -1524,6 +1576,24 @@ static void op_start(aop *op)
         return;
     }
     if (op->kind == K_ACQ) {
+        relock_client *c = a->c;
+        relock_lock *l = op->l;
+        char before[RELOCK__KEY_MAX];
+        if (!(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
+            relock__fence_key_before(l->key, before, sizeof before) == 1) {
+            fence_wrap *w = malloc(sizeof *w);
+            if (!w) {
+                op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                return;
+            }
+            memcpy(w->before, before, sizeof before);
+            relock__fence_carry_init(&w->m, w->before);
+            op->m = w;
+            op->fn = relock__fence_carry_step;
+            op->fencing = 1;
+            machine_start(op);
+            return;
+        }
         op->m = malloc(a->kit->acq_size);
         if (!op->m) {
             op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
@@ -1659,8 +1729,6 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         no = "several servers (a quorum)";
     else if (relock__sentinel_on(&c->s))
         no = "Sentinel";
-    else if (c->s.cluster.slot_map)
-        no = "cluster.slot_map";
     else if (relock__durable_on(c))
         no = "durability";
     else if (c->s.owner_info)
@@ -1750,14 +1818,6 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long ttl_m
     if (st != RELOCK_OK) {
         relock__err_copy(&a->err, &a->c->err);
         return st;
-    }
-    char before[RELOCK__KEY_MAX];
-    if (relock__fence_key_before(l->key, before, sizeof before) == 1) {
-        relock_lock_free(l);
-        return refuse(a, RELOCK_EUNSUPPORTED,
-                      "lock %s: a key that is a whole hash tag is not available to the "
-                      "asynchronous client yet; use the blocking API",
-                      name);
     }
     aop *op = op_new(a, K_ACQ, cb, arg);
     if (!op || !alock(a, l)) {

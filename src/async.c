@@ -953,9 +953,7 @@ static void chan_free_all(relock_async *a)
     achan *ch = a->chans;
     a->chans = NULL;
     while (ch) {
-        achan *next = ch->next;
-        for (aop *w = ch->waiters; w; w = w->cnext)
-            w->ch = NULL;
+        achan *next = ch->next; /* its waiters have ended already */
         free(ch);
         ch = next;
     }

@@ -1431,10 +1431,16 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
     relock_async *a = op->a;
     relock_client *c = a->c;
     if (op->kind == K_SETUP) {
+        /* the replies move out: the step may send the next batch at once */
+        redisReply *rep[RELOCK__BATCH_CMDS];
+        int nrep = op->nrep;
+        memcpy(rep, op->rep, sizeof rep);
+        memset(op->rep, 0, sizeof op->rep);
+        op->nrep = 0;
         relock__feed in;
         memset(&in, 0, sizeof in);
-        in.reply = op->rep;
-        in.nreply = op->nrep;
+        in.reply = rep;
+        in.nreply = nrep;
         in.fault = fault;
         in.fault_status = fst;
         in.fault_text = ftext;
@@ -1443,12 +1449,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             in.nreply = 0;
         op->state = S_SENT;
         setup_step(op, &in);
-        for (int i = 0; i < op->nrep; i++)
-            if (op->rep[i]) {
-                freeReplyObject(op->rep[i]);
-                op->rep[i] = NULL;
-            }
-        op->nrep = 0;
+        for (int i = 0; i < nrep; i++)
+            if (rep[i])
+                freeReplyObject(rep[i]);
         return;
     }
     if (op->state == S_SUBSCRIBING) {

@@ -689,6 +689,8 @@ static void test_keep(void **state)
         assert_true(relock_lock_validity_ms(l) > 10000);
         /* the blocking calls refuse an asynchronous client's lock */
         assert_int_equal(relock_release(l), RELOCK_EUNSUPPORTED);
+        assert_int_equal(relock_extend(l, 0), RELOCK_EUNSUPPORTED);
+        assert_int_equal(relock_keep(l, NULL, NULL), RELOCK_EUNSUPPORTED);
         memset(&rel, 0, sizeof rel);
         assert_int_equal(relock_async_release(l, record, &rel), RELOCK_OK);
         relock_lock_free(l); /* freed with its release in flight: safe */

@@ -703,6 +703,96 @@ static void test_keep(void **state)
     }
 }
 
+
+/* ------------------------------------------------------------ old servers */
+
+/* Through the compat proxy's personalities: 2.0 (MULTI without WATCH),
+ * 2.2 (WATCH ... EXEC: a transaction owns the connection while the other
+ * operations' batches wait) and 2.6.0 (scripts), in legacy mode, and a
+ * server without Lua in modern mode (its WATCH way).  Many locks in
+ * flight, a busy one, a waiter woken by the release, all released. */
+static void old_server_round(int port, const char *mode, const char *tag)
+{
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "key_prefix", tag), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_client *b;
+    assert_int_equal(relock_connect(cfg, &b), RELOCK_OK);
+    relock_config_free(cfg);
+    enum { NOLD = 60 };
+    memset(many, 0, sizeof many);
+    many_done = 0;
+    for (int i = 0; i < NOLD; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "o%d", i);
+        assert_int_equal(relock_async_try_acquire(a, name, 30000, many_cb, &many[i], NULL),
+                         RELOCK_OK);
+    }
+    assert_int_equal(run_until(&many_done, NOLD, 30000), NOLD);
+    for (int i = 0; i < NOLD; i++)
+        if (many[i].st != RELOCK_OK)
+            fail_msg("%s %s lock %d: %s: %s", tag, mode, i, relock_status_name(many[i].st),
+                     many[i].msg);
+    /* held by the blocking client: busy, then a waiter gets it after the release */
+    relock_lock *held;
+    assert_int_equal(relock_try_acquire(b, "w", 30000, &held), RELOCK_OK);
+    outcome busy = {0}, wait = {0};
+    assert_int_equal(relock_async_try_acquire(a, "w", 5000, record, &busy, NULL), RELOCK_OK);
+    assert_int_equal(relock_async_acquire(a, "w", 5000, 10000, record, &wait, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&busy.calls, 1, 10000), 1);
+    assert_int_equal(busy.st, RELOCK_BUSY);
+    run_for(300);
+    assert_int_equal(wait.calls, 0);
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+    assert_int_equal(run_until(&wait.calls, 1, 10000), 1);
+    if (wait.st != RELOCK_OK)
+        fail_msg("%s waiter: %s: %s", tag, relock_status_name(wait.st), wait.msg);
+    relock_lock *locks[NOLD + 1];
+    for (int i = 0; i < NOLD; i++)
+        locks[i] = many[i].l;
+    locks[NOLD] = wait.l;
+    memset(many, 0, sizeof many);
+    many_done = 0;
+    for (int i = 0; i <= NOLD; i++)
+        assert_int_equal(relock_async_release(locks[i], many_cb, &many[i]), RELOCK_OK);
+    assert_int_equal(run_until(&many_done, NOLD + 1, 30000), NOLD + 1);
+    for (int i = 0; i <= NOLD; i++) {
+        if (many[i].st != RELOCK_OK)
+            fail_msg("%s release %d: %s: %s", tag, i, relock_status_name(many[i].st),
+                     many[i].msg);
+        relock_lock_free(locks[i]);
+    }
+    relock_client_free(b);
+    relock_async_free(a);
+    loop_fini();
+}
+
+static void test_old_servers(void **state)
+{
+    (void)state;
+    static const char *const pers[] = {"2.0", "2.2", "2.6.0", "valkey-9.0"};
+    static const char *const mode[] = {"legacy", "legacy", "legacy", "modern"};
+    for (int i = 0; i < 4; i++) {
+        if (i < 3 ? !testsrv_personality_runs(pers[i]) : testsrv_target_version() != NULL)
+            continue;
+        testsrv px;
+        static const char *const nolua[] = {"--no-lua", NULL};
+        assert_int_equal(testsrv_start_proxy(&px, srv.port, pers[i], i == 3 ? nolua : NULL), 0);
+        char tag[32];
+        snprintf(tag, sizeof tag, "old-%s:", pers[i]);
+        old_server_round(px.port, mode[i], tag);
+        testsrv_stop(&px);
+    }
+}
+
 /* ------------------------------------------------------------ refusals */
 
 static void test_refusals(void **state)
@@ -760,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_cancel),         cmocka_unit_test(test_free_in_flight),
         cmocka_unit_test(test_dead_holder),    cmocka_unit_test(test_stalled_server),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_old_servers),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

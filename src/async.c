@@ -1177,6 +1177,22 @@ static void sleep_fire(void *arg)
     leave(a);
 }
 
+static void plan(aop *op, int after_subscribe);
+
+/* A subscription not answered within command_timeout_ms: wait without it. */
+static void sub_timeout_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    enter(a);
+    if (op->state == S_SUBSCRIBING) {
+        chan_leave(op);
+        plan(op, 1);
+    }
+    leave(a);
+}
+
 static void wake(aop *op)
 {
     timer_stop(op->a, &op->timer);
@@ -1213,7 +1229,9 @@ static void plan(aop *op, int after_subscribe)
     if (p.act == RELOCK__WAIT_SUBSCRIBE) {
         int j = op->ch ? (op->ch->confirmed ? 1 : 0) : chan_join(op);
         if (j == 0) {
-            op->state = S_SUBSCRIBING; /* plans again when the subscription is answered */
+            /* plans again when the subscription is answered, or without it */
+            op->state = S_SUBSCRIBING;
+            op->timer = timer_start(a, c->s.command_timeout_ms, sub_timeout_fire, op);
             return;
         }
         in.after_subscribe = 1;
@@ -1455,6 +1473,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         return;
     }
     if (op->state == S_SUBSCRIBING) {
+        timer_stop(a, &op->timer);
         plan(op, 1);
         return;
     }
@@ -1861,11 +1880,12 @@ relock_status relock_async_cancel(relock_async_op *h)
         return RELOCK_OK;
     relock_async *a = op->a;
     op->cancelled = 1;
-    if (op->state == S_SLEEP || op->state == S_NEW) {
+    if (op->state == S_SLEEP || op->state == S_NEW || op->state == S_SUBSCRIBING) {
         /* nothing of it in flight: it ends at the next turn of the loop */
         timer_stop(a, &op->timer);
         if (op->state == S_NEW)
             queue_remove(a, op);
+        chan_leave(op);
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
     } else if (op->state == S_QUEUED && !op->sent_any) {

@@ -397,6 +397,15 @@ static void test_cancel(void **state)
     assert_true(tu_now_ms() - t0 < 2000);
     assert_int_equal(relock_extend(held, 10000), RELOCK_OK); /* still the blocking holder's */
 
+    /* a bounded wait: TIMEOUT with the blocking message, not before the bound */
+    memset(&o, 0, sizeof o);
+    t0 = tu_now_ms();
+    assert_int_equal(relock_async_acquire(a, "w", 5000, 500, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 5000), 1);
+    assert_int_equal(o.st, RELOCK_TIMEOUT);
+    assert_string_equal(o.msg, "lock w: still held after 500 ms");
+    assert_true(o.at - t0 >= 450);
+
     /* 2. cancelled before it started: nothing sent */
     memset(&o, 0, sizeof o);
     assert_int_equal(relock_async_acquire(a, "free1", 5000, 0, record, &o, &op), RELOCK_OK);

@@ -6,7 +6,8 @@
  *   relock_async_libuv(&loop, uv);
  *   relock_async_new(cfg, &loop, &a);
  *
- * The program links hiredis and libuv (-lhiredis -luv).  Timer handles are
+ * The program links hiredis and libuv (-lhiredis -luv); uv.h needs the
+ * POSIX declarations (-D_GNU_SOURCE, or -std=gnu11).  Timer handles are
  * closed with uv_close() and freed by its callback, so the loop must run
  * once more after the last timer stops before uv_loop_close().
  */

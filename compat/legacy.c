@@ -514,6 +514,16 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
     return relock__send(&m->head, out);
 }
 
+/* Another round of the compare-and-set, four in all. */
+static relock__step u_again(relock__ts_update *m, relock_lock *l, relock__batch *out)
+{
+    if (++m->round >= 4)
+        return relock__done(&m->head, RELOCK__FAIL(&l->c->err, RELOCK_LOST,
+                                                   "%s %s: lock lost: the key kept changing",
+                                                   m->op, l->name));
+    return u_cas(m, l, out);
+}
+
 /*
  * The compare-and-set (or -delete) of our value answered.  Bounded: a
  * beaten WATCH is retried, and a loser's write followed once, four rounds
@@ -533,13 +543,8 @@ static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const reloc
             l->waiters = (int)q->fence_out; /* a delete reports the waiters told */
         return u_ok(m, l);
     }
-    if (++m->round >= 4)
-        return relock__done(&m->head,
-                            RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                         "%s %s: lock lost: the key kept changing", m->op,
-                                         l->name));
-    if (q->beaten)
-        return u_cas(m, l, out); /* the key changed under WATCH: look again */
+    if (q->beaten) /* the key changed under WATCH: look again */
+        return u_again(m, l, out);
     /*
      * A loser's write: a different timestamp, or (bridge) our very value
      * with its TTL cleared, as a legacy GETSET in the same unit leaves it.
@@ -553,7 +558,7 @@ static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const reloc
             m->head.note_legacy = 1;
         snprintf(m->expected, sizeof m->expected, "%s", q->found);
         m->following = 1;
-        return u_cas(m, l, out);
+        return u_again(m, l, out);
     }
     return relock__done(&m->head, lost(l, m->op, q->found));
 }

@@ -100,6 +100,7 @@ typedef struct aop {
     int undoing;
     int fencing; /* running the fence carry before the first attempt */
     relock__probe_m probe; /* K_SETUP */
+    relock_lock probe_l;   /* K_SETUP: the lock the probe machine runs on */
 } aop;
 
 struct achan {
@@ -822,9 +823,8 @@ static void conn_connect(relock_async *a)
     }
     su->n = n;
     if (n == 0) {
-        relock__feed in;
+        relock__feed in; /* no login: straight to the probe */
         memset(&in, 0, sizeof in);
-        su->attempt = 1;
         setup_step(su, &in);
         return;
     }
@@ -925,14 +925,18 @@ static void setup_step(aop *su, const relock__feed *in)
             return;
         }
         su->attempt = 1;
-        memset(&su->probe, 0, sizeof su->probe);
+        relock__probe_init(&su->probe);
+        static char pname[] = "(probe)";
+        memset(&su->probe_l, 0, sizeof su->probe_l);
+        su->probe_l.c = c;
+        su->probe_l.name = su->probe_l.key = su->probe_l.fence_key = pname;
         memset(&first, 0, sizeof first);
         in = &first;
     }
     relock__err_clear(&c->err);
-    relock__step s = relock__probe_step(&su->probe, c, &c->conn, in, &a->batch);
+    relock__step s = relock__probe_step(&su->probe, &su->probe_l, in, &a->batch);
     if (s == RELOCK__STEP_DONE) {
-        setup_done(a, su->probe.st);
+        setup_done(a, su->probe.h.st);
         return;
     }
     const relock__cmd *k = &a->batch.cmd[0];

@@ -302,7 +302,8 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
             return send_script(m, l, out);
         if (in->fault)
             return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "i", "compare-and-delete")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "i", "compare-and-delete");
+        if (st != RELOCK_OK)
             return finish(m, st);
         if (r->integer >= 1) /* 1 + the waiters told, by the script */
             return finish(m, RELOCK_OK);
@@ -313,7 +314,8 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     case B_GET: /* 2.0 (see the top of the file) */
         if (in->fault)
             return fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
             return finish(m, st); /* WRONGTYPE: not a lock */
         if (r->type == REDIS_REPLY_NIL)
             return absent(m, l);
@@ -324,7 +326,8 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     case B_WATCH:
         if (in->fault)
             return fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", "WATCH");
+        if (st != RELOCK_OK)
             return finish(m, st);
         {
             const char *g[] = {"GET", l->key};
@@ -335,7 +338,8 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     case B_WFENCE: {
         if (in->fault)
             return fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
             return finish(m, st);
         int same = 1;
         if (m->h.pc == B_WGET) {
@@ -358,7 +362,8 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     case B_UNWATCH:
         if (in->fault)
             return fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "s", "UNWATCH")) != RELOCK_OK) {
+        st = relock__reply_check(c, r, "s", "UNWATCH");
+        if (st != RELOCK_OK) {
             m->h.in_txn = 1; /* the connection is dropped */
             return finish(m, st);
         }
@@ -373,7 +378,8 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         const char *argv[2], *what = "MULTI";
         if (m->h.pc == T_QUEUED)
             queued(m, l, m->next - 1, argv, &what);
-        if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", what);
+        if (st != RELOCK_OK)
             return finish(m, st);
         if (queued(m, l, m->next, argv, &what)) {
             m->next++;

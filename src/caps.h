@@ -17,11 +17,9 @@
 /* DELEX key IFEQ value: compare-and-delete (Redis 8.4). */
 #define RELOCK__CAP_DELEX RELOCK_CAP_DELEX
 
-#include <stddef.h>
-
 /* Modern mode's way of acquiring (with a fence), releasing and extending
- * on c's server, as one line for `relock probe` ("acquire: ..., release:
- * DELIFEQ, extend: SET IFEQ, scripts: none"); modern.c. */
-void relock__modern_paths(const relock_client *c, char *out, size_t len);
+ * on c's server as it is connected now (relock_client_paths(), and the
+ * end of the mode reason); modern.c. */
+void relock__modern_paths(const relock_client *c, relock_paths *out);
 
 #endif

@@ -42,9 +42,13 @@ void relock__fence_carry_init(relock__fence_carry_m *m, const char *before)
     m->before = before;
 }
 
-/* A counter read under WATCH: its value, 0 when absent or not a number. */
-static long long counter(const redisReply *r)
+/* A counter read under WATCH: its value, 0 when absent or not a number;
+ * -1 for an error reply (recorded): a counter that could not be read must
+ * not pass for one that is absent. */
+static long long counter(relock_client *c, const redisReply *r)
 {
+    if (relock__reply_check(c, r, "bn", "reading the fence counter") != RELOCK_OK)
+        return -1;
     if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < 20 &&
         strspn(r->str, "0123456789") == r->len)
         return atoll(r->str);
@@ -77,19 +81,13 @@ static relock__step watch_begin(relock__fence_carry_m *m, relock_lock *l, relock
     return send1(m, out, F_WATCH, 1, 3, w);
 }
 
-/* The transaction failed on its connection: the failure is the outcome,
- * and the connection is dropped with the WATCH or MULTI left behind. */
-static relock__step watch_failed(relock__fence_carry_m *m, relock_lock *l,
-                                 const relock__feed *in)
+/* The transaction failed (a fault, or a reply refused with the server's
+ * words): the failure is the outcome, and the connection is dropped with
+ * the WATCH or MULTI left behind. */
+static relock__step watch_failed(relock__fence_carry_m *m, relock_status st)
 {
-    relock_client *c = l->c;
-    relock__fault_fail(c, in);
     m->h.in_txn = 1;
-    return relock__done(&m->h, c->err.pub.status != RELOCK_OK
-                                   ? c->err.pub.status
-                                   : RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                                  "raising the fence counter %s failed",
-                                                  l->fence_key));
+    return relock__done(&m->h, st);
 }
 
 static relock__step written(relock__fence_carry_m *m, relock_lock *l, const redisReply *r)
@@ -120,9 +118,11 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
     if (m->h.pc == F_SCRIPT && relock__script_again(in, 0, &m->by_eval))
         return send_script(m, l, out);
     if (in->fault && m->h.pc >= F_WATCH)
-        return watch_failed(m, l, in);
+        return watch_failed(m, relock__fault_fail(c, in));
     if (in->fault)
         return relock__done(&m->h, relock__fault_fail(c, in));
+    relock_status st;
+    long long now;
     switch (m->h.pc) {
     case F_SCRIPT:
     case F_SETNX:
@@ -138,16 +138,24 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
             return send1(m, out, F_SETNX, 0, 3, s);
         }
     case F_WATCH: {
+        st = relock__reply_check(c, r, "s", "WATCH of the fence counters");
+        if (st != RELOCK_OK)
+            return watch_failed(m, st);
         const char *g[] = {"GET", m->before};
         return send1(m, out, F_OLD, 1, 2, g);
     }
     case F_OLD: {
-        m->old = counter(r);
+        m->old = counter(c, r);
+        if (m->old < 0)
+            return watch_failed(m, c->err.pub.status);
         const char *g[] = {"GET", l->fence_key};
         return send1(m, out, F_NOW, 1, 2, g);
     }
     case F_NOW:
-        if (counter(r) >= m->old) {
+        now = counter(c, r);
+        if (now < 0)
+            return watch_failed(m, c->err.pub.status);
+        if (now >= m->old) {
             const char *u[] = {"UNWATCH"};
             return send1(m, out, F_UNWATCH, 0, 1, u);
         } else {
@@ -155,8 +163,14 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
             return send1(m, out, F_MULTI, 1, 1, mu);
         }
     case F_UNWATCH:
+        st = relock__reply_check(c, r, "s", "UNWATCH");
+        if (st != RELOCK_OK)
+            return watch_failed(m, st);
         return relock__done(&m->h, RELOCK_OK);
     case F_MULTI: {
+        st = relock__reply_check(c, r, "s", "MULTI");
+        if (st != RELOCK_OK)
+            return watch_failed(m, st);
         relock__batch_reset(out);
         const char *s[] = {"SET", l->fence_key, relock__batch_num(out, m->old)};
         relock__batch_add(out, 3, s);
@@ -165,18 +179,27 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
         return relock__send(&m->h, out);
     }
     case F_SET: {
+        /* A SET refused inside MULTI (an ACL, memory) is an error with the
+         * server's words, not a race (EXEC would answer EXECABORT). */
+        st = relock__reply_check(c, r, "s", "raising the fence counter (SET in MULTI)");
+        if (st != RELOCK_OK)
+            return watch_failed(m, st);
         const char *e[] = {"EXEC"};
         return send1(m, out, F_EXEC, 0, 1, e);
     }
     case F_EXEC:
-        if (r->type == REDIS_REPLY_ARRAY)
-            return relock__done(&m->h, RELOCK_OK);
-        if (m->tries < RELOCK__FENCE_WATCH_TRIES)
-            return watch_begin(m, l, out); /* beaten: look again */
-        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EIO,
-                                                "raising the fence counter %s: it kept "
-                                                "changing between WATCH and EXEC",
-                                                l->fence_key));
+        if (r->type == REDIS_REPLY_NIL) { /* beaten: the only outcome worth another look */
+            if (m->tries < RELOCK__FENCE_WATCH_TRIES)
+                return watch_begin(m, l, out);
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EIO,
+                                                    "raising the fence counter %s: it kept "
+                                                    "changing between WATCH and EXEC",
+                                                    l->fence_key));
+        }
+        st = relock__reply_check(c, r, "a", "EXEC raising the fence counter");
+        if (st != RELOCK_OK)
+            return watch_failed(m, st);
+        return relock__done(&m->h, RELOCK_OK);
     default:
         return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                                 "raising the fence counter %s: internal error "

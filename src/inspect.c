@@ -83,7 +83,8 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     if (in->nreply <= at)
         return relock__done(&m->h, relock__fault_fail(c, in));
     r = in->reply[at];
-    if ((st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL")) != RELOCK_OK)
+    st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL");
+    if (st != RELOCK_OK)
         return relock__done(&m->h, st);
     info->pttl_ms = r->integer < 0 ? r->integer : ms ? r->integer : r->integer * 1000;
     return relock__done(&m->h, RELOCK_OK);

@@ -184,8 +184,10 @@ relock_status relock__fence_seed(relock_lock *l);
 int relock__owner_key(const char *lock_key, char *out, size_t len);
 
 /* owner.c: with owner_info, write (after acquire and extend) or delete
- * (after release) the holder's host, pid and start time beside the lock,
- * with the lease as its TTL.  Informational: failures are ignored. */
+ * (before release) the holder's host, pid and start time beside the lock,
+ * with the lease as its TTL, only while the lock key still holds l's value
+ * (and fence): a stale handle never touches another holder's record.
+ * Informational: failures are ignored. */
 void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
@@ -253,6 +255,7 @@ enum relock__script_id {
     RELOCK__SCRIPT_BREAK_IF_EQ,
     RELOCK__SCRIPT_FENCE_RAISE,
     RELOCK__SCRIPT_FENCE_CARRY,
+    RELOCK__SCRIPT_OWNER_IF_HELD,
     RELOCK__NSCRIPTS
 };
 
@@ -320,7 +323,8 @@ struct relock_lock {
     int breaks_known;
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     /* Set by a busy attempt that met a holder who never announces its
-     * release (a legacy value without TTL): the waiter polls this often. */
+     * release (a legacy value without TTL): the waiter polls it often
+     * near its end (src/engine/waitplan.c). */
     int legacy_holder;
     /* An acquire attempt of this handle found the lock held: on 2.0 its
      * next attempts read the key before they write (compat/legacy.c). */

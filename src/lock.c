@@ -182,9 +182,11 @@ relock_status relock_release(relock_lock *l)
     st = relock__cluster_route(c, l->key);
     if (st != RELOCK_OK)
         return st;
+    /* The owner record goes first, while the lock is still ours: after the
+     * release a new holder may already have written its own. */
+    relock__owner_note(l, 0);
     st = foreign(l, c->algo->release(l));
     if (st == RELOCK_OK) {
-        relock__owner_note(l, 0);
         if (l->waiters > 0) {
             /* Others were woken for this lock: if we come straight back
              * for it, let them go first (fairness; see acquire). */

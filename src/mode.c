@@ -24,10 +24,35 @@ static int lua_left_out(const relock__conn *conn)
  * (relock__modern_paths in modern.c decides). */
 static void note_paths(relock_client *c)
 {
-    char paths[160];
-    relock__modern_paths(c, paths, sizeof paths);
+    relock_paths p;
+    relock__modern_paths(c, &p);
     size_t n = strlen(c->mode_reason);
-    snprintf(c->mode_reason + n, sizeof c->mode_reason - n, "; %s", paths);
+    snprintf(c->mode_reason + n, sizeof c->mode_reason - n,
+             "; acquire: %s, release: %s, extend: %s, scripts: %s", p.acquire, p.release,
+             p.extend, p.scripts);
+}
+
+relock_status relock_client_paths(relock_client *c, relock_paths *out)
+{
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "paths: no structure to fill");
+    out->acquire = out->release = out->extend = out->scripts = "";
+    if (c->algo != &relock__algo_modern)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "paths: only for modern mode on one server (this client: %s)",
+                            c->q      ? "a quorum, which uses scripts on every server"
+                            : c->algo ? relock_mode_name(c->mode)
+                                      : "no mode selected");
+    /* The capabilities of the server connected now: after a failover it
+     * may be another one than at connect. */
+    relock_status st = relock__conn_ensure(c);
+    if (st != RELOCK_OK)
+        return st;
+    relock__modern_paths(c, out);
+    return RELOCK_OK;
 }
 
 static relock_status use(relock_client *c, relock_mode m, const char *why)

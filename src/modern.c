@@ -54,20 +54,21 @@ static enum cas extend_path(const relock_client *c)
     return has_lua(c) ? CAS_SCRIPT : CAS_WATCH;
 }
 
-void relock__modern_paths(const relock_client *c, char *out, size_t len)
+void relock__modern_paths(const relock_client *c, relock_paths *out)
 {
     static const char *const rel[] = {"DELIFEQ", "DELEX IFEQ", "script", "WATCH/MULTI"};
     static const char *const ext[] = {"SET IFEQ PX", "script", "WATCH/MULTI"};
-    const char *acq = !c->s.fencing ? "SET NX PX"
-                      : has_lua(c)  ? "script (SET NX PX, INCR)"
-                                    : "WATCH/MULTI (SET PX, INCR)";
     enum cad r = release_path(c);
     enum cas e = extend_path(c);
     int scripts = (c->s.fencing && has_lua(c)) || r == CAD_SCRIPT || e == CAS_SCRIPT;
-    snprintf(out, len, "acquire: %s, release: %s, extend: %s, scripts: %s", acq, rel[r], ext[e],
-             scripts        ? "used"
-             : has_lua(c)   ? "none"
-                            : "none (the server runs without Lua)");
+    out->acquire = !c->s.fencing ? "SET NX PX"
+                   : has_lua(c)  ? "script (SET NX PX, INCR)"
+                                 : "WATCH/MULTI (SET PX, INCR)";
+    out->release = rel[r];
+    out->extend = ext[e];
+    out->scripts = scripts      ? "used"
+                   : has_lua(c) ? "none"
+                                : "none (the server runs without Lua)";
 }
 
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
@@ -337,14 +338,16 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
                                                                     : acq_fail(m, l, in);
     switch (m->h.pc) {
     case W_WATCH: {
-        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", "WATCH");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->h.pc = W_GET;
         const char *g[] = {"GET", l->key};
         return send1(&m->h, out, 1, 2, g);
     }
     case W_GET: {
-        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->has = r->type == REDIS_REPLY_STRING;
         copy_value(m->found, r);
@@ -356,7 +359,8 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
         return send1(&m->h, out, 1, 2, p);
     }
     case W_PTTL:
-        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "i", "PTTL");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->pttl = r->integer;
         return watch_decide(m, out);
@@ -368,7 +372,8 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
             return busy(m, 0);
         return held_by(m, l, m->found, m->pttl, out);
     case W_MULTI: {
-        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", "MULTI");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->h.pc = W_SET;
         relock__batch_reset(out);
@@ -379,8 +384,8 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
     }
     case W_SET:
     case W_INCR:
-        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) !=
-            RELOCK_OK)
+        st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         if (m->h.pc == W_SET && c->s.fencing) {
             m->h.pc = W_INCR;
@@ -439,7 +444,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
             return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
         if (r->type == REDIS_REPLY_STATUS)
             return acq_won(m, l, 0);
-        if ((st = relock__reply_check(c, r, "n", "SET NX PX")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "n", "SET NX PX");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         /* Busy: learn when the holder's lease ends, to sleep until then. */
         m->h.pc = A_PTTL;
@@ -451,7 +457,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     case A_PTTL:
         if (in->fault)
             return acq_fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "i", "PTTL");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->pttl = r->integer;
         if (m->pttl != -1)
@@ -477,7 +484,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
             return send_acquire_script(m, l, out);
         if (in->fault)
             return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "a[ii]", "acquire script");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
             return acq_won(m, l, r->element[1]->integer);
@@ -494,7 +502,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
             return send_takeover(m, l, out);
         if (in->fault)
             return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
-        if ((st = relock__reply_check(c, r, "a[i]", "takeover script")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "a[i]", "takeover script");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
             return acq_won(m, l,
@@ -680,7 +689,8 @@ static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock
         return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
     }
     const char *what = m->way == RELOCK__MW_DELIFEQ ? "DELIFEQ" : "DELEX IFEQ";
-    if ((st = relock__reply_check(c, r, "i", what)) != RELOCK_OK)
+    st = relock__reply_check(c, r, "i", what);
+    if (st != RELOCK_OK)
         return relock__done(&m->h, st);
     if (r->integer != 1)
         return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
@@ -701,7 +711,8 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
         return cx_fault(m, l, in);
     const redisReply *r = in->reply[0];
     relock_status st;
-    if ((st = relock__reply_check(c, r, "i", cx_op(m))) != RELOCK_OK)
+    st = relock__reply_check(c, r, "i", cx_op(m));
+    if (st != RELOCK_OK)
         return relock__done(&m->h, st);
     if (r->integer >= 1) {
         l->waiters = (int)(r->integer - 1); /* release: waiters told */
@@ -738,14 +749,16 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
     }
     switch (m->h.pc) {
     case C_WATCH: {
-        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", "WATCH");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->h.pc = C_GET;
         const char *g[] = {"GET", l->key};
         return send1(&m->h, out, 1, 2, g);
     }
     case C_GET: {
-        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->absent = r->type != REDIS_REPLY_STRING;
         char found[RELOCK__VALUE_MAX];
@@ -763,7 +776,8 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         return cx_lost(m, l, in,
                        m->absent ? "the key was deleted or expired" : "taken by another value");
     case C_MULTI: {
-        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", "MULTI");
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         m->h.pc = C_WRITE;
         if (m->extend) {
@@ -779,7 +793,8 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
     case C_WRITE:
     case C_PUBLISH: {
         const char *what = m->h.pc == C_PUBLISH ? "PUBLISH" : m->extend ? "PEXPIRE" : "DEL";
-        if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
+        st = relock__reply_check(c, r, "s", what);
+        if (st != RELOCK_OK)
             return relock__done(&m->h, st);
         if (m->h.pc == C_WRITE && !m->extend && m->notify) {
             m->h.pc = C_PUBLISH;

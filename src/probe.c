@@ -9,8 +9,8 @@
 #include <strings.h>
 
 #include "caps.h"
-#include "probe.h"
 #include "internal.h"
+#include "probe.h"
 
 static unsigned caps_for(int major, int minor, int patch)
 {
@@ -65,18 +65,41 @@ static int parse_info(const char *text, int *major, int *minor, int *patch)
  * command", it would make a 7.x server look like 2.0.  It is a
  * configuration error.
  */
-static int refused_by_acl(relock_client *c, const relock__conn *conn, const char *cmd,
-                          const redisReply *r)
+static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ERROR ||
         (strncmp(r->str, "NOAUTH", 6) != 0 && strncmp(r->str, "NOPERM", 6) != 0))
         return 0;
-    const relock__server *srv = conn->srv;
+    const relock__server *srv = c->conn.srv;
     RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str, "%s on " RELOCK__ADDR_FMT " refused: %s%s",
                      cmd, RELOCK__ADDR(srv), r->str,
                      r->str[2] == 'A' ? " (set a password in the URL or the configuration)"
                                       : " (the user needs permission for it)");
     return 1;
+}
+
+enum probe_pc {
+    P_START = 0,
+    P_INFO,    /* INFO sent */
+    P_TIME,    /* INFO refused: TIME sent */
+    P_SET,     /* TIME known: SET NX PX of a key that expires at once sent */
+    P_UNWATCH, /* TIME unknown: UNWATCH sent */
+    P_DOCS     /* COMMAND DOCS sent */
+};
+
+void relock__probe_init(relock__probe_m *m)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+}
+
+static relock__step send1(relock__probe_m *m, relock__batch *out, int pc, int argc,
+                          const char *const *argv)
+{
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    m->h.pc = pc;
+    return relock__send(&m->h, out);
 }
 
 /* Whether a COMMAND DOCS reply (or part of it) holds the string word,
@@ -95,8 +118,29 @@ static int mentions(const redisReply *r, const char *word, int depth)
     return 0;
 }
 
-/* What a COMMAND DOCS reply says about Lua and the native commands. */
-static void apply_docs(relock__conn *conn, const redisReply *r)
+/*
+ * What the version cannot tell (DESIGN §2): whether Lua is there at all
+ * (Valkey 9.1 may run without it: EVAL is then an unknown command), and the
+ * native compare-and-set commands.  One COMMAND DOCS (Redis 7.0 and later,
+ * Valkey) answers both: it leaves out commands the server does not have,
+ * and SET's documented arguments name its IFEQ condition where it exists.
+ * A read-only command without keys: harmless on a replica and in a
+ * Cluster.  A refusal (COMMAND DOCS before 7.0, an ACL without COMMAND)
+ * leaves what the version said: Lua present, no native commands, the path
+ * of every earlier server.  Servers before 2.8.13 have no COMMAND at all
+ * and are not asked.
+ */
+static relock__step natives(relock__probe_m *m, relock_client *c, relock__batch *out)
+{
+    relock__conn *conn = &c->conn;
+    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
+    if (v < 20813)
+        return relock__done(&m->h, RELOCK_OK);
+    const char *d[] = {"COMMAND", "DOCS", "SET", "EVAL", "DELIFEQ", "DELEX"};
+    return send1(m, out, P_DOCS, 6, d);
+}
+
+static void natives_read(relock__conn *conn, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
         return;
@@ -120,145 +164,79 @@ static void apply_docs(relock__conn *conn, const redisReply *r)
         conn->caps &= ~(unsigned)(RELOCK_CAP_EVAL | RELOCK_CAP_SCRIPT_TIME_WRITE);
 }
 
-enum { P_START = 0, P_INFO, P_TIME, P_SET, P_UNWATCH, P_DOCS };
-
-static relock__step probe_send(relock__probe_m *m, relock__batch *out, int pc, int argc,
-                               const char *const *argv)
+relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
 {
-    relock__batch_reset(out);
-    relock__batch_add(out, argc, argv);
-    m->pc = pc;
-    return RELOCK__STEP_SEND;
-}
-
-static relock__step probe_end(relock__probe_m *m, relock_status st)
-{
-    m->st = st;
-    return RELOCK__STEP_DONE;
-}
-
-/*
- * What the version cannot tell (DESIGN §2): whether Lua is there at all
- * (Valkey 9.1 may run without it: EVAL is then an unknown command), and the
- * native compare-and-set commands.  One COMMAND DOCS (Redis 7.0 and later,
- * Valkey) answers both: it leaves out commands the server does not have,
- * and SET's documented arguments name its IFEQ condition where it exists.
- * A read-only command without keys: harmless on a replica and in a
- * Cluster.  A refusal (COMMAND DOCS before 7.0, an ACL without COMMAND)
- * leaves what the version said: Lua present, no native commands, the path
- * of every earlier server.  Servers before 2.8.13 have no COMMAND at all
- * and are not asked.
- */
-static relock__step probe_natives(relock__probe_m *m, relock__conn *conn, relock__batch *out)
-{
-    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
-    if (v < 20813)
-        return probe_end(m, RELOCK_OK);
-    static const char *const docs[] = {"COMMAND", "DOCS", "SET", "EVAL", "DELIFEQ", "DELEX"};
-    return probe_send(m, out, P_DOCS, 6, docs);
-}
-
-relock__step relock__probe_step(relock__probe_m *m, relock_client *c, relock__conn *conn,
-                                const relock__feed *in, relock__batch *out)
-{
-    const relock__server *srv = conn->srv;
+    relock__probe_m *m = vm;
+    relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
-    if (m->pc != P_START && !r) {
-        if (m->pc == P_INFO)
-            return probe_end(m, RELOCK__FAIL(&c->err, RELOCK_EIO,
-                                             "INFO on " RELOCK__ADDR_FMT ": %s",
-                                             RELOCK__ADDR(srv),
-                                             in->fault_text ? in->fault_text : "no reply"));
-        return probe_end(m, relock__fault_fail(c, in));
-    }
-    switch (m->pc) {
-    case P_START: {
+    if (m->h.pc == P_START) {
         /* Plain INFO: 2.0 knows no sections. */
-        static const char *const info[] = {"INFO"};
-        return probe_send(m, out, P_INFO, 1, info);
+        const char *i[] = {"INFO"};
+        return send1(m, out, P_INFO, 1, i);
     }
+    if (in->fault)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    switch (m->h.pc) {
     case P_INFO: {
         int major, minor, patch;
         if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0) {
-            set_version(conn, major, minor, patch);
-            return probe_natives(m, conn, out);
+            set_version(&c->conn, major, minor, patch);
+            return natives(m, c, out);
         }
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)
-            return probe_end(m, refused_by_acl(c, conn, "INFO", r) ? c->err.pub.status
-                                                                   : RELOCK_EPROTO);
+            return relock__done(&m->h, refused_by_acl(c, "INFO", r) ? c->err.pub.status
+                                                                    : RELOCK_EPROTO);
         if (r->type != REDIS_REPLY_ERROR)
-            return probe_end(m, RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r));
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r));
         /* Without INFO (renamed by the operator, say): tell the version
          * apart by which commands are refused.  Only harmless commands
          * are tried. */
-        static const char *const time[] = {"TIME"};
-        return probe_send(m, out, P_TIME, 1, time);
+        const char *t[] = {"TIME"};
+        return send1(m, out, P_TIME, 1, t);
     }
     case P_TIME:
-        if (refused_by_acl(c, conn, "TIME", r))
-            return probe_end(m, c->err.pub.status);
+        if (refused_by_acl(c, "TIME", r))
+            return relock__done(&m->h, c->err.pub.status);
         if (r->type == REDIS_REPLY_ARRAY) {
-            /* SET with options on a key of our own namespace that expires at once. */
-            static const char *const set[] = {"SET", "relock:{probe}", "1", "NX", "PX", "1"};
-            return probe_send(m, out, P_SET, 6, set);
+            /* SET with options on a key of our own namespace that expires
+             * at once. */
+            const char *s[] = {"SET", "relock:{probe}", "1", "NX", "PX", "1"};
+            return send1(m, out, P_SET, 6, s);
         } else {
-            static const char *const unwatch[] = {"UNWATCH"};
-            return probe_send(m, out, P_UNWATCH, 1, unwatch);
+            const char *u[] = {"UNWATCH"};
+            return send1(m, out, P_UNWATCH, 1, u);
         }
     case P_SET:
-        set_version(conn, 2, 6, r->type != REDIS_REPLY_ERROR ? 12 : 0);
-        return probe_natives(m, conn, out);
+        set_version(&c->conn, 2, 6, r->type != REDIS_REPLY_ERROR ? 12 : 0);
+        return natives(m, c, out);
     case P_UNWATCH:
-        if (refused_by_acl(c, conn, "UNWATCH", r))
-            return probe_end(m, c->err.pub.status);
-        set_version(conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
-        return probe_natives(m, conn, out);
+        if (refused_by_acl(c, "UNWATCH", r))
+            return relock__done(&m->h, c->err.pub.status);
+        set_version(&c->conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
+        return natives(m, c, out);
     case P_DOCS:
-        apply_docs(conn, r);
-        return probe_end(m, RELOCK_OK);
+        natives_read(&c->conn, r);
+        return relock__done(&m->h, RELOCK_OK);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "probe: internal error (step %d)", m->h.pc));
     }
-    return probe_end(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO, "probe: internal error: step %d",
-                                     m->pc));
 }
 
-/* The blocking probe: INFO straight on the connection (it is the first
- * command of a connection), the rest through relock__command. */
+/* Runs on the connection conn.c has just opened (and logged in). */
 relock_status relock__probe(relock_client *c)
 {
+    static char name[] = "(probe)";
+    relock_lock l;
+    memset(&l, 0, sizeof l);
+    l.c = c;
+    l.name = name;
+    l.key = name;
+    l.fence_key = name;
     relock__probe_m m;
-    memset(&m, 0, sizeof m);
-    relock__batch b;
-    relock__batch_reset(&b);
-    redisReply *rep[1] = {NULL};
-    relock__feed in;
-    memset(&in, 0, sizeof in);
-    in.reply = rep;
-    for (int steps = 0; steps < 8; steps++) {
-        relock__step s = relock__probe_step(&m, c, &c->conn, &in, &b);
-        if (rep[0])
-            freeReplyObject(rep[0]);
-        rep[0] = NULL;
-        if (s == RELOCK__STEP_DONE)
-            return m.st;
-        const relock__cmd *k = &b.cmd[0];
-        in.nreply = 0;
-        in.fault = RELOCK__FAULT_NONE;
-        in.fault_text = NULL;
-        if (m.pc == P_INFO) {
-            rep[0] = redisCommandArgv(c->conn.ctx, k->argc, (const char **)k->argv, k->len);
-            if (!rep[0])
-                in.fault_text = c->conn.ctx->errstr;
-        } else {
-            rep[0] = relock__command(c, NULL, k->argc, (const char **)k->argv, k->len);
-        }
-        if (rep[0]) {
-            in.nreply = 1;
-        } else {
-            in.fault = RELOCK__FAULT_LOST;
-            in.fault_status = c->err.pub.status != RELOCK_OK ? c->err.pub.status : RELOCK_EIO;
-        }
-    }
-    return RELOCK__FAIL(&c->err, RELOCK_EPROTO, "probe: internal error: did not end");
+    relock__probe_init(&m);
+    return relock__drive(&l, relock__probe_step, &m);
 }
 
 relock_status relock_client_server(relock_client *c, relock_server_info *info)

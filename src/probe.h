@@ -1,8 +1,11 @@
 /*
- * The server probe (DESIGN §2) as a step machine: INFO, or without it the
- * refusals of TIME, SET and UNWATCH, then COMMAND DOCS.  Pure: the blocking
- * probe (relock__probe, probe.c) and the asynchronous client (async.c)
- * send the commands it asks for and feed back the replies.
+ * The server probe's step machine (probe.c, DESIGN §2): INFO for the
+ * version (or, where INFO is refused, which harmless commands are), then
+ * COMMAND DOCS for Lua and the native compare-and-set commands.  It writes
+ * what it learns into l->c->conn (version, major, minor, patch, caps).
+ * Public to the engine's drivers and to tests; the simulator can run it
+ * against a model server to derive a client's capabilities as a real
+ * client would.
  */
 #ifndef RELOCK_PROBE_H
 #define RELOCK_PROBE_H
@@ -10,14 +13,11 @@
 #include "engine/engine.h"
 
 typedef struct relock__probe_m {
-    int pc;           /* 0: not started */
-    relock_status st; /* the outcome, once done */
+    relock__mhead h;
 } relock__probe_m;
 
-/* One step: RELOCK__STEP_SEND with a batch of one command, or
- * RELOCK__STEP_DONE with m->st (errors on c->err).  Writes what it learns
- * into conn (version, caps); conn->srv names the server in messages. */
-relock__step relock__probe_step(relock__probe_m *m, relock_client *c, relock__conn *conn,
-                                const relock__feed *in, relock__batch *out);
+void relock__probe_init(relock__probe_m *m);
+relock__step relock__probe_step(void *m, relock_lock *l, const relock__feed *in,
+                                relock__batch *out);
 
 #endif

@@ -141,7 +141,9 @@ RELOCK_EXTERN const relock_error *relock_config_error(const relock_config *cfg);
  * shell script's helper say, names that process).  START is when the lock
  * was acquired, in UTC (for an adopted lock, when it was last extended).
  * TEXT is free text of at most RELOCK_OWNER_MAX bytes without control
- * characters; "" writes none.  relock_config_set_owner() sets what every
+ * characters; "" writes none.  The record is written and deleted only
+ * while the lock is its writer's (relock_lock_set_owner()).
+ * relock_config_set_owner() sets what every
  * lock acquired through clients of cfg writes (clients copy it at
  * relock_connect()).  RELOCK_EINVAL for a NULL handle or text, a negative
  * pid, a text too long or holding a control character; nothing changes
@@ -185,6 +187,27 @@ RELOCK_EXTERN const relock_error *relock_client_error(const relock_client *c);
 /* The mode in use and a one-line reason for the choice. */
 RELOCK_EXTERN relock_mode relock_client_mode(const relock_client *c);
 RELOCK_EXTERN const char *relock_client_mode_reason(const relock_client *c);
+
+/*
+ * How modern mode does its work on the server connected to (DESIGN §2:
+ * native commands first, then Lua, then WATCH), each a static string:
+ *   acquire  "SET NX PX" (fencing off), "script (SET NX PX, INCR)" or
+ *            "WATCH/MULTI (SET PX, INCR)";
+ *   release  "DELIFEQ", "DELEX IFEQ", "script" or "WATCH/MULTI";
+ *   extend   "SET IFEQ PX", "script" or "WATCH/MULTI";
+ *   scripts  "used", "none" or "none (the server runs without Lua)".
+ * The same words end the mode reason.  Connects if needed (the paths are
+ * those of the server connected now).  RELOCK_EUNSUPPORTED, every field
+ * "", in legacy and bridge modes, with several servers (a quorum) and
+ * when no mode was selected.
+ */
+typedef struct relock_paths {
+    const char *acquire;
+    const char *release;
+    const char *extend;
+    const char *scripts;
+} relock_paths;
+RELOCK_EXTERN relock_status relock_client_paths(relock_client *c, relock_paths *out);
 
 /* What the probe learned about the (first) server. */
 typedef struct relock_server_info {
@@ -309,8 +332,13 @@ RELOCK_EXTERN relock_status relock_keep_stop(relock_lock *l);
  * write, a failure of it is not reported).  Allowed while the lock is kept:
  * the renewals write the new record too.  For a process that learns who
  * holds the lock only after acquiring it, such as a supervisor that starts
- * its command then.  RELOCK_LOST when the lock is no longer held (nothing
- * written).
+ * its command then.  RELOCK_LOST when the lock is known to be lost
+ * (nothing written).  Like every owner write (after acquire and extend,
+ * and the delete before release), the record is written only while the
+ * lock key still holds this handle's value (in legacy and bridge modes
+ * also its fence), atomically where the server allows (a script, else
+ * WATCH/MULTI; on Redis 2.0 after a look): a handle whose lock passed to
+ * another holder leaves that holder's record alone.
  */
 RELOCK_EXTERN relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text);
 

@@ -129,6 +129,16 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "local v = tonumber(redis.call('get', KEYS[1]) or '0') or 0\n"
     "if v < old then redis.call('set', KEYS[1], old) end\n"
     "return 1\n",
+    /* RELOCK__SCRIPT_OWNER_IF_HELD: KEYS[1] lock, KEYS[2] fence counter,
+     * KEYS[3] owner record; ARGV[1] the holder's value, ARGV[2] its fence
+     * or '0' (not checked), ARGV[3] the record or '' to delete it, ARGV[4]
+     * its TTL in ms.  Writes or deletes the record only while the lock is
+     * the holder's (owner.c): 1 done, 0 not held. */
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "if ARGV[2] ~= '0' and redis.call('get', KEYS[2]) ~= ARGV[2] then return 0 end\n"
+    "if ARGV[3] == '' then redis.call('del', KEYS[3])\n"
+    "else redis.call('psetex', KEYS[3], ARGV[4], ARGV[3]) end\n"
+    "return 1\n",
 };
 
 const char *relock__script_source(int id)

@@ -36,7 +36,8 @@ const char help_inspect[] =
     "holds it (the owner record: host, pid, since when, command).\n";
 const char help_probe[] =
     "usage: relock probe [--json]\n"
-    "Show the server's version, its capabilities and the mode relock chooses.\n";
+    "Show the server's version, its capabilities, the mode relock chooses and, in\n"
+    "modern mode, how it acquires, releases and extends on this server.\n";
 
 /* An exit code option's value; -1 (said) when it is none. */
 static int parse_code(const char *opt, const char *s)
@@ -596,6 +597,9 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
         return code;
     }
     const char *mode = st == RELOCK_OK ? relock_mode_name(relock_client_mode(c)) : "none";
+    /* Modern mode on one server: how it acquires, releases and extends. */
+    relock_paths paths;
+    int has_paths = st == RELOCK_OK && relock_client_paths(c, &paths) == RELOCK_OK;
     if (o.json) {
         printf("{\"version\":\"%s\",\"capabilities\":[", info.version);
         int first = 1;
@@ -607,13 +611,30 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
         }
         printf("],\"mode\":\"%s\",\"reason\":\"", mode);
         json_str(reason);
-        printf("\"}\n");
+        printf("\",\"paths\":");
+        if (has_paths) {
+            const char *const field[] = {"acquire", "release", "extend", "scripts"};
+            const char *const value[] = {paths.acquire, paths.release, paths.extend,
+                                         paths.scripts};
+            for (int i = 0; i < 4; i++) {
+                printf("%s\"%s\":\"", i ? "," : "{", field[i]);
+                json_str(value[i]);
+                printf("\"");
+            }
+            printf("}");
+        } else {
+            printf("null");
+        }
+        printf("}\n");
     } else {
         printf("version: %s\ncapabilities:", info.version);
         for (unsigned bit = 1; relock_cap_name(bit); bit <<= 1)
             if (info.caps & bit)
                 printf(" %s", relock_cap_name(bit));
         printf("\nmode:    %s\nreason:  %s\n", mode, reason);
+        if (has_paths)
+            printf("paths:   acquire %s; release %s; extend %s; scripts %s\n", paths.acquire,
+                   paths.release, paths.extend, paths.scripts);
     }
     relock_client_free(c);
     return st == RELOCK_OK ? 0 : cli_exit_code(st);

@@ -80,11 +80,15 @@ static void run_batch(relock_client *c, const relock__batch *b, redisReply **rep
 }
 
 /* A machine ends: a transaction it left open is discarded with its
- * connection (the next command connects afresh). */
-static relock_status end(relock_client *c, relock_status st)
+ * connection (the next command connects afresh).  Open means the
+ * connection is still marked, or the machine says so (h->in_txn): an
+ * error reply to EXEC leaves the server's state unknown, a MULTI perhaps
+ * still queued. */
+static relock_status end(relock_client *c, const relock__mhead *h, relock_status st)
 {
-    if (c->conn.in_txn) {
-        relock__txn_end(c);
+    if (c->conn.in_txn || h->in_txn) {
+        if (c->conn.in_txn)
+            relock__txn_end(c);
         relock__conn_close(&c->conn);
     }
     return st;
@@ -113,10 +117,10 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
         if (s == RELOCK__STEP_DONE) {
             if (h->note_legacy)
                 relock__note_legacy_writer(c);
-            return end(c, h->st);
+            return end(c, h, h->st);
         }
         if (!relock__batch_ok(&b) || steps >= RELOCK__DRIVE_MAX_STEPS)
-            return end(c, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+            return end(c, h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                        "lock %s: internal error: %s", l->name,
                                        steps >= RELOCK__DRIVE_MAX_STEPS
                                            ? "an operation did not end"

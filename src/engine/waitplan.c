@@ -36,11 +36,22 @@ static long delay_of(const relock__wait_in *in, int *window)
     if (!in->silent_holder)
         return d;
     long poll = relock__legacy_poll_ms(in->backoff_min_ms);
-    /* Legacy holders release by DEL without a word and legacy waiters
-     * retry every few ms: poll about as often, or lose every race to
-     * them (DESIGN §5; fairness, not safety). */
-    *window = 1;
-    return d < poll ? d : poll;
+    /*
+     * Classic clients find the holder expired at its end less the skew
+     * margin by their clocks, which may differ from ours by the margin:
+     * from holder_ms - 2 * margin on.  Near that, the lock changes hands
+     * among them every few ms, and so does a holder's late DEL: poll as
+     * often, or lose every race.  Further off only a holder's early DEL
+     * can free it: the backoff notices that, and we wake at the window's
+     * start at the latest.  An unknown end may be near: poll.
+     */
+    long lead = RELOCK__LEGACY_WINDOW_MS + 2 * in->skew_margin_ms;
+    if (in->holder_ms < 0 || in->holder_ms <= lead) {
+        *window = 1;
+        return d < poll ? d : poll;
+    }
+    long to_window = in->holder_ms - lead;
+    return d < to_window ? d : to_window;
 }
 
 relock__wait_plan relock__wait_plan_next(const relock__wait_in *in)

@@ -8,12 +8,19 @@
  * known end, or a bounded, jittered, growing backoff; never past the
  * caller's bound.  A holder that never announces its release (a legacy
  * value without TTL: classic clients release by a silent DEL, and their
- * waiters poll every few ms) is polled about as often.
+ * waiters poll every few ms) is polled at the legacy rate only in a window
+ * around its expiry, where classic clients race for the lock; before that
+ * window the waiter backs off as for any holder, and wakes at the
+ * window's start at the latest (docs/decisions.md, entry 150).
  */
 #ifndef RELOCK_ENGINE_WAITPLAN_H
 #define RELOCK_ENGINE_WAITPLAN_H
 
 #include <stdint.h>
+
+/* The expiry window of a silent holder starts this long, plus twice the
+ * skew margin, before the holder's end as the waiter reckons it. */
+#define RELOCK__LEGACY_WINDOW_MS 100L
 
 /* Attempts beyond this count back off no further (the doubling is capped
  * long before: 2 << 30 ms exceeds any backoff_max_ms). */
@@ -70,7 +77,7 @@ typedef struct relock__wait_in {
 typedef struct relock__wait_plan {
     relock__wait_act act;
     long sleep_ms; /* RELOCK__WAIT_SLEEP: how long, >= 1 */
-    int window;    /* RELOCK__WAIT_SLEEP: 1 when polling a silent holder at the legacy rate */
+    int window;    /* RELOCK__WAIT_SLEEP: 1 when polling a silent holder near its expiry */
 } relock__wait_plan;
 
 /* The next step of a waiter whose attempt found the lock held. */

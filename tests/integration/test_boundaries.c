@@ -31,6 +31,11 @@
  * strictly increase, RELOCK_OK is only claimed for what happened, and
  * RELOCK_EIO only for what did not (RELOCK_EAMBIGUOUS may be anything).
  *
+ * Built with BOUNDARIES_NATIVE (ctest it_boundaries_native), the targets
+ * are modern mode on the newer servers' personalities (native commands)
+ * and on servers without Lua (the proxy's --no-lua), whose acquire,
+ * release and extend are WATCH, GET, MULTI, the writes and EXEC.
+ *
  * On 2.0 (no WATCH, no EVAL) a new holder's write in the middle of a
  * release or extend is not enumerated: there relock relies on its validity
  * (nobody can take a live lock over), the window docs/legacy.md states.
@@ -63,27 +68,53 @@ typedef struct target {
     const char *pers;
     const char *mode;
     int plain; /* 2.0: no WATCH, no EVAL */
+    int nolua; /* the proxy refuses EVAL, EVALSHA, SCRIPT, FUNCTION (--no-lua) */
 } target;
 
-static const target targets[] = {
-    {"2.0", "legacy", 1},   {"2.2", "legacy", 0}, {"2.4", "legacy", 0}, {"2.6.0", "legacy", 0},
-    {"2.6.0", "bridge", 0}, {"7", "legacy", 0},   {"7", "bridge", 0},   {"7", "modern", 0},
-};
-#define NTARGETS (sizeof targets / sizeof targets[0])
+/* A proxy: a personality, with Lua or without. */
+typedef struct pers {
+    const char *name;
+    int nolua;
+} pers;
 
-static const char *const personalities[] = {"2.0", "2.2", "2.4", "2.6.0", "7"};
-#define NPERS 5
+#ifndef BOUNDARIES_NATIVE
+static const target targets[] = {
+    {"2.0", "legacy", 1, 0},   {"2.2", "legacy", 0, 0}, {"2.4", "legacy", 0, 0},
+    {"2.6.0", "legacy", 0, 0}, {"2.6.0", "bridge", 0, 0}, {"7", "legacy", 0, 0},
+    {"7", "bridge", 0, 0},     {"7", "modern", 0, 0},
+};
+static const pers personalities[] = {{"2.0", 0}, {"2.2", 0}, {"2.4", 0}, {"2.6.0", 0}, {"7", 0}};
+#else
+/*
+ * it_boundaries_native: modern mode on the paths of newer servers and of
+ * servers without Lua (docs/decisions.md 97-99): the fenced acquire and the
+ * takeover by WATCH, GET, MULTI, SET, INCR, EXEC without Lua; release by
+ * DELIFEQ or DELEX IFEQ with its notice pipelined, or by WATCH/MULTI;
+ * extend by SET IFEQ PX or WATCH/MULTI; break by WATCH/MULTI.
+ */
+static const target targets[] = {
+    {"7", "modern", 0, 1},          {"valkey-8.1", "modern", 0, 0},
+    {"valkey-8.1", "modern", 0, 1}, {"valkey-9.0", "modern", 0, 0},
+    {"valkey-9.0", "modern", 0, 1}, {"redis-8.4", "modern", 0, 0},
+    {"redis-8.4", "modern", 0, 1},
+};
+static const pers personalities[] = {{"7", 1},          {"valkey-8.1", 0}, {"valkey-8.1", 1},
+                                     {"valkey-9.0", 0}, {"valkey-9.0", 1}, {"redis-8.4", 0},
+                                     {"redis-8.4", 1}};
+#endif
+#define NTARGETS (sizeof targets / sizeof targets[0])
+#define NPERS (sizeof personalities / sizeof personalities[0])
 static testsrv proxies[NPERS];
 
 /* Totals for the summary line. */
 static int runs, held;
 
-static int proxy_port(const char *pers)
+static int proxy_port(const target *t)
 {
-    for (int i = 0; i < NPERS; i++)
-        if (strcmp(personalities[i], pers) == 0)
+    for (size_t i = 0; i < NPERS; i++)
+        if (strcmp(personalities[i].name, t->pers) == 0 && personalities[i].nolua == t->nolua)
             return proxies[i].port;
-    fail_msg("no proxy for %s", pers);
+    fail_msg("no proxy for %s%s", t->pers, t->nolua ? " without Lua" : "");
     return -1;
 }
 
@@ -93,16 +124,18 @@ static int group_setup(void **state)
         return -1;
     /* With a real server (RELOCK_TEST_SERVER), the personalities that
      * stand for it, through a proxy that imitates nothing (testsrv.h). */
-    for (int i = 0; i < NPERS; i++)
-        if (testsrv_personality_runs(personalities[i]) &&
-            testsrv_start_proxy(&proxies[i], tu_srv.port, personalities[i], NULL) != 0)
+    static const char *const nolua[] = {"--no-lua", NULL};
+    for (size_t i = 0; i < NPERS; i++)
+        if (testsrv_personality_runs(personalities[i].name) &&
+            testsrv_start_proxy(&proxies[i], tu_srv.port, personalities[i].name,
+                                personalities[i].nolua ? nolua : NULL) != 0)
             return -1;
     return 0;
 }
 
 static int group_teardown(void **state)
 {
-    for (int i = 0; i < NPERS; i++)
+    for (size_t i = 0; i < NPERS; i++)
         testsrv_stop(&proxies[i]);
     return tu_teardown_server(state);
 }
@@ -260,7 +293,7 @@ static int seq;
 static relock_client *client(const target *t)
 {
     const char *const settings[] = {"legacy.clock_unit", "s", NULL};
-    return tu_client(proxy_port(t->pers), t->mode, settings);
+    return tu_client(proxy_port(t), t->mode, settings);
 }
 
 static void scene_start(scene *s, const target *t, enum op op)
@@ -336,13 +369,13 @@ static long long count_commands(const target *t, enum op op)
 {
     scene s;
     scene_start(&s, t, op);
-    int pport = proxy_port(t->pers);
+    int pport = proxy_port(t);
     srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "0", "hold");
     relock_status st = scene_run(&s);
     long long n = proxy_replies(pport);
     if (st != RELOCK_OK)
-        fail_msg("%s %s %s without faults: %s", t->pers, t->mode, op_name[op],
-                 relock_status_name(st));
+        fail_msg("%s%s %s %s without faults: %s", t->pers, t->nolua ? " (no Lua)" : "",
+                 t->mode, op_name[op], relock_status_name(st));
     scene_end(&s);
     return n;
 }
@@ -350,15 +383,16 @@ static long long count_commands(const target *t, enum op op)
 #define CHECK(cond, fmt, ...)                                                                 \
     do {                                                                                      \
         if (!(cond))                                                                          \
-            fail_msg("%s %s %s, boundary %lld, %s: " fmt, t->pers, t->mode, op_name[op], k,  \
-                     fault_name[f], ##__VA_ARGS__);                                           \
+            fail_msg("%s%s %s %s, boundary %lld, %s: " fmt, t->pers,                        \
+                     t->nolua ? " (no Lua)" : "", t->mode, op_name[op], k, fault_name[f],     \
+                     ##__VA_ARGS__);                                                          \
     } while (0)
 
 static void one(const target *t, enum op op, long long k, enum fault f)
 {
     scene s;
     scene_start(&s, t, op);
-    int pport = proxy_port(t->pers);
+    int pport = proxy_port(t);
     char ours[RELOCK__VALUE_MAX] = "";
     if (s.l)
         snprintf(ours, sizeof ours, "%s", relock_lock_value(s.l));
@@ -509,8 +543,8 @@ static void enumerate(const target *t)
                 one(t, (enum op)op, k, (enum fault)f);
             }
         }
-        print_message("%-6s %-7s %-8s %lld commands, %d faults\n", t->pers, t->mode,
-                      op_name[op], n, runs - before);
+        print_message("%-10s %-6s %-7s %-8s %lld commands, %d faults\n", t->pers,
+                      t->nolua ? "no-Lua" : "", t->mode, op_name[op], n, runs - before);
     }
 }
 

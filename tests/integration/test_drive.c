@@ -244,6 +244,40 @@ static void test_end_inside_transaction(void **state)
     relock_client_free(c);
 }
 
+/* The probe is a machine too, run by the driver while conn.c opens a
+ * connection.  Where the operator renamed INFO away, the version is told
+ * by which harmless commands are refused: TIME and SET NX PX (2.6.12), or
+ * without TIME, UNWATCH (2.2). */
+static void probe_without(const char *const *renamed, const char *mode, const char *version)
+{
+    testsrv s;
+    assert_int_equal(testsrv_start(&s, renamed), 0);
+    relock_client *c = tu_client(s.port, mode, NULL);
+    relock_server_info info;
+    assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
+    assert_string_equal(info.version, version);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_try_acquire(c, "probe-cycle", 5000, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&s);
+}
+
+static void test_probe_without_info(void **state)
+{
+    (void)state;
+    if (testsrv_target_version()) {
+        testsrv_note_skip("probe without INFO: the default server only");
+        return;
+    }
+    const char *no_info[] = {"--rename-command", "INFO", "", NULL};
+    probe_without(no_info, "modern", "2.6.12");
+    const char *no_info_time[] = {"--rename-command", "INFO", "", "--rename-command", "TIME", "",
+                                  NULL};
+    probe_without(no_info_time, "legacy", "2.2.0");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -253,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_timeout_part_way),
         cmocka_unit_test(test_fleet_clock_on_request),
         cmocka_unit_test(test_end_inside_transaction),
+        cmocka_unit_test(test_probe_without_info),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

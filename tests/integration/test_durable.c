@@ -348,6 +348,142 @@ static void test_cli(void **state)
     rmdir(dir);
 }
 
+/* ---- the boundary between the write and WAIT, through a proxy ---- */
+
+static long long proxy_int(int port, const char *fmt, const char *a, const char *b)
+{
+    char *v = testsrv_cmd_port(port, fmt, a, b);
+    assert_non_null(v);
+    if (strncmp(v, "ERR", 3) == 0)
+        fail_msg("%s: %s", fmt, v);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+/* The replies the proxy relays for one acquire (op 0) or extend (op 1) of
+ * a warmed-up client: the write's sequence, then WAIT. */
+static long long count_replies(int pport, relock_client *c, int op, int n)
+{
+    char name[48];
+    snprintf(name, sizeof name, "dur-count-%d-%d", op, n);
+    relock_lock *l = NULL;
+    long long replies = 0;
+    if (op == 1)
+        assert_int_equal(relock_try_acquire(c, name, 5000, &l), RELOCK_OK);
+    proxy_int(pport, "RELOCK-PROXY FAULT at-reply %s%s", "0", "");
+    if (op == 0)
+        assert_int_equal(relock_try_acquire(c, name, 5000, &l), RELOCK_OK);
+    else
+        assert_int_equal(relock_extend(l, 5000), RELOCK_OK);
+    replies = proxy_int(pport, "RELOCK-PROXY REPLIES%s%s", "", "");
+    assert_int_equal(relock_client_replicas_acked(c), 2);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    return replies;
+}
+
+/*
+ * The connection dies exactly between the write and WAIT (the write's
+ * reply arrives, then the proxy closes the connection: WAIT meets a dead
+ * one), WAIT's reply is lost (it was sent), or the write's own reply is
+ * lost (the lock is read back on a new connection, on which WAIT could
+ * count nothing).  An acquire never returns OK: RELOCK_EIO or
+ * RELOCK_EDURABILITY with the write deleted again, or RELOCK_EAMBIGUOUS
+ * saying the lock may stay until its TTL.  An extend never returns OK and
+ * keeps its earlier validity; the lock key is never deleted by it.
+ */
+static void test_dead_before_wait(void **state)
+{
+    (void)state;
+    testsrv wp;
+    if (!testsrv_personality_runs("7")) {
+        testsrv_note_skip("the write/WAIT boundary through the proxy");
+        return;
+    }
+    assert_int_equal(testsrv_start_proxy(&wp, master.port, "7", NULL), 0);
+    enum { DEAD_BETWEEN, WAIT_LOST, WRITE_LOST, NKINDS };
+    static const char *const kind_name[] = {"dead between the write and WAIT",
+                                            "WAIT's reply lost", "the write's reply lost"};
+    int runs = 0;
+    for (int lua = 1; lua >= 0; lua--) {
+        proxy_int(wp.port, "RELOCK-PROXY LUA %s%s", lua ? "on" : "off", "");
+        for (size_t k = 0; k < NCASES; k++) {
+            if (!lua && (strcmp(cases[k].mode, "bridge") == 0 ||
+                         strcmp(cases[k].mode, "legacy") == 0))
+                continue; /* bridge is refused without Lua; legacy's WATCH path is 2.2's */
+            const char *set[] = {"durability.replicas", "2", "durability.timeout_ms", "1000",
+                                 "fencing", cases[k].fencing, NULL};
+            relock_client *c = NULL;
+            if (connect_with(wp.port, cases[k].mode, set, &c) != RELOCK_OK)
+                fail_msg("connect: %s", relock_client_error(c)->message);
+            for (int op = 0; op < 2; op++) {
+                count_replies(wp.port, c, op, 0); /* scripts cached from here on */
+                long long n = count_replies(wp.port, c, op, 1);
+                assert_true(n >= 2 && n < 20);
+                for (int kind = 0; kind < NKINDS; kind++) {
+                    char name[64];
+                    snprintf(name, sizeof name, "dur-wb-%d-%zu-%d-%d", lua, k, op, kind);
+                    relock_lock *l = NULL;
+                    long before = 0;
+                    char ours[64] = "";
+                    if (op == 1) {
+                        assert_int_equal(relock_try_acquire(c, name, 5000, &l), RELOCK_OK);
+                        snprintf(ours, sizeof ours, "%s", relock_lock_value(l));
+                        before = relock_lock_validity_ms(l);
+                    }
+                    char at[24];
+                    snprintf(at, sizeof at, "%lld", kind == WAIT_LOST ? n : n - 1);
+                    proxy_int(wp.port, "RELOCK-PROXY FAULT at-reply %s at-kind %s", at,
+                              kind == DEAD_BETWEEN ? "close-after" : "close-before");
+                    relock_status st = op == 0 ? relock_try_acquire(c, name, 5000, &l)
+                                               : relock_extend(l, 20000);
+                    proxy_int(wp.port, "RELOCK-PROXY FAULT off%s%s", "", "");
+                    const char *msg = relock_client_error(c)->message;
+                    if (st != RELOCK_EIO && st != RELOCK_EAMBIGUOUS && st != RELOCK_EDURABILITY)
+                        fail_msg("%s%s fencing=%s %s, %s: %s (%s)", cases[k].mode,
+                                 lua ? "" : " (no Lua)", cases[k].fencing,
+                                 op ? "extend" : "acquire", kind_name[kind],
+                                 relock_status_name(st), msg);
+                    char *v = testsrv_cmd(&master, "GET %s", name);
+                    assert_non_null(v);
+                    if (op == 0) {
+                        assert_null(l);
+                        /* Undone, unless said to be unknown. */
+                        if (st != RELOCK_EAMBIGUOUS && strcmp(v, "(nil)") != 0)
+                            fail_msg("%s %s, acquire, %s: %s, yet the key holds %s (%s)",
+                                     cases[k].mode, cases[k].fencing, kind_name[kind],
+                                     relock_status_name(st), v, msg);
+                        if (st != RELOCK_EAMBIGUOUS && !strstr(msg, "deleted"))
+                            fail_msg("%s, acquire, %s: no word of the delete: %s",
+                                     cases[k].mode, kind_name[kind], msg);
+                        char *d = testsrv_cmd(&master, "DEL %s", name);
+                        free(d);
+                    } else {
+                        /* Never deleted by an extend; its validity not raised. */
+                        if (strcmp(v, ours) != 0 && !(strcmp(cases[k].mode, "modern") != 0))
+                            fail_msg("%s, extend, %s: the key holds %s, not %s", cases[k].mode,
+                                     kind_name[kind], v, ours);
+                        if (strcmp(v, "(nil)") == 0)
+                            fail_msg("%s, extend, %s: the key was deleted", cases[k].mode,
+                                     kind_name[kind]);
+                        assert_true(relock_lock_validity_ms(l) <= before);
+                        relock_lock_free(l);
+                        char *d = testsrv_cmd(&master, "DEL %s", name);
+                        free(d);
+                    }
+                    free(v);
+                    runs++;
+                }
+            }
+            relock_client_free(c);
+        }
+    }
+    proxy_int(wp.port, "RELOCK-PROXY LUA %s%s", "on", "");
+    print_message("%d runs at the write/WAIT boundary\n", runs);
+    testsrv_stop(&wp);
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -442,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_acked_too_late),
         cmocka_unit_test(test_replica_stopped),
         cmocka_unit_test(test_keep_unacknowledged),
+        cmocka_unit_test(test_dead_before_wait),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_refused),
     };

@@ -1548,6 +1548,144 @@ static void test_gc_expire_ttl(void **state)
     }
 }
 
+/*
+ * A waiter behind a holder whose timestamp ends 8 s away does not poll it
+ * every few ms for all that time (DESIGN §5, decision 150): in the first
+ * 4 s it sends a small part of what a legacy rate (an attempt every 4 ms)
+ * would, and on 2.0, where every attempt also increments the fence, moves
+ * the fence as little; then it still takes the lock soon after the
+ * timestamp's end.  One waiter on the real server (EVAL), one through the
+ * 2.0 personality (MULTI, SETNX, INCR, EXEC, then GET), at the same time;
+ * the server's command count covers both.  Bounds are generous: a legacy
+ * rate sends about 1000 attempts in 4 s per waiter.
+ */
+enum { QUIET_AHEAD_MS = 8000, QUIET_SPAN_MS = 4000 };
+/* At most this many attempts per waiter in the span, and commands of both
+ * waiters together (at most 5 commands per attempt). */
+enum { QUIET_ATTEMPTS_MAX = 200, QUIET_COMMANDS_MAX = 2 * 5 * QUIET_ATTEMPTS_MAX };
+/* "Soon" after the end: far beyond a wake-up at the end or a poll near it. */
+enum { QUIET_PROMPT_MS = 3000 };
+
+static void quiet_waiter_main(int pi, const char *key, tu_chan *rep)
+{
+    const char *kv[] = {"legacy.clock_unit", "ms", NULL};
+    relock_client *c = child_client(pi, kv);
+    if (!c) {
+        tu_chan_send(rep, "ERR connect");
+        _exit(2);
+    }
+    tu_chan_send(rep, "R");
+    relock_lock *l = NULL;
+    relock_status st = relock_acquire(c, key, 5000, QUIET_AHEAD_MS + 20000, &l);
+    long long t = wall_ms();
+    char line[600];
+    if (st != RELOCK_OK) {
+        snprintf(line, sizeof line, "ERR %s %s", relock_status_name(st),
+                 relock_client_error(c)->message);
+        tu_chan_send(rep, line);
+        _exit(3);
+    }
+    snprintf(line, sizeof line, "OK %lld", t);
+    tu_chan_send(rep, line);
+    relock_release(l);
+    relock_lock_free(l);
+    relock_client_free(c);
+    _exit(0);
+}
+
+static long long srv_total_commands(void)
+{
+    char *r = testsrv_cmd(&srv, "INFO stats");
+    assert_non_null(r);
+    const char *p = strstr(r, "total_commands_processed:");
+    long long n = p ? atoll(p + strlen("total_commands_processed:")) : -1;
+    free(r);
+    assert_true(n >= 0);
+    return n;
+}
+
+/* The fence counter's value (0 when absent). */
+static long long srv_fence(const char *key)
+{
+    char fk[128];
+    snprintf(fk, sizeof fk, "{%s} relock:fence", key);
+    char *r = srv_get(fk);
+    long long n = parse_ts(r); /* digits, or -1 for "(nil)" */
+    free(r);
+    return n < 0 ? 0 : n;
+}
+
+static void test_quiet_wait_far_from_expiry(void **state)
+{
+    (void)state;
+    const int pis[2] = {-1, P20};
+    const char *keys[2] = {"real-quiet", "p20-quiet"};
+    int on[2] = {1, pers_on(P20)};
+    tu_chan rep[2];
+    pid_t pid[2] = {0, 0};
+    long long end_ts = wall_ms() + QUIET_AHEAD_MS; /* held while the clock is <= end_ts */
+    for (int i = 0; i < 2; i++) {
+        if (!on[i])
+            continue;
+        setctx("waiter %s", pis[i] < 0 ? "on the real server" : "through 2.0");
+        srv_del(keys[i]);
+        srv_set_ts(keys[i], end_ts);
+        assert_int_equal(tu_chan_open(&rep[i]), 0);
+        pid[i] = spawn();
+        if (pid[i] == 0)
+            quiet_waiter_main(pis[i], keys[i], &rep[i]);
+    }
+    char line[600];
+    for (int i = 0; i < 2; i++) {
+        if (!on[i])
+            continue;
+        EXPECT(tu_chan_recv(&rep[i], line, sizeof line, 10000) == 0, "waiter %d not ready", i);
+        EXPECT(strcmp(line, "R") == 0, "waiter %d: %s", i, line);
+    }
+    long long fence0 = on[1] ? srv_fence(keys[1]) : 0;
+    long long cmds0 = srv_total_commands();
+    uint64_t t0 = tu_now_ms();
+    tu_sleep_ms(QUIET_SPAN_MS);
+    long long cmds1 = srv_total_commands();
+    long long fence1 = on[1] ? srv_fence(keys[1]) : 0;
+    uint64_t t1 = tu_now_ms();
+    setctx("waiting");
+    EXPECT(wall_ms() < end_ts, "the span ended after the holder's end: the machine is too slow "
+                               "for this test to say anything");
+    /* cmds1 counts the INFO that read cmds0, and the GETs of the fence. */
+    long long cmds = cmds1 - cmds0 - 1 - (on[1] ? 1 : 0);
+    print_message("quiet wait: %lld server commands in %llu ms, fence moved by %lld (2.0)\n",
+                  cmds, (unsigned long long)(t1 - t0), fence1 - fence0);
+    EXPECT(cmds > 0, "no command at all while waiting: the count says nothing");
+    EXPECT(cmds < QUIET_COMMANDS_MAX,
+           "%lld commands in %llu ms far from the holder's end (at most %d expected)", cmds,
+           (unsigned long long)(t1 - t0), QUIET_COMMANDS_MAX);
+    if (on[1]) {
+        EXPECT(fence1 - fence0 < QUIET_ATTEMPTS_MAX,
+               "2.0: the fence moved by %lld in %llu ms of waiting (at most %d expected)",
+               fence1 - fence0, (unsigned long long)(t1 - t0), QUIET_ATTEMPTS_MAX);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!on[i])
+            continue;
+        setctx("waiter %s", pis[i] < 0 ? "on the real server" : "through 2.0");
+        EXPECT(tu_chan_recv(&rep[i], line, sizeof line, QUIET_AHEAD_MS + 20000) == 0,
+               "no report from the waiter");
+        long long t = 0;
+        EXPECT(sscanf(line, "OK %lld", &t) == 1, "the waiter's acquire: %s", line);
+        long long end = expiry_ms(end_ts, 1);
+        print_message("quiet wait, %s: acquired %lld ms after the holder's end\n",
+                      pis[i] < 0 ? "real server" : "2.0", t - end);
+        EXPECT(t >= end, "acquired at %lld, %lld ms BEFORE the holder's end", t, end - t);
+        EXPECT(t <= end + QUIET_PROMPT_MS, "acquired %lld ms after the holder's end", t - end);
+        int status = reap(pid[i], 10000);
+        EXPECT(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the waiter ended with status %d", status);
+        tu_chan_close(&rep[i]);
+        srv_del(keys[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1567,6 +1705,7 @@ int main(void)
         cmocka_unit_test_teardown(test_clock_skew, per_test_teardown),
         cmocka_unit_test_teardown(test_gc_expire_refused_on_20, per_test_teardown),
         cmocka_unit_test_teardown(test_gc_expire_ttl, per_test_teardown),
+        cmocka_unit_test_teardown(test_quiet_wait_far_from_expiry, per_test_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -276,11 +276,25 @@ static int write_old_config(testsrv *s, const char *const *argv, char *path, siz
     return fclose(f) == 0 ? 0 : -1;
 }
 
+static int start_server(testsrv *s, const char *bin, int old_config,
+                        const char *const *extra_args);
+
 int testsrv_start(testsrv *s, const char *const *extra_args)
 {
-    memset(s, 0, sizeof *s);
     load_target();
-    const char *bin = target_bin ? target_bin : "redis-server";
+    return start_server(s, target_bin ? target_bin : "redis-server",
+                        target_bin && target_num < 20600, extra_args);
+}
+
+int testsrv_start_bin(testsrv *s, const char *bin, const char *const *extra_args)
+{
+    return start_server(s, bin, 0, extra_args);
+}
+
+static int start_server(testsrv *s, const char *bin, int old_config,
+                        const char *const *extra_args)
+{
+    memset(s, 0, sizeof *s);
     if (make_dir(s) != 0)
         return -1;
     /* A port can be taken between our probe and the server's bind: retry. */
@@ -294,7 +308,7 @@ int testsrv_start(testsrv *s, const char *const *extra_args)
         const char *argv[64];
         join_args(argv, 64, base, extra_args);
         char conf[192];
-        if (target_bin && target_num < 20600) {
+        if (old_config) {
             if (write_old_config(s, argv, conf, sizeof conf) != 0)
                 return -1;
             argv[1] = conf;

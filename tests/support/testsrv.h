@@ -59,6 +59,11 @@ int testsrv_free_port(void);
  */
 int testsrv_start(testsrv *s, const char *const *extra_args);
 
+/* testsrv_start() with the server binary bin (a name looked up on PATH, or
+ * a path), whatever RELOCK_TEST_SERVER says; for servers of 2.6 and later,
+ * which take options on the command line. */
+int testsrv_start_bin(testsrv *s, const char *bin, const char *const *extra_args);
+
 /*
  * Start build/compat/relock-compat-proxy (path from the environment
  * variable RELOCK_PROXY, else the path CMake compiled in) in front of

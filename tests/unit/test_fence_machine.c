@@ -97,6 +97,31 @@ static void test_watch(void **state)
     step(&m, feed_replies(5, 1, fr_status("OK")));
     assert_int_equal(m.h.st, RELOCK_OK);
 
+    /* A SET refused inside MULTI (NOPERM), then EXECABORT: an error with
+     * the server's words at once, not a race looked at again. */
+    relock__fence_carry_init(&m, BEFORE);
+    step(&m, feed_none(1));
+    step(&m, feed_replies(2, 1, fr_status("OK")));
+    step(&m, feed_replies(3, 1, fr_str("41")));
+    step(&m, feed_replies(4, 1, fr_nil()));
+    step(&m, feed_replies(5, 1, fr_status("OK")));
+    assert_int_equal(step(&m, feed_replies(6, 1, fr_err("NOPERM no permission"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_EPROTO);
+    assert_int_equal(m.tries, 1);
+    assert_int_equal(m.h.in_txn, 1);
+    assert_non_null(strstr(f.c->err.msg, "raising the fence counter (SET in MULTI)"));
+    relock__err_clear(&f.c->err);
+
+    /* An error reply to a counter's GET is no absent counter. */
+    relock__fence_carry_init(&m, BEFORE);
+    step(&m, feed_none(1));
+    step(&m, feed_replies(2, 1, fr_status("OK")));
+    step(&m, feed_replies(3, 1, fr_err("NOPERM no permission")));
+    assert_int_equal(m.h.st, RELOCK_EPROTO);
+    assert_non_null(strstr(f.c->err.msg, "reading the fence counter"));
+    relock__err_clear(&f.c->err);
+
     /* A fault inside: failed, the connection to be dropped. */
     relock__fence_carry_init(&m, BEFORE);
     step(&m, feed_none(1));

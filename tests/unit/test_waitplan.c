@@ -127,15 +127,32 @@ static void check_sleep(const relock__wait_in *in)
     long backoff = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, capped(in->attempt),
                                    in->holder_ms, in->rnd);
     CHECK(p.sleep_ms <= backoff, in);
-    if (!in->silent_holder) {
-        /* A holder that announces its release or carries a TTL: the
-         * backoff, waking just after its end, clamped to the bound. */
-        long want = backoff;
-        if (in->bound_ms > 0 && want > in->left_ms)
-            want = in->left_ms;
-        CHECK(p.sleep_ms == want, in);
-        CHECK(p.window == 0, in);
+    long want = backoff;
+    int window = 0;
+    if (in->silent_holder) {
+        /* A holder that never announces its release: near its expiry (or
+         * when its end is unknown) poll at the legacy rate; before that
+         * the backoff, waking at the window's start at the latest. */
+        long lead = RELOCK__LEGACY_WINDOW_MS + 2 * in->skew_margin_ms;
+        long poll = relock__legacy_poll_ms(in->backoff_min_ms);
+        if (in->holder_ms < 0 || in->holder_ms <= lead) {
+            window = 1;
+            if (want > poll)
+                want = poll;
+        } else {
+            if (want > in->holder_ms - lead)
+                want = in->holder_ms - lead;
+            if (in->bound_ms <= 0 || in->left_ms > in->holder_ms - lead)
+                CHECK(p.sleep_ms <= in->holder_ms - lead, in);
+        }
     }
+    /* Otherwise (a TTL, or a holder that announces its release): the
+     * backoff, waking just after the holder's end; always clamped to the
+     * bound. */
+    if (in->bound_ms > 0 && want > in->left_ms)
+        want = in->left_ms;
+    CHECK(p.sleep_ms == want, in);
+    CHECK(p.window == window, in);
 }
 
 /* The same inputs give the same plan (the simulator replays on it). */
@@ -243,12 +260,178 @@ static void test_holder_end(void **state)
     assert_true(s >= 100 && s <= 200);
 }
 
+/* The window's edges, with the default backoff and a saturated attempt
+ * count (a backoff of 100-200 ms). */
+static void test_window_edges(void **state)
+{
+    (void)state;
+    relock__wait_in in = base_in();
+    in.attempt = 40;
+    in.silent_holder = 1;
+    in.holder_ms = RELOCK__LEGACY_WINDOW_MS + 1; /* 1 ms before the window */
+    relock__wait_plan p = relock__wait_plan_next(&in);
+    assert_int_equal(p.sleep_ms, 1);
+    assert_int_equal(p.window, 0);
+    in.holder_ms = RELOCK__LEGACY_WINDOW_MS; /* its first ms */
+    p = relock__wait_plan_next(&in);
+    assert_int_equal(p.window, 1);
+    assert_true(p.sleep_ms >= 1 && p.sleep_ms <= 4);
+    in.holder_ms = 3; /* wake just after the end, not a poll later */
+    assert_int_equal(relock__wait_plan_next(&in).sleep_ms, 4);
+    in.holder_ms = 1;
+    assert_int_equal(relock__wait_plan_next(&in).sleep_ms, 2);
+    in.holder_ms = -1; /* the end unknown: it may be near */
+    p = relock__wait_plan_next(&in);
+    assert_int_equal(p.window, 1);
+    assert_true(p.sleep_ms <= 4);
+    /* The skew margin widens the window by twice itself: classic clients
+     * whose clocks run up to the margin ahead find the holder expired
+     * that much earlier than the holder's end less the margin. */
+    in.skew_margin_ms = 50;
+    in.holder_ms = RELOCK__LEGACY_WINDOW_MS + 100;
+    assert_int_equal(relock__wait_plan_next(&in).window, 1);
+    in.holder_ms = RELOCK__LEGACY_WINDOW_MS + 101;
+    p = relock__wait_plan_next(&in);
+    assert_int_equal(p.window, 0);
+    assert_int_equal(p.sleep_ms, 1);
+    /* Far from the window: the backoff. */
+    in.holder_ms = 8000;
+    p = relock__wait_plan_next(&in);
+    assert_int_equal(p.window, 0);
+    assert_true(p.sleep_ms >= 100 && p.sleep_ms <= 200);
+    /* A holder with a TTL or that announces its release: no window. */
+    in.silent_holder = 0;
+    in.holder_ms = 50;
+    p = relock__wait_plan_next(&in);
+    assert_int_equal(p.window, 0);
+    assert_int_equal(p.sleep_ms, 51);
+}
+
+/*
+ * Whole waits against a virtual clock, as the blocking driver runs them
+ * (attempts take no time; notices never come): a holder whose lease ends
+ * at `end` (our reckoning, ms from the start of the wait) and that
+ * releases by DEL at `del` (-1: never).  Returns when the lock was
+ * acquired; counts the attempts before `upto` and in [from, to).
+ */
+typedef struct sim {
+    long end, del;
+    int silent;
+    long margin;
+    long upto, from, to;
+    long early, in_window; /* out */
+    long attempts;         /* out */
+} sim;
+
+static long run_wait(sim *s, uint64_t seed)
+{
+    long t = 0;
+    int subscribed = 0;
+    for (unsigned attempt = 0; attempt < 100000; attempt++) {
+        s->attempts++;
+        if (t < s->upto)
+            s->early++;
+        if (t >= s->from && t < s->to)
+            s->in_window++;
+        if (t >= s->end || (s->del >= 0 && t >= s->del))
+            return t; /* acquired */
+        relock__wait_in in = base_in();
+        in.attempt = attempt;
+        in.holder_ms = s->end - t;
+        in.silent_holder = s->silent;
+        in.subscribed = subscribed;
+        in.skew_margin_ms = s->margin;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        in.rnd = seed >> 11;
+        relock__wait_plan p = relock__wait_plan_next(&in);
+        if (p.act == RELOCK__WAIT_SUBSCRIBE) {
+            subscribed = 1;
+            in.subscribed = 1;
+            in.after_subscribe = 1;
+            p = relock__wait_plan_next(&in);
+        }
+        if (p.act == RELOCK__WAIT_RETRY)
+            continue;
+        assert_int_equal(p.act, RELOCK__WAIT_SLEEP);
+        assert_true(p.sleep_ms >= 1);
+        t += p.sleep_ms;
+    }
+    fail_msg("the wait did not end");
+    return -1;
+}
+
+/* A silent holder 8 s from its end: few looks in the first 4 s, the
+ * legacy rate (every 4 ms) in the last 100 ms, the lock taken within 1 ms
+ * of the end. */
+static void test_sim_far_expiry(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        sim s = {8000, -1, 1, 0, 4000, 8000 - RELOCK__LEGACY_WINDOW_MS, 8000, 0, 0, 0};
+        long got = run_wait(&s, seed);
+        assert_true(got >= 8000 && got <= 8001);
+        /* 2 ms backoff doubling to 200: about 30 looks in 4 s, never the
+         * 1000 of a legacy rate. */
+        if (s.early > 60)
+            fail_msg("seed %llu: %ld attempts in the first 4 s", (unsigned long long)seed,
+                     s.early);
+        /* Every 4 ms in the window: 25, give or take the edges. */
+        if (s.in_window < 24)
+            fail_msg("seed %llu: only %ld attempts in the last 100 ms", (unsigned long long)seed,
+                     s.in_window);
+        /* The whole wait: the two parts and little else. */
+        assert_true(s.attempts < 120);
+    }
+}
+
+/* With a skew margin the window reaches further back: from the end less
+ * twice the margin, less the window. */
+static void test_sim_margin(void **state)
+{
+    (void)state;
+    sim s = {8000, -1, 1, 1000, 4000, 8000 - 2000 - RELOCK__LEGACY_WINDOW_MS, 8000, 0, 0, 0};
+    long got = run_wait(&s, 7);
+    assert_true(got >= 8000 && got <= 8001);
+    assert_true(s.in_window >= (2000 + RELOCK__LEGACY_WINDOW_MS) / 4 - 1);
+    assert_true(s.early < 60);
+}
+
+/* A silent holder's early DEL (far from its end) is seen within one
+ * backoff: at most backoff_max_ms (200) late. */
+static void test_sim_early_del(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        for (long del = 0; del < 3000; del += 97) {
+            sim s = {8000, del, 1, 0, 0, 0, 0, 0, 0, 0};
+            long got = run_wait(&s, seed);
+            assert_true(got >= del);
+            assert_true(got <= del + 200);
+        }
+    }
+}
+
+/* The end unknown, or a holder that announces its release: as before. */
+static void test_sim_other_holders(void **state)
+{
+    (void)state;
+    /* A TTL 8 s away: backoff only, the lock taken within 1 ms of its end. */
+    sim s = {8000, -1, 0, 0, 8000, 7900, 8000, 0, 0, 0};
+    long got = run_wait(&s, 3);
+    assert_true(got >= 8000 && got <= 8001);
+    assert_true(s.in_window <= 2);
+    assert_true(s.early < 80);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grid_actions),         cmocka_unit_test(test_grid_sleeps),
         cmocka_unit_test(test_grid_deterministic),   cmocka_unit_test(test_subscribe_then_retry),
         cmocka_unit_test(test_bound),                cmocka_unit_test(test_holder_end),
+        cmocka_unit_test(test_window_edges),         cmocka_unit_test(test_sim_far_expiry),
+        cmocka_unit_test(test_sim_margin),           cmocka_unit_test(test_sim_early_del),
+        cmocka_unit_test(test_sim_other_holders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

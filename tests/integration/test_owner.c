@@ -1,0 +1,251 @@
+/*
+ * The owner record (owner_info) belongs to the lock's holder: a handle
+ * whose lock passed to another holder never overwrites nor deletes that
+ * holder's record.  Two handles, through the compat proxy in front of a
+ * real redis-server, on each path the record is written by: a script
+ * (personality 7: modern, legacy, bridge; valkey-9.0, whose release is
+ * DELIFEQ), WATCH/MULTI (7 without Lua; 2.2 legacy) and 2.0's look first.
+ *
+ *   stale     A holds the lock; it is broken and B acquires it.  A's
+ *             relock_lock_set_owner(), extend and release (of a handle
+ *             adopted from A's value) leave B's record as B wrote it.
+ *   release   A releases while the proxy holds each reply of the release
+ *             in turn; a rival B that finds the key free at that moment
+ *             acquires it and writes its record, which must survive the
+ *             rest of A's release (it did not when the record was deleted
+ *             after the release, in a separate round trip).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "relock.h"
+#include "testclient.h"
+#include "testutil.h"
+
+typedef struct target {
+    const char *pers;
+    int nolua;
+    const char *mode;
+} target;
+
+static const target targets[] = {
+    {"7", 0, "modern"}, {"7", 0, "legacy"}, {"7", 0, "bridge"},     {"7", 1, "modern"},
+    {"7", 1, "legacy"}, {"2.2", 0, "legacy"}, {"2.0", 0, "legacy"}, {"valkey-9.0", 0, "modern"},
+};
+#define NTARGETS (sizeof targets / sizeof targets[0])
+static testsrv proxies[NTARGETS];
+
+static int setup(void **state)
+{
+    if (tu_setup_server(state) != 0)
+        return -1;
+    static const char *const nolua[] = {"--no-lua", NULL};
+    for (size_t i = 0; i < NTARGETS; i++)
+        if (testsrv_personality_runs(targets[i].pers) &&
+            testsrv_start_proxy(&proxies[i], tu_srv.port, targets[i].pers,
+                                targets[i].nolua ? nolua : NULL) != 0)
+            return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    for (size_t i = 0; i < NTARGETS; i++)
+        testsrv_stop(&proxies[i]);
+    return tu_teardown_server(state);
+}
+
+static const char *const owner_on[] = {"owner_info", "true", "legacy.clock_unit", "s", NULL};
+
+static relock_client *client(size_t i)
+{
+    return tu_client(proxies[i].port, targets[i].mode, owner_on);
+}
+
+/* The owner record of name on the real server, "(nil)" when absent;
+ * free() it. */
+static char *record(const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "{%s} relock:owner", name);
+    char *v = testsrv_cmd(&tu_srv, "GET %s", key);
+    assert_non_null(v);
+    return v;
+}
+
+static void want_record(size_t i, const char *what, const char *name, const char *text)
+{
+    char *v = record(name);
+    char tail[64];
+    snprintf(tail, sizeof tail, " %s", text);
+    size_t n = strlen(v), t = strlen(tail);
+    if (n < t || strcmp(v + n - t, tail) != 0)
+        fail_msg("%s%s %s, %s: the record is \"%s\", not %s's", targets[i].pers,
+                 targets[i].nolua ? " (no Lua)" : "", targets[i].mode, what, v, text);
+    free(v);
+}
+
+static void test_stale(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        if (!testsrv_personality_runs(targets[i].pers))
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "own-stale-%zu", i);
+        relock_client *a = client(i), *b = client(i);
+        relock_lock *la = NULL, *lb = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 30000, &la), RELOCK_OK);
+        assert_int_equal(relock_lock_set_owner(la, 0, "A"), RELOCK_OK);
+        want_record(i, "A's own", name, "A");
+        char value[64];
+        snprintf(value, sizeof value, "%s", relock_lock_value(la));
+        long long fence = relock_lock_fence(la);
+        /* Broken, and taken by B.  On 2.0, whose fence counts every
+         * attempt, B's longer lease keeps its value apart from A's; on
+         * the others the same lease may give the same timestamp, and the
+         * fence tells them apart. */
+        assert_int_equal(relock_break(b, name, NULL), RELOCK_OK);
+        long ttl = strcmp(targets[i].pers, "2.0") == 0 ? 90000 : 30000;
+        assert_int_equal(relock_try_acquire(b, name, ttl, &lb), RELOCK_OK);
+        assert_int_equal(relock_lock_set_owner(lb, 0, "B"), RELOCK_OK);
+        want_record(i, "B's own", name, "B");
+
+        /* A does not know: its writes must find the lock not its own. */
+        relock_lock_set_owner(la, 0, "stale");
+        want_record(i, "after A's set_owner", name, "B");
+        assert_int_equal(relock_extend(la, 30000), RELOCK_LOST);
+        want_record(i, "after A's extend", name, "B");
+        relock_lock *again = NULL;
+        assert_int_equal(relock_lock_adopt(a, name, value, fence, 30000, &again), RELOCK_OK);
+        relock_status st = relock_release(again);
+        if (st != RELOCK_LOST)
+            fail_msg("%s %s: release of A's stale value: %s", targets[i].pers, targets[i].mode,
+                     relock_status_name(st));
+        want_record(i, "after A's release", name, "B");
+
+        /* B's own release deletes its record. */
+        assert_int_equal(relock_release(lb), RELOCK_OK);
+        char *v = record(name);
+        assert_string_equal(v, "(nil)");
+        free(v);
+        relock_lock_free(again);
+        relock_lock_free(la);
+        relock_lock_free(lb);
+        relock_client_free(a);
+        relock_client_free(b);
+    }
+}
+
+/* The rival: once the proxy relayed k replies (A's release is on hold
+ * there), acquires the lock if it is free, on the real server directly. */
+typedef struct rival {
+    pthread_t thread;
+    size_t i;
+    int pport;
+    long long k;
+    char name[32];
+    int won;
+} rival;
+
+static long long proxy_replies(int pport)
+{
+    char *v = testsrv_cmd_port(pport, "RELOCK-PROXY REPLIES");
+    assert_non_null(v);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+static void *rival_main(void *p)
+{
+    rival *r = p;
+    uint64_t end = tu_now_ms() + 5000;
+    while (proxy_replies(r->pport) < r->k && tu_now_ms() < end)
+        tu_sleep_ms(1);
+    if (tu_now_ms() >= end)
+        return NULL;
+    relock_client *b = tu_client(tu_srv.port, targets[r->i].mode, owner_on);
+    relock_lock *lb = NULL;
+    if (relock_try_acquire(b, r->name, 30000, &lb) == RELOCK_OK) {
+        r->won = relock_lock_set_owner(lb, 0, "B") == RELOCK_OK;
+        relock_lock_free(lb); /* held on: the key and the record stay */
+    }
+    relock_client_free(b);
+    return NULL;
+}
+
+static void test_release_race(void **state)
+{
+    (void)state;
+    int runs = 0, rivals = 0;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        if (!testsrv_personality_runs(targets[i].pers))
+            continue;
+        int pport = proxies[i].port;
+        relock_client *a = client(i);
+        /* The replies of one release (the first warms the scripts up). */
+        long long n = 0;
+        for (int round = 0; round < 2; round++) {
+            char name[32];
+            snprintf(name, sizeof name, "own-count-%zu-%d", i, round);
+            relock_lock *la = NULL;
+            assert_int_equal(relock_try_acquire(a, name, 30000, &la), RELOCK_OK);
+            char *v = testsrv_cmd_port(pport, "RELOCK-PROXY FAULT at-reply 0");
+            free(v);
+            assert_int_equal(relock_release(la), RELOCK_OK);
+            n = proxy_replies(pport);
+            relock_lock_free(la);
+        }
+        assert_true(n >= 2 && n < 20);
+        for (long long k = 1; k <= n; k++) {
+            rival r;
+            memset(&r, 0, sizeof r);
+            r.i = i;
+            r.pport = pport;
+            r.k = k;
+            snprintf(r.name, sizeof r.name, "own-race-%zu-%lld", i, k);
+            relock_lock *la = NULL;
+            assert_int_equal(relock_try_acquire(a, r.name, 30000, &la), RELOCK_OK);
+            char at[24];
+            snprintf(at, sizeof at, "%lld", k);
+            char *v = testsrv_cmd_port(pport, "RELOCK-PROXY FAULT at-reply %s at-kind hold "
+                                              "at-hold-ms 200",
+                                       at);
+            free(v);
+            assert_int_equal(pthread_create(&r.thread, NULL, rival_main, &r), 0);
+            relock_status st = relock_release(la);
+            pthread_join(r.thread, NULL);
+            v = testsrv_cmd_port(pport, "RELOCK-PROXY FAULT off");
+            free(v);
+            if (st != RELOCK_OK)
+                fail_msg("%s %s, hold at %lld: release: %s", targets[i].pers, targets[i].mode,
+                         k, relock_status_name(st));
+            if (r.won) {
+                want_record(i, "B acquired during A's release", r.name, "B");
+                rivals++;
+            }
+            relock_lock_free(la);
+            runs++;
+        }
+        relock_client_free(a);
+    }
+    print_message("%d releases held at each reply, a rival took the lock in %d\n", runs, rivals);
+    assert_true(rivals > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stale),
+        cmocka_unit_test(test_release_race),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

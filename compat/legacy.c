@@ -745,6 +745,33 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
     return relock__done(&m->head, RELOCK_OK);
 }
 
+/* ------------------------------------------------------------ starting them */
+
+void relock__ts_acquire_init(relock__ts_acquire *m)
+{
+    memset(m, 0, sizeof *m);
+    m->head.want_fleet = 1;
+    m->head.hint_ms = -1;
+}
+
+void relock__ts_update_init(relock__ts_update *m, int extend, long ttl_ms, const char *tok)
+{
+    memset(m, 0, sizeof *m);
+    m->extend = extend;
+    m->ttl_ms = ttl_ms;
+    m->head.want_fleet = extend; /* the extend plans a new lease */
+    m->head.hint_ms = -1;
+    if (tok)
+        snprintf(m->tok, sizeof m->tok, "%s", tok);
+}
+
+void relock__ts_adopt_init(relock__ts_adopt *m)
+{
+    memset(m, 0, sizeof *m);
+    m->head.want_fleet = 1;
+    m->head.hint_ms = -1;
+}
+
 /* ------------------------------------------------------------ entry points */
 
 /* A fresh token for a bridge value's suffix into out (33 bytes), when
@@ -765,9 +792,7 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
     if (relock__conn_ensure(c) != RELOCK_OK)
         return c->err.pub.status;
     relock__ts_acquire m;
-    memset(&m, 0, sizeof m);
-    m.head.want_fleet = 1;
-    m.head.hint_ms = -1;
+    relock__ts_acquire_init(&m);
     if (suffix_token(c, l->value) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
                             l->name);
@@ -782,15 +807,12 @@ static relock_status ts_update(relock_lock *l, int extend, long ttl_ms)
     relock_client *c = l->c;
     if (relock__conn_ensure(c) != RELOCK_OK)
         return c->err.pub.status;
-    relock__ts_update m;
-    memset(&m, 0, sizeof m);
-    m.extend = extend;
-    m.ttl_ms = ttl_ms;
-    m.head.want_fleet = extend;
-    m.head.hint_ms = -1;
-    if (extend && suffix_token(c, m.tok) != 0)
+    char tok[33];
+    if (extend && suffix_token(c, tok) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
                             l->name);
+    relock__ts_update m;
+    relock__ts_update_init(&m, extend, ttl_ms, extend ? tok : NULL);
     return relock__drive(l, relock__ts_update_step, &m);
 }
 
@@ -812,9 +834,7 @@ static void ts_adopt(relock_lock *l)
     if (val.kind != RELOCK_VALUE_TIMESTAMP)
         return; /* nothing to learn, and no clock to read */
     relock__ts_adopt m;
-    memset(&m, 0, sizeof m);
-    m.head.want_fleet = 1;
-    m.head.hint_ms = -1;
+    relock__ts_adopt_init(&m);
     relock__drive(l, relock__ts_adopt_step, &m);
 }
 

@@ -133,8 +133,8 @@ long long relock__ts_counter(const redisReply *r);
 /* ------------------------------------------------------------ the operations */
 
 /*
- * One acquire attempt (relock__algo.attempt).  Start: zero it, set
- * head.want_fleet; with bridge.value_suffix, l->value holds a fresh token
+ * One acquire attempt (relock__algo.attempt).  Start with
+ * relock__ts_acquire_init; with bridge.value_suffix, l->value holds a fresh token
  * (32 hex characters) that the value written carries.  The first feed
  * carries the times: start (mono_ms) and now (fleet_ms) plan the lease.
  *
@@ -172,11 +172,13 @@ typedef struct relock__ts_acquire {
 
 relock__step relock__ts_acquire_step(void *m, relock_lock *l, const relock__feed *in,
                                      relock__batch *out);
+/* Zeroes m and asks for the fleet's clock in the first feed. */
+void relock__ts_acquire_init(relock__ts_acquire *m);
 
 /*
- * Release (newv unset) or extend (relock__algo.release, .extend).  Start:
- * zero it, set extend and ttl_ms for an extend, and head.want_fleet (the
- * extend plans a new lease from the first feed's times); with
+ * Release (newv unset) or extend (relock__algo.release, .extend).  Start
+ * with relock__ts_update_init (an extend asks for the fleet's clock: it
+ * plans a new lease from the first feed's times); with
  * bridge.value_suffix, tok holds a fresh token for the new value.
  *
  *   EVAL, WATCH  compare-and-delete / -set of our value and fence [U_CAS],
@@ -209,15 +211,19 @@ typedef struct relock__ts_update {
 
 relock__step relock__ts_update_step(void *m, relock_lock *l, const relock__feed *in,
                                     relock__batch *out);
+/* Zeroes m for a release (extend 0) or an extend of ttl_ms with token tok
+ * for a value suffix (NULL or "" when none). */
+void relock__ts_update_init(relock__ts_update *m, int extend, long ttl_ms, const char *tok);
 
 /* Adopt: no command; from the first feed's times, the validity a lock
- * adopted from its timestamp value can claim.  Start: zero it, set
- * head.want_fleet. */
+ * adopted from its timestamp value can claim.  Start with
+ * relock__ts_adopt_init. */
 typedef struct relock__ts_adopt {
     relock__mhead head;
 } relock__ts_adopt;
 
 relock__step relock__ts_adopt_step(void *m, relock_lock *l, const relock__feed *in,
                                    relock__batch *out);
+void relock__ts_adopt_init(relock__ts_adopt *m);
 
 #endif

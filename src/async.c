@@ -258,29 +258,24 @@ static int suffix_token(const relock_client *c, char *out)
     return relock__token(out);
 }
 
-static relock_status ts_acq_init(void *mm, relock_lock *l)
+/* The driver draws the randomness (engine conventions): a bridge value's
+ * suffix token, when bridge.value_suffix asks for one. */
+static relock_status ts_acq_init(void *m, relock_lock *l)
 {
-    relock__ts_acquire *m = mm;
-    memset(m, 0, sizeof *m);
-    m->head.want_fleet = 1;
-    m->head.hint_ms = -1;
+    relock__ts_acquire_init(m);
     if (suffix_token(l->c, l->value) != 0)
         return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
                             l->name);
     return RELOCK_OK;
 }
 
-static relock_status ts_upd_init(void *mm, relock_lock *l, int extend, long ttl_ms)
+static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long ttl_ms)
 {
-    relock__ts_update *m = mm;
-    memset(m, 0, sizeof *m);
-    m->extend = extend;
-    m->ttl_ms = ttl_ms;
-    m->head.want_fleet = extend;
-    m->head.hint_ms = -1;
-    if (extend && suffix_token(l->c, m->tok) != 0)
+    char tok[33];
+    if (extend && suffix_token(l->c, tok) != 0)
         return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
                             l->name);
+    relock__ts_update_init(m, extend, ttl_ms, extend ? tok : NULL);
     return RELOCK_OK;
 }
 

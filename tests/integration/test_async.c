@@ -807,6 +807,11 @@ static void test_old_servers(void **state)
 
 /* ------------------------------------------------------------ refusals */
 
+static void pipe_handler(int sig)
+{
+    (void)sig;
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -837,6 +842,21 @@ static void test_refusals(void **state)
     assert_int_equal(relock_async_try_acquire(a, "", 0, record, &o, NULL), RELOCK_EINVAL);
     relock_async_free(a);
     relock_async_free(NULL);
+    /* SIGPIPE: left at its default by main(), now ignored; a handler the
+     * program installed stays */
+    struct sigaction sa;
+    assert_int_equal(sigaction(SIGPIPE, NULL, &sa), 0);
+    assert_true(sa.sa_handler == SIG_IGN);
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = pipe_handler;
+    sigaction(SIGPIPE, &mine, NULL);
+    cfg = config("modern", "ref:");
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    assert_int_equal(sigaction(SIGPIPE, NULL, &sa), 0);
+    assert_true(sa.sa_handler == pipe_handler);
+    relock_async_free(a);
     loop_fini();
 }
 

@@ -100,7 +100,6 @@ typedef struct aop {
     int undoing;
     int fencing; /* running the fence carry before the first attempt */
     relock__probe_m probe; /* K_SETUP */
-    relock_lock probe_l;   /* K_SETUP: the lock the probe machine runs on */
 } aop;
 
 struct achan {
@@ -143,6 +142,7 @@ struct relock_async {
     void *conn_timer;
     void *tmo_timer;
     aop setup;
+    relock_lock probe_l; /* the lock the probe machine runs on */
     aop *txn_owner;
     aop *fifo, *fifo_tail;
     aop *queue, *queue_tail;
@@ -922,14 +922,14 @@ static void setup_step(aop *su, const relock__feed *in)
         su->attempt = 1;
         relock__probe_init(&su->probe);
         static char pname[] = "(probe)";
-        memset(&su->probe_l, 0, sizeof su->probe_l);
-        su->probe_l.c = c;
-        su->probe_l.name = su->probe_l.key = su->probe_l.fence_key = pname;
+        memset(&a->probe_l, 0, sizeof a->probe_l);
+        a->probe_l.c = c;
+        a->probe_l.name = a->probe_l.key = a->probe_l.fence_key = pname;
         memset(&first, 0, sizeof first);
         in = &first;
     }
     relock__err_clear(&c->err);
-    relock__step s = relock__probe_step(&su->probe, &su->probe_l, in, &a->batch);
+    relock__step s = relock__probe_step(&su->probe, &a->probe_l, in, &a->batch);
     if (s == RELOCK__STEP_DONE) {
         setup_done(a, su->probe.h.st);
         return;

@@ -1401,6 +1401,8 @@ static void machine_done(aop *op, relock_status st)
         op_finish(op, st);
         return;
     case K_REL:
+        if (st == RELOCK_OK && l->waiters > 0)
+            relock__yield_note(l); /* let the waiters it woke go first */
         if (st == RELOCK_OK || st == RELOCK_LOST)
             l->lost = 1;
         op_finish(op, st);
@@ -1617,6 +1619,15 @@ static void op_start(aop *op)
         if (!op->m) {
             op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
             return;
+        }
+        /* The holder that just released usually wins the race back against
+         * the waiters it woke: give them a moment, as the blocking acquire. */
+        long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
+        if (yield > 0) {
+            op->state = S_SLEEP;
+            op->timer = timer_start(a, yield, sleep_fire, op);
+            if (op->timer)
+                return;
         }
         attempt_begin(op);
         return;

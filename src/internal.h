@@ -352,6 +352,11 @@ relock_status relock__keep_end(relock_lock *l);
  * renewal; 1 when an operation on it is in flight, which then frees it when
  * it ends. */
 int relock__async_lock_free(relock_lock *l);
+/* Fairness after a release that woke waiters (lock.c): the releaser stays
+ * away from that lock for a moment.  relock__yield_note() after such a
+ * release; relock__yield_ms(): how long an acquire of l waits first. */
+void relock__yield_note(relock_lock *l);
+long relock__yield_ms(const relock_lock *l);
 /* A new lock handle for NAME (checked as relock_acquire() checks it). */
 relock_status relock__lock_new(relock_client *c, const char *name, long ttl_ms,
                                relock_lock **out);

@@ -1595,7 +1595,7 @@ static void quiet_waiter_main(int pi, const char *key, tu_chan *rep)
 
 static long long srv_total_commands(void)
 {
-    char *r = testsrv_cmd(&srv, "INFO stats");
+    char *r = testsrv_cmd(&srv, "INFO");
     assert_non_null(r);
     const char *p = strstr(r, "total_commands_processed:");
     long long n = p ? atoll(p + strlen("total_commands_processed:")) : -1;

@@ -1593,6 +1593,8 @@ static void quiet_waiter_main(int pi, const char *key, tu_chan *rep)
     _exit(0);
 }
 
+/* The server's command count.  INFO without a section: before 2.6 it
+ * takes no argument. */
 static long long srv_total_commands(void)
 {
     char *r = testsrv_cmd(&srv, "INFO");
@@ -1654,8 +1656,10 @@ static void test_quiet_wait_far_from_expiry(void **state)
                                "for this test to say anything");
     /* cmds1 counts the INFO that read cmds0, and the GETs of the fence. */
     long long cmds = cmds1 - cmds0 - 1 - (on[1] ? 1 : 0);
-    print_message("quiet wait: %lld server commands in %llu ms, fence moved by %lld (2.0)\n",
-                  cmds, (unsigned long long)(t1 - t0), fence1 - fence0);
+    print_message("quiet wait: %lld server commands in %llu ms\n", cmds,
+                  (unsigned long long)(t1 - t0));
+    if (on[1])
+        print_message("quiet wait: the 2.0 waiter's fence moved by %lld\n", fence1 - fence0);
     EXPECT(cmds > 0, "no command at all while waiting: the count says nothing");
     EXPECT(cmds < QUIET_COMMANDS_MAX,
            "%lld commands in %llu ms far from the holder's end (at most %d expected)", cmds,

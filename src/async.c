@@ -226,11 +226,13 @@ static redisReply *reply_copy(const redisReply *r, int depth)
             return NULL;
         }
         c->elements = r->elements;
-        for (size_t i = 0; i < r->elements; i++)
-            if (!(c->element[i] = reply_copy(r->element[i], depth + 1))) {
+        for (size_t i = 0; i < r->elements; i++) {
+            c->element[i] = reply_copy(r->element[i], depth + 1);
+            if (!c->element[i]) {
                 freeReplyObject(c);
                 return NULL;
             }
+        }
     }
     return c;
 }
@@ -332,7 +334,9 @@ static void err_save(aop *op)
     relock_client *c = op->a->c;
     if (c->err.pub.status == RELOCK_OK)
         return;
-    if (!op->err && !(op->err = malloc(sizeof *op->err)))
+    if (!op->err)
+        op->err = malloc(sizeof *op->err);
+    if (!op->err)
         return;
     relock__err_copy(op->err, &c->err);
 }
@@ -841,7 +845,8 @@ static void setup_done(relock_async *a, relock_status st)
             st = relock__select_mode(c);
             if (st == RELOCK_OK)
                 st = relock__durable_check(c);
-            if (st == RELOCK_OK && !(a->kit = kit_for(c->mode)))
+            a->kit = kit_for(c->mode);
+            if (st == RELOCK_OK && !a->kit)
                 st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
                                   "mode %s: not available to the asynchronous client yet "
                                   "(docs/api.md); use the blocking API",
@@ -1357,7 +1362,8 @@ static void machine_done(aop *op, relock_status st)
                                                         "acquire %s: cancelled", l->name));
                 return;
             }
-            if (!(op->m = malloc(a->kit->acq_size))) {
+            op->m = malloc(a->kit->acq_size);
+            if (!op->m) {
                 op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
                 return;
             }

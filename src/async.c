@@ -350,7 +350,7 @@ static void err_load(aop *op)
         relock__err_clear(&c->err);
 }
 
-/* Records st with a message as the operation's error (unless it has one). */
+/* Records st with a message as the operation's outcome. */
 static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
@@ -360,7 +360,8 @@ static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    err_load(op);
+    /* the operation's outcome: it replaces what an earlier step said */
+    relock__err_clear(&op->a->c->err);
     RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
     err_save(op);
     return st;

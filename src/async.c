@@ -166,6 +166,8 @@ struct relock_async {
 static void op_start(aop *op);
 static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
 static void conn_connect(relock_async *a);
+static void queue_push(relock_async *a, aop *op);
+static void kick_fire(void *arg);
 static void submit(aop *op);
 
 /* ------------------------------------------------------------------ helpers */
@@ -514,10 +516,16 @@ static void lock_op_end(aop *op)
         return;
     }
     if (al->after && !op->a->freeing) {
+        /* the release that waited for a renewal in flight starts now */
+        relock_async *a = op->a;
         aop *next = al->after;
         al->after = NULL;
         al->busy = next;
-        submit(next);
+        queue_push(a, next);
+        if (a->cstate == C_DOWN)
+            conn_connect(a);
+        else if (a->cstate == C_READY && !a->kick_timer)
+            a->kick_timer = timer_start(a, 0, kick_fire, a);
     }
 }
 

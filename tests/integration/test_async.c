@@ -688,6 +688,28 @@ static void test_keep(void **state)
         assert_int_equal(run_until(&rel.calls, 1, 3000), 1);
         assert_int_equal(rel.st, RELOCK_LOST);
         relock_lock_free(o.l);
+        /* a release while a renewal is in flight follows it */
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_try_acquire(a, "k3", 300, record, &o, NULL), RELOCK_OK);
+        assert_int_equal(run_until(&o.calls, 1, 5000), 1);
+        assert_int_equal(o.st, RELOCK_OK);
+        lost_calls = 0;
+        assert_int_equal(relock_async_keep(o.l, on_lost, NULL), RELOCK_OK);
+        uint64_t until = tu_now_ms() + 5000;
+        while (relock_async_pending(a) == 0 && tu_now_ms() < until)
+            loop_once(); /* the renewal's extend started */
+        assert_int_equal(relock_async_pending(a), 1);
+        memset(&rel, 0, sizeof rel);
+        assert_int_equal(relock_async_release(o.l, record, &rel), RELOCK_OK);
+        assert_int_equal(run_until(&rel.calls, 1, 5000), 1);
+        if (rel.st != RELOCK_OK)
+            fail_msg("%s: release after a renewal: %s: %s", modes[mi],
+                     relock_status_name(rel.st), rel.msg);
+        assert_ptr_equal(rel.l, o.l);
+        snprintf(key, sizeof key, "%sk3", prefix);
+        assert_int_equal(exists(key), 0);
+        assert_int_equal(lost_calls, 0);
+        relock_lock_free(o.l);
         /* extend, then release, plainly */
         memset(&o, 0, sizeof o);
         assert_int_equal(relock_async_try_acquire(a, "k2", 5000, record, &o, NULL), RELOCK_OK);

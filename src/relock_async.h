@@ -90,7 +90,9 @@ RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
  * answered (an acquire may then hold the lock until its TTL ends).  Kept
  * locks stop being renewed (their lost callbacks are not called).  Lock
  * handles stay valid for relock_lock_free() and the accessors.  The
- * callbacks must not start operations on this client.  Accepts NULL.
+ * callbacks must not start operations on this client.  Allowed from any
+ * callback of this client (its memory goes when that callback returns).
+ * Accepts NULL.
  */
 RELOCK_EXTERN void relock_async_free(relock_async *a);
 
@@ -133,8 +135,11 @@ RELOCK_EXTERN relock_status relock_async_cancel(relock_async_op *op);
 /*
  * Release and extend, as relock_release() and relock_extend(), for a lock
  * acquired through this client.  One operation at a time per lock:
- * RELOCK_EINVAL while another is in flight on it, or while it is kept
- * (extend).  Same return convention as relock_async_acquire().
+ * RELOCK_EINVAL while another is in flight on it (a release during a
+ * renewal's extend waits for it instead), and for an extend while the lock
+ * is kept.  A release stops the renewal.  relock_lock_free() with one in
+ * flight is allowed: the handle goes when it ends, and cb gets a NULL lock.
+ * Same return convention as relock_async_acquire().
  */
 RELOCK_EXTERN relock_status relock_async_release(relock_lock *l, relock_async_fn cb, void *arg);
 RELOCK_EXTERN relock_status relock_async_extend(relock_lock *l, long ttl_ms, relock_async_fn cb,

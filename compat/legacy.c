@@ -74,7 +74,7 @@ static relock__lease_cfg lease_cfg(const relock_client *c)
 }
 
 /* What to write for a lease of ttl_ms starting at fleet time now (ms). */
-static void plan(const relock_client *c, long long now, long ttl_ms, relock__lease *out)
+static void plan(const relock_client *c, long long now, long long ttl_ms, relock__lease *out)
 {
     relock__lease_cfg cfg = lease_cfg(c);
     relock__lease_plan(&cfg, now, ttl_ms, out);
@@ -754,7 +754,7 @@ void relock__ts_acquire_init(relock__ts_acquire *m)
     m->head.hint_ms = -1;
 }
 
-void relock__ts_update_init(relock__ts_update *m, int extend, long ttl_ms, const char *tok)
+void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms, const char *tok)
 {
     memset(m, 0, sizeof *m);
     m->extend = extend;
@@ -802,7 +802,7 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
     return st;
 }
 
-static relock_status ts_update(relock_lock *l, int extend, long ttl_ms)
+static relock_status ts_update(relock_lock *l, int extend, long long ttl_ms)
 {
     relock_client *c = l->c;
     if (relock__conn_ensure(c) != RELOCK_OK)
@@ -821,7 +821,7 @@ static relock_status ts_release(relock_lock *l)
     return ts_update(l, 0, 0);
 }
 
-static relock_status ts_extend(relock_lock *l, long ttl_ms)
+static relock_status ts_extend(relock_lock *l, long long ttl_ms)
 {
     return ts_update(l, 1, ttl_ms);
 }

@@ -193,7 +193,7 @@ void relock__ts_acquire_init(relock__ts_acquire *m);
 typedef struct relock__ts_update {
     relock__mhead head;
     int extend;
-    long ttl_ms;
+    long long ttl_ms;
     char tok[33];
     const char *op; /* "release" or "extend" */
     relock__ts_path path;
@@ -213,7 +213,8 @@ relock__step relock__ts_update_step(void *m, relock_lock *l, const relock__feed 
                                     relock__batch *out);
 /* Zeroes m for a release (extend 0) or an extend of ttl_ms with token tok
  * for a value suffix (NULL or "" when none). */
-void relock__ts_update_init(relock__ts_update *m, int extend, long ttl_ms, const char *tok);
+void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms,
+                            const char *tok);
 
 /* Adopt: no command; from the first feed's times, the validity a lock
  * adopted from its timestamp value can claim.  Start with

@@ -57,7 +57,7 @@ typedef struct mkit {
     relock_status (*acq_init)(void *m, relock_lock *l);
     relock__step_fn acq_step;
     size_t upd_size;
-    relock_status (*upd_init)(void *m, relock_lock *l, int extend, long ttl_ms);
+    relock_status (*upd_init)(void *m, relock_lock *l, int extend, long long ttl_ms);
     relock__step_fn upd_step;
 } mkit;
 
@@ -91,7 +91,7 @@ typedef struct aop {
     int steps;
     int sent_any; /* a batch of this attempt went out */
     /* acquire */
-    long wait_ms;
+    long long wait_ms;
     uint64_t deadline;
     unsigned attempt;
     void *timer;
@@ -177,7 +177,7 @@ static uint64_t now_ms(void)
     return relock__mono_ms();
 }
 
-static void *timer_start(relock_async *a, long ms, void (*fn)(void *), void *arg)
+static void *timer_start(relock_async *a, long long ms, void (*fn)(void *), void *arg)
 {
     return a->loop.timer_start(a->loop.data, ms < 0 ? 0 : ms, fn, arg);
 }
@@ -273,7 +273,7 @@ static relock_status ts_acq_init(void *m, relock_lock *l)
     return RELOCK_OK;
 }
 
-static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long ttl_ms)
+static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
 {
     char tok[33];
     if (extend && suffix_token(l->c, tok) != 0)
@@ -298,7 +298,7 @@ static relock_status modern_acq_init(void *m, relock_lock *l)
     return RELOCK_OK;
 }
 
-static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long ttl_ms)
+static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)
 {
     (void)l;
     relock__modern_cx_init(m, extend, ttl_ms);
@@ -671,7 +671,7 @@ static void tmo_fire(void *arg)
         uint64_t now = now_ms();
         if (now >= due) {
             char why[200];
-            snprintf(why, sizeof why, "no reply within %ld ms (command_timeout_ms)",
+            snprintf(why, sizeof why, "no reply within %lld ms (command_timeout_ms)",
                      a->c->s.command_timeout_ms);
             conn_gone(a, 0, RELOCK_EIO, why);
         } else {
@@ -769,7 +769,7 @@ static void conn_timeout(void *arg)
     if (a->ac && !a->connected) {
         char why[300];
         const relock__server *srv = a->c->conn.srv;
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %ld ms",
+        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
                  RELOCK__ADDR(srv), a->c->s.connect_timeout_ms);
         conn_gone(a, 0, RELOCK_EIO, why);
     }
@@ -1167,12 +1167,12 @@ static int chan_join(aop *op)
 
 static void attempt_begin(aop *op);
 
-static long left_ms(uint64_t deadline)
+static long long left_ms(uint64_t deadline)
 {
     if (!deadline)
         return 0;
     uint64_t now = now_ms();
-    return now >= deadline ? 0 : (long)(deadline - now);
+    return now >= deadline ? 0 : (long long)(deadline - now);
 }
 
 static void sleep_fire(void *arg)
@@ -1263,7 +1263,7 @@ static void plan(aop *op, int after_subscribe)
         return;
     case RELOCK__WAIT_TIMEOUT:
         relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms", l->name,
+        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms", l->name,
                      op->wait_ms);
         free(op->err);
         op->err = NULL;
@@ -1447,7 +1447,7 @@ static void machine_done(aop *op, relock_status st)
                         al->on_lost(a, l, kst, &kerr.pub, al->lost_arg);
                 } else {
                     /* The server did not answer: again soon, while valid. */
-                    long again = l->ttl_ms / 10;
+                    long long again = l->ttl_ms / 10;
                     al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
                 }
             }
@@ -1637,7 +1637,7 @@ static void op_start(aop *op)
         }
         /* The holder that just released usually wins the race back against
          * the waiters it woke: give them a moment, as the blocking acquire. */
-        long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
+        long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
         if (yield > 0) {
             op->state = S_SLEEP;
             op->timer = timer_start(a, yield, sleep_fire, op);
@@ -1725,7 +1725,7 @@ static void keep_tick(void *arg)
 
 static void keep_arm(struct relock__alock *al, relock_lock *l)
 {
-    long every = l->ttl_ms / 3;
+    long long every = l->ttl_ms / 3;
     al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
 }
 
@@ -1837,7 +1837,7 @@ static relock_status refuse(relock_async *a, relock_status st, const char *fmt, 
     return RELOCK__FAIL(&a->err, st, "%s", msg);
 }
 
-relock_status relock_async_acquire(relock_async *a, const char *name, long ttl_ms, long wait_ms,
+relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms, long long wait_ms,
                                    relock_async_fn cb, void *arg, relock_async_op **opp)
 {
     if (opp)
@@ -1856,7 +1856,7 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long ttl_m
     if (wait_ms == RELOCK_WAIT_DEFAULT)
         wait_ms = a->c->s.wait.max_ms;
     if (wait_ms < RELOCK_WAIT_FOREVER)
-        return refuse(a, RELOCK_EINVAL, "wait: %ld ms is not a valid bound", wait_ms);
+        return refuse(a, RELOCK_EINVAL, "wait: %lld ms is not a valid bound", wait_ms);
     relock_lock *l;
     relock__err_clear(&a->c->err);
     relock_status st = relock__lock_new(a->c, name, ttl_ms, &l);
@@ -1880,7 +1880,7 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long ttl_m
     return RELOCK_OK;
 }
 
-relock_status relock_async_try_acquire(relock_async *a, const char *name, long ttl_ms,
+relock_status relock_async_try_acquire(relock_async *a, const char *name, long long ttl_ms,
                                        relock_async_fn cb, void *arg, relock_async_op **op)
 {
     return relock_async_acquire(a, name, ttl_ms, 0, cb, arg, op);
@@ -1923,7 +1923,7 @@ relock_status relock_async_cancel(relock_async_op *h)
     return RELOCK_OK;
 }
 
-static relock_status lock_op(relock_lock *l, int kind, long ttl_ms, relock_async_fn cb,
+static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_async_fn cb,
                              void *arg)
 {
     if (!l || !l->al || !l->al->a)
@@ -1941,7 +1941,7 @@ static relock_status lock_op(relock_lock *l, int kind, long ttl_ms, relock_async
         return refuse(a, RELOCK_EINVAL, "%s: no callback", kind == K_REL ? "release" : "extend");
     if (kind == K_EXT) {
         if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
-            return refuse(a, RELOCK_EINVAL, "ttl: %ld ms is not from 1 ms to one year", ttl_ms);
+            return refuse(a, RELOCK_EINVAL, "ttl: %lld ms is not from 1 ms to one year", ttl_ms);
         if (al->kept)
             return refuse(a, RELOCK_EINVAL,
                           "extend %s: the lock is being renewed by the loop; call "
@@ -1985,7 +1985,7 @@ relock_status relock_async_release(relock_lock *l, relock_async_fn cb, void *arg
     return lock_op(l, K_REL, 0, cb, arg);
 }
 
-relock_status relock_async_extend(relock_lock *l, long ttl_ms, relock_async_fn cb, void *arg)
+relock_status relock_async_extend(relock_lock *l, long long ttl_ms, relock_async_fn cb, void *arg)
 {
     return lock_op(l, K_EXT, ttl_ms, cb, arg);
 }

@@ -41,26 +41,26 @@ static const char *const clock_names[] = {"local", "server", NULL};
 static const setting settings[] = {
     {"mode", T_ENUM, OFF(mode), 0, 0, 0, mode_names},
     {"key_prefix", T_STR, OFF(key_prefix), 0, 0, RELOCK__PREFIX_MAX, NULL},
-    {"ttl_ms", T_LONG, OFF(ttl_ms), 1, YEAR_MS, 0, NULL},
+    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, YEAR_MS, 0, NULL},
     {"servers", T_SERVERS, OFF(servers), 0, 0, 0, NULL},
-    {"connect_timeout_ms", T_LONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL},
-    {"command_timeout_ms", T_LONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL},
+    {"connect_timeout_ms", T_LLONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL},
+    {"command_timeout_ms", T_LLONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL},
     {"wait", T_GROUP, 0, 0, 0, 0, NULL},
-    {"wait.max_ms", T_LONG, OFF(wait.max_ms), -1, YEAR_MS, 0, NULL},
-    {"wait.backoff_min_ms", T_LONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL},
-    {"wait.backoff_max_ms", T_LONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
+    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, YEAR_MS, 0, NULL},
+    {"wait.backoff_min_ms", T_LLONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL},
+    {"wait.backoff_max_ms", T_LLONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
     {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
     {"fencing", T_BOOL, OFF(fencing), 0, 1, 0, NULL},
     {"owner_info", T_BOOL, OFF(owner_info), 0, 1, 0, NULL},
     {"durability", T_GROUP, 0, 0, 0, 0, NULL},
     {"durability.replicas", T_LONG, OFF(durability.replicas), 0, 1000, 0, NULL},
     {"durability.aof", T_BOOL, OFF(durability.aof), 0, 1, 0, NULL},
-    {"durability.timeout_ms", T_LONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL},
-    {"lock_delay_ms", T_LONG, OFF(lock_delay_ms), 0, YEAR_MS, 0, NULL},
+    {"durability.timeout_ms", T_LLONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL},
+    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, YEAR_MS, 0, NULL},
     {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
     {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
     {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},
-    {"legacy.skew_margin_ms", T_LONG, OFF(legacy.skew_margin_ms), 0, 3600000, 0, NULL},
+    {"legacy.skew_margin_ms", T_LLONG, OFF(legacy.skew_margin_ms), 0, 3600000, 0, NULL},
     {"legacy.gc_expire", T_BOOL, OFF(legacy.gc_expire), 0, 1, 0, NULL},
     {"legacy.clock", T_ENUM, OFF(legacy.clock_server), 0, 0, 0, clock_names},
     {"bridge", T_GROUP, 0, 0, 0, 0, NULL},
@@ -130,12 +130,12 @@ const relock_error *relock_config_error(const relock_config *cfg)
     return cfg ? &cfg->err.pub : &relock__null_handle_error;
 }
 
-long relock_config_ttl_ms(const relock_config *cfg)
+long long relock_config_ttl_ms(const relock_config *cfg)
 {
     return cfg ? cfg->s.ttl_ms : -1;
 }
 
-long relock_config_wait_ms(const relock_config *cfg)
+long long relock_config_wait_ms(const relock_config *cfg)
 {
     return cfg ? cfg->s.wait.max_ms : 0;
 }
@@ -434,7 +434,7 @@ relock_status relock_config_set(relock_config *cfg, const char *name, const char
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
     if (next.wait.backoff_min_ms > next.wait.backoff_max_ms)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG,
-                            "config: wait.backoff_min_ms (%ld) exceeds wait.backoff_max_ms (%ld)",
+                            "config: wait.backoff_min_ms (%lld) exceeds wait.backoff_max_ms (%lld)",
                             next.wait.backoff_min_ms, next.wait.backoff_max_ms);
     cfg->s = next;
     memset(&next, 0, sizeof next); /* it may hold a password */
@@ -654,9 +654,7 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
                 size_t nl = strlen(name);
                 int is_ms = nl > 3 && strcmp(name + nl - 3, "_ms") == 0;
                 snprintf(why, sizeof why, "%s must be an integer, not %s%s", name, type_word(t),
-                         is_ms ? " (whole milliseconds, such as 30000; the command line's "
-                                 "30s is not for the file)"
-                               : "");
+                         is_ms ? " (whole milliseconds, such as 30000)" : "");
                 rc = -1;
             } else {
                 rc = store_number(&ld->cfg->s, st, config_setting_get_int64(m), why, sizeof why);
@@ -815,7 +813,7 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
     if (!ld.failed && cfg->s.wait.backoff_min_ms > cfg->s.wait.backoff_max_ms) {
         config_setting_t *w = config_setting_get_member(top, "wait");
         char why[160];
-        snprintf(why, sizeof why, "wait.backoff_min_ms (%ld) exceeds wait.backoff_max_ms (%ld)",
+        snprintf(why, sizeof why, "wait.backoff_min_ms (%lld) exceeds wait.backoff_max_ms (%lld)",
                  cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
         load_fail(&ld, w, why);
     }

@@ -12,7 +12,7 @@
 
 #include "internal.h"
 
-static struct timeval tv_ms(long ms)
+static struct timeval tv_ms(long long ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     return tv;
@@ -66,8 +66,8 @@ relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relo
     return RELOCK_OK;
 }
 
-redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, long command_ms,
-                                  relock_status *st, char *why, size_t whylen)
+redisContext *relock__connect_ctx(const char *host, int port, long long connect_ms,
+                                  long long command_ms, relock_status *st, char *why, size_t whylen)
 {
     *st = RELOCK_EIO;
     /* Port 0: host is a unix socket's path (unix:// URLs, `path` in the file). */
@@ -240,7 +240,7 @@ static redisReply *send_once(relock_client *c, int *sent, const char *name, cons
         if (timed_out)
             RELOCK__FAIL(&c->err, RELOCK_EIO,
                          "%s on " RELOCK__ADDR_FMT
-                         ": no reply within %ld ms (command_timeout_ms): the server "
+                         ": no reply within %lld ms (command_timeout_ms): the server "
                          "is stalled, overloaded, or not a Redis server",
                          name, RELOCK__ADDR(srv), c->s.command_timeout_ms);
         else
@@ -433,7 +433,7 @@ int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_
     if (timed_out)
         RELOCK__FAIL(&c->err, RELOCK_EIO,
                      "%s on " RELOCK__ADDR_FMT
-                     ": no reply within %ld ms (command_timeout_ms): the server "
+                     ": no reply within %lld ms (command_timeout_ms): the server "
                      "is stalled, overloaded, or not a Redis server",
                      name[got], RELOCK__ADDR(srv), c->s.command_timeout_ms);
     else

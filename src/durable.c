@@ -67,7 +67,7 @@ void relock__durable_mark(relock_client *c, relock__wmark *m)
     m->connects = c->connects;
 }
 
-static struct timeval tv_ms(long ms)
+static struct timeval tv_ms(long long ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     return tv;
@@ -77,7 +77,7 @@ relock_status relock__durable_wait(relock_lock *l, const char *op, const relock_
 {
     relock_client *c = l->c;
     long want = c->s.durability.replicas;
-    long tmo = c->s.durability.timeout_ms;
+    long long tmo = c->s.durability.timeout_ms;
     c->replicas_acked = 0;
     if (!c->conn.ctx || c->conn.ctx != m->ctx || c->connects != m->connects)
         return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
@@ -90,7 +90,7 @@ relock_status relock__durable_wait(relock_lock *l, const char *op, const relock_
         return st;
     char nrep[24], ntmo[24];
     snprintf(nrep, sizeof nrep, "%ld", want);
-    snprintf(ntmo, sizeof ntmo, "%ld", tmo);
+    snprintf(ntmo, sizeof ntmo, "%lld", tmo);
     const char *wait[] = {"WAIT", nrep, ntmo};
     const char *waitaof[] = {"WAITAOF", "1", nrep, ntmo};
     const char **argv = c->s.durability.aof ? waitaof : wait;
@@ -146,11 +146,11 @@ relock_status relock__durable_wait(relock_lock *l, const char *op, const relock_
     if (local < 1)
         return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
                             "%s %s: the master did not write it to its append-only file "
-                            "within %ld ms (%lld of %ld replicas did; WAITAOF)",
+                            "within %lld ms (%lld of %ld replicas did; WAITAOF)",
                             op, l->name, tmo, got, want);
     return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
-                        "%s %s: %lld of %ld replicas acknowledged within %ld ms (%s)", op,
-                        l->name, got, want, tmo, what);
+                        "%s %s: %lld of %ld replicas acknowledged within %lld ms (%s)", op, l->name,
+                        got, want, tmo, what);
 }
 
 int relock_client_replicas_acked(const relock_client *c)

@@ -11,6 +11,19 @@
 #include "inspect.h"
 #include "internal.h"
 
+
+static char *copy_bytes(const char *s, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info);
+
 void relock__inspect_init(relock__inspect_m *m, const char *okey, relock_inspect_info *info)
 {
     memset(m, 0, sizeof *m);
@@ -54,8 +67,9 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
         if (in->nreply <= at)
             return relock__done(&m->h, relock__fault_fail(c, in));
         r = in->reply[at++];
-        if (r->type == REDIS_REPLY_STRING)
-            snprintf(info->owner, sizeof info->owner, "%s", r->str);
+        if (r->type == REDIS_REPLY_STRING && !(info->owner = copy_bytes(r->str, r->len)))
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_ENOMEM,
+                                                    "inspect: out of memory"));
     }
     if (in->nreply <= at)
         return relock__done(&m->h, relock__fault_fail(c, in));
@@ -72,7 +86,10 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     relock__value v;
     relock__classify(r->str, r->len, &v);
     info->kind = v.kind;
-    snprintf(info->value, sizeof info->value, "%.*s", (int)(r->len < 127 ? r->len : 127), r->str);
+    info->value = copy_bytes(r->str, r->len);
+    info->value_len = r->len;
+    if (!info->value)
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory"));
     if (v.kind == RELOCK_VALUE_TIMESTAMP) {
         int unit = relock__ts_unit_guess(v.ts_digits);
         if (unit < 0)
@@ -90,16 +107,77 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     return relock__done(&m->h, RELOCK_OK);
 }
 
-relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info *info)
+relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info **out)
 {
+    if (out)
+        *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
     relock__err_clear(&c->err);
-    if (!info)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no structure to fill");
-    memset(info, 0, sizeof *info);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no place for the result");
     if (!name || !*name)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
+    relock_inspect_info *info = calloc(1, sizeof *info);
+    if (!info)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
+    relock_status st = inspect(c, name, info);
+    if (st != RELOCK_OK) {
+        relock_inspect_info_free(info);
+        return st;
+    }
+    *out = info;
+    return RELOCK_OK;
+}
+
+void relock_inspect_info_free(relock_inspect_info *info)
+{
+    if (!info)
+        return;
+    free(info->value);
+    free(info->owner);
+    free(info);
+}
+
+relock_value_kind relock_inspect_info_kind(const relock_inspect_info *info)
+{
+    return info ? info->kind : RELOCK_VALUE_NONE;
+}
+
+const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len)
+{
+    if (len)
+        *len = info && info->value ? info->value_len : 0;
+    return info && info->value ? info->value : "";
+}
+
+long long relock_inspect_info_pttl_ms(const relock_inspect_info *info)
+{
+    return info ? info->pttl_ms : -2;
+}
+
+long long relock_inspect_info_ts_ms(const relock_inspect_info *info)
+{
+    return info ? info->ts_ms : 0;
+}
+
+int relock_inspect_info_ts_unit_ms(const relock_inspect_info *info)
+{
+    return info ? info->ts_unit_ms : 0;
+}
+
+long long relock_inspect_info_fence(const relock_inspect_info *info)
+{
+    return info ? info->fence : 0;
+}
+
+const char *relock_inspect_info_owner(const relock_inspect_info *info)
+{
+    return info && info->owner ? info->owner : "";
+}
+
+static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info)
+{
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     char fkey[RELOCK__KEY_MAX];
     char okey[RELOCK__KEY_MAX];

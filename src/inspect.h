@@ -13,6 +13,19 @@
  * the owner record's key or "".  Fills *info; RELOCK_OK, or a failure
  * (RELOCK_EFOREIGN for a key of another type: the caller names the type).
  */
+/* The result behind relock_inspect_info (opaque to users).  Every string
+ * is whole: copied at its length, never cut. */
+struct relock_inspect_info {
+    relock_value_kind kind;
+    char *value; /* NULL when absent */
+    size_t value_len;
+    long long pttl_ms;
+    long long ts_ms;
+    int ts_unit_ms;
+    long long fence;
+    char *owner; /* NULL when none */
+};
+
 typedef struct relock__inspect_m {
     relock__mhead h;
     const char *okey;

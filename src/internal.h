@@ -21,7 +21,7 @@
 /* Tokens are 32 characters, timestamps at most 18 digits (+ ":" + token). */
 #define RELOCK__VALUE_MAX 64
 /* One year: a longer lease or wait is far more likely a typo than a wish. */
-#define RELOCK__TTL_MAX_MS 31536000000L
+#define RELOCK__TTL_MAX_MS RELOCK_DURATION_MAX_MS
 
 /* ------------------------------------------------------------------ errors */
 
@@ -77,15 +77,15 @@ typedef struct relock__addr {
 typedef struct relock__settings {
     relock_mode mode;
     char key_prefix[RELOCK__PREFIX_MAX];
-    long ttl_ms;
+    long long ttl_ms;
     relock__server servers[RELOCK__MAX_SERVERS];
     int nservers;
-    long connect_timeout_ms;
-    long command_timeout_ms;
+    long long connect_timeout_ms;
+    long long command_timeout_ms;
     struct {
-        long max_ms; /* -1 forever */
-        long backoff_min_ms;
-        long backoff_max_ms;
+        long long max_ms; /* -1 forever */
+        long long backoff_min_ms;
+        long long backoff_max_ms;
         int notify;
     } wait;
     int fencing;
@@ -93,17 +93,17 @@ typedef struct relock__settings {
     struct {
         long replicas; /* 0: off */
         int aof;
-        long timeout_ms;
+        long long timeout_ms;
     } durability;
     /* Modern mode: the key outlives the lease by this much unless released. */
-    long lock_delay_ms;
+    long long lock_delay_ms;
     int owner_info;
     long owner_pid;                        /* relock_config_set_owner(); 0: getpid() */
     char owner_text[RELOCK_OWNER_MAX + 1]; /* and its text, or "" */
     struct {
         int unit_ms; /* 0: seconds, 1: milliseconds */
         long expiry_offset;
-        long skew_margin_ms;
+        long long skew_margin_ms;
         int gc_expire;
         int clock_server;
     } legacy;
@@ -192,9 +192,11 @@ void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
-/* A kept lock's new owner pid and text, for its renewals (renew.c):
- * RELOCK_LOST when the renewals found the lock lost. */
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text);
+/* A kept lock's new owner pid and text, for its renewals (renew.c), and
+ * in value the value its last renewal wrote: RELOCK_LOST when the
+ * renewals found the lock lost. */
+relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
+                                     char value[RELOCK__VALUE_MAX]);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 
@@ -217,7 +219,7 @@ int relock__ts_unit_guess(int ndigits);
 
 uint64_t relock__mono_ms(void);
 long long relock__wall_ms(void);
-void relock__sleep_ms(long ms);
+void relock__sleep_ms(long long ms);
 /* 128 random bits as 32 lowercase hex characters plus NUL, never all
  * digits.  0 on success. */
 int relock__token(char out[33]);
@@ -311,7 +313,7 @@ struct relock_lock {
     char *fence_key;
     char value[RELOCK__VALUE_MAX];
     long long fence;
-    long ttl_ms;
+    long long ttl_ms;
     uint64_t valid_until; /* monotonic ms; 0 when unknown (adopted) */
     int lost;
     /* Legacy and bridge: how often a legacy GETSET loser's write was found
@@ -356,7 +358,7 @@ int relock__async_lock_free(relock_lock *l);
  * away from that lock for a moment.  relock__yield_note() after such a
  * release; relock__yield_ms(): how long an acquire of l waits first. */
 void relock__yield_note(relock_lock *l);
-long relock__yield_ms(const relock_lock *l);
+long long relock__yield_ms(const relock_lock *l);
 /* A new lock handle for NAME (checked as relock_acquire() checks it). */
 relock_status relock__lock_new(relock_client *c, const char *name, long ttl_ms,
                                relock_lock **out);
@@ -369,7 +371,7 @@ typedef struct relock__algo {
      * time in ms when known, else -1. */
     relock_status (*attempt)(relock_lock *l, long *hint_ms);
     relock_status (*release)(relock_lock *l);
-    relock_status (*extend)(relock_lock *l, long ttl_ms);
+    relock_status (*extend)(relock_lock *l, long long ttl_ms);
     /* Optional: fills what a lock adopted from its value can know (its
      * validity, from a timestamp). */
     void (*adopt)(relock_lock *l);
@@ -428,8 +430,9 @@ int relock__ctx_stale(redisContext *ctx, uint64_t *last_used);
 relock_status relock__conn_open(relock_client *c, const relock__server *srv);
 /* A fresh blocking context to host:port with the given timeouts, or NULL
  * with the status in *st and "connect to HOST:PORT: reason" in why. */
-redisContext *relock__connect_ctx(const char *host, int port, long connect_ms, long command_ms,
-                                  relock_status *st, char *why, size_t whylen);
+redisContext *relock__connect_ctx(const char *host, int port, long long connect_ms,
+                                  long long command_ms, relock_status *st, char *why,
+                                  size_t whylen);
 /* Sends AUTH and SELECT as srv says on ctx. */
 relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relock__server *srv);
 
@@ -571,7 +574,7 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
 int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* The generic waiting loop over c->algo->attempt. */
-relock_status relock__wait_acquire(relock_lock *l, long wait_ms);
+relock_status relock__wait_acquire(relock_lock *l, long long wait_ms);
 
 /* Mode selection from configuration and probe (DESIGN §3 auto). */
 relock_status relock__select_mode(relock_client *c);

@@ -23,14 +23,14 @@
  */
 #include "lease.h"
 
-long relock__drift_ms(long ttl_ms)
+long long relock__drift_ms(long long ttl_ms)
 {
     return ttl_ms / 100 + 2;
 }
 
-uint64_t relock__valid_until(uint64_t start, long ttl_ms)
+uint64_t relock__valid_until(uint64_t start, long long ttl_ms)
 {
-    long v = ttl_ms - relock__drift_ms(ttl_ms);
+    long long v = ttl_ms - relock__drift_ms(ttl_ms);
     return start + (uint64_t)(v > 0 ? v : 0);
 }
 

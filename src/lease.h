@@ -39,10 +39,10 @@ long long relock__lease_ours_end(const relock__lease_cfg *cfg, long long ts);
 long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, long long ts, long long now);
 
 /* The allowance for clock drift over ttl_ms (Redlock's 1% + 2 ms). */
-long relock__drift_ms(long ttl_ms);
+long long relock__drift_ms(long long ttl_ms);
 /* The monotonic time at which a lease of ttl_ms requested at start stops
  * being safe to rely on (never before start). */
-uint64_t relock__valid_until(uint64_t start, long ttl_ms);
+uint64_t relock__valid_until(uint64_t start, long long ttl_ms);
 
 /*
  * legacy.clock = "server": the server's clock as an offset from our

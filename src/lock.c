@@ -17,11 +17,11 @@ void relock__yield_note(relock_lock *l)
     l->c->yield_until = relock__mono_ms() + YIELD_MS;
 }
 
-long relock__yield_ms(const relock_lock *l)
+long long relock__yield_ms(const relock_lock *l)
 {
     uint64_t now = relock__mono_ms();
     if (l->c->yield_until > now && l->c->yield_key == key_hash(l->key))
-        return (long)(l->c->yield_until - now);
+        return (long long)(l->c->yield_until - now);
     return 0;
 }
 
@@ -33,14 +33,15 @@ static uint64_t key_hash(const char *key)
     return h;
 }
 
-static relock_status new_lock(relock_client *c, const char *name, long ttl_ms, relock_lock **out)
+static relock_status new_lock(relock_client *c, const char *name, long long ttl_ms,
+                              relock_lock **out)
 {
     *out = NULL;
     relock_status st = relock__check_name(c, name);
     if (st != RELOCK_OK)
         return st;
     if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is not from 1 ms to one year",
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %lld ms is not from 1 ms to one year",
                             ttl_ms);
     size_t nlen = strlen(name) + 1;
     size_t klen = strlen(c->s.key_prefix) + nlen;
@@ -129,8 +130,8 @@ static relock_status ready(relock_client *c)
     return RELOCK_OK;
 }
 
-relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, long wait_ms,
-                             relock_lock **out)
+relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms,
+                             long long wait_ms, relock_lock **out)
 {
     if (!out)
         return RELOCK_EINVAL;
@@ -143,15 +144,17 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
         return st;
     if (wait_ms == RELOCK_WAIT_DEFAULT)
         wait_ms = c->s.wait.max_ms;
-    if (wait_ms < RELOCK_WAIT_FOREVER)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "wait: %ld ms is not a valid bound", wait_ms);
+    if (wait_ms < RELOCK_WAIT_FOREVER || wait_ms > RELOCK__TTL_MAX_MS)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                            "wait: %lld ms is not a valid bound (0 to one year, or forever)",
+                            wait_ms);
     relock_lock *l;
     st = new_lock(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
     /* The holder that just released usually wins the race back against
      * the waiters it woke (it needs no wake-up): give them a moment. */
-    long yield = wait_ms != 0 ? relock__yield_ms(l) : 0;
+    long long yield = wait_ms != 0 ? relock__yield_ms(l) : 0;
     if (yield > 0)
         relock__sleep_ms(yield);
     st = relock__wait_acquire(l, wait_ms);
@@ -174,7 +177,7 @@ relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms, lo
     return RELOCK_OK;
 }
 
-relock_status relock_try_acquire(relock_client *c, const char *name, long ttl_ms,
+relock_status relock_try_acquire(relock_client *c, const char *name, long long ttl_ms,
                                  relock_lock **out)
 {
     return relock_acquire(c, name, ttl_ms, 0, out);
@@ -214,7 +217,7 @@ relock_status relock_release(relock_lock *l)
     return st;
 }
 
-relock_status relock_extend(relock_lock *l, long ttl_ms)
+relock_status relock_extend(relock_lock *l, long long ttl_ms)
 {
     if (!l)
         return RELOCK_EINVAL;
@@ -224,7 +227,7 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
     if (st != RELOCK_OK)
         return st;
     if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %ld ms is not from 1 ms to one year",
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %lld ms is not from 1 ms to one year",
                             ttl_ms);
     if (l->keeper)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
@@ -240,7 +243,7 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
     if (st != RELOCK_OK)
         return st;
     uint64_t was_valid = l->valid_until;
-    long was_ttl = l->ttl_ms;
+    long long was_ttl = l->ttl_ms;
     relock__durable_mark(c, &l->wmark);
     st = foreign(l, c->algo->extend(l, ttl_ms));
     if (st == RELOCK_OK && relock__durable_on(c)) {
@@ -261,7 +264,7 @@ relock_status relock_extend(relock_lock *l, long ttl_ms)
 }
 
 relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,
-                                long long fence, long ttl_ms, relock_lock **out)
+                                long long fence, long long ttl_ms, relock_lock **out)
 {
     if (!out)
         return RELOCK_EINVAL;
@@ -318,7 +321,7 @@ long long relock_lock_fence(const relock_lock *l)
     return l ? l->fence : 0;
 }
 
-long relock_lock_validity_ms(const relock_lock *l)
+long long relock_lock_validity_ms(const relock_lock *l)
 {
     if (!l)
         return 0;
@@ -326,5 +329,5 @@ long relock_lock_validity_ms(const relock_lock *l)
     if (l->lost || until == 0)
         return 0;
     uint64_t now = relock__mono_ms();
-    return now >= until ? 0 : (long)(until - now);
+    return now >= until ? 0 : (long long)(until - now);
 }

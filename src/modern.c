@@ -74,7 +74,7 @@ void relock__modern_paths(const relock_client *c, relock_paths *out)
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
  * that a holder that dies unreleased keeps others out that much longer
  * (decision 106); validity is still reckoned from the lease alone. */
-static const char *key_ttl(relock__batch *b, const relock_client *c, long ttl_ms)
+static const char *key_ttl(relock__batch *b, const relock_client *c, long long ttl_ms)
 {
     return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
 }
@@ -536,7 +536,7 @@ enum cx_pc {
     C_EXEC     /* EXEC sent, ending the transaction */
 };
 
-void relock__modern_cx_init(relock__modern_cx *m, int extend, long ttl_ms)
+void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms)
 {
     memset(m, 0, sizeof *m);
     m->h.hint_ms = -1;
@@ -871,7 +871,7 @@ static relock_status modern_release(relock_lock *l)
     return relock__drive(l, relock__modern_cx_step, &m);
 }
 
-static relock_status modern_extend(relock_lock *l, long ttl_ms)
+static relock_status modern_extend(relock_lock *l, long long ttl_ms)
 {
     relock__modern_cx m;
     relock__modern_cx_init(&m, 1, ttl_ms);

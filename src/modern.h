@@ -55,7 +55,7 @@ relock__step relock__modern_acq_step(void *m, relock_lock *l, const relock__feed
 typedef struct relock__modern_cx {
     relock__mhead h;
     int extend;     /* 0: release; 1: extend */
-    long ttl_ms;    /* extend: the new lease */
+    long long ttl_ms; /* extend: the new lease */
     int way;        /* enum relock__modern_way */
     int by_eval;
     int tries;      /* WATCH rounds begun */
@@ -65,7 +65,7 @@ typedef struct relock__modern_cx {
     char chan[RELOCK__KEY_MAX]; /* the release notice's channel, or "" */
 } relock__modern_cx;
 
-void relock__modern_cx_init(relock__modern_cx *m, int extend, long ttl_ms);
+void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms);
 relock__step relock__modern_cx_step(void *m, relock_lock *l, const relock__feed *in,
                                     relock__batch *out);
 

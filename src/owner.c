@@ -50,6 +50,8 @@ relock_status relock_config_set_owner(relock_config *cfg, long pid, const char *
     return RELOCK_OK;
 }
 
+static void owner_note(relock_lock *l, const char *value, int held);
+
 relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
 {
     if (!l)
@@ -65,8 +67,12 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     char *dup = NULL;
     if (text[0] && !(dup = strdup(text)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "owner %s: out of memory", l->name);
+    /* The value the record is conditional on: a kept lock's last renewal
+     * may have written a newer one than the handle shows (legacy, bridge). */
+    char value[RELOCK__VALUE_MAX];
+    memcpy(value, l->value, sizeof value);
     if (l->keeper) {
-        st = relock__keep_set_owner(l, pid, text);
+        st = relock__keep_set_owner(l, pid, text, value);
         if (st != RELOCK_OK) {
             free(dup);
             return st == RELOCK_LOST ? RELOCK__FAIL(&c->err, st,
@@ -79,7 +85,7 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     free(l->owner_text);
     l->owner_text = dup;
     l->owner_pid = pid;
-    relock__owner_note(l, 1);
+    owner_note(l, value, 1);
     return RELOCK_OK;
 }
 
@@ -119,7 +125,8 @@ static int reply_is(const redisReply *r, const char *want)
  * fail and nothing is written.  From WATCH to EXEC on one connection; on
  * any failure the connection is closed, which drops the WATCH or MULTI.
  */
-static void owner_watched(relock_lock *l, const char *key, const char *info, long ms)
+static void owner_watched(relock_lock *l, const char *value, const char *key, const char *info,
+                          long ms)
 {
     relock_client *c = l->c;
     if (relock__txn_begin(c) != RELOCK_OK)
@@ -133,7 +140,7 @@ static void owner_watched(relock_lock *l, const char *key, const char *info, lon
     if (r && r->type == REDIS_REPLY_STATUS) {
         freeReplyObject(r);
         r = relock__commandf(c, NULL, "GET %s", l->key);
-        int ours = reply_is(r, l->value);
+        int ours = reply_is(r, value);
         if (r && ours && fence) {
             freeReplyObject(r);
             r = relock__commandf(c, NULL, "GET %s", l->fence_key);
@@ -167,6 +174,13 @@ static void owner_watched(relock_lock *l, const char *key, const char *info, lon
 
 void relock__owner_note(relock_lock *l, int held)
 {
+    owner_note(l, l->value, held);
+}
+
+/* The record of l, written (held) or deleted, while the lock key holds
+ * value (l's, or its keeper's newer one). */
+static void owner_note(relock_lock *l, const char *value, int held)
+{
     relock_client *c = l->c;
     /* A quorum's metadata would be one server's view: not written. */
     if (!c->s.owner_info || c->q)
@@ -175,7 +189,12 @@ void relock__owner_note(relock_lock *l, int held)
     if (relock__owner_key(l->key, key, sizeof key) != 0)
         return;
     relock__err saved = c->err;
-    char info[sizeof((relock_inspect_info *)0)->owner];
+    /* The server's capabilities choose the way below: connected first. */
+    if (relock__conn_ready(c) != RELOCK_OK) {
+        relock__err_copy(&c->err, &saved);
+        return;
+    }
+    char info[512]; /* host, pid, time and RELOCK_OWNER_MAX bytes of text */
     if (held) {
         char host[65] = "?", started[32] = "?";
         if (gethostname(host, sizeof host - 1) != 0)
@@ -193,7 +212,7 @@ void relock__owner_note(relock_lock *l, int held)
     /* The record lives as long as the lock key, lock delay included
      * (modern mode only), so that inspect names who keeps a lock during
      * its delay. */
-    long ms = l->ttl_ms + c->s.lock_delay_ms;
+    long long ms = l->ttl_ms + c->s.lock_delay_ms;
     /* Only while the lock is ours: a handle whose lock passed to another
      * holder (a paused process, a release that raced a new holder) must
      * not overwrite or delete that holder's record.  Atomically where the
@@ -201,18 +220,18 @@ void relock__owner_note(relock_lock *l, int held)
     if (c->conn.caps & RELOCK_CAP_EVAL) {
         char f[24], px[24];
         snprintf(f, sizeof f, "%lld", check_fence(l) ? l->fence : 0LL);
-        snprintf(px, sizeof px, "%ld", ms);
-        const char *args[] = {l->key, l->fence_key, key, l->value, f, held ? info : "", px};
+        snprintf(px, sizeof px, "%lld", ms);
+        const char *args[] = {l->key, l->fence_key, key, value, f, held ? info : "", px};
         redisReply *r = relock__eval(c, NULL, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args);
         if (r)
             freeReplyObject(r);
     } else if (c->conn.caps & RELOCK_CAP_WATCH) {
-        owner_watched(l, key, held ? info : NULL, ms);
+        owner_watched(l, value, key, held ? info : NULL, ms);
     } else {
         /* 2.0: no WATCH, no script.  The look narrows the window to one
          * round trip; the record informs, it decides nothing. */
         redisReply *r = relock__commandf(c, NULL, "GET %s", l->key);
-        int ours = reply_is(r, l->value);
+        int ours = reply_is(r, value);
         if (r)
             freeReplyObject(r);
         if (ours && (r = record_cmd(c, key, held ? info : NULL, ms)) != NULL)

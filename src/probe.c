@@ -164,6 +164,21 @@ static void natives_read(relock__conn *conn, const redisReply *r)
         conn->caps &= ~(unsigned)(RELOCK_CAP_EVAL | RELOCK_CAP_SCRIPT_TIME_WRITE);
 }
 
+/* Whether an error reply says the server lacks the command (or, with
+ * syntax, the form tried): only that is evidence about the version.  Any
+ * other error (-LOADING while a restarted server reads its data, -BUSY,
+ * -MASTERDOWN) says nothing about it, and fails the probe (RELOCK_EPROTO)
+ * rather than make a 2.2 server look like 2.0. */
+static int lacks(const redisReply *r, int syntax)
+{
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(r->str, "ERR unknown command", 19) == 0)
+        return 1;
+    return syntax && (strncmp(r->str, "ERR wrong number of arguments", 29) == 0 ||
+                      strncmp(r->str, "ERR syntax error", 16) == 0);
+}
+
 relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in,
                                 relock__batch *out)
 {
@@ -189,6 +204,8 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
                                                                     : RELOCK_EPROTO);
         if (r->type != REDIS_REPLY_ERROR)
             return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r));
+        if (!lacks(r, 0)) /* -LOADING and the like: try later */
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO", r));
         /* Without INFO (renamed by the operator, say): tell the version
          * apart by which commands are refused.  Only harmless commands
          * are tried. */
@@ -198,6 +215,8 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
     case P_TIME:
         if (refused_by_acl(c, "TIME", r))
             return relock__done(&m->h, c->err.pub.status);
+        if (r->type != REDIS_REPLY_ARRAY && !lacks(r, 0))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "TIME (probe)", r));
         if (r->type == REDIS_REPLY_ARRAY) {
             /* SET with options on a key of our own namespace that expires
              * at once. */
@@ -208,11 +227,15 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
             return send1(m, out, P_UNWATCH, 1, u);
         }
     case P_SET:
+        if (r->type == REDIS_REPLY_ERROR && !lacks(r, 1))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET NX PX (probe)", r));
         set_version(&c->conn, 2, 6, r->type != REDIS_REPLY_ERROR ? 12 : 0);
         return natives(m, c, out);
     case P_UNWATCH:
         if (refused_by_acl(c, "UNWATCH", r))
             return relock__done(&m->h, c->err.pub.status);
+        if (r->type != REDIS_REPLY_STATUS && !lacks(r, 0))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "UNWATCH (probe)", r));
         set_version(&c->conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
         return natives(m, c, out);
     case P_DOCS:

@@ -64,7 +64,7 @@ static void drop(relock_client *c, int i)
 }
 
 /* Drops a server that is late, and leaves it alone for a while. */
-static void drop_late(relock_client *c, int i, uint64_t now, long timeout_ms)
+static void drop_late(relock_client *c, int i, uint64_t now, long long timeout_ms)
 {
     drop(c, i);
     c->q[i].retry_at = now + (uint64_t)timeout_ms;
@@ -445,9 +445,9 @@ static unsigned all_servers(const relock_client *c)
 
 /* Each server's own timeout: short against the lease (DESIGN §6), so a
  * dead server cannot eat the validity. */
-static long server_timeout(const relock_client *c, long ttl_ms)
+static long long server_timeout(const relock_client *c, long long ttl_ms)
 {
-    long t = ttl_ms / 10 > 10 ? ttl_ms / 10 : 10;
+    long long t = ttl_ms / 10 > 10 ? ttl_ms / 10 : 10;
     return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;
 }
 
@@ -497,8 +497,8 @@ static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
                             l->name);
     char ttl[32];
-    snprintf(ttl, sizeof ttl, "%ld", l->ttl_ms);
-    long tmo = server_timeout(c, l->ttl_ms);
+    snprintf(ttl, sizeof ttl, "%lld", l->ttl_ms);
+    long long tmo = server_timeout(c, l->ttl_ms);
     char before[RELOCK__KEY_MAX];
     if (relock__fence_key_before(l->key, before, sizeof before) == 1) {
         /* A whole-tag key: carry its earlier counter over first (keys.c).
@@ -611,11 +611,11 @@ static relock_status quorum_release(relock_lock *l)
     return undecided(c, RELOCK_EAMBIGUOUS, "release", l, &f, "the lock's state is unknown");
 }
 
-static relock_status quorum_extend(relock_lock *l, long ttl_ms)
+static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
 {
     relock_client *c = l->c;
     char ttl[32];
-    snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+    snprintf(ttl, sizeof ttl, "%lld", ttl_ms);
     const char *args[] = {l->key, l->value, ttl};
     uint64_t start = relock__mono_ms();
     fan f;
@@ -640,7 +640,7 @@ static relock_status quorum_extend(relock_lock *l, long ttl_ms)
         relock__err_clear(&c->err);
         if (late)
             return RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                "extend %s: lock lost: extending took longer than the %ld ms "
+                                "extend %s: lock lost: extending took longer than the %lld ms "
                                 "asked",
                                 l->name, ttl_ms);
         return RELOCK__FAIL(&c->err, RELOCK_LOST,

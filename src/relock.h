@@ -19,7 +19,8 @@
  * SIGPIPE.  hiredis writes with write(): a program must ignore SIGPIPE (or
  * block it in the threads that call relock), else a write to a connection
  * the server closed ends the process.  relock's own renewal thread blocks
- * every signal.
+ * every signal for its whole life, so its writes fail with EPIPE instead
+ * (and it reconnects), whatever the program does about SIGPIPE.
  */
 #ifndef RELOCK_H
 #define RELOCK_H
@@ -31,9 +32,9 @@ extern "C" {
 #endif
 
 #define RELOCK_VERSION_MAJOR 0
-#define RELOCK_VERSION_MINOR 1
+#define RELOCK_VERSION_MINOR 2
 #define RELOCK_VERSION_PATCH 0
-#define RELOCK_VERSION_STRING "0.1.0"
+#define RELOCK_VERSION_STRING "0.2.0"
 
 #if defined(RELOCK_BUILDING) && defined(__GNUC__)
 #define RELOCK_EXTERN __attribute__((visibility("default")))
@@ -154,9 +155,9 @@ RELOCK_EXTERN relock_status relock_config_set_owner(relock_config *cfg, long pid
                                                     const char *text);
 
 /* Reads back a few settings the CLI needs. */
-RELOCK_EXTERN long relock_config_ttl_ms(const relock_config *cfg);
+RELOCK_EXTERN long long relock_config_ttl_ms(const relock_config *cfg);
 /* The configured default wait bound: -1 forever, 0 none, else ms. */
-RELOCK_EXTERN long relock_config_wait_ms(const relock_config *cfg);
+RELOCK_EXTERN long long relock_config_wait_ms(const relock_config *cfg);
 RELOCK_EXTERN relock_mode relock_config_mode(const relock_config *cfg);
 
 /* ---------------------------------------------------------------------
@@ -256,8 +257,16 @@ RELOCK_EXTERN int relock_client_replicas_acked(const relock_client *c);
  */
 typedef struct relock_lock relock_lock;
 
-#define RELOCK_WAIT_FOREVER (-1L) /* wait_ms: no bound (as flock) */
-#define RELOCK_WAIT_DEFAULT (-2L) /* wait_ms: the configured wait.max_ms */
+/*
+ * Durations are milliseconds in a long long (64 bits everywhere: a year,
+ * the longest lease and wait relock takes, does not fit 32 bits).  Leases
+ * and wait bounds are at most RELOCK_DURATION_MAX_MS; longer ones are
+ * RELOCK_EINVAL, never cut.
+ */
+#define RELOCK_DURATION_MAX_MS 31536000000LL /* 365 days */
+
+#define RELOCK_WAIT_FOREVER (-1LL) /* wait_ms: no bound (as flock) */
+#define RELOCK_WAIT_DEFAULT (-2LL) /* wait_ms: the configured wait.max_ms */
 
 /*
  * Acquires lock NAME (the key is key_prefix + NAME) for ttl_ms (0: the
@@ -270,10 +279,10 @@ typedef struct relock_lock relock_lock;
  * when too few replicas acknowledged in time: the write was deleted again
  * (relock_client_replicas_acked() tells how many did).
  */
-RELOCK_EXTERN relock_status relock_acquire(relock_client *c, const char *name, long ttl_ms,
-                                           long wait_ms, relock_lock **out);
+RELOCK_EXTERN relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms,
+                                           long long wait_ms, relock_lock **out);
 /* relock_acquire() with wait_ms 0. */
-RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *name, long ttl_ms,
+RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *name, long long ttl_ms,
                                                relock_lock **out);
 
 /*
@@ -284,7 +293,7 @@ RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *nam
  * RELOCK_EDURABILITY when too few replicas acknowledged in time: the lock
  * stays held, nothing is deleted, and its validity stays as before.
  */
-RELOCK_EXTERN relock_status relock_extend(relock_lock *l, long ttl_ms);
+RELOCK_EXTERN relock_status relock_extend(relock_lock *l, long long ttl_ms);
 
 /*
  * Releases the lock.  RELOCK_OK: it was ours and is deleted.  RELOCK_LOST:
@@ -300,9 +309,8 @@ RELOCK_EXTERN relock_status relock_release(relock_lock *l);
  * so that it can be released or extended.  ttl_ms is used by
  * relock_extend(l, 0).
  */
-RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name,
-                                              const char *value, long long fence, long ttl_ms,
-                                              relock_lock **out);
+RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,
+                                              long long fence, long long ttl_ms, relock_lock **out);
 
 /*
  * Automatic renewal.  relock_keep() extends the lock in the background,
@@ -312,7 +320,9 @@ RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name
  * not be reached), on_lost is called exactly once, from the renewal thread,
  * with the status (RELOCK_LOST, or the error that outlasted the validity);
  * it must not call relock functions on the lock or its client: set a flag,
- * write to a pipe or send a signal.  on_lost may be NULL.
+ * write to a pipe or send a signal to the process (kill(getpid(), sig):
+ * raise() would aim at the renewal thread, where every signal is
+ * blocked).  on_lost may be NULL.
  * While a lock is kept, relock_extend() on it is refused (RELOCK_EINVAL),
  * relock_lock_validity_ms() follows the renewals, and relock_lock_value()
  * returns the value as of relock_keep() (in legacy and bridge modes
@@ -353,7 +363,7 @@ RELOCK_EXTERN const char *relock_lock_value(const relock_lock *l);
 RELOCK_EXTERN long long relock_lock_fence(const relock_lock *l);
 /* Milliseconds of validity left now (ttl minus time spent acquiring minus
  * the clock-drift allowance, minus time since); 0 when expired. */
-RELOCK_EXTERN long relock_lock_validity_ms(const relock_lock *l);
+RELOCK_EXTERN long long relock_lock_validity_ms(const relock_lock *l);
 
 /* ---------------------------------------------------------------------
  * Inspection (read-only; used by `relock inspect`).
@@ -365,19 +375,39 @@ typedef enum relock_value_kind {
     RELOCK_VALUE_UNKNOWN     /* anything else */
 } relock_value_kind;
 
-typedef struct relock_inspect_info {
-    relock_value_kind kind;
-    char value[128];        /* the value (truncated if longer) */
-    long long pttl_ms;      /* -1 no TTL, -2 absent */
-    long long ts_ms;        /* TIMESTAMP: its expiry in ms since the epoch */
-    int ts_unit_ms;         /* TIMESTAMP: 1 when the value is in ms, 0 in s */
-    long long fence;        /* the lock's fence counter, 0 when none */
-    char owner[512];        /* owner metadata (owner_info), or "" */
-} relock_inspect_info;
+/*
+ * What relock_inspect() read, an opaque object read through the accessors
+ * below (so that it can grow without breaking programs built against an
+ * older relock.h).  Owned by the caller: free it with
+ * relock_inspect_info_free().  The accessors accept NULL and then return
+ * the value of an absent key (kind NONE, "" strings, pttl -2, 0 otherwise).
+ */
+typedef struct relock_inspect_info relock_inspect_info;
 
-/* Reads the lock key of NAME without changing anything. */
+/*
+ * Reads the lock key of NAME without changing anything.  On RELOCK_OK
+ * *out is a new object; on failure *out is NULL.
+ */
 RELOCK_EXTERN relock_status relock_inspect(relock_client *c, const char *name,
-                                           relock_inspect_info *info);
+                                           relock_inspect_info **out);
+/* Frees what relock_inspect() returned; accepts NULL. */
+RELOCK_EXTERN void relock_inspect_info_free(relock_inspect_info *info);
+RELOCK_EXTERN relock_value_kind relock_inspect_info_kind(const relock_inspect_info *info);
+/* The whole stored value, never cut: NUL-terminated, and its length in
+ * bytes in *len unless len is NULL (a value may hold NUL bytes).  Valid
+ * until relock_inspect_info_free(). */
+RELOCK_EXTERN const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len);
+/* The key's TTL in ms: -1 none, -2 absent. */
+RELOCK_EXTERN long long relock_inspect_info_pttl_ms(const relock_inspect_info *info);
+/* TIMESTAMP: the expiry in ms since the epoch; else 0. */
+RELOCK_EXTERN long long relock_inspect_info_ts_ms(const relock_inspect_info *info);
+/* TIMESTAMP: 1 when the value is in ms, 0 in s. */
+RELOCK_EXTERN int relock_inspect_info_ts_unit_ms(const relock_inspect_info *info);
+/* The lock's fence counter, 0 when none. */
+RELOCK_EXTERN long long relock_inspect_info_fence(const relock_inspect_info *info);
+/* The whole owner record (owner_info), or "".  Valid until
+ * relock_inspect_info_free(). */
+RELOCK_EXTERN const char *relock_inspect_info_owner(const relock_inspect_info *info);
 
 /* ---------------------------------------------------------------------
  * Migration audit (read-only; used by `relock scan`, docs/migration.md).
@@ -410,54 +440,80 @@ RELOCK_EXTERN const char *relock_scan_verdict_name(relock_scan_verdict v);
  * database holds at most this many keys: KEYS blocks the server. */
 #define RELOCK_SCAN_KEYS_FALLBACK_MAX 10000LL
 
-typedef struct relock_scan_result {
+/*
+ * What relock_scan() found, an opaque object read through the accessors
+ * below.  Owned by the caller: free it with relock_scan_result_free().
+ * The accessors accept NULL and then return 0, -1 for times, "" for
+ * strings and RELOCK_SCAN_INCOMPLETE for the verdict.
+ */
+typedef struct relock_scan_result relock_scan_result;
+
+/* The counters of a scan: how many keys fell in each class. */
+typedef enum relock_scan_counter {
     /* Keys the walk returned.  Each falls in exactly one class below, so
      * examined is their sum.  SCAN may return a key twice while the server
      * resizes its tables; such a key is then counted twice. */
-    long long examined;
-    long long legacy;      /* timestamp, no TTL, not yet expired: a live legacy lock */
-    long long bridge;      /* timestamp with a TTL: written by a bridge client */
-    long long modern;      /* 32-hex token with a TTL: written by a modern client */
-    long long stale;       /* timestamp, no TTL, expired: a dead legacy holder */
-    long long unknown;     /* other strings: text, a token without TTL, a timestamp of
-                              neither 10 (s) nor 13 (ms) digits */
-    long long skipped;     /* relock's own keys: fence counters, legacy markers */
-    long long other_types; /* not strings (lists, hashes, ...) */
-    long long gone;        /* deleted between the listing and the read */
-    char legacy_example[128]; /* the name of one live legacy lock key, or "" */
-
-    /* The marker key (key_prefix + " relock:legacy-seen"), read whatever
-     * the pattern: when an upgraded client last met a legacy writer. */
-    char marker_key[320];
-    long long legacy_seen_ms; /* ms since the epoch; -1 never (marker absent) */
-    int marker_unreadable;    /* 1: the marker is not a 13-digit time in ms */
-
-    char match[1025];          /* the pattern walked */
-    int keys_fallback;         /* 1: walked with KEYS (server without SCAN) */
-    int complete;              /* 1: every key matching was walked */
-    long long now_ms;          /* the local clock when the verdict was made */
-    long long quiet_window_ms; /* migration.quiet_window_ms */
-    relock_scan_verdict verdict;
-    char verdict_text[1024];   /* the verdict and its reasons, in English */
-    /* Redis Cluster: how many masters were walked, which is every master
-     * serving slots, so the counts and the verdict cover the whole
-     * keyspace; 0 when the server is not a cluster node. */
-    int cluster_masters;
-} relock_scan_result;
+    RELOCK_SCAN_EXAMINED = 0,
+    RELOCK_SCAN_LEGACY,      /* timestamp, no TTL, not yet expired: a live legacy lock */
+    RELOCK_SCAN_BRIDGE,      /* timestamp with a TTL: written by a bridge client */
+    RELOCK_SCAN_MODERN,      /* 32-hex token with a TTL: written by a modern client */
+    RELOCK_SCAN_STALE,       /* timestamp, no TTL, expired: a dead legacy holder */
+    RELOCK_SCAN_UNKNOWN,     /* other strings: text, a token without TTL, a timestamp of
+                                neither 10 (s) nor 13 (ms) digits */
+    RELOCK_SCAN_SKIPPED,     /* relock's own keys: fence counters, legacy markers */
+    RELOCK_SCAN_OTHER_TYPES, /* not strings (lists, hashes, ...) */
+    RELOCK_SCAN_GONE         /* deleted between the listing and the read */
+} relock_scan_counter;
 
 /*
  * Walks the keys matching match (NULL: key_prefix + "*"; at most 1024
- * bytes), classifies each stored value by what it shows about its writer,
- * reads the legacy-writer marker, and judges whether the fleet may leave
- * bridge mode (migration.quiet_window_ms of the configuration).  Changes
- * nothing on the server.  Uses SCAN where the server has it (2.8);
- * otherwise KEYS, but only while the database holds at most
- * RELOCK_SCAN_KEYS_FALLBACK_MAX keys (RELOCK_EUNSUPPORTED beyond).  Works
- * on a client whose mode relock_connect() refused.  On an error, *out holds
- * the counts so far with complete = 0.
+ * bytes, RELOCK_EINVAL beyond), classifies each stored value by what it
+ * shows about its writer, reads the legacy-writer marker, and judges
+ * whether the fleet may leave bridge mode (migration.quiet_window_ms of
+ * the configuration).  Changes nothing on the server.  Uses SCAN where the
+ * server has it (2.8); otherwise KEYS, but only while the database holds
+ * at most RELOCK_SCAN_KEYS_FALLBACK_MAX keys (RELOCK_EUNSUPPORTED beyond).
+ * Works on a client whose mode relock_connect() refused.  *out is a new
+ * result whenever memory allows, also on an error (then it holds the
+ * counts so far and is not complete); free it with
+ * relock_scan_result_free().
  */
 RELOCK_EXTERN relock_status relock_scan(relock_client *c, const char *match,
-                                        relock_scan_result *out);
+                                        relock_scan_result **out);
+/* Frees a scan result; accepts NULL. */
+RELOCK_EXTERN void relock_scan_result_free(relock_scan_result *r);
+/* One counter; 0 for a counter this library does not know. */
+RELOCK_EXTERN long long relock_scan_result_count(const relock_scan_result *r,
+                                                 relock_scan_counter which);
+/* The whole name of one live legacy lock key, or "" (*len: its length,
+ * unless len is NULL; a key may hold NUL bytes). */
+RELOCK_EXTERN const char *relock_scan_result_legacy_example(const relock_scan_result *r,
+                                                            size_t *len);
+/* The marker key (key_prefix + " relock:legacy-seen"), read whatever the
+ * pattern: when an upgraded client last met a legacy writer. */
+RELOCK_EXTERN const char *relock_scan_result_marker_key(const relock_scan_result *r);
+/* When the marker says a legacy writer was last seen, in ms since the
+ * epoch; -1 never (marker absent). */
+RELOCK_EXTERN long long relock_scan_result_legacy_seen_ms(const relock_scan_result *r);
+/* 1: the marker is not a 13-digit time in ms. */
+RELOCK_EXTERN int relock_scan_result_marker_unreadable(const relock_scan_result *r);
+/* The pattern walked. */
+RELOCK_EXTERN const char *relock_scan_result_match(const relock_scan_result *r);
+/* 1: walked with KEYS (server without SCAN). */
+RELOCK_EXTERN int relock_scan_result_keys_fallback(const relock_scan_result *r);
+/* 1: every key matching was walked. */
+RELOCK_EXTERN int relock_scan_result_complete(const relock_scan_result *r);
+/* The local clock when the verdict was made, ms since the epoch. */
+RELOCK_EXTERN long long relock_scan_result_now_ms(const relock_scan_result *r);
+/* migration.quiet_window_ms of the configuration. */
+RELOCK_EXTERN long long relock_scan_result_quiet_window_ms(const relock_scan_result *r);
+RELOCK_EXTERN relock_scan_verdict relock_scan_result_verdict(const relock_scan_result *r);
+/* The verdict and its reasons, in English, whole. */
+RELOCK_EXTERN const char *relock_scan_result_verdict_text(const relock_scan_result *r);
+/* Redis Cluster: how many masters were walked, which is every master
+ * serving slots, so the counts and the verdict cover the whole keyspace;
+ * 0 when the server is not a cluster node. */
+RELOCK_EXTERN int relock_scan_result_cluster_masters(const relock_scan_result *r);
 
 /* The class relock_scan() counts a key in (the counters above). */
 typedef enum relock_key_class {
@@ -498,7 +554,7 @@ typedef void (*relock_scan_key_fn)(void *arg, relock_key_class k, const char *ke
  */
 RELOCK_EXTERN relock_status relock_scan_keys(relock_client *c, const char *match,
                                              relock_scan_key_fn fn, void *arg,
-                                             relock_scan_result *out);
+                                             relock_scan_result **out);
 
 /*
  * The server whose keys a scan walks now, "host:port" (a unix socket's

@@ -47,7 +47,7 @@ extern "C" {
 typedef struct relock_async_loop {
     void *data;
     int (*attach)(void *data, redisAsyncContext *ac);
-    void *(*timer_start)(void *data, long ms, void (*fn)(void *arg), void *arg);
+    void *(*timer_start)(void *data, long long ms, void (*fn)(void *arg), void *arg);
     void (*timer_stop)(void *data, void *timer);
 } relock_async_loop;
 
@@ -113,12 +113,12 @@ RELOCK_EXTERN const char *relock_async_mode_reason(const relock_async *a);
  * not NULL) identifies the operation until cb is called.  Anything else:
  * nothing started, cb is never called, the detail is relock_async_error().
  */
-RELOCK_EXTERN relock_status relock_async_acquire(relock_async *a, const char *name, long ttl_ms,
-                                                 long wait_ms, relock_async_fn cb, void *arg,
+RELOCK_EXTERN relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms,
+                                                 long long wait_ms, relock_async_fn cb, void *arg,
                                                  relock_async_op **op);
 /* relock_async_acquire() with wait_ms 0. */
 RELOCK_EXTERN relock_status relock_async_try_acquire(relock_async *a, const char *name,
-                                                     long ttl_ms, relock_async_fn cb, void *arg,
+                                                     long long ttl_ms, relock_async_fn cb, void *arg,
                                                      relock_async_op **op);
 
 /*
@@ -142,7 +142,7 @@ RELOCK_EXTERN relock_status relock_async_cancel(relock_async_op *op);
  * Same return convention as relock_async_acquire().
  */
 RELOCK_EXTERN relock_status relock_async_release(relock_lock *l, relock_async_fn cb, void *arg);
-RELOCK_EXTERN relock_status relock_async_extend(relock_lock *l, long ttl_ms, relock_async_fn cb,
+RELOCK_EXTERN relock_status relock_async_extend(relock_lock *l, long long ttl_ms, relock_async_fn cb,
                                                 void *arg);
 
 /*

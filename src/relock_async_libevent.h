@@ -41,7 +41,7 @@ static inline void relock_async_lev_fire(evutil_socket_t fd, short what, void *p
     fn(arg);
 }
 
-static inline void *relock_async_lev_start(void *data, long ms, void (*fn)(void *arg), void *arg)
+static inline void *relock_async_lev_start(void *data, long long ms, void (*fn)(void *arg), void *arg)
 {
     relock_async_levtimer *t = (relock_async_levtimer *)malloc(sizeof *t);
     struct timeval tv;

@@ -46,7 +46,7 @@ static inline void relock_async_uv_fire(uv_timer_t *h)
     fn(arg);
 }
 
-static inline void *relock_async_uv_start(void *data, long ms, void (*fn)(void *arg), void *arg)
+static inline void *relock_async_uv_start(void *data, long long ms, void (*fn)(void *arg), void *arg)
 {
     relock_async_uvtimer *t = (relock_async_uvtimer *)malloc(sizeof *t);
     if (!t)

@@ -32,7 +32,7 @@ static int unit_at(const char *p, size_t *len)
     return best;
 }
 
-int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen)
+int relockx_parse_duration(const char *s, long long *ms, char *why, size_t whylen)
 {
     static const char hint[] = "a number of seconds, or e.g. 1.5s, 250ms, 1m30s";
     if (!s || !*s) {
@@ -88,20 +88,20 @@ int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen)
         last = u;
         p += ulen;
         unsigned long long f = units[u].factor;
-        if (ip > (unsigned long long)LONG_MAX / f) {
+        if (ip > (unsigned long long)LLONG_MAX / f) {
             snprintf(why, whylen, "\"%.32s\" is too large", s);
             return -1;
         }
         /* The fraction in ms, rounded up: a nonzero duration never
          * becomes 0. */
         unsigned long long part = ip * f + (frac * f + den - 1) / den;
-        if (part > (unsigned long long)LONG_MAX - total) {
+        if (part > (unsigned long long)LLONG_MAX - total) {
             snprintf(why, whylen, "\"%.32s\" is too large", s);
             return -1;
         }
         total += part;
     }
-    *ms = (long)total;
+    *ms = (long long)total;
     return 0;
 }
 

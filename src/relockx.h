@@ -15,7 +15,7 @@
  * larger units first.  Fractions of a millisecond round up.  Returns 0
  * and sets *ms, or -1 with a reason in why.
  */
-int relockx_parse_duration(const char *s, long *ms, char *why, size_t whylen);
+int relockx_parse_duration(const char *s, long long *ms, char *why, size_t whylen);
 
 /* Writes |ms| for people, in its two largest units: "3d 4h", "12m 30s",
  * "4s", "850ms". */

@@ -30,9 +30,13 @@ struct relock__keeper {
     int owner_pending;
     long owner_next_pid;
     char *owner_next;
+    /* The shadow's value as of its last renewal (in legacy and bridge
+     * modes each renewal writes a new one), for owner writes made from
+     * the owner's thread. */
+    char value[RELOCK__VALUE_MAX];
 };
 
-static void deadline_in(struct timespec *ts, long ms)
+static void deadline_in(struct timespec *ts, long long ms)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += ms / 1000;
@@ -46,7 +50,7 @@ static void deadline_in(struct timespec *ts, long ms)
 static void *keeper_main(void *p)
 {
     struct relock__keeper *k = p;
-    long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
+    long long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         struct timespec ts;
@@ -71,6 +75,7 @@ static void *keeper_main(void *p)
                    (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
         pthread_mutex_lock(&k->mu);
         k->valid_until = k->shadow->valid_until;
+        memcpy(k->value, k->shadow->value, sizeof k->value);
         if (gone) {
             k->lost = 1;
             k->valid_until = 0;
@@ -142,6 +147,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return st;
     }
     k->shadow->valid_until = l->valid_until;
+    memcpy(k->value, l->value, sizeof k->value);
     k->shadow->loser_writes = l->loser_writes;
     k->shadow->breaks = l->breaks;
     k->shadow->breaks_known = l->breaks_known;
@@ -214,7 +220,8 @@ relock_status relock_keep_stop(relock_lock *l)
     return RELOCK_OK;
 }
 
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text)
+relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
+                                     char value[RELOCK__VALUE_MAX])
 {
     struct relock__keeper *k = l->keeper;
     char *dup = NULL;
@@ -228,6 +235,7 @@ relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text)
         k->owner_next_pid = pid;
         k->owner_pending = 1;
         dup = NULL;
+        memcpy(value, k->value, RELOCK__VALUE_MAX);
     }
     pthread_mutex_unlock(&k->mu);
     free(dup);

@@ -7,6 +7,7 @@
  * Read-only: nothing is written, so the audit may run at any time, with
  * any mode, against the live servers.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,148 @@
  */
 extern long long relock__scan_max_keys;
 long long relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
+
+/* The counters by the class of relock_scan_counter, and every string
+ * whole (allocated at its length). */
+struct relock_scan_result {
+    long long examined, legacy, bridge, modern, stale, unknown, skipped, other_types, gone;
+    char *legacy_example; /* NULL: none */
+    size_t legacy_example_len;
+    char marker_key[RELOCK__PREFIX_MAX + 32];
+    long long legacy_seen_ms;
+    int marker_unreadable;
+    char *match;
+    int keys_fallback;
+    int complete;
+    long long now_ms;
+    long long quiet_window_ms;
+    relock_scan_verdict verdict;
+    char *verdict_text; /* NULL: no verdict (an error) */
+    int cluster_masters;
+    int nomem; /* an allocation failed during the walk */
+};
+
+void relock_scan_result_free(relock_scan_result *r)
+{
+    if (!r)
+        return;
+    free(r->legacy_example);
+    free(r->match);
+    free(r->verdict_text);
+    free(r);
+}
+
+long long relock_scan_result_count(const relock_scan_result *r, relock_scan_counter which)
+{
+    if (!r)
+        return 0;
+    switch (which) {
+    case RELOCK_SCAN_EXAMINED:
+        return r->examined;
+    case RELOCK_SCAN_LEGACY:
+        return r->legacy;
+    case RELOCK_SCAN_BRIDGE:
+        return r->bridge;
+    case RELOCK_SCAN_MODERN:
+        return r->modern;
+    case RELOCK_SCAN_STALE:
+        return r->stale;
+    case RELOCK_SCAN_UNKNOWN:
+        return r->unknown;
+    case RELOCK_SCAN_SKIPPED:
+        return r->skipped;
+    case RELOCK_SCAN_OTHER_TYPES:
+        return r->other_types;
+    case RELOCK_SCAN_GONE:
+        return r->gone;
+    }
+    return 0;
+}
+
+const char *relock_scan_result_legacy_example(const relock_scan_result *r, size_t *len)
+{
+    int some = r && r->legacy_example;
+    if (len)
+        *len = some ? r->legacy_example_len : 0;
+    return some ? r->legacy_example : "";
+}
+
+const char *relock_scan_result_marker_key(const relock_scan_result *r)
+{
+    return r ? r->marker_key : "";
+}
+
+long long relock_scan_result_legacy_seen_ms(const relock_scan_result *r)
+{
+    return r ? r->legacy_seen_ms : -1;
+}
+
+int relock_scan_result_marker_unreadable(const relock_scan_result *r)
+{
+    return r ? r->marker_unreadable : 0;
+}
+
+const char *relock_scan_result_match(const relock_scan_result *r)
+{
+    return r && r->match ? r->match : "";
+}
+
+int relock_scan_result_keys_fallback(const relock_scan_result *r)
+{
+    return r ? r->keys_fallback : 0;
+}
+
+int relock_scan_result_complete(const relock_scan_result *r)
+{
+    return r ? r->complete : 0;
+}
+
+long long relock_scan_result_now_ms(const relock_scan_result *r)
+{
+    return r ? r->now_ms : -1;
+}
+
+long long relock_scan_result_quiet_window_ms(const relock_scan_result *r)
+{
+    return r ? r->quiet_window_ms : 0;
+}
+
+relock_scan_verdict relock_scan_result_verdict(const relock_scan_result *r)
+{
+    return r ? r->verdict : RELOCK_SCAN_INCOMPLETE;
+}
+
+const char *relock_scan_result_verdict_text(const relock_scan_result *r)
+{
+    return r && r->verdict_text ? r->verdict_text : "";
+}
+
+int relock_scan_result_cluster_masters(const relock_scan_result *r)
+{
+    return r ? r->cluster_masters : 0;
+}
+
+/* Appends to a growing string; on a failed allocation sets r->nomem and
+ * leaves the string as it was. */
+static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    size_t have = *text ? strlen(*text) : 0;
+    char *t = n < 0 ? NULL : realloc(*text, have + (size_t)n + 1);
+    if (!t) {
+        r->nomem = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t + have, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    *text = t;
+}
 
 const char *relock_scan_verdict_name(relock_scan_verdict v)
 {
@@ -150,11 +293,16 @@ static void count_value(walk *w, const char *key, size_t keylen, const redisRepl
         break;
     }
     out->legacy++;
-    if (!out->legacy_example[0])
-        snprintf(out->legacy_example, sizeof out->legacy_example, "%.*s",
-                 (int)(keylen < sizeof out->legacy_example - 1 ? keylen
-                                                              : sizeof out->legacy_example - 1),
-                 key);
+    if (!out->legacy_example) {
+        out->legacy_example = malloc(keylen + 1);
+        if (!out->legacy_example) {
+            out->nomem = 1;
+            return;
+        }
+        memcpy(out->legacy_example, key, keylen);
+        out->legacy_example[keylen] = '\0';
+        out->legacy_example_len = keylen;
+    }
 }
 
 /* The connection is out of step with its replies: drop it. */
@@ -398,48 +546,44 @@ static void judge(const relock_client *c, relock_scan_result *out)
         fmt_sighting(out, seen, sizeof seen);
     int recent =
         out->legacy_seen_ms >= 0 && out->now_ms - out->legacy_seen_ms < out->quiet_window_ms;
-    char *t = out->verdict_text;
-    size_t len = sizeof out->verdict_text;
+    char **t = &out->verdict_text;
 
     if (out->legacy > 0 || recent || out->marker_unreadable) {
         out->verdict = RELOCK_SCAN_STAY_BRIDGE;
-        int n = snprintf(t, len, "stay in bridge: modern mode is NOT safe");
-        if (out->legacy > 0 && n >= 0 && (size_t)n < len)
-            n += snprintf(t + n, len - (size_t)n,
-                          "; %lld live legacy lock%s (timestamp without TTL), e.g. \"%s\"",
-                          out->legacy, out->legacy == 1 ? "" : "s", out->legacy_example);
-        if (out->marker_unreadable && n >= 0 && (size_t)n < len)
-            n += snprintf(t + n, len - (size_t)n,
-                          "; the marker key \"%s\" holds no time in milliseconds (repair or "
-                          "delete it, then let bridge clients run for the quiet window)",
-                          out->marker_key);
-        else if (out->legacy_seen_ms >= 0 && n >= 0 && (size_t)n < len)
-            n += snprintf(t + n, len - (size_t)n, "; a legacy writer was last seen %s, %s the "
-                                                  "quiet window of %s",
-                          seen, recent ? "within" : "before", window);
-        else if (n >= 0 && (size_t)n < len)
-            n += snprintf(t + n, len - (size_t)n,
-                          "; no legacy writer was recorded yet (marker \"%s\" absent)",
-                          out->marker_key);
+        text_addf(out, t, "stay in bridge: modern mode is NOT safe");
+        if (out->legacy > 0)
+            text_addf(out, t, "; %lld live legacy lock%s (timestamp without TTL), e.g. \"%s\"",
+                      out->legacy, out->legacy == 1 ? "" : "s",
+                      relock_scan_result_legacy_example(out, NULL));
+        if (out->marker_unreadable)
+            text_addf(out, t,
+                      "; the marker key \"%s\" holds no time in milliseconds (repair or "
+                      "delete it, then let bridge clients run for the quiet window)",
+                      out->marker_key);
+        else if (out->legacy_seen_ms >= 0)
+            text_addf(out, t, "; a legacy writer was last seen %s, %s the quiet window of %s", seen,
+                      recent ? "within" : "before", window);
+        else
+            text_addf(out, t, "; no legacy writer was recorded yet (marker \"%s\" absent)",
+                      out->marker_key);
         /* Say it loudly when this very configuration writes modern values. */
-        if ((c->s.mode == RELOCK_MODE_MODERN ||
-             (c->s.mode == RELOCK_MODE_AUTO && !c->s.migration.legacy_clients)) &&
-            n >= 0 && (size_t)n < len)
-            snprintf(t + n, len - (size_t)n,
-                     "; this configuration (mode %s, migration.legacy_clients = %s) lets "
-                     "clients write modern values beside legacy ones: go back to bridge "
-                     "(migration.legacy_clients = true)",
-                     relock_mode_name(c->s.mode),
-                     c->s.migration.legacy_clients ? "true" : "false");
+        if (c->s.mode == RELOCK_MODE_MODERN ||
+            (c->s.mode == RELOCK_MODE_AUTO && !c->s.migration.legacy_clients))
+            text_addf(out, t,
+                      "; this configuration (mode %s, migration.legacy_clients = %s) lets "
+                      "clients write modern values beside legacy ones: go back to bridge "
+                      "(migration.legacy_clients = true)",
+                      relock_mode_name(c->s.mode),
+                      c->s.migration.legacy_clients ? "true" : "false");
         return;
     }
     if (!out->complete) {
         out->verdict = RELOCK_SCAN_INCOMPLETE;
-        snprintf(t, len,
-                 "no conclusion: the scan stopped after %lld keys, before it saw every key "
-                 "matching \"%.300s\"; nothing seen so far blocks modern mode, but the keys not "
-                 "seen may hold live legacy locks: scan narrower patterns (--match)",
-                 out->examined, out->match);
+        text_addf(out, t,
+                  "no conclusion: the scan stopped after %lld keys, before it saw every key "
+                  "matching \"%s\"; nothing seen so far blocks modern mode, but the keys not "
+                  "seen may hold live legacy locks: scan narrower patterns",
+                  out->examined, out->match);
         return;
     }
     char stale[160] = "";
@@ -450,20 +594,20 @@ static void judge(const relock_client *c, relock_scan_result *out)
                  out->stale, out->stale == 1 ? "" : "s");
     if (out->legacy_seen_ms < 0) {
         out->verdict = RELOCK_SCAN_MODERN_SAFE_UNSEEN;
-        snprintf(t, len,
-                 "modern is safe: set migration.legacy_clients = false; no live legacy lock%s "
-                 "and no legacy writer ever recorded -- but the marker key \"%s\" was never "
-                 "written, which only shows that no upgraded client met a legacy writer: be "
-                 "sure bridge clients have used these locks for the whole quiet window (%s) "
-                 "before switching",
-                 stale, out->marker_key, window);
+        text_addf(out, t,
+                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s "
+                  "and no legacy writer ever recorded -- but the marker key \"%s\" was never "
+                  "written, which only shows that no upgraded client met a legacy writer: be "
+                  "sure bridge clients have used these locks for the whole quiet window (%s) "
+                  "before switching",
+                  stale, out->marker_key, window);
         return;
     }
     out->verdict = RELOCK_SCAN_MODERN_SAFE;
-    snprintf(t, len,
-             "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
-             "the last legacy writer was seen %s, before the quiet window of %s",
-             stale, seen, window);
+    text_addf(out, t,
+              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
+              "the last legacy writer was seen %s, before the quiet window of %s",
+              stale, seen, window);
 }
 
 const char *relock_scan_node(const relock_client *c)
@@ -471,31 +615,57 @@ const char *relock_scan_node(const relock_client *c)
     return c ? c->scan_node : "";
 }
 
-relock_status relock_scan(relock_client *c, const char *match, relock_scan_result *out)
+static relock_status scan(relock_client *c, const char *match, relock_scan_key_fn fn, void *arg,
+                          relock_scan_result *out);
+
+relock_status relock_scan(relock_client *c, const char *match, relock_scan_result **out)
 {
     return relock_scan_keys(c, match, NULL, NULL, out);
 }
 
 relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_key_fn fn,
-                               void *arg, relock_scan_result *out)
+                               void *arg, relock_scan_result **out)
 {
+    if (out)
+        *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     if (!out)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: no result structure to fill");
-    memset(out, 0, sizeof *out);
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: no place for the result");
+    relock_scan_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    relock_status st = scan(c, match, fn, arg, r);
+    if (st == RELOCK_OK && r->nomem)
+        st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    if (st != RELOCK_OK) {
+        r->complete = 0;
+        r->verdict = RELOCK_SCAN_INCOMPLETE;
+    }
+    *out = r;
+    return st;
+}
+
+static relock_status scan(relock_client *c, const char *match, relock_scan_key_fn fn, void *arg,
+                          relock_scan_result *out)
+{
     out->legacy_seen_ms = -1;
+    out->now_ms = -1;
+    out->verdict = RELOCK_SCAN_INCOMPLETE;
     out->quiet_window_ms = c->s.migration.quiet_window_ms;
     if (relock__marker_key(c->s.key_prefix, out->marker_key, sizeof out->marker_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: key_prefix too long");
     if (match && !*match)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: empty pattern");
-    int n = match ? snprintf(out->match, sizeof out->match, "%s", match)
-                  : snprintf(out->match, sizeof out->match, "%s*", c->s.key_prefix);
-    if (n < 0 || (size_t)n >= sizeof out->match)
+    if (match && strlen(match) > MATCH_MAX)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: pattern longer than %d bytes",
                             MATCH_MAX);
+    size_t mlen = match ? strlen(match) : strlen(c->s.key_prefix) + 1;
+    out->match = malloc(mlen + 1);
+    if (!out->match)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    snprintf(out->match, mlen + 1, "%s%s", match ? match : c->s.key_prefix, match ? "" : "*");
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
@@ -531,10 +701,8 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
      * while we walked counts too. */
     if (st == RELOCK_OK)
         st = read_marker(c, out);
-    if (st != RELOCK_OK) {
-        out->complete = 0;
+    if (st != RELOCK_OK)
         return st;
-    }
     out->now_ms = relock__wall_ms();
     judge(c, out);
     return RELOCK_OK;

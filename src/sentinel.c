@@ -71,10 +71,10 @@ static const char *reason_of(const char *msg)
 static int ask_sentinel(relock_client *c, const relock__addr *a, relock__addr *out, char *why,
                         size_t whylen)
 {
-    long cto = c->s.connect_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.connect_timeout_ms
-                                                             : SENTINEL_TIMEOUT_MS;
-    long rto = c->s.command_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.command_timeout_ms
-                                                             : SENTINEL_TIMEOUT_MS;
+    long long cto = c->s.connect_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.connect_timeout_ms
+                                                                  : SENTINEL_TIMEOUT_MS;
+    long long rto = c->s.command_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.command_timeout_ms
+                                                                  : SENTINEL_TIMEOUT_MS;
     relock_status st;
     char err[RELOCK__HOST_MAX + 160];
     redisContext *ctx = relock__connect_ctx(a->host, a->port, cto, rto, &st, err, sizeof err);

@@ -21,7 +21,7 @@ long long relock__wall_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void relock__sleep_ms(long ms)
+void relock__sleep_ms(long long ms)
 {
     if (ms <= 0)
         return;

@@ -75,7 +75,7 @@ static void subscribe(relock_lock *l)
 }
 
 /* Sleeps up to ms, returning early when a release is announced. */
-static void wait_for_release(relock_client *c, long ms)
+static void wait_for_release(relock_client *c, long long ms)
 {
     if (!c->sub) {
         relock__sleep_ms(ms);
@@ -97,7 +97,7 @@ static void wait_for_release(relock_client *c, long ms)
         if (n > 0) {
             if (redisGetReply(c->sub, &reply) != REDIS_OK) {
                 unsubscribe(c); /* broken: fall back to sleeping */
-                relock__sleep_ms((long)(end - relock__mono_ms()));
+                relock__sleep_ms((long long)(end - relock__mono_ms()));
                 return;
             }
             if (reply)
@@ -110,15 +110,15 @@ static void wait_for_release(relock_client *c, long ms)
 }
 
 /* Milliseconds left until the monotonic deadline (0: none). */
-static long left_ms(uint64_t deadline)
+static long long left_ms(uint64_t deadline)
 {
     if (!deadline)
         return 0;
     uint64_t now = relock__mono_ms();
-    return now >= deadline ? 0 : (long)(deadline - now);
+    return now >= deadline ? 0 : (long long)(deadline - now);
 }
 
-relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
+relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
 {
     relock_client *c = l->c;
     uint64_t start = relock__mono_ms();
@@ -135,7 +135,7 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
             return st;
     }
     for (unsigned attempt = 0;; attempt++) {
-        long hint = -1;
+        long hint = -1; /* the attempt's hint: at most about 24 days */
         l->legacy_holder = 0;
         st = relock__cluster_route(c, l->key);
         if (st != RELOCK_OK)
@@ -170,7 +170,7 @@ relock_status relock__wait_acquire(relock_lock *l, long wait_ms)
             break;
         }
         if (p.act == RELOCK__WAIT_TIMEOUT) {
-            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %ld ms",
+            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms",
                               l->name, wait_ms);
             break;
         }

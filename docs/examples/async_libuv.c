@@ -37,7 +37,7 @@ static void released(relock_async *a, relock_status st, relock_lock *l, const re
 static void work_done(uv_timer_t *t)
 {
     uv_close((uv_handle_t *)t, NULL);
-    printf("work done, lock valid for %ld ms more\n", relock_lock_validity_ms(lock));
+    printf("work done, lock valid for %lld ms more\n", relock_lock_validity_ms(lock));
     relock_async_release(lock, released, NULL); /* stops the renewals first */
 }
 

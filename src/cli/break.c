@@ -76,24 +76,29 @@ static const char *kind_word(relock_value_kind k)
 static void describe(const relock_inspect_info *in, char *buf, size_t len)
 {
     char ttl[48];
-    if (in->pttl_ms >= 0)
-        snprintf(ttl, sizeof ttl, "ttl %lld ms", in->pttl_ms);
+    if (relock_inspect_info_pttl_ms(in) >= 0)
+        snprintf(ttl, sizeof ttl, "ttl %lld ms", relock_inspect_info_pttl_ms(in));
     else
         snprintf(ttl, sizeof ttl, "no ttl");
-    snprintf(buf, len, "(%s, %s, fence %lld)", kind_word(in->kind), ttl, in->fence);
+    snprintf(buf, len, "(%s, %s, fence %lld)", kind_word(relock_inspect_info_kind(in)), ttl,
+             relock_inspect_info_fence(in));
 }
 
 static void print_deleted(const char *name, const relock_inspect_info *in, const char *note)
 {
     char d[128];
     describe(in, d, sizeof d);
-    printf("deleted %s, which held %s %s%s\n", name, in->value, d, note);
+    printf("deleted %s, which held %s %s%s\n", name, relock_inspect_info_value(in, NULL), d, note);
 }
 
-/* inspect cuts values at 127 bytes; no lock value is that long. */
+/* A value holding a NUL byte cannot be named as a C string: it can be
+ * shown only up to that byte, and deleted only as it is.  No lock value
+ * holds one. */
 static int value_cut(const relock_inspect_info *in)
 {
-    return strlen(in->value) >= sizeof in->value - 1;
+    size_t len;
+    const char *v = relock_inspect_info_value(in, &len);
+    return strlen(v) != len;
 }
 
 static long long wall_ms(void)
@@ -109,7 +114,9 @@ static int is_lock(const relock_inspect_info *in)
 {
     if (value_cut(in))
         return 0;
-    return relock_key_classify(in->value, strlen(in->value), in->pttl_ms, wall_ms()) !=
+    size_t len;
+    const char *v = relock_inspect_info_value(in, &len);
+    return relock_key_classify(v, len, relock_inspect_info_pttl_ms(in), wall_ms()) !=
            RELOCK_KEY_UNKNOWN;
 }
 
@@ -120,7 +127,7 @@ static int refuse(const char *name, const relock_inspect_info *in, int dry_run)
     describe(in, d, sizeof d);
     cli_error("break: break %s: the key holds \"%s\"%s %s, which is no lock relock knows; "
               "%s (--force deletes it anyway)",
-              name, in->value, value_cut(in) ? "..." : "", d,
+              name, relock_inspect_info_value(in, NULL), value_cut(in) ? "..." : "", d,
               dry_run ? "it would not be deleted" : "nothing deleted");
     return EXIT_NOT_LOCK;
 }
@@ -172,6 +179,41 @@ static int absent_key(relock_client *c, const char *name, const brk_opts *o)
     return break_code(c, st);
 }
 
+/* What the look before a --if-value break decides: an exit code, or -1
+ * to go on and delete. */
+static int look_if(relock_client *c, const char *name, const brk_opts *o,
+                   const relock_inspect_info *in)
+{
+    const char *value = o->value;
+    long long fence = o->fence;
+    int same = relock_inspect_info_kind(in) != RELOCK_VALUE_NONE && !value_cut(in) &&
+               strcmp(relock_inspect_info_value(in, NULL), value) == 0;
+    if (same && !o->force && !is_lock(in))
+        return refuse(name, in, o->dry_run);
+    if (o->dry_run) {
+        if (relock_inspect_info_kind(in) == RELOCK_VALUE_NONE)
+            return absent_key(c, name, o);
+        if (!same) {
+            cli_error("break: break %s: nothing would be deleted: the key holds another "
+                      "value (%s, not %s)",
+                      name, relock_inspect_info_value(in, NULL), value);
+            return EXIT_CHANGED;
+        }
+        if (fence > 0 && relock_inspect_info_fence(in) != fence) {
+            cli_error("break: break %s: nothing would be deleted: the key holds that value, "
+                      "but fence %lld is no longer current (now %lld)",
+                      name, fence, relock_inspect_info_fence(in));
+            return EXIT_CHANGED;
+        }
+        char d[128];
+        describe(in, d, sizeof d);
+        printf("would delete %s, which holds %s %s\n", name, relock_inspect_info_value(in, NULL),
+               d);
+        return 0;
+    }
+    return -1;
+}
+
 /* --if-value VALUE [--if-fence FENCE]: first a look, to judge the value
  * (is it a lock?) and, for --dry-run, to say what would happen. */
 static int break_if(relock_client *c, const char *name, const brk_opts *o)
@@ -179,33 +221,14 @@ static int break_if(relock_client *c, const char *name, const brk_opts *o)
     const char *value = o->value;
     long long fence = o->fence;
     if (!o->force || o->dry_run) {
-        relock_inspect_info in;
+        relock_inspect_info *in = NULL;
         relock_status st = relock_inspect(c, name, &in);
         if (st != RELOCK_OK)
             return cli_fail(c, st, "break");
-        int same = in.kind != RELOCK_VALUE_NONE && !value_cut(&in) && strcmp(in.value, value) == 0;
-        if (same && !o->force && !is_lock(&in))
-            return refuse(name, &in, o->dry_run);
-        if (o->dry_run) {
-            if (in.kind == RELOCK_VALUE_NONE)
-                return absent_key(c, name, o);
-            if (!same) {
-                cli_error("break: break %s: nothing would be deleted: the key holds another "
-                          "value (%s, not %s)",
-                          name, in.value, value);
-                return EXIT_CHANGED;
-            }
-            if (fence > 0 && in.fence != fence) {
-                cli_error("break: break %s: nothing would be deleted: the key holds that value, "
-                          "but fence %lld is no longer current (now %lld)",
-                          name, fence, in.fence);
-                return EXIT_CHANGED;
-            }
-            char d[128];
-            describe(&in, d, sizeof d);
-            printf("would delete %s, which holds %s %s\n", name, in.value, d);
-            return 0;
-        }
+        int code = look_if(c, name, o, in);
+        relock_inspect_info_free(in);
+        if (code >= 0)
+            return code;
         /* A key that takes VALUE only after this look was named by the
          * operator: deleted as asked. */
     }
@@ -219,59 +242,78 @@ static int break_if(relock_client *c, const char *name, const brk_opts *o)
         /* Add what the key holds now: the operator's next look. */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", relock_client_error(c)->message);
-        relock_inspect_info in;
-        if (relock_inspect(c, name, &in) == RELOCK_OK && in.kind != RELOCK_VALUE_NONE)
-            cli_error("break: %s (%s, not %s)", msg, in.value, value);
+        relock_inspect_info *in = NULL;
+        if (relock_inspect(c, name, &in) == RELOCK_OK &&
+            relock_inspect_info_kind(in) != RELOCK_VALUE_NONE)
+            cli_error("break: %s (%s, not %s)", msg, relock_inspect_info_value(in, NULL), value);
         else
             cli_error("break: %s", msg);
+        relock_inspect_info_free(in);
         return EXIT_CHANGED;
     }
     return break_code(c, st);
 }
 
+/* One look and delete of break_any(): an exit code, or -1 when the key
+ * changed between the read and the delete. */
+static int break_seen(relock_client *c, const char *name, const brk_opts *o,
+                      const relock_inspect_info *in)
+{
+    if (relock_inspect_info_kind(in) == RELOCK_VALUE_NONE)
+        return absent_key(c, name, o);
+    if (!o->force && !is_lock(in))
+        return refuse(name, in, o->dry_run);
+    if (o->dry_run) {
+        char d[128];
+        describe(in, d, sizeof d);
+        printf("would delete %s, which holds %s%s %s\n", name, relock_inspect_info_value(in, NULL),
+               value_cut(in) ? "..." : "", d);
+        return 0;
+    }
+    /* A value holding a NUL byte (never a lock, so only with --force)
+     * cannot be compared, and is deleted as it is. */
+    int cut = value_cut(in);
+    relock_status st = relock_break(c, name, cut ? NULL : relock_inspect_info_value(in, NULL));
+    if (st == RELOCK_OK) {
+        print_deleted(name, in, cut ? " [value cut at a NUL byte]" : "");
+        return 0;
+    }
+    if (st != RELOCK_BUSY)
+        return break_code(c, st);
+    return -1;
+}
+
 /* No --if-value: delete what is there, and say what it was. */
 static int break_any(relock_client *c, const char *name, const brk_opts *o)
 {
-    relock_inspect_info in;
-    relock_status st = RELOCK_OK;
+    relock_inspect_info *in = NULL;
     for (int i = 0; i < TRIES; i++) {
-        st = relock_inspect(c, name, &in);
+        relock_inspect_info_free(in);
+        in = NULL;
+        relock_status st = relock_inspect(c, name, &in);
         if (st != RELOCK_OK)
             return cli_fail(c, st, "break");
-        if (in.kind == RELOCK_VALUE_NONE)
-            return absent_key(c, name, o);
-        if (!o->force && !is_lock(&in))
-            return refuse(name, &in, o->dry_run);
-        if (o->dry_run) {
-            char d[128];
-            describe(&in, d, sizeof d);
-            printf("would delete %s, which holds %s%s %s\n", name, in.value,
-                   value_cut(&in) ? "..." : "", d);
-            return 0;
+        int code = break_seen(c, name, o, in);
+        if (code >= 0) {
+            relock_inspect_info_free(in);
+            return code;
         }
-        /* inspect cuts values at 127 bytes: such a value (never a lock,
-         * so only with --force) cannot be compared, and is deleted as it
-         * is. */
-        int cut = value_cut(&in);
-        st = relock_break(c, name, cut ? NULL : in.value);
-        if (st == RELOCK_OK) {
-            print_deleted(name, &in, cut ? " [value cut]" : "");
-            return 0;
-        }
-        if (st != RELOCK_BUSY)
-            return break_code(c, st);
         /* It changed between the read and the delete: look again. */
     }
+    int code = 0;
     if (!o->force) {
         cli_error("break: break %s: nothing deleted: the key kept changing while it was read",
                   name);
-        return EXIT_CHANGED;
+        code = EXIT_CHANGED;
+    } else {
+        relock_status st = relock_break(c, name, NULL);
+        if (st != RELOCK_OK)
+            code = break_code(c, st);
+        else
+            print_deleted(name, in, " [last seen; it kept changing]");
     }
-    st = relock_break(c, name, NULL);
-    if (st != RELOCK_OK)
-        return break_code(c, st);
-    print_deleted(name, &in, " [last seen; it kept changing]");
-    return 0;
+    relock_inspect_info_free(in);
+    return code;
 }
 
 int cmd_break(cli_ctx *ctx, int argc, char **argv)

@@ -41,8 +41,8 @@ relock_client *cli_connect(cli_ctx *ctx, int *code);
 /* Options shared by the commands; cli_parse_lockopts() returns 0 to go
  * on, or 1000 + the exit code to stop with (help printed, bad option). */
 typedef struct lockopts {
-    long ttl_ms;    /* -t; 0: configured */
-    long wait_ms;   /* -w/-n; RELOCK_WAIT_DEFAULT otherwise */
+    long long ttl_ms;    /* -t; 0: configured */
+    long long wait_ms;   /* -w/-n; RELOCK_WAIT_DEFAULT otherwise */
     int exit_busy;  /* -E, --exit-busy */
     int exit_lost;  /* --exit-lost */
     int exit_error; /* --exit-error: relock's own failures (2 and 4) */

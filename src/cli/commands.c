@@ -234,17 +234,23 @@ static long long mono_ms(void)
 
 void cli_say_holder(relock_client *c, const char *cmd, const char *name)
 {
-    relock_inspect_info in;
-    if (relock_inspect(c, name, &in) != RELOCK_OK || in.kind == RELOCK_VALUE_NONE)
+    relock_inspect_info *in = NULL;
+    if (relock_inspect(c, name, &in) != RELOCK_OK ||
+        relock_inspect_info_kind(in) == RELOCK_VALUE_NONE) {
+        relock_inspect_info_free(in);
         return;
+    }
     char left[48] = "no TTL";
-    if (in.pttl_ms >= 0) {
+    if (relock_inspect_info_pttl_ms(in) >= 0) {
         char d[32];
-        relockx_format_duration(in.pttl_ms, d, sizeof d);
+        relockx_format_duration(relock_inspect_info_pttl_ms(in), d, sizeof d);
         snprintf(left, sizeof left, "its key ends in %s", d);
     }
+    const char *owner = relock_inspect_info_owner(in);
     fprintf(stderr, "relock: %s: %s is held: value %s, fence %lld, %s%s%s\n", cmd, name,
-            in.value, in.fence, left, in.owner[0] ? ", owner " : "", in.owner);
+            relock_inspect_info_value(in, NULL), relock_inspect_info_fence(in), left,
+            owner[0] ? ", owner " : "", owner);
+    relock_inspect_info_free(in);
 }
 
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
@@ -277,10 +283,10 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
             json_str(name);
             printf("\",\"value\":\"");
             json_str(relock_lock_value(l));
-            printf("\",\"fence\":%lld,\"validity_ms\":%ld,\"waited_ms\":%lld}\n",
+            printf("\",\"fence\":%lld,\"validity_ms\":%lld,\"waited_ms\":%lld}\n",
                    relock_lock_fence(l), relock_lock_validity_ms(l), waited);
         } else {
-            printf("%s %lld %ld\n", relock_lock_value(l), relock_lock_fence(l),
+            printf("%s %lld %lld\n", relock_lock_value(l), relock_lock_fence(l),
                    relock_lock_validity_ms(l));
         }
         if (o.verbose)
@@ -303,7 +309,7 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
 }
 
 /* release and extend: NAME VALUE [FENCE] → an adopted lock handle. */
-static int adopt(cli_ctx *ctx, int argc, char **argv, const char *cmd, long ttl_ms,
+static int adopt(cli_ctx *ctx, int argc, char **argv, const char *cmd, long long ttl_ms,
                  relock_client **cp, relock_lock **lp)
 {
     int n = argc - optind;
@@ -370,7 +376,7 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
         return cli_code(&o, oc);
     relock_client *c = NULL;
     relock_lock *l = NULL;
-    long ttl = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+    long long ttl = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
     int code = adopt(ctx, argc, argv, "extend", ttl, &c, &l);
     if (code)
         return cli_code(&o, code);
@@ -380,7 +386,7 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
         json_str(relock_lock_name(l));
         printf("\",\"value\":\"");
         json_str(relock_lock_value(l));
-        printf("\",\"fence\":%lld,\"validity_ms\":%ld}\n", relock_lock_fence(l),
+        printf("\",\"fence\":%lld,\"validity_ms\":%lld}\n", relock_lock_fence(l),
                relock_lock_validity_ms(l));
     } else if (st == RELOCK_OK) {
         printf("%s\n", relock_lock_value(l));
@@ -393,10 +399,11 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
 }
 
 /* Writes s as a JSON string body (without quotes). */
-static void json_str(const char *s)
+/* n bytes, NUL bytes included. */
+static void json_strn(const char *s, size_t n)
 {
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\')
             printf("\\%c", ch);
         else if (ch < 0x20)
@@ -404,6 +411,11 @@ static void json_str(const char *s)
         else
             putchar(ch);
     }
+}
+
+static void json_str(const char *s)
+{
+    json_strn(s, strlen(s));
 }
 
 static const char *kind_name(relock_value_kind k)
@@ -487,7 +499,7 @@ static void json_owner_fields(const char *rec)
  * after the time V names. */
 static long long held_until(const relock_inspect_info *in)
 {
-    return in->ts_ms + (in->ts_unit_ms ? 1 : 1000);
+    return relock_inspect_info_ts_ms(in) + (relock_inspect_info_ts_unit_ms(in) ? 1 : 1000);
 }
 
 int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
@@ -509,7 +521,7 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
-    relock_inspect_info in;
+    relock_inspect_info *in = NULL;
     st = relock_inspect(c, argv[optind], &in);
     if (st != RELOCK_OK) {
         code = cli_fail(c, st, "inspect");
@@ -522,47 +534,52 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
     if (o.json) {
         printf("{\"name\":\"");
         json_str(argv[optind]);
-        printf("\",\"format\":\"%s\"", kind_name(in.kind));
-        if (in.kind != RELOCK_VALUE_NONE) {
+        printf("\",\"format\":\"%s\"", kind_name(relock_inspect_info_kind(in)));
+        if (relock_inspect_info_kind(in) != RELOCK_VALUE_NONE) {
             printf(",\"value\":\"");
-            json_str(in.value);
-            printf("\",\"pttl_ms\":%lld", in.pttl_ms);
+            size_t vlen;
+            const char *v = relock_inspect_info_value(in, &vlen);
+            json_strn(v, vlen);
+            printf("\",\"pttl_ms\":%lld", relock_inspect_info_pttl_ms(in));
         }
-        if (in.kind == RELOCK_VALUE_TIMESTAMP)
-            printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"", in.ts_ms,
-                   held_until(&in) - now_ms, in.ts_unit_ms ? "ms" : "s");
-        printf(",\"fence\":%lld", in.fence);
-        if (in.owner[0]) {
+        if (relock_inspect_info_kind(in) == RELOCK_VALUE_TIMESTAMP)
+            printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"",
+                   relock_inspect_info_ts_ms(in), held_until(in) - now_ms,
+                   relock_inspect_info_ts_unit_ms(in) ? "ms" : "s");
+        printf(",\"fence\":%lld", relock_inspect_info_fence(in));
+        if (relock_inspect_info_owner(in)[0]) {
             printf(",\"owner\":\"");
-            json_str(in.owner);
+            json_str(relock_inspect_info_owner(in));
             printf("\"");
-            json_owner_fields(in.owner);
+            json_owner_fields(relock_inspect_info_owner(in));
         }
         printf("}\n");
     } else {
-        printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(in.kind));
+        printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(relock_inspect_info_kind(in)));
         char span[48], date[48];
-        if (in.kind != RELOCK_VALUE_NONE) {
-            printf("value:   %s\n", in.value);
-            if (in.pttl_ms >= 0) {
-                human_span(in.pttl_ms, span, sizeof span);
-                iso_utc(now_ms + in.pttl_ms, date, sizeof date);
+        if (relock_inspect_info_kind(in) != RELOCK_VALUE_NONE) {
+            printf("value:   %s\n", relock_inspect_info_value(in, NULL));
+            if (relock_inspect_info_pttl_ms(in) >= 0) {
+                human_span(relock_inspect_info_pttl_ms(in), span, sizeof span);
+                iso_utc(now_ms + relock_inspect_info_pttl_ms(in), date, sizeof date);
                 printf("ttl:     %s (the key ends %s)\n", span, date);
             } else {
                 printf("ttl:     none\n");
             }
         }
-        if (in.kind == RELOCK_VALUE_TIMESTAMP) {
-            iso_utc(in.ts_ms, date, sizeof date);
-            long long d = held_until(&in) - now_ms;
+        if (relock_inspect_info_kind(in) == RELOCK_VALUE_TIMESTAMP) {
+            iso_utc(relock_inspect_info_ts_ms(in), date, sizeof date);
+            long long d = held_until(in) - now_ms;
             human_span(d, span, sizeof span);
-            printf("expiry:  %s (%s, %s%s%s)\n", date, in.ts_unit_ms ? "ms" : "s",
-                   d < 0 ? "expired " : "in ", span, d < 0 ? " ago" : "");
+            printf("expiry:  %s (%s, %s%s%s)\n", date,
+                   relock_inspect_info_ts_unit_ms(in) ? "ms" : "s", d < 0 ? "expired " : "in ",
+                   span, d < 0 ? " ago" : "");
         }
-        printf("fence:   %lld\n", in.fence);
-        if (in.owner[0])
-            printf("owner:   %s\n", in.owner);
+        printf("fence:   %lld\n", relock_inspect_info_fence(in));
+        if (relock_inspect_info_owner(in)[0])
+            printf("owner:   %s\n", relock_inspect_info_owner(in));
     }
+    relock_inspect_info_free(in);
     relock_client_free(c);
     return 0;
 }

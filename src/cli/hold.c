@@ -74,8 +74,8 @@ static int print_held(const lockopts *o, relock_lock *l, long long waited)
         json_str(relock_lock_name(l));
         printf("\",\"value\":\"");
         json_str(relock_lock_value(l));
-        printf("\",\"fence\":%lld,\"validity_ms\":%ld,\"waited_ms\":%lld}\n",
-               relock_lock_fence(l), relock_lock_validity_ms(l), waited);
+        printf("\",\"fence\":%lld,\"validity_ms\":%lld,\"waited_ms\":%lld}\n", relock_lock_fence(l),
+               relock_lock_validity_ms(l), waited);
     } else {
         printf("%s %lld\n", relock_lock_value(l), relock_lock_fence(l));
     }
@@ -133,7 +133,7 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         return cli_code(&o, EXIT_USAGE);
     }
     const char *name = argv[optind];
-    long ttl_ms = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+    long long ttl_ms = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
     int code = cli_owner_setup(ctx, "hold", &o, OWNER_SELF, NULL);
     if (code)
         return cli_code(&o, code);

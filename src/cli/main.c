@@ -136,12 +136,37 @@ int cli_fail(relock_client *c, relock_status st, const char *what)
     return cli_exit_code(st);
 }
 
+/* Whether the server c probed lacks what the configured mode needs: then
+ * the command can say how to choose another mode on its command line (the
+ * library names the setting only). */
+static int mode_refused(const cli_ctx *ctx, relock_client *c)
+{
+    relock_mode m = relock_config_mode(ctx->cfg);
+    relock_server_info info;
+    if ((m != RELOCK_MODE_MODERN && m != RELOCK_MODE_BRIDGE) ||
+        relock_client_server(c, &info) != RELOCK_OK)
+        return 0;
+    unsigned need = m == RELOCK_MODE_MODERN ? RELOCK_CAP_SET_NX_PX : RELOCK_CAP_EVAL;
+    return (info.caps & need) == 0;
+}
+
 relock_client *cli_connect(cli_ctx *ctx, int *code)
 {
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
     if (st != RELOCK_OK) {
-        *code = cli_fail(c, st, "connect");
+        /* The library's detail, before the look at the server clears it. */
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", c ? relock_client_error(c)->message : "");
+        if (st == RELOCK_EUNSUPPORTED && msg[0] && mode_refused(ctx, c)) {
+            cli_error("connect: %s (-m legacy selects it for one command)", msg);
+            *code = cli_exit_code(st);
+        } else if (msg[0]) {
+            cli_error("connect: %s", msg);
+            *code = cli_exit_code(st);
+        } else {
+            *code = cli_fail(c, st, "connect");
+        }
         relock_client_free(c);
         return NULL;
     }

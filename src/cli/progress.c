@@ -58,30 +58,34 @@ static void describe(struct cli_progress *p, relock_client *c, char *line, size_
 {
     char waited[32], holder[256] = "";
     relockx_format_duration(since_ms(&p->t0), waited, sizeof waited);
-    relock_inspect_info in;
+    relock_inspect_info *in = NULL;
     if (c && relock_inspect(c, p->name, &in) == RELOCK_OK) {
-        if (in.kind == RELOCK_VALUE_NONE) {
+        if (relock_inspect_info_kind(in) == RELOCK_VALUE_NONE) {
             snprintf(holder, sizeof holder, "; free now");
         } else {
             char left[80] = "";
-            long long ends = in.pttl_ms;
-            if (in.kind == RELOCK_VALUE_TIMESTAMP) {
+            long long ends = relock_inspect_info_pttl_ms(in);
+            if (relock_inspect_info_kind(in) == RELOCK_VALUE_TIMESTAMP) {
                 struct timespec rt;
                 clock_gettime(CLOCK_REALTIME, &rt);
                 long long now_ms = (long long)rt.tv_sec * 1000 + rt.tv_nsec / 1000000;
-                ends = in.ts_ms - now_ms; /* the holder's expiry, by this host's clock */
+                ends = relock_inspect_info_ts_ms(in) -
+                       now_ms; /* the holder's expiry, by this host's clock */
             }
             if (ends >= 0) {
                 char d[32];
                 relockx_format_duration(ends, d, sizeof d);
                 snprintf(left, sizeof left, ", its lease ends in %s", d);
-            } else if (in.kind == RELOCK_VALUE_TIMESTAMP) {
+            } else if (relock_inspect_info_kind(in) == RELOCK_VALUE_TIMESTAMP) {
                 snprintf(left, sizeof left, ", its lease has ended");
             }
             snprintf(holder, sizeof holder, "; held by %.120s, fence %lld%s",
-                     in.owner[0] ? in.owner : in.value, in.fence, left);
+                     relock_inspect_info_owner(in)[0] ? relock_inspect_info_owner(in)
+                                                      : relock_inspect_info_value(in, NULL),
+                     relock_inspect_info_fence(in), left);
         }
     }
+    relock_inspect_info_free(in);
     snprintf(line, len, "relock: %s: waiting for %s %s%s", p->cmd, p->name, waited, holder);
 }
 

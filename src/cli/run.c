@@ -111,7 +111,7 @@ static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l, int had_
     _exit(e == ENOENT ? 127 : 126);
 }
 
-static void sleep_ms(long ms)
+static void sleep_ms(long long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -125,7 +125,7 @@ static void sleep_ms(long ms)
  * SIGTERM, then SIGKILL after grace_ms (which ends the guardian too).
  * Only async-signal-safe calls: the parent has threads.
  */
-static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long grace_ms)
+static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms)
 {
     pid_t g = fork();
     if (g != 0)
@@ -199,7 +199,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
                                 CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
     if (rc)
         return rc - 1000;
-    long ttl_ms = o.ttl_ms, wait_ms = o.wait_ms;
+    long long ttl_ms = o.ttl_ms, wait_ms = o.wait_ms;
     if (argc - optind < 2) {
         cli_error("run: expected NAME -- CMD [ARG...] or NAME -c 'COMMAND' (try relock run "
                   "--help)");
@@ -289,7 +289,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         goto out_release;
     }
     cli_owner_cmd(l, &o, (long)pid, cmd);
-    long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
+    long long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
     pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace);
     close(gpipe[0]);
     gpipe[0] = -1;

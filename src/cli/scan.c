@@ -178,17 +178,17 @@ static long long class_count(const relock_scan_result *r, int k)
 {
     switch ((relock_key_class)k) {
     case RELOCK_KEY_LEGACY:
-        return r->legacy;
+        return relock_scan_result_count(r, RELOCK_SCAN_LEGACY);
     case RELOCK_KEY_BRIDGE:
-        return r->bridge;
+        return relock_scan_result_count(r, RELOCK_SCAN_BRIDGE);
     case RELOCK_KEY_MODERN:
-        return r->modern;
+        return relock_scan_result_count(r, RELOCK_SCAN_MODERN);
     case RELOCK_KEY_STALE:
-        return r->stale;
+        return relock_scan_result_count(r, RELOCK_SCAN_STALE);
     case RELOCK_KEY_UNKNOWN:
-        return r->unknown;
+        return relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN);
     case RELOCK_KEY_OTHER_TYPE:
-        return r->other_types;
+        return relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES);
     }
     return 0;
 }
@@ -214,7 +214,7 @@ static void print_json_keys(const relock_scan_result *r, const listing *ls)
     }
     printf("},\"keys_limit\":%ld,\"keys_truncated\":%s", ls->limit,
            truncated ? "true" : "false");
-    if (!r->cluster_masters)
+    if (!relock_scan_result_cluster_masters(r))
         return;
     /* A cluster: the same keys again, by the master that holds them. */
     printf(",\"keys_by_node\":{");
@@ -264,9 +264,12 @@ static void print_text_keys(const relock_scan_result *r, const listing *ls)
     for (int k = 0; k < NCLASS; k++)
         any |= ls->cls[k].n > 0;
     printf("keys:        %s, at most %ld per class (--limit)\n",
-           !any ? "none" : r->cluster_masters ? "by node, then class" : "by class", ls->limit);
+           !any                                    ? "none"
+           : relock_scan_result_cluster_masters(r) ? "by node, then class"
+                                                   : "by class",
+           ls->limit);
     /* A cluster: each master's keys under its address. */
-    for (int i = 0; r->cluster_masters && i < ls->nnodes; i++) {
+    for (int i = 0; relock_scan_result_cluster_masters(r) && i < ls->nnodes; i++) {
         printf("  node %s\n", ls->nodes[i]);
         for (int k = 0; k < NCLASS; k++) {
             const keylist *kl = &ls->cls[k];
@@ -281,13 +284,13 @@ static void print_text_keys(const relock_scan_result *r, const listing *ls)
             }
         }
     }
-    for (int k = 0; r->cluster_masters && k < NCLASS; k++) {
+    for (int k = 0; relock_scan_result_cluster_masters(r) && k < NCLASS; k++) {
         long long more = class_count(r, k) - (long long)ls->cls[k].n;
         if (ls->cls[k].n > 0 && more > 0)
             printf("  %s: %lld more, not listed\n", relock_key_class_name((relock_key_class)k),
                    more);
     }
-    for (int k = 0; !r->cluster_masters && k < NCLASS; k++) {
+    for (int k = 0; !relock_scan_result_cluster_masters(r) && k < NCLASS; k++) {
         const keylist *kl = &ls->cls[k];
         for (size_t i = 0; i < kl->n; i++) {
             fputs(i ? pad : label[k], stdout);
@@ -303,34 +306,43 @@ static void print_text_keys(const relock_scan_result *r, const listing *ls)
 static void print_json(const relock_scan_result *r, const listing *ls)
 {
     printf("{\"match\":");
-    json_str(r->match);
-    printf(",\"method\":\"%s\",\"complete\":%s", r->keys_fallback ? "keys" : "scan",
-           r->complete ? "true" : "false");
-    printf(",\"cluster_masters\":%d", r->cluster_masters);
+    json_str(relock_scan_result_match(r));
+    printf(",\"method\":\"%s\",\"complete\":%s",
+           relock_scan_result_keys_fallback(r) ? "keys" : "scan",
+           relock_scan_result_complete(r) ? "true" : "false");
+    printf(",\"cluster_masters\":%d", relock_scan_result_cluster_masters(r));
     printf(",\"counts\":{\"examined\":%lld,\"legacy\":%lld,\"bridge\":%lld,\"modern\":%lld,"
            "\"stale\":%lld,\"unknown\":%lld,\"skipped\":%lld,\"other_types\":%lld,"
            "\"gone\":%lld}",
-           r->examined, r->legacy, r->bridge, r->modern, r->stale, r->unknown, r->skipped,
-           r->other_types, r->gone);
+           relock_scan_result_count(r, RELOCK_SCAN_EXAMINED),
+           relock_scan_result_count(r, RELOCK_SCAN_LEGACY),
+           relock_scan_result_count(r, RELOCK_SCAN_BRIDGE),
+           relock_scan_result_count(r, RELOCK_SCAN_MODERN),
+           relock_scan_result_count(r, RELOCK_SCAN_STALE),
+           relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN),
+           relock_scan_result_count(r, RELOCK_SCAN_SKIPPED),
+           relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES),
+           relock_scan_result_count(r, RELOCK_SCAN_GONE));
     printf(",\"legacy_example\":");
-    if (r->legacy_example[0])
-        json_str(r->legacy_example);
+    if (*relock_scan_result_legacy_example(r, NULL))
+        json_str(relock_scan_result_legacy_example(r, NULL));
     else
         printf("null");
     printf(",\"marker\":{\"key\":");
-    json_str(r->marker_key);
-    const char *state = r->marker_unreadable ? "unreadable"
-                        : r->legacy_seen_ms >= 0 ? "present"
-                                                 : "absent";
+    json_str(relock_scan_result_marker_key(r));
+    const char *state = relock_scan_result_marker_unreadable(r)     ? "unreadable"
+                        : relock_scan_result_legacy_seen_ms(r) >= 0 ? "present"
+                                                                    : "absent";
     printf(",\"state\":\"%s\"", state);
-    if (r->legacy_seen_ms >= 0)
-        printf(",\"legacy_seen_ms\":%lld,\"age_ms\":%lld}", r->legacy_seen_ms,
-               r->now_ms - r->legacy_seen_ms);
+    if (relock_scan_result_legacy_seen_ms(r) >= 0)
+        printf(",\"legacy_seen_ms\":%lld,\"age_ms\":%lld}", relock_scan_result_legacy_seen_ms(r),
+               relock_scan_result_now_ms(r) - relock_scan_result_legacy_seen_ms(r));
     else
         printf(",\"legacy_seen_ms\":null,\"age_ms\":null}");
     printf(",\"quiet_window_ms\":%lld,\"now_ms\":%lld,\"verdict\":\"%s\",\"verdict_text\":",
-           r->quiet_window_ms, r->now_ms, relock_scan_verdict_name(r->verdict));
-    json_str(r->verdict_text);
+           relock_scan_result_quiet_window_ms(r), relock_scan_result_now_ms(r),
+           relock_scan_verdict_name(relock_scan_result_verdict(r)));
+    json_str(relock_scan_result_verdict_text(r));
     if (ls)
         print_json_keys(r, ls);
     printf("}\n");
@@ -338,43 +350,56 @@ static void print_json(const relock_scan_result *r, const listing *ls)
 
 static void print_text(const relock_scan_result *r, const listing *ls)
 {
-    printf("match:       %s (%s)\n", r->match,
-           r->keys_fallback ? "KEYS: the server has no SCAN" : "SCAN");
-    if (r->cluster_masters)
+    printf("match:       %s (%s)\n", relock_scan_result_match(r),
+           relock_scan_result_keys_fallback(r) ? "KEYS: the server has no SCAN" : "SCAN");
+    if (relock_scan_result_cluster_masters(r))
         printf("cluster:     every master walked (%d): the counts and the verdict cover the "
                "whole keyspace\n",
-               r->cluster_masters);
-    printf("examined:    %lld keys%s\n", r->examined,
-           r->complete ? "" : " -- INCOMPLETE: the walk stopped at its bound");
-    printf("  legacy:    %lld  live timestamp without TTL (a legacy client holds it)", r->legacy);
-    if (r->legacy_example[0])
-        printf(", e.g. %s", r->legacy_example);
+               relock_scan_result_cluster_masters(r));
+    printf("examined:    %lld keys%s\n", relock_scan_result_count(r, RELOCK_SCAN_EXAMINED),
+           relock_scan_result_complete(r) ? "" : " -- INCOMPLETE: the walk stopped at its bound");
+    printf("  legacy:    %lld  live timestamp without TTL (a legacy client holds it)",
+           relock_scan_result_count(r, RELOCK_SCAN_LEGACY));
+    if (*relock_scan_result_legacy_example(r, NULL))
+        printf(", e.g. %s", relock_scan_result_legacy_example(r, NULL));
     printf("\n");
-    printf("  bridge:    %lld  timestamp with TTL\n", r->bridge);
-    printf("  modern:    %lld  token with TTL\n", r->modern);
-    printf("  stale:     %lld  expired timestamp without TTL (dead legacy holder)\n", r->stale);
-    printf("  unknown:   %lld  other values\n", r->unknown);
-    printf("  other:     %lld  not strings\n", r->other_types);
-    printf("  skipped:   %lld  relock's own keys (fence counters, markers)\n", r->skipped);
-    if (r->gone)
-        printf("  gone:      %lld  deleted while scanning\n", r->gone);
+    printf("  bridge:    %lld  timestamp with TTL\n",
+           relock_scan_result_count(r, RELOCK_SCAN_BRIDGE));
+    printf("  modern:    %lld  token with TTL\n", relock_scan_result_count(r, RELOCK_SCAN_MODERN));
+    printf("  stale:     %lld  expired timestamp without TTL (dead legacy holder)\n",
+           relock_scan_result_count(r, RELOCK_SCAN_STALE));
+    printf("  unknown:   %lld  other values\n", relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN));
+    printf("  other:     %lld  not strings\n",
+           relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES));
+    printf("  skipped:   %lld  relock's own keys (fence counters, markers)\n",
+           relock_scan_result_count(r, RELOCK_SCAN_SKIPPED));
+    if (relock_scan_result_count(r, RELOCK_SCAN_GONE))
+        printf("  gone:      %lld  deleted while scanning\n",
+               relock_scan_result_count(r, RELOCK_SCAN_GONE));
     if (ls)
         print_text_keys(r, ls);
-    if (r->marker_unreadable) {
-        printf("legacy seen: unknown (marker \"%s\" holds no time in ms)\n", r->marker_key);
-    } else if (r->legacy_seen_ms >= 0) {
+    if (relock_scan_result_marker_unreadable(r)) {
+        printf("legacy seen: unknown (marker \"%s\" holds no time in ms)\n",
+               relock_scan_result_marker_key(r));
+    } else if (relock_scan_result_legacy_seen_ms(r) >= 0) {
         char when[64], age[32];
-        fmt_time(r->legacy_seen_ms, when, sizeof when);
-        relockx_format_duration(r->now_ms - r->legacy_seen_ms, age, sizeof age);
+        fmt_time(relock_scan_result_legacy_seen_ms(r), when, sizeof when);
+        relockx_format_duration(relock_scan_result_now_ms(r) - relock_scan_result_legacy_seen_ms(r),
+                                age, sizeof age);
         printf("legacy seen: %s (%s %s)\n", when, age,
-               r->now_ms >= r->legacy_seen_ms ? "ago" : "ahead of this clock");
+               relock_scan_result_now_ms(r) >= relock_scan_result_legacy_seen_ms(r)
+                   ? "ago"
+                   : "ahead of this clock");
     } else {
-        printf("legacy seen: never (marker \"%s\" absent)\n", r->marker_key);
+        printf("legacy seen: never (marker \"%s\" absent)\n", relock_scan_result_marker_key(r));
     }
     char window[32];
-    relockx_format_duration(r->quiet_window_ms, window, sizeof window);
-    printf("window:      %s (migration.quiet_window_ms = %lld)\n", window, r->quiet_window_ms);
-    printf("verdict:     %s\n", r->verdict_text);
+    relockx_format_duration(relock_scan_result_quiet_window_ms(r), window, sizeof window);
+    printf("window:      %s (migration.quiet_window_ms = %lld)\n", window,
+           relock_scan_result_quiet_window_ms(r));
+    printf("verdict:     %s\n", relock_scan_result_verdict_text(r));
+    if (relock_scan_result_verdict(r) == RELOCK_SCAN_INCOMPLETE)
+        printf("             (--match narrows the pattern)\n");
 }
 
 int cmd_scan(cli_ctx *ctx, int argc, char **argv)
@@ -450,17 +475,19 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
-    relock_scan_result res;
+    relock_scan_result *res = NULL;
     ls.c = c;
     st = relock_scan_keys(c, match, keys ? note_key : NULL, &ls, &res);
     if (st == RELOCK_OK && ls.nomem) {
         cli_error("scan: out of memory listing the keys (try a smaller --limit)");
+        relock_scan_result_free(res);
         listing_free(&ls);
         relock_client_free(c);
         return EXIT_SERVER;
     }
     if (st != RELOCK_OK) {
         int code = cli_fail(c, st, "scan");
+        relock_scan_result_free(res);
         listing_free(&ls);
         relock_client_free(c);
         /* A server that cannot be walked safely is a server problem, not
@@ -468,9 +495,10 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         return st == RELOCK_EUNSUPPORTED ? EXIT_SERVER : code;
     }
     if (json)
-        print_json(&res, keys ? &ls : NULL);
+        print_json(res, keys ? &ls : NULL);
     else
-        print_text(&res, keys ? &ls : NULL);
+        print_text(res, keys ? &ls : NULL);
+    relock_scan_result_free(res);
     listing_free(&ls);
     relock_client_free(c);
     return 0;

@@ -115,9 +115,12 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
         relock__step s = fn(m, l, &in, &b);
         free_replies(rep, in.nreply);
         if (s == RELOCK__STEP_DONE) {
+            /* A transaction left open is discarded first: the marker's
+             * write would otherwise be queued in it, and lost. */
+            relock_status st = end(c, h, h->st);
             if (h->note_legacy)
                 relock__note_legacy_writer(c);
-            return end(c, h, h->st);
+            return st;
         }
         if (!relock__batch_ok(&b) || steps >= RELOCK__DRIVE_MAX_STEPS)
             return end(c, h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,

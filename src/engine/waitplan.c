@@ -1,17 +1,17 @@
 /* The wait planner: see waitplan.h.  Pure; reads nothing but its inputs. */
 #include "engine/waitplan.h"
 
-long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd)
+long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms, uint64_t rnd)
 {
-    long d = min_ms;
+    long long d = min_ms;
     for (unsigned i = 0; i < attempt && d < max_ms; i++)
         d *= 2;
     if (d > max_ms)
         d = max_ms;
     /* Jitter in [d/2, d] keeps waiters from moving in lockstep. */
-    long half = d / 2;
+    long long half = d / 2;
     if (d - half > 0)
-        d = half + (long)(rnd % (uint64_t)(d - half + 1));
+        d = half + (long long)(rnd % (uint64_t)(d - half + 1));
     if (d < 1)
         d = 1;
     /* Wake just after the holder's known end rather than a backoff later. */
@@ -20,22 +20,22 @@ long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, u
     return d;
 }
 
-long relock__legacy_poll_ms(long backoff_min_ms)
+long long relock__legacy_poll_ms(long long backoff_min_ms)
 {
     return 2 * backoff_min_ms;
 }
 
-/* How long to sleep before the next attempt (>= 1 ms, not yet clamped to
+/* How long long to sleep before the next attempt (>= 1 ms, not yet clamped to
  * the bound); *window set when polling a silent holder near its end. */
-static long delay_of(const relock__wait_in *in, int *window)
+static long long delay_of(const relock__wait_in *in, int *window)
 {
     unsigned a = in->attempt < RELOCK__BACKOFF_ATTEMPTS_MAX ? in->attempt
                                                             : RELOCK__BACKOFF_ATTEMPTS_MAX;
-    long d = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, a, in->holder_ms, in->rnd);
+    long long d = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, a, in->holder_ms, in->rnd);
     *window = 0;
     if (!in->silent_holder)
         return d;
-    long poll = relock__legacy_poll_ms(in->backoff_min_ms);
+    long long poll = relock__legacy_poll_ms(in->backoff_min_ms);
     /*
      * Classic clients find the holder expired at its end less the skew
      * margin by their clocks, which may differ from ours by the margin:
@@ -45,12 +45,12 @@ static long delay_of(const relock__wait_in *in, int *window)
      * can free it: the backoff notices that, and we wake at the window's
      * start at the latest.  An unknown end may be near: poll.
      */
-    long lead = RELOCK__LEGACY_WINDOW_MS + 2 * in->skew_margin_ms;
+    long long lead = RELOCK__LEGACY_WINDOW_MS + 2 * in->skew_margin_ms;
     if (in->holder_ms < 0 || in->holder_ms <= lead) {
         *window = 1;
         return d < poll ? d : poll;
     }
-    long to_window = in->holder_ms - lead;
+    long long to_window = in->holder_ms - lead;
     return d < to_window ? d : to_window;
 }
 

@@ -18,12 +18,12 @@
 
 #include <stdint.h>
 
-/* The expiry window of a silent holder starts this long, plus twice the
+/* The expiry window of a silent holder starts this long long, plus twice the
  * skew margin, before the holder's end as the waiter reckons it. */
 #define RELOCK__LEGACY_WINDOW_MS 100L
 
 /* Attempts beyond this count back off no further (the doubling is capped
- * long before: 2 << 30 ms exceeds any backoff_max_ms). */
+ * long long before: 2 << 30 ms exceeds any backoff_max_ms). */
 #define RELOCK__BACKOFF_ATTEMPTS_MAX 30u
 
 typedef enum relock__wait_act {
@@ -49,7 +49,7 @@ typedef struct relock__wait_in {
      * (from PTTL, or the timestamp by the fleet's clock with the skew
      * margin: when this waiter may take over), or -1 when unknown.  0:
      * look again soon (released or taken over meanwhile). */
-    long holder_ms;
+    long long holder_ms;
     /* The holder never announces its release: a legacy value without TTL
      * (in legacy mode every holder, since it cannot tell). */
     int silent_holder;
@@ -60,23 +60,23 @@ typedef struct relock__wait_in {
     /* This plan follows a RELOCK__WAIT_SUBSCRIBE for the same attempt. */
     int after_subscribe;
     /* The caller's wait bound in ms: 0 a single try, < 0 none. */
-    long bound_ms;
+    long long bound_ms;
     /* With a bound: ms left until it passes (<= 0: passed). */
-    long left_ms;
+    long long left_ms;
     /* wait.backoff_min_ms and wait.backoff_max_ms (1 <= min <= max). */
-    long backoff_min_ms;
-    long backoff_max_ms;
+    long long backoff_min_ms;
+    long long backoff_max_ms;
     /* legacy.skew_margin_ms (>= 0): how far the fleet's clocks may differ
      * from the waiter's, so how early a classic client may find the
      * holder expired. */
-    long skew_margin_ms;
+    long long skew_margin_ms;
     /* Random bits for the jitter. */
     uint64_t rnd;
 } relock__wait_in;
 
 typedef struct relock__wait_plan {
     relock__wait_act act;
-    long sleep_ms; /* RELOCK__WAIT_SLEEP: how long, >= 1 */
+    long long sleep_ms; /* RELOCK__WAIT_SLEEP: how long long, >= 1 */
     int window;    /* RELOCK__WAIT_SLEEP: 1 when polling a silent holder near its expiry */
 } relock__wait_plan;
 
@@ -86,10 +86,10 @@ relock__wait_plan relock__wait_plan_next(const relock__wait_in *in);
 /* Backoff before the next attempt: exponential from min to max with
  * jitter in [d/2, d], but no later than just after the holder's known end
  * (hint_ms >= 0).  At least 1 ms. */
-long relock__backoff(long min_ms, long max_ms, unsigned attempt, long hint_ms, uint64_t rnd);
+long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms, uint64_t rnd);
 
 /* The poll interval near a silent holder's expiry: about as often as
  * classic clients look (DESIGN §5). */
-long relock__legacy_poll_ms(long backoff_min_ms);
+long long relock__legacy_poll_ms(long long backoff_min_ms);
 
 #endif

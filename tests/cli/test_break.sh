@@ -170,7 +170,11 @@ long=$(printf 'x%.0s' $(seq 1 300))
 rcli SET brk-long "$long" >/dev/null
 expect 4 "a 300-byte value" -- R break brk-long
 check "long value kept" -- [ "$(rcli STRLEN brk-long)" = 300 ]
+check "the refusal shows the whole value, uncut: $(cat "$DIR/err")" -- err_has "holds \"$long\" (unknown"
+expect 0 "inspect of a 300-byte value" -- R inspect brk-long
+check "inspect shows the whole value: $(cat "$DIR/out")" -- out_has "value:   $long"
 expect 0 "a 300-byte value, --force" -- R break brk-long --force
+check "forced break names the whole value it deleted: $(cat "$DIR/out")" -- out_has "which held $long (unknown"
 check "long value deleted" -- [ "$(rcli EXISTS brk-long)" = 0 ]
 
 # --- --dry-run: says what would be deleted, deletes nothing
@@ -288,6 +292,15 @@ if [ -n "$PROXY" ] && [ -x "$PROXY" ]; then
         for _ in $(seq 1 200); do redis-cli -p "$PPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
         P() { "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m legacy "$@"; }
         k="brk-old-$pers"
+        if [ "$pers" = 2.4 ]; then
+            # The library names the setting; the command adds its option.
+            expect 2 "$pers: modern refused" -- "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m modern acquire "$k"
+            check "$pers: the library's fact, then the command's advice: $(cat "$DIR/err")" -- \
+                err_has 'lacks SET NX PX (needs 2.6.12); use mode "legacy" (-m legacy selects it for one command)'
+            check "$pers: the option is named once, by the command" -- [ "$(grep -o -- "-m legacy" "$DIR/err" | wc -l)" = 1 ]
+            expect 2 "$pers: bridge refused" -- "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m bridge acquire "$k"
+            check "$pers: bridge refusal advice: $(cat "$DIR/err")" -- err_has 'use mode "legacy" (-m legacy selects it for one command)'
+        fi
         expect 0 "$pers: acquire" -- P acquire -t 30s "$k"
         read -r VO FO _ <"$DIR/out"
         expect 3 "$pers: break --if-value, another value" -- P break "$k" --if-value 1700000000

@@ -59,7 +59,7 @@ static void check_settings(const relock__settings *s)
     for (const char *p = s->key_prefix; *p; p++)
         FZ_CHECK_MSG((unsigned char)*p > ' ' && *p != 0x7f, "key_prefix byte 0x%02x",
                      (unsigned char)*p);
-    FZ_CHECK_MSG(s->ttl_ms >= 1 && s->ttl_ms <= YEAR_MS, "ttl_ms %ld", s->ttl_ms);
+    FZ_CHECK_MSG(s->ttl_ms >= 1 && s->ttl_ms <= YEAR_MS, "ttl_ms %lld", s->ttl_ms);
     FZ_CHECK_MSG(s->nservers >= 1 && s->nservers <= RELOCK__MAX_SERVERS, "nservers %d",
                  s->nservers);
     for (int i = 0; i < s->nservers; i++) {
@@ -81,7 +81,7 @@ static void check_settings(const relock__settings *s)
     FZ_CHECK(s->wait.max_ms >= -1 && s->wait.max_ms <= YEAR_MS);
     FZ_CHECK(s->wait.backoff_min_ms >= 1 && s->wait.backoff_min_ms <= 3600000);
     FZ_CHECK(s->wait.backoff_max_ms >= 1 && s->wait.backoff_max_ms <= 3600000);
-    FZ_CHECK_MSG(s->wait.backoff_min_ms <= s->wait.backoff_max_ms, "backoff %ld > %ld",
+    FZ_CHECK_MSG(s->wait.backoff_min_ms <= s->wait.backoff_max_ms, "backoff %lld > %lld",
                  s->wait.backoff_min_ms, s->wait.backoff_max_ms);
     FZ_CHECK(is_bool(s->wait.notify) && is_bool(s->fencing));
     FZ_CHECK(is_bool(s->legacy.unit_ms) && is_bool(s->legacy.gc_expire) &&

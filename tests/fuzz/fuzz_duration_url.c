@@ -28,9 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * and larger units first; a whole input that is one number without a unit
  * is seconds.  A part's integer may be at most 10^15; fraction digits past
  * the ninth are dropped, and the fraction of each part rounds up to a whole
- * millisecond; the sum must fit a long.  Computed exactly in 128 bits.
+ * millisecond; the sum must fit a long long.  Computed exactly in 128 bits.
  */
-static int ref_duration(const char *s, long *ms)
+static int ref_duration(const char *s, long long *ms)
 {
     static const struct {
         const char *suffix;
@@ -89,16 +89,16 @@ static int ref_duration(const char *s, long *ms)
         parts++;
         unsigned __int128 f = units[u].factor;
         total += ip * f + (frac * f + den - 1) / den;
-        if (total > (unsigned __int128)LONG_MAX)
+        if (total > (unsigned __int128)LLONG_MAX)
             return -1;
     }
-    *ms = (long)total;
+    *ms = (long long)total;
     return 0;
 }
 
 static void fuzz_duration(const char *s)
 {
-    long ms = -12345, want = -54321;
+    long long ms = -12345, want = -54321;
     char why[128];
     why[0] = '\0';
     int rc = relockx_parse_duration(s, &ms, why, sizeof why);
@@ -106,8 +106,8 @@ static void fuzz_duration(const char *s)
     FZ_CHECK_MSG(rc == 0 || rc == -1, "rc %d", rc);
     FZ_CHECK_MSG(rc == ref, "\"%.60s\": parser says %d, reference %d", s, rc, ref);
     if (rc == 0) {
-        FZ_CHECK_MSG(ms >= 0, "\"%.60s\" -> %ld ms", s, ms);
-        FZ_CHECK_MSG(ms == want, "\"%.60s\" -> %ld ms, reference %ld", s, ms, want);
+        FZ_CHECK_MSG(ms >= 0, "\"%.60s\" -> %lld ms", s, ms);
+        FZ_CHECK_MSG(ms == want, "\"%.60s\" -> %lld ms, reference %lld", s, ms, want);
     } else {
         FZ_CHECK(why[0] != '\0' && memchr(why, '\0', sizeof why));
         FZ_CHECK(ms == -12345); /* not written on failure */

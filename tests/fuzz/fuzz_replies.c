@@ -145,42 +145,56 @@ static void check_status(relock_client *c, relock_status st, const char *what)
 /* ttl_ms > 0: a lock this client acquired (and perhaps extended) with that
  * ttl, whose validity cannot exceed it.  0: an adopted lock, whose
  * validity the value and the (server's) clock tell. */
-static void check_lock(const relock_lock *l, long ttl_ms)
+static void check_lock(const relock_lock *l, long long ttl_ms)
 {
     const char *v = relock_lock_value(l);
     FZ_CHECK(v && *v && strlen(v) < VALUE_MAX);
     FZ_CHECK(strcmp(relock_lock_name(l), LOCK_NAME) == 0);
-    long valid = relock_lock_validity_ms(l);
+    long long valid = relock_lock_validity_ms(l);
     FZ_CHECK_MSG(valid >= 0 && (ttl_ms == 0 || valid <= ttl_ms),
-                 "validity %ld ms for a ttl of %ld ms", valid, ttl_ms);
+                 "validity %lld ms for a ttl of %lld ms", valid, ttl_ms);
 }
 
-static void check_inspect(const relock_inspect_info *ii)
+/* Inspection: *out is set exactly on success, and the value's length
+ * is the one the accessor tells. */
+static void check_inspect(relock_status st, const relock_inspect_info *ii)
 {
-    FZ_CHECK(ii->kind >= RELOCK_VALUE_NONE && ii->kind <= RELOCK_VALUE_UNKNOWN);
-    FZ_CHECK(memchr(ii->value, '\0', sizeof ii->value) != NULL);
-    FZ_CHECK(ii->ts_unit_ms == 0 || ii->ts_unit_ms == 1);
+    FZ_CHECK((st == RELOCK_OK) == (ii != NULL));
+    relock_value_kind k = relock_inspect_info_kind(ii);
+    FZ_CHECK(k >= RELOCK_VALUE_NONE && k <= RELOCK_VALUE_UNKNOWN);
+    size_t len = 0;
+    const char *v = relock_inspect_info_value(ii, &len);
+    FZ_CHECK(v && v[len] == '\0');
+    FZ_CHECK(relock_inspect_info_owner(ii) != NULL);
+    int unit = relock_inspect_info_ts_unit_ms(ii);
+    FZ_CHECK(unit == 0 || unit == 1);
 }
 
 static void check_scan(relock_status st, const relock_scan_result *r)
 {
-    FZ_CHECK(r->verdict >= RELOCK_SCAN_STAY_BRIDGE && r->verdict <= RELOCK_SCAN_INCOMPLETE);
-    FZ_CHECK(memchr(r->legacy_example, '\0', sizeof r->legacy_example) != NULL);
-    FZ_CHECK(memchr(r->marker_key, '\0', sizeof r->marker_key) != NULL);
-    FZ_CHECK(memchr(r->match, '\0', sizeof r->match) != NULL);
-    FZ_CHECK(memchr(r->verdict_text, '\0', sizeof r->verdict_text) != NULL);
-    FZ_CHECK(r->marker_unreadable == 0 || r->marker_unreadable == 1);
+    FZ_CHECK(r != NULL || st == RELOCK_ENOMEM);
+    relock_scan_verdict verdict = relock_scan_result_verdict(r);
+    FZ_CHECK(verdict >= RELOCK_SCAN_STAY_BRIDGE && verdict <= RELOCK_SCAN_INCOMPLETE);
+    size_t len = 0;
+    const char *ex = relock_scan_result_legacy_example(r, &len);
+    FZ_CHECK(ex && ex[len] == '\0');
+    FZ_CHECK(relock_scan_result_marker_key(r) && relock_scan_result_match(r) &&
+             relock_scan_result_verdict_text(r));
+    int unreadable = relock_scan_result_marker_unreadable(r);
+    FZ_CHECK(unreadable == 0 || unreadable == 1);
+    int complete = relock_scan_result_complete(r);
     if (st != RELOCK_OK) {
-        FZ_CHECK(r->complete == 0);
+        FZ_CHECK(complete == 0);
         return;
     }
-    long long sum = r->legacy + r->bridge + r->modern + r->stale + r->unknown + r->skipped +
-                    r->other_types + r->gone;
-    FZ_CHECK_MSG(r->examined == sum, "scan examined %lld keys but classed %lld", r->examined,
-                 sum);
+    long long sum = 0;
+    for (int k = RELOCK_SCAN_LEGACY; k <= RELOCK_SCAN_GONE; k++)
+        sum += relock_scan_result_count(r, (relock_scan_counter)k);
+    long long examined = relock_scan_result_count(r, RELOCK_SCAN_EXAMINED);
+    FZ_CHECK_MSG(examined == sum, "scan examined %lld keys but classed %lld", examined, sum);
     /* A verdict of "safe" needs a complete walk without a live legacy lock. */
-    if (r->verdict == RELOCK_SCAN_MODERN_SAFE || r->verdict == RELOCK_SCAN_MODERN_SAFE_UNSEEN)
-        FZ_CHECK(r->complete && r->legacy == 0);
+    if (verdict == RELOCK_SCAN_MODERN_SAFE || verdict == RELOCK_SCAN_MODERN_SAFE_UNSEEN)
+        FZ_CHECK(complete && relock_scan_result_count(r, RELOCK_SCAN_LEGACY) == 0);
 }
 
 /* ------------------------------------------------------------ the scenario */
@@ -231,7 +245,7 @@ static void scenario(int port, relock_mode mode, unsigned vbyte, unsigned flags)
         set(cfg, "wait.notify", "false");
     if (vbyte & V_NO_LEGACY_CLIENTS)
         set(cfg, "migration.legacy_clients", "false");
-    long ttl = relock_config_ttl_ms(cfg);
+    long long ttl = relock_config_ttl_ms(cfg);
 
     relock_client *c = NULL;
     relock_status st = relock_connect(cfg, &c);
@@ -266,10 +280,11 @@ static void scenario(int port, relock_mode mode, unsigned vbyte, unsigned flags)
         l = NULL;
     }
 
-    relock_inspect_info ii;
+    relock_inspect_info *ii = NULL;
     st = relock_inspect(c, LOCK_NAME, &ii);
     check_status(c, st, "inspect");
-    check_inspect(&ii);
+    check_inspect(st, ii);
+    relock_inspect_info_free(ii);
 
     char value[VALUE_MAX];
     adopt_value(used, flags, value, sizeof value);
@@ -286,12 +301,11 @@ static void scenario(int port, relock_mode mode, unsigned vbyte, unsigned flags)
     }
 
     if (flags & F_SCAN) {
-        relock_scan_result *sr = malloc(sizeof *sr);
-        FZ_CHECK(sr);
-        st = relock_scan(c, NULL, sr);
+        relock_scan_result *sr = NULL;
+        st = relock_scan(c, NULL, &sr);
         check_status(c, st, "scan");
         check_scan(st, sr);
-        free(sr);
+        relock_scan_result_free(sr);
     }
     relock_client_free(c);
 }

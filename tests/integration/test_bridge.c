@@ -525,7 +525,7 @@ static void wait_late_in_second(void)
 static void assert_key_outlives_validity(relock_lock *l, const char *key)
 {
     long long pttl = cmd_int("PTTL %s", key);
-    long v = relock_lock_validity_ms(l);
+    long long v = relock_lock_validity_ms(l);
     assert_true(v > 0);
     if (pttl < v)
         fail_msg("%s: the key lives %lld ms, the holder is told %ld ms", key, pttl, v);
@@ -614,15 +614,17 @@ static void test_owner_set(void **state)
 
         relock_lock *l = NULL;
         assert_int_equal(relock_acquire(c, "owned2", 900, 0, &l), RELOCK_OK);
-        relock_inspect_info in;
+        relock_inspect_info *in = NULL;
         assert_int_equal(relock_inspect(c, "owned2", &in), RELOCK_OK);
-        assert_non_null(strstr(in.owner, " pid=4242 at="));
+        const char *owner = relock_inspect_info_owner(in);
+        assert_non_null(strstr(owner, " pid=4242 at="));
         const char *tail = " cmd=deploy.sh --all";
-        assert_string_equal(in.owner + strlen(in.owner) - strlen(tail), tail);
+        assert_string_equal(owner + strlen(owner) - strlen(tail), tail);
         char at[40];
-        const char *a = strstr(in.owner, " at=");
+        const char *a = strstr(owner, " at=");
         assert_non_null(a);
         snprintf(at, sizeof at, "%.24s", a); /* " at=YYYY-MM-DDTHH:MM:SSZ" */
+        relock_inspect_info_free(in);
 
         assert_int_equal(relock_keep(l, NULL, NULL), RELOCK_OK);
         assert_int_equal(relock_lock_set_owner(l, 0, NULL), RELOCK_EINVAL);
@@ -633,10 +635,12 @@ static void test_owner_set(void **state)
          * more than a second the record is the new one, at= unchanged. */
         for (int pass = 0; pass < 2; pass++) {
             assert_int_equal(relock_inspect(c, "owned2", &in), RELOCK_OK);
-            assert_non_null(strstr(in.owner, want));
-            assert_non_null(strstr(in.owner, at));
-            assert_non_null(strstr(in.owner, " cmd_pid=7 cmd=sleep 9"));
-            assert_null(strstr(in.owner, "deploy"));
+            owner = relock_inspect_info_owner(in);
+            assert_non_null(strstr(owner, want));
+            assert_non_null(strstr(owner, at));
+            assert_non_null(strstr(owner, " cmd_pid=7 cmd=sleep 9"));
+            assert_null(strstr(owner, "deploy"));
+            relock_inspect_info_free(in);
             if (pass == 0)
                 tu_sleep_ms(1200);
         }
@@ -678,9 +682,10 @@ static void test_owner_info(void **state)
         free(meta);
         long long ttl = cmd_int("PTTL %s", "{owned} relock:owner");
         assert_true(ttl > 0 && ttl <= 5000);
-        relock_inspect_info in;
+        relock_inspect_info *in = NULL;
         assert_int_equal(relock_inspect(c, "owned", &in), RELOCK_OK);
-        assert_non_null(strstr(in.owner, want));
+        assert_non_null(strstr(relock_inspect_info_owner(in), want));
+        relock_inspect_info_free(in);
         assert_int_equal(relock_extend(l, 8000), RELOCK_OK);
         assert_true(cmd_int("PTTL %s", "{owned} relock:owner") > 5000);
         assert_int_equal(relock_release(l), RELOCK_OK);

@@ -137,7 +137,7 @@ static void child(const scenario *sc, tu_chan *ch)
     /* The value written: the fleet's clock (the server's) or ours, 120 s
      * behind.  Reported for the parent to judge with its own clock. */
     char line[128];
-    snprintf(line, sizeof line, "%s %ld", relock_lock_value(l), relock_lock_validity_ms(l));
+    snprintf(line, sizeof line, "%s %lld", relock_lock_value(l), relock_lock_validity_ms(l));
     tu_chan_send(ch, line);
     relock_lock_free(l); /* not released: it stays held for the parent to meet */
     if (server) {

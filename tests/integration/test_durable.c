@@ -195,7 +195,7 @@ static void test_replica_stopped(void **state)
         relock_client *c = durable_client("2", k);
         relock_lock *held = NULL;
         assert_int_equal(relock_try_acquire(c, "dur-held", 10000, &held), RELOCK_OK);
-        long before = relock_lock_validity_ms(held);
+        long long before = relock_lock_validity_ms(held);
 
         assert_int_equal(kill(rep[1].pid, SIGSTOP), 0);
         stopped = 1;

@@ -546,7 +546,7 @@ static void test_basic_cycle(void **state)
             /* Plain legacy writes no TTL (gc_expire is off). */
             EXPECT(srv_int("TTL %s", key) == -1, "key %s has a TTL after a legacy acquire", key);
             EXPECT(relock_lock_validity_ms(l) > 0 && relock_lock_validity_ms(l) <= 5000,
-                   "validity %ld ms out of (0, 5000]", relock_lock_validity_ms(l));
+                   "validity %lld ms out of (0, 5000]", relock_lock_validity_ms(l));
 
             /* Held: another client is refused at once. */
             EXPECT_ST(b, relock_acquire(b, key, 5000, 0, &lb), RELOCK_BUSY);
@@ -968,7 +968,7 @@ static void test_20_release_needs_validity(void **state)
     tu_sleep_ms(relock_lock_validity_ms(l));
     for (int i = 0; i < 500 && relock_lock_validity_ms(l) > 0; i++)
         tu_sleep_ms(2);
-    EXPECT(relock_lock_validity_ms(l) == 0, "validity still %ld ms", relock_lock_validity_ms(l));
+    EXPECT(relock_lock_validity_ms(l) == 0, "validity still %lld ms", relock_lock_validity_ms(l));
     EXPECT_ST(c, relock_release(l), RELOCK_LOST);
     expect_key("p20-late-release", value);
     relock_lock_free(l);

@@ -126,7 +126,7 @@ static void test_validity_unchanged(void **state)
         relock_client *c = tu_client(tu_srv.port, "modern", set);
         relock_lock *l = NULL;
         assert_int_equal(relock_try_acquire(c, "ld-valid", TTL_MS, &l), RELOCK_OK);
-        long v = relock_lock_validity_ms(l);
+        long long v = relock_lock_validity_ms(l);
         assert_true(v > 0 && v <= TTL_MS);
         long long t = pttl("ld-valid");
         assert_true(t > 5000 && t <= TTL_MS + 5000);

@@ -127,7 +127,8 @@ static void natives_of(int port, int *delifeq, int *delex, int *set_ifeq)
                 *delifeq = 1;
             else if (strcasecmp(name->str, "delex") == 0)
                 *delex = 1;
-            else if (strcasecmp(name->str, "set") == 0 && docs_mention(r->element[i + 1], "IFEQ", 0))
+            else if (strcasecmp(name->str, "set") == 0 &&
+                     docs_mention(r->element[i + 1], "IFEQ", 0))
                 *set_ifeq = 1;
         }
     }
@@ -172,7 +173,9 @@ static void add_real_cases(testsrv *srv, const char *name, int delifeq, int dele
                      : lua   ? "release: script"
                              : "release: WATCH/MULTI";
         k->release_cmd = delifeq ? "DELIFEQ" : delex ? "DELEX" : lua ? "EVALSHA" : NULL;
-        k->extend = set_ifeq ? "extend: SET IFEQ PX" : lua ? "extend: script" : "extend: WATCH/MULTI";
+        k->extend = set_ifeq ? "extend: SET IFEQ PX"
+                    : lua    ? "extend: script"
+                             : "extend: WATCH/MULTI";
         k->extend_cmd = set_ifeq ? "SET" : lua ? "EVALSHA" : NULL;
         k->acquire = lua ? "acquire: script" : "acquire: WATCH/MULTI";
     }

@@ -9,6 +9,9 @@
  *   stale     A holds the lock; it is broken and B acquires it.  A's
  *             relock_lock_set_owner(), extend and release (of a handle
  *             adopted from A's value) leave B's record as B wrote it.
+ *   kept      a kept lock's relock_lock_set_owner() writes at once, also
+ *             where the renewals have written a newer value than the
+ *             handle shows.
  *   release   A releases while the proxy holds each reply of the release
  *             in turn; a rival B that finds the key free at that moment
  *             acquires it and writes its record, which must survive the
@@ -144,6 +147,49 @@ static void test_stale(void **state)
     }
 }
 
+/* A kept lock in legacy and bridge modes changes its value at each
+ * renewal, while the handle shows the value as of relock_keep():
+ * relock_lock_set_owner() still rewrites the record at once, conditional
+ * on the value the renewals last wrote. */
+static void test_kept(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        if (!testsrv_personality_runs(targets[i].pers))
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "own-kept-%zu", i);
+        relock_client *a = client(i);
+        relock_lock *la = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 3000, &la), RELOCK_OK);
+        char first[64];
+        snprintf(first, sizeof first, "%s", relock_lock_value(la));
+        assert_int_equal(relock_keep(la, NULL, NULL), RELOCK_OK);
+        int timestamps = strcmp(targets[i].mode, "modern") != 0;
+        /* Until a renewal has written a new value (timestamp modes). */
+        uint64_t end = tu_now_ms() + 8000;
+        char *v = NULL;
+        do {
+            free(v);
+            tu_sleep_ms(100);
+            v = testsrv_cmd(&tu_srv, "GET %s", name);
+            assert_non_null(v);
+        } while (timestamps && strcmp(v, first) == 0 && tu_now_ms() < end);
+        if (timestamps && strcmp(v, first) == 0)
+            fail_msg("%s %s: no renewal wrote a new value within 8 s", targets[i].pers,
+                     targets[i].mode);
+        free(v);
+        assert_int_equal(relock_lock_set_owner(la, 0, "kept"), RELOCK_OK);
+        want_record(i, "set_owner on a kept lock", name, "kept");
+        assert_int_equal(relock_release(la), RELOCK_OK);
+        v = record(name);
+        assert_string_equal(v, "(nil)");
+        free(v);
+        relock_lock_free(la);
+        relock_client_free(a);
+    }
+}
+
 /* The rival: once the proxy relayed k replies (A's release is on hold
  * there), acquires the lock if it is free, on the real server directly. */
 typedef struct rival {
@@ -245,6 +291,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale),
+        cmocka_unit_test(test_kept),
         cmocka_unit_test(test_release_race),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

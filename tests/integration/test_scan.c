@@ -131,7 +131,65 @@ static expect fixture(int live_legacy, const char *marker)
     return e;
 }
 
-static void check_counts(const relock_scan_result *r, const expect *e)
+/* Everything a relock_scan_result tells, read through its accessors into
+ * plain fields, so that the checks below read as comparisons. */
+typedef struct scan_view {
+    long long examined, legacy, bridge, modern, stale, unknown, skipped, other_types, gone;
+    char legacy_example[2048];
+    size_t legacy_example_len;
+    char marker_key[512];
+    long long legacy_seen_ms;
+    int marker_unreadable;
+    char match[2048];
+    int keys_fallback, complete;
+    long long now_ms, quiet_window_ms;
+    relock_scan_verdict verdict;
+    char verdict_text[8192];
+    int cluster_masters;
+} scan_view;
+
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    if (strlen(src) >= cap)
+        fail_msg("test buffer too small for %zu bytes", strlen(src));
+    memcpy(dst, src, strlen(src) + 1);
+}
+
+/* relock_scan() into *v; the result object is freed here. */
+static relock_status scan_view_run(relock_client *c, const char *match, scan_view *v)
+{
+    relock_scan_result *r = (relock_scan_result *)1; /* must be overwritten */
+    relock_status st = relock_scan(c, match, &r);
+    if (r == (relock_scan_result *)1)
+        fail_msg("relock_scan left *out unset");
+    memset(v, 0, sizeof *v);
+    v->examined = relock_scan_result_count(r, RELOCK_SCAN_EXAMINED);
+    v->legacy = relock_scan_result_count(r, RELOCK_SCAN_LEGACY);
+    v->bridge = relock_scan_result_count(r, RELOCK_SCAN_BRIDGE);
+    v->modern = relock_scan_result_count(r, RELOCK_SCAN_MODERN);
+    v->stale = relock_scan_result_count(r, RELOCK_SCAN_STALE);
+    v->unknown = relock_scan_result_count(r, RELOCK_SCAN_UNKNOWN);
+    v->skipped = relock_scan_result_count(r, RELOCK_SCAN_SKIPPED);
+    v->other_types = relock_scan_result_count(r, RELOCK_SCAN_OTHER_TYPES);
+    v->gone = relock_scan_result_count(r, RELOCK_SCAN_GONE);
+    copy_text(v->legacy_example, sizeof v->legacy_example,
+              relock_scan_result_legacy_example(r, &v->legacy_example_len));
+    copy_text(v->marker_key, sizeof v->marker_key, relock_scan_result_marker_key(r));
+    v->legacy_seen_ms = relock_scan_result_legacy_seen_ms(r);
+    v->marker_unreadable = relock_scan_result_marker_unreadable(r);
+    copy_text(v->match, sizeof v->match, relock_scan_result_match(r));
+    v->keys_fallback = relock_scan_result_keys_fallback(r);
+    v->complete = relock_scan_result_complete(r);
+    v->now_ms = relock_scan_result_now_ms(r);
+    v->quiet_window_ms = relock_scan_result_quiet_window_ms(r);
+    v->verdict = relock_scan_result_verdict(r);
+    copy_text(v->verdict_text, sizeof v->verdict_text, relock_scan_result_verdict_text(r));
+    v->cluster_masters = relock_scan_result_cluster_masters(r);
+    relock_scan_result_free(r);
+    return st;
+}
+
+static void check_counts(const scan_view *r, const expect *e)
 {
     assert_int_equal(r->legacy, e->legacy);
     assert_int_equal(r->bridge, e->bridge);
@@ -171,9 +229,9 @@ static relock_client *client(int port, const char *mode, long long window_ms)
     return c;
 }
 
-static void scan_ok(relock_client *c, const char *match, relock_scan_result *r)
+static void scan_ok(relock_client *c, const char *match, scan_view *r)
 {
-    relock_status st = relock_scan(c, match, r);
+    relock_status st = scan_view_run(c, match, r);
     if (st != RELOCK_OK)
         fail_msg("scan: %s", relock_client_error(c)->message);
 }
@@ -190,7 +248,7 @@ static void test_live_legacy_stays(void **state)
     (void)state;
     expect e = fixture(1, NULL);
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
     assert_string_equal(r.match, PREFIX "*");
@@ -228,7 +286,7 @@ static void test_recent_sighting_stays(void **state)
     snprintf(v, sizeof v, "%lld", seen);
     expect e = fixture(0, v);
     relock_client *c = client(srv.port, "bridge", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
     assert_int_equal(r.legacy_seen_ms, seen);
@@ -248,7 +306,7 @@ static void test_old_sighting_modern_safe(void **state)
     snprintf(v, sizeof v, "%lld", wall_ms() - 8 * DAY_MS);
     expect e = fixture(0, v);
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
     assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE);
@@ -279,7 +337,7 @@ static void test_never_seen_modern_with_caveat(void **state)
     (void)state;
     expect e = fixture(0, NULL);
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
     assert_int_equal(r.legacy_seen_ms, -1);
@@ -300,7 +358,7 @@ static void test_unreadable_marker_stays(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         expect e = fixture(0, bad[i]);
         relock_client *c = client(srv.port, "modern", 1000);
-        relock_scan_result r;
+        scan_view r;
         scan_ok(c, NULL, &r);
         check_counts(&r, &e);
         assert_int_equal(r.marker_unreadable, 1);
@@ -313,7 +371,7 @@ static void test_unreadable_marker_stays(void **state)
     fixture(0, NULL);
     cmd("RPUSH %s x", PREFIX " relock:legacy-seen");
     relock_client *c = client(srv.port, "modern", 1000);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, NULL, &r);
     assert_int_equal(r.marker_unreadable, 1);
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
@@ -327,20 +385,22 @@ static void test_bound_makes_incomplete(void **state)
     (void)state;
     fixture(0, NULL);
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     relock__scan_max_keys = 5;
-    relock_status st = relock_scan(c, NULL, &r);
+    relock_status st = scan_view_run(c, NULL, &r);
     relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
     assert_int_equal(st, RELOCK_OK);
     assert_int_equal(r.complete, 0);
     assert_int_equal(r.examined, 5);
     assert_int_equal(r.verdict, RELOCK_SCAN_INCOMPLETE);
     assert_has(r.verdict_text, "stopped after 5 keys");
+    /* The library states the fact; the command adds its own advice. */
+    assert_null(strstr(r.verdict_text, "--match"));
 
     cmd("SET " PREFIX "legacy-s %lld", wall_ms() / 1000 + 120);
     relock__scan_max_keys = 1;
     /* Only the one legacy key matches this pattern. */
-    st = relock_scan(c, PREFIX "legacy*", &r);
+    st = scan_view_run(c, PREFIX "legacy*", &r);
     relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
     assert_int_equal(st, RELOCK_OK);
     assert_int_equal(r.legacy, 1);
@@ -354,24 +414,40 @@ static void test_match_and_bad_arguments(void **state)
     (void)state;
     fixture(0, NULL);
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, "other:*", &r);
     assert_string_equal(r.match, "other:*");
     assert_int_equal(r.examined, 1);
     assert_int_equal(r.legacy, 1);
     assert_string_equal(r.legacy_example, "other:legacy");
+    assert_int_equal(r.legacy_example_len, strlen("other:legacy"));
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+
+    /* Names and patterns of any length come back whole, in the result and
+     * in its text (they were cut at 127 and 300 bytes once). */
+    char longkey[701];
+    memset(longkey, 'k', sizeof longkey - 1);
+    memcpy(longkey, "long:", 5);
+    longkey[sizeof longkey - 1] = '\0';
+    cmd("SET %s %lld", longkey, wall_ms() / 1000 + 120);
+    scan_ok(c, longkey, &r);
+    assert_int_equal(r.legacy, 1);
+    assert_string_equal(r.legacy_example, longkey);
+    assert_int_equal(r.legacy_example_len, sizeof longkey - 1);
+    assert_string_equal(r.match, longkey);
+    assert_has(r.verdict_text, longkey);
+    cmd("DEL %s", longkey);
 
     scan_ok(c, "nothing-matches-*", &r);
     assert_int_equal(r.examined, 0);
     assert_int_equal(r.complete, 1);
     assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE_UNSEEN);
 
-    assert_int_equal(relock_scan(c, "", &r), RELOCK_EINVAL);
+    assert_int_equal(scan_view_run(c, "", &r), RELOCK_EINVAL);
     char big[1100];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    assert_int_equal(relock_scan(c, big, &r), RELOCK_EINVAL);
+    assert_int_equal(scan_view_run(c, big, &r), RELOCK_EINVAL);
     assert_has(relock_client_error(c)->message, "pattern longer than 1024 bytes");
     /* The handle works on after a refused call. */
     scan_ok(c, NULL, &r);
@@ -390,7 +466,7 @@ static void test_many_keys(void **state)
         "  redis.call('SET', 'app:s' .. i, '1000000000') "
         "end return 1");
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
+    scan_view r;
     scan_ok(c, NULL, &r);
     assert_int_equal(r.examined, 5000);
     assert_int_equal(r.modern, 2500);
@@ -421,8 +497,8 @@ static void test_old_servers_same_counts(void **state)
         assert_int_equal(testsrv_start_proxy(&px, srv.port, pers, NULL), 0);
         expect e = fixture(1, seen);
         relock_client *c = client(px.port, "modern", 7 * DAY_MS);
-        relock_scan_result r;
-        relock_status st = relock_scan(c, NULL, &r);
+        scan_view r;
+        relock_status st = scan_view_run(c, NULL, &r);
         if (st != RELOCK_OK)
             fail_msg("personality %s: %s", pers, relock_client_error(c)->message);
         check_counts(&r, &e);
@@ -448,8 +524,8 @@ static void test_keys_fallback_refused_on_big_db(void **state)
     testsrv px;
     assert_int_equal(testsrv_start_proxy(&px, srv.port, "2.6.11", NULL), 0);
     relock_client *c = client(px.port, "modern", 7 * DAY_MS);
-    relock_scan_result r;
-    assert_int_equal(relock_scan(c, NULL, &r), RELOCK_EUNSUPPORTED);
+    scan_view r;
+    assert_int_equal(scan_view_run(c, NULL, &r), RELOCK_EUNSUPPORTED);
     const char *msg = relock_client_error(c)->message;
     assert_has(msg, "has no SCAN (needs 2.8)");
     assert_has(msg, "holds 10018 keys");

@@ -644,7 +644,7 @@ static void bridge_takeover_holds(const char *unit, long timeout, long hold_ms, 
         assert_true(kids[k] > 0);
     }
     tu_sleep_ms(hold_ms);
-    long validity = relock_lock_validity_ms(l);
+    long long validity = relock_lock_validity_ms(l);
     log_line(log, "exit", "bridge", validity > 0 ? NULL : "overrun");
     st = relock_release(l);
     const char *release_msg = st == RELOCK_OK ? "" : relock_client_error(c)->message;
@@ -664,7 +664,7 @@ static void bridge_takeover_holds(const char *unit, long timeout, long hold_ms, 
     long long ttl_end = pttl_wall + pttl;
     printf("interop[bridge takes over a dead classic holder, %s%s]: dead value %s, taken over "
            "after %.2f s with %s (PTTL %lld ms, ending %+lld ms from V; ttl %ld ms); held %ld "
-           "ms (validity left %ld ms)%s; release %s%s%s; %ld sections, %ld overlaps\n",
+           "ms (validity left %lld ms)%s; release %s%s%s; %ld sections, %ld overlaps\n",
            unit, loser == LOSER_SAME ? ", GETSET loser of the same value"
                  : loser == LOSER_OTHER ? ", GETSET loser" : "",
            dead_value, waited / 1000.0, value, pttl, ttl_end - v * u, ttl, hold_ms, validity,

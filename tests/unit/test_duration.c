@@ -9,9 +9,9 @@
 
 #include "relockx.h"
 
-static void good(const char *s, long want)
+static void good(const char *s, long long want)
 {
-    long ms = -7;
+    long long ms = -7;
     char why[128] = "";
     assert_int_equal(relockx_parse_duration(s, &ms, why, sizeof why), 0);
     assert_int_equal(ms, want);
@@ -19,7 +19,7 @@ static void good(const char *s, long want)
 
 static void bad(const char *s, const char *reason_part)
 {
-    long ms = -7;
+    long long ms = -7;
     char why[128] = "";
     assert_int_equal(relockx_parse_duration(s, &ms, why, sizeof why), -1);
     assert_int_equal(ms, -7); /* untouched on error */

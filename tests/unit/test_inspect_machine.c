@@ -45,6 +45,8 @@ static void test_one_batch(void **state)
 
     /* Without PTTL (before 2.6): TTL, in seconds; no owner key. */
     f.c->conn.caps = 0;
+    free(info.value);
+    free(info.owner);
     memset(&info, 0, sizeof info);
     relock__inspect_init(&m, "", &info);
     in = feed_none(1);
@@ -56,6 +58,8 @@ static void test_one_batch(void **state)
     assert_int_equal(m.h.st, RELOCK_OK);
     assert_int_equal(info.kind, RELOCK_VALUE_TOKEN);
     assert_int_equal(info.pttl_ms, 9000);
+    free(info.value);
+    free(info.owner);
     fake_free(&f);
 }
 

@@ -15,20 +15,20 @@
 #include "engine/waitplan.h"
 
 static const unsigned attempts[] = {0, 1, 2, 5, 29, 30, 31, 1000, UINT_MAX};
-static const long holders[] = {-1, 0, 1, 2, 3, 4, 49, 99, 100, 101, 199, 200, 201, 299,
-                               300, 1000, 2100, 8000, 60000, 0x7fffffffL};
-static const long bounds[] = {0, -1, 1, 5000};
-static const long lefts[] = {-7, 0, 1, 2, 3, 150, 5000};
-static const long backoffs[][2] = {{1, 1}, {1, 200}, {2, 200}, {10, 10}, {50, 10000}};
-static const long margins[] = {0, 1, 50, 1000};
+static const long long holders[] = {-1, 0, 1, 2, 3, 4, 49, 99, 100, 101, 199, 200, 201, 299,
+                               300, 1000, 2100, 8000, 60000, 0x7fffffffLL};
+static const long long bounds[] = {0, -1, 1, 5000};
+static const long long lefts[] = {-7, 0, 1, 2, 3, 150, 5000};
+static const long long backoffs[][2] = {{1, 1}, {1, 200}, {2, 200}, {10, 10}, {50, 10000}};
+static const long long margins[] = {0, 1, 50, 1000};
 static const uint64_t rnds[] = {0, 12345, 0xffffffffffffffffull};
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Calls f for every input of the grid; returns how many. */
-static long grid(void (*f)(const relock__wait_in *in))
+static long long grid(void (*f)(const relock__wait_in *in))
 {
-    long n = 0;
+    long long n = 0;
     relock__wait_in in;
     for (size_t a = 0; a < N(attempts); a++)
         for (size_t h = 0; h < N(holders); h++)
@@ -60,8 +60,8 @@ static long grid(void (*f)(const relock__wait_in *in))
 static void describe(const relock__wait_in *in, char *buf, size_t len)
 {
     snprintf(buf, len,
-             "attempt %u holder %ld silent %d notify %d subscribed %d after_subscribe %d "
-             "bound %ld left %ld backoff %ld-%ld margin %ld rnd %llu",
+             "attempt %u holder %lld silent %d notify %d subscribed %d after_subscribe %d "
+             "bound %lld left %lld backoff %lld-%lld margin %lld rnd %llu",
              in->attempt, in->holder_ms, in->silent_holder, in->notify, in->subscribed,
              in->after_subscribe, in->bound_ms, in->left_ms, in->backoff_min_ms,
              in->backoff_max_ms, in->skew_margin_ms, (unsigned long long)in->rnd);
@@ -111,7 +111,7 @@ static void check_action(const relock__wait_in *in)
     CHECK(p.act == RELOCK__WAIT_SLEEP, in);
 }
 
-/* How long a sleep is: bounded below and above, never past the bound or
+/* How long long a sleep is: bounded below and above, never past the bound or
  * the holder's known end. */
 static void check_sleep(const relock__wait_in *in)
 {
@@ -124,17 +124,17 @@ static void check_sleep(const relock__wait_in *in)
     CHECK(p.sleep_ms <= in->backoff_max_ms, in);
     if (in->holder_ms >= 0)
         CHECK(p.sleep_ms <= in->holder_ms + 1, in);
-    long backoff = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, capped(in->attempt),
+    long long backoff = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, capped(in->attempt),
                                    in->holder_ms, in->rnd);
     CHECK(p.sleep_ms <= backoff, in);
-    long want = backoff;
+    long long want = backoff;
     int window = 0;
     if (in->silent_holder) {
         /* A holder that never announces its release: near its expiry (or
          * when its end is unknown) poll at the legacy rate; before that
          * the backoff, waking at the window's start at the latest. */
-        long lead = RELOCK__LEGACY_WINDOW_MS + 2 * in->skew_margin_ms;
-        long poll = relock__legacy_poll_ms(in->backoff_min_ms);
+        long long lead = RELOCK__LEGACY_WINDOW_MS + 2 * in->skew_margin_ms;
+        long long poll = relock__legacy_poll_ms(in->backoff_min_ms);
         if (in->holder_ms < 0 || in->holder_ms <= lead) {
             window = 1;
             if (want > poll)
@@ -166,8 +166,8 @@ static void check_deterministic(const relock__wait_in *in)
 static void test_grid_actions(void **state)
 {
     (void)state;
-    long n = grid(check_action);
-    print_message("%ld combinations\n", n);
+    long long n = grid(check_action);
+    print_message("%lld combinations\n", n);
     assert_true(n > 1000000);
 }
 
@@ -256,7 +256,7 @@ static void test_holder_end(void **state)
     in.holder_ms = 0; /* released or taken over meanwhile: look again soon */
     assert_int_equal(relock__wait_plan_next(&in).sleep_ms, 1);
     in.holder_ms = 100000; /* far: the backoff */
-    long s = relock__wait_plan_next(&in).sleep_ms;
+    long long s = relock__wait_plan_next(&in).sleep_ms;
     assert_true(s >= 100 && s <= 200);
 }
 
@@ -315,17 +315,17 @@ static void test_window_edges(void **state)
  * acquired; counts the attempts before `upto` and in [from, to).
  */
 typedef struct sim {
-    long end, del;
+    long long end, del;
     int silent;
-    long margin;
-    long upto, from, to;
-    long early, in_window; /* out */
-    long attempts;         /* out */
+    long long margin;
+    long long upto, from, to;
+    long long early, in_window; /* out */
+    long long attempts;         /* out */
 } sim;
 
-static long run_wait(sim *s, uint64_t seed)
+static long long run_wait(sim *s, uint64_t seed)
 {
-    long t = 0;
+    long long t = 0;
     int subscribed = 0;
     for (unsigned attempt = 0; attempt < 100000; attempt++) {
         s->attempts++;
@@ -368,16 +368,16 @@ static void test_sim_far_expiry(void **state)
     (void)state;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         sim s = {8000, -1, 1, 0, 4000, 8000 - RELOCK__LEGACY_WINDOW_MS, 8000, 0, 0, 0};
-        long got = run_wait(&s, seed);
+        long long got = run_wait(&s, seed);
         assert_true(got >= 8000 && got <= 8001);
         /* 2 ms backoff doubling to 200: about 30 looks in 4 s, never the
          * 1000 of a legacy rate. */
         if (s.early > 60)
-            fail_msg("seed %llu: %ld attempts in the first 4 s", (unsigned long long)seed,
+            fail_msg("seed %llu: %lld attempts in the first 4 s", (unsigned long long)seed,
                      s.early);
         /* Every 4 ms in the window: 25, give or take the edges. */
         if (s.in_window < 24)
-            fail_msg("seed %llu: only %ld attempts in the last 100 ms", (unsigned long long)seed,
+            fail_msg("seed %llu: only %lld attempts in the last 100 ms", (unsigned long long)seed,
                      s.in_window);
         /* The whole wait: the two parts and little else. */
         assert_true(s.attempts < 120);
@@ -390,7 +390,7 @@ static void test_sim_margin(void **state)
 {
     (void)state;
     sim s = {8000, -1, 1, 1000, 4000, 8000 - 2000 - RELOCK__LEGACY_WINDOW_MS, 8000, 0, 0, 0};
-    long got = run_wait(&s, 7);
+    long long got = run_wait(&s, 7);
     assert_true(got >= 8000 && got <= 8001);
     assert_true(s.in_window >= (2000 + RELOCK__LEGACY_WINDOW_MS) / 4 - 1);
     assert_true(s.early < 60);
@@ -402,9 +402,9 @@ static void test_sim_early_del(void **state)
 {
     (void)state;
     for (uint64_t seed = 1; seed <= 200; seed++) {
-        for (long del = 0; del < 3000; del += 97) {
+        for (long long del = 0; del < 3000; del += 97) {
             sim s = {8000, del, 1, 0, 0, 0, 0, 0, 0, 0};
-            long got = run_wait(&s, seed);
+            long long got = run_wait(&s, seed);
             assert_true(got >= del);
             assert_true(got <= del + 200);
         }
@@ -417,7 +417,7 @@ static void test_sim_other_holders(void **state)
     (void)state;
     /* A TTL 8 s away: backoff only, the lock taken within 1 ms of its end. */
     sim s = {8000, -1, 0, 0, 8000, 7900, 8000, 0, 0, 0};
-    long got = run_wait(&s, 3);
+    long long got = run_wait(&s, 3);
     assert_true(got >= 8000 && got <= 8001);
     assert_true(s.in_window <= 2);
     assert_true(s.early < 80);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The simulator's teeth (docs/architecture.md, "Simulator"): each patch in
+# tests/sim/reverts/ undoes one double-holder fix of issue 13 in the
+# machines (or the transport and leaves they use); built with it, the
+# simulator must find a violation.  Works in a temporary worktree of HEAD, so the checkout
+# is never modified; builds only relock_sim there.
+#
+#   tests/sim/reverts.sh            every patch
+#   tests/sim/reverts.sh 3 5        patches whose names start with 3 or 5
+#
+# Exit status 0 when every patch made the simulator fail, 1 otherwise.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DIR=$(mktemp -d /tmp/relock-reverts.XXXXXX)
+cleanup() {
+    git -C "$ROOT" worktree remove --force "$DIR/src" >/dev/null 2>&1 || true
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+git -C "$ROOT" worktree add --detach "$DIR/src" HEAD >/dev/null 2>&1
+# The working tree's own simulator and patches, in case they are not committed yet.
+cp -r "$ROOT/tests/sim/." "$DIR/src/tests/sim/"
+cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+SIM="$DIR/build/tests/sim/relock_sim"
+
+# Which simulator run must fail once each fix is undone.
+run_for() {
+    case "$1" in
+    1-*) "$SIM" --boundaries --scenario bridge-offset0 ;;
+    2-*) "$SIM" --boundaries --scenario break-legacy-2.0 &&
+         "$SIM" --boundaries --scenario break-legacy-2.2 ;;
+    3-*) "$SIM" --boundaries --scenario break-legacy-2.2 &&
+         "$SIM" --boundaries --scenario legacy-2.2 ;;
+    4-*) "$SIM" --boundaries --scenario clock-server ;;
+    5-*) "$SIM" --boundaries --scenario fence-tag ;;
+    6-*) "$SIM" --boundaries --scenario legacy-2.0 ;;
+    *) echo "no run known for $1" >&2; return 0 ;;
+    esac
+}
+
+failed=0
+for p in "$ROOT"/tests/sim/reverts/*.patch; do
+    name=$(basename "$p" .patch)
+    if [ $# -gt 0 ]; then
+        want=0
+        for a in "$@"; do [[ $name == "$a"* ]] && want=1; done
+        [ $want = 1 ] || continue
+    fi
+    git -C "$DIR/src" apply "$p"
+    cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+    if run_for "$name" >"$DIR/out" 2>&1; then
+        echo "reverts: $name: the simulator found NOTHING"
+        failed=1
+    else
+        echo "reverts: $name: found: $(grep -m1 -o 'VIOLATION[^:]*: .*' "$DIR/out" | cut -c1-160)"
+    fi
+    git -C "$DIR/src" apply -R "$p"
+done
+cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+if "$SIM" --seeds 200 >"$DIR/out" 2>&1; then
+    echo "reverts: with every fix in place: no violation"
+else
+    echo "reverts: with every fix in place: VIOLATION"; cat "$DIR/out"; failed=1
+fi
+exit $failed

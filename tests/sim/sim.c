@@ -1,0 +1,1264 @@
+/*
+ * The simulator's core (sim.h): coroutines, the socket and clock calls
+ * answered from the model, the scheduler with its faults, the clients'
+ * programs and the invariants.
+ *
+ * The socket calls.  This program defines connect(), read(), write(),
+ * poll() and close() (and clock_gettime(), nanosleep(), getrandom(),
+ * time()).  hiredis, a shared library, calls them through its PLT, so they
+ * reach these definitions: a connection to 127.0.0.1:SIM_PORT made from a
+ * simulated client becomes a connection to the model server, and a read
+ * that has no reply yet yields to the scheduler.  Every other descriptor,
+ * and every call outside a simulated client, goes to the C library.  The
+ * library under test is unchanged: relock's own code, through its
+ * transport (conn.c) down to hiredis's parser, runs as in production.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "sim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "internal.h"
+#include "model.h"
+
+/* AddressSanitizer is told of each switch of stacks, so that it keeps
+ * track of the coroutines' stacks. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define FIBER_START(save, bottom, size) __sanitizer_start_switch_fiber((save), (bottom), (size))
+#define FIBER_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber((save), (bottom), (size))
+#else
+#define FIBER_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define FIBER_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+static const void *sched_bottom;
+static size_t sched_size;
+
+#define SIM_PORT 9
+#define SIM_FDS 4096
+#define STACK_SIZE (512 * 1024)
+#define WALL_BASE 1764000000000LL /* 2025-11-24, a present-day date */
+#define MONO_BASE 5000000LL
+
+enum cstate { ST_NEW, ST_RUN, ST_READ, ST_SLEEP, ST_DONE };
+
+typedef struct sclient {
+    int id;
+    sim_client_spec sp;
+    ucontext_t uc;
+    char *stack;
+    int state;
+    long long wake;       /* ST_SLEEP: virtual ms to wake at */
+    int wait_fd;          /* woken early when this descriptor has data, or -1 */
+    long long skew;       /* wall clock offset */
+    long long paused;     /* ms spent paused by SF_PAUSE (for the wait bound) */
+    long long resume_at;  /* SF_PAUSE: stopped until then */
+    /* The claim: the client believes it holds sp.lock until claim_end. */
+    int claim;
+    int claim_void;       /* broken by an operator or forgotten by a restart */
+    long long claim_start, claim_end;
+    char claim_value[RELOCK__VALUE_MAX];
+    uint64_t rng;
+    void *fiber;          /* AddressSanitizer's note of its fake stack */
+} sclient;
+
+typedef struct sconn {
+    int used;
+    int client;
+    int mconn;            /* the model's connection, -1 once dead */
+    int dead;
+    unsigned long seq;    /* the order connections were made in: descriptors can be reused */
+    long long hold_until; /* SF_HOLD: the client times out then; 0 none */
+    model_buf in;         /* bytes written by the client */
+    size_t in_off;
+    model_buf out;        /* reply bytes for the client */
+    size_t out_off;
+} sconn;
+
+static struct {
+    const sim_scenario *sc;
+    const sim_opts *o;
+    sim_result *r;
+    model m;
+    sclient cl[SIM_MAX_CLIENTS];
+    int ncl;
+    sconn conns[SIM_FDS];
+    long long now;        /* virtual ms since the start of the run */
+    long long wall0;      /* the server's wall clock at now = 0 */
+    ucontext_t sched;
+    sclient *cur;
+    uint64_t rng;         /* the chooser's generator */
+    int faults_left;
+    int epoch;            /* server restarts so far */
+    long long max_fence[8];
+    char fence_lock[8][64];
+    int nfence;
+    int maxfd;            /* above every simulated descriptor */
+    unsigned long nextseq;
+    model_buf trace;
+    int quiet;
+    int tracing;          /* keep the trace (a run is replayed with it to print one) */
+    int violated;
+    int draining;         /* past max_steps: no more faults, choice 0 */
+    long long broken_at;  /* the last operator break or restart, or -1 */
+    int forced_done[4];
+} S;
+
+/* ------------------------------------------------------------------ real calls */
+
+#define REAL(name, ret, args)                                                                 \
+    static ret(*real_##name) args;                                                            \
+    static void load_##name(void)                                                             \
+    {                                                                                         \
+        if (!real_##name)                                                                     \
+            *(void **)&real_##name = dlsym(RTLD_NEXT, #name);                                 \
+    }
+REAL(connect, int, (int, const struct sockaddr *, socklen_t))
+REAL(read, ssize_t, (int, void *, size_t))
+REAL(write, ssize_t, (int, const void *, size_t))
+REAL(poll, int, (struct pollfd *, nfds_t, int))
+REAL(close, int, (int))
+REAL(nanosleep, int, (const struct timespec *, struct timespec *))
+
+/* ------------------------------------------------------------------ trace */
+
+static void tracef(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void tracef(const char *fmt, ...)
+{
+    if (!S.tracing)
+        return;
+    char line[700];
+    int n = snprintf(line, sizeof line, "%7lld ", S.now);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (k < 0)
+        return;
+    n += k;
+    if ((size_t)n > sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    model_buf_add(&S.trace, line, (size_t)n);
+}
+
+static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void violation(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (S.tracing)
+        tracef("VIOLATION: %s", msg);
+    if (!S.violated) {
+        S.violated = 1;
+        snprintf(S.r->msg, sizeof S.r->msg, "%s", msg);
+    }
+}
+
+/* ------------------------------------------------------------------ choices */
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* One choice among n (n >= 2).  fault: choice 0 is "no fault", taken most
+ * of the time when choosing at random. */
+static int choose(int n, int fault)
+{
+    sim_result *r = S.r;
+    int pick;
+    if (n < 2 || S.draining)
+        return 0;
+    if (S.o->dfs) {
+        if (r->nchoices >= S.o->depth || r->nchoices >= (int)(sizeof r->picks / sizeof r->picks[0]))
+            return 0;
+        pick = r->nchoices < S.o->npath ? S.o->path[r->nchoices] : 0;
+        if (pick >= n)
+            pick = n - 1;
+    } else {
+        uint64_t x = mix(&S.rng);
+        if (fault) {
+            double u = (double)(x >> 11) / 9007199254740992.0;
+            pick = u < S.o->fault_rate ? 1 + (int)(mix(&S.rng) % (uint64_t)(n - 1)) : 0;
+        } else {
+            pick = (int)(x % (uint64_t)n);
+        }
+        if (r->nchoices >= (int)(sizeof r->picks / sizeof r->picks[0]))
+            return pick;
+    }
+    r->picks[r->nchoices] = pick;
+    r->ns[r->nchoices] = n;
+    r->nchoices++;
+    return pick;
+}
+
+/* ------------------------------------------------------------------ coroutines */
+
+static void yield(void)
+{
+    sclient *c = S.cur;
+    FIBER_START(&c->fiber, sched_bottom, sched_size);
+    swapcontext(&c->uc, &S.sched);
+    FIBER_FINISH(c->fiber, &sched_bottom, &sched_size);
+}
+
+static void resume(sclient *c)
+{
+    void *save = NULL;
+    S.cur = c;
+    c->state = ST_RUN;
+    FIBER_START(&save, c->stack, STACK_SIZE);
+    swapcontext(&S.sched, &c->uc);
+    FIBER_FINISH(save, NULL, NULL);
+    S.cur = NULL;
+}
+
+static void sim_sleep_ms(long long ms, int fd)
+{
+    sclient *c = S.cur;
+    c->state = ST_SLEEP;
+    c->wake = S.now + (ms > 0 ? ms : 0);
+    c->wait_fd = fd;
+    yield();
+    c->wait_fd = -1;
+}
+
+/* ------------------------------------------------------------------ clocks, randomness */
+
+static long long wall_of(const sclient *c)
+{
+    return S.wall0 + S.now + (c ? c->skew : 0);
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    if (!S.cur)
+        return (int)syscall(SYS_clock_gettime, id, ts);
+    long long ms = id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE ? wall_of(S.cur)
+                                                                        : MONO_BASE + S.now;
+    ts->tv_sec = (time_t)(ms / 1000);
+    ts->tv_nsec = (long)(ms % 1000) * 1000000L;
+    return 0;
+}
+
+time_t time(time_t *t)
+{
+    time_t v;
+    if (S.cur) {
+        v = (time_t)(wall_of(S.cur) / 1000);
+    } else {
+        struct timespec ts;
+        syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+        v = ts.tv_sec;
+    }
+    if (t)
+        *t = v;
+    return v;
+}
+
+int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+    if (!S.cur) {
+        load_nanosleep();
+        return real_nanosleep(req, rem);
+    }
+    sim_sleep_ms((long long)req->tv_sec * 1000 + req->tv_nsec / 1000000, -1);
+    if (rem)
+        rem->tv_sec = rem->tv_nsec = 0;
+    return 0;
+}
+
+ssize_t getrandom(void *buf, size_t len, unsigned flags)
+{
+    (void)flags;
+    unsigned char *p = buf;
+    uint64_t *st = S.cur ? &S.cur->rng : &S.rng;
+    for (size_t i = 0; i < len; i++)
+        p[i] = (unsigned char)(mix(st) >> 24);
+    return (ssize_t)len;
+}
+
+/* ------------------------------------------------------------------ sockets */
+
+static sconn *sim_conn(int fd)
+{
+    if (fd < 0 || fd >= SIM_FDS || !S.conns[fd].used)
+        return NULL;
+    return &S.conns[fd];
+}
+
+static void kill_conn(sconn *k, const char *why)
+{
+    if (k->dead)
+        return;
+    k->dead = 1;
+    if (k->mconn >= 0)
+        model_conn_close(&S.m, k->mconn);
+    k->mconn = -1;
+    tracef("c%d connection closed (%s)", k->client, why);
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    if (S.cur && sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        if (ntohs(in->sin_port) == SIM_PORT && fd >= 0 && fd < SIM_FDS) {
+            if (S.m.down) {
+                errno = ECONNREFUSED;
+                return -1;
+            }
+            sconn *k = &S.conns[fd];
+            memset(k, 0, sizeof *k);
+            k->used = 1;
+            k->client = S.cur->id;
+            k->mconn = model_conn_open(&S.m, S.cur->id);
+            if (k->mconn < 0) {
+                k->used = 0;
+                errno = ECONNREFUSED;
+                return -1;
+            }
+            if (fd + 1 > S.maxfd)
+                S.maxfd = fd + 1;
+            k->seq = ++S.nextseq;
+            return 0;
+        }
+    }
+    load_connect();
+    return real_connect(fd, sa, len);
+}
+
+static size_t pending_cmds(sconn *k)
+{
+    size_t n = 0, off = k->in_off;
+    while (off < k->in.n) {
+        int argc;
+        const char *argv[MODEL_ARGS];
+        size_t l[MODEL_ARGS];
+        long used = model_parse_command(k->in.p + off, k->in.n - off, &argc, argv, l, MODEL_ARGS);
+        if (used <= 0)
+            break;
+        off += (size_t)used;
+        n++;
+    }
+    return n;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    sconn *k = S.cur ? sim_conn(fd) : NULL;
+    if (!k) {
+        load_write();
+        return real_write(fd, buf, n);
+    }
+    if (k->dead) {
+        errno = EPIPE;
+        return -1;
+    }
+    model_buf_add(&k->in, buf, n);
+    return (ssize_t)n;
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+    sconn *k = S.cur ? sim_conn(fd) : NULL;
+    if (!k) {
+        load_read();
+        return real_read(fd, buf, n);
+    }
+    long timeout = 1000; /* every client's command_timeout_ms */
+    for (int rounds = 0;; rounds++) {
+        if (k->out_off < k->out.n) {
+            size_t m = k->out.n - k->out_off;
+            if (m > n)
+                m = n;
+            memcpy(buf, k->out.p + k->out_off, m);
+            k->out_off += m;
+            if (k->out_off == k->out.n)
+                k->out_off = k->out.n = 0;
+            return (ssize_t)m;
+        }
+        if (k->hold_until) {
+            if (S.now >= k->hold_until) {
+                k->hold_until = 0;
+                kill_conn(k, "reply never came; client timed out");
+                errno = EAGAIN;
+                return -1;
+            }
+            sim_sleep_ms(k->hold_until - S.now, -1);
+            continue;
+        }
+        if (k->dead)
+            return 0;
+        if (pending_cmds(k) > 0) {
+            S.cur->state = ST_READ;
+            S.cur->wait_fd = fd;
+            yield();
+            continue;
+        }
+        /* Nothing asked and nothing to read (a subscriber): the socket's
+         * timeout ends the wait. */
+        if (rounds > 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        sim_sleep_ms(timeout, fd);
+    }
+}
+
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    int sim = 0;
+    for (nfds_t i = 0; i < n; i++)
+        if (sim_conn(fds[i].fd))
+            sim = 1;
+    if (!S.cur || !sim) {
+        load_poll();
+        return real_poll(fds, n, timeout);
+    }
+    long long end = timeout < 0 ? S.now + 3600000 : S.now + timeout;
+    for (;;) {
+        int ready = 0;
+        int fd = -1;
+        for (nfds_t i = 0; i < n; i++) {
+            sconn *k = sim_conn(fds[i].fd);
+            fds[i].revents = 0;
+            if (!k)
+                continue;
+            fd = fds[i].fd;
+            if (k->out_off < k->out.n)
+                fds[i].revents |= POLLIN;
+            if (k->dead)
+                fds[i].revents |= POLLIN | POLLHUP;
+            if ((fds[i].events & POLLOUT) && !k->dead)
+                fds[i].revents |= POLLOUT;
+            if (fds[i].revents)
+                ready++;
+        }
+        if (ready || S.now >= end)
+            return ready;
+        sim_sleep_ms(end - S.now, fd);
+    }
+}
+
+int close(int fd)
+{
+    sconn *k = sim_conn(fd);
+    if (k) {
+        if (!k->dead && k->mconn >= 0)
+            model_conn_close(&S.m, k->mconn);
+        model_buf_free(&k->in);
+        model_buf_free(&k->out);
+        memset(k, 0, sizeof *k);
+    }
+    load_close();
+    return real_close(fd);
+}
+
+/* ------------------------------------------------------------------ invariants */
+
+static int is_lock_key(const char *name)
+{
+    for (int i = 0; i < S.ncl; i++)
+        if (S.sc->c[i].lock && strcmp(S.sc->c[i].lock, name) == 0)
+            return 1;
+    return 0;
+}
+
+static int claim_live(const sclient *c, const char *lock)
+{
+    return c->claim && !c->claim_void && c->claim_end > S.now && strcmp(c->sp.lock, lock) == 0;
+}
+
+static void void_claims(const char *lock, const char *why)
+{
+    for (int i = 0; i < S.ncl; i++) {
+        if (claim_live(&S.cl[i], lock)) {
+            S.cl[i].claim_void = 1;
+            tracef("c%d's claim on %s ends: %s", i, lock, why);
+        }
+    }
+}
+
+/* The model's hook before every write. */
+static void on_write(void *arg, model *m, int writer, const model_key *before, const char *what)
+{
+    (void)arg;
+    if (writer < 0 || writer >= S.ncl || !is_lock_key(before->name))
+        return;
+    const sclient *w = &S.cl[writer];
+    if (w->sp.kind == SK_BREAK || w->sp.kind == SK_DEL) {
+        if (before->exists) {
+            void_claims(before->name, "broken by the operator");
+            S.broken_at = S.now;
+        }
+        return;
+    }
+    if (!before->exists || before->author == writer || before->author < 0 ||
+        before->author >= S.ncl)
+        return;
+    /* Only relock's clients are held to this: a classic client that
+     * loses a GETSET race writes over the winner by design, and so does
+     * relock's own GETSET takeover on 2.0, which has nothing better. */
+    if (w->sp.kind != SK_RELOCK)
+        return;
+    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0))
+        return;
+    const sclient *a = &S.cl[before->author];
+    if (claim_live(a, before->name))
+        violation("c%d wrote to a lock it does not own (%s on %s over c%d's value \"%s\", "
+                  "c%d valid for %lld ms more)",
+                  writer, what, before->name, before->author, before->val, before->author,
+                  a->claim_end - S.now);
+}
+
+static long long parse_ll(const char *s, int *digits)
+{
+    long long v = 0;
+    int d = 0;
+    while (s[d] >= '0' && s[d] <= '9' && d < 18)
+        v = v * 10 + (s[d++] - '0');
+    *digits = d;
+    return v;
+}
+
+/* After an acquire or extend that returned OK: the key holds the value
+ * and lives (by its TTL and by its timestamp) at least as long as the
+ * holder is told; no one else holds it. */
+static void check_held(sclient *c, relock_lock *l, const char *op)
+{
+    const char *v = relock_lock_value(l);
+    if (c->claim_end <= S.now)
+        return; /* validity 0: the holder knows it holds nothing */
+    model_key *k = model_lookup(&S.m, c->sp.lock);
+    if (!k || !k->exists || strcmp(k->val, v) != 0) {
+        violation("c%d: %s returned OK but the key holds %s%s%s (an outcome claimed as success "
+                  "that did not happen)",
+                  c->id, op, k && k->exists ? "\"" : "", k && k->exists ? k->val : "nothing",
+                  k && k->exists ? "\"" : "");
+        return;
+    }
+    long long pttl = model_pttl(&S.m, c->sp.lock);
+    if (pttl >= 0 && c->claim_end > S.now + pttl)
+        violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
+                  c->claim_end - S.now);
+    int digits;
+    long long ts = parse_ll(k->val, &digits);
+    if (digits > 0 && c->skew == 0 && (k->val[digits] == '\0' || k->val[digits] == ':')) {
+        long long unit = c->sp.unit_ms ? 1 : 1000;
+        long long takeover = (ts + 1) * unit - S.wall0; /* a classic reader's takeover */
+        if (c->claim_end > takeover)
+            violation("c%d: %s: value %lld is taken over by legacy readers at %lld, the holder "
+                      "is told it holds until %lld",
+                      c->id, op, ts, takeover, c->claim_end);
+    }
+}
+
+static void check_overlap(sclient *c)
+{
+    for (int i = 0; i < S.ncl; i++) {
+        if (i != c->id && claim_live(&S.cl[i], c->sp.lock))
+            violation("two holders: c%d acquired %s while c%d holds it for %lld ms more", c->id,
+                      c->sp.lock, i, S.cl[i].claim_end - S.now);
+    }
+}
+
+static void check_fence(sclient *c, long long f)
+{
+    if (f <= 0)
+        return;
+    int i;
+    for (i = 0; i < S.nfence; i++)
+        if (strcmp(S.fence_lock[i], c->sp.lock) == 0)
+            break;
+    if (i == S.nfence) {
+        if (S.nfence == 8)
+            return;
+        snprintf(S.fence_lock[i], sizeof S.fence_lock[i], "%s", c->sp.lock);
+        S.max_fence[i] = 0;
+        S.nfence++;
+    }
+    if (f <= S.max_fence[i])
+        violation("c%d: fence %lld for %s is not above the earlier holder's %lld", c->id, f,
+                  c->sp.lock, S.max_fence[i]);
+    else
+        S.max_fence[i] = f;
+}
+
+static void claim_begin(sclient *c, long long end, const char *value)
+{
+    c->claim = 1;
+    c->claim_void = 0;
+    c->claim_start = S.now;
+    c->claim_end = end;
+    snprintf(c->claim_value, sizeof c->claim_value, "%s", value);
+}
+
+static void claim_stop(sclient *c)
+{
+    if (c->claim && c->claim_end > S.now)
+        c->claim_end = S.now;
+    c->claim = 0;
+}
+
+/* A release or extend said LOST: wrong while the key still holds the
+ * value the client itself wrote, within its validity (ending at end),
+ * unbroken. */
+static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, long long end)
+{
+    model_key *k = model_lookup(&S.m, c->sp.lock);
+    if (valid && !c->claim_void && end > S.now && k && k->exists && k->author == c->id &&
+        strcmp(k->val, relock_lock_value(l)) == 0)
+        violation("c%d: %s reported the lock lost while the key holds its value \"%s\" and its "
+                  "validity lasts %lld ms more",
+                  c->id, op, k->val, end - S.now);
+}
+
+/* ------------------------------------------------------------------ client programs */
+
+static const char *st_name(relock_status st)
+{
+    return relock_status_name(st) + 7;
+}
+
+static relock_client *relock_client_for(sclient *c)
+{
+    relock_config *cfg = relock_config_new();
+    char url[64], num[32];
+    const sim_client_spec *sp = &c->sp;
+    if (!cfg)
+        return NULL;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", SIM_PORT);
+    relock_config_set_url(cfg, url);
+    static const char *const modes[] = {"auto", "legacy", "bridge", "modern"};
+    relock_config_set(cfg, "mode", modes[sp->mode]);
+    snprintf(num, sizeof num, "%ld", sp->ttl_ms > 0 ? sp->ttl_ms : 2000);
+    relock_config_set(cfg, "ttl_ms", num);
+    relock_config_set(cfg, "command_timeout_ms", "1000");
+    relock_config_set(cfg, "connect_timeout_ms", "1000");
+    relock_config_set(cfg, "wait.notify", sp->notify ? "true" : "false");
+    relock_config_set(cfg, "wait.backoff_min_ms", "5");
+    relock_config_set(cfg, "wait.backoff_max_ms", "100");
+    relock_config_set(cfg, "legacy.clock_unit", sp->unit_ms ? "ms" : "s");
+    snprintf(num, sizeof num, "%ld", sp->offset);
+    relock_config_set(cfg, "legacy.expiry_offset", num);
+    snprintf(num, sizeof num, "%ld", sp->skew_margin_ms);
+    relock_config_set(cfg, "legacy.skew_margin_ms", num);
+    relock_config_set(cfg, "legacy.clock", sp->clock_server ? "server" : "local");
+    relock_client *rc = NULL;
+    for (int tries = 0; tries < 3 && !rc; tries++) {
+        relock_status st = relock_connect(cfg, &rc);
+        if (st != RELOCK_OK) {
+            tracef("c%d connect: %s: %s", c->id, st_name(st),
+                   rc ? relock_client_error(rc)->message : "");
+            if (rc)
+                relock_client_free(rc);
+            rc = NULL;
+            if (st != RELOCK_EIO && st != RELOCK_EPROTO)
+                break;
+            sim_sleep_ms(50, -1);
+        }
+    }
+    relock_config_free(cfg);
+    /* The library seeds its backoff jitter from the clock, getrandom()
+     * and the handle's address; the address varies from run to run, so
+     * the seed is replaced by one of the run's own. */
+    if (rc)
+        rc->rng = mix(&c->rng) | 1;
+    return rc;
+}
+
+static void run_relock(sclient *c)
+{
+    relock_client *rc = relock_client_for(c);
+    if (!rc)
+        return;
+    const sim_client_spec *sp = &c->sp;
+    for (int it = 0; it < sp->iters; it++) {
+        relock_lock *l = NULL;
+        long long t0 = S.now, p0 = c->paused;
+        relock_status st = relock_acquire(rc, sp->lock, sp->ttl_ms, sp->wait_ms, &l);
+        long long took = S.now - t0 - (c->paused - p0);
+        tracef("c%d acquire %s -> %s%s%s", c->id, sp->lock, st_name(st),
+               st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message);
+        /* Decision 83: the bound, the attempt under way and one
+         * subscription, each command within its timeouts. */
+        long slack = 8 * (1000 + 1000) + 200;
+        if (sp->wait_ms >= 0 && took > sp->wait_ms + slack)
+            violation("c%d: acquire with wait %ld ms took %lld ms", c->id, sp->wait_ms, took);
+        if (st != RELOCK_OK) {
+            sim_sleep_ms(20 + (long long)(mix(&c->rng) % 50), -1);
+            continue;
+        }
+        long long fence = relock_lock_fence(l);
+        claim_begin(c, S.now + relock_lock_validity_ms(l), relock_lock_value(l));
+        /* Broken (or forgotten) after the server said yes and before the
+         * client heard it: the operator's word wins. */
+        if (S.broken_at >= t0) {
+            c->claim_void = 1;
+            tracef("c%d's claim was broken before it returned", c->id);
+        }
+        tracef("c%d holds %s value %s fence %lld valid %lld ms", c->id, sp->lock,
+               relock_lock_value(l), fence, relock_lock_validity_ms(l));
+        /* Validity 0 (stopped between the reply and the return): the
+         * holder is told it holds nothing, and its fence, handed out
+         * back then, is refused by a resource that saw a later one. */
+        if (relock_lock_validity_ms(l) > 0 && !c->claim_void) {
+            check_overlap(c);
+            check_held(c, l, "acquire");
+            check_fence(c, fence);
+        }
+        if (sp->extend) {
+            sim_sleep_ms(sp->hold_ms / 2, -1);
+            if (c->claim_end <= S.now) {
+                tracef("c%d's validity passed while it slept", c->id);
+            }
+            long long e0 = S.now;
+            st = relock_extend(l, 0);
+            tracef("c%d extend -> %s%s%s value %s valid %lld", c->id, st_name(st),
+                   st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
+                   relock_lock_value(l), relock_lock_validity_ms(l));
+            if (st == RELOCK_OK && S.broken_at >= e0)
+                c->claim_void = 1;
+            if (st == RELOCK_OK) {
+                if (!c->claim_void) {
+                    c->claim_end = S.now + relock_lock_validity_ms(l);
+                    snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
+                    check_held(c, l, "extend");
+                }
+            } else {
+                if (st == RELOCK_LOST)
+                    check_lost(c, l, "extend", c->claim, c->claim_end);
+                claim_stop(c);
+            }
+            sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);
+        } else {
+            sim_sleep_ms(sp->hold_ms, -1);
+        }
+        /* The holder stops acting before it releases. */
+        int had = c->claim && !c->claim_void && c->claim_end > S.now;
+        long long had_end = c->claim_end;
+        claim_stop(c);
+        st = relock_release(l);
+        tracef("c%d release -> %s%s%s", c->id, st_name(st), st == RELOCK_OK ? "" : ": ",
+               st == RELOCK_OK ? "" : relock_client_error(rc)->message);
+        if (st == RELOCK_LOST)
+            check_lost(c, l, "release", had, had_end);
+        if (st == RELOCK_OK) {
+            model_key *k = model_lookup(&S.m, sp->lock);
+            if (k && k->exists && k->author == c->id && strcmp(k->val, relock_lock_value(l)) == 0)
+                violation("c%d: release returned OK but its value is still in the key", c->id);
+        }
+        relock_lock_free(l);
+        sim_sleep_ms(5 + (long long)(mix(&c->rng) % 20), -1);
+    }
+    relock_client_free(rc);
+}
+
+static redisReply *classic_cmd(sclient *c, redisContext **ctx, const char *fmt, ...)
+{
+    if (!*ctx) {
+        struct timeval tv = {1, 0};
+        *ctx = redisConnectWithTimeout("127.0.0.1", SIM_PORT, tv);
+        if (!*ctx || (*ctx)->err) {
+            if (*ctx)
+                redisFree(*ctx);
+            *ctx = NULL;
+            return NULL;
+        }
+        redisSetTimeout(*ctx, tv);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(*ctx, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        tracef("c%d classic: connection error: %s", c->id, (*ctx)->errstr);
+        redisFree(*ctx);
+        *ctx = NULL;
+    }
+    return r;
+}
+
+/* The classic pattern: the value is the expiry in whole seconds, now +
+ * timeout + 1; expired when value < now. */
+static void run_classic(sclient *c)
+{
+    redisContext *ctx = NULL;
+    const sim_client_spec *sp = &c->sp;
+    long timeout_s = sp->ttl_ms / 1000 > 0 ? sp->ttl_ms / 1000 : 1;
+    for (int it = 0; it < sp->iters; it++) {
+        int won = 0;
+        long long mine = 0;
+        long long t0 = S.now;
+        long long t_try = S.now;
+        for (int tries = 0; tries < 400 && !won && S.now - t0 <= sp->wait_ms; tries++) {
+            t_try = S.now;
+            long long now_s = wall_of(c) / 1000;
+            mine = now_s + timeout_s + 1;
+            redisReply *r = classic_cmd(c, &ctx, "SETNX %s %lld", sp->lock, mine);
+            if (!r)
+                continue;
+            won = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            freeReplyObject(r);
+            if (won)
+                break;
+            r = classic_cmd(c, &ctx, "GET %s", sp->lock);
+            if (!r)
+                continue;
+            int expired = 0;
+            if (r->type == REDIS_REPLY_STRING)
+                expired = strtoll(r->str, NULL, 10) < now_s;
+            freeReplyObject(r);
+            if (expired) {
+                r = classic_cmd(c, &ctx, "GETSET %s %lld", sp->lock, mine);
+                if (!r)
+                    continue;
+                won = r->type == REDIS_REPLY_NIL ||
+                      (r->type == REDIS_REPLY_STRING && strtoll(r->str, NULL, 10) < now_s);
+                freeReplyObject(r);
+                if (won)
+                    break;
+            }
+            sim_sleep_ms(30 + (long long)(mix(&c->rng) % 40), -1);
+        }
+        if (!won) {
+            tracef("c%d classic: gave up", c->id);
+            continue;
+        }
+        char v[32];
+        snprintf(v, sizeof v, "%lld", mine);
+        long hold = sp->hold_ms < timeout_s * 1000 ? sp->hold_ms : timeout_s * 1000;
+        claim_begin(c, S.now + hold, v);
+        tracef("c%d classic holds %s value %s for %ld ms", c->id, sp->lock, v, hold);
+        if (S.broken_at >= t_try) {
+            c->claim_void = 1; /* broken between its win and its knowing it */
+            tracef("c%d's claim was broken before it knew it had won", c->id);
+        } else {
+            check_overlap(c);
+        }
+        sim_sleep_ms(hold, -1);
+        claim_stop(c);
+        /* Release: DEL while our own timeout has not passed. */
+        if (wall_of(c) / 1000 < mine) {
+            redisReply *r = classic_cmd(c, &ctx, "DEL %s", sp->lock);
+            if (r)
+                freeReplyObject(r);
+        }
+        sim_sleep_ms(10 + (long long)(mix(&c->rng) % 30), -1);
+    }
+    if (ctx)
+        redisFree(ctx);
+}
+
+static void run_breaker(sclient *c)
+{
+    sim_sleep_ms(c->sp.start_ms, -1);
+    if (c->sp.kind == SK_DEL) {
+        redisContext *ctx = NULL;
+        redisReply *r = classic_cmd(c, &ctx, "DEL %s", c->sp.lock);
+        tracef("c%d operator DEL -> %lld", c->id, r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+        if (r)
+            freeReplyObject(r);
+        if (ctx)
+            redisFree(ctx);
+        return;
+    }
+    relock_client *rc = relock_client_for(c);
+    if (!rc)
+        return;
+    relock_status st = relock_break(rc, c->sp.lock, NULL);
+    tracef("c%d operator break -> %s", c->id, st_name(st));
+    relock_client_free(rc);
+}
+
+static void client_main(void)
+{
+    sclient *c = S.cur;
+    FIBER_FINISH(NULL, &sched_bottom, &sched_size);
+    if (c->sp.kind != SK_BREAK && c->sp.kind != SK_DEL)
+        sim_sleep_ms(c->sp.start_ms, -1);
+    switch (c->sp.kind) {
+    case SK_RELOCK:
+        run_relock(c);
+        break;
+    case SK_CLASSIC:
+        run_classic(c);
+        break;
+    default:
+        run_breaker(c);
+        break;
+    }
+    c->state = ST_DONE;
+    FIBER_START(NULL, sched_bottom, sched_size); /* this stack is done with */
+    swapcontext(&c->uc, &S.sched);
+}
+
+/* ------------------------------------------------------------------ the scheduler */
+
+static const char *fault_name(int f)
+{
+    static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
+                                    "dead-after", "error-reply", "pause",      "clock-step",
+                                    "restart",    "dead-idle"};
+    return f >= 0 && f < SF_COUNT ? n[f] : "?";
+}
+
+/* The faults this command may meet. */
+static int fault_menu(const sconn *k, int *menu)
+{
+    int n = 0;
+    menu[n++] = SF_NONE;
+    if (S.faults_left <= 0)
+        return n;
+    const sim_client_spec *sp = &S.sc->c[k->client];
+    unsigned mask = S.sc->faults;
+    for (int f = 1; f < SF_COUNT; f++) {
+        if (!(mask & SF_BIT(f)))
+            continue;
+        /* The classic pattern has flaws of its own when its process stops
+         * or its clock moves (docs/legacy.md): those faults hit relock. */
+        if (sp->kind != SK_RELOCK && (f == SF_PAUSE || f == SF_CLOCK))
+            continue;
+        menu[n++] = f;
+    }
+    return n;
+}
+
+static void flush_push(void)
+{
+    for (int fd = 0; fd < S.maxfd; fd++) {
+        sconn *k = &S.conns[fd];
+        if (!k->used || k->dead || k->mconn < 0)
+            continue;
+        model_conn *mc = &S.m.conns[k->mconn];
+        if (mc->push.n) {
+            model_buf_add(&k->out, mc->push.p, mc->push.n);
+            mc->push.n = 0;
+        }
+    }
+}
+
+static void describe(const char *p, size_t n, char *out, size_t cap)
+{
+    int argc;
+    const char *argv[MODEL_ARGS];
+    size_t len[MODEL_ARGS];
+    size_t w = 0;
+    out[0] = '\0';
+    if (model_parse_command(p, n, &argc, argv, len, MODEL_ARGS) <= 0)
+        return;
+    for (int i = 0; i < argc && w + 4 < cap; i++) {
+        size_t l = len[i] > 44 ? 44 : len[i];
+        if (i == 1 && len[0] == 4 && strncasecmp(argv[0], "EVAL", 4) == 0)
+            l = 12; /* a script's text: its start is enough */
+        int k = snprintf(out + w, cap - w, "%s%.*s%s", i ? " " : "", (int)l, argv[i],
+                         l < len[i] ? "..." : "");
+        if (k < 0)
+            break;
+        w += (size_t)k;
+        if (w >= cap)
+            w = cap - 1;
+    }
+}
+
+static void reply_text(const model_buf *b, char *out, size_t cap)
+{
+    size_t n = b->n < cap - 1 ? b->n : cap - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (b->p[i] == '\r' || b->p[i] == '\n') ? ' ' : b->p[i];
+    out[n] = '\0';
+}
+
+static void restart_server(void)
+{
+    tracef("server restarts without persistence");
+    model_flush(&S.m);
+    for (int fd = 0; fd < S.maxfd; fd++)
+        if (S.conns[fd].used)
+            kill_conn(&S.conns[fd], "server restarted");
+    for (int i = 0; i < S.ncl; i++)
+        if (S.cl[i].claim && S.cl[i].claim_end > S.now && !S.cl[i].claim_void) {
+            S.cl[i].claim_void = 1;
+            tracef("c%d's claim is forgotten by the restart", i);
+        }
+    S.nfence = 0; /* counters start again: fences are compared within an epoch */
+    S.broken_at = S.now;
+    S.epoch++;
+}
+
+/* Runs the first pending command of connection fd with fault f. */
+static void exec_one(int fd, int f)
+{
+    sconn *k = &S.conns[fd];
+    sclient *c = &S.cl[k->client];
+    int argc;
+    const char *argv[MODEL_ARGS];
+    size_t len[MODEL_ARGS];
+    char what[200], rep[120];
+    long used = model_parse_command(k->in.p + k->in_off, k->in.n - k->in_off, &argc, argv, len,
+                                    MODEL_ARGS);
+    describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
+    if (f == SF_CLOCK) {
+        c->skew += S.sc->clock_step_ms;
+        tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
+        f = SF_NONE;
+    }
+    if (f == SF_RESTART) {
+        restart_server();
+        k->in_off += (size_t)used;
+        tracef("c%d %s: never ran (server restarted)", c->id, what);
+        return;
+    }
+    k->in_off += (size_t)used;
+    if (k->in_off == k->in.n)
+        k->in_off = k->in.n = 0;
+    if (f == SF_LOST_BEFORE) {
+        tracef("c%d %s: lost before it ran", c->id, what);
+        kill_conn(k, "fault");
+        return;
+    }
+    model_buf reply = {0};
+    if (f == SF_ERROR) {
+        model_buf_add(&reply, "-LOADING Redis is loading the dataset in memory\r\n", 49);
+    } else {
+        S.m.now_ms = S.wall0 + S.now;
+        model_exec(&S.m, k->mconn, argc, argv, len, &reply);
+    }
+    reply_text(&reply, rep, sizeof rep);
+    tracef("c%d %s -> %s%s%s", c->id, what, rep, f ? "  [fault: " : "", f ? fault_name(f) : "");
+    if (f == SF_ERROR)
+        tracef("  [fault: error-reply]");
+    if (f == SF_LOST_AFTER) {
+        kill_conn(k, "fault");
+    } else if (f == SF_HOLD) {
+        k->hold_until = S.now + 1000;
+        if (k->mconn >= 0)
+            model_conn_close(&S.m, k->mconn);
+        k->mconn = -1;
+    } else {
+        model_buf_add(&k->out, reply.p, reply.n);
+        if (f == SF_DEAD_AFTER || f == SF_DEAD_IDLE)
+            kill_conn(k, "fault after the reply");
+    }
+    /* The client stops after the reply: for the lease (pause), or long
+     * enough for its idle check to look at the dead connection. */
+    if (f == SF_PAUSE || f == SF_DEAD_IDLE) {
+        long long ms = f == SF_PAUSE ? S.sc->pause_ms : 250;
+        c->resume_at = S.now + ms;
+        c->paused += ms;
+        tracef("c%d stops for %lld ms", c->id, ms);
+    }
+    model_buf_free(&reply);
+    flush_push();
+}
+
+/* A fault the scenario places on this command, or -1. */
+static int forced(int fd)
+{
+    sconn *k = &S.conns[fd];
+    char what[200];
+    describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
+    for (int i = 0; i < S.sc->nforce && i < 4; i++) {
+        if (!S.forced_done[i] && S.sc->force[i].client == k->client &&
+            strstr(what, S.sc->force[i].match)) {
+            S.forced_done[i] = 1;
+            return S.sc->force[i].fault;
+        }
+    }
+    return -1;
+}
+
+static void start_clients(void)
+{
+    for (int i = 0; i < S.ncl; i++) {
+        sclient *c = &S.cl[i];
+        memset(c, 0, sizeof *c);
+        c->id = i;
+        c->sp = S.sc->c[i];
+        c->skew = c->sp.skew_ms;
+        c->wait_fd = -1;
+        c->rng = S.o->seed * 1000003u + (uint64_t)i * 7919u + 1;
+        c->stack = malloc(STACK_SIZE);
+        if (!c->stack)
+            abort();
+        getcontext(&c->uc);
+        c->uc.uc_stack.ss_sp = c->stack;
+        c->uc.uc_stack.ss_size = STACK_SIZE;
+        c->uc.uc_link = NULL;
+        makecontext(&c->uc, client_main, 0);
+        c->state = ST_NEW;
+    }
+}
+
+/* Resumes every client that can go on without the server: new ones,
+ * sleepers whose time came, pollers with data. */
+static int wake_due(void)
+{
+    int any = 0;
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; i < S.ncl; i++) {
+            sclient *c = &S.cl[i];
+            int go = c->state == ST_NEW || (c->state == ST_SLEEP && c->wake <= S.now);
+            if (!go && (c->state == ST_SLEEP || c->state == ST_READ) && c->wait_fd >= 0) {
+                sconn *k = sim_conn(c->wait_fd);
+                go = !k || k->out_off < k->out.n || k->dead;
+            }
+            if (go) {
+                resume(c);
+                again = any = 1;
+            }
+        }
+    }
+    return any;
+}
+
+int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
+{
+    memset(r, 0, sizeof *r);
+    memset(&S, 0, sizeof S);
+    S.sc = sc;
+    S.o = o;
+    S.r = r;
+    S.quiet = quiet;
+    S.tracing = o->trace || !quiet;
+    S.rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
+    S.faults_left = o->max_faults;
+    S.broken_at = -1;
+    S.ncl = sc->nclients;
+    model_personality p;
+    if (model_personality_parse(sc->personality, &p) != 0) {
+        fprintf(stderr, "sim: unknown personality %s\n", sc->personality);
+        return -1;
+    }
+    /* The phase of the clock within a second matters to timestamps. */
+    S.wall0 = WALL_BASE + (long long)(mix(&S.rng) % 1000);
+    if (sc->phase_ms > 0)
+        S.wall0 = WALL_BASE + sc->phase_ms % 1000;
+    model_init(&S.m, &p, S.wall0);
+    S.m.on_write = on_write;
+    tracef("scenario %s on %s, seed %llu, wall clock %lld", sc->name, sc->personality,
+           (unsigned long long)o->seed, S.wall0);
+    start_clients();
+    long max_steps = o->max_steps > 0 ? o->max_steps : 3000;
+    long guard = 0;
+    for (;;) {
+        if (++guard > 200000) {
+            violation("the run did not end (livelock?)");
+            break;
+        }
+        wake_due();
+        int done = 1;
+        for (int i = 0; i < S.ncl; i++)
+            if (S.cl[i].state != ST_DONE)
+                done = 0;
+        if (done)
+            break;
+        /* The commands that can run now, in descriptor order. */
+        int ready[64], nready = 0;
+        long long next = -1;
+        for (int fd = 0; fd < S.maxfd && nready < 64; fd++) {
+            sconn *k = &S.conns[fd];
+            if (!k->used || k->dead || k->hold_until || pending_cmds(k) == 0)
+                continue;
+            /* By connection order, whatever the descriptors' numbers. */
+            int j = nready++;
+            while (j > 0 && S.conns[ready[j - 1]].seq > k->seq) {
+                ready[j] = ready[j - 1];
+                j--;
+            }
+            ready[j] = fd;
+        }
+        if (nready == 0) {
+            for (int i = 0; i < S.ncl; i++)
+                if (S.cl[i].state == ST_SLEEP && (next < 0 || S.cl[i].wake < next))
+                    next = S.cl[i].wake;
+            if (next < 0) {
+                violation("deadlock: no client can go on");
+                break;
+            }
+            if (next > S.now)
+                S.now = next;
+            continue;
+        }
+        if (r->steps >= max_steps)
+            S.draining = 1;
+        int pick = nready > 1 ? choose(nready, 0) : 0;
+        int fd = ready[pick];
+        int menu[SF_COUNT];
+        int nf = fault_menu(&S.conns[fd], menu);
+        int f = forced(fd);
+        if (f < 0 && o->fault_step >= 0) {
+            f = SF_NONE;
+            if (r->steps == o->fault_step)
+                for (int i = 1; i < nf; i++)
+                    if (menu[i] == o->fault_kind)
+                        f = o->fault_kind;
+        } else if (f < 0) {
+            f = menu[nf > 1 ? choose(nf, 1) : 0];
+        }
+        if (f != SF_NONE) {
+            S.faults_left--;
+            r->faults_used++;
+        }
+        exec_one(fd, f);
+        r->steps++;
+        S.now += sc->tick_ms;
+        sclient *c = &S.cl[S.conns[fd].client];
+        if (c->state == ST_READ && c->wait_fd == fd) {
+            if (c->resume_at > S.now) {
+                c->state = ST_SLEEP; /* read() looks again when it wakes */
+                c->wake = c->resume_at;
+                c->wait_fd = -1;
+            } else {
+                resume(c);
+            }
+        }
+    }
+    /* Clients that did not finish (only after a violation) are left. */
+    for (int i = 0; i < S.ncl; i++) {
+        if (S.cl[i].state == ST_DONE)
+            free(S.cl[i].stack);
+    }
+    for (int fd = 0; fd < S.maxfd; fd++) {
+        if (S.conns[fd].used) {
+            if (!S.violated)
+                violation("c%d left a connection open", S.conns[fd].client);
+            model_buf_free(&S.conns[fd].in);
+            model_buf_free(&S.conns[fd].out);
+        }
+    }
+    for (int i = 0; i < MODEL_CONNS; i++)
+        if (S.m.conns[i].open)
+            model_conn_close(&S.m, i);
+    r->commands = S.m.commands;
+    r->violation = S.violated;
+    if ((o->trace || (S.violated && !quiet)) && S.trace.n)
+        fwrite(S.trace.p, 1, S.trace.n, stdout);
+    model_buf_free(&S.trace);
+    return S.violated;
+}

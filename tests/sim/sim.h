@@ -1,0 +1,121 @@
+/*
+ * The deterministic simulator (docs/architecture.md, "Simulator").
+ *
+ * One process, virtual time, seeded choices.  Simulated clients run as
+ * coroutines: relock clients call the library (which talks through
+ * hiredis to the model server: the socket calls of the simulator's own
+ * program are answered by it), classic legacy clients run the seed
+ * algorithm with hiredis, an operator breaks locks.  A scheduler decides
+ * at every command which connection's command runs next and whether a
+ * fault hits it; invariants are checked as the model server changes and as
+ * clients report outcomes.  Every choice comes from a chooser: random from
+ * a seed, or a depth-first walk over every choice up to a bound.
+ */
+#ifndef SIM_SIM_H
+#define SIM_SIM_H
+
+#include <stdint.h>
+
+#include "relock.h"
+
+enum sim_kind {
+    SK_RELOCK = 0, /* a relock client: acquire, hold (extend), release */
+    SK_CLASSIC,    /* the seed algorithm: SETNX ts; GET; GETSET; DEL */
+    SK_BREAK,      /* an operator: relock_break() */
+    SK_DEL         /* an operator: a plain DEL */
+};
+
+/* Faults, one bit each in a scenario's mask. */
+enum sim_fault {
+    SF_NONE = 0,
+    SF_LOST_BEFORE, /* the connection dies before the command reaches the server */
+    SF_LOST_AFTER,  /* the command runs, the connection dies before its reply */
+    SF_HOLD,        /* the command runs, no reply comes: the client times out */
+    SF_DEAD_AFTER,  /* the reply comes, then the connection dies */
+    SF_ERROR,       /* the command does not run: -LOADING */
+    SF_PAUSE,       /* the client stops after the reply, past its lease */
+    SF_CLOCK,       /* the client's wall clock steps before the command */
+    SF_RESTART,     /* the server restarts without persistence first */
+    SF_DEAD_IDLE,   /* the reply comes, the connection dies, the client idles 250 ms */
+    SF_COUNT
+};
+#define SF_BIT(f) (1u << (f))
+#define SF_NET (SF_BIT(SF_LOST_BEFORE) | SF_BIT(SF_LOST_AFTER) | SF_BIT(SF_HOLD) | \
+                SF_BIT(SF_DEAD_AFTER) | SF_BIT(SF_ERROR) | SF_BIT(SF_DEAD_IDLE))
+
+typedef struct sim_client_spec {
+    int kind;
+    relock_mode mode;
+    const char *lock;     /* the lock's name (the key: no prefix) */
+    long ttl_ms;          /* relock: the lease; classic: the timeout (whole seconds) */
+    long wait_ms;
+    long hold_ms;
+    int iters;
+    int extend;           /* relock: extend once in the middle of the hold */
+    long start_ms;        /* sleeps first */
+    long skew_ms;         /* its wall clock against the server's */
+    int unit_ms;          /* legacy.clock_unit ms */
+    long offset;          /* legacy.expiry_offset */
+    long skew_margin_ms;
+    int clock_server;     /* legacy.clock = "server" */
+    int notify;           /* wait.notify */
+} sim_client_spec;
+
+#define SIM_MAX_CLIENTS 6
+
+typedef struct sim_scenario {
+    const char *name;
+    const char *personality;
+    const char *what;
+    int nclients;
+    sim_client_spec c[SIM_MAX_CLIENTS];
+    unsigned faults;      /* SF_BIT mask */
+    long tick_ms;         /* virtual time per command */
+    long pause_ms;        /* SF_PAUSE */
+    long clock_step_ms;   /* SF_CLOCK */
+    int negative;         /* a negative control: a violation must be found */
+    /* Faults that always happen: client's first command whose words
+     * contain match meets fault (a regression pinned to its place). */
+    struct {
+        int client;
+        const char *match;
+        int fault;
+    } force[4];
+    int nforce;
+    long phase_ms;        /* > 0: the wall clock's phase within a second, else by seed */
+    int in_short;         /* part of the short exploration */
+} sim_scenario;
+
+extern const sim_scenario sim_scenarios[];
+const sim_scenario *sim_scenario_find(const char *name);
+
+typedef struct sim_opts {
+    int dfs;              /* 1: depth-first over every choice; 0: random from seed */
+    uint64_t seed;
+    const int *path;      /* DFS: replay this choice path */
+    int npath;
+    int depth;            /* DFS: choice points explored; later ones take choice 0 */
+    int max_faults;       /* faults per run */
+    double fault_rate;    /* random: chance of a fault per command */
+    int trace;            /* print the trace of the run */
+    long max_steps;
+    long fault_step;      /* >= 0: this fault hits the command of that step (boundaries) */
+    int fault_kind;
+} sim_opts;
+
+typedef struct sim_result {
+    int violation;
+    char msg[512];
+    long steps;
+    int nchoices;
+    int picks[4096];
+    int ns[4096];
+    unsigned long commands;
+    int faults_used;
+} sim_result;
+
+/* Runs one execution of the scenario; the trace goes to stdout when
+ * o->trace or on a violation (unless quiet). */
+int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet);
+
+#endif

@@ -403,6 +403,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
              * others for a whole ttl (our token is unique: nobody else's
              * is hit). */
             m->first = *r;
+            m->tmo = relock__quorum_server_timeout(c, l->ttl_ms); /* the lease held */
             return delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), out);
         }
         char need[64];

@@ -389,12 +389,12 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
             /* Within the round: a server's batch again, in place of the
              * one it answered. */
             for (int i = 0; i < n; i++) {
-                if (!((out->mask >> i) & 1u) || !c->q[i].ctx)
+                if (!((out->mask >> i) & 1u))
                     continue;
                 r->sent[i] = r->got[i] = 0;
                 r->expect[i] = out->b[i].n;
                 r->live[i] = 1;
-                if (append(c->q[i].ctx, &out->b[i]) != 0)
+                if (!c->q[i].ctx || append(c->q[i].ctx, &out->b[i]) != 0)
                     lost(c, r, i, f);
             }
         }

@@ -417,18 +417,18 @@ static struct relock__cluster *map_new(relock_client *c)
     return c->cl;
 }
 
-relock_status relock__cluster_route(relock_client *c, const char *key)
+int relock__cluster_pick(relock_client *c, const char *key)
 {
     struct relock__cluster *cl = c->cl;
     if (!cl || !map_on(c) || c->conn.in_txn)
-        return RELOCK_OK;
+        return 0;
     cl->route_slot = (int)relock__cluster_slot(key, strlen(key));
     if (cl->stale)
         refresh(c);
     int idx = cl->slot[cl->route_slot];
     if (idx)
         switch_to(c, &cl->nodes[idx - 1]);
-    return relock__conn_ready(c);
+    return 1;
 }
 
 int relock__cluster_moved(relock_client *c, const relock__redirect *to)
@@ -537,7 +537,7 @@ int relock__cluster_masters(relock_client *c)
     return n;
 }
 
-relock_status relock__cluster_use(relock_client *c, int i)
+int relock__cluster_pick_master(relock_client *c, int i)
 {
     struct relock__cluster *cl = c->cl;
     uint8_t seen[MAX_NODES + 1] = {0};
@@ -548,8 +548,9 @@ relock_status relock__cluster_use(relock_client *c, int i)
         seen[idx] = 1;
         if (k++ == i) {
             switch_to(c, &cl->nodes[idx - 1]);
-            return relock__conn_ready(c);
+            return 0;
         }
     }
-    return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "cluster: no master %d in the slot map", i);
+    RELOCK__FAIL(&c->err, RELOCK_EINVAL, "cluster: no master %d in the slot map", i);
+    return -1;
 }

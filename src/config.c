@@ -1049,3 +1049,10 @@ relock_status relock_config_set_url(relock_config *cfg, const char *url)
     cfg->s.nservers = 1;
     return RELOCK_OK;
 }
+
+/* A fact of the settings, asked by routing (conn.c, connect.c, cluster.c,
+ * sentinel.c) and by the checks here. */
+int relock__sentinel_on(const relock__settings *s)
+{
+    return s->sentinel.master[0] != '\0';
+}

@@ -192,15 +192,6 @@ void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
-/* A kept lock's new owner pid and text, for its renewals (renew.c), and
- * in value the value its last renewal wrote: RELOCK_LOST when the
- * renewals found the lock lost.  On RELOCK_OK no renewal starts until
- * relock__keep_owner_done(). */
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
-                                     char value[RELOCK__VALUE_MAX]);
-/* After the owner's record write that relock__keep_set_owner() began: the
- * renewals may go on (renew.c). */
-void relock__keep_owner_done(relock_lock *l);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 
@@ -302,11 +293,38 @@ struct relock_client {
      * connections opened (connect, log in, probe). */
     unsigned long moved;
     unsigned long connects;
+    /* Run on every connection just opened and logged in (connect.c): the
+     * server probe, relock__probe, installed by relock_connect(); routing
+     * sits below the drivers the probe runs on, so it calls up only
+     * through this. */
+    relock_status (*on_connect)(relock_client *c);
     /* relock_scan_node(): the server a scan walks, "host:port". */
     char scan_node[RELOCK__HOST_MAX + 8];
     /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */
     int replicas_acked;
 };
+
+/*
+ * What a lock asks of its keeper (background renewal, src/api/renew.c).
+ * renew.c sits above the blocking API (its thread calls relock_extend), so
+ * lock.c and owner.c do not call it: relock_keep() installs these
+ * operations beside l->keeper, and they are called only while l->keeper
+ * is set.
+ */
+typedef struct relock__keep_ops {
+    /* Stops the renewal; RELOCK_LOST if the lock was lost meanwhile. */
+    relock_status (*end)(relock_lock *l);
+    /* The validity of the kept lock, from the renewal thread's view. */
+    uint64_t (*valid_until)(const relock_lock *l);
+    /* A new owner pid and text for the renewals, and in value the value
+     * the last renewal wrote: RELOCK_LOST when the renewals found the
+     * lock lost. */
+    relock_status (*set_owner)(relock_lock *l, long pid, const char *text,
+                               char value[RELOCK__VALUE_MAX]);
+    /* After set_owner returned RELOCK_OK, no renewal starts until the
+     * owner's record write is done and this is called. */
+    void (*owner_done)(relock_lock *l);
+} relock__keep_ops;
 
 struct relock_lock {
     relock_client *c;
@@ -338,6 +356,7 @@ struct relock_lock {
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
+    const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
     /* The connection the last attempt or extend wrote on (durable.c). */
     struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
@@ -348,11 +367,6 @@ struct relock_lock {
     char *owner_text;
 };
 
-/* Stops background renewal of l if any (renew.c); RELOCK_LOST if the
- * lock was lost meanwhile. */
-relock_status relock__keep_end(relock_lock *l);
-/* The validity of a kept lock, from the renewal thread's view. */
-uint64_t relock__keep_valid_until(const relock_lock *l);
 
 typedef struct relock__algo {
     const char *name;
@@ -367,8 +381,6 @@ typedef struct relock__algo {
 } relock__algo;
 
 extern const relock__algo relock__algo_modern;
-extern const relock__algo relock__algo_legacy;
-extern const relock__algo relock__algo_bridge;
 extern const relock__algo relock__algo_quorum;
 
 /* Several servers (quorum.c): checks the mode and prepares the servers. */
@@ -381,11 +393,6 @@ const char *relock__script_source(int id);
  * client can have written was met (the marker `relock scan` reads).
  * Failures are ignored: the marker informs, it never decides. */
 void relock__note_legacy_writer(relock_client *c);
-
-
-/* Checks that the legacy settings fit the connected server (gc_expire is
- * refused on 2.0, clock = "server" needs TIME). */
-relock_status relock__legacy_check(relock_client *c);
 
 /* The fleet's clock in ms (clock.c): the local wall clock, or with
  * legacy.clock = "server" the server's TIME, estimated from time to time as
@@ -424,10 +431,15 @@ redisContext *relock__connect_ctx(const char *host, int port, long long connect_
                                   size_t whylen);
 /* Sends AUTH and SELECT as srv says on ctx. */
 relock_status relock__conn_login(relock_client *c, redisContext *ctx, const relock__server *srv);
+/* Sends the formatted command cmd (len bytes) on c's open connection and
+ * reads its reply (transport.c); on failure records it, closes the
+ * connection and returns NULL with *sent = 1. */
+redisReply *relock__conn_send(relock_client *c, int *sent, const char *name, const char *cmd,
+                              size_t len);
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 
-/* Whether the settings name a sentinel-monitored master. */
+/* Whether the settings name a sentinel-monitored master (config.c). */
 int relock__sentinel_on(const relock__settings *s);
 /* Asks the sentinels in turn for the master's address, connects there and
  * checks it is a master; RELOCK_EIO naming the master and the sentinels
@@ -468,6 +480,10 @@ unsigned relock__cluster_slot(const char *key, size_t len);
  * RELOCK_EIO when the master cannot be reached, naming it.
  */
 relock_status relock__cluster_route(relock_client *c, const char *key);
+/* Its first half (cluster.c): with a slot map, outside a transaction,
+ * makes the master of key's slot c's connection (when known) and returns
+ * 1: the connection is then to be readied (conn.c); 0: nothing to do. */
+int relock__cluster_pick(relock_client *c, const char *key);
 /* MOVED with the slot map on: records the slot's new master (and, at most
  * once a second, reads the whole map again), then routes c there.  0 when
  * done; -1 when the map could not be made (out of memory): the caller
@@ -493,6 +509,9 @@ int relock__cluster_masters(relock_client *c);
 /* Makes master i of the map (0 <= i < relock__cluster_masters(), in slot
  * order) c's connection and connects it. */
 relock_status relock__cluster_use(relock_client *c, int i);
+/* Its first half (cluster.c): makes master i c's connection; 0, or -1
+ * with the error recorded. */
+int relock__cluster_pick_master(relock_client *c, int i);
 /* For tests and the benchmark: masters in the map, open connections in
  * the pool (the active one included), full refreshes made. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,

@@ -27,11 +27,6 @@
  * down, and the next one is asked. */
 #define SENTINEL_TIMEOUT_MS 500
 
-int relock__sentinel_on(const relock__settings *s)
-{
-    return s->sentinel.master[0] != '\0';
-}
-
 int relock__sentinel_readonly(const redisReply *r)
 {
     if (!r || r->type != REDIS_REPLY_ERROR || !r->str)

@@ -254,7 +254,7 @@ static void test_errors(void **state)
     assert_int_equal(relock_connect(cfg, &c), RELOCK_EIO);
     assert_non_null(c);
     assert_non_null(strstr(relock_client_error(c)->message, "connect to 127.0.0.1:"));
-    assert_string_equal(relock_client_error(c)->file, "conn.c");
+    assert_string_equal(relock_client_error(c)->file, "connect.c");
     relock_client_free(c);
     relock_config_free(cfg);
 }

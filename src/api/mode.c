@@ -10,6 +10,7 @@
 
 #include "caps.h"
 #include "internal.h"
+#include "../../compat/compat.h"
 
 /* A server of 2.6.0 or later without EVAL has Lua left out (Valkey 9.1
  * can run so); before 2.6.0 there was no Lua at all. */

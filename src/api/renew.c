@@ -101,6 +101,15 @@ static void *keeper_main(void *p)
     return NULL;
 }
 
+/* The operations the lock calls while kept (relock__keep_ops). */
+static relock_status keep_end(relock_lock *l);
+static uint64_t keep_valid_until(const relock_lock *l);
+static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
+                                    char value[RELOCK__VALUE_MAX]);
+static void keep_owner_done(relock_lock *l);
+static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner,
+                                          keep_owner_done};
+
 static void keeper_free(struct relock__keeper *k)
 {
     free(k->owner_next);
@@ -184,10 +193,11 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: cannot start a thread", l->name);
     }
     l->keeper = k;
+    l->keep_ops = &keep_ops;
     return RELOCK_OK;
 }
 
-relock_status relock__keep_end(relock_lock *l)
+static relock_status keep_end(relock_lock *l)
 {
     struct relock__keeper *k = l->keeper;
     if (!k)
@@ -221,14 +231,14 @@ relock_status relock_keep_stop(relock_lock *l)
     if (!l->keeper)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep_stop %s: the lock is not kept",
                             l->name);
-    if (relock__keep_end(l) == RELOCK_LOST)
+    if (keep_end(l) == RELOCK_LOST)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was lost while kept",
                             l->name);
     return RELOCK_OK;
 }
 
-relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
-                                     char value[RELOCK__VALUE_MAX])
+static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
+                                    char value[RELOCK__VALUE_MAX])
 {
     struct relock__keeper *k = l->keeper;
     char *dup = NULL;
@@ -252,7 +262,7 @@ relock_status relock__keep_set_owner(relock_lock *l, long pid, const char *text,
     return lost ? RELOCK_LOST : RELOCK_OK;
 }
 
-void relock__keep_owner_done(relock_lock *l)
+static void keep_owner_done(relock_lock *l)
 {
     struct relock__keeper *k = l->keeper;
     pthread_mutex_lock(&k->mu);
@@ -261,7 +271,7 @@ void relock__keep_owner_done(relock_lock *l)
     pthread_mutex_unlock(&k->mu);
 }
 
-uint64_t relock__keep_valid_until(const relock_lock *l)
+static uint64_t keep_valid_until(const relock_lock *l)
 {
     struct relock__keeper *k = l->keeper;
     pthread_mutex_lock(&k->mu);

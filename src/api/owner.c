@@ -72,7 +72,7 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     char value[RELOCK__VALUE_MAX];
     memcpy(value, l->value, sizeof value);
     if (l->keeper) {
-        st = relock__keep_set_owner(l, pid, text, value);
+        st = l->keep_ops->set_owner(l, pid, text, value);
         if (st != RELOCK_OK) {
             free(dup);
             return st == RELOCK_LOST ? RELOCK__FAIL(&c->err, st,
@@ -87,7 +87,7 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     l->owner_pid = pid;
     owner_note(l, value, 1);
     if (l->keeper)
-        relock__keep_owner_done(l);
+        l->keep_ops->owner_done(l);
     return RELOCK_OK;
 }
 

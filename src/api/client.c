@@ -29,6 +29,7 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     relock__err_clear(&c->err);
     c->s = cfg->s;
     c->conn.srv = &c->s.servers[0];
+    c->on_connect = relock__probe;
     relock__scripts_init(c);
     seed_rng(c);
     c->replicas_acked = -1;

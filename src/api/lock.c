@@ -171,7 +171,7 @@ relock_status relock_release(relock_lock *l)
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
-    if (l->keeper && relock__keep_end(l) == RELOCK_LOST)
+    if (l->keeper && l->keep_ops->end(l) == RELOCK_LOST)
         l->lost = 1;
     if (l->lost)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
@@ -278,7 +278,7 @@ void relock_lock_free(relock_lock *l)
     if (!l)
         return;
     if (l->keeper)
-        relock__keep_end(l);
+        l->keep_ops->end(l);
     free(l->owner_text);
     memset(l, 0xa5, sizeof *l); /* makes a use after free show */
     free(l);
@@ -303,7 +303,7 @@ long long relock_lock_validity_ms(const relock_lock *l)
 {
     if (!l)
         return 0;
-    uint64_t until = l->keeper ? relock__keep_valid_until(l) : l->valid_until;
+    uint64_t until = l->keeper ? l->keep_ops->valid_until(l) : l->valid_until;
     if (l->lost || until == 0)
         return 0;
     uint64_t now = relock__mono_ms();

@@ -328,17 +328,22 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
     relock_client *c = l->c;
     relock__mhead *h = m;
     int n = c->s.nservers;
-    relock__fanout *out = malloc(sizeof *out);
-    fround *r = calloc(1, sizeof *r);
-    relock__fanfeed *f = calloc(1, sizeof *f);
-    char(*text)[448] = calloc(RELOCK__MAX_SERVERS, sizeof *text);
-    if (!out || !r || !f || !text) {
-        free(out);
-        free(r);
-        free(f);
-        free(text);
+    /* One allocation per operation: the batches are large (the fan-out's
+     * words for every server), the rest small; only the state is zeroed. */
+    struct {
+        relock__fanout out;
+        fround r;
+        relock__fanfeed f;
+        char text[RELOCK__MAX_SERVERS][448];
+    } *d = malloc(sizeof *d);
+    if (!d)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
-    }
+    relock__fanout *out = &d->out;
+    fround *r = &d->r;
+    relock__fanfeed *f = &d->f;
+    char(*text)[448] = d->text;
+    memset(r, 0, sizeof *r);
+    memset(f, 0, sizeof *f);
     reset_feed(f, r, n);
     f->mono_ms = relock__mono_ms();
     relock_status st = RELOCK_OK;
@@ -430,9 +435,6 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
     reset_feed(f, r, n);
     for (int i = 0; i < n; i++)
         free_got(r, i);
-    free(out);
-    free(r);
-    free(f);
-    free(text);
+    free(d);
     return st;
 }

@@ -357,6 +357,13 @@ struct relock_lock {
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
+    /* A lock of an asynchronous client (async.c): its operation in flight
+     * and its renewal; NULL for the blocking API's locks. */
+    struct relock__alock *al;
+    /* With al: what relock_lock_free() calls first, installed by the
+     * asynchronous client (so the blocking API never calls up into it);
+     * 1 when an operation in flight frees the lock when it ends. */
+    int (*al_free)(relock_lock *l);
     /* The connection the last attempt or extend wrote on (durable.c). */
     struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
@@ -367,6 +374,14 @@ struct relock_lock {
     char *owner_text;
 };
 
+/* Fairness after a release that woke waiters (lock.c): the releaser stays
+ * away from that lock for a moment.  relock__yield_note() after such a
+ * release; relock__yield_ms(): how long an acquire of l waits first. */
+void relock__yield_note(relock_lock *l);
+long long relock__yield_ms(const relock_lock *l);
+/* A new lock handle for NAME (checked as relock_acquire() checks it). */
+relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
+                               relock_lock **out);
 
 typedef struct relock__algo {
     const char *name;

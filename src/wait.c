@@ -17,6 +17,7 @@
 #include <sys/time.h>
 
 #include "engine/waitplan.h"
+#include "fence.h"
 #include "internal.h"
 
 static void unsubscribe(relock_client *c)

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "api.h"
 
 relock_status relock__owner_check(relock__err *e, long pid, const char *text)
 {

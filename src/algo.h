@@ -16,9 +16,6 @@ extern const relock__algo relock__algo_quorum;
 relock_status relock__quorum_setup(relock_client *c);
 void relock__quorum_free(relock_client *c);
 
-/* The pub/sub channel on which a release of l's key is announced to
- * waiters (DESIGN §5).  Writes "" and returns 0 when wait.notify is off. */
-int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* The generic waiting loop over c->algo->attempt. */
 relock_status relock__wait_acquire(relock_lock *l, long long wait_ms);

@@ -142,6 +142,8 @@ void relock__settings_default(relock__settings *s);
 int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen);
 /* Parses a redis:// URL into srv; on error writes a reason into why. */
 int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen);
+/* Whether the settings name a sentinel-monitored master (config.c). */
+int relock__sentinel_on(const relock__settings *s);
 
 /* ------------------------------------------------------------------ keys */
 
@@ -184,6 +186,9 @@ int relock__owner_key(const char *lock_key, char *out, size_t len);
 
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
+/* The pub/sub channel on which a release of l's key is announced to
+ * waiters (DESIGN §5), keys.c.  Writes "" and returns 0 when wait.notify is off. */
+int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* ------------------------------------------------------------------ values */
 

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "algo.h"
 
 struct relock__qserver {
     redisContext *ctx;  /* non-blocking; NULL until (re)connected */

@@ -82,8 +82,6 @@ void relock__note_legacy_writer(relock_client *c);
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 
-/* Whether the settings name a sentinel-monitored master (config.c). */
-int relock__sentinel_on(const relock__settings *s);
 /* Asks the sentinels in turn for the master's address, connects there and
  * checks it is a master; RELOCK_EIO naming the master and the sentinels
  * tried when none gives a usable one. */

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "routing.h"
 #include "relockx.h"
 
 /* Keys per pipelined batch, and SCAN's COUNT hint. */

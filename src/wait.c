@@ -18,7 +18,7 @@
 
 #include "engine/waitplan.h"
 #include "fence.h"
-#include "internal.h"
+#include "algo.h"
 
 static void unsubscribe(relock_client *c)
 {

@@ -6,7 +6,7 @@
 #ifndef RELOCK_API_H
 #define RELOCK_API_H
 
-#include "internal.h"
+#include "base.h"
 
 /* Mode selection from configuration and probe (DESIGN §3 auto). */
 relock_status relock__select_mode(relock_client *c);

@@ -5,6 +5,7 @@
 
 #include "api.h"
 #include "probe.h"
+#include "algo.h"
 
 static void seed_rng(relock_client *c)
 {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "algo.h"
 
 /* How long a releaser that woke waiters stays away from that lock: a few
  * round trips, enough for a woken waiter to take it. */

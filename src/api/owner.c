@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "routing.h"
 
 relock_status relock__owner_check(relock__err *e, long pid, const char *text)
 {

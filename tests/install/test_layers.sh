@@ -6,7 +6,8 @@
 #     or of the API layer (src/api/), or compat/ includes one of src/api/;
 #   - the folders call each other in a circle (api, compat, core);
 #   - two or more files call each other in a circle (a file that calls
-#     back up).
+#     back up);
+#   - a library file includes the umbrella src/internal.h.
 # Comments and string literals are left out, so a function named in a
 # comment or a message is no call.  A function is a relock_ or relock__
 # name defined (not static) in a .c file; a call is any mention of it in
@@ -88,6 +89,13 @@ while read -r f h; do
     case "$(layer "$f"):$(layer "$h")" in
     core:compat | core:api | compat:api) bad "$f includes $h (a $(layer "$f") file reaches up into $(layer "$h"))" ;;
     esac
+done <"$TMP/includes"
+
+# The umbrella header is for the tests: each library file includes the
+# headers of the layers it uses (base.h, handle.h, transport.h,
+# routing.h, algo.h, engine/engine.h, api/api.h, ...).
+while read -r f h; do
+    [ "$h" = src/internal.h ] && bad "$f includes internal.h; include the layer headers it uses"
 done <"$TMP/includes"
 
 # 2. Folders: no circle between api, compat and core.

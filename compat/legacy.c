@@ -406,7 +406,9 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
                        out);
     }
     case A_READBACK: {
-        if (in->fault)
+        /* An error reply (-LOADING from a restarted server that may have
+         * kept the SETNX) says nothing about the key: ambiguous too. */
+        if (in->fault || !relock__reply_is(in->reply[0], "bn"))
             return relock__done(&m->head, ambiguous(l, "acquire"));
         const redisReply *r = in->reply[0];
         int same = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
@@ -425,6 +427,8 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         s = relock__ts_cas_step(&m->cas, l, in, out);
         if (s == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
+        if (m->cas.drop)
+            m->head.in_txn = 1; /* the driver drops the connection */
         if (m->cas.st != RELOCK_OK)
             return relock__done(&m->head, m->cas.ambiguous ? ambiguous(l, "acquire")
                                                             : m->cas.st);
@@ -437,6 +441,8 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         s = relock__ts_fwrite_step(&m->fw, l, in, out);
         if (s == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
+        if (m->fw.drop)
+            m->head.in_txn = 1; /* the driver drops the connection */
         if (m->fw.st != RELOCK_OK) {
             if (!m->fw.ambiguous)
                 return relock__done(&m->head, m->fw.st);
@@ -456,6 +462,8 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         s = relock__ts_fwrite_step(&m->fw, l, in, out);
         if (s == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
+        if (m->fw.drop)
+            m->head.in_txn = 1; /* the driver drops the connection */
         if (m->fw.st != RELOCK_OK)
             return relock__done(&m->head,
                                 m->fw.ambiguous ? ambiguous(l, "acquire") : m->fw.st);
@@ -670,6 +678,8 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
     case U_CAS:
         if (relock__ts_cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
+        if (m->cas.drop)
+            m->head.in_txn = 1; /* the driver drops the connection */
         return u_cas_done(m, l, in, out);
     case U_READ:
         return u_read(m, l, in, out);

@@ -82,6 +82,10 @@ typedef struct relock__ts_cas {
     long long fence_out;
     char found[RELOCK__VALUE_MAX];
     int beaten;
+    /* EXEC and then DISCARD were refused: the server may still hold the
+     * transaction open, so the connection must be dropped (the caller
+     * sets its head's in_txn). */
+    int drop;
     /* state */
     int by_eval;
     char chan[RELOCK__KEY_MAX];
@@ -120,6 +124,7 @@ typedef struct relock__ts_fwrite {
     relock__value old_v;
     long long fence;
     long long breaks;
+    int drop; /* as relock__ts_cas's */
     char bkey[RELOCK__KEY_MAX];
 } relock__ts_fwrite;
 

@@ -25,6 +25,14 @@ static void discard(relock__batch *out)
     relock__batch_add(out, 1, argv);
 }
 
+/* Whether DISCARD's answer leaves the transaction open for all we know: a
+ * refusal (a server still loading refuses DISCARD too before 2.6), or no
+ * answer on a connection that is then already closed (harmless). */
+static int discard_failed(const relock__feed *in)
+{
+    return in->fault || !relock__reply_is(in->reply[0], "s");
+}
+
 relock__ts_path relock__ts_path_of(const relock_client *c)
 {
     if (c->conn.caps & RELOCK_CAP_EVAL)
@@ -104,7 +112,7 @@ static relock__step cas_script(relock__ts_cas *c, relock_lock *l, relock__batch 
 relock__step relock__ts_cas_start(relock__ts_cas *c, relock_lock *l, relock__batch *out)
 {
     c->st = RELOCK_OK;
-    c->ambiguous = c->done = c->beaten = 0;
+    c->ambiguous = c->done = c->beaten = c->drop = 0;
     c->fence_out = 0;
     c->found[0] = '\0';
     c->by_eval = 0;
@@ -261,7 +269,8 @@ relock__step relock__ts_cas_step(relock__ts_cas *c, relock_lock *l, const relock
         return cas_end(c, RELOCK_OK);
     }
     case CAS_DISCARD:
-        return cas_end(c, c->st); /* whatever DISCARD answered */
+        c->drop = discard_failed(in);
+        return cas_end(c, c->st);
     default:
         return cas_end(c, RELOCK__FAIL(&cl->err, RELOCK_EPROTO,
                                        "lock %s: internal error: compare-and-set step %d",
@@ -282,6 +291,7 @@ relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, reloc
 {
     w->st = RELOCK_OK;
     w->ambiguous = 0;
+    w->drop = 0;
     w->n0 = 0;
     w->old_nil = 0;
     w->old[0] = '\0';
@@ -354,6 +364,7 @@ relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const 
         return fw_end(w, RELOCK_OK);
     }
     case FW_DISCARD:
+        w->drop = discard_failed(in);
         return fw_end(w, w->st);
     default:
         return fw_end(w, RELOCK__FAIL(&c->err, RELOCK_EPROTO,

@@ -228,8 +228,14 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
                                       l->name));
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements <= di ||
-        r->element[di]->type != REDIS_REPLY_INTEGER)
+        r->element[di]->type != REDIS_REPLY_INTEGER) {
+        /* An error in place of EXEC's reply (-LOADING, a refused EXEC)
+         * may leave the server's MULTI open, the queued DEL with it: the
+         * connection is dropped, or the next command would be queued
+         * there (a SET NX PX answering +QUEUED, read as a win). */
+        m->h.in_txn = 1;
         return finish(m, RELOCK__BAD_REPLY(c, "EXEC", r));
+    }
     m->deleted = r->element[di]->integer > 0;
     if (m->way != RELOCK__BW_PLAIN)
         return m->deleted ? notify(m, l, out, 0) : absent(m, l);

@@ -94,6 +94,9 @@ typedef struct relock__keep_ops {
      * lock lost. */
     relock_status (*set_owner)(relock_lock *l, long pid, const char *text,
                                char value[RELOCK__VALUE_MAX]);
+    /* After set_owner returned RELOCK_OK, no renewal starts until the
+     * owner's record write is done and this is called. */
+    void (*owner_done)(relock_lock *l);
 } relock__keep_ops;
 
 struct relock_lock {

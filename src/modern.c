@@ -171,7 +171,9 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
                                  relock__batch *out)
 {
     relock_client *c = l->c;
-    if (in->fault) {
+    /* An error reply (-LOADING from a restarted server that may have kept
+     * our write) says nothing about the key: as unreadable as a fault. */
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
         relock__err_clear(&c->err); /* the I/O errors are the lesser news */
         return relock__done(&m->h,
                             RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
@@ -197,9 +199,18 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
 static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
 {
     relock_client *c = l->c;
-    if (in->fault) /* the first loss's error stands */
-        return relock__done(&m->h, c->err.pub.status != RELOCK_OK ? c->err.pub.status
-                                                                  : relock__fault_fail(c, in));
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
+        /* The lock is ours (our token is in the key) but its fence is
+         * unknown: no success (a fence of 0 would undercut every earlier
+         * holder's), and no "nothing happened" either. */
+        relock__err_clear(&c->err);
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                         "acquire %s: connection lost after the acquire was "
+                                         "sent; the key holds our value, but its fence cannot "
+                                         "be read: the lock is held by us until its TTL ends",
+                                         l->name));
+    }
     const redisReply *r = in->reply[0];
     relock__err_clear(&c->err);
     return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);

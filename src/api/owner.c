@@ -87,6 +87,8 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     l->owner_text = dup;
     l->owner_pid = pid;
     owner_note(l, value, 1);
+    if (l->keeper)
+        l->keep_ops->owner_done(l);
     return RELOCK_OK;
 }
 

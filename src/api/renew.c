@@ -34,6 +34,13 @@ struct relock__keeper {
      * modes each renewal writes a new one), for owner writes made from
      * the owner's thread. */
     char value[RELOCK__VALUE_MAX];
+    /* The two never write at once: a renewal under way (renewing) holds
+     * back the owner's record write, which holds back the next renewal
+     * (owner_writing), so that the record written is conditional on the
+     * value the key holds, and no renewal's note with the old text
+     * lands after it.  Both are signalled on cv. */
+    int renewing;
+    int owner_writing;
 };
 
 static void deadline_in(struct timespec *ts, long long ms)
@@ -58,6 +65,8 @@ static void *keeper_main(void *p)
         int rc = 0;
         while (!k->stop && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+        while (!k->stop && k->owner_writing)
+            pthread_cond_wait(&k->cv, &k->mu);
         if (k->stop)
             break;
         if (k->owner_pending) {
@@ -67,6 +76,7 @@ static void *keeper_main(void *p)
             k->owner_next = NULL;
             k->owner_pending = 0;
         }
+        k->renewing = 1;
         pthread_mutex_unlock(&k->mu);
         relock_status st = relock_extend(k->shadow, k->shadow->ttl_ms);
         /* A transient failure is retried next period; only a definite loss,
@@ -74,6 +84,8 @@ static void *keeper_main(void *p)
         int gone = st == RELOCK_LOST ||
                    (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
         pthread_mutex_lock(&k->mu);
+        k->renewing = 0;
+        pthread_cond_broadcast(&k->cv);
         k->valid_until = k->shadow->valid_until;
         memcpy(k->value, k->shadow->value, sizeof k->value);
         if (gone) {
@@ -94,7 +106,9 @@ static relock_status keep_end(relock_lock *l);
 static uint64_t keep_valid_until(const relock_lock *l);
 static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
                                     char value[RELOCK__VALUE_MAX]);
-static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner};
+static void keep_owner_done(relock_lock *l);
+static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner,
+                                          keep_owner_done};
 
 static void keeper_free(struct relock__keeper *k)
 {
@@ -231,8 +245,11 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
     if (text[0] && !(dup = strdup(text)))
         return RELOCK_ENOMEM;
     pthread_mutex_lock(&k->mu);
+    while (k->renewing && !k->lost)
+        pthread_cond_wait(&k->cv, &k->mu);
     int lost = k->lost;
     if (!lost) {
+        k->owner_writing = 1;
         free(k->owner_next);
         k->owner_next = dup;
         k->owner_next_pid = pid;
@@ -243,6 +260,15 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
     pthread_mutex_unlock(&k->mu);
     free(dup);
     return lost ? RELOCK_LOST : RELOCK_OK;
+}
+
+static void keep_owner_done(relock_lock *l)
+{
+    struct relock__keeper *k = l->keeper;
+    pthread_mutex_lock(&k->mu);
+    k->owner_writing = 0;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
 }
 
 static uint64_t keep_valid_until(const relock_lock *l)

@@ -228,6 +228,36 @@ static void *rival_main(void *p)
     return NULL;
 }
 
+/* relock_lock_set_owner() while renewals run often (every 100 ms): each
+ * call's record is there when it returns, whether or not a renewal was
+ * under way when it began (a renewal's note with the old text, or a
+ * renewal that moved the value under the conditional write, used to leave
+ * the old record in place until the next renewal). */
+static void test_kept_busy(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        if (!testsrv_personality_runs(targets[i].pers))
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "own-busy-%zu", i);
+        relock_client *a = client(i);
+        relock_lock *la = NULL;
+        assert_int_equal(relock_try_acquire(a, name, 300, &la), RELOCK_OK);
+        assert_int_equal(relock_keep(la, NULL, NULL), RELOCK_OK);
+        for (int round = 0; round < 40; round++) {
+            char text[16];
+            snprintf(text, sizeof text, "busy%d", round);
+            assert_int_equal(relock_lock_set_owner(la, 0, text), RELOCK_OK);
+            want_record(i, "set_owner while renewals run", name, text);
+            tu_sleep_ms(7 * (round % 5));
+        }
+        assert_int_equal(relock_release(la), RELOCK_OK);
+        relock_lock_free(la);
+        relock_client_free(a);
+    }
+}
+
 static void test_release_race(void **state)
 {
     (void)state;
@@ -292,6 +322,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale),
         cmocka_unit_test(test_kept),
+        cmocka_unit_test(test_kept_busy),
         cmocka_unit_test(test_release_race),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -48,6 +48,21 @@ static const sim_scenario *scenario_of_seed(unsigned long long seed)
     return NULL;
 }
 
+/* A seeded run varies what the scenario leaves open: the time per command,
+ * how often faults come and how many a run may have (the same seed, the
+ * same variation, so --seed replays it). */
+static void vary(sim_scenario *sc, sim_opts *o, unsigned long long seed)
+{
+    static const long ticks[] = {1, 1, 2, 5};
+    static const double rates[] = {0.03, 0.06, 0.06, 0.12};
+    static const int faults[] = {1, 3, 3, 6};
+    unsigned long long x = seed * 0x9E3779B97F4A7C15ULL;
+    x ^= x >> 29;
+    sc->tick_ms = sc->tick_ms > 1 ? sc->tick_ms : ticks[x % 4];
+    o->fault_rate = rates[(x >> 8) % 4];
+    o->max_faults = faults[(x >> 16) % 4];
+}
+
 static void print_path(const sim_result *r)
 {
     printf("choice path (--path):");
@@ -127,11 +142,12 @@ static int run_seeds(const sim_scenario *only, unsigned long long first, long ns
             break;
         if (nseeds <= 0 && secs() - t0 >= minutes * 60)
             break;
-        const sim_scenario *sc = only ? only : scenario_of_seed(seed);
+        sim_scenario var = *(only ? only : scenario_of_seed(seed));
+        const sim_scenario *sc = &var;
         sim_opts o;
         default_opts(&o);
         o.seed = seed;
-        o.max_faults = 3;
+        vary(&var, &o, seed);
         sim_result *r = calloc(1, sizeof *r);
         if (!r)
             return 1;
@@ -235,6 +251,43 @@ static int explore(const sim_scenario *sc, int depth, int faults, long max_runs,
         *runs_out = runs;
     if (complete_out)
         *complete_out = complete;
+    return bad;
+}
+
+/* Replay: the same seeds run again, in the other order, after other runs,
+ * must take the same choices and send the same commands.  0 when they do. */
+static int replays(void)
+{
+    enum { N = 24 };
+    unsigned long long sig[N];
+    sim_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return 1;
+    int bad = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int j = 0; j < N; j++) {
+            int i = pass ? N - 1 - j : j;
+            unsigned long long seed = 7001 + (unsigned long long)i * 7919;
+            sim_scenario var = *scenario_of_seed(seed);
+            sim_opts o;
+            default_opts(&o);
+            o.seed = seed;
+            vary(&var, &o, seed);
+            sim_run(&var, &o, r, 1);
+            unsigned long long h = r->commands * 1000003ULL + (unsigned long long)r->steps;
+            for (int k = 0; k < r->nchoices; k++)
+                h = h * 31 + (unsigned long long)r->picks[k];
+            if (pass == 0) {
+                sig[i] = h;
+            } else if (sig[i] != h) {
+                printf("sim: seed %llu did not replay the same way\n", seed);
+                bad = 1;
+            }
+        }
+    }
+    free(r);
+    printf("sim: %d seeds replayed the same way, in the other order%s\n", N,
+           bad ? ": NO" : "");
     return bad;
 }
 
@@ -413,11 +466,12 @@ int main(int argc, char **argv)
         return expect ? !v : v;
     }
     if (have_seed) {
-        const sim_scenario *sc = only ? only : scenario_of_seed(seed);
+        sim_scenario var = *(only ? only : scenario_of_seed(seed));
+        const sim_scenario *sc = &var;
         sim_opts o;
         default_opts(&o);
         o.seed = seed;
-        o.max_faults = 3;
+        vary(&var, &o, seed);
         o.trace = trace;
         sim_result *r = calloc(1, sizeof *r);
         int v = r ? sim_run(sc, &o, r, 0) : 1;
@@ -453,6 +507,8 @@ int main(int argc, char **argv)
         }
         if (!bad)
             bad += run_seeds(NULL, 1, 150, 0, 0, 0, NULL, NULL);
+        if (!bad)
+            bad += replays();
         if (!bad)
             bad += negatives(0);
         return bad != 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The simulator's teeth (docs/architecture.md, "Simulator"): each patch in
 # tests/sim/reverts/ undoes one double-holder fix of issue 13 in the
-# machines (or the transport and leaves they use); built with it, the
-# simulator must find a violation.  Works in a temporary worktree of HEAD, so the checkout
+# machines (or the transport and leaves they use), or one the simulator
+# found (7: the probe's rule, decision 135); built with it, the simulator
+# must find a violation.  Works in a temporary worktree of HEAD, so the checkout
 # is never modified; builds only relock_sim there.
 #
 #   tests/sim/reverts.sh            every patch
@@ -35,6 +36,7 @@ run_for() {
     4-*) "$SIM" --boundaries --scenario clock-server ;;
     5-*) "$SIM" --boundaries --scenario fence-tag ;;
     6-*) "$SIM" --boundaries --scenario legacy-2.0 ;;
+    7-*) "$SIM" --seed 1 --scenario probe-loading ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

@@ -10,7 +10,7 @@
 
 #define RL(m, t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
-     .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1}
+     .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
 #define CL(t, w, h, n) \
     {.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = (t), .wait_ms = (w), .hold_ms = (h), \
      .iters = (n)}
@@ -36,7 +36,7 @@
      .c = {RL(LEG, 2000, 6000, 600, 2, 1), RL(LEG, 2000, 6000, 600, 2, 1), \
            CL(3000, 6000, 500, 1)}, \
      .faults = (f), .tick_ms = 1, .pause_ms = 3500, .in_short = 1}
-#define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE))
+#define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART))
 
 const sim_scenario sim_scenarios[] = {
     MODERN_ON("7", "modern-7"),

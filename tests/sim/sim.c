@@ -77,6 +77,8 @@ typedef struct sclient {
     char claim_value[RELOCK__VALUE_MAX];
     uint64_t rng;
     void *fiber;          /* AddressSanitizer's note of its fake stack */
+    int epoch;            /* the server's life its lock handle comes from */
+    int broken;           /* a classic client broken while it held: it does not know */
 } sclient;
 
 typedef struct sconn {
@@ -498,6 +500,7 @@ static void void_claims(const char *lock, const char *why)
     for (int i = 0; i < S.ncl; i++) {
         if (claim_live(&S.cl[i], lock)) {
             S.cl[i].claim_void = 1;
+            S.cl[i].broken = S.cl[i].sp.kind == SK_CLASSIC;
             tracef("c%d's claim on %s ends: %s", i, lock, why);
         }
     }
@@ -517,9 +520,38 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         }
         return;
     }
+    /* A classic client broken while it held does not know it: its DEL at
+     * the end of its hold removes whoever holds the key now (docs/safety.md,
+     * "After a break or a new holder": the window that remains).  That ends
+     * the claim, as a break does. */
+    if (w->broken && before->exists && before->author != writer) {
+        void_claims(before->name, "deleted by a classic client broken earlier");
+        S.broken_at = S.now;
+        return;
+    }
     if (!before->exists || before->author == writer || before->author < 0 ||
         before->author >= S.ncl)
         return;
+    /* A handle from before a restart without persistence: the counters
+     * started again, so its value and fence can be a new holder's too,
+     * and its write ends that holder's lock (docs/safety.md, "Restart"):
+     * a documented limit, not checked. */
+    if (w->epoch != S.epoch) {
+        /* Also a claim granted but not yet returned (broken_at). */
+        S.broken_at = S.now;
+        if (before->author >= 0 && before->author < S.ncl &&
+            (claim_live(&S.cl[before->author], before->name) ||
+             S.cl[before->author].state != ST_DONE)) {
+            S.cl[before->author].claim_void = 1;
+            /* Its holder's handle is now as unreliable as the old one:
+             * the fence no longer tells it from anyone (a classic SETNX
+             * next is followed), so its writes are the same limit. */
+            S.cl[before->author].epoch = -1;
+            tracef("c%d's claim ends: c%d's handle from before the restart matched it", before->author,
+                   writer);
+        }
+        return;
+    }
     /* Only relock's clients are held to this: a classic client that
      * loses a GETSET race writes over the winner by design, and so does
      * relock's own GETSET takeover on 2.0, which has nothing better. */
@@ -700,6 +732,7 @@ static void run_relock(sclient *c)
     for (int it = 0; it < sp->iters; it++) {
         relock_lock *l = NULL;
         long long t0 = S.now, p0 = c->paused;
+        c->epoch = S.epoch; /* the handle belongs to the server's life it began in */
         relock_status st = relock_acquire(rc, sp->lock, sp->ttl_ms, sp->wait_ms, &l);
         long long took = S.now - t0 - (c->paused - p0);
         tracef("c%d acquire %s -> %s%s%s", c->id, sp->lock, st_name(st),
@@ -817,6 +850,8 @@ static void run_classic(sclient *c)
         long long t_try = S.now;
         for (int tries = 0; tries < 400 && !won && S.now - t0 <= sp->wait_ms; tries++) {
             t_try = S.now;
+            c->epoch = S.epoch;
+            c->broken = 0;
             long long now_s = wall_of(c) / 1000;
             mine = now_s + timeout_s + 1;
             redisReply *r = classic_cmd(c, &ctx, "SETNX %s %lld", sp->lock, mine);

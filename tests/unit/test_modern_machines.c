@@ -228,6 +228,34 @@ static void test_lost_acquire_read_back(void **state)
     assert_string_equal(f.c->err.msg, "SET on 127.0.0.1:6379: connection lost");
     relock__err_clear(&f.c->err);
 
+    /* The read-back answered with an error (-LOADING): it says nothing
+     * about the key, which may hold our token: ambiguous, not EIO. */
+    relock__modern_acq_init(&m);
+    acq(&m, feed_none(100));
+    acq(&m, feed_fault(101, RELOCK__FAULT_LOST, 0));
+    acq(&m, feed_replies(150, 1, fr_err("LOADING Redis is loading the dataset in memory")));
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    relock__err_clear(&f.c->err);
+
+    /* The key holds our token, but the fence cannot be read (lost, or an
+     * error reply): the lock is ours with no fence to give; neither a
+     * success (fence 0 would undercut every earlier holder's) nor EIO
+     * ("nothing happened": our token sits in the key). */
+    relock__modern_acq_init(&m);
+    acq(&m, feed_none(100));
+    acq(&m, feed_fault(101, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(acq(&m, feed_replies(150, 1, fr_str(TOKEN))), RELOCK__STEP_SEND);
+    acq(&m, feed_replies(151, 1, fr_err("LOADING Redis is loading the dataset in memory")));
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    relock__err_clear(&f.c->err);
+    relock__modern_acq_init(&m);
+    acq(&m, feed_none(100));
+    acq(&m, feed_fault(101, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(acq(&m, feed_replies(150, 1, fr_str(TOKEN))), RELOCK__STEP_SEND);
+    acq(&m, feed_fault(151, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    relock__err_clear(&f.c->err);
+
     /* The read-back fails too: ambiguous. */
     relock__modern_acq_init(&m);
     acq(&m, feed_none(100));

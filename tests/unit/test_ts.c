@@ -247,6 +247,22 @@ static void test_setnx_lost_read_back_other(void **state)
     assert_non_null(strstr(f.c->err.msg, "connection lost"));
 }
 
+/* The read-back answered with an error (-LOADING from a restarted server,
+ * which may hold the SETNX): it says nothing about the key, so the outcome
+ * stays ambiguous, never "nothing happened" (EIO). */
+static void test_setnx_lost_read_back_error(void **state)
+{
+    (void)state;
+    assert_int_equal(acq_start(0), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1010, 1, fr_status("OK"))), RELOCK__STEP_SEND);
+    assert_int_equal(acq(queued(3)), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_fault(1020, RELOCK__FAULT_LOST, 0)), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1030, 1, fr_err("LOADING Redis is loading the dataset "
+                                                       "in memory"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(am.head.st, RELOCK_EAMBIGUOUS);
+}
+
 /* A waiter on 2.0 reads first: a live value ends the attempt with no
  * write at all (the fence does not move); a free key is then written. */
 static void test_waiter_looks_first(void **state)
@@ -375,6 +391,36 @@ static void test_exec_error_discards(void **state)
     assert_int_equal(acq(feed_replies(1040, 1, fr_status("OK"))), RELOCK__STEP_DONE);
     assert_int_equal(am.head.st, RELOCK_EPROTO);
     assert_non_null(strstr(f.c->err.msg, "EXEC"));
+}
+
+/* EXEC and then DISCARD refused (a server loading refuses both before
+ * 2.6): the server's MULTI may still be open, so the connection must be
+ * dropped (head.in_txn), or the next operation's commands would be queued
+ * in it.  The same for 2.0's fenced write. */
+static void test_exec_and_discard_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(acq_start(RELOCK_CAP_WATCH), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1010, 2, fr_status("OK"), fr_nil())), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1020, 1, fr_status("OK"))), RELOCK__STEP_SEND);
+    assert_int_equal(acq(queued(2)), RELOCK__STEP_SEND);
+    assert_int_equal(acq(feed_replies(1030, 1, fr_err("LOADING Redis is loading"))),
+                     RELOCK__STEP_SEND);
+    assert_true(batch_is(&b, 0, "DISCARD", NULL));
+    assert_int_equal(acq(feed_replies(1040, 1, fr_err("LOADING Redis is loading"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(am.head.st, RELOCK_EPROTO);
+    assert_true(am.head.in_txn);
+
+    /* 2.0 */
+    memset(&am, 0, sizeof am);
+    assert_int_equal(acq_start(0), RELOCK__STEP_SEND);
+    assert_int_equal(plain_txn(fr_err("LOADING Redis is loading")), RELOCK__STEP_SEND);
+    assert_true(batch_is(&b, 0, "DISCARD", NULL));
+    assert_int_equal(acq(feed_replies(1030, 1, fr_err("LOADING Redis is loading"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(am.head.st, RELOCK_EPROTO);
+    assert_true(am.head.in_txn);
 }
 
 /* A beaten EXEC (nil) is BUSY, looked at again at once. */
@@ -654,6 +700,8 @@ int main(void)
         T(test_lost_before_exec_is_eio),
         T(test_queued_error_sends_no_exec),
         T(test_setnx_lost_read_back),
+        T(test_setnx_lost_read_back_error),
+        T(test_exec_and_discard_refused),
         T(test_setnx_lost_read_back_other),
         T(test_waiter_looks_first),
         T(test_busy_marks_looked),

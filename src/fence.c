@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "fence.h"
-#include "base.h"
+#include "routing.h"
 
 enum fence_pc {
     F_START = 0,
@@ -213,6 +213,13 @@ relock_status relock__fence_seed(relock_lock *l)
     char before[RELOCK__KEY_MAX];
     if (relock__fence_key_before(l->key, before, sizeof before) != 1)
         return RELOCK_OK;
+    /* The machine chooses its way by the server's capabilities: connected
+     * (and probed) first, since a connection closed by an earlier failure
+     * knows none, and would pass for a server before 2.2, whose way only
+     * creates a missing counter and never raises one. */
+    relock_status st = relock__conn_ready(l->c);
+    if (st != RELOCK_OK)
+        return st;
     relock__fence_carry_m m;
     relock__fence_carry_init(&m, before);
     return relock__drive(l, relock__fence_carry_step, &m);

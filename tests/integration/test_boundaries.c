@@ -23,8 +23,9 @@
  *   error-reply  command k never runs: the server answers it -LOADING.
  *                The operation must fail with RELOCK_EPROTO (or succeed
  *                where the command was only a best-effort notice), never
- *                report the lock lost, and a lock handle must stay usable:
- *                the same operation again, without faults, succeeds.
+ *                report the lock lost, and a lock handle (after a break,
+ *                the client) must stay usable: the same operation again,
+ *                without faults, succeeds.
  *
  * After each run the invariants are checked on the real server: the other
  * client's value is never overwritten or deleted, no two holders, fences
@@ -458,6 +459,10 @@ static void one(const target *t, enum op op, long long k, enum fault f)
                 again = relock_release(s.l);
             if (op == OP_EXTEND)
                 again = relock_extend(s.l, 30000);
+            /* The client too: a refused EXEC must not leave its
+             * connection inside the server's MULTI. */
+            if (op == OP_BREAK)
+                again = relock_break(s.a, s.name, s.value);
             CHECK(again == RELOCK_OK, "the same call again after EPROTO: %s",
                   relock_status_name(again));
         } else if (op == OP_RELEASE || op == OP_BREAK) {

@@ -276,6 +276,56 @@ static void test_whole_tag_names(void **state)
     }
 }
 
+/*
+ * The carry to a whole-tag key's counter (decision 82) after the client's
+ * connection was closed by a failure: the carry must choose its way by the
+ * server's capabilities, not by those of no connection (which read as
+ * "before 2.2": create the counter if absent, never raise an existing
+ * one), or an old-name counter that moved since is not carried and a
+ * token handed out under the old name is undercut.
+ */
+static void carry_after_closed(const char *mode)
+{
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, "7", NULL), 0);
+    relock_client *c = client_on(px.port, mode);
+    char name[64], old_counter[96];
+    snprintf(name, sizeof name, "{wc-%s}", mode);
+    snprintf(old_counter, sizeof old_counter, "{wc-%s} relock:fence", mode);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, name, 5000, 0, &l), RELOCK_OK);
+    assert_true(relock_lock_fence(l) < 1000);
+    /* An earlier version, still running, hands out 1000 under the old name. */
+    free(testsrv_cmd_port(tu_srv.port, "SET %s 1000", old_counter));
+    /* The release's reply is lost: the client's connection is closed. */
+    free(testsrv_cmd_port(px.port, "RELOCK-PROXY FAULT at-reply 1 at-kind close-before"));
+    relock_status st = relock_release(l);
+    free(testsrv_cmd_port(px.port, "RELOCK-PROXY FAULT off"));
+    assert_true(st == RELOCK_EAMBIGUOUS || st == RELOCK_EIO);
+    relock_lock_free(l);
+    /* Whatever the release did, the key goes; then the client acquires again. */
+    free(testsrv_cmd_port(tu_srv.port, "DEL %s", name));
+    l = NULL;
+    assert_int_equal(relock_acquire(c, name, 5000, 0, &l), RELOCK_OK);
+    if (relock_lock_fence(l) <= 1000)
+        fail_msg("%s: fence %lld for %s after the old counter's 1000 (carried on a closed "
+                 "connection)",
+                 mode, relock_lock_fence(l), name);
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&px);
+}
+
+static void test_carry_after_closed(void **state)
+{
+    (void)state;
+    if (!testsrv_personality_runs("7"))
+        return;
+    if (testsrv_mode_runs("modern"))
+        carry_after_closed("modern");
+    carry_after_closed("legacy");
+}
+
 /* The fence counter of lock name on the server at port (key_prefix ""). */
 static long long counter_of(int port, const char *name)
 {
@@ -356,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_increasing_every_personality),
         cmocka_unit_test(test_paused_holder_refused),
         cmocka_unit_test(test_whole_tag_names),
+        cmocka_unit_test(test_carry_after_closed),
         cmocka_unit_test(test_waiter_fence_moves),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);

@@ -387,8 +387,15 @@ static void expect_sound(const scenario *sc)
     if (r->overlaps)
         fail_msg("interop[%s]: %ld overlapping critical sections; first: %s (log kept: %s)",
                  sc->name, r->overlaps, r->ov_desc, out.log);
-    /* Deaths come before the increment, so the count is exact. */
-    assert_int_equal(out.counter, r->sections);
+    /* Deaths come before the increment, so the count is exact, but for
+     * the updates an overlap with an overrun lease may lose (a holder
+     * stalled past its lease on a loaded machine, tolerated below). */
+    assert_true(out.counter <= r->sections);
+    if (r->sections - out.counter > r->overlaps_overrun)
+        fail_msg("interop[%s]: counter %lld for %ld sections: %lld updates lost, more than the "
+                 "%ld overlaps with an overrun lease explain (log kept: %s)",
+                 sc->name, out.counter, r->sections, (long long)r->sections - out.counter,
+                 r->overlaps_overrun, out.log);
     const char *names[2] = {"classic", sc->mode};
     int nk = sc->mode ? 2 : 1;
     for (int k = 0; k < nk; k++) {

@@ -21,7 +21,9 @@ install(TARGETS relock relock_static EXPORT relockTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS relock-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/src/relock.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/src/relock.h ${PROJECT_SOURCE_DIR}/src/relock_async.h
+  ${PROJECT_SOURCE_DIR}/src/relock_async_libevent.h ${PROJECT_SOURCE_DIR}/src/relock_async_libuv.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # The CMake package.  The exported static target names no pkg-config
 # target (they exist only in this build); relockConfig.cmake finds hiredis

@@ -130,6 +130,13 @@ struct relock_lock {
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
+    /* A lock of an asynchronous client (async.c): its operation in flight
+     * and its renewal; NULL for the blocking API's locks. */
+    struct relock__alock *al;
+    /* With al: what relock_lock_free() calls first, installed by the
+     * asynchronous client (so the blocking API never calls up into it);
+     * 1 when an operation in flight frees the lock when it ends. */
+    int (*al_free)(relock_lock *l);
     /* The connection the last attempt or extend wrote on (durable.c). */
     struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),

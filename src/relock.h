@@ -59,7 +59,8 @@ extern "C" {
     X(EFOREIGN, 9, "lock key holds a value relock cannot interpret")           \
     X(EAMBIGUOUS, 10, "outcome unknown: connection lost after the command was sent") \
     X(ENOMEM, 11, "out of memory")                                             \
-    X(EDURABILITY, 12, "write not acknowledged by enough replicas in time")
+    X(EDURABILITY, 12, "write not acknowledged by enough replicas in time")   \
+    X(ECANCELED, 13, "operation cancelled")
 
 typedef enum relock_status {
 #define RELOCK_X_ENUM(name, value, msg) RELOCK_##name = value,

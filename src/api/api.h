@@ -21,4 +21,13 @@ void relock__owner_note(relock_lock *l, int held);
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);
 
+/* Fairness after a release that woke waiters (lock.c): the releaser stays
+ * away from that lock for a moment.  relock__yield_note() after such a
+ * release; relock__yield_ms(): how long an acquire of l waits first. */
+void relock__yield_note(relock_lock *l);
+long long relock__yield_ms(const relock_lock *l);
+/* A new lock handle for NAME (checked as relock_acquire() checks it). */
+relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
+                               relock_lock **out);
+
 #endif

@@ -10,6 +10,22 @@
  * round trips, enough for a woken waiter to take it. */
 #define YIELD_MS 2
 
+static uint64_t key_hash(const char *key);
+
+void relock__yield_note(relock_lock *l)
+{
+    l->c->yield_key = key_hash(l->key);
+    l->c->yield_until = relock__mono_ms() + YIELD_MS;
+}
+
+long long relock__yield_ms(const relock_lock *l)
+{
+    uint64_t now = relock__mono_ms();
+    if (l->c->yield_until > now && l->c->yield_key == key_hash(l->key))
+        return (long long)(l->c->yield_until - now);
+    return 0;
+}
+
 static uint64_t key_hash(const char *key)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -57,6 +73,12 @@ static relock_status new_lock(relock_client *c, const char *name, long long ttl_
     }
     *out = l;
     return RELOCK_OK;
+}
+
+relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
+                               relock_lock **out)
+{
+    return new_lock(c, name, ttl_ms, out);
 }
 
 /* A key of another type than string: say which (one TYPE, on this error
@@ -134,9 +156,9 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
         return st;
     /* The holder that just released usually wins the race back against
      * the waiters it woke (it needs no wake-up): give them a moment. */
-    uint64_t now = relock__mono_ms();
-    if (c->yield_until > now && c->yield_key == key_hash(l->key) && wait_ms != 0)
-        relock__sleep_ms((long long)(c->yield_until - now));
+    long long yield = wait_ms != 0 ? relock__yield_ms(l) : 0;
+    if (yield > 0)
+        relock__sleep_ms(yield);
     st = relock__wait_acquire(l, wait_ms);
     if (st != RELOCK_OK) {
         st = foreign(l, st);
@@ -189,8 +211,7 @@ relock_status relock_release(relock_lock *l)
         if (l->waiters > 0) {
             /* Others were woken for this lock: if we come straight back
              * for it, let them go first (fairness; see acquire). */
-            c->yield_key = key_hash(l->key);
-            c->yield_until = relock__mono_ms() + YIELD_MS;
+            relock__yield_note(l);
         }
     }
     if (st == RELOCK_OK || st == RELOCK_LOST)
@@ -277,6 +298,8 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
 void relock_lock_free(relock_lock *l)
 {
     if (!l)
+        return;
+    if (l->al && l->al_free(l))
         return;
     if (l->keeper)
         l->keep_ops->end(l);

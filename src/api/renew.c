@@ -126,6 +126,11 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return RELOCK_EINVAL;
     relock_client *c = l->c;
     relock__err_clear(&c->err);
+    if (l->al) /* an asynchronous client's lock: relock_async_keep() */
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "keep %s: the lock belongs to an asynchronous client; use "
+                            "relock_async_keep()",
+                            l->name);
     if (l->keeper)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep %s: already kept", l->name);
     if (l->lost)

@@ -120,6 +120,7 @@ int cli_exit_code(relock_status st)
     case RELOCK_EAMBIGUOUS:
     case RELOCK_ENOMEM:
     case RELOCK_EDURABILITY:
+    case RELOCK_ECANCELED:
         return EXIT_SERVER;
     }
     return EXIT_SERVER;

@@ -40,5 +40,22 @@ redis-cli -p "$PORT" SET report:fence 999999 >/dev/null
 if bash "$ROOT/docs/examples/migration-walkthrough.sh" "$BUILD" >"$DIR/w.out" 2>&1 &&
     grep -q "walkthrough complete" "$DIR/w.out"; then ok; else bad "walkthrough: $(tail -5 "$DIR/w.out")"; fi
 
+# async_libevent.c: five tasks on one loop take turns; async_libuv.c: a
+# lock kept by the loop's timers through 2 s with a 1 s lease.
+if [ -x "$BUILD/relock-async-libevent" ]; then
+    if "$BUILD/relock-async-libevent" "$RELOCK_URL" 5 >"$DIR/ae.out" 2>&1 &&
+        [ "$(grep -c "holds the lock" "$DIR/ae.out")" -eq 5 ] &&
+        grep -q "5 turns, 0 failures" "$DIR/ae.out"; then ok; else bad "async_libevent: $(cat "$DIR/ae.out")"; fi
+else
+    bad "relock-async-libevent was not built (libevent-dev)"
+fi
+if [ -x "$BUILD/relock-async-libuv" ]; then
+    if "$BUILD/relock-async-libuv" "$RELOCK_URL" 2 >"$DIR/au.out" 2>&1 &&
+        grep -q "released: ok" "$DIR/au.out"; then ok; else bad "async_libuv: $(cat "$DIR/au.out")"; fi
+    [ "$(redis-cli -p "$PORT" EXISTS async-keeper)" = 0 ] && ok || bad "async_libuv left its key"
+else
+    bad "relock-async-libuv was not built (libuv1-dev)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

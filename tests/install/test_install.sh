@@ -60,6 +60,9 @@ soname=$(objdump -p "$LIBDIR/librelock.so.$want_version" | awk '/SONAME/ {print 
 check "SONAME is librelock.so.$want_so (got $soname)" -- test "$soname" = "librelock.so.$want_so"
 check "static library" -- test -f "$LIBDIR/librelock.a"
 check "header" -- test -f "$PREFIX/include/relock.h"
+for h in relock_async.h relock_async_libevent.h relock_async_libuv.h; do
+    check "header $h" -- test -f "$PREFIX/include/$h"
+done
 for f in relockConfig.cmake relockConfigVersion.cmake relockTargets.cmake; do
     check "$f installed" -- test -f "$LIBDIR/cmake/relock/$f"
 done
@@ -69,7 +72,7 @@ for m in man1/relock.1 man3/relock.3 man5/relock.conf.5; do
 done
 # Nothing else: the list of installed files is exactly the one above.
 unexpected=$(cd "$PREFIX" && find . \( -type f -o -type l \) | sed 's|^\./||' | grep -Ev \
-    '^(bin/relock|include/relock\.h|lib[^/]*(/[^/]*)?/(librelock\.(so(\.[0-9.]+)?|a)|pkgconfig/relock\.pc|cmake/relock/relock(Config|ConfigVersion|Targets(-[a-z]+)?)\.cmake)|share/man/man[135]/relock(\.conf)?\.[135])$')
+    '^(bin/relock|include/relock(_async(_libevent|_libuv)?)?\.h|lib[^/]*(/[^/]*)?/(librelock\.(so(\.[0-9.]+)?|a)|pkgconfig/relock\.pc|cmake/relock/relock(Config|ConfigVersion|Targets(-[a-z]+)?)\.cmake)|share/man/man[135]/relock(\.conf)?\.[135])$')
 check "nothing else installed (found: $unexpected)" -- test -z "$unexpected"
 # Exported targets must not name build-only targets.
 check "no PkgConfig:: target in the export" -- \
@@ -101,6 +104,21 @@ if cc -std=c11 $CFLAGS_EXTRA -o "$TMP/consumer-pc" "$HERE/consumer.c" $flags 2>"
 else
     bad "building with pkg-config failed: $(cat "$TMP/cc.log")"
 fi
+# The asynchronous headers compile as installed, with the program's own
+# hiredis and loop libraries, warnings as errors.
+for loop in libevent libuv; do
+    printf '#include <relock_async_%s.h>\nint main(void) { relock_async_loop l; (void)l; return relock_async_pending(0) != 0; }\n' \
+        "$loop" >"$TMP/async-$loop.c"
+    lflags=$(pkg-config --cflags --libs hiredis "$([ $loop = libevent ] && echo libevent || echo libuv)" 2>/dev/null)
+    # shellcheck disable=SC2086
+    # uv.h needs the POSIX declarations (-D_GNU_SOURCE, or -std=gnu11).
+    if cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $CFLAGS_EXTRA -o "$TMP/async-$loop" "$TMP/async-$loop.c" $flags $lflags \
+        2>"$TMP/cca.log" && LD_LIBRARY_PATH=$LIBDIR "$TMP/async-$loop"; then
+        ok
+    else
+        bad "the installed relock_async_$loop.h: $(cat "$TMP/cca.log")"
+    fi
+done
 unset PKG_CONFIG_PATH
 
 # --- CMake: find_package(relock CONFIG REQUIRED)

@@ -59,9 +59,10 @@ for c in $cmds; do
     if grep -Eq "^   $c( |$)" "$TMP/1"; then ok; else bad "relock.1 has no section for the command $c"; fi
 done
 
-# relock(3): every function declared RELOCK_EXTERN in src/relock.h.
+# relock(3): every function declared RELOCK_EXTERN in src/relock.h and
+# src/relock_async.h.
 render relock.3 >"$TMP/3"
-funcs=$(tr '\n' ' ' <"$SRC/src/relock.h" | grep -o 'RELOCK_EXTERN [^;]*' | grep -o 'relock_[a-z_]*(' | tr -d '(' | sort -u)
+funcs=$(cat "$SRC/src/relock.h" "$SRC/src/relock_async.h" | tr '\n' ' ' | grep -o 'RELOCK_EXTERN [^;]*' | grep -o 'relock_[a-z_]*(' | tr -d '(' | sort -u)
 [ "$(wc -w <<<"$funcs")" -gt 30 ] && ok || bad "too few functions found in src/relock.h: $funcs"
 for f in $funcs; do
     if grep -q "\b$f(" "$TMP/3"; then ok; else bad "relock.3 does not name $f()"; fi

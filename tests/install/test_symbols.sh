@@ -4,10 +4,12 @@
 # (hiredis and libconfig live in our users' processes; an internal symbol
 # that leaked would become ABI).  relock(3) documenting every one of them
 # is checked by test_man.sh.
-#   test_symbols.sh LIBRARY HEADER
+#   test_symbols.sh LIBRARY HEADER...   (relock.h, relock_async.h)
 set -u
-LIB=${1:?usage: test_symbols.sh LIBRARY HEADER}
-HDR=${2:?usage: test_symbols.sh LIBRARY HEADER}
+LIB=${1:?usage: test_symbols.sh LIBRARY HEADER...}
+shift
+[ $# -ge 1 ] || { echo "usage: test_symbols.sh LIBRARY HEADER..." >&2; exit 2; }
+HDR="$*"
 
 TMP=$(mktemp -d /tmp/relock-sym-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
@@ -18,7 +20,7 @@ nm -D --defined-only "$LIB" | awk '$2 ~ /^[TWDR]$/ && $3 !~ /^_(edata|end|_bss_s
 # Declarations may span lines: join the header (less preprocessor lines
 # and comments), then take the name before the first "(" of each
 # RELOCK_EXTERN declaration.
-grep -v '^#' "$HDR" | sed 's:/\*.*\*/::g' | tr '\n' ' ' | sed 's:/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/::g' |
+cat $HDR | grep -v '^#' | sed 's:/\*.*\*/::g' | tr '\n' ' ' | sed 's:/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/::g' |
     grep -o 'RELOCK_EXTERN[^;(]*(' | sed 's/($//; s/.*[ *]//' | sort -u >"$TMP/declared"
 
 fail=0

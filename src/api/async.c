@@ -1,0 +1,2109 @@
+/*
+ * The asynchronous client (relock_async.h): a second driver of the lock
+ * engine's step machines, on hiredis's asynchronous context.
+ *
+ * One connection carries every operation, pipelined: a machine's batch is
+ * formatted when the machine asks for it and written at once; its replies
+ * come back in order and, once the batch is complete, feed the machine's
+ * next step.  A second connection, opened only while someone waits,
+ * carries release notices (SUBSCRIBE), one subscription per lock name.
+ *
+ * Transactions (DESIGN §9): a batch marked in_txn makes its operation the
+ * owner of the connection; the other operations' batches wait until the
+ * transaction ends (a command of theirs would be queued inside it), and a
+ * connection lost meanwhile is never replaced under it: its next batch is
+ * fed back as UNSENT.
+ *
+ * Faults: a connection that fails, or whose oldest batch gets no reply
+ * within command_timeout_ms, is dropped; every batch in flight on it is fed
+ * back as LOST (UNSENT when the connection never came up), and the machines
+ * decide (EAMBIGUOUS where a write may have run, a read-back where they
+ * have one).  The next batch connects afresh, logs in and probes again.
+ *
+ * The machines record errors on the client's error; operations interleave,
+ * so each keeps its own and the driver moves it in and out around a step.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compat/ts.h"
+#include "engine/engine.h"
+#include "engine/waitplan.h"
+#include "fence.h"
+#include "api.h"
+#include "algo.h"
+#include "modern.h"
+#include "probe.h"
+#include "relock_async.h"
+
+/* ------------------------------------------------------------------ types */
+
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO };
+
+enum op_state {
+    S_NEW = 0,    /* started, first step not run */
+    S_QUEUED,     /* a batch formatted, waiting for the connection */
+    S_SENT,       /* a batch in flight */
+    S_SUBSCRIBING, /* waiting for its release channel's subscription */
+    S_SLEEP,      /* waiting between attempts */
+    S_RUN,        /* its machine is being stepped */
+    S_DONE
+};
+
+/* The machines of a mode. */
+typedef struct mkit {
+    size_t acq_size;
+    relock_status (*acq_init)(void *m, relock_lock *l);
+    relock__step_fn acq_step;
+    size_t upd_size;
+    relock_status (*upd_init)(void *m, relock_lock *l, int extend, long long ttl_ms);
+    relock__step_fn upd_step;
+} mkit;
+
+typedef struct achan achan;
+
+typedef struct aop {
+    relock_async *a;
+    struct aop *prev, *next;  /* every live operation */
+    struct aop *qnext;        /* the queue: waiting to start or to send */
+    struct aop *fnext;        /* in flight, oldest first */
+    struct aop *cprev, *cnext; /* waiters on a release channel */
+    int kind;
+    int state;
+    relock_lock *l;
+    int lock_gone; /* the program freed l meanwhile: free it at the end */
+    relock_async_fn cb;
+    void *arg;
+    relock__step_fn fn;
+    void *m;
+    relock__err *err; /* this operation's error, when it has one */
+    /* the batch */
+    char *cmd[RELOCK__BATCH_CMDS];
+    size_t len[RELOCK__BATCH_CMDS];
+    int n;
+    int in_txn;
+    redisReply *rep[RELOCK__BATCH_CMDS];
+    int nrep;
+    int outstanding;
+    uint64_t sent_at;
+    unsigned txn_gen;
+    int steps;
+    int sent_any; /* a batch of this attempt went out */
+    /* acquire */
+    long long wait_ms;
+    uint64_t deadline;
+    unsigned attempt;
+    void *timer;
+    achan *ch;
+    int cancelled;
+    int undoing;
+    int fencing; /* running the fence carry before the first attempt */
+    relock__probe_m probe; /* K_SETUP */
+} aop;
+
+struct achan {
+    achan *next;
+    aop *waiters;
+    int confirmed;
+    size_t len;
+    char name[];
+};
+
+/* Per lock (relock_lock.al): its operation in flight and its renewal. */
+struct relock__alock {
+    relock_async *a;
+    struct relock__alock *prev, *next; /* the client's locks */
+    aop *busy;
+    aop *after; /* a release started while a renewal was in flight */
+    int kept;
+    void *keep_timer;
+    relock_async_lost_fn on_lost;
+    void *lost_arg;
+    int keep_lost;
+    uint64_t keep_valid; /* validity as of the last renewal */
+};
+
+enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY };
+
+struct relock_async {
+    relock_client *c; /* settings, server facts, scripts: what machines read */
+    relock_async_loop loop;
+    relock__err err;
+    const mkit *kit;
+    relock_status fatal; /* the probe or the mode failed: every operation fails */
+    relock__err fatal_err;
+    int probed;
+    /* the connection */
+    redisAsyncContext *ac;
+    int cstate;
+    int connected; /* TCP up: a batch sent may have reached the server */
+    unsigned gen;
+    void *conn_timer;
+    void *tmo_timer;
+    aop setup;
+    relock_lock probe_l; /* the lock the probe machine runs on */
+    aop *txn_owner;
+    aop *fifo, *fifo_tail;
+    aop *queue, *queue_tail;
+    void *kick_timer;
+    /* every live operation, every lock */
+    aop *ops;
+    struct relock__alock *alocks;
+    long pending;
+    /* release notices */
+    redisAsyncContext *sub;
+    int sub_up;
+    achan *chans;
+    int nwaiting;
+    /* the batch a machine fills */
+    relock__batch batch;
+    /* freeing */
+    int depth;
+    int freeing;
+};
+
+static void op_start(aop *op);
+static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
+static void conn_connect(relock_async *a);
+static void queue_push(relock_async *a, aop *op);
+static void kick_fire(void *arg);
+static void submit(aop *op);
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t now_ms(void)
+{
+    return relock__mono_ms();
+}
+
+static void *timer_start(relock_async *a, long long ms, void (*fn)(void *), void *arg)
+{
+    return a->loop.timer_start(a->loop.data, ms < 0 ? 0 : ms, fn, arg);
+}
+
+static void timer_stop(relock_async *a, void **t)
+{
+    if (*t) {
+        a->loop.timer_stop(a->loop.data, *t);
+        *t = NULL;
+    }
+}
+
+static void really_free(relock_async *a);
+
+static void enter(relock_async *a)
+{
+    a->depth++;
+}
+
+static void leave(relock_async *a)
+{
+    if (--a->depth == 0 && a->freeing)
+        really_free(a);
+}
+
+/* A deep copy of a reply, freeable with freeReplyObject(). */
+static redisReply *reply_copy(const redisReply *r, int depth)
+{
+    redisReply *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->type = r->type;
+    c->integer = r->integer;
+    if (r->str) {
+        c->str = malloc(r->len + 1);
+        if (!c->str) {
+            free(c);
+            return NULL;
+        }
+        memcpy(c->str, r->str, r->len);
+        c->str[r->len] = '\0';
+        c->len = r->len;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && depth < 16) {
+        c->element = calloc(r->elements, sizeof *c->element);
+        if (!c->element) {
+            freeReplyObject(c);
+            return NULL;
+        }
+        c->elements = r->elements;
+        for (size_t i = 0; i < r->elements; i++) {
+            c->element[i] = reply_copy(r->element[i], depth + 1);
+            if (!c->element[i]) {
+                freeReplyObject(c);
+                return NULL;
+            }
+        }
+    }
+    return c;
+}
+
+static void batch_clear(aop *op)
+{
+    for (int i = 0; i < op->n; i++) {
+        free(op->cmd[i]);
+        op->cmd[i] = NULL;
+    }
+    op->n = 0;
+    for (int i = 0; i < op->nrep; i++)
+        if (op->rep[i])
+            freeReplyObject(op->rep[i]);
+    op->nrep = 0;
+}
+
+/* ------------------------------------------------------------------ machines of each mode */
+
+static int suffix_token(const relock_client *c, char *out)
+{
+    out[0] = '\0';
+    if (c->mode != RELOCK_MODE_BRIDGE || !c->s.bridge.value_suffix)
+        return 0;
+    return relock__token(out);
+}
+
+/* The driver draws the randomness (engine conventions): a bridge value's
+ * suffix token, when bridge.value_suffix asks for one. */
+static relock_status ts_acq_init(void *m, relock_lock *l)
+{
+    relock__ts_acquire_init(m);
+    if (suffix_token(l->c, l->value) != 0)
+        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
+    return RELOCK_OK;
+}
+
+static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    char tok[33];
+    if (extend && suffix_token(l->c, tok) != 0)
+        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
+                            l->name);
+    relock__ts_update_init(m, extend, ttl_ms, extend ? tok : NULL);
+    return RELOCK_OK;
+}
+
+static const mkit kit_ts = {
+    sizeof(relock__ts_acquire), ts_acq_init, relock__ts_acquire_step,
+    sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step,
+};
+
+static relock_status modern_acq_init(void *m, relock_lock *l)
+{
+    if (relock__token(l->value) != 0)
+        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
+    relock__modern_acq_init(m);
+    ((relock__modern_acq *)m)->h.hint_ms = -1;
+    return RELOCK_OK;
+}
+
+static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    (void)l;
+    relock__modern_cx_init(m, extend, ttl_ms);
+    return RELOCK_OK;
+}
+
+static const mkit kit_modern = {
+    sizeof(relock__modern_acq), modern_acq_init, relock__modern_acq_step,
+    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step,
+};
+
+static const mkit *kit_for(relock_mode m)
+{
+    switch (m) {
+    case RELOCK_MODE_LEGACY:
+    case RELOCK_MODE_BRIDGE:
+        return &kit_ts;
+    case RELOCK_MODE_MODERN:
+        return &kit_modern;
+    default:
+        return NULL;
+    }
+}
+
+/* The fence carry of a whole-tag key, run before the first attempt. */
+typedef struct fence_wrap {
+    relock__fence_carry_m m;
+    char before[RELOCK__KEY_MAX];
+} fence_wrap;
+
+/* ------------------------------------------------------------------ errors */
+
+static void err_save(aop *op)
+{
+    relock_client *c = op->a->c;
+    if (c->err.pub.status == RELOCK_OK)
+        return;
+    if (!op->err)
+        op->err = malloc(sizeof *op->err);
+    if (!op->err)
+        return;
+    relock__err_copy(op->err, &c->err);
+}
+
+static void err_load(aop *op)
+{
+    relock_client *c = op->a->c;
+    if (op->err)
+        relock__err_copy(&c->err, op->err);
+    else
+        relock__err_clear(&c->err);
+}
+
+/* Records st with a message as the operation's outcome. */
+static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* the operation's outcome: it replaces what an earlier step said */
+    relock__err_clear(&op->a->c->err);
+    RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
+    err_save(op);
+    return st;
+}
+
+/* ------------------------------------------------------------------ completing */
+
+static void chan_leave(aop *op);
+static void lock_op_end(aop *op);
+static void alock_free(relock_lock *l);
+
+static void op_unlink(aop *op)
+{
+    relock_async *a = op->a;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        a->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+    a->pending--;
+}
+
+static void op_release(aop *op)
+{
+    batch_clear(op);
+    free(op->m);
+    free(op->err);
+    free(op);
+}
+
+/* The operation ends with st: its callback is called, once. */
+static void op_finish(aop *op, relock_status st)
+{
+    relock_async *a = op->a;
+    timer_stop(a, &op->timer);
+    chan_leave(op);
+    if (a->txn_owner == op)
+        a->txn_owner = NULL;
+    op->state = S_DONE;
+    op_unlink(op);
+    relock_lock *l = op->l;
+    if (op->kind == K_ACQ && st != RELOCK_OK && l) {
+        alock_free(l);
+        relock_lock_free(l);
+        l = NULL;
+        op->l = NULL;
+    }
+    if (l)
+        lock_op_end(op);
+    if (op->lock_gone)
+        l = NULL;
+    relock_error e;
+    relock__err blank;
+    if (st == RELOCK_OK || !op->err) {
+        relock__err_clear(&blank);
+        if (st != RELOCK_OK)
+            relock__err_set(&blank, st, __FILE__, __LINE__, NULL, "%s", relock_strerror(st));
+        e = blank.pub;
+    } else {
+        op->err->pub.status = st;
+        e = op->err->pub;
+    }
+    if (op->kind == K_KEEP) {
+        /* renewals report through the lock (lock_op_end) */
+    } else if (op->cb) {
+        op->cb(a, st, l, &e, op->arg);
+    }
+    op_release(op);
+}
+
+/* ------------------------------------------------------------------ locks */
+
+static int async_lock_free(relock_lock *l);
+
+static struct relock__alock *alock(relock_async *a, relock_lock *l)
+{
+    if (!l->al) {
+        l->al = calloc(1, sizeof *l->al);
+        if (l->al) {
+            l->al_free = async_lock_free;
+            l->al->a = a;
+            l->al->next = a->alocks;
+            if (a->alocks)
+                a->alocks->prev = l->al;
+            a->alocks = l->al;
+        }
+    }
+    return l->al;
+}
+
+static void keep_arm(struct relock__alock *al, relock_lock *l);
+
+static void alock_free(relock_lock *l)
+{
+    struct relock__alock *al = l->al;
+    if (!al)
+        return;
+    if (al->a) {
+        if (al->prev)
+            al->prev->next = al->next;
+        else
+            al->a->alocks = al->next;
+        if (al->next)
+            al->next->prev = al->prev;
+    }
+    free(al);
+    l->al = NULL;
+}
+
+/* relock_lock_free() of such a lock (its al_free): stops its renewal; 1
+ * when an operation on it is in flight, which then frees it when it ends. */
+static int async_lock_free(relock_lock *l)
+{
+    struct relock__alock *al = l->al;
+    if (al->a) {
+        timer_stop(al->a, &al->keep_timer);
+        al->kept = 0;
+        if (al->after) {
+            al->after->lock_gone = 1;
+            al->after->l = l;
+        }
+        if (al->busy) {
+            al->busy->lock_gone = 1;
+            return 1;
+        }
+    }
+    alock_free(l);
+    return 0;
+}
+
+static void keep_tick(void *arg);
+
+/* An operation on l ended: the next one on it may start; a lock the
+ * program freed meanwhile is freed now. */
+static void lock_op_end(aop *op)
+{
+    relock_lock *l = op->l;
+    struct relock__alock *al = l->al;
+    if (!al)
+        return;
+    if (al->busy == op)
+        al->busy = NULL;
+    if (op->lock_gone) {
+        aop *after = al->after;
+        al->after = NULL;
+        if (after) { /* a release of a freed lock: nothing to do */
+            after->l = NULL;
+        }
+        alock_free(l);
+        relock_lock_free(l);
+        if (after)
+            op_finish(after, RELOCK_ECANCELED);
+        return;
+    }
+    if (al->after && !op->a->freeing) {
+        /* the release that waited for a renewal in flight starts now */
+        relock_async *a = op->a;
+        aop *next = al->after;
+        al->after = NULL;
+        al->busy = next;
+        queue_push(a, next);
+        if (a->cstate == C_DOWN)
+            conn_connect(a);
+        else if (a->cstate == C_READY && !a->kick_timer)
+            a->kick_timer = timer_start(a, 0, kick_fire, a);
+    }
+}
+
+/* ------------------------------------------------------------------ the connection */
+
+static void fifo_push(relock_async *a, aop *op)
+{
+    op->fnext = NULL;
+    if (a->fifo_tail)
+        a->fifo_tail->fnext = op;
+    else
+        a->fifo = op;
+    a->fifo_tail = op;
+}
+
+static void fifo_remove(relock_async *a, aop *op)
+{
+    aop **pp = &a->fifo, *prev = NULL;
+    for (aop *p = a->fifo; p; prev = p, p = p->fnext) {
+        if (p == op) {
+            *pp = p->fnext;
+            if (a->fifo_tail == p)
+                a->fifo_tail = prev;
+            p->fnext = NULL;
+            return;
+        }
+        pp = &p->fnext;
+    }
+}
+
+static void queue_push(relock_async *a, aop *op)
+{
+    op->qnext = NULL;
+    if (a->queue_tail)
+        a->queue_tail->qnext = op;
+    else
+        a->queue = op;
+    a->queue_tail = op;
+}
+
+static void queue_remove(relock_async *a, aop *op)
+{
+    aop *prev = NULL;
+    for (aop *p = a->queue; p; prev = p, p = p->qnext)
+        if (p == op) {
+            if (prev)
+                prev->qnext = p->qnext;
+            else
+                a->queue = p->qnext;
+            if (a->queue_tail == p)
+                a->queue_tail = prev;
+            p->qnext = NULL;
+            return;
+        }
+}
+
+/* Sends or starts what waits in the queue, in order. */
+static void queue_flush(relock_async *a)
+{
+    aop *q = a->queue;
+    a->queue = a->queue_tail = NULL;
+    while (q && !a->freeing) {
+        aop *next = q->qnext;
+        q->qnext = NULL;
+        if (q->state == S_NEW)
+            op_start(q);
+        else
+            submit(q);
+        q = next;
+    }
+}
+
+/* The connection is gone (failed, timed out, dropped by us): every batch in
+ * flight on it is fed back as a fault.  hiredis_frees: hiredis is freeing
+ * the context itself. */
+static void conn_gone(relock_async *a, int hiredis_frees, relock_status st, const char *why)
+{
+    redisAsyncContext *ac = a->ac;
+    if (!ac)
+        return;
+    int was_connected = a->connected;
+    a->ac = NULL;
+    a->cstate = C_DOWN;
+    a->connected = 0;
+    a->gen++;
+    ac->data = NULL;
+    timer_stop(a, &a->conn_timer);
+    timer_stop(a, &a->tmo_timer);
+    if (!hiredis_frees)
+        redisAsyncFree(ac);
+    char text[400];
+    const relock__server *srv = a->c->conn.srv;
+    snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv), why);
+    aop *f = a->fifo;
+    a->fifo = a->fifo_tail = NULL;
+    while (f && !a->freeing) {
+        aop *next = f->fnext;
+        f->fnext = NULL;
+        op_feed(f, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st, text);
+        f = next;
+    }
+    /* Operations that wait for the connection try again. */
+    if (a->queue && !a->freeing && a->cstate == C_DOWN)
+        conn_connect(a);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    aop *op = priv;
+    enter(a);
+    if (!r) {
+        char why[200];
+        snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
+        conn_gone(a, 1, RELOCK_EIO, why);
+    } else if (op->state == S_SENT) {
+        op->rep[op->nrep] = reply_copy(r, 0);
+        op->nrep++;
+        if (--op->outstanding == 0) {
+            fifo_remove(a, op);
+            int missing = 0;
+            for (int i = 0; i < op->nrep; i++)
+                if (!op->rep[i])
+                    missing = 1;
+            if (missing)
+                op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
+            else
+                op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+        }
+    }
+    leave(a);
+}
+
+static void tmo_fire(void *arg)
+{
+    relock_async *a = arg;
+    a->tmo_timer = NULL;
+    enter(a);
+    if (a->fifo && a->ac) {
+        uint64_t due = a->fifo->sent_at + (uint64_t)a->c->s.command_timeout_ms;
+        uint64_t now = now_ms();
+        if (now >= due) {
+            char why[200];
+            snprintf(why, sizeof why, "no reply within %lld ms (command_timeout_ms)",
+                     a->c->s.command_timeout_ms);
+            conn_gone(a, 0, RELOCK_EIO, why);
+        } else {
+            a->tmo_timer = timer_start(a, (long)(due - now), tmo_fire, a);
+        }
+    }
+    leave(a);
+}
+
+/* Writes op's batch on the connection. */
+static void send_now(aop *op)
+{
+    relock_async *a = op->a;
+    op->state = S_SENT;
+    op->nrep = 0;
+    op->outstanding = op->n;
+    op->sent_at = now_ms();
+    op->sent_any = 1;
+    fifo_push(a, op);
+    for (int i = 0; i < op->n; i++) {
+        redisAsyncFormattedCommand(a->ac, on_reply, op, op->cmd[i], op->len[i]);
+        free(op->cmd[i]);
+        op->cmd[i] = NULL;
+    }
+    op->n = 0;
+    if (!a->tmo_timer)
+        a->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, a);
+}
+
+/* Sends op's batch when the connection allows, else queues it. */
+static void submit(aop *op)
+{
+    relock_async *a = op->a;
+    if (a->txn_owner == op) {
+        if (a->gen != op->txn_gen || a->cstate != C_READY) {
+            /* The transaction's connection is gone: never replaced under it. */
+            op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO,
+                    "the connection of a transaction was lost before its end");
+            return;
+        }
+        send_now(op);
+        return;
+    }
+    if (op->kind != K_SETUP && (a->cstate != C_READY || a->txn_owner)) {
+        op->state = S_QUEUED;
+        queue_push(a, op);
+        if (a->cstate == C_DOWN)
+            conn_connect(a);
+        return;
+    }
+    if (op->in_txn) {
+        a->txn_owner = op;
+        op->txn_gen = a->gen;
+    }
+    send_now(op);
+}
+
+static void setup_done(relock_async *a, relock_status st);
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    enter(a);
+    if (status == REDIS_OK) {
+        a->connected = 1;
+        timer_stop(a, &a->conn_timer);
+    } else {
+        char why[300];
+        const relock__server *srv = a->c->conn.srv;
+        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
+                 ac->errstr[0] ? ac->errstr : "failed");
+        conn_gone(a, 1, RELOCK_EIO, why);
+    }
+    leave(a);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    enter(a);
+    conn_gone(a, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection closed");
+    leave(a);
+}
+
+static void conn_timeout(void *arg)
+{
+    relock_async *a = arg;
+    a->conn_timer = NULL;
+    enter(a);
+    if (a->ac && !a->connected) {
+        char why[300];
+        const relock__server *srv = a->c->conn.srv;
+        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
+                 RELOCK__ADDR(srv), a->c->s.connect_timeout_ms);
+        conn_gone(a, 0, RELOCK_EIO, why);
+    }
+    leave(a);
+}
+
+/* The setup of a connection: AUTH and SELECT as the server entry says, then
+ * the probe machine (setup.attempt: 0 logging in, 1 probing). */
+
+static void setup_step(aop *op, const relock__feed *in);
+
+static void conn_connect(relock_async *a)
+{
+    const relock__server *srv = a->c->conn.srv;
+    redisAsyncContext *ac =
+        srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
+    a->cstate = C_CONNECTING;
+    a->connected = 0;
+    if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+        char why[300];
+        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
+                 ac && ac->err ? ac->errstr : "cannot attach to the loop");
+        if (ac)
+            redisAsyncFree(ac);
+        a->cstate = C_DOWN;
+        setup_done(a, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", why));
+        return;
+    }
+    ac->data = a;
+    a->ac = ac;
+    a->c->connects++;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    a->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, a);
+    a->cstate = C_SETUP;
+    aop *su = &a->setup;
+    batch_clear(su);
+    memset(su, 0, sizeof *su);
+    su->a = a;
+    su->kind = K_SETUP;
+    int n = 0;
+    if (srv->password[0]) {
+        const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
+                               srv->password};
+        int argc = srv->username[0] ? 3 : 2;
+        size_t len[3] = {4, strlen(argv[1]), strlen(argv[2])};
+        int fl = redisFormatCommandArgv(&su->cmd[n], argc, argv, len);
+        if (fl > 0)
+            su->len[n++] = (size_t)fl;
+    }
+    if (srv->db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", srv->db);
+        const char *argv[2] = {"SELECT", db};
+        size_t len[2] = {6, strlen(db)};
+        int fl = redisFormatCommandArgv(&su->cmd[n], 2, argv, len);
+        if (fl > 0)
+            su->len[n++] = (size_t)fl;
+    }
+    su->n = n;
+    if (n == 0) {
+        relock__feed in; /* no login: straight to the probe */
+        memset(&in, 0, sizeof in);
+        setup_step(su, &in);
+        return;
+    }
+    send_now(su);
+}
+
+/* The setup ended: with RELOCK_OK the connection is ready and the queue
+ * goes out; otherwise the connection is dropped, and the operations waiting
+ * fail with the error when it says the server is unusable (the first probe,
+ * a refused login), else they are fed the fault. */
+static void setup_done(relock_async *a, relock_status st)
+{
+    if (st == RELOCK_OK) {
+        a->cstate = C_READY;
+        if (!a->probed) {
+            a->probed = 1;
+            relock_client *c = a->c;
+            relock__err_clear(&c->err);
+            st = relock__select_mode(c);
+            if (st == RELOCK_OK)
+                st = relock__durable_check(c);
+            a->kit = kit_for(c->mode);
+            if (st == RELOCK_OK && !a->kit)
+                st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                  "mode %s: not available to the asynchronous client yet "
+                                  "(docs/api.md); use the blocking API",
+                                  relock_mode_name(c->mode));
+            /* The blocking calls must not run on this client's locks. */
+            c->algo = NULL;
+            if (st != RELOCK_OK) {
+                a->fatal = st;
+                relock__err_copy(&a->fatal_err, &c->err);
+                relock__err_copy(&a->err, &c->err);
+                snprintf(c->mode_reason, sizeof c->mode_reason, "%.255s", c->err.msg);
+            }
+        }
+        if (!a->fatal) {
+            queue_flush(a);
+            return;
+        }
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM) {
+        /* the server refuses us (login, ACL) or cannot be used */
+        a->fatal = st;
+        relock__err_copy(&a->fatal_err, &a->c->err);
+    }
+    relock__err why;
+    relock__err_copy(&why, &a->c->err);
+    relock__err_copy(&a->err, &why);
+    if (a->ac)
+        conn_gone(a, 0, st, why.msg);
+    /* The operations waiting for the connection: those not started fail
+     * with its error; a machine under way is fed the fault and decides. */
+    aop *q = a->queue;
+    a->queue = a->queue_tail = NULL;
+    while (q && !a->freeing) {
+        aop *next = q->qnext;
+        q->qnext = NULL;
+        if (q->state == S_NEW || a->fatal) {
+            if (!q->err)
+                q->err = malloc(sizeof *q->err);
+            if (q->err)
+                relock__err_copy(q->err, &why);
+            op_finish(q, st);
+        } else {
+            batch_clear(q);
+            op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
+        }
+        q = next;
+    }
+}
+
+static void setup_step(aop *su, const relock__feed *in)
+{
+    relock_async *a = su->a;
+    relock_client *c = a->c;
+    const relock__server *srv = c->conn.srv;
+    relock__feed first;
+    if (su->attempt == 0) {
+        /* the replies to AUTH and SELECT */
+        relock__err_clear(&c->err);
+        if (in->fault) {
+            setup_done(a, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
+                                       "login: %s", in->fault_text ? in->fault_text : "no reply"));
+            return;
+        }
+        for (int i = 0; i < in->nreply; i++) {
+            const redisReply *r = in->reply[i];
+            if (r->type != REDIS_REPLY_ERROR)
+                continue;
+            if (srv->password[0] && i == 0)
+                RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
+                                 "AUTH to " RELOCK__ADDR_FMT " refused: %s", RELOCK__ADDR(srv),
+                                 r->str);
+            else
+                RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
+                                 "SELECT %d on " RELOCK__ADDR_FMT " refused: %s", srv->db,
+                                 RELOCK__ADDR(srv), r->str);
+            setup_done(a, RELOCK_ECONFIG);
+            return;
+        }
+        su->attempt = 1;
+        relock__probe_init(&su->probe);
+        static char pname[] = "(probe)";
+        memset(&a->probe_l, 0, sizeof a->probe_l);
+        a->probe_l.c = c;
+        a->probe_l.name = a->probe_l.key = a->probe_l.fence_key = pname;
+        memset(&first, 0, sizeof first);
+        in = &first;
+    }
+    relock__err_clear(&c->err);
+    relock__step s = relock__probe_step(&su->probe, &a->probe_l, in, &a->batch);
+    if (s == RELOCK__STEP_DONE) {
+        setup_done(a, su->probe.h.st);
+        return;
+    }
+    const relock__cmd *k = &a->batch.cmd[0];
+    int fl = redisFormatCommandArgv(&su->cmd[0], k->argc, (const char **)k->argv, k->len);
+    if (fl < 0) {
+        setup_done(a, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
+        return;
+    }
+    su->len[0] = (size_t)fl;
+    su->n = 1;
+    send_now(su);
+}
+
+/* ------------------------------------------------------------------ release notices */
+
+static void chan_free_all(relock_async *a)
+{
+    achan *ch = a->chans;
+    a->chans = NULL;
+    while (ch) {
+        achan *next = ch->next; /* its waiters have ended already */
+        free(ch);
+        ch = next;
+    }
+}
+
+static void sub_drop(relock_async *a, int hiredis_frees)
+{
+    redisAsyncContext *s = a->sub;
+    if (!s)
+        return;
+    a->sub = NULL;
+    a->sub_up = 0;
+    s->data = NULL;
+    if (!hiredis_frees)
+        redisAsyncFree(s);
+    /* Waiters keep waiting, by their timers only; one waiting for its
+     * subscription plans again without it. */
+    achan *ch = a->chans;
+    a->chans = NULL;
+    a->nwaiting = 0;
+    aop *replan = NULL;
+    while (ch) {
+        achan *next = ch->next;
+        aop *w = ch->waiters;
+        while (w) {
+            aop *wn = w->cnext;
+            w->ch = NULL;
+            w->cprev = NULL;
+            w->cnext = NULL;
+            if (w->state == S_SUBSCRIBING) {
+                w->cnext = replan;
+                replan = w;
+            }
+            w = wn;
+        }
+        free(ch);
+        ch = next;
+    }
+    /* those waiting for a subscription plan again without it */
+    while (replan && !a->freeing) {
+        aop *next = replan->cnext;
+        replan->cnext = NULL;
+        op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+        replan = next;
+    }
+}
+
+static void chan_leave(aop *op)
+{
+    achan *ch = op->ch;
+    if (!ch)
+        return;
+    if (op->cprev)
+        op->cprev->cnext = op->cnext;
+    else
+        ch->waiters = op->cnext;
+    if (op->cnext)
+        op->cnext->cprev = op->cprev;
+    op->cprev = op->cnext = NULL;
+    op->ch = NULL;
+    relock_async *a = op->a;
+    if (--a->nwaiting == 0 && a->sub && !a->freeing)
+        sub_drop(a, 0); /* nobody waits: as the blocking waiter, unsubscribe */
+}
+
+static void wake(aop *op);
+
+static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
+{
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    enter(a);
+    redisReply *r = rr;
+    achan *ch = priv;
+    if (!r) {
+        sub_drop(a, 1);
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+               r->element[0]->type == REDIS_REPLY_STRING) {
+        const char *kind = r->element[0]->str;
+        if (strcmp(kind, "subscribe") == 0) {
+            ch->confirmed = 1;
+            /* each waiter plans again (and may leave the channel) */
+            for (int guard = 0; guard < 1000000 && !a->freeing; guard++) {
+                aop *w = ch->waiters;
+                while (w && w->state != S_SUBSCRIBING)
+                    w = w->cnext;
+                if (!w)
+                    break;
+                op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+            }
+        } else if (strcmp(kind, "message") == 0) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans; guard++) {
+                aop *w = ch->waiters;
+                while (w && w->state != S_SLEEP)
+                    w = w->cnext;
+                if (!w)
+                    break;
+                wake(w);
+            }
+        }
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        sub_drop(a, 0);
+    }
+    leave(a);
+}
+
+static void on_sub_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    enter(a);
+    sub_drop(a, 1);
+    leave(a);
+}
+
+static void on_sub_connect(const redisAsyncContext *ac, int status)
+{
+    relock_async *a = ac->data;
+    if (!a || status == REDIS_OK)
+        return;
+    enter(a);
+    sub_drop(a, 1);
+    leave(a);
+}
+
+static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
+{
+    (void)priv;
+    relock_async *a = ac->data;
+    redisReply *r = rr;
+    if (!a || !r || r->type != REDIS_REPLY_ERROR)
+        return;
+    enter(a);
+    sub_drop(a, 0);
+    leave(a);
+}
+
+/* Subscribes op to its lock's release channel: 0 when under way. */
+static int chan_join(aop *op)
+{
+    relock_async *a = op->a;
+    char name[RELOCK__KEY_MAX];
+    if (!relock__notify_channel(op->l, name, sizeof name))
+        return -1;
+    size_t len = strlen(name);
+    achan *ch = a->chans;
+    while (ch && !(ch->len == len && memcmp(ch->name, name, len) == 0))
+        ch = ch->next;
+    if (!ch) {
+        if (!a->sub) {
+            const relock__server *srv = a->c->conn.srv;
+            redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
+                                             : redisAsyncConnectUnix(srv->host);
+            if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
+                if (s)
+                    redisAsyncFree(s);
+                return -1;
+            }
+            s->data = a;
+            redisAsyncSetConnectCallback(s, on_sub_connect);
+            redisAsyncSetDisconnectCallback(s, on_sub_disconnect);
+            a->sub = s;
+            if (srv->password[0]) {
+                if (srv->username[0])
+                    redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s %s", srv->username,
+                                      srv->password);
+                else
+                    redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s", srv->password);
+            }
+        }
+        ch = calloc(1, sizeof *ch + len + 1);
+        if (!ch)
+            return -1;
+        memcpy(ch->name, name, len + 1);
+        ch->len = len;
+        ch->next = a->chans;
+        a->chans = ch;
+        if (redisAsyncCommand(a->sub, on_sub, ch, "SUBSCRIBE %b", name, len) != REDIS_OK) {
+            a->chans = ch->next;
+            free(ch);
+            return -1;
+        }
+    }
+    op->ch = ch;
+    op->cprev = NULL;
+    op->cnext = ch->waiters;
+    if (ch->waiters)
+        ch->waiters->cprev = op;
+    ch->waiters = op;
+    a->nwaiting++;
+    return ch->confirmed ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ operations */
+
+static void attempt_begin(aop *op);
+
+static long long left_ms(uint64_t deadline)
+{
+    if (!deadline)
+        return 0;
+    uint64_t now = now_ms();
+    return now >= deadline ? 0 : (long long)(deadline - now);
+}
+
+static void sleep_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    enter(a);
+    if (op->state == S_SLEEP) {
+        if (op->cancelled)
+            op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+        else
+            attempt_begin(op);
+    }
+    leave(a);
+}
+
+static void plan(aop *op, int after_subscribe);
+
+/* A subscription not answered within command_timeout_ms: wait without it. */
+static void sub_timeout_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    enter(a);
+    if (op->state == S_SUBSCRIBING) {
+        chan_leave(op);
+        plan(op, 1);
+    }
+    leave(a);
+}
+
+static void wake(aop *op)
+{
+    timer_stop(op->a, &op->timer);
+    attempt_begin(op);
+}
+
+/* What a waiter does after an attempt that found the lock held (the wait
+ * planner decides, as for the blocking waiter). */
+static void plan(aop *op, int after_subscribe)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    relock_lock *l = op->l;
+    relock__mhead *h = op->m;
+    if (op->cancelled) {
+        op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
+        return;
+    }
+    relock__wait_in in = {
+        .attempt = op->attempt,
+        .holder_ms = h->hint_ms,
+        .silent_holder = l->legacy_holder,
+        .notify = c->s.wait.notify,
+        .subscribed = op->ch != NULL && op->ch->confirmed,
+        .after_subscribe = after_subscribe,
+        .bound_ms = op->wait_ms,
+        .left_ms = left_ms(op->deadline),
+        .backoff_min_ms = c->s.wait.backoff_min_ms,
+        .backoff_max_ms = c->s.wait.backoff_max_ms,
+        .skew_margin_ms = c->s.legacy.skew_margin_ms,
+        .rnd = relock__rand64(&c->rng),
+    };
+    relock__wait_plan p = relock__wait_plan_next(&in);
+    if (p.act == RELOCK__WAIT_SUBSCRIBE) {
+        int j = op->ch ? (op->ch->confirmed ? 1 : 0) : chan_join(op);
+        if (j == 0) {
+            /* plans again when the subscription is answered, or without it */
+            op->state = S_SUBSCRIBING;
+            op->timer = timer_start(a, c->s.command_timeout_ms, sub_timeout_fire, op);
+            return;
+        }
+        in.after_subscribe = 1;
+        in.subscribed = j == 1;
+        in.left_ms = left_ms(op->deadline);
+        p = relock__wait_plan_next(&in);
+    }
+    switch (p.act) {
+    case RELOCK__WAIT_BUSY:
+        relock__err_clear(&c->err);
+        RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
+        free(op->err);
+        op->err = NULL;
+        err_save(op);
+        op_finish(op, RELOCK_BUSY);
+        return;
+    case RELOCK__WAIT_TIMEOUT:
+        relock__err_clear(&c->err);
+        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms", l->name,
+                     op->wait_ms);
+        free(op->err);
+        op->err = NULL;
+        err_save(op);
+        op_finish(op, RELOCK_TIMEOUT);
+        return;
+    case RELOCK__WAIT_SLEEP:
+        op->state = S_SLEEP;
+        op->timer = timer_start(a, p.sleep_ms, sleep_fire, op);
+        if (!op->timer)
+            op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire %s: out of memory", l->name));
+        return;
+    default: /* RELOCK__WAIT_RETRY, RELOCK__WAIT_SUBSCRIBE handled */
+        op->attempt++;
+        attempt_begin(op);
+        return;
+    }
+}
+
+/* Runs op's machine from its start (feed without replies). */
+static void machine_start(aop *op)
+{
+    relock__feed in;
+    memset(&in, 0, sizeof in);
+    op->steps = 0;
+    op->sent_any = 0;
+    op->state = S_RUN;
+    op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+}
+
+static void attempt_begin(aop *op)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    op->l->legacy_holder = 0;
+    err_load(op);
+    relock__err_clear(&c->err);
+    free(op->err);
+    op->err = NULL;
+    relock_status st = a->kit->acq_init(op->m, op->l);
+    if (st != RELOCK_OK) {
+        err_save(op);
+        op_finish(op, st);
+        return;
+    }
+    op->fn = a->kit->acq_step;
+    machine_start(op);
+}
+
+/* The undo of a cancelled acquire that won: release by the machine. */
+static void undo_begin(aop *op)
+{
+    relock_async *a = op->a;
+    void *m = malloc(a->kit->upd_size);
+    if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
+        free(m);
+        op_finish(op, op_fail(op, RELOCK_EAMBIGUOUS,
+                              "acquire %s: cancelled after it won, and the release failed: the "
+                              "lock may stay held until its TTL ends",
+                              op->l->name));
+        return;
+    }
+    free(op->m);
+    op->m = m;
+    op->fn = a->kit->upd_step;
+    op->undoing = 1;
+    machine_start(op);
+}
+
+/* The machine ended. */
+static void machine_done(aop *op, relock_status st)
+{
+    relock_async *a = op->a;
+    relock__mhead *h = op->m;
+    relock_lock *l = op->l;
+    if (h->in_txn && a->txn_owner == op) {
+        /* A transaction left open: its connection goes (DESIGN §9). */
+        a->txn_owner = NULL;
+        if (a->ac)
+            conn_gone(a, 0, RELOCK_EIO, "a transaction was left open");
+    }
+    if (a->txn_owner == op)
+        a->txn_owner = NULL;
+    if (h->note_legacy && a->ac && a->cstate == C_READY && !a->txn_owner) {
+        relock_client *c = a->c;
+        uint64_t now = now_ms();
+        char key[RELOCK__KEY_MAX];
+        if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
+            relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
+            c->legacy_noted_at = now;
+            redisAsyncCommand(a->ac, NULL, NULL, "SET %s %lld", key, relock__wall_ms());
+        }
+    }
+    if (a->txn_owner == NULL && a->queue && a->cstate == C_READY)
+        queue_flush(a);
+    switch (op->kind) {
+    case K_ACQ:
+        if (op->fencing) {
+            op->fencing = 0;
+            free(op->m);
+            op->m = NULL;
+            if (st != RELOCK_OK || op->cancelled) {
+                op_finish(op, st != RELOCK_OK ? st
+                                              : op_fail(op, RELOCK_ECANCELED,
+                                                        "acquire %s: cancelled", l->name));
+                return;
+            }
+            op->m = malloc(a->kit->acq_size);
+            if (!op->m) {
+                op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                return;
+            }
+            attempt_begin(op);
+            return;
+        }
+        if (op->undoing) {
+            if (st == RELOCK_OK || st == RELOCK_LOST) {
+                free(op->err);
+                op->err = NULL;
+                op_finish(op, op_fail(op, RELOCK_ECANCELED,
+                                      "acquire %s: cancelled (the lock it had won was released)",
+                                      l->name));
+            } else {
+                op_finish(op, op_fail(op, RELOCK_EAMBIGUOUS,
+                                      "acquire %s: cancelled after it won, and the release "
+                                      "failed: the lock may stay held until its TTL ends",
+                                      l->name));
+            }
+            return;
+        }
+        if (op->cancelled) {
+            if (st == RELOCK_OK) {
+                undo_begin(op);
+                return;
+            }
+            if (st != RELOCK_EAMBIGUOUS) {
+                free(op->err);
+                op->err = NULL;
+                st = op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name);
+            }
+            op_finish(op, st);
+            return;
+        }
+        if (st == RELOCK_BUSY) {
+            plan(op, 0);
+            return;
+        }
+        if (st == RELOCK_OK)
+            l->owner_since = relock__wall_ms() / 1000;
+        op_finish(op, st);
+        return;
+    case K_REL:
+        if (st == RELOCK_OK && l->waiters > 0)
+            relock__yield_note(l); /* let the waiters it woke go first */
+        if (st == RELOCK_OK || st == RELOCK_LOST)
+            l->lost = 1;
+        op_finish(op, st);
+        return;
+    case K_EXT:
+    case K_KEEP:
+        if (st == RELOCK_LOST)
+            l->lost = 1;
+        if (op->kind == K_KEEP) {
+            struct relock__alock *al = l->al;
+            relock_status kst = st;
+            int gone = op->lock_gone;
+            relock__err kerr;
+            if (op->err)
+                relock__err_copy(&kerr, op->err);
+            else
+                relock__err_clear(&kerr);
+            op_finish(op, st);
+            if (al && al->kept && !gone) {
+                if (kst == RELOCK_OK) {
+                    al->keep_valid = l->valid_until;
+                    keep_arm(al, l);
+                } else if (kst == RELOCK_LOST || now_ms() >= al->keep_valid) {
+                    al->kept = 0;
+                    al->keep_lost = 1;
+                    if (al->on_lost)
+                        al->on_lost(a, l, kst, &kerr.pub, al->lost_arg);
+                } else {
+                    /* The server did not answer: again soon, while valid. */
+                    long long again = l->ttl_ms / 10;
+                    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
+                }
+            }
+            return;
+        }
+        op_finish(op, st);
+        return;
+    }
+}
+
+/* Feeds op's machine: the replies of its batch (or the fault), then sends
+ * its next batch or ends it. */
+static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    if (op->kind == K_SETUP) {
+        /* the replies move out: the step may send the next batch at once */
+        redisReply *rep[RELOCK__BATCH_CMDS];
+        int nrep = op->nrep;
+        memcpy(rep, op->rep, sizeof rep);
+        memset(op->rep, 0, sizeof op->rep);
+        op->nrep = 0;
+        relock__feed in;
+        memset(&in, 0, sizeof in);
+        in.reply = rep;
+        in.nreply = nrep;
+        in.fault = fault;
+        in.fault_status = fst;
+        in.fault_text = ftext;
+        in.mono_ms = now_ms();
+        if (fault != RELOCK__FAULT_NONE)
+            in.nreply = 0;
+        op->state = S_SENT;
+        setup_step(op, &in);
+        for (int i = 0; i < nrep; i++)
+            if (rep[i])
+                freeReplyObject(rep[i]);
+        return;
+    }
+    if (op->state == S_SUBSCRIBING) {
+        timer_stop(a, &op->timer);
+        plan(op, 1);
+        return;
+    }
+    char text[400];
+    if (ftext) {
+        snprintf(text, sizeof text, "%s", ftext);
+        ftext = text;
+    }
+    int flush = 0;
+    if (a->txn_owner == op && !op->in_txn) {
+        /* the batch that ended the transaction was answered */
+        a->txn_owner = NULL;
+        flush = 1;
+    }
+    if (flush && a->queue && a->cstate == C_READY)
+        queue_flush(a);
+    for (;;) {
+        relock__mhead *h = op->m;
+        relock__feed in;
+        memset(&in, 0, sizeof in);
+        in.reply = op->rep;
+        in.nreply = op->nrep;
+        if (fault != RELOCK__FAULT_NONE) {
+            /* replies come only in full or up to a fault */
+            int k = 0;
+            while (k < op->nrep && op->rep[k])
+                k++;
+            in.nreply = k;
+        }
+        in.fault = fault;
+        in.fault_status = fst;
+        in.fault_text = ftext;
+        in.mono_ms = now_ms();
+        err_load(op);
+        if (fault != RELOCK__FAULT_NONE && ftext)
+            RELOCK__FAIL(&c->err, fst ? fst : RELOCK_EIO, "%s", ftext);
+        if (h->want_fleet && fault == RELOCK__FAULT_NONE &&
+            relock__fleet_ms(c, &in.fleet_ms) != RELOCK_OK) {
+            in.fault = RELOCK__FAULT_UNSENT;
+            in.fault_status = c->err.pub.status;
+            in.fault_text = c->err.msg;
+        }
+        relock__batch *b = &a->batch;
+        relock__batch_reset(b);
+        relock__step s = op->fn(op->m, op->l, &in, b);
+        err_save(op);
+        for (int i = 0; i < op->nrep; i++)
+            if (op->rep[i]) {
+                freeReplyObject(op->rep[i]);
+                op->rep[i] = NULL;
+            }
+        op->nrep = 0;
+        if (s == RELOCK__STEP_DONE) {
+            machine_done(op, h->st);
+            return;
+        }
+        if (!relock__batch_ok(b) || ++op->steps >= RELOCK__DRIVE_MAX_STEPS) {
+            machine_done(op, op_fail(op, RELOCK_EPROTO, "lock %s: internal error: %s",
+                                     op->l->name,
+                                     op->steps >= RELOCK__DRIVE_MAX_STEPS
+                                         ? "an operation did not end"
+                                         : "a command batch overflowed"));
+            return;
+        }
+        int n = 0;
+        for (; n < b->n; n++) {
+            const relock__cmd *k = &b->cmd[n];
+            int fl = redisFormatCommandArgv(&op->cmd[n], k->argc, (const char **)k->argv, k->len);
+            if (fl < 0)
+                break;
+            op->len[n] = (size_t)fl;
+        }
+        op->n = n;
+        op->in_txn = b->in_txn;
+        if (n < b->n) {
+            batch_clear(op);
+            fault = RELOCK__FAULT_UNSENT;
+            fst = RELOCK_ENOMEM;
+            ftext = "out of memory";
+            continue;
+        }
+        if (b->n == 0) {
+            fault = RELOCK__FAULT_NONE;
+            continue;
+        }
+        if (a->txn_owner == op && (a->gen != op->txn_gen || a->cstate != C_READY)) {
+            batch_clear(op);
+            fault = RELOCK__FAULT_UNSENT;
+            fst = RELOCK_EIO;
+            ftext = "the connection of a transaction was lost before its end";
+            continue;
+        }
+        submit(op);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ starting */
+
+static void kick_fire(void *arg)
+{
+    relock_async *a = arg;
+    a->kick_timer = NULL;
+    enter(a);
+    if (a->cstate == C_READY && !a->fatal)
+        queue_flush(a);
+    leave(a);
+}
+
+/* Runs op's first step (the client is ready). */
+static void op_start(aop *op)
+{
+    relock_async *a = op->a;
+    if (a->fatal) {
+        if (!op->err)
+            op->err = malloc(sizeof *op->err);
+        if (op->err)
+            relock__err_copy(op->err, &a->fatal_err);
+        op_finish(op, a->fatal);
+        return;
+    }
+    if (op->kind == K_ACQ) {
+        relock_client *c = a->c;
+        relock_lock *l = op->l;
+        char before[RELOCK__KEY_MAX];
+        if (!(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
+            relock__fence_key_before(l->key, before, sizeof before) == 1) {
+            fence_wrap *w = malloc(sizeof *w);
+            if (!w) {
+                op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                return;
+            }
+            memcpy(w->before, before, sizeof before);
+            relock__fence_carry_init(&w->m, w->before);
+            op->m = w;
+            op->fn = relock__fence_carry_step;
+            op->fencing = 1;
+            machine_start(op);
+            return;
+        }
+        op->m = malloc(a->kit->acq_size);
+        if (!op->m) {
+            op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+            return;
+        }
+        /* The holder that just released usually wins the race back against
+         * the waiters it woke: give them a moment, as the blocking acquire. */
+        long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
+        if (yield > 0) {
+            op->state = S_SLEEP;
+            op->timer = timer_start(a, yield, sleep_fire, op);
+            if (op->timer)
+                return;
+        }
+        attempt_begin(op);
+        return;
+    }
+    relock_lock *l = op->l;
+    if (op->kind == K_REL && l->lost) {
+        op_finish(op, op_fail(op, RELOCK_LOST, "release %s: the lock was already lost", l->name));
+        return;
+    }
+    if ((op->kind == K_EXT || op->kind == K_KEEP) && l->lost) {
+        op_finish(op, op_fail(op, RELOCK_LOST, "extend %s: the lock was already lost", l->name));
+        return;
+    }
+    op->m = malloc(a->kit->upd_size);
+    relock__err_clear(&a->c->err);
+    relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
+                             : RELOCK_ENOMEM;
+    if (st != RELOCK_OK) {
+        err_save(op);
+        op_finish(op, st);
+        return;
+    }
+    if (op->kind == K_REL)
+        l->waiters = 0;
+    op->fn = a->kit->upd_step;
+    machine_start(op);
+}
+
+/* Queues a new operation; it starts from the loop. */
+static void op_enqueue(aop *op)
+{
+    relock_async *a = op->a;
+    op->next = a->ops;
+    if (a->ops)
+        a->ops->prev = op;
+    a->ops = op;
+    a->pending++;
+    op->state = S_NEW;
+    queue_push(a, op);
+    if (a->cstate == C_DOWN)
+        conn_connect(a);
+    else if (a->cstate == C_READY && !a->kick_timer)
+        a->kick_timer = timer_start(a, 0, kick_fire, a);
+}
+
+static aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
+{
+    aop *op = calloc(1, sizeof *op);
+    if (!op)
+        return NULL;
+    op->a = a;
+    op->kind = kind;
+    op->cb = cb;
+    op->arg = arg;
+    return op;
+}
+
+/* ------------------------------------------------------------------ renewal */
+
+static void keep_tick(void *arg)
+{
+    relock_lock *l = arg;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    al->keep_timer = NULL;
+    enter(a);
+    if (al->kept && !al->busy && !a->freeing) {
+        aop *op = op_new(a, K_KEEP, NULL, NULL);
+        if (op) {
+            op->l = l;
+            op->wait_ms = l->ttl_ms;
+            al->busy = op;
+            op_enqueue(op);
+        } else {
+            al->keep_timer = timer_start(a, 10, keep_tick, l);
+        }
+    }
+    leave(a);
+}
+
+static void keep_arm(struct relock__alock *al, relock_lock *l)
+{
+    long long every = l->ttl_ms / 3;
+    al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
+}
+
+/* ------------------------------------------------------------------ public */
+
+static const relock_error *null_err(void)
+{
+    return &relock__null_handle_error;
+}
+
+relock_status relock_async_new(const relock_config *cfg, const relock_async_loop *loop,
+                               relock_async **out)
+{
+    if (!out)
+        return RELOCK_EINVAL;
+    *out = NULL;
+    if (!cfg || !loop || !loop->attach || !loop->timer_start || !loop->timer_stop)
+        return RELOCK_EINVAL;
+    relock_async *a = calloc(1, sizeof *a);
+    if (!a)
+        return RELOCK_ENOMEM;
+    relock__err_clear(&a->err);
+    relock_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(a);
+        return RELOCK_ENOMEM;
+    }
+    *out = a;
+    a->c = c;
+    a->loop = *loop;
+    relock__err_clear(&c->err);
+    c->s = cfg->s;
+    c->conn.srv = &c->s.servers[0];
+    relock__scripts_init(c);
+    char tok[33];
+    uint64_t seed = relock__mono_ms() ^ (uint64_t)(uintptr_t)a;
+    if (relock__token(tok) == 0)
+        for (int i = 0; i < 16; i++)
+            seed = seed * 31u + (unsigned char)tok[i];
+    c->rng = seed ? seed : 1;
+    c->replicas_acked = -1;
+    snprintf(c->mode_reason, sizeof c->mode_reason,
+             "this lock belongs to an asynchronous client: use relock_async_*()");
+    const char *no = NULL;
+    if (c->s.nservers > 1)
+        no = "several servers (a quorum)";
+    else if (relock__sentinel_on(&c->s))
+        no = "Sentinel";
+    else if (relock__durable_on(c))
+        no = "durability";
+    else if (c->s.owner_info)
+        no = "owner_info";
+    else if (c->s.legacy.clock_server)
+        no = "legacy.clock = \"server\"";
+    if (no) {
+        a->fatal = RELOCK__FAIL(&a->err, RELOCK_EUNSUPPORTED,
+                                "%s: not available to the asynchronous client yet (docs/api.md); "
+                                "use the blocking API",
+                                no);
+        relock__err_copy(&a->fatal_err, &a->err);
+        return a->fatal;
+    }
+    /* hiredis writes with write(): a closed connection must not end a
+     * program that left SIGPIPE at its default action. */
+    struct sigaction sa;
+    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
+        !(sa.sa_flags & SA_SIGINFO)) {
+        sa.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &sa, NULL);
+    }
+    conn_connect(a);
+    return RELOCK_OK;
+}
+
+const relock_error *relock_async_error(const relock_async *a)
+{
+    return a ? &a->err.pub : null_err();
+}
+
+relock_mode relock_async_mode(const relock_async *a)
+{
+    return a && a->probed && !a->fatal ? a->c->mode : RELOCK_MODE_AUTO;
+}
+
+const char *relock_async_mode_reason(const relock_async *a)
+{
+    if (!a)
+        return "";
+    if (!a->probed)
+        return a->fatal ? a->err.msg : "not yet probed";
+    return a->c->mode_reason;
+}
+
+long relock_async_pending(const relock_async *a)
+{
+    return a ? a->pending : 0;
+}
+
+static relock_status refuse(relock_async *a, relock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static relock_status refuse(relock_async *a, relock_status st, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    relock__err_clear(&a->err);
+    return RELOCK__FAIL(&a->err, st, "%s", msg);
+}
+
+relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms, long long wait_ms,
+                                   relock_async_fn cb, void *arg, relock_async_op **opp)
+{
+    if (opp)
+        *opp = NULL;
+    if (!a)
+        return RELOCK_EINVAL;
+    if (a->freeing)
+        return RELOCK_EINVAL;
+    relock__err_clear(&a->err);
+    if (a->fatal) {
+        relock__err_copy(&a->err, &a->fatal_err);
+        return a->fatal;
+    }
+    if (!cb)
+        return refuse(a, RELOCK_EINVAL, "acquire: no callback");
+    if (wait_ms == RELOCK_WAIT_DEFAULT)
+        wait_ms = a->c->s.wait.max_ms;
+    if (wait_ms < RELOCK_WAIT_FOREVER)
+        return refuse(a, RELOCK_EINVAL, "wait: %lld ms is not a valid bound", wait_ms);
+    relock_lock *l;
+    relock__err_clear(&a->c->err);
+    relock_status st = relock__lock_new(a->c, name, ttl_ms, &l);
+    if (st != RELOCK_OK) {
+        relock__err_copy(&a->err, &a->c->err);
+        return st;
+    }
+    aop *op = op_new(a, K_ACQ, cb, arg);
+    if (!op || !alock(a, l)) {
+        free(op);
+        relock_lock_free(l);
+        return refuse(a, RELOCK_ENOMEM, "acquire %s: out of memory", name);
+    }
+    op->l = l;
+    l->al->busy = op;
+    op->wait_ms = wait_ms;
+    op->deadline = wait_ms > 0 ? now_ms() + (uint64_t)wait_ms : 0;
+    op_enqueue(op);
+    if (opp)
+        *opp = (relock_async_op *)op;
+    return RELOCK_OK;
+}
+
+relock_status relock_async_try_acquire(relock_async *a, const char *name, long long ttl_ms,
+                                       relock_async_fn cb, void *arg, relock_async_op **op)
+{
+    return relock_async_acquire(a, name, ttl_ms, 0, cb, arg, op);
+}
+
+static void cancel_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    enter(a);
+    op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+    leave(a);
+}
+
+relock_status relock_async_cancel(relock_async_op *h)
+{
+    aop *op = (aop *)h;
+    if (!op || op->kind != K_ACQ)
+        return RELOCK_EINVAL;
+    if (op->cancelled || op->state == S_DONE)
+        return RELOCK_OK;
+    relock_async *a = op->a;
+    op->cancelled = 1;
+    if (op->state == S_SLEEP || op->state == S_NEW || op->state == S_SUBSCRIBING) {
+        /* nothing of it in flight: it ends at the next turn of the loop */
+        timer_stop(a, &op->timer);
+        if (op->state == S_NEW)
+            queue_remove(a, op);
+        chan_leave(op);
+        op->state = S_SLEEP;
+        op->timer = timer_start(a, 0, cancel_fire, op);
+    } else if (op->state == S_QUEUED && !op->sent_any) {
+        queue_remove(a, op);
+        batch_clear(op);
+        op->state = S_SLEEP;
+        op->timer = timer_start(a, 0, cancel_fire, op);
+    }
+    /* S_SENT, S_QUEUED after a write, S_SUBSCRIBING: when the step ends */
+    return RELOCK_OK;
+}
+
+static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_async_fn cb,
+                             void *arg)
+{
+    if (!l || !l->al || !l->al->a)
+        return RELOCK_EINVAL;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    if (a->freeing)
+        return RELOCK_EINVAL;
+    relock__err_clear(&a->err);
+    if (a->fatal) {
+        relock__err_copy(&a->err, &a->fatal_err);
+        return a->fatal;
+    }
+    if (!cb)
+        return refuse(a, RELOCK_EINVAL, "%s: no callback", kind == K_REL ? "release" : "extend");
+    if (kind == K_EXT) {
+        if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
+            return refuse(a, RELOCK_EINVAL, "ttl: %lld ms is not from 1 ms to one year", ttl_ms);
+        if (al->kept)
+            return refuse(a, RELOCK_EINVAL,
+                          "extend %s: the lock is being renewed by the loop; call "
+                          "relock_async_keep_stop() first",
+                          l->name);
+        if (ttl_ms == 0)
+            ttl_ms = l->ttl_ms;
+    }
+    if (al->after || (al->busy && (kind != K_REL || al->busy->kind != K_KEEP)))
+        return refuse(a, RELOCK_EINVAL, "%s %s: another operation on this lock is in flight",
+                      kind == K_REL ? "release" : "extend", l->name);
+    aop *op = op_new(a, kind, cb, arg);
+    if (!op)
+        return refuse(a, RELOCK_ENOMEM, "%s: out of memory", l->name);
+    op->l = l;
+    op->wait_ms = ttl_ms;
+    if (kind == K_REL) {
+        int was_lost = al->keep_lost;
+        timer_stop(a, &al->keep_timer);
+        al->kept = 0;
+        if (was_lost)
+            l->lost = 1;
+    }
+    if (al->busy) { /* a renewal in flight: the release follows it */
+        op->next = a->ops;
+        if (a->ops)
+            a->ops->prev = op;
+        a->ops = op;
+        a->pending++;
+        op->state = S_NEW;
+        al->after = op;
+        return RELOCK_OK;
+    }
+    al->busy = op;
+    op_enqueue(op);
+    return RELOCK_OK;
+}
+
+relock_status relock_async_release(relock_lock *l, relock_async_fn cb, void *arg)
+{
+    return lock_op(l, K_REL, 0, cb, arg);
+}
+
+relock_status relock_async_extend(relock_lock *l, long long ttl_ms, relock_async_fn cb, void *arg)
+{
+    return lock_op(l, K_EXT, ttl_ms, cb, arg);
+}
+
+relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost, void *arg)
+{
+    if (!l || !l->al || !l->al->a)
+        return RELOCK_EINVAL;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    relock__err_clear(&a->err);
+    if (al->kept)
+        return refuse(a, RELOCK_EINVAL, "keep %s: already kept", l->name);
+    if (l->lost)
+        return refuse(a, RELOCK_LOST, "keep %s: the lock was already lost", l->name);
+    if (al->busy)
+        return refuse(a, RELOCK_EINVAL, "keep %s: another operation on this lock is in flight",
+                      l->name);
+    al->kept = 1;
+    al->keep_lost = 0;
+    al->on_lost = on_lost;
+    al->lost_arg = arg;
+    al->keep_valid = l->valid_until;
+    keep_arm(al, l);
+    return RELOCK_OK;
+}
+
+relock_status relock_async_keep_stop(relock_lock *l)
+{
+    if (!l || !l->al || !l->al->a)
+        return RELOCK_EINVAL;
+    struct relock__alock *al = l->al;
+    timer_stop(al->a, &al->keep_timer);
+    al->kept = 0;
+    if (al->keep_lost) {
+        l->lost = 1;
+        return RELOCK__FAIL(&al->a->err, RELOCK_LOST, "keep %s: the lock was lost", l->name);
+    }
+    return RELOCK_OK;
+}
+
+/* ------------------------------------------------------------------ freeing */
+
+static void really_free(relock_async *a)
+{
+    timer_stop(a, &a->conn_timer);
+    timer_stop(a, &a->tmo_timer);
+    timer_stop(a, &a->kick_timer);
+    if (a->ac) {
+        redisAsyncContext *ac = a->ac;
+        a->ac = NULL;
+        ac->data = NULL;
+        redisAsyncFree(ac);
+    }
+    if (a->sub) {
+        redisAsyncContext *s = a->sub;
+        a->sub = NULL;
+        s->data = NULL;
+        redisAsyncFree(s);
+    }
+    chan_free_all(a);
+    batch_clear(&a->setup);
+    relock_client *c = a->c;
+    memset(c, 0xa5, sizeof *c); /* settings hold passwords */
+    free(c);
+    memset(a, 0xa5, sizeof *a);
+    free(a);
+}
+
+void relock_async_free(relock_async *a)
+{
+    if (!a || a->freeing)
+        return;
+    a->freeing = 1;
+    enter(a);
+    /* Every operation ends now, once. */
+    a->queue = a->queue_tail = NULL;
+    a->fifo = a->fifo_tail = NULL;
+    a->txn_owner = NULL;
+    while (a->ops) {
+        aop *op = a->ops;
+        relock_status st = RELOCK_ECANCELED;
+        const char *why = "cancelled: the client was freed";
+        if (op->state == S_SENT || (op->state == S_QUEUED && op->sent_any) || op->undoing) {
+            if (op->kind == K_ACQ) {
+                st = RELOCK_EAMBIGUOUS;
+                why = "the client was freed while an attempt was in flight: the lock may be "
+                      "held until its TTL ends";
+            } else if (op->kind != K_KEEP) {
+                st = RELOCK_EAMBIGUOUS;
+                why = "the client was freed while the request was in flight: its outcome is "
+                      "unknown";
+            }
+        }
+        free(op->err);
+        op->err = NULL;
+        op_fail(op, st, "%s %s: %s",
+                op->kind == K_ACQ ? "acquire" : op->kind == K_REL ? "release" : "extend",
+                op->l ? op->l->name : "", why);
+        op->ch = NULL; /* the channels go with the client */
+        op_finish(op, st);
+    }
+    /* Locks outlive the client: their renewals stop; they can be freed. */
+    for (struct relock__alock *al = a->alocks; al;) {
+        struct relock__alock *next = al->next;
+        timer_stop(a, &al->keep_timer);
+        al->kept = 0;
+        al->a = NULL;
+        al->prev = al->next = NULL;
+        al = next;
+    }
+    a->alocks = NULL;
+    leave(a);
+}
+

@@ -1,0 +1,95 @@
+/*
+ * The engine over several connections (DESIGN §6, the quorum): a fan
+ * machine sends one batch per server, and is fed back each server's
+ * replies as they arrive, with the time.  Its work goes in rounds: a round
+ * sends a request to a set of servers, each with a deadline of its own,
+ * and the machine says when the round is decided (it returns the next
+ * round, or ends); servers that have not answered by then are the
+ * driver's business (it reads their owed replies later, or drops them).
+ *
+ * The machine holds every decision (who answered, what counts as a yes,
+ * when a majority is reached or out of reach, NOSCRIPT then EVAL, the
+ * fence to raise, what to clean up); the driver holds the connections,
+ * their setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier
+ * rounds and the poll loop.  The blocking fan driver is
+ * relock__fan_drive() (fandrive.c).
+ */
+#ifndef RELOCK_ENGINE_FAN_H
+#define RELOCK_ENGINE_FAN_H
+
+#include "engine.h"
+
+/* A fan machine's answer when it has nothing to send and the round is not
+ * decided: feed it the next replies, or the time once it has passed the
+ * round's deadline. */
+#define RELOCK__STEP_WAIT ((relock__step)2)
+
+/* What a fan machine asks to be sent. */
+typedef struct relock__fanout {
+    relock__batch b[RELOCK__MAX_SERVERS]; /* b[i] for each server i in mask */
+    unsigned mask;
+    /* 1: these batches start a new round, and the previous one is
+     * decided; 0: they belong to the round under way (a server is sent
+     * its request again, by EVAL after NOSCRIPT), in place of its first
+     * batch, whose replies it has fed. */
+    int round;
+    long long timeout_ms; /* a new round: each server's time to answer */
+} relock__fanout;
+
+/* What a fan driver feeds to a fan machine. */
+typedef struct relock__fanfeed {
+    /* The servers whose replies (or fault) this feed brings, in srv[];
+     * 0 in the first feed of a round and when only the time moved. */
+    unsigned from;
+    /* srv[i], for i in from: all the replies to server i's batch, or a
+     * fault: UNSENT or LOST when the server was dropped (its connection
+     * failed); fault_status RELOCK_ECONFIG, fault_text
+     * "HOST:PORT: AUTH/SELECT: ..." when it refused AUTH or SELECT.  In
+     * the first feed of a round, a refusal was met on the connection's
+     * earlier use and only informs (the server was connected afresh
+     * since: `reached` says whether it was sent the round's batch); any
+     * other fault there dropped a reached server before its batch was
+     * written. */
+    relock__feed srv[RELOCK__MAX_SERVERS];
+    /* The first feed of a round (from the call that returned it): the
+     * round's servers that were connected (or are connecting) and sent
+     * their batch; the others were not reached (down, or left alone
+     * after being late). */
+    unsigned reached;
+    /* The round's servers whose batch is wholly written to the socket:
+     * when the round is decided, a server that has not answered is left
+     * owing its reply if written and within the deadline; otherwise the
+     * driver drops it. */
+    unsigned written;
+    /* The time: in the first feed of a round, when the round started
+     * (its deadlines count from it); else when the replies were read. */
+    uint64_t mono_ms;
+} relock__fanfeed;
+
+/* A fan machine's step function; the first call has from == 0, the
+ * time, and is no round's first feed.  Returns SEND with *out filled,
+ * WAIT, or DONE with the head's st set (errors on l->c->err). */
+typedef relock__step (*relock__fan_fn)(void *m, relock_lock *l, const relock__fanfeed *in,
+                                       relock__fanout *out);
+
+/*
+ * The blocking fan driver: runs fan machine m over the client's quorum
+ * connections (c->q) until it is done, and returns its status.  One poll
+ * loop over non-blocking hiredis contexts; a new connection is sent AUTH,
+ * SELECT and SCRIPT LOAD of the quorum's scripts ahead of the first batch;
+ * replies owed to earlier rounds are read and dropped before a server's
+ * new ones (decision 44).
+ */
+relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m);
+
+/* Prepares the client's quorum connections (c->q, none connected yet);
+ * 0, or -1 out of memory. */
+int relock__fan_setup(relock_client *c);
+/* Closes every quorum connection (relock_close). */
+void relock__fan_free(relock_client *c);
+
+/* A fan machine that has not ended after this many feeds is stopped with
+ * RELOCK_EPROTO (a machine's bug). */
+#define RELOCK__FAN_MAX_FEEDS 4096
+
+#endif

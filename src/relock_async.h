@@ -1,0 +1,166 @@
+/*
+ * relock's asynchronous API: the same locks as relock.h, for programs
+ * built on an event loop (libevent, libuv, ...).  Nothing here blocks:
+ * every operation is started by a call that returns at once and completes
+ * through a callback run by the program's loop, with the statuses and the
+ * error details of the blocking API.
+ *
+ * The client runs on hiredis's asynchronous context.  hiredis's adapters
+ * attach a connection's I/O to a loop; relock also needs one-shot timers
+ * (backoff, the holder's known expiry, renewals, command timeouts), so the
+ * program hands relock a small loop interface, relock_async_loop.
+ * relock_async_libevent.h and relock_async_libuv.h fill it for those
+ * loops; the program then links hiredis and its loop library itself.
+ *
+ * Threads: a client and its locks belong to the thread running the loop.
+ * Callbacks run from the loop, never from within the call that started the
+ * operation (except relock_async_free(), below).
+ *
+ * SIGPIPE: hiredis writes with write().  relock_async_new() sets SIGPIPE
+ * to be ignored if the program left it at its default action (a program
+ * that installed a handler or ignores it already keeps what it chose), so
+ * that a server closing a connection cannot end the process.
+ */
+#ifndef RELOCK_ASYNC_H
+#define RELOCK_ASYNC_H
+
+#include <hiredis/async.h>
+
+#include "relock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * What relock needs from the program's event loop.  data is passed back
+ * to each function.
+ *   attach:      attaches ac's I/O to the loop (as hiredis's adapters do,
+ *                redisLibeventAttach() say); returns 0 on success.
+ *   timer_start: calls fn(arg) once, from the loop, after ms milliseconds
+ *                (0: at the next turn); returns a handle, NULL when out of
+ *                memory.  The handle belongs to the loop interface, which
+ *                frees it after fn was called or when it is stopped.
+ *   timer_stop:  stops a timer that has not fired; relock never stops one
+ *                that fired.
+ */
+typedef struct relock_async_loop {
+    void *data;
+    int (*attach)(void *data, redisAsyncContext *ac);
+    void *(*timer_start)(void *data, long long ms, void (*fn)(void *arg), void *arg);
+    void (*timer_stop)(void *data, void *timer);
+} relock_async_loop;
+
+typedef struct relock_async relock_async;
+/* An operation in flight (for relock_async_cancel()). */
+typedef struct relock_async_op relock_async_op;
+
+/*
+ * An operation's outcome.  st: as the blocking call's status.  l: the lock
+ * the operation was about: for an acquire, the new handle on RELOCK_OK
+ * (the program owns it: relock_lock_free() it after its release) and NULL
+ * otherwise; for release and extend, the lock passed (NULL when it was
+ * freed meanwhile).  err: the detail, valid during the callback only.
+ */
+typedef void (*relock_async_fn)(relock_async *a, relock_status st, relock_lock *l,
+                                const relock_error *err, void *arg);
+/* A kept lock was lost (RELOCK_LOST, or the error that outlasted its
+ * validity); called once, from the loop.  It may call relock functions. */
+typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_status why,
+                                     const relock_error *err, void *arg);
+
+/*
+ * A new client of cfg's server (cfg is copied) on the given loop (copied).
+ * It connects, logs in and probes the server (DESIGN §2) without blocking;
+ * operations started meanwhile wait for the probe, and fail with its error
+ * if it fails.  *out is set whenever memory allows, also on failure (then
+ * relock_async_error() tells why); free it with relock_async_free().
+ * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
+ * several servers (a quorum), Sentinel, Cluster slot maps, durability,
+ * owner_info, legacy.clock = "server" (docs/api.md).
+ */
+RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
+                                             const relock_async_loop *loop, relock_async **out);
+
+/*
+ * Frees the client.  Operations still in flight end first: each callback
+ * is called exactly once, from within this call, with RELOCK_ECANCELED when
+ * nothing it sent may have changed the server (it was waiting, or not yet
+ * sent), or RELOCK_EAMBIGUOUS when a write of it was sent and not
+ * answered (an acquire may then hold the lock until its TTL ends).  Kept
+ * locks stop being renewed (their lost callbacks are not called).  Lock
+ * handles stay valid for relock_lock_free() and the accessors.  The
+ * callbacks must not start operations on this client.  Allowed from any
+ * callback of this client (its memory goes when that callback returns).
+ * Accepts NULL.
+ */
+RELOCK_EXTERN void relock_async_free(relock_async *a);
+
+/* The detail of the last failing call on a (a start refused, or the
+ * connection's probe failed). */
+RELOCK_EXTERN const relock_error *relock_async_error(const relock_async *a);
+/* The mode in use once the probe ended (RELOCK_MODE_AUTO before), and the
+ * reason for it. */
+RELOCK_EXTERN relock_mode relock_async_mode(const relock_async *a);
+RELOCK_EXTERN const char *relock_async_mode_reason(const relock_async *a);
+
+/*
+ * Starts acquiring NAME for ttl_ms (0: the configured ttl_ms), waiting at
+ * most wait_ms (0 tries once, RELOCK_WAIT_FOREVER, RELOCK_WAIT_DEFAULT),
+ * as relock_acquire().  Waiting uses the loop's timers (backoff, the
+ * holder's known end) and release notices on a second connection.
+ * RELOCK_OK: started, cb will be called exactly once, and *op (if op is
+ * not NULL) identifies the operation until cb is called.  Anything else:
+ * nothing started, cb is never called, the detail is relock_async_error().
+ */
+RELOCK_EXTERN relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms,
+                                                 long long wait_ms, relock_async_fn cb, void *arg,
+                                                 relock_async_op **op);
+/* relock_async_acquire() with wait_ms 0. */
+RELOCK_EXTERN relock_status relock_async_try_acquire(relock_async *a, const char *name,
+                                                     long long ttl_ms, relock_async_fn cb, void *arg,
+                                                     relock_async_op **op);
+
+/*
+ * Cancels a pending acquire.  Its callback is called once, from the loop:
+ * RELOCK_ECANCELED when the lock is not held by it (an attempt in flight
+ * that won is undone by a release first), or RELOCK_EAMBIGUOUS when an
+ * attempt's write may have run and could not be undone (the lock may stay
+ * held until its TTL ends).  An acquire that completed before the cancel
+ * took effect keeps its outcome.  RELOCK_EINVAL for NULL; cancelling twice
+ * is harmless.
+ */
+RELOCK_EXTERN relock_status relock_async_cancel(relock_async_op *op);
+
+/*
+ * Release and extend, as relock_release() and relock_extend(), for a lock
+ * acquired through this client.  One operation at a time per lock:
+ * RELOCK_EINVAL while another is in flight on it (a release during a
+ * renewal's extend waits for it instead), and for an extend while the lock
+ * is kept.  A release stops the renewal.  relock_lock_free() with one in
+ * flight is allowed: the handle goes when it ends, and cb gets a NULL lock.
+ * Same return convention as relock_async_acquire().
+ */
+RELOCK_EXTERN relock_status relock_async_release(relock_lock *l, relock_async_fn cb, void *arg);
+RELOCK_EXTERN relock_status relock_async_extend(relock_lock *l, long long ttl_ms, relock_async_fn cb,
+                                                void *arg);
+
+/*
+ * Renewal by the loop's timers: extends l every third of its ttl until
+ * relock_async_keep_stop(), relock_async_release() or relock_lock_free().
+ * on_lost is called once if the lock is lost (taken, deleted, or its
+ * validity ran out while the server did not answer).  relock_async_keep_stop()
+ * returns RELOCK_OK, or RELOCK_LOST when the renewals found it lost.
+ */
+RELOCK_EXTERN relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost,
+                                              void *arg);
+RELOCK_EXTERN relock_status relock_async_keep_stop(relock_lock *l);
+
+/* Operations started and not yet completed (their callbacks not called). */
+RELOCK_EXTERN long relock_async_pending(const relock_async *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RELOCK_ASYNC_H */

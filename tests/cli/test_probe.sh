@@ -43,11 +43,18 @@ probe_case() {
     [ "$(paths_field scripts)" = "$scr" ] && ok || bad "$label: json scripts: $(cat "$DIR/out")"
 }
 
+# Each proxy writes a file of its own: with one file for all, the previous
+# proxy's port line could be read before the new proxy's shell had
+# truncated it (seen on a loaded machine: the probe then met the previous
+# personality).
+NPROXY=0
 start_proxy() { # PERSONALITY [--no-lua]: the proxy's port in PPORT
-    "$PROXY" --upstream "127.0.0.1:$REAL" --listen 0 --personality "$@" >"$DIR/proxy.out" &
+    NPROXY=$((NPROXY + 1))
+    local out="$DIR/proxy-$NPROXY.out"
+    "$PROXY" --upstream "127.0.0.1:$REAL" --listen 0 --personality "$@" >"$out" &
     PIDS+=($!)
-    wait_for grep -q '^port ' "$DIR/proxy.out" || bad "proxy $*: no port"
-    PPORT=$(awk '/^port /{print $2}' "$DIR/proxy.out")
+    wait_for grep -q '^port ' "$out" || bad "proxy $*: no port"
+    PPORT=$(awk '/^port /{print $2}' "$out")
 }
 
 SCRIPT="script (SET NX PX, INCR)"

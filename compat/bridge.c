@@ -5,4 +5,4 @@
  * clients write alike, lives in src/marker.c: src/ never calls into
  * compat/.
  */
-#include "internal.h"
+#include "compat.h"

@@ -7,7 +7,7 @@
 #ifndef RELOCK_COMPAT_H
 #define RELOCK_COMPAT_H
 
-#include "internal.h"
+#include "handle.h"
 
 extern const relock__algo relock__algo_legacy;
 extern const relock__algo relock__algo_bridge;

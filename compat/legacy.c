@@ -55,6 +55,7 @@
 
 #include "compat.h"
 #include "ts.h"
+#include "routing.h"
 
 static int is_bridge(const relock_client *c)
 {

@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "break.h"
-#include "internal.h"
+#include "routing.h"
 
 /* The lock name's rules (relock__check_name), and break's own. */
 static relock_status check_args(relock_client *c, const char *name, const char *if_value)

@@ -13,7 +13,7 @@
  */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "routing.h"
 
 static relock_status measure(relock_client *c)
 {

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "routing.h"
 
 #define RELOCK__CLUSTER_NSLOTS 16384
 

@@ -16,7 +16,7 @@
 
 #include <libconfig.h>
 
-#include "internal.h"
+#include "base.h"
 
 enum stype { T_LONG, T_LLONG, T_BOOL, T_STR, T_ENUM, T_GROUP, T_SERVERS, T_ADDRS };
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "internal.h"
+#include "routing.h"
 
 relock_status relock__conn_ensure(relock_client *c)
 {

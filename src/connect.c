@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "internal.h"
+#include "routing.h"
 
 relock_status relock__conn_open(relock_client *c, const relock__server *srv)
 {

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "internal.h"
+#include "algo.h"
 
 int relock__durable_on(const relock_client *c)
 {

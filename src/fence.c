@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "fence.h"
-#include "internal.h"
+#include "routing.h"
 
 enum fence_pc {
     F_START = 0,

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "inspect.h"
-#include "internal.h"
+#include "routing.h"
 
 
 static char *copy_bytes(const char *s, size_t len)

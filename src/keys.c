@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "handle.h"
 
 /* Whether key has a Cluster hash tag: a '{' followed later by a '}' with
  * at least one byte between them. */

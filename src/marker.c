@@ -9,7 +9,7 @@
  */
 #include <stdio.h>
 
-#include "internal.h"
+#include "routing.h"
 
 /* Writing on every meeting would add a round trip to every contended
  * attempt; once a second is plenty for a window measured in days. */

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "caps.h"
-#include "internal.h"
+#include "algo.h"
 #include "modern.h"
 
 static int has_lua(const relock_client *c)

@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "caps.h"
-#include "internal.h"
+#include "routing.h"
 #include "probe.h"
 
 static unsigned caps_for(int major, int minor, int patch)

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "algo.h"
 #include "quorum.h"
 
 void relock__quorum_free(relock_client *c)

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "routing.h"
 #include "relockx.h"
 
 /* Keys per pipelined batch, and SCAN's COUNT hint. */
@@ -25,7 +25,7 @@
 #define MATCH_MAX 1024
 
 /*
- * The bound on keys examined by one walk.  Not in internal.h on purpose:
+ * The bound on keys examined by one walk.  Not in a header on purpose:
  * only the tests change it (they declare it themselves), to reach the
  * incomplete path without ten million keys.
  */

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "routing.h"
 
 static const char *const sources[RELOCK__NSCRIPTS] = {
     /* RELOCK__SCRIPT_DEL_IF_EQ: KEYS[1] lock, ARGV[1] our value, ARGV[2]

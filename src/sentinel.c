@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "routing.h"
 
 /* Sentinels answer from memory: anything slower than this is as good as
  * down, and the next one is asked. */

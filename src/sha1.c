@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 static uint32_t rol(uint32_t x, int n)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "internal.h"
+#include "transport.h"
 
 static struct timeval tv_ms(long long ms)
 {

@@ -5,7 +5,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "internal.h"
+#include "base.h"
 
 uint64_t relock__mono_ms(void)
 {

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 static int is_token(const char *v, size_t len)
 {

@@ -17,7 +17,8 @@
 #include <sys/time.h>
 
 #include "engine/waitplan.h"
-#include "internal.h"
+#include "fence.h"
+#include "algo.h"
 
 static void unsubscribe(relock_client *c)
 {

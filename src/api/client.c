@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api.h"
+#include "probe.h"
+#include "algo.h"
 
 static void seed_rng(relock_client *c)
 {

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api.h"
+#include "algo.h"
 
 /* How long a releaser that woke waiters stays away from that lock: a few
  * round trips, enough for a woken waiter to take it. */

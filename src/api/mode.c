@@ -8,9 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "caps.h"
-#include "internal.h"
 #include "../../compat/compat.h"
+#include "api.h"
+#include "caps.h"
+#include "algo.h"
 
 /* A server of 2.6.0 or later without EVAL has Lua left out (Valkey 9.1
  * can run so); before 2.6.0 there was no Lua at all. */

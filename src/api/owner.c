@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "api.h"
+#include "routing.h"
 
 relock_status relock__owner_check(relock__err *e, long pid, const char *text)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "handle.h"
 
 struct relock__keeper {
     pthread_t thread;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "routing.h"
 
 static void free_replies(redisReply **rep, int n)
 {

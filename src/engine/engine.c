@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "transport.h"
 
 relock__step relock__done(relock__mhead *h, relock_status st)
 {

@@ -10,7 +10,7 @@
 #ifndef RELOCK_ENGINE_ENGINE_H
 #define RELOCK_ENGINE_ENGINE_H
 
-#include "internal.h"
+#include "handle.h"
 #include "machine.h"
 
 /* ------------------------------------------------------------------ machines */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "fan.h"
+#include "transport.h"
 
 struct relock__qserver {
     redisContext *ctx;  /* non-blocking; NULL until (re)connected */

@@ -6,7 +6,11 @@
 #     or of the API layer (src/api/), or compat/ includes one of src/api/;
 #   - the folders call each other in a circle (api, compat, core);
 #   - two or more files call each other in a circle (a file that calls
-#     back up).
+#     back up);
+#   - a leaf (a core file that includes no private header above base.h and
+#     handle.h) or the transport (src/transport.c) calls a file that is
+#     not a leaf;
+#   - a library file includes the umbrella src/internal.h.
 # Comments and string literals are left out, so a function named in a
 # comment or a message is no call.  A function is a relock_ or relock__
 # name defined (not static) in a .c file; a call is any mention of it in
@@ -90,6 +94,13 @@ while read -r f h; do
     esac
 done <"$TMP/includes"
 
+# The umbrella header is for the tests: each library file includes the
+# headers of the layers it uses (base.h, handle.h, transport.h,
+# routing.h, algo.h, engine/engine.h, api/api.h, ...).
+while read -r f h; do
+    [ "$h" = src/internal.h ] && bad "$f includes internal.h; include the layer headers it uses"
+done <"$TMP/includes"
+
 # 2. Folders: no circle between api, compat and core.
 while read -r f g; do
     lf=$(layer "$f") lg=$(layer "$g")
@@ -105,6 +116,23 @@ while read -r f g; do
         bad "$f calls up into $g ($(layer "$f") -> $(layer "$g"))"
 done <"$TMP/calls"
 
+# Leaves (core files that include no private header above base.h and
+# handle.h)
+# call only leaves, and the transport calls only leaves.
+leafy() {
+    ! grep "^$1 " "$TMP/includes" | awk '{print $2}' |
+        grep -qvE '^src/(base|handle|lease|caps|relock|relockx)\.h$|^src/engine/waitplan\.h$'
+}
+leaves=" "
+for f in $files; do
+    case $f in src/api/*) ;; *.c) leafy "$f" && leaves="$leaves$f " ;; esac
+done
+while read -r f g; do
+    case "$leaves" in *" $f "*) ;; *) [ "$f" = src/transport.c ] || continue ;; esac
+    case "$leaves" in *" $g "*) ;; *) bad "$f, a leaf or the transport, calls $g, which is not a leaf" ;; esac
+done <"$TMP/calls"
+[ "$(wc -w <<<"$leaves")" -ge 6 ] || bad "only these leaves found:$leaves: the reading is broken"
+
 # 3. Files: no circle of calls.
 { cat "$TMP/calls"; awk '{print $2, $2}' "$TMP/defs"; } >"$TMP/graph"
 if ! tsort "$TMP/graph" >/dev/null 2>"$TMP/loop"; then
@@ -112,7 +140,7 @@ if ! tsort "$TMP/graph" >/dev/null 2>"$TMP/loop"; then
 fi
 
 echo "layers: $ndefs definitions, $ncalls calls between files, $nincl includes read;" \
-    "folders: $(tr '\n' ';' <"$TMP/folders")"
+    "folders: $(tr '\n' ';' <"$TMP/folders") leaves:$leaves"
 if [ "$fails" -gt 0 ]; then
     echo "$fails problem(s); docs/architecture.md shows the layers"
     exit 1

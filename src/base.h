@@ -1,0 +1,241 @@
+/*
+ * The leaves every layer uses (prefix relock__; nothing here is exported):
+ * limits, errors (error.c), settings (config.c), key names (keys.c),
+ * values (value.c), time and randomness (util.c, sha1.c), the scripts'
+ * ids and texts (scripts.c).  The functions declared here call nothing
+ * above them; the handles (relock_client, relock_lock) are opaque here.
+ */
+#ifndef RELOCK_BASE_H
+#define RELOCK_BASE_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "relock.h"
+#include "lease.h"
+
+#define RELOCK__MAX_SERVERS 16
+#define RELOCK__HOST_MAX 256
+#define RELOCK__SECRET_MAX 256
+#define RELOCK__PREFIX_MAX 256
+#define RELOCK__NAME_MAX 1024
+/* Tokens are 32 characters, timestamps at most 18 digits (+ ":" + token). */
+#define RELOCK__VALUE_MAX 64
+/* One year: a longer lease or wait is far more likely a typo than a wish. */
+#define RELOCK__TTL_MAX_MS RELOCK_DURATION_MAX_MS
+
+/* ------------------------------------------------------------------ errors */
+
+typedef struct relock__err {
+    relock_error pub;
+    char msg[512];
+    char server[256];
+} relock__err;
+
+void relock__err_clear(relock__err *e);
+/* dst becomes a copy of src (an error kept aside, or another handle's), its
+ * public fields pointing into dst's own buffers. */
+void relock__err_copy(relock__err *dst, const relock__err *src);
+/* The detail reported for a NULL handle (RELOCK_EINVAL). */
+extern const relock_error relock__null_handle_error;
+/* Records an error unless one is already recorded for this call (the first
+ * error is the most precise).  Returns st, so callers can write
+ * "return RELOCK__FAIL(...)". */
+relock_status relock__err_set(relock__err *e, relock_status st, const char *file, int line,
+                              const char *server, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#define RELOCK__FAIL(errp, st, ...)                                                           \
+    relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
+#define RELOCK__FAIL_SRV(errp, st, srv, ...)                                                  \
+    relock__err_set((errp), (st), __FILE__, __LINE__, (srv), __VA_ARGS__)
+
+/* ------------------------------------------------------------------ settings */
+
+typedef struct relock__server {
+    char host[RELOCK__HOST_MAX]; /* with port 0: a unix socket's path */
+    int port;
+    int db;
+    char username[RELOCK__SECRET_MAX];
+    char password[RELOCK__SECRET_MAX];
+} relock__server;
+
+/* A server's address in messages: "host:port", or a unix socket's path
+ * alone (%.0d prints nothing for port 0). */
+#define RELOCK__ADDR_FMT "%s%s%.0d"
+#define RELOCK__ADDR(srv) (srv)->host, (srv)->port ? ":" : "", (srv)->port
+
+/* Sentinel (DESIGN §6): at most this many sentinel addresses. */
+#define RELOCK__MAX_SENTINELS 8
+#define RELOCK__MASTER_NAME_MAX 256
+
+/* A "host:port" address (sentinels). */
+typedef struct relock__addr {
+    char host[RELOCK__HOST_MAX];
+    int port;
+} relock__addr;
+
+typedef struct relock__settings {
+    relock_mode mode;
+    char key_prefix[RELOCK__PREFIX_MAX];
+    long long ttl_ms;
+    relock__server servers[RELOCK__MAX_SERVERS];
+    int nservers;
+    long long connect_timeout_ms;
+    long long command_timeout_ms;
+    struct {
+        long long max_ms; /* -1 forever */
+        long long backoff_min_ms;
+        long long backoff_max_ms;
+        int notify;
+    } wait;
+    int fencing;
+    /* WAIT (or WAITAOF) after each acquire and extend (durable.c). */
+    struct {
+        long replicas; /* 0: off */
+        int aof;
+        long long timeout_ms;
+    } durability;
+    /* Modern mode: the key outlives the lease by this much unless released. */
+    long long lock_delay_ms;
+    int owner_info;
+    long owner_pid;                        /* relock_config_set_owner(); 0: getpid() */
+    char owner_text[RELOCK_OWNER_MAX + 1]; /* and its text, or "" */
+    struct {
+        int unit_ms; /* 0: seconds, 1: milliseconds */
+        long expiry_offset;
+        long long skew_margin_ms;
+        int gc_expire;
+        int clock_server;
+    } legacy;
+    struct {
+        int value_suffix;
+    } bridge;
+    struct {
+        int legacy_clients;
+        long long quiet_window_ms;
+    } migration;
+    /* Sentinel: when master is not empty, every (re)connect asks these
+     * sentinels for the master's address; servers[0] then gives only the
+     * credentials and db. */
+    struct {
+        char master[RELOCK__MASTER_NAME_MAX];
+        relock__addr addrs[RELOCK__MAX_SENTINELS];
+        int naddrs;
+    } sentinel;
+    /* Redis Cluster: slot_map 1 keeps a map of the slots learned with
+     * CLUSTER SLOTS and a connection per master (cluster.c); 0 follows
+     * each MOVED with the client's one connection. */
+    struct {
+        int slot_map;
+    } cluster;
+} relock__settings;
+
+struct relock_config {
+    relock__settings s;
+    relock__err err;
+};
+
+void relock__settings_default(relock__settings *s);
+/* Parses "host:port" (IPv6 hosts in brackets) strictly into a; on error
+ * writes a reason into why.  0 on success. */
+int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen);
+/* Parses a redis:// URL into srv; on error writes a reason into why. */
+int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen);
+/* Whether the settings name a sentinel-monitored master (config.c). */
+int relock__sentinel_on(const relock__settings *s);
+
+/* ------------------------------------------------------------------ keys */
+
+/* Appended to a lock key (or its braced form) to name its fence counter. */
+#define RELOCK__FENCE_SUFFIX " relock:fence"
+/* After key_prefix: the marker recording when a legacy writer was last
+ * seen (milliseconds since the epoch, as a decimal string). */
+#define RELOCK__MARKER_NAME " relock:legacy-seen"
+/* Appended to a lock key to name the channel its releases are told on. */
+#define RELOCK__NOTIFY_SUFFIX " relock:released"
+#define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
+
+/* Appended likewise to name the owner metadata beside a lock (owner_info). */
+#define RELOCK__OWNER_SUFFIX " relock:owner"
+/* Appended likewise, on servers without WATCH (2.0) only: how often the
+ * lock was broken (break.c), which a holder compares to tell that its lock
+ * was broken and taken again, even with the same timestamp. */
+#define RELOCK__BREAKS_SUFFIX " relock:breaks"
+/* Appended after either suffix for a key that is nothing but a hash tag,
+ * "{a}": without it, its side keys would be those of "a" (keys.c). */
+#define RELOCK__WHOLE_TAG_MARK ":tag"
+
+/* Whether relock's side keys can share the lock key's Cluster slot: the
+ * key has a hash tag, or holds no '}' (else a braced copy would hash a
+ * different part of it). */
+int relock__key_slot_safe(const char *key);
+
+/* The fence counter's key for a lock key; -1 when out is too small. */
+/* The rules of a lock name (keys.c): RELOCK_OK, or RELOCK_EINVAL said on c. */
+relock_status relock__check_name(relock_client *c, const char *name);
+int relock__fence_key(const char *lock_key, char *out, size_t len);
+/* The break counter's key for a lock key (2.0); -1 when out is too small. */
+int relock__breaks_key(const char *lock_key, char *out, size_t len);
+/* A whole-tag key's earlier fence counter name (before the mark): 1 and
+ * written into out for such a key, 0 for any other, -1 when out is too
+ * small. */
+int relock__fence_key_before(const char *lock_key, char *out, size_t len);
+/* The owner metadata's key for a lock key. */
+int relock__owner_key(const char *lock_key, char *out, size_t len);
+
+/* The legacy-writer marker's key for a key prefix. */
+int relock__marker_key(const char *key_prefix, char *out, size_t len);
+/* The pub/sub channel on which a release of l's key is announced to
+ * waiters (DESIGN §5), keys.c.  Writes "" and returns 0 when wait.notify is off. */
+int relock__notify_channel(const relock_lock *l, char *out, size_t len);
+
+/* ------------------------------------------------------------------ values */
+
+typedef struct relock__value {
+    relock_value_kind kind;
+    long long ts;     /* TIMESTAMP: the integer as stored */
+    int ts_digits;    /* its number of digits */
+    int has_suffix;   /* TIMESTAMP followed by ":token" */
+} relock__value;
+
+/* Classifies a stored value (DESIGN §3 "Classifying a value"). */
+void relock__classify(const char *v, size_t len, relock__value *out);
+/* For a timestamp of ndigits digits: 0 seconds, 1 milliseconds, -1 neither
+ * (too short or too long for a present-day date in either unit). */
+int relock__ts_unit_guess(int ndigits);
+
+/* ------------------------------------------------------------------ time, random */
+
+uint64_t relock__mono_ms(void);
+long long relock__wall_ms(void);
+void relock__sleep_ms(long long ms);
+/* 128 random bits as 32 lowercase hex characters plus NUL, never all
+ * digits.  0 on success. */
+int relock__token(char out[33]);
+uint64_t relock__rand64(uint64_t *state);
+void relock__sha1_hex(const char *data, size_t len, char out[41]);
+
+/* ------------------------------------------------------------------ scripts */
+
+enum relock__script_id {
+    RELOCK__SCRIPT_DEL_IF_EQ = 0,
+    RELOCK__SCRIPT_PEXPIRE_IF_EQ,
+    RELOCK__SCRIPT_CAS,
+    RELOCK__SCRIPT_TS_ACQUIRE,
+    RELOCK__SCRIPT_MODERN_ACQUIRE,
+    RELOCK__SCRIPT_MODERN_TAKEOVER,
+    RELOCK__SCRIPT_BREAK_IF_EQ,
+    RELOCK__SCRIPT_FENCE_RAISE,
+    RELOCK__SCRIPT_FENCE_CARRY,
+    RELOCK__SCRIPT_OWNER_IF_HELD,
+    RELOCK__NSCRIPTS
+};
+
+/* A script's text by id (scripts.c). */
+const char *relock__script_source(int id);
+
+/* Computes the scripts' SHA-1 into c->sha. */
+void relock__scripts_init(relock_client *c);
+
+#endif

@@ -6,6 +6,8 @@
 #ifndef RELOCK_HANDLE_H
 #define RELOCK_HANDLE_H
 
+#include <signal.h>
+
 #include <hiredis/hiredis.h>
 
 #include "base.h"
@@ -41,6 +43,9 @@ typedef struct relock__wmark {
 
 struct relock_client {
     relock__settings s;
+    /* relock_client_cancel_on(): while *cancel is non-zero, a waiting
+     * acquire gives up at its next step (wait.c); NULL: never. */
+    const volatile sig_atomic_t *cancel;
     relock__conn conn;
     relock_mode mode;
     char mode_reason[256];

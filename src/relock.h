@@ -25,6 +25,7 @@
 #ifndef RELOCK_H
 #define RELOCK_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -184,6 +185,15 @@ RELOCK_EXTERN void relock_client_free(relock_client *c);
 
 /* The detail of the last failing call on c (or on a lock of c). */
 RELOCK_EXTERN const relock_error *relock_client_error(const relock_client *c);
+
+/* While *flag is non-zero, a waiting relock_acquire() on c gives up at its
+ * next step with RELOCK_ECANCELED, nothing held; a lock won before that is
+ * returned as usual.  Meant for a signal handler that sets the flag (a
+ * handler installed without SA_RESTART also cuts the wait's sleep short).
+ * flag must outlive its use; NULL turns it off.  RELOCK_EINVAL for a NULL
+ * client. */
+RELOCK_EXTERN relock_status relock_client_cancel_on(relock_client *c,
+                                                    const volatile sig_atomic_t *flag);
 
 /* The mode in use and a one-line reason for the choice. */
 RELOCK_EXTERN relock_mode relock_client_mode(const relock_client *c);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "engine/waitplan.h"
 #include "fence.h"
@@ -75,11 +76,26 @@ static void subscribe(relock_lock *l)
             return;
 }
 
-/* Sleeps up to ms, returning early when a release is announced. */
+/* Whether the program asked the wait to end (relock_client_cancel_on). */
+static int cancelled(const relock_client *c)
+{
+    return c->cancel && *c->cancel;
+}
+
+/* Sleeps up to ms, returning early when a release is announced, or when a
+ * signal the program catches interrupts the sleep and asks for the wait
+ * to end. */
 static void wait_for_release(relock_client *c, long long ms)
 {
     if (!c->sub) {
-        relock__sleep_ms(ms);
+        uint64_t end = relock__mono_ms() + (uint64_t)ms;
+        for (uint64_t now = relock__mono_ms(); now < end && !cancelled(c);
+             now = relock__mono_ms()) {
+            long long left = (long long)(end - now);
+            struct timespec ts = {left / 1000, (left % 1000) * 1000000L};
+            if (nanosleep(&ts, NULL) == 0)
+                break;
+        }
         return;
     }
     void *reply = NULL;
@@ -105,6 +121,8 @@ static void wait_for_release(relock_client *c, long long ms)
                 freeReplyObject(reply);
             return;
         }
+        if (n < 0 && cancelled(c))
+            return;
         if (n < 0)
             relock__sleep_ms(1); /* EINTR: look again, bounded by end */
     }
@@ -145,6 +163,11 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
             break;
+        if (cancelled(c)) {
+            st = RELOCK__FAIL(&c->err, RELOCK_ECANCELED, "lock %s: the wait was cancelled",
+                              l->name);
+            break;
+        }
         relock__wait_in in = {
             .attempt = attempt,
             .holder_ms = hint,
@@ -177,6 +200,11 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
         }
         if (p.act == RELOCK__WAIT_SLEEP)
             wait_for_release(c, p.sleep_ms);
+        if (cancelled(c)) {
+            st = RELOCK__FAIL(&c->err, RELOCK_ECANCELED, "lock %s: the wait was cancelled",
+                              l->name);
+            break;
+        }
         /* RELOCK__WAIT_RETRY: look again at once. */
     }
     unsubscribe(c);

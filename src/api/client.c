@@ -122,6 +122,14 @@ const relock_error *relock_client_error(const relock_client *c)
     return c ? &c->err.pub : &relock__null_handle_error;
 }
 
+relock_status relock_client_cancel_on(relock_client *c, const volatile sig_atomic_t *flag)
+{
+    if (!c)
+        return RELOCK_EINVAL;
+    c->cancel = flag;
+    return RELOCK_OK;
+}
+
 relock_mode relock_client_mode(const relock_client *c)
 {
     return c ? c->mode : RELOCK_MODE_AUTO;

@@ -121,6 +121,15 @@ static int wait_end(int sfd, int lost_fd, int *sig)
     }
 }
 
+/* The signal that ended the wait or the hold, noted by the handler while
+ * the signals are caught (cmd_hold). */
+static volatile sig_atomic_t hold_signal;
+
+static void note_signal(int sig)
+{
+    hold_signal = sig;
+}
+
 int cmd_hold(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
@@ -143,27 +152,43 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
 
     relock_lock *l = NULL;
     long long t0 = mono_ms();
-    /* Signals keep their default action while relock waits: Ctrl-C ends a
-     * wait, with nothing held.  Once the lock is won they are blocked, and
-     * read from a signalfd: each then ends the hold with a release. */
-    cli_progress *progress = cli_progress_start(ctx, "hold", name, o.verbose);
-    relock_status st = relock_acquire(c, name, ttl_ms, o.wait_ms, &l);
-    cli_progress_stop(progress);
-    long long waited = mono_ms() - t0;
-    /* A signal ignored when relock started (SIGINT in a background job of
-     * a non-interactive shell, SIGHUP under nohup) stays ignored, as for
-     * run: whoever started relock chose so. */
+    /* TERM, INT and HUP end the hold.  While relock waits they are caught
+     * (the wait gives up at once, nothing held, and relock then dies of the
+     * signal as before); from the moment the lock may be ours until the
+     * end they are blocked and read from a signalfd: each then ends the
+     * hold with a release.  One arriving between the two is not lost: the
+     * handler noted it.  A signal ignored when relock started (SIGINT in a
+     * background job of a non-interactive shell, SIGHUP under nohup) stays
+     * ignored, as for run: whoever started relock chose so. */
     static const int ends[] = {SIGTERM, SIGINT, SIGHUP};
+    struct sigaction oldsa[3];
+    int caught[3] = {0, 0, 0};
     sigset_t mask, oldmask;
     sigemptyset(&mask);
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        if (sigaction(ends[i], NULL, &oldsa[i]) != 0 || oldsa[i].sa_handler == SIG_IGN)
+            continue;
+        sigaddset(&mask, ends[i]);
         struct sigaction sa;
-        if (sigaction(ends[i], NULL, &sa) == 0 && sa.sa_handler != SIG_IGN)
-            sigaddset(&mask, ends[i]);
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = note_signal; /* no SA_RESTART: the wait's sleep is cut short */
+        sigemptyset(&sa.sa_mask);
+        caught[i] = sigaction(ends[i], &sa, NULL) == 0;
     }
+    hold_signal = 0;
+    relock_client_cancel_on(c, &hold_signal);
+    cli_progress *progress = cli_progress_start(ctx, "hold", name, o.verbose);
+    relock_status st = relock_acquire(c, name, ttl_ms, o.wait_ms, &l);
+    cli_progress_stop(progress);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    relock_client_cancel_on(c, NULL);
+    long long waited = mono_ms() - t0;
     int sfd = -1;
     cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    if (st == RELOCK_ECANCELED) {
+        code = 128 + (int)hold_signal; /* as if the signal had ended relock */
+        goto out;
+    }
     if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
         if (!o.quiet)
             cli_fail(c, st, "hold");
@@ -201,8 +226,8 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         goto out;
     }
 
-    int sig = 0;
-    int end = wait_end(sfd, keeper.fd[0], &sig);
+    int sig = (int)hold_signal;
+    int end = sig ? END_SIGNAL : wait_end(sfd, keeper.fd[0], &sig);
     if (end == END_LOST) {
         cli_keep_say_lost(&keeper, "hold: lock lost while held");
         code = o.exit_lost;
@@ -229,6 +254,13 @@ out:
     relock_client_free(c);
     if (sfd >= 0)
         close(sfd);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        if (caught[i])
+            sigaction(ends[i], &oldsa[i], NULL);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    /* A wait cut short by a signal ends as the signal would have ended it
+     * (its action restored above: the default). */
+    if (st == RELOCK_ECANCELED)
+        raise((int)hold_signal);
     return code;
 }

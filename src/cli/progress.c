@@ -9,6 +9,7 @@
  * the line to the time waited, and never changes the outcome of the wait.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,14 @@ cli_progress *cli_progress_start(cli_ctx *ctx, const char *cmd, const char *name
     snprintf(p->cmd, sizeof p->cmd, "%s", cmd);
     p->name = name;
     clock_gettime(CLOCK_MONOTONIC, &p->t0);
-    if (pthread_create(&p->thread, NULL, progress_main, p) != 0) {
+    /* Signals go to the thread that waits for the lock, whose sleep they
+     * cut short (hold), never to this one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&p->thread, NULL, progress_main, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);
         free(p);

@@ -213,4 +213,20 @@ check "gone reader: said ($(cat "$DIR/err9"))" -- \
     grep -q "^relock: hold: cannot write VALUE FENCE: Broken pipe$" "$DIR/err9"
 check "gone reader: released" -- wait_for key_gone h-epipe
 
+# TERM while hold waits: the wait gives up at once, nothing held, and relock
+# ends by the signal (143), as it did when the signal kept its default
+# action; the lock's holder keeps it.
+R acquire -t 30s h-term >"$DIR/tm"
+read -r tmv tmf _ <"$DIR/tm"
+"$RELOCK" -m modern hold -w 60s h-term >"$DIR/out10" 2>"$DIR/err10" </dev/null &
+H10P=$!
+HOLDS+=("$H10P")
+sleep 0.5
+kill -TERM "$H10P"
+code=0
+wait "$H10P" || code=$?
+check "TERM while waiting: ended by the signal (exit $code: $(cat "$DIR/err10"))" -- [ "$code" -eq 143 ]
+check "TERM while waiting: the holder keeps it" -- [ "$(rcli get h-term)" = "$tmv" ]
+R release h-term "$tmv" "$tmf"
+
 finish cli_hold

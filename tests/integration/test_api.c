@@ -179,6 +179,52 @@ static void test_year_legacy(void **state)
 /* A NULL where a call needs a pointer, with a live client and lock:
  * RELOCK_EINVAL, said on the handle, nothing sent, and the handles work
  * on. */
+/* relock_client_cancel_on(): a flag set while an acquire waits for a held
+ * lock ends the wait with RELOCK_ECANCELED, nothing held; set before a free
+ * lock is tried, it does not stop the acquire that wins. */
+static volatile sig_atomic_t cancel_flag;
+
+static void *set_cancel_later(void *arg)
+{
+    (void)arg;
+    tu_sleep_ms(300);
+    cancel_flag = 1;
+    return NULL;
+}
+
+static void test_cancel_on(void **state)
+{
+    (void)state;
+    relock_client *h = tu_client(tu_srv.port, "modern", NULL);
+    relock_client *w = tu_client(tu_srv.port, "modern", NULL);
+    relock_lock *held = NULL, *l = NULL;
+    assert_int_equal(relock_try_acquire(h, "cancel-me", 30000, &held), RELOCK_OK);
+    cancel_flag = 0;
+    assert_int_equal(relock_client_cancel_on(w, &cancel_flag), RELOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, set_cancel_later, NULL), 0);
+    uint64_t t0 = tu_now_ms();
+    /* Without the flag this would wait 60 s. */
+    assert_int_equal(relock_acquire(w, "cancel-me", 30000, 60000, &l), RELOCK_ECANCELED);
+    pthread_join(t, NULL);
+    assert_null(l);
+    if (tu_now_ms() - t0 > 20000)
+        fail_msg("the cancelled wait went on for %llu ms", (unsigned long long)(tu_now_ms() - t0));
+    char *v = testsrv_cmd(&tu_srv, "GET cancel-me");
+    assert_non_null(v);
+    assert_string_equal(v, relock_lock_value(held));
+    free(v);
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+    /* Set, but the lock is free: won. */
+    assert_int_equal(relock_try_acquire(w, "cancel-me", 30000, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    assert_int_equal(relock_client_cancel_on(w, NULL), RELOCK_OK);
+    relock_client_free(w);
+    relock_client_free(h);
+}
+
 static void test_null_pointers_live(void **state)
 {
     (void)state;
@@ -472,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_config_year),        cmocka_unit_test(test_year_modern),
         cmocka_unit_test(test_year_bridge),        cmocka_unit_test(test_year_legacy),
         cmocka_unit_test(test_null_pointers_live), cmocka_unit_test(test_sigpipe_in_renewal),
+        cmocka_unit_test(test_cancel_on),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -139,6 +139,9 @@ static void null_client(void **state)
     relock_server_info si;
     assert_int_equal(CALL(relock_client_server, NULL, &si), RELOCK_EINVAL);
     assert_int_equal(relock_client_server(NULL, NULL), RELOCK_EINVAL);
+    static volatile sig_atomic_t never;
+    assert_int_equal(CALL(relock_client_cancel_on, NULL, &never), RELOCK_EINVAL);
+    assert_int_equal(relock_client_cancel_on(NULL, NULL), RELOCK_EINVAL);
     relock_paths paths;
     assert_int_equal(CALL(relock_client_paths, NULL, &paths), RELOCK_EINVAL);
     assert_int_equal(relock_client_paths(NULL, NULL), RELOCK_EINVAL);

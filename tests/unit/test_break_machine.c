@@ -38,7 +38,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static relock__step brk(relock__break_m *m, relock__feed in)
+static relock__step brk_step(relock__break_m *m, relock__feed in)
 {
     return relock__break_step(m, f.l, &in, &out);
 }
@@ -48,14 +48,14 @@ static void test_script(void **state)
     (void)state;
     relock__break_m m;
     relock__break_init(&m, V, 7, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
+    brk_step(&m, feed_none(1));
     assert_int_equal(m.way, RELOCK__BW_SCRIPT);
     assert_true(batch_is(&out, 0, "EVALSHA", f.c->sha[RELOCK__SCRIPT_BREAK_IF_EQ], "2", "job",
                          f.l->fence_key, V, CHAN, "7", NULL));
-    brk(&m, feed_replies(2, 1, fr_err("NOSCRIPT No matching script")));
+    brk_step(&m, feed_replies(2, 1, fr_err("NOSCRIPT No matching script")));
     assert_true(batch_is(&out, 0, "EVAL", relock__script_source(RELOCK__SCRIPT_BREAK_IF_EQ), "2",
                          "job", f.l->fence_key, V, CHAN, "7", NULL));
-    assert_int_equal(brk(&m, feed_replies(3, 1, fr_int(-2))), RELOCK__STEP_DONE);
+    assert_int_equal(brk_step(&m, feed_replies(3, 1, fr_int(-2))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_BUSY);
     assert_string_equal(f.c->err.msg, "break job: nothing deleted: the key holds that value, but "
                                       "fence 7 is no longer current (another holder acquired "
@@ -65,22 +65,22 @@ static void test_script(void **state)
     /* Without a value: '' matches anything; deleted (the script told the
      * waiters; no further command). */
     relock__break_init(&m, NULL, 0, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
+    brk_step(&m, feed_none(1));
     assert_true(batch_is(&out, 0, "EVALSHA", f.c->sha[RELOCK__SCRIPT_BREAK_IF_EQ], "2", "job",
                          f.l->fence_key, "", CHAN, "0", NULL));
-    assert_int_equal(brk(&m, feed_replies(2, 1, fr_int(3))), RELOCK__STEP_DONE);
+    assert_int_equal(brk_step(&m, feed_replies(2, 1, fr_int(3))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_OK);
 
     relock__break_init(&m, V, 0, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
-    brk(&m, feed_replies(2, 1, fr_int(0)));
+    brk_step(&m, feed_none(1));
+    brk_step(&m, feed_replies(2, 1, fr_int(0)));
     assert_int_equal(m.h.st, RELOCK_LOST);
     assert_string_equal(f.c->err.msg, "break job: nothing to delete: the key is absent");
     relock__err_clear(&f.c->err);
 
     relock__break_init(&m, V, 0, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
-    brk(&m, feed_fault(2, RELOCK__FAULT_LOST, 0));
+    brk_step(&m, feed_none(1));
+    brk_step(&m, feed_fault(2, RELOCK__FAULT_LOST, 0));
     assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
     assert_string_equal(f.c->err.msg, "break job: connection lost after the request was sent; "
                                       "whether the key was deleted is unknown");
@@ -94,59 +94,59 @@ static void test_watch(void **state)
     f.c->conn.caps = RELOCK_CAP_WATCH;
     relock__break_m m;
     relock__break_init(&m, V, 7, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
+    brk_step(&m, feed_none(1));
     assert_int_equal(m.way, RELOCK__BW_WATCH);
     assert_true(batch_is(&out, 0, "WATCH", "job", f.l->fence_key, NULL));
     assert_int_equal(m.h.in_txn, 1);
-    brk(&m, feed_replies(2, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(2, 1, fr_status("OK")));
     assert_true(batch_is(&out, 0, "GET", "job", NULL));
-    brk(&m, feed_replies(3, 1, fr_str(V)));
+    brk_step(&m, feed_replies(3, 1, fr_str(V)));
     assert_true(batch_is(&out, 0, "GET", f.l->fence_key, NULL));
     assert_int_equal(m.h.in_txn, 1);
-    brk(&m, feed_replies(4, 1, fr_str("7")));
+    brk_step(&m, feed_replies(4, 1, fr_str("7")));
     assert_true(batch_is(&out, 0, "MULTI", NULL));
-    brk(&m, feed_replies(5, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(5, 1, fr_status("OK")));
     assert_true(batch_is(&out, 0, "DEL", "job", NULL));
-    brk(&m, feed_replies(6, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(6, 1, fr_status("QUEUED")));
     assert_true(batch_is(&out, 0, "INCR", f.l->fence_key, NULL));
     assert_int_equal(m.h.in_txn, 1);
-    brk(&m, feed_replies(7, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(7, 1, fr_status("QUEUED")));
     assert_true(batch_is(&out, 0, "EXEC", NULL));
     assert_int_equal(m.h.in_txn, 0);
-    brk(&m, feed_replies(8, 1, fr_arr(2, fr_int(1), fr_int(8))));
+    brk_step(&m, feed_replies(8, 1, fr_arr(2, fr_int(1), fr_int(8))));
     assert_true(batch_is(&out, 0, "DEL", OKEY, NULL));
     /* The owner record's DEL failing is forgotten. */
-    brk(&m, feed_fault(9, RELOCK__FAULT_LOST, 0));
+    brk_step(&m, feed_fault(9, RELOCK__FAULT_LOST, 0));
     assert_true(batch_is(&out, 0, "PUBLISH", CHAN, "1", NULL));
-    assert_int_equal(brk(&m, feed_replies(10, 1, fr_int(0))), RELOCK__STEP_DONE);
+    assert_int_equal(brk_step(&m, feed_replies(10, 1, fr_int(0))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_OK);
     assert_int_equal(f.c->err.pub.status, RELOCK_OK);
 
     /* The fence moved: UNWATCH, busy. */
     relock__break_init(&m, V, 7, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
-    brk(&m, feed_replies(2, 1, fr_status("OK")));
-    brk(&m, feed_replies(3, 1, fr_str(V)));
-    brk(&m, feed_replies(4, 1, fr_str("9")));
+    brk_step(&m, feed_none(1));
+    brk_step(&m, feed_replies(2, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(3, 1, fr_str(V)));
+    brk_step(&m, feed_replies(4, 1, fr_str("9")));
     assert_true(batch_is(&out, 0, "UNWATCH", NULL));
     assert_int_equal(m.h.in_txn, 0);
-    brk(&m, feed_replies(5, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(5, 1, fr_status("OK")));
     assert_int_equal(m.h.st, RELOCK_BUSY);
     assert_non_null(strstr(f.c->err.msg, "fence 7 is no longer current"));
     relock__err_clear(&f.c->err);
 
     /* Beaten every time: five rounds, then busy. */
     relock__break_init(&m, V, 0, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
+    brk_step(&m, feed_none(1));
     for (int round = 0; round < RELOCK__BREAK_WATCH_TRIES; round++) {
         assert_int_equal(m.tries, round + 1);
         assert_true(batch_is(&out, 0, "WATCH", "job", f.l->fence_key, NULL));
-        brk(&m, feed_replies(2, 1, fr_status("OK")));
-        brk(&m, feed_replies(3, 1, fr_str(V)));
-        brk(&m, feed_replies(4, 1, fr_status("OK")));
-        brk(&m, feed_replies(5, 1, fr_status("QUEUED")));
-        brk(&m, feed_replies(6, 1, fr_status("QUEUED")));
-        brk(&m, feed_replies(7, 1, fr_nil()));
+        brk_step(&m, feed_replies(2, 1, fr_status("OK")));
+        brk_step(&m, feed_replies(3, 1, fr_str(V)));
+        brk_step(&m, feed_replies(4, 1, fr_status("OK")));
+        brk_step(&m, feed_replies(5, 1, fr_status("QUEUED")));
+        brk_step(&m, feed_replies(6, 1, fr_status("QUEUED")));
+        brk_step(&m, feed_replies(7, 1, fr_nil()));
         fr_free_all();
     }
     assert_int_equal(m.h.st, RELOCK_BUSY);
@@ -156,20 +156,20 @@ static void test_watch(void **state)
     /* A fault inside the transaction: failed, left inside it (the driver
      * drops the connection); a lost EXEC: ambiguous. */
     relock__break_init(&m, V, 0, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
-    brk(&m, feed_replies(2, 1, fr_status("OK")));
-    brk(&m, feed_fault(3, RELOCK__FAULT_LOST, 0));
+    brk_step(&m, feed_none(1));
+    brk_step(&m, feed_replies(2, 1, fr_status("OK")));
+    brk_step(&m, feed_fault(3, RELOCK__FAULT_LOST, 0));
     assert_int_equal(m.h.st, RELOCK_EIO);
     assert_int_equal(m.h.in_txn, 1);
     relock__err_clear(&f.c->err);
     relock__break_init(&m, V, 0, BKEY, CHAN, OKEY);
-    brk(&m, feed_none(1));
-    brk(&m, feed_replies(2, 1, fr_status("OK")));
-    brk(&m, feed_replies(3, 1, fr_str(V)));
-    brk(&m, feed_replies(4, 1, fr_status("OK")));
-    brk(&m, feed_replies(5, 1, fr_status("QUEUED")));
-    brk(&m, feed_replies(6, 1, fr_status("QUEUED")));
-    brk(&m, feed_fault(7, RELOCK__FAULT_LOST, 0));
+    brk_step(&m, feed_none(1));
+    brk_step(&m, feed_replies(2, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(3, 1, fr_str(V)));
+    brk_step(&m, feed_replies(4, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(5, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(6, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_fault(7, RELOCK__FAULT_LOST, 0));
     assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
 }
 
@@ -181,26 +181,26 @@ static void test_plain_window(void **state)
     f.c->conn.caps = 0;
     relock__break_m m;
     relock__break_init(&m, V, 0, BKEY, CHAN, "");
-    brk(&m, feed_none(1));
+    brk_step(&m, feed_none(1));
     assert_int_equal(m.way, RELOCK__BW_PLAIN);
     assert_true(batch_is(&out, 0, "GET", "job", NULL));
     assert_int_equal(m.h.in_txn, 0);
-    brk(&m, feed_replies(2, 1, fr_str(V)));
+    brk_step(&m, feed_replies(2, 1, fr_str(V)));
     assert_true(batch_is(&out, 0, "MULTI", NULL));
     assert_int_equal(m.h.in_txn, 1);
-    brk(&m, feed_replies(3, 1, fr_status("OK")));
+    brk_step(&m, feed_replies(3, 1, fr_status("OK")));
     assert_true(batch_is(&out, 0, "GET", "job", NULL));
-    brk(&m, feed_replies(4, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(4, 1, fr_status("QUEUED")));
     assert_true(batch_is(&out, 0, "DEL", "job", NULL));
-    brk(&m, feed_replies(5, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(5, 1, fr_status("QUEUED")));
     assert_true(batch_is(&out, 0, "INCR", f.l->fence_key, NULL));
-    brk(&m, feed_replies(6, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(6, 1, fr_status("QUEUED")));
     assert_true(batch_is(&out, 0, "INCR", BKEY, NULL));
-    brk(&m, feed_replies(7, 1, fr_status("QUEUED")));
+    brk_step(&m, feed_replies(7, 1, fr_status("QUEUED")));
     assert_true(batch_is(&out, 0, "EXEC", NULL));
-    brk(&m, feed_replies(8, 1, fr_arr(4, fr_str("1700000999"), fr_int(1), fr_int(5), fr_int(2))));
+    brk_step(&m, feed_replies(8, 1, fr_arr(4, fr_str("1700000999"), fr_int(1), fr_int(5), fr_int(2))));
     assert_true(batch_is(&out, 0, "SETNX", "job", "1700000999", NULL));
-    brk(&m, feed_replies(9, 1, fr_int(1)));
+    brk_step(&m, feed_replies(9, 1, fr_int(1)));
     assert_int_equal(m.h.st, RELOCK_BUSY);
     assert_string_equal(f.c->err.msg, "break job: the key changed just before the delete (Redis "
                                       "2.0 has no WATCH); the new value was put back");
@@ -210,7 +210,7 @@ static void test_plain_window(void **state)
     /* A fence cannot be compared on 2.0. */
     strcpy(f.c->conn.version, "2.0.4");
     relock__break_init(&m, V, 3, BKEY, CHAN, "");
-    assert_int_equal(brk(&m, feed_none(1)), RELOCK__STEP_DONE);
+    assert_int_equal(brk_step(&m, feed_none(1)), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_EUNSUPPORTED);
     assert_string_equal(f.c->err.msg, "break job: a fence cannot be compared on Redis 2.0.4: its "
                                       "fence counter also counts failed attempts");

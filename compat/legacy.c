@@ -43,8 +43,9 @@
  * (docs/legacy.md).
  *
  * The algorithms are step machines of the lock engine (compat/ts.h has
- * their states, compat/ts_cas.c the atomic steps they share); the entry
- * points at the end run them with the blocking driver (src/engine).
+ * their states; src/cas.c and compat/ts_cas.c the atomic steps they
+ * share); the entry points at the end run them with the blocking driver
+ * (src/engine).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -252,7 +253,7 @@ static relock__step a_cas(relock__ts_acquire *m, relock_lock *l, const char *exp
     m->cas.gc = m->ls.gc_s;
     m->cas.incr = 1;
     m->head.pc = pc;
-    relock__ts_cas_start(&m->cas, l, out);
+    relock__cas_start(&m->cas, l, out);
     return relock__send(&m->head, out);
 }
 
@@ -424,7 +425,7 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
     }
     case A_SETNX_CAS:
     case A_TAKE_CAS:
-        s = relock__ts_cas_step(&m->cas, l, in, out);
+        s = relock__cas_step(&m->cas, l, in, out);
         if (s == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
         if (m->cas.drop)
@@ -520,7 +521,7 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
     m->cas.px = m->extend ? m->ls.px_ms : 0;
     m->cas.gc = m->extend ? m->ls.gc_s : 0;
     m->head.pc = U_CAS;
-    relock__ts_cas_start(&m->cas, l, out);
+    relock__cas_start(&m->cas, l, out);
     return relock__send(&m->head, out);
 }
 
@@ -543,7 +544,7 @@ static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const reloc
                                relock__batch *out)
 {
     relock_client *c = l->c;
-    relock__ts_cas *q = &m->cas;
+    relock__cas *q = &m->cas;
     if (q->st != RELOCK_OK)
         return relock__done(&m->head, q->ambiguous ? ambiguous(l, m->op) : q->st);
     if (q->done) {
@@ -676,7 +677,7 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
     case U_START:
         return u_start(m, l, in, out);
     case U_CAS:
-        if (relock__ts_cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
+        if (relock__cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
         if (m->cas.drop)
             m->head.in_txn = 1; /* the driver drops the connection */

@@ -4,9 +4,10 @@
  * randomness.  Private to compat/; the unit tests feed them by hand.
  *
  * Files:
- *   compat/ts_cas.c   the compare-and-set step (script, or WATCH ... EXEC)
- *                     and 2.0's fenced write (MULTI, SETNX or GETSET, INCR,
- *                     EXEC), which every other machine uses;
+ *   src/cas.c         the compare-and-set step (script, or WATCH ... EXEC),
+ *                     which every other machine uses (src/cas.h);
+ *   compat/ts_cas.c   2.0's fenced write (MULTI, SETNX or GETSET, INCR,
+ *                     EXEC);
  *   compat/legacy.c   the acquire attempt (with the takeover of an expired
  *                     holder), release, extend and adopt machines, and the
  *                     entry points that run them with the blocking driver.
@@ -29,6 +30,7 @@
 #ifndef RELOCK_COMPAT_TS_H
 #define RELOCK_COMPAT_TS_H
 
+#include "cas.h"
 #include "engine/engine.h"
 
 /* How the server lets us make a step atomic: the probed capabilities of
@@ -40,63 +42,6 @@ typedef enum relock__ts_path {
 } relock__ts_path;
 
 relock__ts_path relock__ts_path_of(const relock_client *c);
-
-/* ------------------------------------------------------------ compare-and-set */
-
-/*
- * A compare-and-set (newv) or compare-and-delete (newv NULL) of the lock
- * key: done only while the key holds expected (NULL: while it is absent,
- * a SETNX), the fence counter equals fence (0: not compared), and, with
- * require_ttl, the key has a TTL.  Optionally sets a PEXPIRE (px) or an
- * EXPIRE (gc), increments the fence (incr), and after a delete tells
- * waiters on the release channel.
- *
- *   EVAL:  EVALSHA cas (EVAL on NOSCRIPT)                        [CAS_SCRIPT]
- *   WATCH: WATCH key [fence]; GET key; [GET fence]               [CAS_READ]
- *          -> mismatch: UNWATCH                                  [CAS_UNWATCH]
- *          -> match:    MULTI                                    [CAS_MULTI]
- *                       SET|DEL; [EXPIRE]; [INCR]; [PUBLISH]     [CAS_QUEUE]
- *                       EXEC                                     [CAS_EXEC]
- *                       (refused: DISCARD)                       [CAS_DISCARD]
- *
- * Outcome: st RELOCK_OK with done (1 written), fence_out (the fence after
- * an increment, or the waiters told by a delete), found (the value seen
- * on a mismatch, "" absent) and beaten (EXEC refused: the key or the fence
- * changed under WATCH); or st an error (recorded on c->err), ambiguous
- * when the write may have run (a lost reply to EXEC or to the script).
- */
-typedef struct relock__ts_cas {
-    int pc;
-    /* the request */
-    int script; /* by script (EVAL), else by WATCH */
-    const char *expected;
-    long long fence;
-    int require_ttl;
-    const char *newv;
-    long long px, gc;
-    int incr;
-    /* the outcome */
-    relock_status st;
-    int ambiguous;
-    int done;
-    long long fence_out;
-    char found[RELOCK__VALUE_MAX];
-    int beaten;
-    /* EXEC and then DISCARD were refused: the server may still hold the
-     * transaction open, so the connection must be dropped (the caller
-     * sets its head's in_txn). */
-    int drop;
-    /* state */
-    int by_eval;
-    char chan[RELOCK__KEY_MAX];
-} relock__ts_cas;
-
-/* Fills the first batch of the compare-and-set c (its request set, the
- * rest zeroed by the caller). */
-relock__step relock__ts_cas_start(relock__ts_cas *c, relock_lock *l, relock__batch *out);
-/* One step: SEND with the next batch, or DONE with the outcome in c. */
-relock__step relock__ts_cas_step(relock__ts_cas *c, relock_lock *l, const relock__feed *in,
-                                 relock__batch *out);
 
 /* ------------------------------------------------------------ 2.0's fenced write */
 
@@ -124,7 +69,7 @@ typedef struct relock__ts_fwrite {
     relock__value old_v;
     long long fence;
     long long breaks;
-    int drop; /* as relock__ts_cas's */
+    int drop; /* as relock__cas's */
     char bkey[RELOCK__KEY_MAX];
 } relock__ts_fwrite;
 
@@ -171,7 +116,7 @@ typedef struct relock__ts_acquire {
     int by_eval;
     relock_status io_st; /* the fault that sent us to the read-back */
     char old[RELOCK__VALUE_MAX];
-    relock__ts_cas cas;
+    relock__cas cas;
     relock__ts_fwrite fw;
 } relock__ts_acquire;
 
@@ -211,7 +156,7 @@ typedef struct relock__ts_update {
     char bkey[RELOCK__KEY_MAX];
     int read_breaks;
     char chan[RELOCK__KEY_MAX];
-    relock__ts_cas cas;
+    relock__cas cas;
 } relock__ts_update;
 
 relock__step relock__ts_update_step(void *m, relock_lock *l, const relock__feed *in,

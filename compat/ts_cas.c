@@ -5,7 +5,6 @@
  * compare-and-set by script or WATCH ... EXEC is the core's, src/cas.c.)
  * Step machines: no I/O, no clock.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,24 +32,6 @@ long long relock__ts_counter(const redisReply *r)
     return atoll(r->str);
 }
 
-/* An integer element of an array reply (0 when absent or not one). */
-static long long elem_int(const redisReply *r, size_t i)
-{
-    if (i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER)
-        return r->element[i]->integer;
-    return 0;
-}
-
-static void add(relock__batch *b, int argc, ...)
-{
-    const char *argv[RELOCK__CMD_ARGS];
-    va_list ap;
-    va_start(ap, argc);
-    for (int i = 0; i < argc && i < RELOCK__CMD_ARGS; i++)
-        argv[i] = va_arg(ap, const char *);
-    va_end(ap);
-    relock__batch_add(b, argc, argv);
-}
 
 /* ------------------------------------------------------------ 2.0's fenced write */
 
@@ -78,7 +59,7 @@ relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, reloc
      * SETNX or GETSET at once, without its fence (DESIGN §9). */
     relock__batch_reset(out);
     out->in_txn = 1;
-    add(out, 1, "MULTI");
+    relock__batch_words(out, 1, "MULTI");
     w->pc = FW_MULTI;
     return RELOCK__STEP_SEND;
 }
@@ -95,10 +76,10 @@ relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const 
             return fw_end(w, c->err.pub.status);
         relock__batch_reset(out);
         out->in_txn = 1;
-        add(out, 3, w->cmd, l->key, l->value);
-        add(out, 2, "INCR", l->fence_key);
+        relock__batch_words(out, 3, w->cmd, l->key, l->value);
+        relock__batch_words(out, 2, "INCR", l->fence_key);
         if (w->bkey[0])
-            add(out, 2, "GET", w->bkey);
+            relock__batch_words(out, 2, "GET", w->bkey);
         w->pc = FW_QUEUE;
         return RELOCK__STEP_SEND;
     case FW_QUEUE: {
@@ -109,7 +90,7 @@ relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const 
             if (relock__reply_check(c, in->reply[i], "s", what[i]) != RELOCK_OK)
                 return fw_end(w, c->err.pub.status);
         relock__batch_reset(out);
-        add(out, 1, "EXEC");
+        relock__batch_words(out, 1, "EXEC");
         w->pc = FW_EXEC;
         return RELOCK__STEP_SEND;
     }
@@ -133,7 +114,7 @@ relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const 
             snprintf(w->old, sizeof w->old, "%s", first->str);
             relock__classify(first->str, first->len, &w->old_v);
         }
-        w->fence = elem_int(r, 1);
+        w->fence = relock__reply_elem_int(r, 1);
         w->breaks = w->bkey[0] ? relock__ts_counter(r->element[2]) : -1;
         return fw_end(w, RELOCK_OK);
     }

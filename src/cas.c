@@ -3,7 +3,6 @@
  * where the server has EVAL, by WATCH ... EXEC on 2.2 and 2.4.
  * Step machine: no I/O, no clock.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,24 +29,6 @@ int relock__cas_discard_failed(const relock__feed *in)
     return in->fault || !relock__reply_is(in->reply[0], "s");
 }
 
-/* An integer element of an array reply (0 when absent or not one). */
-static long long elem_int(const redisReply *r, size_t i)
-{
-    if (i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER)
-        return r->element[i]->integer;
-    return 0;
-}
-
-static void add(relock__batch *b, int argc, ...)
-{
-    const char *argv[RELOCK__CMD_ARGS];
-    va_list ap;
-    va_start(ap, argc);
-    for (int i = 0; i < argc && i < RELOCK__CMD_ARGS; i++)
-        argv[i] = va_arg(ap, const char *);
-    va_end(ap);
-    relock__batch_add(b, argc, argv);
-}
 
 /* ------------------------------------------------------------ compare-and-set */
 
@@ -102,12 +83,12 @@ relock__step relock__cas_start(relock__cas *c, relock_lock *l, relock__batch *ou
     relock__batch_reset(out);
     out->in_txn = 1;
     if (c->fence > 0 || c->incr)
-        add(out, 3, "WATCH", l->key, l->fence_key);
+        relock__batch_words(out, 3, "WATCH", l->key, l->fence_key);
     else
-        add(out, 2, "WATCH", l->key);
-    add(out, 2, "GET", l->key);
+        relock__batch_words(out, 2, "WATCH", l->key);
+    relock__batch_words(out, 2, "GET", l->key);
     if (c->fence > 0)
-        add(out, 2, "GET", l->fence_key);
+        relock__batch_words(out, 2, "GET", l->fence_key);
     c->pc = CAS_READ;
     return RELOCK__STEP_SEND;
 }
@@ -138,12 +119,12 @@ static relock__step cas_read(relock__cas *c, relock_lock *l, const relock__feed 
     }
     relock__batch_reset(out);
     if (!same) {
-        add(out, 1, "UNWATCH");
+        relock__batch_words(out, 1, "UNWATCH");
         c->pc = CAS_UNWATCH;
         return RELOCK__STEP_SEND;
     }
     out->in_txn = 1;
-    add(out, 1, "MULTI");
+    relock__batch_words(out, 1, "MULTI");
     c->pc = CAS_MULTI;
     return RELOCK__STEP_SEND;
 }
@@ -153,15 +134,15 @@ static relock__step cas_queue(relock__cas *c, relock_lock *l, relock__batch *out
     relock__batch_reset(out);
     out->in_txn = 1;
     if (c->newv)
-        add(out, 3, "SET", l->key, c->newv);
+        relock__batch_words(out, 3, "SET", l->key, c->newv);
     else
-        add(out, 2, "DEL", l->key);
+        relock__batch_words(out, 2, "DEL", l->key);
     if (c->newv && c->gc > 0)
-        add(out, 3, "EXPIRE", l->key, relock__batch_num(out, c->gc));
+        relock__batch_words(out, 3, "EXPIRE", l->key, relock__batch_num(out, c->gc));
     if (c->incr)
-        add(out, 2, "INCR", l->fence_key);
+        relock__batch_words(out, 2, "INCR", l->fence_key);
     if (!c->newv && c->chan[0])
-        add(out, 3, "PUBLISH", c->chan, "1");
+        relock__batch_words(out, 3, "PUBLISH", c->chan, "1");
     c->pc = CAS_QUEUE;
     return RELOCK__STEP_SEND;
 }
@@ -181,8 +162,8 @@ relock__step relock__cas_step(relock__cas *c, relock_lock *l, const relock__feed
                                                c->newv ? "compare-and-set" : "compare-and-delete");
         if (st != RELOCK_OK)
             return cas_end(c, st);
-        c->done = elem_int(r, 0) == 1;
-        c->fence_out = c->done ? elem_int(r, 1) : 0;
+        c->done = relock__reply_elem_int(r, 0) == 1;
+        c->fence_out = c->done ? relock__reply_elem_int(r, 1) : 0;
         if (!c->done && r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING)
             snprintf(c->found, sizeof c->found, "%s", r->element[1]->str);
         return cas_end(c, RELOCK_OK);
@@ -218,7 +199,7 @@ relock__step relock__cas_step(relock__cas *c, relock_lock *l, const relock__feed
                 return cas_end(c, st); /* the driver drops the transaction */
         }
         relock__batch_reset(out);
-        add(out, 1, "EXEC");
+        relock__batch_words(out, 1, "EXEC");
         c->pc = CAS_EXEC;
         return RELOCK__STEP_SEND;
     }
@@ -242,7 +223,7 @@ relock__step relock__cas_step(relock__cas *c, relock_lock *l, const relock__feed
         } else {
             c->done = 1;
             if (c->incr && r->elements > 0)
-                c->fence_out = elem_int(r, r->elements - 1);
+                c->fence_out = relock__reply_elem_int(r, r->elements - 1);
         }
         return cas_end(c, RELOCK_OK);
     }

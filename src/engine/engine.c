@@ -85,6 +85,25 @@ const char *relock__batch_num(relock__batch *b, long long v)
     return relock__batch_fmt(b, "%lld", v);
 }
 
+int relock__batch_words(relock__batch *b, int argc, ...)
+{
+    const char *argv[RELOCK__CMD_ARGS];
+    va_list ap;
+    va_start(ap, argc);
+    for (int i = 0; i < argc && i < RELOCK__CMD_ARGS; i++)
+        argv[i] = va_arg(ap, const char *);
+    va_end(ap);
+    return relock__batch_add(b, argc, argv);
+}
+
+long long relock__reply_elem_int(const redisReply *r, size_t i)
+{
+    if (r && r->type == REDIS_REPLY_ARRAY && i < r->elements &&
+        r->element[i]->type == REDIS_REPLY_INTEGER)
+        return r->element[i]->integer;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ replies */
 
 static int letter_is(char letter, const redisReply *r)

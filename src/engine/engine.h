@@ -73,6 +73,8 @@ const char *relock__batch_fmt(relock__batch *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A decimal number in the scratch space (relock__batch_fmt). */
 const char *relock__batch_num(relock__batch *b, long long v);
+/* relock__batch_add() with the argc words as arguments. */
+int relock__batch_words(relock__batch *b, int argc, ...);
 /* Whether the batch was built without overflowing. */
 int relock__batch_ok(const relock__batch *b);
 
@@ -100,6 +102,8 @@ relock_status relock__reply_check_at(relock_client *c, const char *file, int lin
     relock__reply_check_at((c), __FILE__, __LINE__, (r), (shape), (what))
 /* Whether r matches shape, recording nothing. */
 int relock__reply_is(const redisReply *r, const char *shape);
+/* Element i of an array reply as an integer: 0 when absent or not one. */
+long long relock__reply_elem_int(const redisReply *r, size_t i);
 
 /* A fault ended the batch: records the driver's words for it on c->err
  * (kept if an error is recorded already, as the blocking driver's is) and

@@ -24,6 +24,7 @@
  * so each keeps its own and the driver moves it in and out around a step.
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,55 +538,58 @@ static void lock_op_end(aop *op)
 
 /* ------------------------------------------------------------------ the connection */
 
+/* The requests in flight (fifo, linked by fnext) and the operations
+ * waiting for the connection (queue, linked by qnext) are lists of the
+ * same shape: head, tail, and the link at offset link in each aop. */
+static aop **link_at(aop *op, size_t link)
+{
+    return (aop **)(void *)((char *)op + link);
+}
+
+static void list_push(aop **head, aop **tail, size_t link, aop *op)
+{
+    *link_at(op, link) = NULL;
+    if (*tail)
+        *link_at(*tail, link) = op;
+    else
+        *head = op;
+    *tail = op;
+}
+
+static void list_remove(aop **head, aop **tail, size_t link, aop *op)
+{
+    aop *prev = NULL;
+    for (aop *p = *head; p; prev = p, p = *link_at(p, link))
+        if (p == op) {
+            if (prev)
+                *link_at(prev, link) = *link_at(p, link);
+            else
+                *head = *link_at(p, link);
+            if (*tail == p)
+                *tail = prev;
+            *link_at(p, link) = NULL;
+            return;
+        }
+}
+
 static void fifo_push(relock_async *a, aop *op)
 {
-    op->fnext = NULL;
-    if (a->fifo_tail)
-        a->fifo_tail->fnext = op;
-    else
-        a->fifo = op;
-    a->fifo_tail = op;
+    list_push(&a->fifo, &a->fifo_tail, offsetof(aop, fnext), op);
 }
 
 static void fifo_remove(relock_async *a, aop *op)
 {
-    aop **pp = &a->fifo, *prev = NULL;
-    for (aop *p = a->fifo; p; prev = p, p = p->fnext) {
-        if (p == op) {
-            *pp = p->fnext;
-            if (a->fifo_tail == p)
-                a->fifo_tail = prev;
-            p->fnext = NULL;
-            return;
-        }
-        pp = &p->fnext;
-    }
+    list_remove(&a->fifo, &a->fifo_tail, offsetof(aop, fnext), op);
 }
 
 static void queue_push(relock_async *a, aop *op)
 {
-    op->qnext = NULL;
-    if (a->queue_tail)
-        a->queue_tail->qnext = op;
-    else
-        a->queue = op;
-    a->queue_tail = op;
+    list_push(&a->queue, &a->queue_tail, offsetof(aop, qnext), op);
 }
 
 static void queue_remove(relock_async *a, aop *op)
 {
-    aop *prev = NULL;
-    for (aop *p = a->queue; p; prev = p, p = p->qnext)
-        if (p == op) {
-            if (prev)
-                prev->qnext = p->qnext;
-            else
-                a->queue = p->qnext;
-            if (a->queue_tail == p)
-                a->queue_tail = prev;
-            p->qnext = NULL;
-            return;
-        }
+    list_remove(&a->queue, &a->queue_tail, offsetof(aop, qnext), op);
 }
 
 /* Sends or starts what waits in the queue, in order. */

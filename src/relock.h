@@ -20,7 +20,9 @@
  * block it in the threads that call relock), else a write to a connection
  * the server closed ends the process.  relock's own renewal thread blocks
  * every signal for its whole life, so its writes fail with EPIPE instead
- * (and it reconnects), whatever the program does about SIGPIPE.
+ * (and it reconnects), whatever the program does about SIGPIPE.  The
+ * asynchronous client writes from the program's loop: relock_async.h says
+ * what its loop helpers do about it.
  */
 #ifndef RELOCK_H
 #define RELOCK_H

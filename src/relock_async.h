@@ -16,10 +16,16 @@
  * Callbacks run from the loop, never from within the call that started the
  * operation (except relock_async_free(), below).
  *
- * SIGPIPE: hiredis writes with write().  relock_async_new() sets SIGPIPE
- * to be ignored if the program left it at its default action (a program
- * that installed a handler or ignores it already keeps what it chose), so
- * that a server closing a connection cannot end the process.
+ * SIGPIPE: hiredis writes with write(), from redisAsyncHandleWrite(), and
+ * a write to a connection the server closed raises SIGPIPE, whose default
+ * action ends the process.  relock changes no signal disposition.  The
+ * loops of relock_async_libevent.h and relock_async_libuv.h attach
+ * connections with relock's own adapters, whose write handler is
+ * relock_async_handle_write(): with them a program may leave SIGPIPE at
+ * its default action.  A program that fills relock_async_loop itself must
+ * do one of: call relock_async_handle_write() instead of
+ * redisAsyncHandleWrite() in its adapter's write handler; ignore SIGPIPE;
+ * or block it in the thread that runs the loop (docs/api.md).
  */
 #ifndef RELOCK_ASYNC_H
 #define RELOCK_ASYNC_H
@@ -36,7 +42,9 @@ extern "C" {
  * What relock needs from the program's event loop.  data is passed back
  * to each function.
  *   attach:      attaches ac's I/O to the loop (as hiredis's adapters do,
- *                redisLibeventAttach() say); returns 0 on success.
+ *                redisLibeventAttach() say); returns 0 on success.  Its
+ *                write handler should call relock_async_handle_write()
+ *                (SIGPIPE, above).
  *   timer_start: calls fn(arg) once, from the loop, after ms milliseconds
  *                (0: at the next turn); returns a handle, NULL when out of
  *                memory.  The handle belongs to the loop interface, which
@@ -158,6 +166,17 @@ RELOCK_EXTERN relock_status relock_async_keep_stop(relock_lock *l);
 
 /* Operations started and not yet completed (their callbacks not called). */
 RELOCK_EXTERN long relock_async_pending(const relock_async *a);
+
+/*
+ * redisAsyncHandleWrite(ac) with SIGPIPE blocked in the calling thread, for
+ * the write handler of a loop adapter: a write to a closed connection then
+ * fails with EPIPE (hiredis disconnects, the operations end as after any
+ * lost connection) instead of ending the process.  A SIGPIPE that write
+ * raised is taken back before the signal mask is restored; one pending
+ * before the call is left pending.  Callbacks that run from within it run
+ * with SIGPIPE blocked.  Changes no disposition.  Accepts NULL.
+ */
+RELOCK_EXTERN void relock_async_handle_write(redisAsyncContext *ac);
 
 #ifdef __cplusplus
 }

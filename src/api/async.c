@@ -1798,14 +1798,6 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         relock__err_copy(&a->fatal_err, &a->err);
         return a->fatal;
     }
-    /* hiredis writes with write(): a closed connection must not end a
-     * program that left SIGPIPE at its default action. */
-    struct sigaction sa;
-    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
-        !(sa.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = SIG_IGN;
-        sigaction(SIGPIPE, &sa, NULL);
-    }
     conn_connect(a);
     return RELOCK_OK;
 }

@@ -864,11 +864,12 @@ static void test_refusals(void **state)
     assert_int_equal(relock_async_try_acquire(a, "", 0, record, &o, NULL), RELOCK_EINVAL);
     relock_async_free(a);
     relock_async_free(NULL);
-    /* SIGPIPE: left at its default by main(), now ignored; a handler the
-     * program installed stays */
+    /* SIGPIPE: left at its default by main(), and still there (decision
+     * 241: relock changes no disposition); a handler the program installed
+     * stays too */
     struct sigaction sa;
     assert_int_equal(sigaction(SIGPIPE, NULL, &sa), 0);
-    assert_true(sa.sa_handler == SIG_IGN);
+    assert_true(sa.sa_handler == SIG_DFL);
     struct sigaction mine;
     memset(&mine, 0, sizeof mine);
     mine.sa_handler = pipe_handler;

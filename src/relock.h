@@ -129,7 +129,10 @@ RELOCK_EXTERN relock_status relock_config_set_url(relock_config *cfg, const char
 /*
  * Sets one setting by its dotted name as in the file, without the
  * "relock." prefix ("mode", "ttl_ms", "wait.max_ms", "legacy.clock_unit",
- * ...), from its text form.  Durations are in milliseconds.
+ * ...), from its text form.  Durations are in milliseconds.  "servers"
+ * takes one URL or several separated by commas (a quorum), and
+ * "sentinel.master" with "sentinel.addrs" ("host:port,host:port") finds the
+ * master by Sentinel: none of them needs a file (docs/configuration.md).
  */
 RELOCK_EXTERN relock_status relock_config_set(relock_config *cfg, const char *name,
                                               const char *value);

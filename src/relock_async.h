@@ -39,8 +39,12 @@ extern "C" {
 #endif
 
 /*
- * What relock needs from the program's event loop.  data is passed back
- * to each function.
+ * What relock needs from the program's event loop.  size is
+ * sizeof(relock_async_loop) as the program was built (the helpers set it;
+ * a program that fills the struct itself sets it first), so that fields
+ * can be added at the end: relock reads no further than size, and takes a
+ * field the program does not have as NULL.  data is passed back to each
+ * function.
  *   attach:      attaches ac's I/O to the loop (as hiredis's adapters do,
  *                redisLibeventAttach() say); returns 0 on success.  Its
  *                write handler should call relock_async_handle_write()
@@ -53,11 +57,16 @@ extern "C" {
  *                that fired.
  */
 typedef struct relock_async_loop {
+    size_t size;
     void *data;
     int (*attach)(void *data, redisAsyncContext *ac);
     void *(*timer_start)(void *data, long long ms, void (*fn)(void *arg), void *arg);
     void (*timer_stop)(void *data, void *timer);
 } relock_async_loop;
+/* The smallest size relock_async_new() takes: up to timer_stop, the
+ * fields of 0.3 (fields added later come after it). */
+#define RELOCK_ASYNC_LOOP_SIZE_0_3                                                                 \
+    (offsetof(relock_async_loop, timer_stop) + sizeof(void (*)(void *, void *)))
 
 typedef struct relock_async relock_async;
 /* An operation in flight (for relock_async_cancel()). */
@@ -81,7 +90,8 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * A new client of cfg's server (cfg is copied) on the given loop (copied).
  * It connects, logs in and probes the server (DESIGN §2) without blocking;
  * operations started meanwhile wait for the probe, and fail with its error
- * if it fails.  *out is set whenever memory allows, also on failure (then
+ * if it fails.  RELOCK_EINVAL for a loop whose size is below
+ * RELOCK_ASYNC_LOOP_SIZE_0_3 or that lacks a function.  *out is set whenever memory allows, also on failure (then
  * relock_async_error() tells why); free it with relock_async_free().
  * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
  * several servers (a quorum), Sentinel, Cluster slot maps, durability,

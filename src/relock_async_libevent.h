@@ -152,6 +152,7 @@ static inline void relock_async_lev_stop(void *data, void *timer)
 /* Fills loop for base. */
 static inline void relock_async_libevent(relock_async_loop *loop, struct event_base *base)
 {
+    loop->size = sizeof *loop;
     loop->data = base;
     loop->attach = relock_async_lev_attach;
     loop->timer_start = relock_async_lev_start;

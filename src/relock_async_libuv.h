@@ -161,6 +161,7 @@ static inline void relock_async_uv_stop(void *data, void *timer)
 /* Fills loop for uv. */
 static inline void relock_async_libuv(relock_async_loop *loop, uv_loop_t *uv)
 {
+    loop->size = sizeof *loop;
     loop->data = uv;
     loop->attach = relock_async_uv_attach;
     loop->timer_start = relock_async_uv_start;

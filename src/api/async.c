@@ -1752,7 +1752,10 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!out)
         return RELOCK_EINVAL;
     *out = NULL;
-    if (!cfg || !loop || !loop->attach || !loop->timer_start || !loop->timer_stop)
+    /* loop->size: the interface as the program was built; fields added
+     * later read as NULL for an older one (decision 242). */
+    if (!cfg || !loop || loop->size < RELOCK_ASYNC_LOOP_SIZE_0_3 || !loop->attach ||
+        !loop->timer_start || !loop->timer_stop)
         return RELOCK_EINVAL;
     relock_async *a = calloc(1, sizeof *a);
     if (!a)
@@ -1765,7 +1768,8 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     }
     *out = a;
     a->c = c;
-    a->loop = *loop;
+    memcpy(&a->loop, loop, loop->size < sizeof a->loop ? loop->size : sizeof a->loop);
+    a->loop.size = sizeof a->loop;
     relock__err_clear(&c->err);
     c->s = cfg->s;
     c->conn.srv = &c->s.servers[0];

@@ -249,6 +249,24 @@ static void no_handle(void **state)
     assert_int_equal(CALL(relock_key_classify, NULL, 5, -1, 0), RELOCK_KEY_UNKNOWN);
 }
 
+static int fake_attach(void *data, redisAsyncContext *ac)
+{
+    (void)data;
+    (void)ac;
+    return -1;
+}
+
+static void *fake_timer_start(void *data, long long ms, void (*fn)(void *arg), void *arg)
+{
+    (void)data, (void)ms, (void)fn, (void)arg;
+    return NULL;
+}
+
+static void fake_timer_stop(void *data, void *timer)
+{
+    (void)data, (void)timer;
+}
+
 /* The asynchronous client (relock_async.h): NULL handles and pointers. */
 static void null_async(void **state)
 {
@@ -257,6 +275,21 @@ static void null_async(void **state)
     assert_int_equal(CALL(relock_async_new, NULL, NULL, &a), RELOCK_EINVAL);
     assert_null(a);
     assert_int_equal(relock_async_new(NULL, NULL, NULL), RELOCK_EINVAL);
+    /* A loop interface without its size, or smaller than 0.3's: refused
+     * before anything connects. */
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    relock_async_loop lp;
+    memset(&lp, 0, sizeof lp);
+    lp.attach = fake_attach;
+    lp.timer_start = fake_timer_start;
+    lp.timer_stop = fake_timer_stop;
+    a = (relock_async *)1;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
+    assert_null(a);
+    lp.size = RELOCK_ASYNC_LOOP_SIZE_0_3 - 1;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
+    relock_config_free(cfg);
     CALL(relock_async_free, NULL);
     assert_int_equal(CALL(relock_async_error, NULL)->status, RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_mode, NULL), RELOCK_MODE_AUTO);

@@ -1536,12 +1536,8 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         err_load(op);
         if (fault != RELOCK__FAULT_NONE && ftext)
             RELOCK__FAIL(&c->err, fst ? fst : RELOCK_EIO, "%s", ftext);
-        if (h->want_fleet && fault == RELOCK__FAULT_NONE &&
-            relock__fleet_ms(c, &in.fleet_ms) != RELOCK_OK) {
-            in.fault = RELOCK__FAULT_UNSENT;
-            in.fault_status = c->err.pub.status;
-            in.fault_text = c->err.msg;
-        }
+        if (h->want_fleet && fault == RELOCK__FAULT_NONE)
+            in.fleet_ms = relock__wall_ms(); /* legacy.clock = "local" */
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
         relock__step s = op->fn(op->m, op->l, &in, b);

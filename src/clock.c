@@ -32,6 +32,7 @@ relock__step relock__clock_step(void *mv, relock_lock *l, const relock__feed *in
 {
     relock__clock_m *m = mv;
     relock_client *c = l->c;
+    relock__batch_reset(out);
     if (m->h.pc == 0) {
         m->t0 = in->mono_ms;
         relock__batch_words(out, 1, "TIME");

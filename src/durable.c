@@ -82,6 +82,7 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
     long want = c->s.durability.replicas;
     long long tmo = c->s.durability.timeout_ms;
     const char *what = c->s.durability.aof ? "WAITAOF" : "WAIT";
+    relock__batch_reset(out);
     if (m->h.pc == 0) {
         m->acked = 0;
         relock_status st = relock__durable_check(c);

@@ -67,6 +67,12 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     if (l->lost)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "owner %s: the lock was already lost",
                             l->name);
+    if (l->al)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                            "owner %s: a lock of the asynchronous client, whose connection "
+                            "this call cannot use; set the owner in its configuration "
+                            "(relock_config_set_owner)",
+                            l->name);
     char *dup = NULL;
     if (text[0] && !(dup = strdup(text)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "owner %s: out of memory", l->name);

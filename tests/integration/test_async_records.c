@@ -385,6 +385,67 @@ static void test_durable_aof(void **state)
     loop_fini();
 }
 
+/* The connection closed right after the write's reply: WAIT can only go
+ * on that connection, and must not be counted on a new one.  The acquire
+ * fails (the acknowledgement unknown, or the connection changed, by which
+ * of the two the client notices first) and deletes its key; the blocking
+ * client does the same. */
+static void test_durable_reconnect(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, master.port, "7", NULL), 0);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    /* ready, and a first acquire acknowledged through the proxy */
+    outcome o = run_acquire(a, "adur-rc-warm", 5000);
+    if (o.st != RELOCK_OK)
+        fail_msg("warm-up: %s", o.msg);
+    assert_int_equal(o.acked, 1);
+    outcome r = run_release(o.l);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(o.l);
+    char *v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
+    assert_non_null(v);
+    free(v);
+    o = run_acquire(a, "adur-rc", 5000);
+    if (!((o.st == RELOCK_EDURABILITY &&
+           strstr(o.msg, "the connection changed between the write and WAIT")) ||
+          (o.st == RELOCK_EIO && strstr(o.msg, "the replicas' acknowledgement is unknown"))) ||
+        !strstr(o.msg, "the lock was not kept (deleted)"))
+        fail_msg("async: %s: %s", relock_status_name(o.st), o.msg);
+    fprintf(stderr, "write's connection closed: async %s\n", relock_status_name(o.st));
+    assert_null(o.l);
+    assert_false(key_exists("adur-rc"));
+    relock_async_free(a);
+    loop_fini();
+
+    /* the blocking client, the same way */
+    relock_client *c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *l = NULL;
+    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
+    free(v);
+    relock_status st = relock_try_acquire(c, "adur-rc", 5000, &l);
+    const char *msg = relock_client_error(c)->message;
+    if ((st != RELOCK_EDURABILITY && st != RELOCK_EIO) ||
+        !strstr(msg, "the lock was not kept (deleted)"))
+        fail_msg("blocking: %s: %s", relock_status_name(st), msg);
+    fprintf(stderr, "write's connection closed: blocking %s\n", relock_status_name(st));
+    assert_null(l);
+    assert_false(key_exists("adur-rc"));
+    relock_client_free(c);
+    testsrv_stop(&px);
+}
+
 /* ------------------------------------------------------------ owner records */
 
 static void lost_cb(relock_async *a, relock_lock *l, relock_status st, const relock_error *e,
@@ -564,6 +625,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durable),
         cmocka_unit_test(test_durable_aof),
+        cmocka_unit_test(test_durable_reconnect),
         cmocka_unit_test(test_owner),
         cmocka_unit_test(test_clock_server),
     };

@@ -27,6 +27,14 @@
  *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
+ *
+ * Phases (next_phase): after an acquire or extend wrote, the same
+ * operation runs durability's WAIT (pinned to the connection generation
+ * the write went out on) and then the owner record's machine; a release
+ * deletes the record first; an acquire whose write was not acknowledged
+ * runs the release machine.  A machine that asks for the fleet's clock
+ * when the estimate is due has its replies held while the clock machine's
+ * TIME goes out first.  All of them are the blocking API's machines.
  */
 #include <signal.h>
 #include <stddef.h>

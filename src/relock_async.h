@@ -94,8 +94,9 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * RELOCK_ASYNC_LOOP_SIZE_0_3 or that lacks a function.  *out is set whenever memory allows, also on failure (then
  * relock_async_error() tells why); free it with relock_async_free().
  * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
- * several servers (a quorum), Sentinel, Cluster slot maps, durability,
- * owner_info, legacy.clock = "server" (docs/api.md).
+ * several servers (a quorum), Sentinel, Cluster slot maps (docs/api.md).
+ * Durability, owner_info and legacy.clock = "server" behave as in the
+ * blocking API (the same step machines run on the loop).
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);
@@ -176,6 +177,10 @@ RELOCK_EXTERN relock_status relock_async_keep_stop(relock_lock *l);
 
 /* Operations started and not yet completed (their callbacks not called). */
 RELOCK_EXTERN long relock_async_pending(const relock_async *a);
+/* With durability: in the callback of an acquire or an extend (and until
+ * the next one completes), how many replicas acknowledged its write; -1
+ * when it sent no WAIT or WAITAOF. */
+RELOCK_EXTERN int relock_async_replicas_acked(const relock_async *a);
 
 /*
  * redisAsyncHandleWrite(ac) with SIGPIPE blocked in the calling thread, for

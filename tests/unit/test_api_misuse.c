@@ -304,6 +304,7 @@ static void null_async(void **state)
     assert_int_equal(CALL(relock_async_keep, NULL, NULL, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_keep_stop, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_pending, NULL), 0);
+    assert_int_equal(CALL(relock_async_replicas_acked, NULL), -1);
     CALL(relock_async_handle_write, NULL);
 }
 

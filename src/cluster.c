@@ -37,8 +37,6 @@
 
 #include "routing.h"
 
-#define RELOCK__CLUSTER_NSLOTS 16384
-
 /* ------------------------------------------------------------------ pure parts
  *
  * Reading redirections and CLUSTER SLOTS, and what a reply asks of the

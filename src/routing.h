@@ -145,6 +145,8 @@ relock_status relock__sentinel_readonly_fail(relock__err *err, const relock__set
 
 /* ------------------------------------------------------------------ cluster (cluster.c) */
 
+/* Redis Cluster's hash slots. */
+#define RELOCK__CLUSTER_NSLOTS 16384
 /* Redirections followed for one command, at most. */
 #define RELOCK__CLUSTER_MAX_REDIRECTS 5
 

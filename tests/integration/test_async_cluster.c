@@ -230,9 +230,9 @@ static relock_async *async_client(relock_async_loop *lp, const char *fencing)
     return a;
 }
 
-static relock_client *blocking(void)
+static relock_client *blocking(const char *fencing)
 {
-    relock_config *cfg = cluster_config("true");
+    relock_config *cfg = cluster_config(fencing);
     relock_client *c = NULL;
     relock_status st = relock_connect(cfg, &c);
     relock_config_free(cfg);
@@ -282,7 +282,7 @@ static void test_keys_everywhere(void **state)
     relock_async_loop lp;
     loop_init(&lp);
     relock_async *a = async_client(&lp, "true");
-    relock_client *c = blocking();
+    relock_client *c = blocking("true");
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < N; i++) {
             char name[64];
@@ -382,7 +382,7 @@ static void test_slot_migration(void **state)
     relock_lock *l3 = o.l;
     assert_true(ask_calls(t) > ask0);
     assert_true(asking_pttl(t, tagged) > 0);
-    relock_client *c = blocking();
+    relock_client *c = blocking("false");
     relock_lock *bl = NULL;
     assert_int_equal(relock_try_acquire(c, tagged, 5000, &bl), RELOCK_BUSY);
     release_ok(l3);

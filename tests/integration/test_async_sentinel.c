@@ -276,12 +276,29 @@ static void test_failover(void **state)
     print_message("failover: back after %llu ms, %d failed operations (first: %s)\n",
                   (unsigned long long)(tu_now_ms() - t0), fails, first);
     assert_true(ok);
-    assert_true(named > 0);
+    /* Operations that failed meanwhile said why, naming the sentinels
+     * asked (some may not fail at all: they wait for the search). */
+    assert_true(fails == 0 || named > 0);
     assert_int_equal(exists_on(&replica, "s3"), 1);
     release_ok(l3);
 
-    /* The waiter has not got "held" while A holds it on the new master;
-     * after A's release through the new master, it does. */
+    /* The waiter has not got "held" while A holds it: it failed clearly
+     * during the failover (its attempt met the dead master), or still
+     * waits; one waiting now waits for A's release, which goes through the
+     * new master, and gets it after. */
+    if (waiter.calls) {
+        if (waiter.st != RELOCK_EIO && waiter.st != RELOCK_EAMBIGUOUS)
+            fail_msg("waiter during the failover: %s: %s", relock_status_name(waiter.st),
+                     waiter.msg);
+        print_message("waiter during the failover: %s (%s)\n", relock_status_name(waiter.st),
+                      waiter.msg);
+        memset(&waiter, 0, sizeof waiter);
+        assert_int_equal(relock_async_acquire(b, "held", 20000, 60000, record, &waiter, NULL),
+                         RELOCK_OK);
+    }
+    uint64_t settle = tu_now_ms() + 1000;
+    while (tu_now_ms() < settle)
+        loop_once();
     assert_int_equal(waiter.calls, 0);
     assert_int_equal(exists_on(&replica, "held"), 1);
     uint64_t released_at = tu_now_ms();

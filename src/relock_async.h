@@ -75,9 +75,11 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * operations started meanwhile wait for the probe, and fail with its error
  * if it fails.  *out is set whenever memory allows, also on failure (then
  * relock_async_error() tells why); free it with relock_async_free().
+ * With Sentinel it first finds the master through the sentinels; on a
+ * Redis Cluster it follows MOVED, ASK and TRYAGAIN (docs/api.md).
  * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
- * several servers (a quorum), Sentinel, Cluster slot maps, durability,
- * owner_info, legacy.clock = "server" (docs/api.md).
+ * several servers (a quorum), durability, owner_info,
+ * legacy.clock = "server" (docs/api.md).
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);

@@ -150,9 +150,9 @@ struct relock__alock {
     uint64_t keep_valid; /* validity as of the last renewal */
 };
 
-/* Connections a client may have: its server's, and Cluster nodes' met
- * through redirections (indexes fit the slot map's bytes). */
-#define ACONN_NODES 64
+/* Connections a client may have at once: its server's, and Cluster nodes'
+ * met through redirections; beyond, an idle one is reused (node_conn). */
+#define ACONN_NODES 16
 
 enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY, C_LOCATING };
 
@@ -909,17 +909,50 @@ static int map_on(const relock_async *a)
     return s->cluster.slot_map && s->nservers <= 1 && !relock__sentinel_on(s);
 }
 
+static void map_forget(aconn *cn);
+static void conn_drop(aconn *cn);
+
+/* A node's connection that nothing uses now (no operation points at it,
+ * nothing in flight or waiting, not home), to serve another node; NULL
+ * when every one is in use. */
+static aconn *node_idle(relock_async *a)
+{
+    aconn *pick = NULL;
+    for (int i = 1; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        if (cn == a->home || cn->fifo || cn->queue || cn->txn_owner ||
+            (cn->cstate != C_DOWN && cn->cstate != C_READY))
+            continue;
+        int used = 0;
+        for (aop *op = a->ops; op && !used; op = op->next)
+            used = op->cn == cn || op->redir == cn;
+        if (!used && (!pick || cn->cstate == C_DOWN))
+            pick = cn;
+    }
+    if (pick) {
+        conn_drop(pick);
+        map_forget(pick);
+        batch_clear(&pick->setup);
+        memset(&pick->node, 0, sizeof pick->node); /* the password */
+    }
+    return pick;
+}
+
 /* The connection to the Cluster node host:port, added when new (with
- * servers[0]'s login and db); NULL when ncap are in use. */
+ * servers[0]'s login and db); NULL when ncap are in use and busy. */
 static aconn *node_conn(relock_async *a, const char *host, int port)
 {
     aconn *cn = conn_find(a, host, port);
-    if (cn || a->nconns >= a->ncap || strlen(host) >= sizeof cn->node.host)
+    if (cn || strlen(host) >= sizeof cn->node.host)
         return cn;
-    cn = &a->conns[a->nconns];
+    if (a->nconns < a->ncap)
+        cn = &a->conns[a->nconns++];
+    else if (!(cn = node_idle(a)))
+        return NULL;
+    int idx = (int)(cn - a->conns);
     memset(cn, 0, sizeof *cn);
     cn->a = a;
-    cn->idx = a->nconns++;
+    cn->idx = idx;
     cn->node = a->c->s.servers[0];
     snprintf(cn->node.host, sizeof cn->node.host, "%s", host);
     cn->node.port = port;
@@ -1018,8 +1051,8 @@ static int follow(aop *op)
             next = node_conn(a, to.host, to.port);
             if (!next) {
                 snprintf(e.msg, sizeof e.msg,
-                         "%s: redirected to %s:%d, but the client has connections to %d "
-                         "Cluster nodes already",
+                         "%s: redirected to %s:%d, but the client's %d connections to "
+                         "Cluster nodes are all in use",
                          name, to.host, to.port, a->ncap);
                 op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
                 return 1;
@@ -1484,7 +1517,9 @@ static void setup_done(aconn *cn, relock_status st)
                 relock__err_copy(q->err, &why);
             op_finish(q, st);
         } else {
-            batch_clear(q);
+            /* a redirected batch keeps the replies its first commands had */
+            if (!q->redir)
+                batch_clear(q);
             op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
         }
         q = next;

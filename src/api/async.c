@@ -1031,6 +1031,7 @@ static int follow(aop *op)
         else if (act == RELOCK__ROUTE_TOO_MANY)
             relock__route_too_many(&e, name, op->hops, rq->rep[i]->str);
         long pause = act == RELOCK__ROUTE_TRYAGAIN ? relock__route_tryagain_ms(op->hops) : 0;
+        int was_ask = rq->ask;
         for (int j = i; j < rq->nrep; j++)
             if (rq->rep[j]) {
                 freeReplyObject(rq->rep[j]);
@@ -1070,7 +1071,8 @@ static int follow(aop *op)
             }
             op->cn = next;
         }
-        rq->ask = act == RELOCK__ROUTE_ASK;
+        /* TRYAGAIN after ASK asks again (the slot is still migrating) */
+        rq->ask = act == RELOCK__ROUTE_ASK || (act == RELOCK__ROUTE_TRYAGAIN && was_ask);
         op->redir = next;
         if (pause > 0) {
             op->state = S_QUEUED;

@@ -47,7 +47,7 @@
 
 /* ------------------------------------------------------------------ types */
 
-enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO };
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS };
 
 enum op_state {
     S_NEW = 0,    /* started, first step not run */
@@ -198,6 +198,9 @@ struct relock_async {
      * slot is unknown goes */
     uint8_t *slots;
     aconn *home;
+    aop slots_rd;     /* CLUSTER SLOTS in flight (K_SLOTS), when state is S_SENT */
+    uint64_t slots_at; /* when it was last sent */
+    int slots_stale;  /* a master could not be reached: read the map again */
     /* Sentinel: the search for the master (conns[0] connects there) */
     struct {
         relock__sentinel_search q;
@@ -784,7 +787,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                     missing = 1;
             if (missing)
                 op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
-            else if (op->kind == K_SETUP || !follow(op))
+            else if (op->kind == K_SETUP || op->kind == K_SLOTS || !follow(op))
                 op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         }
     }
@@ -981,9 +984,66 @@ static void map_forget(aconn *cn)
         a->home = &a->conns[0];
     if (!a->slots)
         return;
+    a->slots_stale = 1;
     for (int i = 0; i < RELOCK__CLUSTER_NSLOTS; i++)
         if (a->slots[i] == cn->idx + 1)
             a->slots[i] = 0;
+}
+
+/* One range of CLUSTER SLOTS into the map.  A master beyond the
+ * connections a client may have stays unknown (its MOVED teaches it). */
+static void map_range(void *arg, int from, int to, const char *host, int port)
+{
+    relock_async *a = arg;
+    aconn *cn = conn_find(a, host, port);
+    if (!cn && a->nconns < a->ncap)
+        cn = node_conn(a, host, port);
+    if (cn)
+        memset(&a->slots[from], cn->idx + 1, (size_t)(to - from + 1));
+}
+
+/* After a MOVED from at: the whole map is read from it (CLUSTER SLOTS)
+ * the first time, and again at most once a second, or after a master
+ * could not be reached, as the blocking client reads it; only when at is
+ * ready and in no transaction (the request shares the connection), and
+ * one at a time.  The MOVED's own slot is recorded already. */
+static void slots_read(aconn *at)
+{
+    relock_async *a = at->a;
+    aop *rd = &a->slots_rd;
+    uint64_t now = now_ms();
+    if (rd->state == S_SENT || !a->slots || at->cstate != C_READY || at->txn_owner ||
+        (a->slots_at && !a->slots_stale && now - a->slots_at < 1000))
+        return;
+    batch_clear(rd);
+    memset(rd, 0, sizeof *rd);
+    rd->a = a;
+    rd->cn = at;
+    rd->kind = K_SLOTS;
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    size_t len[2] = {7, 5};
+    int fl = redisFormatCommandArgv(&rd->rq.cmd[0], 2, argv, len);
+    if (fl < 0)
+        return;
+    rd->rq.len[0] = (size_t)fl;
+    rd->rq.n = 1;
+    a->slots_at = now;
+    send_now(rd);
+}
+
+/* The reply to CLUSTER SLOTS (or the fault that ended it). */
+static void slots_done(aop *rd, relock__fault fault)
+{
+    relock_async *a = rd->a;
+    areq *rq = &rd->rq;
+    rd->state = S_DONE;
+    if (fault == RELOCK__FAULT_NONE && rq->nrep == 1 && a->slots &&
+        rq->rep[0]->type == REDIS_REPLY_ARRAY) {
+        memset(a->slots, 0, RELOCK__CLUSTER_NSLOTS);
+        relock__cluster_slots_parse(rq->rep[0], rq->cn->srv->host, map_range, a);
+        a->slots_stale = 0;
+    }
+    batch_clear(rd);
 }
 
 static void redir_fire(void *arg)
@@ -1066,6 +1126,7 @@ static int follow(aop *op)
                     a->slots = calloc(RELOCK__CLUSTER_NSLOTS, 1);
                 if (a->slots)
                     a->slots[to.slot] = (uint8_t)(next->idx + 1);
+                slots_read(at);
             } else {
                 a->home = next; /* the one connection moves, as without a map */
             }
@@ -2098,6 +2159,10 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
 {
     relock_async *a = op->a;
     relock_client *c = a->c;
+    if (op->kind == K_SLOTS) {
+        slots_done(op, fault);
+        return;
+    }
     if (op->kind == K_SETUP) {
         /* the replies move out: the step may send the next batch at once */
         redisReply *rep[RELOCK__BATCH_CMDS];
@@ -2703,6 +2768,7 @@ static void really_free(relock_async *a)
         batch_clear(&cn->setup);
     }
     loc_stop(a);
+    batch_clear(&a->slots_rd);
     memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
     free(a->conns);
     free(a->slots);

@@ -115,6 +115,7 @@ struct aop {
     int steps;
     int sent_any; /* a batch of this attempt went out */
     int hops;       /* redirections followed for the current batch */
+    int rerouted;   /* sent elsewhere once when its node could not be reached */
     aconn *redir;   /* where the batch goes next, when a redirection said */
     /* acquire */
     long long wait_ms;
@@ -1573,6 +1574,21 @@ static void setup_done(aconn *cn, relock_status st)
     while (q && !a->freeing) {
         aop *next = q->qnext;
         q->qnext = NULL;
+        if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
+            !relock__sentinel_on(&a->c->s)) {
+            /* A Cluster node that cannot be reached left the map
+             * (map_forget): an operation that sent nothing yet tries once
+             * where its slot leads now, as the blocking client tries once
+             * more after reading the map again. */
+            aconn *to = route(a, q->l ? q->l->key : NULL);
+            if (to != cn) {
+                q->rerouted = 1;
+                q->cn = to;
+                conn_wants(to, q);
+                q = next;
+                continue;
+            }
+        }
         if (q->state == S_NEW || a->fatal) {
             if (!q->err)
                 q->err = malloc(sizeof *q->err);

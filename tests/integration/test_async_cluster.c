@@ -6,7 +6,8 @@
  * (one MOVED, then the slot map it reads), contended by a blocking client on the same
  * keys; a held lock whose slot is migrated by hand keeps working during
  * the migration (ASK, after ASKING, on the importing node) and after it
- * (MOVED), its fence counter moved along.
+ * (MOVED), its fence counter moved along; when a master is SIGKILLed, its
+ * replica (node[R]) takes over and a replicated lock is still held there.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -28,10 +29,11 @@
 #include "internal.h" /* relock__fence_key: the real key name */
 #include "testsrv.h"
 
-#define N 3 /* masters */
-static testsrv node[N];
-static int bus[N];
-static char ids[N][64];
+#define N 3 /* masters: node[0..2]; node[R] is node[1]'s replica */
+#define R N
+static testsrv node[N + 1];
+static int bus[N + 1];
+static char ids[N + 1][64];
 
 static int start_node(int i)
 {
@@ -103,7 +105,7 @@ static int create_cluster(void)
 
 static int node_of_port(int port)
 {
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i <= R; i++)
         if (node[i].port == port)
             return i;
     return -1;
@@ -175,11 +177,30 @@ static void expect_ok(int i, const char *reply_of)
         fail_msg("node %d: %s", i, reply_of ? reply_of : "(no reply)");
 }
 
+/* node[R] joins the cluster as node[1]'s replica. */
+static int add_replica(void)
+{
+    char *v = testsrv_cmd(&node[R], "CLUSTER MEET 127.0.0.1 %d %d", node[0].port, bus[0]);
+    int ok = v && strcmp(v, "OK") == 0;
+    free(v);
+    if (!ok || await_reply(R, "CLUSTER", "NODES", ids[1]) != 0)
+        return -1;
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end) {
+        v = testsrv_cmd(&node[R], "CLUSTER REPLICATE %s", ids[1]);
+        ok = v && strcmp(v, "OK") == 0;
+        free(v);
+        if (ok)
+            return await_reply(R, "INFO", "replication", "master_link_status:up");
+        tu_sleep_ms(100);
+    }
+    return -1;
+}
 
 static int setup(void **state)
 {
     (void)state;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i <= R; i++)
         if (start_node(i) != 0)
             return -1;
     if (create_cluster() != 0)
@@ -195,13 +216,27 @@ static int setup(void **state)
         snprintf(ids[i], sizeof ids[i], "%s", id);
         free(id);
     }
+    char *rid = testsrv_cmd(&node[R], "CLUSTER MYID");
+    if (!rid || strlen(rid) >= sizeof ids[R]) {
+        free(rid);
+        return -1;
+    }
+    snprintf(ids[R], sizeof ids[R], "%s", rid);
+    free(rid);
+    if (add_replica() != 0) {
+        fprintf(stderr, "setup: node %d did not become node 1's replica\n", R);
+        return -1;
+    }
+    for (int i = 0; i <= R; i++)
+        if (await_reply(i, "CLUSTER", "INFO", "cluster_state:ok") != 0)
+            return -1;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i <= R; i++)
         testsrv_stop(&node[i]);
     return 0;
 }
@@ -458,11 +493,167 @@ static void test_slot_migration(void **state)
     loop_fini();
 }
 
+static int is_master(int i, int r)
+{
+    char *v = testsrv_cmd(&node[i], "CLUSTER NODES");
+    int yes = 0;
+    const char *p = v ? strstr(v, ids[r]) : NULL;
+    if (p) {
+        const char *eol = strchr(p, '\n');
+        const char *m = strstr(p, "master");
+        yes = m && (!eol || m < eol);
+    }
+    free(v);
+    return yes;
+}
+
+/* GET key on the replica (READONLY first), as text. */
+static char *get_on_replica(const char *key)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[R].port, tv);
+    assert_true(ctx && !ctx->err);
+    redisReply *r = redisCommand(ctx, "READONLY");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(ctx, "GET %s", key);
+    assert_non_null(r);
+    char *v = strdup(r->type == REDIS_REPLY_STRING ? r->str : "(nil)");
+    freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+/* Runs op until it ends otherwise than RELOCK_EIO or RELOCK_EAMBIGUOUS
+ * (failures while the failover goes on), bounded to 30 s; its outcome. */
+typedef relock_status (*start_fn)(void *arg, outcome *o);
+static outcome retry(start_fn start, void *arg, int *fails)
+{
+    uint64_t end = tu_now_ms() + 30000;
+    outcome o;
+    do {
+        memset(&o, 0, sizeof o);
+        assert_int_equal(start(arg, &o), RELOCK_OK);
+        finish(&o, 30000);
+        if (o.st != RELOCK_EIO && o.st != RELOCK_EAMBIGUOUS)
+            return o;
+        assert_true(o.msg[0] != 0);
+        (*fails)++;
+        uint64_t pause = tu_now_ms() + 200;
+        while (tu_now_ms() < pause)
+            loop_once();
+    } while (tu_now_ms() < end);
+    fail_msg("still failing after 30 s: %s: %s", relock_status_name(o.st), o.msg);
+    return o;
+}
+
+typedef struct acq_arg {
+    relock_async *a;
+    const char *name;
+} acq_arg;
+
+static relock_status start_acquire(void *arg, outcome *o)
+{
+    acq_arg *x = arg;
+    return relock_async_try_acquire(x->a, x->name, 30000, record, o, NULL);
+}
+
+static relock_status start_extend(void *arg, outcome *o)
+{
+    return relock_async_extend(arg, 60000, record, o);
+}
+
+/*
+ * A master killed while a lock on it is held: operations on its slots
+ * fail with RELOCK_EIO naming it until its replica takes over; the other
+ * masters' locks are not affected; then the holder's extend reaches the
+ * replica, where the lock (replicated before the kill) is still held, a
+ * second client stays out until its release, and the fence goes on
+ * increasing.  Runs last: the cluster has one master fewer afterwards.
+ */
+static void test_failover(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = async_client(&lp, "true");
+    relock_async *b = async_client(&lp, "true");
+    char name[64], other_name[64];
+    name_on(1, "afo", name, sizeof name);
+    name_on(0, "afo", other_name, sizeof other_name);
+    outcome o;
+    must(try_acquire(a, name, &o), "acquire");
+    relock_lock *l = o.l;
+    must(try_acquire(a, other_name, &o), "acquire");
+    relock_lock *k = o.l;
+    long long f1 = relock_lock_fence(l);
+    uint64_t end = tu_now_ms() + 10000;
+    for (;;) {
+        char *v = get_on_replica(name);
+        int there = strcmp(v, relock_lock_value(l)) == 0;
+        free(v);
+        if (there)
+            break;
+        if (tu_now_ms() > end)
+            fail_msg("the lock did not reach the replica within 10 s");
+        tu_sleep_ms(20);
+    }
+
+    int mport = node[1].port;
+    kill(node[1].pid, SIGKILL);
+    testsrv_stop(&node[1]);
+
+    /* Before the replica takes over (cluster-node-timeout 2 s): an error
+     * that names the dead master. */
+    try_acquire(b, name, &o);
+    char where[32];
+    snprintf(where, sizeof where, "127.0.0.1:%d", mport);
+    if (o.st != RELOCK_EIO || !strstr(o.msg, where))
+        fail_msg("during the failover: %s: %s", relock_status_name(o.st), o.msg);
+    print_message("during the failover: %s\n", o.msg);
+    extend_ok(k, 60000);
+
+    /* The replica takes over (until then the cluster may answer
+     * CLUSTERDOWN, which no client follows). */
+    end = tu_now_ms() + 30000;
+    while (!(is_master(0, R) && is_master(2, R)) && tu_now_ms() < end)
+        tu_sleep_ms(50);
+    assert_true(is_master(0, R));
+    const int alive[] = {0, 2, R};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(await_reply(alive[i], "CLUSTER", "INFO", "cluster_state:ok"), 0);
+
+    /* The holder's extend reaches the replica at once: its map still
+     * names the dead master, whose connect fails; the operation, which
+     * sent nothing yet, goes where the map, forgetting that node, leads
+     * (MOVED to the replica). */
+    int fails = 0;
+    o = retry(start_extend, l, &fails);
+    must(&o, "extend after the failover");
+    assert_int_equal(fails, 0);
+    fails = 0;
+    acq_arg x = {b, name};
+    o = retry(start_acquire, &x, &fails);
+    assert_int_equal(o.st, RELOCK_BUSY);
+    release_ok(l);
+    char *v = get_on(R, name);
+    assert_string_equal(v, "(nil)");
+    free(v);
+    must(try_acquire(b, name, &o), "acquire after the release");
+    assert_true(relock_lock_fence(o.l) > f1);
+    release_ok(o.l);
+    release_ok(k);
+    relock_async_free(b);
+    relock_async_free(a);
+    loop_fini();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_everywhere),
         cmocka_unit_test(test_slot_migration),
+        cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

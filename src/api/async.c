@@ -23,7 +23,10 @@
  * Connections: a connection (aconn) is one server's hiredis context with
  * its setup, its requests in flight (areq, in the order the server
  * answers), the operations waiting for it and its timers; the client has
- * one per server in its settings.
+ * one per server in its settings, and on a Redis Cluster one per node met
+ * (MOVED and ASK move a batch's unanswered rest there; see follow()).
+ * With Sentinel the first connection goes to the master the sentinels
+ * name, searched for before every connect (see loc_next()).
  *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
@@ -1081,7 +1084,8 @@ static int follow(aop *op)
         relock__redirect to;
         enum relock__route act =
             relock__route_reply(&c->s, in_txn, op->hops, at->srv->host, rq->rep[i], &to);
-        if (act == RELOCK__ROUTE_REPLY)
+        if (act == RELOCK__ROUTE_REPLY ||
+            (c->s.nservers > 1 && act != RELOCK__ROUTE_READONLY)) /* a quorum's server: as is */
             continue;
         char name[32];
         cmd_name(rq, i, name, sizeof name);
@@ -1110,7 +1114,9 @@ static int follow(aop *op)
         }
         aconn *next = at;
         if (act != RELOCK__ROUTE_TRYAGAIN) {
+            op->redir = at; /* at is in use: node_conn must not reuse it */
             next = node_conn(a, to.host, to.port);
+            op->redir = NULL;
             if (!next) {
                 snprintf(e.msg, sizeof e.msg,
                          "%s: redirected to %s:%d, but the client's %d connections to "

@@ -749,7 +749,10 @@ static void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char
     if (!hiredis_frees)
         redisAsyncFree(ac);
     char text[400];
-    snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), why);
+    if (strncmp(why, "connect to ", 11) == 0)
+        snprintf(text, sizeof text, "%s", why); /* names the server already */
+    else
+        snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), why);
     areq *f = cn->fifo;
     cn->fifo = cn->fifo_tail = NULL;
     while (f && !a->freeing) {

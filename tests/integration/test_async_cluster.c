@@ -606,9 +606,9 @@ static void test_failover(void **state)
     /* Before the replica takes over (cluster-node-timeout 2 s): an error
      * that names the dead master. */
     try_acquire(b, name, &o);
-    char where[32];
-    snprintf(where, sizeof where, "127.0.0.1:%d", mport);
-    if (o.st != RELOCK_EIO || !strstr(o.msg, where))
+    char where[64];
+    snprintf(where, sizeof where, "connect to 127.0.0.1:%d: Connection refused", mport);
+    if (o.st != RELOCK_EIO || strcmp(o.msg, where) != 0)
         fail_msg("during the failover: %s: %s", relock_status_name(o.st), o.msg);
     print_message("during the failover: %s\n", o.msg);
     extend_ok(k, 60000);

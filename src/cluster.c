@@ -37,11 +37,15 @@
 
 #include "routing.h"
 
-#define RELOCK__CLUSTER_NSLOTS 16384
+/* ------------------------------------------------------------------ pure parts
+ *
+ * Reading redirections and CLUSTER SLOTS: no I/O here.  The blocking
+ * client (conn.c, below) and the asynchronous one (src/api/async.c) read
+ * them alike (what a reply asks of them: route.c). */
 
 /* Reads "host:port" (the host may be an IPv6 address with colons, or
- * empty) from the end of a redirection. */
-static int parse_target(relock_client *c, const char *p, relock__redirect *out)
+ * empty: then cur_host) from the end of a redirection. */
+static int parse_target(const char *cur_host, const char *p, relock__redirect *out)
 {
     const char *colon = strrchr(p, ':');
     if (!colon)
@@ -55,7 +59,7 @@ static int parse_target(relock_client *c, const char *p, relock__redirect *out)
         return -1;
     if (hl == 0) {
         /* 7.0 without a known endpoint: the same address as this node. */
-        snprintf(out->host, sizeof out->host, "%s", c->conn.srv->host);
+        snprintf(out->host, sizeof out->host, "%s", cur_host);
     } else {
         if (hl >= sizeof out->host)
             return -1;
@@ -66,8 +70,8 @@ static int parse_target(relock_client *c, const char *p, relock__redirect *out)
     return 0;
 }
 
-enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisReply *r,
-                                                 relock__redirect *out)
+enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redisReply *r,
+                                               relock__redirect *out)
 {
     memset(out, 0, sizeof *out);
     if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
@@ -88,7 +92,8 @@ enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisRe
     }
     /* The slot, then one space, then the address. */
     size_t digits = strspn(p, "0123456789");
-    if (digits == 0 || digits > 5 || p[digits] != ' ' || parse_target(c, p + digits + 1, out) != 0)
+    if (digits == 0 || digits > 5 || p[digits] != ' ' ||
+        parse_target(cur_host, p + digits + 1, out) != 0)
         return RELOCK__REDIR_NONE; /* not a redirection we understand: the caller sees it */
     out->slot = atoi(p);
     if (out->slot >= RELOCK__CLUSTER_NSLOTS)
@@ -96,6 +101,43 @@ enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisRe
     out->kind = kind;
     return kind;
 }
+
+enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisReply *r,
+                                                 relock__redirect *out)
+{
+    return relock__redirect_parse(c->conn.srv ? c->conn.srv->host : "", r, out);
+}
+
+int relock__cluster_slots_parse(const redisReply *r, const char *via_host,
+                                void (*fn)(void *arg, int from, int to, const char *host,
+                                           int port),
+                                void *arg)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY)
+        return -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            continue;
+        const redisReply *m = e->element[2];
+        if (m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
+            continue;
+        long long from = e->element[0]->integer, to = e->element[1]->integer;
+        int port = (int)m->element[1]->integer;
+        /* An empty address: the node asked ("?" is an unknown hostname). */
+        const char *host = m->element[0]->len ? m->element[0]->str : via_host;
+        if (from < 0 || to >= RELOCK__CLUSTER_NSLOTS || from > to || port < 1 || port > 65535 ||
+            strcmp(host, "?") == 0 || strlen(host) >= RELOCK__HOST_MAX)
+            continue;
+        fn(arg, (int)from, (int)to, host, port);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the blocking client */
 
 void relock__cluster_move(relock_client *c, const relock__redirect *to)
 {
@@ -277,6 +319,18 @@ static void adopt_active(relock_client *c)
         }
 }
 
+/* One range of CLUSTER SLOTS into the map (relock__cluster_slots_parse). */
+static void map_range(void *arg, int from, int to, const char *host, int port)
+{
+    relock_client *c = arg;
+    struct relock__cluster *cl = c->cl;
+    cnode *n = node_for(c, host, port);
+    if (!n)
+        return;
+    uint8_t idx = (uint8_t)(n - cl->nodes + 1);
+    memset(&cl->slot[from], idx, (size_t)(to - from + 1));
+}
+
 /* Reads CLUSTER SLOTS on ctx (a connection to via) into the map; 0 on
  * success.  Slots the reply does not name become unknown. */
 static int read_slots(relock_client *c, redisContext *ctx, const relock__server *via)
@@ -290,29 +344,7 @@ static int read_slots(relock_client *c, redisContext *ctx, const relock__server 
         return -1;
     }
     memset(cl->slot, 0, sizeof cl->slot);
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
-            continue;
-        const redisReply *m = e->element[2];
-        if (m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
-            continue;
-        long long from = e->element[0]->integer, to = e->element[1]->integer;
-        int port = (int)m->element[1]->integer;
-        /* An empty address: the node asked ("?" is an unknown hostname). */
-        const char *host = m->element[0]->len ? m->element[0]->str : via->host;
-        if (from < 0 || to >= RELOCK__CLUSTER_NSLOTS || from > to || port < 1 || port > 65535 ||
-            strcmp(host, "?") == 0)
-            continue;
-        cnode *n = node_for(c, host, port);
-        if (!n)
-            continue;
-        uint8_t idx = (uint8_t)(n - cl->nodes + 1);
-        memset(&cl->slot[from], idx, (size_t)(to - from + 1));
-    }
+    relock__cluster_slots_parse(r, via->host, map_range, c);
     freeReplyObject(r);
     cl->learned = 1;
     cl->stale = 0;

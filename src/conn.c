@@ -127,42 +127,25 @@ static redisReply *run_from(relock_client *c, int *sent, const char *name, const
             r = asking ? relock__cluster_ask(c, sent, &to, name, cmd, len)
                        : send_once(c, sent, name, cmd, len);
         }
-        if (!r || r->type != REDIS_REPLY_ERROR)
-            return r;
-        /* Inside a transaction a redirection is not followed: the other
-         * node holds neither the WATCH nor the queued commands.  The
-         * error reply goes to the caller, which fails the operation. */
-        if (c->conn.in_txn && !relock__sentinel_readonly(r))
-            return r;
-        if (relock__sentinel_on(&c->s)) {
-            if (relock__sentinel_readonly(r)) {
-                const relock__server *srv = c->conn.srv;
-                RELOCK__FAIL_SRV(&c->err, RELOCK_EIO, r->str,
-                                 "%s on " RELOCK__ADDR_FMT
-                                 ": the server is now a read-only replica: a failover "
-                                 "of \"%s\" is under way; the next call asks the sentinels again",
-                                 name, RELOCK__ADDR(srv), c->s.sentinel.master);
-                freeReplyObject(r);
-                relock__conn_close(&c->conn);
-                return NULL;
-            }
-            return r; /* Sentinel masters are not Cluster nodes. */
-        }
         relock__redirect next;
-        enum relock__redir_kind kind = relock__cluster_redirect(c, r, &next);
-        if (kind == RELOCK__REDIR_NONE)
+        enum relock__route act = relock__route_reply(
+            &c->s, c->conn.in_txn, hops, c->conn.srv ? c->conn.srv->host : "", r, &next);
+        switch (act) {
+        case RELOCK__ROUTE_REPLY:
             return r;
-        if (hops >= RELOCK__CLUSTER_MAX_REDIRECTS) {
-            RELOCK__FAIL_SRV(&c->err, RELOCK_EIO, r->str,
-                             "%s: still redirected after %d redirections (last: %s): is the "
-                             "cluster being resharded?",
-                             name, hops, r->str);
+        case RELOCK__ROUTE_READONLY:
+            /* The master we know was demoted: the next call asks the
+             * sentinels again. */
+            relock__sentinel_readonly_fail(&c->err, &c->s, name, c->conn.srv, r->str);
+            freeReplyObject(r);
+            relock__conn_close(&c->conn);
+            return NULL;
+        case RELOCK__ROUTE_TOO_MANY:
+            relock__route_too_many(&c->err, name, hops, r->str);
             freeReplyObject(r);
             return NULL;
-        }
-        freeReplyObject(r);
-        switch (kind) {
-        case RELOCK__REDIR_MOVED:
+        case RELOCK__ROUTE_MOVED:
+            freeReplyObject(r);
             c->moved++;
             /* With the slot map: the slot's master is noted and its pooled
              * connection used; without it, the one connection moves. */
@@ -170,15 +153,14 @@ static redisReply *run_from(relock_client *c, int *sent, const char *name, const
                 relock__cluster_move(c, &next);
             asking = 0;
             break;
-        case RELOCK__REDIR_ASK:
+        case RELOCK__ROUTE_ASK:
+            freeReplyObject(r);
             to = next;
             asking = 1;
             break;
-        case RELOCK__REDIR_TRYAGAIN:
-            /* Same node again, a moment later: 10, 20, 40, ... ms. */
-            relock__sleep_ms(10L << hops);
-            break;
-        case RELOCK__REDIR_NONE:
+        case RELOCK__ROUTE_TRYAGAIN:
+            freeReplyObject(r);
+            relock__sleep_ms(relock__route_tryagain_ms(hops));
             break;
         }
     }
@@ -193,14 +175,9 @@ static redisReply *run(relock_client *c, int *sent, const char *name, const char
  * redirection to follow, or Sentinel's READONLY. */
 static int rerouted(relock_client *c, const redisReply *r)
 {
-    if (!r || r->type != REDIS_REPLY_ERROR)
-        return 0;
-    if (relock__sentinel_on(&c->s))
-        return relock__sentinel_readonly(r);
-    if (c->conn.in_txn)
-        return 0;
     relock__redirect next;
-    return relock__cluster_redirect(c, r, &next) != RELOCK__REDIR_NONE;
+    return relock__route_reply(&c->s, c->conn.in_txn, 0, c->conn.srv ? c->conn.srv->host : "", r,
+                               &next) != RELOCK__ROUTE_REPLY;
 }
 
 int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,

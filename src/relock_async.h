@@ -93,10 +93,12 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * if it fails.  RELOCK_EINVAL for a loop whose size is below
  * RELOCK_ASYNC_LOOP_SIZE_0_3 or that lacks a function.  *out is set whenever memory allows, also on failure (then
  * relock_async_error() tells why); free it with relock_async_free().
+ * With Sentinel it first finds the master through the sentinels; on a
+ * Redis Cluster it follows MOVED, ASK and TRYAGAIN (docs/api.md).
  * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
- * several servers (a quorum), Sentinel, Cluster slot maps (docs/api.md).
- * Durability, owner_info and legacy.clock = "server" behave as in the
- * blocking API (the same step machines run on the loop).
+ * several servers (a quorum) (docs/api.md).  Durability, owner_info and
+ * legacy.clock = "server" behave as in the blocking API (the same step
+ * machines run on the loop).
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);

@@ -85,8 +85,63 @@ relock_status relock__sentinel_connect(relock_client *c);
  * also as wrapped by a script error on older servers). */
 int relock__sentinel_readonly(const redisReply *r);
 
+/* The search through the sentinels as pure steps (no I/O), run by the
+ * blocking client above and by the asynchronous client over their own
+ * connections: begin, then for each sentinel next() says whom to ask;
+ * its reply to SENTINEL get-master-addr-by-name goes to answer() (or its
+ * failure to unreachable()); the master named is connected, logged in and
+ * probed, and its reply to ROLE (INFO replication before 2.8.12) read by
+ * role(); a master that fails goes to bad_master(); when next() says -1,
+ * end() records the error naming the master and every sentinel asked. */
+typedef struct relock__sentinel_search {
+    int n;     /* sentinels configured */
+    int first; /* asked first: the one that helped last */
+    int k;     /* asked so far */
+    int cur;   /* the one being asked, or -1 */
+    relock_status worst;
+    char tried[512]; /* what each said, for the message */
+} relock__sentinel_search;
+
+void relock__sentinel_begin(relock__sentinel_search *q, const relock__settings *s, int first);
+/* The index of the next sentinel to ask, or -1 when every one was asked. */
+int relock__sentinel_next(relock__sentinel_search *q);
+/* The current sentinel could not be reached or did not answer (reason, as
+ * a connect failure's message or the connection's error). */
+void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,
+                                  const char *reason);
+/* The current sentinel's reply: 0 with the master's address in *out, or
+ * -1 with what was wrong noted. */
+int relock__sentinel_answer(relock__sentinel_search *q, const relock__settings *s,
+                            const redisReply *r, relock__addr *out);
+/* Whether the role is asked with INFO replication (servers before 2.8.12)
+ * rather than ROLE. */
+int relock__sentinel_role_by_info(int major, int minor, int patch);
+/* The master's reply to ROLE (or INFO replication): 0 a master, 1 not
+ * (role filled), -1 an unexpected reply. */
+int relock__sentinel_role(const redisReply *r, int by_info, char *role, size_t rolelen);
+/* The master m named by the current sentinel failed with st (why: the
+ * reason, without the address). */
+void relock__sentinel_bad_master(relock__sentinel_search *q, const relock__settings *s,
+                                 const relock__addr *m, relock_status st, const char *why);
+/* Records the search's failure on err and returns its status. */
+relock_status relock__sentinel_end(const relock__sentinel_search *q, const relock__settings *s,
+                                   relock__err *err);
+/* A sentinel's connect and command timeout: the configured one, at most
+ * 500 ms (sentinels answer from memory). */
+long long relock__sentinel_timeout(long long configured_ms);
+/* The reason in a "connect to HOST:PORT: reason" message, for messages
+ * that name the address themselves. */
+const char *relock__sentinel_reason(const char *msg);
+/* Records command name's READONLY reply from srv (a demoted master): the
+ * message says a failover is under way. */
+relock_status relock__sentinel_readonly_fail(relock__err *err, const relock__settings *s,
+                                             const char *name, const relock__server *srv,
+                                             const char *reply);
+
 /* ------------------------------------------------------------------ cluster (cluster.c) */
 
+/* Redis Cluster's hash slots. */
+#define RELOCK__CLUSTER_NSLOTS 16384
 /* Redirections followed for one command, at most. */
 #define RELOCK__CLUSTER_MAX_REDIRECTS 5
 
@@ -152,6 +207,41 @@ int relock__cluster_pick_master(relock_client *c, int i);
  * the pool (the active one included), full refreshes made. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes);
+
+/* Pure (no I/O), shared by the blocking and the asynchronous client:
+ * reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in the
+ * reply means cur_host, the host of the connection that said it). */
+enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redisReply *r,
+                                               relock__redirect *out);
+
+/* What a reply asks of the client that sent the command (pure). */
+enum relock__route {
+    RELOCK__ROUTE_REPLY = 0, /* nothing: the reply is the command's */
+    RELOCK__ROUTE_READONLY,  /* Sentinel: the master was demoted; drop the
+                                connection, fail (relock__sentinel_readonly_fail) */
+    RELOCK__ROUTE_TOO_MANY,  /* redirected too often: fail (relock__route_too_many) */
+    RELOCK__ROUTE_MOVED,     /* send it again to next's node, which serves the slot now */
+    RELOCK__ROUTE_ASK,       /* send ASKING and it once to next's node */
+    RELOCK__ROUTE_TRYAGAIN   /* send it again to the same node after relock__route_tryagain_ms */
+};
+/* Decides for reply r to a command sent after hops redirections, on a
+ * connection to cur_host, inside a transaction or not; *next is the
+ * redirection's target. */
+enum relock__route relock__route_reply(const relock__settings *s, int in_txn, int hops,
+                                       const char *cur_host, const redisReply *r,
+                                       relock__redirect *next);
+/* Records RELOCK__ROUTE_TOO_MANY's error for command name. */
+relock_status relock__route_too_many(relock__err *err, const char *name, int hops,
+                                     const char *reply);
+/* The pause before TRYAGAIN's next send: 10, 20, 40, ... ms. */
+long relock__route_tryagain_ms(int hops);
+/* Calls fn for each usable range of a CLUSTER SLOTS reply (the master of
+ * slots from..to; an empty address in the reply is via_host); -1 when r is
+ * no array. */
+int relock__cluster_slots_parse(const redisReply *r, const char *via_host,
+                                void (*fn)(void *arg, int from, int to, const char *host,
+                                           int port),
+                                void *arg);
 
 /* Reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in
  * the reply means the host of the current connection). */

@@ -52,9 +52,19 @@ static void note(char *buf, size_t cap, const char *text)
     buf[n + tl] = '\0';
 }
 
-/* The reason in a "connect to HOST:PORT: reason" message of conn.c, for
- * messages that name the address themselves. */
-static const char *reason_of(const char *msg)
+/* ------------------------------------------------------------------ the search, pure
+ *
+ * What follows does no I/O: which sentinel to ask next, what its answer
+ * and the master's role reply mean, and the message when none helps.  The
+ * blocking client (below) and the asynchronous one (src/api/async.c) run
+ * the same search over their own connections. */
+
+long long relock__sentinel_timeout(long long configured_ms)
+{
+    return configured_ms < SENTINEL_TIMEOUT_MS ? configured_ms : SENTINEL_TIMEOUT_MS;
+}
+
+const char *relock__sentinel_reason(const char *msg)
 {
     const char *tail = strstr(msg, ": ");
     if (tail && strncmp(msg, "connect to ", 11) == 0)
@@ -62,49 +72,150 @@ static const char *reason_of(const char *msg)
     return msg;
 }
 
-/* Asks one sentinel; 0 with *out filled, or -1 with a reason in why. */
-static int ask_sentinel(relock_client *c, const relock__addr *a, relock__addr *out, char *why,
-                        size_t whylen)
+void relock__sentinel_begin(relock__sentinel_search *q, const relock__settings *s, int first)
 {
-    long long cto = c->s.connect_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.connect_timeout_ms
-                                                                  : SENTINEL_TIMEOUT_MS;
-    long long rto = c->s.command_timeout_ms < SENTINEL_TIMEOUT_MS ? c->s.command_timeout_ms
-                                                                  : SENTINEL_TIMEOUT_MS;
+    memset(q, 0, sizeof *q);
+    q->n = s->sentinel.naddrs;
+    q->first = q->n > 0 ? first % q->n : 0;
+    q->cur = -1;
+    q->worst = RELOCK_EIO;
+}
+
+int relock__sentinel_next(relock__sentinel_search *q)
+{
+    if (q->k >= q->n)
+        return q->cur = -1;
+    q->cur = (q->first + q->k++) % q->n;
+    return q->cur;
+}
+
+void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,
+                                  const char *reason)
+{
+    const relock__addr *a = &s->sentinel.addrs[q->cur];
+    char why[RELOCK__HOST_MAX * 2 + 200];
+    snprintf(why, sizeof why, "sentinel %s:%d: %s", a->host, a->port,
+             relock__sentinel_reason(reason));
+    note(q->tried, sizeof q->tried, why);
+}
+
+int relock__sentinel_answer(relock__sentinel_search *q, const relock__settings *s,
+                            const redisReply *r, relock__addr *out)
+{
+    const relock__addr *a = &s->sentinel.addrs[q->cur];
+    char why[RELOCK__HOST_MAX * 2 + 200];
+    if (r->type == REDIS_REPLY_NIL) {
+        snprintf(why, sizeof why, "sentinel %s:%d does not know master \"%s\"", a->host,
+                 a->port, s->sentinel.master);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(why, sizeof why, "sentinel %s:%d: %.120s", a->host, a->port, r->str);
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+               r->element[0]->type != REDIS_REPLY_STRING ||
+               r->element[1]->type != REDIS_REPLY_STRING ||
+               r->element[0]->len >= sizeof out->host || r->element[0]->len == 0) {
+        snprintf(why, sizeof why, "sentinel %s:%d: unexpected reply", a->host, a->port);
+    } else {
+        char *end = NULL;
+        long port = strtol(r->element[1]->str, &end, 10);
+        if (!*r->element[1]->str || *end || port < 1 || port > 65535) {
+            snprintf(why, sizeof why, "sentinel %s:%d: bad port \"%.16s\"", a->host, a->port,
+                     r->element[1]->str);
+        } else {
+            memcpy(out->host, r->element[0]->str, r->element[0]->len + 1);
+            out->port = (int)port;
+            return 0;
+        }
+    }
+    note(q->tried, sizeof q->tried, why);
+    return -1;
+}
+
+int relock__sentinel_role_by_info(int major, int minor, int patch)
+{
+    return (long)major * 10000 + minor * 100 + patch < 20812;
+}
+
+int relock__sentinel_role(const redisReply *r, int by_info, char *role, size_t rolelen)
+{
+    snprintf(role, rolelen, "unknown");
+    if (!by_info) {
+        if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING) {
+            snprintf(role, rolelen, "%s", r->element[0]->str);
+            return strcmp(r->element[0]->str, "master") == 0 ? 0 : 1;
+        }
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "role:");
+        if (p) {
+            p += 5;
+            size_t n = strcspn(p, "\r\n");
+            snprintf(role, rolelen, "%.*s", (int)(n < 31 ? n : 31), p);
+            return strcmp(role, "master") == 0 ? 0 : 1;
+        }
+    }
+    return -1;
+}
+
+void relock__sentinel_bad_master(relock__sentinel_search *q, const relock__settings *s,
+                                 const relock__addr *m, relock_status st, const char *why)
+{
+    const relock__addr *a = &s->sentinel.addrs[q->cur];
+    /* Our credentials refused by the master: say so, not "unreachable". */
+    if (st == RELOCK_ECONFIG || st == RELOCK_ENOMEM)
+        q->worst = st;
+    char line[RELOCK__HOST_MAX * 4 + 400];
+    snprintf(line, sizeof line, "sentinel %s:%d: master at %s:%d: %s", a->host, a->port,
+             m->host, m->port, why);
+    note(q->tried, sizeof q->tried, line);
+}
+
+relock_status relock__sentinel_end(const relock__sentinel_search *q, const relock__settings *s,
+                                   relock__err *err)
+{
+    if (q->n < 1)
+        return RELOCK__FAIL(err, RELOCK_ECONFIG,
+                            "sentinel.master is \"%s\" but sentinel.addrs lists no sentinel",
+                            s->sentinel.master);
+    return RELOCK__FAIL(err, q->worst, "no usable master \"%s\" from %d sentinel%s: %s",
+                        s->sentinel.master, q->n, q->n == 1 ? "" : "s", q->tried);
+}
+
+relock_status relock__sentinel_readonly_fail(relock__err *err, const relock__settings *s,
+                                             const char *name, const relock__server *srv,
+                                             const char *reply)
+{
+    return RELOCK__FAIL_SRV(err, RELOCK_EIO, reply,
+                            "%s on " RELOCK__ADDR_FMT
+                            ": the server is now a read-only replica: a failover "
+                            "of \"%s\" is under way; the next call asks the sentinels again",
+                            name, RELOCK__ADDR(srv), s->sentinel.master);
+}
+
+/* ------------------------------------------------------------------ the blocking client's search */
+
+/* Asks one sentinel; 0 with *out filled, or -1 with the reason noted. */
+static int ask_sentinel(relock_client *c, relock__sentinel_search *q, relock__addr *out)
+{
+    const relock__addr *a = &c->s.sentinel.addrs[q->cur];
     relock_status st;
     char err[RELOCK__HOST_MAX + 160];
-    redisContext *ctx = relock__connect_ctx(a->host, a->port, cto, rto, &st, err, sizeof err);
+    redisContext *ctx = relock__connect_ctx(a->host, a->port,
+                                            relock__sentinel_timeout(c->s.connect_timeout_ms),
+                                            relock__sentinel_timeout(c->s.command_timeout_ms),
+                                            &st, err, sizeof err);
     if (!ctx) {
-        snprintf(why, whylen, "sentinel %s:%d: %s", a->host, a->port, reason_of(err));
+        relock__sentinel_unreachable(q, &c->s, err);
         return -1;
     }
     const char *argv[] = {"SENTINEL", "get-master-addr-by-name", c->s.sentinel.master};
     redisReply *r = redisCommandArgv(ctx, 3, argv, NULL);
     int rc = -1;
-    if (!r) {
-        snprintf(why, whylen, "sentinel %s:%d: %s", a->host, a->port,
-                 ctx->errstr[0] ? ctx->errstr : "connection lost");
-    } else if (r->type == REDIS_REPLY_NIL) {
-        snprintf(why, whylen, "sentinel %s:%d does not know master \"%s\"", a->host, a->port,
-                 c->s.sentinel.master);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(why, whylen, "sentinel %s:%d: %.120s", a->host, a->port, r->str);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_STRING ||
-               r->element[1]->type != REDIS_REPLY_STRING ||
-               r->element[0]->len >= sizeof out->host || r->element[0]->len == 0) {
-        snprintf(why, whylen, "sentinel %s:%d: unexpected reply", a->host, a->port);
-    } else {
-        char *end = NULL;
-        long port = strtol(r->element[1]->str, &end, 10);
-        if (!*r->element[1]->str || *end || port < 1 || port > 65535) {
-            snprintf(why, whylen, "sentinel %s:%d: bad port \"%.16s\"", a->host, a->port,
-                     r->element[1]->str);
-        } else {
-            memcpy(out->host, r->element[0]->str, r->element[0]->len + 1);
-            out->port = (int)port;
-            rc = 0;
-        }
-    }
+    if (!r)
+        relock__sentinel_unreachable(q, &c->s, ctx->errstr[0] ? ctx->errstr : "connection lost");
+    else
+        rc = relock__sentinel_answer(q, &c->s, r, out);
     if (r)
         freeReplyObject(r);
     redisFree(ctx);
@@ -115,34 +226,12 @@ static int ask_sentinel(relock_client *c, const relock__addr *a, relock__addr *o
  * INFO replication before.  0 yes, 1 no (role in role), -1 error. */
 static int is_master(relock_client *c, char *role, size_t rolelen)
 {
-    long v = (long)c->conn.major * 10000 + c->conn.minor * 100 + c->conn.patch;
+    int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
     snprintf(role, rolelen, "unknown");
-    if (v >= 20812) {
-        redisReply *r = redisCommand(c->conn.ctx, "ROLE");
-        if (!r)
-            return -1;
-        int rc = -1;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-            r->element[0]->type == REDIS_REPLY_STRING) {
-            snprintf(role, rolelen, "%s", r->element[0]->str);
-            rc = strcmp(r->element[0]->str, "master") == 0 ? 0 : 1;
-        }
-        freeReplyObject(r);
-        return rc;
-    }
-    redisReply *r = redisCommand(c->conn.ctx, "INFO replication");
+    redisReply *r = redisCommand(c->conn.ctx, by_info ? "INFO replication" : "ROLE");
     if (!r)
         return -1;
-    int rc = -1;
-    if (r->type == REDIS_REPLY_STRING) {
-        const char *p = strstr(r->str, "role:");
-        if (p) {
-            p += 5;
-            size_t n = strcspn(p, "\r\n");
-            snprintf(role, rolelen, "%.*s", (int)(n < 31 ? n : 31), p);
-            rc = strcmp(role, "master") == 0 ? 0 : 1;
-        }
-    }
+    int rc = relock__sentinel_role(r, by_info, role, rolelen);
     freeReplyObject(r);
     return rc;
 }
@@ -156,7 +245,7 @@ static relock_status try_master(relock_client *c, const relock__addr *m, char *w
     node->port = m->port;
     relock_status st = relock__conn_open(c, node);
     if (st != RELOCK_OK) {
-        snprintf(why, whylen, "%s", reason_of(c->err.msg));
+        snprintf(why, whylen, "%s", relock__sentinel_reason(c->err.msg));
         return st;
     }
     char role[32];
@@ -174,44 +263,27 @@ static relock_status try_master(relock_client *c, const relock__addr *m, char *w
 
 relock_status relock__sentinel_connect(relock_client *c)
 {
-    const relock__settings *s = &c->s;
-    if (s->sentinel.naddrs < 1)
-        return RELOCK__FAIL(&c->err, RELOCK_ECONFIG,
-                            "sentinel.master is \"%s\" but sentinel.addrs lists no sentinel",
-                            s->sentinel.master);
-    /* Failures along the way are collected here, not recorded: only the
+    relock__sentinel_search q;
+    relock__sentinel_begin(&q, &c->s, c->sentinel_first);
+    if (q.n < 1)
+        return relock__sentinel_end(&q, &c->s, &c->err);
+    /* Failures along the way are collected in q, not recorded: only the
      * outcome of the whole search is the call's error. */
     relock__err saved = c->err;
-    char tried[sizeof c->err.msg];
-    tried[0] = '\0';
-    relock_status worst = RELOCK_EIO;
-    int n = s->sentinel.naddrs;
-    int first = c->sentinel_first % n;
-    for (int k = 0; k < n; k++) {
-        int i = (first + k) % n;
-        const relock__addr *a = &s->sentinel.addrs[i];
-        char why[RELOCK__HOST_MAX * 2 + 200];
+    while (relock__sentinel_next(&q) >= 0) {
         relock__addr m;
-        if (ask_sentinel(c, a, &m, why, sizeof why) != 0) {
-            note(tried, sizeof tried, why);
+        if (ask_sentinel(c, &q, &m) != 0)
             continue;
-        }
+        char why[RELOCK__HOST_MAX * 2 + 200];
         relock__err_clear(&c->err);
         relock_status st = try_master(c, &m, why, sizeof why);
         if (st == RELOCK_OK) {
             c->err = saved;
-            c->sentinel_first = i;
+            c->sentinel_first = q.cur;
             return RELOCK_OK;
         }
-        /* Our credentials refused by the master: say so, not "unreachable". */
-        if (st == RELOCK_ECONFIG || st == RELOCK_ENOMEM)
-            worst = st;
-        char line[sizeof why + 2 * RELOCK__HOST_MAX + 64];
-        snprintf(line, sizeof line, "sentinel %s:%d: master at %s:%d: %s", a->host, a->port,
-                 m.host, m.port, why);
-        note(tried, sizeof tried, line);
+        relock__sentinel_bad_master(&q, &c->s, &m, st, why);
     }
     c->err = saved;
-    return RELOCK__FAIL(&c->err, worst, "no usable master \"%s\" from %d sentinel%s: %s",
-                        s->sentinel.master, n, n == 1 ? "" : "s", tried);
+    return relock__sentinel_end(&q, &c->s, &c->err);
 }

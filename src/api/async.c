@@ -23,7 +23,10 @@
  * Connections: a connection (aconn) is one server's hiredis context with
  * its setup, its requests in flight (areq, in the order the server
  * answers), the operations waiting for it and its timers; the client has
- * one per server in its settings.
+ * one per server in its settings, and on a Redis Cluster one per node met
+ * (MOVED and ASK move a batch's unanswered rest there; see follow()).
+ * With Sentinel the first connection goes to the master the sentinels
+ * name, searched for before every connect (see loc_next()).
  *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
@@ -41,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "../../compat/ts.h"
 #include "engine/engine.h"
@@ -57,7 +61,7 @@
 
 /* ------------------------------------------------------------------ types */
 
-enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO };
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS };
 
 enum op_state {
     S_NEW = 0,    /* started, first step not run */
@@ -92,7 +96,12 @@ typedef struct areq {
     struct areq *fnext;  /* the connection's FIFO, oldest first */
     char *cmd[RELOCK__BATCH_CMDS];
     size_t len[RELOCK__BATCH_CMDS];
-    int n;
+    int n; /* commands; kept until the batch is answered (a redirection sends some again) */
+    /* The commands being sent: base..n-1, or with ask ASKING and cmd[base]
+     * alone (a redirection answered the earlier ones' part: see follow()). */
+    int base;
+    int ask;
+    int got; /* replies to the current sending */
     redisReply *rep[RELOCK__BATCH_CMDS];
     int nrep;
     int outstanding;
@@ -128,6 +137,9 @@ struct aop {
     unsigned txn_gen;
     int steps;
     int sent_any; /* a batch of this attempt went out */
+    int hops;       /* redirections followed for the current batch */
+    int rerouted;   /* sent elsewhere once when its node could not be reached */
+    aconn *redir;   /* where the batch goes next, when a redirection said */
     /* acquire */
     long long wait_ms;
     uint64_t deadline;
@@ -183,7 +195,11 @@ struct relock__alock {
     uint64_t keep_valid; /* validity as of the last renewal */
 };
 
-enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY };
+/* Connections a client may have at once: its server's, and Cluster nodes'
+ * met through redirections; beyond, an idle one is reused (node_conn). */
+#define ACONN_NODES 16
+
+enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY, C_LOCATING };
 
 /* One connection to one server: the hiredis context, its setup (login and
  * probe), its requests in flight, the operations waiting for it, its
@@ -193,6 +209,8 @@ struct aconn {
     relock_async *a;
     int idx;                   /* its index in a->conns */
     const relock__server *srv; /* where it connects */
+    relock__server node; /* srv for an address no setting names: a Cluster node, or
+                            the master the sentinels named (servers[0]'s login and db) */
     redisAsyncContext *ac;
     int cstate;
     int connected; /* TCP up: a batch sent may have reached the server */
@@ -215,9 +233,29 @@ struct relock_async {
     relock_status fatal; /* the probe or the mode failed: every operation fails */
     relock__err fatal_err;
     int probed;
-    /* the connections, one per server */
+    /* the connections, one per server; with Cluster one per node met,
+     * added up to ncap (a connection never moves: operations point at it) */
     aconn *conns;
     int nconns;
+    int ncap;
+    /* Cluster: the slot map (1 + the index of the master's connection; 0
+     * unknown), made at the first MOVED; home: where an operation whose
+     * slot is unknown goes */
+    uint8_t *slots;
+    aconn *home;
+    aop slots_rd;     /* CLUSTER SLOTS in flight (K_SLOTS), when state is S_SENT */
+    uint64_t slots_at; /* when it was last sent */
+    int slots_stale;  /* a master could not be reached: read the map again */
+    /* Sentinel: the search for the master (conns[0] connects there) */
+    struct {
+        relock__sentinel_search q;
+        redisAsyncContext *ac; /* the sentinel being asked */
+        void *timer;
+        relock__addr m; /* the master it named */
+        int active;     /* a search is under way */
+        int checking;   /* connecting to m and checking its role */
+        int go;         /* conn_connect: connect to m now */
+    } loc;
     /* every live operation, every lock */
     aop *ops;
     struct relock__alock *alocks;
@@ -236,6 +274,8 @@ struct relock_async {
 
 static void op_start(aop *op);
 static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
+static int follow(aop *op);
+static aconn *route(relock_async *a, const char *key);
 static void conn_connect(aconn *cn);
 static void queue_push(aconn *cn, aop *op);
 static void kick_fire(void *arg);
@@ -262,6 +302,18 @@ static void timer_stop(relock_async *a, void **t)
 }
 
 static void really_free(relock_async *a);
+
+/* Why a connect under way failed, when the loop's adapter did not tell
+ * (hiredis's libuv adapter drops a poll error, so a refused connect shows
+ * only as a timeout): the socket's pending error, or NULL. */
+static const char *sock_error(const redisAsyncContext *ac)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (ac && ac->c.fd >= 0 && getsockopt(ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
+        return strerror(err);
+    return NULL;
+}
 
 static void enter(relock_async *a)
 {
@@ -310,7 +362,7 @@ static redisReply *reply_copy(const redisReply *r, int depth)
     return c;
 }
 
-/* Frees a request's unsent commands and the replies it holds. */
+/* Frees a request's commands and the replies it holds. */
 static void rq_clear(areq *rq)
 {
     for (int i = 0; i < rq->n; i++) {
@@ -318,6 +370,7 @@ static void rq_clear(areq *rq)
         rq->cmd[i] = NULL;
     }
     rq->n = 0;
+    rq->base = rq->ask = 0;
     for (int i = 0; i < rq->nrep; i++)
         if (rq->rep[i]) {
             freeReplyObject(rq->rep[i]);
@@ -329,6 +382,17 @@ static void rq_clear(areq *rq)
 static void batch_clear(aop *op)
 {
     rq_clear(&op->rq);
+}
+
+/* Frees a request's commands (answered: the next batch comes). */
+static void rq_cmds_free(areq *rq)
+{
+    for (int i = 0; i < rq->n; i++) {
+        free(rq->cmd[i]);
+        rq->cmd[i] = NULL;
+    }
+    rq->n = 0;
+    rq->base = rq->ask = 0;
 }
 
 /* ------------------------------------------------------------------ machines of each mode */
@@ -611,6 +675,7 @@ static void lock_op_end(aop *op)
         aop *next = al->after;
         al->after = NULL;
         al->busy = next;
+        next->cn = route(op->a, next->l ? next->l->key : NULL);
         conn_wants(next->cn, next);
     }
 }
@@ -686,7 +751,6 @@ static void conn_wants(aconn *cn, aop *op)
 
 /* The connection to host:port (a Unix socket: port 0), or NULL; for
  * redirections to a server by its address. */
-static aconn *conn_find(relock_async *a, const char *host, int port) __attribute__((unused));
 static aconn *conn_find(relock_async *a, const char *host, int port)
 {
     for (int i = 0; i < a->nconns; i++)
@@ -732,7 +796,10 @@ static void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char
     if (!hiredis_frees)
         redisAsyncFree(ac);
     char text[400];
-    snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), why);
+    if (strncmp(why, "connect to ", 11) == 0)
+        snprintf(text, sizeof text, "%s", why); /* names the server already */
+    else
+        snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), why);
     areq *f = cn->fifo;
     cn->fifo = cn->fifo_tail = NULL;
     while (f && !a->freeing) {
@@ -760,8 +827,12 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
         conn_gone(cn, 1, RELOCK_EIO, why);
     } else if (op->state == S_SENT) {
-        rq->rep[rq->nrep] = reply_copy(r, 0);
-        rq->nrep++;
+        /* with ask, the first reply is ASKING's, and goes */
+        if (!(rq->ask && rq->got == 0)) {
+            rq->rep[rq->nrep] = reply_copy(r, 0);
+            rq->nrep++;
+        }
+        rq->got++;
         if (--rq->outstanding == 0) {
             /* The requests behind a slow one (WAIT) waited for it: their
              * command timeout counts from now. */
@@ -777,7 +848,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                     missing = 1;
             if (missing)
                 op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
-            else
+            else if (op->kind == K_SETUP || op->kind == K_SLOTS || !follow(op))
                 op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         }
     }
@@ -811,16 +882,20 @@ static void rq_send(areq *rq)
 {
     aconn *cn = rq->cn;
     relock_async *a = cn->a;
-    rq->nrep = 0;
-    rq->outstanding = rq->n;
+    rq->nrep = rq->base;
+    rq->got = 0;
     rq->sent_at = now_ms();
     fifo_push(cn, rq);
-    for (int i = 0; i < rq->n; i++) {
-        redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[i], rq->len[i]);
-        free(rq->cmd[i]);
-        rq->cmd[i] = NULL;
+    if (rq->ask) {
+        static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+        rq->outstanding = 2;
+        redisAsyncFormattedCommand(cn->ac, on_reply, rq, asking, sizeof asking - 1);
+        redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[rq->base], rq->len[rq->base]);
+    } else {
+        rq->outstanding = rq->n - rq->base;
+        for (int i = rq->base; i < rq->n; i++)
+            redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[i], rq->len[i]);
     }
-    rq->n = 0;
     if (!cn->tmo_timer)
         cn->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, cn);
 }
@@ -855,6 +930,28 @@ static void submit(aop *op)
                 "the connection changed since the write");
         return;
     }
+    if (op->redir) {
+        /* the rest of a redirected batch (never inside a transaction) */
+        aconn *to = op->redir;
+        if (to->cstate != C_READY || to->txn_owner) {
+            op->state = S_QUEUED;
+            queue_push(to, op);
+            if (to->cstate == C_DOWN)
+                conn_connect(to);
+            return;
+        }
+        /* A write that went on to another node: a WAIT after it could not
+         * count it on the connection it started on (as the blocking
+         * client, whose write mark is the connection it began on). */
+        if (op->phase == PH_MAIN && !op->fencing && !op->undoing)
+            op->wmoved = 1;
+        op->redir = NULL;
+        op->state = S_SENT;
+        op->rq.op = op;
+        op->rq.cn = to;
+        rq_send(&op->rq);
+        return;
+    }
     if (cn->txn_owner == op) {
         if (cn->gen != op->txn_gen || cn->cstate != C_READY) {
             /* The transaction's connection is gone: never replaced under it. */
@@ -879,6 +976,271 @@ static void submit(aop *op)
     send_now(op);
 }
 
+/* ------------------------------------------------------------------ Cluster and Sentinel replies
+ *
+ * What a reply asks of the client is decided by the blocking client's
+ * rules (relock__route_reply, src/cluster.c): MOVED sends the command and
+ * the batch's later ones again to the node named, which serves the slot
+ * from then on (the slot map); ASK sends ASKING and the command once to
+ * the node named, the later ones going on as before; TRYAGAIN sends them
+ * again to the same node a moment later; too many redirections, and
+ * Sentinel's READONLY (the connection is then dropped: the next batch asks
+ * the sentinels again), end the batch as unsent with the blocking client's
+ * message.  Inside a transaction nothing is followed. */
+
+/* Cluster's slot map is on: one server, no Sentinel, cluster.slot_map. */
+static int map_on(const relock_async *a)
+{
+    const relock__settings *s = &a->c->s;
+    return s->cluster.slot_map && s->nservers <= 1 && !relock__sentinel_on(s);
+}
+
+static void map_forget(aconn *cn);
+static void conn_drop(aconn *cn);
+
+/* A node's connection that nothing uses now (no operation points at it,
+ * nothing in flight or waiting, not home), to serve another node; NULL
+ * when every one is in use. */
+static aconn *node_idle(relock_async *a)
+{
+    aconn *pick = NULL;
+    for (int i = 1; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        if (cn == a->home || cn->fifo || cn->queue || cn->txn_owner ||
+            (cn->cstate != C_DOWN && cn->cstate != C_READY))
+            continue;
+        int used = 0;
+        for (aop *op = a->ops; op && !used; op = op->next)
+            used = op->cn == cn || op->redir == cn;
+        if (!used && (!pick || cn->cstate == C_DOWN))
+            pick = cn;
+    }
+    if (pick) {
+        conn_drop(pick);
+        map_forget(pick);
+        batch_clear(&pick->setup);
+        memset(&pick->node, 0, sizeof pick->node); /* the password */
+    }
+    return pick;
+}
+
+/* The connection to the Cluster node host:port, added when new (with
+ * servers[0]'s login and db); NULL when ncap are in use and busy. */
+static aconn *node_conn(relock_async *a, const char *host, int port)
+{
+    aconn *cn = conn_find(a, host, port);
+    if (cn || strlen(host) >= sizeof cn->node.host)
+        return cn;
+    if (a->nconns < a->ncap)
+        cn = &a->conns[a->nconns++];
+    else if (!(cn = node_idle(a)))
+        return NULL;
+    int idx = (int)(cn - a->conns);
+    memset(cn, 0, sizeof *cn);
+    cn->a = a;
+    cn->idx = idx;
+    cn->node = a->c->s.servers[0];
+    snprintf(cn->node.host, sizeof cn->node.host, "%s", host);
+    cn->node.port = port;
+    cn->srv = &cn->node;
+    return cn;
+}
+
+/* The connection an operation on key starts on: its slot's master when
+ * the map knows it, else home. */
+static aconn *route(relock_async *a, const char *key)
+{
+    if (a->slots && key) {
+        int idx = a->slots[relock__cluster_slot(key, strlen(key))];
+        if (idx)
+            return &a->conns[idx - 1];
+    }
+    return a->home ? a->home : &a->conns[0];
+}
+
+/* A node that could not be reached leaves the map (a failover may have
+ * moved its slots): its slots' operations go home, whose MOVED tells. */
+static void map_forget(aconn *cn)
+{
+    relock_async *a = cn->a;
+    if (a->home == cn)
+        a->home = &a->conns[0];
+    if (!a->slots)
+        return;
+    a->slots_stale = 1;
+    for (int i = 0; i < RELOCK__CLUSTER_NSLOTS; i++)
+        if (a->slots[i] == cn->idx + 1)
+            a->slots[i] = 0;
+}
+
+/* One range of CLUSTER SLOTS into the map.  A master beyond the
+ * connections a client may have stays unknown (its MOVED teaches it). */
+static void map_range(void *arg, int from, int to, const char *host, int port)
+{
+    relock_async *a = arg;
+    aconn *cn = conn_find(a, host, port);
+    if (!cn && a->nconns < a->ncap)
+        cn = node_conn(a, host, port);
+    if (cn)
+        memset(&a->slots[from], cn->idx + 1, (size_t)(to - from + 1));
+}
+
+/* After a MOVED from at: the whole map is read from it (CLUSTER SLOTS)
+ * the first time, and again at most once a second, or after a master
+ * could not be reached, as the blocking client reads it; only when at is
+ * ready and in no transaction (the request shares the connection), and
+ * one at a time.  The MOVED's own slot is recorded already. */
+static void slots_read(aconn *at)
+{
+    relock_async *a = at->a;
+    aop *rd = &a->slots_rd;
+    uint64_t now = now_ms();
+    if (rd->state == S_SENT || !a->slots || at->cstate != C_READY || at->txn_owner ||
+        (a->slots_at && !a->slots_stale && now - a->slots_at < 1000))
+        return;
+    batch_clear(rd);
+    memset(rd, 0, sizeof *rd);
+    rd->a = a;
+    rd->cn = at;
+    rd->kind = K_SLOTS;
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    size_t len[2] = {7, 5};
+    int fl = redisFormatCommandArgv(&rd->rq.cmd[0], 2, argv, len);
+    if (fl < 0)
+        return;
+    rd->rq.len[0] = (size_t)fl;
+    rd->rq.n = 1;
+    a->slots_at = now;
+    send_now(rd);
+}
+
+/* The reply to CLUSTER SLOTS (or the fault that ended it). */
+static void slots_done(aop *rd, relock__fault fault)
+{
+    relock_async *a = rd->a;
+    areq *rq = &rd->rq;
+    rd->state = S_DONE;
+    if (fault == RELOCK__FAULT_NONE && rq->nrep == 1 && a->slots &&
+        rq->rep[0]->type == REDIS_REPLY_ARRAY) {
+        memset(a->slots, 0, RELOCK__CLUSTER_NSLOTS);
+        relock__cluster_slots_parse(rq->rep[0], rq->cn->srv->host, map_range, a);
+        a->slots_stale = 0;
+    }
+    batch_clear(rd);
+}
+
+static void redir_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    enter(a);
+    submit(op);
+    leave(a);
+}
+
+/* The batch's command name i (for messages), from its formatted text. */
+static void cmd_name(const areq *rq, int i, char *out, size_t outlen)
+{
+    const char *p = rq->cmd[i];
+    const char *nl = p ? memchr(p, '\n', rq->len[i]) : NULL;
+    nl = nl ? memchr(nl + 1, '\n', rq->len[i] - (size_t)(nl + 1 - p)) : NULL;
+    size_t n = nl ? strcspn(nl + 1, "\r") : 0;
+    snprintf(out, outlen, "%.*s", (int)(n < 31 ? n : 31), nl ? nl + 1 : "");
+}
+
+/* Acts on a redirection or READONLY among the replies just completed;
+ * 1 when it did (the batch goes on, or was ended), 0 when the replies are
+ * the machine's. */
+static int follow(aop *op)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    areq *rq = &op->rq;
+    aconn *at = rq->cn;
+    int in_txn = op->in_txn || at->txn_owner == op;
+    for (int i = rq->base; i < rq->nrep; i++) {
+        relock__redirect to;
+        enum relock__route act =
+            relock__route_reply(&c->s, in_txn, op->hops, at->srv->host, rq->rep[i], &to);
+        if (act == RELOCK__ROUTE_REPLY ||
+            (c->s.nservers > 1 && act != RELOCK__ROUTE_READONLY)) /* a quorum's server: as is */
+            continue;
+        char name[32];
+        cmd_name(rq, i, name, sizeof name);
+        relock__err e;
+        relock__err_clear(&e);
+        if (act == RELOCK__ROUTE_READONLY)
+            relock__sentinel_readonly_fail(&e, &c->s, name, at->srv, rq->rep[i]->str);
+        else if (act == RELOCK__ROUTE_TOO_MANY)
+            relock__route_too_many(&e, name, op->hops, rq->rep[i]->str);
+        long pause = act == RELOCK__ROUTE_TRYAGAIN ? relock__route_tryagain_ms(op->hops) : 0;
+        int was_ask = rq->ask;
+        for (int j = i; j < rq->nrep; j++)
+            if (rq->rep[j]) {
+                freeReplyObject(rq->rep[j]);
+                rq->rep[j] = NULL;
+            }
+        rq->nrep = i;
+        rq->base = i;
+        rq->ask = 0;
+        op->hops++;
+        if (act == RELOCK__ROUTE_READONLY || act == RELOCK__ROUTE_TOO_MANY) {
+            if (act == RELOCK__ROUTE_READONLY && at->ac)
+                conn_gone(at, 0, RELOCK_EIO, e.msg);
+            op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
+            return 1;
+        }
+        aconn *next = at;
+        if (act != RELOCK__ROUTE_TRYAGAIN) {
+            op->redir = at; /* at is in use: node_conn must not reuse it */
+            next = node_conn(a, to.host, to.port);
+            op->redir = NULL;
+            if (!next) {
+                snprintf(e.msg, sizeof e.msg,
+                         "%s: redirected to %s:%d, but the client's %d connections to "
+                         "Cluster nodes are all in use",
+                         name, to.host, to.port, a->ncap);
+                op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
+                return 1;
+            }
+        }
+        if (act == RELOCK__ROUTE_MOVED) {
+            c->moved++;
+            if (map_on(a)) {
+                if (!a->slots)
+                    a->slots = calloc(RELOCK__CLUSTER_NSLOTS, 1);
+                if (a->slots)
+                    a->slots[to.slot] = (uint8_t)(next->idx + 1);
+                slots_read(at);
+            } else {
+                a->home = next; /* the one connection moves, as without a map */
+            }
+            op->cn = next;
+        }
+        /* TRYAGAIN after ASK asks again (the slot is still migrating) */
+        rq->ask = act == RELOCK__ROUTE_ASK || (act == RELOCK__ROUTE_TRYAGAIN && was_ask);
+        op->redir = next;
+        if (pause > 0) {
+            op->state = S_QUEUED;
+            op->timer = timer_start(a, pause, redir_fire, op);
+            if (op->timer)
+                return 1;
+        }
+        submit(op);
+        return 1;
+    }
+    if (rq->ask && rq->base + 1 < rq->n) {
+        /* the ASKed command was answered: the later ones go on as before */
+        rq->base++;
+        rq->ask = 0;
+        op->redir = op->cn;
+        submit(op);
+        return 1;
+    }
+    return 0;
+}
+
 static void setup_done(aconn *cn, relock_status st);
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -895,6 +1257,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
         char why[300];
         snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
                  ac->errstr[0] ? ac->errstr : "failed");
+        map_forget(cn);
         conn_gone(cn, 1, RELOCK_EIO, why);
     }
     leave(a);
@@ -920,8 +1283,14 @@ static void conn_timeout(void *arg)
     enter(a);
     if (cn->ac && !cn->connected) {
         char why[300];
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
-                 RELOCK__ADDR(cn->srv), a->c->s.connect_timeout_ms);
+        const char *se = sock_error(cn->ac);
+        if (se)
+            snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
+                     se);
+        else
+            snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
+                     RELOCK__ADDR(cn->srv), a->c->s.connect_timeout_ms);
+        map_forget(cn);
         conn_gone(cn, 0, RELOCK_EIO, why);
     }
     leave(a);
@@ -931,10 +1300,250 @@ static void conn_timeout(void *arg)
  * the probe machine (setup.attempt: 0 logging in, 1 probing). */
 
 static void setup_step(aop *op, const relock__feed *in);
+static void loc_timeout_fire(void *arg);
+
+/* ------------------------------------------------------------------ Sentinel
+ *
+ * With Sentinel, conns[0] connects to the master the sentinels name, found
+ * as the blocking client finds it (the search's pure steps in
+ * src/sentinel.c): the sentinels are asked in turn, from the one that
+ * helped last, on a short-lived connection each (SENTINEL
+ * get-master-addr-by-name, within relock__sentinel_timeout()); the master
+ * named is connected, logged in and probed, and its ROLE checked; only then
+ * is the connection ready.  Operations wait meanwhile; when no sentinel
+ * gives a usable master they fail with the search's message.  Every later
+ * connect (after a lost connection, or a READONLY) searches again. */
+
+static void loc_next(relock_async *a);
+
+/* Closes the connection to the sentinel being asked, if any. */
+static void loc_stop(relock_async *a)
+{
+    timer_stop(a, &a->loc.timer);
+    redisAsyncContext *ac = a->loc.ac;
+    if (ac) {
+        a->loc.ac = NULL;
+        ac->data = NULL;
+        redisAsyncFree(ac); /* deferred by hiredis inside its own callbacks */
+    }
+}
+
+/* The sentinel being asked failed (reason): the next one is asked. */
+static void loc_failed(relock_async *a, const char *reason)
+{
+    char why[RELOCK__HOST_MAX + 160];
+    snprintf(why, sizeof why, "%s", reason);
+    loc_stop(a);
+    relock__sentinel_unreachable(&a->loc.q, &a->c->s, why);
+    loc_next(a);
+}
+
+static void loc_on_connect(const redisAsyncContext *ac, int status)
+{
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    enter(a);
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this callback */
+        a->loc.ac->data = NULL;
+        a->loc.ac = NULL;
+        loc_failed(a, ac->errstr[0] ? ac->errstr : "connect failed");
+    } else {
+        timer_stop(a, &a->loc.timer);
+        a->loc.timer = timer_start(a, relock__sentinel_timeout(a->c->s.command_timeout_ms),
+                                   loc_timeout_fire, a);
+    }
+    leave(a);
+}
+
+static void loc_on_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    enter(a);
+    a->loc.ac->data = NULL;
+    a->loc.ac = NULL; /* hiredis frees it */
+    loc_failed(a, ac->errstr[0] ? ac->errstr : "connection lost");
+    leave(a);
+}
+
+static void loc_on_reply(redisAsyncContext *ac, void *rr, void *priv)
+{
+    (void)priv;
+    relock_async *a = ac->data;
+    if (!a || !rr)
+        return; /* no reply: the disconnect callback tells */
+    enter(a);
+    relock_client *c = a->c;
+    relock__addr m;
+    int rc = relock__sentinel_answer(&a->loc.q, &c->s, rr, &m);
+    loc_stop(a);
+    if (rc != 0) {
+        loc_next(a);
+    } else {
+        aconn *cn = &a->conns[0];
+        cn->node = c->s.servers[0]; /* login and db */
+        memcpy(cn->node.host, m.host, sizeof cn->node.host);
+        cn->node.port = m.port;
+        cn->srv = &cn->node;
+        a->loc.m = m;
+        a->loc.checking = 1;
+        a->loc.go = 1;
+        conn_connect(cn);
+    }
+    leave(a);
+}
+
+static void loc_timeout_fire(void *arg)
+{
+    relock_async *a = arg;
+    a->loc.timer = NULL;
+    enter(a);
+    char why[96];
+    const char *se = a->loc.ac && !(a->loc.ac->c.flags & REDIS_CONNECTED) ? sock_error(a->loc.ac)
+                                                                           : NULL;
+    if (se)
+        snprintf(why, sizeof why, "%s", se);
+    else
+        snprintf(why, sizeof why, "no answer within %lld ms",
+                 a->loc.ac && a->loc.ac->c.flags & REDIS_CONNECTED
+                     ? relock__sentinel_timeout(a->c->s.command_timeout_ms)
+                     : relock__sentinel_timeout(a->c->s.connect_timeout_ms));
+    loc_failed(a, why);
+    leave(a);
+}
+
+/* Asks the next sentinel; when each was asked, the connection's setup
+ * fails with the search's error. */
+static void loc_next(relock_async *a)
+{
+    relock_client *c = a->c;
+    aconn *cn = &a->conns[0];
+    cn->cstate = C_LOCATING;
+    a->loc.checking = 0;
+    while (relock__sentinel_next(&a->loc.q) >= 0) {
+        const relock__addr *s = &c->s.sentinel.addrs[a->loc.q.cur];
+        redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
+        if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+            relock__sentinel_unreachable(&a->loc.q, &c->s,
+                                         ac && ac->err ? ac->errstr : "cannot attach to the loop");
+            if (ac)
+                redisAsyncFree(ac);
+            continue;
+        }
+        ac->data = a;
+        a->loc.ac = ac;
+        redisAsyncSetConnectCallback(ac, loc_on_connect);
+        redisAsyncSetDisconnectCallback(ac, loc_on_disconnect);
+        const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", c->s.sentinel.master};
+        redisAsyncCommandArgv(ac, loc_on_reply, NULL, 3, argv, NULL);
+        a->loc.timer = timer_start(a, relock__sentinel_timeout(c->s.connect_timeout_ms),
+                                   loc_timeout_fire, a);
+        return;
+    }
+    a->loc.active = 0;
+    cn->cstate = C_DOWN;
+    relock__err_clear(&c->err);
+    setup_done(cn, relock__sentinel_end(&a->loc.q, &c->s, &c->err));
+}
+
+/* Tears down cn's context when nothing is in flight on it (its setup
+ * ended), without feeding anyone or reconnecting. */
+static void conn_drop(aconn *cn)
+{
+    relock_async *a = cn->a;
+    redisAsyncContext *ac = cn->ac;
+    if (!ac)
+        return;
+    cn->ac = NULL;
+    cn->cstate = C_DOWN;
+    cn->connected = 0;
+    cn->gen++;
+    ac->data = NULL;
+    timer_stop(a, &cn->conn_timer);
+    timer_stop(a, &cn->tmo_timer);
+    redisAsyncFree(ac);
+}
+
+/* The master the current sentinel named failed (st, c's error): the next
+ * sentinel is asked. */
+static void loc_bad_master(aconn *cn, relock_status st, const char *why)
+{
+    relock_async *a = cn->a;
+    /* "connect to HOST:PORT: reason" within a longer message: the reason */
+    const char *p = strstr(why, "connect to ");
+    char text[sizeof a->c->err.msg];
+    snprintf(text, sizeof text, "%s", relock__sentinel_reason(p ? p : why));
+    relock__sentinel_bad_master(&a->loc.q, &a->c->s, &a->loc.m, st, text);
+    conn_drop(cn);
+    loc_next(a);
+}
+
+/* The probe of the master named is done: ROLE (INFO replication before
+ * 2.8.12) goes next (setup.attempt 2). */
+static void role_ask(aop *su)
+{
+    relock_client *c = su->a->c;
+    int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
+    const char *argv[2] = {by_info ? "INFO" : "ROLE", "replication"};
+    size_t len[2] = {by_info ? 4 : 4, 11};
+    rq_cmds_free(&su->rq);
+    int fl = redisFormatCommandArgv(&su->rq.cmd[0], by_info ? 2 : 1, argv, len);
+    if (fl < 0) {
+        loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
+        return;
+    }
+    su->rq.len[0] = (size_t)fl;
+    su->rq.n = 1;
+    su->attempt = 2;
+    send_now(su);
+}
+
+static void role_check(aop *su, const relock__feed *in)
+{
+    aconn *cn = su->cn;
+    relock_async *a = su->a;
+    relock_client *c = a->c;
+    char role[32], why[RELOCK__HOST_MAX + 200];
+    int rc = -1;
+    if (in->fault || in->nreply < 1) {
+        snprintf(why, sizeof why, "ROLE: %s", in->fault_text ? in->fault_text : "no reply");
+    } else {
+        int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
+        rc = relock__sentinel_role(in->reply[0], by_info, role, sizeof role);
+        if (rc < 0)
+            snprintf(why, sizeof why, "ROLE: unexpected reply");
+        else
+            snprintf(why, sizeof why, "not a master (role %s)", role);
+    }
+    if (rc == 0) {
+        a->loc.checking = 0;
+        a->loc.active = 0;
+        c->sentinel_first = a->loc.q.cur;
+        setup_done(cn, RELOCK_OK);
+        return;
+    }
+    relock__sentinel_bad_master(&a->loc.q, &c->s, &a->loc.m, RELOCK_EIO, why);
+    conn_drop(cn);
+    loc_next(a);
+}
 
 static void conn_connect(aconn *cn)
 {
     relock_async *a = cn->a;
+    if (cn->idx == 0 && relock__sentinel_on(&a->c->s) && !a->loc.go) {
+        /* find the master first */
+        if (!a->loc.active) {
+            relock__sentinel_begin(&a->loc.q, &a->c->s, a->c->sentinel_first);
+            a->loc.active = 1;
+        }
+        loc_next(a);
+        return;
+    }
+    a->loc.go = 0;
     const relock__server *srv = cn->srv;
     redisAsyncContext *ac =
         srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
@@ -1001,6 +1610,11 @@ static void conn_connect(aconn *cn)
 static void setup_done(aconn *cn, relock_status st)
 {
     relock_async *a = cn->a;
+    if (st != RELOCK_OK && a->loc.checking) {
+        /* the master a sentinel named cannot be used: ask the next */
+        loc_bad_master(cn, st, a->c->err.msg);
+        return;
+    }
     if (st == RELOCK_OK) {
         cn->cstate = C_READY;
         if (!a->probed) {
@@ -1046,6 +1660,21 @@ static void setup_done(aconn *cn, relock_status st)
     while (q && !a->freeing) {
         aop *next = q->qnext;
         q->qnext = NULL;
+        if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
+            !relock__sentinel_on(&a->c->s)) {
+            /* A Cluster node that cannot be reached left the map
+             * (map_forget): an operation that sent nothing yet tries once
+             * where its slot leads now, as the blocking client tries once
+             * more after reading the map again. */
+            aconn *to = route(a, q->l ? q->l->key : NULL);
+            if (to != cn) {
+                q->rerouted = 1;
+                q->cn = to;
+                conn_wants(to, q);
+                q = next;
+                continue;
+            }
+        }
         if (q->state == S_NEW || a->fatal) {
             if (!q->err)
                 q->err = malloc(sizeof *q->err);
@@ -1053,7 +1682,9 @@ static void setup_done(aconn *cn, relock_status st)
                 relock__err_copy(q->err, &why);
             op_finish(q, st);
         } else {
-            batch_clear(q);
+            /* a redirected batch keeps the replies its first commands had */
+            if (!q->redir)
+                batch_clear(q);
             op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
         }
         q = next;
@@ -1067,6 +1698,10 @@ static void setup_step(aop *su, const relock__feed *in)
     relock_client *c = a->c;
     const relock__server *srv = cn->srv;
     relock__feed first;
+    if (su->attempt == 2) {
+        role_check(su, in);
+        return;
+    }
     if (su->attempt == 0) {
         /* the replies to AUTH and SELECT */
         relock__err_clear(&c->err);
@@ -1102,9 +1737,13 @@ static void setup_step(aop *su, const relock__feed *in)
     relock__err_clear(&c->err);
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
     if (s == RELOCK__STEP_DONE) {
-        setup_done(cn, su->probe.h.st);
+        if (su->probe.h.st == RELOCK_OK && a->loc.checking)
+            role_ask(su); /* a master the sentinels named: is it one? */
+        else
+            setup_done(cn, su->probe.h.st);
         return;
     }
+    rq_cmds_free(&su->rq);
     const relock__cmd *k = &a->batch.cmd[0];
     int fl = redisFormatCommandArgv(&su->rq.cmd[0], k->argc, (const char **)k->argv, k->len);
     if (fl < 0) {
@@ -1747,6 +2386,10 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
 {
     relock_async *a = op->a;
     relock_client *c = a->c;
+    if (op->kind == K_SLOTS) {
+        slots_done(op, fault);
+        return;
+    }
     if (op->kind == K_SETUP) {
         /* the replies move out: the step may send the next batch at once */
         redisReply *rep[RELOCK__BATCH_CMDS];
@@ -1841,6 +2484,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 rq->rep[i] = NULL;
             }
         rq->nrep = 0;
+        rq_cmds_free(rq);
+        op->hops = 0;
+        op->redir = NULL;
         if (s == RELOCK__STEP_DONE && op->clocking) {
             /* The clock is known (or its failure is the fault the waiting
              * replies are fed with, as the blocking driver does). */
@@ -2012,6 +2658,7 @@ static void op_enqueue(aop *op)
     a->ops = op;
     a->pending++;
     op->state = S_NEW;
+    op->cn = route(a, op->l ? op->l->key : NULL);
     conn_wants(op->cn, op);
 }
 
@@ -2102,9 +2749,11 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     c->replicas_acked = -1;
     snprintf(c->mode_reason, sizeof c->mode_reason,
              "this lock belongs to an asynchronous client: use relock_async_*()");
-    /* A connection per server, none open yet. */
+    /* A connection per server, none open yet; one server may be a Cluster
+     * node, and the others met get theirs (node_conn). */
     int nconns = c->s.nservers > 0 ? c->s.nservers : 1;
-    a->conns = calloc((size_t)nconns, sizeof *a->conns);
+    a->ncap = nconns == 1 && !relock__sentinel_on(&c->s) ? ACONN_NODES : nconns;
+    a->conns = calloc((size_t)a->ncap, sizeof *a->conns);
     if (!a->conns) {
         a->fatal = RELOCK__FAIL(&a->err, RELOCK_ENOMEM, "out of memory");
         relock__err_copy(&a->fatal_err, &a->err);
@@ -2116,11 +2765,15 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         a->conns[i].idx = i;
         a->conns[i].srv = &c->s.servers[i];
     }
+    a->home = &a->conns[0];
+    if (relock__sentinel_on(&c->s)) {
+        /* Sentinel: the connection goes to the master the sentinels name */
+        a->conns[0].node = c->s.servers[0];
+        a->conns[0].srv = &a->conns[0].node;
+    }
     const char *no = NULL;
     if (c->s.nservers > 1)
         no = "several servers (a quorum)";
-    else if (relock__sentinel_on(&c->s))
-        no = "Sentinel";
     if (no) {
         a->fatal = RELOCK__FAIL(&a->err, RELOCK_EUNSUPPORTED,
                                 "%s: not available to the asynchronous client yet (docs/api.md); "
@@ -2252,7 +2905,7 @@ relock_status relock_async_cancel(relock_async_op *h)
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
     } else if (op->state == S_QUEUED && !op->sent_any) {
-        queue_remove(op->cn, op);
+        queue_remove(op->redir ? op->redir : op->cn, op);
         batch_clear(op);
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
@@ -2382,7 +3035,11 @@ static void really_free(relock_async *a)
         }
         batch_clear(&cn->setup);
     }
+    loc_stop(a);
+    batch_clear(&a->slots_rd);
+    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
     free(a->conns);
+    free(a->slots);
     if (a->sub) {
         redisAsyncContext *s = a->sub;
         a->sub = NULL;

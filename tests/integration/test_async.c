@@ -842,10 +842,11 @@ static void test_refusals(void **state)
     relock_async *a = NULL;
     assert_int_equal(relock_async_new(NULL, &lp, &a), RELOCK_EINVAL);
     relock_config *cfg = config("modern", "ref:");
-    assert_int_equal(relock_config_set(cfg, "sentinel.master", "m"), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "sentinel.addrs", "127.0.0.1:1"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "servers",
+                                       "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3"),
+                     RELOCK_OK);
     assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EUNSUPPORTED);
-    assert_non_null(strstr(relock_async_error(a)->message, "Sentinel"));
+    assert_non_null(strstr(relock_async_error(a)->message, "several servers"));
     outcome o = {0};
     assert_int_equal(relock_async_try_acquire(a, "x", 0, record, &o, NULL), RELOCK_EUNSUPPORTED);
     relock_async_free(a);

@@ -1,0 +1,659 @@
+/*
+ * Redis Cluster under the asynchronous client (DESIGN §6), on libevent
+ * (it_async_cluster_libevent) or libuv (it_async_cluster_libuv): three
+ * masters joined by redis-cli, as test_cluster.c starts them.  A client
+ * given only the first node locks names whose slots live on every node
+ * (one MOVED, then the slot map it reads), contended by a blocking client on the same
+ * keys; a held lock whose slot is migrated by hand keeps working during
+ * the migration (ASK, after ASKING, on the importing node) and after it
+ * (MOVED), its fence counter moved along; when a master is SIGKILLed, its
+ * replica (node[R]) takes over and a replicated lock is still held there.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "async_loop.h"
+#include "internal.h" /* relock__fence_key: the real key name */
+#include "testsrv.h"
+
+#define N 3 /* masters: node[0..2]; node[R] is node[1]'s replica */
+#define R N
+static testsrv node[N + 1];
+static int bus[N + 1];
+static char ids[N + 1][64];
+
+static int start_node(int i)
+{
+    /* The cluster bus port is the data port + 10000 unless set: a free
+     * ephemeral port plus 10000 may be out of range, so set it. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        char busp[16];
+        bus[i] = testsrv_free_port();
+        snprintf(busp, sizeof busp, "%d", bus[i]);
+        const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                              "--cluster-node-timeout", "2000", "--cluster-port", busp, NULL};
+        if (testsrv_start(&node[i], args) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Waits (bounded to 30 s) until node i's reply to "cmd arg" contains
+ * want. */
+static int await_reply(int i, const char *cmd, const char *arg, const char *want)
+{
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end) {
+        char *v = testsrv_cmd(&node[i], "%s %s", cmd, arg);
+        int ok = v && strstr(v, want);
+        free(v);
+        if (ok)
+            return 0;
+        tu_sleep_ms(50);
+    }
+    fprintf(stderr, "node %d: no \"%s\" in %s %s within 30 s\n", i, want, cmd, arg);
+    return -1;
+}
+
+
+/* Runs redis-cli --cluster create over the nodes, bounded to 60 s. */
+static int create_cluster(void)
+{
+    char addr[N][32];
+    const char *argv[16] = {"redis-cli", "--cluster", "create"};
+    int n = 3;
+    for (int i = 0; i < N; i++) {
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", node[i].port);
+        argv[n++] = addr[i];
+    }
+    argv[n++] = "--cluster-replicas";
+    argv[n++] = "0";
+    argv[n++] = "--cluster-yes";
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = tu_wait_child(pid, 60000);
+    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "setup: redis-cli --cluster create failed (status %d)\n", status);
+        return -1;
+    }
+    return 0;
+}
+
+static int node_of_port(int port)
+{
+    for (int i = 0; i <= R; i++)
+        if (node[i].port == port)
+            return i;
+    return -1;
+}
+
+/* The node serving key now: node 0 answers a read itself or says MOVED. */
+static int owner(const char *key)
+{
+    char *v = testsrv_cmd(&node[0], "EXISTS %s", key);
+    assert_non_null(v);
+    int who = 0;
+    if (strncmp(v, "MOVED ", 6) == 0)
+        who = node_of_port(atoi(strrchr(v, ':') + 1));
+    free(v);
+    assert_true(who >= 0);
+    return who;
+}
+
+/* A lock name whose key node want serves. */
+static void name_on(int want, const char *stem, char *out, size_t len)
+{
+    for (int i = 0; i < 1000; i++) {
+        snprintf(out, len, "%s%d", stem, i);
+        if (owner(out) == want)
+            return;
+    }
+    fail_msg("no name on node %d", want);
+}
+
+
+static long long info_num(int i, const char *section, const char *field)
+{
+    char *v = testsrv_cmd(&node[i], "INFO %s", section);
+    assert_non_null(v);
+    const char *p = strstr(v, field);
+    long long n = p ? atoll(p + strlen(field)) : 0;
+    free(v);
+    return n;
+}
+
+/* GET key on node i, as text ("(nil)" when absent). */
+static char *get_on(int i, const char *key)
+{
+    char *v = testsrv_cmd(&node[i], "GET %s", key);
+    assert_non_null(v);
+    return v;
+}
+
+/* PTTL of key on node i, reading an importing slot (ASKING first). */
+static long long asking_pttl(int i, const char *key)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+    assert_true(ctx && !ctx->err);
+    redisReply *r = redisCommand(ctx, "ASKING");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(ctx, "PTTL %s", key);
+    assert_true(r && r->type == REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+static void expect_ok(int i, const char *reply_of)
+{
+    if (!reply_of || strcmp(reply_of, "OK") != 0)
+        fail_msg("node %d: %s", i, reply_of ? reply_of : "(no reply)");
+}
+
+/* node[R] joins the cluster as node[1]'s replica. */
+static int add_replica(void)
+{
+    char *v = testsrv_cmd(&node[R], "CLUSTER MEET 127.0.0.1 %d %d", node[0].port, bus[0]);
+    int ok = v && strcmp(v, "OK") == 0;
+    free(v);
+    if (!ok || await_reply(R, "CLUSTER", "NODES", ids[1]) != 0)
+        return -1;
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end) {
+        v = testsrv_cmd(&node[R], "CLUSTER REPLICATE %s", ids[1]);
+        ok = v && strcmp(v, "OK") == 0;
+        free(v);
+        if (ok)
+            return await_reply(R, "INFO", "replication", "master_link_status:up");
+        tu_sleep_ms(100);
+    }
+    return -1;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    for (int i = 0; i <= R; i++)
+        if (start_node(i) != 0)
+            return -1;
+    if (create_cluster() != 0)
+        return -1;
+    for (int i = 0; i < N; i++) {
+        if (await_reply(i, "CLUSTER", "INFO", "cluster_state:ok") != 0)
+            return -1;
+        char *id = testsrv_cmd(&node[i], "CLUSTER MYID");
+        if (!id || strlen(id) >= sizeof ids[i]) {
+            free(id);
+            return -1;
+        }
+        snprintf(ids[i], sizeof ids[i], "%s", id);
+        free(id);
+    }
+    char *rid = testsrv_cmd(&node[R], "CLUSTER MYID");
+    if (!rid || strlen(rid) >= sizeof ids[R]) {
+        free(rid);
+        return -1;
+    }
+    snprintf(ids[R], sizeof ids[R], "%s", rid);
+    free(rid);
+    if (add_replica() != 0) {
+        fprintf(stderr, "setup: node %d did not become node 1's replica\n", R);
+        return -1;
+    }
+    for (int i = 0; i <= R; i++)
+        if (await_reply(i, "CLUSTER", "INFO", "cluster_state:ok") != 0)
+            return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i <= R; i++)
+        testsrv_stop(&node[i]);
+    return 0;
+}
+
+static relock_config *cluster_config(const char *fencing)
+{
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", node[0].port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "3000"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "fencing", fencing), RELOCK_OK);
+    return cfg;
+}
+
+static relock_async *async_client(relock_async_loop *lp, const char *fencing)
+{
+    relock_config *cfg = cluster_config(fencing);
+    relock_async *a = NULL;
+    relock_status st = relock_async_new(cfg, lp, &a);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK)
+        fail_msg("relock_async_new: %s: %s", relock_status_name(st),
+                 relock_async_error(a)->message);
+    return a;
+}
+
+static relock_client *blocking(const char *fencing)
+{
+    relock_config *cfg = cluster_config(fencing);
+    relock_client *c = NULL;
+    relock_status st = relock_connect(cfg, &c);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK)
+        fail_msg("connect: %s", relock_client_error(c)->message);
+    return c;
+}
+
+static outcome *try_acquire(relock_async *a, const char *name, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    assert_int_equal(relock_async_try_acquire(a, name, 30000, record, o, NULL), RELOCK_OK);
+    return finish(o, 20000);
+}
+
+static void must(const outcome *o, const char *what)
+{
+    if (o->st != RELOCK_OK)
+        fail_msg("%s: %s: %s", what, relock_status_name(o->st), o->msg);
+}
+
+static void release_ok(relock_lock *l)
+{
+    outcome o = {0};
+    assert_int_equal(relock_async_release(l, record, &o), RELOCK_OK);
+    must(finish(&o, 20000), "release");
+    relock_lock_free(l);
+}
+
+static void extend_ok(relock_lock *l, long long ttl)
+{
+    outcome o = {0};
+    assert_int_equal(relock_async_extend(l, ttl, record, &o), RELOCK_OK);
+    must(finish(&o, 20000), "extend");
+}
+
+static long long moved_total(void)
+{
+    long long n = 0;
+    for (int i = 0; i < N; i++)
+        n += info_num(i, "errorstats", "errorstat_MOVED:count=");
+    return n;
+}
+
+static long long ask_calls(int i)
+{
+    return info_num(i, "commandstats", "cmdstat_asking:calls=");
+}
+
+/* Names on every node: each lock's keys are where its slot lives; a
+ * blocking client through the same cluster contends on the same keys. */
+static void test_keys_everywhere(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = async_client(&lp, "true");
+    relock_client *c = blocking("true");
+    long long moved = 0;
+    char names[N][64];
+    for (int i = 0; i < N; i++) /* owner() itself meets MOVED on node 0 */
+        name_on(i, "ev", names[i], sizeof names[i]);
+    long long moved0 = moved_total();
+    for (int round = 0; round < 2; round++) {
+        /* The first MOVED (node 1's name) makes each client read the whole
+         * slot map: node 2's name meets none; nor does the second round. */
+        if (round == 1) {
+            moved = moved_total();
+            assert_int_equal(moved - moved0, 2);
+        }
+        for (int i = 0; i < N; i++) {
+            const char *name = names[i];
+            outcome o;
+            must(try_acquire(a, name, &o), "acquire");
+            relock_lock *l = o.l;
+            char *v = get_on(i, name);
+            assert_string_equal(v, relock_lock_value(l));
+            free(v);
+            relock_lock *bl = NULL;
+            assert_int_equal(relock_try_acquire(c, name, 5000, &bl), RELOCK_BUSY);
+            long long f = relock_lock_fence(l);
+            release_ok(l);
+            if (relock_try_acquire(c, name, 5000, &bl) != RELOCK_OK)
+                fail_msg("blocking acquire %s: %s", name, relock_client_error(c)->message);
+            assert_true(relock_lock_fence(bl) > f);
+            assert_int_equal(try_acquire(a, name, &o)->st, RELOCK_BUSY);
+            assert_int_equal(relock_release(bl), RELOCK_OK);
+            relock_lock_free(bl);
+        }
+    }
+    assert_int_equal(moved_total(), moved);
+    /* Many in flight at once, over every node. */
+    enum { M = 60 };
+    static outcome many[M];
+    memset(many, 0, sizeof many);
+    long done = 0;
+    for (int k = 0; k < M; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "many%d", k);
+        assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &many[k], NULL),
+                         RELOCK_OK);
+    }
+    uint64_t end = tu_now_ms() + 20000;
+    while (done < M && tu_now_ms() < end) {
+        loop_once();
+        done = 0;
+        for (int k = 0; k < M; k++)
+            done += many[k].calls;
+    }
+    assert_int_equal(done, M);
+    for (int k = 0; k < M; k++) {
+        must(&many[k], "acquire of many");
+        release_ok(many[k].l);
+    }
+    relock_client_free(c);
+    relock_async_free(a);
+    loop_fini();
+}
+
+static void test_slot_migration(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = async_client(&lp, "true");
+    relock_async *a3 = async_client(&lp, "false");
+    char name[64], fkey[128];
+    int s = 1, t = 2, x = 0; /* source, target, the third */
+    name_on(s, "amig", name, sizeof name);
+    assert_int_equal(relock__fence_key(name, fkey, sizeof fkey), 0);
+    outcome o;
+    must(try_acquire(a, name, &o), "acquire");
+    relock_lock *l = o.l;
+    long long f1 = relock_lock_fence(l);
+    char *v = testsrv_cmd(&node[0], "CLUSTER KEYSLOT %s", name);
+    int slot = atoi(v);
+    free(v);
+    char sl[16];
+    snprintf(sl, sizeof sl, "%d", slot);
+
+    /* Start moving the slot from s to t, and move both keys. */
+    v = testsrv_cmd(&node[t], "CLUSTER SETSLOT %s IMPORTING %s", sl, ids[s]);
+    expect_ok(t, v);
+    free(v);
+    v = testsrv_cmd(&node[s], "CLUSTER SETSLOT %s MIGRATING %s", sl, ids[t]);
+    expect_ok(s, v);
+    free(v);
+    extend_ok(l, 30000);
+    /* The lock key alone first: a script over both keys meets TRYAGAIN
+     * on t (after ASK), and gives up after the bounded redirections with
+     * the blocking client's message, having changed nothing. */
+    char tport[16];
+    snprintf(tport, sizeof tport, "%d", node[t].port);
+    v = testsrv_cmd(&node[s], "MIGRATE 127.0.0.1 %s %s 0 5000 KEYS %s", tport, "", name);
+    expect_ok(s, v);
+    free(v);
+    relock_async *a2 = async_client(&lp, "true");
+    try_acquire(a2, name, &o);
+    assert_int_equal(o.st, RELOCK_EIO);
+    if (!strstr(o.msg, "still redirected after 5 redirections (last: TRYAGAIN"))
+        fail_msg("split keys: %s", o.msg);
+    relock_async_free(a2);
+    /* A one-key command is served through ASK meanwhile. */
+    extend_ok(l, 35000);
+    v = testsrv_cmd(&node[s], "MIGRATE 127.0.0.1 %s %s 0 5000 KEYS %s", tport, "", fkey);
+    expect_ok(s, v);
+    free(v);
+
+    /* s answers ASK: the extend goes to t once, after ASKING. */
+    long long ask0 = ask_calls(t);
+    extend_ok(l, 40000);
+    assert_true(ask_calls(t) > ask0);
+    assert_true(asking_pttl(t, name) > 30000);
+
+    /* A new lock in the migrating slot (no fencing: one key) is acquired
+     * and released on t through ASK; a blocking client meets it there. */
+    char tagged[80];
+    snprintf(tagged, sizeof tagged, "{%s}new", name);
+    ask0 = ask_calls(t);
+    must(try_acquire(a3, tagged, &o), "acquire during the migration");
+    relock_lock *l3 = o.l;
+    assert_true(ask_calls(t) > ask0);
+    assert_true(asking_pttl(t, tagged) > 0);
+    relock_client *c = blocking("false");
+    relock_lock *bl = NULL;
+    assert_int_equal(relock_try_acquire(c, tagged, 5000, &bl), RELOCK_BUSY);
+    release_ok(l3);
+    assert_int_equal(asking_pttl(t, tagged), -2);
+
+    /* Finish: the slot belongs to t everywhere. */
+    const int order[N] = {t, s, x};
+    for (int k = 0; k < N; k++) {
+        int i = order[k];
+        v = testsrv_cmd(&node[i], "CLUSTER SETSLOT %s NODE %s", sl, ids[t]);
+        expect_ok(i, v);
+        free(v);
+    }
+    assert_int_equal(owner(name), t);
+
+    /* MOVED takes the client to t, where the lock still is ours. */
+    extend_ok(l, 30000);
+    assert_true(asking_pttl(t, name) > 20000);
+    assert_int_equal(relock_try_acquire(c, name, 5000, &bl), RELOCK_BUSY);
+    release_ok(l);
+    v = get_on(t, name);
+    assert_string_equal(v, "(nil)");
+    free(v);
+    /* The fence counter moved with the lock: the next token is larger. */
+    must(try_acquire(a, name, &o), "acquire after the migration");
+    assert_true(relock_lock_fence(o.l) > f1);
+    v = get_on(t, fkey);
+    assert_int_equal(atoll(v), relock_lock_fence(o.l));
+    free(v);
+    release_ok(o.l);
+    if (relock_try_acquire(c, name, 5000, &bl) != RELOCK_OK)
+        fail_msg("blocking acquire: %s", relock_client_error(c)->message);
+    assert_int_equal(try_acquire(a, name, &o)->st, RELOCK_BUSY);
+    assert_int_equal(relock_release(bl), RELOCK_OK);
+    relock_lock_free(bl);
+    relock_client_free(c);
+    relock_async_free(a3);
+    relock_async_free(a);
+    loop_fini();
+}
+
+static int is_master(int i, int r)
+{
+    char *v = testsrv_cmd(&node[i], "CLUSTER NODES");
+    int yes = 0;
+    const char *p = v ? strstr(v, ids[r]) : NULL;
+    if (p) {
+        const char *eol = strchr(p, '\n');
+        const char *m = strstr(p, "master");
+        yes = m && (!eol || m < eol);
+    }
+    free(v);
+    return yes;
+}
+
+/* GET key on the replica (READONLY first), as text. */
+static char *get_on_replica(const char *key)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[R].port, tv);
+    assert_true(ctx && !ctx->err);
+    redisReply *r = redisCommand(ctx, "READONLY");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(ctx, "GET %s", key);
+    assert_non_null(r);
+    char *v = strdup(r->type == REDIS_REPLY_STRING ? r->str : "(nil)");
+    freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+/* Runs op until it ends otherwise than RELOCK_EIO or RELOCK_EAMBIGUOUS
+ * (failures while the failover goes on), bounded to 30 s; its outcome. */
+typedef relock_status (*start_fn)(void *arg, outcome *o);
+static outcome retry(start_fn start, void *arg, int *fails)
+{
+    uint64_t end = tu_now_ms() + 30000;
+    outcome o;
+    do {
+        memset(&o, 0, sizeof o);
+        assert_int_equal(start(arg, &o), RELOCK_OK);
+        finish(&o, 30000);
+        if (o.st != RELOCK_EIO && o.st != RELOCK_EAMBIGUOUS)
+            return o;
+        assert_true(o.msg[0] != 0);
+        (*fails)++;
+        uint64_t pause = tu_now_ms() + 200;
+        while (tu_now_ms() < pause)
+            loop_once();
+    } while (tu_now_ms() < end);
+    fail_msg("still failing after 30 s: %s: %s", relock_status_name(o.st), o.msg);
+    return o;
+}
+
+typedef struct acq_arg {
+    relock_async *a;
+    const char *name;
+} acq_arg;
+
+static relock_status start_acquire(void *arg, outcome *o)
+{
+    acq_arg *x = arg;
+    return relock_async_try_acquire(x->a, x->name, 30000, record, o, NULL);
+}
+
+static relock_status start_extend(void *arg, outcome *o)
+{
+    return relock_async_extend(arg, 60000, record, o);
+}
+
+/*
+ * A master killed while a lock on it is held: operations on its slots
+ * fail with RELOCK_EIO naming it until its replica takes over; the other
+ * masters' locks are not affected; then the holder's extend reaches the
+ * replica, where the lock (replicated before the kill) is still held, a
+ * second client stays out until its release, and the fence goes on
+ * increasing.  Runs last: the cluster has one master fewer afterwards.
+ */
+static void test_failover(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = async_client(&lp, "true");
+    relock_async *b = async_client(&lp, "true");
+    char name[64], other_name[64];
+    name_on(1, "afo", name, sizeof name);
+    name_on(0, "afo", other_name, sizeof other_name);
+    outcome o;
+    must(try_acquire(a, name, &o), "acquire");
+    relock_lock *l = o.l;
+    must(try_acquire(a, other_name, &o), "acquire");
+    relock_lock *k = o.l;
+    long long f1 = relock_lock_fence(l);
+    uint64_t end = tu_now_ms() + 10000;
+    for (;;) {
+        char *v = get_on_replica(name);
+        int there = strcmp(v, relock_lock_value(l)) == 0;
+        free(v);
+        if (there)
+            break;
+        if (tu_now_ms() > end)
+            fail_msg("the lock did not reach the replica within 10 s");
+        tu_sleep_ms(20);
+    }
+
+    int mport = node[1].port;
+    kill(node[1].pid, SIGKILL);
+    testsrv_stop(&node[1]);
+
+    /* Before the replica takes over (cluster-node-timeout 2 s): an error
+     * that names the dead master. */
+    try_acquire(b, name, &o);
+    char where[64];
+    snprintf(where, sizeof where, "connect to 127.0.0.1:%d: Connection refused", mport);
+    if (o.st != RELOCK_EIO || strcmp(o.msg, where) != 0)
+        fail_msg("during the failover: %s: %s", relock_status_name(o.st), o.msg);
+    print_message("during the failover: %s\n", o.msg);
+    extend_ok(k, 60000);
+
+    /* The replica takes over (until then the cluster may answer
+     * CLUSTERDOWN, which no client follows). */
+    end = tu_now_ms() + 30000;
+    while (!(is_master(0, R) && is_master(2, R)) && tu_now_ms() < end)
+        tu_sleep_ms(50);
+    assert_true(is_master(0, R));
+    const int alive[] = {0, 2, R};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(await_reply(alive[i], "CLUSTER", "INFO", "cluster_state:ok"), 0);
+
+    /* The holder's extend reaches the replica at once: its map still
+     * names the dead master, whose connect fails; the operation, which
+     * sent nothing yet, goes where the map, forgetting that node, leads
+     * (MOVED to the replica). */
+    int fails = 0;
+    o = retry(start_extend, l, &fails);
+    must(&o, "extend after the failover");
+    assert_int_equal(fails, 0);
+    fails = 0;
+    acq_arg x = {b, name};
+    o = retry(start_acquire, &x, &fails);
+    assert_int_equal(o.st, RELOCK_BUSY);
+    release_ok(l);
+    char *v = get_on(R, name);
+    assert_string_equal(v, "(nil)");
+    free(v);
+    must(try_acquire(b, name, &o), "acquire after the release");
+    assert_true(relock_lock_fence(o.l) > f1);
+    release_ok(o.l);
+    release_ok(k);
+    relock_async_free(b);
+    relock_async_free(a);
+    loop_fini();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keys_everywhere),
+        cmocka_unit_test(test_slot_migration),
+        cmocka_unit_test(test_failover),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

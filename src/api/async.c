@@ -20,6 +20,11 @@
  * decide (EAMBIGUOUS where a write may have run, a read-back where they
  * have one).  The next batch connects afresh, logs in and probes again.
  *
+ * Connections: a connection (aconn) is one server's hiredis context with
+ * its setup, its requests in flight (areq, in the order the server
+ * answers), the operations waiting for it and its timers; the client has
+ * one per server in its settings.
+ *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
  */
@@ -64,12 +69,30 @@ typedef struct mkit {
 } mkit;
 
 typedef struct achan achan;
+typedef struct aconn aconn;
+typedef struct aop aop;
 
-typedef struct aop {
+/* One request in flight: a batch written on a connection, its replies as
+ * they come.  A connection's requests in flight form its FIFO, in the
+ * order the server answers them. */
+typedef struct areq {
+    aop *op;             /* whose batch it is */
+    aconn *cn;           /* the connection it goes on */
+    struct areq *fnext;  /* the connection's FIFO, oldest first */
+    char *cmd[RELOCK__BATCH_CMDS];
+    size_t len[RELOCK__BATCH_CMDS];
+    int n;
+    redisReply *rep[RELOCK__BATCH_CMDS];
+    int nrep;
+    int outstanding;
+    uint64_t sent_at;
+} areq;
+
+struct aop {
     relock_async *a;
+    aconn *cn;                /* the connection its batches go on */
     struct aop *prev, *next;  /* every live operation */
-    struct aop *qnext;        /* the queue: waiting to start or to send */
-    struct aop *fnext;        /* in flight, oldest first */
+    struct aop *qnext;        /* its connection's queue: waiting to start or to send */
     struct aop *cprev, *cnext; /* waiters on a release channel */
     int kind;
     int state;
@@ -80,15 +103,8 @@ typedef struct aop {
     relock__step_fn fn;
     void *m;
     relock__err *err; /* this operation's error, when it has one */
-    /* the batch */
-    char *cmd[RELOCK__BATCH_CMDS];
-    size_t len[RELOCK__BATCH_CMDS];
-    int n;
+    areq rq;          /* the batch */
     int in_txn;
-    redisReply *rep[RELOCK__BATCH_CMDS];
-    int nrep;
-    int outstanding;
-    uint64_t sent_at;
     unsigned txn_gen;
     int steps;
     int sent_any; /* a batch of this attempt went out */
@@ -102,7 +118,7 @@ typedef struct aop {
     int undoing;
     int fencing; /* running the fence carry before the first attempt */
     relock__probe_m probe; /* K_SETUP */
-} aop;
+};
 
 struct achan {
     achan *next;
@@ -128,6 +144,28 @@ struct relock__alock {
 
 enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY };
 
+/* One connection to one server: the hiredis context, its setup (login and
+ * probe), its requests in flight, the operations waiting for it, its
+ * timers.  A client has one per server it talks to (conns[i] for
+ * c->s.servers[i]); conn_find() looks one up by address. */
+struct aconn {
+    relock_async *a;
+    int idx;                   /* its index in a->conns */
+    const relock__server *srv; /* where it connects */
+    redisAsyncContext *ac;
+    int cstate;
+    int connected; /* TCP up: a batch sent may have reached the server */
+    unsigned gen;  /* counts the contexts it had: a transaction's must not change */
+    void *conn_timer;
+    void *tmo_timer;
+    void *kick_timer;
+    aop setup;
+    relock_lock probe_l; /* the lock the probe machine runs on */
+    aop *txn_owner;
+    areq *fifo, *fifo_tail; /* requests in flight, oldest first */
+    aop *queue, *queue_tail; /* operations waiting for it */
+};
+
 struct relock_async {
     relock_client *c; /* settings, server facts, scripts: what machines read */
     relock_async_loop loop;
@@ -136,19 +174,9 @@ struct relock_async {
     relock_status fatal; /* the probe or the mode failed: every operation fails */
     relock__err fatal_err;
     int probed;
-    /* the connection */
-    redisAsyncContext *ac;
-    int cstate;
-    int connected; /* TCP up: a batch sent may have reached the server */
-    unsigned gen;
-    void *conn_timer;
-    void *tmo_timer;
-    aop setup;
-    relock_lock probe_l; /* the lock the probe machine runs on */
-    aop *txn_owner;
-    aop *fifo, *fifo_tail;
-    aop *queue, *queue_tail;
-    void *kick_timer;
+    /* the connections, one per server */
+    aconn *conns;
+    int nconns;
     /* every live operation, every lock */
     aop *ops;
     struct relock__alock *alocks;
@@ -167,8 +195,8 @@ struct relock_async {
 
 static void op_start(aop *op);
 static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
-static void conn_connect(relock_async *a);
-static void queue_push(relock_async *a, aop *op);
+static void conn_connect(aconn *cn);
+static void queue_push(aconn *cn, aop *op);
 static void kick_fire(void *arg);
 static void submit(aop *op);
 
@@ -241,17 +269,25 @@ static redisReply *reply_copy(const redisReply *r, int depth)
     return c;
 }
 
+/* Frees a request's unsent commands and the replies it holds. */
+static void rq_clear(areq *rq)
+{
+    for (int i = 0; i < rq->n; i++) {
+        free(rq->cmd[i]);
+        rq->cmd[i] = NULL;
+    }
+    rq->n = 0;
+    for (int i = 0; i < rq->nrep; i++)
+        if (rq->rep[i]) {
+            freeReplyObject(rq->rep[i]);
+            rq->rep[i] = NULL;
+        }
+    rq->nrep = 0;
+}
+
 static void batch_clear(aop *op)
 {
-    for (int i = 0; i < op->n; i++) {
-        free(op->cmd[i]);
-        op->cmd[i] = NULL;
-    }
-    op->n = 0;
-    for (int i = 0; i < op->nrep; i++)
-        if (op->rep[i])
-            freeReplyObject(op->rep[i]);
-    op->nrep = 0;
+    rq_clear(&op->rq);
 }
 
 /* ------------------------------------------------------------------ machines of each mode */
@@ -404,8 +440,8 @@ static void op_finish(aop *op, relock_status st)
     relock_async *a = op->a;
     timer_stop(a, &op->timer);
     chan_leave(op);
-    if (a->txn_owner == op)
-        a->txn_owner = NULL;
+    if (op->cn && op->cn->txn_owner == op)
+        op->cn->txn_owner = NULL;
     op->state = S_DONE;
     op_unlink(op);
     relock_lock *l = op->l;
@@ -459,6 +495,7 @@ static struct relock__alock *alock(relock_async *a, relock_lock *l)
 }
 
 static void keep_arm(struct relock__alock *al, relock_lock *l);
+static void conn_wants(aconn *cn, aop *op);
 
 static void alock_free(relock_lock *l)
 {
@@ -524,79 +561,99 @@ static void lock_op_end(aop *op)
     }
     if (al->after && !op->a->freeing) {
         /* the release that waited for a renewal in flight starts now */
-        relock_async *a = op->a;
         aop *next = al->after;
         al->after = NULL;
         al->busy = next;
-        queue_push(a, next);
-        if (a->cstate == C_DOWN)
-            conn_connect(a);
-        else if (a->cstate == C_READY && !a->kick_timer)
-            a->kick_timer = timer_start(a, 0, kick_fire, a);
+        conn_wants(next->cn, next);
     }
 }
 
 /* ------------------------------------------------------------------ the connection */
 
-/* The requests in flight (fifo, linked by fnext) and the operations
- * waiting for the connection (queue, linked by qnext) are lists of the
- * same shape: head, tail, and the link at offset link in each aop. */
-static aop **link_at(aop *op, size_t link)
+/* A connection's requests in flight (areq, linked by fnext) and the
+ * operations waiting for it (aop, linked by qnext): singly linked lists
+ * with a tail. */
+static void fifo_push(aconn *cn, areq *rq)
 {
-    return (aop **)(void *)((char *)op + link);
-}
-
-static void list_push(aop **head, aop **tail, size_t link, aop *op)
-{
-    *link_at(op, link) = NULL;
-    if (*tail)
-        *link_at(*tail, link) = op;
+    rq->fnext = NULL;
+    if (cn->fifo_tail)
+        cn->fifo_tail->fnext = rq;
     else
-        *head = op;
-    *tail = op;
+        cn->fifo = rq;
+    cn->fifo_tail = rq;
 }
 
-static void list_remove(aop **head, aop **tail, size_t link, aop *op)
+static void fifo_remove(aconn *cn, areq *rq)
 {
-    aop *prev = NULL;
-    for (aop *p = *head; p; prev = p, p = *link_at(p, link))
-        if (p == op) {
+    areq *prev = NULL;
+    for (areq *p = cn->fifo; p; prev = p, p = p->fnext)
+        if (p == rq) {
             if (prev)
-                *link_at(prev, link) = *link_at(p, link);
+                prev->fnext = p->fnext;
             else
-                *head = *link_at(p, link);
-            if (*tail == p)
-                *tail = prev;
-            *link_at(p, link) = NULL;
+                cn->fifo = p->fnext;
+            if (cn->fifo_tail == p)
+                cn->fifo_tail = prev;
+            p->fnext = NULL;
             return;
         }
 }
 
-static void fifo_push(relock_async *a, aop *op)
+static void queue_push(aconn *cn, aop *op)
 {
-    list_push(&a->fifo, &a->fifo_tail, offsetof(aop, fnext), op);
+    op->qnext = NULL;
+    if (cn->queue_tail)
+        cn->queue_tail->qnext = op;
+    else
+        cn->queue = op;
+    cn->queue_tail = op;
 }
 
-static void fifo_remove(relock_async *a, aop *op)
+static void queue_remove(aconn *cn, aop *op)
 {
-    list_remove(&a->fifo, &a->fifo_tail, offsetof(aop, fnext), op);
+    aop *prev = NULL;
+    for (aop *p = cn->queue; p; prev = p, p = p->qnext)
+        if (p == op) {
+            if (prev)
+                prev->qnext = p->qnext;
+            else
+                cn->queue = p->qnext;
+            if (cn->queue_tail == p)
+                cn->queue_tail = prev;
+            p->qnext = NULL;
+            return;
+        }
 }
 
-static void queue_push(relock_async *a, aop *op)
+static void kick_fire(void *arg);
+
+/* op waits for cn: queued, and the connection opened or kicked. */
+static void conn_wants(aconn *cn, aop *op)
 {
-    list_push(&a->queue, &a->queue_tail, offsetof(aop, qnext), op);
+    queue_push(cn, op);
+    if (cn->cstate == C_DOWN)
+        conn_connect(cn);
+    else if (cn->cstate == C_READY && !cn->kick_timer)
+        cn->kick_timer = timer_start(cn->a, 0, kick_fire, cn);
 }
 
-static void queue_remove(relock_async *a, aop *op)
+/* The connection to host:port (a Unix socket: port 0), or NULL; for
+ * redirections to a server by its address. */
+static aconn *conn_find(relock_async *a, const char *host, int port) __attribute__((unused));
+static aconn *conn_find(relock_async *a, const char *host, int port)
 {
-    list_remove(&a->queue, &a->queue_tail, offsetof(aop, qnext), op);
+    for (int i = 0; i < a->nconns; i++)
+        if (a->conns[i].srv->port == port && strcmp(a->conns[i].srv->host, host) == 0)
+            return &a->conns[i];
+    return NULL;
 }
 
 /* Sends or starts what waits in the queue, in order. */
-static void queue_flush(relock_async *a)
+static void queue_flush(aconn *cn)
 {
-    aop *q = a->queue;
-    a->queue = a->queue_tail = NULL;
+    relock_async *a = cn->a;
+    aop *q = cn->queue;
+    cn->queue = cn->queue_tail = NULL;
     while (q && !a->freeing) {
         aop *next = q->qnext;
         q->qnext = NULL;
@@ -611,56 +668,58 @@ static void queue_flush(relock_async *a)
 /* The connection is gone (failed, timed out, dropped by us): every batch in
  * flight on it is fed back as a fault.  hiredis_frees: hiredis is freeing
  * the context itself. */
-static void conn_gone(relock_async *a, int hiredis_frees, relock_status st, const char *why)
+static void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why)
 {
-    redisAsyncContext *ac = a->ac;
+    relock_async *a = cn->a;
+    redisAsyncContext *ac = cn->ac;
     if (!ac)
         return;
-    int was_connected = a->connected;
-    a->ac = NULL;
-    a->cstate = C_DOWN;
-    a->connected = 0;
-    a->gen++;
+    int was_connected = cn->connected;
+    cn->ac = NULL;
+    cn->cstate = C_DOWN;
+    cn->connected = 0;
+    cn->gen++;
     ac->data = NULL;
-    timer_stop(a, &a->conn_timer);
-    timer_stop(a, &a->tmo_timer);
+    timer_stop(a, &cn->conn_timer);
+    timer_stop(a, &cn->tmo_timer);
     if (!hiredis_frees)
         redisAsyncFree(ac);
     char text[400];
-    const relock__server *srv = a->c->conn.srv;
-    snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv), why);
-    aop *f = a->fifo;
-    a->fifo = a->fifo_tail = NULL;
+    snprintf(text, sizeof text, RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), why);
+    areq *f = cn->fifo;
+    cn->fifo = cn->fifo_tail = NULL;
     while (f && !a->freeing) {
-        aop *next = f->fnext;
+        areq *next = f->fnext;
         f->fnext = NULL;
-        op_feed(f, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st, text);
+        op_feed(f->op, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st, text);
         f = next;
     }
     /* Operations that wait for the connection try again. */
-    if (a->queue && !a->freeing && a->cstate == C_DOWN)
-        conn_connect(a);
+    if (cn->queue && !a->freeing && cn->cstate == C_DOWN)
+        conn_connect(cn);
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    relock_async *a = ac->data;
-    if (!a)
+    aconn *cn = ac->data;
+    if (!cn)
         return;
-    aop *op = priv;
+    relock_async *a = cn->a;
+    areq *rq = priv;
+    aop *op = rq->op;
     enter(a);
     if (!r) {
         char why[200];
         snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
-        conn_gone(a, 1, RELOCK_EIO, why);
+        conn_gone(cn, 1, RELOCK_EIO, why);
     } else if (op->state == S_SENT) {
-        op->rep[op->nrep] = reply_copy(r, 0);
-        op->nrep++;
-        if (--op->outstanding == 0) {
-            fifo_remove(a, op);
+        rq->rep[rq->nrep] = reply_copy(r, 0);
+        rq->nrep++;
+        if (--rq->outstanding == 0) {
+            fifo_remove(cn, rq);
             int missing = 0;
-            for (int i = 0; i < op->nrep; i++)
-                if (!op->rep[i])
+            for (int i = 0; i < rq->nrep; i++)
+                if (!rq->rep[i])
                     missing = 1;
             if (missing)
                 op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
@@ -673,50 +732,60 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
 
 static void tmo_fire(void *arg)
 {
-    relock_async *a = arg;
-    a->tmo_timer = NULL;
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->tmo_timer = NULL;
     enter(a);
-    if (a->fifo && a->ac) {
-        uint64_t due = a->fifo->sent_at + (uint64_t)a->c->s.command_timeout_ms;
+    if (cn->fifo && cn->ac) {
+        uint64_t due = cn->fifo->sent_at + (uint64_t)a->c->s.command_timeout_ms;
         uint64_t now = now_ms();
         if (now >= due) {
             char why[200];
             snprintf(why, sizeof why, "no reply within %lld ms (command_timeout_ms)",
                      a->c->s.command_timeout_ms);
-            conn_gone(a, 0, RELOCK_EIO, why);
+            conn_gone(cn, 0, RELOCK_EIO, why);
         } else {
-            a->tmo_timer = timer_start(a, (long)(due - now), tmo_fire, a);
+            cn->tmo_timer = timer_start(a, (long)(due - now), tmo_fire, cn);
         }
     }
     leave(a);
 }
 
-/* Writes op's batch on the connection. */
+/* Writes the request's commands on its connection. */
+static void rq_send(areq *rq)
+{
+    aconn *cn = rq->cn;
+    relock_async *a = cn->a;
+    rq->nrep = 0;
+    rq->outstanding = rq->n;
+    rq->sent_at = now_ms();
+    fifo_push(cn, rq);
+    for (int i = 0; i < rq->n; i++) {
+        redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[i], rq->len[i]);
+        free(rq->cmd[i]);
+        rq->cmd[i] = NULL;
+    }
+    rq->n = 0;
+    if (!cn->tmo_timer)
+        cn->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, cn);
+}
+
+/* Writes op's batch on its connection. */
 static void send_now(aop *op)
 {
-    relock_async *a = op->a;
     op->state = S_SENT;
-    op->nrep = 0;
-    op->outstanding = op->n;
-    op->sent_at = now_ms();
     op->sent_any = 1;
-    fifo_push(a, op);
-    for (int i = 0; i < op->n; i++) {
-        redisAsyncFormattedCommand(a->ac, on_reply, op, op->cmd[i], op->len[i]);
-        free(op->cmd[i]);
-        op->cmd[i] = NULL;
-    }
-    op->n = 0;
-    if (!a->tmo_timer)
-        a->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, a);
+    op->rq.op = op;
+    op->rq.cn = op->cn;
+    rq_send(&op->rq);
 }
 
 /* Sends op's batch when the connection allows, else queues it. */
 static void submit(aop *op)
 {
-    relock_async *a = op->a;
-    if (a->txn_owner == op) {
-        if (a->gen != op->txn_gen || a->cstate != C_READY) {
+    aconn *cn = op->cn;
+    if (cn->txn_owner == op) {
+        if (cn->gen != op->txn_gen || cn->cstate != C_READY) {
             /* The transaction's connection is gone: never replaced under it. */
             op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO,
                     "the connection of a transaction was lost before its end");
@@ -725,37 +794,37 @@ static void submit(aop *op)
         send_now(op);
         return;
     }
-    if (op->kind != K_SETUP && (a->cstate != C_READY || a->txn_owner)) {
+    if (op->kind != K_SETUP && (cn->cstate != C_READY || cn->txn_owner)) {
         op->state = S_QUEUED;
-        queue_push(a, op);
-        if (a->cstate == C_DOWN)
-            conn_connect(a);
+        queue_push(cn, op);
+        if (cn->cstate == C_DOWN)
+            conn_connect(cn);
         return;
     }
     if (op->in_txn) {
-        a->txn_owner = op;
-        op->txn_gen = a->gen;
+        cn->txn_owner = op;
+        op->txn_gen = cn->gen;
     }
     send_now(op);
 }
 
-static void setup_done(relock_async *a, relock_status st);
+static void setup_done(aconn *cn, relock_status st);
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
-    relock_async *a = ac->data;
-    if (!a)
+    aconn *cn = ac->data;
+    if (!cn)
         return;
+    relock_async *a = cn->a;
     enter(a);
     if (status == REDIS_OK) {
-        a->connected = 1;
-        timer_stop(a, &a->conn_timer);
+        cn->connected = 1;
+        timer_stop(a, &cn->conn_timer);
     } else {
         char why[300];
-        const relock__server *srv = a->c->conn.srv;
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
+        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
                  ac->errstr[0] ? ac->errstr : "failed");
-        conn_gone(a, 1, RELOCK_EIO, why);
+        conn_gone(cn, 1, RELOCK_EIO, why);
     }
     leave(a);
 }
@@ -763,25 +832,26 @@ static void on_connect(const redisAsyncContext *ac, int status)
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     (void)status;
-    relock_async *a = ac->data;
-    if (!a)
+    aconn *cn = ac->data;
+    if (!cn)
         return;
+    relock_async *a = cn->a;
     enter(a);
-    conn_gone(a, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection closed");
+    conn_gone(cn, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection closed");
     leave(a);
 }
 
 static void conn_timeout(void *arg)
 {
-    relock_async *a = arg;
-    a->conn_timer = NULL;
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->conn_timer = NULL;
     enter(a);
-    if (a->ac && !a->connected) {
+    if (cn->ac && !cn->connected) {
         char why[300];
-        const relock__server *srv = a->c->conn.srv;
         snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
-                 RELOCK__ADDR(srv), a->c->s.connect_timeout_ms);
-        conn_gone(a, 0, RELOCK_EIO, why);
+                 RELOCK__ADDR(cn->srv), a->c->s.connect_timeout_ms);
+        conn_gone(cn, 0, RELOCK_EIO, why);
     }
     leave(a);
 }
@@ -791,55 +861,58 @@ static void conn_timeout(void *arg)
 
 static void setup_step(aop *op, const relock__feed *in);
 
-static void conn_connect(relock_async *a)
+static void conn_connect(aconn *cn)
 {
-    const relock__server *srv = a->c->conn.srv;
+    relock_async *a = cn->a;
+    const relock__server *srv = cn->srv;
     redisAsyncContext *ac =
         srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
-    a->cstate = C_CONNECTING;
-    a->connected = 0;
+    cn->cstate = C_CONNECTING;
+    cn->connected = 0;
     if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
         char why[300];
         snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
                  ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
             redisAsyncFree(ac);
-        a->cstate = C_DOWN;
-        setup_done(a, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", why));
+        cn->cstate = C_DOWN;
+        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", why));
         return;
     }
-    ac->data = a;
-    a->ac = ac;
+    ac->data = cn;
+    cn->ac = ac;
     a->c->connects++;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    a->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, a);
-    a->cstate = C_SETUP;
-    aop *su = &a->setup;
+    cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
+    cn->cstate = C_SETUP;
+    aop *su = &cn->setup;
     batch_clear(su);
     memset(su, 0, sizeof *su);
     su->a = a;
+    su->cn = cn;
     su->kind = K_SETUP;
+    areq *rq = &su->rq;
     int n = 0;
     if (srv->password[0]) {
         const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
                                srv->password};
         int argc = srv->username[0] ? 3 : 2;
         size_t len[3] = {4, strlen(argv[1]), strlen(argv[2])};
-        int fl = redisFormatCommandArgv(&su->cmd[n], argc, argv, len);
+        int fl = redisFormatCommandArgv(&rq->cmd[n], argc, argv, len);
         if (fl > 0)
-            su->len[n++] = (size_t)fl;
+            rq->len[n++] = (size_t)fl;
     }
     if (srv->db != 0) {
         char db[16];
         snprintf(db, sizeof db, "%d", srv->db);
         const char *argv[2] = {"SELECT", db};
         size_t len[2] = {6, strlen(db)};
-        int fl = redisFormatCommandArgv(&su->cmd[n], 2, argv, len);
+        int fl = redisFormatCommandArgv(&rq->cmd[n], 2, argv, len);
         if (fl > 0)
-            su->len[n++] = (size_t)fl;
+            rq->len[n++] = (size_t)fl;
     }
-    su->n = n;
+    rq->n = n;
     if (n == 0) {
         relock__feed in; /* no login: straight to the probe */
         memset(&in, 0, sizeof in);
@@ -853,10 +926,11 @@ static void conn_connect(relock_async *a)
  * goes out; otherwise the connection is dropped, and the operations waiting
  * fail with the error when it says the server is unusable (the first probe,
  * a refused login), else they are fed the fault. */
-static void setup_done(relock_async *a, relock_status st)
+static void setup_done(aconn *cn, relock_status st)
 {
+    relock_async *a = cn->a;
     if (st == RELOCK_OK) {
-        a->cstate = C_READY;
+        cn->cstate = C_READY;
         if (!a->probed) {
             a->probed = 1;
             relock_client *c = a->c;
@@ -880,7 +954,7 @@ static void setup_done(relock_async *a, relock_status st)
             }
         }
         if (!a->fatal) {
-            queue_flush(a);
+            queue_flush(cn);
             return;
         }
     } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM) {
@@ -891,12 +965,12 @@ static void setup_done(relock_async *a, relock_status st)
     relock__err why;
     relock__err_copy(&why, &a->c->err);
     relock__err_copy(&a->err, &why);
-    if (a->ac)
-        conn_gone(a, 0, st, why.msg);
+    if (cn->ac)
+        conn_gone(cn, 0, st, why.msg);
     /* The operations waiting for the connection: those not started fail
      * with its error; a machine under way is fed the fault and decides. */
-    aop *q = a->queue;
-    a->queue = a->queue_tail = NULL;
+    aop *q = cn->queue;
+    cn->queue = cn->queue_tail = NULL;
     while (q && !a->freeing) {
         aop *next = q->qnext;
         q->qnext = NULL;
@@ -916,16 +990,17 @@ static void setup_done(relock_async *a, relock_status st)
 
 static void setup_step(aop *su, const relock__feed *in)
 {
+    aconn *cn = su->cn;
     relock_async *a = su->a;
     relock_client *c = a->c;
-    const relock__server *srv = c->conn.srv;
+    const relock__server *srv = cn->srv;
     relock__feed first;
     if (su->attempt == 0) {
         /* the replies to AUTH and SELECT */
         relock__err_clear(&c->err);
         if (in->fault) {
-            setup_done(a, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
-                                       "login: %s", in->fault_text ? in->fault_text : "no reply"));
+            setup_done(cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
+                                        "login: %s", in->fault_text ? in->fault_text : "no reply"));
             return;
         }
         for (int i = 0; i < in->nreply; i++) {
@@ -940,32 +1015,32 @@ static void setup_step(aop *su, const relock__feed *in)
                 RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
                                  "SELECT %d on " RELOCK__ADDR_FMT " refused: %s", srv->db,
                                  RELOCK__ADDR(srv), r->str);
-            setup_done(a, RELOCK_ECONFIG);
+            setup_done(cn, RELOCK_ECONFIG);
             return;
         }
         su->attempt = 1;
         relock__probe_init(&su->probe);
         static char pname[] = "(probe)";
-        memset(&a->probe_l, 0, sizeof a->probe_l);
-        a->probe_l.c = c;
-        a->probe_l.name = a->probe_l.key = a->probe_l.fence_key = pname;
+        memset(&cn->probe_l, 0, sizeof cn->probe_l);
+        cn->probe_l.c = c;
+        cn->probe_l.name = cn->probe_l.key = cn->probe_l.fence_key = pname;
         memset(&first, 0, sizeof first);
         in = &first;
     }
     relock__err_clear(&c->err);
-    relock__step s = relock__probe_step(&su->probe, &a->probe_l, in, &a->batch);
+    relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
     if (s == RELOCK__STEP_DONE) {
-        setup_done(a, su->probe.h.st);
+        setup_done(cn, su->probe.h.st);
         return;
     }
     const relock__cmd *k = &a->batch.cmd[0];
-    int fl = redisFormatCommandArgv(&su->cmd[0], k->argc, (const char **)k->argv, k->len);
+    int fl = redisFormatCommandArgv(&su->rq.cmd[0], k->argc, (const char **)k->argv, k->len);
     if (fl < 0) {
-        setup_done(a, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
+        setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
         return;
     }
-    su->len[0] = (size_t)fl;
-    su->n = 1;
+    su->rq.len[0] = (size_t)fl;
+    su->rq.n = 1;
     send_now(su);
 }
 
@@ -1130,7 +1205,7 @@ static int chan_join(aop *op)
         ch = ch->next;
     if (!ch) {
         if (!a->sub) {
-            const relock__server *srv = a->c->conn.srv;
+            const relock__server *srv = a->conns[0].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
             if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
@@ -1347,28 +1422,29 @@ static void undo_begin(aop *op)
 static void machine_done(aop *op, relock_status st)
 {
     relock_async *a = op->a;
+    aconn *cn = op->cn;
     relock__mhead *h = op->m;
     relock_lock *l = op->l;
-    if (h->in_txn && a->txn_owner == op) {
+    if (h->in_txn && cn->txn_owner == op) {
         /* A transaction left open: its connection goes (DESIGN §9). */
-        a->txn_owner = NULL;
-        if (a->ac)
-            conn_gone(a, 0, RELOCK_EIO, "a transaction was left open");
+        cn->txn_owner = NULL;
+        if (cn->ac)
+            conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");
     }
-    if (a->txn_owner == op)
-        a->txn_owner = NULL;
-    if (h->note_legacy && a->ac && a->cstate == C_READY && !a->txn_owner) {
+    if (cn->txn_owner == op)
+        cn->txn_owner = NULL;
+    if (h->note_legacy && cn->ac && cn->cstate == C_READY && !cn->txn_owner) {
         relock_client *c = a->c;
         uint64_t now = now_ms();
         char key[RELOCK__KEY_MAX];
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
             c->legacy_noted_at = now;
-            redisAsyncCommand(a->ac, NULL, NULL, "SET %s %lld", key, relock__wall_ms());
+            redisAsyncCommand(cn->ac, NULL, NULL, "SET %s %lld", key, relock__wall_ms());
         }
     }
-    if (a->txn_owner == NULL && a->queue && a->cstate == C_READY)
-        queue_flush(a);
+    if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY)
+        queue_flush(cn);
     switch (op->kind) {
     case K_ACQ:
         if (op->fencing) {
@@ -1477,10 +1553,10 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
     if (op->kind == K_SETUP) {
         /* the replies move out: the step may send the next batch at once */
         redisReply *rep[RELOCK__BATCH_CMDS];
-        int nrep = op->nrep;
-        memcpy(rep, op->rep, sizeof rep);
-        memset(op->rep, 0, sizeof op->rep);
-        op->nrep = 0;
+        int nrep = op->rq.nrep;
+        memcpy(rep, op->rq.rep, sizeof rep);
+        memset(op->rq.rep, 0, sizeof op->rq.rep);
+        op->rq.nrep = 0;
         relock__feed in;
         memset(&in, 0, sizeof in);
         in.reply = rep;
@@ -1509,23 +1585,25 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         ftext = text;
     }
     int flush = 0;
-    if (a->txn_owner == op && !op->in_txn) {
+    aconn *cn = op->cn;
+    areq *rq = &op->rq;
+    if (cn->txn_owner == op && !op->in_txn) {
         /* the batch that ended the transaction was answered */
-        a->txn_owner = NULL;
+        cn->txn_owner = NULL;
         flush = 1;
     }
-    if (flush && a->queue && a->cstate == C_READY)
-        queue_flush(a);
+    if (flush && cn->queue && cn->cstate == C_READY)
+        queue_flush(cn);
     for (;;) {
         relock__mhead *h = op->m;
         relock__feed in;
         memset(&in, 0, sizeof in);
-        in.reply = op->rep;
-        in.nreply = op->nrep;
+        in.reply = rq->rep;
+        in.nreply = rq->nrep;
         if (fault != RELOCK__FAULT_NONE) {
             /* replies come only in full or up to a fault */
             int k = 0;
-            while (k < op->nrep && op->rep[k])
+            while (k < rq->nrep && rq->rep[k])
                 k++;
             in.nreply = k;
         }
@@ -1546,12 +1624,12 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         relock__batch_reset(b);
         relock__step s = op->fn(op->m, op->l, &in, b);
         err_save(op);
-        for (int i = 0; i < op->nrep; i++)
-            if (op->rep[i]) {
-                freeReplyObject(op->rep[i]);
-                op->rep[i] = NULL;
+        for (int i = 0; i < rq->nrep; i++)
+            if (rq->rep[i]) {
+                freeReplyObject(rq->rep[i]);
+                rq->rep[i] = NULL;
             }
-        op->nrep = 0;
+        rq->nrep = 0;
         if (s == RELOCK__STEP_DONE) {
             machine_done(op, h->st);
             return;
@@ -1567,12 +1645,12 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         int n = 0;
         for (; n < b->n; n++) {
             const relock__cmd *k = &b->cmd[n];
-            int fl = redisFormatCommandArgv(&op->cmd[n], k->argc, (const char **)k->argv, k->len);
+            int fl = redisFormatCommandArgv(&rq->cmd[n], k->argc, (const char **)k->argv, k->len);
             if (fl < 0)
                 break;
-            op->len[n] = (size_t)fl;
+            rq->len[n] = (size_t)fl;
         }
-        op->n = n;
+        rq->n = n;
         op->in_txn = b->in_txn;
         if (n < b->n) {
             batch_clear(op);
@@ -1585,7 +1663,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             fault = RELOCK__FAULT_NONE;
             continue;
         }
-        if (a->txn_owner == op && (a->gen != op->txn_gen || a->cstate != C_READY)) {
+        if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
             batch_clear(op);
             fault = RELOCK__FAULT_UNSENT;
             fst = RELOCK_EIO;
@@ -1601,11 +1679,12 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
 
 static void kick_fire(void *arg)
 {
-    relock_async *a = arg;
-    a->kick_timer = NULL;
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->kick_timer = NULL;
     enter(a);
-    if (a->cstate == C_READY && !a->fatal)
-        queue_flush(a);
+    if (cn->cstate == C_READY && !a->fatal)
+        queue_flush(cn);
     leave(a);
 }
 
@@ -1691,11 +1770,7 @@ static void op_enqueue(aop *op)
     a->ops = op;
     a->pending++;
     op->state = S_NEW;
-    queue_push(a, op);
-    if (a->cstate == C_DOWN)
-        conn_connect(a);
-    else if (a->cstate == C_READY && !a->kick_timer)
-        a->kick_timer = timer_start(a, 0, kick_fire, a);
+    conn_wants(op->cn, op);
 }
 
 static aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
@@ -1704,6 +1779,7 @@ static aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
     if (!op)
         return NULL;
     op->a = a;
+    op->cn = &a->conns[0]; /* one server */
     op->kind = kind;
     op->cb = cb;
     op->arg = arg;
@@ -1779,6 +1855,20 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     c->replicas_acked = -1;
     snprintf(c->mode_reason, sizeof c->mode_reason,
              "this lock belongs to an asynchronous client: use relock_async_*()");
+    /* A connection per server, none open yet. */
+    int nconns = c->s.nservers > 0 ? c->s.nservers : 1;
+    a->conns = calloc((size_t)nconns, sizeof *a->conns);
+    if (!a->conns) {
+        a->fatal = RELOCK__FAIL(&a->err, RELOCK_ENOMEM, "out of memory");
+        relock__err_copy(&a->fatal_err, &a->err);
+        return a->fatal;
+    }
+    a->nconns = nconns;
+    for (int i = 0; i < nconns; i++) {
+        a->conns[i].a = a;
+        a->conns[i].idx = i;
+        a->conns[i].srv = &c->s.servers[i];
+    }
     const char *no = NULL;
     if (c->s.nservers > 1)
         no = "several servers (a quorum)";
@@ -1806,7 +1896,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
     }
-    conn_connect(a);
+    conn_connect(&a->conns[0]);
     return RELOCK_OK;
 }
 
@@ -1919,12 +2009,12 @@ relock_status relock_async_cancel(relock_async_op *h)
         /* nothing of it in flight: it ends at the next turn of the loop */
         timer_stop(a, &op->timer);
         if (op->state == S_NEW)
-            queue_remove(a, op);
+            queue_remove(op->cn, op);
         chan_leave(op);
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
     } else if (op->state == S_QUEUED && !op->sent_any) {
-        queue_remove(a, op);
+        queue_remove(op->cn, op);
         batch_clear(op);
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
@@ -2041,15 +2131,20 @@ relock_status relock_async_keep_stop(relock_lock *l)
 
 static void really_free(relock_async *a)
 {
-    timer_stop(a, &a->conn_timer);
-    timer_stop(a, &a->tmo_timer);
-    timer_stop(a, &a->kick_timer);
-    if (a->ac) {
-        redisAsyncContext *ac = a->ac;
-        a->ac = NULL;
-        ac->data = NULL;
-        redisAsyncFree(ac);
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        timer_stop(a, &cn->conn_timer);
+        timer_stop(a, &cn->tmo_timer);
+        timer_stop(a, &cn->kick_timer);
+        if (cn->ac) {
+            redisAsyncContext *ac = cn->ac;
+            cn->ac = NULL;
+            ac->data = NULL;
+            redisAsyncFree(ac);
+        }
+        batch_clear(&cn->setup);
     }
+    free(a->conns);
     if (a->sub) {
         redisAsyncContext *s = a->sub;
         a->sub = NULL;
@@ -2057,7 +2152,6 @@ static void really_free(relock_async *a)
         redisAsyncFree(s);
     }
     chan_free_all(a);
-    batch_clear(&a->setup);
     relock_client *c = a->c;
     memset(c, 0xa5, sizeof *c); /* settings hold passwords */
     free(c);
@@ -2072,9 +2166,12 @@ void relock_async_free(relock_async *a)
     a->freeing = 1;
     enter(a);
     /* Every operation ends now, once. */
-    a->queue = a->queue_tail = NULL;
-    a->fifo = a->fifo_tail = NULL;
-    a->txn_owner = NULL;
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        cn->queue = cn->queue_tail = NULL;
+        cn->fifo = cn->fifo_tail = NULL;
+        cn->txn_owner = NULL;
+    }
     while (a->ops) {
         aop *op = a->ops;
         relock_status st = RELOCK_ECANCELED;

@@ -29,7 +29,9 @@
  *
  * Built for libevent (it_async_boundaries_libevent) and libuv (TEST_LIBUV,
  * it_async_boundaries_libuv).  RELOCK_TEST_REDUCED=1 runs the reduced
- * enumeration of docs/decisions.md 190.
+ * enumeration of docs/decisions.md 190.  RELOCK_TEST_TARGET=P (a
+ * personality, "7-nolua" for 7 without Lua) runs that target alone, for
+ * a look at one path.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,6 +77,15 @@ static const target targets[] = {
 static testsrv proxies[NTARGETS];
 
 static int runs, held;
+
+/* Whether the target runs: its proxy started, and RELOCK_TEST_TARGET. */
+static int target_runs(size_t i)
+{
+    const char *only = getenv("RELOCK_TEST_TARGET");
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", targets[i].pers, targets[i].nolua ? "-nolua" : "");
+    return proxies[i].pid && (!only || !only[0] || strcmp(only, name) == 0);
+}
 
 static int proxy_port(const target *t)
 {
@@ -504,7 +515,7 @@ static void test_boundaries(void **state)
     (void)state;
     for (size_t i = 0; i < NTARGETS; i++) {
         const target *t = &targets[i];
-        if (!proxies[i].pid)
+        if (!target_runs(i))
             continue;
         for (int op = 0; op < NOPS; op++) {
             long long n = count_commands(t, (enum op)op);
@@ -623,7 +634,7 @@ static void test_in_flight(void **state)
     runs = held = 0;
     for (size_t i = 0; i < NTARGETS; i++) {
         const target *t = &targets[i];
-        if (!proxies[i].pid)
+        if (!target_runs(i))
             continue;
         long long n = 0;
         flight(t, 0, BND_WRITE, &n);
@@ -736,7 +747,7 @@ static void test_cancel(void **state)
     runs = held = 0;
     for (size_t i = 0; i < NTARGETS; i++) {
         const target *t = &targets[i];
-        if (!proxies[i].pid)
+        if (!target_runs(i))
             continue;
         for (int busy = 0; busy < 2; busy++) {
             long long n = 0;

@@ -8,6 +8,10 @@
  * renewal by the loop's timers with its lost-lock callback.  Modern,
  * bridge and legacy modes where the machines differ.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -767,6 +772,130 @@ static void test_old_servers(void **state)
     }
 }
 
+/* ------------------------------------------------------------ reset */
+
+/*
+ * A relay between the client and the server, on a thread: bytes pass both
+ * ways until the test asks it to swallow the server's replies, then to
+ * reset the client's connection (SO_LINGER 0: an RST, as a server's host
+ * or a middlebox gives, rather than a FIN).
+ */
+typedef struct relay {
+    pthread_t thread;
+    int lfd;
+    int port;
+    volatile int swallow;
+    volatile int reset;
+} relay;
+
+static void *relay_main(void *p)
+{
+    relay *r = p;
+    int cfd = accept(r->lfd, NULL, NULL);
+    if (cfd < 0)
+        return NULL;
+    int ufd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)srv.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(ufd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(cfd);
+        close(ufd);
+        return NULL;
+    }
+    uint64_t end = tu_now_ms() + 20000;
+    char buf[16384];
+    while (!r->reset && tu_now_ms() < end) {
+        struct pollfd pf[2] = {{cfd, POLLIN, 0}, {ufd, POLLIN, 0}};
+        if (poll(pf, 2, 10) <= 0)
+            continue;
+        if (pf[0].revents) {
+            ssize_t n = read(cfd, buf, sizeof buf);
+            if (n <= 0 || write(ufd, buf, (size_t)n) != n)
+                break;
+        }
+        if (pf[1].revents) {
+            ssize_t n = read(ufd, buf, sizeof buf);
+            if (n <= 0)
+                break;
+            if (!r->swallow && write(cfd, buf, (size_t)n) != n)
+                break;
+        }
+    }
+    struct linger lg = {1, 0};
+    setsockopt(cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(cfd);
+    close(ufd);
+    return NULL;
+}
+
+static void relay_start(relay *r)
+{
+    memset(r, 0, sizeof *r);
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(r->lfd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(r->lfd, 4), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&a, &len), 0);
+    r->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&r->thread, NULL, relay_main, r), 0);
+}
+
+/*
+ * The connection reset while a command waits for its reply: the operation
+ * ends at once with the connection's error, not after command_timeout_ms
+ * (10 s here).  hiredis 0.14's libuv adapter ignored a poll error, which is
+ * how libuv reports the reset, so the client sat until its timeout.
+ */
+static void test_reset(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relay r;
+    relay_start(&r);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", r.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", modern_or_legacy()), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "key_prefix", "reset:"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "10000"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "r1", 5000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 5000), 1);
+    assert_int_equal(o.st, RELOCK_OK);
+    relock_lock_free(o.l);
+    r.swallow = 1;
+    outcome o2 = {0};
+    assert_int_equal(relock_async_try_acquire(a, "r2", 5000, record, &o2, NULL), RELOCK_OK);
+    run_for(200); /* sent, its reply swallowed */
+    assert_int_equal(o2.calls, 0);
+    uint64_t t0 = tu_now_ms();
+    r.reset = 1;
+    pthread_join(r.thread, NULL);
+    close(r.lfd);
+    assert_int_equal(run_until(&o2.calls, 1, 15000), 1);
+    uint64_t took = tu_now_ms() - t0;
+    if (o2.st != RELOCK_EAMBIGUOUS && o2.st != RELOCK_EIO)
+        fail_msg("reset: %s: %s", relock_status_name(o2.st), o2.msg);
+    if (took >= 3000)
+        fail_msg("reset: the operation ended %llu ms after the reset (%s)",
+                 (unsigned long long)took, o2.msg);
+    relock_async_free(a);
+    loop_fini();
+}
+
 /* ------------------------------------------------------------ refusals */
 
 static void pipe_handler(int sig)
@@ -844,7 +973,7 @@ int main(void)
         cmocka_unit_test(test_cancel),         cmocka_unit_test(test_free_in_flight),
         cmocka_unit_test(test_dead_holder),    cmocka_unit_test(test_stalled_server),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_old_servers),
+        cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -10,16 +10,91 @@
  * POSIX declarations (-D_GNU_SOURCE, or -std=gnu11).  Timer handles are
  * closed with uv_close() and freed by its callback, so the loop must run
  * once more after the last timer stops before uv_loop_close().
+ *
+ * The connection's I/O is attached by an adapter of relock's own, the
+ * one of hiredis 0.14 (hiredis/adapters/libuv.h) but for one thing: libuv
+ * reports an error on the socket (a connection reset by its peer) as a
+ * poll status and stops polling, which hiredis's adapter ignores, so the
+ * connection was noticed lost only when command_timeout_ms ran out.  Here
+ * the error makes hiredis read, meet the error and disconnect.
  */
 #ifndef RELOCK_ASYNC_LIBUV_H
 #define RELOCK_ASYNC_LIBUV_H
 
 #include <stdlib.h>
 
+#include <string.h>
+
 #include <uv.h>
-#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
 
 #include "relock_async.h"
+
+/* A connection's poll handle. */
+typedef struct relock_async_uvpoll {
+    uv_poll_t h; /* first: the handle's address is the poll's */
+    redisAsyncContext *ac; /* NULL once hiredis let the connection go */
+    int events;
+} relock_async_uvpoll;
+
+static inline void relock_async_uv_poll(uv_poll_t *h, int status, int events)
+{
+    relock_async_uvpoll *p = (relock_async_uvpoll *)h;
+    if (status < 0) {
+        /* libuv stopped polling: a read meets the socket's error and
+         * hiredis disconnects; if it does not, poll again. */
+        if (p->ac)
+            redisAsyncHandleRead(p->ac);
+        if (p->ac && p->events)
+            uv_poll_start(&p->h, p->events, relock_async_uv_poll);
+        return;
+    }
+    if (p->ac && (events & UV_READABLE))
+        redisAsyncHandleRead(p->ac);
+    if (p->ac && (events & UV_WRITABLE))
+        redisAsyncHandleWrite(p->ac);
+}
+
+static inline void relock_async_uv_events(relock_async_uvpoll *p, int add, int del)
+{
+    p->events = (p->events | add) & ~del;
+    if (p->events)
+        uv_poll_start(&p->h, p->events, relock_async_uv_poll);
+    else
+        uv_poll_stop(&p->h);
+}
+
+static inline void relock_async_uv_add_read(void *d)
+{
+    relock_async_uv_events((relock_async_uvpoll *)d, UV_READABLE, 0);
+}
+
+static inline void relock_async_uv_del_read(void *d)
+{
+    relock_async_uv_events((relock_async_uvpoll *)d, 0, UV_READABLE);
+}
+
+static inline void relock_async_uv_add_write(void *d)
+{
+    relock_async_uv_events((relock_async_uvpoll *)d, UV_WRITABLE, 0);
+}
+
+static inline void relock_async_uv_del_write(void *d)
+{
+    relock_async_uv_events((relock_async_uvpoll *)d, 0, UV_WRITABLE);
+}
+
+static inline void relock_async_uv_poll_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static inline void relock_async_uv_cleanup(void *d)
+{
+    relock_async_uvpoll *p = (relock_async_uvpoll *)d;
+    p->ac = NULL;
+    uv_close((uv_handle_t *)&p->h, relock_async_uv_poll_closed);
+}
 
 typedef struct relock_async_uvtimer {
     uv_timer_t h; /* first: the handle's address is the timer's */
@@ -29,7 +104,24 @@ typedef struct relock_async_uvtimer {
 
 static inline int relock_async_uv_attach(void *data, redisAsyncContext *ac)
 {
-    return redisLibuvAttach(ac, (uv_loop_t *)data) == REDIS_OK ? 0 : -1;
+    if (ac->ev.data != NULL)
+        return -1;
+    relock_async_uvpoll *p = (relock_async_uvpoll *)malloc(sizeof *p);
+    if (!p)
+        return -1;
+    memset(p, 0, sizeof *p);
+    if (uv_poll_init((uv_loop_t *)data, &p->h, ac->c.fd) != 0) {
+        free(p);
+        return -1;
+    }
+    p->ac = ac;
+    ac->ev.addRead = relock_async_uv_add_read;
+    ac->ev.delRead = relock_async_uv_del_read;
+    ac->ev.addWrite = relock_async_uv_add_write;
+    ac->ev.delWrite = relock_async_uv_del_write;
+    ac->ev.cleanup = relock_async_uv_cleanup;
+    ac->ev.data = p;
+    return 0;
 }
 
 static inline void relock_async_uv_closed(uv_handle_t *h)

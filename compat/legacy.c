@@ -501,6 +501,7 @@ static relock__step u_ok(relock__ts_update *m, relock_lock *l)
 {
     if (m->extend) {
         snprintf(l->value, sizeof l->value, "%s", m->newv);
+        l->unsure_value[0] = '\0';
         l->ttl_ms = m->ttl_ms;
         l->valid_until = m->start + (uint64_t)m->ls.valid_ms;
     }
@@ -588,6 +589,15 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
     char found[RELOCK__VALUE_MAX] = "";
     if (r->type == REDIS_REPLY_STRING)
         snprintf(found, sizeof found, "%s", r->str);
+    /* Our own GETSET whose reply was lost: while the lock is valid nobody
+     * else can have written since (no takeover of a live lock, a break is
+     * seen in its counter below), so the value that GETSET carried is
+     * ours.  Without this a renewal after a lost reply found its own
+     * write and reported the lock lost. */
+    if (l->unsure_value[0] && strcmp(found, l->unsure_value) == 0 && l->valid_until &&
+        in->mono_ms < l->valid_until)
+        snprintf(l->value, sizeof l->value, "%s", found);
+    l->unsure_value[0] = '\0';
     /* A different value is never followed here: on 2.0 a GETSET loser's
      * write cannot be told from a new holder's (see the top of the file). */
     if (strcmp(found, l->value) != 0)
@@ -706,6 +716,8 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
         relock__err_clear(&c->err);
         return relock__done(&m->head, RELOCK_OK);
     case U_GETSET: {
+        if (in->fault == RELOCK__FAULT_LOST)
+            snprintf(l->unsure_value, sizeof l->unsure_value, "%s", m->newv);
         if (in->fault)
             return relock__done(&m->head, in->fault == RELOCK__FAULT_LOST
                                               ? ambiguous(l, "extend")

@@ -123,6 +123,10 @@ struct relock_lock {
      * breaks_known 0 when not read (adopted, or another server). */
     long long breaks;
     int breaks_known;
+    /* 2.0: the value an extend's GETSET wrote if it ran, when its reply was
+     * lost ("" otherwise); found in the key while the lock is valid, it is
+     * ours (compat/legacy.c). */
+    char unsure_value[RELOCK__VALUE_MAX];
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
     /* Set by a busy attempt that met a holder who never announces its
      * release (a legacy value without TTL): the waiter polls it often

@@ -2424,16 +2424,14 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         snprintf(text, sizeof text, "%s", ftext);
         ftext = text;
     }
-    int flush = 0;
     aconn *cn = op->cn;
     areq *rq = &op->rq;
-    if (cn->txn_owner == op && !op->in_txn) {
-        /* the batch that ended the transaction was answered */
-        cn->txn_owner = NULL;
-        flush = 1;
-    }
-    if (flush && cn->queue && cn->cstate == C_READY)
-        queue_flush(cn);
+    /* The batch that ended the transaction was answered.  The connection
+     * stays the operation's until its machine has judged the replies: an
+     * error reply to EXEC leaves the server's connection inside MULTI
+     * (h->in_txn), and machine_done() then drops it; another operation's
+     * batch sent before that would be queued inside the transaction. */
+    int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
         relock__mhead *h = op->m;
         relock__step_fn fn = op->clocking ? relock__clock_step : op->fn;
@@ -2541,6 +2539,16 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         if (b->n == 0) {
             fault = RELOCK__FAULT_NONE;
             continue;
+        }
+        if (txn_ended) {
+            /* The machine goes on: a new transaction keeps the connection
+             * (the gen check below), anything else lets the others send. */
+            txn_ended = 0;
+            if (!b->in_txn) {
+                cn->txn_owner = NULL;
+                if (cn->queue && cn->cstate == C_READY)
+                    queue_flush(cn);
+            }
         }
         if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
             batch_clear(op);

@@ -41,7 +41,6 @@
  * release or extend is not enumerated: there relock relies on its validity
  * (nobody can take a live lock over), the window docs/legacy.md states.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +52,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
+#include "boundary.h"
 #include "internal.h" /* relock__fence_key */
 #include "relock.h"
 #include "testclient.h"
@@ -60,10 +60,6 @@
 
 enum op { OP_RELEASE, OP_EXTEND, OP_BREAK, OP_ACQUIRE, OP_TAKEOVER, NOPS };
 static const char *const op_name[] = {"release", "extend", "break", "acquire", "takeover"};
-
-enum fault { F_LOST_REPLY, F_DEAD_AFTER, F_WRITE, F_WRITE_DEAD, F_ERROR, NFAULTS };
-static const char *const fault_name[] = {"lost-reply", "dead-after", "write", "write-dead",
-                                         "error-reply"};
 
 typedef struct target {
     const char *pers;
@@ -141,139 +137,6 @@ static int group_teardown(void **state)
     return tu_teardown_server(state);
 }
 
-/* ------------------------------------------------------------ the world */
-
-/* A command on the real server (or the proxy's control), its reply kept. */
-static redisReply *srv(int port, const char *fmt, ...)
-{
-    redisContext *ctx = redisConnect("127.0.0.1", port);
-    assert_non_null(ctx);
-    assert_int_equal(ctx->err, 0);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(ctx, fmt, ap);
-    va_end(ap);
-    redisFree(ctx);
-    assert_non_null(r);
-    return r;
-}
-
-static void srv_do(int port, const char *fmt, const char *a, const char *b)
-{
-    redisReply *r = srv(port, fmt, a, b);
-    if (r->type == REDIS_REPLY_ERROR)
-        fail_msg("%s: %s", fmt, r->str);
-    freeReplyObject(r);
-}
-
-static long long proxy_replies(int pport)
-{
-    redisReply *r = srv(pport, "RELOCK-PROXY REPLIES");
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long n = r->integer;
-    freeReplyObject(r);
-    return n;
-}
-
-/* The key's value ("" when absent) and the fence counter. */
-static void look(const char *key, const char *fkey, char *val, size_t len, long long *fence)
-{
-    redisReply *r = srv(tu_srv.port, "GET %s", key);
-    snprintf(val, len, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
-    freeReplyObject(r);
-    r = srv(tu_srv.port, "GET %s", fkey);
-    *fence = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-    freeReplyObject(r);
-}
-
-/* The other client, on the real server, once the proxy has relayed k
- * replies: a new holder (after a break), a classic SETNX, or a rival
- * compare-and-set takeover of the expired value.  Fence counted only when
- * it wins, as a fenced client would. */
-typedef struct other {
-    pthread_t thread;
-    int pport;
-    long long k;
-    enum op op;
-    char key[RELOCK__KEY_MAX];
-    char fkey[RELOCK__KEY_MAX];
-    char expired[32];
-    int won;
-    int wrote;
-} other;
-
-#define OTHER_VALUE "3999999999"
-
-static long long plain_int(const char *fmt, const char *a, const char *b)
-{
-    redisReply *r = srv(tu_srv.port, fmt, a, b);
-    long long n = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    return n;
-}
-
-static void other_plain(other *o)
-{
-    int go = 1;
-    if (o->op == OP_ACQUIRE) {
-        go = plain_int("SETNX %s %s", o->key, OTHER_VALUE) == 1;
-    } else if (o->op == OP_TAKEOVER) {
-        redisReply *r = srv(tu_srv.port, "GET %s", o->key);
-        go = r->type == REDIS_REPLY_STRING && strcmp(r->str, o->expired) == 0;
-        freeReplyObject(r);
-    }
-    if (go && o->op != OP_ACQUIRE)
-        freeReplyObject(srv(tu_srv.port, "SET %s %s", o->key, OTHER_VALUE));
-    if (go)
-        plain_int("INCR %s%s", o->fkey, "");
-    o->won = go;
-    o->wrote = 1;
-}
-
-static void *other_main(void *p)
-{
-    other *o = p;
-    uint64_t end = tu_now_ms() + 5000;
-    while (proxy_replies(o->pport) < o->k && tu_now_ms() < end)
-        tu_sleep_ms(1);
-    if (tu_now_ms() >= end)
-        return NULL; /* the operation ended sooner: nothing to race */
-    redisReply *r;
-    if (!testsrv_target_at_least(2, 6, 0)) {
-        /* A real server without EVAL: the same writes one by one, while
-         * the operation waits for its held reply. */
-        other_plain(o);
-        return NULL;
-    }
-    switch (o->op) {
-    case OP_ACQUIRE:
-        r = srv(tu_srv.port,
-                "EVAL %s 2 %s %s " OTHER_VALUE,
-                "if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then "
-                "redis.call('INCR', KEYS[2]) return 1 end return 0",
-                o->key, o->fkey);
-        break;
-    case OP_TAKEOVER:
-        r = srv(tu_srv.port,
-                "EVAL %s 2 %s %s %s " OTHER_VALUE,
-                "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                "redis.call('SET', KEYS[1], ARGV[2]) redis.call('INCR', KEYS[2]) return 1 end "
-                "return 0",
-                o->key, o->fkey, o->expired);
-        break;
-    default:
-        r = srv(tu_srv.port,
-                "EVAL %s 2 %s %s " OTHER_VALUE,
-                "redis.call('SET', KEYS[1], ARGV[1]) redis.call('INCR', KEYS[2]) return 1",
-                o->key, o->fkey);
-        break;
-    }
-    o->won = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    o->wrote = 1;
-    freeReplyObject(r);
-    return NULL;
-}
-
 /* ------------------------------------------------------------ one run */
 
 typedef struct scene {
@@ -322,14 +185,14 @@ static void scene_start(scene *s, const target *t, enum op op)
     }
     case OP_TAKEOVER:
         snprintf(s->expired, sizeof s->expired, "%lld", (long long)time(NULL) - 100);
-        srv_do(tu_srv.port, "SET %s %s", s->key, s->expired);
+        bnd_do(tu_srv.port, "SET %s %s", s->key, s->expired);
         break;
     case OP_ACQUIRE:
     case NOPS:
         break;
     }
     char v[RELOCK__VALUE_MAX];
-    look(s->key, s->fkey, v, sizeof v, &s->fence0);
+    bnd_look(tu_srv.port, s->key, s->fkey, v, sizeof v, &s->fence0);
 }
 
 static relock_status scene_run(scene *s)
@@ -371,9 +234,9 @@ static long long count_commands(const target *t, enum op op)
     scene s;
     scene_start(&s, t, op);
     int pport = proxy_port(t);
-    srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "0", "hold");
+    bnd_arm(pport, 0, BND_WRITE);
     relock_status st = scene_run(&s);
-    long long n = proxy_replies(pport);
+    long long n = bnd_replies(pport);
     if (st != RELOCK_OK)
         fail_msg("%s%s %s %s without faults: %s", t->pers, t->nolua ? " (no Lua)" : "",
                  t->mode, op_name[op], relock_status_name(st));
@@ -385,11 +248,11 @@ static long long count_commands(const target *t, enum op op)
     do {                                                                                      \
         if (!(cond))                                                                          \
             fail_msg("%s%s %s %s, boundary %lld, %s: " fmt, t->pers,                        \
-                     t->nolua ? " (no Lua)" : "", t->mode, op_name[op], k, fault_name[f],     \
+                     t->nolua ? " (no Lua)" : "", t->mode, op_name[op], k, bnd_fault_name[f],     \
                      ##__VA_ARGS__);                                                          \
     } while (0)
 
-static void one(const target *t, enum op op, long long k, enum fault f)
+static void one(const target *t, enum op op, long long k, enum bnd_fault f)
 {
     scene s;
     scene_start(&s, t, op);
@@ -398,54 +261,28 @@ static void one(const target *t, enum op op, long long k, enum fault f)
     if (s.l)
         snprintf(ours, sizeof ours, "%s", relock_lock_value(s.l));
 
-    other o;
+    bnd_other o;
     memset(&o, 0, sizeof o);
-    int writer = f == F_WRITE || f == F_WRITE_DEAD;
-    if (writer) {
-        o.pport = pport;
-        o.k = k;
-        o.op = op;
-        snprintf(o.key, sizeof o.key, "%s", s.key);
-        snprintf(o.fkey, sizeof o.fkey, "%s", s.fkey);
-        snprintf(o.expired, sizeof o.expired, "%s", s.expired);
-    }
-    char kk[24];
-    snprintf(kk, sizeof kk, "%lld", k);
-    switch (f) {
-    case F_LOST_REPLY:
-        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "close-before");
-        break;
-    case F_DEAD_AFTER:
-        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "close-after");
-        break;
-    case F_WRITE:
-        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind hold at-hold-ms %s", kk, "60");
-        break;
-    case F_ERROR:
-        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "error");
-        break;
-    case F_WRITE_DEAD:
-        /* Idle past the connection check (200 ms), then closed. */
-        srv_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind close-after at-hold-ms %s", kk,
-               "300");
-        break;
-    case NFAULTS:
-        break;
-    }
+    int writer = f == BND_WRITE || f == BND_WRITE_DEAD;
+    bnd_arm(pport, k, f);
     if (writer)
-        assert_int_equal(pthread_create(&o.thread, NULL, other_main, &o), 0);
+        bnd_other_start(&o, tu_srv.port, pport, k,
+                        op == OP_ACQUIRE    ? BND_RIVAL_SETNX
+                        : op == OP_TAKEOVER ? BND_RIVAL_TAKEOVER
+                                            : BND_RIVAL_SET,
+                        s.key, s.fkey, s.expired);
     relock_status st = scene_run(&s);
     if (writer)
-        pthread_join(o.thread, NULL);
-    srv_do(pport, "RELOCK-PROXY FAULT %s%s", "off", "");
+        bnd_other_join(&o);
+    bnd_disarm(pport);
 
     char v[RELOCK__VALUE_MAX];
     long long fence;
-    look(s.key, s.fkey, v, sizeof v, &fence);
+    bnd_look(tu_srv.port, s.key, s.fkey, v, sizeof v, &fence);
     const char *sn = relock_status_name(st);
     runs++;
 
-    if (f == F_ERROR) {
+    if (f == BND_ERROR) {
         CHECK(st == RELOCK_EPROTO || st == RELOCK_OK, "an error reply gave %s", sn);
         if (st == RELOCK_EPROTO) {
             /* Nothing changed, and the handle is still good. */
@@ -480,7 +317,7 @@ static void one(const target *t, enum op op, long long k, enum fault f)
     CHECK(fence >= s.fence0, "the fence went back from %lld to %lld", s.fence0, fence);
     /* Another client's value is never overwritten nor deleted by us. */
     if (o.wrote && (op == OP_RELEASE || op == OP_EXTEND || op == OP_BREAK))
-        CHECK(strcmp(v, OTHER_VALUE) == 0,
+        CHECK(strcmp(v, BND_OTHER_VALUE) == 0,
               "the other client's value was overwritten or deleted (key: \"%s\"; %s)", v, sn);
     switch (op) {
     case OP_RELEASE:
@@ -514,7 +351,7 @@ static void one(const target *t, enum op op, long long k, enum fault f)
         /* On 2.0 a takeover is GETSET: a loser's write shifts the
          * winner's expiry (DESIGN §3), which no client there can avoid. */
         if (o.won && !(t->plain && op == OP_TAKEOVER))
-            CHECK(strcmp(v, OTHER_VALUE) == 0, "the other client's value was overwritten");
+            CHECK(strcmp(v, BND_OTHER_VALUE) == 0, "the other client's value was overwritten");
         if (st == RELOCK_EIO && !o.wrote)
             CHECK(op == OP_ACQUIRE ? v[0] == '\0' : strcmp(v, s.expired) == 0,
                   "EIO, yet the key changed to \"%s\"", v);
@@ -527,67 +364,49 @@ static void one(const target *t, enum op op, long long k, enum fault f)
 }
 
 /* The pairs of boundary and fault the enumeration skips. */
-static int skipped(const target *t, enum op op, long long k, long long n, enum fault f)
+static int skipped(const target *t, enum op op, long long k, long long n, enum bnd_fault f)
 {
     /* 2.0 relies on validity against new holders (see top). */
-    if (t->plain && (f == F_WRITE || f == F_WRITE_DEAD) && (op == OP_RELEASE || op == OP_EXTEND))
+    if (t->plain && (f == BND_WRITE || f == BND_WRITE_DEAD) && (op == OP_RELEASE || op == OP_EXTEND))
         return 1;
     /* 2.4 runs the code of 2.2: its replies are enumerated, the writers
      * only once.  The idle wait is only needed where a transaction is
      * open (boundaries 1..n-1). */
-    if ((f == F_WRITE || f == F_WRITE_DEAD) && strcmp(t->pers, "2.4") == 0)
+    if ((f == BND_WRITE || f == BND_WRITE_DEAD) && strcmp(t->pers, "2.4") == 0)
         return 1;
-    return f == F_WRITE_DEAD && k == n;
+    return f == BND_WRITE_DEAD && k == n;
 }
 
-/*
- * RELOCK_TEST_REDUCED=1 (the sanitizer build in ./dev test, docs/decisions.md
- * 190): per target and operation, one fault at each boundary (the kind run
- * least so far, in turn) and then each kind not yet run at its first
- * boundary, so every boundary and every fault kind still runs, with the
- * same checks, in about max(n, 5) runs instead of n * 5.
- */
-static int reduced(void)
+/* One target and operation, for bnd_enumerate(). */
+typedef struct pass {
+    const target *t;
+    enum op op;
+} pass;
+
+static int pass_skip(void *ctx, long long k, long long n, enum bnd_fault f)
 {
-    const char *e = getenv("RELOCK_TEST_REDUCED");
-    return e && strcmp(e, "1") == 0;
+    pass *p = ctx;
+    return skipped(p->t, p->op, k, n, f);
 }
 
+static void pass_run(void *ctx, long long k, enum bnd_fault f)
+{
+    pass *p = ctx;
+    one(p->t, p->op, k, f);
+}
+
+/* RELOCK_TEST_REDUCED=1 (the sanitizer build in ./dev test, docs/decisions.md
+ * 190): per target and operation, one fault at each boundary and then each
+ * kind not yet run at its first boundary (bnd_enumerate()). */
 static void enumerate(const target *t)
 {
     for (int op = 0; op < NOPS; op++) {
         long long n = count_commands(t, (enum op)op);
         assert_true(n >= 1 && n < 40);
-        int before = runs;
-        if (reduced()) {
-            int used[NFAULTS] = {0};
-            for (long long k = 1; k <= n; k++) {
-                int pick = -1;
-                for (int i = 0; i < NFAULTS; i++) {
-                    int f = (int)((k - 1 + op + i) % NFAULTS);
-                    if (!skipped(t, (enum op)op, k, n, (enum fault)f) &&
-                        (pick < 0 || used[f] < used[pick]))
-                        pick = f;
-                }
-                if (pick >= 0) {
-                    used[pick]++;
-                    one(t, (enum op)op, k, (enum fault)pick);
-                }
-            }
-            for (int f = 0; f < NFAULTS; f++)
-                for (long long k = 1; k <= n && !used[f]; k++)
-                    if (!skipped(t, (enum op)op, k, n, (enum fault)f)) {
-                        used[f]++;
-                        one(t, (enum op)op, k, (enum fault)f);
-                    }
-        } else {
-            for (long long k = 1; k <= n; k++)
-                for (int f = 0; f < NFAULTS; f++)
-                    if (!skipped(t, (enum op)op, k, n, (enum fault)f))
-                        one(t, (enum op)op, k, (enum fault)f);
-        }
+        pass p = {t, (enum op)op};
+        int did = bnd_enumerate(n, op, pass_skip, pass_run, &p);
         print_message("%-10s %-6s %-7s %-8s %lld commands, %d faults\n", t->pers,
-                      t->nolua ? "no-Lua" : "", t->mode, op_name[op], n, runs - before);
+                      t->nolua ? "no-Lua" : "", t->mode, op_name[op], n, did);
     }
 }
 
@@ -598,7 +417,7 @@ static void test_boundaries(void **state)
         if (testsrv_personality_runs(targets[i].pers))
             enumerate(&targets[i]);
     print_message("%d runs, invariants held in %d%s\n", runs, held,
-                  reduced() ? " (RELOCK_TEST_REDUCED=1: each boundary and each fault once)" : "");
+                  bnd_reduced() ? " (RELOCK_TEST_REDUCED=1: each boundary and each fault once)" : "");
     assert_int_equal(runs, held);
 }
 

@@ -28,11 +28,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
 # group: ctest name, the first version it applies to
-GROUPS_ALL=(legacy bridge modern fence interop boundaries replies)
+GROUPS_ALL=(legacy bridge modern fence interop boundaries replies async)
 declare -A CTEST=([legacy]=it_legacy [bridge]=it_bridge [modern]=it_modern [fence]=it_fence
-                  [interop]=interop [boundaries]=it_boundaries [replies]=proxy)
+                  [interop]=interop [boundaries]=it_boundaries [replies]=proxy
+                  [async]='(it_async_libevent|it_async_boundaries_libevent)')
 declare -A SINCE=([legacy]=0 [bridge]=0 [modern]=20612 [fence]=0 [interop]=0
-                  [boundaries]=0 [replies]=0)
+                  [boundaries]=0 [replies]=0 [async]=0)
 # Before this version the group runs a part only: its cell is marked "*".
 declare -A PARTIAL_BEFORE=([bridge]=20600)
 
@@ -139,7 +140,7 @@ run_cell() {
 }
 
 # The longest groups first, the versions in the order given, N at a time.
-for g in interop bridge boundaries legacy modern fence replies; do
+for g in interop bridge boundaries async legacy modern fence replies; do
     printf '%s\n' "${sel_groups[@]}" | grep -qxF "$g" || continue
     for v in "${versions[@]}"; do
         while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done

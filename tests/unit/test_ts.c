@@ -563,6 +563,55 @@ static void test_plain_extend_getset_other(void **state)
     assert_string_equal(f.l->value, "1795317550"); /* not ours */
 }
 
+/* 2.0 extend: the GETSET's reply lost: EAMBIGUOUS, and the value it
+ * carried noted; the next extend finds that value while the lock is valid
+ * and takes it as its own (it was ours); after the validity it would not. */
+static void test_plain_extend_lost_then_found(void **state)
+{
+    (void)state;
+    held_lock("1795317550", 5, 5000);
+    um.extend = 1;
+    um.ttl_ms = 1000;
+    um.head.want_fleet = 1;
+    relock__feed in = feed_none(2000);
+    in.fleet_ms = NOW_MS + 1000;
+    assert_int_equal(upd(in), RELOCK__STEP_SEND);
+    assert_int_equal(upd(feed_replies(2010, 1, fr_str("1795317550"))), RELOCK__STEP_SEND);
+    assert_true(batch_is(&b, 0, "GETSET", f.l->key, "1795317551", NULL));
+    assert_int_equal(upd(feed_fault(2020, RELOCK__FAULT_LOST, 0)), RELOCK__STEP_DONE);
+    assert_int_equal(um.head.st, RELOCK_EAMBIGUOUS);
+    assert_string_equal(f.l->value, "1795317550");
+    assert_string_equal(f.l->unsure_value, "1795317551");
+    /* the next extend: GET finds our GETSET's value */
+    relock__err_clear(&f.c->err);
+    memset(&um, 0, sizeof um);
+    um.extend = 1;
+    um.ttl_ms = 1000;
+    um.head.want_fleet = 1;
+    in = feed_none(2100);
+    in.fleet_ms = NOW_MS + 2000;
+    assert_int_equal(upd(in), RELOCK__STEP_SEND);
+    assert_int_equal(upd(feed_replies(2110, 1, fr_str("1795317551"))), RELOCK__STEP_SEND);
+    assert_true(batch_is(&b, 0, "GETSET", f.l->key, "1795317552", NULL));
+    assert_int_equal(upd(feed_replies(2120, 1, fr_str("1795317551"))), RELOCK__STEP_DONE);
+    assert_int_equal(um.head.st, RELOCK_OK);
+    assert_string_equal(f.l->value, "1795317552");
+    assert_string_equal(f.l->unsure_value, "");
+}
+
+/* The same value found after the validity ended: LOST, not taken. */
+static void test_plain_extend_lost_then_expired(void **state)
+{
+    (void)state;
+    held_lock("1795317550", 5, 5000);
+    snprintf(f.l->unsure_value, sizeof f.l->unsure_value, "%s", "1795317551");
+    memset(&um, 0, sizeof um); /* a release, after the validity */
+    assert_int_equal(upd(feed_none(6000)), RELOCK__STEP_SEND);
+    assert_int_equal(upd(feed_replies(6010, 1, fr_str("1795317551"))), RELOCK__STEP_DONE);
+    assert_int_equal(um.head.st, RELOCK_LOST);
+    assert_string_equal(f.l->value, "1795317550");
+}
+
 /* EVAL release: a GETSET loser's write followed once, under the fence,
  * while our validity remains. */
 static void test_script_release_follows_loser(void **state)
@@ -717,6 +766,8 @@ int main(void)
         T(test_plain_release_broken_or_expired),
         T(test_plain_extend_expired),
         T(test_plain_extend_getset_other),
+        T(test_plain_extend_lost_then_found),
+        T(test_plain_extend_lost_then_expired),
         T(test_script_release_follows_loser),
         T(test_script_release_no_follow_after_validity),
         T(test_watch_release_lost),

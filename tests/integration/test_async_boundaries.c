@@ -1,0 +1,823 @@
+/*
+ * Every command boundary of the asynchronous client's operations,
+ * enumerated, as it_boundaries does for the blocking driver.
+ *
+ * For each personality of the compat proxy and each mode it supports, each
+ * operation (try-acquire of a free key, takeover of an expired legacy
+ * holder, release, extend, and one renewal of a kept lock) is run once to
+ * count the commands it sends; then, for each boundary k and each fault of
+ * boundary.h (lost reply, connection closed after the reply, another
+ * client's write, the write then the close, an error reply) it runs again
+ * with the proxy acting exactly there.  After each run, on the real server
+ * and on the client:
+ *
+ *   - the callback was called exactly once, within a bound (nothing hangs),
+ *     and nothing is pending on the client;
+ *   - RELOCK_OK only for what happened: an acquire never wins while the
+ *     other client holds the lock, a release or extend never deletes or
+ *     overwrites the other client's value, a renewal never goes on as if
+ *     held once the other client wrote;
+ *   - RELOCK_EIO only where nothing changed (RELOCK_EAMBIGUOUS may be
+ *     anything), RELOCK_EPROTO (or OK) for an error reply;
+ *   - no connection is left inside MULTI on the server, and the client
+ *     still works: another acquire and release on it succeed.
+ *
+ * Also: the connection closed at each boundary of several operations in
+ * flight together (each gets its own outcome, none is OK for what did not
+ * happen), and a cancel arriving at each boundary of an acquire (one that
+ * wins, one that waits behind a holder).
+ *
+ * Built for libevent (it_async_boundaries_libevent) and libuv (TEST_LIBUV,
+ * it_async_boundaries_libuv, which runs the reduced enumeration unless
+ * RELOCK_TEST_REDUCED says otherwise).  RELOCK_TEST_REDUCED=1 runs the
+ * reduced enumeration of docs/decisions.md 190.  RELOCK_TEST_TARGET=P (a
+ * personality, "7-nolua" for 7 without Lua) runs that target alone, for
+ * a look at one path.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "boundary.h"
+#include "internal.h" /* relock__fence_key */
+#include "relock.h"
+#include "relock_async.h"
+#include "testloop.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+static testsrv srv;
+
+enum op { OP_ACQUIRE, OP_TAKEOVER, OP_RELEASE, OP_EXTEND, OP_RENEW, NOPS };
+static const char *const op_name[] = {"acquire", "takeover", "release", "extend", "renewal"};
+
+typedef struct target {
+    const char *pers;
+    const char *mode;
+    int plain; /* 2.0: no WATCH, no EVAL */
+    int nolua; /* the proxy refuses EVAL, EVALSHA, SCRIPT, FUNCTION (--no-lua) */
+} target;
+
+/* Legacy on 2.0 (MULTI without WATCH) and 2.2 (WATCH), bridge on 2.6.0
+ * (scripts), modern by scripts, by WATCH without Lua, and by the native
+ * commands of valkey 9.0 (DELIFEQ) and redis 8.4 (DELEX, SET IFEQ).  2.4
+ * only against a real 2.4 (RELOCK_TEST_SERVER): relock runs the code of
+ * 2.2 there, which the proxy's 2.2 enumerates. */
+static const target targets[] = {
+    {"2.0", "legacy", 1, 0},      {"2.2", "legacy", 0, 0},      {"2.4", "legacy", 0, 0},
+    {"2.6.0", "bridge", 0, 0},
+    {"7", "modern", 0, 0},        {"7", "modern", 0, 1},        {"valkey-9.0", "modern", 0, 0},
+    {"redis-8.4", "modern", 0, 0},
+};
+#define NTARGETS (sizeof targets / sizeof targets[0])
+static testsrv proxies[NTARGETS];
+
+static int runs, held;
+
+/* Whether the target runs: its proxy started, and RELOCK_TEST_TARGET. */
+static int target_runs(size_t i)
+{
+    const char *only = getenv("RELOCK_TEST_TARGET");
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", targets[i].pers, targets[i].nolua ? "-nolua" : "");
+    return proxies[i].pid && (!only || !only[0] || strcmp(only, name) == 0);
+}
+
+static int proxy_port(const target *t)
+{
+    return proxies[t - targets].port;
+}
+
+/* The operation's end: bounded well past command_timeout_ms (1000 ms) and
+ * the proxy's longest hold. */
+#define OP_BOUND_MS 10000
+
+/* ------------------------------------------------------------ outcomes */
+
+typedef struct outcome {
+    long calls;
+    relock_status st;
+    relock_lock *l;
+    char msg[512];
+} outcome;
+
+static void record(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                   void *arg)
+{
+    (void)a;
+    outcome *o = arg;
+    o->calls++;
+    o->st = st;
+    o->l = l;
+    snprintf(o->msg, sizeof o->msg, "%s", e ? e->message : "");
+}
+
+typedef struct lostrec {
+    long calls;
+    relock_status why;
+    char msg[512];
+} lostrec;
+
+static void on_lost(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
+                    void *arg)
+{
+    (void)a, (void)l;
+    lostrec *r = arg;
+    r->calls++;
+    r->why = why;
+    snprintf(r->msg, sizeof r->msg, "%s", e ? e->message : "");
+}
+
+/* Legacy values in seconds, as it_boundaries (the takeover's expired
+ * holder), except for renewals (unit_ms): a lease of 1200 ms in whole
+ * seconds would leave no validity to renew in. */
+static relock_async *client_unit(relock_async_loop *lp, int port, const char *mode,
+                                 const char *unit)
+{
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", unit), RELOCK_OK);
+    relock_async *a = NULL;
+    relock_status st = relock_async_new(cfg, lp, &a);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK)
+        fail_msg("relock_async_new: %s", a ? relock_async_error(a)->message : "out of memory");
+    return a;
+}
+
+static relock_async *client(relock_async_loop *lp, int port, const char *mode)
+{
+    return client_unit(lp, port, mode, "s");
+}
+
+/* One acquire on a, run to its end; the lock on OK. */
+static relock_status acquire_now(relock_async *a, const char *name, long long ttl_ms,
+                                 relock_lock **out)
+{
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, name, ttl_ms, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, OP_BOUND_MS), 1);
+    *out = o.st == RELOCK_OK ? o.l : NULL;
+    return o.st;
+}
+
+static relock_status release_now(relock_lock *l)
+{
+    outcome o = {0};
+    assert_int_equal(relock_async_release(l, record, &o), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, OP_BOUND_MS), 1);
+    return o.st;
+}
+
+/* Connections inside MULTI on the real server (CLIENT LIST's flag x),
+ * waited for a moment: a connection the client dropped is closed by the
+ * proxy soon after.  0 where CLIENT LIST is missing (before 2.4). */
+static int in_multi(void)
+{
+    if (!testsrv_target_at_least(2, 4, 0))
+        return 0;
+    int n = 0;
+    uint64_t end = tu_now_ms() + 2000;
+    do {
+        redisReply *r = bnd_cmd(srv.port, "CLIENT LIST");
+        n = 0;
+        for (const char *p = r->type == REDIS_REPLY_STRING ? r->str : ""; (p = strstr(p, " flags="));
+             p++) {
+            const char *f = p + 7;
+            size_t len = strcspn(f, " ");
+            if (memchr(f, 'x', len))
+                n++;
+        }
+        freeReplyObject(r);
+        if (n)
+            tu_sleep_ms(20);
+    } while (n && tu_now_ms() < end);
+    return n;
+}
+
+/* ------------------------------------------------------------ one run */
+
+typedef struct scene {
+    const target *t;
+    enum op op;
+    char name[64];
+    char key[RELOCK__KEY_MAX];
+    char fkey[RELOCK__KEY_MAX];
+    relock_async_loop lp;
+    relock_async *a;
+    relock_lock *l;                /* release, extend, renewal: the lock it holds */
+    char ours[RELOCK__VALUE_MAX];  /* its value then */
+    char expired[32];              /* takeover: the dead holder's value */
+    long long fence0;
+    outcome o;
+    lostrec lost;
+} scene;
+
+static int seq;
+
+/* The renewal's lease: renewed every 400 ms, retried every 120 ms after a
+ * failure, with 800 ms to spare when the loop is slow (a loaded machine). */
+#define RENEW_TTL 1200
+
+static void scene_start(scene *s, const target *t, enum op op)
+{
+    memset(s, 0, sizeof *s);
+    s->t = t;
+    s->op = op;
+    snprintf(s->name, sizeof s->name, "abnd%d", ++seq);
+    snprintf(s->key, sizeof s->key, "%s", s->name);
+    assert_int_equal(relock__fence_key(s->key, s->fkey, sizeof s->fkey), 0);
+    loop_init(&s->lp);
+    s->a = client_unit(&s->lp, proxy_port(t), t->mode, op == OP_RENEW ? "ms" : "s");
+    char warm[80];
+    relock_lock *wl = NULL;
+    switch (op) {
+    case OP_RELEASE:
+    case OP_EXTEND:
+    case OP_RENEW:
+        assert_int_equal(acquire_now(s->a, s->name, op == OP_RENEW ? RENEW_TTL : 30000, &s->l),
+                         RELOCK_OK);
+        snprintf(s->ours, sizeof s->ours, "%s", relock_lock_value(s->l));
+        break;
+    case OP_TAKEOVER:
+        snprintf(s->expired, sizeof s->expired, "%lld", (long long)time(NULL) - 100);
+        bnd_do(srv.port, "SET %s %s", s->key, s->expired);
+        /* fall through */
+    case OP_ACQUIRE:
+        /* connected and probed before the count starts */
+        snprintf(warm, sizeof warm, "%s-warm", s->name);
+        assert_int_equal(acquire_now(s->a, warm, 30000, &wl), RELOCK_OK);
+        assert_int_equal(release_now(wl), RELOCK_OK);
+        relock_lock_free(wl);
+        break;
+    case NOPS:
+        break;
+    }
+    char v[RELOCK__VALUE_MAX];
+    bnd_look(srv.port, s->key, s->fkey, v, sizeof v, &s->fence0);
+}
+
+/* Runs the operation to its end; for a renewal, its first tick's end. */
+static void scene_run(scene *s)
+{
+    switch (s->op) {
+    case OP_ACQUIRE:
+    case OP_TAKEOVER:
+        assert_int_equal(relock_async_try_acquire(s->a, s->name, 30000, record, &s->o, NULL),
+                         RELOCK_OK);
+        break;
+    case OP_RELEASE:
+        assert_int_equal(relock_async_release(s->l, record, &s->o), RELOCK_OK);
+        break;
+    case OP_EXTEND:
+        assert_int_equal(relock_async_extend(s->l, 30000, record, &s->o), RELOCK_OK);
+        break;
+    case OP_RENEW: {
+        assert_int_equal(relock_async_keep(s->l, on_lost, &s->lost), RELOCK_OK);
+        /* the tick's extend starts, then ends */
+        uint64_t end = tu_now_ms() + OP_BOUND_MS;
+        while (relock_async_pending(s->a) == 0 && s->lost.calls == 0 && tu_now_ms() < end)
+            loop_once();
+        while (relock_async_pending(s->a) > 0 && tu_now_ms() < end)
+            loop_once();
+        s->o.calls = relock_async_pending(s->a) == 0 && tu_now_ms() < end;
+        return;
+    }
+    case NOPS:
+        break;
+    }
+    run_until(&s->o.calls, 1, OP_BOUND_MS);
+}
+
+/* The commands the operation sends, from its start to its end. */
+static long long count_commands(const target *t, enum op op)
+{
+    scene s;
+    scene_start(&s, t, op);
+    int pport = proxy_port(t);
+    bnd_arm(pport, 0, BND_WRITE);
+    scene_run(&s);
+    long long n = bnd_replies(pport);
+    if (s.o.calls != 1 || (op != OP_RENEW && s.o.st != RELOCK_OK) || s.lost.calls)
+        fail_msg("%s%s %s %s without faults: %s: %s", t->pers, t->nolua ? " (no Lua)" : "",
+                 t->mode, op_name[op], relock_status_name(s.o.st), s.o.msg);
+    if (op == OP_RENEW)
+        assert_int_equal(relock_async_keep_stop(s.l), RELOCK_OK);
+    relock_lock_free(s.l);
+    relock_lock_free(op == OP_ACQUIRE || op == OP_TAKEOVER ? s.o.l : NULL);
+    relock_async_free(s.a);
+    loop_fini();
+    return n;
+}
+
+/* A failed check is reported and the run counted as failed; the
+ * enumeration goes on, so one run shows every hole at once. */
+static int bad;
+#define CHECK(cond, fmt, ...)                                                                 \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            print_error("FAIL %s%s %s %s, boundary %lld, %s: " fmt "\n", t->pers,              \
+                        t->nolua ? " (no Lua)" : "", t->mode, op_name[op], k,                 \
+                        bnd_fault_name[f], ##__VA_ARGS__);                                    \
+            bad = 1;                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static void one(const target *t, enum op op, long long k, enum bnd_fault f)
+{
+    scene s;
+    scene_start(&s, t, op);
+    int pport = proxy_port(t);
+    bnd_other o;
+    memset(&o, 0, sizeof o);
+    int writer = f == BND_WRITE || f == BND_WRITE_DEAD;
+    bnd_arm(pport, k, f);
+    if (writer)
+        bnd_other_start(&o, srv.port, pport, k,
+                        op == OP_ACQUIRE    ? BND_RIVAL_SETNX
+                        : op == OP_TAKEOVER ? BND_RIVAL_TAKEOVER
+                                            : BND_RIVAL_SET,
+                        s.key, s.fkey, s.expired);
+    scene_run(&s);
+    if (writer)
+        bnd_other_join(&o);
+    bnd_disarm(pport);
+    runs++;
+    relock_status st = s.o.st;
+    const char *sn = relock_status_name(st);
+    CHECK(s.o.calls == 1, "the callback was called %ld times within %d ms", s.o.calls,
+          OP_BOUND_MS);
+
+    if (op == OP_RENEW) {
+        /* A renewal that met the other client's write must end in a lost
+         * callback (at the latest when a retry reads the key), never go
+         * on; one that met none goes on (a retry comes after 120 ms). */
+        if (o.wrote)
+            run_until(&s.lost.calls, 1, 3 * RENEW_TTL);
+        else
+            run_for(300);
+        CHECK(s.lost.calls <= 1, "lost called %ld times", s.lost.calls);
+        relock_status ks = relock_async_keep_stop(s.l);
+        if (o.wrote) {
+            CHECK(s.lost.calls == 1 && ks == RELOCK_LOST,
+                  "the other client wrote, yet the renewal goes on (lost %ld, keep_stop %s)",
+                  s.lost.calls, relock_status_name(ks));
+        } else {
+            CHECK(s.lost.calls == 0 && ks == RELOCK_OK,
+                  "nobody else wrote, yet the renewal ended (lost %ld: %s: %s)", s.lost.calls,
+                  relock_status_name(s.lost.why), s.lost.msg);
+        }
+        st = ks;
+        sn = relock_status_name(st);
+    }
+    /* a few more turns: no second callback */
+    run_for(30);
+    CHECK(s.o.calls == 1, "the callback was called %ld times", s.o.calls);
+    CHECK(relock_async_pending(s.a) == 0, "%ld operations still pending",
+          relock_async_pending(s.a));
+
+    char v[RELOCK__VALUE_MAX];
+    long long fence;
+    bnd_look(srv.port, s.key, s.fkey, v, sizeof v, &fence);
+    relock_lock *got = (op == OP_ACQUIRE || op == OP_TAKEOVER) ? s.o.l : s.l;
+    const char *before = op == OP_ACQUIRE    ? ""
+                         : op == OP_TAKEOVER ? s.expired
+                                             : s.ours;
+    CHECK(fence >= s.fence0, "the fence went back from %lld to %lld", s.fence0, fence);
+    if (f == BND_ERROR) {
+        CHECK(st == RELOCK_EPROTO || st == RELOCK_OK, "an error reply gave %s: %s", sn, s.o.msg);
+        if (st == RELOCK_EPROTO)
+            CHECK(strcmp(v, before) == 0, "EPROTO, yet the key changed to \"%s\"", v);
+        if (st == RELOCK_EPROTO && (op == OP_RELEASE || op == OP_EXTEND)) {
+            /* the handle is still good */
+            outcome again = {0};
+            if (op == OP_RELEASE)
+                assert_int_equal(relock_async_release(s.l, record, &again), RELOCK_OK);
+            else
+                assert_int_equal(relock_async_extend(s.l, 30000, record, &again), RELOCK_OK);
+            run_until(&again.calls, 1, OP_BOUND_MS);
+            CHECK(again.calls == 1 && again.st == RELOCK_OK,
+                  "the same call again after EPROTO: %s: %s", relock_status_name(again.st),
+                  again.msg);
+            if (op == OP_RELEASE)
+                bnd_look(srv.port, s.key, s.fkey, v, sizeof v, &fence);
+        } else if (st == RELOCK_OK && (op == OP_RELEASE)) {
+            CHECK(v[0] == '\0', "OK, yet the key holds \"%s\"", v);
+        } else if (st == RELOCK_OK) {
+            CHECK(got && strcmp(v, relock_lock_value(got)) == 0, "OK, yet the key holds \"%s\"",
+                  v);
+        }
+    } else {
+        CHECK(st == RELOCK_OK || st == RELOCK_EIO || st == RELOCK_EAMBIGUOUS ||
+                  st == RELOCK_LOST || st == RELOCK_BUSY,
+              "unexpected %s: %s", sn, s.o.msg);
+        if (o.wrote && op != OP_ACQUIRE && op != OP_TAKEOVER)
+            CHECK(strcmp(v, BND_OTHER_VALUE) == 0,
+                  "the other client's value was overwritten or deleted (key: \"%s\"; %s)", v, sn);
+        switch (op) {
+        case OP_RELEASE:
+            if (!o.wrote && st == RELOCK_OK)
+                CHECK(v[0] == '\0', "%s, yet the key holds \"%s\"", sn, v);
+            /* fall through */
+        case OP_EXTEND:
+        case OP_RENEW:
+            if (!o.wrote && st == RELOCK_OK && op != OP_RELEASE)
+                CHECK(strcmp(v, relock_lock_value(s.l)) == 0, "OK, yet the key holds \"%s\"", v);
+            if (!o.wrote && st == RELOCK_EIO)
+                CHECK(strcmp(v, s.ours) == 0, "EIO, yet the key changed to \"%s\"", v);
+            if (!o.wrote)
+                CHECK(st != RELOCK_LOST && st != RELOCK_BUSY, "%s though nobody else wrote: %s",
+                      sn, s.o.msg);
+            break;
+        case OP_ACQUIRE:
+        case OP_TAKEOVER:
+            CHECK(!(st == RELOCK_OK && o.won), "two holders: we and the other client both won");
+            if (st == RELOCK_OK) {
+                CHECK(relock_lock_fence(got) > s.fence0, "fence %lld not above %lld",
+                      relock_lock_fence(got), s.fence0);
+                if (!o.wrote)
+                    CHECK(strcmp(v, relock_lock_value(got)) == 0,
+                          "OK, yet the key holds \"%s\"", v);
+            }
+            /* On 2.0 a takeover is GETSET: a loser's write shifts the
+             * winner's expiry (DESIGN §3). */
+            if (o.won && !(t->plain && op == OP_TAKEOVER))
+                CHECK(strcmp(v, BND_OTHER_VALUE) == 0, "the other client's value was overwritten");
+            if (st == RELOCK_EIO && !o.wrote)
+                CHECK(strcmp(v, before) == 0, "EIO, yet the key changed to \"%s\"", v);
+            if (!o.wrote)
+                CHECK(st != RELOCK_BUSY && st != RELOCK_LOST, "%s though nobody else wrote: %s",
+                      sn, s.o.msg);
+            break;
+        case NOPS:
+            break;
+        }
+    }
+    /* No connection left inside MULTI, and the client still works. */
+    CHECK(in_multi() == 0, "a connection was left inside MULTI on the server");
+    char next[80];
+    snprintf(next, sizeof next, "%s-next", s.name);
+    relock_lock *nl = NULL;
+    relock_status ast = acquire_now(s.a, next, 30000, &nl);
+    CHECK(ast == RELOCK_OK, "the next acquire on the client: %s", relock_status_name(ast));
+    if (nl) {
+        relock_status rst = release_now(nl);
+        CHECK(rst == RELOCK_OK, "the next release on the client: %s", relock_status_name(rst));
+        relock_lock_free(nl);
+    }
+
+    if (!bad)
+        held++;
+    bad = 0;
+    relock_lock_free(s.l);
+    if (op == OP_ACQUIRE || op == OP_TAKEOVER)
+        relock_lock_free(s.o.l);
+    relock_async_free(s.a);
+    loop_fini();
+}
+
+/* The pairs of boundary and fault the enumeration skips. */
+static int skipped(const target *t, enum op op, long long k, long long n, enum bnd_fault f)
+{
+    /* 2.0 relies on validity against new holders (test_boundaries.c). */
+    if (t->plain && (f == BND_WRITE || f == BND_WRITE_DEAD) && op >= OP_RELEASE)
+        return 1;
+    return f == BND_WRITE_DEAD && k == n;
+}
+
+typedef struct pass {
+    const target *t;
+    enum op op;
+} pass;
+
+static int pass_skip(void *ctx, long long k, long long n, enum bnd_fault f)
+{
+    pass *p = ctx;
+    return skipped(p->t, p->op, k, n, f);
+}
+
+static void pass_run(void *ctx, long long k, enum bnd_fault f)
+{
+    pass *p = ctx;
+    one(p->t, p->op, k, f);
+}
+
+static void test_boundaries(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        const target *t = &targets[i];
+        if (!target_runs(i))
+            continue;
+        for (int op = 0; op < NOPS; op++) {
+            long long n = count_commands(t, (enum op)op);
+            assert_true(n >= 1 && n < 40);
+            pass p = {t, (enum op)op};
+            int did = bnd_enumerate(n, op, pass_skip, pass_run, &p);
+            print_message("%-10s %-6s %-7s %-8s %lld commands, %d faults\n", t->pers,
+                          t->nolua ? "no-Lua" : "", t->mode, op_name[op], n, did);
+        }
+    }
+    print_message("%d runs, invariants held in %d%s\n", runs, held,
+                  bnd_reduced() ? " (RELOCK_TEST_REDUCED=1)" : "");
+    assert_int_equal(runs, held);
+}
+
+/* ------------------------------------------------------------ several in flight */
+
+enum { NFLIGHT = 6 };
+
+/*
+ * Three try-acquires of free keys and three releases of held locks, sent in
+ * one turn of the loop, pipelined on one connection; the connection closes
+ * at boundary k (its reply lost, or after it).  Each operation gets its own
+ * outcome, once: OK only for what happened on the server, EIO only for
+ * what did not.
+ */
+static void flight(const target *t, long long k, enum bnd_fault f, long long *count)
+{
+    const enum op op = OP_ACQUIRE; /* for CHECK */
+    relock_async_loop lp;
+    loop_init(&lp);
+    int pport = proxy_port(t);
+    relock_async *a = client(&lp, pport, t->mode);
+    char names[NFLIGHT][64];
+    relock_lock *l[NFLIGHT] = {0};
+    char ours[NFLIGHT][RELOCK__VALUE_MAX];
+    outcome o[NFLIGHT];
+    memset(o, 0, sizeof o);
+    int nth = ++seq;
+    for (int i = 0; i < NFLIGHT; i++) {
+        snprintf(names[i], sizeof names[i], "afl%d-%d", nth, i);
+        if (i >= NFLIGHT / 2) {
+            assert_int_equal(acquire_now(a, names[i], 30000, &l[i]), RELOCK_OK);
+            snprintf(ours[i], sizeof ours[i], "%s", relock_lock_value(l[i]));
+        }
+    }
+    bnd_arm(pport, count ? 0 : k, count ? BND_WRITE : f);
+    for (int i = 0; i < NFLIGHT; i++) {
+        if (i < NFLIGHT / 2)
+            assert_int_equal(relock_async_try_acquire(a, names[i], 30000, record, &o[i], NULL),
+                             RELOCK_OK);
+        else
+            assert_int_equal(relock_async_release(l[i], record, &o[i]), RELOCK_OK);
+    }
+    long done = 0;
+    uint64_t end = tu_now_ms() + OP_BOUND_MS;
+    while (done < NFLIGHT && tu_now_ms() < end) {
+        loop_once();
+        done = 0;
+        for (int i = 0; i < NFLIGHT; i++)
+            done += o[i].calls;
+    }
+    if (count)
+        *count = bnd_replies(pport);
+    bnd_disarm(pport);
+    run_for(30);
+    runs++;
+    for (int i = 0; i < NFLIGHT; i++) {
+        CHECK(o[i].calls == 1, "in flight %d: its callback was called %ld times", i, o[i].calls);
+        char v[RELOCK__VALUE_MAX], fk[RELOCK__KEY_MAX];
+        long long fence;
+        assert_int_equal(relock__fence_key(names[i], fk, sizeof fk), 0);
+        bnd_look(srv.port, names[i], fk, v, sizeof v, &fence);
+        relock_status st = o[i].st;
+        if (count)
+            CHECK(st == RELOCK_OK, "in flight %d without faults: %s: %s", i,
+                  relock_status_name(st), o[i].msg);
+        CHECK(st == RELOCK_OK || st == RELOCK_EIO || st == RELOCK_EAMBIGUOUS,
+              "in flight %d: %s: %s", i, relock_status_name(st), o[i].msg);
+        if (i < NFLIGHT / 2) {
+            if (st == RELOCK_OK)
+                CHECK(strcmp(v, relock_lock_value(o[i].l)) == 0,
+                      "in flight %d: acquire OK, yet the key holds \"%s\"", i, v);
+            if (st == RELOCK_EIO)
+                CHECK(v[0] == '\0', "in flight %d: acquire EIO, yet the key holds \"%s\"", i, v);
+            relock_lock_free(o[i].l);
+        } else {
+            if (st == RELOCK_OK)
+                CHECK(v[0] == '\0', "in flight %d: release OK, yet the key holds \"%s\"", i, v);
+            if (st == RELOCK_EIO)
+                CHECK(strcmp(v, ours[i]) == 0,
+                      "in flight %d: release EIO, yet the key changed to \"%s\"", i, v);
+            relock_lock_free(l[i]);
+        }
+    }
+    CHECK(relock_async_pending(a) == 0, "%ld operations still pending", relock_async_pending(a));
+    CHECK(in_multi() == 0, "a connection was left inside MULTI on the server");
+    relock_lock *nl = NULL;
+    char next[80];
+    snprintf(next, sizeof next, "afl%d-next", nth);
+    CHECK(acquire_now(a, next, 30000, &nl) == RELOCK_OK, "the next acquire on the client failed");
+    if (nl) {
+        CHECK(release_now(nl) == RELOCK_OK, "the next release on the client failed");
+        relock_lock_free(nl);
+    }
+    if (!bad)
+        held++;
+    bad = 0;
+    relock_async_free(a);
+    loop_fini();
+}
+
+static void test_in_flight(void **state)
+{
+    (void)state;
+    runs = held = 0;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        const target *t = &targets[i];
+        if (!target_runs(i))
+            continue;
+        long long n = 0;
+        flight(t, 0, BND_WRITE, &n);
+        assert_true(n >= NFLIGHT && n < 200);
+        int did = 0;
+        /* each boundary once, the two faults in turn (both at the first);
+         * reduced, every other boundary */
+        for (long long k = 1; k <= n; k++)
+            for (int f = BND_LOST_REPLY; f <= BND_DEAD_AFTER; f++)
+                if ((k + f) % 2 == 1 || k == 1) {
+                    if (bnd_reduced() && k % 4 > 1)
+                        continue;
+                    flight(t, k, (enum bnd_fault)f, NULL);
+                    did++;
+                }
+        print_message("%-10s %-6s %-7s %d in flight: %lld commands, %d faults\n", t->pers,
+                      t->nolua ? "no-Lua" : "", t->mode, NFLIGHT, n, did);
+    }
+    assert_int_equal(runs, held);
+}
+
+/* ------------------------------------------------------------ cancel at each boundary */
+
+/*
+ * An acquire cancelled while the proxy holds the reply to its k-th
+ * command: of a free key (its attempt wins, then is undone) or of a key a
+ * blocking client holds (it waits: attempts, the subscription, the wake).
+ * No faults: the outcome is RELOCK_ECANCELED, exactly once, and the key is
+ * free or still the holder's.
+ */
+static void cancel_one(const target *t, int busy, long long k, long long *count)
+{
+    const enum op op = OP_ACQUIRE;
+    const enum bnd_fault f = BND_WRITE;
+    relock_async_loop lp;
+    loop_init(&lp);
+    int pport = proxy_port(t);
+    relock_async *a = client(&lp, pport, t->mode);
+    char name[64], warm[80];
+    snprintf(name, sizeof name, "acn%d", ++seq);
+    snprintf(warm, sizeof warm, "%s-warm", name);
+    relock_lock *wl = NULL;
+    assert_int_equal(acquire_now(a, warm, 30000, &wl), RELOCK_OK);
+    char holder[RELOCK__VALUE_MAX] = "";
+    relock_lock *hl = NULL;
+    if (busy) {
+        /* the holder, through the same proxy (counted before the arm) */
+        assert_int_equal(acquire_now(a, name, 30000, &hl), RELOCK_OK);
+        snprintf(holder, sizeof holder, "%s", relock_lock_value(hl));
+    }
+    assert_int_equal(release_now(wl), RELOCK_OK);
+    relock_lock_free(wl);
+    if (count) {
+        bnd_arm(pport, 0, BND_WRITE);
+    } else {
+        /* the reply to command k held long enough for the cancel to land */
+        char kk[24];
+        snprintf(kk, sizeof kk, "%lld", k);
+        bnd_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind hold at-hold-ms %s", kk, "150");
+    }
+    outcome o = {0};
+    relock_async_op *h = NULL;
+    assert_int_equal(relock_async_acquire(a, name, 30000, busy ? 20000 : 0, record, &o, &h),
+                     RELOCK_OK);
+    uint64_t end = tu_now_ms() + OP_BOUND_MS;
+    if (count) {
+        /* the commands of one attempt (free), or of the waiting (busy):
+         * its attempt, the subscription and a second attempt */
+        if (busy)
+            run_for(400);
+        else
+            run_until(&o.calls, 1, OP_BOUND_MS);
+        *count = bnd_replies(pport);
+    } else {
+        while (bnd_replies(pport) < k && o.calls == 0 && tu_now_ms() < end)
+            loop_once();
+    }
+    if (o.calls == 0)
+        assert_int_equal(relock_async_cancel(h), RELOCK_OK);
+    run_until(&o.calls, 1, OP_BOUND_MS);
+    bnd_disarm(pport);
+    run_for(30);
+    runs++;
+    char v[RELOCK__VALUE_MAX], fk[RELOCK__KEY_MAX];
+    long long fence;
+    assert_int_equal(relock__fence_key(name, fk, sizeof fk), 0);
+    bnd_look(srv.port, name, fk, v, sizeof v, &fence);
+    if (count && !busy) {
+        CHECK(o.calls == 1 && o.st == RELOCK_OK, "without a cancel: %s", o.msg);
+        relock_lock_free(o.l);
+    } else {
+        CHECK(o.calls == 1, "%s acquire cancelled: the callback was called %ld times",
+              busy ? "waiting" : "free", o.calls);
+        CHECK(o.st == RELOCK_ECANCELED, "%s acquire cancelled: %s: %s",
+              busy ? "waiting" : "free", relock_status_name(o.st), o.msg);
+        CHECK(strcmp(v, holder) == 0, "%s acquire cancelled: the key holds \"%s\", not \"%s\"",
+              busy ? "waiting" : "free", v, holder);
+    }
+    CHECK(relock_async_pending(a) == 0, "%ld operations still pending", relock_async_pending(a));
+    if (hl) {
+        CHECK(release_now(hl) == RELOCK_OK, "the holder's release failed");
+        relock_lock_free(hl);
+    }
+    if (!bad)
+        held++;
+    bad = 0;
+    relock_async_free(a);
+    loop_fini();
+}
+
+static void test_cancel(void **state)
+{
+    (void)state;
+    runs = held = 0;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        const target *t = &targets[i];
+        if (!target_runs(i))
+            continue;
+        for (int busy = 0; busy < 2; busy++) {
+            long long n = 0;
+            cancel_one(t, busy, 0, &n);
+            assert_true(n >= 1);
+            /* A wait repeats its cycle (attempt, subscription or poll,
+             * attempt): its first 12 boundaries cover it. */
+            if (n > 12)
+                n = 12;
+            int did = 0;
+            for (long long k = 1; k <= n; k++)
+                if (!bnd_reduced() || k % 2 == 1 || k == n) {
+                    cancel_one(t, busy, k, NULL);
+                    did++;
+                }
+            print_message("%-10s %-6s %-7s cancel %-7s %lld commands, %d cancels\n", t->pers,
+                          t->nolua ? "no-Lua" : "", t->mode, busy ? "waiting" : "free", n, did);
+        }
+    }
+    assert_int_equal(runs, held);
+}
+
+/* ------------------------------------------------------------ setup */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (testsrv_start(&srv, NULL) != 0)
+        return -1;
+    /* With a real server (RELOCK_TEST_SERVER), the personalities that
+     * stand for it, through a proxy that imitates nothing (testsrv.h). */
+    static const char *const nolua[] = {"--no-lua", NULL};
+    for (size_t i = 0; i < NTARGETS; i++)
+        if (testsrv_personality_runs(targets[i].pers) && testsrv_mode_runs(targets[i].mode) &&
+            (strcmp(targets[i].pers, "2.4") != 0 || testsrv_target_version()) &&
+            testsrv_start_proxy(&proxies[i], srv.port, targets[i].pers,
+                                targets[i].nolua ? nolua : NULL) != 0)
+            return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NTARGETS; i++)
+        testsrv_stop(&proxies[i]);
+    testsrv_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+#ifdef TEST_LIBUV
+    /* The enumeration's logic is the driver's, the same on both loops;
+     * libevent runs it in full, libuv reduced (what differs is the loop
+     * interface, which every boundary and fault kind still exercises). */
+    setenv("RELOCK_TEST_REDUCED", "1", 0);
+#endif
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_boundaries),
+        cmocka_unit_test(test_in_flight),
+        cmocka_unit_test(test_cancel),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

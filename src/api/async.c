@@ -124,6 +124,8 @@ struct aop {
     int cancelled;
     int undoing;
     int fencing; /* running the fence carry before the first attempt */
+    int sub_tries;    /* servers tried for its subscription */
+    unsigned sub_gen; /* the subscriber connection it joined on */
     relock__probe_m probe; /* K_SETUP */
     afan *fan;             /* a fan machine's round, with a quorum */
 };
@@ -196,6 +198,8 @@ struct relock_async {
     /* release notices */
     redisAsyncContext *sub;
     int sub_up;
+    int sub_at, sub_from; /* its server; where the next one starts looking */
+    unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
     int nwaiting;
     /* the batch a machine fills */
@@ -1173,6 +1177,14 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     }
 }
 
+/* The subscriber connection failed: with a quorum the next subscription
+ * goes to the next server (every server announces releases). */
+static void sub_failed(relock_async *a, int hiredis_frees)
+{
+    a->sub_from = (a->sub_at + 1) % a->nconns;
+    sub_drop(a, hiredis_frees);
+}
+
 static void chan_leave(aop *op)
 {
     achan *ch = op->ch;
@@ -1202,7 +1214,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     redisReply *r = rr;
     achan *ch = priv;
     if (!r) {
-        sub_drop(a, 1);
+        sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                r->element[0]->type == REDIS_REPLY_STRING) {
         const char *kind = r->element[0]->str;
@@ -1228,7 +1240,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
             }
         }
     } else if (r->type == REDIS_REPLY_ERROR) {
-        sub_drop(a, 0);
+        sub_failed(a, 0);
     }
     leave(a);
 }
@@ -1240,7 +1252,7 @@ static void on_sub_disconnect(const redisAsyncContext *ac, int status)
     if (!a)
         return;
     enter(a);
-    sub_drop(a, 1);
+    sub_failed(a, 1);
     leave(a);
 }
 
@@ -1250,7 +1262,7 @@ static void on_sub_connect(const redisAsyncContext *ac, int status)
     if (!a || status == REDIS_OK)
         return;
     enter(a);
-    sub_drop(a, 1);
+    sub_failed(a, 1);
     leave(a);
 }
 
@@ -1262,7 +1274,7 @@ static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
     if (!a || !r || r->type != REDIS_REPLY_ERROR)
         return;
     enter(a);
-    sub_drop(a, 0);
+    sub_failed(a, 0);
     leave(a);
 }
 
@@ -1280,14 +1292,18 @@ static int chan_join(aop *op)
     if (!ch) {
         if (!a->sub) {
             /* With a quorum every server announces releases: the first
-             * connected one (as the blocking waiter, the first that
+             * connected one from where the last failed subscription
+             * leaves off (as the blocking waiter, the first that
              * accepts). */
-            const relock__server *srv = a->conns[0].srv;
-            for (int i = 0; i < a->nconns; i++)
+            int at = a->sub_from % a->nconns;
+            for (int k = 0; k < a->nconns; k++) {
+                int i = (a->sub_from + k) % a->nconns;
                 if (a->conns[i].connected) {
-                    srv = a->conns[i].srv;
+                    at = i;
                     break;
                 }
+            }
+            const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
             if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
@@ -1299,6 +1315,8 @@ static int chan_join(aop *op)
             redisAsyncSetConnectCallback(s, on_sub_connect);
             redisAsyncSetDisconnectCallback(s, on_sub_disconnect);
             a->sub = s;
+            a->sub_at = at;
+            a->sub_gen++;
             if (srv->password[0]) {
                 if (srv->username[0])
                     redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s %s", srv->username,
@@ -1321,6 +1339,7 @@ static int chan_join(aop *op)
         }
     }
     op->ch = ch;
+    op->sub_gen = a->sub_gen;
     op->cprev = NULL;
     op->cnext = ch->waiters;
     if (ch->waiters)
@@ -1360,16 +1379,45 @@ static void sleep_fire(void *arg)
 static void plan(aop *op, int after_subscribe);
 
 /* A subscription not answered within command_timeout_ms: wait without it. */
+static void sub_timeout_fire(void *arg);
+
+/* op's subscription failed (no answer in time, or its connection went):
+ * with a quorum it tries the next server, as the blocking waiter tries
+ * each in turn within its one subscribe step; then it plans without. */
+static void sub_next(aop *op)
+{
+    relock_async *a = op->a;
+    timer_stop(a, &op->timer);
+    unsigned gen = op->sub_gen;
+    chan_leave(op);
+    if (a->nconns > 1 && ++op->sub_tries < a->nconns && !a->freeing) {
+        if (a->sub_gen == gen) { /* the connection it waited on: not answering */
+            a->sub_from = (a->sub_at + 1) % a->nconns;
+            if (a->sub)
+                sub_drop(a, 0);
+        }
+        int j = chan_join(op);
+        if (j == 0) {
+            op->timer = timer_start(a, a->c->s.command_timeout_ms, sub_timeout_fire, op);
+            return;
+        }
+        if (j == 1) {
+            op->state = S_RUN;
+            plan(op, 1);
+            return;
+        }
+    }
+    plan(op, 1);
+}
+
 static void sub_timeout_fire(void *arg)
 {
     aop *op = arg;
     relock_async *a = op->a;
     op->timer = NULL;
     enter(a);
-    if (op->state == S_SUBSCRIBING) {
-        chan_leave(op);
-        plan(op, 1);
-    }
+    if (op->state == S_SUBSCRIBING)
+        sub_next(op);
     leave(a);
 }
 
@@ -1407,6 +1455,7 @@ static void plan(aop *op, int after_subscribe)
     };
     relock__wait_plan p = relock__wait_plan_next(&in);
     if (p.act == RELOCK__WAIT_SUBSCRIBE) {
+        op->sub_tries = 0;
         int j = op->ch ? (op->ch->confirmed ? 1 : 0) : chan_join(op);
         if (j == 0) {
             /* plans again when the subscription is answered, or without it */
@@ -1661,8 +1710,12 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         return;
     }
     if (op->state == S_SUBSCRIBING) {
-        timer_stop(a, &op->timer);
-        plan(op, 1);
+        if (op->ch && op->ch->confirmed) {
+            timer_stop(a, &op->timer);
+            plan(op, 1);
+        } else {
+            sub_next(op); /* its subscriber connection failed */
+        }
         return;
     }
     char text[400];

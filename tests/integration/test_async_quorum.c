@@ -647,6 +647,54 @@ static void test_cancel_waiting(void **state)
     loop_fini();
 }
 
+/* The first server paused: the waiter's subscription there gets no
+ * answer, and it subscribes on the next server; a release by another
+ * process wakes it long before its 10 s backoff would. */
+static void test_notice_without_first_server(void **state)
+{
+    (void)state;
+    relock_client *b = qblocking("aqn:", 500);
+    relock_lock *held = NULL;
+    assert_int_equal(relock_try_acquire(b, "n", 30000, &held), RELOCK_OK);
+    pause_srv(0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        tu_sleep_ms(2500); /* while the parent waits */
+        _exit(relock_release(held) == RELOCK_OK ? 0 : 1);
+    }
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = qconfig("aqn:", 500);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_max_ms", "10000"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_min_ms", "10000"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome o = {0};
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_async_acquire(a, "n", 30000, 15000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 20000), 1);
+    uint64_t took = o.at - t0;
+    resume_srv(0);
+    int status = tu_wait_child(child, 10000);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the releasing child ended with status %d", status);
+    expect_ok(&o, "waiter");
+    /* released after 2.5 s; the backoff alone would be 10 s */
+    if (took >= 7000)
+        fail_msg("the waiter took %llu ms: no notice reached it", (unsigned long long)took);
+    outcome r = {0};
+    assert_int_equal(relock_async_release(o.l, record, &r), RELOCK_OK);
+    assert_int_equal(run_until(&r.calls, 1, 10000), 1);
+    expect_ok(&r, "release");
+    relock_lock_free(o.l);
+    relock_lock_free(held);
+    relock_client_free(b);
+    relock_async_free(a);
+    loop_fini();
+}
+
 enum { FREE_N = 50 };
 static outcome freed[FREE_N];
 
@@ -720,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_majority_paused),
         cmocka_unit_test(test_keep),
         cmocka_unit_test(test_cancel_waiting),
+        cmocka_unit_test(test_notice_without_first_server),
         cmocka_unit_test(test_free_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

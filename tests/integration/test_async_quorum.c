@@ -695,6 +695,83 @@ static void test_notice_without_first_server(void **state)
     loop_fini();
 }
 
+/* Cancelled while its attempt is in flight and wins: the won lock is
+ * released by the quorum's release before ECANCELED. */
+static relock_async_op *victim;
+
+static void cancel_other(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    record(a, st, l, e, arg);
+    assert_int_equal(relock_async_cancel(victim), RELOCK_OK); /* sent in the same turn */
+}
+
+static void test_cancel_in_flight_undone(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqu:", 500);
+    outcome first = {0}, v = {0};
+    assert_int_equal(relock_async_try_acquire(a, "first", 5000, cancel_other, &first, NULL),
+                     RELOCK_OK);
+    assert_int_equal(relock_async_try_acquire(a, "second", 5000, record, &v, &victim),
+                     RELOCK_OK);
+    assert_int_equal(run_until(&v.calls, 1, 10000), 1);
+    expect_ok(&first, "first");
+    assert_int_equal(v.st, RELOCK_ECANCELED);
+    assert_null(v.l);
+    assert_non_null(strstr(v.msg, "released"));
+    for (int tries = 0; tries < 100 && anywhere("aqu:second"); tries++)
+        run_for(20);
+    assert_int_equal(anywhere("aqu:second"), 0); /* the win was undone everywhere */
+    outcome r = {0};
+    assert_int_equal(relock_async_release(first.l, record, &r), RELOCK_OK);
+    assert_int_equal(run_until(&r.calls, 1, 10000), 1);
+    expect_ok(&r, "release");
+    relock_lock_free(first.l);
+    relock_async_free(a);
+    loop_fini();
+}
+
+/* What a quorum refuses: timestamp modes at once; a password the servers
+ * refuse as a configuration error naming AUTH (these servers have no
+ * password, so they run the batch pipelined behind the refused AUTH, as
+ * with the blocking driver: what it wrote expires with its TTL). */
+static void test_refusals(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = qconfig("aqr:", 500);
+    assert_int_equal(relock_config_set(cfg, "mode", "bridge"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EUNSUPPORTED);
+    assert_non_null(strstr(relock_async_error(a)->message, "modern"));
+    relock_async_free(a);
+    relock_config_free(cfg);
+
+    char urls[N * 48] = "";
+    for (int i = 0; i < N; i++) {
+        char one[48];
+        snprintf(one, sizeof one, "%sredis://:nope@127.0.0.1:%d", i ? ", " : "", srv[i].port);
+        strcat(urls, one);
+    }
+    cfg = qconfig("aqr:", 500);
+    assert_int_equal(relock_config_set(cfg, "servers", urls), RELOCK_OK);
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "x", 5000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+    assert_int_equal(o.st, RELOCK_ECONFIG);
+    assert_null(o.l);
+    if (!strstr(o.msg, "AUTH"))
+        fail_msg("message: %s", o.msg);
+    relock_async_free(a);
+    loop_fini();
+}
+
 enum { FREE_N = 50 };
 static outcome freed[FREE_N];
 
@@ -769,6 +846,8 @@ int main(void)
         cmocka_unit_test(test_keep),
         cmocka_unit_test(test_cancel_waiting),
         cmocka_unit_test(test_notice_without_first_server),
+        cmocka_unit_test(test_cancel_in_flight_undone),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_free_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

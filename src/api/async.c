@@ -89,6 +89,7 @@ typedef struct areq {
     redisReply *rep[RELOCK__BATCH_CMDS];
     int nrep;
     int outstanding;
+    int expect; /* replies its batch asks for */
     uint64_t sent_at;
     uint64_t start_off, end_off; /* its bytes in the connection's output */
 } areq;
@@ -831,7 +832,7 @@ static void rq_send(areq *rq)
     aconn *cn = rq->cn;
     relock_async *a = cn->a;
     rq->nrep = 0;
-    rq->outstanding = rq->n;
+    rq->outstanding = rq->expect = rq->n;
     rq->sent_at = now_ms();
     rq->start_off = cn->appended;
     fifo_push(cn, rq);
@@ -1853,7 +1854,7 @@ struct afan {
     int feeds;
     void *timer; /* the round's deadline */
     void *kick;  /* a fault to feed, from the loop */
-    char text[RELOCK__MAX_SERVERS][448];
+    char text[][448]; /* a fault's words, per server (as many as servers) */
 };
 
 static void fan_step(aop *op);
@@ -1912,7 +1913,7 @@ static void fan_fault(aop *op, int i, relock__fault fault, relock_status st, con
     sf->fault_status = st ? st : RELOCK_EIO;
     sf->fault_text = NULL;
     if (text) {
-        snprintf(F->text[i], sizeof F->text[i], "%s", text);
+        snprintf(F->text[i], sizeof F->text[0], "%s", text);
         sf->fault_text = F->text[i];
     }
 }
@@ -1944,7 +1945,7 @@ static void fan_reply(aop *op, areq *rq)
         return;
     }
     F->rq[i] = NULL;
-    int missing = rq->nrep < rq->n;
+    int missing = rq->nrep < rq->expect;
     for (int k = 0; k < rq->nrep; k++)
         missing |= !rq->rep[k];
     if (missing) {
@@ -2193,7 +2194,7 @@ static void fan_end(aop *op)
 static void fan_begin(aop *op)
 {
     if (!op->fan) {
-        op->fan = calloc(1, sizeof *op->fan);
+        op->fan = calloc(1, sizeof *op->fan + (size_t)op->a->nconns * sizeof op->fan->text[0]);
         if (!op->fan) {
             machine_done(op, op_fail(op, RELOCK_ENOMEM, "lock %s: out of memory",
                                      op->l ? op->l->name : ""));

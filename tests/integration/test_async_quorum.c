@@ -603,6 +603,51 @@ static void test_keep(void **state)
     loop_fini();
 }
 
+/* A kept lock whose majority stops answering: the lost-lock callback,
+ * once, by the time its validity has run out (generous bound). */
+static uint64_t lost_at;
+static relock_status lost_st;
+
+static void on_lost_at(relock_async *a, relock_lock *l, relock_status st, const relock_error *e,
+                       void *arg)
+{
+    (void)a, (void)l, (void)e, (void)arg;
+    lost_calls++;
+    lost_st = st;
+    lost_at = tu_now_ms();
+}
+
+static void test_keep_lost(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqkl:", 500);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "k", 900, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+    expect_ok(&o, "acquire");
+    relock_lock *l = o.l;
+    lost_calls = 0;
+    assert_int_equal(relock_async_keep(l, on_lost_at, NULL), RELOCK_OK);
+    run_for(400);
+    uint64_t t0 = tu_now_ms();
+    pause_srv(1);
+    pause_srv(2);
+    assert_int_equal(run_until(&lost_calls, 1, 10000), 1);
+    assert_true(lost_st != RELOCK_OK);
+    assert_true(lost_at - t0 < 5000);
+    run_for(300);
+    assert_int_equal(lost_calls, 1); /* once */
+    resume_srv(1);
+    resume_srv(2);
+    assert_int_equal(relock_async_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    run_for(100);
+    relock_async_free(a);
+    loop_fini();
+}
+
 static void test_cancel_waiting(void **state)
 {
     (void)state;
@@ -844,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_one_server_paused),
         cmocka_unit_test(test_majority_paused),
         cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_keep_lost),
         cmocka_unit_test(test_cancel_waiting),
         cmocka_unit_test(test_notice_without_first_server),
         cmocka_unit_test(test_cancel_in_flight_undone),

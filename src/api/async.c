@@ -1862,8 +1862,11 @@ static void fan_step(aop *op);
 /* Writes what a quorum connection has buffered now, as far as the socket
  * takes it, rather than at the loop's next turn: a request is written (it
  * may run) or not when its round is decided, and the machine counts the
- * servers left owing by that.  A write error is left in the context,
- * where hiredis's next write event finds it and disconnects. */
+ * servers left owing by that.  Done when a round's batches are sent (a
+ * round may be decided at its first feed: a clean-up that waits for
+ * nobody), as the blocking driver flushes, and again before a feed for a
+ * request the socket did not take whole.  A write error is left in the
+ * context, where hiredis's next write event finds it and disconnects. */
 static void fan_flush(aconn *cn)
 {
     int done = 0;
@@ -2220,7 +2223,14 @@ static void fan_step(aop *op)
     relock__mhead *h = op->m;
     int n = a->nconns;
     timer_stop(a, &F->kick);
+    int first = 0; /* the next feed is a round's first, made as it is sent */
     for (;;) {
+        int was_first = first;
+        first = 0;
+        if (!was_first)
+            for (int i = 0; i < n; i++)
+                if (F->rq[i] && F->rq[i]->outstanding > 0 && !rq_written(F->rq[i]))
+                    fan_flush(F->rq[i]->cn);
         F->f.written = fan_written(F, n);
         err_load(op);
         relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
@@ -2260,6 +2270,7 @@ static void fan_step(aop *op)
                     F->f.reached |= 1u << i;
             F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
             F->f.mono_ms = F->start;
+            first = 1;
             continue;
         }
         if (s == RELOCK__STEP_SEND) {

@@ -349,6 +349,12 @@ static relock_async *cont_a;
 
 static void cont_acquire(void);
 
+static void cont_again(void *arg)
+{
+    (void)arg;
+    cont_acquire();
+}
+
 static void cont_released(relock_async *a, relock_status st, relock_lock *l,
                           const relock_error *e, void *arg)
 {
@@ -356,8 +362,8 @@ static void cont_released(relock_async *a, relock_status st, relock_lock *l,
     if (st != RELOCK_OK)
         fail_msg("contention: release: %s", e->message);
     relock_lock_free(l);
-    if (async_wins < ROUNDS)
-        cont_acquire();
+    if (async_wins < ROUNDS) /* the other side's turn first */
+        cur_loop->timer_start(cur_loop->data, HOLD_MS, cont_again, NULL);
 }
 
 static void cont_hold_done(void *arg)
@@ -415,6 +421,7 @@ static void test_contention_with_blocking(void **state)
             if (relock_release(l) != RELOCK_OK)
                 _exit(3);
             relock_lock_free(l);
+            tu_sleep_ms(HOLD_MS); /* the other side's turn: neither starves the other */
         }
         _exit(bad ? 4 : 0);
     }

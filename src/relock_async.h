@@ -73,11 +73,13 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * A new client of cfg's server (cfg is copied) on the given loop (copied).
  * It connects, logs in and probes the server (DESIGN §2) without blocking;
  * operations started meanwhile wait for the probe, and fail with its error
- * if it fails.  *out is set whenever memory allows, also on failure (then
+ * if it fails.  With several servers (a quorum, modern values only) there
+ * is no probe: each server is connected when an operation first needs it.
+ * *out is set whenever memory allows, also on failure (then
  * relock_async_error() tells why); free it with relock_async_free().
  * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
- * several servers (a quorum), Sentinel, Cluster slot maps, durability,
- * owner_info, legacy.clock = "server" (docs/api.md).
+ * Sentinel, Cluster slot maps, durability, owner_info, legacy.clock =
+ * "server", and a quorum in another mode than modern (docs/api.md).
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);

@@ -699,6 +699,33 @@ static void test_cancel_waiting(void **state)
     loop_fini();
 }
 
+/* Connections the servers closed while idle are opened again by the next
+ * operation's round. */
+static void test_connections_killed(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqi:", 500);
+    for (int round = 0; round < 2; round++) {
+        outcome o = {0};
+        assert_int_equal(relock_async_try_acquire(a, "i", 5000, record, &o, NULL), RELOCK_OK);
+        assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+        expect_ok(&o, "acquire");
+        outcome r = {0};
+        assert_int_equal(relock_async_release(o.l, record, &r), RELOCK_OK);
+        assert_int_equal(run_until(&r.calls, 1, 10000), 1);
+        expect_ok(&r, "release");
+        relock_lock_free(o.l);
+        run_for(100); /* the owed replies read */
+        for (int i = 0; i < N; i++)
+            free(testsrv_cmd(&srv[i], "CLIENT KILL TYPE normal"));
+        run_for(100);
+    }
+    relock_async_free(a);
+    loop_fini();
+}
+
 /* The first server paused: the waiter's subscription there gets no
  * answer, and it subscribes on the next server; a release by another
  * process wakes it long before its 10 s backoff would. */
@@ -826,6 +853,18 @@ static void test_refusals(void **state)
 
 enum { FREE_N = 50 };
 static outcome freed[FREE_N];
+static relock_async *to_free;
+
+static void free_from_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                         void *arg)
+{
+    record(a, st, l, e, arg);
+    if (to_free) {
+        relock_async *x = to_free;
+        to_free = NULL;
+        relock_async_free(x); /* from within a callback of its own */
+    }
+}
 
 static void test_free_in_flight(void **state)
 {
@@ -838,18 +877,19 @@ static void test_free_in_flight(void **state)
         for (int i = 0; i < FREE_N; i++) {
             char name[32];
             snprintf(name, sizeof name, "f%d", i);
-            assert_int_equal(relock_async_try_acquire(a, name, 5000, record, &freed[i], NULL),
-                             RELOCK_OK);
+            assert_int_equal(
+                relock_async_try_acquire(a, name, 5000, free_from_cb, &freed[i], NULL),
+                RELOCK_OK);
         }
-        if (round == 1) { /* some answered, some in flight */
-            long one = 0;
-            for (int spins = 0; spins < 10000 && !one; spins++) {
+        if (round == 1) { /* from the first callback, the rest in flight */
+            to_free = a;
+            uint64_t end = tu_now_ms() + 10000;
+            while (to_free && tu_now_ms() < end)
                 loop_once();
-                for (int i = 0; i < FREE_N; i++)
-                    one |= freed[i].calls > 0;
-            }
+            assert_null(to_free);
+        } else {
+            relock_async_free(a);
         }
-        relock_async_free(a);
         int ok = 0;
         for (int i = 0; i < FREE_N; i++) {
             assert_int_equal(freed[i].calls, 1); /* each callback once */
@@ -901,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_notice_without_first_server),
         cmocka_unit_test(test_cancel_in_flight_undone),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_connections_killed),
         cmocka_unit_test(test_free_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

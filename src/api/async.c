@@ -2875,7 +2875,9 @@ void relock_async_free(relock_async *a)
         aop *op = a->ops;
         relock_status st = RELOCK_ECANCELED;
         const char *why = "cancelled: the client was freed";
-        if (op->state == S_SENT || (op->state == S_QUEUED && op->sent_any) || op->undoing) {
+        /* (a quorum's attempt that reached no server sent nothing) */
+        if ((op->state == S_SENT && (!op->fan || op->sent_any)) ||
+            (op->state == S_QUEUED && op->sent_any) || op->undoing) {
             if (op->kind == K_ACQ) {
                 st = RELOCK_EAMBIGUOUS;
                 why = "the client was freed while an attempt was in flight: the lock may be "

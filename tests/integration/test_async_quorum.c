@@ -564,6 +564,41 @@ static void test_majority_paused(void **state)
     loop_fini();
 }
 
+/* Two of three servers not listening at all (connection refused): a
+ * clear EIO naming the reach, nothing left on the live one. */
+static void test_majority_down(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    char urls[160];
+    snprintf(urls, sizeof urls, "redis://127.0.0.1:%d, redis://127.0.0.1:%d, redis://127.0.0.1:%d",
+             srv[0].port, testsrv_free_port(), testsrv_free_port());
+    relock_config *cfg = qconfig("aqd:", 500);
+    assert_int_equal(relock_config_set(cfg, "servers", urls), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    for (int round = 0; round < 3; round++) {
+        outcome o = {0};
+        uint64_t t0 = tu_now_ms();
+        assert_int_equal(relock_async_try_acquire(a, "d", 5000, record, &o, NULL), RELOCK_OK);
+        assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+        assert_int_equal(o.st, RELOCK_EIO);
+        assert_null(o.l);
+        if (!strstr(o.msg, "of 3 servers") || !strstr(o.msg, "majority"))
+            fail_msg("message: %s", o.msg);
+        if (round == 0)
+            print_message("%s\n", o.msg);
+        assert_true(o.at - t0 < 5000);
+        for (int tries = 0; tries < 100 && anywhere("aqd:d"); tries++)
+            run_for(20);
+        assert_int_equal(anywhere("aqd:d"), 0); /* the live server's win was undone */
+    }
+    relock_async_free(a);
+    loop_fini();
+}
+
 /* ------------------------------------------------------------ renewal, cancel, free */
 
 static long lost_calls;
@@ -935,6 +970,7 @@ int main(void)
         cmocka_unit_test(test_contention_with_blocking),
         cmocka_unit_test(test_one_server_paused),
         cmocka_unit_test(test_majority_paused),
+        cmocka_unit_test(test_majority_down),
         cmocka_unit_test(test_keep),
         cmocka_unit_test(test_keep_lost),
         cmocka_unit_test(test_cancel_waiting),

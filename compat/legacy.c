@@ -601,7 +601,7 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
         if (n != l->breaks)
             return relock__done(&m->head,
                                 RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                             "%s %s: lock lost: it was broken (relock break) "
+                                             "%s %s: lock lost: it was broken (relock_break()) "
                                              "since we acquired it; the key's value is another "
                                              "holder's",
                                              m->op, l->name));

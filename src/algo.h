@@ -33,13 +33,14 @@ relock_status relock__durable_check(relock_client *c);
 void relock__durable_mark(relock_client *c, relock__wmark *m);
 /*
  * After l's write of op ("acquire", "extend") succeeded: WAIT (or
- * WAITAOF) on the connection marked, so that the count covers the write.
+ * WAITAOF) on the connection marked in l->wmark, so that the count covers
+ * the write (the durability machine, durable.h, on the blocking driver).
  * RELOCK_OK when durability.replicas acknowledged within timeout_ms;
  * RELOCK_EDURABILITY with the count in the message and in
  * c->replicas_acked when fewer did, or when the connection changed since
  * the mark (the count could not cover the write); RELOCK_EUNSUPPORTED when
  * the server lacks the command; RELOCK_EIO when the connection failed.
  */
-relock_status relock__durable_wait(relock_lock *l, const char *op, const relock__wmark *m);
+relock_status relock__durable_wait(relock_lock *l, const char *op);
 
 #endif

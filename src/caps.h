@@ -17,6 +17,13 @@
 /* DELEX key IFEQ value: compare-and-delete (Redis 8.4). */
 #define RELOCK__CAP_DELEX RELOCK_CAP_DELEX
 
+/* The opaque relock_paths of relock.h: one static string per
+ * relock_path. */
+#define RELOCK__NPATHS 4
+struct relock_paths {
+    const char *path[RELOCK__NPATHS];
+};
+
 /* Modern mode's way of acquiring (with a fence), releasing and extending
  * on c's server as it is connected now (relock_client_paths(), and the
  * end of the mode reason); modern.c. */

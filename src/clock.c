@@ -10,43 +10,42 @@
  * the old (aged) and new measurement is kept (lease.c), so one slow round
  * trip does not make the estimate worse.  Scripts never call TIME: before
  * Redis 5 a script may not write after it.
+ *
+ * The measurement is a step machine (clock.h); the drivers decide when it
+ * is due and read the estimate (engine/drive.c, api/async.c).
  */
 #include <stdlib.h>
+#include <string.h>
 
+#include "clock.h"
 #include "routing.h"
 
-static relock_status measure(relock_client *c)
+void relock__clock_init(relock__clock_m *m, int in_txn)
 {
-    uint64_t t0 = relock__mono_ms();
-    redisReply *r = relock__commandf(c, NULL, "TIME");
-    uint64_t t1 = relock__mono_ms();
-    if (!r)
-        return c->err.pub.status;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
-        relock_status st = RELOCK__BAD_REPLY(c, "TIME", r);
-        freeReplyObject(r);
-        return st;
-    }
-    long long server = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
-    freeReplyObject(r);
-    relock__clock_measured(&c->conn.clock, t0, t1, server);
-    return RELOCK_OK;
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->in_txn = in_txn;
 }
 
-relock_status relock__fleet_ms(relock_client *c, long long *now)
+relock__step relock__clock_step(void *mv, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
 {
-    if (!c->s.legacy.clock_server) {
-        *now = relock__wall_ms();
-        return RELOCK_OK;
+    relock__clock_m *m = mv;
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    if (m->h.pc == 0) {
+        m->t0 = in->mono_ms;
+        relock__batch_words(out, 1, "TIME");
+        out->in_txn = m->in_txn;
+        m->h.pc = 1;
+        return relock__send(&m->h, out);
     }
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return c->err.pub.status;
-    if (relock__clock_due(&c->conn.clock, relock__mono_ms())) {
-        relock_status st = measure(c);
-        if (st != RELOCK_OK)
-            return st;
-    }
-    *now = relock__clock_server_ms(&c->conn.clock, relock__mono_ms());
-    return RELOCK_OK;
+    if (in->fault != RELOCK__FAULT_NONE || in->nreply < 1)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    const redisReply *r = in->reply[0];
+    if (!relock__reply_is(r, "a[bb]"))
+        return relock__done(&m->h, RELOCK__BAD_REPLY(c, "TIME", r));
+    long long server = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    relock__clock_measured(&c->conn.clock, m->t0, in->mono_ms, server);
+    return relock__done(&m->h, RELOCK_OK);
 }

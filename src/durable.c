@@ -17,9 +17,9 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "algo.h"
+#include "durable.h"
 
 int relock__durable_on(const relock_client *c)
 {
@@ -67,53 +67,65 @@ void relock__durable_mark(relock_client *c, relock__wmark *m)
     m->connects = c->connects;
 }
 
-static struct timeval tv_ms(long long ms)
+void relock__durable_init(relock__durable_m *m, const char *op)
 {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->op = op;
 }
 
-relock_status relock__durable_wait(relock_lock *l, const char *op, const relock__wmark *m)
+relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *in,
+                                  relock__batch *out)
 {
+    relock__durable_m *m = mv;
     relock_client *c = l->c;
     long want = c->s.durability.replicas;
     long long tmo = c->s.durability.timeout_ms;
-    c->replicas_acked = 0;
-    if (!c->conn.ctx || c->conn.ctx != m->ctx || c->connects != m->connects)
-        return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
-                            "%s %s: the connection changed between the write and WAIT, so no "
-                            "replica acknowledgement can be counted for it (0 of %ld "
-                            "replicas)",
-                            op, l->name, want);
-    relock_status st = relock__durable_check(c);
-    if (st != RELOCK_OK)
-        return st;
-    char nrep[24], ntmo[24];
-    snprintf(nrep, sizeof nrep, "%ld", want);
-    snprintf(ntmo, sizeof ntmo, "%lld", tmo);
-    const char *wait[] = {"WAIT", nrep, ntmo};
-    const char *waitaof[] = {"WAITAOF", "1", nrep, ntmo};
-    const char **argv = c->s.durability.aof ? waitaof : wait;
-    int argc = c->s.durability.aof ? 4 : 3;
-    const char *what = argv[0];
-    /* The server answers after at most timeout_ms: the socket waits that
-     * long plus the usual command timeout, then goes back to it. */
-    redisContext *ctx = c->conn.ctx;
-    redisSetTimeout(ctx, tv_ms(tmo + c->s.command_timeout_ms));
-    redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
-    if (!r) {
-        const relock__server *srv = c->conn.srv;
-        RELOCK__FAIL(&c->err, RELOCK_EIO,
-                     "%s %s: %s on " RELOCK__ADDR_FMT ": %s; the replicas' acknowledgement is "
-                     "unknown",
-                     op, l->name, what, RELOCK__ADDR(srv),
-                     ctx->errstr[0] ? ctx->errstr : "connection lost");
-        relock__conn_close(&c->conn);
-        return RELOCK_EIO;
+    const char *what = c->s.durability.aof ? "WAITAOF" : "WAIT";
+    relock__batch_reset(out);
+    if (m->h.pc == 0) {
+        m->acked = 0;
+        relock_status st = relock__durable_check(c);
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        const char *nrep = relock__batch_num(out, want);
+        const char *ntmo = relock__batch_num(out, tmo);
+        if (c->s.durability.aof)
+            relock__batch_words(out, 4, "WAITAOF", "1", nrep, ntmo);
+        else
+            relock__batch_words(out, 3, "WAIT", nrep, ntmo);
+        /* WAIT counts the replicas that acknowledged the offset of the
+         * connection's own last write: only the write's connection can
+         * ask.  The server answers after at most timeout_ms. */
+        out->pinned = 1;
+        out->slow_ms = tmo;
+        m->h.pc = 1;
+        return relock__send(&m->h, out);
     }
-    redisSetTimeout(ctx, tv_ms(c->s.command_timeout_ms));
-    c->conn.last_used = relock__mono_ms();
+    if (in->fault == RELOCK__FAULT_UNSENT && in->fault_status == RELOCK_EDURABILITY) {
+        relock__err_clear(&c->err);
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
+                                                "%s %s: the connection changed between the "
+                                                "write and WAIT, so no replica "
+                                                "acknowledgement can be counted for it (0 of "
+                                                "%ld replicas)",
+                                                m->op, l->name, want));
+    }
+    if (in->fault != RELOCK__FAULT_NONE || in->nreply < 1) {
+        const relock__server *srv = c->conn.srv;
+        char why[200];
+        snprintf(why, sizeof why, "%s",
+                 in->fault_text && in->fault_text[0] ? in->fault_text : "connection lost");
+        relock__err_clear(&c->err);
+        relock_status st = in->fault_status == RELOCK_ENOMEM ? RELOCK_ENOMEM : RELOCK_EIO;
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, st,
+                                                "%s %s: %s on " RELOCK__ADDR_FMT
+                                                ": %s; the replicas' acknowledgement is unknown",
+                                                m->op, l->name, what, RELOCK__ADDR(srv), why));
+    }
+    const redisReply *r = in->reply[0];
     long long got = -1, local = 1;
+    relock_status st = RELOCK_OK;
     if (r->type == REDIS_REPLY_INTEGER && !c->s.durability.aof) {
         got = r->integer;
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -124,33 +136,63 @@ relock_status relock__durable_wait(relock_lock *l, const char *op, const relock_
     } else if (r->type == REDIS_REPLY_ERROR &&
                (strstr(r->str, "unknown command") || strstr(r->str, "appendonly"))) {
         st = RELOCK__FAIL_SRV(&c->err, RELOCK_EUNSUPPORTED, r->str,
-                              "%s %s: the server refused %s: %s", op, l->name, what, r->str);
+                              "%s %s: the server refused %s: %s", m->op, l->name, what, r->str);
     } else {
         st = RELOCK__BAD_REPLY(c, what, r);
     }
-    freeReplyObject(r);
     if (st != RELOCK_OK)
-        return st;
-    c->replicas_acked = got > 0x7fffffffLL ? 0x7fffffff : (int)got;
+        return relock__done(&m->h, st);
+    m->acked = got < 0 ? 0 : got > 0x7fffffffLL ? 0x7fffffff : (int)got;
     /* Acknowledged too late: the lease the write made may have ended while
      * the replicas caught up, and another client may hold the lock now.
      * Never OK with no validity left (the caller undoes an acquire by
      * compare-and-delete, which cannot touch another holder's value). */
-    if (got >= want && local >= 1 && relock__mono_ms() >= l->valid_until)
-        return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
-                            "%s %s: %lld of %ld replicas acknowledged (%s), but only after the "
-                            "lease's validity ran out",
-                            op, l->name, got, want, what);
-    if (got >= want && local >= 1)
-        return RELOCK_OK;
-    if (local < 1)
-        return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
-                            "%s %s: the master did not write it to its append-only file "
-                            "within %lld ms (%lld of %ld replicas did; WAITAOF)",
-                            op, l->name, tmo, got, want);
-    return RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
-                        "%s %s: %lld of %ld replicas acknowledged within %lld ms (%s)", op, l->name,
-                        got, want, tmo, what);
+    if (got >= want && local >= 1 && in->mono_ms >= l->valid_until)
+        st = RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
+                          "%s %s: %lld of %ld replicas acknowledged (%s), but only after the "
+                          "lease's validity ran out",
+                          m->op, l->name, got, want, what);
+    else if (got >= want && local >= 1)
+        st = RELOCK_OK;
+    else if (local < 1)
+        st = RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
+                          "%s %s: the master did not write it to its append-only file "
+                          "within %lld ms (%lld of %ld replicas did; WAITAOF)",
+                          m->op, l->name, tmo, got, want);
+    else
+        st = RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,
+                          "%s %s: %lld of %ld replicas acknowledged within %lld ms (%s)", m->op,
+                          l->name, got, want, tmo, what);
+    return relock__done(&m->h, st);
+}
+
+relock_status relock__durable_wait(relock_lock *l, const char *op)
+{
+    relock__durable_m m;
+    relock__durable_init(&m, op);
+    relock_status st = relock__drive(l, relock__durable_step, &m);
+    l->c->replicas_acked = m.acked;
+    return st;
+}
+
+relock_status relock__durable_undone(relock_client *c, const relock__err *kept, relock_status st,
+                                     relock_status rst)
+{
+    if (rst == RELOCK_OK || rst == RELOCK_LOST) {
+        relock__err e;
+        relock__err_copy(&e, kept);
+        size_t n = strlen(e.msg);
+        snprintf(e.msg + n, sizeof e.msg - n, "; the lock was not kept (deleted)");
+        relock__err_copy(&c->err, &e);
+        return st;
+    }
+    char why[sizeof c->err.msg];
+    snprintf(why, sizeof why, "%s", c->err.msg);
+    relock__err_clear(&c->err);
+    return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                        "%s; deleting it again failed (%.200s): the lock may stay held until "
+                        "its TTL ends",
+                        kept->msg, why);
 }
 
 int relock_client_replicas_acked(const relock_client *c)

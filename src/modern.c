@@ -61,14 +61,14 @@ void relock__modern_paths(const relock_client *c, relock_paths *out)
     enum cad r = release_path(c);
     enum cas e = extend_path(c);
     int scripts = (c->s.fencing && has_lua(c)) || r == CAD_SCRIPT || e == CAS_SCRIPT;
-    out->acquire = !c->s.fencing ? "SET NX PX"
-                   : has_lua(c)  ? "script (SET NX PX, INCR)"
-                                 : "WATCH/MULTI (SET PX, INCR)";
-    out->release = rel[r];
-    out->extend = ext[e];
-    out->scripts = scripts      ? "used"
-                   : has_lua(c) ? "none"
-                                : "none (the server runs without Lua)";
+    out->path[RELOCK_PATH_ACQUIRE] = !c->s.fencing ? "SET NX PX"
+                                     : has_lua(c)  ? "script (SET NX PX, INCR)"
+                                                   : "WATCH/MULTI (SET PX, INCR)";
+    out->path[RELOCK_PATH_RELEASE] = rel[r];
+    out->path[RELOCK_PATH_EXTEND] = ext[e];
+    out->path[RELOCK_PATH_SCRIPTS] = scripts      ? "used"
+                                     : has_lua(c) ? "none"
+                                                  : "none (the server runs without Lua)";
 }
 
 /* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so

@@ -20,7 +20,9 @@
  * block it in the threads that call relock), else a write to a connection
  * the server closed ends the process.  relock's own renewal thread blocks
  * every signal for its whole life, so its writes fail with EPIPE instead
- * (and it reconnects), whatever the program does about SIGPIPE.
+ * (and it reconnects), whatever the program does about SIGPIPE.  The
+ * asynchronous client writes from the program's loop: relock_async.h says
+ * what its loop helpers do about it.
  */
 #ifndef RELOCK_H
 #define RELOCK_H
@@ -33,9 +35,9 @@ extern "C" {
 #endif
 
 #define RELOCK_VERSION_MAJOR 0
-#define RELOCK_VERSION_MINOR 2
+#define RELOCK_VERSION_MINOR 3
 #define RELOCK_VERSION_PATCH 0
-#define RELOCK_VERSION_STRING "0.2.0"
+#define RELOCK_VERSION_STRING "0.3.0"
 
 #if defined(RELOCK_BUILDING) && defined(__GNUC__)
 #define RELOCK_EXTERN __attribute__((visibility("default")))
@@ -88,7 +90,9 @@ typedef enum relock_mode {
 RELOCK_EXTERN const char *relock_mode_name(relock_mode m);
 
 /* Details of the last failure on a handle.  Valid until the next call on
- * that handle. */
+ * that handle.  The library owns it: read it through the pointer it hands
+ * out, never copy or allocate one, so that fields can be added at its end
+ * without breaking programs built against an older relock.h. */
 typedef struct relock_error {
     relock_status status; /* RELOCK_OK when nothing failed */
     const char *message;  /* "what: why", never NULL ("" when none) */
@@ -125,7 +129,10 @@ RELOCK_EXTERN relock_status relock_config_set_url(relock_config *cfg, const char
 /*
  * Sets one setting by its dotted name as in the file, without the
  * "relock." prefix ("mode", "ttl_ms", "wait.max_ms", "legacy.clock_unit",
- * ...), from its text form.  Durations are in milliseconds.
+ * ...), from its text form.  Durations are in milliseconds.  "servers"
+ * takes one URL or several separated by commas (a quorum), and
+ * "sentinel.master" with "sentinel.addrs" ("host:port,host:port") finds the
+ * master by Sentinel: none of them needs a file (docs/configuration.md).
  */
 RELOCK_EXTERN relock_status relock_config_set(relock_config *cfg, const char *name,
                                               const char *value);
@@ -201,35 +208,43 @@ RELOCK_EXTERN const char *relock_client_mode_reason(const relock_client *c);
 
 /*
  * How modern mode does its work on the server connected to (DESIGN §2:
- * native commands first, then Lua, then WATCH), each a static string:
- *   acquire  "SET NX PX" (fencing off), "script (SET NX PX, INCR)" or
- *            "WATCH/MULTI (SET PX, INCR)";
- *   release  "DELIFEQ", "DELEX IFEQ", "script" or "WATCH/MULTI";
- *   extend   "SET IFEQ PX", "script" or "WATCH/MULTI";
- *   scripts  "used", "none" or "none (the server runs without Lua)".
+ * native commands first, then Lua, then WATCH), an opaque object read with
+ * relock_paths_get() (so that a path can be added without breaking
+ * programs built against an older relock.h), each a static string:
+ *   RELOCK_PATH_ACQUIRE  "SET NX PX" (fencing off), "script (SET NX PX,
+ *                        INCR)" or "WATCH/MULTI (SET PX, INCR)";
+ *   RELOCK_PATH_RELEASE  "DELIFEQ", "DELEX IFEQ", "script" or "WATCH/MULTI";
+ *   RELOCK_PATH_EXTEND   "SET IFEQ PX", "script" or "WATCH/MULTI";
+ *   RELOCK_PATH_SCRIPTS  "used", "none" or "none (the server runs without
+ *                        Lua)".
  * The same words end the mode reason.  Connects if needed (the paths are
- * those of the server connected now).  RELOCK_EUNSUPPORTED, every field
- * "", in legacy and bridge modes, with several servers (a quorum) and
- * when no mode was selected.
+ * those of the server connected now).  On RELOCK_OK *out is a new object,
+ * owned by the caller: free it with relock_paths_free(); otherwise *out is
+ * NULL.  RELOCK_EUNSUPPORTED in legacy and bridge modes, with several
+ * servers (a quorum) and when no mode was selected.
  */
-typedef struct relock_paths {
-    const char *acquire;
-    const char *release;
-    const char *extend;
-    const char *scripts;
-} relock_paths;
-RELOCK_EXTERN relock_status relock_client_paths(relock_client *c, relock_paths *out);
+typedef struct relock_paths relock_paths;
+typedef enum relock_path {
+    RELOCK_PATH_ACQUIRE = 0,
+    RELOCK_PATH_RELEASE,
+    RELOCK_PATH_EXTEND,
+    RELOCK_PATH_SCRIPTS
+} relock_path;
+RELOCK_EXTERN relock_status relock_client_paths(relock_client *c, relock_paths **out);
+/* Frees what relock_client_paths() returned; accepts NULL. */
+RELOCK_EXTERN void relock_paths_free(relock_paths *p);
+/* One path, a static string; "" for a NULL object or a path this library
+ * does not know. */
+RELOCK_EXTERN const char *relock_paths_get(const relock_paths *p, relock_path which);
 
-/* What the probe learned about the (first) server. */
-typedef struct relock_server_info {
-    const char *version;  /* "7.0.15", or "unknown" */
-    int major, minor, patch;
-    unsigned caps;        /* RELOCK_CAP_* bits */
-    /* The address connected to: the configured server, the master a
-     * sentinel named, or the Cluster node a redirection moved to. */
-    const char *host;
-    int port;
-} relock_server_info;
+/*
+ * What the probe learned about the (first) server, an opaque object read
+ * through the accessors below.  Owned by the caller: free it with
+ * relock_server_info_free(); it does not depend on the client, which may
+ * be freed first.  The accessors accept NULL and then return "" for
+ * strings and 0 otherwise.
+ */
+typedef struct relock_server_info relock_server_info;
 
 #define RELOCK_CAP_WATCH 0x01u    /* WATCH/MULTI/EXEC compare-and-set (2.2) */
 #define RELOCK_CAP_EVAL 0x02u     /* Lua scripts (2.6.0) */
@@ -247,8 +262,24 @@ typedef struct relock_server_info {
 #define RELOCK_CAP_WAIT 0x400u     /* WAIT numreplicas timeout (3.0) */
 #define RELOCK_CAP_WAITAOF 0x800u  /* WAITAOF numlocal numreplicas timeout (7.2) */
 
-/* Fills info (pointers valid while c lives).  Reconnects if needed. */
-RELOCK_EXTERN relock_status relock_client_server(relock_client *c, relock_server_info *info);
+/* Reads what the probe learned about the server connected to (reconnects
+ * if needed).  On RELOCK_OK *out is a new object; otherwise *out is NULL. */
+RELOCK_EXTERN relock_status relock_client_server(relock_client *c, relock_server_info **out);
+/* Frees what relock_client_server() returned; accepts NULL. */
+RELOCK_EXTERN void relock_server_info_free(relock_server_info *info);
+/* The version the server reports, "7.0.15", or "unknown". */
+RELOCK_EXTERN const char *relock_server_info_version(const relock_server_info *info);
+/* Its parts (0 when unknown). */
+RELOCK_EXTERN int relock_server_info_major(const relock_server_info *info);
+RELOCK_EXTERN int relock_server_info_minor(const relock_server_info *info);
+RELOCK_EXTERN int relock_server_info_patch(const relock_server_info *info);
+/* The RELOCK_CAP_* bits the server has. */
+RELOCK_EXTERN unsigned relock_server_info_caps(const relock_server_info *info);
+/* The address connected to: the configured server, the master a sentinel
+ * named, or the Cluster node a redirection moved to; a unix socket's path
+ * with port 0. */
+RELOCK_EXTERN const char *relock_server_info_host(const relock_server_info *info);
+RELOCK_EXTERN int relock_server_info_port(const relock_server_info *info);
 /* Names of the capability bits, for printing: NULL past the last. */
 RELOCK_EXTERN const char *relock_cap_name(unsigned bit);
 

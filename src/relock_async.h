@@ -16,10 +16,16 @@
  * Callbacks run from the loop, never from within the call that started the
  * operation (except relock_async_free(), below).
  *
- * SIGPIPE: hiredis writes with write().  relock_async_new() sets SIGPIPE
- * to be ignored if the program left it at its default action (a program
- * that installed a handler or ignores it already keeps what it chose), so
- * that a server closing a connection cannot end the process.
+ * SIGPIPE: hiredis writes with write(), from redisAsyncHandleWrite(), and
+ * a write to a connection the server closed raises SIGPIPE, whose default
+ * action ends the process.  relock changes no signal disposition.  The
+ * loops of relock_async_libevent.h and relock_async_libuv.h attach
+ * connections with relock's own adapters, whose write handler is
+ * relock_async_handle_write(): with them a program may leave SIGPIPE at
+ * its default action.  A program that fills relock_async_loop itself must
+ * do one of: call relock_async_handle_write() instead of
+ * redisAsyncHandleWrite() in its adapter's write handler; ignore SIGPIPE;
+ * or block it in the thread that runs the loop (docs/api.md).
  */
 #ifndef RELOCK_ASYNC_H
 #define RELOCK_ASYNC_H
@@ -33,10 +39,16 @@ extern "C" {
 #endif
 
 /*
- * What relock needs from the program's event loop.  data is passed back
- * to each function.
+ * What relock needs from the program's event loop.  size is
+ * sizeof(relock_async_loop) as the program was built (the helpers set it;
+ * a program that fills the struct itself sets it first), so that fields
+ * can be added at the end: relock reads no further than size, and takes a
+ * field the program does not have as NULL.  data is passed back to each
+ * function.
  *   attach:      attaches ac's I/O to the loop (as hiredis's adapters do,
- *                redisLibeventAttach() say); returns 0 on success.
+ *                redisLibeventAttach() say); returns 0 on success.  Its
+ *                write handler should call relock_async_handle_write()
+ *                (SIGPIPE, above).
  *   timer_start: calls fn(arg) once, from the loop, after ms milliseconds
  *                (0: at the next turn); returns a handle, NULL when out of
  *                memory.  The handle belongs to the loop interface, which
@@ -45,11 +57,16 @@ extern "C" {
  *                that fired.
  */
 typedef struct relock_async_loop {
+    size_t size;
     void *data;
     int (*attach)(void *data, redisAsyncContext *ac);
     void *(*timer_start)(void *data, long long ms, void (*fn)(void *arg), void *arg);
     void (*timer_stop)(void *data, void *timer);
 } relock_async_loop;
+/* The smallest size relock_async_new() takes: up to timer_stop, the
+ * fields of 0.3 (fields added later come after it). */
+#define RELOCK_ASYNC_LOOP_SIZE_0_3                                                                 \
+    (offsetof(relock_async_loop, timer_stop) + sizeof(void (*)(void *, void *)))
 
 typedef struct relock_async relock_async;
 /* An operation in flight (for relock_async_cancel()). */
@@ -75,11 +92,16 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * operations started meanwhile wait for the probe, and fail with its error
  * if it fails.  With several servers (a quorum, modern values only) there
  * is no probe: each server is connected when an operation first needs it.
- * *out is set whenever memory allows, also on failure (then
- * relock_async_error() tells why); free it with relock_async_free().
- * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
- * Sentinel, Cluster slot maps, durability, owner_info, legacy.clock =
- * "server", and a quorum in another mode than modern (docs/api.md).
+ * RELOCK_EINVAL for a loop whose size is below RELOCK_ASYNC_LOOP_SIZE_0_3
+ * or that lacks a function.  *out is set whenever memory allows, also on
+ * failure (then relock_async_error() tells why); free it with
+ * relock_async_free().  RELOCK_EUNSUPPORTED for what the asynchronous
+ * client does not do yet: Sentinel, Cluster slot maps (docs/api.md); and
+ * with a quorum what the blocking client refuses there (a mode other than
+ * modern, durability, lock_delay_ms).  Durability, owner_info and
+ * legacy.clock = "server" behave as in the blocking API (the same step
+ * machines run on the loop); a quorum writes no owner record, as the
+ * blocking client.
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);
@@ -160,6 +182,21 @@ RELOCK_EXTERN relock_status relock_async_keep_stop(relock_lock *l);
 
 /* Operations started and not yet completed (their callbacks not called). */
 RELOCK_EXTERN long relock_async_pending(const relock_async *a);
+/* With durability: in the callback of an acquire or an extend (and until
+ * the next one completes), how many replicas acknowledged its write; -1
+ * when it sent no WAIT or WAITAOF. */
+RELOCK_EXTERN int relock_async_replicas_acked(const relock_async *a);
+
+/*
+ * redisAsyncHandleWrite(ac) with SIGPIPE blocked in the calling thread, for
+ * the write handler of a loop adapter: a write to a closed connection then
+ * fails with EPIPE (hiredis disconnects, the operations end as after any
+ * lost connection) instead of ending the process.  A SIGPIPE that write
+ * raised is taken back before the signal mask is restored; one pending
+ * before the call is left pending.  Callbacks that run from within it run
+ * with SIGPIPE blocked.  Changes no disposition.  Accepts NULL.
+ */
+RELOCK_EXTERN void relock_async_handle_write(redisAsyncContext *ac);
 
 #ifdef __cplusplus
 }

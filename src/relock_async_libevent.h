@@ -6,7 +6,10 @@
  *   relock_async_libevent(&loop, base);
  *   relock_async_new(cfg, &loop, &a);
  *
- * The program links hiredis and libevent (-lhiredis -levent).
+ * The program links hiredis and libevent (-lhiredis -levent).  Connections
+ * are attached by relock's own adapter rather than redisLibeventAttach():
+ * it writes through relock_async_handle_write(), so that a server closing
+ * a connection cannot raise SIGPIPE in the program (relock_async.h).
  */
 #ifndef RELOCK_ASYNC_LIBEVENT_H
 #define RELOCK_ASYNC_LIBEVENT_H
@@ -14,7 +17,6 @@
 #include <stdlib.h>
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 
 #include "relock_async.h"
 
@@ -24,9 +26,84 @@ typedef struct relock_async_levtimer {
     void *arg;
 } relock_async_levtimer;
 
+/* The adapter: a read and a write event on the connection's socket, each
+ * armed when hiredis asks (one-shot: hiredis arms them again). */
+typedef struct relock_async_levio {
+    redisAsyncContext *ac;
+    struct event *rd, *wr;
+} relock_async_levio;
+
+static inline void relock_async_lev_readable(evutil_socket_t fd, short what, void *p)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleRead(((relock_async_levio *)p)->ac);
+}
+
+static inline void relock_async_lev_writable(evutil_socket_t fd, short what, void *p)
+{
+    (void)fd;
+    (void)what;
+    relock_async_handle_write(((relock_async_levio *)p)->ac);
+}
+
+static inline void relock_async_lev_want_read(void *p)
+{
+    event_add(((relock_async_levio *)p)->rd, NULL);
+}
+
+static inline void relock_async_lev_stop_read(void *p)
+{
+    event_del(((relock_async_levio *)p)->rd);
+}
+
+static inline void relock_async_lev_want_write(void *p)
+{
+    event_add(((relock_async_levio *)p)->wr, NULL);
+}
+
+static inline void relock_async_lev_stop_write(void *p)
+{
+    event_del(((relock_async_levio *)p)->wr);
+}
+
+static inline void relock_async_lev_detach(void *p)
+{
+    relock_async_levio *io = (relock_async_levio *)p;
+    event_free(io->rd);
+    event_free(io->wr);
+    free(io);
+}
+
 static inline int relock_async_lev_attach(void *data, redisAsyncContext *ac)
 {
-    return redisLibeventAttach(ac, (struct event_base *)data) == REDIS_OK ? 0 : -1;
+    relock_async_levio *io;
+    if (ac->ev.data)
+        return -1; /* attached already */
+    io = (relock_async_levio *)calloc(1, sizeof *io);
+    if (!io)
+        return -1;
+    io->ac = ac;
+    io->rd = event_new((struct event_base *)data, ac->c.fd, EV_READ, relock_async_lev_readable, io);
+    io->wr = event_new((struct event_base *)data, ac->c.fd, EV_WRITE, relock_async_lev_writable, io);
+    if (!io->rd || !io->wr) {
+        if (io->rd)
+            event_free(io->rd);
+        if (io->wr)
+            event_free(io->wr);
+        free(io);
+        return -1;
+    }
+    ac->ev.data = io;
+    ac->ev.addRead = relock_async_lev_want_read;
+    ac->ev.delRead = relock_async_lev_stop_read;
+    ac->ev.addWrite = relock_async_lev_want_write;
+    ac->ev.delWrite = relock_async_lev_stop_write;
+    ac->ev.cleanup = relock_async_lev_detach;
+    /* The connect ends at the socket's first event, either way. */
+    event_add(io->rd, NULL);
+    event_add(io->wr, NULL);
+    return 0;
 }
 
 static inline void relock_async_lev_fire(evutil_socket_t fd, short what, void *p)
@@ -75,6 +152,7 @@ static inline void relock_async_lev_stop(void *data, void *timer)
 /* Fills loop for base. */
 static inline void relock_async_libevent(relock_async_loop *loop, struct event_base *base)
 {
+    loop->size = sizeof *loop;
     loop->data = base;
     loop->attach = relock_async_lev_attach;
     loop->timer_start = relock_async_lev_start;

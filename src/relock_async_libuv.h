@@ -7,9 +7,13 @@
  *   relock_async_new(cfg, &loop, &a);
  *
  * The program links hiredis and libuv (-lhiredis -luv); uv.h needs the
- * POSIX declarations (-D_GNU_SOURCE, or -std=gnu11).  Timer handles are
- * closed with uv_close() and freed by its callback, so the loop must run
- * once more after the last timer stops before uv_loop_close().
+ * POSIX declarations (-D_GNU_SOURCE, or -std=gnu11).  Timer and poll
+ * handles are closed with uv_close() and freed by its callback, so the
+ * loop must run once more after the last one stops before uv_loop_close().
+ * Connections are attached by relock's own adapter rather than
+ * redisLibuvAttach(): it writes through relock_async_handle_write(), so
+ * that a server closing a connection cannot raise SIGPIPE in the program
+ * (relock_async.h).
  */
 #ifndef RELOCK_ASYNC_LIBUV_H
 #define RELOCK_ASYNC_LIBUV_H
@@ -17,7 +21,6 @@
 #include <stdlib.h>
 
 #include <uv.h>
-#include <hiredis/adapters/libuv.h>
 
 #include "relock_async.h"
 
@@ -27,14 +30,97 @@ typedef struct relock_async_uvtimer {
     void *arg;
 } relock_async_uvtimer;
 
-static inline int relock_async_uv_attach(void *data, redisAsyncContext *ac)
-{
-    return redisLibuvAttach(ac, (uv_loop_t *)data) == REDIS_OK ? 0 : -1;
-}
-
 static inline void relock_async_uv_closed(uv_handle_t *h)
 {
     free(h);
+}
+
+/* The adapter: one poll handle on the connection's socket, watching what
+ * hiredis asks for. */
+typedef struct relock_async_uvio {
+    uv_poll_t h;           /* first: the handle's address is the adapter's */
+    redisAsyncContext *ac; /* NULL once hiredis let go of the connection */
+    int events;            /* UV_READABLE, UV_WRITABLE */
+} relock_async_uvio;
+
+static inline void relock_async_uv_ready(uv_poll_t *h, int status, int events)
+{
+    relock_async_uvio *io = (relock_async_uvio *)h;
+    if (status < 0) {
+        /* An error on the socket (libuv stopped the handle): a read lets
+         * hiredis find it and end the connection. */
+        if (io->ac)
+            redisAsyncHandleRead(io->ac);
+        return;
+    }
+    if (io->ac && (events & UV_READABLE))
+        redisAsyncHandleRead(io->ac);
+    if (io->ac && (events & UV_WRITABLE))
+        relock_async_handle_write(io->ac);
+}
+
+static inline void relock_async_uv_watch(relock_async_uvio *io, int events)
+{
+    io->events = events;
+    if (events)
+        uv_poll_start(&io->h, events, relock_async_uv_ready);
+    else
+        uv_poll_stop(&io->h);
+}
+
+static inline void relock_async_uv_want_read(void *p)
+{
+    relock_async_uvio *io = (relock_async_uvio *)p;
+    relock_async_uv_watch(io, io->events | UV_READABLE);
+}
+
+static inline void relock_async_uv_stop_read(void *p)
+{
+    relock_async_uvio *io = (relock_async_uvio *)p;
+    relock_async_uv_watch(io, io->events & ~UV_READABLE);
+}
+
+static inline void relock_async_uv_want_write(void *p)
+{
+    relock_async_uvio *io = (relock_async_uvio *)p;
+    relock_async_uv_watch(io, io->events | UV_WRITABLE);
+}
+
+static inline void relock_async_uv_stop_write(void *p)
+{
+    relock_async_uvio *io = (relock_async_uvio *)p;
+    relock_async_uv_watch(io, io->events & ~UV_WRITABLE);
+}
+
+static inline void relock_async_uv_detach(void *p)
+{
+    relock_async_uvio *io = (relock_async_uvio *)p;
+    /* Called from within hiredis, maybe from this handle's own callback:
+     * the memory goes when libuv has closed the handle. */
+    io->ac = NULL;
+    uv_close((uv_handle_t *)&io->h, relock_async_uv_closed);
+}
+
+static inline int relock_async_uv_attach(void *data, redisAsyncContext *ac)
+{
+    relock_async_uvio *io;
+    if (ac->ev.data)
+        return -1; /* attached already */
+    io = (relock_async_uvio *)calloc(1, sizeof *io);
+    if (!io)
+        return -1;
+    if (uv_poll_init((uv_loop_t *)data, &io->h, ac->c.fd) != 0) {
+        free(io);
+        return -1;
+    }
+    io->ac = ac;
+    ac->ev.data = io;
+    ac->ev.addRead = relock_async_uv_want_read;
+    ac->ev.delRead = relock_async_uv_stop_read;
+    ac->ev.addWrite = relock_async_uv_want_write;
+    ac->ev.delWrite = relock_async_uv_stop_write;
+    ac->ev.cleanup = relock_async_uv_detach;
+    return 0;
 }
 
 static inline void relock_async_uv_fire(uv_timer_t *h)
@@ -75,6 +161,7 @@ static inline void relock_async_uv_stop(void *data, void *timer)
 /* Fills loop for uv. */
 static inline void relock_async_libuv(relock_async_loop *loop, uv_loop_t *uv)
 {
+    loop->size = sizeof *loop;
     loop->data = uv;
     loop->attach = relock_async_uv_attach;
     loop->timer_start = relock_async_uv_start;

@@ -69,11 +69,6 @@ redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nar
  * Returns c's status. */
 relock_status relock__foreign_type(relock_client *c, const char *what, const char *key);
 
-/* The fleet's clock in ms (clock.c): the local wall clock, or with
- * legacy.clock = "server" the server's TIME, estimated from time to time as
- * an offset from the monotonic clock, so that a step of the local wall
- * clock changes no decision.  May send TIME. */
-relock_status relock__fleet_ms(relock_client *c, long long *now);
 
 /* Records, at most once a second per client, that a value only a legacy
  * client can have written was met (the marker `relock scan` reads).

@@ -17,6 +17,10 @@ relock_status relock__select_mode(relock_client *c);
  * (and fence): a stale handle never touches another holder's record.
  * Informational: failures are ignored. */
 void relock__owner_note(relock_lock *l, int held);
+/* The text of l's owner record (owner_info): host, pid, the time the lock
+ * was won (or now) and the owner's text, for the owner-record machine
+ * (ownrec.h).  Reads the host name, the pid and the wall clock. */
+void relock__owner_info(const relock_lock *l, char *info, size_t n);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);

@@ -27,6 +27,14 @@
  *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
+ *
+ * Phases (next_phase): after an acquire or extend wrote, the same
+ * operation runs durability's WAIT (pinned to the connection generation
+ * the write went out on) and then the owner record's machine; a release
+ * deletes the record first; an acquire whose write was not acknowledged
+ * runs the release machine.  A machine that asks for the fleet's clock
+ * when the estimate is due has its replies held while the clock machine's
+ * TIME goes out first.  All of them are the blocking API's machines.
  */
 #include <signal.h>
 #include <stddef.h>
@@ -40,7 +48,10 @@
 #include "fence.h"
 #include "api.h"
 #include "algo.h"
+#include "clock.h"
+#include "durable.h"
 #include "modern.h"
+#include "ownrec.h"
 #include "probe.h"
 #include "quorum.h"
 #include "relock_async.h"
@@ -92,9 +103,18 @@ typedef struct areq {
     int expect; /* replies its batch asks for */
     uint64_t sent_at;
     uint64_t start_off, end_off; /* its bytes in the connection's output */
+    /* The server may hold the replies this much longer (a WAIT's own
+     * timeout): the command timeout waits it out. */
+    long long slow_ms;
 } areq;
 
 typedef struct afan afan;
+
+/* What an operation's machine is doing: the operation's own machine
+ * first, then those that follow a success (durability's WAIT, the owner
+ * record), or that come before it (a release deletes the owner record
+ * first), or that undo it (an acquire whose write was not acknowledged). */
+enum op_phase { PH_MAIN = 0, PH_DURABLE, PH_OWNER, PH_UNDO };
 
 struct aop {
     relock_async *a;
@@ -129,6 +149,27 @@ struct aop {
     unsigned sub_gen; /* the subscriber connection it joined on */
     relock__probe_m probe; /* K_SETUP */
     afan *fan;             /* a fan machine's round, with a quorum */
+    int phase;     /* enum op_phase */
+    int pinned;    /* its batch must go on the connection of the write */
+    /* The connection generation the main machine's batches went out on
+     * (wset once one did; wmoved when they went on more than one): the
+     * WAIT after the write must go on the same. */
+    unsigned wgen;
+    int wset, wmoved;
+    int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
+    /* extend: the validity before, kept when the replicas did not
+     * acknowledge the new one (decision 104) */
+    uint64_t was_valid;
+    long long was_ttl;
+    int owner_gone; /* release: the owner record was deleted first */
+    relock__err *kept; /* the undone acquire's error, during PH_UNDO */
+    relock_status kept_st;
+    /* legacy.clock = "server": the clock machine runs inside the main
+     * one's step, whose replies wait in held meanwhile */
+    int clocking;
+    relock__clock_m clk;
+    redisReply *held[RELOCK__BATCH_CMDS];
+    int nheld;
 };
 
 struct achan {
@@ -475,6 +516,10 @@ static void op_release(aop *op)
     fan_end(op);
     free(op->fan);
     batch_clear(op);
+    for (int i = 0; i < op->nheld; i++)
+        if (op->held[i])
+            freeReplyObject(op->held[i]);
+    free(op->kept);
     free(op->m);
     free(op->err);
     free(op);
@@ -512,6 +557,8 @@ static void op_finish(aop *op, relock_status st)
         op->err->pub.status = st;
         e = op->err->pub;
     }
+    if (op->kind == K_ACQ || op->kind == K_EXT)
+        a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
     if (op->kind == K_KEEP) {
         /* renewals report through the lock (lock_op_end) */
     } else if (op->cb) {
@@ -789,6 +836,13 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         rq->rep[rq->nrep] = reply_copy(r, 0);
         rq->nrep++;
         if (--rq->outstanding == 0) {
+            /* The requests behind a slow one (WAIT) waited for it: their
+             * command timeout counts from now. */
+            if (rq->slow_ms > 0 && cn->fifo == rq && rq->fnext) {
+                uint64_t now = now_ms();
+                if (rq->fnext->sent_at < now)
+                    rq->fnext->sent_at = now;
+            }
             fifo_remove(cn, rq);
             int missing = 0;
             for (int i = 0; i < rq->nrep; i++)
@@ -810,7 +864,8 @@ static void tmo_fire(void *arg)
     cn->tmo_timer = NULL;
     enter(a);
     if (cn->fifo && cn->ac) {
-        uint64_t due = cn->fifo->sent_at + (uint64_t)a->c->s.command_timeout_ms;
+        uint64_t due = cn->fifo->sent_at + (uint64_t)a->c->s.command_timeout_ms +
+                       (uint64_t)cn->fifo->slow_ms;
         uint64_t now = now_ms();
         if (now >= due) {
             char why[200];
@@ -851,6 +906,14 @@ static void rq_send(areq *rq)
 /* Writes op's batch on its connection. */
 static void send_now(aop *op)
 {
+    if (op->kind != K_SETUP && op->phase == PH_MAIN && !op->fencing && !op->undoing) {
+        if (!op->wset) {
+            op->wset = 1;
+            op->wgen = op->cn->gen;
+        } else if (op->wgen != op->cn->gen) {
+            op->wmoved = 1;
+        }
+    }
     op->state = S_SENT;
     op->sent_any = 1;
     op->rq.op = op;
@@ -862,6 +925,14 @@ static void send_now(aop *op)
 static void submit(aop *op)
 {
     aconn *cn = op->cn;
+    if (op->pinned && (!op->wset || op->wmoved || cn->gen != op->wgen || cn->cstate != C_READY)) {
+        /* The write's connection is gone: WAIT on another would count
+         * nothing of the write (durable.c). */
+        rq_clear(&op->rq);
+        op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EDURABILITY,
+                "the connection changed since the write");
+        return;
+    }
     if (cn->txn_owner == op) {
         if (cn->gen != op->txn_gen || cn->cstate != C_READY) {
             /* The transaction's connection is gone: never replaced under it. */
@@ -961,6 +1032,7 @@ static void conn_connect(aconn *cn)
     cn->ac = ac;
     cn->appended = 0;
     a->c->connects++;
+    a->c->conn.clock.known = 0; /* legacy.clock = "server": measured again */
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
@@ -1524,6 +1596,7 @@ static void attempt_begin(aop *op)
     relock__err_clear(&c->err);
     free(op->err);
     op->err = NULL;
+    op->wset = op->wmoved = 0;
     relock_status st = a->kit->acq_init(op->m, op->l);
     if (st != RELOCK_OK) {
         err_save(op);
@@ -1554,6 +1627,130 @@ static void undo_begin(aop *op)
     machine_start(op);
 }
 
+/* Runs machine m (allocated, op's from now) with step fn as op's phase. */
+static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
+{
+    free(op->m);
+    op->m = m;
+    op->fn = fn;
+    op->phase = phase;
+    op->steps = 0;
+    op->state = S_RUN;
+    op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+}
+
+/* The owner record of op's lock written (held) or deleted by its machine
+ * as op's PH_OWNER; 0 when there is none to write (owner_info off). */
+static int owner_phase(aop *op, int held)
+{
+    relock_lock *l = op->l;
+    /* (a quorum's record would be one server's view: not written, as by
+     * the blocking client) */
+    if (!op->a->c->s.owner_info || op->a->kit->fan)
+        return 0;
+    char info[RELOCK__OWNER_INFO_MAX] = "";
+    if (held)
+        relock__owner_info(l, info, sizeof info);
+    relock__owner_m *m = malloc(sizeof *m);
+    if (!m || !relock__owner_init(m, l, l->value, held, info)) {
+        free(m); /* the record informs: no memory for it fails nothing */
+        return 0;
+    }
+    phase_run(op, PH_OWNER, relock__owner_step, m);
+    return 1;
+}
+
+/*
+ * After a phase of op ended with *st: starts the next (returns 1), or
+ * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
+ * the write, then durability's WAIT on the write's connection, then the
+ * owner record; an acquire whose write was not acknowledged is released
+ * (PH_UNDO) and fails; an extend's keeps its old validity (decision 104).
+ * Release: the owner record is deleted first, while the lock is ours.
+ */
+static int next_phase(aop *op, relock_status *st)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    relock_lock *l = op->l;
+    if (op->kind == K_REL) {
+        if (op->phase != PH_OWNER)
+            return 0;
+        /* the record is deleted (or not ours): the release itself now */
+        free(op->err);
+        op->err = NULL;
+        free(op->m);
+        op->m = NULL;
+        op->phase = PH_MAIN;
+        op->owner_gone = 1;
+        op_start(op);
+        return 1;
+    }
+    switch (op->phase) {
+    case PH_MAIN:
+        if (*st != RELOCK_OK || op->cancelled)
+            return 0;
+        if (op->kind == K_ACQ)
+            l->owner_since = relock__wall_ms() / 1000;
+        if (relock__durable_on(c)) {
+            relock__durable_m *m = malloc(sizeof *m);
+            if (m) {
+                relock__durable_init(m, op->kind == K_ACQ ? "acquire" : "extend");
+                phase_run(op, PH_DURABLE, relock__durable_step, m);
+                return 1;
+            }
+            *st = op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT",
+                          op->kind == K_ACQ ? "acquire" : "extend", l->name);
+        } else {
+            return owner_phase(op, 1);
+        }
+        break;
+    case PH_DURABLE:
+        op->acked = ((relock__durable_m *)op->m)->acked;
+        if (*st == RELOCK_OK)
+            return op->cancelled ? 0 : owner_phase(op, 1);
+        break;
+    case PH_OWNER:
+        /* the record informs: its outcome is nobody's */
+        free(op->err);
+        op->err = NULL;
+        *st = RELOCK_OK;
+        return 0;
+    case PH_UNDO: {
+        err_load(op);
+        relock__err kept;
+        relock__err_copy(&kept, op->kept);
+        *st = relock__durable_undone(c, &kept, op->kept_st, *st);
+        err_save(op);
+        return 0;
+    }
+    }
+    /* the write was not acknowledged (or no WAIT could be sent) */
+    if (op->kind != K_ACQ) {
+        l->valid_until = op->was_valid;
+        l->ttl_ms = op->was_ttl;
+        return 0;
+    }
+    void *m = malloc(a->kit->upd_size);
+    if (!op->kept)
+        op->kept = malloc(sizeof *op->kept);
+    if (!m || !op->kept || a->kit->upd_init(m, l, 0, 0) != RELOCK_OK) {
+        free(m);
+        *st = op_fail(op, RELOCK_EAMBIGUOUS,
+                      "acquire %s: the write was not acknowledged, and there was no memory to "
+                      "delete it: the lock may stay held until its TTL ends",
+                      l->name);
+        return 0;
+    }
+    err_load(op);
+    relock__err_copy(op->kept, &c->err);
+    op->kept_st = *st;
+    free(op->err);
+    op->err = NULL;
+    phase_run(op, PH_UNDO, a->kit->upd_step, m);
+    return 1;
+}
+
 /* The machine ended. */
 static void machine_done(aop *op, relock_status st)
 {
@@ -1581,6 +1778,8 @@ static void machine_done(aop *op, relock_status st)
     }
     if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY)
         queue_flush(cn);
+    if (!op->fencing && !op->undoing && next_phase(op, &st))
+        return;
     switch (op->kind) {
     case K_ACQ:
         if (op->fencing) {
@@ -1736,6 +1935,8 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         queue_flush(cn);
     for (;;) {
         relock__mhead *h = op->m;
+        relock__step_fn fn = op->clocking ? relock__clock_step : op->fn;
+        void *m = op->clocking ? (void *)&op->clk : op->m;
         relock__feed in;
         memset(&in, 0, sizeof in);
         in.reply = rq->rep;
@@ -1754,15 +1955,27 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         err_load(op);
         if (fault != RELOCK__FAULT_NONE && ftext)
             RELOCK__FAIL(&c->err, fst ? fst : RELOCK_EIO, "%s", ftext);
-        if (h->want_fleet && fault == RELOCK__FAULT_NONE &&
-            relock__fleet_ms(c, &in.fleet_ms) != RELOCK_OK) {
-            in.fault = RELOCK__FAULT_UNSENT;
-            in.fault_status = c->err.pub.status;
-            in.fault_text = c->err.msg;
+        if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
+            if (!c->s.legacy.clock_server) {
+                in.fleet_ms = relock__wall_ms();
+            } else if (relock__clock_due(&c->conn.clock, in.mono_ms)) {
+                /* The server's clock is measured first (the clock
+                 * machine, on the same connection, inside the
+                 * transaction if one is open); these replies wait. */
+                memcpy(op->held, rq->rep, sizeof op->held);
+                op->nheld = rq->nrep;
+                memset(rq->rep, 0, sizeof rq->rep);
+                rq->nrep = 0;
+                op->clocking = 1;
+                relock__clock_init(&op->clk, op->in_txn);
+                continue;
+            } else {
+                in.fleet_ms = relock__clock_server_ms(&c->conn.clock, in.mono_ms);
+            }
         }
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
-        relock__step s = op->fn(op->m, op->l, &in, b);
+        relock__step s = fn(m, op->l, &in, b);
         err_save(op);
         for (int i = 0; i < rq->nrep; i++)
             if (rq->rep[i]) {
@@ -1770,6 +1983,26 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 rq->rep[i] = NULL;
             }
         rq->nrep = 0;
+        if (s == RELOCK__STEP_DONE && op->clocking) {
+            /* The clock is known (or its failure is the fault the waiting
+             * replies are fed with, as the blocking driver does). */
+            op->clocking = 0;
+            memcpy(rq->rep, op->held, sizeof rq->rep);
+            rq->nrep = op->nheld;
+            memset(op->held, 0, sizeof op->held);
+            op->nheld = 0;
+            if (op->clk.h.st != RELOCK_OK) {
+                fault = RELOCK__FAULT_UNSENT;
+                fst = op->clk.h.st;
+                snprintf(text, sizeof text, "%.399s", c->err.msg);
+                ftext = text;
+            } else {
+                fault = RELOCK__FAULT_NONE;
+                fst = RELOCK_OK;
+                ftext = NULL;
+            }
+            continue;
+        }
         if (s == RELOCK__STEP_DONE) {
             machine_done(op, h->st);
             return;
@@ -1791,6 +2024,8 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             rq->len[n] = (size_t)fl;
         }
         rq->n = n;
+        rq->slow_ms = b->slow_ms;
+        op->pinned = b->pinned;
         op->in_txn = b->in_txn;
         if (n < b->n) {
             batch_clear(op);
@@ -2376,6 +2611,15 @@ static void op_start(aop *op)
         op_finish(op, op_fail(op, RELOCK_LOST, "extend %s: the lock was already lost", l->name));
         return;
     }
+    if (op->kind == K_REL && !op->owner_gone) {
+        /* The owner record goes first, while the lock is still ours: after
+         * the release a new holder may already have written its own. */
+        l->waiters = 0;
+        if (owner_phase(op, 0))
+            return;
+    }
+    op->was_valid = l->valid_until;
+    op->was_ttl = l->ttl_ms;
     op->m = malloc(a->kit->upd_size);
     relock__err_clear(&a->c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
@@ -2440,6 +2684,7 @@ static aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
     op->kind = kind;
     op->cb = cb;
     op->arg = arg;
+    op->acked = -1;
     return op;
 }
 
@@ -2485,7 +2730,10 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!out)
         return RELOCK_EINVAL;
     *out = NULL;
-    if (!cfg || !loop || !loop->attach || !loop->timer_start || !loop->timer_stop)
+    /* loop->size: the interface as the program was built; fields added
+     * later read as NULL for an older one (decision 242). */
+    if (!cfg || !loop || loop->size < RELOCK_ASYNC_LOOP_SIZE_0_3 || !loop->attach ||
+        !loop->timer_start || !loop->timer_stop)
         return RELOCK_EINVAL;
     relock_async *a = calloc(1, sizeof *a);
     if (!a)
@@ -2498,7 +2746,8 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     }
     *out = a;
     a->c = c;
-    a->loop = *loop;
+    memcpy(&a->loop, loop, loop->size < sizeof a->loop ? loop->size : sizeof a->loop);
+    a->loop.size = sizeof a->loop;
     relock__err_clear(&c->err);
     c->s = cfg->s;
     c->conn.srv = &c->s.servers[0];
@@ -2529,12 +2778,6 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     const char *no = NULL;
     if (relock__sentinel_on(&c->s))
         no = "Sentinel";
-    else if (relock__durable_on(c))
-        no = "durability";
-    else if (c->s.owner_info)
-        no = "owner_info";
-    else if (c->s.legacy.clock_server)
-        no = "legacy.clock = \"server\"";
     if (no) {
         a->fatal = RELOCK__FAIL(&a->err, RELOCK_EUNSUPPORTED,
                                 "%s: not available to the asynchronous client yet (docs/api.md); "
@@ -2548,10 +2791,11 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
          * mode fixed (modern values), no probe; connections open as the
          * first round needs them. */
         relock_status st = RELOCK_OK;
-        if (c->s.lock_delay_ms > 0)
+        if (relock__durable_on(c) || c->s.lock_delay_ms > 0)
             st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                              "lock_delay_ms: not with several servers (a quorum); configure "
-                              "one server, or turn it off");
+                              "%s: not with several servers (a quorum); configure one server, "
+                              "or turn it off",
+                              relock__durable_on(c) ? "durability" : "lock_delay_ms");
         if (st == RELOCK_OK)
             st = relock__quorum_setup(c);
         a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
@@ -2566,14 +2810,6 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         }
         a->kit = &kit_quorum;
         a->probed = 1;
-    }
-    /* hiredis writes with write(): a closed connection must not end a
-     * program that left SIGPIPE at its default action. */
-    struct sigaction sa;
-    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
-        !(sa.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = SIG_IGN;
-        sigaction(SIGPIPE, &sa, NULL);
     }
     if (!a->kit)
         conn_connect(&a->conns[0]);
@@ -2597,6 +2833,11 @@ const char *relock_async_mode_reason(const relock_async *a)
     if (!a->probed)
         return a->fatal ? a->err.msg : "not yet probed";
     return a->c->mode_reason;
+}
+
+int relock_async_replicas_acked(const relock_async *a)
+{
+    return a ? a->c->replicas_acked : -1;
 }
 
 long relock_async_pending(const relock_async *a)

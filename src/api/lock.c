@@ -5,6 +5,7 @@
 
 #include "api.h"
 #include "algo.h"
+#include "durable.h"
 
 /* How long a releaser that woke waiters stays away from that lock: a few
  * round trips, enough for a woken waiter to take it. */
@@ -109,19 +110,7 @@ static relock_status undo_acquire(relock_lock *l, relock_status st)
     if (rst == RELOCK_OK)
         rst = c->algo->release(l);
     c->replicas_acked = acked;
-    if (rst == RELOCK_OK || rst == RELOCK_LOST) {
-        size_t n = strlen(kept.msg);
-        snprintf(kept.msg + n, sizeof kept.msg - n, "; the lock was not kept (deleted)");
-        relock__err_copy(&c->err, &kept);
-        return st;
-    }
-    char why[sizeof c->err.msg];
-    snprintf(why, sizeof why, "%s", c->err.msg);
-    relock__err_clear(&c->err);
-    return RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                        "%s; deleting it again failed (%.200s): the lock may stay held until "
-                        "its TTL ends",
-                        kept.msg, why);
+    return relock__durable_undone(c, &kept, st, rst);
 }
 
 static relock_status ready(relock_client *c)
@@ -166,7 +155,7 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
         return st;
     }
     if (relock__durable_on(c)) {
-        st = relock__durable_wait(l, "acquire", &l->wmark);
+        st = relock__durable_wait(l, "acquire");
         if (st != RELOCK_OK) {
             st = undo_acquire(l, st);
             relock_lock_free(l);
@@ -249,7 +238,7 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
     relock__durable_mark(c, &l->wmark);
     st = foreign(l, c->algo->extend(l, ttl_ms));
     if (st == RELOCK_OK && relock__durable_on(c)) {
-        st = relock__durable_wait(l, "extend", &l->wmark);
+        st = relock__durable_wait(l, "extend");
         if (st != RELOCK_OK) {
             /* Still ours, and not deleted (decision 104): but only the
              * old lease is known to be on the replicas, so the validity

@@ -6,6 +6,7 @@
  * client remains.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../compat/compat.h"
@@ -30,18 +31,19 @@ static void note_paths(relock_client *c)
     relock__modern_paths(c, &p);
     size_t n = strlen(c->mode_reason);
     snprintf(c->mode_reason + n, sizeof c->mode_reason - n,
-             "; acquire: %s, release: %s, extend: %s, scripts: %s", p.acquire, p.release,
-             p.extend, p.scripts);
+             "; acquire: %s, release: %s, extend: %s, scripts: %s", p.path[RELOCK_PATH_ACQUIRE],
+             p.path[RELOCK_PATH_RELEASE], p.path[RELOCK_PATH_EXTEND], p.path[RELOCK_PATH_SCRIPTS]);
 }
 
-relock_status relock_client_paths(relock_client *c, relock_paths *out)
+relock_status relock_client_paths(relock_client *c, relock_paths **out)
 {
+    if (out)
+        *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     if (!out)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "paths: no structure to fill");
-    out->acquire = out->release = out->extend = out->scripts = "";
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "paths: nowhere to put the result");
     if (c->algo != &relock__algo_modern)
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
                             "paths: only for modern mode on one server (this client: %s)",
@@ -53,8 +55,24 @@ relock_status relock_client_paths(relock_client *c, relock_paths *out)
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
-    relock__modern_paths(c, out);
+    relock_paths *p = calloc(1, sizeof *p);
+    if (!p)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "paths: out of memory");
+    relock__modern_paths(c, p);
+    *out = p;
     return RELOCK_OK;
+}
+
+void relock_paths_free(relock_paths *p)
+{
+    free(p);
+}
+
+const char *relock_paths_get(const relock_paths *p, relock_path which)
+{
+    if (!p || (unsigned)which >= RELOCK__NPATHS || !p->path[which])
+        return "";
+    return p->path[which];
 }
 
 static relock_status use(relock_client *c, relock_mode m, const char *why)

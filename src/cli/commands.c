@@ -606,7 +606,7 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
     char reason[600];
     snprintf(reason, sizeof reason, "%s",
              st == RELOCK_OK ? relock_client_mode_reason(c) : relock_client_error(c)->message);
-    relock_server_info info;
+    relock_server_info *info = NULL;
     relock_status sst = relock_client_server(c, &info);
     if (sst != RELOCK_OK) {
         int code = cli_fail(c, sst, "probe");
@@ -615,13 +615,17 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
     }
     const char *mode = st == RELOCK_OK ? relock_mode_name(relock_client_mode(c)) : "none";
     /* Modern mode on one server: how it acquires, releases and extends. */
-    relock_paths paths;
+    relock_paths *paths = NULL;
     int has_paths = st == RELOCK_OK && relock_client_paths(c, &paths) == RELOCK_OK;
+    const char *const field[] = {"acquire", "release", "extend", "scripts"};
+    const relock_path which[] = {RELOCK_PATH_ACQUIRE, RELOCK_PATH_RELEASE, RELOCK_PATH_EXTEND,
+                                 RELOCK_PATH_SCRIPTS};
+    unsigned caps = relock_server_info_caps(info);
     if (o.json) {
-        printf("{\"version\":\"%s\",\"capabilities\":[", info.version);
+        printf("{\"version\":\"%s\",\"capabilities\":[", relock_server_info_version(info));
         int first = 1;
         for (unsigned bit = 1; relock_cap_name(bit); bit <<= 1) {
-            if (info.caps & bit) {
+            if (caps & bit) {
                 printf("%s\"%s\"", first ? "" : ",", relock_cap_name(bit));
                 first = 0;
             }
@@ -630,12 +634,9 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
         json_str(reason);
         printf("\",\"paths\":");
         if (has_paths) {
-            const char *const field[] = {"acquire", "release", "extend", "scripts"};
-            const char *const value[] = {paths.acquire, paths.release, paths.extend,
-                                         paths.scripts};
             for (int i = 0; i < 4; i++) {
                 printf("%s\"%s\":\"", i ? "," : "{", field[i]);
-                json_str(value[i]);
+                json_str(relock_paths_get(paths, which[i]));
                 printf("\"");
             }
             printf("}");
@@ -644,15 +645,20 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
         }
         printf("}\n");
     } else {
-        printf("version: %s\ncapabilities:", info.version);
+        printf("version: %s\ncapabilities:", relock_server_info_version(info));
         for (unsigned bit = 1; relock_cap_name(bit); bit <<= 1)
-            if (info.caps & bit)
+            if (caps & bit)
                 printf(" %s", relock_cap_name(bit));
         printf("\nmode:    %s\nreason:  %s\n", mode, reason);
-        if (has_paths)
-            printf("paths:   acquire %s; release %s; extend %s; scripts %s\n", paths.acquire,
-                   paths.release, paths.extend, paths.scripts);
+        if (has_paths) {
+            printf("paths:  ");
+            for (int i = 0; i < 4; i++)
+                printf("%s %s %s", i ? ";" : "", field[i], relock_paths_get(paths, which[i]));
+            printf("\n");
+        }
     }
+    relock_paths_free(paths);
+    relock_server_info_free(info);
     relock_client_free(c);
     return st == RELOCK_OK ? 0 : cli_exit_code(st);
 }

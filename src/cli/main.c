@@ -142,12 +142,14 @@ int cli_fail(relock_client *c, relock_status st, const char *what)
 static int mode_refused(const cli_ctx *ctx, relock_client *c)
 {
     relock_mode m = relock_config_mode(ctx->cfg);
-    relock_server_info info;
+    relock_server_info *info = NULL;
     if ((m != RELOCK_MODE_MODERN && m != RELOCK_MODE_BRIDGE) ||
         relock_client_server(c, &info) != RELOCK_OK)
         return 0;
     unsigned need = m == RELOCK_MODE_MODERN ? RELOCK_CAP_SET_NX_PX : RELOCK_CAP_EVAL;
-    return (info.caps & need) == 0;
+    int refused = (relock_server_info_caps(info) & need) == 0;
+    relock_server_info_free(info);
+    return refused;
 }
 
 relock_client *cli_connect(cli_ctx *ctx, int *code)

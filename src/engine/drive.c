@@ -16,7 +16,9 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 
+#include "clock.h"
 #include "engine.h"
 #include "routing.h"
 
@@ -36,16 +38,79 @@ static void set_fault(relock_client *c, relock__feed *in, relock__fault f)
     in->fault_text = c->err.msg;
 }
 
-/* Sends batch b and fills *in with its replies (into rep) or its fault. */
-static void run_batch(relock_client *c, const relock__batch *b, redisReply **rep,
-                      relock__feed *in)
+static struct timeval tv_ms(long long ms)
 {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+/*
+ * A pinned batch (the WAIT after a write): on the connection l's write
+ * went out on (l->wmark, relock__durable_mark), directly, never through
+ * conn.c, which would connect, replace a stale connection or follow a
+ * redirection.  The socket waits slow_ms longer for the replies.
+ */
+static void run_pinned(relock_lock *l, const relock__batch *b, redisReply **rep,
+                       relock__feed *in)
+{
+    relock_client *c = l->c;
+    redisContext *ctx = c->conn.ctx;
+    if (!ctx || ctx != l->wmark.ctx || c->connects != l->wmark.connects || c->conn.in_txn) {
+        in->fault = RELOCK__FAULT_UNSENT;
+        in->fault_status = RELOCK_EDURABILITY;
+        in->fault_text = "the connection changed since the write";
+        return;
+    }
+    for (int i = 0; i < b->n; i++) {
+        const relock__cmd *k = &b->cmd[i];
+        if (redisAppendCommandArgv(ctx, k->argc, (const char **)k->argv, k->len) != REDIS_OK) {
+            relock__conn_close(&c->conn); /* nothing was written yet */
+            RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s: out of memory", k->argv[0]);
+            set_fault(c, in, RELOCK__FAULT_UNSENT);
+            return;
+        }
+    }
+    redisSetTimeout(ctx, tv_ms(b->slow_ms + c->s.command_timeout_ms));
+    for (; in->nreply < b->n; in->nreply++) {
+        void *reply = NULL;
+        if (redisGetReply(ctx, &reply) != REDIS_OK || !reply) {
+            RELOCK__FAIL(&c->err, RELOCK_EIO, "%s",
+                         ctx->errstr[0] ? ctx->errstr : "connection lost");
+            if (reply)
+                freeReplyObject(reply);
+            set_fault(c, in, RELOCK__FAULT_LOST);
+            relock__conn_close(&c->conn);
+            return;
+        }
+        rep[in->nreply] = reply;
+    }
+    redisSetTimeout(ctx, tv_ms(c->s.command_timeout_ms));
+    c->conn.last_used = relock__mono_ms();
+}
+
+/* Sends batch b and fills *in with its replies (into rep) or its fault.
+ * inner: a machine run inside another's step (the fleet's clock), which
+ * leaves the transaction as it is. */
+static void run_batch(relock_lock *l, const relock__batch *b, redisReply **rep,
+                      relock__feed *in, int inner)
+{
+    relock_client *c = l->c;
     in->nreply = 0;
     in->fault = RELOCK__FAULT_NONE;
     in->fault_status = RELOCK_OK;
     in->fault_text = NULL;
     if (b->n == 0)
         return;
+    if (b->pinned) {
+        run_pinned(l, b, rep, in);
+        return;
+    }
+    if (inner && b->in_txn != c->conn.in_txn) {
+        RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: a batch inside another changed "
+                                             "the transaction");
+        set_fault(c, in, RELOCK__FAULT_UNSENT);
+        return;
+    }
     if (b->in_txn && !c->conn.in_txn && relock__txn_begin(c) != RELOCK_OK) {
         set_fault(c, in, RELOCK__FAULT_UNSENT);
         return;
@@ -76,7 +141,7 @@ static void run_batch(relock_client *c, const relock__batch *b, redisReply **rep
     }
     for (int i = 0; i < n; i++)
         redisFreeCommand(cmd[i]);
-    if (!b->in_txn && c->conn.in_txn)
+    if (!inner && !b->in_txn && c->conn.in_txn)
         relock__txn_end(c);
 }
 
@@ -95,6 +160,58 @@ static relock_status end(relock_client *c, const relock__mhead *h, relock_status
     return st;
 }
 
+/*
+ * Runs machine m inside a step of another (inner): its batches go on the
+ * connection as it is, inside the other's transaction if one is open, and
+ * must not start or end one.  For the fleet's clock below.
+ */
+static relock_status drive_inner(relock_lock *l, relock__step_fn fn, void *m)
+{
+    relock_client *c = l->c;
+    relock__mhead *h = m;
+    relock__batch b;
+    redisReply *rep[RELOCK__BATCH_CMDS] = {NULL};
+    relock__feed in;
+    memset(&in, 0, sizeof in);
+    in.reply = rep;
+    relock__batch_reset(&b);
+    for (int steps = 0;; steps++) {
+        in.mono_ms = relock__mono_ms();
+        relock__step s = fn(m, l, &in, &b);
+        free_replies(rep, in.nreply);
+        if (s == RELOCK__STEP_DONE)
+            return h->st;
+        if (!relock__batch_ok(&b) || steps >= RELOCK__DRIVE_MAX_STEPS)
+            return RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: %s",
+                                steps >= RELOCK__DRIVE_MAX_STEPS ? "an operation did not end"
+                                                                 : "a command batch overflowed");
+        run_batch(l, &b, rep, &in, 1);
+    }
+}
+
+/* The fleet's clock (legacy.clock): the local wall clock, or the server's
+ * by the estimate on the connection, measured again by the clock machine
+ * (clock.h) when it is due. */
+static relock_status fleet_ms(relock_lock *l, long long *now)
+{
+    relock_client *c = l->c;
+    if (!c->s.legacy.clock_server) {
+        *now = relock__wall_ms();
+        return RELOCK_OK;
+    }
+    if (relock__conn_ensure(c) != RELOCK_OK)
+        return c->err.pub.status;
+    if (relock__clock_due(&c->conn.clock, relock__mono_ms())) {
+        relock__clock_m cm;
+        relock__clock_init(&cm, c->conn.in_txn);
+        relock_status st = drive_inner(l, relock__clock_step, &cm);
+        if (st != RELOCK_OK)
+            return st;
+    }
+    *now = relock__clock_server_ms(&c->conn.clock, relock__mono_ms());
+    return RELOCK_OK;
+}
+
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
     relock_client *c = l->c;
@@ -109,7 +226,7 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
         in.mono_ms = relock__mono_ms();
         in.fleet_ms = 0;
         if (h->want_fleet && in.fault == RELOCK__FAULT_NONE) {
-            relock_status fst = relock__fleet_ms(c, &in.fleet_ms);
+            relock_status fst = fleet_ms(l, &in.fleet_ms);
             if (fst != RELOCK_OK)
                 set_fault(c, &in, RELOCK__FAULT_UNSENT);
         }
@@ -129,6 +246,6 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
                                        steps >= RELOCK__DRIVE_MAX_STEPS
                                            ? "an operation did not end"
                                            : "a command batch overflowed"));
-        run_batch(c, &b, rep, &in);
+        run_batch(l, &b, rep, &in, 0);
     }
 }

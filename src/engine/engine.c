@@ -31,6 +31,8 @@ void relock__batch_reset(relock__batch *b)
 {
     b->n = 0;
     b->in_txn = 0;
+    b->pinned = 0;
+    b->slow_ms = 0;
     b->used = 0;
 }
 

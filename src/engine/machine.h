@@ -49,6 +49,16 @@ typedef struct relock__batch {
      * EXEC: the driver must not replace, reconnect or redirect it before
      * the next batch; losing it is fed back as a fault (DESIGN §9). */
     int in_txn;
+    /* The batch is about the lock's last write and must go out on the
+     * very connection that write went out on (WAIT counts the replicas
+     * that acknowledged that connection's writes): the driver never
+     * connects, reconnects or redirects for it; when that connection is
+     * gone or was replaced, it sends nothing and feeds back the fault
+     * UNSENT with fault_status RELOCK_EDURABILITY. */
+    int pinned;
+    /* The server may hold the replies this many ms beyond
+     * command_timeout_ms (a WAIT's own timeout); 0 for most batches. */
+    long long slow_ms;
     char scratch[RELOCK__BATCH_SCRATCH];
     size_t used;
 } relock__batch;

@@ -258,11 +258,13 @@ static void scenario(int port, relock_mode mode, unsigned vbyte, unsigned flags)
         FZ_CHECK(relock_client_mode_reason(c) && *relock_client_mode_reason(c));
     }
 
-    relock_server_info si;
+    relock_server_info *si = NULL;
     st = relock_client_server(c, &si);
     check_status(c, st, "server info");
+    FZ_CHECK((st == RELOCK_OK) == (si != NULL));
     if (st == RELOCK_OK)
-        FZ_CHECK(si.version && strlen(si.version) < 32);
+        FZ_CHECK(strlen(relock_server_info_version(si)) < 32);
+    relock_server_info_free(si);
 
     relock_lock *l = NULL;
     st = relock_acquire(c, LOCK_NAME, 0, 0, &l);

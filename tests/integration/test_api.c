@@ -250,6 +250,7 @@ static void test_null_pointers_live(void **state)
     EINVAL_ON_C(relock_scan(c, NULL, NULL));
     EINVAL_ON_C(relock_scan_keys(c, NULL, NULL, NULL, NULL));
     EINVAL_ON_C(relock_client_server(c, NULL));
+    EINVAL_ON_C(relock_client_paths(c, NULL));
     EINVAL_ON_C(relock_break(c, NULL, NULL));
     EINVAL_ON_C(relock_break_fenced(c, NULL, "v", 3));
     EINVAL_ON_C(relock_break_fenced(c, "np", NULL, 3));
@@ -262,6 +263,39 @@ static void test_null_pointers_live(void **state)
     relock_lock_free(l);
 #undef EINVAL_ON_C
     relock_client_free(c);
+}
+
+/*
+ * What relock_client_server() and relock_client_paths() return are objects
+ * of their own: read after the client is gone, they still tell the server
+ * connected to and its paths.
+ */
+static void test_results_outlive_client(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+    relock_server_info *info = NULL;
+    relock_paths *paths = NULL;
+    assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
+    assert_int_equal(relock_client_paths(c, &paths), RELOCK_OK);
+    char reason[600];
+    snprintf(reason, sizeof reason, "%s", relock_client_mode_reason(c));
+    relock_client_free(c);
+    assert_string_equal(relock_server_info_host(info), "127.0.0.1");
+    assert_int_equal(relock_server_info_port(info), tu_srv.port);
+    char version[64];
+    snprintf(version, sizeof version, "%d.%d.%d", relock_server_info_major(info),
+             relock_server_info_minor(info), relock_server_info_patch(info));
+    assert_string_equal(relock_server_info_version(info), version);
+    assert_true(relock_server_info_caps(info) & RELOCK_CAP_SET_NX_PX);
+    /* The mode reason ends with the same words. */
+    char want[128];
+    snprintf(want, sizeof want, "release: %s,", relock_paths_get(paths, RELOCK_PATH_RELEASE));
+    if (!strstr(reason, want))
+        fail_msg("reason \"%s\" lacks \"%s\"", reason, want);
+    assert_string_not_equal(relock_paths_get(paths, RELOCK_PATH_SCRIPTS), "");
+    relock_paths_free(paths);
+    relock_server_info_free(info);
 }
 
 /* ---------------------------------------------------------- SIGPIPE */
@@ -518,7 +552,7 @@ int main(void)
         cmocka_unit_test(test_config_year),        cmocka_unit_test(test_year_modern),
         cmocka_unit_test(test_year_bridge),        cmocka_unit_test(test_year_legacy),
         cmocka_unit_test(test_null_pointers_live), cmocka_unit_test(test_sigpipe_in_renewal),
-        cmocka_unit_test(test_cancel_on),
+        cmocka_unit_test(test_cancel_on),          cmocka_unit_test(test_results_outlive_client),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

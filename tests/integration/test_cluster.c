@@ -736,9 +736,10 @@ static void test_slot_migration(void **state)
 
     /* MOVED takes the client to t, where the lock still is ours. */
     CHECK(c, relock_extend(l, 30000));
-    relock_server_info info;
+    relock_server_info *info = NULL;
     CHECK(c, relock_client_server(c, &info));
-    assert_int_equal(info.port, node[t].port);
+    assert_int_equal(relock_server_info_port(info), node[t].port);
+    relock_server_info_free(info);
     CHECK(c, relock_release(l));
     relock_lock_free(l);
     v = get_on(t, name);
@@ -974,9 +975,10 @@ static void test_failover(void **state)
      * held there. */
     assert_int_equal(relock_try_acquire(o, name, 10000, &l2), RELOCK_BUSY);
     CHECK(h, relock_extend(l, 60000));
-    relock_server_info info;
+    relock_server_info *info = NULL;
     CHECK(h, relock_client_server(h, &info));
-    assert_int_equal(info.port, node[r].port);
+    assert_int_equal(relock_server_info_port(info), node[r].port);
+    relock_server_info_free(info);
     unsigned long refreshes1 = 0;
     relock__cluster_counts(h, NULL, NULL, &refreshes1);
     assert_true(refreshes1 > refreshes0);

@@ -253,9 +253,10 @@ static void probe_without(const char *const *renamed, const char *mode, const ch
     testsrv s;
     assert_int_equal(testsrv_start(&s, renamed), 0);
     relock_client *c = tu_client(s.port, mode, NULL);
-    relock_server_info info;
+    relock_server_info *info = NULL;
     assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
-    assert_string_equal(info.version, version);
+    assert_string_equal(relock_server_info_version(info), version);
+    relock_server_info_free(info);
     relock_lock *l = NULL;
     assert_int_equal(relock_try_acquire(c, "probe-cycle", 5000, &l), RELOCK_OK);
     assert_int_equal(relock_release(l), RELOCK_OK);

@@ -497,9 +497,11 @@ static void test_refused(void **state)
     relock_status st = connect_with(master.port, "modern", aof, &c);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", relock_client_error(c)->message);
-    relock_server_info info;
+    relock_server_info *info = NULL;
     assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
-    if (!(info.caps & RELOCK_CAP_WAITAOF)) {
+    unsigned caps = relock_server_info_caps(info);
+    relock_server_info_free(info);
+    if (!(caps & RELOCK_CAP_WAITAOF)) {
         assert_int_equal(st, RELOCK_EUNSUPPORTED);
         if (!strstr(msg, "has no WAITAOF (Redis 7.2 or later)"))
             fail_msg("message: %s", msg);

@@ -278,17 +278,20 @@ static void test_auto_refuses_guessing(void **state)
     assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
     assert_int_equal(relock_client_mode(c), RELOCK_MODE_MODERN);
     assert_non_null(strstr(relock_client_mode_reason(c), "legacy_clients = false"));
-    relock_server_info info;
+    relock_server_info *info = NULL;
     assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
     if (testsrv_target_version()) {
         /* A real server of a given release (RELOCK_TEST_SERVER): at least
          * 2.6.12.  (Valkey reports the Redis version it is compatible
          * with, 7.2.4, not its own.) */
-        assert_true(info.major * 10000 + info.minor * 100 + info.patch >= 20612);
+        assert_true(relock_server_info_major(info) * 10000 + relock_server_info_minor(info) * 100 +
+                        relock_server_info_patch(info) >=
+                    20612);
     } else {
-        assert_true(info.major >= 6);
+        assert_true(relock_server_info_major(info) >= 6);
     }
-    assert_true(info.caps & RELOCK_CAP_SET_NX_PX);
+    assert_true(relock_server_info_caps(info) & RELOCK_CAP_SET_NX_PX);
+    relock_server_info_free(info);
     relock_client_free(c);
     relock_config_free(cfg);
 }

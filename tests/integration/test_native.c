@@ -289,46 +289,57 @@ static void test_paths(void **state)
     for (size_t i = 0; i < ncases; i++) {
         const pcase *k = &cases[i];
         relock_client *c = client(i, NULL);
-        relock_server_info info;
+        relock_server_info *info = NULL;
         assert_int_equal(relock_client_server(c, &info), RELOCK_OK);
-        assert_int_equal((info.caps & RELOCK_CAP_EVAL) != 0, k->lua);
-        assert_int_equal((info.caps & RELOCK_CAP_DELIFEQ) != 0, k->delifeq);
-        assert_int_equal((info.caps & RELOCK_CAP_DELEX) != 0, k->delex);
-        assert_int_equal((info.caps & RELOCK_CAP_SET_IFEQ) != 0, k->set_ifeq);
+        unsigned caps = relock_server_info_caps(info);
+        relock_server_info_free(info);
+        assert_int_equal((caps & RELOCK_CAP_EVAL) != 0, k->lua);
+        assert_int_equal((caps & RELOCK_CAP_DELIFEQ) != 0, k->delifeq);
+        assert_int_equal((caps & RELOCK_CAP_DELEX) != 0, k->delex);
+        assert_int_equal((caps & RELOCK_CAP_SET_IFEQ) != 0, k->set_ifeq);
         const char *why = relock_client_mode_reason(c);
         if (!strstr(why, k->release) || !strstr(why, k->extend) || !strstr(why, k->acquire))
             fail_msg("%s lua=%d: reason \"%s\"", k->pers, k->lua, why);
         if (!k->lua && !strstr(why, "scripts: none"))
             fail_msg("%s without Lua: reason \"%s\"", k->pers, why);
         /* The same paths as fields: each the word after "release: " etc. */
-        relock_paths p;
+        relock_paths *p = NULL;
         assert_int_equal(relock_client_paths(c, &p), RELOCK_OK);
+        const char *release = relock_paths_get(p, RELOCK_PATH_RELEASE);
+        const char *extend = relock_paths_get(p, RELOCK_PATH_EXTEND);
+        const char *acquire = relock_paths_get(p, RELOCK_PATH_ACQUIRE);
         char want[96];
-        snprintf(want, sizeof want, "release: %s,", p.release);
-        if (!strstr(k->release, p.release) || !strstr(why, want))
+        snprintf(want, sizeof want, "release: %s,", release);
+        if (!strstr(k->release, release) || !strstr(why, want))
             fail_msg("%s lua=%d: release path \"%s\", reason \"%s\"", k->pers, k->lua,
-                     p.release, why);
-        snprintf(want, sizeof want, "extend: %s,", p.extend);
-        if (!strstr(k->extend, p.extend) || !strstr(why, want))
+                     release, why);
+        snprintf(want, sizeof want, "extend: %s,", extend);
+        if (!strstr(k->extend, extend) || !strstr(why, want))
             fail_msg("%s lua=%d: extend path \"%s\", reason \"%s\"", k->pers, k->lua,
-                     p.extend, why);
-        snprintf(want, sizeof want, "acquire: %s,", p.acquire);
-        if (strncmp(p.acquire, k->acquire + 9, strlen(k->acquire + 9)) != 0 ||
+                     extend, why);
+        snprintf(want, sizeof want, "acquire: %s,", acquire);
+        if (strncmp(acquire, k->acquire + 9, strlen(k->acquire + 9)) != 0 ||
             !strstr(why, want))
             fail_msg("%s lua=%d: acquire path \"%s\", reason \"%s\"", k->pers, k->lua,
-                     p.acquire, why);
-        assert_string_equal(p.scripts, k->lua ? "used" : "none (the server runs without Lua)");
+                     acquire, why);
+        assert_string_equal(relock_paths_get(p, RELOCK_PATH_SCRIPTS),
+                            k->lua ? "used" : "none (the server runs without Lua)");
+        /* A path this library does not know reads as "". */
+        assert_string_equal(relock_paths_get(p, (relock_path)99), "");
+        relock_paths_free(p);
         relock_client_free(c);
         /* Without fencing the acquire is the plain SET NX PX. */
         static const char *const unfenced[] = {"fencing", "false", NULL};
         c = client(i, unfenced);
         assert_int_equal(relock_client_paths(c, &p), RELOCK_OK);
-        assert_string_equal(p.acquire, "SET NX PX");
+        assert_string_equal(relock_paths_get(p, RELOCK_PATH_ACQUIRE), "SET NX PX");
+        relock_paths_free(p);
         relock_client_free(c);
-        /* Legacy mode has no such paths: refused, the fields empty. */
+        /* Legacy mode has no such paths: refused, no object. */
         c = tu_client(proxies[i].port, "legacy", NULL);
+        p = (relock_paths *)1;
         assert_int_equal(relock_client_paths(c, &p), RELOCK_EUNSUPPORTED);
-        assert_string_equal(p.release, "");
+        assert_null(p);
         assert_non_null(strstr(relock_client_error(c)->message, "only for modern mode"));
         relock_client_free(c);
     }

@@ -99,10 +99,12 @@ static relock_config *sentinel_config(const char *name)
 
 static int server_port(relock_client *c)
 {
-    relock_server_info info;
+    relock_server_info *info = NULL;
     if (relock_client_server(c, &info) != RELOCK_OK)
         return -1;
-    return info.port;
+    int port = relock_server_info_port(info);
+    relock_server_info_free(info);
+    return port;
 }
 
 static void lock_unlock(relock_client *c, const char *name)

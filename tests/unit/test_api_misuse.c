@@ -1,11 +1,11 @@
 /*
- * Misuse of the public API: every function of relock.h, given NULL for
- * each handle (and for each pointer it must have), returns RELOCK_EINVAL
- * or the harmless value its comment names, never crashes.  Runs without
- * a server: every call here must refuse before any I/O.
+ * Misuse of the public API: every function of relock.h and relock_async.h,
+ * given NULL for each handle (and for each pointer it must have), returns
+ * RELOCK_EINVAL or the harmless value its comment names, never crashes.
+ * Runs without a server: every call here must refuse before any I/O.
  *
  * Each call goes through CALL(), which notes the function's name; the last
- * test reads relock.h and fails for any RELOCK_EXTERN function that no
+ * test reads both headers and fails for any RELOCK_EXTERN function that no
  * test here called, so a new function cannot be forgotten.  (Calls with a
  * live client and NULL pointers are in it_api, which needs a server.)
  */
@@ -19,9 +19,13 @@
 #include <cmocka.h>
 
 #include "relock.h"
+#include "relock_async.h"
 
 #ifndef RELOCK_HEADER
 #error "RELOCK_HEADER: the path of src/relock.h"
+#endif
+#ifndef RELOCK_ASYNC_HEADER
+#error "RELOCK_ASYNC_HEADER: the path of src/relock_async.h"
 #endif
 
 #define MAX_CALLED 256
@@ -136,15 +140,27 @@ static void null_client(void **state)
     assert_int_equal(relock_inspect(NULL, NULL, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_break, NULL, "a", NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_break_fenced, NULL, "a", "v", 1), RELOCK_EINVAL);
-    relock_server_info si;
+    relock_server_info *si = (relock_server_info *)1;
     assert_int_equal(CALL(relock_client_server, NULL, &si), RELOCK_EINVAL);
+    assert_null(si);
     assert_int_equal(relock_client_server(NULL, NULL), RELOCK_EINVAL);
+    CALL(relock_server_info_free, NULL);
+    assert_string_equal(CALL(relock_server_info_version, NULL), "");
+    assert_int_equal(CALL(relock_server_info_major, NULL), 0);
+    assert_int_equal(CALL(relock_server_info_minor, NULL), 0);
+    assert_int_equal(CALL(relock_server_info_patch, NULL), 0);
+    assert_int_equal(CALL(relock_server_info_caps, NULL), 0);
+    assert_string_equal(CALL(relock_server_info_host, NULL), "");
+    assert_int_equal(CALL(relock_server_info_port, NULL), 0);
     static volatile sig_atomic_t never;
     assert_int_equal(CALL(relock_client_cancel_on, NULL, &never), RELOCK_EINVAL);
     assert_int_equal(relock_client_cancel_on(NULL, NULL), RELOCK_EINVAL);
-    relock_paths paths;
+    relock_paths *paths = (relock_paths *)1;
     assert_int_equal(CALL(relock_client_paths, NULL, &paths), RELOCK_EINVAL);
+    assert_null(paths);
     assert_int_equal(relock_client_paths(NULL, NULL), RELOCK_EINVAL);
+    CALL(relock_paths_free, NULL);
+    assert_string_equal(CALL(relock_paths_get, NULL, RELOCK_PATH_RELEASE), "");
     assert_int_equal(CALL(relock_client_error, NULL)->status, RELOCK_EINVAL);
     assert_int_equal(CALL(relock_client_mode, NULL), RELOCK_MODE_AUTO);
     assert_string_equal(CALL(relock_client_mode_reason, NULL), "");
@@ -233,11 +249,71 @@ static void no_handle(void **state)
     assert_int_equal(CALL(relock_key_classify, NULL, 5, -1, 0), RELOCK_KEY_UNKNOWN);
 }
 
-/* Every RELOCK_EXTERN function of relock.h: the name before the first
- * "(" of each declaration (as tests/install/test_symbols.sh reads it). */
-static int header_functions(char names[][64], int max)
+static int fake_attach(void *data, redisAsyncContext *ac)
 {
-    FILE *f = fopen(RELOCK_HEADER, "r");
+    (void)data;
+    (void)ac;
+    return -1;
+}
+
+static void *fake_timer_start(void *data, long long ms, void (*fn)(void *arg), void *arg)
+{
+    (void)data, (void)ms, (void)fn, (void)arg;
+    return NULL;
+}
+
+static void fake_timer_stop(void *data, void *timer)
+{
+    (void)data, (void)timer;
+}
+
+/* The asynchronous client (relock_async.h): NULL handles and pointers. */
+static void null_async(void **state)
+{
+    (void)state;
+    relock_async *a = (relock_async *)1;
+    assert_int_equal(CALL(relock_async_new, NULL, NULL, &a), RELOCK_EINVAL);
+    assert_null(a);
+    assert_int_equal(relock_async_new(NULL, NULL, NULL), RELOCK_EINVAL);
+    /* A loop interface without its size, or smaller than 0.3's: refused
+     * before anything connects. */
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    relock_async_loop lp;
+    memset(&lp, 0, sizeof lp);
+    lp.attach = fake_attach;
+    lp.timer_start = fake_timer_start;
+    lp.timer_stop = fake_timer_stop;
+    a = (relock_async *)1;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
+    assert_null(a);
+    lp.size = RELOCK_ASYNC_LOOP_SIZE_0_3 - 1;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
+    relock_config_free(cfg);
+    CALL(relock_async_free, NULL);
+    assert_int_equal(CALL(relock_async_error, NULL)->status, RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_mode, NULL), RELOCK_MODE_AUTO);
+    assert_string_equal(CALL(relock_async_mode_reason, NULL), "");
+    assert_int_equal(CALL(relock_async_acquire, NULL, "a", 1000, 0, NULL, NULL, NULL),
+                     RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_try_acquire, NULL, "a", 1000, NULL, NULL, NULL),
+                     RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_cancel, NULL), RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_release, NULL, NULL, NULL), RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_extend, NULL, 1000, NULL, NULL), RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_keep, NULL, NULL, NULL), RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_keep_stop, NULL), RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_pending, NULL), 0);
+    assert_int_equal(CALL(relock_async_replicas_acked, NULL), -1);
+    CALL(relock_async_handle_write, NULL);
+}
+
+/* Every RELOCK_EXTERN function of relock.h and relock_async.h: the name
+ * before the first "(" of each declaration (as
+ * tests/install/test_symbols.sh reads it). */
+static int header_functions_of(const char *path, char names[][64], int max)
+{
+    FILE *f = fopen(path, "r");
     assert_non_null(f);
     static char text[1 << 17];
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -273,6 +349,12 @@ static int header_functions(char names[][64], int max)
     return count;
 }
 
+static int header_functions(char names[][64], int max)
+{
+    int n = header_functions_of(RELOCK_HEADER, names, max);
+    return n + header_functions_of(RELOCK_ASYNC_HEADER, names + n, max - n);
+}
+
 static void every_function_called(void **state)
 {
     (void)state;
@@ -295,11 +377,12 @@ static void every_function_called(void **state)
         for (int i = 0; i < n && !found; i++)
             found = strcmp(names[i], called[j]) == 0;
         if (!found) {
-            fprintf(stderr, "called but not in relock.h: %s\n", called[j]);
+            fprintf(stderr, "called but not in the headers: %s\n", called[j]);
             missing++;
         }
     }
-    printf("api_misuse: %d functions in relock.h, %d called with NULL\n", n, ncalled);
+    printf("api_misuse: %d functions in relock.h and relock_async.h, %d called with NULL\n", n,
+           ncalled);
     assert_int_equal(missing, 0);
 }
 
@@ -314,6 +397,7 @@ int main(void)
         cmocka_unit_test(null_lock),
         cmocka_unit_test(null_results),
         cmocka_unit_test(no_handle),
+        cmocka_unit_test(null_async),
         /* Last: it judges the calls of all the others. */
         cmocka_unit_test(every_function_called),
     };

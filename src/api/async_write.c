@@ -1,0 +1,44 @@
+/*
+ * The asynchronous client's writes without SIGPIPE (decision 241).
+ *
+ * hiredis 0.14 writes a context's output buffer with write(), from
+ * redisAsyncHandleWrite() only (reads, commands and callbacks never
+ * write).  relock_async_handle_write() runs it with SIGPIPE blocked in the
+ * calling thread: a write to a connection the server closed then fails
+ * with EPIPE and leaves SIGPIPE pending on this thread, where it is taken
+ * back with a zero-timeout sigtimedwait() before the mask is restored.  A
+ * SIGPIPE that was pending before the call (one the program blocked and
+ * has not taken yet) is left alone: it is not ours.  No disposition is
+ * changed, so the program's choice about SIGPIPE stays its own.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include "relock_async.h"
+
+void relock_async_handle_write(redisAsyncContext *ac)
+{
+    if (!ac)
+        return;
+    sigset_t pipe_only, saved, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    if (pthread_sigmask(SIG_BLOCK, &pipe_only, &saved) != 0) {
+        redisAsyncHandleWrite(ac);
+        return;
+    }
+    int before = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    /* ac may be freed inside (a failed write disconnects, and callbacks
+     * run): nothing below looks at it again. */
+    redisAsyncHandleWrite(ac);
+    if (!before && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+        const struct timespec zero = {0, 0};
+        int got;
+        do
+            got = sigtimedwait(&pipe_only, NULL, &zero);
+        while (got < 0 && errno == EINTR);
+    }
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}

@@ -1,0 +1,26 @@
+/*
+ * legacy.clock = "server": the measurement of the server's clock as a
+ * step machine (clock.c).  One TIME, sent at the feed's mono_ms and read
+ * at the next feed's, updates the estimate on the connection
+ * (c->conn.clock, lease.h).  No I/O, no clock of its own: both drivers
+ * (engine/drive.c, api/async.c) run it when a machine asks for the
+ * fleet's clock and the estimate is due.
+ */
+#ifndef RELOCK_CLOCK_H
+#define RELOCK_CLOCK_H
+
+#include "engine/engine.h"
+
+typedef struct relock__clock_m {
+    relock__mhead h;
+    int in_txn;  /* the batch goes inside the transaction open now */
+    uint64_t t0; /* the monotonic ms when TIME went out */
+} relock__clock_m;
+
+/* Starts m; in_txn: the connection is inside the asking machine's
+ * WATCH (TIME changes nothing the WATCH covers). */
+void relock__clock_init(relock__clock_m *m, int in_txn);
+relock__step relock__clock_step(void *m, relock_lock *l, const relock__feed *in,
+                                relock__batch *out);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * The owner record's write and delete, conditional on the lock being the
+ * holder's (ownrec.h).  Step machine: no I/O, no clock.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ownrec.h"
+
+enum { P_START = 0, P_SCRIPT, P_READ, P_UNWATCH, P_MULTI, P_QUEUED, P_EXEC, P_LOOK, P_WRITE };
+
+/* Whether the fence counter is compared too: in the timestamp modes, whose
+ * values can repeat from one holder to the next (decision 87), on servers
+ * whose counter counts acquisitions only (not 2.0's), for a lock whose
+ * fence is known. */
+static int check_fence(const relock_lock *l)
+{
+    const relock_client *c = l->c;
+    return c->mode != RELOCK_MODE_MODERN && (c->conn.caps & RELOCK_CAP_WATCH) && l->fence > 0;
+}
+
+int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *value, int held,
+                       const char *info)
+{
+    const relock_client *c = l->c;
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    /* A quorum's metadata would be one server's view: not written. */
+    if (!c->s.owner_info || c->q)
+        return 0;
+    if (relock__owner_key(l->key, m->key, sizeof m->key) != 0)
+        return 0;
+    m->held = held;
+    m->fence = check_fence(l);
+    snprintf(m->value, sizeof m->value, "%s", value);
+    if (held)
+        snprintf(m->info, sizeof m->info, "%s", info);
+    /* The record lives as long as the lock key, lock delay included
+     * (modern mode only), so that inspect names who keeps a lock during
+     * its delay. */
+    m->ms = l->ttl_ms + c->s.lock_delay_ms;
+    return 1;
+}
+
+/* The write (or delete) of the record itself, in ms or, before 2.6, in
+ * whole seconds rounded up. */
+static void record_cmd(relock__owner_m *m, const relock_client *c, relock__batch *out)
+{
+    if (!m->held)
+        relock__batch_words(out, 2, "DEL", m->key);
+    else if (c->conn.caps & RELOCK_CAP_PEXPIRE)
+        relock__batch_words(out, 4, "PSETEX", m->key, relock__batch_num(out, m->ms), m->info);
+    else
+        relock__batch_words(out, 4, "SETEX", m->key, relock__batch_num(out, (m->ms + 999) / 1000),
+                            m->info);
+}
+
+/* Whether a GET reply holds exactly want. */
+static int holds(const redisReply *r, const char *want)
+{
+    return r && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0;
+}
+
+/* Ends the machine; broken: a transaction may be left open (dropped). */
+static relock__step finish(relock__owner_m *m, int done, int broken)
+{
+    m->done = done;
+    if (broken)
+        m->h.in_txn = 1;
+    return relock__done(&m->h, done ? RELOCK_OK : RELOCK_BUSY);
+}
+
+static relock__step send_script(relock__owner_m *m, relock_lock *l, relock__batch *out)
+{
+    const relock_client *c = l->c;
+    const char *f = m->fence ? relock__batch_num(out, l->fence) : "0";
+    const char *px = relock__batch_num(out, m->ms);
+    const char *args[] = {l->key, l->fence_key, m->key, m->value, f, m->held ? m->info : "", px};
+    relock__batch_script(out, c, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args, m->by_eval);
+    m->h.pc = P_SCRIPT;
+    return relock__send(&m->h, out);
+}
+
+relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
+{
+    relock__owner_m *m = mv;
+    relock_client *c = l->c;
+    int answered = in->fault == RELOCK__FAULT_NONE;
+    relock__batch_reset(out);
+    switch (m->h.pc) {
+    case P_START:
+        if (c->conn.caps & RELOCK_CAP_EVAL)
+            return send_script(m, l, out);
+        if (c->conn.caps & RELOCK_CAP_WATCH) {
+            if (m->fence)
+                relock__batch_words(out, 3, "WATCH", l->key, l->fence_key);
+            else
+                relock__batch_words(out, 2, "WATCH", l->key);
+            relock__batch_words(out, 2, "GET", l->key);
+            if (m->fence)
+                relock__batch_words(out, 2, "GET", l->fence_key);
+            out->in_txn = 1;
+            m->h.pc = P_READ;
+            return relock__send(&m->h, out);
+        }
+        /* 2.0: no WATCH, no script.  The look narrows the window to one
+         * round trip; the record informs, it decides nothing. */
+        relock__batch_words(out, 2, "GET", l->key);
+        m->h.pc = P_LOOK;
+        return relock__send(&m->h, out);
+    case P_SCRIPT:
+        if (!answered)
+            return finish(m, 0, 0);
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_script(m, l, out);
+        return finish(m, relock__reply_is(in->reply[0], "i") && in->reply[0]->integer == 1, 0);
+    case P_READ: {
+        if (!answered)
+            return finish(m, 0, 1);
+        int ours = relock__reply_is(in->reply[0], "s") && holds(in->reply[1], m->value);
+        if (ours && m->fence)
+            ours = holds(in->reply[2], relock__batch_num(out, l->fence));
+        relock__batch_reset(out);
+        if (!ours) {
+            relock__batch_words(out, 1, "UNWATCH");
+            m->h.pc = P_UNWATCH;
+            return relock__send(&m->h, out);
+        }
+        relock__batch_words(out, 1, "MULTI");
+        out->in_txn = 1;
+        m->h.pc = P_MULTI;
+        return relock__send(&m->h, out);
+    }
+    case P_UNWATCH:
+        return finish(m, 0, !answered || !relock__reply_is(in->reply[0], "s"));
+    case P_MULTI:
+        if (!answered || !relock__reply_is(in->reply[0], "s"))
+            return finish(m, 0, 1);
+        record_cmd(m, c, out);
+        out->in_txn = 1;
+        m->h.pc = P_QUEUED;
+        return relock__send(&m->h, out);
+    case P_QUEUED:
+            if (!answered || !relock__reply_is(in->reply[0], "s"))
+            return finish(m, 0, 1);
+        relock__batch_words(out, 1, "EXEC");
+        m->h.pc = P_EXEC;
+        return relock__send(&m->h, out);
+    case P_EXEC:
+        /* nil: the lock was written meanwhile, the record not. */
+        if (!answered || !relock__reply_is(in->reply[0], "an"))
+            return finish(m, 0, 1);
+        return finish(m, in->reply[0]->type == REDIS_REPLY_ARRAY, 0);
+    case P_LOOK:
+        if (!answered || !holds(in->reply[0], m->value))
+            return finish(m, 0, 0);
+        record_cmd(m, c, out);
+        m->h.pc = P_WRITE;
+        return relock__send(&m->h, out);
+    default: /* P_WRITE */
+        return finish(m, answered && relock__reply_is(in->reply[0], "si"), 0);
+    }
+}

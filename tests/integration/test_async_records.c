@@ -1,0 +1,635 @@
+/*
+ * The asynchronous client with the settings whose code it shares with the
+ * blocking API through step machines: durability (WAIT after the write,
+ * against a master with one real replica, which a SIGSTOP silences),
+ * owner records (written beside the lock after acquire and each renewal,
+ * deleted at release) and legacy.clock = "server" (a client whose own
+ * wall clock is stepped by an hour still writes and reads by the
+ * server's).  Built on libevent (it_async_records_libevent) and on libuv
+ * (it_async_records_libuv, TEST_LIBUV).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifdef TEST_LIBUV
+#include "relock_async_libuv.h"
+#else
+#include "relock_async_libevent.h"
+#endif
+#include "relock.h"
+#include "relock_async.h"
+#include "testclient.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------ the wall clock's step */
+
+/* Added to CLOCK_REALTIME (the library is linked statically and calls
+ * this); 0 but in the forked child of the clock test.  The monotonic
+ * clock is never stepped. */
+static volatile long long step_ms;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    long rc = syscall(SYS_clock_gettime, id, ts);
+    if (rc != 0 || id != CLOCK_REALTIME || step_ms == 0)
+        return (int)rc;
+    long long ns = (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec + step_ms * 1000000LL;
+    ts->tv_sec = (time_t)(ns / 1000000000LL);
+    ts->tv_nsec = (long)(ns % 1000000000LL);
+    return 0;
+}
+
+static long long true_wall_ms(void)
+{
+    struct timespec ts;
+    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+#ifdef TEST_LIBUV
+static uv_loop_t uvl;
+static uv_timer_t tick;
+static void tick_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+static void loop_init(relock_async_loop *lp)
+{
+    assert_int_equal(uv_loop_init(&uvl), 0);
+    uv_timer_init(&uvl, &tick);
+    uv_timer_start(&tick, tick_cb, 20, 20);
+    relock_async_libuv(lp, &uvl);
+}
+static void loop_once(void)
+{
+    uv_run(&uvl, UV_RUN_ONCE);
+}
+static void loop_fini(void)
+{
+    uv_timer_stop(&tick);
+    uv_close((uv_handle_t *)&tick, NULL);
+    int rc = -1;
+    for (int i = 0; i < 200 && rc != 0; i++) {
+        uv_run(&uvl, UV_RUN_NOWAIT);
+        rc = uv_loop_close(&uvl);
+    }
+    assert_int_equal(rc, 0);
+}
+#else
+static struct event_base *base;
+static struct event *tick;
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+}
+static void loop_init(relock_async_loop *lp)
+{
+    base = event_base_new();
+    assert_non_null(base);
+    tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
+    struct timeval tv = {0, 20000};
+    event_add(tick, &tv);
+    relock_async_libevent(lp, base);
+}
+static void loop_once(void)
+{
+    event_base_loop(base, EVLOOP_ONCE);
+}
+static void loop_fini(void)
+{
+    event_free(tick);
+    for (int i = 0; i < 20; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    event_base_free(base);
+}
+#endif
+
+/* Runs the loop until *flag reaches want or ms pass; returns *flag. */
+static long run_until(const long *flag, long want, long ms)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    while (*flag < want && tu_now_ms() < end)
+        loop_once();
+    return *flag;
+}
+
+static void run_for(long ms)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    while (tu_now_ms() < end)
+        loop_once();
+}
+
+/* ------------------------------------------------------------ servers */
+
+static testsrv master, replica;
+static int stopped; /* the replica is SIGSTOPped */
+
+static int wait_for(const testsrv *s, long ms, const char *want)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    do {
+        char *v = testsrv_cmd(s, "INFO %s", "replication");
+        int ok = v && strstr(v, want);
+        free(v);
+        if (ok)
+            return 0;
+        tu_sleep_ms(100);
+    } while (tu_now_ms() < end);
+    return -1;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (testsrv_start(&master, NULL) != 0)
+        return -1;
+    char port[16];
+    snprintf(port, sizeof port, "%d", master.port);
+    const char *rargs[] = {"--replicaof", "127.0.0.1", port, NULL};
+    if (testsrv_start(&replica, rargs) != 0)
+        return -1;
+    if (wait_for(&replica, 15000, "master_link_status:up") != 0 ||
+        wait_for(&master, 15000, "connected_slaves:1") != 0) {
+        fprintf(stderr, "setup: the replica did not sync within 15 s\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void resume(void)
+{
+    if (stopped && replica.pid > 0)
+        kill(replica.pid, SIGCONT);
+    stopped = 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    resume();
+    testsrv_stop(&replica);
+    testsrv_stop(&master);
+    return 0;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static relock_async *client(relock_async_loop *lp, const char *mode, const char *const *kv)
+{
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", master.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    for (int i = 0; kv && kv[i] && kv[i + 1]; i += 2)
+        if (relock_config_set(cfg, kv[i], kv[i + 1]) != RELOCK_OK)
+            fail_msg("setting %s: %s", kv[i], relock_config_error(cfg)->message);
+    if (strcmp(mode, "modern") != 0)
+        assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
+    assert_int_equal(relock_config_set_owner(cfg, 0, "async-owner"), RELOCK_OK);
+    relock_async *a = NULL;
+    relock_status st = relock_async_new(cfg, lp, &a);
+    if (st != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    return a;
+}
+
+typedef struct outcome {
+    long calls;
+    relock_status st;
+    relock_lock *l;
+    int acked;
+    char msg[512];
+} outcome;
+
+static void record(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                   void *arg)
+{
+    outcome *o = arg;
+    o->calls++;
+    o->st = st;
+    o->l = l;
+    o->acked = relock_async_replicas_acked(a);
+    snprintf(o->msg, sizeof o->msg, "%s", e->message);
+}
+
+/* Starts op (acquire: name set; else release or extend of l) and runs the
+ * loop until its callback; fails the test after 10 s. */
+static outcome run_acquire(relock_async *a, const char *name, long long ttl_ms)
+{
+    outcome o;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(relock_async_try_acquire(a, name, ttl_ms, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+    return o;
+}
+
+static outcome run_release(relock_lock *l)
+{
+    outcome o;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(relock_async_release(l, record, &o), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+    return o;
+}
+
+static outcome run_extend(relock_lock *l)
+{
+    outcome o;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(relock_async_extend(l, 0, record, &o), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+    return o;
+}
+
+static char *get(const char *key)
+{
+    char *v = testsrv_cmd(&master, "GET %s", key);
+    assert_non_null(v);
+    return v;
+}
+
+static int key_exists(const char *key)
+{
+    char *v = testsrv_cmd(&master, "EXISTS %s", key);
+    int e = v && strcmp(v, "1") == 0;
+    free(v);
+    return e;
+}
+
+static const char *const modes[] = {"modern", "legacy", "bridge"};
+
+/* ------------------------------------------------------------ durability */
+
+static void test_durable(void **state)
+{
+    (void)state;
+    const char *const kv[] = {"durability.replicas", "1", "durability.timeout_ms", "1000", NULL};
+    for (size_t mi = 0; mi < 3; mi++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = client(&lp, modes[mi], kv);
+        char name[64];
+        snprintf(name, sizeof name, "adur-%s", modes[mi]);
+        /* the replica acknowledges */
+        outcome o = run_acquire(a, name, 10000);
+        if (o.st != RELOCK_OK)
+            fail_msg("%s: acquire: %s", modes[mi], o.msg);
+        assert_int_equal(o.acked, 1);
+        o = run_extend(o.l);
+        assert_int_equal(o.st, RELOCK_OK);
+        assert_int_equal(o.acked, 1);
+        relock_lock *l = o.l;
+        /* silenced: an extend fails and keeps the lock, held for its old
+         * validity */
+        assert_int_equal(kill(replica.pid, SIGSTOP), 0);
+        stopped = 1;
+        uint64_t t0 = tu_now_ms();
+        o = run_extend(l);
+        assert_int_equal(o.st, RELOCK_EDURABILITY);
+        if (!strstr(o.msg, "0 of 1 replicas acknowledged within 1000 ms (WAIT)"))
+            fail_msg("%s: extend: %s", modes[mi], o.msg);
+        assert_int_equal(o.acked, 0);
+        assert_true(tu_now_ms() - t0 >= 900);
+        assert_true(key_exists(name));
+        /* an acquire fails, and its write is deleted */
+        char other[80];
+        snprintf(other, sizeof other, "%s-2", name);
+        t0 = tu_now_ms();
+        o = run_acquire(a, other, 10000);
+        assert_int_equal(o.st, RELOCK_EDURABILITY);
+        assert_null(o.l);
+        if (!strstr(o.msg, "acquire") || !strstr(o.msg, "0 of 1 replicas acknowledged") ||
+            !strstr(o.msg, "the lock was not kept (deleted)"))
+            fail_msg("%s: acquire: %s", modes[mi], o.msg);
+        assert_int_equal(o.acked, 0);
+        assert_true(tu_now_ms() - t0 >= 900);
+        assert_false(key_exists(other));
+        resume();
+        assert_int_equal(wait_for(&master, 15000, "connected_slaves:1"), 0);
+        /* the lock extended while the replica was silent is still ours */
+        o = run_release(l);
+        assert_int_equal(o.st, RELOCK_OK);
+        relock_lock_free(l);
+        assert_false(key_exists(name));
+        relock_async_free(a);
+        loop_fini();
+    }
+}
+
+/* WAITAOF: a server without it (before 7.2) refuses it at the probe; one
+ * with it and with appendonly acknowledges the master's fsync. */
+static void test_durable_aof(void **state)
+{
+    (void)state;
+    const char *const kv[] = {"durability.aof", "true", NULL};
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = client(&lp, "modern", kv);
+    outcome o = run_acquire(a, "adur-aof", 5000);
+    relock_client *bc = tu_client(master.port, "modern", NULL);
+    relock_server_info *info = NULL;
+    assert_int_equal(relock_client_server(bc, &info), RELOCK_OK);
+    relock_client_free(bc);
+    unsigned caps = relock_server_info_caps(info);
+    relock_server_info_free(info);
+    if (!(caps & RELOCK_CAP_WAITAOF)) {
+        assert_int_equal(o.st, RELOCK_EUNSUPPORTED);
+        if (!strstr(o.msg, "has no WAITAOF (Redis 7.2 or later)"))
+            fail_msg("message: %s", o.msg);
+        assert_false(key_exists("adur-aof"));
+        relock_async_free(a);
+        loop_fini();
+        return;
+    }
+    /* no appendonly on this master: refused at the first use, undone */
+    assert_int_equal(o.st, RELOCK_EUNSUPPORTED);
+    if (!strstr(o.msg, "appendonly"))
+        fail_msg("message: %s", o.msg);
+    assert_false(key_exists("adur-aof"));
+    relock_async_free(a);
+    testsrv aofsrv;
+    const char *args[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    assert_int_equal(testsrv_start(&aofsrv, args), 0);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", aofsrv.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "durability.aof", "true"), RELOCK_OK);
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    o = run_acquire(a, "adur-aof", 5000);
+    if (o.st != RELOCK_OK)
+        fail_msg("WAITAOF: %s", o.msg);
+    assert_int_equal(o.acked, 0);
+    outcome r = run_release(o.l);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(o.l);
+    relock_async_free(a);
+    testsrv_stop(&aofsrv);
+    loop_fini();
+}
+
+/* The connection closed right after the write's reply: WAIT can only go
+ * on that connection, and must not be counted on a new one.  The acquire
+ * fails (the acknowledgement unknown, or the connection changed, by which
+ * of the two the client notices first) and deletes its key; the blocking
+ * client does the same. */
+static void test_durable_reconnect(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, master.port, "7", NULL), 0);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    /* ready, and a first acquire acknowledged through the proxy */
+    outcome o = run_acquire(a, "adur-rc-warm", 5000);
+    if (o.st != RELOCK_OK)
+        fail_msg("warm-up: %s", o.msg);
+    assert_int_equal(o.acked, 1);
+    outcome r = run_release(o.l);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(o.l);
+    char *v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
+    assert_non_null(v);
+    free(v);
+    o = run_acquire(a, "adur-rc", 5000);
+    if (!((o.st == RELOCK_EDURABILITY &&
+           strstr(o.msg, "the connection changed between the write and WAIT")) ||
+          (o.st == RELOCK_EIO && strstr(o.msg, "the replicas' acknowledgement is unknown"))) ||
+        !strstr(o.msg, "the lock was not kept (deleted)"))
+        fail_msg("async: %s: %s", relock_status_name(o.st), o.msg);
+    fprintf(stderr, "write's connection closed: async %s\n", relock_status_name(o.st));
+    assert_null(o.l);
+    assert_false(key_exists("adur-rc"));
+    relock_async_free(a);
+    loop_fini();
+
+    /* the blocking client, the same way */
+    relock_client *c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *l = NULL;
+    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
+    free(v);
+    relock_status st = relock_try_acquire(c, "adur-rc", 5000, &l);
+    const char *msg = relock_client_error(c)->message;
+    if ((st != RELOCK_EDURABILITY && st != RELOCK_EIO) ||
+        !strstr(msg, "the lock was not kept (deleted)"))
+        fail_msg("blocking: %s: %s", relock_status_name(st), msg);
+    fprintf(stderr, "write's connection closed: blocking %s\n", relock_status_name(st));
+    assert_null(l);
+    assert_false(key_exists("adur-rc"));
+    relock_client_free(c);
+    testsrv_stop(&px);
+}
+
+/* ------------------------------------------------------------ owner records */
+
+static void lost_cb(relock_async *a, relock_lock *l, relock_status st, const relock_error *e,
+                    void *arg)
+{
+    (void)a, (void)l, (void)st, (void)e;
+    (*(long *)arg)++;
+}
+
+static void test_owner(void **state)
+{
+    (void)state;
+    const char *const kv[] = {"owner_info", "true", NULL};
+    for (size_t mi = 0; mi < 3; mi++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = client(&lp, modes[mi], kv);
+        char name[64], rkey[96];
+        snprintf(name, sizeof name, "aown-%s", modes[mi]);
+        snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
+        outcome o = run_acquire(a, name, 900);
+        if (o.st != RELOCK_OK)
+            fail_msg("%s: acquire: %s", modes[mi], o.msg);
+        relock_lock *l = o.l;
+        char want[64];
+        snprintf(want, sizeof want, "pid=%ld ", (long)getpid());
+        char *v = get(rkey);
+        if (!strstr(v, want) || !strstr(v, " async-owner") || strncmp(v, "host=", 5) != 0)
+            fail_msg("%s: the record is \"%s\"", modes[mi], v);
+        free(v);
+        /* inspect (the blocking API) names the owner */
+        const char *const ikv[] = {"legacy.clock_unit", "ms", NULL};
+        relock_client *bc = tu_client(master.port, modes[mi], ikv);
+        relock_inspect_info *info = NULL;
+        assert_int_equal(relock_inspect(bc, name, &info), RELOCK_OK);
+        if (!strstr(relock_inspect_info_owner(info), " async-owner"))
+            fail_msg("%s: inspect: \"%s\"", modes[mi], relock_inspect_info_owner(info));
+        relock_inspect_info_free(info);
+        /* kept by the loop for three leases: the record lives on beside
+         * it, renewed with it */
+        long lost = 0;
+        assert_int_equal(relock_async_keep(l, lost_cb, &lost), RELOCK_OK);
+        run_for(2700);
+        assert_int_equal(lost, 0);
+        v = get(rkey);
+        if (!strstr(v, " async-owner"))
+            fail_msg("%s: the record after renewals is \"%s\"", modes[mi], v);
+        free(v);
+        char *pttl = testsrv_cmd(&master, "PTTL %s", rkey);
+        assert_non_null(pttl);
+        assert_true(atoll(pttl) > 0 && atoll(pttl) <= 900);
+        free(pttl);
+        /* a release deletes it (a renewal may be in flight: it goes after) */
+        o = run_release(l);
+        assert_int_equal(o.st, RELOCK_OK);
+        assert_false(key_exists(rkey));
+        assert_false(key_exists(name));
+        /* the blocking call on such a lock is refused, not run on a
+         * connection it cannot use */
+        assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_LOST);
+        relock_lock_free(l);
+        /* another holder's record is left alone by a stale handle */
+        o = run_acquire(a, name, 5000);
+        assert_int_equal(o.st, RELOCK_OK);
+        l = o.l;
+        assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_EINVAL);
+        char *r = testsrv_cmd(&master, "DEL %s", name);
+        free(r);
+        r = testsrv_cmd(&master, "SET %s %s", rkey, "someone-else");
+        free(r);
+        o = run_release(l);
+        assert_int_equal(o.st, RELOCK_LOST);
+        v = get(rkey);
+        assert_string_equal(v, "someone-else");
+        free(v);
+        r = testsrv_cmd(&master, "DEL %s", rkey);
+        free(r);
+        relock_lock_free(l);
+        relock_client_free(bc);
+        relock_async_free(a);
+        loop_fini();
+    }
+}
+
+/* ------------------------------------------------------------ legacy.clock = "server" */
+
+#define STEP 3600000LL /* an hour */
+
+/* The child: its wall clock an hour ahead, an asynchronous legacy client
+ * acquires a free lock and tries a live one.  Reports "VALUE BUSYSTATUS"
+ * on ch; exit 0. */
+static void clock_child(const char *clock, const char *mode, const char *mine,
+                        const char *live, tu_chan *ch)
+{
+    step_ms = STEP;
+    relock_async_loop lp;
+    loop_init(&lp);
+    const char *const kv[] = {"legacy.clock", clock, NULL};
+    relock_async *a = client(&lp, mode, kv);
+    outcome o = run_acquire(a, mine, 10000);
+    outcome b = run_acquire(a, live, 10000);
+    char line[256];
+    snprintf(line, sizeof line, "%s %d", o.st == RELOCK_OK ? relock_lock_value(o.l) : "failed",
+             (int)b.st);
+    tu_chan_send(ch, line);
+    if (o.l)
+        relock_lock_free(o.l); /* left held for the parent to judge */
+    if (b.l)
+        relock_lock_free(b.l);
+    relock_async_free(a);
+    _exit(0);
+}
+
+static void test_clock_server(void **state)
+{
+    (void)state;
+    static const char *const cmodes[] = {"legacy", "bridge"};
+    for (int ci = 0; ci < 2; ci++)
+        for (int server = 1; server >= 0; server--) {
+            const char *clock = server ? "server" : "local";
+            char mine[64], live[64];
+            snprintf(mine, sizeof mine, "aclk-mine-%s-%s", cmodes[ci], clock);
+            snprintf(live, sizeof live, "aclk-live-%s-%s", cmodes[ci], clock);
+            char v[32];
+            /* a classic holder, live for 60 s by every true clock */
+            snprintf(v, sizeof v, "%lld", true_wall_ms() + 60000);
+            char *r = testsrv_cmd(&master, "SET %s %s", live, v);
+            free(r);
+            r = testsrv_cmd(&master, "DEL %s", mine);
+            free(r);
+            tu_chan ch;
+            assert_int_equal(tu_chan_open(&ch), 0);
+            pid_t pid = fork();
+            assert_true(pid >= 0);
+            if (pid == 0) {
+                close(ch.rd);
+                clock_child(clock, cmodes[ci], mine, live, &ch);
+            }
+            close(ch.wr);
+            ch.wr = -1;
+            char line[256] = "";
+            int got = tu_chan_recv(&ch, line, sizeof line, 30000);
+            int status = 0;
+            assert_int_equal(waitpid(pid, &status, 0), pid);
+            assert_int_equal(got, 0);
+            assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            tu_chan_close(&ch);
+            long long ts = atoll(line);
+            const char *sp = strrchr(line, ' ');
+            int busy = sp ? atoi(sp + 1) : -1;
+            long long now = true_wall_ms();
+            if (server) {
+                /* written by the server's clock: about now + 10 s */
+                if (!(ts >= now + 8000 && ts <= now + 11000))
+                    fail_msg("%s, clock server: wrote %s, now %lld", cmodes[ci], line, now);
+                assert_int_equal(busy, RELOCK_BUSY);
+                /* and an unstepped client meets it held */
+                const char *const ckv[] = {"legacy.clock_unit", "ms", NULL};
+                relock_client *bc = tu_client(master.port, cmodes[ci], ckv);
+                relock_lock *l = NULL;
+                assert_int_equal(relock_try_acquire(bc, mine, 5000, &l), RELOCK_BUSY);
+                relock_client_free(bc);
+            } else {
+                /* the control: its own clock, an hour ahead, takes the
+                 * live lock and writes an hour into the future */
+                if (!(ts >= now + STEP))
+                    fail_msg("%s, clock local: wrote %s, now %lld", cmodes[ci], line, now);
+                assert_int_equal(busy, RELOCK_OK);
+            }
+            r = testsrv_cmd(&master, "DEL %s %s", mine, live);
+            free(r);
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_durable),
+        cmocka_unit_test(test_durable_aof),
+        cmocka_unit_test(test_durable_reconnect),
+        cmocka_unit_test(test_owner),
+        cmocka_unit_test(test_clock_server),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

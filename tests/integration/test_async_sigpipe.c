@@ -1,0 +1,367 @@
+/*
+ * The asynchronous client cannot be killed by SIGPIPE (decision 241), on
+ * libevent (it_async_sigpipe_libevent) or libuv (it_async_sigpipe_libuv,
+ * built with TEST_LIBUV).
+ *
+ * A program with SIGPIPE at its default action keeps a thousand acquires
+ * in flight through a forwarder in front of a real redis-server, each
+ * completion starting the next, while the forwarder half-closes and then
+ * resets every connection, round after round: the client's kernel records
+ * EPIPE, and the pipelined writes queued behind meet it.  The program must
+ * live, end with SIGPIPE still at SIG_DFL, unblocked and not pending, and
+ * some operation must have ended with the write's "Broken pipe" (a write()
+ * that failed with EPIPE, which raised SIGPIPE): the test tested
+ * something.  Built with TEST_UNGUARDED, the loop helpers write with
+ * redisAsyncHandleWrite() itself, and the same program dies by SIGPIPE.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifdef TEST_UNGUARDED
+/* The mechanism taken away, to see the test fail without it. */
+#include <hiredis/async.h>
+#define relock_async_handle_write redisAsyncHandleWrite
+#endif
+#ifdef TEST_LIBUV
+#include "relock_async_libuv.h"
+#else
+#include "relock_async_libevent.h"
+#endif
+#include "relock.h"
+#include "relock_async.h"
+#include "testsrv.h"
+#include "testutil.h"
+
+static testsrv srv;
+
+/* ------------------------------------------------------------ the loop */
+
+#ifdef TEST_LIBUV
+static uv_loop_t uvl;
+static void loop_init(relock_async_loop *lp)
+{
+    if (uv_loop_init(&uvl) != 0)
+        _exit(30);
+    relock_async_libuv(lp, &uvl);
+}
+static void loop_once(void)
+{
+    uv_run(&uvl, UV_RUN_NOWAIT);
+    usleep(200);
+}
+static void loop_fini(void)
+{
+    for (int i = 0; i < 200 && uv_loop_close(&uvl) != 0; i++)
+        uv_run(&uvl, UV_RUN_NOWAIT);
+}
+#else
+static struct event_base *base;
+static void loop_init(relock_async_loop *lp)
+{
+    base = event_base_new();
+    if (!base)
+        _exit(30);
+    relock_async_libevent(lp, base);
+}
+static void loop_once(void)
+{
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    usleep(200);
+}
+static void loop_fini(void)
+{
+    for (int i = 0; i < 20; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    event_base_free(base);
+}
+#endif
+
+/* ------------------------------------------------------------ the forwarder */
+
+/*
+ * Between the client and the server, in a process of its own.  On SIGUSR1
+ * it half-closes every client connection (a FIN: the client's socket goes
+ * to CLOSE_WAIT) and resets it at once (an RST: in CLOSE_WAIT the client's
+ * kernel records EPIPE, which its next write() meets).
+ */
+static volatile sig_atomic_t reset_asked;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    reset_asked = 1;
+}
+
+#define MAX_PAIRS 16
+
+static int connect_upstream(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((unsigned short)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void forwarder_main(int lfd, int upstream_port)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1; /* no SA_RESTART: poll() returns at once */
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* the forwarder itself must live on */
+    int cli[MAX_PAIRS], up[MAX_PAIRS], n = 0;
+    for (;;) {
+        if (reset_asked) {
+            reset_asked = 0;
+            struct linger lg = {1, 0};
+            for (int i = 0; i < n; i++) {
+                shutdown(cli[i], SHUT_WR);
+                setsockopt(cli[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                close(cli[i]);
+                close(up[i]);
+            }
+            n = 0;
+        }
+        struct pollfd p[1 + 2 * MAX_PAIRS];
+        p[0].fd = lfd;
+        p[0].events = POLLIN;
+        for (int i = 0; i < n; i++) {
+            p[1 + 2 * i].fd = cli[i];
+            p[2 + 2 * i].fd = up[i];
+            p[1 + 2 * i].events = p[2 + 2 * i].events = POLLIN;
+        }
+        if (poll(p, (nfds_t)(1 + 2 * n), 100) <= 0)
+            continue;
+        for (int i = n - 1; i >= 0; i--) {
+            for (int side = 0; side < 2; side++) {
+                if (!(p[1 + 2 * i + side].revents & (POLLIN | POLLHUP | POLLERR)))
+                    continue;
+                int from = side ? up[i] : cli[i], to = side ? cli[i] : up[i];
+                char buf[65536];
+                ssize_t got = read(from, buf, sizeof buf);
+                int ok = got > 0;
+                for (ssize_t off = 0; ok && off < got;) {
+                    ssize_t w = write(to, buf + off, (size_t)(got - off));
+                    ok = w > 0;
+                    off += ok ? w : 0;
+                }
+                if (!ok) {
+                    close(cli[i]);
+                    close(up[i]);
+                    cli[i] = cli[n - 1];
+                    up[i] = up[n - 1];
+                    n--;
+                    break;
+                }
+            }
+        }
+        if ((p[0].revents & POLLIN) && n < MAX_PAIRS) {
+            int c = accept(lfd, NULL, NULL);
+            int u = c >= 0 ? connect_upstream(upstream_port) : -1;
+            if (u >= 0) {
+                cli[n] = c;
+                up[n++] = u;
+            } else if (c >= 0) {
+                close(c);
+            }
+        }
+    }
+}
+
+static pid_t start_forwarder(int lfd, int upstream_port)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Ends with the program under test, whatever kills it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        forwarder_main(lfd, upstream_port);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* ------------------------------------------------------------ the program */
+
+enum { IN_FLIGHT = 1000, ROUNDS = 40 };
+
+static relock_async *client;
+static long started, done_ops, broken, refused;
+static int stopping;
+
+static void start_one(void);
+
+static void op_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                    void *arg)
+{
+    (void)a;
+    (void)st;
+    (void)arg;
+    done_ops++;
+    if (strstr(e->message, "Broken pipe"))
+        broken++;
+    relock_lock_free(l); /* unreleased: the key's TTL ends it */
+    if (!stopping)
+        start_one();
+}
+
+static void start_one(void)
+{
+    char name[32];
+    snprintf(name, sizeof name, "sp%ld", started++ % 4096);
+    if (relock_async_try_acquire(client, name, 2000, op_done, NULL, NULL) != RELOCK_OK)
+        refused++;
+}
+
+/*
+ * SIGPIPE at its default action and unblocked; the forwarder on lfd.
+ * Reports "broken B done D rounds R" and exits 0 when SIGPIPE is still at
+ * SIG_DFL, unblocked and not pending at the end.
+ */
+static void sigpipe_child(int lfd, int fport, tu_chan *ch)
+{
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_UNBLOCK, &pipe_only, NULL);
+    pid_t fwd = start_forwarder(lfd, srv.port);
+
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", fport);
+    if (!cfg || relock_config_set_url(cfg, url) != RELOCK_OK ||
+        relock_config_set(cfg, "mode", "modern") != RELOCK_OK ||
+        relock_config_set(cfg, "key_prefix", "sigpipe:") != RELOCK_OK ||
+        relock_config_set(cfg, "command_timeout_ms", "3000") != RELOCK_OK)
+        _exit(31);
+    if (relock_async_new(cfg, &lp, &client) != RELOCK_OK)
+        _exit(32);
+    relock_config_free(cfg);
+    for (int i = 0; i < IN_FLIGHT; i++)
+        start_one();
+
+    /* Each round: a few hundred operations complete, then every connection
+     * is reset under the writes queued behind them.  Bounded in rounds and
+     * in time; a handful of broken writes is enough. */
+    int rounds = 0;
+    uint64_t deadline = tu_now_ms() + 40000;
+    for (; rounds < ROUNDS && broken < 20 && tu_now_ms() < deadline; rounds++) {
+        long want = done_ops + 300;
+        uint64_t end = tu_now_ms() + 2000;
+        while (done_ops < want && tu_now_ms() < end)
+            loop_once();
+        kill(fwd, SIGUSR1);
+        end = tu_now_ms() + 100;
+        while (tu_now_ms() < end)
+            loop_once();
+    }
+    stopping = 1;
+    relock_async_free(client);
+    loop_fini();
+
+    struct sigaction sa;
+    sigset_t mask, pending;
+    int dfl = sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL;
+    int blocked = pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0 || sigismember(&mask, SIGPIPE);
+    int pend = sigpending(&pending) != 0 || sigismember(&pending, SIGPIPE);
+    char line[160];
+    snprintf(line, sizeof line, "broken %ld done %ld rounds %d refused %ld dfl %d blocked %d pending %d",
+             broken, done_ops, rounds, refused, dfl, blocked, pend);
+    tu_chan_send(ch, line);
+    kill(fwd, SIGKILL);
+    waitpid(fwd, NULL, 0);
+    _exit(dfl && !blocked && !pend && refused == 0 ? 0 : 21);
+}
+
+static void test_sigpipe_default(void **state)
+{
+    (void)state;
+#ifndef TEST_UNGUARDED
+    relock_async_handle_write(NULL); /* accepted, does nothing */
+#endif
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 16), 0);
+    socklen_t alen = sizeof a;
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    int fport = ntohs(a.sin_port);
+
+    tu_chan ch;
+    assert_int_equal(tu_chan_open(&ch), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        sigpipe_child(lfd, fport, &ch);
+    close(lfd);
+    /* Only the child writes: its death then ends the read at once. */
+    close(ch.wr);
+    ch.wr = -1;
+    char line[160] = "";
+    int got = tu_chan_recv(&ch, line, sizeof line, 90000);
+    int status = tu_wait_child(pid, 90000);
+    tu_chan_close(&ch);
+    if (status != -1 && WIFSIGNALED(status))
+        fail_msg("the program was killed by signal %d%s", WTERMSIG(status),
+                 WTERMSIG(status) == SIGPIPE ? " (SIGPIPE)" : "");
+    assert_int_equal(got, 0);
+    printf("sigpipe: %s\n", line);
+    assert_true(status != -1 && WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* Writes did meet the closed connections: EPIPE, which raises SIGPIPE
+     * in a thread that does not block it. */
+    long broken_n = -1;
+    assert_int_equal(sscanf(line, "broken %ld", &broken_n), 1);
+    assert_true(broken_n >= 1);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return testsrv_start(&srv, NULL) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    testsrv_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigpipe_default),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -2102,11 +2102,17 @@ static void fan_step(aop *op);
  * nobody), as the blocking driver flushes, and again before a feed for a
  * request the socket did not take whole.  A write error is left in the
  * context, where hiredis's next write event finds it and disconnects. */
-static void fan_flush(aconn *cn)
+static void buffer_write(void *ctx)
 {
     int done = 0;
+    (void)redisBufferWrite(ctx, &done);
+}
+
+static void fan_flush(aconn *cn)
+{
+    /* with SIGPIPE blocked, as every write of the client (decision 241) */
     if (cn->ac && cn->connected && !cn->ac->c.err)
-        (void)redisBufferWrite(&cn->ac->c, &done);
+        relock__write_nopipe(buffer_write, &cn->ac->c);
 }
 
 /* Whether rq's bytes were all handed to the socket. */

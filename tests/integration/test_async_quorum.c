@@ -757,6 +757,54 @@ static void test_connections_killed(void **state)
             free(testsrv_cmd(&srv[i], "CLIENT KILL TYPE normal"));
         run_for(100);
     }
+    /* Killed, and written to at once by several operations before the
+     * loop reads the close (libuv runs its timers first): the second write
+     * to each reset socket fails with EPIPE, and SIGPIPE is at its default
+     * action (main()): the process lives, each operation ends once, and
+     * the next ones connect afresh. */
+    outcome up = {0};
+    assert_int_equal(relock_async_try_acquire(a, "up", 5000, record, &up, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&up.calls, 1, 10000), 1); /* connected again */
+    expect_ok(&up, "acquire");
+    run_for(100);
+    for (int i = 0; i < N; i++)
+        free(testsrv_cmd(&srv[i], "CLIENT KILL TYPE normal"));
+    tu_sleep_ms(50); /* the resets are back */
+    enum { K = 6 };
+    outcome ko[K];
+    long kdone = 0;
+    memset(ko, 0, sizeof ko);
+    for (int k = 0; k < K; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "k%d", k);
+        assert_int_equal(relock_async_try_acquire(a, name, 5000, record, &ko[k], NULL), RELOCK_OK);
+    }
+    for (uint64_t end = tu_now_ms() + 10000; kdone < K && tu_now_ms() < end;) {
+        loop_once();
+        kdone = 0;
+        for (int k = 0; k < K; k++)
+            kdone += ko[k].calls;
+    }
+    assert_int_equal(kdone, K);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(ko[k].calls, 1);
+        if (ko[k].st == RELOCK_OK) {
+            outcome r = {0};
+            assert_int_equal(relock_async_release(ko[k].l, record, &r), RELOCK_OK);
+            assert_int_equal(run_until(&r.calls, 1, 10000), 1);
+            relock_lock_free(ko[k].l);
+        }
+    }
+    relock_lock_free(up.l); /* its key expires */
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "after", 5000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+    expect_ok(&o, "acquire after the resets");
+    outcome r = {0};
+    assert_int_equal(relock_async_release(o.l, record, &r), RELOCK_OK);
+    assert_int_equal(run_until(&r.calls, 1, 10000), 1);
+    expect_ok(&r, "release after the resets");
+    relock_lock_free(o.l);
     relock_async_free(a);
     loop_fini();
 }

@@ -912,6 +912,39 @@ static void test_refusals(void **state)
     assert_non_null(strstr(relock_async_error(a)->message, "modern"));
     relock_async_free(a);
     relock_config_free(cfg);
+    /* durability: as relock_connect(), not with several servers */
+    cfg = qconfig("aqr:", 500);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EUNSUPPORTED);
+    assert_non_null(strstr(relock_async_error(a)->message, "durability"));
+    relock_async_free(a);
+    relock_config_free(cfg);
+    /* owner_info: the lock is taken; no owner record, as the blocking
+     * quorum writes none (it would be one server's view) */
+    cfg = qconfig("aqr:", 500);
+    assert_int_equal(relock_config_set(cfg, "owner_info", "true"), RELOCK_OK);
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome ow = {0};
+    assert_int_equal(relock_async_try_acquire(a, "ow", 5000, record, &ow, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&ow.calls, 1, 10000), 1);
+    expect_ok(&ow, "acquire with owner_info");
+    run_for(100);
+    redisContext *r0 = redisConnect("127.0.0.1", srv[0].port);
+    assert_true(r0 && !r0->err);
+    redisReply *kx = redisCommand(r0, "KEYS *aqr:ow*");
+    assert_non_null(kx);
+    for (size_t k = 0; k < kx->elements; k++) /* the lock and its fence counter only */
+        if (strcmp(kx->element[k]->str, "aqr:ow") != 0 && !strstr(kx->element[k]->str, "fence"))
+            fail_msg("a record beside the quorum's lock: %s", kx->element[k]->str);
+    freeReplyObject(kx);
+    redisFree(r0);
+    outcome owr = {0};
+    assert_int_equal(relock_async_release(ow.l, record, &owr), RELOCK_OK);
+    assert_int_equal(run_until(&owr.calls, 1, 10000), 1);
+    expect_ok(&owr, "release with owner_info");
+    relock_lock_free(ow.l);
+    relock_async_free(a);
 
     char urls[N * 48] = "";
     for (int i = 0; i < N; i++) {

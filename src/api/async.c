@@ -2102,17 +2102,33 @@ static void fan_step(aop *op);
  * nobody), as the blocking driver flushes, and again before a feed for a
  * request the socket did not take whole.  A write error is left in the
  * context, where hiredis's next write event finds it and disconnects. */
-static void buffer_write(void *ctx)
+static int rq_written(const areq *rq);
+
+static void flush_unwritten(void *arg)
 {
-    int done = 0;
-    (void)redisBufferWrite(ctx, &done);
+    aop *op = arg;
+    for (int i = 0; i < op->a->nconns; i++) {
+        areq *rq = op->fan->rq[i];
+        if (!rq || rq->outstanding <= 0 || rq_written(rq))
+            continue;
+        aconn *cn = rq->cn;
+        int done = 0;
+        if (cn->ac && cn->connected && !cn->ac->c.err)
+            (void)redisBufferWrite(&cn->ac->c, &done);
+    }
 }
 
-static void fan_flush(aconn *cn)
+/* Flushes the connections of op's live requests not wholly written, all
+ * under one SIGPIPE block (decision 241: every write of the client). */
+static void fan_flush(aop *op)
 {
-    /* with SIGPIPE blocked, as every write of the client (decision 241) */
-    if (cn->ac && cn->connected && !cn->ac->c.err)
-        relock__write_nopipe(buffer_write, &cn->ac->c);
+    int any = 0;
+    for (int i = 0; i < op->a->nconns && !any; i++) {
+        areq *rq = op->fan->rq[i];
+        any = rq && rq->outstanding > 0 && !rq_written(rq) && rq->cn->connected;
+    }
+    if (any)
+        relock__write_nopipe(flush_unwritten, op);
 }
 
 /* Whether rq's bytes were all handed to the socket. */
@@ -2363,7 +2379,6 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
     op->fan->rq[i] = rq;
     op->sent_any = 1;
     rq_send(rq);
-    fan_flush(cn);
     return 0;
 }
 
@@ -2464,14 +2479,8 @@ static void fan_step(aop *op)
     relock__mhead *h = op->m;
     int n = a->nconns;
     timer_stop(a, &F->kick);
-    int first = 0; /* the next feed is a round's first, made as it is sent */
     for (;;) {
-        int was_first = first;
-        first = 0;
-        if (!was_first)
-            for (int i = 0; i < n; i++)
-                if (F->rq[i] && F->rq[i]->outstanding > 0 && !rq_written(F->rq[i]))
-                    fan_flush(F->rq[i]->cn);
+        fan_flush(op); /* what the socket did not take whole yet */
         F->f.written = fan_written(F, n);
         err_load(op);
         relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
@@ -2511,8 +2520,7 @@ static void fan_step(aop *op)
                     F->f.reached |= 1u << i;
             F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
             F->f.mono_ms = F->start;
-            first = 1;
-            continue;
+            continue; /* flushed before the first feed */
         }
         if (s == RELOCK__STEP_SEND) {
             /* Within the round: a server's batch again, in place of the
@@ -2529,8 +2537,8 @@ static void fan_step(aop *op)
                 }
                 F->rq[i] = rq;
                 rq_send(rq);
-                fan_flush(cn);
             }
+            fan_flush(op);
         }
         if (F->f.from) {
             F->f.mono_ms = now_ms();

@@ -90,15 +90,18 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * A new client of cfg's server (cfg is copied) on the given loop (copied).
  * It connects, logs in and probes the server (DESIGN §2) without blocking;
  * operations started meanwhile wait for the probe, and fail with its error
- * if it fails.  RELOCK_EINVAL for a loop whose size is below
- * RELOCK_ASYNC_LOOP_SIZE_0_3 or that lacks a function.  *out is set whenever memory allows, also on failure (then
- * relock_async_error() tells why); free it with relock_async_free().
+ * if it fails.  With several servers (a quorum, modern values only) there
+ * is no probe: each server is connected when an operation first needs it.
  * With Sentinel it first finds the master through the sentinels; on a
  * Redis Cluster it follows MOVED, ASK and TRYAGAIN (docs/api.md).
- * RELOCK_EUNSUPPORTED for what the asynchronous client does not do yet:
- * several servers (a quorum) (docs/api.md).  Durability, owner_info and
- * legacy.clock = "server" behave as in the blocking API (the same step
- * machines run on the loop).
+ * RELOCK_EINVAL for a loop whose size is below RELOCK_ASYNC_LOOP_SIZE_0_3
+ * or that lacks a function.  *out is set whenever memory allows, also on
+ * failure (then relock_async_error() tells why); free it with
+ * relock_async_free().  RELOCK_EUNSUPPORTED with a quorum for what the
+ * blocking client refuses there (a mode other than modern, durability,
+ * lock_delay_ms).  Durability, owner_info and legacy.clock = "server"
+ * behave as in the blocking API (the same step machines run on the loop);
+ * a quorum writes no owner record, as the blocking client.
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);

@@ -57,6 +57,7 @@
 #include "modern.h"
 #include "ownrec.h"
 #include "probe.h"
+#include "quorum.h"
 #include "relock_async.h"
 
 /* ------------------------------------------------------------------ types */
@@ -81,6 +82,9 @@ typedef struct mkit {
     size_t upd_size;
     relock_status (*upd_init)(void *m, relock_lock *l, int extend, long long ttl_ms);
     relock__step_fn upd_step;
+    /* A quorum: the acquire and update machines are this fan machine,
+     * run over a connection per server (the fan driver below). */
+    relock__fan_fn fan;
 } mkit;
 
 typedef struct achan achan;
@@ -91,7 +95,7 @@ typedef struct aop aop;
  * they come.  A connection's requests in flight form its FIFO, in the
  * order the server answers them. */
 typedef struct areq {
-    aop *op;             /* whose batch it is */
+    aop *op;             /* whose batch it is; NULL: owed, read and dropped */
     aconn *cn;           /* the connection it goes on */
     struct areq *fnext;  /* the connection's FIFO, oldest first */
     char *cmd[RELOCK__BATCH_CMDS];
@@ -105,11 +109,15 @@ typedef struct areq {
     redisReply *rep[RELOCK__BATCH_CMDS];
     int nrep;
     int outstanding;
+    int expect; /* replies its batch asks for */
     uint64_t sent_at;
+    uint64_t start_off, end_off; /* its bytes in the connection's output */
     /* The server may hold the replies this much longer (a WAIT's own
      * timeout): the command timeout waits it out. */
     long long slow_ms;
 } areq;
+
+typedef struct afan afan;
 
 /* What an operation's machine is doing: the operation's own machine
  * first, then those that follow a success (durability's WAIT, the owner
@@ -149,7 +157,10 @@ struct aop {
     int cancelled;
     int undoing;
     int fencing; /* running the fence carry before the first attempt */
+    int sub_tries;    /* servers tried for its subscription */
+    unsigned sub_gen; /* the subscriber connection it joined on */
     relock__probe_m probe; /* K_SETUP */
+    afan *fan;             /* a fan machine's round, with a quorum */
     int phase;     /* enum op_phase */
     int pinned;    /* its batch must go on the connection of the write */
     /* The connection generation the main machine's batches went out on
@@ -223,6 +234,10 @@ struct aconn {
     aop *txn_owner;
     areq *fifo, *fifo_tail; /* requests in flight, oldest first */
     aop *queue, *queue_tail; /* operations waiting for it */
+    /* a quorum's connection (no probe; its setup pipelined ahead) */
+    uint64_t appended;  /* bytes given to hiredis on this context */
+    uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
+    long long late_ms;  /* the last round timeout of a request sent on it */
 };
 
 struct relock_async {
@@ -263,10 +278,13 @@ struct relock_async {
     /* release notices */
     redisAsyncContext *sub;
     int sub_up;
+    int sub_at, sub_from; /* its server; where the next one starts looking */
+    unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
     int nwaiting;
     /* the batch a machine fills */
     relock__batch batch;
+    relock__fanout *fanout; /* what a fan machine fills, with a quorum */
     /* freeing */
     int depth;
     int freeing;
@@ -276,6 +294,10 @@ static void op_start(aop *op);
 static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
 static int follow(aop *op);
 static aconn *route(relock_async *a, const char *key);
+static void fan_reply(aop *op, areq *rq);
+static void fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);
+static void fan_begin(aop *op);
+static void fan_end(aop *op);
 static void conn_connect(aconn *cn);
 static void queue_push(aconn *cn, aop *op);
 static void kick_fire(void *arg);
@@ -428,7 +450,7 @@ static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long 
 
 static const mkit kit_ts = {
     sizeof(relock__ts_acquire), ts_acq_init, relock__ts_acquire_step,
-    sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step,
+    sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step, NULL,
 };
 
 static relock_status modern_acq_init(void *m, relock_lock *l)
@@ -450,7 +472,29 @@ static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long lo
 
 static const mkit kit_modern = {
     sizeof(relock__modern_acq), modern_acq_init, relock__modern_acq_step,
-    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step,
+    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step, NULL,
+};
+
+/* A quorum: one fan machine for every operation (quorum.c). */
+static relock_status quorum_acq_init(void *m, relock_lock *l)
+{
+    if (relock__token(l->value) != 0)
+        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
+                            l->name);
+    relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
+    return RELOCK_OK;
+}
+
+static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    relock__quorum_init(m, extend ? RELOCK__Q_EXTEND : RELOCK__Q_RELEASE,
+                        extend ? ttl_ms : l->ttl_ms);
+    return RELOCK_OK;
+}
+
+static const mkit kit_quorum = {
+    sizeof(relock__quorum_m), quorum_acq_init, NULL,
+    sizeof(relock__quorum_m), quorum_upd_init, NULL, relock__quorum_step,
 };
 
 static const mkit *kit_for(relock_mode m)
@@ -533,6 +577,8 @@ static void op_unlink(aop *op)
 
 static void op_release(aop *op)
 {
+    fan_end(op);
+    free(op->fan);
     batch_clear(op);
     for (int i = 0; i < op->nheld; i++)
         if (op->held[i])
@@ -606,7 +652,7 @@ static struct relock__alock *alock(relock_async *a, relock_lock *l)
 }
 
 static void keep_arm(struct relock__alock *al, relock_lock *l);
-static void conn_wants(aconn *cn, aop *op);
+static void op_schedule(aop *op);
 
 static void alock_free(relock_lock *l)
 {
@@ -675,8 +721,7 @@ static void lock_op_end(aop *op)
         aop *next = al->after;
         al->after = NULL;
         al->busy = next;
-        next->cn = route(op->a, next->l ? next->l->key : NULL);
-        conn_wants(next->cn, next);
+        op_schedule(next);
     }
 }
 
@@ -786,6 +831,8 @@ static void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char
     if (!ac)
         return;
     int was_connected = cn->connected;
+    /* how far the output was written, for a quorum's requests */
+    uint64_t wrote = cn->appended - (ac->c.obuf ? sdslen(ac->c.obuf) : 0);
     cn->ac = NULL;
     cn->cstate = C_DOWN;
     cn->connected = 0;
@@ -805,7 +852,17 @@ static void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char
     while (f && !a->freeing) {
         areq *next = f->fnext;
         f->fnext = NULL;
-        op_feed(f->op, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st, text);
+        if (!f->op) { /* owed: nobody reads it */
+            rq_clear(f);
+            free(f);
+        } else if (f != &f->op->rq) { /* a fan machine's */
+            fan_gone(f->op, f,
+                     was_connected && wrote > f->start_off ? RELOCK__FAULT_LOST
+                                                           : RELOCK__FAULT_UNSENT,
+                     st, text);
+        } else {
+            op_feed(f->op, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st, text);
+        }
         f = next;
     }
     /* Operations that wait for the connection try again. */
@@ -819,6 +876,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
     if (!cn)
         return;
     relock_async *a = cn->a;
+    if (a->freeing)
+        return;
     areq *rq = priv;
     aop *op = rq->op;
     enter(a);
@@ -826,6 +885,19 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         char why[200];
         snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
         conn_gone(cn, 1, RELOCK_EIO, why);
+    } else if (!op || rq != &op->rq) {
+        /* a quorum's request: owed (dropped) or read by its fan machine */
+        if (op && rq->nrep < RELOCK__BATCH_CMDS)
+            rq->rep[rq->nrep++] = reply_copy(r, 0);
+        if (--rq->outstanding == 0) {
+            fifo_remove(cn, rq);
+            if (op) {
+                fan_reply(op, rq);
+            } else {
+                rq_clear(rq);
+                free(rq);
+            }
+        }
     } else if (op->state == S_SENT) {
         /* with ask, the first reply is ASKING's, and goes */
         if (!(rq->ask && rq->got == 0)) {
@@ -869,6 +941,8 @@ static void tmo_fire(void *arg)
             char why[200];
             snprintf(why, sizeof why, "no reply within %lld ms (command_timeout_ms)",
                      a->c->s.command_timeout_ms);
+            if (a->kit && a->kit->fan) /* a quorum's server: left alone for a while */
+                cn->retry_at = now + (uint64_t)cn->late_ms;
             conn_gone(cn, 0, RELOCK_EIO, why);
         } else {
             cn->tmo_timer = timer_start(a, (long)(due - now), tmo_fire, cn);
@@ -882,19 +956,32 @@ static void rq_send(areq *rq)
 {
     aconn *cn = rq->cn;
     relock_async *a = cn->a;
+    /* a quorum's request is never sent again (a redirection's is) */
+    int fan = !rq->op || rq != &rq->op->rq;
     rq->nrep = rq->base;
     rq->got = 0;
+    rq->expect = rq->n - rq->base;
     rq->sent_at = now_ms();
+    rq->start_off = cn->appended;
     fifo_push(cn, rq);
     if (rq->ask) {
         static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
         rq->outstanding = 2;
+        cn->appended += sizeof asking - 1 + rq->len[rq->base];
+        rq->end_off = cn->appended;
         redisAsyncFormattedCommand(cn->ac, on_reply, rq, asking, sizeof asking - 1);
         redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[rq->base], rq->len[rq->base]);
     } else {
         rq->outstanding = rq->n - rq->base;
-        for (int i = rq->base; i < rq->n; i++)
+        for (int i = rq->base; i < rq->n; i++) {
+            cn->appended += rq->len[i];
+            rq->end_off = cn->appended;
             redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[i], rq->len[i]);
+            if (fan) {
+                free(rq->cmd[i]);
+                rq->cmd[i] = NULL;
+            }
+        }
     }
     if (!cn->tmo_timer)
         cn->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, cn);
@@ -1561,6 +1648,7 @@ static void conn_connect(aconn *cn)
     }
     ac->data = cn;
     cn->ac = ac;
+    cn->appended = 0;
     a->c->connects++;
     a->c->conn.clock.known = 0; /* legacy.clock = "server": measured again */
     redisAsyncSetConnectCallback(ac, on_connect);
@@ -1810,6 +1898,14 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     }
 }
 
+/* The subscriber connection failed: with a quorum the next subscription
+ * goes to the next server (every server announces releases). */
+static void sub_failed(relock_async *a, int hiredis_frees)
+{
+    a->sub_from = (a->sub_at + 1) % a->nconns;
+    sub_drop(a, hiredis_frees);
+}
+
 static void chan_leave(aop *op)
 {
     achan *ch = op->ch;
@@ -1839,7 +1935,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     redisReply *r = rr;
     achan *ch = priv;
     if (!r) {
-        sub_drop(a, 1);
+        sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                r->element[0]->type == REDIS_REPLY_STRING) {
         const char *kind = r->element[0]->str;
@@ -1865,7 +1961,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
             }
         }
     } else if (r->type == REDIS_REPLY_ERROR) {
-        sub_drop(a, 0);
+        sub_failed(a, 0);
     }
     leave(a);
 }
@@ -1877,7 +1973,7 @@ static void on_sub_disconnect(const redisAsyncContext *ac, int status)
     if (!a)
         return;
     enter(a);
-    sub_drop(a, 1);
+    sub_failed(a, 1);
     leave(a);
 }
 
@@ -1887,7 +1983,7 @@ static void on_sub_connect(const redisAsyncContext *ac, int status)
     if (!a || status == REDIS_OK)
         return;
     enter(a);
-    sub_drop(a, 1);
+    sub_failed(a, 1);
     leave(a);
 }
 
@@ -1899,7 +1995,7 @@ static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
     if (!a || !r || r->type != REDIS_REPLY_ERROR)
         return;
     enter(a);
-    sub_drop(a, 0);
+    sub_failed(a, 0);
     leave(a);
 }
 
@@ -1916,7 +2012,19 @@ static int chan_join(aop *op)
         ch = ch->next;
     if (!ch) {
         if (!a->sub) {
-            const relock__server *srv = a->conns[0].srv;
+            /* With a quorum every server announces releases: the first
+             * connected one from where the last failed subscription
+             * leaves off (as the blocking waiter, the first that
+             * accepts). */
+            int at = a->sub_from % a->nconns;
+            for (int k = 0; k < a->nconns; k++) {
+                int i = (a->sub_from + k) % a->nconns;
+                if (a->conns[i].connected) {
+                    at = i;
+                    break;
+                }
+            }
+            const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
             if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
@@ -1928,6 +2036,8 @@ static int chan_join(aop *op)
             redisAsyncSetConnectCallback(s, on_sub_connect);
             redisAsyncSetDisconnectCallback(s, on_sub_disconnect);
             a->sub = s;
+            a->sub_at = at;
+            a->sub_gen++;
             if (srv->password[0]) {
                 if (srv->username[0])
                     redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s %s", srv->username,
@@ -1950,6 +2060,7 @@ static int chan_join(aop *op)
         }
     }
     op->ch = ch;
+    op->sub_gen = a->sub_gen;
     op->cprev = NULL;
     op->cnext = ch->waiters;
     if (ch->waiters)
@@ -1989,16 +2100,45 @@ static void sleep_fire(void *arg)
 static void plan(aop *op, int after_subscribe);
 
 /* A subscription not answered within command_timeout_ms: wait without it. */
+static void sub_timeout_fire(void *arg);
+
+/* op's subscription failed (no answer in time, or its connection went):
+ * with a quorum it tries the next server, as the blocking waiter tries
+ * each in turn within its one subscribe step; then it plans without. */
+static void sub_next(aop *op)
+{
+    relock_async *a = op->a;
+    timer_stop(a, &op->timer);
+    unsigned gen = op->sub_gen;
+    chan_leave(op);
+    if (a->nconns > 1 && ++op->sub_tries < a->nconns && !a->freeing) {
+        if (a->sub_gen == gen) { /* the connection it waited on: not answering */
+            a->sub_from = (a->sub_at + 1) % a->nconns;
+            if (a->sub)
+                sub_drop(a, 0);
+        }
+        int j = chan_join(op);
+        if (j == 0) {
+            op->timer = timer_start(a, a->c->s.command_timeout_ms, sub_timeout_fire, op);
+            return;
+        }
+        if (j == 1) {
+            op->state = S_RUN;
+            plan(op, 1);
+            return;
+        }
+    }
+    plan(op, 1);
+}
+
 static void sub_timeout_fire(void *arg)
 {
     aop *op = arg;
     relock_async *a = op->a;
     op->timer = NULL;
     enter(a);
-    if (op->state == S_SUBSCRIBING) {
-        chan_leave(op);
-        plan(op, 1);
-    }
+    if (op->state == S_SUBSCRIBING)
+        sub_next(op);
     leave(a);
 }
 
@@ -2036,6 +2176,7 @@ static void plan(aop *op, int after_subscribe)
     };
     relock__wait_plan p = relock__wait_plan_next(&in);
     if (p.act == RELOCK__WAIT_SUBSCRIBE) {
+        op->sub_tries = 0;
         int j = op->ch ? (op->ch->confirmed ? 1 : 0) : chan_join(op);
         if (j == 0) {
             /* plans again when the subscription is answered, or without it */
@@ -2087,6 +2228,10 @@ static void machine_start(aop *op)
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
+    if (op->a->kit->fan && !op->fencing) {
+        fan_begin(op);
+        return;
+    }
     op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
 }
 
@@ -2147,7 +2292,9 @@ static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
 static int owner_phase(aop *op, int held)
 {
     relock_lock *l = op->l;
-    if (!op->a->c->s.owner_info)
+    /* (a quorum's record would be one server's view: not written, as by
+     * the blocking client) */
+    if (!op->a->c->s.owner_info || op->a->kit->fan)
         return 0;
     char info[RELOCK__OWNER_INFO_MAX] = "";
     if (held)
@@ -2415,8 +2562,12 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         return;
     }
     if (op->state == S_SUBSCRIBING) {
-        timer_stop(a, &op->timer);
-        plan(op, 1);
+        if (op->ch && op->ch->confirmed) {
+            timer_stop(a, &op->timer);
+            plan(op, 1);
+        } else {
+            sub_next(op); /* its subscriber connection failed */
+        }
         return;
     }
     char text[400];
@@ -2562,6 +2713,510 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
     }
 }
 
+/* ------------------------------------------------------------------ the quorum's fan driver */
+
+/*
+ * A quorum (several servers) runs the fan machine (engine/fan.h,
+ * quorum.c) over a connection per server, as the blocking fan driver
+ * (engine/fandrive.c) does over its poll loop: a round's batches go out
+ * at once, each server's replies are fed as soon as they are complete,
+ * one timer per round feeds the time at the round's deadline, and the
+ * machine decides.  What the driver keeps is decision 44's part: a server
+ * still silent when a round is decided owes its replies (its request stays
+ * in the connection's FIFO without an operation, read and dropped) if its
+ * batch was written before the deadline, else its connection is dropped;
+ * a connection owing a reply older than the round's timeout, or MAX_OWED
+ * replies, is dropped when a round would use it, and left alone for one
+ * timeout.  Pipelined operations leave a server slightly slower than the
+ * majority owing many replies at once, as a matter of course: lateness is
+ * judged by the age of the oldest, and the count only bounds the memory
+ * (the blocking driver, one operation at a time, stops at 8; decision
+ * 211).  A quorum's connections run no probe (the quorum is modern
+ * values only): AUTH, SELECT and SCRIPT LOAD of the quorum's scripts are
+ * pipelined ahead of the first batch, as the blocking fan driver does.
+ */
+
+#define MAX_OWED 4096
+
+/* The scripts a quorum sends, loaded on every new connection. */
+static const int quorum_scripts[] = {RELOCK__SCRIPT_MODERN_ACQUIRE, RELOCK__SCRIPT_FENCE_RAISE,
+                                     RELOCK__SCRIPT_DEL_IF_EQ, RELOCK__SCRIPT_PEXPIRE_IF_EQ};
+
+/* A fan operation's round, as the driver sees it. */
+struct afan {
+    relock__fanfeed f;                 /* the next feed, filled as replies come */
+    areq *rq[RELOCK__MAX_SERVERS];     /* the round's request to each server, while live */
+    uint64_t start, end;               /* the round's start and deadline */
+    long long timeout_ms;
+    int open;
+    int feeds;
+    void *timer; /* the round's deadline */
+    void *kick;  /* a fault to feed, from the loop */
+    char text[][448]; /* a fault's words, per server (as many as servers) */
+};
+
+static void fan_step(aop *op);
+
+/* Writes what a quorum connection has buffered now, as far as the socket
+ * takes it, rather than at the loop's next turn: a request is written (it
+ * may run) or not when its round is decided, and the machine counts the
+ * servers left owing by that.  Done when a round's batches are sent (a
+ * round may be decided at its first feed: a clean-up that waits for
+ * nobody), as the blocking driver flushes, and again before a feed for a
+ * request the socket did not take whole.  A write error is left in the
+ * context, where hiredis's next write event finds it and disconnects. */
+static int rq_written(const areq *rq);
+
+static void flush_unwritten(void *arg)
+{
+    aop *op = arg;
+    for (int i = 0; i < op->a->nconns; i++) {
+        areq *rq = op->fan->rq[i];
+        if (!rq || rq->outstanding <= 0 || rq_written(rq))
+            continue;
+        aconn *cn = rq->cn;
+        int done = 0;
+        if (cn->ac && cn->connected && !cn->ac->c.err)
+            (void)redisBufferWrite(&cn->ac->c, &done);
+    }
+}
+
+/* Flushes the connections of op's live requests not wholly written, all
+ * under one SIGPIPE block (decision 241: every write of the client). */
+static void fan_flush(aop *op)
+{
+    int any = 0;
+    for (int i = 0; i < op->a->nconns && !any; i++) {
+        areq *rq = op->fan->rq[i];
+        any = rq && rq->outstanding > 0 && !rq_written(rq) && rq->cn->connected;
+    }
+    if (any)
+        relock__write_nopipe(flush_unwritten, op);
+}
+
+/* Whether rq's bytes were all handed to the socket. */
+static int rq_written(const areq *rq)
+{
+    const aconn *cn = rq->cn;
+    if (!cn->ac || !cn->connected)
+        return 0;
+    uint64_t wrote = cn->appended - (cn->ac->c.obuf ? sdslen(cn->ac->c.obuf) : 0);
+    return wrote >= rq->end_off;
+}
+
+static unsigned fan_written(const afan *F, int n)
+{
+    unsigned w = 0;
+    for (int i = 0; i < n; i++)
+        if (F->rq[i] && rq_written(F->rq[i]))
+            w |= 1u << i;
+    return w;
+}
+
+static void fan_kick_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->fan->kick = NULL;
+    enter(a);
+    if (!a->freeing && op->state == S_SENT && op->fan->f.from)
+        fan_step(op);
+    leave(a);
+}
+
+/* Records a fault of server i in the next feed; from the loop when not
+ * stepping already (the connection's teardown goes on around it). */
+static void fan_fault(aop *op, int i, relock__fault fault, relock_status st, const char *text)
+{
+    afan *F = op->fan;
+    relock__feed *sf = &F->f.srv[i];
+    F->f.from |= 1u << i;
+    sf->nreply = 0;
+    sf->fault = fault;
+    sf->fault_status = st ? st : RELOCK_EIO;
+    sf->fault_text = NULL;
+    if (text) {
+        snprintf(F->text[i], sizeof F->text[0], "%s", text);
+        sf->fault_text = F->text[i];
+    }
+}
+
+/* Server i's connection failed under op's live request rq (already out of
+ * the FIFO): rq goes, and the fault is fed from the loop. */
+static void fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text)
+{
+    afan *F = op->fan;
+    int i = rq->cn->idx;
+    if (F && F->rq[i] == rq) {
+        F->rq[i] = NULL;
+        fan_fault(op, i, fault, st, text);
+        if (!F->kick)
+            F->kick = timer_start(op->a, 0, fan_kick_fire, op);
+    }
+    rq_clear(rq);
+    free(rq);
+}
+
+/* Server i answered op's request rq wholly (rq is out of the FIFO). */
+static void fan_reply(aop *op, areq *rq)
+{
+    afan *F = op->fan;
+    int i = rq->cn->idx;
+    if (!F || F->rq[i] != rq) {
+        rq_clear(rq);
+        free(rq);
+        return;
+    }
+    F->rq[i] = NULL;
+    int missing = rq->nrep < rq->expect;
+    for (int k = 0; k < rq->nrep; k++)
+        missing |= !rq->rep[k];
+    if (missing) {
+        rq_clear(rq);
+        free(rq);
+        fan_fault(op, i, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
+    } else {
+        relock__feed *sf = &F->f.srv[i];
+        F->f.from |= 1u << i;
+        memset(sf, 0, sizeof *sf);
+        /* the replies stay in rq until the machine has read them */
+        F->rq[i] = rq;
+        rq->outstanding = -1; /* answered: fed, then freed */
+        sf->reply = rq->rep;
+        sf->nreply = rq->nrep;
+    }
+    F->f.mono_ms = now_ms();
+    fan_step(op);
+}
+
+static void fan_timer_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->fan->timer = NULL;
+    enter(a);
+    if (!a->freeing && op->state == S_SENT) {
+        op->fan->f.mono_ms = now_ms();
+        fan_step(op);
+    }
+    leave(a);
+}
+
+/* Drops a quorum connection; late: left alone for timeout_ms. */
+static void fan_drop(aconn *cn, const char *why, uint64_t now, long long late_ms)
+{
+    if (cn->ac)
+        conn_gone(cn, 0, RELOCK_EIO, why);
+    if (late_ms > 0)
+        cn->retry_at = now + (uint64_t)late_ms;
+}
+
+/* A reply to a quorum connection's setup: a refused AUTH or SELECT drops
+ * it, fed to the machines as a configuration fault; SCRIPT LOAD's errors
+ * do not matter (NOSCRIPT then brings EVAL). */
+static void on_fan_setup(redisAsyncContext *ac, void *rr, void *priv)
+{
+    aconn *cn = ac->data;
+    redisReply *r = rr;
+    if (!cn || !r || !priv || r->type != REDIS_REPLY_ERROR || cn->a->freeing)
+        return;
+    relock_async *a = cn->a;
+    enter(a);
+    char why[300];
+    snprintf(why, sizeof why, "AUTH/SELECT: %.150s", r->str ? r->str : "");
+    conn_gone(cn, 0, RELOCK_ECONFIG, why);
+    leave(a);
+}
+
+/* Appends one formatted command of a quorum connection's setup. */
+static int fan_setup_cmd(aconn *cn, int argc, const char **argv, int login)
+{
+    size_t len[4];
+    for (int i = 0; i < argc; i++)
+        len[i] = strlen(argv[i]);
+    char *cmd = NULL;
+    int fl = redisFormatCommandArgv(&cmd, argc, argv, len);
+    if (fl < 0)
+        return -1;
+    cn->appended += (uint64_t)fl;
+    /* priv: non-NULL for AUTH and SELECT, whose refusal matters */
+    int rc = redisAsyncFormattedCommand(cn->ac, on_fan_setup, login ? (void *)cn : NULL, cmd,
+                                        (size_t)fl);
+    free(cmd);
+    return rc == REDIS_OK ? 0 : -1;
+}
+
+/* Opens a quorum connection and pipelines its setup; 0, or -1. */
+static int fan_connect(aconn *cn)
+{
+    relock_async *a = cn->a;
+    const relock__server *srv = cn->srv;
+    redisAsyncContext *ac =
+        srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
+    if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+        if (ac)
+            redisAsyncFree(ac);
+        return -1;
+    }
+    ac->data = cn;
+    cn->ac = ac;
+    cn->appended = 0;
+    cn->connected = 0;
+    cn->cstate = C_READY; /* commands wait in hiredis's buffer until it is up */
+    a->c->connects++;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
+    int bad = 0;
+    if (srv->password[0]) {
+        const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
+                               srv->password};
+        bad |= fan_setup_cmd(cn, srv->username[0] ? 3 : 2, argv, 1);
+    }
+    if (srv->db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", srv->db);
+        const char *argv[2] = {"SELECT", db};
+        bad |= fan_setup_cmd(cn, 2, argv, 1);
+    }
+    for (size_t k = 0; k < sizeof quorum_scripts / sizeof quorum_scripts[0]; k++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", relock__script_source(quorum_scripts[k])};
+        bad |= fan_setup_cmd(cn, 3, argv, 0);
+    }
+    if (bad) {
+        conn_gone(cn, 0, RELOCK_ENOMEM, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Formats batch b as a request of op on cn; NULL out of memory. */
+static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
+{
+    areq *rq = calloc(1, sizeof *rq);
+    if (!rq)
+        return NULL;
+    rq->op = op;
+    rq->cn = cn;
+    for (int k = 0; k < b->n; k++) {
+        const relock__cmd *cmd = &b->cmd[k];
+        int fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv,
+                                        cmd->len);
+        if (fl < 0) {
+            rq_clear(rq);
+            free(rq);
+            return NULL;
+        }
+        rq->len[k] = (size_t)fl;
+        rq->n = k + 1;
+    }
+    return rq;
+}
+
+/* A new round's batch to server i: the connection checked (owed replies,
+ * lateness), opened if needed, and the batch written; 0, or -1 when the
+ * server is not reached (down, left alone after being late, failing). */
+static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
+                         long long timeout_ms)
+{
+    relock_async *a = op->a;
+    aconn *cn = &a->conns[i];
+    if (cn->ac) {
+        int owed = 0;
+        uint64_t oldest = 0;
+        for (areq *p = cn->fifo; p; p = p->fnext)
+            if (!p->op) {
+                if (!owed)
+                    oldest = p->sent_at;
+                owed++;
+            }
+        if (owed > 0 && (owed >= MAX_OWED || now - oldest > (uint64_t)timeout_ms))
+            fan_drop(cn, "too far behind: dropped", now, timeout_ms);
+    }
+    if (!cn->ac && (now < cn->retry_at || fan_connect(cn) != 0))
+        return -1;
+    areq *rq = fan_request(op, cn, b);
+    if (!rq)
+        return -1;
+    cn->late_ms = timeout_ms;
+    op->fan->rq[i] = rq;
+    op->sent_any = 1;
+    rq_send(rq);
+    return 0;
+}
+
+/* The round is decided at now: a server still silent owes its replies if
+ * its batch was written in time, else its connection is dropped. */
+static void fan_close_round(aop *op, uint64_t now)
+{
+    relock_async *a = op->a;
+    afan *F = op->fan;
+    if (!F->open)
+        return;
+    F->open = 0;
+    timer_stop(a, &F->timer);
+    for (int i = 0; i < a->nconns; i++) {
+        areq *rq = F->rq[i];
+        if (!rq)
+            continue;
+        F->rq[i] = NULL;
+        aconn *cn = rq->cn;
+        if (rq->outstanding < 0) { /* answered, not fed: cannot happen after a step */
+            rq_clear(rq);
+            free(rq);
+            continue;
+        }
+        int written = rq_written(rq);
+        rq->op = NULL; /* owed, or gone with its connection below */
+        if (now >= F->end)
+            fan_drop(cn, "no reply within the quorum's timeout: dropped", now, F->timeout_ms);
+        else if (!written)
+            fan_drop(cn, "decided without it before its request was written: dropped", now, 0);
+    }
+}
+
+/* Frees what the last feed brought and empties it. */
+static void fan_reset_feed(aop *op)
+{
+    afan *F = op->fan;
+    int n = op->a->nconns;
+    for (int i = 0; i < n; i++) {
+        if (((F->f.from >> i) & 1u) && F->rq[i] && F->rq[i]->outstanding < 0) {
+            rq_clear(F->rq[i]);
+            free(F->rq[i]);
+            F->rq[i] = NULL;
+        }
+        memset(&F->f.srv[i], 0, sizeof F->f.srv[i]);
+    }
+    F->f.from = 0;
+    F->f.reached = 0;
+}
+
+/* The operation's fan machine has ended, or the operation ends: its round
+ * is closed and its timers stopped. */
+static void fan_end(aop *op)
+{
+    afan *F = op->fan;
+    if (!F)
+        return;
+    relock_async *a = op->a;
+    timer_stop(a, &F->timer);
+    timer_stop(a, &F->kick);
+    fan_reset_feed(op);
+    if (F->open)
+        fan_close_round(op, now_ms());
+    for (int i = 0; i < a->nconns; i++)
+        if (F->rq[i]) { /* detached: read and dropped, or freed with its connection */
+            F->rq[i]->op = NULL;
+            F->rq[i] = NULL;
+        }
+}
+
+/* Starts op's fan machine (op->m initialised) from its first feed. */
+static void fan_begin(aop *op)
+{
+    if (!op->fan) {
+        op->fan = calloc(1, sizeof *op->fan + (size_t)op->a->nconns * sizeof op->fan->text[0]);
+        if (!op->fan) {
+            machine_done(op, op_fail(op, RELOCK_ENOMEM, "lock %s: out of memory",
+                                     op->l ? op->l->name : ""));
+            return;
+        }
+    } else {
+        fan_end(op);
+        memset(op->fan, 0, sizeof *op->fan);
+    }
+    op->state = S_SENT;
+    op->sent_any = 0;
+    op->fan->f.mono_ms = now_ms();
+    fan_step(op);
+}
+
+/* Feeds op's fan machine what its feed holds and does what it answers,
+ * until it waits for replies or the round's deadline, or ends. */
+static void fan_step(aop *op)
+{
+    relock_async *a = op->a;
+    afan *F = op->fan;
+    relock__fanout *out = a->fanout;
+    relock__mhead *h = op->m;
+    int n = a->nconns;
+    timer_stop(a, &F->kick);
+    for (;;) {
+        fan_flush(op); /* what the socket did not take whole yet */
+        F->f.written = fan_written(F, n);
+        err_load(op);
+        relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
+        err_save(op);
+        uint64_t fed_at = F->f.mono_ms;
+        fan_reset_feed(op);
+        if (s == RELOCK__STEP_DONE) {
+            fan_close_round(op, fed_at);
+            op->state = S_RUN;
+            machine_done(op, h->st);
+            return;
+        }
+        int bad = ++F->feeds >= RELOCK__FAN_MAX_FEEDS;
+        for (int i = 0; s == RELOCK__STEP_SEND && i < n; i++)
+            if ((out->mask >> i) & 1u)
+                bad |= !relock__batch_ok(&out->b[i]) || out->b[i].n < 1;
+        if (bad) {
+            fan_close_round(op, fed_at);
+            op->state = S_RUN;
+            machine_done(op, op_fail(op, RELOCK_EPROTO, "lock %s: internal error: %s",
+                                     op->l->name,
+                                     F->feeds >= RELOCK__FAN_MAX_FEEDS
+                                         ? "an operation did not end"
+                                         : "a command batch overflowed"));
+            return;
+        }
+        if (s == RELOCK__STEP_SEND && out->round) {
+            /* A new round: the last one is decided. */
+            fan_close_round(op, fed_at);
+            F->open = 1;
+            F->timeout_ms = out->timeout_ms;
+            F->start = now_ms();
+            F->end = F->start + (uint64_t)out->timeout_ms;
+            for (int i = 0; i < n; i++)
+                if (((out->mask >> i) & 1u) &&
+                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms) == 0)
+                    F->f.reached |= 1u << i;
+            F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
+            F->f.mono_ms = F->start;
+            continue; /* flushed before the first feed */
+        }
+        if (s == RELOCK__STEP_SEND) {
+            /* Within the round: a server's batch again, in place of the
+             * one it answered. */
+            for (int i = 0; i < n; i++) {
+                if (!((out->mask >> i) & 1u))
+                    continue;
+                aconn *cn = &a->conns[i];
+                areq *rq = cn->ac ? fan_request(op, cn, &out->b[i]) : NULL;
+                if (!rq) {
+                    fan_fault(op, i, RELOCK__FAULT_UNSENT, cn->ac ? RELOCK_ENOMEM : RELOCK_EIO,
+                              NULL);
+                    continue;
+                }
+                F->rq[i] = rq;
+                rq_send(rq);
+            }
+            fan_flush(op);
+        }
+        if (F->f.from) {
+            F->f.mono_ms = now_ms();
+            continue;
+        }
+        if (!F->timer) {
+            /* past the deadline and still waiting: feed the time again soon */
+            uint64_t now = now_ms();
+            F->timer = timer_start(a, F->end > now ? (long long)(F->end - now) : 1,
+                                   fan_timer_fire, op);
+        }
+        return;
+    }
+}
+
 /* ------------------------------------------------------------------ starting */
 
 static void kick_fire(void *arg)
@@ -2591,7 +3246,8 @@ static void op_start(aop *op)
         relock_client *c = a->c;
         relock_lock *l = op->l;
         char before[RELOCK__KEY_MAX];
-        if (!(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
+        /* (a quorum's machine carries the counter over itself) */
+        if (!a->kit->fan && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
             relock__fence_key_before(l->key, before, sizeof before) == 1) {
             fence_wrap *w = malloc(sizeof *w);
             if (!w) {
@@ -2656,6 +3312,33 @@ static void op_start(aop *op)
     machine_start(op);
 }
 
+static void start_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    enter(a);
+    if (op->state == S_NEW)
+        op_start(op);
+    leave(a);
+}
+
+/* A new operation starts from the loop: with one server when its
+ * connection is ready; with a quorum at the next turn (the fan driver
+ * connects each server as a round needs it). */
+static void op_schedule(aop *op)
+{
+    relock_async *a = op->a;
+    if (a->kit && a->kit->fan) {
+        op->timer = timer_start(a, 0, start_fire, op);
+        if (!op->timer)
+            op_finish(op, op_fail(op, RELOCK_ENOMEM, "out of memory"));
+        return;
+    }
+    op->cn = route(a, op->l ? op->l->key : NULL);
+    conn_wants(op->cn, op);
+}
+
 /* Queues a new operation; it starts from the loop. */
 static void op_enqueue(aop *op)
 {
@@ -2666,8 +3349,7 @@ static void op_enqueue(aop *op)
     a->ops = op;
     a->pending++;
     op->state = S_NEW;
-    op->cn = route(a, op->l ? op->l->key : NULL);
-    conn_wants(op->cn, op);
+    op_schedule(op);
 }
 
 static aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
@@ -2779,18 +3461,33 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         a->conns[0].node = c->s.servers[0];
         a->conns[0].srv = &a->conns[0].node;
     }
-    const char *no = NULL;
-    if (c->s.nservers > 1)
-        no = "several servers (a quorum)";
-    if (no) {
-        a->fatal = RELOCK__FAIL(&a->err, RELOCK_EUNSUPPORTED,
-                                "%s: not available to the asynchronous client yet (docs/api.md); "
-                                "use the blocking API",
-                                no);
-        relock__err_copy(&a->fatal_err, &a->err);
-        return a->fatal;
+    if (c->s.nservers > 1) {
+        /* A quorum: the blocking client's checks (relock_connect), the
+         * mode fixed (modern values), no probe; connections open as the
+         * first round needs them. */
+        relock_status st = RELOCK_OK;
+        if (relock__durable_on(c) || c->s.lock_delay_ms > 0)
+            st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                              "%s: not with several servers (a quorum); configure one server, "
+                              "or turn it off",
+                              relock__durable_on(c) ? "durability" : "lock_delay_ms");
+        if (st == RELOCK_OK)
+            st = relock__quorum_setup(c);
+        a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
+        if (st == RELOCK_OK && !a->fanout)
+            st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
+        c->algo = NULL; /* the blocking calls must not run on this client's locks */
+        if (st != RELOCK_OK) {
+            relock__err_copy(&a->err, &c->err);
+            a->fatal = st;
+            relock__err_copy(&a->fatal_err, &a->err);
+            return st;
+        }
+        a->kit = &kit_quorum;
+        a->probed = 1;
     }
-    conn_connect(&a->conns[0]);
+    if (!a->kit)
+        conn_connect(&a->conns[0]);
     return RELOCK_OK;
 }
 
@@ -3055,7 +3752,12 @@ static void really_free(relock_async *a)
         redisAsyncFree(s);
     }
     chan_free_all(a);
+    free(a->fanout);
     relock_client *c = a->c;
+    if (c->q) {
+        relock__quorum_free(c);
+        free(c->q);
+    }
     memset(c, 0xa5, sizeof *c); /* settings hold passwords */
     free(c);
     memset(a, 0xa5, sizeof *a);
@@ -3071,6 +3773,20 @@ void relock_async_free(relock_async *a)
     /* Every operation ends now, once. */
     for (int i = 0; i < a->nconns; i++) {
         aconn *cn = &a->conns[i];
+        /* a quorum's requests are their own: freed here, their contexts'
+         * callbacks are not called any more (ac->data goes first) */
+        for (areq *rq = cn->fifo; rq;) {
+            areq *next = rq->fnext;
+            if (!rq->op || rq != &rq->op->rq) {
+                if (rq->op && rq->op->fan && rq->op->fan->rq[i] == rq)
+                    rq->op->fan->rq[i] = NULL;
+                rq_clear(rq);
+                free(rq);
+            }
+            rq = next;
+        }
+        if (cn->ac)
+            cn->ac->data = NULL;
         cn->queue = cn->queue_tail = NULL;
         cn->fifo = cn->fifo_tail = NULL;
         cn->txn_owner = NULL;
@@ -3079,7 +3795,9 @@ void relock_async_free(relock_async *a)
         aop *op = a->ops;
         relock_status st = RELOCK_ECANCELED;
         const char *why = "cancelled: the client was freed";
-        if (op->state == S_SENT || (op->state == S_QUEUED && op->sent_any) || op->undoing) {
+        /* (a quorum's attempt that reached no server sent nothing) */
+        if ((op->state == S_SENT && (!op->fan || op->sent_any)) ||
+            (op->state == S_QUEUED && op->sent_any) || op->undoing) {
             if (op->kind == K_ACQ) {
                 st = RELOCK_EAMBIGUOUS;
                 why = "the client was freed while an attempt was in flight: the lock may be "

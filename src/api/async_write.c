@@ -2,8 +2,10 @@
  * The asynchronous client's writes without SIGPIPE (decision 241).
  *
  * hiredis 0.14 writes a context's output buffer with write(), from
- * redisAsyncHandleWrite() only (reads, commands and callbacks never
- * write).  relock_async_handle_write() runs it with SIGPIPE blocked in the
+ * redisAsyncHandleWrite() (reads, commands and callbacks never write);
+ * relock itself writes with redisBufferWrite() where a quorum's round is
+ * flushed (async.c).  Both go through relock__write_nopipe():
+ * relock_async_handle_write() runs the former with SIGPIPE blocked in the
  * calling thread: a write to a connection the server closed then fails
  * with EPIPE and leaves SIGPIPE pending on this thread, where it is taken
  * back with a zero-timeout sigtimedwait() before the mask is restored.  A
@@ -16,23 +18,20 @@
 #include <signal.h>
 #include <time.h>
 
+#include "api.h"
 #include "relock_async.h"
 
-void relock_async_handle_write(redisAsyncContext *ac)
+void relock__write_nopipe(void (*fn)(void *), void *arg)
 {
-    if (!ac)
-        return;
     sigset_t pipe_only, saved, pending;
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
     if (pthread_sigmask(SIG_BLOCK, &pipe_only, &saved) != 0) {
-        redisAsyncHandleWrite(ac);
+        fn(arg);
         return;
     }
     int before = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-    /* ac may be freed inside (a failed write disconnects, and callbacks
-     * run): nothing below looks at it again. */
-    redisAsyncHandleWrite(ac);
+    fn(arg);
     if (!before && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
         const struct timespec zero = {0, 0};
         int got;
@@ -41,4 +40,18 @@ void relock_async_handle_write(redisAsyncContext *ac)
         while (got < 0 && errno == EINTR);
     }
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
+static void handle_write(void *ac)
+{
+    /* ac may be freed inside (a failed write disconnects, and callbacks
+     * run): nothing after it looks at it again. */
+    redisAsyncHandleWrite(ac);
+}
+
+void relock_async_handle_write(redisAsyncContext *ac)
+{
+    if (!ac)
+        return;
+    relock__write_nopipe(handle_write, ac);
 }

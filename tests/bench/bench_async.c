@@ -10,9 +10,13 @@
  *   2. How many locks one loop holds at once (1k, 10k): all acquired in
  *      flight together, the time until the last is won, and the client's
  *      heap per lock while pending and while held (mallinfo2).
+ *   3. A quorum of three servers: N locks acquired and released with every
+ *      acquire in flight at once on one loop (a connection per server),
+ *      against the same N one after another with the blocking quorum; the
+ *      ratio.
  *
- * Both placements, with taskset(1): client and server on one core, and on
- * two cores.  The top process runs `taskset -c CLIENT self --phase
+ * Both placements, with taskset(1): client and server(s) on one core, and
+ * on two cores.  The top process runs `taskset -c CLIENT self --phase
  * --server-cpu CPU` for each; a phase starts its own redis-server on a free
  * port, pins it, and stops it by PID.  Medians of --reps runs.
  */
@@ -106,6 +110,80 @@ static relock_config *config(int port)
     return cfg;
 }
 
+/* 3. The quorum: three servers pinned to server_cpu. */
+static int quorum_phase(int server_cpu, const char *placement)
+{
+    testsrv qs[3];
+    char urls[3 * 40] = "";
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(server_cpu, &set);
+    for (int i = 0; i < 3; i++) {
+        if (testsrv_start(&qs[i], NULL) != 0)
+            return 1;
+        sched_setaffinity(qs[i].pid, sizeof set, &set);
+        char one[40];
+        snprintf(one, sizeof one, "%sredis://127.0.0.1:%d", i ? ", " : "", qs[i].port);
+        strcat(urls, one);
+    }
+    relock_config *cfg = relock_config_new();
+    relock_config_set(cfg, "mode", "modern");
+    relock_config_set(cfg, "servers", urls);
+    relock_config_set(cfg, "key_prefix", "benchq:");
+    relock_client *c;
+    if (relock_connect(cfg, &c) != RELOCK_OK) {
+        fprintf(stderr, "quorum connect: %s\n", relock_client_error(c)->message);
+        return 1;
+    }
+    base = event_base_new();
+    relock_async_libevent(&loop, base);
+    relock_async *a;
+    if (relock_async_new(cfg, &loop, &a) != RELOCK_OK) {
+        fprintf(stderr, "quorum async: %s\n", relock_async_error(a)->message);
+        return 1;
+    }
+    char name[32];
+    double tb[64], ta[64];
+    for (int r = 0; r < reps && r < 64; r++) {
+        uint64_t t0 = tu_now_ms();
+        for (int i = 0; i < n_locks; i++) {
+            relock_lock *l;
+            snprintf(name, sizeof name, "s%d", i);
+            if (relock_try_acquire(c, name, 10000, &l) != RELOCK_OK ||
+                relock_release(l) != RELOCK_OK)
+                failed++;
+            relock_lock_free(l);
+        }
+        tb[r] = (double)(tu_now_ms() - t0);
+        done = 0;
+        t0 = tu_now_ms();
+        for (int i = 0; i < n_locks; i++) {
+            snprintf(name, sizeof name, "a%d", i);
+            if (relock_async_try_acquire(a, name, 10000, won_release, NULL, NULL) != RELOCK_OK)
+                failed++, done++;
+        }
+        run_until(n_locks, 60000);
+        ta[r] = (double)(tu_now_ms() - t0);
+    }
+    int nr = reps < 64 ? reps : 64;
+    double mb = median(tb, nr), ma = median(ta, nr);
+    printf("%-10s quorum of 3, N=%d  blocking one after another %.0f ms (%.0f/s)  async "
+           "concurrent %.0f ms (%.0f/s)  ratio %.1fx\n",
+           placement, n_locks, mb, n_locks * 1000.0 / mb, ma, n_locks * 1000.0 / ma, mb / ma);
+    fflush(stdout);
+    relock_async_free(a);
+    for (int i = 0; i < 20; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    event_base_free(base);
+    relock_client_free(c);
+    relock_config_free(cfg);
+    for (int i = 0; i < 3; i++)
+        testsrv_stop(&qs[i]);
+    if (failed)
+        fprintf(stderr, "%s quorum: %ld operations failed\n", placement, failed);
+    return failed ? 1 : 0;
+}
+
 static int phase(int server_cpu, const char *placement)
 {
     testsrv srv;
@@ -195,9 +273,11 @@ static int phase(int server_cpu, const char *placement)
     relock_client_free(c);
     relock_config_free(cfg);
     testsrv_stop(&srv);
-    if (failed)
+    if (failed) {
         fprintf(stderr, "%s: %ld operations failed\n", placement, failed);
-    return failed ? 1 : 0;
+        return 1;
+    }
+    return quorum_phase(server_cpu, placement);
 }
 
 int main(int argc, char **argv)

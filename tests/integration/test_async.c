@@ -914,8 +914,9 @@ static void test_refusals(void **state)
     assert_int_equal(relock_config_set(cfg, "servers",
                                        "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3"),
                      RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
     assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EUNSUPPORTED);
-    assert_non_null(strstr(relock_async_error(a)->message, "several servers"));
+    assert_non_null(strstr(relock_async_error(a)->message, "durability: not with several servers"));
     outcome o = {0};
     assert_int_equal(relock_async_try_acquire(a, "x", 0, record, &o, NULL), RELOCK_EUNSUPPORTED);
     relock_async_free(a);

@@ -75,7 +75,7 @@ static void loop_fini(void)
 #endif
 
 /* Runs the loop until *flag reaches want or ms pass; returns *flag. */
-static long run_until(const long *flag, long want, long ms)
+static inline long run_until(const long *flag, long want, long ms)
 {
     uint64_t end = tu_now_ms() + (uint64_t)ms;
     while (*flag < want && tu_now_ms() < end)
@@ -83,7 +83,7 @@ static long run_until(const long *flag, long want, long ms)
     return *flag;
 }
 
-static void run_for(long ms)
+static inline void run_for(long ms)
 {
     uint64_t end = tu_now_ms() + (uint64_t)ms;
     while (tu_now_ms() < end)

@@ -238,6 +238,9 @@ struct aconn {
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
     long long late_ms;  /* the last round timeout of a request sent on it */
+    /* legacy.clock = "server": this server's clock (a Cluster node's own,
+     * as the blocking client keeps one per node's connection) */
+    relock__clock_est clock;
 };
 
 struct relock_async {
@@ -1650,7 +1653,7 @@ static void conn_connect(aconn *cn)
     cn->ac = ac;
     cn->appended = 0;
     a->c->connects++;
-    a->c->conn.clock.known = 0; /* legacy.clock = "server": measured again */
+    cn->clock.known = 0; /* legacy.clock = "server": measured again */
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
@@ -2608,7 +2611,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
             if (!c->s.legacy.clock_server) {
                 in.fleet_ms = relock__wall_ms();
-            } else if (relock__clock_due(&c->conn.clock, in.mono_ms)) {
+            } else if (relock__clock_due(&cn->clock, in.mono_ms)) {
                 /* The server's clock is measured first (the clock
                  * machine, on the same connection, inside the
                  * transaction if one is open); these replies wait. */
@@ -2617,10 +2620,11 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 memset(rq->rep, 0, sizeof rq->rep);
                 rq->nrep = 0;
                 op->clocking = 1;
+                c->conn.clock = cn->clock; /* what the clock machine measures */
                 relock__clock_init(&op->clk, op->in_txn);
                 continue;
             } else {
-                in.fleet_ms = relock__clock_server_ms(&c->conn.clock, in.mono_ms);
+                in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
             }
         }
         relock__batch *b = &a->batch;
@@ -2640,6 +2644,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             /* The clock is known (or its failure is the fault the waiting
              * replies are fed with, as the blocking driver does). */
             op->clocking = 0;
+            cn->clock = c->conn.clock;
             memcpy(rq->rep, op->held, sizeof rq->rep);
             rq->nrep = op->nheld;
             memset(op->held, 0, sizeof op->held);

@@ -32,10 +32,36 @@
 #define N 3 /* masters: node[0..2]; node[R] is node[1]'s replica */
 #define R N
 static testsrv node[N + 1];
+static int start_node_env(int i);
 static int bus[N + 1];
 static char ids[N + 1][64];
 
+/* node[SKEWED]'s wall clock runs SKEW_MS ahead (tests/support/clock_ahead.c
+ * preloaded): a lock's timestamp under legacy.clock = "server" must be
+ * written by the clock of the node that holds it. */
+#define SKEWED 2
+#define SKEW_MS 600000LL
+static int skewed;
+
 static int start_node(int i)
+{
+    const char *so = i == SKEWED ? RELOCK_CLOCK_AHEAD_SO : NULL;
+    if (so) {
+        char ahead[32];
+        snprintf(ahead, sizeof ahead, "%lld", SKEW_MS);
+        setenv("LD_PRELOAD", so, 1);
+        setenv("RELOCK_TEST_CLOCK_AHEAD_MS", ahead, 1);
+    }
+    int rc = start_node_env(i);
+    if (so) {
+        unsetenv("LD_PRELOAD");
+        unsetenv("RELOCK_TEST_CLOCK_AHEAD_MS");
+        skewed = rc == 0;
+    }
+    return rc;
+}
+
+static int start_node_env(int i)
 {
     /* The cluster bus port is the data port + 10000 unless set: a free
      * ephemeral port plus 10000 may be out of range, so set it. */
@@ -648,11 +674,84 @@ static void test_failover(void **state)
     loop_fini();
 }
 
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * legacy.clock = "server" over the cluster: each lock's timestamp is
+ * written by the clock of the node holding it (node[SKEWED] runs 10
+ * minutes ahead), as the blocking client keeps an estimate per node's
+ * connection.  With one estimate for the client, the node measured last
+ * lent its clock to the others.
+ */
+static void test_clock_per_node(void **state)
+{
+    (void)state;
+    assert_true(skewed);
+    /* the skew is real: node[SKEWED]'s TIME is ahead */
+    char *t = testsrv_cmd(&node[SKEWED], "TIME");
+    assert_non_null(t);
+    long long sec = atoll(t);
+    free(t);
+    if (!(sec * 1000 > wall_ms() + SKEW_MS - 60000))
+        fail_msg("node %d's clock is not ahead (TIME %lld)", SKEWED, sec);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = cluster_config("false");
+    assert_int_equal(relock_config_set(cfg, "mode", "legacy"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock", "server"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
+    relock_async *a = NULL;
+    relock_status st = relock_async_new(cfg, &lp, &a);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    const int on[2] = {SKEWED, 0};
+    char names[2][64];
+    for (int k = 0; k < 2; k++)
+        name_on(on[k], "aclk", names[k], sizeof names[k]);
+    /* both nodes' connections open and the map known (the first lock
+     * starts at node[0], its clock read there before the MOVED) */
+    for (int k = 0; k < 2; k++) {
+        outcome o;
+        must(try_acquire(a, names[k], &o), "acquire");
+        relock_lock_free(o.l);
+        char *r = testsrv_cmd(&node[on[k]], "DEL %s", names[k]);
+        free(r);
+    }
+    const long long ttl = 30000;
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 2; k++) {
+            long long skew = on[k] == SKEWED ? SKEW_MS : 0;
+            long long before = wall_ms();
+            outcome o;
+            memset(&o, 0, sizeof o);
+            assert_int_equal(relock_async_try_acquire(a, names[k], ttl, record, &o, NULL),
+                             RELOCK_OK);
+            must(finish(&o, 20000), "acquire");
+            long long after = wall_ms();
+            char *v = get_on(on[k], names[k]);
+            long long ts = atoll(v);
+            if (!(ts >= before + skew + ttl - 3000 && ts <= after + skew + ttl + 3000))
+                fail_msg("round %d, node %d: wrote %s, its clock + ttl is about %lld", round,
+                         on[k], v, after + skew + ttl);
+            free(v);
+            release_ok(o.l);
+        }
+    relock_async_free(a);
+    loop_fini();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_everywhere),
         cmocka_unit_test(test_slot_migration),
+        cmocka_unit_test(test_clock_per_node),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

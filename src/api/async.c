@@ -2402,6 +2402,26 @@ static int next_phase(aop *op, relock_status *st)
     return 1;
 }
 
+/* The reply to the legacy marker's SET: a MOVED (the map did not know the
+ * marker's slot) sends it once to the node named when the client has a
+ * ready connection there, as the blocking client's write follows it;
+ * anything else is dropped (the marker informs, DESIGN's scan). */
+static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
+{
+    aconn *cn = ac->data;
+    const redisReply *r = rr;
+    relock__redirect to;
+    if (!cn || !r || cn->a->freeing || r->type != REDIS_REPLY_ERROR || priv ||
+        relock__redirect_parse(cn->srv->host, r, &to) != RELOCK__REDIR_MOVED)
+        return;
+    relock_client *c = cn->a->c;
+    aconn *at = conn_find(cn->a, to.host, to.port);
+    char key[RELOCK__KEY_MAX];
+    if (at && at->ac && at->cstate == C_READY && !at->txn_owner &&
+        relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
+        redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
+}
+
 /* The machine ended. */
 static void machine_done(aop *op, relock_status st)
 {
@@ -2417,14 +2437,24 @@ static void machine_done(aop *op, relock_status st)
     }
     if (cn->txn_owner == op)
         cn->txn_owner = NULL;
-    if (h->note_legacy && cn->ac && cn->cstate == C_READY && !cn->txn_owner) {
+    if (h->note_legacy) {
         relock_client *c = a->c;
         uint64_t now = now_ms();
         char key[RELOCK__KEY_MAX];
+        /* Over a Cluster the marker goes where its own slot lives: the
+         * node the map names when its connection is up, else op's, whose
+         * MOVED is followed (on_marker). */
+        aconn *mc;
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
-            c->legacy_noted_at = now;
-            redisAsyncCommand(cn->ac, NULL, NULL, "SET %s %lld", key, relock__wall_ms());
+            mc = route(a, key);
+            if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+                mc = cn;
+            if (mc->ac && mc->cstate == C_READY && !mc->txn_owner) {
+                c->legacy_noted_at = now;
+                redisAsyncCommand(mc->ac, on_marker, NULL, "SET %s %lld", key,
+                                  relock__wall_ms());
+            }
         }
     }
     if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY)

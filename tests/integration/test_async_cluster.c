@@ -746,12 +746,71 @@ static void test_clock_per_node(void **state)
     loop_fini();
 }
 
+/*
+ * A legacy holder met on one node: the marker key that tells `relock
+ * scan` a legacy writer is about is written on the node serving the
+ * marker's own slot, as the blocking client's write (which follows MOVED)
+ * puts it there.
+ */
+static void test_marker_on_its_node(void **state)
+{
+    (void)state;
+    char mk[128];
+    assert_int_equal(relock__marker_key("", mk, sizeof mk), 0);
+    int m = owner(mk);
+    int at = -1; /* another node, not the skewed one */
+    for (int i = 0; i < N && at < 0; i++)
+        if (i != m && i != SKEWED)
+            at = i;
+    assert_true(at >= 0);
+    char near[64], name[64], v[32];
+    name_on(m, "amk-near", near, sizeof near);
+    name_on(at, "amk", name, sizeof name);
+    for (int round = 0; round < 2; round++) {
+        char *r = testsrv_cmd(&node[m], "DEL %s", mk);
+        free(r);
+        /* a legacy holder, live for a minute (seconds, no TTL) */
+        snprintf(v, sizeof v, "%lld", wall_ms() / 1000 + 60);
+        r = testsrv_cmd(&node[at], "SET %s %s", name, v);
+        free(r);
+        if (round == 0) {
+            /* the blocking client, for comparison */
+            relock_client *c = blocking("false");
+            relock_lock *bl = NULL;
+            assert_int_equal(relock_try_acquire(c, name, 5000, &bl), RELOCK_BUSY);
+            relock_client_free(c);
+        } else {
+            relock_async_loop lp;
+            loop_init(&lp);
+            relock_async *a = async_client(&lp, "false");
+            /* the marker's node is connected and the map known */
+            outcome o;
+            must(try_acquire(a, near, &o), "acquire");
+            release_ok(o.l);
+            assert_int_equal(try_acquire(a, name, &o)->st, RELOCK_BUSY);
+            long never = 0; /* the marker's reply comes meanwhile */
+            run_until(&never, 1, 300);
+            relock_async_free(a);
+            loop_fini();
+        }
+        r = testsrv_cmd(&node[m], "EXISTS %s", mk);
+        assert_non_null(r);
+        if (strcmp(r, "1") != 0)
+            fail_msg("%s client: no marker on node %d after a legacy holder on node %d (%s)",
+                     round ? "async" : "blocking", m, at, r);
+        free(r);
+        r = testsrv_cmd(&node[at], "DEL %s", name);
+        free(r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_everywhere),
         cmocka_unit_test(test_slot_migration),
         cmocka_unit_test(test_clock_per_node),
+        cmocka_unit_test(test_marker_on_its_node),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

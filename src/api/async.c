@@ -1032,8 +1032,10 @@ static void submit(aop *op)
         }
         /* A write that went on to another node: a WAIT after it could not
          * count it on the connection it started on (as the blocking
-         * client, whose write mark is the connection it began on). */
-        if (op->phase == PH_MAIN && !op->fencing && !op->undoing)
+         * client, whose write mark is the connection it began on).  After
+         * TRYAGAIN it goes again on the same one, where WAIT counts it (a
+         * new context there fails the pinned check by its generation). */
+        if (op->phase == PH_MAIN && !op->fencing && !op->undoing && to != op->rq.cn)
             op->wmoved = 1;
         op->redir = NULL;
         op->state = S_SENT;

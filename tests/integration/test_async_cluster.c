@@ -804,6 +804,124 @@ static void test_marker_on_its_node(void **state)
     }
 }
 
+/*
+ * Durability over the cluster: WAIT goes on the connection of the write
+ * (node[1] has a replica).  A lock whose slot the client does not know yet
+ * is written after a MOVED, on another connection than the attempt's
+ * first: refused, as by the blocking client.  A write that met TRYAGAIN
+ * (a half-migrated slot) and went again on the same connection is
+ * counted there: acknowledged, as by the blocking client.
+ */
+static void test_durable_tryagain(void **state)
+{
+    (void)state;
+    char name[64];
+    name_on(1, "adt", name, sizeof name);
+    relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    relock_client *c = NULL;
+    if (relock_connect(cfg, &c) != RELOCK_OK)
+        fail_msg("connect: %s", relock_client_error(c)->message);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = NULL;
+    if (relock_async_new(cfg, &lp, &a) != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    /* the first lock on node[1] meets MOVED: refused by both clients */
+    relock_lock *bl = NULL;
+    relock_status bst = relock_try_acquire(c, name, 30000, &bl);
+    if (bst != RELOCK_EDURABILITY)
+        fail_msg("blocking, after MOVED: %s: %s", relock_status_name(bst),
+                 relock_client_error(c)->message);
+    outcome o;
+    if (try_acquire(a, name, &o)->st != RELOCK_EDURABILITY)
+        fail_msg("async, after MOVED: %s: %s", relock_status_name(o.st), o.msg);
+    /* the map known: acknowledged; the fence counter stays behind */
+    must(try_acquire(a, name, &o), "acquire");
+    release_ok(o.l);
+    char *sl = testsrv_cmd(&node[1], "CLUSTER KEYSLOT %s", name);
+    assert_non_null(sl);
+    int ok = 0;
+    for (int tries = 0; tries < 3 && !ok; tries++) {
+        /* the slot migrating to node[2] with only the fence counter
+         * still on node[1]: the acquire's script (lock and counter) meets
+         * TRYAGAIN until the migration is called off */
+        char *v = testsrv_cmd(&node[2], "CLUSTER SETSLOT %s IMPORTING %s", sl, ids[1]);
+        expect_ok(2, v);
+        free(v);
+        v = testsrv_cmd(&node[1], "CLUSTER SETSLOT %s MIGRATING %s", sl, ids[2]);
+        expect_ok(1, v);
+        free(v);
+        long long tryagain = info_num(1, "errorstats", "errorstat_TRYAGAIN:count=");
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &o, NULL), RELOCK_OK);
+        uint64_t end = tu_now_ms() + 10000;
+        while (o.calls == 0 && tu_now_ms() < end &&
+               info_num(1, "errorstats", "errorstat_TRYAGAIN:count=") == tryagain)
+            loop_once();
+        for (int i = 1; i <= 2; i++) {
+            v = testsrv_cmd(&node[i], "CLUSTER SETSLOT %s STABLE", sl);
+            expect_ok(i, v);
+            free(v);
+        }
+        finish(&o, 20000);
+        if (o.st == RELOCK_EIO && strstr(o.msg, "TRYAGAIN"))
+            continue; /* called off after the client's last try: again */
+        if (o.st != RELOCK_OK)
+            fail_msg("async, after TRYAGAIN: %s: %s", relock_status_name(o.st), o.msg);
+        ok = 1;
+        release_ok(o.l);
+    }
+    assert_true(ok);
+    /* the blocking client, the same way (a child calls the migration off) */
+    ok = 0;
+    for (int tries = 0; tries < 3 && !ok; tries++) {
+        char *v = testsrv_cmd(&node[2], "CLUSTER SETSLOT %s IMPORTING %s", sl, ids[1]);
+        expect_ok(2, v);
+        free(v);
+        v = testsrv_cmd(&node[1], "CLUSTER SETSLOT %s MIGRATING %s", sl, ids[2]);
+        expect_ok(1, v);
+        free(v);
+        long long tryagain = info_num(1, "errorstats", "errorstat_TRYAGAIN:count=");
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            uint64_t end = tu_now_ms() + 10000;
+            while (tu_now_ms() < end) {
+                char *e = testsrv_cmd(&node[1], "INFO errorstats");
+                const char *p = e ? strstr(e, "errorstat_TRYAGAIN:count=") : NULL;
+                long long n = p ? atoll(p + 25) : 0;
+                free(e);
+                if (n > tryagain)
+                    break;
+                tu_sleep_ms(1);
+            }
+            for (int i = 1; i <= 2; i++)
+                free(testsrv_cmd(&node[i], "CLUSTER SETSLOT %s STABLE", sl));
+            _exit(0);
+        }
+        bl = NULL;
+        bst = relock_try_acquire(c, name, 30000, &bl);
+        int status = tu_wait_child(pid, 20000);
+        assert_true(status >= 0 && WIFEXITED(status));
+        const char *msg = relock_client_error(c)->message;
+        if (bst == RELOCK_EIO && strstr(msg, "TRYAGAIN"))
+            continue;
+        if (bst != RELOCK_OK)
+            fail_msg("blocking, after TRYAGAIN: %s: %s", relock_status_name(bst), msg);
+        ok = 1;
+        assert_int_equal(relock_release(bl), RELOCK_OK);
+        relock_lock_free(bl);
+    }
+    free(sl);
+    assert_true(ok);
+    assert_true(info_num(1, "errorstats", "errorstat_TRYAGAIN:count=") > 0);
+    relock_async_free(a);
+    loop_fini();
+    relock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -811,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_slot_migration),
         cmocka_unit_test(test_clock_per_node),
         cmocka_unit_test(test_marker_on_its_node),
+        cmocka_unit_test(test_durable_tryagain),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1109,6 +1109,9 @@ static aconn *node_idle(relock_async *a)
     }
     if (pick) {
         conn_drop(pick);
+        /* node_conn() clears the struct: a kick left from an operation
+         * cancelled in its queue would be lost to really_free() */
+        timer_stop(a, &pick->kick_timer);
         map_forget(pick);
         batch_clear(&pick->setup);
         memset(&pick->node, 0, sizeof pick->node); /* the password */

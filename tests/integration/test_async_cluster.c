@@ -922,6 +922,42 @@ static void test_durable_tryagain(void **state)
     relock_client_free(c);
 }
 
+/* Owner records over the cluster: the record beside a lock on each
+ * node (its slot), written after the acquire that met MOVED and after
+ * those routed by the map, deleted by the release. */
+static void test_owner_records(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "owner_info", "true"), RELOCK_OK);
+    assert_int_equal(relock_config_set_owner(cfg, 0, "acl-owner"), RELOCK_OK);
+    relock_async *a = NULL;
+    if (relock_async_new(cfg, &lp, &a) != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    for (int round = 0; round < 2; round++)
+        for (int i = N - 1; i >= 0; i--) {
+            char name[64], rkey[96];
+            name_on(i, "aown", name, sizeof name);
+            snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
+            outcome o;
+            must(try_acquire(a, name, &o), "acquire");
+            char *v = get_on(i, rkey);
+            if (!strstr(v, " acl-owner"))
+                fail_msg("round %d, node %d: the record is \"%s\"", round, i, v);
+            free(v);
+            release_ok(o.l);
+            v = testsrv_cmd(&node[i], "EXISTS %s", rkey);
+            assert_non_null(v);
+            assert_string_equal(v, "0");
+            free(v);
+        }
+    relock_async_free(a);
+    loop_fini();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -930,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_clock_per_node),
         cmocka_unit_test(test_marker_on_its_node),
         cmocka_unit_test(test_durable_tryagain),
+        cmocka_unit_test(test_owner_records),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -2655,7 +2655,6 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 memset(rq->rep, 0, sizeof rq->rep);
                 rq->nrep = 0;
                 op->clocking = 1;
-                c->conn.clock = cn->clock; /* what the clock machine measures */
                 relock__clock_init(&op->clk, op->in_txn);
                 continue;
             } else {
@@ -2664,7 +2663,14 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         }
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
+        /* the clock machine measures into the client's estimate: the
+         * connection's own, around each of its steps (operations on other
+         * connections may measure meanwhile) */
+        if (op->clocking)
+            c->conn.clock = cn->clock;
         relock__step s = fn(m, op->l, &in, b);
+        if (op->clocking)
+            cn->clock = c->conn.clock;
         err_save(op);
         for (int i = 0; i < rq->nrep; i++)
             if (rq->rep[i]) {
@@ -2679,7 +2685,6 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             /* The clock is known (or its failure is the fault the waiting
              * replies are fed with, as the blocking driver does). */
             op->clocking = 0;
-            cn->clock = c->conn.clock;
             memcpy(rq->rep, op->held, sizeof rq->rep);
             rq->nrep = op->nheld;
             memset(op->held, 0, sizeof op->held);

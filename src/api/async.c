@@ -238,6 +238,9 @@ struct aconn {
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
     long long late_ms;  /* the last round timeout of a request sent on it */
+    /* legacy.clock = "server": this server's clock (a Cluster node's own,
+     * as the blocking client keeps one per node's connection) */
+    relock__clock_est clock;
 };
 
 struct relock_async {
@@ -1029,8 +1032,10 @@ static void submit(aop *op)
         }
         /* A write that went on to another node: a WAIT after it could not
          * count it on the connection it started on (as the blocking
-         * client, whose write mark is the connection it began on). */
-        if (op->phase == PH_MAIN && !op->fencing && !op->undoing)
+         * client, whose write mark is the connection it began on).  After
+         * TRYAGAIN it goes again on the same one, where WAIT counts it (a
+         * new context there fails the pinned check by its generation). */
+        if (op->phase == PH_MAIN && !op->fencing && !op->undoing && to != op->rq.cn)
             op->wmoved = 1;
         op->redir = NULL;
         op->state = S_SENT;
@@ -1104,6 +1109,9 @@ static aconn *node_idle(relock_async *a)
     }
     if (pick) {
         conn_drop(pick);
+        /* node_conn() clears the struct: a kick left from an operation
+         * cancelled in its queue would be lost to really_free() */
+        timer_stop(a, &pick->kick_timer);
         map_forget(pick);
         batch_clear(&pick->setup);
         memset(&pick->node, 0, sizeof pick->node); /* the password */
@@ -1650,7 +1658,7 @@ static void conn_connect(aconn *cn)
     cn->ac = ac;
     cn->appended = 0;
     a->c->connects++;
-    a->c->conn.clock.known = 0; /* legacy.clock = "server": measured again */
+    cn->clock.known = 0; /* legacy.clock = "server": measured again */
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
@@ -2399,6 +2407,26 @@ static int next_phase(aop *op, relock_status *st)
     return 1;
 }
 
+/* The reply to the legacy marker's SET: a MOVED (the map did not know the
+ * marker's slot) sends it once to the node named when the client has a
+ * ready connection there, as the blocking client's write follows it;
+ * anything else is dropped (the marker informs, DESIGN's scan). */
+static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
+{
+    aconn *cn = ac->data;
+    const redisReply *r = rr;
+    relock__redirect to;
+    if (!cn || !r || cn->a->freeing || r->type != REDIS_REPLY_ERROR || priv ||
+        relock__redirect_parse(cn->srv->host, r, &to) != RELOCK__REDIR_MOVED)
+        return;
+    relock_client *c = cn->a->c;
+    aconn *at = conn_find(cn->a, to.host, to.port);
+    char key[RELOCK__KEY_MAX];
+    if (at && at->ac && at->cstate == C_READY && !at->txn_owner &&
+        relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
+        redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
+}
+
 /* The machine ended. */
 static void machine_done(aop *op, relock_status st)
 {
@@ -2414,14 +2442,24 @@ static void machine_done(aop *op, relock_status st)
     }
     if (cn->txn_owner == op)
         cn->txn_owner = NULL;
-    if (h->note_legacy && cn->ac && cn->cstate == C_READY && !cn->txn_owner) {
+    if (h->note_legacy) {
         relock_client *c = a->c;
         uint64_t now = now_ms();
         char key[RELOCK__KEY_MAX];
+        /* Over a Cluster the marker goes where its own slot lives: the
+         * node the map names when its connection is up, else op's, whose
+         * MOVED is followed (on_marker). */
+        aconn *mc;
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
-            c->legacy_noted_at = now;
-            redisAsyncCommand(cn->ac, NULL, NULL, "SET %s %lld", key, relock__wall_ms());
+            mc = route(a, key);
+            if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+                mc = cn;
+            if (mc->ac && mc->cstate == C_READY && !mc->txn_owner) {
+                c->legacy_noted_at = now;
+                redisAsyncCommand(mc->ac, on_marker, NULL, "SET %s %lld", key,
+                                  relock__wall_ms());
+            }
         }
     }
     if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY)
@@ -2608,7 +2646,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
             if (!c->s.legacy.clock_server) {
                 in.fleet_ms = relock__wall_ms();
-            } else if (relock__clock_due(&c->conn.clock, in.mono_ms)) {
+            } else if (relock__clock_due(&cn->clock, in.mono_ms)) {
                 /* The server's clock is measured first (the clock
                  * machine, on the same connection, inside the
                  * transaction if one is open); these replies wait. */
@@ -2620,12 +2658,19 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 relock__clock_init(&op->clk, op->in_txn);
                 continue;
             } else {
-                in.fleet_ms = relock__clock_server_ms(&c->conn.clock, in.mono_ms);
+                in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
             }
         }
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
+        /* the clock machine measures into the client's estimate: the
+         * connection's own, around each of its steps (operations on other
+         * connections may measure meanwhile) */
+        if (op->clocking)
+            c->conn.clock = cn->clock;
         relock__step s = fn(m, op->l, &in, b);
+        if (op->clocking)
+            cn->clock = c->conn.clock;
         err_save(op);
         for (int i = 0; i < rq->nrep; i++)
             if (rq->rep[i]) {

@@ -32,10 +32,36 @@
 #define N 3 /* masters: node[0..2]; node[R] is node[1]'s replica */
 #define R N
 static testsrv node[N + 1];
+static int start_node_env(int i);
 static int bus[N + 1];
 static char ids[N + 1][64];
 
+/* node[SKEWED]'s wall clock runs SKEW_MS ahead (tests/support/clock_ahead.c
+ * preloaded): a lock's timestamp under legacy.clock = "server" must be
+ * written by the clock of the node that holds it. */
+#define SKEWED 2
+#define SKEW_MS 600000LL
+static int skewed;
+
 static int start_node(int i)
+{
+    const char *so = i == SKEWED ? RELOCK_CLOCK_AHEAD_SO : NULL;
+    if (so) {
+        char ahead[32];
+        snprintf(ahead, sizeof ahead, "%lld", SKEW_MS);
+        setenv("LD_PRELOAD", so, 1);
+        setenv("RELOCK_TEST_CLOCK_AHEAD_MS", ahead, 1);
+    }
+    int rc = start_node_env(i);
+    if (so) {
+        unsetenv("LD_PRELOAD");
+        unsetenv("RELOCK_TEST_CLOCK_AHEAD_MS");
+        skewed = rc == 0;
+    }
+    return rc;
+}
+
+static int start_node_env(int i)
 {
     /* The cluster bus port is the data port + 10000 unless set: a free
      * ephemeral port plus 10000 may be out of range, so set it. */
@@ -648,11 +674,299 @@ static void test_failover(void **state)
     loop_fini();
 }
 
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * legacy.clock = "server" over the cluster: each lock's timestamp is
+ * written by the clock of the node holding it (node[SKEWED] runs 10
+ * minutes ahead), as the blocking client keeps an estimate per node's
+ * connection.  With one estimate for the client, the node measured last
+ * lent its clock to the others.
+ */
+static void test_clock_per_node(void **state)
+{
+    (void)state;
+    assert_true(skewed);
+    /* the skew is real: node[SKEWED]'s TIME is ahead */
+    char *t = testsrv_cmd(&node[SKEWED], "TIME");
+    assert_non_null(t);
+    long long sec = atoll(t);
+    free(t);
+    if (!(sec * 1000 > wall_ms() + SKEW_MS - 60000))
+        fail_msg("node %d's clock is not ahead (TIME %lld)", SKEWED, sec);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = cluster_config("false");
+    assert_int_equal(relock_config_set(cfg, "mode", "legacy"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock", "server"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
+    relock_async *a = NULL;
+    relock_status st = relock_async_new(cfg, &lp, &a);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    const int on[2] = {SKEWED, 0};
+    char names[2][64];
+    for (int k = 0; k < 2; k++)
+        name_on(on[k], "aclk", names[k], sizeof names[k]);
+    /* both nodes' connections open and the map known (the first lock
+     * starts at node[0], its clock read there before the MOVED) */
+    for (int k = 0; k < 2; k++) {
+        outcome o;
+        must(try_acquire(a, names[k], &o), "acquire");
+        relock_lock_free(o.l);
+        char *r = testsrv_cmd(&node[on[k]], "DEL %s", names[k]);
+        free(r);
+    }
+    const long long ttl = 30000;
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 2; k++) {
+            long long skew = on[k] == SKEWED ? SKEW_MS : 0;
+            long long before = wall_ms();
+            outcome o;
+            memset(&o, 0, sizeof o);
+            assert_int_equal(relock_async_try_acquire(a, names[k], ttl, record, &o, NULL),
+                             RELOCK_OK);
+            must(finish(&o, 20000), "acquire");
+            long long after = wall_ms();
+            char *v = get_on(on[k], names[k]);
+            long long ts = atoll(v);
+            if (!(ts >= before + skew + ttl - 3000 && ts <= after + skew + ttl + 3000))
+                fail_msg("round %d, node %d: wrote %s, its clock + ttl is about %lld", round,
+                         on[k], v, after + skew + ttl);
+            free(v);
+            release_ok(o.l);
+        }
+    relock_async_free(a);
+    loop_fini();
+}
+
+/*
+ * A legacy holder met on one node: the marker key that tells `relock
+ * scan` a legacy writer is about is written on the node serving the
+ * marker's own slot, as the blocking client's write (which follows MOVED)
+ * puts it there.
+ */
+static void test_marker_on_its_node(void **state)
+{
+    (void)state;
+    char mk[128];
+    assert_int_equal(relock__marker_key("", mk, sizeof mk), 0);
+    int m = owner(mk);
+    int at = -1; /* another node, not the skewed one */
+    for (int i = 0; i < N && at < 0; i++)
+        if (i != m && i != SKEWED)
+            at = i;
+    assert_true(at >= 0);
+    char near[64], name[64], v[32];
+    name_on(m, "amk-near", near, sizeof near);
+    name_on(at, "amk", name, sizeof name);
+    for (int round = 0; round < 2; round++) {
+        char *r = testsrv_cmd(&node[m], "DEL %s", mk);
+        free(r);
+        /* a legacy holder, live for a minute (seconds, no TTL) */
+        snprintf(v, sizeof v, "%lld", wall_ms() / 1000 + 60);
+        r = testsrv_cmd(&node[at], "SET %s %s", name, v);
+        free(r);
+        if (round == 0) {
+            /* the blocking client, for comparison */
+            relock_client *c = blocking("false");
+            relock_lock *bl = NULL;
+            assert_int_equal(relock_try_acquire(c, name, 5000, &bl), RELOCK_BUSY);
+            relock_client_free(c);
+        } else {
+            relock_async_loop lp;
+            loop_init(&lp);
+            relock_async *a = async_client(&lp, "false");
+            /* the marker's node is connected and the map known */
+            outcome o;
+            must(try_acquire(a, near, &o), "acquire");
+            release_ok(o.l);
+            assert_int_equal(try_acquire(a, name, &o)->st, RELOCK_BUSY);
+            long never = 0; /* the marker's reply comes meanwhile */
+            run_until(&never, 1, 300);
+            relock_async_free(a);
+            loop_fini();
+        }
+        r = testsrv_cmd(&node[m], "EXISTS %s", mk);
+        assert_non_null(r);
+        if (strcmp(r, "1") != 0)
+            fail_msg("%s client: no marker on node %d after a legacy holder on node %d (%s)",
+                     round ? "async" : "blocking", m, at, r);
+        free(r);
+        r = testsrv_cmd(&node[at], "DEL %s", name);
+        free(r);
+    }
+}
+
+/*
+ * Durability over the cluster: WAIT goes on the connection of the write
+ * (node[1] has a replica).  A lock whose slot the client does not know yet
+ * is written after a MOVED, on another connection than the attempt's
+ * first: refused, as by the blocking client.  A write that met TRYAGAIN
+ * (a half-migrated slot) and went again on the same connection is
+ * counted there: acknowledged, as by the blocking client.
+ */
+static void test_durable_tryagain(void **state)
+{
+    (void)state;
+    char name[64];
+    name_on(1, "adt", name, sizeof name);
+    relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
+    relock_client *c = NULL;
+    if (relock_connect(cfg, &c) != RELOCK_OK)
+        fail_msg("connect: %s", relock_client_error(c)->message);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = NULL;
+    if (relock_async_new(cfg, &lp, &a) != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    /* the first lock on node[1] meets MOVED: refused by both clients */
+    relock_lock *bl = NULL;
+    relock_status bst = relock_try_acquire(c, name, 30000, &bl);
+    if (bst != RELOCK_EDURABILITY)
+        fail_msg("blocking, after MOVED: %s: %s", relock_status_name(bst),
+                 relock_client_error(c)->message);
+    outcome o;
+    if (try_acquire(a, name, &o)->st != RELOCK_EDURABILITY)
+        fail_msg("async, after MOVED: %s: %s", relock_status_name(o.st), o.msg);
+    /* the map known: acknowledged; the fence counter stays behind */
+    must(try_acquire(a, name, &o), "acquire");
+    release_ok(o.l);
+    char *sl = testsrv_cmd(&node[1], "CLUSTER KEYSLOT %s", name);
+    assert_non_null(sl);
+    int ok = 0;
+    for (int tries = 0; tries < 3 && !ok; tries++) {
+        /* the slot migrating to node[2] with only the fence counter
+         * still on node[1]: the acquire's script (lock and counter) meets
+         * TRYAGAIN until the migration is called off */
+        char *v = testsrv_cmd(&node[2], "CLUSTER SETSLOT %s IMPORTING %s", sl, ids[1]);
+        expect_ok(2, v);
+        free(v);
+        v = testsrv_cmd(&node[1], "CLUSTER SETSLOT %s MIGRATING %s", sl, ids[2]);
+        expect_ok(1, v);
+        free(v);
+        long long tryagain = info_num(1, "errorstats", "errorstat_TRYAGAIN:count=");
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &o, NULL), RELOCK_OK);
+        uint64_t end = tu_now_ms() + 10000;
+        while (o.calls == 0 && tu_now_ms() < end &&
+               info_num(1, "errorstats", "errorstat_TRYAGAIN:count=") == tryagain)
+            loop_once();
+        for (int i = 1; i <= 2; i++) {
+            v = testsrv_cmd(&node[i], "CLUSTER SETSLOT %s STABLE", sl);
+            expect_ok(i, v);
+            free(v);
+        }
+        finish(&o, 20000);
+        if (o.st == RELOCK_EIO && strstr(o.msg, "TRYAGAIN"))
+            continue; /* called off after the client's last try: again */
+        if (o.st != RELOCK_OK)
+            fail_msg("async, after TRYAGAIN: %s: %s", relock_status_name(o.st), o.msg);
+        ok = 1;
+        release_ok(o.l);
+    }
+    assert_true(ok);
+    /* the blocking client, the same way (a child calls the migration off) */
+    ok = 0;
+    for (int tries = 0; tries < 3 && !ok; tries++) {
+        char *v = testsrv_cmd(&node[2], "CLUSTER SETSLOT %s IMPORTING %s", sl, ids[1]);
+        expect_ok(2, v);
+        free(v);
+        v = testsrv_cmd(&node[1], "CLUSTER SETSLOT %s MIGRATING %s", sl, ids[2]);
+        expect_ok(1, v);
+        free(v);
+        long long tryagain = info_num(1, "errorstats", "errorstat_TRYAGAIN:count=");
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            uint64_t end = tu_now_ms() + 10000;
+            while (tu_now_ms() < end) {
+                char *e = testsrv_cmd(&node[1], "INFO errorstats");
+                const char *p = e ? strstr(e, "errorstat_TRYAGAIN:count=") : NULL;
+                long long n = p ? atoll(p + 25) : 0;
+                free(e);
+                if (n > tryagain)
+                    break;
+                tu_sleep_ms(1);
+            }
+            for (int i = 1; i <= 2; i++)
+                free(testsrv_cmd(&node[i], "CLUSTER SETSLOT %s STABLE", sl));
+            _exit(0);
+        }
+        bl = NULL;
+        bst = relock_try_acquire(c, name, 30000, &bl);
+        int status = tu_wait_child(pid, 20000);
+        assert_true(status >= 0 && WIFEXITED(status));
+        const char *msg = relock_client_error(c)->message;
+        if (bst == RELOCK_EIO && strstr(msg, "TRYAGAIN"))
+            continue;
+        if (bst != RELOCK_OK)
+            fail_msg("blocking, after TRYAGAIN: %s: %s", relock_status_name(bst), msg);
+        ok = 1;
+        assert_int_equal(relock_release(bl), RELOCK_OK);
+        relock_lock_free(bl);
+    }
+    free(sl);
+    assert_true(ok);
+    assert_true(info_num(1, "errorstats", "errorstat_TRYAGAIN:count=") > 0);
+    relock_async_free(a);
+    loop_fini();
+    relock_client_free(c);
+}
+
+/* Owner records over the cluster: the record beside a lock on each
+ * node (its slot), written after the acquire that met MOVED and after
+ * those routed by the map, deleted by the release. */
+static void test_owner_records(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "owner_info", "true"), RELOCK_OK);
+    assert_int_equal(relock_config_set_owner(cfg, 0, "acl-owner"), RELOCK_OK);
+    relock_async *a = NULL;
+    if (relock_async_new(cfg, &lp, &a) != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    for (int round = 0; round < 2; round++)
+        for (int i = N - 1; i >= 0; i--) {
+            char name[64], rkey[96];
+            name_on(i, "aown", name, sizeof name);
+            snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
+            outcome o;
+            must(try_acquire(a, name, &o), "acquire");
+            char *v = get_on(i, rkey);
+            if (!strstr(v, " acl-owner"))
+                fail_msg("round %d, node %d: the record is \"%s\"", round, i, v);
+            free(v);
+            release_ok(o.l);
+            v = testsrv_cmd(&node[i], "EXISTS %s", rkey);
+            assert_non_null(v);
+            assert_string_equal(v, "0");
+            free(v);
+        }
+    relock_async_free(a);
+    loop_fini();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_everywhere),
         cmocka_unit_test(test_slot_migration),
+        cmocka_unit_test(test_clock_per_node),
+        cmocka_unit_test(test_marker_on_its_node),
+        cmocka_unit_test(test_durable_tryagain),
+        cmocka_unit_test(test_owner_records),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -339,10 +339,45 @@ static void test_failover(void **state)
     loop_fini();
 }
 
+/* The client freed while its search waits on a sentinel that accepted the
+ * connection and does not answer (stopped): the operation waiting ends
+ * cancelled, once, and every connection and timer goes with the client
+ * (loop_fini checks the loop is empty; the sanitizer build, that nothing
+ * leaks). */
+static void test_free_during_search(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char addrs[64];
+    snprintf(addrs, sizeof addrs, "127.0.0.1:%d,127.0.0.1:%d", sent[0].port, sent[1].port);
+    assert_int_equal(relock_config_set(cfg, "sentinel.master", "m"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "sentinel.addrs", addrs), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "connect_timeout_ms", "5000"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "5000"), RELOCK_OK);
+    assert_int_equal(kill(sent[0].pid, SIGSTOP), 0);
+    relock_async *a = async_client(&lp, cfg);
+    relock_config_free(cfg);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "afree", 5000, record, &o, NULL), RELOCK_OK);
+    long never = 0;
+    run_until(&never, 1, 300); /* connected to the stopped sentinel, asking */
+    assert_int_equal(o.calls, 0);
+    relock_async_free(a);
+    assert_int_equal(kill(sent[0].pid, SIGCONT), 0);
+    assert_int_equal(o.calls, 1);
+    assert_int_equal(o.st, RELOCK_ECANCELED);
+    run_until(&never, 1, 200);
+    assert_int_equal(o.calls, 1);
+    loop_fini();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_master),
+        cmocka_unit_test(test_free_during_search),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

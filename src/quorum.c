@@ -270,9 +270,13 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
 {
     relock_client *c = l->c;
     const relock__qround *f = &m->first;
-    if (refused(c, f->answered - m->nwon) || (m->nwon >= majority(c) && !m->raise_failed)) {
-        /* Held elsewhere, or won too slowly: wait and try again.  No TTL
-         * known (all holders without one): the backoff decides. */
+    if (refused(c, f->answered - m->nwon) || (m->nwon >= majority(c) && !m->raise_failed) ||
+        (f->answered >= majority(c) && !m->raise_failed)) {
+        /* Held elsewhere, or won too slowly, or a majority answered and
+         * some of it said held (a holder, or a release half-way, while
+         * another server is silent): wait and try again.  Only fewer
+         * answers than a majority is an error.  No TTL known (all holders
+         * without one): the backoff decides. */
         m->h.hint_ms = m->shortest >= 0
                            ? (m->shortest > 0x7fffffffLL ? 0x7fffffffL : (long)m->shortest)
                            : -1;

@@ -211,6 +211,33 @@ static void test_busy_without_the_silent(void **state)
     assert_false(f.l->acquired);
 }
 
+/* A release caught half-way (or a holder on one server): server 0 says
+ * yes, server 1 says held, server 2 is silent to the deadline.  A majority
+ * answered and the lock is held on one of them: busy (a waiter tries
+ * again), not an I/O error; the win is sent the compare-and-delete (the
+ * silent server, late, is the driver's to drop). */
+static void test_split_with_a_silent_server(void **state)
+{
+    (void)state;
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, 1000);
+    step(&m, fstart(0, 0));
+    step(&m, fstart(0, 7));
+    step(&m, freply(1, 6, 0, fr_arr(2, fr_int(1), fr_int(4))));
+    assert_int_equal(step(&m, freply(2, 4, 1, fr_arr(2, fr_int(0), fr_int(700)))),
+                     RELOCK__STEP_WAIT);
+    relock__fanfeed t = fstart(100, 0);
+    t.written = 4;
+    assert_int_equal(step(&m, t), RELOCK__STEP_SEND);
+    assert_int_equal(out.mask, 1u);
+    assert_true(is_script(0, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    step(&m, fstart(101, 1));
+    assert_int_equal(step(&m, freply(102, 0, 0, fr_int(1))), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_BUSY);
+    assert_int_equal(m.h.hint_ms, 700);
+    assert_false(f.l->acquired);
+}
+
 /* Only one of three reachable: that win is deleted, and the error says
  * how many were reachable. */
 static void test_unreachable(void **state)
@@ -282,6 +309,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_raise_and_late_reply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_without_the_silent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_with_a_silent_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extend_too_late, setup, teardown),

@@ -2255,10 +2255,22 @@ static void attempt_begin(aop *op)
     machine_start(op);
 }
 
-/* The undo of a cancelled acquire that won: release by the machine. */
+static int owner_phase(aop *op, int held);
+
+/* The undo of a cancelled acquire that won: release by the machine.  When
+ * the cancel came during the owner record's write, the record may be on
+ * the server: it is deleted first (undoing 2), while the lock holds the
+ * handle's value, as a release deletes it (decision 108). */
 static void undo_begin(aop *op)
 {
     relock_async *a = op->a;
+    if (op->phase == PH_OWNER && !op->undoing) {
+        free(op->err);
+        op->err = NULL;
+        op->undoing = 2;
+        if (owner_phase(op, 0))
+            return;
+    }
     void *m = malloc(a->kit->upd_size);
     if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
         free(m);
@@ -2446,6 +2458,13 @@ static void machine_done(aop *op, relock_status st)
                 return;
             }
             attempt_begin(op);
+            return;
+        }
+        if (op->undoing == 2) {
+            /* the record deleted (or not ours, or not reached: it informs) */
+            free(op->err);
+            op->err = NULL;
+            undo_begin(op);
             return;
         }
         if (op->undoing) {

@@ -161,6 +161,8 @@ struct aop {
     unsigned sub_gen; /* the subscriber connection it joined on */
     relock__probe_m probe; /* K_SETUP */
     afan *fan;             /* a fan machine's round, with a quorum */
+    int due, in_start;     /* in the client's fan_due, starting list */
+    struct aop *due_next, *start_next;
     int phase;     /* enum op_phase */
     int pinned;    /* its batch must go on the connection of the write */
     /* The connection generation the main machine's batches went out on
@@ -288,12 +290,20 @@ struct relock_async {
     /* the batch a machine fills */
     relock__batch batch;
     relock__fanout *fanout; /* what a fan machine fills, with a quorum */
+    /* A quorum's new operations start together from one timer (starting);
+     * the rounds they open meanwhile (batching) wait for their first feed
+     * (fan_due) until every connection was flushed once (fan_due_run). */
+    void *start_timer;
+    aop *starting, *starting_tail;
+    int batching;
+    aop *fan_due, *fan_due_tail;
     /* freeing */
     int depth;
     int freeing;
 };
 
 static void op_start(aop *op);
+static void fan_undue(aop *op);
 static void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
 static int follow(aop *op);
 static aconn *route(relock_async *a, const char *key);
@@ -602,6 +612,22 @@ static void op_finish(aop *op, relock_status st)
         op->cn->txn_owner = NULL;
     op->state = S_DONE;
     op_unlink(op);
+    fan_undue(op);
+    if (op->in_start) {
+        /* (cancelled, or the client freed, before it started) */
+        aop **pp = &a->starting, *prev = NULL;
+        while (*pp && *pp != op) {
+            prev = *pp;
+            pp = &(*pp)->start_next;
+        }
+        if (*pp) {
+            *pp = op->start_next;
+            if (a->starting_tail == op)
+                a->starting_tail = prev;
+        }
+        op->in_start = 0;
+        op->start_next = NULL;
+    }
     relock_lock *l = op->l;
     if (op->kind == K_ACQ && st != RELOCK_OK && l) {
         alock_free(l);
@@ -2263,10 +2289,22 @@ static void attempt_begin(aop *op)
     machine_start(op);
 }
 
-/* The undo of a cancelled acquire that won: release by the machine. */
+static int owner_phase(aop *op, int held);
+
+/* The undo of a cancelled acquire that won: release by the machine.  When
+ * the cancel came during the owner record's write, the record may be on
+ * the server: it is deleted first (undoing 2), while the lock holds the
+ * handle's value, as a release deletes it (decision 108). */
 static void undo_begin(aop *op)
 {
     relock_async *a = op->a;
+    if (op->phase == PH_OWNER && !op->undoing) {
+        free(op->err);
+        op->err = NULL;
+        op->undoing = 2;
+        if (owner_phase(op, 0))
+            return;
+    }
     void *m = malloc(a->kit->upd_size);
     if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
         free(m);
@@ -2484,6 +2522,13 @@ static void machine_done(aop *op, relock_status st)
                 return;
             }
             attempt_begin(op);
+            return;
+        }
+        if (op->undoing == 2) {
+            /* the record deleted (or not ours, or not reached: it informs) */
+            free(op->err);
+            op->err = NULL;
+            undo_begin(op);
             return;
         }
         if (op->undoing) {
@@ -3187,6 +3232,7 @@ static void fan_step(aop *op)
     relock__mhead *h = op->m;
     int n = a->nconns;
     timer_stop(a, &F->kick);
+    fan_undue(op); /* its first feed is now, whatever brought it */
     for (;;) {
         fan_flush(op); /* what the socket did not take whole yet */
         F->f.written = fan_written(F, n);
@@ -3228,6 +3274,18 @@ static void fan_step(aop *op)
                     F->f.reached |= 1u << i;
             F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
             F->f.mono_ms = F->start;
+            if (a->batching) {
+                /* started with others by one timer: flushed with theirs,
+                 * then fed, at that timer's end (fan_due_run) */
+                op->due = 1;
+                op->due_next = NULL;
+                if (a->fan_due_tail)
+                    a->fan_due_tail->due_next = op;
+                else
+                    a->fan_due = op;
+                a->fan_due_tail = op;
+                return;
+            }
             continue; /* flushed before the first feed */
         }
         if (s == RELOCK__STEP_SEND) {
@@ -3259,6 +3317,56 @@ static void fan_step(aop *op)
                                    fan_timer_fire, op);
         }
         return;
+    }
+}
+
+/* op out of the client's fan_due list, if there. */
+static void fan_undue(aop *op)
+{
+    relock_async *a = op->a;
+    if (!op->due)
+        return;
+    aop **pp = &a->fan_due, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->due_next;
+    }
+    if (*pp) {
+        *pp = op->due_next;
+        if (a->fan_due_tail == op)
+            a->fan_due_tail = prev;
+    }
+    op->due = 0;
+    op->due_next = NULL;
+}
+
+static void flush_all(void *arg)
+{
+    relock_async *a = arg;
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        int done = 0;
+        if (cn->ac && cn->connected && !cn->ac->c.err && cn->ac->c.obuf &&
+            sdslen(cn->ac->c.obuf) > 0)
+            (void)redisBufferWrite(&cn->ac->c, &done);
+    }
+}
+
+/* The first feeds of the quorum rounds started together: every connection
+ * flushed once (under one SIGPIPE block), then each round fed, in the
+ * order started, with what was written.  As fan_step's own flush before
+ * a round's first feed, for many rounds at the cost of one write per
+ * connection. */
+static void fan_due_run(relock_async *a)
+{
+    if (!a->fan_due || a->freeing)
+        return;
+    relock__write_nopipe(flush_all, a);
+    while (a->fan_due && !a->freeing) {
+        aop *op = a->fan_due;
+        fan_undue(op);
+        if (op->state == S_SENT && op->fan)
+            fan_step(op);
     }
 }
 
@@ -3357,14 +3465,29 @@ static void op_start(aop *op)
     machine_start(op);
 }
 
+/* A quorum's operations queued until now start (those queued meanwhile
+ * wait for the timer they armed), their rounds' batches flushed together. */
 static void start_fire(void *arg)
 {
-    aop *op = arg;
-    relock_async *a = op->a;
-    op->timer = NULL;
+    relock_async *a = arg;
+    a->start_timer = NULL;
     enter(a);
-    if (op->state == S_NEW)
-        op_start(op);
+    aop *last = a->starting_tail;
+    a->batching++;
+    while (a->starting && !a->freeing) {
+        aop *op = a->starting;
+        a->starting = op->start_next;
+        if (!a->starting)
+            a->starting_tail = NULL;
+        op->in_start = 0;
+        op->start_next = NULL;
+        if (op->state == S_NEW)
+            op_start(op);
+        if (op == last)
+            break;
+    }
+    a->batching--;
+    fan_due_run(a);
     leave(a);
 }
 
@@ -3375,9 +3498,19 @@ static void op_schedule(aop *op)
 {
     relock_async *a = op->a;
     if (a->kit && a->kit->fan) {
-        op->timer = timer_start(a, 0, start_fire, op);
-        if (!op->timer)
+        if (!a->start_timer)
+            a->start_timer = timer_start(a, 0, start_fire, a);
+        if (!a->start_timer) {
             op_finish(op, op_fail(op, RELOCK_ENOMEM, "out of memory"));
+            return;
+        }
+        op->in_start = 1;
+        op->start_next = NULL;
+        if (a->starting_tail)
+            a->starting_tail->start_next = op;
+        else
+            a->starting = op;
+        a->starting_tail = op;
         return;
     }
     op->cn = route(a, op->l ? op->l->key : NULL);
@@ -3772,6 +3905,7 @@ relock_status relock_async_keep_stop(relock_lock *l)
 
 static void really_free(relock_async *a)
 {
+    timer_stop(a, &a->start_timer);
     for (int i = 0; i < a->nconns; i++) {
         aconn *cn = &a->conns[i];
         timer_stop(a, &cn->conn_timer);

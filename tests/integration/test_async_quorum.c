@@ -661,6 +661,88 @@ static void test_cancel_waiting(void **state)
     loop_fini();
 }
 
+/* Operations started in one turn start together and their first rounds'
+ * batches go out in one write per server: each still ends once with its
+ * own outcome.  Some are cancelled before they start (nothing sent:
+ * ECANCELED, no key anywhere); a client freed with operations not yet
+ * started ends each once, from within the call, and wrote nothing. */
+static void test_started_together(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqt:", 500);
+    enum { K = 60 };
+    static outcome o[K];
+    static relock_async_op *h[K];
+    memset(o, 0, sizeof o);
+    char name[32], key[48];
+    for (int k = 0; k < K; k++) {
+        snprintf(name, sizeof name, "t%d", k);
+        assert_int_equal(relock_async_try_acquire(a, name, 10000, record, &o[k], &h[k]),
+                         RELOCK_OK);
+    }
+    for (int k = 0; k < K; k += 5)
+        assert_int_equal(relock_async_cancel(h[k]), RELOCK_OK);
+    long done = 0;
+    for (uint64_t end = tu_now_ms() + 10000; done < K && tu_now_ms() < end;) {
+        loop_once();
+        done = 0;
+        for (int k = 0; k < K; k++)
+            done += o[k].calls;
+    }
+    assert_int_equal(done, K);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(o[k].calls, 1);
+        snprintf(key, sizeof key, "aqt:t%d", k);
+        if (k % 5 == 0) {
+            if (o[k].st != RELOCK_ECANCELED)
+                fail_msg("t%d cancelled: %s: %s", k, relock_status_name(o[k].st), o[k].msg);
+            assert_int_equal(anywhere(key), 0);
+            continue;
+        }
+        expect_ok(&o[k], "acquire");
+        if (!holders_become(key, relock_lock_value(o[k].l), N))
+            fail_msg("t%d: held on %d servers", k, holders(key, relock_lock_value(o[k].l)));
+    }
+    /* released together too */
+    static outcome r[K];
+    memset(r, 0, sizeof r);
+    for (int k = 1; k < K; k++)
+        if (k % 5 != 0)
+            assert_int_equal(relock_async_release(o[k].l, record, &r[k]), RELOCK_OK);
+    done = 0;
+    for (uint64_t end = tu_now_ms() + 10000; done < K - K / 5 && tu_now_ms() < end;) {
+        loop_once();
+        done = 0;
+        for (int k = 0; k < K; k++)
+            done += r[k].calls;
+    }
+    assert_int_equal(done, K - K / 5);
+    for (int k = 1; k < K; k++) {
+        if (k % 5 == 0)
+            continue;
+        expect_ok(&r[k], "release");
+        relock_lock_free(o[k].l);
+    }
+    /* freed before any of them started */
+    memset(o, 0, sizeof o);
+    for (int k = 0; k < 10; k++) {
+        snprintf(name, sizeof name, "f%d", k);
+        assert_int_equal(relock_async_try_acquire(a, name, 10000, record, &o[k], NULL),
+                         RELOCK_OK);
+    }
+    relock_async_free(a);
+    for (int k = 0; k < 10; k++) {
+        assert_int_equal(o[k].calls, 1);
+        assert_int_equal(o[k].st, RELOCK_ECANCELED);
+        snprintf(key, sizeof key, "aqt:f%d", k);
+        assert_int_equal(anywhere(key), 0);
+    }
+    run_for(50);
+    loop_fini();
+}
+
 /* Connections the servers closed while idle are opened again by the next
  * operation's round. */
 static void test_connections_killed(void **state)
@@ -987,6 +1069,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_connections_killed),
         cmocka_unit_test(test_free_in_flight),
+        cmocka_unit_test(test_started_together),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

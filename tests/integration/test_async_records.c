@@ -23,16 +23,36 @@
 
 #include <cmocka.h>
 
+/* The adapters' read handler goes through read_hook() first (see the
+ * owner records' cancel test): the hook runs before hiredis reads what the
+ * server answered, so the test acts at a known point between a command's
+ * run on the server and the client's learning of it. */
+#include <hiredis/async.h>
+static void hooked_read(redisAsyncContext *ac);
+#define redisAsyncHandleRead hooked_read
 #ifdef TEST_LIBUV
 #include "relock_async_libuv.h"
 #else
 #include "relock_async_libevent.h"
 #endif
+#undef redisAsyncHandleRead
 #include "relock.h"
 #include "relock_async.h"
 #include "testclient.h"
 #include "testsrv.h"
 #include "testutil.h"
+
+/* ------------------------------------------------------------ the read hook */
+
+/* Returns 1 when it freed the client (and with it ac). */
+static int (*read_hook)(void);
+
+static void hooked_read(redisAsyncContext *ac)
+{
+    if (read_hook && read_hook())
+        return;
+    redisAsyncHandleRead(ac);
+}
 
 /* ------------------------------------------------------------ the wall clock's step */
 
@@ -202,10 +222,23 @@ static const char *const modes[] = {"modern", "legacy", "bridge"};
 
 /* ------------------------------------------------------------ durability */
 
+/* With owner records on, a record seen on the server at any read of the
+ * client (none may be written before WAIT's verdict). */
+static const char *seen_rkey;
+static long seen_record;
+
+static int look_for_record(void)
+{
+    if (seen_rkey && key_exists(seen_rkey))
+        seen_record++;
+    return 0;
+}
+
 static void test_durable(void **state)
 {
     (void)state;
-    const char *const kv[] = {"durability.replicas", "1", "durability.timeout_ms", "1000", NULL};
+    const char *const kv[] = {"durability.replicas", "1", "durability.timeout_ms", "1000",
+                              "owner_info", "true", NULL};
     for (size_t mi = 0; mi < 3; mi++) {
         relock_async_loop lp;
         loop_init(&lp);
@@ -217,6 +250,9 @@ static void test_durable(void **state)
         if (o.st != RELOCK_OK)
             fail_msg("%s: acquire: %s", modes[mi], o.msg);
         assert_int_equal(o.acked, 1);
+        char nrkey[96];
+        snprintf(nrkey, sizeof nrkey, "{%s} relock:owner", name);
+        assert_true(key_exists(nrkey)); /* written after the acknowledgement */
         o = run_extend(o.l);
         assert_int_equal(o.st, RELOCK_OK);
         assert_int_equal(o.acked, 1);
@@ -234,10 +270,18 @@ static void test_durable(void **state)
         assert_true(tu_now_ms() - t0 >= 900);
         assert_true(key_exists(name));
         /* an acquire fails, and its write is deleted */
-        char other[80];
+        char other[80], orkey[96];
         snprintf(other, sizeof other, "%s-2", name);
+        snprintf(orkey, sizeof orkey, "{%s} relock:owner", other);
+        seen_rkey = orkey;
+        seen_record = 0;
+        read_hook = look_for_record;
         t0 = tu_now_ms();
         o = run_acquire(a, other, 10000);
+        read_hook = NULL;
+        /* its owner record was never written: it comes after WAIT */
+        assert_int_equal(seen_record, 0);
+        assert_false(key_exists(orkey));
         assert_int_equal(o.st, RELOCK_EDURABILITY);
         assert_null(o.l);
         if (!strstr(o.msg, "acquire") || !strstr(o.msg, "0 of 1 replicas acknowledged") ||
@@ -456,6 +500,81 @@ static void test_owner(void **state)
     }
 }
 
+/* A cancel that arrives after the acquire's owner record was written (the
+ * record is on the server, its reply not yet read by the client: the read
+ * hook cancels before hiredis reads it).  The undo deletes the record
+ * first, while the lock holds the handle's value, then releases the lock,
+ * as a release does; nothing is left for the TTL.  relock_async_free() at
+ * the same point cannot undo without the loop: it reports EAMBIGUOUS. */
+static relock_async_op *cancel_h;
+static const char *cancel_rkey;
+static int cancel_now; /* 1: cancel; 2: free the client */
+static relock_async *cancel_a;
+static long cancelled;
+
+static int cancel_at_record(void)
+{
+    if (cancelled || !cancel_rkey || !key_exists(cancel_rkey))
+        return 0;
+    cancelled = 1;
+    if (cancel_now == 1) {
+        assert_int_equal(relock_async_cancel(cancel_h), RELOCK_OK);
+        return 0;
+    }
+    relock_async_free(cancel_a);
+    return 1;
+}
+
+static void test_owner_cancel(void **state)
+{
+    (void)state;
+    const char *const kv[] = {"owner_info", "true", NULL};
+    for (int how = 1; how <= 2; how++)
+        for (size_t mi = 0; mi < 3; mi++) {
+            relock_async_loop lp;
+            loop_init(&lp);
+            relock_async *a = client(&lp, modes[mi], kv);
+            char name[64], rkey[96];
+            snprintf(name, sizeof name, "aown-cancel-%s", modes[mi]);
+            snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
+            assert_false(key_exists(rkey));
+            outcome o;
+            memset(&o, 0, sizeof o);
+            cancel_h = NULL;
+            cancel_rkey = rkey;
+            cancel_now = how;
+            cancel_a = a;
+            cancelled = 0;
+            read_hook = cancel_at_record;
+            assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &o, &cancel_h),
+                             RELOCK_OK);
+            assert_int_equal(run_until(&o.calls, 1, 10000), 1);
+            read_hook = NULL;
+            assert_int_equal(cancelled, 1);
+            assert_null(o.l);
+            if (how == 1) {
+                if (o.st != RELOCK_ECANCELED)
+                    fail_msg("%s: cancel: %s: %s", modes[mi], relock_status_name(o.st), o.msg);
+                if (!strstr(o.msg, "the lock it had won was released"))
+                    fail_msg("%s: cancel: %s", modes[mi], o.msg);
+                /* nothing left for the TTL: neither the lock nor its record */
+                assert_false(key_exists(name));
+                if (key_exists(rkey))
+                    fail_msg("%s: the owner record outlived the cancelled acquire", modes[mi]);
+                relock_async_free(a);
+            } else {
+                /* freed with the record's write in flight: no undo is
+                 * possible without the loop, and the outcome says so */
+                if (o.st != RELOCK_EAMBIGUOUS)
+                    fail_msg("%s: free: %s: %s", modes[mi], relock_status_name(o.st), o.msg);
+                assert_true(key_exists(name));
+                char *r = testsrv_cmd(&master, "DEL %s %s", name, rkey);
+                free(r);
+            }
+            loop_fini();
+        }
+}
+
 /* ------------------------------------------------------------ legacy.clock = "server" */
 
 #define STEP 3600000LL /* an hour */
@@ -553,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_durable_aof),
         cmocka_unit_test(test_durable_reconnect),
         cmocka_unit_test(test_owner),
+        cmocka_unit_test(test_owner_cancel),
         cmocka_unit_test(test_clock_server),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

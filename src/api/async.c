@@ -758,57 +758,53 @@ static void lock_op_end(aop *op)
 
 /* A connection's requests in flight (areq, linked by fnext) and the
  * operations waiting for it (aop, linked by qnext): singly linked lists
- * with a tail. */
+ * with a tail, their push and remove written once for both types. */
+#define SLIST_FNS(name, type, link)                                                    \
+    static void name##_push_(type **head, type **tail, type *n)                        \
+    {                                                                                  \
+        n->link = NULL;                                                                \
+        if (*tail)                                                                     \
+            (*tail)->link = n;                                                         \
+        else                                                                           \
+            *head = n;                                                                 \
+        *tail = n;                                                                     \
+    }                                                                                  \
+    static void name##_remove_(type **head, type **tail, type *n)                      \
+    {                                                                                  \
+        type *prev = NULL;                                                             \
+        for (type *p = *head; p; prev = p, p = p->link)                                \
+            if (p == n) {                                                              \
+                if (prev)                                                              \
+                    prev->link = p->link;                                              \
+                else                                                                   \
+                    *head = p->link;                                                   \
+                if (*tail == p)                                                        \
+                    *tail = prev;                                                      \
+                p->link = NULL;                                                        \
+                return;                                                                \
+            }                                                                          \
+    }
+SLIST_FNS(fifo, areq, fnext)
+SLIST_FNS(queue, aop, qnext)
+
 static void fifo_push(aconn *cn, areq *rq)
 {
-    rq->fnext = NULL;
-    if (cn->fifo_tail)
-        cn->fifo_tail->fnext = rq;
-    else
-        cn->fifo = rq;
-    cn->fifo_tail = rq;
+    fifo_push_(&cn->fifo, &cn->fifo_tail, rq);
 }
 
 static void fifo_remove(aconn *cn, areq *rq)
 {
-    areq *prev = NULL;
-    for (areq *p = cn->fifo; p; prev = p, p = p->fnext)
-        if (p == rq) {
-            if (prev)
-                prev->fnext = p->fnext;
-            else
-                cn->fifo = p->fnext;
-            if (cn->fifo_tail == p)
-                cn->fifo_tail = prev;
-            p->fnext = NULL;
-            return;
-        }
+    fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
 }
 
 static void queue_push(aconn *cn, aop *op)
 {
-    op->qnext = NULL;
-    if (cn->queue_tail)
-        cn->queue_tail->qnext = op;
-    else
-        cn->queue = op;
-    cn->queue_tail = op;
+    queue_push_(&cn->queue, &cn->queue_tail, op);
 }
 
 static void queue_remove(aconn *cn, aop *op)
 {
-    aop *prev = NULL;
-    for (aop *p = cn->queue; p; prev = p, p = p->qnext)
-        if (p == op) {
-            if (prev)
-                prev->qnext = p->qnext;
-            else
-                cn->queue = p->qnext;
-            if (cn->queue_tail == p)
-                cn->queue_tail = prev;
-            p->qnext = NULL;
-            return;
-        }
+    queue_remove_(&cn->queue, &cn->queue_tail, op);
 }
 
 static void kick_fire(void *arg);
@@ -1747,10 +1743,8 @@ static void setup_done(aconn *cn, relock_status st)
             if (st == RELOCK_OK)
                 st = relock__durable_check(c);
             a->kit = kit_for(c->mode);
-            if (st == RELOCK_OK && !a->kit)
-                st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                  "mode %s: not available to the asynchronous client yet "
-                                  "(docs/api.md); use the blocking API",
+            if (st == RELOCK_OK && !a->kit) /* a selected mode has machines */
+                st = RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: no machines for mode %s",
                                   relock_mode_name(c->mode));
             /* The blocking calls must not run on this client's locks. */
             c->algo = NULL;

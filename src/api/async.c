@@ -316,6 +316,41 @@ static void queue_push(aconn *cn, aop *op);
 static void kick_fire(void *arg);
 static void submit(aop *op);
 
+/* Singly linked lists with a tail, their push and remove written once
+ * for each: a connection's requests in flight (areq, by fnext) and the
+ * operations waiting for it (aop, by qnext); the quorum operations about
+ * to start together (start_next) and those whose first round waits for the
+ * shared flush (due_next). */
+#define SLIST_FNS(name, type, link)                                                    \
+    static void name##_push_(type **head, type **tail, type *n)                        \
+    {                                                                                  \
+        n->link = NULL;                                                                \
+        if (*tail)                                                                     \
+            (*tail)->link = n;                                                         \
+        else                                                                           \
+            *head = n;                                                                 \
+        *tail = n;                                                                     \
+    }                                                                                  \
+    static void name##_remove_(type **head, type **tail, type *n)                      \
+    {                                                                                  \
+        type *prev = NULL;                                                             \
+        for (type *p = *head; p; prev = p, p = p->link)                                \
+            if (p == n) {                                                              \
+                if (prev)                                                              \
+                    prev->link = p->link;                                              \
+                else                                                                   \
+                    *head = p->link;                                                   \
+                if (*tail == p)                                                        \
+                    *tail = prev;                                                      \
+                p->link = NULL;                                                        \
+                return;                                                                \
+            }                                                                          \
+    }
+SLIST_FNS(fifo, areq, fnext)
+SLIST_FNS(queue, aop, qnext)
+SLIST_FNS(start, aop, start_next)
+SLIST_FNS(due, aop, due_next)
+
 /* ------------------------------------------------------------------ helpers */
 
 static uint64_t now_ms(void)
@@ -615,18 +650,8 @@ static void op_finish(aop *op, relock_status st)
     fan_undue(op);
     if (op->in_start) {
         /* (cancelled, or the client freed, before it started) */
-        aop **pp = &a->starting, *prev = NULL;
-        while (*pp && *pp != op) {
-            prev = *pp;
-            pp = &(*pp)->start_next;
-        }
-        if (*pp) {
-            *pp = op->start_next;
-            if (a->starting_tail == op)
-                a->starting_tail = prev;
-        }
+        start_remove_(&a->starting, &a->starting_tail, op);
         op->in_start = 0;
-        op->start_next = NULL;
     }
     relock_lock *l = op->l;
     if (op->kind == K_ACQ && st != RELOCK_OK && l) {
@@ -755,37 +780,6 @@ static void lock_op_end(aop *op)
 }
 
 /* ------------------------------------------------------------------ the connection */
-
-/* A connection's requests in flight (areq, linked by fnext) and the
- * operations waiting for it (aop, linked by qnext): singly linked lists
- * with a tail, their push and remove written once for both types. */
-#define SLIST_FNS(name, type, link)                                                    \
-    static void name##_push_(type **head, type **tail, type *n)                        \
-    {                                                                                  \
-        n->link = NULL;                                                                \
-        if (*tail)                                                                     \
-            (*tail)->link = n;                                                         \
-        else                                                                           \
-            *head = n;                                                                 \
-        *tail = n;                                                                     \
-    }                                                                                  \
-    static void name##_remove_(type **head, type **tail, type *n)                      \
-    {                                                                                  \
-        type *prev = NULL;                                                             \
-        for (type *p = *head; p; prev = p, p = p->link)                                \
-            if (p == n) {                                                              \
-                if (prev)                                                              \
-                    prev->link = p->link;                                              \
-                else                                                                   \
-                    *head = p->link;                                                   \
-                if (*tail == p)                                                        \
-                    *tail = prev;                                                      \
-                p->link = NULL;                                                        \
-                return;                                                                \
-            }                                                                          \
-    }
-SLIST_FNS(fifo, areq, fnext)
-SLIST_FNS(queue, aop, qnext)
 
 static void fifo_push(aconn *cn, areq *rq)
 {
@@ -3272,12 +3266,7 @@ static void fan_step(aop *op)
                 /* started with others by one timer: flushed with theirs,
                  * then fed, at that timer's end (fan_due_run) */
                 op->due = 1;
-                op->due_next = NULL;
-                if (a->fan_due_tail)
-                    a->fan_due_tail->due_next = op;
-                else
-                    a->fan_due = op;
-                a->fan_due_tail = op;
+                due_push_(&a->fan_due, &a->fan_due_tail, op);
                 return;
             }
             continue; /* flushed before the first feed */
@@ -3320,18 +3309,8 @@ static void fan_undue(aop *op)
     relock_async *a = op->a;
     if (!op->due)
         return;
-    aop **pp = &a->fan_due, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->due_next;
-    }
-    if (*pp) {
-        *pp = op->due_next;
-        if (a->fan_due_tail == op)
-            a->fan_due_tail = prev;
-    }
+    due_remove_(&a->fan_due, &a->fan_due_tail, op);
     op->due = 0;
-    op->due_next = NULL;
 }
 
 static void flush_all(void *arg)
@@ -3499,12 +3478,7 @@ static void op_schedule(aop *op)
             return;
         }
         op->in_start = 1;
-        op->start_next = NULL;
-        if (a->starting_tail)
-            a->starting_tail->start_next = op;
-        else
-            a->starting = op;
-        a->starting_tail = op;
+        start_push_(&a->starting, &a->starting_tail, op);
         return;
     }
     op->cn = route(a, op->l ? op->l->key : NULL);

@@ -3938,6 +3938,24 @@ void relock_async_free(relock_async *a)
         cn->fifo = cn->fifo_tail = NULL;
         cn->txn_owner = NULL;
     }
+    /* A quorum's lists of operations starting together and of first
+     * rounds awaiting the shared flush go whole, as the queues above:
+     * taking each operation out of them alone would walk them once per
+     * operation (a->ops is newest first, these oldest first). */
+    for (aop *op = a->starting; op;) {
+        aop *next = op->start_next;
+        op->start_next = NULL;
+        op->in_start = 0;
+        op = next;
+    }
+    a->starting = a->starting_tail = NULL;
+    for (aop *op = a->fan_due; op;) {
+        aop *next = op->due_next;
+        op->due_next = NULL;
+        op->due = 0;
+        op = next;
+    }
+    a->fan_due = a->fan_due_tail = NULL;
     while (a->ops) {
         aop *op = a->ops;
         relock_status st = RELOCK_ECANCELED;

@@ -1032,6 +1032,51 @@ static void test_free_in_flight(void **state)
     }
 }
 
+/* Many acquires started in one turn (all still waiting for the shared
+ * start), then the client freed: each callback once, and the free walks
+ * the waiting operations once, not once per operation (the list of those
+ * starting together was searched from its head for each, 100000 of them
+ * taking tens of seconds).  The bound is generous: the linear free takes
+ * well under a second here. */
+enum { FREE_MANY = 100000 };
+static long free_many_calls, free_many_cancelled;
+
+static void free_many_cb(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    (void)a;
+    (void)e;
+    (void)arg;
+    free_many_calls++;
+    free_many_cancelled += st == RELOCK_ECANCELED;
+    if (l)
+        relock_lock_free(l);
+}
+
+static void test_free_many_starting(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqfm:", 500);
+    free_many_calls = free_many_cancelled = 0;
+    for (int i = 0; i < FREE_MANY; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m%d", i);
+        assert_int_equal(relock_async_try_acquire(a, name, 5000, free_many_cb, NULL, NULL),
+                         RELOCK_OK);
+    }
+    uint64_t t0 = tu_now_ms();
+    relock_async_free(a);
+    uint64_t took = tu_now_ms() - t0;
+    assert_int_equal(free_many_calls, FREE_MANY);
+    assert_int_equal(free_many_cancelled, FREE_MANY); /* nothing was sent */
+    if (took > 10000)
+        fail_msg("freeing %d operations waiting to start took %llu ms", FREE_MANY,
+                 (unsigned long long)took);
+    loop_fini();
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -1070,6 +1115,7 @@ int main(void)
         cmocka_unit_test(test_connections_killed),
         cmocka_unit_test(test_free_in_flight),
         cmocka_unit_test(test_started_together),
+        cmocka_unit_test(test_free_many_starting),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -3485,6 +3485,17 @@ static void op_schedule(aop *op)
     conn_wants(op->cn, op);
 }
 
+/* Before a call starts a quorum's operation: the shared start timer armed,
+ * so that op_schedule() cannot fail and end the operation (its callback)
+ * from within the call.  0 when the loop refuses the timer. */
+static int start_armed(relock_async *a)
+{
+    if (!a->kit || !a->kit->fan || a->start_timer)
+        return 1;
+    a->start_timer = timer_start(a, 0, start_fire, a);
+    return a->start_timer != NULL;
+}
+
 /* Queues a new operation; it starts from the loop. */
 static void op_enqueue(aop *op)
 {
@@ -3699,6 +3710,8 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long long 
         wait_ms = a->c->s.wait.max_ms;
     if (wait_ms < RELOCK_WAIT_FOREVER)
         return refuse(a, RELOCK_EINVAL, "wait: %lld ms is not a valid bound", wait_ms);
+    if (!start_armed(a))
+        return refuse(a, RELOCK_ENOMEM, "acquire %s: out of memory for a timer", name);
     relock_lock *l;
     relock__err_clear(&a->c->err);
     relock_status st = relock__lock_new(a->c, name, ttl_ms, &l);
@@ -3794,6 +3807,9 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     }
     if (al->after || (al->busy && (kind != K_REL || al->busy->kind != K_KEEP)))
         return refuse(a, RELOCK_EINVAL, "%s %s: another operation on this lock is in flight",
+                      kind == K_REL ? "release" : "extend", l->name);
+    if (!start_armed(a))
+        return refuse(a, RELOCK_ENOMEM, "%s %s: out of memory for a timer",
                       kind == K_REL ? "release" : "extend", l->name);
     aop *op = op_new(a, kind, cb, arg);
     if (!op)
@@ -3938,6 +3954,24 @@ void relock_async_free(relock_async *a)
         cn->fifo = cn->fifo_tail = NULL;
         cn->txn_owner = NULL;
     }
+    /* A quorum's lists of operations starting together and of first
+     * rounds awaiting the shared flush go whole, as the queues above:
+     * taking each operation out of them alone would walk them once per
+     * operation (a->ops is newest first, these oldest first). */
+    for (aop *op = a->starting; op;) {
+        aop *next = op->start_next;
+        op->start_next = NULL;
+        op->in_start = 0;
+        op = next;
+    }
+    a->starting = a->starting_tail = NULL;
+    for (aop *op = a->fan_due; op;) {
+        aop *next = op->due_next;
+        op->due_next = NULL;
+        op->due = 0;
+        op = next;
+    }
+    a->fan_due = a->fan_due_tail = NULL;
     while (a->ops) {
         aop *op = a->ops;
         relock_status st = RELOCK_ECANCELED;

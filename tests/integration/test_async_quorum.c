@@ -1032,6 +1032,107 @@ static void test_free_in_flight(void **state)
     }
 }
 
+/* Many acquires started in one turn (all still waiting for the shared
+ * start), then the client freed: each callback once, and the free walks
+ * the waiting operations once, not once per operation (the list of those
+ * starting together was searched from its head for each, 100000 of them
+ * taking tens of seconds).  The bound is generous: the linear free takes
+ * well under a second here. */
+enum { FREE_MANY = 100000 };
+static long free_many_calls, free_many_cancelled;
+
+static void free_many_cb(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    (void)a;
+    (void)e;
+    (void)arg;
+    free_many_calls++;
+    free_many_cancelled += st == RELOCK_ECANCELED;
+    if (l)
+        relock_lock_free(l);
+}
+
+static void test_free_many_starting(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqfm:", 500);
+    free_many_calls = free_many_cancelled = 0;
+    for (int i = 0; i < FREE_MANY; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m%d", i);
+        assert_int_equal(relock_async_try_acquire(a, name, 5000, free_many_cb, NULL, NULL),
+                         RELOCK_OK);
+    }
+    uint64_t t0 = tu_now_ms();
+    relock_async_free(a);
+    uint64_t took = tu_now_ms() - t0;
+    assert_int_equal(free_many_calls, FREE_MANY);
+    assert_int_equal(free_many_cancelled, FREE_MANY); /* nothing was sent */
+    if (took > 10000)
+        fail_msg("freeing %d operations waiting to start took %llu ms", FREE_MANY,
+                 (unsigned long long)took);
+    loop_fini();
+}
+
+/* The loop refuses a timer (out of memory) when a quorum's acquire or
+ * release would wait for the shared start: the call returns
+ * RELOCK_ENOMEM and starts nothing, its callback never called (before,
+ * the callback ran from within the call, which then returned RELOCK_OK
+ * with a handle to the freed operation). */
+static void *(*real_timer_start)(void *, long long, void (*)(void *), void *);
+static int timers_refused;
+
+static void *refusing_timer_start(void *data, long long ms, void (*fn)(void *), void *arg)
+{
+    if (timers_refused)
+        return NULL;
+    return real_timer_start(data, ms, fn, arg);
+}
+
+static void test_no_timer_for_the_start(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    real_timer_start = lp.timer_start;
+    lp.timer_start = refusing_timer_start;
+    relock_async *a = qclient(&lp, "aqnt:", 500);
+    outcome o = {0};
+    relock_async_op *op = NULL;
+    timers_refused = 1;
+    relock_status st = relock_async_try_acquire(a, "t", 5000, record, &o, &op);
+    timers_refused = 0;
+    assert_int_equal(o.calls, 0); /* not from within the call */
+    assert_int_equal(st, RELOCK_ENOMEM);
+    assert_int_equal(relock_async_pending(a), 0);
+    /* the timer back: the same acquire works, then its release refused alike */
+    assert_int_equal(relock_async_try_acquire(a, "t", 5000, record, &o, &op), RELOCK_OK);
+    assert_int_equal(o.calls, 0);
+    uint64_t end = tu_now_ms() + 10000;
+    while (o.calls == 0 && tu_now_ms() < end)
+        loop_once();
+    expect_ok(&o, "acquire");
+    relock_lock *l = o.l;
+    outcome r = {0};
+    timers_refused = 1;
+    st = relock_async_release(l, record, &r);
+    timers_refused = 0;
+    assert_int_equal(r.calls, 0);
+    assert_int_equal(st, RELOCK_ENOMEM);
+    assert_int_equal(relock_async_release(l, record, &r), RELOCK_OK);
+    end = tu_now_ms() + 10000;
+    while (r.calls == 0 && tu_now_ms() < end)
+        loop_once();
+    expect_ok(&r, "release");
+    assert_int_equal(anywhere("aqnt:t"), 0);
+    relock_lock_free(l);
+    relock_async_free(a);
+    loop_fini();
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -1070,6 +1171,8 @@ int main(void)
         cmocka_unit_test(test_connections_killed),
         cmocka_unit_test(test_free_in_flight),
         cmocka_unit_test(test_started_together),
+        cmocka_unit_test(test_free_many_starting),
+        cmocka_unit_test(test_no_timer_for_the_start),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -280,6 +280,37 @@ static void test_config(void **state)
     assert_non_null(strstr(f.c->err.msg, "WRONGPASS"));
 }
 
+/* An acquire where one server refuses AUTH while the other two answer,
+ * one of them saying held: busy (a majority answered without it, and wins
+ * without it once the holder is gone), not RELOCK_ECONFIG; our win is
+ * deleted.  As docs/configuration.md says of a refused login. */
+static void test_config_busy(void **state)
+{
+    (void)state;
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, 1000);
+    step(&m, fstart(0, 0));
+    step(&m, fstart(0, 7));
+    relock__fanfeed in = fstart(1, 0);
+    in.written = 6;
+    in.from = 1;
+    in.srv[0].fault = RELOCK__FAULT_LOST;
+    in.srv[0].fault_status = RELOCK_ECONFIG;
+    in.srv[0].fault_text = "127.0.0.1:6379: AUTH/SELECT: WRONGPASS invalid";
+    assert_int_equal(step(&m, in), RELOCK__STEP_WAIT);
+    assert_int_equal(step(&m, freply(2, 6, 1, fr_arr(2, fr_int(1), fr_int(4)))),
+                     RELOCK__STEP_WAIT);
+    assert_int_equal(step(&m, freply(3, 6, 2, fr_arr(2, fr_int(0), fr_int(900)))),
+                     RELOCK__STEP_SEND);
+    assert_int_equal(out.mask, 2u);
+    assert_true(is_script(1, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    step(&m, fstart(4, 2));
+    assert_int_equal(step(&m, freply(5, 0, 1, fr_int(1))), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_BUSY);
+    assert_int_equal(m.h.hint_ms, 900);
+    assert_false(f.l->acquired);
+}
+
 /* An extend answered by a majority, but after its own lease: lost, and
  * our value deleted everywhere. */
 static void test_extend_too_late(void **state)
@@ -312,6 +343,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_split_with_a_silent_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extend_too_late, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

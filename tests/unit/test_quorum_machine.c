@@ -234,7 +234,8 @@ static void test_split_with_a_silent_server(void **state)
     step(&m, fstart(101, 1));
     assert_int_equal(step(&m, freply(102, 0, 0, fr_int(1))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_BUSY);
-    assert_int_equal(m.h.hint_ms, 700);
+    /* a release may be half-way: again after a server's timeout */
+    assert_int_equal(m.h.hint_ms, 100);
     assert_false(f.l->acquired);
 }
 
@@ -307,7 +308,7 @@ static void test_config_busy(void **state)
     step(&m, fstart(4, 2));
     assert_int_equal(step(&m, freply(5, 0, 1, fr_int(1))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_BUSY);
-    assert_int_equal(m.h.hint_ms, 900);
+    assert_int_equal(m.h.hint_ms, 100); /* split with one server out: looked at again soon */
     assert_false(f.l->acquired);
 }
 

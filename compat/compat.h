@@ -15,5 +15,8 @@ extern const relock__algo relock__algo_bridge;
 /* Checks that the legacy settings fit the connected server (gc_expire is
  * refused on 2.0, clock = "server" needs TIME). */
 relock_status relock__legacy_check(relock_client *c);
+/* A bridge value's suffix token into out (33 bytes) when bridge.value_suffix
+ * asks for one, else ""; a failure is "OP NAME: no random bytes ...". */
+relock_status relock__bridge_suffix(relock_lock *l, const char *op, char *out);
 
 #endif

@@ -799,14 +799,13 @@ void relock__ts_adopt_init(relock__ts_adopt *m)
 
 /* ------------------------------------------------------------ entry points */
 
-/* A fresh token for a bridge value's suffix into out (33 bytes), when
- * bridge.value_suffix asks for one; -1 when no random bytes came. */
-static int suffix_token(const relock_client *c, char *out)
+relock_status relock__bridge_suffix(relock_lock *l, const char *op, char *out)
 {
+    const relock_client *c = l->c;
     out[0] = '\0';
     if (!is_bridge(c) || !c->s.bridge.value_suffix)
-        return 0;
-    return relock__token(out) == 0 ? 0 : -1;
+        return RELOCK_OK;
+    return relock__token_for(&l->c->err, op, l->name, out);
 }
 
 static relock_status ts_attempt(relock_lock *l, long *hint_ms)
@@ -818,10 +817,10 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
         return c->err.pub.status;
     relock__ts_acquire m;
     relock__ts_acquire_init(&m);
-    if (suffix_token(c, l->value) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
-    relock_status st = relock__drive(l, relock__ts_acquire_step, &m);
+    relock_status st = relock__bridge_suffix(l, "acquire", l->value);
+    if (st != RELOCK_OK)
+        return st;
+    st = relock__drive(l, relock__ts_acquire_step, &m);
     if (st == RELOCK_BUSY)
         *hint_ms = m.head.hint_ms;
     return st;
@@ -833,9 +832,11 @@ static relock_status ts_update(relock_lock *l, int extend, long long ttl_ms)
     if (relock__conn_ensure(c) != RELOCK_OK)
         return c->err.pub.status;
     char tok[33];
-    if (extend && suffix_token(c, tok) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
-                            l->name);
+    if (extend) {
+        relock_status st = relock__bridge_suffix(l, "extend", tok);
+        if (st != RELOCK_OK)
+            return st;
+    }
     relock__ts_update m;
     relock__ts_update_init(&m, extend, ttl_ms, extend ? tok : NULL);
     return relock__drive(l, relock__ts_update_step, &m);

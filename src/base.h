@@ -213,6 +213,9 @@ void relock__sleep_ms(long long ms);
 /* 128 random bits as 32 lowercase hex characters plus NUL, never all
  * digits.  0 on success. */
 int relock__token(char out[33]);
+/* relock__token(), its failure told in e: "OP NAME: no random bytes for a
+ * token" (RELOCK_EIO). */
+relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33]);
 uint64_t relock__rand64(uint64_t *state);
 void relock__sha1_hex(const char *data, size_t len, char out[41]);
 

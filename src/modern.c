@@ -864,9 +864,9 @@ relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed
 static relock_status modern_attempt(relock_lock *l, long *hint_ms)
 {
     relock_client *c = l->c;
-    if (relock__token(l->value) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
+    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
+    if (tst != RELOCK_OK)
+        return tst;
     relock__modern_acq m;
     relock__modern_acq_init(&m);
     m.h.hint_ms = *hint_ms;

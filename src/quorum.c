@@ -447,9 +447,9 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
 static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
 {
     relock_client *c = l->c;
-    if (relock__token(l->value) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
+    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
+    if (tst != RELOCK_OK)
+        return tst;
     relock__quorum_m m;
     relock__quorum_init(&m, RELOCK__Q_ACQUIRE, l->ttl_ms);
     relock_status st = relock__fan_drive(l, relock__quorum_step, &m);

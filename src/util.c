@@ -67,6 +67,13 @@ int relock__token(char out[33])
     return -1;
 }
 
+relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33])
+{
+    if (relock__token(out) != 0)
+        return RELOCK__FAIL(e, RELOCK_EIO, "%s %s: no random bytes for a token", op, name);
+    return RELOCK_OK;
+}
+
 uint64_t relock__rand64(uint64_t *state)
 {
     /* xorshift64*: jitter only, never security. */

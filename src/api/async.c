@@ -46,6 +46,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../../compat/compat.h"
 #include "../../compat/ts.h"
 #include "engine/engine.h"
 #include "engine/waitplan.h"
@@ -467,31 +468,21 @@ static void rq_cmds_free(areq *rq)
 
 /* ------------------------------------------------------------------ machines of each mode */
 
-static int suffix_token(const relock_client *c, char *out)
-{
-    out[0] = '\0';
-    if (c->mode != RELOCK_MODE_BRIDGE || !c->s.bridge.value_suffix)
-        return 0;
-    return relock__token(out);
-}
-
-/* The driver draws the randomness (engine conventions): a bridge value's
- * suffix token, when bridge.value_suffix asks for one. */
+/* The driver draws the randomness (engine conventions). */
 static relock_status ts_acq_init(void *m, relock_lock *l)
 {
     relock__ts_acquire_init(m);
-    if (suffix_token(l->c, l->value) != 0)
-        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
-    return RELOCK_OK;
+    return relock__bridge_suffix(l, "acquire", l->value);
 }
 
 static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
 {
     char tok[33];
-    if (extend && suffix_token(l->c, tok) != 0)
-        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "extend %s: no random bytes for a token",
-                            l->name);
+    if (extend) {
+        relock_status st = relock__bridge_suffix(l, "extend", tok);
+        if (st != RELOCK_OK)
+            return st;
+    }
     relock__ts_update_init(m, extend, ttl_ms, extend ? tok : NULL);
     return RELOCK_OK;
 }
@@ -503,9 +494,9 @@ static const mkit kit_ts = {
 
 static relock_status modern_acq_init(void *m, relock_lock *l)
 {
-    if (relock__token(l->value) != 0)
-        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
+    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
+    if (st != RELOCK_OK)
+        return st;
     relock__modern_acq_init(m);
     ((relock__modern_acq *)m)->h.hint_ms = -1;
     return RELOCK_OK;
@@ -526,9 +517,9 @@ static const mkit kit_modern = {
 /* A quorum: one fan machine for every operation (quorum.c). */
 static relock_status quorum_acq_init(void *m, relock_lock *l)
 {
-    if (relock__token(l->value) != 0)
-        return RELOCK__FAIL(&l->c->err, RELOCK_EIO, "acquire %s: no random bytes for a token",
-                            l->name);
+    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
+    if (st != RELOCK_OK)
+        return st;
     relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
     return RELOCK_OK;
 }

@@ -27,6 +27,7 @@
 
 #include "async_loop.h"
 #include "internal.h" /* relock__fence_key: the real key name */
+#include "testcluster.h"
 #include "testsrv.h"
 
 #define N 3 /* masters: node[0..2]; node[R] is node[1]'s replica */
@@ -63,70 +64,12 @@ static int start_node(int i)
 
 static int start_node_env(int i)
 {
-    /* The cluster bus port is the data port + 10000 unless set: a free
-     * ephemeral port plus 10000 may be out of range, so set it. */
-    for (int attempt = 0; attempt < 3; attempt++) {
-        char busp[16];
-        bus[i] = testsrv_free_port();
-        snprintf(busp, sizeof busp, "%d", bus[i]);
-        const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                              "--cluster-node-timeout", "2000", "--cluster-port", busp, NULL};
-        if (testsrv_start(&node[i], args) == 0)
-            return 0;
-    }
-    return -1;
+    return testcluster_node(&node[i], &bus[i]);
 }
 
-/* Waits (bounded to 30 s) until node i's reply to "cmd arg" contains
- * want. */
 static int await_reply(int i, const char *cmd, const char *arg, const char *want)
 {
-    uint64_t end = tu_now_ms() + 30000;
-    while (tu_now_ms() < end) {
-        char *v = testsrv_cmd(&node[i], "%s %s", cmd, arg);
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(50);
-    }
-    fprintf(stderr, "node %d: no \"%s\" in %s %s within 30 s\n", i, want, cmd, arg);
-    return -1;
-}
-
-
-/* Runs redis-cli --cluster create over the nodes, bounded to 60 s. */
-static int create_cluster(void)
-{
-    char addr[N][32];
-    const char *argv[16] = {"redis-cli", "--cluster", "create"};
-    int n = 3;
-    for (int i = 0; i < N; i++) {
-        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", node[i].port);
-        argv[n++] = addr[i];
-    }
-    argv[n++] = "--cluster-replicas";
-    argv[n++] = "0";
-    argv[n++] = "--cluster-yes";
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = tu_wait_child(pid, 60000);
-    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "setup: redis-cli --cluster create failed (status %d)\n", status);
-        return -1;
-    }
-    return 0;
+    return testcluster_await(&node[i], cmd, arg, want);
 }
 
 static int node_of_port(int port)
@@ -229,7 +172,7 @@ static int setup(void **state)
     for (int i = 0; i <= R; i++)
         if (start_node(i) != 0)
             return -1;
-    if (create_cluster() != 0)
+    if (testcluster_create(node, N) != 0)
         return -1;
     for (int i = 0; i < N; i++) {
         if (await_reply(i, "CLUSTER", "INFO", "cluster_state:ok") != 0)

@@ -1,0 +1,78 @@
+/* testcluster: see testcluster.h. */
+#include "testcluster.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+int testcluster_node(testsrv *s, int *bus)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        char busp[16];
+        *bus = testsrv_free_port();
+        snprintf(busp, sizeof busp, "%d", *bus);
+        const char *args[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                              "--cluster-node-timeout", "2000", "--cluster-port", busp, NULL};
+        if (testsrv_start(s, args) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+int testcluster_await(testsrv *s, const char *cmd, const char *arg, const char *want)
+{
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end) {
+        char *v = testsrv_cmd(s, "%s %s", cmd, arg);
+        int ok = v && strstr(v, want);
+        free(v);
+        if (ok)
+            return 0;
+        tu_sleep_ms(50);
+    }
+    fprintf(stderr, "node on port %d: no \"%s\" in %s %s within 30 s\n", s->port, want, cmd,
+            arg);
+    return -1;
+}
+
+int testcluster_create(const testsrv *masters, int n)
+{
+    enum { MAX = 16 };
+    if (n < 1 || n > MAX)
+        return -1;
+    char addr[MAX][32];
+    const char *argv[MAX + 8] = {"redis-cli", "--cluster", "create"};
+    int k = 3;
+    for (int i = 0; i < n; i++) {
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", masters[i].port);
+        argv[k++] = addr[i];
+    }
+    argv[k++] = "--cluster-replicas";
+    argv[k++] = "0";
+    argv[k++] = "--cluster-yes";
+    argv[k] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = tu_wait_child(pid, 60000);
+    if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "setup: redis-cli --cluster create failed (status %d)\n", status);
+        return -1;
+    }
+    return 0;
+}

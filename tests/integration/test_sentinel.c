@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "relock.h"
+#include "testsentinel.h"
 #include "testsrv.h"
 #include "testutil.h"
 
@@ -24,48 +25,11 @@
 static testsrv master, replica, sent[NSENT], other;
 static int dead_port; /* a port nothing listens on: a sentinel that is down */
 
-/* Waits up to ms for text (as testsrv_cmd renders the reply to the
- * command) to contain want; 0 when it did. */
-static int wait_for(const testsrv *s, long ms, const char *want, const char *fmt, const char *arg)
-{
-    uint64_t end = tu_now_ms() + (uint64_t)ms;
-    do {
-        char *v = testsrv_cmd(s, fmt, arg);
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(100);
-    } while (tu_now_ms() < end);
-    return -1;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    if (testsrv_start(&master, NULL) != 0)
+    if (testsentinel_start(&master, &replica, sent, NSENT) != 0)
         return -1;
-    char port[16];
-    snprintf(port, sizeof port, "%d", master.port);
-    const char *rargs[] = {"--replicaof", "127.0.0.1", port, NULL};
-    if (testsrv_start(&replica, rargs) != 0)
-        return -1;
-    if (wait_for(&replica, 15000, "master_link_status:up", "INFO %s", "replication") != 0) {
-        fprintf(stderr, "setup: the replica did not sync within 15 s\n");
-        return -1;
-    }
-    for (int i = 0; i < NSENT; i++)
-        if (testsrv_start_sentinel(&sent[i], "m", master.port) != 0)
-            return -1;
-    /* A failover needs every sentinel to know the replica and the others
-     * (hello messages every 2 s): wait for that, bounded. */
-    for (int i = 0; i < NSENT; i++) {
-        if (wait_for(&sent[i], 30000, "num-slaves 1 ", "SENTINEL MASTER %s", "m") != 0 ||
-            wait_for(&sent[i], 30000, "num-other-sentinels 2 ", "SENTINEL MASTER %s", "m") != 0) {
-            fprintf(stderr, "setup: sentinel %d did not discover the others within 30 s\n", i);
-            return -1;
-        }
-    }
     dead_port = testsrv_free_port();
     return 0;
 }
@@ -73,10 +37,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < NSENT; i++)
-        testsrv_stop(&sent[i]);
-    testsrv_stop(&master);
-    testsrv_stop(&replica);
+    testsentinel_stop(&master, &replica, sent, NSENT);
     testsrv_stop(&other);
     return 0;
 }
@@ -85,16 +46,7 @@ static int teardown(void **state)
  * first of which is down. */
 static relock_config *sentinel_config(const char *name)
 {
-    relock_config *cfg = relock_config_new();
-    char addrs[128];
-    snprintf(addrs, sizeof addrs, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
-             dead_port, sent[0].port, sent[1].port, sent[2].port);
-    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "500"), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "connect_timeout_ms", "500"), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "sentinel.master", name), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "sentinel.addrs", addrs), RELOCK_OK);
-    return cfg;
+    return testsentinel_config(sent, dead_port, name);
 }
 
 static int server_port(relock_client *c)

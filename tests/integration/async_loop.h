@@ -1,8 +1,8 @@
 /*
- * What the asynchronous client's topology tests (test_async_sentinel.c,
- * test_async_cluster.c) share on top of testloop.h: one operation's
- * outcome, recorded by its callback.  Included by one test source each
- * (static functions).
+ * What the asynchronous client's tests (test_async.c, test_async_quorum.c,
+ * test_async_sentinel.c, test_async_cluster.c) share on top of testloop.h:
+ * one operation's outcome, recorded by its callback.  Included by one test
+ * source each (static functions).
  */
 #ifndef RELOCK_TEST_ASYNC_LOOP_H
 #define RELOCK_TEST_ASYNC_LOOP_H
@@ -34,7 +34,7 @@ static void record(relock_async *a, relock_status st, relock_lock *l, const relo
 
 /* Runs one operation to its end (bounded by ms); fails the test when it
  * did not end. */
-static outcome *finish(outcome *o, long ms)
+static inline outcome *finish(outcome *o, long ms)
 {
     if (run_until(&o->calls, 1, ms) != 1)
         fail_msg("an operation did not end within %ld ms", ms);

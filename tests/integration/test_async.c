@@ -29,7 +29,7 @@
 
 #include "relock.h"
 #include "relock_async.h"
-#include "testloop.h"
+#include "async_loop.h" /* testloop.h, and an outcome per operation */
 #include "testsrv.h"
 #include "testutil.h"
 
@@ -74,27 +74,6 @@ static long long exists(const char *key)
     freeReplyObject(x);
     redisFree(r);
     return n;
-}
-
-/* One outcome per operation. */
-typedef struct outcome {
-    long calls;
-    relock_status st;
-    relock_lock *l;
-    char msg[512];
-    uint64_t at;
-} outcome;
-
-static void record(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                   void *arg)
-{
-    (void)a;
-    outcome *o = arg;
-    o->calls++;
-    o->st = st;
-    o->l = l;
-    o->at = tu_now_ms();
-    snprintf(o->msg, sizeof o->msg, "%s", e->message);
 }
 
 static const char *const modes[] = {"modern", "bridge", "legacy"};

@@ -36,7 +36,7 @@
 static testsrv srv[N];
 static int paused[N];
 
-#include "testloop.h"
+#include "async_loop.h" /* testloop.h, and an outcome per operation */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -130,26 +130,6 @@ static int holders_become(const char *key, const char *value, int n)
         run_for(20);
     }
     return 0;
-}
-
-typedef struct outcome {
-    long calls;
-    relock_status st;
-    relock_lock *l;
-    char msg[512];
-    uint64_t at;
-} outcome;
-
-static void record(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                   void *arg)
-{
-    (void)a;
-    outcome *o = arg;
-    o->calls++;
-    o->st = st;
-    o->l = l;
-    o->at = tu_now_ms();
-    snprintf(o->msg, sizeof o->msg, "%s", e->message);
 }
 
 static void expect_ok(const outcome *o, const char *what)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every reference in the repository resolves inside it.  Fails when
 #   - a file cites a document outside the repository: the first design
-#     file ("DESIGN §N", DESIGN.md), or the style and fact files that lived
-#     beside the repository (anything under ../shared/ except the default
-#     directory of the source archives that ./dev matrix reads, which is
-#     input, not a citation);
+#     file (its name in capitals, alone with a section sign or with .md),
+#     or the style and fact files that lived in the directory "shared"
+#     beside the repository (anything there except the default directory
+#     of the source archives that ./dev matrix reads, which is input, not a
+#     citation);
 #   - a file cites "design.md §N" (or a range §N-M) and docs/design.md has
 #     no section N;
 #   - a file cites "decision N" (also "decisions N-M, K and L", and in
@@ -34,23 +35,23 @@ while IFS= read -r f; do
 done <<<"$list"
 [ ${#files[@]} -gt 0 ] || { echo "FAIL: no files found under $SRC"; exit 1; }
 
-DESIGN=docs/design.md
+DESIGN_DOC=docs/design.md
 DECISIONS=docs/decisions.md
-[ -f "$DESIGN" ] || bad "$DESIGN is missing"
+[ -f "$DESIGN_DOC" ] || bad "$DESIGN_DOC is missing"
 [ -f "$DECISIONS" ] || bad "$DECISIONS is missing"
 
 # 1. Citations of files outside the repository.  The words are split so
 # that this script does not match itself if it is ever searched.
-outside="DESIGN"" §|DESIGN""\.md|STYLE""\.md|old-redis""-replies|peer-lock""-formats|shared/"
+outside="DESIGN"" §|DESIGN""\.md|STYLE""\.md|old-redis""-replies|peer-lock""-formats|sha""red/"
 while IFS= read -r hit; do
     case $hit in
-    *shared/redis-releases*) ;;
+    *sha"red/redis-releases"*) ;;
     *) bad "cites a file outside the repository: $hit" ;;
     esac
 done < <(grep -InE "$outside" "${files[@]}" 2>/dev/null)
 
 # 2. design.md sections: "## N. Title" and "### N.M Title".
-sections=$(grep -oE '^##+ [0-9]+(\.[0-9]+)?' "$DESIGN" 2>/dev/null | awk '{print $2}' | sed 's/\.$//')
+sections=$(grep -oE '^##+ [0-9]+(\.[0-9]+)?' "$DESIGN_DOC" 2>/dev/null | awk '{print $2}' | sed 's/\.$//')
 has_section() { grep -qxF "$1" <<<"$sections"; }
 while IFS= read -r hit; do
     where=${hit%%:design.md*}

@@ -1,7 +1,7 @@
 /*
  * What compat/ offers the layer above it: the legacy and bridge
  * algorithms, chosen by src/api/mode.c.  Only src/api/ includes this
- * header; the library core in src/ never reaches into compat/ (DESIGN §1,
+ * header; the library core in src/ never reaches into compat/ (design.md §2.2,
  * docs/architecture.md).
  */
 #ifndef RELOCK_COMPAT_H

@@ -1,5 +1,5 @@
 /*
- * The timestamp algorithms (DESIGN §3): legacy mode, and bridge mode, which
+ * The timestamp algorithms (design.md §4-5): legacy mode, and bridge mode, which
  * writes the same values plus a TTL.
  *
  *   acquire   SETNX key <expiry> (with the fence increment and, in bridge
@@ -22,8 +22,8 @@
  * arithmetic is src/lease.c.
  *
  * Ownership.  Timestamps repeat (two holders in one second write the same
- * value), so release and extend also compare the fence counter of DESIGN
- * §4 (nobody acquired since us) and, in bridge mode, require the TTL (a
+ * value), so release and extend also compare the fence counter of
+ * design.md §6.3 (nobody acquired since us) and, in bridge mode, require the TTL (a
  * legacy writer leaves none).
  *
  * GETSET losers.  A legacy client that lost a takeover race still wrote its
@@ -131,7 +131,7 @@ static relock_status read_ts(relock_lock *l, const char *v, size_t len, long lon
 
 /* Whether this handle won its lock itself and its validity remains at
  * monotonic time mono: then nobody can have taken the lock over
- * legitimately (DESIGN §3). */
+ * legitimately (design.md §4.7). */
 static int holds_validity(const relock_lock *l, uint64_t mono)
 {
     return l->acquired && l->valid_until && mono < l->valid_until;
@@ -365,7 +365,7 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
     case RELOCK__TS_PLAIN:
         break;
     }
-    /* 2.0: the fence rides in the MULTI with SETNX (DESIGN §4), so a
+    /* 2.0: the fence rides in the MULTI with SETNX (design.md §6.3), so a
      * failed SETNX moves it too.  A waiter that has seen the lock held
      * looks first, and writes only when the key is free. */
     if (l->looked) {

@@ -1,5 +1,5 @@
 /*
- * The timestamp algorithms (legacy and bridge modes, DESIGN §3) as step
+ * The timestamp algorithms (legacy and bridge modes, design.md §5.1-5.2) as step
  * machines of the lock engine (src/engine/engine.h): no I/O, no clock, no
  * randomness.  Private to compat/; the unit tests feed them by hand.
  *
@@ -18,7 +18,7 @@
  * must answer +QUEUED; then EXEC alone.  MULTI first, because a refused
  * MULTI would leave the queued writes to run at once, unconditionally;
  * EXEC last, because before 2.6 a refused queued command does not abort
- * the transaction (shared/old-redis-replies.md) and EXEC would run the
+ * the transaction (docs/design.md §3.4) and EXEC would run the
  * rest.  A machine that fails between WATCH (or MULTI) and EXEC ends with
  * the connection inside the transaction: the driver closes it, which
  * discards the transaction and the watches; an EXEC refused with an error

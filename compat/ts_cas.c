@@ -56,7 +56,7 @@ relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, reloc
     if (relock__breaks_key(l->key, w->bkey, sizeof w->bkey) != 0)
         w->bkey[0] = '\0';
     /* MULTI to EXEC on one connection: a new one would run the queued
-     * SETNX or GETSET at once, without its fence (DESIGN §9). */
+     * SETNX or GETSET at once, without its fence (design.md §13.3). */
     relock__batch_reset(out);
     out->in_txn = 1;
     relock__batch_words(out, 1, "MULTI");

@@ -65,7 +65,7 @@ typedef struct relock__server {
 #define RELOCK__ADDR_FMT "%s%s%.0d"
 #define RELOCK__ADDR(srv) (srv)->host, (srv)->port ? ":" : "", (srv)->port
 
-/* Sentinel (DESIGN §6): at most this many sentinel addresses. */
+/* Sentinel (design.md §9.2): at most this many sentinel addresses. */
 #define RELOCK__MAX_SENTINELS 8
 #define RELOCK__MASTER_NAME_MAX 256
 
@@ -187,7 +187,7 @@ int relock__owner_key(const char *lock_key, char *out, size_t len);
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 /* The pub/sub channel on which a release of l's key is announced to
- * waiters (DESIGN §5), keys.c.  Writes "" and returns 0 when wait.notify is off. */
+ * waiters (design.md §7.2), keys.c.  Writes "" and returns 0 when wait.notify is off. */
 int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* ------------------------------------------------------------------ values */
@@ -199,7 +199,7 @@ typedef struct relock__value {
     int has_suffix;   /* TIMESTAMP followed by ":token" */
 } relock__value;
 
-/* Classifies a stored value (DESIGN §3 "Classifying a value"). */
+/* Classifies a stored value (design.md §4.2). */
 void relock__classify(const char *v, size_t len, relock__value *out);
 /* For a timestamp of ndigits digits: 0 seconds, 1 milliseconds, -1 neither
  * (too short or too long for a present-day date in either unit). */

@@ -27,7 +27,7 @@
  * (the script, or the transaction).  The broken holder's extend and
  * release compare that counter, so they report the lock lost and write
  * nothing, even when the key has meanwhile been taken by a classic client
- * whose TTL-less timestamp looks like a GETSET loser's write (DESIGN §3).
+ * whose TTL-less timestamp looks like a GETSET loser's write (design.md §4.7).
  * The counter only ever goes up.  On 2.0 the fence also counts failed
  * attempts, so there a second counter, of breaks alone, is incremented as
  * well, and holders compare that one (compat/legacy.c).

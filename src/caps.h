@@ -1,6 +1,6 @@
 /*
  * Capabilities the probe learns by asking the server rather than from its
- * version (DESIGN §2: forks renumber, and Lua may be left out): the
+ * version (design.md §3.3: forks renumber, and Lua may be left out): the
  * native compare-and-set commands of newer servers, public in relock.h as
  * RELOCK_CAP_SET_IFEQ, RELOCK_CAP_DELIFEQ and RELOCK_CAP_DELEX; the
  * library's files use these names.

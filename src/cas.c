@@ -79,7 +79,7 @@ relock__step relock__cas_start(relock__cas *c, relock_lock *l, relock__batch *ou
     if (c->script)
         return cas_script(c, l, out);
     /* From WATCH to EXEC on one connection: a new one would carry no
-     * WATCH, and the write would run unconditionally (DESIGN §9). */
+     * WATCH, and the write would run unconditionally (design.md §13.3). */
     relock__batch_reset(out);
     out->in_txn = 1;
     if (c->fence > 0 || c->incr)

@@ -1,5 +1,5 @@
 /*
- * Redis Cluster (DESIGN §6): follow the redirections of the node that
+ * Redis Cluster (design.md §9.3): follow the redirections of the node that
  * does not serve a key's slot.  conn.c calls these for every command and
  * script, so every algorithm works on a cluster as long as each command's
  * keys share one slot, which keys.c guarantees for a lock key and its

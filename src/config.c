@@ -1,6 +1,6 @@
 /*
  * Configuration: defaults, one table of settings shared by the libconfig
- * file loader and relock_config_set(), and redis:// URLs (DESIGN §7).
+ * file loader and relock_config_set(), and redis:// URLs (design.md §11).
  *
  * Every setting is checked against its type and range and refused when
  * out of range; nothing is clamped, and unknown settings are errors so a

@@ -1,5 +1,5 @@
 /*
- * Durability (settings durability.*, DESIGN §7, docs/decisions.md 102-105):
+ * Durability (settings durability.*, design.md §10.1, decisions 102-105):
  * after an acquire or an extend has written the lock key, WAIT until
  * durability.replicas replicas acknowledge the write, or with
  * durability.aof WAITAOF until the master and that many replicas have

@@ -2,7 +2,7 @@
  * Earlier versions counted the fences of a whole-tag key such as "{a}" in the
  * counter of "a" (its name without the mark).  Its own counter is raised
  * to that one before each acquisition, so no token handed out under the
- * old name is ever handed out again or undercut (decisions §82).  With
+ * old name is ever handed out again or undercut (decision 82).  With
  * EVAL the raise is a script that only ever increases the counter; on a
  * server that runs without Lua but has WATCH (a Valkey 9.1 without its Lua
  * engine), a transaction that does the same; before 2.6 (legacy mode) the

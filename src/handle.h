@@ -27,7 +27,7 @@ typedef struct relock__conn {
     uint64_t last_used; /* monotonic ms of the last command */
     /* Inside WATCH ... EXEC or MULTI ... EXEC (relock__txn_begin): the
      * connection is never replaced, reconnected or redirected; losing it
-     * fails every command until relock__txn_end (DESIGN §9). */
+     * fails every command until relock__txn_end (design.md §13.3). */
     int in_txn;
 } relock__conn;
 
@@ -117,7 +117,7 @@ struct relock_lock {
     uint64_t valid_until; /* monotonic ms; 0 when unknown (adopted) */
     int lost;
     /* Legacy and bridge: how often a legacy GETSET loser's write was found
-     * in the key and acted on (DESIGN §3 "GETSET losers"). */
+     * in the key and acted on (design.md §4.7). */
     int loser_writes;
     /* 2.0: the lock's break counter read in the transaction that won it;
      * breaks_known 0 when not read (adopted, or another server). */

@@ -10,7 +10,7 @@
  * is hashed.  A key that is nothing but a tag, such as "{a}", is exactly
  * the braced form of the key inside it ("a"), so its side keys carry a
  * further mark (RELOCK__WHOLE_TAG_MARK) after the suffix: distinct lock
- * keys never share a side key (docs/decisions.md §82).
+ * keys never share a side key (decision 82).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /*
- * Modern mode (servers >= 2.6.12, DESIGN §3): SET key token NX PX ttl to
+ * Modern mode (servers >= 2.6.12, design.md §5.3): SET key token NX PX ttl to
  * acquire; compare-and-delete and compare-and-set to release and extend,
  * so a holder can never delete or prolong a lock that has passed to
  * someone else.
  *
  * The compare-and-X has three ways, the best the server has first
- * (DESIGN §2, found by the probe, caps.h):
+ * (design.md §3.3, found by the probe, caps.h):
  *   native   release DELIFEQ (Valkey 9.0) or DELEX IFEQ (Redis 8.4), its
  *            release notice PUBLISHed in the same round trip; extend
  *            SET IFEQ PX (Valkey 8.1, Redis 8.4): one command each;
@@ -14,7 +14,7 @@
  *            without Lua (Valkey 9.1 can) and have no native command.
  * The fence is incremented with a successful acquisition only: by the
  * acquire script, or without Lua inside the MULTI that sets the key, under
- * a WATCH of the key (docs/decisions.md 97-100).
+ * a WATCH of the key (decisions 97-100).
  *
  * Each operation is a step machine (modern.h, src/engine/): it is fed the
  * replies to the commands it asked for, or the fault that cut them off,
@@ -222,7 +222,7 @@ static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock_
 /*
  * The key is held by `found` (NULL: nothing was read) with TTL pttl.  A
  * value with a TTL is waited for.  A timestamp without one is a legacy
- * holder (DESIGN §3, modern): a dead one is taken over once expired, so a
+ * holder (design.md §5.3): a dead one is taken over once expired, so a
  * migrated fleet never waits forever on a leftover; a live one means a
  * legacy writer is still active.  Which it is needs the fleet's clock
  * (legacy.clock), asked of the driver for the next step.

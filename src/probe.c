@@ -1,5 +1,5 @@
 /*
- * The server probe (DESIGN §2): learn the version once per connection and
+ * The server probe (design.md §3.1): learn the version once per connection and
  * derive the capability set, so no command is ever sent to a server that
  * lacks it.
  */
@@ -119,7 +119,7 @@ static int mentions(const redisReply *r, const char *word, int depth)
 }
 
 /*
- * What the version cannot tell (DESIGN §2): whether Lua is there at all
+ * What the version cannot tell (design.md §3.3): whether Lua is there at all
  * (Valkey 9.1 may run without it: EVAL is then an unknown command), and the
  * native compare-and-set commands.  One COMMAND DOCS (Redis 7.0 and later,
  * Valkey) answers both: it leaves out commands the server does not have,

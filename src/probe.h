@@ -1,5 +1,5 @@
 /*
- * The server probe's step machine (probe.c, DESIGN §2): INFO for the
+ * The server probe's step machine (probe.c, design.md §3.1): INFO for the
  * version (or, where INFO is refused, which harmless commands are), then
  * COMMAND DOCS for Lua and the native compare-and-set commands.  It writes
  * what it learns into l->c->conn (version, major, minor, patch, caps).
@@ -20,7 +20,7 @@ void relock__probe_init(relock__probe_m *m);
 relock__step relock__probe_step(void *m, relock_lock *l, const relock__feed *in,
                                 relock__batch *out);
 
-/* Probes the server version into conn (DESIGN §2). */
+/* Probes the server version into conn (design.md §3.1). */
 relock_status relock__probe(relock_client *c);
 
 #endif

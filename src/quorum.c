@@ -1,5 +1,5 @@
 /*
- * Quorum locks over independent masters (DESIGN §6, the Redlock scheme),
+ * Quorum locks over independent masters (design.md §9.1, the Redlock scheme),
  * used whenever `servers` lists more than one.
  *
  * Every request goes to all servers at once, each server with a short
@@ -55,7 +55,7 @@ static int popcount(unsigned v)
 
 long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms)
 {
-    /* Short against the lease (DESIGN §6), so a dead server cannot eat
+    /* Short against the lease (design.md §9.1), so a dead server cannot eat
      * the validity. */
     long long t = ttl_ms / 10 > 10 ? ttl_ms / 10 : 10;
     return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;

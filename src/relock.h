@@ -78,7 +78,7 @@ RELOCK_EXTERN const char *relock_status_name(relock_status st);
 /* The library version string, e.g. "0.1.0". */
 RELOCK_EXTERN const char *relock_version(void);
 
-/* Lock algorithms (DESIGN §3). */
+/* Lock algorithms (docs/design.md §4-5). */
 typedef enum relock_mode {
     RELOCK_MODE_AUTO = 0, /* probe the server and pick safely */
     RELOCK_MODE_LEGACY,   /* SETNX + expiry timestamp + GETSET takeover */
@@ -102,7 +102,7 @@ typedef struct relock_error {
 } relock_error;
 
 /* ---------------------------------------------------------------------
- * Configuration.  A relock_config starts with the defaults of DESIGN §7
+ * Configuration.  A relock_config starts with the defaults of docs/design.md §11
  * and is changed by loading a libconfig file, a URL, or single settings.
  * Invalid values are refused, never clamped.
  */
@@ -115,7 +115,7 @@ RELOCK_EXTERN relock_config *relock_config_new(void);
 RELOCK_EXTERN void relock_config_free(relock_config *cfg);
 
 /*
- * Reads a libconfig file (DESIGN §7) over the current settings.  Unknown
+ * Reads a libconfig file (docs/design.md §11) over the current settings.  Unknown
  * settings, wrong types and bad values are errors; the message is
  * "FILE:LINE: reason" (relock_config_error()).  On error the configuration
  * may be partly changed.
@@ -174,7 +174,7 @@ RELOCK_EXTERN relock_mode relock_config_mode(const relock_config *cfg);
 typedef struct relock_client relock_client;
 
 /*
- * Connects to the configured server, probes it (DESIGN §2) and selects the
+ * Connects to the configured server, probes it (docs/design.md §3) and selects the
  * mode.  *out is set whenever memory allows, also on failure, so that
  * relock_client_error(*out) can tell what went wrong; free it with
  * relock_client_free() in both cases.  cfg is copied: it may be freed
@@ -207,7 +207,7 @@ RELOCK_EXTERN relock_mode relock_client_mode(const relock_client *c);
 RELOCK_EXTERN const char *relock_client_mode_reason(const relock_client *c);
 
 /*
- * How modern mode does its work on the server connected to (DESIGN §2:
+ * How modern mode does its work on the server connected to (docs/design.md §3.3:
  * native commands first, then Lua, then WATCH), an opaque object read with
  * relock_paths_get() (so that a path can be added without breaking
  * programs built against an older relock.h), each a static string:
@@ -400,7 +400,7 @@ RELOCK_EXTERN const char *relock_lock_name(const relock_lock *l);
 /* The value now stored in the lock key (changes on extend in legacy and
  * bridge modes). */
 RELOCK_EXTERN const char *relock_lock_value(const relock_lock *l);
-/* The fencing token (DESIGN §4); 0 when the mode keeps none. */
+/* The fencing token (docs/design.md §6.3); 0 when the mode keeps none. */
 RELOCK_EXTERN long long relock_lock_fence(const relock_lock *l);
 /* Milliseconds of validity left now (ttl minus time spent acquiring minus
  * the clock-drift allowance, minus time since); 0 when expired. */

@@ -88,7 +88,7 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
 
 /*
  * A new client of cfg's server (cfg is copied) on the given loop (copied).
- * It connects, logs in and probes the server (DESIGN §2) without blocking;
+ * It connects, logs in and probes the server (docs/design.md §3) without blocking;
  * operations started meanwhile wait for the probe, and fail with its error
  * if it fails.  With several servers (a quorum, modern values only) there
  * is no probe: each server is connected when an operation first needs it.

@@ -118,7 +118,7 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
     "if v then return -1 end\n"
     "return 0\n",
     /* RELOCK__SCRIPT_FENCE_RAISE: KEYS[1] fence counter, ARGV[1] a token.
-     * Raises the counter to the token if it is lower (quorum, DESIGN §6). */
+     * Raises the counter to the token if it is lower (quorum, design.md §9.1). */
     "local v = tonumber(redis.call('get', KEYS[1]) or '0')\n"
     "if v < tonumber(ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
     "return 1\n",

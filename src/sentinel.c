@@ -1,5 +1,5 @@
 /*
- * Redis Sentinel (DESIGN §6): find the master by name.
+ * Redis Sentinel (design.md §9.2): find the master by name.
  *
  * Every (re)connect asks the configured sentinels in turn, starting with
  * the one that helped last, for the master's address

@@ -48,7 +48,7 @@ static int fill_random(void *buf, size_t len)
 int relock__token(char out[33])
 {
     static const char hex[] = "0123456789abcdef";
-    /* A token of only digits would read as a timestamp (DESIGN §3); the
+    /* A token of only digits would read as a timestamp (design.md §4.4); the
      * chance is (10/16)^32, so a few tries always suffice. */
     for (int tries = 0; tries < 16; tries++) {
         unsigned char raw[16];

@@ -1,5 +1,5 @@
 /*
- * Classifying what a lock key holds (DESIGN §3): a decimal expiry
+ * Classifying what a lock key holds (design.md §4.2): a decimal expiry
  * timestamp, optionally followed by ":token" (legacy and bridge values), a
  * 32-character lowercase hex token (modern values), or neither.
  */

@@ -1,5 +1,5 @@
 /*
- * Waiting for a lock (DESIGN §5): repeat the algorithm's single attempt,
+ * Waiting for a lock (design.md §7): repeat the algorithm's single attempt,
  * and between attempts do what the wait planner (src/engine/waitplan.c)
  * says: subscribe to release notices and look again at once, sleep until
  * the first of a release notification, just after the holder's known end

@@ -3,7 +3,7 @@
  *
  * The "since" versions are those Redis 7.0's COMMAND DOCS gives; the error
  * texts are those of the old servers' sources (and of
- * shared/old-redis-replies.md where it records them).
+ * docs/design.md §3.4 where it records them).
  */
 #include "personality.h"
 

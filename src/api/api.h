@@ -8,7 +8,7 @@
 
 #include "base.h"
 
-/* Mode selection from configuration and probe (DESIGN §3 auto). */
+/* Mode selection from configuration and probe (design.md §4.1). */
 relock_status relock__select_mode(relock_client *c);
 
 /* owner.c: with owner_info, write (after acquire and extend) or delete

@@ -8,7 +8,7 @@
  * next step.  A second connection, opened only while someone waits,
  * carries release notices (SUBSCRIBE), one subscription per lock name.
  *
- * Transactions (DESIGN §9): a batch marked in_txn makes its operation the
+ * Transactions (design.md §13.3): a batch marked in_txn makes its operation the
  * owner of the connection; the other operations' batches wait until the
  * transaction ends (a command of theirs would be queued inside it), and a
  * connection lost meanwhile is never replaced under it: its next batch is
@@ -2427,7 +2427,7 @@ static int next_phase(aop *op, relock_status *st)
 /* The reply to the legacy marker's SET: a MOVED (the map did not know the
  * marker's slot) sends it once to the node named when the client has a
  * ready connection there, as the blocking client's write follows it;
- * anything else is dropped (the marker informs, DESIGN's scan). */
+ * anything else is dropped (the marker informs, design.md §5.5). */
 static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -2452,7 +2452,7 @@ static void machine_done(aop *op, relock_status st)
     relock__mhead *h = op->m;
     relock_lock *l = op->l;
     if (h->in_txn && cn->txn_owner == op) {
-        /* A transaction left open: its connection goes (DESIGN §9). */
+        /* A transaction left open: its connection goes (design.md §13.3). */
         cn->txn_owner = NULL;
         if (cn->ac)
             conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");

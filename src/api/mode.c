@@ -1,5 +1,5 @@
 /*
- * Choosing the algorithm (DESIGN §3).  "auto" is safe by default: modern
+ * Choosing the algorithm (design.md §4.1).  "auto" is safe by default: modern
  * values beside unchanged legacy clients break mutual exclusion (a legacy
  * client reads a token as an expired timestamp and takes the lock over), so
  * modern is chosen only when the operator has declared that no legacy

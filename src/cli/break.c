@@ -41,7 +41,7 @@ const char help_break[] =
     "(nothing deleted), 2 usage, 4 not a lock (refused; --force for a string),\n"
     "or a server error.\n";
 
-/* Exit codes of break (docs/cli.md, docs/decisions.md); a value that is
+/* Exit codes of break (docs/cli.md, decisions 36 and 89); a value that is
  * no lock is refused with EXIT_SERVER, the code of RELOCK_EFOREIGN. */
 enum { EXIT_NOTHING = 1, EXIT_CHANGED = 3, EXIT_NOT_LOCK = EXIT_SERVER };
 

@@ -7,7 +7,7 @@
 #include "relock.h"
 #include "relockx.h"
 
-/* Exit codes (DESIGN §8). */
+/* Exit codes (design.md §12.3, docs/cli.md). */
 enum {
     EXIT_ACQUIRE_FAILED = 1, /* changed by -E */
     EXIT_USAGE = 2,

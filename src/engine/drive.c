@@ -7,7 +7,7 @@
  * transaction's connection was gone), LOST when they may have run (the
  * send or the read failed, or no reply came in time).
  *
- * Transactions (DESIGN §9, decision 86): a batch marked in_txn starts one
+ * Transactions (design.md §13.3, decision 86): a batch marked in_txn starts one
  * (relock__txn_begin: connects now, and from there nothing reconnects,
  * redirects or replaces the connection); the first batch without the mark
  * is sent inside it and ends it.  A machine that ends with a transaction

@@ -1,5 +1,5 @@
 /*
- * The engine's shared parts (DESIGN §1): the head every step machine
+ * The engine's shared parts (design.md §2.1): the head every step machine
  * starts with, building the batch a machine sends, checking the replies it
  * gets, the EVALSHA-then-EVAL transition, and the blocking driver.
  *

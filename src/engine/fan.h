@@ -1,5 +1,5 @@
 /*
- * The engine over several connections (DESIGN §6, the quorum): a fan
+ * The engine over several connections (design.md §9.1, the quorum): a fan
  * machine sends one batch per server, and is fed back each server's
  * replies as they arrive, with the time.  Its work goes in rounds: a round
  * sends a request to a set of servers, each with a deadline of its own,

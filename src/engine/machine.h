@@ -1,6 +1,6 @@
 /*
  * The lock engine: every operation is a step machine that does no I/O and
- * reads no clock (DESIGN §1).  A driver starts a machine, sends the batch
+ * reads no clock (design.md §2.1).  A driver starts a machine, sends the batch
  * of commands it asks for, and feeds back the replies (or the fault that
  * ended the batch) with the current time; the machine answers with the
  * next batch or with its outcome.  The state that matters (the value and
@@ -47,7 +47,7 @@ typedef struct relock__batch {
     int n;
     /* After the batch the connection is inside WATCH ... EXEC or MULTI ...
      * EXEC: the driver must not replace, reconnect or redirect it before
-     * the next batch; losing it is fed back as a fault (DESIGN §9). */
+     * the next batch; losing it is fed back as a fault (design.md §13.3). */
     int in_txn;
     /* The batch is about the lock's last write and must go out on the
      * very connection that write went out on (WAIT counts the replicas

@@ -61,7 +61,7 @@ relock__wait_plan relock__wait_plan_next(const relock__wait_in *in)
         p.act = RELOCK__WAIT_BUSY;
         return p;
     }
-    /* No new step once the bound has passed (docs/decisions.md, entry 83). */
+    /* No new step once the bound has passed (decision 83). */
     int bounded = in->bound_ms > 0;
     if (bounded && in->left_ms <= 0) {
         p.act = RELOCK__WAIT_TIMEOUT;

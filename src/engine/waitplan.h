@@ -1,5 +1,5 @@
 /*
- * The wait planner (DESIGN §5): after an attempt found the lock held, what
+ * The wait planner (design.md §7.1): after an attempt found the lock held, what
  * the waiter does next.  Pure: no I/O, no clock, no randomness (the
  * jitter's random bits come in), so the blocking driver, the asynchronous
  * driver and the simulator take the same decisions from the same inputs.
@@ -11,7 +11,7 @@
  * waiters poll every few ms) is polled at the legacy rate only in a window
  * around its expiry, where classic clients race for the lock; before that
  * window the waiter backs off as for any holder, and wakes at the
- * window's start at the latest (docs/decisions.md, entry 150).
+ * window's start at the latest (decision 150).
  */
 #ifndef RELOCK_ENGINE_WAITPLAN_H
 #define RELOCK_ENGINE_WAITPLAN_H
@@ -89,7 +89,7 @@ relock__wait_plan relock__wait_plan_next(const relock__wait_in *in);
 long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms, uint64_t rnd);
 
 /* The poll interval near a silent holder's expiry: about as often as
- * classic clients look (DESIGN §5). */
+ * classic clients look (design.md §7.3). */
 long long relock__legacy_poll_ms(long long backoff_min_ms);
 
 #endif

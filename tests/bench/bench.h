@@ -45,7 +45,7 @@
 
 /* Quorum at a network's distance (bench_network.c): the round trips each
  * server is given by a delaying proxy, the one the target is judged at
- * (docs/decisions.md), cycles per client per RTT (after NET_WARMUP),
+ * (decision 45), cycles per client per RTT (after NET_WARMUP),
  * cycles per turn, and the time bound per RTT. */
 #define NET_NRTTS 2
 #define NET_RTTS_US {250, 1000}

@@ -1,5 +1,5 @@
 /*
- * Latency figures of relock-bench (DESIGN §5, waiting): how long a blocked
+ * Latency figures of relock-bench (design.md §7, waiting): how long a blocked
  * waiter takes to get a lock once it is free.
  *
  *   handoff   A holder (this process) holds the lock with a 10 s TTL; a

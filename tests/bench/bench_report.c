@@ -402,7 +402,7 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
     cluster_row(t, kv);
 
     /* On loopback the quorum rows measure work on shared cores, not
-     * latency between hosts: information only (docs/decisions.md). */
+     * latency between hosts: information only (decision 45). */
     quorum_row(t, kv, "quorum, 5 servers vs 1, loopback (modern fenced)", QUORUM_SERVERS, 0);
     quorum_row(t, kv, "quorum, 3 servers vs 1, loopback (modern fenced)", 3, 0);
     for (int i = 0; i < NET_NRTTS; i++)

@@ -1,5 +1,5 @@
 /*
- * Waiting load of relock-bench (DESIGN §5): how many commands a blocked
+ * Waiting load of relock-bench (design.md §7): how many commands a blocked
  * waiter sends to the server per second while a live holder keeps the
  * lock, in each mode, against a classic legacy client waiting the classic
  * way in the same run.

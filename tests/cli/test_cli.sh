@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The relock command line against a real redis-server: every exit code of
-# DESIGN §8 produced by a real case, the output formats, and run's
+# docs/design.md §12.3 produced by a real case, the output formats, and run's
 # environment, signal forwarding and loss handling.
 #   test_cli.sh PATH/TO/relock
 set -u

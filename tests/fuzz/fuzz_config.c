@@ -7,8 +7,8 @@
  * "url=..." lines for relock_config_set_url().
  *
  * Invariants: the loader returns OK or ECONFIG, and its message names the
- * file ("FILE:LINE: reason", DESIGN §7); a configuration that was accepted
- * holds only values in range (DESIGN §7 refuses, never clamps); a refused
+ * file ("FILE:LINE: reason", design.md §11); a configuration that was accepted
+ * holds only values in range (design.md §11 refuses, never clamps); a refused
  * relock_config_set() or relock_config_set_url() leaves the configuration
  * exactly as it was.
  *

@@ -3,7 +3,7 @@
  * relockx_parse_duration() (src/relockx.c, shared by the library and the
  * CLI) and relock__parse_url(), on the input as a C string.
  *
- * Durations are checked against a reference reading of DESIGN §8 (a
+ * Durations are checked against a reference reading of design.md §12.2 (a
  * plain number is seconds; "250ms", "1.5s", "1m30s"; see ref_duration).
  * URLs: on success the
  * port is 1-65535 (a unix socket: port 0 and an absolute path), the host non-empty, the db 0-1000000, every field
@@ -22,7 +22,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
- * The reference: 0 and *ms, or -1.  The grammar of DESIGN §8 as the CLI
+ * The reference: 0 and *ms, or -1.  The grammar of design.md §12.2 as the CLI
  * takes it: one or more parts, each digits with an optional fraction
  * (".5", "5.", "1.25") and a unit of d, h, m, s, ms, each unit at most once
  * and larger units first; a whole input that is one number without a unit

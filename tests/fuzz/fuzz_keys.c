@@ -2,8 +2,8 @@
  * fuzz_keys: the names of the keys relock keeps beside a lock key
  * (keys.c), for any lock key a valid name and prefix can make.
  *
- * DESIGN §4: fence counters live "in a key namespace of their own that no
- * lock name can collide with, in the lock key's Cluster slot".  Checked:
+ * design.md §6.3: fence counters live "in a key namespace no lock name can
+ * collide with" and "in the lock key's Cluster slot".  Checked:
  * relock__fence_key() fits or says it does not, the fence and owner keys
  * contain a space (which no lock key can), and Redis Cluster hashes them to
  * the same slot as the lock key (keyHashSlot() of Redis's cluster.c,

@@ -5,7 +5,7 @@
  * The input is the stored value, passed with its length and without a
  * terminating NUL, as hiredis hands values over (the sanitizer catches a
  * read past the end).  The result is checked against a reference written
- * from DESIGN §3 and internal.h: a decimal integer of 1 to 18 digits,
+ * from design.md §4.2 and internal.h: a decimal integer of 1 to 18 digits,
  * optionally followed by ':' and at least one more byte, is a timestamp;
  * otherwise 32 lowercase hex characters with at least one letter are a
  * token; anything else is unknown.
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t digits = 0;
     while (digits < size && is_digit(data[digits]))
         digits++;
-    /* A timestamp's suffix, if any, is ':' and a token (DESIGN §3). */
+    /* A timestamp's suffix, if any, is ':' and a token (design.md §4.2). */
     int suffix = digits < size && data[digits] == ':' && is_token(data + digits + 1, size - digits - 1);
     int ts = digits >= 1 && digits <= 18 && (digits == size || suffix);
     int token = is_token(data, size);

@@ -30,7 +30,7 @@
  * Built for libevent (it_async_boundaries_libevent) and libuv (TEST_LIBUV,
  * it_async_boundaries_libuv); each runs half of the targets in full and
  * the others reduced (target_reduce()).  RELOCK_TEST_REDUCED=1 runs the
- * reduced enumeration of docs/decisions.md 190 for all.  RELOCK_TEST_TARGET=P (a
+ * reduced enumeration of decision 190 for all.  RELOCK_TEST_TARGET=P (a
  * personality, "7-nolua" for 7 without Lua) runs that target alone, for
  * a look at one path.
  */
@@ -478,7 +478,7 @@ static void one(const target *t, enum op op, long long k, enum bnd_fault f)
                           "OK, yet the key holds \"%s\"", v);
             }
             /* On 2.0 a takeover is GETSET: a loser's write shifts the
-             * winner's expiry (DESIGN §3). */
+             * winner's expiry (design.md §5.1). */
             if (o.won && !(t->plain && op == OP_TAKEOVER))
                 CHECK(strcmp(v, BND_OTHER_VALUE) == 0, "the other client's value was overwritten");
             if (st == RELOCK_EIO && !o.wrote)

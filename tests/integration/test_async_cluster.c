@@ -1,5 +1,5 @@
 /*
- * Redis Cluster under the asynchronous client (DESIGN §6), on libevent
+ * Redis Cluster under the asynchronous client (design.md §9.3), on libevent
  * (it_async_cluster_libevent) or libuv (it_async_cluster_libuv): three
  * masters joined by redis-cli, as test_cluster.c starts them.  A client
  * given only the first node locks names whose slots live on every node

@@ -1,5 +1,5 @@
 /*
- * The asynchronous client through Redis Sentinel (DESIGN §6), on libevent
+ * The asynchronous client through Redis Sentinel (design.md §9.2), on libevent
  * (it_async_sentinel_libevent) or libuv (it_async_sentinel_libuv): one
  * master, one replica and three redis-sentinel processes, as
  * test_sentinel.c starts them.  The client finds the master by name and

@@ -84,7 +84,7 @@ static const pers personalities[] = {{"2.0", 0}, {"2.2", 0}, {"2.4", 0}, {"2.6.0
 #else
 /*
  * it_boundaries_native: modern mode on the paths of newer servers and of
- * servers without Lua (docs/decisions.md 97-99): the fenced acquire and the
+ * servers without Lua (decisions 97-99): the fenced acquire and the
  * takeover by WATCH, GET, MULTI, SET, INCR, EXEC without Lua; release by
  * DELIFEQ or DELEX IFEQ with its notice pipelined, or by WATCH/MULTI;
  * extend by SET IFEQ PX or WATCH/MULTI; break by WATCH/MULTI.
@@ -349,7 +349,7 @@ static void one(const target *t, enum op op, long long k, enum bnd_fault f)
                       v);
         }
         /* On 2.0 a takeover is GETSET: a loser's write shifts the
-         * winner's expiry (DESIGN §3), which no client there can avoid. */
+         * winner's expiry (design.md §5.1), which no client there can avoid. */
         if (o.won && !(t->plain && op == OP_TAKEOVER))
             CHECK(strcmp(v, BND_OTHER_VALUE) == 0, "the other client's value was overwritten");
         if (st == RELOCK_EIO && !o.wrote)
@@ -395,7 +395,7 @@ static void pass_run(void *ctx, long long k, enum bnd_fault f)
     one(p->t, p->op, k, f);
 }
 
-/* RELOCK_TEST_REDUCED=1 (the sanitizer build in ./dev test, docs/decisions.md
+/* RELOCK_TEST_REDUCED=1 (the sanitizer build in ./dev test, decision
  * 190): per target and operation, one fault at each boundary and then each
  * kind not yet run at its first boundary (bnd_enumerate()). */
 static void enumerate(const target *t)

@@ -1,5 +1,5 @@
 /*
- * Redis Cluster (DESIGN §6): three masters joined by redis-cli, each with a
+ * Redis Cluster (design.md §9.3): three masters joined by redis-cli, each with a
  * replica.  A client given only the first node locks names whose slots
  * live on every node (MOVED), and with its slot map goes straight to each
  * master without a further MOVED or connection; a waiter on another

@@ -1,5 +1,5 @@
 /*
- * Fencing tokens (DESIGN §4): strictly increasing across holders, dead
+ * Fencing tokens (design.md §6.3): strictly increasing across holders, dead
  * holders' takeovers included, in every mode and on every server version
  * the proxy emulates; and a paused holder, resumed after its lease, holds
  * a smaller token than its successor, so a fenced resource refuses it.
@@ -213,7 +213,7 @@ static void test_paused_holder_refused(void **state)
  * once shared "{a} relock:fence": releasing "a" with its fence after "{a}"
  * was acquired reported the lock lost while it was held).  And the counter
  * of "{a}" starts above the one it shared before, so no token handed out
- * under the old name is handed out again (decisions §82).
+ * under the old name is handed out again (decision 82).
  */
 static void whole_tag_names(int port, const char *mode, const char *tag)
 {

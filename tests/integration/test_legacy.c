@@ -1,5 +1,5 @@
 /*
- * Legacy mode (DESIGN §3: SETNX + expiry timestamp, takeover by
+ * Legacy mode (design.md §5.1: SETNX + expiry timestamp, takeover by
  * compare-and-set or GETSET) against a real redis-server, through the
  * compat proxy for every old-server personality: 2.0 (GETSET only), 2.2 and
  * 2.4 (WATCH), 2.6.0 and 2.6.11 (EVAL, TIME) and 7.  Dead holders are real
@@ -589,7 +589,7 @@ static void test_basic_cycle(void **state)
     }
 }
 
-/* Every acquisition carries a fencing token, larger than the last (§4). */
+/* Every acquisition carries a fencing token, larger than the last (design.md §6.3). */
 static void test_fence_increases(void **state)
 {
     (void)state;
@@ -1550,7 +1550,7 @@ static void test_gc_expire_ttl(void **state)
 
 /*
  * A waiter behind a holder whose timestamp ends 8 s away does not poll it
- * every few ms for all that time (DESIGN §5, decision 150): in the first
+ * every few ms for all that time (design.md §7.3, decision 150): in the first
  * 4 s it sends a small part of what a legacy rate (an attempt every 4 ms)
  * would, and on 2.0, where every attempt also increments the fence, moves
  * the fence as little; then it still takes the lock soon after the

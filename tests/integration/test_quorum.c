@@ -1,5 +1,5 @@
 /*
- * Quorum locks over five independent redis-servers (DESIGN §6): a
+ * Quorum locks over five independent redis-servers (design.md §9.1): a
  * majority suffices, a minority fails clearly and leaves nothing behind,
  * and fencing tokens keep increasing whichever majorities are won.
  */

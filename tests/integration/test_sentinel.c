@@ -1,5 +1,5 @@
 /*
- * Sentinel (DESIGN §6): one master, one replica and three redis-sentinel
+ * Sentinel (design.md §9.2): one master, one replica and three redis-sentinel
  * processes.  A client finds the master by name; when the master is
  * SIGKILLed the sentinels promote the replica and the client, with no step
  * by hand, goes on locking there.  A demoted master's READONLY makes the

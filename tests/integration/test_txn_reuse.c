@@ -1,6 +1,6 @@
 /*
- * A connection left inside MULTI is never used again (DESIGN §9,
- * docs/decisions.md 125), checked where it would cost the most: a client
+ * A connection left inside MULTI is never used again (design.md §13.3,
+ * decision 125), checked where it would cost the most: a client
  * whose operation was refused part way through its transaction goes on to
  * acquire a lock another client holds.  Were its connection still inside
  * the server's MULTI, the acquire's SET NX PX would be queued, answer

@@ -180,7 +180,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "relock_worker[%ld]: release: %s\n", (long)getpid(),
                         relock_client_error(c)->message);
         } else if (st == RELOCK_EAMBIGUOUS) {
-            /* DESIGN §3: where ownership cannot be told, neither claim nor
+            /* design.md §4.6: where ownership cannot be told, neither claim nor
              * delete.  Not a failure of the worker: logged and counted. */
             wk_log(&w, "ambiguous", NULL);
             fprintf(stderr, "relock_worker[%ld]: release: %s\n", (long)getpid(),

@@ -8,7 +8,7 @@
  *
  *   classic only      the baseline: the classic pattern is sound with itself
  *                     (and the checker finds nothing where nothing is wrong)
- *   bridge, s and ms  DESIGN §3: bridge beside legacy clients must be as
+ *   bridge, s and ms  design.md §5.2: bridge beside legacy clients must be as
  *                     good as legacy beside legacy
  *   legacy, ms        relock's own legacy mode beside the classic client
  *   modern, ms        the negative control: a classic client reads a modern
@@ -410,7 +410,7 @@ static void expect_sound(const scenario *sc)
         if (sc->die_prob > 0)
             assert_true(kk->deaths >= 1);
     }
-    /* DESIGN §3: a GETSET loser's write is tolerated, never LOST while our
+    /* design.md §4.7: a GETSET loser's write is tolerated, never LOST while our
      * validity remains (and a LOST release leaves the loser's value, with
      * no TTL, to block everyone until its legacy expiry).  Not on a real
      * 2.0 server: without WATCH or a fence in the same step, relock cannot
@@ -584,7 +584,7 @@ static long long pttl_of_key(void)
  * classic client that had read the dead value (or nil) a moment earlier
  * sends: GETSET key <its now + timeout + 1>.  That client lost (GETSET
  * returns the bridge's live value) but its write replaced the bridge value
- * and its TTL (DESIGN §3, GETSET losers): the bridge must still hold, and
+ * and its TTL (design.md §4.7, GETSET losers): the bridge must still hold, and
  * release must not report the lock lost.  LOSER_OTHER: the loser's clock
  * read one unit later than ours, so it wrote V + 1; LOSER_SAME: it read
  * the same second or millisecond and wrote V itself, which in seconds is
@@ -686,7 +686,7 @@ static void bridge_takeover_holds(const char *unit, long timeout, long hold_ms, 
     assert_int_equal(bad, 0);
     assert_true(validity > 0); /* else the hold proves nothing: lengthen ttl */
     /* The bridge value carries a TTL that covers the lease and ends
-     * between V and V + 1 units (DESIGN §3), so legacy readers see the
+     * between V and V + 1 units (design.md §4.5), so legacy readers see the
      * lock held for as long as the key exists.  The TTL is set relative to
      * the client's clock reading a round trip or two before the server ran
      * the script, so allow that much past V + 1. */
@@ -701,12 +701,12 @@ static void bridge_takeover_holds(const char *unit, long timeout, long hold_ms, 
         fail_msg("interop: a classic client entered while the bridge held the lock it took "
                  "over: %s (log kept: %s)",
                  r.ov_desc, log);
-    /* DESIGN §3: a GETSET loser's write is tolerated.  When it carries a
+    /* design.md §4.7: a GETSET loser's write is tolerated.  When it carries a
      * timestamp other than ours, release acts on it: OK.  In seconds the
      * loser usually writes the very same timestamp; then the value and
      * fence still match and only the TTL is gone.  Within our validity no
      * legitimate holder can have written it, so OK is right; reporting
-     * ambiguity is what DESIGN allows where ownership cannot be told.
+     * ambiguity is what design.md §4.6 allows where ownership cannot be told.
      * LOST ("no longer ours") is wrong either way. */
     if (st != RELOCK_OK && !(st == RELOCK_EAMBIGUOUS && loser == LOSER_SAME))
         fail_msg("interop: release after %s: %s: %s",

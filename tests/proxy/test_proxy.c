@@ -4,7 +4,7 @@
  * One redis-server for the whole program (group setup); each test starts
  * the proxies it needs, in front of it, with testsrv_start_proxy, and
  * checks the replies of every personality against what the old servers
- * answered (shared/old-redis-replies.md).  Keys are checked on the real
+ * answered (docs/design.md §3.4).  Keys are checked on the real
  * server directly where the point is what reached it.
  *
  * The same checks run against the real old server a personality imitates
@@ -1219,7 +1219,7 @@ static void test_fault_delay_us(void **state)
 }
 
 /*
- * The replies shared/old-redis-replies.md records for 2.6.12 and later,
+ * The replies docs/design.md §3.4 records for 2.6.12 and later,
  * which no personality imitates (personality 7 is the real server): checked
  * against the real server, whatever its version (with RELOCK_TEST_SERVER
  * naming one of 2.6.12 or later; by default the installed redis-server).

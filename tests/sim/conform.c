@@ -5,7 +5,7 @@
  * a time) and to a real redis-server started here on a free port: directly
  * for personality 7, through the compat proxy for the older ones and the
  * newer servers' commands (the proxy's replies are themselves checked
- * against real 2.0 .. 2.6 servers, shared/old-redis-replies.md, and the
+ * against real 2.0 .. 2.6 servers, docs/design.md §3.4, and the
  * matrix).  Replies must agree in type, integer, text and shape; times
  * (TTL, PTTL) within a tolerance, and TIME and INFO by shape only.
  */

@@ -1,7 +1,7 @@
 /*
  * The model Redis server of the simulator (model.h).
  *
- * What it follows, version by version: shared/old-redis-replies.md (real
+ * What it follows, version by version: docs/design.md §3.4 (real
  * 2.0.5 .. 2.6.17 servers) and the proxy's personality tables
  * (compat/proxy/personality.c, native.c).  relock's scripts (src/scripts.c)
  * are recognised by their SHA-1 and carried out in C with the semantics

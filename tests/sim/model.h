@@ -3,7 +3,7 @@
  * virtual clock, transactions (WATCH/MULTI/EXEC), relock's own scripts
  * carried out in C, pub/sub counts, and a personality per server version
  * that refuses what that version lacked with its own words
- * (shared/old-redis-replies.md, compat/proxy/personality.c).
+ * (docs/design.md §3.4, compat/proxy/personality.c).
  *
  * It speaks RESP: a command goes in as its words, the reply comes out as
  * the bytes a real server would send, so hiredis (or its reader) turns it

@@ -3,7 +3,7 @@
  * it_boundaries_native, it_async_boundaries_*): the compat proxy's fault at
  * one boundary, the other client that writes there, a look at the key on
  * the real server, and the order in which boundaries and faults are run
- * (in full, or reduced under RELOCK_TEST_REDUCED=1, docs/decisions.md 190).
+ * (in full, or reduced under RELOCK_TEST_REDUCED=1, decision 190).
  *
  * The helpers fail the running cmocka test when the server or the proxy
  * cannot be reached.

@@ -29,7 +29,7 @@ static long long min_ll(long long a, long long b)
 }
 
 /* The first moment (fleet ms) at which the key written by ls at now can
- * vanish or be taken over, from the rules of DESIGN §3 rather than from
+ * vanish or be taken over, from the rules of design.md §4.3 rather than from
  * lease.c: a legacy reader holds V until its clock passes V; our clients
  * wait skew_margin_ms longer; PEXPIRE and EXPIRE count from the write,
  * which comes after now. */

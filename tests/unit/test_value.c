@@ -1,4 +1,4 @@
-/* Classifying stored values: timestamp, token, or neither (DESIGN §3). */
+/* Classifying stored values: timestamp, token, or neither (design.md §4.2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,7 +137,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* Every lock key of up to 6 characters from {, }, a and : that lock.c
  * accepts: side keys are pairwise distinct (fence and owner alike) and in
- * their lock key's slot (decisions §82; "a" and "{a}" once shared). */
+ * their lock key's slot (decision 82; "a" and "{a}" once shared). */
 static void test_side_keys_distinct(void **state)
 {
     (void)state;

@@ -1,7 +1,7 @@
 /*
  * The wait planner (src/engine/waitplan.c): every combination of its
- * inputs over a grid of edge values, checked against the rules of DESIGN
- * §5 and docs/decisions.md (entries 28 and 83), and whole waits run
+ * inputs over a grid of edge values, checked against the rules of
+ * design.md §7 and decisions 28 and 83, and whole waits run
  * against a virtual clock.  Pure logic: no server.
  */
 #include <limits.h>
@@ -92,13 +92,13 @@ static void check_action(const relock__wait_in *in)
         return;
     }
     if (bounded && in->left_ms <= 0) {
-        /* No new step once the bound has passed (entry 83). */
+        /* No new step once the bound has passed (decision 83). */
         CHECK(p.act == RELOCK__WAIT_TIMEOUT, in);
         return;
     }
     CHECK(p.act != RELOCK__WAIT_BUSY && p.act != RELOCK__WAIT_TIMEOUT, in);
     if (!in->after_subscribe && in->attempt == 0 && in->notify && !in->subscribed) {
-        /* The first busy attempt subscribes (entry 28). */
+        /* The first busy attempt subscribes (decision 28). */
         CHECK(p.act == RELOCK__WAIT_SUBSCRIBE, in);
         return;
     }

@@ -994,6 +994,13 @@ static void run(model *m, int conn, const struct cmd_def *d, int argc, const cha
     switch (d->id) {
     case C_GET:
         k = slot_of(m, argv[1], len[1], 0);
+        if (m->on_read) {
+            char name[MODEL_KEY_MAX];
+            size_t n = len[1] < MODEL_KEY_MAX - 1 ? len[1] : MODEL_KEY_MAX - 1;
+            memcpy(name, argv[1], n);
+            name[n] = '\0';
+            m->on_read(m->on_write_arg, m, c->client, name, k);
+        }
         if (k && k->exists)
             out_bulk(out, k->val, k->len);
         else

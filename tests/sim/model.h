@@ -93,6 +93,10 @@ struct model;
  * what the value was and who wrote it.  The simulator's ownership check. */
 typedef void (*model_write_fn)(void *arg, struct model *m, int writer, const model_key *before,
                                const char *what);
+/* Called when a client reads key k with GET (k NULL: a key never used).
+ * The simulator's note of what each client last looked at. */
+typedef void (*model_read_fn)(void *arg, struct model *m, int reader, const char *name,
+                              const model_key *k);
 
 typedef struct model {
     model_personality p;
@@ -102,6 +106,7 @@ typedef struct model {
     int script_loaded[16];    /* by relock script id */
     model_write_fn on_write;
     void *on_write_arg;
+    model_read_fn on_read;
     unsigned long commands;   /* executed, for statistics */
     int down;                 /* refusing connections (a restart under way) */
 } model;

@@ -37,6 +37,7 @@ run_for() {
     5-*) "$SIM" --boundaries --scenario fence-tag ;;
     6-*) "$SIM" --boundaries --scenario legacy-2.0 ;;
     7-*) "$SIM" --seed 1 --scenario probe-loading ;;
+    8-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

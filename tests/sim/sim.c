@@ -79,6 +79,9 @@ typedef struct sclient {
     void *fiber;          /* AddressSanitizer's note of its fake stack */
     int epoch;            /* the server's life its lock handle comes from */
     int broken;           /* a classic client broken while it held: it does not know */
+    uint64_t seen_ver;    /* its lock key's version at its last GET of it */
+    int seen;             /* it has read its lock key (seen_ver is set) */
+    long long wrote_at;   /* its last write of its lock key */
 } sclient;
 
 typedef struct sconn {
@@ -512,7 +515,9 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     (void)arg;
     if (writer < 0 || writer >= S.ncl || !is_lock_key(before->name))
         return;
-    const sclient *w = &S.cl[writer];
+    sclient *w = &S.cl[writer];
+    if (w->sp.lock && strcmp(w->sp.lock, before->name) == 0)
+        w->wrote_at = S.now;
     if (w->sp.kind == SK_BREAK || w->sp.kind == SK_DEL) {
         if (before->exists) {
             void_claims(before->name, "broken by the operator");
@@ -553,11 +558,16 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         return;
     }
     /* Only relock's clients are held to this: a classic client that
-     * loses a GETSET race writes over the winner by design, and so does
-     * relock's own GETSET takeover on 2.0, which has nothing better. */
+     * loses a GETSET race writes over the winner by design. */
     if (w->sp.kind != SK_RELOCK)
         return;
-    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0))
+    /* On 2.0 relock looks (GET), then writes (GETSET): its takeover, and
+     * its extend.  A value written between the two is hit, the window
+     * 2.0 leaves (docs/legacy.md); a value that was already there when
+     * it looked is not: relock saw it, and the break counter read with it
+     * must have told it the lock was no longer its own. */
+    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0) &&
+        (!w->seen || w->seen_ver != before->ver))
         return;
     const sclient *a = &S.cl[before->author];
     if (claim_live(a, before->name))
@@ -565,6 +575,18 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
                   "c%d valid for %lld ms more)",
                   writer, what, before->name, before->author, before->val, before->author,
                   a->claim_end - S.now);
+}
+
+/* The model's hook at every GET: what a client last saw of its lock. */
+static void on_read(void *arg, model *m, int reader, const char *name, const model_key *k)
+{
+    (void)arg;
+    (void)m;
+    if (reader < 0 || reader >= S.ncl || !S.cl[reader].sp.lock ||
+        strcmp(S.cl[reader].sp.lock, name) != 0)
+        return;
+    S.cl[reader].seen = 1;
+    S.cl[reader].seen_ver = k ? k->ver : 0;
 }
 
 static long long parse_ll(const char *s, int *digits)
@@ -733,6 +755,7 @@ static void run_relock(sclient *c)
         relock_lock *l = NULL;
         long long t0 = S.now, p0 = c->paused;
         c->epoch = S.epoch; /* the handle belongs to the server's life it began in */
+        c->wrote_at = t0;
         relock_status st = relock_acquire(rc, sp->lock, sp->ttl_ms, sp->wait_ms, &l);
         long long took = S.now - t0 - (c->paused - p0);
         tracef("c%d acquire %s -> %s%s%s", c->id, sp->lock, st_name(st),
@@ -748,9 +771,11 @@ static void run_relock(sclient *c)
         }
         long long fence = relock_lock_fence(l);
         claim_begin(c, S.now + relock_lock_validity_ms(l), relock_lock_value(l));
-        /* Broken (or forgotten) after the server said yes and before the
-         * client heard it: the operator's word wins. */
-        if (S.broken_at >= t0) {
+        /* Broken (or forgotten) after the server said yes (its last
+         * write of the key) and before the client heard it: the
+         * operator's word wins.  A break earlier in a long wait ended
+         * someone else's claim, not this one. */
+        if (S.broken_at >= c->wrote_at) {
             c->claim_void = 1;
             tracef("c%d's claim was broken before it returned", c->id);
         }
@@ -1204,6 +1229,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         S.wall0 = WALL_BASE + sc->phase_ms % 1000;
     model_init(&S.m, &p, S.wall0);
     S.m.on_write = on_write;
+    S.m.on_read = on_read;
     tracef("scenario %s on %s, seed %llu, wall clock %lld", sc->name, sc->personality,
            (unsigned long long)o->seed, S.wall0);
     start_clients();

@@ -1,7 +1,7 @@
 /*
  * The simulator's model of a Redis server: strings with expiry times on a
- * virtual clock, transactions (WATCH/MULTI/EXEC), relock's own scripts
- * carried out in C, pub/sub counts, and a personality per server version
+ * virtual clock, transactions (WATCH/MULTI/EXEC), scripts run in Lua 5.1
+ * as Redis runs them, pub/sub counts, and a personality per server version
  * that refuses what that version lacked with its own words
  * (docs/design.md §3.4, compat/proxy/personality.c).
  *
@@ -23,6 +23,7 @@
 #define MODEL_QUEUE 16
 #define MODEL_WATCH 8
 #define MODEL_ARGS 24
+#define MODEL_SCRIPTS 32
 
 #define MODEL_PV(a, b, c) ((unsigned)(a) * 10000u + (unsigned)(b) * 100u + (unsigned)(c))
 
@@ -103,7 +104,8 @@ typedef struct model {
     long long now_ms;         /* the server's clock, set by the caller before each command */
     model_key keys[MODEL_KEYS];
     model_conn conns[MODEL_CONNS];
-    int script_loaded[16];    /* by relock script id */
+    char scripts[MODEL_SCRIPTS][41]; /* the digests of the scripts it was given */
+    int nscripts;
     model_write_fn on_write;
     void *on_write_arg;
     model_read_fn on_read;

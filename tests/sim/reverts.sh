@@ -38,6 +38,7 @@ run_for() {
     6-*) "$SIM" --boundaries --scenario legacy-2.0 ;;
     7-*) "$SIM" --seed 1 --scenario probe-loading ;;
     8-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
+    9-*) "$SIM" --boundaries --scenario modern-7 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

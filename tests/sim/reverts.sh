@@ -39,6 +39,7 @@ run_for() {
     7-*) "$SIM" --seed 1 --scenario probe-loading ;;
     8-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
     9-*) "$SIM" --boundaries --scenario modern-7 ;;
+    10-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

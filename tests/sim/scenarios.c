@@ -11,6 +11,14 @@
 #define RL(m, t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
      .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
+/* A quorum client waits without release notices: with them, the
+ * compare-and-delete that follows a failed attempt publishes a release
+ * notice that wakes the waiter itself, which then retries at once, at
+ * network speed, for as long as the lock stays held on part of the
+ * servers (src/quorum.c, delete_round for Q_ACQ_DEL). */
+#define RLQ(t, w, h, n, x) \
+    {.kind = SK_RELOCK, .mode = RELOCK_MODE_MODERN, .lock = "lk", .ttl_ms = (t), \
+     .wait_ms = (w), .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1}
 #define CL(t, w, h, n) \
     {.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = (t), .wait_ms = (w), .hold_ms = (h), \
      .iters = (n)}
@@ -127,6 +135,23 @@ const sim_scenario sim_scenarios[] = {
            {.kind = SK_RELOCK, .mode = LEG, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
      .faults = SF_NET, .tick_ms = 1, .in_short = 1},
+    /* A quorum over three servers (src/quorum.c).  With one of them down
+     * the two others make the majority, so a reply delayed past a few
+     * ms moves the moment the majority is reached well after the send:
+     * the validity must be counted from the send. */
+    {.name = "quorum-3-one-down", .personality = "7",
+     .what = "quorum over three servers, one refusing connections: acquire, extend, release "
+             "with replies delayed 150 ms",
+     .nclients = 2, .servers = 3, .down = 4,
+     .c = {RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 600, 2, 1)},
+     .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE), .delay_ms = 150, .tick_ms = 1,
+     .pause_ms = 2500, .in_short = 1},
+    {.name = "quorum-3", .personality = "7",
+     .what = "quorum over three servers: acquire, extend, release; delays, restarts",
+     .nclients = 3, .servers = 3,
+     .c = {RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 400, 1, 0)},
+     .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART),
+     .delay_ms = 150, .tick_ms = 1, .pause_ms = 2500},
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

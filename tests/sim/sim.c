@@ -20,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -51,7 +52,8 @@
 static const void *sched_bottom;
 static size_t sched_size;
 
-#define SIM_PORT 9
+#define SIM_PORT 9 /* server i of a scenario listens on SIM_PORT + i */
+#define SIM_WAIT_FDS 8
 #define SIM_FDS 4096
 #define STACK_SIZE (512 * 1024)
 #define WALL_BASE 1764000000000LL /* 2025-11-24, a present-day date */
@@ -66,7 +68,8 @@ typedef struct sclient {
     char *stack;
     int state;
     long long wake;       /* ST_SLEEP: virtual ms to wake at */
-    int wait_fd;          /* woken early when this descriptor has data, or -1 */
+    int wait_fds[SIM_WAIT_FDS]; /* woken early when one of these descriptors has data */
+    int nwait;
     long long skew;       /* wall clock offset */
     long long paused;     /* ms spent paused by SF_PAUSE (for the wait bound) */
     long long resume_at;  /* SF_PAUSE: stopped until then */
@@ -87,6 +90,7 @@ typedef struct sclient {
 typedef struct sconn {
     int used;
     int client;
+    int srv;              /* which server */
     int mconn;            /* the model's connection, -1 once dead */
     int dead;
     unsigned long seq;    /* the order connections were made in: descriptors can be reused */
@@ -95,13 +99,17 @@ typedef struct sconn {
     size_t in_off;
     model_buf out;        /* reply bytes for the client */
     size_t out_off;
+    model_buf late;       /* SF_DELAY: replies on their way, arriving at late_at */
+    long long late_at;
 } sconn;
 
 static struct {
     const sim_scenario *sc;
     const sim_opts *o;
     sim_result *r;
-    model m;
+    model ms[SIM_SERVERS]; /* the servers: one, or a quorum's */
+    int nserv;
+    long long srv_skew[SIM_SERVERS]; /* each server's clock against the virtual clock */
     sclient cl[SIM_MAX_CLIENTS];
     int ncl;
     sconn conns[SIM_FDS];
@@ -242,21 +250,41 @@ static void resume(sclient *c)
     S.cur = NULL;
 }
 
-static void sim_sleep_ms(long long ms, int fd)
+/* Sleeps for ms, or until one of the n descriptors has data. */
+static void sim_sleep_fds(long long ms, const int *fds, int n)
 {
     sclient *c = S.cur;
     c->state = ST_SLEEP;
     c->wake = S.now + (ms > 0 ? ms : 0);
-    c->wait_fd = fd;
+    c->nwait = n < SIM_WAIT_FDS ? n : SIM_WAIT_FDS;
+    for (int i = 0; i < c->nwait; i++)
+        c->wait_fds[i] = fds[i];
     yield();
-    c->wait_fd = -1;
+    c->nwait = 0;
+}
+
+static void sim_sleep_ms(long long ms, int fd)
+{
+    sim_sleep_fds(ms, &fd, fd >= 0 ? 1 : 0);
 }
 
 /* ------------------------------------------------------------------ clocks, randomness */
 
+/* The virtual time as a client's clock counts it: off by its drift. */
+static long long drifted(const sclient *c)
+{
+    return c && c->sp.drift_ppm ? S.now + S.now * c->sp.drift_ppm / 1000000 : S.now;
+}
+
+/* How long ms of a client's clock last in virtual time. */
+static long long real_ms(const sclient *c, long long ms)
+{
+    return c && c->sp.drift_ppm ? ms * 1000000 / (1000000 + c->sp.drift_ppm) : ms;
+}
+
 static long long wall_of(const sclient *c)
 {
-    return S.wall0 + S.now + (c ? c->skew : 0);
+    return S.wall0 + drifted(c) + (c ? c->skew : 0);
 }
 
 int clock_gettime(clockid_t id, struct timespec *ts)
@@ -264,7 +292,7 @@ int clock_gettime(clockid_t id, struct timespec *ts)
     if (!S.cur)
         return (int)syscall(SYS_clock_gettime, id, ts);
     long long ms = id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE ? wall_of(S.cur)
-                                                                        : MONO_BASE + S.now;
+                                                                        : MONO_BASE + drifted(S.cur);
     ts->tv_sec = (time_t)(ms / 1000);
     ts->tv_nsec = (long)(ms % 1000) * 1000000L;
     return 0;
@@ -291,7 +319,7 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
         load_nanosleep();
         return real_nanosleep(req, rem);
     }
-    sim_sleep_ms((long long)req->tv_sec * 1000 + req->tv_nsec / 1000000, -1);
+    sim_sleep_ms(real_ms(S.cur, (long long)req->tv_sec * 1000 + req->tv_nsec / 1000000), -1);
     if (rem)
         rem->tv_sec = rem->tv_nsec = 0;
     return 0;
@@ -321,18 +349,20 @@ static void kill_conn(sconn *k, const char *why)
     if (k->dead)
         return;
     k->dead = 1;
+    k->late.n = 0; /* replies on their way are lost with it */
     if (k->mconn >= 0)
-        model_conn_close(&S.m, k->mconn);
+        model_conn_close(&S.ms[k->srv], k->mconn);
     k->mconn = -1;
-    tracef("c%d connection closed (%s)", k->client, why);
+    tracef("c%d connection to s%d closed (%s)", k->client, k->srv, why);
 }
 
 int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     if (S.cur && sa && sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        if (ntohs(in->sin_port) == SIM_PORT && fd >= 0 && fd < SIM_FDS) {
-            if (S.m.down) {
+        int sv = ntohs(in->sin_port) - SIM_PORT;
+        if (sv >= 0 && sv < S.nserv && fd >= 0 && fd < SIM_FDS) {
+            if (S.ms[sv].down) {
                 errno = ECONNREFUSED;
                 return -1;
             }
@@ -340,7 +370,8 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
             memset(k, 0, sizeof *k);
             k->used = 1;
             k->client = S.cur->id;
-            k->mconn = model_conn_open(&S.m, S.cur->id);
+            k->srv = sv;
+            k->mconn = model_conn_open(&S.ms[sv], S.cur->id);
             if (k->mconn < 0) {
                 k->used = 0;
                 errno = ECONNREFUSED;
@@ -395,6 +426,8 @@ ssize_t read(int fd, void *buf, size_t n)
         return real_read(fd, buf, n);
     }
     long timeout = 1000; /* every client's command_timeout_ms */
+    /* hiredis's non-blocking contexts (the quorum's) read only what is there. */
+    int nonblock = (fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
     for (int rounds = 0;; rounds++) {
         if (k->out_off < k->out.n) {
             size_t m = k->out.n - k->out_off;
@@ -405,6 +438,14 @@ ssize_t read(int fd, void *buf, size_t n)
             if (k->out_off == k->out.n)
                 k->out_off = k->out.n = 0;
             return (ssize_t)m;
+        }
+        if (nonblock && !k->dead) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (k->late.n) { /* delivered by the scheduler at late_at */
+            sim_sleep_ms(k->late_at - S.now, fd);
+            continue;
         }
         if (k->hold_until) {
             if (S.now >= k->hold_until) {
@@ -420,7 +461,8 @@ ssize_t read(int fd, void *buf, size_t n)
             return 0;
         if (pending_cmds(k) > 0) {
             S.cur->state = ST_READ;
-            S.cur->wait_fd = fd;
+            S.cur->wait_fds[0] = fd;
+            S.cur->nwait = 1;
             yield();
             continue;
         }
@@ -444,16 +486,17 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
         load_poll();
         return real_poll(fds, n, timeout);
     }
-    long long end = timeout < 0 ? S.now + 3600000 : S.now + timeout;
+    long long end = timeout < 0 ? S.now + 3600000 : S.now + real_ms(S.cur, timeout);
     for (;;) {
         int ready = 0;
-        int fd = -1;
+        int wait[SIM_WAIT_FDS], nw = 0;
         for (nfds_t i = 0; i < n; i++) {
             sconn *k = sim_conn(fds[i].fd);
             fds[i].revents = 0;
             if (!k)
                 continue;
-            fd = fds[i].fd;
+            if (nw < SIM_WAIT_FDS)
+                wait[nw++] = fds[i].fd;
             if (k->out_off < k->out.n)
                 fds[i].revents |= POLLIN;
             if (k->dead)
@@ -465,7 +508,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
         }
         if (ready || S.now >= end)
             return ready;
-        sim_sleep_ms(end - S.now, fd);
+        sim_sleep_fds(end - S.now, wait, nw);
     }
 }
 
@@ -474,9 +517,10 @@ int close(int fd)
     sconn *k = sim_conn(fd);
     if (k) {
         if (!k->dead && k->mconn >= 0)
-            model_conn_close(&S.m, k->mconn);
+            model_conn_close(&S.ms[k->srv], k->mconn);
         model_buf_free(&k->in);
         model_buf_free(&k->out);
+        model_buf_free(&k->late);
         memset(k, 0, sizeof *k);
     }
     load_close();
@@ -599,15 +643,56 @@ static long long parse_ll(const char *s, int *digits)
     return v;
 }
 
+/* Each server's clock brought to the present, so that expiries are
+ * applied before a check reads the keys. */
+static void sync_clocks(void)
+{
+    for (int i = 0; i < S.nserv; i++)
+        S.ms[i].now_ms = S.wall0 + S.now + S.srv_skew[i];
+}
+
+static int majority(void)
+{
+    return S.nserv / 2 + 1;
+}
+
+/* How many servers hold value in the lock's key for at least ms more
+ * (no TTL counts as long enough); writer >= 0: written by that client. */
+static int servers_holding(const char *lock, const char *value, long long ms, int writer)
+{
+    int n = 0;
+    sync_clocks();
+    for (int i = 0; i < S.nserv; i++) {
+        model_key *k = model_lookup(&S.ms[i], lock);
+        if (!k || !k->exists || strcmp(k->val, value) != 0 || (writer >= 0 && k->author != writer))
+            continue;
+        long long pttl = model_pttl(&S.ms[i], lock);
+        if (pttl < 0 || pttl >= ms)
+            n++;
+    }
+    return n;
+}
+
 /* After an acquire or extend that returned OK: the key holds the value
  * and lives (by its TTL and by its timestamp) at least as long as the
- * holder is told; no one else holds it. */
+ * holder is told; no one else holds it.  Over a quorum: on a majority of
+ * the servers (the validity counted from the requests' send, design.md
+ * §9.1: the servers started the TTL no earlier). */
 static void check_held(sclient *c, relock_lock *l, const char *op)
 {
     const char *v = relock_lock_value(l);
     if (c->claim_end <= S.now)
         return; /* validity 0: the holder knows it holds nothing */
-    model_key *k = model_lookup(&S.m, c->sp.lock);
+    if (S.nserv > 1) {
+        int n = servers_holding(c->sp.lock, v, c->claim_end - S.now, -1);
+        if (n < majority())
+            violation("c%d: %s: the holder is told %lld ms, but only %d of %d servers hold its "
+                      "value that long",
+                      c->id, op, c->claim_end - S.now, n, S.nserv);
+        return;
+    }
+    sync_clocks();
+    model_key *k = model_lookup(&S.ms[0], c->sp.lock);
     if (!k || !k->exists || strcmp(k->val, v) != 0) {
         violation("c%d: %s returned OK but the key holds %s%s%s (an outcome claimed as success "
                   "that did not happen)",
@@ -615,7 +700,7 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
                   k && k->exists ? "\"" : "");
         return;
     }
-    long long pttl = model_pttl(&S.m, c->sp.lock);
+    long long pttl = model_pttl(&S.ms[0], c->sp.lock);
     if (pttl >= 0 && c->claim_end > S.now + pttl)
         violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
                   c->claim_end - S.now);
@@ -683,7 +768,16 @@ static void claim_stop(sclient *c)
  * unbroken. */
 static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, long long end)
 {
-    model_key *k = model_lookup(&S.m, c->sp.lock);
+    if (S.nserv > 1) {
+        int n = servers_holding(c->sp.lock, relock_lock_value(l), 0, c->id);
+        if (valid && !c->claim_void && end > S.now && n >= majority())
+            violation("c%d: %s reported the lock lost while %d of %d servers hold its value and "
+                      "its validity lasts %lld ms more",
+                      c->id, op, n, S.nserv, end - S.now);
+        return;
+    }
+    sync_clocks();
+    model_key *k = model_lookup(&S.ms[0], c->sp.lock);
     if (valid && !c->claim_void && end > S.now && k && k->exists && k->author == c->id &&
         strcmp(k->val, relock_lock_value(l)) == 0)
         violation("c%d: %s reported the lock lost while the key holds its value \"%s\" and its "
@@ -701,12 +795,19 @@ static const char *st_name(relock_status st)
 static relock_client *relock_client_for(sclient *c)
 {
     relock_config *cfg = relock_config_new();
-    char url[64], num[32];
+    char url[200], num[32];
     const sim_client_spec *sp = &c->sp;
     if (!cfg)
         return NULL;
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", SIM_PORT);
     relock_config_set_url(cfg, url);
+    if (S.nserv > 1) { /* a quorum over every server of the scenario */
+        size_t w = 0;
+        for (int i = 0; i < S.nserv && w < sizeof url - 40; i++)
+            w += (size_t)snprintf(url + w, sizeof url - w, "%sredis://127.0.0.1:%d", i ? "," : "",
+                                  SIM_PORT + i);
+        relock_config_set(cfg, "servers", url);
+    }
     static const char *const modes[] = {"auto", "legacy", "bridge", "modern"};
     relock_config_set(cfg, "mode", modes[sp->mode]);
     snprintf(num, sizeof num, "%ld", sp->ttl_ms > 0 ? sp->ttl_ms : 2000);
@@ -770,12 +871,14 @@ static void run_relock(sclient *c)
             continue;
         }
         long long fence = relock_lock_fence(l);
-        claim_begin(c, S.now + relock_lock_validity_ms(l), relock_lock_value(l));
+        claim_begin(c, S.now + real_ms(c, relock_lock_validity_ms(l)), relock_lock_value(l));
         /* Broken (or forgotten) after the server said yes (its last
          * write of the key) and before the client heard it: the
          * operator's word wins.  A break earlier in a long wait ended
-         * someone else's claim, not this one. */
-        if (S.broken_at >= c->wrote_at) {
+         * someone else's claim, not this one.  A restart during the
+         * acquire may have forgotten an earlier write (over a quorum, on
+         * one server while the others took it later: docs/safety.md). */
+        if (S.broken_at >= c->wrote_at || c->epoch != S.epoch) {
             c->claim_void = 1;
             tracef("c%d's claim was broken before it returned", c->id);
         }
@@ -803,7 +906,7 @@ static void run_relock(sclient *c)
                 c->claim_void = 1;
             if (st == RELOCK_OK) {
                 if (!c->claim_void) {
-                    c->claim_end = S.now + relock_lock_validity_ms(l);
+                    c->claim_end = S.now + real_ms(c, relock_lock_validity_ms(l));
                     snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
                     check_held(c, l, "extend");
                 }
@@ -826,9 +929,13 @@ static void run_relock(sclient *c)
         if (st == RELOCK_LOST)
             check_lost(c, l, "release", had, had_end);
         if (st == RELOCK_OK) {
-            model_key *k = model_lookup(&S.m, sp->lock);
-            if (k && k->exists && k->author == c->id && strcmp(k->val, relock_lock_value(l)) == 0)
-                violation("c%d: release returned OK but its value is still in the key", c->id);
+            /* Over a quorum, a majority deleted it (a late minority may
+             * keep it until its TTL). */
+            int n = servers_holding(sp->lock, relock_lock_value(l), 0, c->id);
+            if (n >= (S.nserv > 1 ? majority() : 1))
+                violation("c%d: release returned OK but its value is still in the key on %d of "
+                          "%d servers",
+                          c->id, n, S.nserv);
         }
         relock_lock_free(l);
         sim_sleep_ms(5 + (long long)(mix(&c->rng) % 20), -1);
@@ -983,7 +1090,7 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart",    "dead-idle"};
+                                    "restart",    "dead-idle",  "delay",      "server-clock"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1014,9 +1121,10 @@ static void flush_push(void)
         sconn *k = &S.conns[fd];
         if (!k->used || k->dead || k->mconn < 0)
             continue;
-        model_conn *mc = &S.m.conns[k->mconn];
+        model_conn *mc = &S.ms[k->srv].conns[k->mconn];
         if (mc->push.n) {
-            model_buf_add(&k->out, mc->push.p, mc->push.n);
+            /* Behind the replies still on their way. */
+            model_buf_add(k->late.n ? &k->late : &k->out, mc->push.p, mc->push.n);
             mc->push.n = 0;
         }
     }
@@ -1033,7 +1141,8 @@ static void describe(const char *p, size_t n, char *out, size_t cap)
         return;
     for (int i = 0; i < argc && w + 4 < cap; i++) {
         size_t l = len[i] > 44 ? 44 : len[i];
-        if (i == 1 && len[0] == 4 && strncasecmp(argv[0], "EVAL", 4) == 0)
+        if ((i == 1 && len[0] == 4 && strncasecmp(argv[0], "EVAL", 4) == 0) ||
+            (i == 2 && len[0] == 6 && strncasecmp(argv[0], "SCRIPT", 6) == 0))
             l = 12; /* a script's text: its start is enough */
         int k = snprintf(out + w, cap - w, "%s%.*s%s", i ? " " : "", (int)l, argv[i],
                          l < len[i] ? "..." : "");
@@ -1053,12 +1162,15 @@ static void reply_text(const model_buf *b, char *out, size_t cap)
     out[n] = '\0';
 }
 
-static void restart_server(void)
+/* Server sv restarts.  Every claim ends, also over a quorum, where a
+ * restart without persistence lets a second majority form at once (the
+ * limit design.md §9.1 states for its scheme). */
+static void restart_server(int sv)
 {
-    tracef("server restarts without persistence");
-    model_flush(&S.m);
+    tracef("server s%d restarts without persistence", sv);
+    model_flush(&S.ms[sv]);
     for (int fd = 0; fd < S.maxfd; fd++)
-        if (S.conns[fd].used)
+        if (S.conns[fd].used && S.conns[fd].srv == sv)
             kill_conn(&S.conns[fd], "server restarted");
     for (int i = 0; i < S.ncl; i++)
         if (S.cl[i].claim && S.cl[i].claim_end > S.now && !S.cl[i].claim_void) {
@@ -1087,8 +1199,13 @@ static void exec_one(int fd, int f)
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
         f = SF_NONE;
     }
+    if (f == SF_SRV_CLOCK) {
+        S.srv_skew[k->srv] += S.sc->srv_step_ms;
+        tracef("s%d's clock steps %+ld ms", k->srv, S.sc->srv_step_ms);
+        f = SF_NONE;
+    }
     if (f == SF_RESTART) {
-        restart_server();
+        restart_server(k->srv);
         k->in_off += (size_t)used;
         tracef("c%d %s: never ran (server restarted)", c->id, what);
         return;
@@ -1105,11 +1222,16 @@ static void exec_one(int fd, int f)
     if (f == SF_ERROR) {
         model_buf_add(&reply, "-LOADING Redis is loading the dataset in memory\r\n", 49);
     } else {
-        S.m.now_ms = S.wall0 + S.now;
-        model_exec(&S.m, k->mconn, argc, argv, len, &reply);
+        model *m = &S.ms[k->srv];
+        m->now_ms = S.wall0 + S.now + S.srv_skew[k->srv];
+        model_exec(m, k->mconn, argc, argv, len, &reply);
     }
     reply_text(&reply, rep, sizeof rep);
-    tracef("c%d %s -> %s%s%s", c->id, what, rep, f ? "  [fault: " : "", f ? fault_name(f) : "");
+    char on[8] = "";
+    if (S.nserv > 1)
+        snprintf(on, sizeof on, "s%d ", k->srv);
+    tracef("c%d %s%s -> %s%s%s", c->id, on, what, rep, f ? "  [fault: " : "",
+           f ? fault_name(f) : "");
     if (f == SF_ERROR)
         tracef("  [fault: error-reply]");
     if (f == SF_LOST_AFTER) {
@@ -1117,8 +1239,13 @@ static void exec_one(int fd, int f)
     } else if (f == SF_HOLD) {
         k->hold_until = S.now + 1000;
         if (k->mconn >= 0)
-            model_conn_close(&S.m, k->mconn);
+            model_conn_close(&S.ms[k->srv], k->mconn);
         k->mconn = -1;
+    } else if (f == SF_DELAY || k->late.n) {
+        /* On its way, behind any reply delayed before it. */
+        if (!k->late.n)
+            k->late_at = S.now + S.sc->delay_ms;
+        model_buf_add(&k->late, reply.p, reply.n);
     } else {
         model_buf_add(&k->out, reply.p, reply.n);
         if (f == SF_DEAD_AFTER || f == SF_DEAD_IDLE)
@@ -1130,6 +1257,8 @@ static void exec_one(int fd, int f)
         long long ms = f == SF_PAUSE ? S.sc->pause_ms : 250;
         c->resume_at = S.now + ms;
         c->paused += ms;
+        if (c->state == ST_SLEEP && c->wake < c->resume_at)
+            c->wake = c->resume_at; /* in poll(): it looks again when it wakes */
         tracef("c%d stops for %lld ms", c->id, ms);
     }
     model_buf_free(&reply);
@@ -1160,7 +1289,7 @@ static void start_clients(void)
         c->id = i;
         c->sp = S.sc->c[i];
         c->skew = c->sp.skew_ms;
-        c->wait_fd = -1;
+        c->nwait = 0;
         c->rng = S.o->seed * 1000003u + (uint64_t)i * 7919u + 1;
         c->stack = malloc(STACK_SIZE);
         if (!c->stack)
@@ -1182,6 +1311,26 @@ static void start_clients(void)
     }
 }
 
+/* Replies delayed (SF_DELAY) whose time came reach their clients; the
+ * earliest still on its way, or -1. */
+static long long deliver_late(void)
+{
+    long long next = -1;
+    for (int fd = 0; fd < S.maxfd; fd++) {
+        sconn *k = &S.conns[fd];
+        if (!k->used || !k->late.n)
+            continue;
+        if (k->late_at <= S.now) {
+            if (!k->dead)
+                model_buf_add(&k->out, k->late.p, k->late.n);
+            k->late.n = 0;
+        } else if (next < 0 || k->late_at < next) {
+            next = k->late_at;
+        }
+    }
+    return next;
+}
+
 /* Resumes every client that can go on without the server: new ones,
  * sleepers whose time came, pollers with data. */
 static int wake_due(void)
@@ -1192,8 +1341,11 @@ static int wake_due(void)
         for (int i = 0; i < S.ncl; i++) {
             sclient *c = &S.cl[i];
             int go = c->state == ST_NEW || (c->state == ST_SLEEP && c->wake <= S.now);
-            if (!go && (c->state == ST_SLEEP || c->state == ST_READ) && c->wait_fd >= 0) {
-                sconn *k = sim_conn(c->wait_fd);
+            /* Data on a descriptor it waits on (not while paused). */
+            for (int j = 0; !go && (c->state == ST_SLEEP || c->state == ST_READ) &&
+                            c->resume_at <= S.now && j < c->nwait;
+                 j++) {
+                sconn *k = sim_conn(c->wait_fds[j]);
                 go = !k || k->out_off < k->out.n || k->dead;
             }
             if (go) {
@@ -1227,9 +1379,14 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.wall0 = WALL_BASE + (long long)(mix(&S.rng) % 1000);
     if (sc->phase_ms > 0)
         S.wall0 = WALL_BASE + sc->phase_ms % 1000;
-    model_init(&S.m, &p, S.wall0);
-    S.m.on_write = on_write;
-    S.m.on_read = on_read;
+    S.nserv = sc->servers > 1 ? (sc->servers < SIM_SERVERS ? sc->servers : SIM_SERVERS) : 1;
+    for (int i = 0; i < S.nserv; i++) {
+        model_init(&S.ms[i], &p, S.wall0);
+        S.ms[i].on_write = on_write;
+        S.ms[i].on_read = on_read;
+        S.ms[i].down = (sc->down >> i) & 1u;
+    }
+    int stepped = 0;
     tracef("scenario %s on %s, seed %llu, wall clock %lld", sc->name, sc->personality,
            (unsigned long long)o->seed, S.wall0);
     start_clients();
@@ -1240,6 +1397,12 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             violation("the run did not end (livelock?)");
             break;
         }
+        if (sc->srv_step_at_ms > 0 && !stepped && S.now >= sc->srv_step_at_ms) {
+            S.srv_skew[0] += sc->srv_step_ms;
+            stepped = 1;
+            tracef("s0's clock steps %+ld ms", sc->srv_step_ms);
+        }
+        long long late = deliver_late();
         wake_due();
         int done = 1;
         for (int i = 0; i < S.ncl; i++)
@@ -1266,6 +1429,10 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             for (int i = 0; i < S.ncl; i++)
                 if (S.cl[i].state == ST_SLEEP && (next < 0 || S.cl[i].wake < next))
                     next = S.cl[i].wake;
+            if (late >= 0 && (next < 0 || late < next))
+                next = late;
+            if (sc->srv_step_at_ms > 0 && !stepped && (next < 0 || sc->srv_step_at_ms < next))
+                next = sc->srv_step_at_ms;
             if (next < 0) {
                 violation("deadlock: no client can go on");
                 break;
@@ -1298,11 +1465,11 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         r->steps++;
         S.now += sc->tick_ms;
         sclient *c = &S.cl[S.conns[fd].client];
-        if (c->state == ST_READ && c->wait_fd == fd) {
+        if (c->state == ST_READ && c->nwait == 1 && c->wait_fds[0] == fd) {
             if (c->resume_at > S.now) {
                 c->state = ST_SLEEP; /* read() looks again when it wakes */
                 c->wake = c->resume_at;
-                c->wait_fd = -1;
+                c->nwait = 0;
             } else {
                 resume(c);
             }
@@ -1319,12 +1486,15 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
                 violation("c%d left a connection open", S.conns[fd].client);
             model_buf_free(&S.conns[fd].in);
             model_buf_free(&S.conns[fd].out);
+            model_buf_free(&S.conns[fd].late);
         }
     }
-    for (int i = 0; i < MODEL_CONNS; i++)
-        if (S.m.conns[i].open)
-            model_conn_close(&S.m, i);
-    r->commands = S.m.commands;
+    for (int s = 0; s < S.nserv; s++) {
+        for (int i = 0; i < MODEL_CONNS; i++)
+            if (S.ms[s].conns[i].open)
+                model_conn_close(&S.ms[s], i);
+        r->commands += S.ms[s].commands;
+    }
     r->violation = S.violated;
     if ((o->trace || (S.violated && !quiet)) && S.trace.n)
         fwrite(S.trace.p, 1, S.trace.n, stdout);

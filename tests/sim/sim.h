@@ -37,6 +37,8 @@ enum sim_fault {
     SF_CLOCK,       /* the client's wall clock steps before the command */
     SF_RESTART,     /* the server restarts without persistence first */
     SF_DEAD_IDLE,   /* the reply comes, the connection dies, the client idles 250 ms */
+    SF_DELAY,       /* the command runs, its reply (and those after it) comes delay_ms later */
+    SF_SRV_CLOCK,   /* the server's clock steps (srv_step_ms) before the command */
     SF_COUNT
 };
 #define SF_BIT(f) (1u << (f))
@@ -54,6 +56,7 @@ typedef struct sim_client_spec {
     int extend;           /* relock: extend once in the middle of the hold */
     long start_ms;        /* sleeps first */
     long skew_ms;         /* its wall clock against the server's */
+    long drift_ppm;       /* its clocks (monotonic and wall) run this much fast (< 0: slow) */
     int unit_ms;          /* legacy.clock_unit ms */
     long offset;          /* legacy.expiry_offset */
     long skew_margin_ms;
@@ -62,6 +65,7 @@ typedef struct sim_client_spec {
 } sim_client_spec;
 
 #define SIM_MAX_CLIENTS 6
+#define SIM_SERVERS 3
 
 typedef struct sim_scenario {
     const char *name;
@@ -69,6 +73,11 @@ typedef struct sim_scenario {
     const char *what;
     int nclients;
     sim_client_spec c[SIM_MAX_CLIENTS];
+    int servers;          /* > 1: a quorum over that many servers (relock clients list them all) */
+    unsigned down;        /* servers (bit i: server i) refusing connections for the whole run */
+    long delay_ms;        /* SF_DELAY */
+    long srv_step_ms;     /* SF_SRV_CLOCK */
+    long srv_step_at_ms;  /* > 0: server 0's clock steps by srv_step_ms at this time */
     unsigned faults;      /* SF_BIT mask */
     long tick_ms;         /* virtual time per command */
     long pause_ms;        /* SF_PAUSE */

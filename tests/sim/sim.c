@@ -279,7 +279,10 @@ static long long drifted(const sclient *c)
 /* How long ms of a client's clock last in virtual time. */
 static long long real_ms(const sclient *c, long long ms)
 {
-    return c && c->sp.drift_ppm ? ms * 1000000 / (1000000 + c->sp.drift_ppm) : ms;
+    /* Rounded up: a wait of 1 ms never becomes one of none. */
+    if (!c || !c->sp.drift_ppm || ms <= 0)
+        return ms;
+    return (ms * 1000000 + 1000000 + c->sp.drift_ppm - 1) / (1000000 + c->sp.drift_ppm);
 }
 
 static long long wall_of(const sclient *c)
@@ -706,9 +709,13 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
                   c->claim_end - S.now);
     int digits;
     long long ts = parse_ll(k->val, &digits);
-    if (digits > 0 && c->skew == 0 && (k->val[digits] == '\0' || k->val[digits] == ':')) {
+    if (digits > 0 && (c->skew == 0 || c->sp.clock_server) &&
+        (k->val[digits] == '\0' || k->val[digits] == ':')) {
         long long unit = c->sp.unit_ms ? 1 : 1000;
-        long long takeover = (ts + 1) * unit - S.wall0; /* a classic reader's takeover */
+        /* A classic reader's takeover, by the fleet's clock: the server's
+         * with legacy.clock = "server". */
+        long long fleet0 = S.wall0 + (c->sp.clock_server ? S.srv_skew[0] : 0);
+        long long takeover = (ts + 1) * unit - fleet0;
         if (c->claim_end > takeover)
             violation("c%d: %s: value %lld is taken over by legacy readers at %lld, the holder "
                       "is told it holds until %lld",
@@ -1398,9 +1405,9 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             break;
         }
         if (sc->srv_step_at_ms > 0 && !stepped && S.now >= sc->srv_step_at_ms) {
-            S.srv_skew[0] += sc->srv_step_ms;
+            S.srv_skew[0] -= sc->srv_step_ms; /* the other way */
             stepped = 1;
-            tracef("s0's clock steps %+ld ms", sc->srv_step_ms);
+            tracef("s0's clock steps %+ld ms", -sc->srv_step_ms);
         }
         long long late = deliver_late();
         wake_due();

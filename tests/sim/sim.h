@@ -77,7 +77,7 @@ typedef struct sim_scenario {
     unsigned down;        /* servers (bit i: server i) refusing connections for the whole run */
     long delay_ms;        /* SF_DELAY */
     long srv_step_ms;     /* SF_SRV_CLOCK */
-    long srv_step_at_ms;  /* > 0: server 0's clock steps by srv_step_ms at this time */
+    long srv_step_at_ms;  /* > 0: server 0's clock steps by -srv_step_ms at this time */
     unsigned faults;      /* SF_BIT mask */
     long tick_ms;         /* virtual time per command */
     long pause_ms;        /* SF_PAUSE */
@@ -93,6 +93,7 @@ typedef struct sim_scenario {
     int nforce;
     long phase_ms;        /* > 0: the wall clock's phase within a second, else by seed */
     int in_short;         /* part of the short exploration */
+    int manual;           /* run only when named (--scenario): it finds a known open fault */
 } sim_scenario;
 
 extern const sim_scenario sim_scenarios[];

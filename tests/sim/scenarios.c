@@ -152,6 +152,15 @@ const sim_scenario sim_scenarios[] = {
      .c = {RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 400, 1, 0)},
      .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART),
      .delay_ms = 150, .tick_ms = 1, .pause_ms = 2500},
+    {.name = "fence-tag-nolua", .personality = "nolua",
+     .what = "modern locks x and {x} side by side on a server without Lua: each keeps its "
+             "own fence",
+     .nclients = 2,
+     .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "x", .ttl_ms = 3000, .wait_ms = 3000,
+            .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1},
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
+            .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
+     .faults = SF_NET | SF_BIT(SF_RESTART), .tick_ms = 1},
     /* Clock drift within relock's allowance (1 % of the lease + 2 ms):
      * one client's clocks run 0.8 % slow, the other's 0.8 % fast. */
     {.name = "drift-modern-7", .personality = "7",

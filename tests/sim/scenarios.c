@@ -161,6 +161,27 @@ const sim_scenario sim_scenarios[] = {
            {.kind = SK_RELOCK, .mode = MOD, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
      .faults = SF_NET | SF_BIT(SF_RESTART), .tick_ms = 1},
+    /* Extends to a shorter lease under every fault: after one that
+     * failed, went unanswered or is ambiguous, the validity the holder is
+     * told must not outlive the key (the new lease may have been set).
+     * Run only when named: they find the open fault of an ambiguous
+     * extend to a shorter lease that keeps the longer validity, in every
+     * mode; put them in the seeds once that is fixed. */
+#define SHORTER(pers, m, nm) \
+    {.name = nm, .personality = pers, \
+     .what = "two relock clients: a 3 s lease extended to 400 ms in the middle of the hold", \
+     .nclients = 2, \
+     .c = {{.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = 3000, .wait_ms = 4000, \
+            .hold_ms = 600, .iters = 2, .extend = 1, .extend_ms = 400, .offset = 1, \
+            .unit_ms = 1, .notify = 1}, \
+           {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = 3000, .wait_ms = 4000, \
+            .hold_ms = 600, .iters = 2, .extend = 1, .extend_ms = 400, .offset = 1, \
+            .unit_ms = 1, .notify = 1, .start_ms = 30}}, \
+     .faults = SF_NET | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 3500, .manual = 1}
+    SHORTER("7", MOD, "shorter-modern-7"),
+    SHORTER("nolua", MOD, "shorter-modern-nolua"),
+    SHORTER("2.2", LEG, "shorter-legacy-2.2"),
+    SHORTER("7", BRI, "shorter-bridge-7"),
     /* Clock drift within relock's allowance (1 % of the lease + 2 ms):
      * one client's clocks run 0.8 % slow, the other's 0.8 % fast. */
     {.name = "drift-modern-7", .personality = "7",

@@ -723,6 +723,22 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
     }
 }
 
+/* After an extend that did not succeed: where the key still holds the
+ * holder's value, it lives at least as long as the holder is now told. */
+static void check_kept(sclient *c, relock_lock *l, const char *op)
+{
+    if (c->claim_end <= S.now || S.nserv > 1)
+        return;
+    sync_clocks();
+    model_key *k = model_lookup(&S.ms[0], c->sp.lock);
+    if (!k || !k->exists || strcmp(k->val, relock_lock_value(l)) != 0)
+        return;
+    long long pttl = model_pttl(&S.ms[0], c->sp.lock);
+    if (pttl >= 0 && c->claim_end > S.now + pttl)
+        violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
+                  c->claim_end - S.now);
+}
+
 static void check_overlap(sclient *c)
 {
     for (int i = 0; i < S.ncl; i++) {
@@ -905,7 +921,7 @@ static void run_relock(sclient *c)
                 tracef("c%d's validity passed while it slept", c->id);
             }
             long long e0 = S.now;
-            st = relock_extend(l, 0);
+            st = relock_extend(l, sp->extend_ms);
             tracef("c%d extend -> %s%s%s value %s valid %lld", c->id, st_name(st),
                    st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
                    relock_lock_value(l), relock_lock_validity_ms(l));
@@ -917,9 +933,22 @@ static void run_relock(sclient *c)
                     snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
                     check_held(c, l, "extend");
                 }
+            } else if (st == RELOCK_LOST) {
+                check_lost(c, l, "extend", c->claim, c->claim_end);
+                claim_stop(c);
+            } else if (c->claim && !c->claim_void && relock_lock_validity_ms(l) > 0) {
+                /* Failed, unacknowledged or ambiguous: the holder goes on
+                 * for the validity it is now told, which must not
+                 * outlive the key wherever our value is (an extend to a
+                 * shorter lease may have been applied). */
+                long long end = S.now + real_ms(c, relock_lock_validity_ms(l));
+                if (end < c->claim_end)
+                    c->claim_end = end;
+                else if (end > c->claim_end + 1) /* 1 ms: real_ms() rounds up */
+                    violation("c%d: extend failed (%s), but the validity grew to %lld ms",
+                              c->id, st_name(st), end - S.now);
+                check_kept(c, l, "failed extend");
             } else {
-                if (st == RELOCK_LOST)
-                    check_lost(c, l, "extend", c->claim, c->claim_end);
                 claim_stop(c);
             }
             sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);

@@ -54,6 +54,7 @@ typedef struct sim_client_spec {
     long hold_ms;
     int iters;
     int extend;           /* relock: extend once in the middle of the hold */
+    long extend_ms;       /* the extend's lease (0: the acquire's) */
     long start_ms;        /* sleeps first */
     long skew_ms;         /* its wall clock against the server's */
     long drift_ppm;       /* its clocks (monotonic and wall) run this much fast (< 0: slow) */

@@ -322,7 +322,8 @@ enum cmd_id {
     C_GET, C_SET, C_SETNX, C_GETSET, C_DEL, C_EXPIRE, C_PEXPIRE, C_TTL, C_PTTL, C_INCR,
     C_EXISTS, C_TYPE, C_TIME, C_WATCH, C_UNWATCH, C_MULTI, C_EXEC, C_DISCARD, C_EVAL,
     C_EVALSHA, C_SCRIPT, C_PUBLISH, C_SUBSCRIBE, C_UNSUBSCRIBE, C_DELIFEQ, C_DELEX, C_INFO,
-    C_PING, C_COMMAND, C_SELECT, C_ECHO, C_PSETEX, C_SETEX, C_FLUSHALL, C_DBSIZE, C_AUTH
+    C_PING, C_COMMAND, C_SELECT, C_ECHO, C_PSETEX, C_SETEX, C_FLUSHALL, C_DBSIZE, C_AUTH,
+    C_WAIT
 };
 
 static const struct cmd_def {
@@ -353,6 +354,7 @@ static const struct cmd_def {
     {"PSETEX", C_PSETEX, 4, MODEL_PV(2, 6, 0)},
     {"SETEX", C_SETEX, 4, 0},       {"FLUSHALL", C_FLUSHALL, -1, 0},
     {"DBSIZE", C_DBSIZE, 1, 0},     {"AUTH", C_AUTH, -2, 0},
+    {"WAIT", C_WAIT, 3, MODEL_PV(3, 0, 0)},
 };
 
 static int known(const model *m, const struct cmd_def *d)
@@ -1326,6 +1328,20 @@ static void run(model *m, int conn, const struct cmd_def *d, int argc, const cha
         out_int(out, n);
         return;
     }
+    case C_WAIT: {
+        long long want, tmo;
+        if (to_ll(argv[1], len[1], &want) != 0 || to_ll(argv[2], len[2], &tmo) != 0 || tmo < 0) {
+            out_err(out, "ERR timeout is not an integer or out of range");
+            return;
+        }
+        int acked = m->replica_down ? 0 : m->replicas;
+        /* Too few: the server answers when the timeout ends (0: never
+         * for WAIT, here the model's hour). */
+        if (acked < want)
+            m->reply_delay_ms = tmo > 0 ? tmo : 3600000;
+        out_int(out, acked);
+        return;
+    }
     case C_AUTH:
         out_err(out, ver_ge(m, 6, 0, 0)
                          ? "ERR AUTH <password> called without any password configured for the "
@@ -1389,6 +1405,30 @@ void model_exec(model *m, int conn, int argc, const char *const *argv, const siz
     }
     model_buf_free(&err);
     run(m, conn, d, argc, argv, len, out);
+    if (m->replicas > 0 && !m->replica_down)
+        memcpy(m->rkeys, m->keys, sizeof m->rkeys);
+}
+
+const char *model_replica_get(model *m, const char *name, long long *pttl)
+{
+    *pttl = -2;
+    for (int i = 0; i < MODEL_KEYS; i++) {
+        model_key *k = &m->rkeys[i];
+        if (!k->used || strcmp(k->name, name) != 0)
+            continue;
+        if (!k->exists || expired(m, k))
+            return NULL;
+        *pttl = pttl_of(m, k);
+        return k->val;
+    }
+    return NULL;
+}
+
+void model_replica_set(model *m, int down)
+{
+    m->replica_down = down;
+    if (!down)
+        memcpy(m->rkeys, m->keys, sizeof m->rkeys);
 }
 
 void model_init(model *m, const model_personality *p, long long now_ms)
@@ -1409,6 +1449,8 @@ void model_flush(model *m)
         }
     }
     m->nscripts = 0;
+    if (m->replicas > 0 && !m->replica_down)
+        memcpy(m->rkeys, m->keys, sizeof m->rkeys);
 }
 
 int model_conn_open(model *m, int client)

@@ -111,6 +111,12 @@ typedef struct model {
     model_read_fn on_read;
     unsigned long commands;   /* executed, for statistics */
     int down;                 /* refusing connections (a restart under way) */
+    /* Replicas (all alike): while up, a copy of the keys after every
+     * command; WAIT counts them.  Down, the copy stays as it was. */
+    int replicas;
+    int replica_down;
+    model_key rkeys[MODEL_KEYS];
+    long long reply_delay_ms; /* set by a command whose reply the server holds back (WAIT) */
 } model;
 
 void model_init(model *m, const model_personality *p, long long now_ms);
@@ -126,6 +132,11 @@ void model_exec(model *m, int c, int argc, const char *const *argv, const size_t
 model_key *model_lookup(model *m, const char *name);
 /* Remaining ms of a key's expiry, -1 none, -2 absent. */
 long long model_pttl(model *m, const char *name);
+/* The replicas' copy of a key: its value (NULL when absent there) and its
+ * remaining ms as model_pttl counts them. */
+const char *model_replica_get(model *m, const char *name, long long *pttl);
+/* A replica goes down (its copy stays) or comes back (and catches up). */
+void model_replica_set(model *m, int down);
 
 /* Parses one RESP multibulk command at the start of buf (n bytes): returns
  * the bytes used, 0 when incomplete, -1 when malformed.  argv entries

@@ -40,6 +40,7 @@ run_for() {
     8-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
     9-*) "$SIM" --boundaries --scenario modern-7 ;;
     10-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
+    11-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

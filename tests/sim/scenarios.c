@@ -182,6 +182,19 @@ const sim_scenario sim_scenarios[] = {
     SHORTER("nolua", MOD, "shorter-modern-nolua"),
     SHORTER("2.2", LEG, "shorter-legacy-2.2"),
     SHORTER("7", BRI, "shorter-bridge-7"),
+    /* Durability: WAIT for one replica after each acquire and extend; the
+     * replica goes down and comes back (a fault at any command), WAIT
+     * then answers 0 when its 200 ms end.  A durable OK must find the
+     * value on the replica for as long as the holder is told. */
+    {.name = "durable-modern-7", .personality = "7",
+     .what = "two relock clients with durability.replicas = 1 on a server with one replica",
+     .nclients = 2, .replicas = 1,
+     .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1, .durability = 1},
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1, .durability = 1,
+            .start_ms = 30}},
+     .faults = SF_NET | SF_BIT(SF_REPLICA) | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 2500},
     /* Clock drift within relock's allowance (1 % of the lease + 2 ms):
      * one client's clocks run 0.8 % slow, the other's 0.8 % fast. */
     {.name = "drift-modern-7", .personality = "7",

@@ -739,6 +739,24 @@ static void check_kept(sclient *c, relock_lock *l, const char *op)
                   c->claim_end - S.now);
 }
 
+/* A durable acquire or extend that returned OK: the replicas hold the
+ * value at least as long as the holder is told (a failover to one of
+ * them keeps the lock). */
+static void check_replica(sclient *c, relock_lock *l, const char *op)
+{
+    if (!c->sp.durability || c->claim_end <= S.now || c->claim_void || S.nserv > 1)
+        return;
+    sync_clocks();
+    long long pttl;
+    const char *v = model_replica_get(&S.ms[0], c->sp.lock, &pttl);
+    if (!v || strcmp(v, relock_lock_value(l)) != 0)
+        violation("c%d: %s returned OK with durability, but the replicas hold %s", c->id, op,
+                  v ? v : "nothing");
+    else if (pttl >= 0 && c->claim_end > S.now + pttl)
+        violation("c%d: %s: on the replicas the key lives %lld ms, the holder is told %lld ms",
+                  c->id, op, pttl, c->claim_end - S.now);
+}
+
 static void check_overlap(sclient *c)
 {
     for (int i = 0; i < S.ncl; i++) {
@@ -846,6 +864,11 @@ static relock_client *relock_client_for(sclient *c)
     snprintf(num, sizeof num, "%ld", sp->skew_margin_ms);
     relock_config_set(cfg, "legacy.skew_margin_ms", num);
     relock_config_set(cfg, "legacy.clock", sp->clock_server ? "server" : "local");
+    if (sp->durability) {
+        snprintf(num, sizeof num, "%d", sp->durability);
+        relock_config_set(cfg, "durability.replicas", num);
+        relock_config_set(cfg, "durability.timeout_ms", "200");
+    }
     relock_client *rc = NULL;
     for (int tries = 0; tries < 3 && !rc; tries++) {
         relock_status st = relock_connect(cfg, &rc);
@@ -913,6 +936,7 @@ static void run_relock(sclient *c)
         if (relock_lock_validity_ms(l) > 0 && !c->claim_void) {
             check_overlap(c);
             check_held(c, l, "acquire");
+            check_replica(c, l, "acquire");
             check_fence(c, fence);
         }
         if (sp->extend) {
@@ -932,6 +956,7 @@ static void run_relock(sclient *c)
                     c->claim_end = S.now + real_ms(c, relock_lock_validity_ms(l));
                     snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
                     check_held(c, l, "extend");
+                    check_replica(c, l, "extend");
                 }
             } else if (st == RELOCK_LOST) {
                 check_lost(c, l, "extend", c->claim, c->claim_end);
@@ -1126,7 +1151,8 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart",    "dead-idle",  "delay",      "server-clock"};
+                                    "restart",    "dead-idle",  "delay",      "server-clock",
+                                    "replica"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1240,6 +1266,12 @@ static void exec_one(int fd, int f)
         tracef("s%d's clock steps %+ld ms", k->srv, S.sc->srv_step_ms);
         f = SF_NONE;
     }
+    if (f == SF_REPLICA) {
+        model *m = &S.ms[k->srv];
+        model_replica_set(m, !m->replica_down);
+        tracef("s%d's replicas %s", k->srv, m->replica_down ? "go down" : "come back");
+        f = SF_NONE;
+    }
     if (f == SF_RESTART) {
         restart_server(k->srv);
         k->in_off += (size_t)used;
@@ -1260,8 +1292,12 @@ static void exec_one(int fd, int f)
     } else {
         model *m = &S.ms[k->srv];
         m->now_ms = S.wall0 + S.now + S.srv_skew[k->srv];
+        m->reply_delay_ms = 0;
         model_exec(m, k->mconn, argc, argv, len, &reply);
     }
+    /* The server holds the reply back (WAIT short of replicas). */
+    long long held = S.ms[k->srv].reply_delay_ms;
+    S.ms[k->srv].reply_delay_ms = 0;
     reply_text(&reply, rep, sizeof rep);
     char on[8] = "";
     if (S.nserv > 1)
@@ -1277,10 +1313,12 @@ static void exec_one(int fd, int f)
         if (k->mconn >= 0)
             model_conn_close(&S.ms[k->srv], k->mconn);
         k->mconn = -1;
-    } else if (f == SF_DELAY || k->late.n) {
+    } else if (f == SF_DELAY || k->late.n || held > 0) {
         /* On its way, behind any reply delayed before it. */
         if (!k->late.n)
-            k->late_at = S.now + S.sc->delay_ms;
+            k->late_at = S.now + (f == SF_DELAY ? S.sc->delay_ms : 0);
+        if (held > 0 && k->late_at < S.now + held)
+            k->late_at = S.now + held;
         model_buf_add(&k->late, reply.p, reply.n);
     } else {
         model_buf_add(&k->out, reply.p, reply.n);
@@ -1418,6 +1456,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.nserv = sc->servers > 1 ? (sc->servers < SIM_SERVERS ? sc->servers : SIM_SERVERS) : 1;
     for (int i = 0; i < S.nserv; i++) {
         model_init(&S.ms[i], &p, S.wall0);
+        S.ms[i].replicas = sc->replicas;
         S.ms[i].on_write = on_write;
         S.ms[i].on_read = on_read;
         S.ms[i].down = (sc->down >> i) & 1u;

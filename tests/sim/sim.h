@@ -39,6 +39,7 @@ enum sim_fault {
     SF_DEAD_IDLE,   /* the reply comes, the connection dies, the client idles 250 ms */
     SF_DELAY,       /* the command runs, its reply (and those after it) comes delay_ms later */
     SF_SRV_CLOCK,   /* the server's clock steps (srv_step_ms) before the command */
+    SF_REPLICA,     /* the server's replicas go down (or come back) before the command */
     SF_COUNT
 };
 #define SF_BIT(f) (1u << (f))
@@ -63,6 +64,7 @@ typedef struct sim_client_spec {
     long skew_margin_ms;
     int clock_server;     /* legacy.clock = "server" */
     int notify;           /* wait.notify */
+    int durability;       /* durability.replicas (WAIT after each acquire and extend) */
 } sim_client_spec;
 
 #define SIM_MAX_CLIENTS 6
@@ -78,6 +80,7 @@ typedef struct sim_scenario {
     unsigned down;        /* servers (bit i: server i) refusing connections for the whole run */
     long delay_ms;        /* SF_DELAY */
     long srv_step_ms;     /* SF_SRV_CLOCK */
+    int replicas;         /* each server's replicas (WAIT counts them while they are up) */
     long srv_step_at_ms;  /* > 0: server 0's clock steps by -srv_step_ms at this time */
     unsigned faults;      /* SF_BIT mask */
     long tick_ms;         /* virtual time per command */

@@ -103,11 +103,15 @@ typedef struct sconn {
     long long late_at;
 } sconn;
 
+/* Outside S, which is cleared at every run: only the servers a run uses
+ * are (model_init). */
+static model models[SIM_SERVERS];
+
 static struct {
     const sim_scenario *sc;
     const sim_opts *o;
     sim_result *r;
-    model ms[SIM_SERVERS]; /* the servers: one, or a quorum's */
+    model *ms;            /* the servers (models[]): one, or a quorum's */
     int nserv;
     long long srv_skew[SIM_SERVERS]; /* each server's clock against the virtual clock */
     sclient cl[SIM_MAX_CLIENTS];
@@ -429,8 +433,6 @@ ssize_t read(int fd, void *buf, size_t n)
         return real_read(fd, buf, n);
     }
     long timeout = 1000; /* every client's command_timeout_ms */
-    /* hiredis's non-blocking contexts (the quorum's) read only what is there. */
-    int nonblock = (fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
     for (int rounds = 0;; rounds++) {
         if (k->out_off < k->out.n) {
             size_t m = k->out.n - k->out_off;
@@ -442,7 +444,9 @@ ssize_t read(int fd, void *buf, size_t n)
                 k->out_off = k->out.n = 0;
             return (ssize_t)m;
         }
-        if (nonblock && !k->dead) {
+        /* hiredis's non-blocking contexts (the quorum's) read only what
+         * is there. */
+        if (!k->dead && (fcntl(fd, F_GETFL) & O_NONBLOCK)) {
             errno = EAGAIN;
             return -1;
         }
@@ -1255,7 +1259,9 @@ static void exec_one(int fd, int f)
     char what[200], rep[120];
     long used = model_parse_command(k->in.p + k->in_off, k->in.n - k->in_off, &argc, argv, len,
                                     MODEL_ARGS);
-    describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
+    what[0] = rep[0] = '\0';
+    if (S.tracing) /* the words and the reply are for the trace alone */
+        describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
     if (f == SF_CLOCK) {
         c->skew += S.sc->clock_step_ms;
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
@@ -1298,7 +1304,8 @@ static void exec_one(int fd, int f)
     /* The server holds the reply back (WAIT short of replicas). */
     long long held = S.ms[k->srv].reply_delay_ms;
     S.ms[k->srv].reply_delay_ms = 0;
-    reply_text(&reply, rep, sizeof rep);
+    if (S.tracing)
+        reply_text(&reply, rep, sizeof rep);
     char on[8] = "";
     if (S.nserv > 1)
         snprintf(on, sizeof on, "s%d ", k->srv);
@@ -1453,6 +1460,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.wall0 = WALL_BASE + (long long)(mix(&S.rng) % 1000);
     if (sc->phase_ms > 0)
         S.wall0 = WALL_BASE + sc->phase_ms % 1000;
+    S.ms = models;
     S.nserv = sc->servers > 1 ? (sc->servers < SIM_SERVERS ? sc->servers : SIM_SERVERS) : 1;
     for (int i = 0; i < S.nserv; i++) {
         model_init(&S.ms[i], &p, S.wall0);

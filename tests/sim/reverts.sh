@@ -2,8 +2,10 @@
 # The simulator's teeth (docs/architecture.md, "Simulator"): each patch in
 # tests/sim/reverts/ undoes one double-holder fix of issue 13 in the
 # machines (or the transport and leaves they use), or one the simulator
-# found (7: the probe's rule, decision 135); built with it, the simulator
-# must find a violation.  Works in a temporary worktree of HEAD, so the checkout
+# found (7: the probe's rule, decision 135), or one line it could not see
+# before (8: the 2.0 break counter alone, 9: a script's compare, 10: the
+# quorum's validity, 11: the durability verdict); built with it, the
+# simulator must find a violation.  Works in a temporary worktree of HEAD, so the checkout
 # is never modified; builds only relock_sim there.
 #
 #   tests/sim/reverts.sh            every patch

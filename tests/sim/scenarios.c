@@ -153,8 +153,8 @@ const sim_scenario sim_scenarios[] = {
      .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART),
      .delay_ms = 150, .tick_ms = 1, .pause_ms = 2500},
     {.name = "fence-tag-nolua", .personality = "nolua",
-     .what = "modern locks x and {x} side by side on a server without Lua: each keeps its "
-             "own fence",
+     .what = "modern locks x and {x} side by side on a server without Lua (WATCH/MULTI "
+             "paths with whole-tag keys)",
      .nclients = 2,
      .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "x", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1},

@@ -163,6 +163,8 @@ static void test_raise_and_late_reply(void **state)
     assert_int_equal(step(&m, freply(6, 0, 1, fr_int(7))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_OK);
     assert_int_equal(f.l->fence, 7);
+    /* From the acquire's send, not from its replies nor from the raise. */
+    assert_int_equal(f.l->valid_until, relock__valid_until(0, 1000));
 }
 
 /* NOSCRIPT from one server: the script's text goes to it alone, within

@@ -508,6 +508,16 @@ static relock__step u_ok(relock__ts_update *m, relock_lock *l)
     return relock__done(&m->head, RELOCK_OK);
 }
 
+/* An extend has begun: the key may hold its new timestamp from its write
+ * on, whatever we hear back, so a shorter lease shortens our validity now
+ * (counted from the extend's start), and it stays so unless the extend
+ * succeeds (u_ok).  Also when the extend fails before it writes: a failed
+ * extend never leaves more than the lease it asked for. */
+static void cap_validity(const relock__ts_update *m, relock_lock *l)
+{
+    l->valid_until = relock__valid_min(l->valid_until, m->start + (uint64_t)m->ls.valid_ms);
+}
+
 static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *out)
 {
     memset(&m->cas, 0, sizeof m->cas);
@@ -521,6 +531,8 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
     m->cas.newv = m->extend ? m->newv : NULL;
     m->cas.px = m->extend ? m->ls.px_ms : 0;
     m->cas.gc = m->extend ? m->ls.gc_s : 0;
+    if (m->extend)
+        cap_validity(m, l);
     m->head.pc = U_CAS;
     relock__cas_start(&m->cas, l, out);
     return relock__send(&m->head, out);
@@ -636,8 +648,12 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     relock_client *c = l->c;
     m->head.want_fleet = 0;
     m->op = m->extend ? "extend" : "release";
-    if (in->fault) /* the fleet's clock could not be read */
+    if (in->fault) { /* the fleet's clock could not be read */
+        if (m->extend) /* nothing written, but a failed extend is held to its lease */
+            l->valid_until = relock__valid_min(l->valid_until,
+                                               relock__valid_until(in->mono_ms, m->ttl_ms));
         return relock__done(&m->head, relock__fault_fail(c, in));
+    }
     m->path = relock__ts_path_of(c);
     if (m->extend) {
         m->start = in->mono_ms;
@@ -664,6 +680,8 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
                                          "extend %s: lock lost: it expired (without WATCH it "
                                          "cannot be extended safely after that)",
                                          l->name));
+    if (m->extend)
+        cap_validity(m, l);
     /* Look before writing: a value that is not ours is never written
      * over or deleted, nor one whose lock was broken since we won it. */
     m->read_breaks = l->breaks_known && relock__breaks_key(l->key, m->bkey, sizeof m->bkey) == 0;

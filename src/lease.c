@@ -34,6 +34,11 @@ uint64_t relock__valid_until(uint64_t start, long long ttl_ms)
     return start + (uint64_t)(v > 0 ? v : 0);
 }
 
+uint64_t relock__valid_min(uint64_t was, uint64_t until)
+{
+    return was && until < was ? until : was;
+}
+
 /* A lease of ms milliseconds, less the drift allowance (never negative). */
 static long long less_drift(long long ms)
 {

@@ -43,6 +43,12 @@ long long relock__drift_ms(long long ttl_ms);
 /* The monotonic time at which a lease of ttl_ms requested at start stops
  * being safe to rely on (never before start). */
 uint64_t relock__valid_until(uint64_t start, long long ttl_ms);
+/* The validity a lock may claim while an extend is under way and after it
+ * fails (is refused, unanswered, ambiguous or unacknowledged): the earlier
+ * of was (its validity before; 0 when unknown, which stays unknown) and
+ * until (the new lease's, counted from the extend's start).  The server
+ * may hold either lease, and an extend to a shorter one shortens it. */
+uint64_t relock__valid_min(uint64_t was, uint64_t until);
 
 /*
  * legacy.clock = "server": the server's clock as an offset from our

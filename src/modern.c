@@ -627,6 +627,12 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
     m->start = in->mono_ms;
     relock__batch_reset(out);
     if (m->extend) {
+        /* From its write on, the server may hold the new lease whatever
+         * we hear back: a shorter one shortens our validity now, and it
+         * stays so unless the extend succeeds (cx_ok), even when the
+         * extend fails before it writes. */
+        l->valid_until = relock__valid_min(l->valid_until,
+                                           relock__valid_until(m->start, m->ttl_ms));
         switch (extend_path(c)) {
         case CAS_SET_IFEQ: {
             /* SET IFEQ with the new TTL: OK when it was ours, nil when the

@@ -172,8 +172,8 @@ struct aop {
     unsigned wgen;
     int wset, wmoved;
     int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
-    /* extend: the validity before, kept when the replicas did not
-     * acknowledge the new one (decision 104) */
+    /* extend: the validity before, the bound on it when the replicas did
+     * not acknowledge the new one (decision 104) */
     uint64_t was_valid;
     long long was_ttl;
     int owner_gone; /* release: the owner record was deleted first */
@@ -2338,7 +2338,8 @@ static int owner_phase(aop *op, int held)
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, then durability's WAIT on the write's connection, then the
  * owner record; an acquire whose write was not acknowledged is released
- * (PH_UNDO) and fails; an extend's keeps its old validity (decision 104).
+ * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
+ * validity (decision 104).
  * Release: the owner record is deleted first, while the lock is ours.
  */
 static int next_phase(aop *op, relock_status *st)
@@ -2398,9 +2399,11 @@ static int next_phase(aop *op, relock_status *st)
         return 0;
     }
     }
-    /* the write was not acknowledged (or no WAIT could be sent) */
+    /* the write was not acknowledged (or no WAIT could be sent): an
+     * extend's lease is the earlier of the old one, which the replicas
+     * know of, and the new one, which the master holds */
     if (op->kind != K_ACQ) {
-        l->valid_until = op->was_valid;
+        l->valid_until = relock__valid_min(op->was_valid, l->valid_until);
         l->ttl_ms = op->was_ttl;
         return 0;
     }

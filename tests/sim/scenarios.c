@@ -17,6 +17,12 @@
 #define BRK(at) {.kind = SK_BREAK, .mode = RELOCK_MODE_AUTO, .lock = "lk", .start_ms = (at)}
 #define DEL(at) {.kind = SK_DEL, .lock = "lk", .start_ms = (at)}
 
+/* A relock client that extends to a shorter lease (x ms) mid-hold. */
+#define RLX(m, t, w, h, n, x) \
+    {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
+     .hold_ms = (h), .iters = (n), .extend = 1, .extend_ms = (x), .offset = 1, .notify = 1, \
+     .unit_ms = 1}
+
 #define MOD RELOCK_MODE_MODERN
 #define LEG RELOCK_MODE_LEGACY
 #define BRI RELOCK_MODE_BRIDGE
@@ -36,6 +42,11 @@
      .c = {RL(LEG, 2000, 6000, 600, 2, 1), RL(LEG, 2000, 6000, 600, 2, 1), \
            CL(3000, 6000, 500, 1)}, \
      .faults = (f), .tick_ms = 1, .pause_ms = 3500, .in_short = 1}
+#define SHORT_EXT(pers, nm, m) \
+    {.name = nm, .personality = pers, \
+     .what = "two relock clients; the holder extends its 2 s lease to 400 ms mid-hold", \
+     .nclients = 2, .c = {RLX(m, 2000, 6000, 1200, 2, 400), RLX(m, 2000, 6000, 1200, 2, 400)}, \
+     .faults = SF_NET, .tick_ms = 1, .in_short = 1}
 #define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART))
 
 const sim_scenario sim_scenarios[] = {
@@ -127,6 +138,17 @@ const sim_scenario sim_scenarios[] = {
            {.kind = SK_RELOCK, .mode = LEG, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
      .faults = SF_NET, .tick_ms = 1, .in_short = 1},
+    /* Extends to a shorter lease under every network fault: a failed,
+     * unanswered or ambiguous one must leave no more validity than the
+     * new lease from its start, since the server may hold it (the holder
+     * goes on acting on the validity relock states). */
+    SHORT_EXT("7", "extend-short-modern-7", MOD),
+    SHORT_EXT("nolua", "extend-short-modern-nolua", MOD),
+    SHORT_EXT("redis-8.4", "extend-short-modern-redis-8.4", MOD),
+    SHORT_EXT("2.0", "extend-short-legacy-2.0", LEG),
+    SHORT_EXT("2.2", "extend-short-legacy-2.2", LEG),
+    SHORT_EXT("7", "extend-short-legacy-7", LEG),
+    SHORT_EXT("7", "extend-short-bridge-7", BRI),
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

@@ -75,6 +75,9 @@ typedef struct sclient {
     int claim_void;       /* broken by an operator or forgotten by a restart */
     long long claim_start, claim_end;
     char claim_value[RELOCK__VALUE_MAX];
+    /* An extend under way: meanwhile the claim is also bounded by what
+     * relock states for the lock (a thread of the holder may read it). */
+    relock_lock *extending;
     uint64_t rng;
     void *fiber;          /* AddressSanitizer's note of its fake stack */
     int epoch;            /* the server's life its lock handle comes from */
@@ -490,9 +493,27 @@ static int is_lock_key(const char *name)
     return 0;
 }
 
+/* When the client's claim ends: during an extend, no later than the
+ * validity relock states for the lock now. */
+static long long claim_until(const sclient *c)
+{
+    long long end = c->claim_end;
+    if (c->extending) {
+        /* The library reads the virtual clock only inside a client. */
+        sclient *was = S.cur;
+        S.cur = (sclient *)c;
+        long long now_end = S.now + relock_lock_validity_ms(c->extending);
+        S.cur = was;
+        if (now_end < end)
+            end = now_end;
+    }
+    return end;
+}
+
 static int claim_live(const sclient *c, const char *lock)
 {
-    return c->claim && !c->claim_void && c->claim_end > S.now && strcmp(c->sp.lock, lock) == 0;
+    return c->claim && !c->claim_void && claim_until(c) > S.now &&
+           strcmp(c->sp.lock, lock) == 0;
 }
 
 static void void_claims(const char *lock, const char *why)
@@ -564,7 +585,7 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         violation("c%d wrote to a lock it does not own (%s on %s over c%d's value \"%s\", "
                   "c%d valid for %lld ms more)",
                   writer, what, before->name, before->author, before->val, before->author,
-                  a->claim_end - S.now);
+                  claim_until(a) - S.now);
 }
 
 static long long parse_ll(const char *s, int *digits)
@@ -614,7 +635,7 @@ static void check_overlap(sclient *c)
     for (int i = 0; i < S.ncl; i++) {
         if (i != c->id && claim_live(&S.cl[i], c->sp.lock))
             violation("two holders: c%d acquired %s while c%d holds it for %lld ms more", c->id,
-                      c->sp.lock, i, S.cl[i].claim_end - S.now);
+                      c->sp.lock, i, claim_until(&S.cl[i]) - S.now);
     }
 }
 
@@ -770,7 +791,9 @@ static void run_relock(sclient *c)
                 tracef("c%d's validity passed while it slept", c->id);
             }
             long long e0 = S.now;
-            st = relock_extend(l, 0);
+            c->extending = l;
+            st = relock_extend(l, sp->extend_ms);
+            c->extending = NULL;
             tracef("c%d extend -> %s%s%s value %s valid %lld", c->id, st_name(st),
                    st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
                    relock_lock_value(l), relock_lock_validity_ms(l));
@@ -782,10 +805,20 @@ static void run_relock(sclient *c)
                     snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
                     check_held(c, l, "extend");
                 }
-            } else {
+            } else if (st == RELOCK_LOST || relock_lock_validity_ms(l) <= 0) {
                 if (st == RELOCK_LOST)
                     check_lost(c, l, "extend", c->claim, c->claim_end);
                 claim_stop(c);
+            } else if (c->claim && !c->claim_void) {
+                /* A failed extend leaves the lock ours for the validity
+                 * relock still states, and the holder acts on it: that
+                 * must be no more than what the server may hold (the
+                 * new lease, when shorter, may have been written). */
+                long long end = S.now + relock_lock_validity_ms(l);
+                if (end < c->claim_end)
+                    c->claim_end = end;
+                tracef("c%d keeps its claim for %lld ms after the failed extend", c->id,
+                       c->claim_end - S.now);
             }
             sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);
         } else {

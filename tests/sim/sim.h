@@ -52,6 +52,7 @@ typedef struct sim_client_spec {
     long hold_ms;
     int iters;
     int extend;           /* relock: extend once in the middle of the hold */
+    long extend_ms;       /* its new lease (0: the acquire's), shorter to test the bound */
     long start_ms;        /* sleeps first */
     long skew_ms;         /* its wall clock against the server's */
     int unit_ms;          /* legacy.clock_unit ms */

@@ -586,6 +586,38 @@ static void test_extend(void **state)
     assert_int_equal(f.l->valid_until, relock__valid_until(400, 4000));
 }
 
+/* From its start, an extend to a shorter lease bounds the validity by the
+ * new lease (the server may hold it from the write on), and a fault keeps
+ * the bound; a longer one keeps the old validity; unknown stays unknown. */
+static void test_extend_fault_bound(void **state)
+{
+    (void)state;
+    f.c->conn.caps = LUA | RELOCK__CAP_SET_IFEQ;
+    f.l->valid_until = 10000;
+    relock__modern_cx m;
+    relock__modern_cx_init(&m, 1, 2000);
+    assert_int_equal(cx(&m, feed_none(1000)), RELOCK__STEP_SEND);
+    assert_int_equal(f.l->valid_until, relock__valid_until(1000, 2000));
+    assert_int_equal(cx(&m, feed_fault(1010, RELOCK__FAULT_LOST, 0)), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    assert_int_equal(f.l->valid_until, relock__valid_until(1000, 2000));
+    relock__err_clear(&f.c->err);
+
+    f.l->valid_until = 10000;
+    relock__modern_cx_init(&m, 1, 20000);
+    cx(&m, feed_none(1000));
+    cx(&m, feed_fault(1010, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    assert_int_equal(f.l->valid_until, 10000);
+    relock__err_clear(&f.c->err);
+
+    f.l->valid_until = 0;
+    relock__modern_cx_init(&m, 1, 2000);
+    cx(&m, feed_none(1000));
+    cx(&m, feed_fault(1010, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(f.l->valid_until, 0);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -602,6 +634,7 @@ int main(void)
         T(test_release_script),
         T(test_release_watched),
         T(test_extend),
+        T(test_extend_fault_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

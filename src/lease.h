@@ -74,8 +74,10 @@ typedef struct relock__clock_est {
 int relock__clock_due(const relock__clock_est *e, uint64_t mono);
 /* Takes a measurement: TIME sent at monotonic t0, its reply (server ms)
  * read at t1.  Keeps whichever of the old estimate (aged) and the new one
- * is the more certain: uncertainty is half the round trip plus the age
- * allowance.  Returns 1 if the new one was kept. */
+ * is the more certain (uncertainty is half the round trip plus the age
+ * allowance), unless they disagree by more than both uncertainties
+ * together: then the server's clock stepped and the new one is taken.
+ * Returns 1 if the new one was kept. */
 int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms);
 /* The server's clock now by the estimate (e->known). */
 long long relock__clock_server_ms(const relock__clock_est *e, uint64_t mono);

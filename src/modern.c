@@ -270,6 +270,14 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
         m->h.note_legacy = 1;
         return busy(m, end - now);
     }
+    if (!in->fleet_fresh && c->s.legacy.clock_server) {
+        /* A takeover never rests on the estimate of the server's clock
+         * kept from an earlier measurement (wrong by the step after a step
+         * of the server's clock): judged again on a fresh reading. */
+        m->h.want_fleet = RELOCK__FLEET_FRESH;
+        relock__batch_reset(out);
+        return relock__send(&m->h, out);
+    }
     m->way = RELOCK__MW_TAKEOVER;
     if (!has_lua(c)) {
         m->takeover = 1;

@@ -183,6 +183,7 @@ struct aop {
      * one's step, whose replies wait in held meanwhile */
     int clocking;
     relock__clock_m clk;
+    int clock_fresh; /* the clock was measured for the next feed */
     redisReply *held[RELOCK__BATCH_CMDS];
     int nheld;
 };
@@ -2673,7 +2674,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
             if (!c->s.legacy.clock_server) {
                 in.fleet_ms = relock__wall_ms();
-            } else if (relock__clock_due(&cn->clock, in.mono_ms)) {
+                in.fleet_fresh = 1;
+            } else if ((h->want_fleet == RELOCK__FLEET_FRESH && !op->clock_fresh) ||
+                       relock__clock_due(&cn->clock, in.mono_ms)) {
                 /* The server's clock is measured first (the clock
                  * machine, on the same connection, inside the
                  * transaction if one is open); these replies wait. */
@@ -2686,8 +2689,10 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 continue;
             } else {
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
+                in.fleet_fresh = op->clock_fresh;
             }
         }
+        op->clock_fresh = 0; /* a fresh reading serves the one feed after it */
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
         /* the clock machine measures into the client's estimate: the
@@ -2725,6 +2730,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 fault = RELOCK__FAULT_NONE;
                 fst = RELOCK_OK;
                 ftext = NULL;
+                op->clock_fresh = 1;
             }
             continue;
         }

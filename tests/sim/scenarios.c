@@ -47,6 +47,17 @@
      .what = "two relock clients; the holder extends its 2 s lease to 400 ms mid-hold", \
      .nclients = 2, .c = {RLX(m, 2000, 6000, 1200, 2, 400), RLX(m, 2000, 6000, 1200, 2, 400)}, \
      .faults = SF_NET, .tick_ms = 1, .in_short = 1}
+/* legacy.clock = "server", three clients (one holds, one waits, one comes
+ * later); the server's clock steps by s ms and back (SF_SERVER_CLOCK). */
+#define RLS(m, at) \
+    {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000, \
+     .hold_ms = 600, .iters = 2, .offset = 1, .notify = 1, .clock_server = 1, .start_ms = (at)}
+#define SERVER_STEP(pers, nm, m, s) \
+    {.name = nm, .personality = pers, \
+     .what = "legacy.clock = server: the server's clock steps " #s " ms and back, between " \
+             "and inside operations of a holder, a waiter and a later client", \
+     .nclients = 3, .c = {RLS(m, 0), RLS(m, 50), RLS(m, 700)}, \
+     .faults = SF_BIT(SF_SERVER_CLOCK), .tick_ms = 1, .server_step_ms = (s), .in_short = 1}
 #define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART))
 
 const sim_scenario sim_scenarios[] = {
@@ -149,6 +160,15 @@ const sim_scenario sim_scenarios[] = {
     SHORT_EXT("2.2", "extend-short-legacy-2.2", LEG),
     SHORT_EXT("7", "extend-short-legacy-7", LEG),
     SHORT_EXT("7", "extend-short-bridge-7", BRI),
+    /* Steps of the server's clock, back and forward by more than a lease:
+     * a takeover never rests on an estimate of the server's clock from
+     * before the step.  A forward step ends the leases written before it
+     * (a stated limit: those claims end there). */
+    SERVER_STEP("7", "server-clock-back-legacy-7", LEG, -60000),
+    SERVER_STEP("2.6.0", "server-clock-back-legacy-2.6.0", LEG, -60000),
+    SERVER_STEP("7", "server-clock-back-bridge-7", BRI, -60000),
+    SERVER_STEP("7", "server-clock-forward-legacy-7", LEG, 60000),
+    SERVER_STEP("7", "server-clock-forward-bridge-7", BRI, 60000),
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

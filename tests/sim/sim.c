@@ -106,7 +106,8 @@ static struct {
     int ncl;
     sconn conns[SIM_FDS];
     long long now;        /* virtual ms since the start of the run */
-    long long wall0;      /* the server's wall clock at now = 0 */
+    long long wall0;      /* the true wall clock at now = 0 */
+    long long server_skew; /* the server's wall clock against the true one (SF_SERVER_CLOCK) */
     ucontext_t sched;
     sclient *cur;
     uint64_t rng;         /* the chooser's generator */
@@ -622,7 +623,9 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
     long long ts = parse_ll(k->val, &digits);
     if (digits > 0 && c->skew == 0 && (k->val[digits] == '\0' || k->val[digits] == ':')) {
         long long unit = c->sp.unit_ms ? 1 : 1000;
-        long long takeover = (ts + 1) * unit - S.wall0; /* a classic reader's takeover */
+        /* A classic reader's takeover; by the server's clock for a client
+         * that reads it (legacy.clock = "server"). */
+        long long takeover = (ts + 1) * unit - S.wall0 - (c->sp.clock_server ? S.server_skew : 0);
         if (c->claim_end > takeover)
             violation("c%d: %s: value %lld is taken over by legacy readers at %lld, the holder "
                       "is told it holds until %lld",
@@ -991,7 +994,7 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart",    "dead-idle"};
+                                    "restart",    "dead-idle",   "server-clock-step"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1095,6 +1098,23 @@ static void exec_one(int fd, int f)
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
         f = SF_NONE;
     }
+    if (f == SF_SERVER_CLOCK) {
+        long long step = S.server_skew ? -S.server_skew : S.sc->server_step_ms;
+        S.server_skew += step;
+        tracef("the server's wall clock steps %+lld ms", step);
+        /* A forward step ends every lease early, by the server's expiry and
+         * by the timestamps every client reads: a stated limit
+         * (docs/legacy.md), not a fault of the holder's. */
+        if (step > 0) {
+            for (int i = 0; i < S.ncl; i++)
+                if (S.cl[i].sp.lock)
+                    void_claims(S.cl[i].sp.lock, "the server's clock stepped forward");
+            /* Also the leases being written: planned on the clock read
+             * before the step, granted after it. */
+            S.broken_at = S.now;
+        }
+        f = SF_NONE;
+    }
     if (f == SF_RESTART) {
         restart_server();
         k->in_off += (size_t)used;
@@ -1113,7 +1133,7 @@ static void exec_one(int fd, int f)
     if (f == SF_ERROR) {
         model_buf_add(&reply, "-LOADING Redis is loading the dataset in memory\r\n", 49);
     } else {
-        S.m.now_ms = S.wall0 + S.now;
+        S.m.now_ms = S.wall0 + S.now + S.server_skew;
         model_exec(&S.m, k->mconn, argc, argv, len, &reply);
     }
     reply_text(&reply, rep, sizeof rep);

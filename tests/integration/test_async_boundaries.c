@@ -19,6 +19,8 @@
  *     held once the other client wrote;
  *   - RELOCK_EIO only where nothing changed (RELOCK_EAMBIGUOUS may be
  *     anything), RELOCK_EPROTO (or OK) for an error reply;
+ *   - the extend, to a shorter lease than the lock's, leaves whatever its
+ *     outcome no more validity than the new lease;
  *   - no connection is left inside MULTI on the server, and the client
  *     still works: another acquire and release on it succeed.
  *

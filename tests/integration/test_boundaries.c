@@ -31,6 +31,8 @@
  * client's value is never overwritten or deleted, no two holders, fences
  * strictly increase, RELOCK_OK is only claimed for what happened, and
  * RELOCK_EIO only for what did not (RELOCK_EAMBIGUOUS may be anything).
+ * The extend is to a shorter lease than the lock's, and whatever its
+ * outcome the validity left must not exceed the new lease.
  *
  * Built with BOUNDARIES_NATIVE (ctest it_boundaries_native), the targets
  * are modern mode on the newer servers' personalities (native commands)

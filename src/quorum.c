@@ -334,6 +334,11 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
             return delete_round(m, l, Q_REL, all_servers(c), majority(c), out);
         default:
+            /* The servers may hold the new lease from now on whatever we
+             * hear back: a shorter one shortens our validity now, and it
+             * stays so unless a majority extends in time. */
+            l->valid_until = relock__valid_min(l->valid_until,
+                                               relock__valid_until(in->mono_ms, m->ttl_ms));
             m->tmo = relock__quorum_server_timeout(c, m->ttl_ms);
             snprintf(m->num, sizeof m->num, "%lld", m->ttl_ms);
             m->args[0] = l->key;

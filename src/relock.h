@@ -332,7 +332,11 @@ RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *nam
  * In legacy and bridge modes the stored value changes:
  * relock_lock_value() returns the new one.  With durability,
  * RELOCK_EDURABILITY when too few replicas acknowledged in time: the lock
- * stays held, nothing is deleted, and its validity stays as before.
+ * stays held and nothing is deleted.  After any extend that did not
+ * succeed (an error, RELOCK_EAMBIGUOUS, RELOCK_EDURABILITY), and while one
+ * is under way, relock_lock_validity_ms() is at most the smaller of the
+ * validity before and the new lease counted from the extend's start: the
+ * server may hold either, so an extend to a shorter lease shortens it.
  */
 RELOCK_EXTERN relock_status relock_extend(relock_lock *l, long long ttl_ms);
 

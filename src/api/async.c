@@ -172,8 +172,8 @@ struct aop {
     unsigned wgen;
     int wset, wmoved;
     int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
-    /* extend: the validity before, kept when the replicas did not
-     * acknowledge the new one (decision 104) */
+    /* extend: the validity before, the bound on it when the replicas did
+     * not acknowledge the new one (decision 104) */
     uint64_t was_valid;
     long long was_ttl;
     int owner_gone; /* release: the owner record was deleted first */
@@ -183,6 +183,7 @@ struct aop {
      * one's step, whose replies wait in held meanwhile */
     int clocking;
     relock__clock_m clk;
+    int clock_fresh; /* the clock was measured for the next feed */
     redisReply *held[RELOCK__BATCH_CMDS];
     int nheld;
 };
@@ -2338,7 +2339,8 @@ static int owner_phase(aop *op, int held)
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, then durability's WAIT on the write's connection, then the
  * owner record; an acquire whose write was not acknowledged is released
- * (PH_UNDO) and fails; an extend's keeps its old validity (decision 104).
+ * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
+ * validity (decision 104).
  * Release: the owner record is deleted first, while the lock is ours.
  */
 static int next_phase(aop *op, relock_status *st)
@@ -2398,9 +2400,11 @@ static int next_phase(aop *op, relock_status *st)
         return 0;
     }
     }
-    /* the write was not acknowledged (or no WAIT could be sent) */
+    /* the write was not acknowledged (or no WAIT could be sent): an
+     * extend's lease is the earlier of the old one, which the replicas
+     * know of, and the new one, which the master holds */
     if (op->kind != K_ACQ) {
-        l->valid_until = op->was_valid;
+        l->valid_until = relock__valid_min(op->was_valid, l->valid_until);
         l->ttl_ms = op->was_ttl;
         return 0;
     }
@@ -2670,7 +2674,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
             if (!c->s.legacy.clock_server) {
                 in.fleet_ms = relock__wall_ms();
-            } else if (relock__clock_due(&cn->clock, in.mono_ms)) {
+                in.fleet_fresh = 1;
+            } else if ((h->want_fleet == RELOCK__FLEET_FRESH && !op->clock_fresh) ||
+                       relock__clock_due(&cn->clock, in.mono_ms)) {
                 /* The server's clock is measured first (the clock
                  * machine, on the same connection, inside the
                  * transaction if one is open); these replies wait. */
@@ -2683,8 +2689,10 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 continue;
             } else {
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
+                in.fleet_fresh = op->clock_fresh;
             }
         }
+        op->clock_fresh = 0; /* a fresh reading serves the one feed after it */
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
         /* the clock machine measures into the client's estimate: the
@@ -2722,6 +2730,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 fault = RELOCK__FAULT_NONE;
                 fst = RELOCK_OK;
                 ftext = NULL;
+                op->clock_fresh = 1;
             }
             continue;
         }

@@ -241,9 +241,10 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
         st = relock__durable_wait(l, "extend");
         if (st != RELOCK_OK) {
             /* Still ours, and not deleted (decision 104): but only the
-             * old lease is known to be on the replicas, so the validity
-             * stays what it was. */
-            l->valid_until = was_valid;
+             * old lease is known to be on the replicas, while the master
+             * holds the new one, so the validity is the earlier of the
+             * two (a shorter extend shortens it). */
+            l->valid_until = relock__valid_min(was_valid, l->valid_until);
             l->ttl_ms = was_ttl;
         }
     }

@@ -19,6 +19,8 @@
  *     held once the other client wrote;
  *   - RELOCK_EIO only where nothing changed (RELOCK_EAMBIGUOUS may be
  *     anything), RELOCK_EPROTO (or OK) for an error reply;
+ *   - the extend, to a shorter lease than the lock's, leaves whatever its
+ *     outcome no more validity than the new lease;
  *   - no connection is left inside MULTI on the server, and the client
  *     still works: another acquire and release on it succeed.
  *
@@ -257,6 +259,10 @@ static int seq;
  * failure, with 800 ms to spare when the loop is slow (a loaded machine). */
 #define RENEW_TTL 1200
 
+/* The extend's new lease, shorter than the 30 s acquired: the server may
+ * hold it after any fault once the write was sent. */
+#define EXTEND_MS 20000
+
 static void scene_start(scene *s, const target *t, enum op op)
 {
     memset(s, 0, sizeof *s);
@@ -308,7 +314,9 @@ static void scene_run(scene *s)
         assert_int_equal(relock_async_release(s->l, record, &s->o), RELOCK_OK);
         break;
     case OP_EXTEND:
-        assert_int_equal(relock_async_extend(s->l, 30000, record, &s->o), RELOCK_OK);
+        /* To a shorter lease than the acquire's: whatever the fault, the
+         * validity must never exceed the new lease (see one()). */
+        assert_int_equal(relock_async_extend(s->l, EXTEND_MS, record, &s->o), RELOCK_OK);
         break;
     case OP_RENEW: {
         assert_int_equal(relock_async_keep(s->l, on_lost, &s->lost), RELOCK_OK);
@@ -422,6 +430,13 @@ static void one(const target *t, enum op op, long long k, enum bnd_fault f)
                          : op == OP_TAKEOVER ? s.expired
                                              : s.ours;
     CHECK(fence >= s.fence0, "the fence went back from %lld to %lld", s.fence0, fence);
+    /* An extend, whatever its outcome, never leaves more validity than
+     * the server may hold: the shorter new lease, counted from the
+     * extend's start (so at most EXTEND_MS now). */
+    if (op == OP_EXTEND)
+        CHECK(relock_lock_validity_ms(s.l) <= EXTEND_MS,
+              "%s, and the validity is %lld ms, above the new lease's %d", sn,
+              relock_lock_validity_ms(s.l), EXTEND_MS);
     if (f == BND_ERROR) {
         CHECK(st == RELOCK_EPROTO || st == RELOCK_OK, "an error reply gave %s: %s", sn, s.o.msg);
         if (st == RELOCK_EPROTO)

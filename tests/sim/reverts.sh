@@ -2,7 +2,8 @@
 # The simulator's teeth (docs/architecture.md, "Simulator"): each patch in
 # tests/sim/reverts/ undoes one double-holder fix of issue 13 in the
 # machines (or the transport and leaves they use), or one the simulator
-# found (7: the probe's rule, decision 135); built with it, the simulator
+# found (7: the probe's rule, decision 135), or one of the validity rule
+# and the server's clock steps (8, 9); built with it, the simulator
 # must find a violation.  Works in a temporary worktree of HEAD, so the checkout
 # is never modified; builds only relock_sim there.
 #
@@ -37,6 +38,9 @@ run_for() {
     5-*) "$SIM" --boundaries --scenario fence-tag ;;
     6-*) "$SIM" --boundaries --scenario legacy-2.0 ;;
     7-*) "$SIM" --seed 1 --scenario probe-loading ;;
+    8-*) "$SIM" --boundaries --scenario extend-short-modern-7 ;;
+    9-*) "$SIM" --boundaries --scenario server-clock-back-legacy-7 &&
+         "$SIM" --boundaries --scenario server-clock-forward-legacy-7 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

@@ -75,6 +75,9 @@ typedef struct sclient {
     int claim_void;       /* broken by an operator or forgotten by a restart */
     long long claim_start, claim_end;
     char claim_value[RELOCK__VALUE_MAX];
+    /* An extend under way: meanwhile the claim is also bounded by what
+     * relock states for the lock (a thread of the holder may read it). */
+    relock_lock *extending;
     uint64_t rng;
     void *fiber;          /* AddressSanitizer's note of its fake stack */
     int epoch;            /* the server's life its lock handle comes from */
@@ -103,7 +106,8 @@ static struct {
     int ncl;
     sconn conns[SIM_FDS];
     long long now;        /* virtual ms since the start of the run */
-    long long wall0;      /* the server's wall clock at now = 0 */
+    long long wall0;      /* the true wall clock at now = 0 */
+    long long server_skew; /* the server's wall clock against the true one (SF_SERVER_CLOCK) */
     ucontext_t sched;
     sclient *cur;
     uint64_t rng;         /* the chooser's generator */
@@ -490,9 +494,27 @@ static int is_lock_key(const char *name)
     return 0;
 }
 
+/* When the client's claim ends: during an extend, no later than the
+ * validity relock states for the lock now. */
+static long long claim_until(const sclient *c)
+{
+    long long end = c->claim_end;
+    if (c->extending) {
+        /* The library reads the virtual clock only inside a client. */
+        sclient *was = S.cur;
+        S.cur = (sclient *)c;
+        long long now_end = S.now + relock_lock_validity_ms(c->extending);
+        S.cur = was;
+        if (now_end < end)
+            end = now_end;
+    }
+    return end;
+}
+
 static int claim_live(const sclient *c, const char *lock)
 {
-    return c->claim && !c->claim_void && c->claim_end > S.now && strcmp(c->sp.lock, lock) == 0;
+    return c->claim && !c->claim_void && claim_until(c) > S.now &&
+           strcmp(c->sp.lock, lock) == 0;
 }
 
 static void void_claims(const char *lock, const char *why)
@@ -564,7 +586,7 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         violation("c%d wrote to a lock it does not own (%s on %s over c%d's value \"%s\", "
                   "c%d valid for %lld ms more)",
                   writer, what, before->name, before->author, before->val, before->author,
-                  a->claim_end - S.now);
+                  claim_until(a) - S.now);
 }
 
 static long long parse_ll(const char *s, int *digits)
@@ -601,7 +623,9 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
     long long ts = parse_ll(k->val, &digits);
     if (digits > 0 && c->skew == 0 && (k->val[digits] == '\0' || k->val[digits] == ':')) {
         long long unit = c->sp.unit_ms ? 1 : 1000;
-        long long takeover = (ts + 1) * unit - S.wall0; /* a classic reader's takeover */
+        /* A classic reader's takeover; by the server's clock for a client
+         * that reads it (legacy.clock = "server"). */
+        long long takeover = (ts + 1) * unit - S.wall0 - (c->sp.clock_server ? S.server_skew : 0);
         if (c->claim_end > takeover)
             violation("c%d: %s: value %lld is taken over by legacy readers at %lld, the holder "
                       "is told it holds until %lld",
@@ -614,7 +638,7 @@ static void check_overlap(sclient *c)
     for (int i = 0; i < S.ncl; i++) {
         if (i != c->id && claim_live(&S.cl[i], c->sp.lock))
             violation("two holders: c%d acquired %s while c%d holds it for %lld ms more", c->id,
-                      c->sp.lock, i, S.cl[i].claim_end - S.now);
+                      c->sp.lock, i, claim_until(&S.cl[i]) - S.now);
     }
 }
 
@@ -770,7 +794,9 @@ static void run_relock(sclient *c)
                 tracef("c%d's validity passed while it slept", c->id);
             }
             long long e0 = S.now;
-            st = relock_extend(l, 0);
+            c->extending = l;
+            st = relock_extend(l, sp->extend_ms);
+            c->extending = NULL;
             tracef("c%d extend -> %s%s%s value %s valid %lld", c->id, st_name(st),
                    st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
                    relock_lock_value(l), relock_lock_validity_ms(l));
@@ -782,10 +808,20 @@ static void run_relock(sclient *c)
                     snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
                     check_held(c, l, "extend");
                 }
-            } else {
+            } else if (st == RELOCK_LOST || relock_lock_validity_ms(l) <= 0) {
                 if (st == RELOCK_LOST)
                     check_lost(c, l, "extend", c->claim, c->claim_end);
                 claim_stop(c);
+            } else if (c->claim && !c->claim_void) {
+                /* A failed extend leaves the lock ours for the validity
+                 * relock still states, and the holder acts on it: that
+                 * must be no more than what the server may hold (the
+                 * new lease, when shorter, may have been written). */
+                long long end = S.now + relock_lock_validity_ms(l);
+                if (end < c->claim_end)
+                    c->claim_end = end;
+                tracef("c%d keeps its claim for %lld ms after the failed extend", c->id,
+                       c->claim_end - S.now);
             }
             sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);
         } else {
@@ -958,7 +994,7 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart",    "dead-idle"};
+                                    "restart",    "dead-idle",   "server-clock-step"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1062,6 +1098,23 @@ static void exec_one(int fd, int f)
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
         f = SF_NONE;
     }
+    if (f == SF_SERVER_CLOCK) {
+        long long step = S.server_skew ? -S.server_skew : S.sc->server_step_ms;
+        S.server_skew += step;
+        tracef("the server's wall clock steps %+lld ms", step);
+        /* A forward step ends every lease early, by the server's expiry and
+         * by the timestamps every client reads: a stated limit
+         * (docs/legacy.md), not a fault of the holder's. */
+        if (step > 0) {
+            for (int i = 0; i < S.ncl; i++)
+                if (S.cl[i].sp.lock)
+                    void_claims(S.cl[i].sp.lock, "the server's clock stepped forward");
+            /* Also the leases being written: planned on the clock read
+             * before the step, granted after it. */
+            S.broken_at = S.now;
+        }
+        f = SF_NONE;
+    }
     if (f == SF_RESTART) {
         restart_server();
         k->in_off += (size_t)used;
@@ -1080,7 +1133,7 @@ static void exec_one(int fd, int f)
     if (f == SF_ERROR) {
         model_buf_add(&reply, "-LOADING Redis is loading the dataset in memory\r\n", 49);
     } else {
-        S.m.now_ms = S.wall0 + S.now;
+        S.m.now_ms = S.wall0 + S.now + S.server_skew;
         model_exec(&S.m, k->mconn, argc, argv, len, &reply);
     }
     reply_text(&reply, rep, sizeof rep);

@@ -37,6 +37,10 @@ enum sim_fault {
     SF_CLOCK,       /* the client's wall clock steps before the command */
     SF_RESTART,     /* the server restarts without persistence first */
     SF_DEAD_IDLE,   /* the reply comes, the connection dies, the client idles 250 ms */
+    /* The server's wall clock steps before the command: by server_step_ms
+     * from the true time, or back to the true time when stepped already
+     * (so two steps are one way and back).  TIME and key expiry follow. */
+    SF_SERVER_CLOCK,
     SF_COUNT
 };
 #define SF_BIT(f) (1u << (f))
@@ -52,6 +56,7 @@ typedef struct sim_client_spec {
     long hold_ms;
     int iters;
     int extend;           /* relock: extend once in the middle of the hold */
+    long extend_ms;       /* its new lease (0: the acquire's), shorter to test the bound */
     long start_ms;        /* sleeps first */
     long skew_ms;         /* its wall clock against the server's */
     int unit_ms;          /* legacy.clock_unit ms */
@@ -73,6 +78,7 @@ typedef struct sim_scenario {
     long tick_ms;         /* virtual time per command */
     long pause_ms;        /* SF_PAUSE */
     long clock_step_ms;   /* SF_CLOCK */
+    long server_step_ms;  /* SF_SERVER_CLOCK */
     int negative;         /* a negative control: a violation must be found */
     /* Faults that always happen: client's first command whose words
      * contain match meets fault (a regression pinned to its place). */

@@ -2793,16 +2793,19 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
  * machine decides.  What the driver keeps is decision 44's part: a server
  * still silent when a round is decided owes its replies (its request stays
  * in the connection's FIFO without an operation, read and dropped) if its
- * batch was written before the deadline, else its connection is dropped;
+ * batch was written, in time or late, else its connection is dropped;
  * a connection owing a reply older than the round's timeout, or MAX_OWED
  * replies, is dropped when a round would use it, and left alone for one
- * timeout.  Pipelined operations leave a server slightly slower than the
- * majority owing many replies at once, as a matter of course: lateness is
- * judged by the age of the oldest, and the count only bounds the memory
- * (the blocking driver, one operation at a time, stops at 8; decision
- * 211).  A quorum's connections run no probe (the quorum is modern
- * values only): AUTH, SELECT and SCRIPT LOAD of the quorum's scripts are
- * pipelined ahead of the first batch, as the blocking fan driver does.
+ * timeout, except for a clean-up (a failed acquire's delete), which goes
+ * behind the owed request on its connection, however late, so that the
+ * server runs it after the request it undoes.  Pipelined operations
+ * leave a server slightly slower than the majority owing many replies at
+ * once, as a matter of course: lateness is judged by the age of the
+ * oldest, and the count only bounds the memory (the blocking driver, one
+ * operation at a time, stops at 8; decision 211).  A quorum's
+ * connections run no probe (the quorum is modern values only): AUTH,
+ * SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead of
+ * the first batch, as the blocking fan driver does.
  */
 
 #define MAX_OWED 4096
@@ -3084,13 +3087,16 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
 
 /* A new round's batch to server i: the connection checked (owed replies,
  * lateness), opened if needed, and the batch written; 0, or -1 when the
- * server is not reached (down, left alone after being late, failing). */
+ * server is not reached (down, left alone after being late, failing).
+ * after: the batch undoes what earlier requests may have done (fan.h): it
+ * goes behind them on their connection however late they are, and to a
+ * new one only when that connection is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
-                         long long timeout_ms)
+                         long long timeout_ms, int after)
 {
     relock_async *a = op->a;
     aconn *cn = &a->conns[i];
-    if (cn->ac) {
+    if (cn->ac && !after) {
         int owed = 0;
         uint64_t oldest = 0;
         for (areq *p = cn->fifo; p; p = p->fnext)
@@ -3102,7 +3108,7 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
         if (owed > 0 && (owed >= MAX_OWED || now - oldest > (uint64_t)timeout_ms))
             fan_drop(cn, "too far behind: dropped", now, timeout_ms);
     }
-    if (!cn->ac && (now < cn->retry_at || fan_connect(cn) != 0))
+    if (!cn->ac && ((now < cn->retry_at && !after) || fan_connect(cn) != 0))
         return -1;
     areq *rq = fan_request(op, cn, b);
     if (!rq)
@@ -3115,7 +3121,10 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
 }
 
 /* The round is decided at now: a server still silent owes its replies if
- * its batch was written in time, else its connection is dropped. */
+ * its batch was written, in time or late (it may still run the request,
+ * and a clean-up must follow it on this connection; a server too far
+ * behind is dropped when a later round would use it), else its connection
+ * is dropped. */
 static void fan_close_round(aop *op, uint64_t now)
 {
     relock_async *a = op->a;
@@ -3137,9 +3146,7 @@ static void fan_close_round(aop *op, uint64_t now)
         }
         int written = rq_written(rq);
         rq->op = NULL; /* owed, or gone with its connection below */
-        if (now >= F->end)
-            fan_drop(cn, "no reply within the quorum's timeout: dropped", now, F->timeout_ms);
-        else if (!written)
+        if (!written)
             fan_drop(cn, "decided without it before its request was written: dropped", now, 0);
     }
 }
@@ -3249,7 +3256,8 @@ static void fan_step(aop *op)
             F->end = F->start + (uint64_t)out->timeout_ms;
             for (int i = 0; i < n; i++)
                 if (((out->mask >> i) & 1u) &&
-                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms) == 0)
+                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms,
+                                  (int)((out->after >> i) & 1u)) == 0)
                     F->f.reached |= 1u << i;
             F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
             F->f.mono_ms = F->start;

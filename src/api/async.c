@@ -244,6 +244,14 @@ struct aconn {
     /* legacy.clock = "server": this server's clock (a Cluster node's own,
      * as the blocking client keeps one per node's connection) */
     relock__clock_est clock;
+    /* What this server's probe learned (version, capabilities; probed:
+     * set once it ran): the facts an operation's machine reads while it
+     * runs on this connection.  A Cluster's nodes need not be alike (a
+     * rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
+    int probed;
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
 };
 
 struct relock_async {
@@ -1792,6 +1800,26 @@ static void setup_done(aconn *cn, relock_status st)
     }
 }
 
+/* The client's server facts (c->conn, what the machines read) become
+ * cn's, or cn's become the client's. */
+static void facts_load(relock_client *c, const aconn *cn)
+{
+    memcpy(c->conn.version, cn->version, sizeof c->conn.version);
+    c->conn.major = cn->major;
+    c->conn.minor = cn->minor;
+    c->conn.patch = cn->patch;
+    c->conn.caps = cn->caps;
+}
+
+static void facts_save(aconn *cn, const relock_client *c)
+{
+    memcpy(cn->version, c->conn.version, sizeof cn->version);
+    cn->major = c->conn.major;
+    cn->minor = c->conn.minor;
+    cn->patch = c->conn.patch;
+    cn->caps = c->conn.caps;
+}
+
 static void setup_step(aop *su, const relock__feed *in)
 {
     aconn *cn = su->cn;
@@ -1800,6 +1828,7 @@ static void setup_step(aop *su, const relock__feed *in)
     const relock__server *srv = cn->srv;
     relock__feed first;
     if (su->attempt == 2) {
+        facts_load(c, cn); /* this master's, for ROLE's form and the mode */
         role_check(su, in);
         return;
     }
@@ -1828,6 +1857,11 @@ static void setup_step(aop *su, const relock__feed *in)
         }
         su->attempt = 1;
         relock__probe_init(&su->probe);
+        /* a new probe: nothing known of this server yet */
+        cn->probed = 0;
+        memset(cn->version, 0, sizeof cn->version);
+        cn->major = cn->minor = cn->patch = 0;
+        cn->caps = 0;
         static char pname[] = "(probe)";
         memset(&cn->probe_l, 0, sizeof cn->probe_l);
         cn->probe_l.c = c;
@@ -1836,8 +1870,15 @@ static void setup_step(aop *su, const relock__feed *in)
         in = &first;
     }
     relock__err_clear(&c->err);
+    /* Each connection's probe learns into its own facts, around each of
+     * its steps (other connections may probe meanwhile); the client's stay
+     * those of this probe's last step, for the mode's choice and the role
+     * check that follow it. */
+    facts_load(c, cn);
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
+    facts_save(cn, c);
     if (s == RELOCK__STEP_DONE) {
+        cn->probed = su->probe.h.st == RELOCK_OK;
         if (su->probe.h.st == RELOCK_OK && a->loc.checking)
             role_ask(su); /* a master the sentinels named: is it one? */
         else
@@ -2692,6 +2733,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
          * connections may measure meanwhile) */
         if (op->clocking)
             c->conn.clock = cn->clock;
+        /* the facts of the server it runs on (a Cluster node's own) */
+        if (cn->probed)
+            facts_load(c, cn);
         relock__step s = fn(m, op->l, &in, b);
         if (op->clocking)
             cn->clock = c->conn.clock;

@@ -435,7 +435,11 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
              * is hit). */
             m->first = *r;
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms); /* the lease held */
-            return delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), out);
+            s = delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), out);
+            /* A server still owing the extend's reply is not left alone
+             * for being late: the delete goes behind the extend there. */
+            out->after = m->first.owing;
+            return s;
         }
         char need[64];
         snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));

@@ -36,8 +36,11 @@
  * the holder reports LOST, writing nothing.  On 2.0 the fence also counts
  * failed attempts and proves nothing: a different value there is LOST, and
  * so is our own value once the lock's break counter (kept on 2.0 only, see
- * src/break.c) has moved since we won: the same timestamp written again by
- * whoever took the broken lock in the same unit.
+ * src/break.c) has moved since we won, or the fence counter has entered a
+ * later epoch than our fence (a 2.0 break raises it by RELOCK__BREAK_EPOCH,
+ * an attempt by one; a handle adopted from value and fence has only the
+ * fence to go by): the same timestamp written again by whoever took the
+ * broken lock in the same unit.
  * What remains: a classic client's DEL of a key it no longer owns, followed
  * by a classic SETNX, moves no fence, and looks like a loser's write
  * (docs/legacy.md).
@@ -643,20 +646,32 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
      * write cannot be told from a new holder's (see the top of the file). */
     if (strcmp(found, l->value) != 0)
         return relock__done(&m->head, lost(l, m->op, found));
+    /* RELOCK_LOST when the lock was broken since we won it: its break
+     * counter moved (known to a handle that acquired it here), or the
+     * fence counter is in a later epoch than our fence (every handle
+     * with a fence: one adopted from value and fence too, as the command
+     * line's release and extend are). */
+    int broken = 0;
     if (m->read_breaks) {
-        /* RELOCK_LOST when the lock was broken since we won it (its break
-         * counter moved). */
         long long n = relock__ts_counter(in->reply[1]);
         if (n < 0)
             return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", in->reply[1]));
-        if (n != l->breaks)
-            return relock__done(&m->head,
-                                RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                             "%s %s: lock lost: it was broken (relock_break()) "
-                                             "since we acquired it; the key's value is another "
-                                             "holder's",
-                                             m->op, l->name));
+        broken = n != l->breaks;
     }
+    if (m->read_epoch) {
+        const redisReply *fr = in->reply[m->read_breaks ? 2 : 1];
+        long long n = relock__ts_counter(fr);
+        if (n < 0)
+            return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", fr));
+        broken |= n / RELOCK__BREAK_EPOCH > l->fence / RELOCK__BREAK_EPOCH;
+    }
+    if (broken)
+        return relock__done(&m->head,
+                            RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                         "%s %s: lock lost: it was broken (relock_break()) "
+                                         "since we acquired it; the key's value is another "
+                                         "holder's",
+                                         m->op, l->name));
     if (m->extend) {
         m->head.pc = U_GETSET;
         return send1(&m->head, out, "GETSET", l->key, m->newv);
@@ -714,12 +729,17 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     /* Look before writing: a value that is not ours is never written
      * over or deleted, nor one whose lock was broken since we won it. */
     m->read_breaks = l->breaks_known && relock__breaks_key(l->key, m->bkey, sizeof m->bkey) == 0;
+    m->read_epoch = l->fence > 0;
     relock__batch_reset(out);
     const char *get[] = {"GET", l->key};
     relock__batch_add(out, 2, get);
     if (m->read_breaks) {
         const char *getb[] = {"GET", m->bkey};
         relock__batch_add(out, 2, getb);
+    }
+    if (m->read_epoch) {
+        const char *getf[] = {"GET", l->fence_key};
+        relock__batch_add(out, 2, getf);
     }
     m->head.pc = U_READ;
     return relock__send(&m->head, out);

@@ -142,7 +142,7 @@ void relock__ts_acquire_init(relock__ts_acquire *m);
  *                following a GETSET loser's write once, under the fence;
  *                a beaten WATCH looks again, four rounds in all.
  *   PLAIN        (extend: only while our validity remains)
- *                GET key; [GET breaks]                             [U_READ]
+ *                GET key; [GET breaks]; [GET fence]                [U_READ]
  *                release: DEL key while our validity remains       [U_DEL]
  *                         then PUBLISH, best effort                [U_PUBLISH]
  *                extend:  GETSET key newv                          [U_GETSET]
@@ -162,6 +162,7 @@ typedef struct relock__ts_update {
     int round;
     char bkey[RELOCK__KEY_MAX];
     int read_breaks;
+    int read_epoch; /* the fence counter read too: its epoch counts breaks */
     char chan[RELOCK__KEY_MAX];
     relock__cas cas;
 } relock__ts_update;

@@ -162,6 +162,13 @@ int relock__sentinel_on(const relock__settings *s);
  * lock was broken (break.c), which a holder compares to tell that its lock
  * was broken and taken again, even with the same timestamp. */
 #define RELOCK__BREAKS_SUFFIX " relock:breaks"
+/* On servers without WATCH (2.0) a break raises the fence counter by this
+ * much, where an attempt raises it by one: the counter's epoch (its value
+ * divided by this) counts the breaks, so a holder that knows only its
+ * value and fence (a handle adopted with relock_lock_adopt()) can tell
+ * that its lock was broken since (compat/legacy.c). */
+#define RELOCK__BREAK_EPOCH 4294967296LL
+#define RELOCK__BREAK_EPOCH_WORD "4294967296" /* the same, as a command's word */
 /* Appended after either suffix for a key that is nothing but a hash tag,
  * "{a}": without it, its side keys would be those of "a" (keys.c). */
 #define RELOCK__WHOLE_TAG_MARK ":tag"

@@ -245,6 +245,14 @@ struct aconn {
     /* legacy.clock = "server": this server's clock (a Cluster node's own,
      * as the blocking client keeps one per node's connection) */
     relock__clock_est clock;
+    /* What this server's probe learned (version, capabilities; probed:
+     * set once it ran): the facts an operation's machine reads while it
+     * runs on this connection.  A Cluster's nodes need not be alike (a
+     * rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
+    int probed;
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
 };
 
 struct relock_async {
@@ -1793,6 +1801,26 @@ static void setup_done(aconn *cn, relock_status st)
     }
 }
 
+/* The client's server facts (c->conn, what the machines read) become
+ * cn's, or cn's become the client's. */
+static void facts_load(relock_client *c, const aconn *cn)
+{
+    memcpy(c->conn.version, cn->version, sizeof c->conn.version);
+    c->conn.major = cn->major;
+    c->conn.minor = cn->minor;
+    c->conn.patch = cn->patch;
+    c->conn.caps = cn->caps;
+}
+
+static void facts_save(aconn *cn, const relock_client *c)
+{
+    memcpy(cn->version, c->conn.version, sizeof cn->version);
+    cn->major = c->conn.major;
+    cn->minor = c->conn.minor;
+    cn->patch = c->conn.patch;
+    cn->caps = c->conn.caps;
+}
+
 static void setup_step(aop *su, const relock__feed *in)
 {
     aconn *cn = su->cn;
@@ -1801,6 +1829,7 @@ static void setup_step(aop *su, const relock__feed *in)
     const relock__server *srv = cn->srv;
     relock__feed first;
     if (su->attempt == 2) {
+        facts_load(c, cn); /* this master's, for ROLE's form and the mode */
         role_check(su, in);
         return;
     }
@@ -1829,6 +1858,11 @@ static void setup_step(aop *su, const relock__feed *in)
         }
         su->attempt = 1;
         relock__probe_init(&su->probe);
+        /* a new probe: nothing known of this server yet */
+        cn->probed = 0;
+        memset(cn->version, 0, sizeof cn->version);
+        cn->major = cn->minor = cn->patch = 0;
+        cn->caps = 0;
         static char pname[] = "(probe)";
         memset(&cn->probe_l, 0, sizeof cn->probe_l);
         cn->probe_l.c = c;
@@ -1837,8 +1871,15 @@ static void setup_step(aop *su, const relock__feed *in)
         in = &first;
     }
     relock__err_clear(&c->err);
+    /* Each connection's probe learns into its own facts, around each of
+     * its steps (other connections may probe meanwhile); the client's stay
+     * those of this probe's last step, for the mode's choice and the role
+     * check that follow it. */
+    facts_load(c, cn);
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
+    facts_save(cn, c);
     if (s == RELOCK__STEP_DONE) {
+        cn->probed = su->probe.h.st == RELOCK_OK;
         if (su->probe.h.st == RELOCK_OK && a->loc.checking)
             role_ask(su); /* a master the sentinels named: is it one? */
         else
@@ -2700,6 +2741,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
          * connections may measure meanwhile) */
         if (op->clocking)
             c->conn.clock = cn->clock;
+        /* the facts of the server it runs on (a Cluster node's own) */
+        if (cn->probed)
+            facts_load(c, cn);
         relock__step s = fn(m, op->l, &in, b);
         if (op->clocking)
             cn->clock = c->conn.clock;
@@ -2802,16 +2846,19 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
  * machine decides.  What the driver keeps is decision 44's part: a server
  * still silent when a round is decided owes its replies (its request stays
  * in the connection's FIFO without an operation, read and dropped) if its
- * batch was written before the deadline, else its connection is dropped;
+ * batch was written, in time or late, else its connection is dropped;
  * a connection owing a reply older than the round's timeout, or MAX_OWED
  * replies, is dropped when a round would use it, and left alone for one
- * timeout.  Pipelined operations leave a server slightly slower than the
- * majority owing many replies at once, as a matter of course: lateness is
- * judged by the age of the oldest, and the count only bounds the memory
- * (the blocking driver, one operation at a time, stops at 8; decision
- * 211).  A quorum's connections run no probe (the quorum is modern
- * values only): AUTH, SELECT and SCRIPT LOAD of the quorum's scripts are
- * pipelined ahead of the first batch, as the blocking fan driver does.
+ * timeout, except for a clean-up (a failed acquire's delete), which goes
+ * behind the owed request on its connection, however late, so that the
+ * server runs it after the request it undoes.  Pipelined operations
+ * leave a server slightly slower than the majority owing many replies at
+ * once, as a matter of course: lateness is judged by the age of the
+ * oldest, and the count only bounds the memory (the blocking driver, one
+ * operation at a time, stops at 8; decision 211).  A quorum's
+ * connections run no probe (the quorum is modern values only): AUTH,
+ * SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead of
+ * the first batch, as the blocking fan driver does.
  */
 
 #define MAX_OWED 4096
@@ -3093,13 +3140,16 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
 
 /* A new round's batch to server i: the connection checked (owed replies,
  * lateness), opened if needed, and the batch written; 0, or -1 when the
- * server is not reached (down, left alone after being late, failing). */
+ * server is not reached (down, left alone after being late, failing).
+ * after: the batch undoes what earlier requests may have done (fan.h): it
+ * goes behind them on their connection however late they are, and to a
+ * new one only when that connection is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
-                         long long timeout_ms)
+                         long long timeout_ms, int after)
 {
     relock_async *a = op->a;
     aconn *cn = &a->conns[i];
-    if (cn->ac) {
+    if (cn->ac && !after) {
         int owed = 0;
         uint64_t oldest = 0;
         for (areq *p = cn->fifo; p; p = p->fnext)
@@ -3111,7 +3161,7 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
         if (owed > 0 && (owed >= MAX_OWED || now - oldest > (uint64_t)timeout_ms))
             fan_drop(cn, "too far behind: dropped", now, timeout_ms);
     }
-    if (!cn->ac && (now < cn->retry_at || fan_connect(cn) != 0))
+    if (!cn->ac && ((now < cn->retry_at && !after) || fan_connect(cn) != 0))
         return -1;
     areq *rq = fan_request(op, cn, b);
     if (!rq)
@@ -3124,7 +3174,10 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
 }
 
 /* The round is decided at now: a server still silent owes its replies if
- * its batch was written in time, else its connection is dropped. */
+ * its batch was written, in time or late (it may still run the request,
+ * and a clean-up must follow it on this connection; a server too far
+ * behind is dropped when a later round would use it), else its connection
+ * is dropped. */
 static void fan_close_round(aop *op, uint64_t now)
 {
     relock_async *a = op->a;
@@ -3146,9 +3199,7 @@ static void fan_close_round(aop *op, uint64_t now)
         }
         int written = rq_written(rq);
         rq->op = NULL; /* owed, or gone with its connection below */
-        if (now >= F->end)
-            fan_drop(cn, "no reply within the quorum's timeout: dropped", now, F->timeout_ms);
-        else if (!written)
+        if (!written)
             fan_drop(cn, "decided without it before its request was written: dropped", now, 0);
     }
 }
@@ -3258,7 +3309,8 @@ static void fan_step(aop *op)
             F->end = F->start + (uint64_t)out->timeout_ms;
             for (int i = 0; i < n; i++)
                 if (((out->mask >> i) & 1u) &&
-                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms) == 0)
+                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms,
+                                  (int)((out->after >> i) & 1u)) == 0)
                     F->f.reached |= 1u << i;
             F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
             F->f.mono_ms = F->start;

@@ -92,15 +92,32 @@ void cli_owner_cmd(relock_lock *l, const lockopts *o, long pid, char *const *arg
 #define CLI_OWNER_TEXT_MAX 200
 
 /* Background renewal for run and hold (keep.c): relock_keep() with a loss
- * reported on a pipe that a poll() loop watches; no signal, no handler. */
+ * reported on a pipe that a poll() loop watches; no signal, no handler.
+ * The loop also watches the clock: the lock counts as lost when the
+ * validity relock computed has run out without a renewal, whatever the
+ * renewal thread is still waiting for (a stalled server answers nothing,
+ * and each try may take a command timeout). */
 typedef struct cli_keeper {
     int fd[2];                /* fd[0] is readable once the lock is lost */
     volatile relock_status why; /* the loss, as on_lost reported it */
+    relock_lock *l;           /* the kept lock */
+    relock_client *c;         /* its client */
+    int overdue;              /* the validity ran out before a renewal succeeded */
 } cli_keeper;
 /* Starts renewal of l; 0, or the exit code (said, as cmd). */
 int cli_keep_start(cli_keeper *k, relock_client *c, relock_lock *l, const char *cmd);
+/* The poll() timeout until the validity ends (at most a minute, to look
+ * again), or -1 for a keeper never started. */
+int cli_keep_timeout(const cli_keeper *k);
+/* Whether the lock is lost: reported by the renewal, or its validity ran
+ * out (then k->overdue is set). */
+int cli_keep_lost(cli_keeper *k, int reported);
 /* Says on stderr that the lock was lost, as cmd, with what. */
 void cli_keep_say_lost(const cli_keeper *k, const char *what);
+/* Frees the lock and client after a loss: when the renewal thread may be
+ * waiting on a silent server (overdue), they are left to the process's
+ * exit rather than waiting a command timeout or more for the thread. */
+void cli_keep_free(cli_keeper *k, relock_lock *l, relock_client *c);
 /* Closes the pipe; accepts a keeper never started. */
 void cli_keep_close(cli_keeper *k);
 

@@ -87,22 +87,23 @@ enum { END_SIGNAL, END_EOF, END_LOST, END_ERROR };
 
 /*
  * Waits for the end: a signal of mask, end of standard input (data read
- * is discarded), or the renewal's report of a loss.  *sig is the signal.
+ * is discarded), or a loss (the renewal's report, or the end of the
+ * validity without a renewal).  *sig is the signal.
  */
-static int wait_end(int sfd, int lost_fd, int *sig)
+static int wait_end(int sfd, cli_keeper *k, int *sig)
 {
     int in_open = 1;
     char buf[512];
     for (;;) {
-        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0},
+        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {k->fd[0], POLLIN, 0},
                                {in_open ? STDIN_FILENO : -1, POLLIN, 0}};
-        if (poll(pf, 3, -1) < 0) {
+        if (poll(pf, 3, cli_keep_timeout(k)) < 0) {
             if (errno == EINTR)
                 continue;
             cli_error("hold: poll: %s", strerror(errno));
             return END_ERROR;
         }
-        if (pf[1].revents)
+        if (cli_keep_lost(k, pf[1].revents != 0))
             return END_LOST;
         if (pf[0].revents) {
             struct signalfd_siginfo si;
@@ -184,7 +185,7 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     relock_client_cancel_on(c, NULL);
     long long waited = mono_ms() - t0;
     int sfd = -1;
-    cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    cli_keeper keeper = {{-1, -1}, RELOCK_LOST, NULL, NULL, 0};
     if (st == RELOCK_ECANCELED) {
         code = 128 + (int)hold_signal; /* as if the signal had ended relock */
         goto out;
@@ -227,7 +228,7 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     }
 
     int sig = (int)hold_signal;
-    int end = sig ? END_SIGNAL : wait_end(sfd, keeper.fd[0], &sig);
+    int end = sig ? END_SIGNAL : wait_end(sfd, &keeper, &sig);
     if (end == END_LOST) {
         cli_keep_say_lost(&keeper, "hold: lock lost while held");
         code = o.exit_lost;
@@ -249,9 +250,8 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         code = end == END_ERROR ? cli_code(&o, EXIT_SERVER) : 0;
     }
 out:
-    relock_lock_free(l); /* stops the renewal before its pipe closes */
+    cli_keep_free(&keeper, l, c);
     cli_keep_close(&keeper);
-    relock_client_free(c);
     if (sfd >= 0)
         close(sfd);
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)

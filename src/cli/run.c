@@ -270,7 +270,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     int gpipe[2] = {-1, -1};
-    cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    cli_keeper keeper = {{-1, -1}, RELOCK_LOST, NULL, NULL, 0};
     if (sfd < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
         cli_error("run: %s", strerror(errno));
         code = cli_code(&o, EXIT_SERVER);
@@ -298,18 +298,19 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     code = -1;
     for (;;) {
         struct pollfd pf[2] = {{sfd, POLLIN, 0}, {keeper.fd[0], POLLIN, 0}};
-        if (poll(pf, 2, -1) < 0) {
+        int n = poll(pf, 2, cli_keep_timeout(&keeper));
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
-        if (pf[1].revents) {
+        if (cli_keep_lost(&keeper, pf[1].revents != 0)) {
             lost_while_running(pid, &status, &keeper);
             code = o.exit_lost;
             break;
         }
         struct signalfd_siginfo si;
-        if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
+        if (!pf[0].revents || read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
             continue;
         if ((int)si.ssi_signo == SIGCHLD) {
             if (waitpid(pid, &status, WNOHANG) == pid)
@@ -340,8 +341,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
 out_release:
     relock_release(l);
 out:
-    relock_lock_free(l);
-    relock_client_free(c);
+    cli_keep_free(&keeper, l, c);
     cli_keep_close(&keeper);
     for (int i = 0; i < 2; i++)
         if (gpipe[i] >= 0)

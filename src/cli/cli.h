@@ -3,6 +3,7 @@
 #define RELOCK_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "relock.h"
 #include "relockx.h"
@@ -21,10 +22,22 @@ enum {
 typedef struct cli_ctx {
     relock_config *cfg;
     const char *prog;
+    /* The configuration's sources, as given (NULL: none), for a relock
+     * that run's guardian starts to release after relock died. */
+    const char *file, *url, *mode;
 } cli_ctx;
 
-/* Prints "relock: MSG" on stderr. */
+/* Prints "relock: MSG" on stderr; with --json the first such message is
+ * kept for cli_json_finish(). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* --json: 0 not given; 1 results and errors as JSON on stdout; 2 on
+ * stderr (run, whose stdout is CMD's). */
+extern int cli_json;
+/* With --json and a failing exit code: prints the kept error as one JSON
+ * object, {"error":{"message":…,"status":…,"exit_code":N}}. */
+void cli_json_finish(int code);
+/* Writes s as the body of a JSON string (no quotes) on f. */
+void cli_json_str(FILE *f, const char *s);
 /* After getopt_long() (opterr = 0) refused an option: prints the one-line
  * error, a missing value or an unknown option, for command cmd (NULL: the
  * top level), naming the option as the user wrote it. */
@@ -41,8 +54,15 @@ relock_client *cli_connect(cli_ctx *ctx, int *code);
 /* Options shared by the commands; cli_parse_lockopts() returns 0 to go
  * on, or 1000 + the exit code to stop with (help printed, bad option). */
 typedef struct lockopts {
-    long long ttl_ms;    /* -t; 0: configured */
+    long long ttl_ms;    /* -t, --ttl; 0: configured */
     long long wait_ms;   /* -w/-n; RELOCK_WAIT_DEFAULT otherwise */
+    long long kill_after_ms; /* -k, --kill-after (run); -1: not given */
+    int kill_rest;      /* --kill-rest (run): end what CMD left in its group */
+    int no_stdin;       /* --no-stdin (hold): only a signal ends the hold */
+    long notify_pid;    /* --notify PID (hold); 0: none; -1: hold's parent */
+    int notify_sig;     /* --notify-signal SIG (hold; default SIGTERM) */
+    const char *on_lost; /* --on-lost 'COMMAND' (hold), or NULL */
+    long after_group;   /* --after-group PGID (release); 0: none */
     int exit_busy;  /* -E, --exit-busy */
     int exit_lost;  /* --exit-lost */
     int exit_error; /* --exit-error: relock's own failures (2 and 4) */
@@ -57,7 +77,10 @@ enum {
     CLI_JSON = 1,
     CLI_TALK = 2,  /* -q, -v */
     CLI_EXITS = 4, /* --exit-* */
-    CLI_OWNER = 8  /* --owner TEXT */
+    CLI_OWNER = 8, /* --owner TEXT */
+    CLI_RUN = 16,  /* -k, --kill-after; --kill-rest */
+    CLI_HOLD = 32, /* --no-stdin, --notify, --notify-signal, --on-lost */
+    CLI_AFTER = 64 /* --after-group PGID (release) */
 };
 int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
                        unsigned accept, lockopts *o);
@@ -120,6 +143,12 @@ void cli_keep_say_lost(const cli_keeper *k, const char *what);
 void cli_keep_free(cli_keeper *k, relock_lock *l, relock_client *c);
 /* Closes the pipe; accepts a keeper never started. */
 void cli_keep_close(cli_keeper *k);
+
+/* CMD's process group (group.c): how many processes other than except
+ * are alive in group pgid (zombies do not count). */
+int cli_group_others(long pgid, long except);
+/* Waits up to max_ms for group pgid to be gone; 0 when it is, else -1. */
+int cli_group_wait_gone(long pgid, long long max_ms);
 
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv);
 int cmd_release(cli_ctx *ctx, int argc, char **argv);

@@ -1,6 +1,7 @@
 /* The short commands: acquire, release, extend, inspect, probe. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,32 +13,48 @@ const char help_acquire[] =
     "usage: relock acquire [-t TTL] [-w WAIT | -n] [-q | -v] [--json] [--owner TEXT] NAME\n"
     "Acquire NAME and print \"VALUE FENCE VALIDITY_MS\". The lock stays held until\n"
     "its TTL ends or `relock release NAME VALUE FENCE`.\n"
-    "  -t TTL   lease (default: ttl_ms of the configuration, 30s)\n"
-    "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
-    "  -n       do not wait: fail at once if NAME is held\n"
-    "  -q, -v   quiet when not acquired; verbose: holder, time waited\n"
-    "  --json   print {name, value, fence, validity_ms, waited_ms}\n"
+    "  -t, --ttl TTL    the LEASE (default: ttl_ms of the configuration, 30s); not\n"
+    "                   flock's --timeout, which is the wait: that is -w\n"
+    "  -w, --wait WAIT  wait at most WAIT for the lock (default: wait.max_ms,\n"
+    "                   forever; infinity: forever)\n"
+    "  -n, --nonblock   do not wait: fail at once if NAME is held\n"
+    "  -q, --quiet      say nothing when the lock is not acquired\n"
+    "  -v, --verbose    say who holds it and how long relock waited\n"
+    "  --json           print {name, value, fence, validity_ms, waited_ms}; errors\n"
+    "                   as {\"error\":{...}}\n"
     "  -E CODE, --exit-busy CODE, --exit-lost CODE, --exit-error CODE: exit codes\n"
-    "  --owner TEXT  who holds it, for relock inspect (default: the calling\n"
-    "           process, its pid and command line)\n"
-    "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
-    "Exit: 0 acquired, 1 not acquired, 2 usage, 4 server error.\n";
+    "  --owner TEXT     who holds it, for relock inspect (default: the calling\n"
+    "                   process, its pid and command line)\n"
+    "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s, 5min).\n"
+    "Options may follow NAME. Exit: 0 acquired, 1 not acquired, 2 usage, 4 server\n"
+    "error.\n";
 const char help_release[] =
-    "usage: relock release NAME VALUE [FENCE]\n"
-    "Release NAME if it still holds VALUE. Exit: 0 released, 3 lost (held by\n"
-    "someone else, expired or deleted), 2 usage, 4 server error.\n";
+    "usage: relock release [-q | -v] [--json] [EXIT CODES] NAME VALUE [FENCE]\n"
+    "Release NAME if it still holds VALUE (and FENCE). Exit: 0 released, 3 lost\n"
+    "(held by someone else, expired or deleted), 2 usage, 4 server error.\n"
+    "  -q, --quiet    say nothing when the lock is lost (exit 3 all the same)\n"
+    "  -v, --verbose  when lost, say who holds the lock now\n"
+    "  --json         print {name, released}; errors as {\"error\":{...}}\n"
+    "  --after-group PGID  first wait (at most 30 s) until process group PGID is\n"
+    "                 gone (what run's guardian starts after relock died)\n";
 const char help_extend[] =
-    "usage: relock extend [-t TTL] [--owner TEXT] NAME VALUE [FENCE]\n"
+    "usage: relock extend [-t TTL] [-q | -v] [--json] [--owner TEXT] NAME VALUE [FENCE]\n"
     "Extend NAME to TTL from now if it still holds VALUE, and print the value now\n"
-    "held. Exit: 0 extended, 3 lost, 2 usage, 4 server error.\n";
+    "held. -t, --ttl is the lease. Exit: 0 extended, 3 lost, 2 usage, 4 server\n"
+    "error. -q, -v as for release.\n";
 const char help_inspect[] =
-    "usage: relock inspect [--json] NAME\n"
+    "usage: relock inspect [-q] [--json] NAME\n"
     "Show what NAME's key holds: format, value, expiry, TTL, fence, and who\n"
-    "holds it (the owner record: host, pid, since when, command).\n";
+    "holds it (the owner record: host, pid, since when, command).\n"
+    "  -q, --quiet    print nothing: exit 0 when the key holds a value, 1 when it\n"
+    "                 is absent\n"
+    "  -v, --verbose  accepted; the output is complete without it\n";
 const char help_probe[] =
-    "usage: relock probe [--json]\n"
+    "usage: relock probe [-q] [--json]\n"
     "Show the server's version, its capabilities, the mode relock chooses and, in\n"
-    "modern mode, how it acquires, releases and extends on this server.\n";
+    "modern mode, how it acquires, releases and extends on this server.\n"
+    "  -q, --quiet    print nothing: the exit code says whether the mode can be used\n"
+    "  -v, --verbose  accepted; the output is complete without it\n";
 
 /* An exit code option's value; -1 (said) when it is none. */
 static int parse_code(const char *opt, const char *s)
@@ -88,11 +105,56 @@ static int check_owner(const char *cmd, const char *text)
     return 0;
 }
 
+/* A signal's name (TERM, SIGTERM) or number; 0 (said) when it is none. */
+static int parse_signal(const char *opt, const char *s)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } sigs[] = {{"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+                {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM}};
+    const char *n = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (strcmp(n, sigs[i].name) == 0)
+            return sigs[i].sig;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (*s && !*end && v > 0 && v < NSIG)
+        return (int)v;
+    cli_error("%s: \"%s\" is not a signal (TERM, INT, HUP, USR1, USR2, a number...)", opt, s);
+    return 0;
+}
+
 int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
                        unsigned accept, lockopts *o)
 {
-    enum { O_JSON = 256, O_QUIET, O_VERBOSE, O_BUSY, O_LOST, O_ERROR, O_OWNER };
+    enum {
+        O_JSON = 256,
+        O_QUIET,
+        O_VERBOSE,
+        O_BUSY,
+        O_LOST,
+        O_ERROR,
+        O_OWNER,
+        O_TIMEOUT,
+        O_KILL_REST,
+        O_NO_STDIN,
+        O_NOTIFY,
+        O_NOTIFY_SIG,
+        O_ON_LOST,
+        O_AFTER_GROUP
+    };
+    /* Every short option has a long one; flock's spellings where they
+     * mean the same (--wait, --nonblock, --nb).  flock's --timeout is its
+     * wait, and relock's -t is the lease: refused with a word. */
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {"ttl", required_argument, NULL, 't'},
+                                             {"wait", required_argument, NULL, 'w'},
+                                             {"nonblock", no_argument, NULL, 'n'},
+                                             {"nb", no_argument, NULL, 'n'},
+                                             {"no-wait", no_argument, NULL, 'n'},
+                                             {"kill-after", required_argument, NULL, 'k'},
+                                             {"timeout", required_argument, NULL, O_TIMEOUT},
                                              {"json", no_argument, NULL, O_JSON},
                                              {"quiet", no_argument, NULL, O_QUIET},
                                              {"verbose", no_argument, NULL, O_VERBOSE},
@@ -100,9 +162,24 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
                                              {"exit-lost", required_argument, NULL, O_LOST},
                                              {"exit-error", required_argument, NULL, O_ERROR},
                                              {"owner", required_argument, NULL, O_OWNER},
+                                             {"kill-rest", no_argument, NULL, O_KILL_REST},
+                                             {"no-stdin", no_argument, NULL, O_NO_STDIN},
+                                             {"notify", required_argument, NULL, O_NOTIFY},
+                                             {"notify-signal", required_argument, NULL,
+                                              O_NOTIFY_SIG},
+                                             {"on-lost", required_argument, NULL, O_ON_LOST},
+                                             {"after-group", required_argument, NULL,
+                                              O_AFTER_GROUP},
                                              {NULL, 0, NULL, 0}};
     o->ttl_ms = 0;
     o->wait_ms = RELOCK_WAIT_DEFAULT;
+    o->kill_after_ms = -1;
+    o->kill_rest = 0;
+    o->no_stdin = 0;
+    o->notify_pid = 0;
+    o->notify_sig = SIGTERM;
+    o->on_lost = NULL;
+    o->after_group = 0;
     o->exit_busy = EXIT_ACQUIRE_FAILED;
     o->exit_lost = EXIT_LOST;
     o->exit_error = -1;
@@ -111,10 +188,21 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
     o->verbose = 0;
     o->owner = NULL;
     opterr = 0; /* our own one-line messages below */
-    int opt, saw_w = 0, saw_n = 0;
+    int opt, saw_w = 0, saw_n = 0, saw_sig = 0;
     const char *refused_word = NULL; /* an option refused with its value */
     char why[192];
+    /* --json is seen before anything can fail, so that every error of
+     * the command is also said in JSON. */
+    if (accept & CLI_JSON)
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+            if (strcmp(argv[i], "--json") == 0)
+                cli_json = strcmp(argv[0], "run") == 0 ? 2 : 1;
     while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+        /* A long option standing for a short one the command lacks. */
+        if (opt > 0 && opt < 256 && opt != '?' && opt != ':' && !strchr(optstring, opt)) {
+            refused_word = argv[optind - 1][0] == '-' ? NULL : argv[optind - 2];
+            goto refused;
+        }
         switch (opt) {
         case 't':
             if (relockx_parse_duration(optarg, &o->ttl_ms, why, sizeof why) != 0) {
@@ -127,8 +215,10 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             }
             break;
         case 'w':
-            if (relockx_parse_duration(optarg, &o->wait_ms, why, sizeof why) != 0) {
-                cli_error("-w: %s", why);
+            if (strcmp(optarg, "infinity") == 0) {
+                o->wait_ms = RELOCK_WAIT_FOREVER;
+            } else if (relockx_parse_duration(optarg, &o->wait_ms, why, sizeof why) != 0) {
+                cli_error("-w: %s, or infinity", why);
                 return 1000 + EXIT_USAGE;
             }
             saw_w = 1;
@@ -137,6 +227,17 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             o->wait_ms = 0;
             saw_n = 1;
             break;
+        case 'k':
+            if (relockx_parse_duration(optarg, &o->kill_after_ms, why, sizeof why) != 0) {
+                cli_error("-k: %s", why);
+                return 1000 + EXIT_USAGE;
+            }
+            break;
+        case O_TIMEOUT:
+            cli_error("%s: --timeout is not an option of relock: -t, --ttl is the lease, not "
+                      "flock's --timeout; the wait is -w, --wait",
+                      argv[0]);
+            return 1000 + EXIT_USAGE;
         case 'E':
         case O_BUSY:
         case O_LOST:
@@ -169,6 +270,69 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
                 return 1000 + EXIT_USAGE;
             o->owner = optarg;
             break;
+        case O_KILL_REST:
+            if (!(accept & CLI_RUN))
+                goto refused;
+            o->kill_rest = 1;
+            break;
+        case O_NO_STDIN:
+            if (!(accept & CLI_HOLD))
+                goto refused;
+            o->no_stdin = 1;
+            break;
+        case O_NOTIFY: {
+            if (!(accept & CLI_HOLD)) {
+                refused_word = "--notify";
+                goto refused;
+            }
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (strcmp(optarg, "parent") == 0) {
+                o->notify_pid = -1;
+            } else if (*optarg && !*end && v > 1) {
+                o->notify_pid = v;
+            } else {
+                cli_error("%s: --notify: \"%s\" is neither a process id (above 1) nor parent",
+                          argv[0], optarg);
+                return 1000 + EXIT_USAGE;
+            }
+            break;
+        }
+        case O_NOTIFY_SIG:
+            if (!(accept & CLI_HOLD)) {
+                refused_word = "--notify-signal";
+                goto refused;
+            }
+            o->notify_sig = parse_signal("--notify-signal", optarg);
+            if (!o->notify_sig)
+                return 1000 + EXIT_USAGE;
+            saw_sig = 1;
+            break;
+        case O_ON_LOST:
+            if (!(accept & CLI_HOLD)) {
+                refused_word = "--on-lost";
+                goto refused;
+            }
+            if (!*optarg) {
+                cli_error("%s: --on-lost: the command is empty", argv[0]);
+                return 1000 + EXIT_USAGE;
+            }
+            o->on_lost = optarg;
+            break;
+        case O_AFTER_GROUP: {
+            if (!(accept & CLI_AFTER)) {
+                refused_word = "--after-group";
+                goto refused;
+            }
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v <= 1) {
+                cli_error("%s: --after-group: \"%s\" is not a process group id", argv[0], optarg);
+                return 1000 + EXIT_USAGE;
+            }
+            o->after_group = v;
+            break;
+        }
         case O_JSON:
             if (!(accept & CLI_JSON))
                 goto refused;
@@ -205,6 +369,10 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
     }
     if (saw_w && saw_n) {
         cli_error("-w and -n exclude each other");
+        return 1000 + EXIT_USAGE;
+    }
+    if (saw_sig && !o->notify_pid) {
+        cli_error("%s: --notify-signal needs --notify PID or --notify parent", argv[0]);
         return 1000 + EXIT_USAGE;
     }
     return 0;
@@ -256,7 +424,7 @@ void cli_say_holder(relock_client *c, const char *cmd, const char *name)
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_acquire,
+    int rc = cli_parse_lockopts(argc, argv, "t:w:nqvE:h", help_acquire,
                                 CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
     if (rc)
         return rc - 1000;
@@ -339,20 +507,63 @@ static int adopt(cli_ctx *ctx, int argc, char **argv, const char *cmd, long long
     return 0;
 }
 
+/*
+ * release and extend found the lock lost: say what the key holds now.  In
+ * legacy and bridge modes every extend writes a new timestamp, so a value
+ * from before an extend no longer matches though the same acquisition
+ * holds the lock: when the fence given is still the current one and the
+ * key holds a timestamp, that is said with the command that would act on
+ * it.  relock does not act on it by itself: a client without fences (an
+ * unchanged legacy one) may have written that timestamp, and only the
+ * caller knows whether an extend printed it.  -v: the holder, always.
+ */
+static void say_lost_key(relock_client *c, const char *cmd, const char *name, long long fence,
+                         int verbose)
+{
+    relock_mode m = relock_client_mode(c);
+    if (fence > 0 && (m == RELOCK_MODE_LEGACY || m == RELOCK_MODE_BRIDGE)) {
+        relock_inspect_info *in = NULL;
+        if (relock_inspect(c, name, &in) == RELOCK_OK &&
+            relock_inspect_info_kind(in) == RELOCK_VALUE_TIMESTAMP &&
+            relock_inspect_info_fence(in) == fence) {
+            const char *v = relock_inspect_info_value(in, NULL);
+            cli_error("%s: the key holds %s and fence %lld is still current: if a later extend "
+                      "printed %s, this acquisition still holds the lock (relock %s %s %s %lld)",
+                      cmd, v, fence, v, cmd, name, v, fence);
+        }
+        relock_inspect_info_free(in);
+    }
+    if (verbose)
+        cli_say_holder(c, cmd, name);
+}
+
 int cmd_release(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+h", help_release, CLI_JSON | CLI_EXITS, &o);
+    int rc = cli_parse_lockopts(argc, argv, "qvh", help_release,
+                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_AFTER, &o);
     if (rc)
         return rc - 1000;
+    /* run's guardian, after relock died: the lock goes once CMD's group
+     * is gone (SIGKILL ends it within 5 s of the guardian's SIGTERM). */
+    if (o.after_group && cli_group_wait_gone(o.after_group, 30000) != 0) {
+        cli_error("release: process group %ld is still running after 30 s; the lock is left "
+                  "to its lease",
+                  o.after_group);
+        return cli_code(&o, EXIT_SERVER);
+    }
     relock_client *c = NULL;
     relock_lock *l = NULL;
     int code = adopt(ctx, argc, argv, "release", 0, &c, &l);
     if (code)
         return cli_code(&o, code);
     relock_status st = relock_release(l);
-    if (st != RELOCK_OK) {
+    if (st == RELOCK_LOST && o.quiet) {
+        code = o.exit_lost;
+    } else if (st != RELOCK_OK) {
         code = cli_code(&o, cli_fail(c, st, "release"));
+        if (st == RELOCK_LOST)
+            say_lost_key(c, "release", relock_lock_name(l), relock_lock_fence(l), o.verbose);
     } else if (o.json) {
         printf("{\"name\":\"");
         json_str(relock_lock_name(l));
@@ -366,8 +577,8 @@ int cmd_release(cli_ctx *ctx, int argc, char **argv)
 int cmd_extend(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:h", help_extend,
-                                CLI_JSON | CLI_EXITS | CLI_OWNER, &o);
+    int rc = cli_parse_lockopts(argc, argv, "t:qvh", help_extend,
+                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
     if (rc)
         return rc - 1000;
     /* The record an extend rewrites names the caller, as acquire's did. */
@@ -390,8 +601,12 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
                relock_lock_validity_ms(l));
     } else if (st == RELOCK_OK) {
         printf("%s\n", relock_lock_value(l));
+    } else if (st == RELOCK_LOST && o.quiet) {
+        code = o.exit_lost;
     } else {
         code = cli_code(&o, cli_fail(c, st, "extend"));
+        if (st == RELOCK_LOST)
+            say_lost_key(c, "extend", relock_lock_name(l), relock_lock_fence(l), o.verbose);
     }
     relock_lock_free(l);
     relock_client_free(c);
@@ -505,7 +720,7 @@ static long long held_until(const relock_inspect_info *in)
 int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+h", help_inspect, CLI_JSON, &o);
+    int rc = cli_parse_lockopts(argc, argv, "qvh", help_inspect, CLI_JSON | CLI_TALK, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 1) {
@@ -525,6 +740,13 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
     st = relock_inspect(c, argv[optind], &in);
     if (st != RELOCK_OK) {
         code = cli_fail(c, st, "inspect");
+        relock_client_free(c);
+        return code;
+    }
+    if (o.quiet) {
+        /* -q: the exit code alone, as test(1) would answer. */
+        code = relock_inspect_info_kind(in) == RELOCK_VALUE_NONE ? 1 : 0;
+        relock_inspect_info_free(in);
         relock_client_free(c);
         return code;
     }
@@ -587,7 +809,7 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
 int cmd_probe(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+h", help_probe, CLI_JSON, &o);
+    int rc = cli_parse_lockopts(argc, argv, "qvh", help_probe, CLI_JSON | CLI_TALK, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 0) {
@@ -621,7 +843,9 @@ int cmd_probe(cli_ctx *ctx, int argc, char **argv)
     const relock_path which[] = {RELOCK_PATH_ACQUIRE, RELOCK_PATH_RELEASE, RELOCK_PATH_EXTEND,
                                  RELOCK_PATH_SCRIPTS};
     unsigned caps = relock_server_info_caps(info);
-    if (o.json) {
+    if (o.quiet) {
+        /* -q: the exit code alone. */
+    } else if (o.json) {
         printf("{\"version\":\"%s\",\"capabilities\":[", relock_server_info_version(info));
         int first = 1;
         for (unsigned bit = 1; relock_cap_name(bit); bit <<= 1) {

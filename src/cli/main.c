@@ -57,6 +57,13 @@ static const char usage_text[] =
     "them). run, acquire, hold and extend record who holds the lock (owner_info):\n"
     "--owner TEXT replaces the default, the command or the calling process.\n";
 
+int cli_json;
+
+/* The first error said while --json is given, and its status when the
+ * library reported it (cli_fail). */
+static char json_msg[1024];
+static const char *json_status;
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -65,6 +72,38 @@ void cli_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    if (cli_json && !json_msg[0]) {
+        va_start(ap, fmt);
+        vsnprintf(json_msg, sizeof json_msg, fmt, ap);
+        va_end(ap);
+    }
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+void cli_json_finish(int code)
+{
+    if (!cli_json || code == 0 || !json_msg[0])
+        return;
+    FILE *f = cli_json == 2 ? stderr : stdout;
+    fputs("{\"error\":{\"message\":\"", f);
+    cli_json_str(f, json_msg);
+    fputs("\"", f);
+    if (json_status)
+        fprintf(f, ",\"status\":\"%s\"", json_status);
+    fprintf(f, ",\"exit_code\":%d}}\n", code);
+    fflush(f);
 }
 
 /* Whether the option getopt just refused (optopt) takes a value: then it
@@ -128,6 +167,8 @@ int cli_exit_code(relock_status st)
 
 int cli_fail(relock_client *c, relock_status st, const char *what)
 {
+    if (cli_json && !json_msg[0])
+        json_status = relock_status_name(st);
     const relock_error *e = c ? relock_client_error(c) : NULL;
     if (e && e->message[0])
         cli_error("%s: %s", what, e->message);
@@ -157,6 +198,8 @@ relock_client *cli_connect(cli_ctx *ctx, int *code)
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
     if (st != RELOCK_OK) {
+        if (cli_json && !json_msg[0])
+            json_status = relock_status_name(st);
         /* The library's detail, before the look at the server clears it. */
         char msg[600];
         snprintf(msg, sizeof msg, "%s", c ? relock_client_error(c)->message : "");
@@ -301,8 +344,15 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    if (late_globals(&argc, argv, optind + 1, &file, &url, &mode) != 0)
+    /* --json before anything can fail: a configuration error is said in
+     * JSON too.  run's standard output is CMD's: its JSON goes to stderr. */
+    for (int i = optind + 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            cli_json = strcmp(name, "run") == 0 ? 2 : 1;
+    if (late_globals(&argc, argv, optind + 1, &file, &url, &mode) != 0) {
+        cli_json_finish(EXIT_USAGE);
         return EXIT_USAGE;
+    }
     relock_config *cfg = relock_config_new();
     if (!cfg) {
         cli_error("out of memory");
@@ -327,13 +377,17 @@ int main(int argc, char **argv)
     for (int i = optind + 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             wants_help = 1;
+    if (code != 0 && !wants_help)
+        cli_json_finish(code);
     if (code == 0 || wants_help) {
-        cli_ctx ctx = {cfg, argv[0]};
+        cli_ctx ctx = {cfg, argv[0], file && *file ? file : NULL, url && *url ? url : NULL,
+                       mode};
         /* Each command parses its own options from its name on. */
         int sub_argc = argc - optind;
         char **sub_argv = argv + optind;
         optind = 0; /* reinitialise getopt for the command */
         code = cmd->fn(&ctx, sub_argc, sub_argv);
+        cli_json_finish(code);
     }
     relock_config_free(cfg);
     return code;

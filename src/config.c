@@ -528,6 +528,18 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
                 load_fail(ld, m, why);
                 return -1;
             }
+            /* "127.0.0.1:6472" would be looked up as a host name and fail
+             * only at connect, far from the line; one colon is no IPv6
+             * address (those have two or more). */
+            const char *colon = dst == srv->host ? strchr(v, ':') : NULL;
+            if (colon && !strchr(colon + 1, ':')) {
+                snprintf(why, sizeof why,
+                         "servers: host \"%.80s\" holds a port: write host = \"%.*s\"; port = "
+                         "%.8s;",
+                         v, (int)(colon - v < 80 ? colon - v : 80), v, colon + 1);
+                load_fail(ld, m, why);
+                return -1;
+            }
             memcpy(dst, v, strlen(v) + 1);
         } else if (strcmp(name, "port") == 0 || strcmp(name, "db") == 0) {
             long long v = is_int ? config_setting_get_int64(m) : 0;

@@ -87,6 +87,16 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
 /* A command's exit code as lockopts map it: 1 to --exit-busy (-E), 3 to
  * --exit-lost, 2 and 4 to --exit-error. */
 int cli_code(const lockopts *o, int code);
+/* After an acquire of ttl_ms that took took_ms: a lease too short to be of
+ * use (no validity left; renewed: no more than a third of the lease left,
+ * so the first renewal would come too late) is released and refused with
+ * the reason.  0, or EXIT_USAGE (said, as cmd). */
+/* The shortest lease run and hold renew: a renewal every third of it is a
+ * round trip on a second connection, which a loaded host can take tens
+ * of milliseconds to make. */
+#define CLI_RENEWED_TTL_MIN 100
+int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long long took_ms,
+                        const char *cmd, int renewed);
 /* -v: says on stderr who holds NAME (value, fence, when its key ends,
  * owner), from a look at the key. */
 void cli_say_holder(relock_client *c, const char *cmd, const char *name);

@@ -421,6 +421,27 @@ void cli_say_holder(relock_client *c, const char *cmd, const char *name)
     relock_inspect_info_free(in);
 }
 
+int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long long took_ms,
+                        const char *cmd, int renewed)
+{
+    long long valid = relock_lock_validity_ms(l);
+    if (renewed ? valid > ttl_ms / 3 && ttl_ms >= CLI_RENEWED_TTL_MIN : valid > 0)
+        return 0;
+    relock_release(l);
+    char t[32];
+    relockx_format_duration(ttl_ms, t, sizeof t);
+    cli_error("%s: -t %s is too short: %lld ms of validity were left once acquired (the "
+              "round trips take their share, and %lld ms are kept back for clock drift, 1%% + "
+              "2 ms)%s; the lock was released",
+              cmd, t, valid, ttl_ms / 100 + 2,
+              renewed ? ", and renewing every third of the lease needs more than a third left "
+                        "and a lease of at least 100 ms"
+                      : "");
+    (void)took_ms;
+    (void)c;
+    return EXIT_USAGE;
+}
+
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
@@ -446,6 +467,13 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
     cli_progress_stop(progress);
     long long waited = mono_ms() - t0;
     if (st == RELOCK_OK) {
+        long long ttl = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+        code = cli_lease_too_short(c, l, ttl, waited, "acquire", 0);
+        if (code) {
+            relock_lock_free(l);
+            relock_client_free(c);
+            return cli_code(&o, code);
+        }
         if (o.json) {
             printf("{\"name\":\"");
             json_str(name);

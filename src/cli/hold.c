@@ -280,6 +280,11 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         code = cli_code(&o, cli_fail(c, st, "hold"));
         goto out;
     }
+    code = cli_lease_too_short(c, l, ttl_ms, waited, "hold", 1);
+    if (code) {
+        code = cli_code(&o, code);
+        goto out;
+    }
     if (o.verbose)
         fprintf(stderr, "relock: hold: %s acquired after %lld ms, fence %lld\n", name, waited,
                 relock_lock_fence(l));

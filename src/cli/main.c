@@ -40,7 +40,9 @@ static const char usage_text[] =
     "  probe   [--json]                    server version, capabilities, chosen mode\n"
     "\n"
     "Options:\n"
-    "  -c FILE   configuration file (default: $RELOCK_CONFIG, else built-in defaults)\n"
+    "  -c FILE   configuration file (default: $RELOCK_CONFIG, else\n"
+    "            $XDG_CONFIG_HOME/relock.conf or ~/.config/relock.conf, else\n"
+    "            /etc/relock.conf, else built-in defaults)\n"
     "  -u URL    redis://[user:pass@]host[:port][/db], or unix:///path/to/redis.sock\n"
     "            (default: $RELOCK_URL)\n"
     "  -m MODE   legacy, bridge, modern or auto (overrides the file)\n"
@@ -275,6 +277,28 @@ static int late_globals(int *argc, char **argv, int first, const char **file, co
     return 0;
 }
 
+/*
+ * The configuration file read when neither -c nor $RELOCK_CONFIG names
+ * one, so that cron lines and units need no -c: the user's
+ * $XDG_CONFIG_HOME/relock.conf ($HOME/.config/relock.conf), else
+ * /etc/relock.conf.  The first that exists is read (an unreadable one is
+ * then an error, not skipped); none: built-in defaults.  1 when found.
+ */
+static int default_config(char *path, size_t len)
+{
+    const char *xdg = getenv("XDG_CONFIG_HOME");
+    const char *home = getenv("HOME");
+    int n = -1;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(path, len, "%s/relock.conf", xdg);
+    else if (home && home[0] == '/')
+        n = snprintf(path, len, "%s/.config/relock.conf", home);
+    if (n > 0 && (size_t)n < len && access(path, F_OK) == 0)
+        return 1;
+    snprintf(path, len, "/etc/relock.conf");
+    return access(path, F_OK) == 0;
+}
+
 static const struct command {
     const char *name;
     int (*fn)(cli_ctx *, int, char **);
@@ -303,6 +327,7 @@ int main(int argc, char **argv)
             close(n);
     }
     const char *file = getenv("RELOCK_CONFIG");
+    int file_given = file != NULL; /* an empty RELOCK_CONFIG: no file at all */
     const char *url = getenv("RELOCK_URL");
     const char *mode = NULL;
     int opt;
@@ -312,6 +337,7 @@ int main(int argc, char **argv)
         switch (opt) {
         case 'c':
             file = optarg;
+            file_given = 1;
             break;
         case 'u':
             url = optarg;
@@ -349,10 +375,16 @@ int main(int argc, char **argv)
     for (int i = optind + 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--json") == 0)
             cli_json = strcmp(name, "run") == 0 ? 2 : 1;
+    const char *before = file;
     if (late_globals(&argc, argv, optind + 1, &file, &url, &mode) != 0) {
         cli_json_finish(EXIT_USAGE);
         return EXIT_USAGE;
     }
+    if (file != before)
+        file_given = 1;
+    char default_path[4096];
+    if (!file_given && default_config(default_path, sizeof default_path))
+        file = default_path;
     relock_config *cfg = relock_config_new();
     if (!cfg) {
         cli_error("out of memory");

@@ -350,6 +350,13 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
+    code = cli_lease_too_short(c, l, ttl_ms, mono_ms() - t0, "run", 1);
+    if (code) {
+        code = cli_code(&o, code);
+        relock_lock_free(l);
+        relock_client_free(c);
+        return code;
+    }
     if (o.json)
         json_acquired(l, mono_ms() - t0);
     if (o.verbose)

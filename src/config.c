@@ -145,6 +145,11 @@ relock_mode relock_config_mode(const relock_config *cfg)
     return cfg ? cfg->s.mode : RELOCK_MODE_AUTO;
 }
 
+const char *relock_config_key_prefix(const relock_config *cfg)
+{
+    return cfg ? cfg->s.key_prefix : "";
+}
+
 static const setting *find_setting(const char *name)
 {
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)

@@ -167,6 +167,9 @@ RELOCK_EXTERN long long relock_config_ttl_ms(const relock_config *cfg);
 /* The configured default wait bound: -1 forever, 0 none, else ms. */
 RELOCK_EXTERN long long relock_config_wait_ms(const relock_config *cfg);
 RELOCK_EXTERN relock_mode relock_config_mode(const relock_config *cfg);
+/* The configured key_prefix ("" by default); valid while cfg lives and
+ * is not changed. */
+RELOCK_EXTERN const char *relock_config_key_prefix(const relock_config *cfg);
 
 /* ---------------------------------------------------------------------
  * Clients.
@@ -449,6 +452,14 @@ RELOCK_EXTERN long long relock_inspect_info_fence(const relock_inspect_info *inf
 /* The whole owner record (owner_info), or "".  Valid until
  * relock_inspect_info_free(). */
 RELOCK_EXTERN const char *relock_inspect_info_owner(const relock_inspect_info *info);
+/* The Redis key read: key_prefix + NAME, or "" when unknown.  Valid until
+ * relock_inspect_info_free(). */
+RELOCK_EXTERN const char *relock_inspect_info_key(const relock_inspect_info *info);
+/* How many clients wait for the lock: the subscribers of its release
+ * channel (PUBSUB NUMSUB, Redis 2.8 and later, on the server holding the
+ * key); -1 when the server cannot say.  Waiters that poll without a
+ * subscription (wait.notify = false, legacy clients) are not counted. */
+RELOCK_EXTERN long long relock_inspect_info_waiters(const relock_inspect_info *info);
 
 /* ---------------------------------------------------------------------
  * Migration audit (read-only; used by `relock scan`, docs/migration.md).

@@ -26,7 +26,7 @@
 
 const char help_break[] =
     "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]\n"
-    "                         [-q | -v] [--json]\n"
+    "                         [-q | -v] [--json] [--key]\n"
     "Delete NAME's lock key by hand, for a lock whose holder is stuck or gone, and\n"
     "wake the waiters. With --if-value, only while the key still holds VALUE (as\n"
     "`relock inspect` showed it), atomically; with --if-fence too, only while the\n"
@@ -41,6 +41,7 @@ const char help_break[] =
     "  -q, --quiet  say nothing when there is nothing to delete\n"
     "  -v, --verbose  afterwards, say who holds the lock (a waiter may have it)\n"
     "  --json     print {name, deleted, dry_run, value}; errors as {\"error\":{...}}\n"
+    "  --key      NAME is the Redis key (as scan --keys lists it): key_prefix + NAME\n"
     "Exit: 0 deleted, 1 nothing to delete (no key), 3 the key holds another value\n"
     "(nothing deleted), 2 usage, 4 not a lock (refused; --force for a string),\n"
     "or a server error.\n";
@@ -359,17 +360,18 @@ static int break_any(relock_client *c, const char *name, const brk_opts *o)
 
 int cmd_break(cli_ctx *ctx, int argc, char **argv)
 {
-    enum { O_JSON = 256, O_IF_VALUE };
+    enum { O_JSON = 256, O_IF_VALUE, O_KEY };
     static const struct option longopts[] = {{"if-value", required_argument, NULL, O_IF_VALUE},
                                              {"if-fence", required_argument, NULL, 'f'},
                                              {"force", no_argument, NULL, 'F'},
                                              {"dry-run", no_argument, NULL, 'n'},
                                              {"json", no_argument, NULL, O_JSON},
+                                             {"key", no_argument, NULL, O_KEY},
                                              {"quiet", no_argument, NULL, 'q'},
                                              {"verbose", no_argument, NULL, 'v'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    int verbose = 0;
+    int verbose = 0, by_key = 0;
     const char *value = NULL;
     const char *fence_arg = NULL;
     brk_opts o = {NULL, 0, 0, 0};
@@ -397,6 +399,9 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
             break;
         case 'q':
             brk_quiet = 1;
+            break;
+        case O_KEY:
+            by_key = 1;
             break;
         case 'v':
             verbose = 1;
@@ -435,7 +440,9 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    const char *name = argv[optind];
+    const char *name = cli_name_of(ctx, "break", argv[optind], by_key);
+    if (!name)
+        return EXIT_USAGE;
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
     /* A mode the server refuses does not matter here: break needs none. */

@@ -63,6 +63,7 @@ typedef struct lockopts {
     int notify_sig;     /* --notify-signal SIG (hold; default SIGTERM) */
     const char *on_lost; /* --on-lost 'COMMAND' (hold), or NULL */
     long after_group;   /* --after-group PGID (release); 0: none */
+    int by_key;         /* --key (inspect, break): the argument is the Redis key */
     int exit_busy;  /* -E, --exit-busy */
     int exit_lost;  /* --exit-lost */
     int exit_error; /* --exit-error: relock's own failures (2 and 4) */
@@ -80,10 +81,15 @@ enum {
     CLI_OWNER = 8, /* --owner TEXT */
     CLI_RUN = 16,  /* -k, --kill-after; --kill-rest */
     CLI_HOLD = 32, /* --no-stdin, --notify, --notify-signal, --on-lost */
-    CLI_AFTER = 64 /* --after-group PGID (release) */
+    CLI_AFTER = 64, /* --after-group PGID (release) */
+    CLI_KEY = 128   /* --key: NAME is given as its Redis key */
 };
 int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char *help,
                        unsigned accept, lockopts *o);
+/* The lock name for the argument arg: arg itself, or with --key (by_key)
+ * the Redis key arg less key_prefix; NULL (said, as cmd) when arg does not
+ * begin with key_prefix. */
+const char *cli_name_of(cli_ctx *ctx, const char *cmd, const char *arg, int by_key);
 /* A command's exit code as lockopts map it: 1 to --exit-busy (-E), 3 to
  * --exit-lost, 2 and 4 to --exit-error. */
 int cli_code(const lockopts *o, int code);
@@ -121,6 +127,9 @@ int cli_owner_setup(cli_ctx *ctx, const char *cmd, const lockopts *o, enum cli_o
                     char *const *argv);
 /* run: names the started command's pid in the record of l (best effort). */
 void cli_owner_cmd(relock_lock *l, const lockopts *o, long pid, char *const *argv);
+/* extend: the record of l keeps the holder's first acquisition time,
+ * first=FIRST, before what cli_owner_setup() set (extend rewrites at=). */
+void cli_owner_first(relock_lock *l, const char *first);
 /* The longest --owner TEXT. */
 #define CLI_OWNER_TEXT_MAX 200
 

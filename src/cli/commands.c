@@ -43,9 +43,12 @@ const char help_extend[] =
     "held. -t, --ttl is the lease. Exit: 0 extended, 3 lost, 2 usage, 4 server\n"
     "error. -q, -v as for release.\n";
 const char help_inspect[] =
-    "usage: relock inspect [-q] [--json] NAME\n"
-    "Show what NAME's key holds: format, value, expiry, TTL, fence, and who\n"
-    "holds it (the owner record: host, pid, since when, command).\n"
+    "usage: relock inspect [-q] [--json] [--key] NAME\n"
+    "Show what NAME's key holds: the Redis key, format, value, expiry, TTL,\n"
+    "fence, the holder's first acquisition, the waiters, and who holds it (the\n"
+    "owner record: host, pid, since when, command).\n"
+    "  --key          NAME is the Redis key (as scan --keys lists it): key_prefix\n"
+    "                 + NAME\n"
     "  -q, --quiet    print nothing: exit 0 when the key holds a value, 1 when it\n"
     "                 is absent\n"
     "  -v, --verbose  accepted; the output is complete without it\n";
@@ -142,7 +145,8 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
         O_NOTIFY,
         O_NOTIFY_SIG,
         O_ON_LOST,
-        O_AFTER_GROUP
+        O_AFTER_GROUP,
+        O_KEY
     };
     /* Every short option has a long one; flock's spellings where they
      * mean the same (--wait, --nonblock, --nb).  flock's --timeout is its
@@ -170,6 +174,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
                                              {"on-lost", required_argument, NULL, O_ON_LOST},
                                              {"after-group", required_argument, NULL,
                                               O_AFTER_GROUP},
+                                             {"key", no_argument, NULL, O_KEY},
                                              {NULL, 0, NULL, 0}};
     o->ttl_ms = 0;
     o->wait_ms = RELOCK_WAIT_DEFAULT;
@@ -180,6 +185,7 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
     o->notify_sig = SIGTERM;
     o->on_lost = NULL;
     o->after_group = 0;
+    o->by_key = 0;
     o->exit_busy = EXIT_ACQUIRE_FAILED;
     o->exit_lost = EXIT_LOST;
     o->exit_error = -1;
@@ -333,6 +339,11 @@ int cli_parse_lockopts(int argc, char **argv, const char *optstring, const char 
             o->after_group = v;
             break;
         }
+        case O_KEY:
+            if (!(accept & CLI_KEY))
+                goto refused;
+            o->by_key = 1;
+            break;
         case O_JSON:
             if (!(accept & CLI_JSON))
                 goto refused;
@@ -392,6 +403,7 @@ static int parse_fence(const char *s, long long *fence)
 }
 
 static void json_str(const char *s);
+static int owner_field(const char *rec, const char *key, char *out, size_t len);
 
 static long long mono_ms(void)
 {
@@ -619,6 +631,17 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
     int code = adopt(ctx, argc, argv, "extend", ttl, &c, &l);
     if (code)
         return cli_code(&o, code);
+    /* The record's first acquisition time survives the extend (its at=
+     * becomes now): read while the key still holds this value. */
+    relock_inspect_info *in = NULL;
+    char first[64] = "";
+    if (relock_inspect(c, relock_lock_name(l), &in) == RELOCK_OK &&
+        strcmp(relock_inspect_info_value(in, NULL), relock_lock_value(l)) == 0 &&
+        !owner_field(relock_inspect_info_owner(in), "first", first, sizeof first))
+        owner_field(relock_inspect_info_owner(in), "at", first, sizeof first);
+    relock_inspect_info_free(in);
+    if (first[0])
+        cli_owner_first(l, first);
     relock_status st = relock_extend(l, ttl);
     if (st == RELOCK_OK && o.json) {
         printf("{\"name\":\"");
@@ -738,6 +761,37 @@ static void json_owner_fields(const char *rec)
     }
 }
 
+/* The value of field KEY= of an owner record, up to the next space; 1
+ * when found. */
+static int owner_field(const char *rec, const char *key, char *out, size_t len)
+{
+    size_t kl = strlen(key);
+    for (const char *p = rec; p && *p; p = strchr(p, ' '), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t n = strcspn(v, " ");
+            snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), v);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *cli_name_of(cli_ctx *ctx, const char *cmd, const char *arg, int by_key)
+{
+    if (!by_key)
+        return arg;
+    const char *prefix = relock_config_key_prefix(ctx->cfg);
+    size_t n = strlen(prefix);
+    if (strncmp(arg, prefix, n) != 0 || !arg[n]) {
+        cli_error("%s: --key: the key %s does not begin with key_prefix \"%s\" and a lock name, "
+                  "so it is no lock key of this configuration",
+                  cmd, arg, prefix);
+        return NULL;
+    }
+    return arg + n;
+}
+
 /* Legacy readers hold timestamp V until their clock passes V: one unit
  * after the time V names. */
 static long long held_until(const relock_inspect_info *in)
@@ -748,13 +802,17 @@ static long long held_until(const relock_inspect_info *in)
 int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "qvh", help_inspect, CLI_JSON | CLI_TALK, &o);
+    int rc = cli_parse_lockopts(argc, argv, "qvh", help_inspect, CLI_JSON | CLI_TALK | CLI_KEY,
+                                &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 1) {
         cli_error("inspect: expected one NAME (try relock inspect --help)");
         return EXIT_USAGE;
     }
+    const char *name = cli_name_of(ctx, "inspect", argv[optind], o.by_key);
+    if (!name)
+        return EXIT_USAGE;
     int code = 0;
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
@@ -765,7 +823,7 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
         return code;
     }
     relock_inspect_info *in = NULL;
-    st = relock_inspect(c, argv[optind], &in);
+    st = relock_inspect(c, name, &in);
     if (st != RELOCK_OK) {
         code = cli_fail(c, st, "inspect");
         relock_client_free(c);
@@ -778,12 +836,27 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
+    int absent = relock_inspect_info_kind(in) == RELOCK_VALUE_NONE;
+    /* A record beside an absent key names no holder: whoever wrote it is
+     * gone (a break, an expiry), so it is shown apart, never as the
+     * owner. */
+    const char *owner = relock_inspect_info_owner(in);
+    char since[64] = "";
+    if (!absent && owner[0] && !owner_field(owner, "first", since, sizeof since))
+        owner_field(owner, "at", since, sizeof since);
+    const char *prefix = relock_config_key_prefix(ctx->cfg);
+    if (absent && !o.by_key && prefix[0] && strncmp(name, prefix, strlen(prefix)) == 0)
+        cli_error("inspect: %s begins with key_prefix \"%s\": the key read was %s; relock "
+                  "inspect --key %s reads the key %s",
+                  name, prefix, relock_inspect_info_key(in), name, name);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
     if (o.json) {
         printf("{\"name\":\"");
-        json_str(argv[optind]);
+        json_str(name);
+        printf("\",\"key\":\"");
+        json_str(relock_inspect_info_key(in));
         printf("\",\"format\":\"%s\"", kind_name(relock_inspect_info_kind(in)));
         if (relock_inspect_info_kind(in) != RELOCK_VALUE_NONE) {
             printf(",\"value\":\"");
@@ -796,16 +869,27 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
             printf(",\"expires_ms\":%lld,\"expires_in_ms\":%lld,\"unit\":\"%s\"",
                    relock_inspect_info_ts_ms(in), held_until(in) - now_ms,
                    relock_inspect_info_ts_unit_ms(in) ? "ms" : "s");
-        printf(",\"fence\":%lld", relock_inspect_info_fence(in));
-        if (relock_inspect_info_owner(in)[0]) {
-            printf(",\"owner\":\"");
-            json_str(relock_inspect_info_owner(in));
+        printf(",\"fence\":%lld,\"waiters\":%lld", relock_inspect_info_fence(in),
+               relock_inspect_info_waiters(in));
+        if (since[0]) {
+            printf(",\"since\":\"");
+            json_str(since);
             printf("\"");
-            json_owner_fields(relock_inspect_info_owner(in));
+        }
+        if (owner[0] && !absent) {
+            printf(",\"owner\":\"");
+            json_str(owner);
+            printf("\"");
+            json_owner_fields(owner);
+        } else if (owner[0]) {
+            printf(",\"owner_left\":\"");
+            json_str(owner);
+            printf("\"");
         }
         printf("}\n");
     } else {
-        printf("name:    %s\nformat:  %s\n", argv[optind], kind_name(relock_inspect_info_kind(in)));
+        printf("name:    %s\nkey:     %s\nformat:  %s\n", name, relock_inspect_info_key(in),
+               kind_name(relock_inspect_info_kind(in)));
         char span[48], date[48];
         if (relock_inspect_info_kind(in) != RELOCK_VALUE_NONE) {
             printf("value:   %s\n", relock_inspect_info_value(in, NULL));
@@ -826,8 +910,15 @@ int cmd_inspect(cli_ctx *ctx, int argc, char **argv)
                    span, d < 0 ? " ago" : "");
         }
         printf("fence:   %lld\n", relock_inspect_info_fence(in));
-        if (relock_inspect_info_owner(in)[0])
-            printf("owner:   %s\n", relock_inspect_info_owner(in));
+        if (since[0])
+            printf("since:   %s (first acquisition by this holder)\n", since);
+        if (relock_inspect_info_waiters(in) >= 0)
+            printf("waiters: %lld\n", relock_inspect_info_waiters(in));
+        if (owner[0] && !absent)
+            printf("owner:   %s\n", owner);
+        else if (owner[0])
+            printf("left:    %s (the record of an earlier holder, which holds nothing now)\n",
+                   owner);
     }
     relock_inspect_info_free(in);
     relock_client_free(c);

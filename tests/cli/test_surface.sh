@@ -19,7 +19,7 @@ export XDG_CONFIG_HOME="$DIR/xdg"
 start_redis
 R() { "$RELOCK" -m modern "$@"; }
 rcli() { redis-cli -p "$PORT" "$@"; }
-json() { $PY -c "import json,sys; d=json.loads(open(sys.argv[1]).readline()); sys.exit(0 if ($1) else 1)" "$2"; }
+json() { local e=$1; shift; $PY -c "import json,sys; d=json.loads(open(sys.argv[1]).readline()); sys.exit(0 if ($e) else 1)" "$@"; }
 said() { grep -q -- "$1" "$DIR/err"; }
 
 # --- options after NAME, long options, flock's spellings
@@ -100,5 +100,38 @@ check "built-in ttl then (validity $VALID)" -- [ "$VALID" -gt 7000 ]
 printf 'relock = { ttl_ms = "x"; };\n' >"$XDG_CONFIG_HOME/relock.conf"
 expect 2 "a broken default file is an error, not skipped" -- "$RELOCK" acquire -n s-broken
 check "named: $(cat "$DIR/err")" -- said "$XDG_CONFIG_HOME/relock.conf:1:"
+
+# --- keys against names: inspect shows the key, --key takes one
+unset RELOCK_CONFIG
+printf 'relock = {\n  key_prefix = "lock:";\n  mode = "modern";\n};\n' >"$DIR/kp.conf"
+K() { "$RELOCK" -c "$DIR/kp.conf" "$@"; }
+expect 0 "prefix: acquire job" -- K acquire -t 30s job
+read -r KV KF _ <"$DIR/out"
+expect 0 "inspect job shows its key" -- K inspect job
+check "key: line: $(cat "$DIR/out")" -- grep -q '^key: *lock:job$' "$DIR/out"
+expect 0 "inspect --key lock:job" -- K inspect --key lock:job --json
+check "--key reads the lock job: $(cat "$DIR/out")" -- json 'd["name"]=="job" and d["key"]=="lock:job" and d["value"]==sys.argv[2]' "$DIR/out" "$KV"
+expect 0 "inspect lock:job (a name) is absent, said" -- K inspect lock:job
+check "the key it read and --key named: $(cat "$DIR/err")" -- said 'key_prefix "lock:": the key read was lock:lock:job; relock inspect --key lock:job'
+expect 2 "--key without the prefix" -- K inspect --key job
+# The waiters: a second client waits on the release channel.
+K acquire -w 20s job >/dev/null 2>&1 &
+WAITER=$!
+waiting() { K inspect --json job >"$DIR/w.json" && json 'd["waiters"]==1' "$DIR/w.json"; }
+check "inspect counts the waiter" -- wait_for waiting
+# The first acquisition survives an extend (whose at= is now).
+first=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["since"])' "$DIR/w.json")
+sleep 1.1
+expect 0 "extend" -- K extend -t 30s job "$KV"
+expect 0 "inspect after extend" -- K inspect --json job
+check "since is still the first acquisition ($first): $(cat "$DIR/out")" -- json 'd["since"]==sys.argv[2] and d["owner_at"]!=sys.argv[2]' "$DIR/out" "$first"
+expect 0 "break --key lock:job" -- K break --key lock:job
+wait "$WAITER"
+expect 0 "break the waiter's lock too" -- K break job
+# A record left beside an absent key (as a holder that died mid-way leaves
+# one) is no holder.
+rcli SET '{lock:job} relock:owner' 'host=gone pid=1 at=2026-01-01T00:00:00Z cmd=dead' EX 60 >/dev/null
+expect 0 "inspect: absent key, a record left" -- K inspect --json job
+check "not presented as the owner: $(cat "$DIR/out")" -- json '"owner" not in d and d["owner_left"].startswith("host=gone")' "$DIR/out"
 
 finish cli_surface

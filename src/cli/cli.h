@@ -103,6 +103,13 @@ int cli_code(const lockopts *o, int code);
 #define CLI_RENEWED_TTL_MIN 100
 int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long long took_ms,
                         const char *cmd, int renewed);
+/* relock_acquire() for the commands: with several servers (a quorum), an
+ * attempt that too few servers answered (RELOCK_EIO) is made again until
+ * a bounded wait (wait_ms, or the configured one) runs out, as a held lock
+ * would be waited for; an unbounded wait fails at once, as on one server,
+ * so that servers all down are said. */
+relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *name, long long ttl_ms,
+                          long long wait_ms, relock_lock **l);
 /* -v: says on stderr who holds NAME (value, fence, when its key ends,
  * owner), from a look at the key. */
 void cli_say_holder(relock_client *c, const char *cmd, const char *name);

@@ -454,6 +454,34 @@ int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long
     return EXIT_USAGE;
 }
 
+relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *name, long long ttl_ms,
+                          long long wait_ms, relock_lock **l)
+{
+    long long bound = wait_ms == RELOCK_WAIT_DEFAULT ? relock_config_wait_ms(ctx->cfg) : wait_ms;
+    int quorum = strncmp(relock_client_mode_reason(c), "quorum over ", 12) == 0;
+    long long t0 = mono_ms(), pause = 50;
+    for (;;) {
+        long long left = bound;
+        if (bound > 0) {
+            left = bound - (mono_ms() - t0);
+            if (left < 0)
+                left = 0;
+        }
+        relock_status st = relock_acquire(c, name, ttl_ms, wait_ms == RELOCK_WAIT_DEFAULT &&
+                                                                   bound <= 0
+                                                               ? wait_ms
+                                                               : left,
+                                          l);
+        /* A quorum that too few servers answered: tried again, with a
+         * growing pause, while the bound leaves time for it. */
+        if (st != RELOCK_EIO || !quorum || bound <= 0 || mono_ms() - t0 + pause >= bound)
+            return st;
+        struct timespec ts = {pause / 1000, (pause % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        pause = pause * 2 > 1000 ? 1000 : pause * 2;
+    }
+}
+
 int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
@@ -475,7 +503,7 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
     relock_lock *l = NULL;
     long long t0 = mono_ms();
     cli_progress *progress = cli_progress_start(ctx, "acquire", name, o.verbose);
-    relock_status st = relock_acquire(c, name, o.ttl_ms, o.wait_ms, &l);
+    relock_status st = cli_acquire(ctx, c, name, o.ttl_ms, o.wait_ms, &l);
     cli_progress_stop(progress);
     long long waited = mono_ms() - t0;
     if (st == RELOCK_OK) {

@@ -9,7 +9,9 @@
 #   - hold without standard input (--no-stdin) as a plain background job,
 #     and a loss told at once (--notify parent, --on-lost);
 #   - release with a value from before an extend (bridge mode): what the key
-#     holds and how to release it is said.
+#     holds and how to release it is said;
+#   - a quorum with two of three servers down: acquire -w tries again until
+#     its bound, and acquires once a server is back.
 #   test_edges.sh PATH/TO/relock
 set -u
 RELOCK=${1:?usage: test_edges.sh PATH/TO/relock}
@@ -124,5 +126,34 @@ expect 3 "stale: release with the old value: lost" -- B release e-st "$V1" "$F1"
 check "stale: says what the key holds and how to release it: $(cat "$DIR/err")" -- \
     grep -q "the key holds $V2 and fence $F1 is still current.*relock release e-st $V2 $F1" "$DIR/err"
 expect 0 "stale: the release it names works" -- B release e-st "$V2" "$F1"
+
+# --- 8. a quorum with two of its three servers down: acquire -w goes on
+# trying until its bound, and acquires once a second server is back
+qserver() { # N PORT: a server on PORT, its pid in QPID[N]
+    redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+        --daemonize no --logfile "$DIR/q$1.log" &
+    QPID[$1]=$!
+    PIDS+=("$!")
+    wait_for sh -c "redis-cli -p $2 ping 2>/dev/null | grep -q PONG"
+}
+QPORT=([1]=$(free_port) [2]=$(free_port) [3]=$(free_port))
+QPID=()
+for n in 1 2 3; do qserver "$n" "${QPORT[$n]}"; done
+printf 'relock = {\n  mode = "modern";\n  servers = ( { host = "127.0.0.1"; port = %s; },\n    { host = "127.0.0.1"; port = %s; },\n    { host = "127.0.0.1"; port = %s; } );\n};\n' \
+    "${QPORT[1]}" "${QPORT[2]}" "${QPORT[3]}" >"$DIR/q.conf"
+for n in 2 3; do kill "${QPID[$n]}"; wait "${QPID[$n]}" 2>/dev/null; done
+t0=$(now_ms)
+env -u RELOCK_URL "$RELOCK" -c "$DIR/q.conf" acquire -w 2s e-q >"$DIR/out" 2>"$DIR/err"
+code=$?
+took=$(($(now_ms) - t0))
+check "quorum down: exit 4 (exit $code: $(cat "$DIR/err"))" -- [ "$code" -eq 4 ]
+check "quorum down: tried until the 2 s bound ($took ms)" -- [ "$took" -ge 1500 ]
+env -u RELOCK_URL "$RELOCK" -c "$DIR/q.conf" acquire -w 10s e-q >"$DIR/out" 2>"$DIR/err" &
+ACQ=$!
+sleep 1
+qserver 2 "${QPORT[2]}"
+code=0
+wait "$ACQ" || code=$?
+check "quorum back: acquired once a second server answered (exit $code: $(cat "$DIR/err"))" -- [ "$code" -eq 0 ]
 
 finish cli_edges

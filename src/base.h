@@ -129,6 +129,9 @@ typedef struct relock__settings {
     struct {
         int slot_map;
     } cluster;
+    /* relock_config_set_event_fn(): the callback and its argument. */
+    relock_event_fn event_fn;
+    void *event_arg;
 } relock__settings;
 
 struct relock_config {

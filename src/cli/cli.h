@@ -161,6 +161,12 @@ int cli_keep_timeout(const cli_keeper *k);
 /* Whether the lock is lost: reported by the renewal, or its validity ran
  * out (then k->overdue is set). */
 int cli_keep_lost(cli_keeper *k, int reported);
+/* -v: renewals that fail are said as they happen (the library's events),
+ * as cmd; before connecting. */
+void cli_keep_verbose(cli_ctx *ctx, const char *cmd);
+/* -v after a loss: what NAME's key holds now (value, fence, owner), or
+ * that it is absent. */
+void cli_keep_say_key(relock_client *c, const char *cmd, const char *name);
 /* Says on stderr that the lock was lost, as cmd, with what. */
 void cli_keep_say_lost(const cli_keeper *k, const char *what);
 /* Frees the lock and client after a loss: when the renewal thread may be

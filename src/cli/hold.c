@@ -223,6 +223,8 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     int code = cli_owner_setup(ctx, "hold", &o, OWNER_SELF, NULL);
     if (code)
         return cli_code(&o, code);
+    if (o.verbose)
+        cli_keep_verbose(ctx, "hold");
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
         return cli_code(&o, code);
@@ -313,6 +315,8 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     if (end == END_LOST) {
         tell_lost(&o, l);
         cli_keep_say_lost(&keeper, "hold: lock lost while held");
+        if (o.verbose)
+            cli_keep_say_key(c, "hold", name);
         run_on_lost(&o, l);
         code = o.exit_lost;
         goto out;

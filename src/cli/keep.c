@@ -82,6 +82,36 @@ void cli_keep_say_lost(const cli_keeper *k, const char *what)
                   why == RELOCK_LOST ? "it was taken, deleted or expired" : relock_strerror(why));
 }
 
+/* -v: the renewal thread's events, said as they happen (stderr is
+ * written whole per call, so lines do not mix with the main thread's). */
+static void on_event(const relock_event *ev, void *arg)
+{
+    const char *cmd = arg;
+    if (ev->kind == RELOCK_EVENT_RENEW_FAILED)
+        fprintf(stderr,
+                "relock: %s: renewal of %s failed: %s; %lld ms of validity left, trying again\n",
+                cmd, ev->name, relock_strerror(ev->status), ev->validity_ms);
+}
+
+void cli_keep_verbose(cli_ctx *ctx, const char *cmd)
+{
+    relock_config_set_event_fn(ctx->cfg, on_event, (void *)cmd);
+}
+
+void cli_keep_say_key(relock_client *c, const char *cmd, const char *name)
+{
+    relock_inspect_info *in = NULL;
+    relock_status st = relock_inspect(c, name, &in);
+    if (st != RELOCK_OK)
+        cli_error("%s: cannot read what %s's key holds: %s", cmd, name, relock_strerror(st));
+    else if (relock_inspect_info_kind(in) == RELOCK_VALUE_NONE)
+        cli_error("%s: %s's key is absent (deleted or expired); fence %lld", cmd, name,
+                  relock_inspect_info_fence(in));
+    else
+        cli_say_holder(c, cmd, name);
+    relock_inspect_info_free(in);
+}
+
 /* What an overdue loss leaves to the process's exit, kept reachable. */
 static relock_lock *left_lock;
 static relock_client *left_client;

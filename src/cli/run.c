@@ -327,6 +327,8 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     int code = cli_owner_setup(ctx, "run", &o, OWNER_CMD, cmd);
     if (code)
         return cli_code(&o, code);
+    if (o.verbose)
+        cli_keep_verbose(ctx, "run");
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
         return cli_code(&o, code);
@@ -438,6 +440,8 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         }
         if (cli_keep_lost(&keeper, pf[1].revents != 0)) {
             lost_while_running(pid, cmd_done, &status, &keeper, kill_after, guardian);
+            if (o.verbose)
+                cli_keep_say_key(c, "run", name);
             code = o.exit_lost;
             break;
         }

@@ -8,7 +8,9 @@
 #   - a refused reconnect (the proxy gone for good): the same bound;
 #   - the path refused for a moment (the proxy gone, then back on its port):
 #     the failed renewal is retried and CMD runs on with the lock held;
-#   - a transient error reply (-LOADING) to a renewal: retried, held.
+#   - a transient error reply (-LOADING) to a renewal: retried, held, and
+#     with -v said as it happens;
+#   - with -v, a loss says what the key holds now.
 #   test_deadline.sh PATH/TO/relock PATH/TO/relock-compat-proxy
 set -u
 RELOCK=${1:?usage: test_deadline.sh PATH/TO/relock PATH/TO/relock-compat-proxy}
@@ -127,8 +129,9 @@ check "back: CMD ran to its end, exit 0 (exit $code: $(cat "$DIR/err"))" -- [ "$
 check "back: no loss said: $(cat "$DIR/err")" -- [ "$(grep -c 'lost' "$DIR/err")" = 0 ]
 rm -f "$DIR"/back.*
 
-# --- 5. a transient error reply to a renewal: retried, the lock held
-"$RELOCK" -m modern run -t 3s dl-error -- sh -c "echo \$\$ >$DIR/error.pid; sleep 4" >"$DIR/out" 2>"$DIR/err" &
+# --- 5. a transient error reply to a renewal: retried, the lock held; -v
+# says the failed renewal as it happens
+"$RELOCK" -m modern run -v -t 3s dl-error -- sh -c "echo \$\$ >$DIR/error.pid; sleep 4" >"$DIR/out" 2>"$DIR/err" &
 RUN=$!
 check "error: CMD started" -- wait_for has "$DIR/error.pid"
 redis-cli -p "$PPORT" RELOCK-PROXY FAULT at-reply 1 at-kind error >/dev/null
@@ -136,6 +139,19 @@ code=0
 wait "$RUN" || code=$?
 check "error: CMD ran to its end, exit 0 (exit $code: $(cat "$DIR/err"))" -- [ "$code" -eq 0 ]
 check "error: no loss said: $(cat "$DIR/err")" -- [ "$(grep -c 'lost' "$DIR/err")" = 0 ]
+check "error: -v said the failed renewal: $(cat "$DIR/err")" -- \
+    grep -q '^relock: run: renewal of dl-error failed: .*ms of validity left, trying again' "$DIR/err"
+
+# --- 6. -v on a loss says what the key holds now: another client's value
+"$RELOCK" -m modern run -v -t 3s dl-taken -- sh -c "echo \$\$ >$DIR/taken.pid; sleep 20" >"$DIR/out" 2>"$DIR/err" &
+RUN=$!
+check "taken: CMD started" -- wait_for has "$DIR/taken.pid"
+rcli SET dl-taken 0123456789abcdef0123456789abcdef PX 30000 >/dev/null
+code=0
+wait "$RUN" || code=$?
+check "taken: run exits 3 (exit $code)" -- [ "$code" -eq 3 ]
+check "taken: -v says the value that holds the key: $(cat "$DIR/err")" -- \
+    grep -q '^relock: run: dl-taken is held: value 0123456789abcdef0123456789abcdef' "$DIR/err"
 
 echo "measured: $MEASURED" >&2
 finish cli_deadline

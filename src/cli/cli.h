@@ -94,13 +94,15 @@ const char *cli_name_of(cli_ctx *ctx, const char *cmd, const char *arg, int by_k
  * --exit-lost, 2 and 4 to --exit-error. */
 int cli_code(const lockopts *o, int code);
 /* After an acquire of ttl_ms that took took_ms: a lease too short to be of
- * use (no validity left; renewed: no more than a third of the lease left,
- * so the first renewal would come too late) is released and refused with
- * the reason.  0, or EXIT_USAGE (said, as cmd). */
+ * use (no validity left) is released and refused with the reason.  0, or
+ * EXIT_USAGE (said, as cmd). */
 /* The shortest lease run and hold renew: a renewal every third of it is a
  * round trip on a second connection, which a loaded host can take tens
  * of milliseconds to make. */
 #define CLI_RENEWED_TTL_MIN 100
+/* run and hold, before acquiring: a lease under CLI_RENEWED_TTL_MIN is
+ * refused with the reason; 0, or EXIT_USAGE (said, as cmd). */
+int cli_renewed_ttl_refused(const char *cmd, long long ttl_ms);
 int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long long took_ms,
                         const char *cmd, int renewed);
 /* relock_acquire() for the commands: with several servers (a quorum), an

@@ -437,20 +437,30 @@ int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long
                         const char *cmd, int renewed)
 {
     long long valid = relock_lock_validity_ms(l);
-    if (renewed ? valid > ttl_ms / 3 && ttl_ms >= CLI_RENEWED_TTL_MIN : valid > 0)
+    if (valid > 0)
         return 0;
     relock_release(l);
     char t[32];
     relockx_format_duration(ttl_ms, t, sizeof t);
     cli_error("%s: -t %s is too short: %lld ms of validity were left once acquired (the "
               "round trips take their share, and %lld ms are kept back for clock drift, 1%% + "
-              "2 ms)%s; the lock was released",
-              cmd, t, valid, ttl_ms / 100 + 2,
-              renewed ? ", and renewing every third of the lease needs more than a third left "
-                        "and a lease of at least 100 ms"
-                      : "");
+              "2 ms); the lock was released",
+              cmd, t, valid, ttl_ms / 100 + 2);
     (void)took_ms;
+    (void)renewed;
     (void)c;
+    return EXIT_USAGE;
+}
+
+int cli_renewed_ttl_refused(const char *cmd, long long ttl_ms)
+{
+    if (ttl_ms >= CLI_RENEWED_TTL_MIN)
+        return 0;
+    char t[32];
+    relockx_format_duration(ttl_ms, t, sizeof t);
+    cli_error("%s: -t %s is too short: a lease renewed every third of it needs at least %d ms "
+              "(each renewal is a round trip, and 1%% + 2 ms are kept back for clock drift)",
+              cmd, t, CLI_RENEWED_TTL_MIN);
     return EXIT_USAGE;
 }
 

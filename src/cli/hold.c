@@ -220,6 +220,8 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     }
     const char *name = argv[optind];
     long long ttl_ms = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+    if (cli_renewed_ttl_refused("hold", ttl_ms))
+        return cli_code(&o, EXIT_USAGE);
     int code = cli_owner_setup(ctx, "hold", &o, OWNER_SELF, NULL);
     if (code)
         return cli_code(&o, code);

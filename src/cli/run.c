@@ -323,6 +323,8 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     }
     if (ttl_ms == 0)
         ttl_ms = relock_config_ttl_ms(ctx->cfg);
+    if (cli_renewed_ttl_refused("run", ttl_ms))
+        return cli_code(&o, EXIT_USAGE);
 
     int code = cli_owner_setup(ctx, "run", &o, OWNER_CMD, cmd);
     if (code)

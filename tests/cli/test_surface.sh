@@ -88,6 +88,13 @@ printf 'relock = {\n  servers = (\n    { host = "127.0.0.1:%s"; }\n  );\n};\n' "
 expect 2 "a host holding a port" -- env -u RELOCK_URL "$RELOCK" -c "$DIR/hp.conf" probe
 check "caught at load with FILE:LINE: $(cat "$DIR/err")" -- \
     said "hp.conf:3: servers: host \"127.0.0.1:$PORT\" holds a port: write host = \"127.0.0.1\"; port = $PORT;"
+# A quorum in a mode it cannot use: the refusal names the file's line.
+printf 'relock = {\n  servers = ( { host = "127.0.0.1"; port = %s; },\n    { host = "127.0.0.1"; port = %s; db = 1; },\n    { host = "127.0.0.1"; port = %s; db = 2; } );\n  mode = "bridge";\n};\n' \
+    "$PORT" "$PORT" "$PORT" >"$DIR/qm.conf"
+expect 2 "quorum in bridge mode" -- env -u RELOCK_URL "$RELOCK" -c "$DIR/qm.conf" acquire s-qm
+check "the mode's FILE:LINE: $(cat "$DIR/err")" -- said "qm.conf:5: servers: quorum over 3 servers uses modern values only"
+expect 2 "quorum, -m auto: the servers' line" -- env -u RELOCK_URL "$RELOCK" -c "$DIR/qm.conf" -m auto acquire s-qm
+check "the servers' FILE:LINE: $(cat "$DIR/err")" -- said "qm.conf:2: servers: quorum over 3 servers"
 # The default file: $XDG_CONFIG_HOME/relock.conf, read without -c.
 mkdir -p "$XDG_CONFIG_HOME"
 printf 'relock = {\n  ttl_ms = 7000;\n  mode = "modern";\n};\n' >"$XDG_CONFIG_HOME/relock.conf"

@@ -116,17 +116,19 @@ rm -f "$DIR"/refuse.*
 # --- 4. the proxy gone for a moment, back on the same port before the
 # validity ends: the failed renewal is retried, CMD runs on, holds the lock
 start_proxy
-"$RELOCK" -m modern run -t 6s dl-back -- sh -c "echo \$\$ >$DIR/back.pid; sleep 9" >"$DIR/out" 2>"$DIR/err" &
+"$RELOCK" -m modern run -v -t 6s dl-back -- sh -c "echo \$\$ >$DIR/back.pid; sleep 6" >"$DIR/out" 2>"$DIR/err" &
 RUN=$!
 check "back: CMD started" -- wait_for has "$DIR/back.pid"
-sleep 1.5
+renewed dl-back >/dev/null # the next renewal, 2 s away, meets the proxy gone
 kill -KILL "$PROXYPID"
-sleep 1.5
+sleep 2.5
 start_proxy
 code=0
 wait "$RUN" || code=$?
 check "back: CMD ran to its end, exit 0 (exit $code: $(cat "$DIR/err"))" -- [ "$code" -eq 0 ]
 check "back: no loss said: $(cat "$DIR/err")" -- [ "$(grep -c 'lost' "$DIR/err")" = 0 ]
+check "back: a renewal failed and was tried again: $(cat "$DIR/err")" -- \
+    grep -q '^relock: run: renewal of dl-back failed' "$DIR/err"
 rm -f "$DIR"/back.*
 
 # --- 5. a transient error reply to a renewal: retried, the lock held; -v

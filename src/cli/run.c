@@ -11,7 +11,14 @@
  * the group: SIGTERM, then SIGKILL after at most a quarter of the lease.
  * Renewals stop with relock, but the lease then still has at least two
  * thirds of its time (renewed every third), so the tree is gone before
- * another holder can acquire.
+ * another holder can acquire; in modern mode the guardian then has the
+ * lock released, so that waiters need not sit out the lease.
+ *
+ * The lock is held until CMD and every process left in its group have
+ * ended (as flock's lock lives while any process holds the inherited
+ * descriptor), or with --kill-rest those are ended when CMD exits.  The
+ * loss deadline is relock's own: the loop wakes when the validity ends,
+ * whatever the renewal thread is still waiting for (keep.c).
  *
  * The parent blocks the signals it cares about and reads them from a
  * signalfd, together with a pipe on which the renewal thread reports a

@@ -11,6 +11,11 @@
  *     ...
  *     kill "$hold"; wait "$hold"
  *
+ * As a plain background job (relock hold --no-stdin NAME &) standard input
+ * is not read.  On a loss, found by a renewal or by the end of the validity
+ * on relock's own clock, --notify signals the script at once and
+ * --on-lost runs a command, before the exit with status 3.
+ *
  * The signals are blocked and read from a signalfd, beside standard input
  * and the pipe on which the renewal reports a loss: one poll() loop, no
  * asynchronous handlers.

@@ -129,6 +129,13 @@ typedef struct relock__settings {
     struct {
         int slot_map;
     } cluster;
+    /* Where a file set mode and servers (0: not a file), so that a quorum's
+     * refusal of the mode can name FILE:LINE. */
+    char src_file[256];
+    int mode_line, servers_line;
+    /* relock_config_set_event_fn(): the callback and its argument. */
+    relock_event_fn event_fn;
+    void *event_arg;
 } relock__settings;
 
 struct relock_config {

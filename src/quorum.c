@@ -511,11 +511,17 @@ relock_status relock__quorum_setup(relock_client *c)
      * timestamps, GETSET losers and legacy clients have no meaning for a
      * majority of independent masters. */
     if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
-        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients))
+        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
+        /* The place to change: the file's mode, else its servers. */
+        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
+        char at[sizeof c->s.src_file + 16] = "";
+        if (line && c->s.src_file[0])
+            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "servers: quorum over %d servers uses modern values only; set "
+                            "%sservers: quorum over %d servers uses modern values only; set "
                             "mode = \"modern\" (or auto with migration.legacy_clients = false)",
-                            c->s.nservers);
+                            at, c->s.nservers);
+    }
     if (relock__fan_setup(c) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
     c->mode = RELOCK_MODE_MODERN;

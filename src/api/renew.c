@@ -83,6 +83,11 @@ static void *keeper_main(void *p)
          * or a failure that outlives the validity, ends the lock. */
         int gone = st == RELOCK_LOST ||
                    (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
+        relock__event(k->c,
+                      gone                 ? RELOCK_EVENT_LOST
+                      : st == RELOCK_OK    ? RELOCK_EVENT_RENEWED
+                                           : RELOCK_EVENT_RENEW_FAILED,
+                      k->shadow, st, 0);
         pthread_mutex_lock(&k->mu);
         k->renewing = 0;
         pthread_cond_broadcast(&k->cv);
@@ -173,6 +178,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     k->shadow->breaks = l->breaks;
     k->shadow->breaks_known = l->breaks_known;
     k->shadow->acquired = l->acquired;
+    k->shadow->acquired_at = l->acquired_at;
     /* The record the renewals write is the lock's, not the connection's. */
     k->shadow->owner_pid = l->owner_pid;
     k->shadow->owner_since = l->owner_since;

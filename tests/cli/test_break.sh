@@ -222,7 +222,7 @@ expect 2 "unknown option" -- R break brk-x --forse
 expect 0 "break --help" -- R break --help
 check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]"
 expect 0 "relock --help lists break" -- "$RELOCK" --help
-check "usage lists break: $(grep break "$DIR/out")" -- out_has "break   NAME [--if-value VALUE] [--force] [--dry-run]"
+check "usage lists break: $(grep break "$DIR/out")" -- out_has "break   NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]"
 rcli RPUSH brk-list a >/dev/null
 expect 4 "break on a list (not a lock)" -- R break brk-list
 check "names the type: $(cat "$DIR/err")" -- err_has "holds a list, not a lock"

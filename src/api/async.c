@@ -287,6 +287,9 @@ struct relock_async {
     int sub_at, sub_from; /* its server; where the next one starts looking */
     unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
+    /* counts the times the channels were freed (sub_drop, chan_free_all):
+     * a walk of a channel's waiters stops when it changes under it */
+    unsigned chans_gen;
     int nwaiting;
     /* the batch a machine fills */
     relock__batch batch;
@@ -1862,6 +1865,7 @@ static void chan_free_all(relock_async *a)
 {
     achan *ch = a->chans;
     a->chans = NULL;
+    a->chans_gen++;
     while (ch) {
         achan *next = ch->next; /* its waiters have ended already */
         free(ch);
@@ -1883,6 +1887,7 @@ static void sub_drop(relock_async *a, int hiredis_frees)
      * subscription plans again without it. */
     achan *ch = a->chans;
     a->chans = NULL;
+    a->chans_gen++;
     a->nwaiting = 0;
     aop *replan = NULL;
     while (ch) {
@@ -1947,6 +1952,10 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     enter(a);
     redisReply *r = rr;
     achan *ch = priv;
+    /* A waiter fed below may end (its bound ran out) and leave the
+     * channel; the last to leave drops the subscription, which frees every
+     * channel, ch among them: the walks stop as soon as that happened. */
+    unsigned gen = a->chans_gen;
     if (!r) {
         sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
@@ -1955,7 +1964,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
         if (strcmp(kind, "subscribe") == 0) {
             ch->confirmed = 1;
             /* each waiter plans again (and may leave the channel) */
-            for (int guard = 0; guard < 1000000 && !a->freeing; guard++) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
                 aop *w = ch->waiters;
                 while (w && w->state != S_SUBSCRIBING)
                     w = w->cnext;
@@ -1964,7 +1973,8 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
                 op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
             }
         } else if (strcmp(kind, "message") == 0) {
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans; guard++) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
+                 guard++) {
                 aop *w = ch->waiters;
                 while (w && w->state != S_SLEEP)
                     w = w->cnext;

@@ -237,6 +237,10 @@ struct aconn {
     aop *txn_owner;
     areq *fifo, *fifo_tail; /* requests in flight, oldest first */
     aop *queue, *queue_tail; /* operations waiting for it */
+    /* Operations taken from the queue and being walked (queue_walk): a
+     * callback run by the walk may cancel one of them, which then leaves
+     * this list as it would leave the queue. */
+    aop *walk, *walk_tail;
     /* a quorum's connection (no probe; its setup pipelined ahead) */
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
@@ -352,6 +356,7 @@ static void submit(aop *op);
     }
 SLIST_FNS(fifo, areq, fnext)
 SLIST_FNS(queue, aop, qnext)
+SLIST_FNS(walk, aop, qnext) /* an operation is in its connection's queue or walk, never both */
 SLIST_FNS(start, aop, start_next)
 SLIST_FNS(due, aop, due_next)
 
@@ -793,6 +798,38 @@ static void queue_push(aconn *cn, aop *op)
 static void queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
+    walk_remove_(&cn->walk, &cn->walk_tail, op);
+}
+
+/* The queue's operations join those being walked, and the next to walk
+ * is taken out, or NULL.  The walks of the queue (queue_flush,
+ * setup_done) run callbacks, which may cancel, release or free what is
+ * still to walk: each operation is taken out only when its turn comes,
+ * so one cancelled meanwhile (queue_remove) is never sent nor fed.  Those
+ * queued again during the walk wait in the queue for the next one; a walk
+ * started within a walk of the same connection goes on with the outer's
+ * rest. */
+static void walk_take(aconn *cn)
+{
+    aop *q = cn->queue;
+    cn->queue = cn->queue_tail = NULL;
+    while (q) {
+        aop *next = q->qnext;
+        walk_push_(&cn->walk, &cn->walk_tail, q);
+        q = next;
+    }
+}
+
+static aop *walk_next(aconn *cn)
+{
+    aop *q = cn->walk;
+    if (!q)
+        return NULL;
+    cn->walk = q->qnext;
+    if (!cn->walk)
+        cn->walk_tail = NULL;
+    q->qnext = NULL;
+    return q;
 }
 
 static void kick_fire(void *arg);
@@ -821,16 +858,13 @@ static aconn *conn_find(relock_async *a, const char *host, int port)
 static void queue_flush(aconn *cn)
 {
     relock_async *a = cn->a;
-    aop *q = cn->queue;
-    cn->queue = cn->queue_tail = NULL;
-    while (q && !a->freeing) {
-        aop *next = q->qnext;
-        q->qnext = NULL;
+    walk_take(cn);
+    aop *q;
+    while (!a->freeing && (q = walk_next(cn))) {
         if (q->state == S_NEW)
             op_start(q);
         else
             submit(q);
-        q = next;
     }
 }
 
@@ -1759,11 +1793,9 @@ static void setup_done(aconn *cn, relock_status st)
         conn_gone(cn, 0, st, why.msg);
     /* The operations waiting for the connection: those not started fail
      * with its error; a machine under way is fed the fault and decides. */
-    aop *q = cn->queue;
-    cn->queue = cn->queue_tail = NULL;
-    while (q && !a->freeing) {
-        aop *next = q->qnext;
-        q->qnext = NULL;
+    walk_take(cn);
+    aop *q;
+    while (!a->freeing && (q = walk_next(cn))) {
         if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
             !relock__sentinel_on(&a->c->s)) {
             /* A Cluster node that cannot be reached left the map
@@ -1775,7 +1807,6 @@ static void setup_done(aconn *cn, relock_status st)
                 q->rerouted = 1;
                 q->cn = to;
                 conn_wants(to, q);
-                q = next;
                 continue;
             }
         }
@@ -1791,7 +1822,6 @@ static void setup_done(aconn *cn, relock_status st)
                 batch_clear(q);
             op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
         }
-        q = next;
     }
 }
 
@@ -3952,6 +3982,7 @@ void relock_async_free(relock_async *a)
         if (cn->ac)
             cn->ac->data = NULL;
         cn->queue = cn->queue_tail = NULL;
+        cn->walk = cn->walk_tail = NULL;
         cn->fifo = cn->fifo_tail = NULL;
         cn->txn_owner = NULL;
     }

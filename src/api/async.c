@@ -207,6 +207,13 @@ struct relock__alock {
     void *lost_arg;
     int keep_lost;
     uint64_t keep_valid; /* validity as of the last renewal */
+    /* The loss deadline: fires at keep_valid, when no renewal succeeded
+     * by then, whatever the one in flight is waiting for. */
+    void *lost_timer;
+    /* the last failed renewal's outcome, reported if the deadline comes
+     * first (RELOCK_OK: none failed since the last success) */
+    relock_status fail_st;
+    relock__err fail_err;
 };
 
 /* Connections a client may have at once: its server's, and Cluster nodes'
@@ -608,6 +615,7 @@ static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
 static void chan_leave(aop *op);
 static void lock_op_end(aop *op);
 static void alock_free(relock_lock *l);
+static void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
 static void op_unlink(aop *op)
 {
@@ -677,10 +685,16 @@ static void op_finish(aop *op, relock_status st)
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
     if (op->kind == K_KEEP) {
-        /* renewals report through the lock (lock_op_end) */
-    } else if (op->cb) {
-        op->cb(a, st, l, &e, op->arg);
+        /* A renewal reports through its lock, however it ended: its
+         * machine's outcome, or a connect, setup or client error before it
+         * ran (keep_after; e points into op, freed after). */
+        if (l && !a->freeing)
+            keep_after(a, l, st, &e);
+        op_release(op);
+        return;
     }
+    if (op->cb)
+        op->cb(a, st, l, &e, op->arg);
     op_release(op);
 }
 
@@ -731,6 +745,7 @@ static int async_lock_free(relock_lock *l)
     struct relock__alock *al = l->al;
     if (al->a) {
         timer_stop(al->a, &al->keep_timer);
+        timer_stop(al->a, &al->lost_timer);
         al->kept = 0;
         if (al->after) {
             al->after->lock_gone = 1;
@@ -1382,6 +1397,25 @@ static int follow(aop *op)
 
 static void setup_done(aconn *cn, relock_status st);
 
+/* Whether a server's error reply says "not now" rather than "never": a
+ * restarted server loading its data, one busy in a long script, a replica
+ * cut off from its master, a Cluster slot moving.  Such a reply to a
+ * connection's setup fails what waits for it, as a lost connection does,
+ * and the next operation connects again; it never makes the client
+ * unusable. */
+static int transient_reply(const char *text)
+{
+    static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
+    if (!text)
+        return 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(text, words[i], n) == 0 && (text[n] == ' ' || text[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     aconn *cn = ac->data;
@@ -1781,7 +1815,7 @@ static void setup_done(aconn *cn, relock_status st)
             queue_flush(cn);
             return;
         }
-    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM) {
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !transient_reply(a->c->err.server)) {
         /* the server refuses us (login, ACL) or cannot be used */
         a->fatal = st;
         relock__err_copy(&a->fatal_err, &a->c->err);
@@ -2597,34 +2631,7 @@ static void machine_done(aop *op, relock_status st)
     case K_KEEP:
         if (st == RELOCK_LOST)
             l->lost = 1;
-        if (op->kind == K_KEEP) {
-            struct relock__alock *al = l->al;
-            relock_status kst = st;
-            int gone = op->lock_gone;
-            relock__err kerr;
-            if (op->err)
-                relock__err_copy(&kerr, op->err);
-            else
-                relock__err_clear(&kerr);
-            op_finish(op, st);
-            if (al && al->kept && !gone) {
-                if (kst == RELOCK_OK) {
-                    al->keep_valid = l->valid_until;
-                    keep_arm(al, l);
-                } else if (kst == RELOCK_LOST || now_ms() >= al->keep_valid) {
-                    al->kept = 0;
-                    al->keep_lost = 1;
-                    if (al->on_lost)
-                        al->on_lost(a, l, kst, &kerr.pub, al->lost_arg);
-                } else {
-                    /* The server did not answer: again soon, while valid. */
-                    long long again = l->ttl_ms / 10;
-                    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
-                }
-            }
-            return;
-        }
-        op_finish(op, st);
+        op_finish(op, st); /* a renewal goes on in keep_after() */
         return;
     }
 }
@@ -3033,7 +3040,8 @@ static void on_fan_setup(redisAsyncContext *ac, void *rr, void *priv)
     enter(a);
     char why[300];
     snprintf(why, sizeof why, "AUTH/SELECT: %.150s", r->str ? r->str : "");
-    conn_gone(cn, 0, RELOCK_ECONFIG, why);
+    /* a transient error is a connection that failed, not a refusal */
+    conn_gone(cn, 0, transient_reply(r->str) ? RELOCK_EIO : RELOCK_ECONFIG, why);
     leave(a);
 }
 
@@ -3583,6 +3591,88 @@ static void keep_arm(struct relock__alock *al, relock_lock *l)
     al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
 }
 
+static void lost_fire(void *arg);
+
+/* The loss deadline at the end of the validity as of the last renewal. */
+static void deadline_arm(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->lost_timer);
+    uint64_t now = now_ms();
+    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
+    al->lost_timer = timer_start(al->a, left, lost_fire, l);
+}
+
+/* The renewal stops for good; the program hears of it once. */
+static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    timer_stop(a, &al->keep_timer);
+    timer_stop(a, &al->lost_timer);
+    al->kept = 0;
+    al->keep_lost = 1;
+    if (al->on_lost)
+        al->on_lost(a, l, why, e, al->lost_arg);
+}
+
+/* The validity ran out and no renewal succeeded since it was computed:
+ * the lock is reported lost now, not when the renewal in flight (a stalled
+ * server, a connect that hangs) ends; its end changes nothing any more. */
+static void lost_fire(void *arg)
+{
+    relock_lock *l = arg;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    al->lost_timer = NULL;
+    if (!al->kept || al->keep_lost || a->freeing)
+        return;
+    if (now_ms() < al->keep_valid) { /* the loop's timer came early */
+        deadline_arm(al, l);
+        return;
+    }
+    enter(a);
+    relock__err e;
+    relock__err_clear(&e);
+    relock_status why = al->fail_st;
+    if (why != RELOCK_OK) {
+        relock__err_copy(&e, &al->fail_err);
+    } else {
+        why = RELOCK_EIO;
+        RELOCK__FAIL(&e, why,
+                     "keep %s: no renewal succeeded within the lock's validity (the server did "
+                     "not answer in time)",
+                     l->name);
+    }
+    keep_lose(a, l, why, &e.pub);
+    leave(a);
+}
+
+/* A renewal of l ended with st (e its detail): the next one is timed, a
+ * failed one retried soon while validity remains, a loss reported. */
+static void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    if (!al || !al->kept || al->keep_lost)
+        return;
+    if (st == RELOCK_OK) {
+        al->keep_valid = l->valid_until;
+        al->fail_st = RELOCK_OK;
+        keep_arm(al, l);
+        deadline_arm(al, l);
+        return;
+    }
+    if (st == RELOCK_LOST || now_ms() >= al->keep_valid) {
+        keep_lose(a, l, st, e);
+        return;
+    }
+    /* Not answered, refused, a transient error, the client unusable for
+     * now: again soon, while valid (the deadline reports the loss). */
+    al->fail_st = st;
+    relock__err_clear(&al->fail_err);
+    RELOCK__FAIL_SRV(&al->fail_err, st, e->server, "%s", e->message);
+    long long again = l->ttl_ms / 10;
+    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
+}
+
 /* ------------------------------------------------------------------ public */
 
 static const relock_error *null_err(void)
@@ -3850,6 +3940,7 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     if (kind == K_REL) {
         int was_lost = al->keep_lost;
         timer_stop(a, &al->keep_timer);
+        timer_stop(a, &al->lost_timer);
         al->kept = 0;
         if (was_lost)
             l->lost = 1;
@@ -3898,7 +3989,9 @@ relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost, vo
     al->on_lost = on_lost;
     al->lost_arg = arg;
     al->keep_valid = l->valid_until;
+    al->fail_st = RELOCK_OK;
     keep_arm(al, l);
+    deadline_arm(al, l);
     return RELOCK_OK;
 }
 
@@ -3908,6 +4001,7 @@ relock_status relock_async_keep_stop(relock_lock *l)
         return RELOCK_EINVAL;
     struct relock__alock *al = l->al;
     timer_stop(al->a, &al->keep_timer);
+    timer_stop(al->a, &al->lost_timer);
     al->kept = 0;
     if (al->keep_lost) {
         l->lost = 1;
@@ -4033,6 +4127,7 @@ void relock_async_free(relock_async *a)
     for (struct relock__alock *al = a->alocks; al;) {
         struct relock__alock *next = al->next;
         timer_stop(a, &al->keep_timer);
+        timer_stop(a, &al->lost_timer);
         al->kept = 0;
         al->a = NULL;
         al->prev = al->next = NULL;

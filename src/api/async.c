@@ -1397,23 +1397,12 @@ static int follow(aop *op)
 
 static void setup_done(aconn *cn, relock_status st);
 
-/* Whether a server's error reply says "not now" rather than "never": a
- * restarted server loading its data, one busy in a long script, a replica
- * cut off from its master, a Cluster slot moving.  Such a reply to a
- * connection's setup fails what waits for it, as a lost connection does,
- * and the next operation connects again; it never makes the client
- * unusable. */
+/* A "not now" error reply (relock__reply_transient) to a connection's
+ * setup fails what waits for it, as a lost connection does, and the next
+ * operation connects again; it never makes the client unusable. */
 static int transient_reply(const char *text)
 {
-    static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
-    if (!text)
-        return 0;
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        size_t n = strlen(words[i]);
-        if (strncmp(text, words[i], n) == 0 && (text[n] == ' ' || text[n] == '\0'))
-            return 1;
-    }
-    return 0;
+    return relock__reply_transient(text);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)

@@ -238,6 +238,11 @@ struct aconn {
     unsigned gen;  /* counts the contexts it had: a transaction's must not change */
     void *conn_timer;
     void *tmo_timer;
+    /* A connect that failed at once (a name that does not resolve, the
+     * loop refusing the context): its failure is reported from the loop
+     * (connect_failed), never from within the call that started an
+     * operation, whose callback must not run there. */
+    char fail_why[300];
     void *kick_timer;
     aop setup;
     relock_lock probe_l; /* the lock the probe machine runs on */
@@ -1693,6 +1698,21 @@ static void role_check(aop *su, const relock__feed *in)
     loc_next(a);
 }
 
+/* The connect that failed at once (conn_connect) fails what waits. */
+static void connect_failed(void *arg)
+{
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->conn_timer = NULL;
+    enter(a);
+    if (!a->freeing && cn->cstate == C_CONNECTING && !cn->ac) {
+        cn->cstate = C_DOWN;
+        relock__err_clear(&a->c->err);
+        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+    }
+    leave(a);
+}
+
 static void conn_connect(aconn *cn)
 {
     relock_async *a = cn->a;
@@ -1712,13 +1732,18 @@ static void conn_connect(aconn *cn)
     cn->cstate = C_CONNECTING;
     cn->connected = 0;
     if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
-        char why[300];
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
-                 ac && ac->err ? ac->errstr : "cannot attach to the loop");
+        snprintf(cn->fail_why, sizeof cn->fail_why, "connect to " RELOCK__ADDR_FMT ": %s",
+                 RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
             redisAsyncFree(ac);
-        cn->cstate = C_DOWN;
-        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", why));
+        /* still "connecting" (no second connect meanwhile) until the loop
+         * reports it */
+        timer_stop(a, &cn->conn_timer);
+        cn->conn_timer = timer_start(a, 0, connect_failed, cn);
+        if (!cn->conn_timer) { /* no timer: at once, as before */
+            cn->cstate = C_DOWN;
+            setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+        }
         return;
     }
     ac->data = cn;

@@ -304,6 +304,68 @@ static void test_cancel_in_flush(void **state)
     loop_fini();
 }
 
+/* A connect that fails at once (a host name that does not resolve): the
+ * callbacks still come from the loop, never from within the call that
+ * started the operation, and one of them may free the client while the
+ * queue of the failed connection is walked. */
+static int in_call;
+static long from_call;
+static relock_async *to_free;
+
+static void note_call(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    record(a, st, l, e, arg);
+    if (in_call)
+        from_call++;
+    if (to_free) {
+        relock_async_free(to_free);
+        to_free = NULL;
+    }
+}
+
+static void test_connect_fails_at_once(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_config *cfg = relock_config_new();
+        assert_int_equal(relock_config_set_url(cfg, "redis://no-such-host.invalid:6379"),
+                         RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+        relock_async *a = NULL;
+        assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+        relock_config_free(cfg);
+        outcome o[3];
+        memset(o, 0, sizeof o);
+        from_call = 0;
+        in_call = 1;
+        for (int i = 0; i < 3; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "h%d", i);
+            assert_int_equal(relock_async_try_acquire(a, name, 5000, note_call, &o[i], NULL),
+                             RELOCK_OK);
+        }
+        in_call = 0;
+        assert_int_equal(from_call, 0);
+        if (round == 1)
+            to_free = a; /* freed by the first callback */
+        run_until(&o[2].calls, 1, 5000);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(o[i].calls, 1);
+            if (o[i].st != RELOCK_EIO && o[i].st != RELOCK_ECANCELED)
+                fail_msg("round %d, acquire %d: %s: %s", round, i, relock_status_name(o[i].st),
+                         o[i].msg);
+        }
+        assert_null(to_free);
+        if (round == 0)
+            relock_async_free(a);
+        run_for(50);
+        loop_fini();
+    }
+}
+
 /* ------------------------------------------------------------ kept locks: asynchronous */
 
 typedef struct lostrec {
@@ -738,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_waiter_bound_in_subscribe),
         cmocka_unit_test(test_cancel_after_refused_connect),
         cmocka_unit_test(test_cancel_in_flush),
+        cmocka_unit_test(test_connect_fails_at_once),
         cmocka_unit_test(test_keep_refused),
         cmocka_unit_test(test_keep_transient_probe_error),
         cmocka_unit_test(test_keep_busy_server),

@@ -249,7 +249,7 @@ struct aconn {
     aop *txn_owner;
     areq *fifo, *fifo_tail; /* requests in flight, oldest first */
     aop *queue, *queue_tail; /* operations waiting for it */
-    /* Operations taken from the queue and being walked (queue_walk): a
+    /* Operations taken from the queue and being walked (walk_take): a
      * callback run by the walk may cancel one of them, which then leaves
      * this list as it would leave the queue. */
     aop *walk, *walk_tail;
@@ -879,8 +879,8 @@ static void queue_flush(aconn *cn)
 {
     relock_async *a = cn->a;
     walk_take(cn);
-    aop *q;
-    while (!a->freeing && (q = walk_next(cn))) {
+    while (!a->freeing && cn->walk) {
+        aop *q = walk_next(cn);
         if (q->state == S_NEW)
             op_start(q);
         else
@@ -1842,8 +1842,8 @@ static void setup_done(aconn *cn, relock_status st)
     /* The operations waiting for the connection: those not started fail
      * with its error; a machine under way is fed the fault and decides. */
     walk_take(cn);
-    aop *q;
-    while (!a->freeing && (q = walk_next(cn))) {
+    while (!a->freeing && cn->walk) {
+        aop *q = walk_next(cn);
         if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
             !relock__sentinel_on(&a->c->s)) {
             /* A Cluster node that cannot be reached left the map

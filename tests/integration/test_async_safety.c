@@ -546,8 +546,8 @@ static void busy_stop(busy *b, int port)
 static void test_keep_busy_server(void **state)
 {
     (void)state;
-    if (!testsrv_target_at_least(2, 6, 0)) {
-        testsrv_note_skip("no scripts before 2.6");
+    if (!testsrv_target_at_least(2, 8, 12)) {
+        testsrv_note_skip("CLIENT KILL TYPE before 2.8.12");
         return;
     }
     testsrv own;
@@ -742,8 +742,8 @@ static void test_blocking_keep_refused(void **state)
 static void test_blocking_keep_busy(void **state)
 {
     (void)state;
-    if (!testsrv_target_at_least(2, 6, 0)) {
-        testsrv_note_skip("no scripts before 2.6");
+    if (!testsrv_target_at_least(2, 8, 12)) {
+        testsrv_note_skip("CLIENT KILL TYPE before 2.8.12");
         return;
     }
     testsrv own;

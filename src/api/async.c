@@ -3674,6 +3674,13 @@ static void keep_after(relock_async *a, relock_lock *l, relock_status st, const 
         deadline_arm(al, l);
         return;
     }
+    /* A failed extend may have lowered the validity (one whose outcome is
+     * unknown counts the shorter of the old and the new lease): the
+     * deadline follows it down, never up. */
+    if (l->valid_until < al->keep_valid) {
+        al->keep_valid = l->valid_until;
+        deadline_arm(al, l);
+    }
     if (st == RELOCK_LOST || now_ms() >= al->keep_valid) {
         keep_lose(a, l, st, e);
         return;

@@ -1989,7 +1989,9 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     while (replan && !a->freeing) {
         aop *next = replan->cnext;
         replan->cnext = NULL;
-        op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+        /* one cancelled by an earlier one's callback ends by its own timer */
+        if (replan->state == S_SUBSCRIBING)
+            op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         replan = next;
     }
 }

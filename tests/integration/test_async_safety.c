@@ -206,6 +206,7 @@ typedef struct canceller {
     outcome o;
     relock_async_op *victim;
     relock_status cancel_st;
+    struct canceller *peer; /* whose victim this operation is: its handle ends here */
 } canceller;
 
 static void cancel_other(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
@@ -213,6 +214,8 @@ static void cancel_other(relock_async *a, relock_status st, relock_lock *l, cons
 {
     canceller *c = arg;
     record(a, st, l, e, &c->o);
+    if (c->peer)
+        c->peer->victim = NULL;
     if (c->victim)
         c->cancel_st = relock_async_cancel(c->victim);
 }
@@ -302,6 +305,74 @@ static void test_cancel_in_flush(void **state)
     }
     relock_async_free(a);
     loop_fini();
+}
+
+/* Two waiters on one held key wait for the confirmation of their channel's
+ * SUBSCRIBE (replies delayed 300 ms), which the proxy answers -LOADING
+ * after their bound ended: the subscription is dropped, the first, planned
+ * again without it, times out, and its callback cancels the second, still
+ * in the list of those to plan again. */
+static void test_cancel_in_replan(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = config_at(px.port, testsrv_mode_runs("modern") ? "modern" : "legacy", 0);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome h = {0};
+    assert_int_equal(relock_async_try_acquire(a, "rp", 30000, record, &h, NULL), RELOCK_OK);
+    finish(&h, 5000);
+    assert_int_equal(h.st, RELOCK_OK);
+    for (int round = 0; round < 3; round++) {
+        cmd_ok(px.port, "RELOCK-PROXY FAULT delay-ms %s", "300");
+        canceller w[2];
+        memset(w, 0, sizeof w);
+        cmd_ok(px.port, "RELOCK-PROXY %s", "RESET");
+        uint64_t t0 = tu_now_ms();
+        for (int i = 0; i < 2; i++) {
+            w[i].peer = &w[1 - i];
+            assert_int_equal(relock_async_acquire(a, "rp", 5000, 400, cancel_other, &w[i],
+                                                  &w[1 - i].victim),
+                             RELOCK_OK);
+        }
+        /* both attempts sent: the next command is the channel's SUBSCRIBE
+         * (one for both), answered -LOADING, 300 ms later */
+        uint64_t end = t0 + 5000;
+        long long n = 0;
+        while (n < 2 && tu_now_ms() < end) {
+            loop_once();
+            redisReply *x = cmd(px.port, "RELOCK-PROXY COMMANDS");
+            n = x->integer;
+            freeReplyObject(x);
+        }
+        assert_int_equal(n, 2);
+        cmd_ok(px.port, "RELOCK-PROXY FAULT at-reply 1 at-kind %s", "error");
+        run_until(&w[1].o.calls, 1, 5000);
+        run_until(&w[0].o.calls, 1, 5000);
+        run_for(100);
+        cmd_ok(px.port, "RELOCK-PROXY FAULT %s", "off");
+        cmd_ok(px.port, "RELOCK-PROXY %s", "RESET");
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(w[i].o.calls, 1);
+            if (w[i].o.st != RELOCK_TIMEOUT && w[i].o.st != RELOCK_ECANCELED &&
+                w[i].o.st != RELOCK_BUSY)
+                fail_msg("round %d, waiter %d: %s: %s", round, i,
+                         relock_status_name(w[i].o.st), w[i].o.msg);
+        }
+        assert_int_equal(relock_async_pending(a), 0);
+    }
+    outcome r = {0};
+    assert_int_equal(relock_async_release(h.l, record, &r), RELOCK_OK);
+    finish(&r, 5000);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(h.l);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&px);
 }
 
 /* A connect that fails at once (a host name that does not resolve): the
@@ -801,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_cancel_after_refused_connect),
         cmocka_unit_test(test_cancel_in_flush),
         cmocka_unit_test(test_connect_fails_at_once),
+        cmocka_unit_test(test_cancel_in_replan),
         cmocka_unit_test(test_keep_refused),
         cmocka_unit_test(test_keep_transient_probe_error),
         cmocka_unit_test(test_keep_busy_server),

@@ -412,8 +412,10 @@ RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name
  * every third of its ttl, on a connection of its own, until
  * relock_keep_stop(), relock_release() or relock_lock_free().  If the lock
  * is lost (taken, deleted, or its validity ran out while the server could
- * not be reached), on_lost is called exactly once, from the renewal thread,
- * with the status (RELOCK_LOST, or the error that outlasted the validity);
+ * not be reached), on_lost is called exactly once, from one of the renewal's
+ * threads, with the status (RELOCK_LOST, or the error that outlasted the
+ * validity); a lock whose renewals fail is reported lost when its validity
+ * ends, even while a renewal still waits for the server;
  * it must not call relock functions on the lock or its client: set a flag,
  * write to a pipe or send a signal to the process (kill(getpid(), sig):
  * raise() would aim at the renewal thread, where every signal is

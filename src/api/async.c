@@ -208,6 +208,13 @@ struct relock__alock {
     void *lost_arg;
     int keep_lost;
     uint64_t keep_valid; /* validity as of the last renewal */
+    /* The loss deadline: fires at keep_valid, when no renewal succeeded
+     * by then, whatever the one in flight is waiting for. */
+    void *lost_timer;
+    /* the last failed renewal's outcome, reported if the deadline comes
+     * first (RELOCK_OK: none failed since the last success) */
+    relock_status fail_st;
+    relock__err fail_err;
 };
 
 /* Connections a client may have at once: its server's, and Cluster nodes'
@@ -232,12 +239,21 @@ struct aconn {
     unsigned gen;  /* counts the contexts it had: a transaction's must not change */
     void *conn_timer;
     void *tmo_timer;
+    /* A connect that failed at once (a name that does not resolve, the
+     * loop refusing the context): its failure is reported from the loop
+     * (connect_failed), never from within the call that started an
+     * operation, whose callback must not run there. */
+    char fail_why[300];
     void *kick_timer;
     aop setup;
     relock_lock probe_l; /* the lock the probe machine runs on */
     aop *txn_owner;
     areq *fifo, *fifo_tail; /* requests in flight, oldest first */
     aop *queue, *queue_tail; /* operations waiting for it */
+    /* Operations taken from the queue and being walked (walk_take): a
+     * callback run by the walk may cancel one of them, which then leaves
+     * this list as it would leave the queue. */
+    aop *walk, *walk_tail;
     /* a quorum's connection (no probe; its setup pipelined ahead) */
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
@@ -296,6 +312,9 @@ struct relock_async {
     int sub_at, sub_from; /* its server; where the next one starts looking */
     unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
+    /* counts the times the channels were freed (sub_drop, chan_free_all):
+     * a walk of a channel's waiters stops when it changes under it */
+    unsigned chans_gen;
     int nwaiting;
     /* the batch a machine fills */
     relock__batch batch;
@@ -358,6 +377,7 @@ static void submit(aop *op);
     }
 SLIST_FNS(fifo, areq, fnext)
 SLIST_FNS(queue, aop, qnext)
+SLIST_FNS(walk, aop, qnext) /* an operation is in its connection's queue or walk, never both */
 SLIST_FNS(start, aop, start_next)
 SLIST_FNS(due, aop, due_next)
 
@@ -609,6 +629,7 @@ static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
 static void chan_leave(aop *op);
 static void lock_op_end(aop *op);
 static void alock_free(relock_lock *l);
+static void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
 static void op_unlink(aop *op)
 {
@@ -678,10 +699,16 @@ static void op_finish(aop *op, relock_status st)
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
     if (op->kind == K_KEEP) {
-        /* renewals report through the lock (lock_op_end) */
-    } else if (op->cb) {
-        op->cb(a, st, l, &e, op->arg);
+        /* A renewal reports through its lock, however it ended: its
+         * machine's outcome, or a connect, setup or client error before it
+         * ran (keep_after; e points into op, freed after). */
+        if (l && !a->freeing)
+            keep_after(a, l, st, &e);
+        op_release(op);
+        return;
     }
+    if (op->cb)
+        op->cb(a, st, l, &e, op->arg);
     op_release(op);
 }
 
@@ -732,6 +759,7 @@ static int async_lock_free(relock_lock *l)
     struct relock__alock *al = l->al;
     if (al->a) {
         timer_stop(al->a, &al->keep_timer);
+        timer_stop(al->a, &al->lost_timer);
         al->kept = 0;
         if (al->after) {
             al->after->lock_gone = 1;
@@ -799,6 +827,38 @@ static void queue_push(aconn *cn, aop *op)
 static void queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
+    walk_remove_(&cn->walk, &cn->walk_tail, op);
+}
+
+/* The queue's operations join those being walked, and the next to walk
+ * is taken out, or NULL.  The walks of the queue (queue_flush,
+ * setup_done) run callbacks, which may cancel, release or free what is
+ * still to walk: each operation is taken out only when its turn comes,
+ * so one cancelled meanwhile (queue_remove) is never sent nor fed.  Those
+ * queued again during the walk wait in the queue for the next one; a walk
+ * started within a walk of the same connection goes on with the outer's
+ * rest. */
+static void walk_take(aconn *cn)
+{
+    aop *q = cn->queue;
+    cn->queue = cn->queue_tail = NULL;
+    while (q) {
+        aop *next = q->qnext;
+        walk_push_(&cn->walk, &cn->walk_tail, q);
+        q = next;
+    }
+}
+
+static aop *walk_next(aconn *cn)
+{
+    aop *q = cn->walk;
+    if (!q)
+        return NULL;
+    cn->walk = q->qnext;
+    if (!cn->walk)
+        cn->walk_tail = NULL;
+    q->qnext = NULL;
+    return q;
 }
 
 static void kick_fire(void *arg);
@@ -827,16 +887,13 @@ static aconn *conn_find(relock_async *a, const char *host, int port)
 static void queue_flush(aconn *cn)
 {
     relock_async *a = cn->a;
-    aop *q = cn->queue;
-    cn->queue = cn->queue_tail = NULL;
-    while (q && !a->freeing) {
-        aop *next = q->qnext;
-        q->qnext = NULL;
+    walk_take(cn);
+    while (!a->freeing && cn->walk) {
+        aop *q = walk_next(cn);
         if (q->state == S_NEW)
             op_start(q);
         else
             submit(q);
-        q = next;
     }
 }
 
@@ -1354,6 +1411,14 @@ static int follow(aop *op)
 
 static void setup_done(aconn *cn, relock_status st);
 
+/* A "not now" error reply (relock__reply_transient) to a connection's
+ * setup fails what waits for it, as a lost connection does, and the next
+ * operation connects again; it never makes the client unusable. */
+static int transient_reply(const char *text)
+{
+    return relock__reply_transient(text);
+}
+
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     aconn *cn = ac->data;
@@ -1642,6 +1707,21 @@ static void role_check(aop *su, const relock__feed *in)
     loc_next(a);
 }
 
+/* The connect that failed at once (conn_connect) fails what waits. */
+static void connect_failed(void *arg)
+{
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->conn_timer = NULL;
+    enter(a);
+    if (!a->freeing && cn->cstate == C_CONNECTING && !cn->ac) {
+        cn->cstate = C_DOWN;
+        relock__err_clear(&a->c->err);
+        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+    }
+    leave(a);
+}
+
 static void conn_connect(aconn *cn)
 {
     relock_async *a = cn->a;
@@ -1661,13 +1741,18 @@ static void conn_connect(aconn *cn)
     cn->cstate = C_CONNECTING;
     cn->connected = 0;
     if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
-        char why[300];
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
-                 ac && ac->err ? ac->errstr : "cannot attach to the loop");
+        snprintf(cn->fail_why, sizeof cn->fail_why, "connect to " RELOCK__ADDR_FMT ": %s",
+                 RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
             redisAsyncFree(ac);
-        cn->cstate = C_DOWN;
-        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", why));
+        /* still "connecting" (no second connect meanwhile) until the loop
+         * reports it */
+        timer_stop(a, &cn->conn_timer);
+        cn->conn_timer = timer_start(a, 0, connect_failed, cn);
+        if (!cn->conn_timer) { /* no timer: at once, as before */
+            cn->cstate = C_DOWN;
+            setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+        }
         return;
     }
     ac->data = cn;
@@ -1753,7 +1838,7 @@ static void setup_done(aconn *cn, relock_status st)
             queue_flush(cn);
             return;
         }
-    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM) {
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !transient_reply(a->c->err.server)) {
         /* the server refuses us (login, ACL) or cannot be used */
         a->fatal = st;
         relock__err_copy(&a->fatal_err, &a->c->err);
@@ -1765,11 +1850,9 @@ static void setup_done(aconn *cn, relock_status st)
         conn_gone(cn, 0, st, why.msg);
     /* The operations waiting for the connection: those not started fail
      * with its error; a machine under way is fed the fault and decides. */
-    aop *q = cn->queue;
-    cn->queue = cn->queue_tail = NULL;
-    while (q && !a->freeing) {
-        aop *next = q->qnext;
-        q->qnext = NULL;
+    walk_take(cn);
+    while (!a->freeing && cn->walk) {
+        aop *q = walk_next(cn);
         if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
             !relock__sentinel_on(&a->c->s)) {
             /* A Cluster node that cannot be reached left the map
@@ -1781,7 +1864,6 @@ static void setup_done(aconn *cn, relock_status st)
                 q->rerouted = 1;
                 q->cn = to;
                 conn_wants(to, q);
-                q = next;
                 continue;
             }
         }
@@ -1797,7 +1879,6 @@ static void setup_done(aconn *cn, relock_status st)
                 batch_clear(q);
             op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
         }
-        q = next;
     }
 }
 
@@ -1904,6 +1985,7 @@ static void chan_free_all(relock_async *a)
 {
     achan *ch = a->chans;
     a->chans = NULL;
+    a->chans_gen++;
     while (ch) {
         achan *next = ch->next; /* its waiters have ended already */
         free(ch);
@@ -1925,6 +2007,7 @@ static void sub_drop(relock_async *a, int hiredis_frees)
      * subscription plans again without it. */
     achan *ch = a->chans;
     a->chans = NULL;
+    a->chans_gen++;
     a->nwaiting = 0;
     aop *replan = NULL;
     while (ch) {
@@ -1948,7 +2031,9 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     while (replan && !a->freeing) {
         aop *next = replan->cnext;
         replan->cnext = NULL;
-        op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+        /* one cancelled by an earlier one's callback ends by its own timer */
+        if (replan->state == S_SUBSCRIBING)
+            op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         replan = next;
     }
 }
@@ -1989,6 +2074,10 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     enter(a);
     redisReply *r = rr;
     achan *ch = priv;
+    /* A waiter fed below may end (its bound ran out) and leave the
+     * channel; the last to leave drops the subscription, which frees every
+     * channel, ch among them: the walks stop as soon as that happened. */
+    unsigned gen = a->chans_gen;
     if (!r) {
         sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
@@ -1997,7 +2086,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
         if (strcmp(kind, "subscribe") == 0) {
             ch->confirmed = 1;
             /* each waiter plans again (and may leave the channel) */
-            for (int guard = 0; guard < 1000000 && !a->freeing; guard++) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
                 aop *w = ch->waiters;
                 while (w && w->state != S_SUBSCRIBING)
                     w = w->cnext;
@@ -2006,7 +2095,8 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
                 op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
             }
         } else if (strcmp(kind, "message") == 0) {
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans; guard++) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
+                 guard++) {
                 aop *w = ch->waiters;
                 while (w && w->state != S_SLEEP)
                     w = w->cnext;
@@ -2602,34 +2692,7 @@ static void machine_done(aop *op, relock_status st)
     case K_KEEP:
         if (st == RELOCK_LOST)
             l->lost = 1;
-        if (op->kind == K_KEEP) {
-            struct relock__alock *al = l->al;
-            relock_status kst = st;
-            int gone = op->lock_gone;
-            relock__err kerr;
-            if (op->err)
-                relock__err_copy(&kerr, op->err);
-            else
-                relock__err_clear(&kerr);
-            op_finish(op, st);
-            if (al && al->kept && !gone) {
-                if (kst == RELOCK_OK) {
-                    al->keep_valid = l->valid_until;
-                    keep_arm(al, l);
-                } else if (kst == RELOCK_LOST || now_ms() >= al->keep_valid) {
-                    al->kept = 0;
-                    al->keep_lost = 1;
-                    if (al->on_lost)
-                        al->on_lost(a, l, kst, &kerr.pub, al->lost_arg);
-                } else {
-                    /* The server did not answer: again soon, while valid. */
-                    long long again = l->ttl_ms / 10;
-                    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
-                }
-            }
-            return;
-        }
-        op_finish(op, st);
+        op_finish(op, st); /* a renewal goes on in keep_after() */
         return;
     }
 }
@@ -3049,7 +3112,8 @@ static void on_fan_setup(redisAsyncContext *ac, void *rr, void *priv)
     enter(a);
     char why[300];
     snprintf(why, sizeof why, "AUTH/SELECT: %.150s", r->str ? r->str : "");
-    conn_gone(cn, 0, RELOCK_ECONFIG, why);
+    /* a transient error is a connection that failed, not a refusal */
+    conn_gone(cn, 0, transient_reply(r->str) ? RELOCK_EIO : RELOCK_ECONFIG, why);
     leave(a);
 }
 
@@ -3604,6 +3668,95 @@ static void keep_arm(struct relock__alock *al, relock_lock *l)
     al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
 }
 
+static void lost_fire(void *arg);
+
+/* The loss deadline at the end of the validity as of the last renewal. */
+static void deadline_arm(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->lost_timer);
+    uint64_t now = now_ms();
+    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
+    al->lost_timer = timer_start(al->a, left, lost_fire, l);
+}
+
+/* The renewal stops for good; the program hears of it once. */
+static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    timer_stop(a, &al->keep_timer);
+    timer_stop(a, &al->lost_timer);
+    al->kept = 0;
+    al->keep_lost = 1;
+    if (al->on_lost)
+        al->on_lost(a, l, why, e, al->lost_arg);
+}
+
+/* The validity ran out and no renewal succeeded since it was computed:
+ * the lock is reported lost now, not when the renewal in flight (a stalled
+ * server, a connect that hangs) ends; its end changes nothing any more. */
+static void lost_fire(void *arg)
+{
+    relock_lock *l = arg;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    al->lost_timer = NULL;
+    if (!al->kept || al->keep_lost || a->freeing)
+        return;
+    if (now_ms() < al->keep_valid) { /* the loop's timer came early */
+        deadline_arm(al, l);
+        return;
+    }
+    enter(a);
+    relock__err e;
+    relock__err_clear(&e);
+    relock_status why = al->fail_st;
+    if (why != RELOCK_OK) {
+        relock__err_copy(&e, &al->fail_err);
+    } else {
+        why = RELOCK_EIO;
+        RELOCK__FAIL(&e, why,
+                     "keep %s: no renewal succeeded within the lock's validity (the server did "
+                     "not answer in time)",
+                     l->name);
+    }
+    keep_lose(a, l, why, &e.pub);
+    leave(a);
+}
+
+/* A renewal of l ended with st (e its detail): the next one is timed, a
+ * failed one retried soon while validity remains, a loss reported. */
+static void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    if (!al || !al->kept || al->keep_lost)
+        return;
+    if (st == RELOCK_OK) {
+        al->keep_valid = l->valid_until;
+        al->fail_st = RELOCK_OK;
+        keep_arm(al, l);
+        deadline_arm(al, l);
+        return;
+    }
+    /* A failed extend may have lowered the validity (one whose outcome is
+     * unknown counts the shorter of the old and the new lease): the
+     * deadline follows it down, never up. */
+    if (l->valid_until < al->keep_valid) {
+        al->keep_valid = l->valid_until;
+        deadline_arm(al, l);
+    }
+    if (st == RELOCK_LOST || now_ms() >= al->keep_valid) {
+        keep_lose(a, l, st, e);
+        return;
+    }
+    /* Not answered, refused, a transient error, the client unusable for
+     * now: again soon, while valid (the deadline reports the loss). */
+    al->fail_st = st;
+    relock__err_clear(&al->fail_err);
+    RELOCK__FAIL_SRV(&al->fail_err, st, e->server, "%s", e->message);
+    long long again = l->ttl_ms / 10;
+    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
+}
+
 /* ------------------------------------------------------------------ public */
 
 static const relock_error *null_err(void)
@@ -3871,6 +4024,7 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     if (kind == K_REL) {
         int was_lost = al->keep_lost;
         timer_stop(a, &al->keep_timer);
+        timer_stop(a, &al->lost_timer);
         al->kept = 0;
         if (was_lost)
             l->lost = 1;
@@ -3919,7 +4073,9 @@ relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost, vo
     al->on_lost = on_lost;
     al->lost_arg = arg;
     al->keep_valid = l->valid_until;
+    al->fail_st = RELOCK_OK;
     keep_arm(al, l);
+    deadline_arm(al, l);
     return RELOCK_OK;
 }
 
@@ -3929,6 +4085,7 @@ relock_status relock_async_keep_stop(relock_lock *l)
         return RELOCK_EINVAL;
     struct relock__alock *al = l->al;
     timer_stop(al->a, &al->keep_timer);
+    timer_stop(al->a, &al->lost_timer);
     al->kept = 0;
     if (al->keep_lost) {
         l->lost = 1;
@@ -4003,6 +4160,7 @@ void relock_async_free(relock_async *a)
         if (cn->ac)
             cn->ac->data = NULL;
         cn->queue = cn->queue_tail = NULL;
+        cn->walk = cn->walk_tail = NULL;
         cn->fifo = cn->fifo_tail = NULL;
         cn->txn_owner = NULL;
     }
@@ -4053,6 +4211,7 @@ void relock_async_free(relock_async *a)
     for (struct relock__alock *al = a->alocks; al;) {
         struct relock__alock *next = al->next;
         timer_stop(a, &al->keep_timer);
+        timer_stop(a, &al->lost_timer);
         al->kept = 0;
         al->a = NULL;
         al->prev = al->next = NULL;

@@ -59,3 +59,6 @@ install(FILES ${PROJECT_BINARY_DIR}/relock.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/relock.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/relock.3 DESTINATION ${CMAKE_INSTALL_MANDIR}/man3)
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/relock.conf.5 DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
+# The example configuration, every setting at its default with a comment:
+# a starting point for /etc/relock.conf, never installed there itself.
+install(FILES ${PROJECT_SOURCE_DIR}/conf/relock.conf DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)

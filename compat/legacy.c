@@ -36,8 +36,11 @@
  * the holder reports LOST, writing nothing.  On 2.0 the fence also counts
  * failed attempts and proves nothing: a different value there is LOST, and
  * so is our own value once the lock's break counter (kept on 2.0 only, see
- * src/break.c) has moved since we won: the same timestamp written again by
- * whoever took the broken lock in the same unit.
+ * src/break.c) has moved since we won, or the fence counter has entered a
+ * later epoch than our fence (a 2.0 break raises it by RELOCK__BREAK_EPOCH,
+ * an attempt by one; a handle adopted from value and fence has only the
+ * fence to go by): the same timestamp written again by whoever took the
+ * broken lock in the same unit.
  * What remains: a classic client's DEL of a key it no longer owns, followed
  * by a classic SETNX, moves no fence, and looks like a loser's write
  * (docs/legacy.md).
@@ -199,7 +202,8 @@ enum {
     A_GET,
     A_LOOK,
     A_TAKE_CAS,
-    A_TAKE_GETSET
+    A_TAKE_GETSET,
+    A_FRESH
 };
 
 /* Wins the lock: records the fence and the validity the value and TTL
@@ -316,6 +320,19 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
     /* Expired: take it over, atomically from the value read where the
      * server can; on 2.0 by GETSET, the classic way. */
     snprintf(m->old, sizeof m->old, "%s", found);
+    if (!m->fresh && c->s.legacy.clock_server) {
+        /* Never on a reading of the server's clock taken before the value
+         * was: the clock may have stepped back since, and a value written
+         * on the stepped clock would look expired (a live lock taken
+         * over).  The clock is read again now and the value judged again
+         * on it (A_FRESH); a value written after that reading is not the
+         * one found, and the compare-and-set refuses it. */
+        m->pttl = pttl;
+        m->head.want_fleet = RELOCK__FLEET_FRESH;
+        m->head.pc = A_FRESH;
+        relock__batch_reset(out);
+        return relock__send(&m->head, out);
+    }
     if (m->path != RELOCK__TS_PLAIN)
         return a_cas(m, l, m->old, A_TAKE_CAS, out);
     return a_fwrite(m, l, "GETSET", A_TAKE_GETSET, out);
@@ -350,10 +367,9 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
     m->start = in->mono_ms;
     m->now = in->fleet_ms;
     plan(c, m->now, l->ttl_ms, &m->ls);
-    char tok[33];
-    memcpy(tok, l->value, 32); /* the caller's token (suffix), if any */
-    tok[32] = '\0';
-    format_value(c, m->ls.ts, tok, l->value, sizeof l->value);
+    memcpy(m->tok, l->value, 32); /* the caller's token (suffix), if any */
+    m->tok[32] = '\0';
+    format_value(c, m->ls.ts, m->tok, l->value, sizeof l->value);
     m->path = relock__ts_path_of(c);
     switch (m->path) {
     case RELOCK__TS_EVAL:
@@ -485,6 +501,22 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         note_breaks(l, &m->fw);
         return won(m, l, m->fw.fence);
     }
+    case A_FRESH: {
+        /* The server's clock, read afresh: the lease is planned on it
+         * (nothing was written with the earlier plan) and the value found
+         * judged again. */
+        m->head.want_fleet = 0;
+        if (in->fault)
+            return relock__done(&m->head, relock__fault_fail(c, in));
+        m->fresh = 1;
+        m->start = in->mono_ms;
+        m->now = in->fleet_ms;
+        plan(c, m->now, l->ttl_ms, &m->ls);
+        format_value(c, m->ls.ts, m->tok, l->value, sizeof l->value);
+        char found[RELOCK__VALUE_MAX];
+        snprintf(found, sizeof found, "%s", m->old);
+        return held_by(m, l, found, m->pttl, out);
+    }
     default:
         return relock__done(&m->head, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                                    "acquire %s: internal error: step %d",
@@ -508,6 +540,16 @@ static relock__step u_ok(relock__ts_update *m, relock_lock *l)
     return relock__done(&m->head, RELOCK_OK);
 }
 
+/* An extend has begun: the key may hold its new timestamp from its write
+ * on, whatever we hear back, so a shorter lease shortens our validity now
+ * (counted from the extend's start), and it stays so unless the extend
+ * succeeds (u_ok).  Also when the extend fails before it writes: a failed
+ * extend never leaves more than the lease it asked for. */
+static void cap_validity(const relock__ts_update *m, relock_lock *l)
+{
+    l->valid_until = relock__valid_min(l->valid_until, m->start + (uint64_t)m->ls.valid_ms);
+}
+
 static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *out)
 {
     memset(&m->cas, 0, sizeof m->cas);
@@ -521,6 +563,8 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
     m->cas.newv = m->extend ? m->newv : NULL;
     m->cas.px = m->extend ? m->ls.px_ms : 0;
     m->cas.gc = m->extend ? m->ls.gc_s : 0;
+    if (m->extend)
+        cap_validity(m, l);
     m->head.pc = U_CAS;
     relock__cas_start(&m->cas, l, out);
     return relock__send(&m->head, out);
@@ -602,20 +646,32 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
      * write cannot be told from a new holder's (see the top of the file). */
     if (strcmp(found, l->value) != 0)
         return relock__done(&m->head, lost(l, m->op, found));
+    /* RELOCK_LOST when the lock was broken since we won it: its break
+     * counter moved (known to a handle that acquired it here), or the
+     * fence counter is in a later epoch than our fence (every handle
+     * with a fence: one adopted from value and fence too, as the command
+     * line's release and extend are). */
+    int broken = 0;
     if (m->read_breaks) {
-        /* RELOCK_LOST when the lock was broken since we won it (its break
-         * counter moved). */
         long long n = relock__ts_counter(in->reply[1]);
         if (n < 0)
             return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", in->reply[1]));
-        if (n != l->breaks)
-            return relock__done(&m->head,
-                                RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                             "%s %s: lock lost: it was broken (relock_break()) "
-                                             "since we acquired it; the key's value is another "
-                                             "holder's",
-                                             m->op, l->name));
+        broken = n != l->breaks;
     }
+    if (m->read_epoch) {
+        const redisReply *fr = in->reply[m->read_breaks ? 2 : 1];
+        long long n = relock__ts_counter(fr);
+        if (n < 0)
+            return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", fr));
+        broken |= n / RELOCK__BREAK_EPOCH > l->fence / RELOCK__BREAK_EPOCH;
+    }
+    if (broken)
+        return relock__done(&m->head,
+                            RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                         "%s %s: lock lost: it was broken (relock_break()) "
+                                         "since we acquired it; the key's value is another "
+                                         "holder's",
+                                         m->op, l->name));
     if (m->extend) {
         m->head.pc = U_GETSET;
         return send1(&m->head, out, "GETSET", l->key, m->newv);
@@ -636,8 +692,12 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     relock_client *c = l->c;
     m->head.want_fleet = 0;
     m->op = m->extend ? "extend" : "release";
-    if (in->fault) /* the fleet's clock could not be read */
+    if (in->fault) { /* the fleet's clock could not be read */
+        if (m->extend) /* nothing written, but a failed extend is held to its lease */
+            l->valid_until = relock__valid_min(l->valid_until,
+                                               relock__valid_until(in->mono_ms, m->ttl_ms));
         return relock__done(&m->head, relock__fault_fail(c, in));
+    }
     m->path = relock__ts_path_of(c);
     if (m->extend) {
         m->start = in->mono_ms;
@@ -664,15 +724,22 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
                                          "extend %s: lock lost: it expired (without WATCH it "
                                          "cannot be extended safely after that)",
                                          l->name));
+    if (m->extend)
+        cap_validity(m, l);
     /* Look before writing: a value that is not ours is never written
      * over or deleted, nor one whose lock was broken since we won it. */
     m->read_breaks = l->breaks_known && relock__breaks_key(l->key, m->bkey, sizeof m->bkey) == 0;
+    m->read_epoch = l->fence > 0;
     relock__batch_reset(out);
     const char *get[] = {"GET", l->key};
     relock__batch_add(out, 2, get);
     if (m->read_breaks) {
         const char *getb[] = {"GET", m->bkey};
         relock__batch_add(out, 2, getb);
+    }
+    if (m->read_epoch) {
+        const char *getf[] = {"GET", l->fence_key};
+        relock__batch_add(out, 2, getf);
     }
     m->head.pc = U_READ;
     return relock__send(&m->head, out);
@@ -772,10 +839,20 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
 
 /* ------------------------------------------------------------ starting them */
 
+/*
+ * Every lease these machines write, and every validity they derive from a
+ * timestamp, rests on a reading of the fleet's clock taken within the same
+ * operation (RELOCK__FLEET_FRESH): with legacy.clock = "server" the
+ * server's TIME, read afresh.  An estimate kept from an earlier
+ * measurement is wrong by the step after the server's clock stepped: a
+ * step back would make a lock written since look expired (a takeover of a
+ * live lock), a step forward would make us write a lease that had ended
+ * already while we count its validity.
+ */
 void relock__ts_acquire_init(relock__ts_acquire *m)
 {
     memset(m, 0, sizeof *m);
-    m->head.want_fleet = 1;
+    m->head.want_fleet = RELOCK__FLEET_FRESH;
     m->head.hint_ms = -1;
 }
 
@@ -784,7 +861,8 @@ void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms, 
     memset(m, 0, sizeof *m);
     m->extend = extend;
     m->ttl_ms = ttl_ms;
-    m->head.want_fleet = extend; /* the extend plans a new lease */
+    /* the extend plans a new lease */
+    m->head.want_fleet = extend ? RELOCK__FLEET_FRESH : 0;
     m->head.hint_ms = -1;
     if (tok)
         snprintf(m->tok, sizeof m->tok, "%s", tok);
@@ -793,7 +871,7 @@ void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms, 
 void relock__ts_adopt_init(relock__ts_adopt *m)
 {
     memset(m, 0, sizeof *m);
-    m->head.want_fleet = 1;
+    m->head.want_fleet = RELOCK__FLEET_FRESH;
     m->head.hint_ms = -1;
 }
 

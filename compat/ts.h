@@ -101,7 +101,11 @@ long long relock__ts_counter(const redisReply *r);
  *          head.hint_ms; an expired one: take it over, by
  *          compare-and-set from that value (EVAL, WATCH) [A_TAKE_CAS]
  *          or by fenced GETSET (PLAIN)                   [A_TAKE_GETSET],
- *          won only if the old value had itself expired.
+ *          won only if the old value had itself expired.  With
+ *          legacy.clock = "server", "expired" is judged again on the
+ *          server's TIME read after the value was, and the lease planned
+ *          anew on it [A_FRESH]: a reading from before may be wrong by a
+ *          step of the server's clock that came in between.
  *
  * An attempt that ends BUSY sets l->looked, so that on 2.0 a waiter's
  * next attempts read before they write: a fenced SETNX moves the fence
@@ -112,6 +116,9 @@ typedef struct relock__ts_acquire {
     relock__ts_path path;
     uint64_t start;
     long long now;
+    int fresh;     /* now was read after the value found (a takeover rests on it) */
+    long long pttl; /* A_FRESH: the expired value's PTTL, judged again */
+    char tok[33];  /* the caller's token (bridge suffix), for a new plan */
     relock__lease ls;
     int by_eval;
     relock_status io_st; /* the fault that sent us to the read-back */
@@ -135,7 +142,7 @@ void relock__ts_acquire_init(relock__ts_acquire *m);
  *                following a GETSET loser's write once, under the fence;
  *                a beaten WATCH looks again, four rounds in all.
  *   PLAIN        (extend: only while our validity remains)
- *                GET key; [GET breaks]                             [U_READ]
+ *                GET key; [GET breaks]; [GET fence]                [U_READ]
  *                release: DEL key while our validity remains       [U_DEL]
  *                         then PUBLISH, best effort                [U_PUBLISH]
  *                extend:  GETSET key newv                          [U_GETSET]
@@ -155,6 +162,7 @@ typedef struct relock__ts_update {
     int round;
     char bkey[RELOCK__KEY_MAX];
     int read_breaks;
+    int read_epoch; /* the fence counter read too: its epoch counts breaks */
     char chan[RELOCK__KEY_MAX];
     relock__cas cas;
 } relock__ts_update;

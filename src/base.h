@@ -129,6 +129,13 @@ typedef struct relock__settings {
     struct {
         int slot_map;
     } cluster;
+    /* Where a file set mode and servers (0: not a file), so that a quorum's
+     * refusal of the mode can name FILE:LINE. */
+    char src_file[256];
+    int mode_line, servers_line;
+    /* relock_config_set_event_fn(): the callback and its argument. */
+    relock_event_fn event_fn;
+    void *event_arg;
 } relock__settings;
 
 struct relock_config {
@@ -162,6 +169,13 @@ int relock__sentinel_on(const relock__settings *s);
  * lock was broken (break.c), which a holder compares to tell that its lock
  * was broken and taken again, even with the same timestamp. */
 #define RELOCK__BREAKS_SUFFIX " relock:breaks"
+/* On servers without WATCH (2.0) a break raises the fence counter by this
+ * much, where an attempt raises it by one: the counter's epoch (its value
+ * divided by this) counts the breaks, so a holder that knows only its
+ * value and fence (a handle adopted with relock_lock_adopt()) can tell
+ * that its lock was broken since (compat/legacy.c). */
+#define RELOCK__BREAK_EPOCH 4294967296LL
+#define RELOCK__BREAK_EPOCH_WORD "4294967296" /* the same, as a command's word */
 /* Appended after either suffix for a key that is nothing but a hash tag,
  * "{a}": without it, its side keys would be those of "a" (keys.c). */
 #define RELOCK__WHOLE_TAG_MARK ":tag"

@@ -170,30 +170,43 @@ static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batc
 }
 
 /* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence,
- * and before 2.2 INCR breaks.  0 when there is none. */
+ * and before 2.2 INCR breaks, with the fence raised into its next epoch
+ * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Its word count (argv
+ * filled), or 0 when there is none. */
 static int queued(const relock__break_m *m, relock_lock *l, int k, const char **argv,
                   const char **what)
 {
-    const char *cmd[4][2];
+    const char *cmd[4][3];
+    int argc[4];
     int n = 0;
+    int no_watch = !(l->c->conn.caps & RELOCK_CAP_WATCH);
     if (m->with_get) {
         cmd[n][0] = "GET";
-        cmd[n++][1] = l->key;
+        cmd[n][1] = l->key;
+        argc[n++] = 2;
     }
     cmd[n][0] = "DEL";
-    cmd[n++][1] = l->key;
-    cmd[n][0] = "INCR";
-    cmd[n++][1] = l->fence_key;
-    if (!(l->c->conn.caps & RELOCK_CAP_WATCH)) {
+    cmd[n][1] = l->key;
+    argc[n++] = 2;
+    if (no_watch) {
+        cmd[n][0] = "INCRBY";
+        cmd[n][1] = l->fence_key;
+        cmd[n][2] = RELOCK__BREAK_EPOCH_WORD;
+        argc[n++] = 3;
         cmd[n][0] = "INCR";
-        cmd[n++][1] = m->breaks_key;
+        cmd[n][1] = m->breaks_key;
+        argc[n++] = 2;
+    } else {
+        cmd[n][0] = "INCR";
+        cmd[n][1] = l->fence_key;
+        argc[n++] = 2;
     }
     if (k < 0 || k >= n)
         return 0;
-    argv[0] = cmd[k][0];
-    argv[1] = cmd[k][1];
+    for (int i = 0; i < argc[k]; i++)
+        argv[i] = cmd[k][i];
     *what = cmd[k][0];
-    return 2;
+    return argc[k];
 }
 
 /* MULTI, [GET key,] DEL key, INCR fence(s), EXEC: inside the WATCH's
@@ -381,15 +394,16 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
          * and the driver drops its connection, which discards it. */
         if (in->fault)
             return fail(m, l, in);
-        const char *argv[2], *what = "MULTI";
+        const char *argv[3], *what = "MULTI";
         if (m->h.pc == T_QUEUED)
             queued(m, l, m->next - 1, argv, &what);
         st = relock__reply_check(c, r, "s", what);
         if (st != RELOCK_OK)
             return finish(m, st);
-        if (queued(m, l, m->next, argv, &what)) {
+        int argc = queued(m, l, m->next, argv, &what);
+        if (argc) {
             m->next++;
-            return send1(m, out, T_QUEUED, 1, 2, argv);
+            return send1(m, out, T_QUEUED, 1, argc, argv);
         }
         const char *e[] = {"EXEC"};
         return send1(m, out, T_EXEC, 0, 1, e);

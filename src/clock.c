@@ -6,10 +6,13 @@
  * the wall clock: an NTP step of the local wall clock after the offset was
  * learned would otherwise shift every later decision by the step (and take
  * live locks over).  The offset is measured on first use of a connection
- * and again every RELOCK__CLOCK_REMEASURE_MS of use; the more certain of
- * the old (aged) and new measurement is kept (lease.c), so one slow round
- * trip does not make the estimate worse.  Scripts never call TIME: before
- * Redis 5 a script may not write after it.
+ * and again every RELOCK__CLOCK_REMEASURE_MS of use, and whenever a machine
+ * asks for a fresh reading (RELOCK__FLEET_FRESH: the timestamp modes
+ * before every lease they write and before a takeover, so that a step of
+ * the server's clock is never met with an estimate from before it); the
+ * more certain of the old (aged) and new measurement is kept (lease.c)
+ * unless they disagree by more than both could err, which is a step.
+ * Scripts never call TIME: before Redis 5 a script may not write after it.
  *
  * The measurement is a step machine (clock.h); the drivers decide when it
  * is due and read the estimate (engine/drive.c, api/async.c).

@@ -145,6 +145,11 @@ relock_mode relock_config_mode(const relock_config *cfg)
     return cfg ? cfg->s.mode : RELOCK_MODE_AUTO;
 }
 
+const char *relock_config_key_prefix(const relock_config *cfg)
+{
+    return cfg ? cfg->s.key_prefix : "";
+}
+
 static const setting *find_setting(const char *name)
 {
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
@@ -429,6 +434,10 @@ relock_status relock_config_set(relock_config *cfg, const char *name, const char
     char why[256];
     /* Changed on a copy: a refused value leaves the configuration as it was. */
     relock__settings next = cfg->s;
+    if (strcmp(name, "mode") == 0)
+        next.mode_line = 0; /* no longer the file's */
+    if (strcmp(name, "servers") == 0)
+        next.servers_line = 0;
     if (set_text(&next, name, value, why, sizeof why) != 0 ||
         sentinel_conflict(&next, why, sizeof why) != 0)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
@@ -525,6 +534,18 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
             size_t cap = strcmp(name, "host") == 0 ? sizeof srv->host : sizeof srv->username;
             if (strlen(v) >= cap || (dst == srv->host && !*v)) {
                 snprintf(why, sizeof why, "servers: %s is empty or too long", name);
+                load_fail(ld, m, why);
+                return -1;
+            }
+            /* "127.0.0.1:6472" would be looked up as a host name and fail
+             * only at connect, far from the line; one colon is no IPv6
+             * address (those have two or more). */
+            const char *colon = dst == srv->host ? strchr(v, ':') : NULL;
+            if (colon && !strchr(colon + 1, ':')) {
+                snprintf(why, sizeof why,
+                         "servers: host \"%.80s\" holds a port: write host = \"%.*s\"; port = "
+                         "%.8s;",
+                         v, (int)(colon - v < 80 ? colon - v : 80), v, colon + 1);
                 load_fail(ld, m, why);
                 return -1;
             }
@@ -643,6 +664,7 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
         case T_SERVERS:
             if (load_servers(ld, m) != 0)
                 return -1;
+            ld->cfg->s.servers_line = (int)config_setting_source_line(m);
             break;
         case T_ADDRS:
             if (load_addrs(ld, m) != 0)
@@ -678,6 +700,8 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             }
             break;
         }
+        if (rc == 0 && strcmp(name, "mode") == 0)
+            ld->cfg->s.mode_line = (int)config_setting_source_line(m);
         if (rc != 0) {
             load_fail(ld, m, why);
             return -1;
@@ -789,6 +813,8 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
     }
     free(text);
     loader ld = {cfg, path, 0};
+    if (strlen(path) < sizeof cfg->s.src_file)
+        snprintf(cfg->s.src_file, sizeof cfg->s.src_file, "%s", path);
     config_setting_t *root = config_root_setting(&lc);
     int n = config_setting_length(root);
     config_setting_t *top = NULL;
@@ -1047,6 +1073,7 @@ relock_status relock_config_set_url(relock_config *cfg, const char *url)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "bad URL: %s", why);
     cfg->s.servers[0] = srv;
     cfg->s.nservers = 1;
+    cfg->s.servers_line = 0;
     return RELOCK_OK;
 }
 

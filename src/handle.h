@@ -128,6 +128,7 @@ struct relock_lock {
      * ours (compat/legacy.c). */
     char unsure_value[RELOCK__VALUE_MAX];
     int acquired; /* won by this handle (or its keeper's shadow), not adopted */
+    uint64_t acquired_at; /* monotonic ms of the acquisition; 0: adopted */
     /* Set by a busy attempt that met a holder who never announces its
      * release (a legacy value without TTL): the waiter polls it often
      * near its end (src/engine/waitplan.c). */
@@ -155,6 +156,11 @@ struct relock_lock {
     long long owner_since;
     char *owner_text;
 };
+
+/* Tells the event callback of c's settings, if any, what happened to l
+ * (src/api/event.c). */
+void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
+                   relock_status st, long long waited_ms);
 
 typedef struct relock__algo {
     const char *name;

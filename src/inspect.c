@@ -121,6 +121,7 @@ relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_
     relock_inspect_info *info = calloc(1, sizeof *info);
     if (!info)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
+    info->waiters = -1;
     relock_status st = inspect(c, name, info);
     if (st != RELOCK_OK) {
         relock_inspect_info_free(info);
@@ -136,6 +137,7 @@ void relock_inspect_info_free(relock_inspect_info *info)
         return;
     free(info->value);
     free(info->owner);
+    free(info->key);
     free(info);
 }
 
@@ -176,6 +178,41 @@ const char *relock_inspect_info_owner(const relock_inspect_info *info)
     return info && info->owner ? info->owner : "";
 }
 
+const char *relock_inspect_info_key(const relock_inspect_info *info)
+{
+    return info && info->key ? info->key : "";
+}
+
+long long relock_inspect_info_waiters(const relock_inspect_info *info)
+{
+    return info ? info->waiters : -1;
+}
+
+/* The waiters of a lock are the subscribers of its release channel
+ * (wait.c), counted by PUBSUB NUMSUB (2.8): on the node the key lives on,
+ * which is where releases are published.  -1 when the server cannot say
+ * or the count failed; a look, so a failure is not the call's. */
+static long long count_waiters(relock_client *c, const char *key)
+{
+    if (!(c->conn.caps & RELOCK_CAP_SCAN))
+        return -1;
+    char chan[RELOCK__KEY_MAX];
+    int n = snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, key);
+    if (n < 0 || (size_t)n >= sizeof chan)
+        return -1;
+    relock__err saved = c->err;
+    const char *argv[] = {"PUBSUB", "NUMSUB", chan};
+    redisReply *r = relock__command(c, NULL, 3, argv, NULL);
+    long long w = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        w = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    c->err = saved;
+    return w;
+}
+
 static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info)
 {
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
@@ -207,5 +244,10 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
         snprintf(what, sizeof what, "lock %s", name);
         return relock__foreign_type(c, what, key);
     }
-    return st;
+    if (st != RELOCK_OK)
+        return st;
+    if (!(info->key = copy_bytes(key, strlen(key))))
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
+    info->waiters = count_waiters(c, key);
+    return RELOCK_OK;
 }

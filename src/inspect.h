@@ -24,6 +24,8 @@ struct relock_inspect_info {
     int ts_unit_ms;
     long long fence;
     char *owner; /* NULL when none */
+    char *key;   /* the Redis key read (key_prefix + name); NULL when unknown */
+    long long waiters; /* subscribers of the release channel; -1 unknown */
 };
 
 typedef struct relock__inspect_m {

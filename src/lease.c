@@ -34,6 +34,11 @@ uint64_t relock__valid_until(uint64_t start, long long ttl_ms)
     return start + (uint64_t)(v > 0 ? v : 0);
 }
 
+uint64_t relock__valid_min(uint64_t was, uint64_t until)
+{
+    return was && until < was ? until : was;
+}
+
 /* A lease of ms milliseconds, less the drift allowance (never negative). */
 static long long less_drift(long long ms)
 {
@@ -93,12 +98,20 @@ static long long uncertainty(long long rtt, uint64_t at, uint64_t mono)
 int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms)
 {
     long long rtt = t1 >= t0 ? (long long)(t1 - t0) : 0;
-    e->tried_at = t1;
-    if (e->known && uncertainty(rtt, t1, t1) > uncertainty(e->rtt_ms, e->at, t1))
-        return 0;
     /* The server read its clock somewhere in the round trip: take the
      * middle, wrong by at most half of it. */
-    e->offset_ms = server_ms - (long long)(t0 + (t1 - t0) / 2);
+    long long offset = server_ms - (long long)(t0 + (t1 - t0) / 2);
+    e->tried_at = t1;
+    if (e->known) {
+        long long kept = uncertainty(e->rtt_ms, e->at, t1), fresh = uncertainty(rtt, t1, t1);
+        long long apart = offset > e->offset_ms ? offset - e->offset_ms : e->offset_ms - offset;
+        /* The two disagree by more than both could be wrong: the server's
+         * clock stepped, and the old estimate is simply wrong now, however
+         * certain it looked.  Otherwise the more certain one is kept. */
+        if (apart <= kept + fresh && fresh > kept)
+            return 0;
+    }
+    e->offset_ms = offset;
     e->rtt_ms = rtt;
     e->at = t1;
     e->known = 1;

@@ -43,6 +43,12 @@ long long relock__drift_ms(long long ttl_ms);
 /* The monotonic time at which a lease of ttl_ms requested at start stops
  * being safe to rely on (never before start). */
 uint64_t relock__valid_until(uint64_t start, long long ttl_ms);
+/* The validity a lock may claim while an extend is under way and after it
+ * fails (is refused, unanswered, ambiguous or unacknowledged): the earlier
+ * of was (its validity before; 0 when unknown, which stays unknown) and
+ * until (the new lease's, counted from the extend's start).  The server
+ * may hold either lease, and an extend to a shorter one shortens it. */
+uint64_t relock__valid_min(uint64_t was, uint64_t until);
 
 /*
  * legacy.clock = "server": the server's clock as an offset from our
@@ -68,8 +74,10 @@ typedef struct relock__clock_est {
 int relock__clock_due(const relock__clock_est *e, uint64_t mono);
 /* Takes a measurement: TIME sent at monotonic t0, its reply (server ms)
  * read at t1.  Keeps whichever of the old estimate (aged) and the new one
- * is the more certain: uncertainty is half the round trip plus the age
- * allowance.  Returns 1 if the new one was kept. */
+ * is the more certain (uncertainty is half the round trip plus the age
+ * allowance), unless they disagree by more than both uncertainties
+ * together: then the server's clock stepped and the new one is taken.
+ * Returns 1 if the new one was kept. */
 int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms);
 /* The server's clock now by the estimate (e->known). */
 long long relock__clock_server_ms(const relock__clock_est *e, uint64_t mono);

@@ -270,6 +270,14 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
         m->h.note_legacy = 1;
         return busy(m, end - now);
     }
+    if (!in->fleet_fresh && c->s.legacy.clock_server) {
+        /* A takeover never rests on the estimate of the server's clock
+         * kept from an earlier measurement (wrong by the step after a step
+         * of the server's clock): judged again on a fresh reading. */
+        m->h.want_fleet = RELOCK__FLEET_FRESH;
+        relock__batch_reset(out);
+        return relock__send(&m->h, out);
+    }
     m->way = RELOCK__MW_TAKEOVER;
     if (!has_lua(c)) {
         m->takeover = 1;
@@ -627,6 +635,12 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
     m->start = in->mono_ms;
     relock__batch_reset(out);
     if (m->extend) {
+        /* From its write on, the server may hold the new lease whatever
+         * we hear back: a shorter one shortens our validity now, and it
+         * stays so unless the extend succeeds (cx_ok), even when the
+         * extend fails before it writes. */
+        l->valid_until = relock__valid_min(l->valid_until,
+                                           relock__valid_until(m->start, m->ttl_ms));
         switch (extend_path(c)) {
         case CAS_SET_IFEQ: {
             /* SET IFEQ with the new TTL: OK when it was ours, nil when the

@@ -239,6 +239,12 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
         set_version(&c->conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
         return natives(m, c, out);
     case P_DOCS:
+        /* A "not now" error tells nothing of the commands: the version's
+         * guess (EVAL from 2.6) must not stand for the server's answer, on
+         * a server without Lua say.  Any other error (an older COMMAND
+         * without DOCS, an ACL refusal) leaves the version's guess. */
+        if (r->type == REDIS_REPLY_ERROR && relock__reply_transient(r->str))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "COMMAND DOCS (probe)", r));
         natives_read(&c->conn, r);
         return relock__done(&m->h, RELOCK_OK);
     default:

@@ -113,6 +113,7 @@ static relock__step round_begin(relock__quorum_m *m, relock_client *c, int pc, u
     out->mask = mask;
     out->round = 1;
     out->timeout_ms = m->tmo;
+    out->after = 0;
     for (int i = 0; i < c->s.nservers; i++) {
         relock__batch_reset(&out->b[i]);
         if ((mask >> i) & 1u)
@@ -148,6 +149,9 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
                 if (first)
                     continue; /* met on an earlier use: it was connected afresh */
             }
+            if ((r->live & bit) && s->fault == RELOCK__FAULT_LOST &&
+                s->fault_status != RELOCK_ECONFIG)
+                r->unsure |= bit; /* its request was written: it may have run */
             r->live &= ~bit; /* dropped: its state is unknown */
             continue;
         }
@@ -182,12 +186,19 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         }
     }
     int asked = popcount(r->asked);
+    /* A clean-up is not decided while one of its deletes is not wholly
+     * written (a new connection still connecting): the driver would drop
+     * it unsent.  Its deadline still bounds it. */
+    int unwritten = m->h.pc == Q_ACQ_DEL && (r->live & ~in->written) != 0;
     /* Decided: enough said yes, or so many said no that the rest cannot
      * make up `need` (a dead or silent server decides nothing: its reply,
      * or its timeout, is waited for). */
-    if (r->live == 0 || in->mono_ms >= r->deadline || r->good >= r->need ||
-        r->answered - r->good > asked - r->need) {
-        r->owing = in->mono_ms < r->deadline ? r->live & in->written : 0;
+    if (r->live == 0 || in->mono_ms >= r->deadline ||
+        (!unwritten && (r->good >= r->need || r->answered - r->good > asked - r->need))) {
+        /* Late or not, a server whose request was written may run it:
+         * it owes its reply, and a failed acquire's clean-up goes to it
+         * (behind that request, on its connection). */
+        r->owing = r->live & in->written;
         return 1;
     }
     if (again) {
@@ -255,14 +266,23 @@ static relock__step won(relock__quorum_m *m, relock_lock *l)
     return relock__done(&m->h, RELOCK_OK);
 }
 
-/* The acquire has no majority in time: leave no partial hold behind, where
- * we won or may yet win (a server still owing its reply).  The delete
- * follows the acquire on each connection, so it applies after it. */
+/* The acquire has no majority in time: leave no partial hold behind,
+ * wherever our token may be: where we won, where the request was written
+ * and no reply came (in time or not: a round decided by its deadline
+ * leaves the late servers running the acquire all the same), and where the
+ * connection failed after the request was written.  The delete follows
+ * the acquire on each connection still open, so it applies after it
+ * (out->after, late or not); a failed connection's server is sent it on a new one,
+ * where the old one's request has run or never will (the server has
+ * closed it, or it went with the connection's failure). */
 static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
 {
-    unsigned maybe = m->won | m->first.owing;
-    if (maybe)
-        return delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, out);
+    unsigned maybe = m->won | m->first.owing | m->first.unsure;
+    if (maybe) {
+        relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, out);
+        out->after = maybe;
+        return s;
+    }
     return RELOCK__STEP_DONE; /* the caller ends it (acquire_end) */
 }
 
@@ -334,6 +354,11 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
             return delete_round(m, l, Q_REL, all_servers(c), majority(c), out);
         default:
+            /* The servers may hold the new lease from now on whatever we
+             * hear back: a shorter one shortens our validity now, and it
+             * stays so unless a majority extends in time. */
+            l->valid_until = relock__valid_min(l->valid_until,
+                                               relock__valid_until(in->mono_ms, m->ttl_ms));
             m->tmo = relock__quorum_server_timeout(c, m->ttl_ms);
             snprintf(m->num, sizeof m->num, "%lld", m->ttl_ms);
             m->args[0] = l->key;
@@ -415,7 +440,11 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
              * is hit). */
             m->first = *r;
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms); /* the lease held */
-            return delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), out);
+            s = delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), out);
+            /* A server still owing the extend's reply is not left alone
+             * for being late: the delete goes behind the extend there. */
+            out->after = m->first.owing;
+            return s;
         }
         char need[64];
         snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
@@ -482,11 +511,17 @@ relock_status relock__quorum_setup(relock_client *c)
      * timestamps, GETSET losers and legacy clients have no meaning for a
      * majority of independent masters. */
     if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
-        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients))
+        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
+        /* The place to change: the file's mode, else its servers. */
+        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
+        char at[sizeof c->s.src_file + 16] = "";
+        if (line && c->s.src_file[0])
+            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "servers: quorum over %d servers uses modern values only; set "
+                            "%sservers: quorum over %d servers uses modern values only; set "
                             "mode = \"modern\" (or auto with migration.legacy_clients = false)",
-                            c->s.nservers);
+                            at, c->s.nservers);
+    }
     if (relock__fan_setup(c) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
     c->mode = RELOCK_MODE_MODERN;

@@ -17,7 +17,8 @@ typedef struct relock__qround {
     unsigned live;     /* reached, neither answered nor dropped yet */
     unsigned answers;  /* answered with the expected shape */
     unsigned yes;      /* answered, and did what was asked */
-    unsigned owing;    /* once decided: left owing their replies */
+    unsigned owing;    /* once decided: left owing their replies (written) */
+    unsigned unsure;   /* dropped after their request was written: it may have run */
     int reached;       /* servers connected (or connecting) and sent to */
     int answered;      /* replies of the expected shape */
     int good;          /* of those, the yes */

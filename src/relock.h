@@ -167,6 +167,56 @@ RELOCK_EXTERN long long relock_config_ttl_ms(const relock_config *cfg);
 /* The configured default wait bound: -1 forever, 0 none, else ms. */
 RELOCK_EXTERN long long relock_config_wait_ms(const relock_config *cfg);
 RELOCK_EXTERN relock_mode relock_config_mode(const relock_config *cfg);
+/* The configured key_prefix ("" by default); valid while cfg lives and
+ * is not changed. */
+RELOCK_EXTERN const char *relock_config_key_prefix(const relock_config *cfg);
+
+/*
+ * Events: what happens to locks, told to one callback, so that a program
+ * can count contention and hold times, or log a lock's life, without
+ * wrapping every call.  relock_config_set_event_fn() sets it for every
+ * client later connected with cfg (clients copy it at relock_connect());
+ * fn NULL turns it off.  The blocking API reports:
+ *   RELOCK_EVENT_ACQUIRED      relock_acquire() won the lock; waited_ms is
+ *                              how long the call took (0 or a round trip:
+ *                              at once; more: it waited), validity_ms the
+ *                              validity then;
+ *   RELOCK_EVENT_RENEWED       a renewal of relock_keep() succeeded;
+ *                              validity_ms the validity now;
+ *   RELOCK_EVENT_RENEW_FAILED  a renewal failed while validity remains (it
+ *                              is tried again); status why, validity_ms
+ *                              what is left;
+ *   RELOCK_EVENT_LOST          relock_keep() found the lock lost (on_lost
+ *                              follows); status why;
+ *   RELOCK_EVENT_RELEASED      relock_release() released it.
+ * held_ms is the time since the acquisition (-1 for an adopted lock).
+ * The callback runs on the thread that made the call, or for the three
+ * renewal events on the renewal thread, and must return quickly; it may
+ * not call relock functions on the lock or its client.  The event and its
+ * strings are valid only during the call.  RELOCK_EINVAL for a NULL cfg.
+ */
+typedef enum relock_event_kind {
+    RELOCK_EVENT_ACQUIRED = 1,
+    RELOCK_EVENT_RENEWED,
+    RELOCK_EVENT_RENEW_FAILED,
+    RELOCK_EVENT_LOST,
+    RELOCK_EVENT_RELEASED
+} relock_event_kind;
+
+typedef struct relock_event {
+    relock_event_kind kind;
+    const char *name;      /* the lock's name */
+    relock_status status;  /* RELOCK_OK, or why (RENEW_FAILED, LOST) */
+    long long waited_ms;   /* ACQUIRED: how long relock_acquire() took; else 0 */
+    long long held_ms;     /* since the acquisition; -1 unknown (adopted) */
+    long long validity_ms; /* validity left (ACQUIRED, RENEWED, RENEW_FAILED); else 0 */
+} relock_event;
+
+typedef void (*relock_event_fn)(const relock_event *ev, void *arg);
+RELOCK_EXTERN relock_status relock_config_set_event_fn(relock_config *cfg, relock_event_fn fn,
+                                                       void *arg);
+/* The name of an event kind, e.g. "acquired", "renew_failed"; never NULL. */
+RELOCK_EXTERN const char *relock_event_name(relock_event_kind kind);
 
 /* ---------------------------------------------------------------------
  * Clients.
@@ -332,7 +382,11 @@ RELOCK_EXTERN relock_status relock_try_acquire(relock_client *c, const char *nam
  * In legacy and bridge modes the stored value changes:
  * relock_lock_value() returns the new one.  With durability,
  * RELOCK_EDURABILITY when too few replicas acknowledged in time: the lock
- * stays held, nothing is deleted, and its validity stays as before.
+ * stays held and nothing is deleted.  After any extend that did not
+ * succeed (an error, RELOCK_EAMBIGUOUS, RELOCK_EDURABILITY), and while one
+ * is under way, relock_lock_validity_ms() is at most the smaller of the
+ * validity before and the new lease counted from the extend's start: the
+ * server may hold either, so an extend to a shorter lease shortens it.
  */
 RELOCK_EXTERN relock_status relock_extend(relock_lock *l, long long ttl_ms);
 
@@ -358,8 +412,10 @@ RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name
  * every third of its ttl, on a connection of its own, until
  * relock_keep_stop(), relock_release() or relock_lock_free().  If the lock
  * is lost (taken, deleted, or its validity ran out while the server could
- * not be reached), on_lost is called exactly once, from the renewal thread,
- * with the status (RELOCK_LOST, or the error that outlasted the validity);
+ * not be reached), on_lost is called exactly once, from one of the renewal's
+ * threads, with the status (RELOCK_LOST, or the error that outlasted the
+ * validity); a lock whose renewals fail is reported lost when its validity
+ * ends, even while a renewal still waits for the server;
  * it must not call relock functions on the lock or its client: set a flag,
  * write to a pipe or send a signal to the process (kill(getpid(), sig):
  * raise() would aim at the renewal thread, where every signal is
@@ -449,6 +505,14 @@ RELOCK_EXTERN long long relock_inspect_info_fence(const relock_inspect_info *inf
 /* The whole owner record (owner_info), or "".  Valid until
  * relock_inspect_info_free(). */
 RELOCK_EXTERN const char *relock_inspect_info_owner(const relock_inspect_info *info);
+/* The Redis key read: key_prefix + NAME, or "" when unknown.  Valid until
+ * relock_inspect_info_free(). */
+RELOCK_EXTERN const char *relock_inspect_info_key(const relock_inspect_info *info);
+/* How many clients wait for the lock: the subscribers of its release
+ * channel (PUBSUB NUMSUB, Redis 2.8 and later, on the server holding the
+ * key); -1 when the server cannot say.  Waiters that poll without a
+ * subscription (wait.notify = false, legacy clients) are not counted. */
+RELOCK_EXTERN long long relock_inspect_info_waiters(const relock_inspect_info *info);
 
 /* ---------------------------------------------------------------------
  * Migration audit (read-only; used by `relock scan`, docs/migration.md).

@@ -173,7 +173,9 @@ RELOCK_EXTERN relock_status relock_async_extend(relock_lock *l, long long ttl_ms
  * Renewal by the loop's timers: extends l every third of its ttl until
  * relock_async_keep_stop(), relock_async_release() or relock_lock_free().
  * on_lost is called once if the lock is lost (taken, deleted, or its
- * validity ran out while the server did not answer).  relock_async_keep_stop()
+ * validity ran out before a renewal succeeded: then at the validity's end,
+ * even while a renewal waits for the server; a failed renewal is retried
+ * every tenth of the ttl until then).  relock_async_keep_stop()
  * returns RELOCK_OK, or RELOCK_LOST when the renewals found it lost.
  */
 RELOCK_EXTERN relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost,

@@ -12,19 +12,35 @@
 static const struct {
     const char *suffix;
     unsigned long long factor;
-} units[] = {{"d", 86400000ULL}, {"h", 3600000ULL}, {"m", 60000ULL}, {"s", 1000ULL},
-             {"ms", 1ULL}};
+} units[] = {{"w", 604800000ULL}, {"d", 86400000ULL}, {"h", 3600000ULL}, {"m", 60000ULL},
+             {"s", 1000ULL},      {"ms", 1ULL}};
 #define NUNITS (sizeof units / sizeof units[0])
+#define UNIT_S 4 /* units[UNIT_S] is "s" */
 
-/* The unit at p ("ms" before "m"); its index, or -1. */
+/* The other spellings of each unit, as systemd writes time spans
+ * (systemd.time(7)): "5min", "30sec", "2hours".  "m" is minutes, as
+ * there; months and years are not taken. */
+static const struct {
+    const char *suffix;
+    int unit; /* index in units */
+} aliases[] = {{"weeks", 0},   {"week", 0},    {"days", 1},    {"day", 1},   {"hours", 2},
+               {"hour", 2},    {"hr", 2},      {"minutes", 3}, {"minute", 3}, {"min", 3},
+               {"seconds", 4}, {"second", 4},  {"sec", 4},     {"msec", 5}};
+#define NALIASES (sizeof aliases / sizeof aliases[0])
+
+/* The unit at p, its longest spelling ("ms" before "m", "min" before
+ * "m"), not followed by a letter; its index, or -1. */
 static int unit_at(const char *p, size_t *len)
 {
     int best = -1;
     size_t best_len = 0;
-    for (size_t i = 0; i < NUNITS; i++) {
-        size_t n = strlen(units[i].suffix);
-        if (strncmp(p, units[i].suffix, n) == 0 && n > best_len) {
-            best = (int)i;
+    for (size_t i = 0; i < NUNITS + NALIASES; i++) {
+        const char *suf = i < NUNITS ? units[i].suffix : aliases[i - NUNITS].suffix;
+        int u = i < NUNITS ? (int)i : aliases[i - NUNITS].unit;
+        size_t n = strlen(suf);
+        if (strncmp(p, suf, n) == 0 && n > best_len &&
+            !(p[n] >= 'a' && p[n] <= 'z')) {
+            best = u;
             best_len = n;
         }
     }
@@ -69,13 +85,15 @@ int relockx_parse_duration(const char *s, long long *ms, char *why, size_t whyle
         size_t ulen = 0;
         int u = unit_at(p, &ulen);
         if (u < 0 && *p == '\0' && p == s + strlen(s) && num == s) {
-            u = 3; /* a plain number is seconds, as for sleep(1) and timeout(1) */
+            u = UNIT_S; /* a plain number is seconds, as for sleep(1) and timeout(1) */
         } else if (u < 0) {
             if (*p == '\0')
                 snprintf(why, whylen, "\"%.32s\": a unit is needed after %.*s", s,
                          (int)(p - num), num);
             else
-                snprintf(why, whylen, "\"%.32s\": unknown unit \"%.8s\" (use ms, s, m, h or d)",
+                snprintf(why, whylen,
+                         "\"%.32s\": unknown unit \"%.8s\" (use ms, s, m, h, d or w, or "
+                         "msec, sec, min, hr, day, week)",
                          s, p);
             return -1;
         }

@@ -155,6 +155,19 @@ redisReply *relock__conn_send(relock_client *c, int *sent, const char *name, con
     return reply;
 }
 
+int relock__reply_transient(const char *text)
+{
+    static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
+    if (!text)
+        return 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(text, words[i], n) == 0 && (text[n] == ' ' || text[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
                                 const redisReply *r)
 {

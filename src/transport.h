@@ -33,4 +33,11 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
                                 const redisReply *r);
 #define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
 
+/* Whether a server's error text says "not now" rather than "never": a
+ * restarted server loading its data (LOADING), one busy in a long script
+ * (BUSY), a replica cut off from its master (MASTERDOWN), a Cluster slot
+ * moving (TRYAGAIN).  Such a reply tells nothing about what the server
+ * can do. */
+int relock__reply_transient(const char *text);
+
 #endif

@@ -1,8 +1,7 @@
 /*
  * Tasks on one libevent loop take turns holding one Redis lock, without a
  * thread and without blocking the loop: each asks for the lock (waiting up
- * to 10 s), holds it for a moment (a timer of the loop), releases it.  A
- * last task keeps a lock renewed by the loop's timers for a while.
+ * to 10 s), holds it for a moment (a timer of the loop), releases it.
  *
  *   relock-async-libevent redis://127.0.0.1:6379 [TASKS]
  *

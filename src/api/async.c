@@ -172,8 +172,8 @@ struct aop {
     unsigned wgen;
     int wset, wmoved;
     int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
-    /* extend: the validity before, kept when the replicas did not
-     * acknowledge the new one (decision 104) */
+    /* extend: the validity before, the bound on it when the replicas did
+     * not acknowledge the new one (decision 104) */
     uint64_t was_valid;
     long long was_ttl;
     int owner_gone; /* release: the owner record was deleted first */
@@ -183,6 +183,7 @@ struct aop {
      * one's step, whose replies wait in held meanwhile */
     int clocking;
     relock__clock_m clk;
+    int clock_fresh; /* the clock was measured for the next feed */
     redisReply *held[RELOCK__BATCH_CMDS];
     int nheld;
 };
@@ -207,6 +208,13 @@ struct relock__alock {
     void *lost_arg;
     int keep_lost;
     uint64_t keep_valid; /* validity as of the last renewal */
+    /* The loss deadline: fires at keep_valid, when no renewal succeeded
+     * by then, whatever the one in flight is waiting for. */
+    void *lost_timer;
+    /* the last failed renewal's outcome, reported if the deadline comes
+     * first (RELOCK_OK: none failed since the last success) */
+    relock_status fail_st;
+    relock__err fail_err;
 };
 
 /* Connections a client may have at once: its server's, and Cluster nodes'
@@ -231,12 +239,21 @@ struct aconn {
     unsigned gen;  /* counts the contexts it had: a transaction's must not change */
     void *conn_timer;
     void *tmo_timer;
+    /* A connect that failed at once (a name that does not resolve, the
+     * loop refusing the context): its failure is reported from the loop
+     * (connect_failed), never from within the call that started an
+     * operation, whose callback must not run there. */
+    char fail_why[300];
     void *kick_timer;
     aop setup;
     relock_lock probe_l; /* the lock the probe machine runs on */
     aop *txn_owner;
     areq *fifo, *fifo_tail; /* requests in flight, oldest first */
     aop *queue, *queue_tail; /* operations waiting for it */
+    /* Operations taken from the queue and being walked (walk_take): a
+     * callback run by the walk may cancel one of them, which then leaves
+     * this list as it would leave the queue. */
+    aop *walk, *walk_tail;
     /* a quorum's connection (no probe; its setup pipelined ahead) */
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
@@ -244,6 +261,14 @@ struct aconn {
     /* legacy.clock = "server": this server's clock (a Cluster node's own,
      * as the blocking client keeps one per node's connection) */
     relock__clock_est clock;
+    /* What this server's probe learned (version, capabilities; probed:
+     * set once it ran): the facts an operation's machine reads while it
+     * runs on this connection.  A Cluster's nodes need not be alike (a
+     * rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
+    int probed;
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
 };
 
 struct relock_async {
@@ -287,6 +312,9 @@ struct relock_async {
     int sub_at, sub_from; /* its server; where the next one starts looking */
     unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
+    /* counts the times the channels were freed (sub_drop, chan_free_all):
+     * a walk of a channel's waiters stops when it changes under it */
+    unsigned chans_gen;
     int nwaiting;
     /* the batch a machine fills */
     relock__batch batch;
@@ -349,6 +377,7 @@ static void submit(aop *op);
     }
 SLIST_FNS(fifo, areq, fnext)
 SLIST_FNS(queue, aop, qnext)
+SLIST_FNS(walk, aop, qnext) /* an operation is in its connection's queue or walk, never both */
 SLIST_FNS(start, aop, start_next)
 SLIST_FNS(due, aop, due_next)
 
@@ -600,6 +629,7 @@ static relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
 static void chan_leave(aop *op);
 static void lock_op_end(aop *op);
 static void alock_free(relock_lock *l);
+static void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
 static void op_unlink(aop *op)
 {
@@ -669,10 +699,16 @@ static void op_finish(aop *op, relock_status st)
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
     if (op->kind == K_KEEP) {
-        /* renewals report through the lock (lock_op_end) */
-    } else if (op->cb) {
-        op->cb(a, st, l, &e, op->arg);
+        /* A renewal reports through its lock, however it ended: its
+         * machine's outcome, or a connect, setup or client error before it
+         * ran (keep_after; e points into op, freed after). */
+        if (l && !a->freeing)
+            keep_after(a, l, st, &e);
+        op_release(op);
+        return;
     }
+    if (op->cb)
+        op->cb(a, st, l, &e, op->arg);
     op_release(op);
 }
 
@@ -723,6 +759,7 @@ static int async_lock_free(relock_lock *l)
     struct relock__alock *al = l->al;
     if (al->a) {
         timer_stop(al->a, &al->keep_timer);
+        timer_stop(al->a, &al->lost_timer);
         al->kept = 0;
         if (al->after) {
             al->after->lock_gone = 1;
@@ -790,6 +827,38 @@ static void queue_push(aconn *cn, aop *op)
 static void queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
+    walk_remove_(&cn->walk, &cn->walk_tail, op);
+}
+
+/* The queue's operations join those being walked, and the next to walk
+ * is taken out, or NULL.  The walks of the queue (queue_flush,
+ * setup_done) run callbacks, which may cancel, release or free what is
+ * still to walk: each operation is taken out only when its turn comes,
+ * so one cancelled meanwhile (queue_remove) is never sent nor fed.  Those
+ * queued again during the walk wait in the queue for the next one; a walk
+ * started within a walk of the same connection goes on with the outer's
+ * rest. */
+static void walk_take(aconn *cn)
+{
+    aop *q = cn->queue;
+    cn->queue = cn->queue_tail = NULL;
+    while (q) {
+        aop *next = q->qnext;
+        walk_push_(&cn->walk, &cn->walk_tail, q);
+        q = next;
+    }
+}
+
+static aop *walk_next(aconn *cn)
+{
+    aop *q = cn->walk;
+    if (!q)
+        return NULL;
+    cn->walk = q->qnext;
+    if (!cn->walk)
+        cn->walk_tail = NULL;
+    q->qnext = NULL;
+    return q;
 }
 
 static void kick_fire(void *arg);
@@ -818,16 +887,13 @@ static aconn *conn_find(relock_async *a, const char *host, int port)
 static void queue_flush(aconn *cn)
 {
     relock_async *a = cn->a;
-    aop *q = cn->queue;
-    cn->queue = cn->queue_tail = NULL;
-    while (q && !a->freeing) {
-        aop *next = q->qnext;
-        q->qnext = NULL;
+    walk_take(cn);
+    while (!a->freeing && cn->walk) {
+        aop *q = walk_next(cn);
         if (q->state == S_NEW)
             op_start(q);
         else
             submit(q);
-        q = next;
     }
 }
 
@@ -1345,6 +1411,14 @@ static int follow(aop *op)
 
 static void setup_done(aconn *cn, relock_status st);
 
+/* A "not now" error reply (relock__reply_transient) to a connection's
+ * setup fails what waits for it, as a lost connection does, and the next
+ * operation connects again; it never makes the client unusable. */
+static int transient_reply(const char *text)
+{
+    return relock__reply_transient(text);
+}
+
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     aconn *cn = ac->data;
@@ -1633,6 +1707,21 @@ static void role_check(aop *su, const relock__feed *in)
     loc_next(a);
 }
 
+/* The connect that failed at once (conn_connect) fails what waits. */
+static void connect_failed(void *arg)
+{
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->conn_timer = NULL;
+    enter(a);
+    if (!a->freeing && cn->cstate == C_CONNECTING && !cn->ac) {
+        cn->cstate = C_DOWN;
+        relock__err_clear(&a->c->err);
+        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+    }
+    leave(a);
+}
+
 static void conn_connect(aconn *cn)
 {
     relock_async *a = cn->a;
@@ -1652,13 +1741,18 @@ static void conn_connect(aconn *cn)
     cn->cstate = C_CONNECTING;
     cn->connected = 0;
     if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
-        char why[300];
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(srv),
-                 ac && ac->err ? ac->errstr : "cannot attach to the loop");
+        snprintf(cn->fail_why, sizeof cn->fail_why, "connect to " RELOCK__ADDR_FMT ": %s",
+                 RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
             redisAsyncFree(ac);
-        cn->cstate = C_DOWN;
-        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", why));
+        /* still "connecting" (no second connect meanwhile) until the loop
+         * reports it */
+        timer_stop(a, &cn->conn_timer);
+        cn->conn_timer = timer_start(a, 0, connect_failed, cn);
+        if (!cn->conn_timer) { /* no timer: at once, as before */
+            cn->cstate = C_DOWN;
+            setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+        }
         return;
     }
     ac->data = cn;
@@ -1744,7 +1838,7 @@ static void setup_done(aconn *cn, relock_status st)
             queue_flush(cn);
             return;
         }
-    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM) {
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !transient_reply(a->c->err.server)) {
         /* the server refuses us (login, ACL) or cannot be used */
         a->fatal = st;
         relock__err_copy(&a->fatal_err, &a->c->err);
@@ -1756,11 +1850,9 @@ static void setup_done(aconn *cn, relock_status st)
         conn_gone(cn, 0, st, why.msg);
     /* The operations waiting for the connection: those not started fail
      * with its error; a machine under way is fed the fault and decides. */
-    aop *q = cn->queue;
-    cn->queue = cn->queue_tail = NULL;
-    while (q && !a->freeing) {
-        aop *next = q->qnext;
-        q->qnext = NULL;
+    walk_take(cn);
+    while (!a->freeing && cn->walk) {
+        aop *q = walk_next(cn);
         if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
             !relock__sentinel_on(&a->c->s)) {
             /* A Cluster node that cannot be reached left the map
@@ -1772,7 +1864,6 @@ static void setup_done(aconn *cn, relock_status st)
                 q->rerouted = 1;
                 q->cn = to;
                 conn_wants(to, q);
-                q = next;
                 continue;
             }
         }
@@ -1788,8 +1879,27 @@ static void setup_done(aconn *cn, relock_status st)
                 batch_clear(q);
             op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
         }
-        q = next;
     }
+}
+
+/* The client's server facts (c->conn, what the machines read) become
+ * cn's, or cn's become the client's. */
+static void facts_load(relock_client *c, const aconn *cn)
+{
+    memcpy(c->conn.version, cn->version, sizeof c->conn.version);
+    c->conn.major = cn->major;
+    c->conn.minor = cn->minor;
+    c->conn.patch = cn->patch;
+    c->conn.caps = cn->caps;
+}
+
+static void facts_save(aconn *cn, const relock_client *c)
+{
+    memcpy(cn->version, c->conn.version, sizeof cn->version);
+    cn->major = c->conn.major;
+    cn->minor = c->conn.minor;
+    cn->patch = c->conn.patch;
+    cn->caps = c->conn.caps;
 }
 
 static void setup_step(aop *su, const relock__feed *in)
@@ -1800,6 +1910,7 @@ static void setup_step(aop *su, const relock__feed *in)
     const relock__server *srv = cn->srv;
     relock__feed first;
     if (su->attempt == 2) {
+        facts_load(c, cn); /* this master's, for ROLE's form and the mode */
         role_check(su, in);
         return;
     }
@@ -1828,6 +1939,11 @@ static void setup_step(aop *su, const relock__feed *in)
         }
         su->attempt = 1;
         relock__probe_init(&su->probe);
+        /* a new probe: nothing known of this server yet */
+        cn->probed = 0;
+        memset(cn->version, 0, sizeof cn->version);
+        cn->major = cn->minor = cn->patch = 0;
+        cn->caps = 0;
         static char pname[] = "(probe)";
         memset(&cn->probe_l, 0, sizeof cn->probe_l);
         cn->probe_l.c = c;
@@ -1836,8 +1952,15 @@ static void setup_step(aop *su, const relock__feed *in)
         in = &first;
     }
     relock__err_clear(&c->err);
+    /* Each connection's probe learns into its own facts, around each of
+     * its steps (other connections may probe meanwhile); the client's stay
+     * those of this probe's last step, for the mode's choice and the role
+     * check that follow it. */
+    facts_load(c, cn);
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
+    facts_save(cn, c);
     if (s == RELOCK__STEP_DONE) {
+        cn->probed = su->probe.h.st == RELOCK_OK;
         if (su->probe.h.st == RELOCK_OK && a->loc.checking)
             role_ask(su); /* a master the sentinels named: is it one? */
         else
@@ -1862,6 +1985,7 @@ static void chan_free_all(relock_async *a)
 {
     achan *ch = a->chans;
     a->chans = NULL;
+    a->chans_gen++;
     while (ch) {
         achan *next = ch->next; /* its waiters have ended already */
         free(ch);
@@ -1883,6 +2007,7 @@ static void sub_drop(relock_async *a, int hiredis_frees)
      * subscription plans again without it. */
     achan *ch = a->chans;
     a->chans = NULL;
+    a->chans_gen++;
     a->nwaiting = 0;
     aop *replan = NULL;
     while (ch) {
@@ -1906,7 +2031,9 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     while (replan && !a->freeing) {
         aop *next = replan->cnext;
         replan->cnext = NULL;
-        op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+        /* one cancelled by an earlier one's callback ends by its own timer */
+        if (replan->state == S_SUBSCRIBING)
+            op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         replan = next;
     }
 }
@@ -1947,6 +2074,10 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     enter(a);
     redisReply *r = rr;
     achan *ch = priv;
+    /* A waiter fed below may end (its bound ran out) and leave the
+     * channel; the last to leave drops the subscription, which frees every
+     * channel, ch among them: the walks stop as soon as that happened. */
+    unsigned gen = a->chans_gen;
     if (!r) {
         sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
@@ -1955,7 +2086,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
         if (strcmp(kind, "subscribe") == 0) {
             ch->confirmed = 1;
             /* each waiter plans again (and may leave the channel) */
-            for (int guard = 0; guard < 1000000 && !a->freeing; guard++) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
                 aop *w = ch->waiters;
                 while (w && w->state != S_SUBSCRIBING)
                     w = w->cnext;
@@ -1964,7 +2095,8 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
                 op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
             }
         } else if (strcmp(kind, "message") == 0) {
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans; guard++) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
+                 guard++) {
                 aop *w = ch->waiters;
                 while (w && w->state != S_SLEEP)
                     w = w->cnext;
@@ -2338,7 +2470,8 @@ static int owner_phase(aop *op, int held)
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, then durability's WAIT on the write's connection, then the
  * owner record; an acquire whose write was not acknowledged is released
- * (PH_UNDO) and fails; an extend's keeps its old validity (decision 104).
+ * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
+ * validity (decision 104).
  * Release: the owner record is deleted first, while the lock is ours.
  */
 static int next_phase(aop *op, relock_status *st)
@@ -2398,9 +2531,11 @@ static int next_phase(aop *op, relock_status *st)
         return 0;
     }
     }
-    /* the write was not acknowledged (or no WAIT could be sent) */
+    /* the write was not acknowledged (or no WAIT could be sent): an
+     * extend's lease is the earlier of the old one, which the replicas
+     * know of, and the new one, which the master holds */
     if (op->kind != K_ACQ) {
-        l->valid_until = op->was_valid;
+        l->valid_until = relock__valid_min(op->was_valid, l->valid_until);
         l->ttl_ms = op->was_ttl;
         return 0;
     }
@@ -2557,34 +2692,7 @@ static void machine_done(aop *op, relock_status st)
     case K_KEEP:
         if (st == RELOCK_LOST)
             l->lost = 1;
-        if (op->kind == K_KEEP) {
-            struct relock__alock *al = l->al;
-            relock_status kst = st;
-            int gone = op->lock_gone;
-            relock__err kerr;
-            if (op->err)
-                relock__err_copy(&kerr, op->err);
-            else
-                relock__err_clear(&kerr);
-            op_finish(op, st);
-            if (al && al->kept && !gone) {
-                if (kst == RELOCK_OK) {
-                    al->keep_valid = l->valid_until;
-                    keep_arm(al, l);
-                } else if (kst == RELOCK_LOST || now_ms() >= al->keep_valid) {
-                    al->kept = 0;
-                    al->keep_lost = 1;
-                    if (al->on_lost)
-                        al->on_lost(a, l, kst, &kerr.pub, al->lost_arg);
-                } else {
-                    /* The server did not answer: again soon, while valid. */
-                    long long again = l->ttl_ms / 10;
-                    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
-                }
-            }
-            return;
-        }
-        op_finish(op, st);
+        op_finish(op, st); /* a renewal goes on in keep_after() */
         return;
     }
 }
@@ -2670,7 +2778,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
         if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
             if (!c->s.legacy.clock_server) {
                 in.fleet_ms = relock__wall_ms();
-            } else if (relock__clock_due(&cn->clock, in.mono_ms)) {
+                in.fleet_fresh = 1;
+            } else if ((h->want_fleet == RELOCK__FLEET_FRESH && !op->clock_fresh) ||
+                       relock__clock_due(&cn->clock, in.mono_ms)) {
                 /* The server's clock is measured first (the clock
                  * machine, on the same connection, inside the
                  * transaction if one is open); these replies wait. */
@@ -2683,8 +2793,10 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 continue;
             } else {
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
+                in.fleet_fresh = op->clock_fresh;
             }
         }
+        op->clock_fresh = 0; /* a fresh reading serves the one feed after it */
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
         /* the clock machine measures into the client's estimate: the
@@ -2692,6 +2804,9 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
          * connections may measure meanwhile) */
         if (op->clocking)
             c->conn.clock = cn->clock;
+        /* the facts of the server it runs on (a Cluster node's own) */
+        if (cn->probed)
+            facts_load(c, cn);
         relock__step s = fn(m, op->l, &in, b);
         if (op->clocking)
             cn->clock = c->conn.clock;
@@ -2722,6 +2837,7 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
                 fault = RELOCK__FAULT_NONE;
                 fst = RELOCK_OK;
                 ftext = NULL;
+                op->clock_fresh = 1;
             }
             continue;
         }
@@ -2793,16 +2909,19 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
  * machine decides.  What the driver keeps is decision 44's part: a server
  * still silent when a round is decided owes its replies (its request stays
  * in the connection's FIFO without an operation, read and dropped) if its
- * batch was written before the deadline, else its connection is dropped;
+ * batch was written, in time or late, else its connection is dropped;
  * a connection owing a reply older than the round's timeout, or MAX_OWED
  * replies, is dropped when a round would use it, and left alone for one
- * timeout.  Pipelined operations leave a server slightly slower than the
- * majority owing many replies at once, as a matter of course: lateness is
- * judged by the age of the oldest, and the count only bounds the memory
- * (the blocking driver, one operation at a time, stops at 8; decision
- * 211).  A quorum's connections run no probe (the quorum is modern
- * values only): AUTH, SELECT and SCRIPT LOAD of the quorum's scripts are
- * pipelined ahead of the first batch, as the blocking fan driver does.
+ * timeout, except for a clean-up (a failed acquire's delete), which goes
+ * behind the owed request on its connection, however late, so that the
+ * server runs it after the request it undoes.  Pipelined operations
+ * leave a server slightly slower than the majority owing many replies at
+ * once, as a matter of course: lateness is judged by the age of the
+ * oldest, and the count only bounds the memory (the blocking driver, one
+ * operation at a time, stops at 8; decision 211).  A quorum's
+ * connections run no probe (the quorum is modern values only): AUTH,
+ * SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead of
+ * the first batch, as the blocking fan driver does.
  */
 
 #define MAX_OWED 4096
@@ -2993,7 +3112,8 @@ static void on_fan_setup(redisAsyncContext *ac, void *rr, void *priv)
     enter(a);
     char why[300];
     snprintf(why, sizeof why, "AUTH/SELECT: %.150s", r->str ? r->str : "");
-    conn_gone(cn, 0, RELOCK_ECONFIG, why);
+    /* a transient error is a connection that failed, not a refusal */
+    conn_gone(cn, 0, transient_reply(r->str) ? RELOCK_EIO : RELOCK_ECONFIG, why);
     leave(a);
 }
 
@@ -3084,13 +3204,16 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
 
 /* A new round's batch to server i: the connection checked (owed replies,
  * lateness), opened if needed, and the batch written; 0, or -1 when the
- * server is not reached (down, left alone after being late, failing). */
+ * server is not reached (down, left alone after being late, failing).
+ * after: the batch undoes what earlier requests may have done (fan.h): it
+ * goes behind them on their connection however late they are, and to a
+ * new one only when that connection is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
-                         long long timeout_ms)
+                         long long timeout_ms, int after)
 {
     relock_async *a = op->a;
     aconn *cn = &a->conns[i];
-    if (cn->ac) {
+    if (cn->ac && !after) {
         int owed = 0;
         uint64_t oldest = 0;
         for (areq *p = cn->fifo; p; p = p->fnext)
@@ -3102,7 +3225,7 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
         if (owed > 0 && (owed >= MAX_OWED || now - oldest > (uint64_t)timeout_ms))
             fan_drop(cn, "too far behind: dropped", now, timeout_ms);
     }
-    if (!cn->ac && (now < cn->retry_at || fan_connect(cn) != 0))
+    if (!cn->ac && ((now < cn->retry_at && !after) || fan_connect(cn) != 0))
         return -1;
     areq *rq = fan_request(op, cn, b);
     if (!rq)
@@ -3115,7 +3238,10 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
 }
 
 /* The round is decided at now: a server still silent owes its replies if
- * its batch was written in time, else its connection is dropped. */
+ * its batch was written, in time or late (it may still run the request,
+ * and a clean-up must follow it on this connection; a server too far
+ * behind is dropped when a later round would use it), else its connection
+ * is dropped. */
 static void fan_close_round(aop *op, uint64_t now)
 {
     relock_async *a = op->a;
@@ -3137,9 +3263,7 @@ static void fan_close_round(aop *op, uint64_t now)
         }
         int written = rq_written(rq);
         rq->op = NULL; /* owed, or gone with its connection below */
-        if (now >= F->end)
-            fan_drop(cn, "no reply within the quorum's timeout: dropped", now, F->timeout_ms);
-        else if (!written)
+        if (!written)
             fan_drop(cn, "decided without it before its request was written: dropped", now, 0);
     }
 }
@@ -3249,7 +3373,8 @@ static void fan_step(aop *op)
             F->end = F->start + (uint64_t)out->timeout_ms;
             for (int i = 0; i < n; i++)
                 if (((out->mask >> i) & 1u) &&
-                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms) == 0)
+                    fan_start_one(op, i, &out->b[i], F->start, F->timeout_ms,
+                                  (int)((out->after >> i) & 1u)) == 0)
                     F->f.reached |= 1u << i;
             F->timer = timer_start(a, out->timeout_ms, fan_timer_fire, op);
             F->f.mono_ms = F->start;
@@ -3543,6 +3668,95 @@ static void keep_arm(struct relock__alock *al, relock_lock *l)
     al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
 }
 
+static void lost_fire(void *arg);
+
+/* The loss deadline at the end of the validity as of the last renewal. */
+static void deadline_arm(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->lost_timer);
+    uint64_t now = now_ms();
+    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
+    al->lost_timer = timer_start(al->a, left, lost_fire, l);
+}
+
+/* The renewal stops for good; the program hears of it once. */
+static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    timer_stop(a, &al->keep_timer);
+    timer_stop(a, &al->lost_timer);
+    al->kept = 0;
+    al->keep_lost = 1;
+    if (al->on_lost)
+        al->on_lost(a, l, why, e, al->lost_arg);
+}
+
+/* The validity ran out and no renewal succeeded since it was computed:
+ * the lock is reported lost now, not when the renewal in flight (a stalled
+ * server, a connect that hangs) ends; its end changes nothing any more. */
+static void lost_fire(void *arg)
+{
+    relock_lock *l = arg;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    al->lost_timer = NULL;
+    if (!al->kept || al->keep_lost || a->freeing)
+        return;
+    if (now_ms() < al->keep_valid) { /* the loop's timer came early */
+        deadline_arm(al, l);
+        return;
+    }
+    enter(a);
+    relock__err e;
+    relock__err_clear(&e);
+    relock_status why = al->fail_st;
+    if (why != RELOCK_OK) {
+        relock__err_copy(&e, &al->fail_err);
+    } else {
+        why = RELOCK_EIO;
+        RELOCK__FAIL(&e, why,
+                     "keep %s: no renewal succeeded within the lock's validity (the server did "
+                     "not answer in time)",
+                     l->name);
+    }
+    keep_lose(a, l, why, &e.pub);
+    leave(a);
+}
+
+/* A renewal of l ended with st (e its detail): the next one is timed, a
+ * failed one retried soon while validity remains, a loss reported. */
+static void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    if (!al || !al->kept || al->keep_lost)
+        return;
+    if (st == RELOCK_OK) {
+        al->keep_valid = l->valid_until;
+        al->fail_st = RELOCK_OK;
+        keep_arm(al, l);
+        deadline_arm(al, l);
+        return;
+    }
+    /* A failed extend may have lowered the validity (one whose outcome is
+     * unknown counts the shorter of the old and the new lease): the
+     * deadline follows it down, never up. */
+    if (l->valid_until < al->keep_valid) {
+        al->keep_valid = l->valid_until;
+        deadline_arm(al, l);
+    }
+    if (st == RELOCK_LOST || now_ms() >= al->keep_valid) {
+        keep_lose(a, l, st, e);
+        return;
+    }
+    /* Not answered, refused, a transient error, the client unusable for
+     * now: again soon, while valid (the deadline reports the loss). */
+    al->fail_st = st;
+    relock__err_clear(&al->fail_err);
+    RELOCK__FAIL_SRV(&al->fail_err, st, e->server, "%s", e->message);
+    long long again = l->ttl_ms / 10;
+    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
+}
+
 /* ------------------------------------------------------------------ public */
 
 static const relock_error *null_err(void)
@@ -3810,6 +4024,7 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     if (kind == K_REL) {
         int was_lost = al->keep_lost;
         timer_stop(a, &al->keep_timer);
+        timer_stop(a, &al->lost_timer);
         al->kept = 0;
         if (was_lost)
             l->lost = 1;
@@ -3858,7 +4073,9 @@ relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost, vo
     al->on_lost = on_lost;
     al->lost_arg = arg;
     al->keep_valid = l->valid_until;
+    al->fail_st = RELOCK_OK;
     keep_arm(al, l);
+    deadline_arm(al, l);
     return RELOCK_OK;
 }
 
@@ -3868,6 +4085,7 @@ relock_status relock_async_keep_stop(relock_lock *l)
         return RELOCK_EINVAL;
     struct relock__alock *al = l->al;
     timer_stop(al->a, &al->keep_timer);
+    timer_stop(al->a, &al->lost_timer);
     al->kept = 0;
     if (al->keep_lost) {
         l->lost = 1;
@@ -3942,6 +4160,7 @@ void relock_async_free(relock_async *a)
         if (cn->ac)
             cn->ac->data = NULL;
         cn->queue = cn->queue_tail = NULL;
+        cn->walk = cn->walk_tail = NULL;
         cn->fifo = cn->fifo_tail = NULL;
         cn->txn_owner = NULL;
     }
@@ -3992,6 +4211,7 @@ void relock_async_free(relock_async *a)
     for (struct relock__alock *al = a->alocks; al;) {
         struct relock__alock *next = al->next;
         timer_stop(a, &al->keep_timer);
+        timer_stop(a, &al->lost_timer);
         al->kept = 0;
         al->a = NULL;
         al->prev = al->next = NULL;

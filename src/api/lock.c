@@ -129,6 +129,7 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
+    uint64_t t0 = relock__mono_ms();
     relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
@@ -164,6 +165,8 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     }
     l->owner_since = relock__wall_ms() / 1000;
     relock__owner_note(l, 1);
+    l->acquired_at = relock__mono_ms();
+    relock__event(c, RELOCK_EVENT_ACQUIRED, l, RELOCK_OK, (long long)(l->acquired_at - t0));
     *out = l;
     return RELOCK_OK;
 }
@@ -205,6 +208,8 @@ relock_status relock_release(relock_lock *l)
     }
     if (st == RELOCK_OK || st == RELOCK_LOST)
         l->lost = 1; /* either way it is no longer ours */
+    if (st == RELOCK_OK)
+        relock__event(c, RELOCK_EVENT_RELEASED, l, RELOCK_OK, 0);
     return st;
 }
 
@@ -241,9 +246,10 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
         st = relock__durable_wait(l, "extend");
         if (st != RELOCK_OK) {
             /* Still ours, and not deleted (decision 104): but only the
-             * old lease is known to be on the replicas, so the validity
-             * stays what it was. */
-            l->valid_until = was_valid;
+             * old lease is known to be on the replicas, while the master
+             * holds the new one, so the validity is the earlier of the
+             * two (a shorter extend shortens it). */
+            l->valid_until = relock__valid_min(was_valid, l->valid_until);
             l->ttl_ms = was_ttl;
         }
     }

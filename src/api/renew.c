@@ -3,6 +3,12 @@
  * on a connection of its own, every third of the lease.  The caller's
  * client is never touched from the thread, so the rule "one client, one
  * thread" holds; the two meet only under the keeper's mutex.
+ *
+ * A second thread, the watch, keeps the loss deadline: when the validity
+ * of the last successful renewal ends before another succeeded, it
+ * reports the lock lost at once, while the renewal thread may still be
+ * inside a call that waits for a stalled server (command_timeout_ms) or a
+ * connect; that call's end then changes nothing.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +21,11 @@
 
 struct relock__keeper {
     pthread_t thread;
+    pthread_t watch; /* the loss deadline (keeper_watch) */
+    int watching;    /* the watch thread was started */
+    /* the last failed renewal's status, for a loss the watch reports
+     * (RELOCK_OK: none failed since the last success) */
+    relock_status fail_st;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;             /* set by the owner: end the thread */
@@ -54,20 +65,61 @@ static void deadline_in(struct timespec *ts, long long ms)
     }
 }
 
+/* Reports the loss once (the first of the two threads to see it): k->mu
+ * held on entry, released on return. */
+static void keeper_lose(struct relock__keeper *k, relock_status why)
+{
+    k->lost = 1;
+    k->valid_until = 0;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    if (k->on_lost)
+        k->on_lost(k->user, why, k->arg);
+}
+
+/* The loss deadline: the end of the validity relock computed for the last
+ * successful renewal (k->valid_until, moved by each one). */
+static void *keeper_watch(void *p)
+{
+    struct relock__keeper *k = p;
+    pthread_mutex_lock(&k->mu);
+    while (!k->stop && !k->lost) {
+        if (k->valid_until == 0) {
+            /* unknown (an adopted lock whose value tells no expiry): no
+             * deadline before the first renewal computes one */
+            pthread_cond_wait(&k->cv, &k->mu);
+            continue;
+        }
+        uint64_t now = relock__mono_ms();
+        if (now >= k->valid_until) {
+            keeper_lose(k, k->fail_st != RELOCK_OK ? k->fail_st : RELOCK_EIO);
+            return NULL;
+        }
+        struct timespec ts;
+        deadline_in(&ts, (long long)(k->valid_until - now));
+        (void)pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
 static void *keeper_main(void *p)
 {
     struct relock__keeper *k = p;
     long long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
+    /* after a failed renewal: again soon, while validity remains */
+    long long retry = k->shadow->ttl_ms / 10 > 10 ? k->shadow->ttl_ms / 10 : 10;
+    long long wait_ms = period;
     pthread_mutex_lock(&k->mu);
-    while (!k->stop) {
+    while (!k->stop && !k->lost) {
         struct timespec ts;
-        deadline_in(&ts, period);
+        deadline_in(&ts, wait_ms);
         int rc = 0;
-        while (!k->stop && rc != ETIMEDOUT)
+        while (!k->stop && !k->lost && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-        while (!k->stop && k->owner_writing)
+        while (!k->stop && !k->lost && k->owner_writing)
             pthread_cond_wait(&k->cv, &k->mu);
-        if (k->stop)
+        if (k->stop || k->lost)
             break;
         if (k->owner_pending) {
             free(k->shadow->owner_text);
@@ -79,23 +131,30 @@ static void *keeper_main(void *p)
         k->renewing = 1;
         pthread_mutex_unlock(&k->mu);
         relock_status st = relock_extend(k->shadow, k->shadow->ttl_ms);
-        /* A transient failure is retried next period; only a definite loss,
-         * or a failure that outlives the validity, ends the lock. */
+        /* A failure, whatever it was (no answer, a refused connect, a
+         * transient error), is retried soon while validity remains; only
+         * a definite loss, or a failure that outlives the validity, ends
+         * the lock (the watch may have ended it meanwhile). */
         int gone = st == RELOCK_LOST ||
                    (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
+        relock__event(k->c,
+                      gone                 ? RELOCK_EVENT_LOST
+                      : st == RELOCK_OK    ? RELOCK_EVENT_RENEWED
+                                           : RELOCK_EVENT_RENEW_FAILED,
+                      k->shadow, st, 0);
         pthread_mutex_lock(&k->mu);
         k->renewing = 0;
         pthread_cond_broadcast(&k->cv);
-        k->valid_until = k->shadow->valid_until;
         memcpy(k->value, k->shadow->value, sizeof k->value);
+        if (k->lost)
+            break; /* reported by the watch */
+        k->valid_until = k->shadow->valid_until;
+        k->fail_st = st;
         if (gone) {
-            k->lost = 1;
-            k->valid_until = 0;
-            pthread_mutex_unlock(&k->mu);
-            if (k->on_lost)
-                k->on_lost(k->user, st == RELOCK_OK ? RELOCK_LOST : st, k->arg);
+            keeper_lose(k, st == RELOCK_OK ? RELOCK_LOST : st);
             return NULL;
         }
+        wait_ms = st == RELOCK_OK ? period : retry;
     }
     pthread_mutex_unlock(&k->mu);
     return NULL;
@@ -173,6 +232,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     k->shadow->breaks = l->breaks;
     k->shadow->breaks_known = l->breaks_known;
     k->shadow->acquired = l->acquired;
+    k->shadow->acquired_at = l->acquired_at;
     /* The record the renewals write is the lock's, not the connection's. */
     k->shadow->owner_pid = l->owner_pid;
     k->shadow->owner_since = l->owner_since;
@@ -191,7 +251,18 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
+    int rc = pthread_create(&k->watch, NULL, keeper_watch, k);
+    if (rc == 0) {
+        k->watching = 1;
+        rc = pthread_create(&k->thread, NULL, keeper_main, k);
+        if (rc != 0) {
+            pthread_mutex_lock(&k->mu);
+            k->stop = 1;
+            pthread_cond_broadcast(&k->cv);
+            pthread_mutex_unlock(&k->mu);
+            pthread_join(k->watch, NULL);
+        }
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         keeper_free(k);
@@ -209,9 +280,11 @@ static relock_status keep_end(relock_lock *l)
         return RELOCK_OK;
     pthread_mutex_lock(&k->mu);
     k->stop = 1;
-    pthread_cond_signal(&k->cv);
+    pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->thread, NULL);
+    if (k->watching)
+        pthread_join(k->watch, NULL);
     /* The shadow is now the truth: its value (renewals change it in
      * legacy and bridge modes) and its validity come home. */
     memcpy(l->value, k->shadow->value, sizeof l->value);

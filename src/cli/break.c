@@ -26,6 +26,7 @@
 
 const char help_break[] =
     "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]\n"
+    "                         [-q | -v] [--json] [--key]\n"
     "Delete NAME's lock key by hand, for a lock whose holder is stuck or gone, and\n"
     "wake the waiters. With --if-value, only while the key still holds VALUE (as\n"
     "`relock inspect` showed it), atomically; with --if-fence too, only while the\n"
@@ -37,6 +38,10 @@ const char help_break[] =
     "             inspect` and `relock scan` call unknown); never a hash, list...\n"
     "  --dry-run  say what would be deleted (value, format, TTL, fence), delete\n"
     "             nothing; exits as the break would\n"
+    "  -q, --quiet  say nothing when there is nothing to delete\n"
+    "  -v, --verbose  afterwards, say who holds the lock (a waiter may have it)\n"
+    "  --json     print {name, deleted, dry_run, value}; errors as {\"error\":{...}}\n"
+    "  --key      NAME is the Redis key (as scan --keys lists it): key_prefix + NAME\n"
     "Exit: 0 deleted, 1 nothing to delete (no key), 3 the key holds another value\n"
     "(nothing deleted), 2 usage, 4 not a lock (refused; --force for a string),\n"
     "or a server error.\n";
@@ -84,8 +89,30 @@ static void describe(const relock_inspect_info *in, char *buf, size_t len)
              relock_inspect_info_fence(in));
 }
 
+/* --json: the outcome as one object, {"name":…,"deleted":…,"dry_run":…,
+ * "value":…} (value: what was or would be deleted, when known). */
+static int brk_json;
+
+static void json_outcome(const char *name, int deleted, int dry_run, const char *value)
+{
+    fputs("{\"name\":\"", stdout);
+    cli_json_str(stdout, name);
+    printf("\",\"deleted\":%s,\"dry_run\":%s", deleted ? "true" : "false",
+           dry_run ? "true" : "false");
+    if (value) {
+        fputs(",\"value\":\"", stdout);
+        cli_json_str(stdout, value);
+        fputs("\"", stdout);
+    }
+    fputs("}\n", stdout);
+}
+
 static void print_deleted(const char *name, const relock_inspect_info *in, const char *note)
 {
+    if (brk_json) {
+        json_outcome(name, 1, 0, relock_inspect_info_value(in, NULL));
+        return;
+    }
     char d[128];
     describe(in, d, sizeof d);
     printf("deleted %s, which held %s %s%s\n", name, relock_inspect_info_value(in, NULL), d, note);
@@ -167,14 +194,20 @@ static int break_code(relock_client *c, relock_status st)
     }
 }
 
+/* -q: nothing said when there is nothing to delete. */
+static int brk_quiet;
+
 static int absent_key(relock_client *c, const char *name, const brk_opts *o)
 {
     if (o->dry_run || (!o->force && !name_refused(name))) {
-        cli_error("break: break %s: nothing to delete: the key is absent", name);
+        if (!brk_quiet)
+            cli_error("break: break %s: nothing to delete: the key is absent", name);
         return EXIT_NOTHING;
     }
     relock_status st = relock_break(c, name, NULL);
-    if (st == RELOCK_OK)
+    if (st == RELOCK_OK && brk_json)
+        json_outcome(name, 1, 0, NULL);
+    else if (st == RELOCK_OK)
         printf("deleted %s, which was set just now (value not seen)\n", name);
     return break_code(c, st);
 }
@@ -207,8 +240,11 @@ static int look_if(relock_client *c, const char *name, const brk_opts *o,
         }
         char d[128];
         describe(in, d, sizeof d);
-        printf("would delete %s, which holds %s %s\n", name, relock_inspect_info_value(in, NULL),
-               d);
+        if (brk_json)
+            json_outcome(name, 0, 1, relock_inspect_info_value(in, NULL));
+        else
+            printf("would delete %s, which holds %s %s\n", name,
+                   relock_inspect_info_value(in, NULL), d);
         return 0;
     }
     return -1;
@@ -234,7 +270,10 @@ static int break_if(relock_client *c, const char *name, const brk_opts *o)
     }
     relock_status st = relock_break_fenced(c, name, value, fence);
     if (st == RELOCK_OK) {
-        printf("deleted %s, which held %s\n", name, value);
+        if (brk_json)
+            json_outcome(name, 1, 0, value);
+        else
+            printf("deleted %s, which held %s\n", name, value);
         return 0;
     }
     if (st == RELOCK_BUSY) {
@@ -266,8 +305,11 @@ static int break_seen(relock_client *c, const char *name, const brk_opts *o,
     if (o->dry_run) {
         char d[128];
         describe(in, d, sizeof d);
-        printf("would delete %s, which holds %s%s %s\n", name, relock_inspect_info_value(in, NULL),
-               value_cut(in) ? "..." : "", d);
+        if (brk_json)
+            json_outcome(name, 0, 1, relock_inspect_info_value(in, NULL));
+        else
+            printf("would delete %s, which holds %s%s %s\n", name,
+                   relock_inspect_info_value(in, NULL), value_cut(in) ? "..." : "", d);
         return 0;
     }
     /* A value holding a NUL byte (never a lock, so only with --force)
@@ -318,22 +360,28 @@ static int break_any(relock_client *c, const char *name, const brk_opts *o)
 
 int cmd_break(cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option longopts[] = {{"if-value", required_argument, NULL, 'v'},
+    enum { O_JSON = 256, O_IF_VALUE, O_KEY };
+    static const struct option longopts[] = {{"if-value", required_argument, NULL, O_IF_VALUE},
                                              {"if-fence", required_argument, NULL, 'f'},
                                              {"force", no_argument, NULL, 'F'},
                                              {"dry-run", no_argument, NULL, 'n'},
+                                             {"json", no_argument, NULL, O_JSON},
+                                             {"key", no_argument, NULL, O_KEY},
+                                             {"quiet", no_argument, NULL, 'q'},
+                                             {"verbose", no_argument, NULL, 'v'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
+    int verbose = 0, by_key = 0;
     const char *value = NULL;
     const char *fence_arg = NULL;
     brk_opts o = {NULL, 0, 0, 0};
     int opt;
-    static const char optstring[] = "h";
+    static const char optstring[] = "qvh";
     opterr = 0; /* our own one-line messages below */
     /* No "+": --if-value may follow NAME, as the usage shows it. */
     while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         switch (opt) {
-        case 'v':
+        case O_IF_VALUE:
             value = optarg;
             break;
         case 'f':
@@ -345,6 +393,19 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
         case 'n':
             o.dry_run = 1;
             break;
+        case O_JSON:
+            brk_json = 1;
+            cli_json = 1;
+            break;
+        case 'q':
+            brk_quiet = 1;
+            break;
+        case O_KEY:
+            by_key = 1;
+            break;
+        case 'v':
+            verbose = 1;
+            break;
         case 'h':
             fputs(help_break, stdout);
             return 0;
@@ -355,6 +416,10 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
     }
     if (argc - optind != 1) {
         cli_error("break: expected one NAME (try relock break --help)");
+        return EXIT_USAGE;
+    }
+    if (brk_quiet && verbose) {
+        cli_error("-q and -v exclude each other");
         return EXIT_USAGE;
     }
     if (value && !*value) {
@@ -375,7 +440,9 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    const char *name = argv[optind];
+    const char *name = cli_name_of(ctx, "break", argv[optind], by_key);
+    if (!name)
+        return EXIT_USAGE;
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
     /* A mode the server refuses does not matter here: break needs none. */
@@ -387,6 +454,10 @@ int cmd_break(cli_ctx *ctx, int argc, char **argv)
     o.value = value;
     o.fence = fence;
     int code = value ? break_if(c, name, &o) : break_any(c, name, &o);
+    /* --verbose: what the key holds afterwards (someone may have taken
+     * the free lock already). */
+    if (verbose && code == 0 && !o.dry_run)
+        cli_say_holder(c, "break", name);
     relock_client_free(c);
     return code;
 }

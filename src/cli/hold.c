@@ -11,6 +11,11 @@
  *     ...
  *     kill "$hold"; wait "$hold"
  *
+ * As a plain background job (relock hold --no-stdin NAME &) standard input
+ * is not read.  On a loss, found by a renewal or by the end of the validity
+ * on relock's own clock, --notify signals the script at once and
+ * --on-lost runs a command, before the exit with status 3.
+ *
  * The signals are blocked and read from a signalfd, beside standard input
  * and the pipe on which the renewal reports a loss: one poll() loop, no
  * asynchronous handlers.
@@ -19,8 +24,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,19 +35,28 @@
 
 const char help_hold[] =
     "usage: relock hold [-t TTL] [-w WAIT | -n] [-q | -v] [EXIT CODES] [--json]\n"
-    "                   [--owner TEXT] NAME\n"
+    "                   [--owner TEXT] [--no-stdin] [--notify PID|parent\n"
+    "                   [--notify-signal SIG]] [--on-lost 'COMMAND'] NAME\n"
     "Acquire NAME, print \"VALUE FENCE\" on one line, renew the lock in the\n"
     "background, and release it at SIGTERM, SIGINT, SIGHUP or end of standard\n"
     "input; then exit 0.\n"
-    "  -t TTL   lease, renewed every third of it (default: ttl_ms, 30s)\n"
-    "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
-    "  -n       do not wait: fail at once if NAME is held\n"
-    "  -q, -v   quiet when not acquired; verbose: holder, time waited\n"
-    "  --json   print {name, value, fence, validity_ms, waited_ms}\n"
-    "  --owner TEXT  who holds it, for relock inspect (default: the caller)\n"
+    "  -t, --ttl TTL    the lease, renewed every third of it (default: ttl_ms,\n"
+    "                   30s); not flock's --timeout (the wait, -w)\n"
+    "  -w, --wait WAIT  wait at most WAIT for the lock (default: wait.max_ms)\n"
+    "  -n, --nonblock   do not wait: fail at once if NAME is held\n"
+    "  -q, -v           quiet when not acquired; verbose: holder, time waited\n"
+    "  --json           print {name, value, fence, validity_ms, waited_ms}\n"
+    "  --owner TEXT     who holds it, for relock inspect (default: the caller)\n"
+    "  --no-stdin       ignore standard input: only a signal ends the hold (for a\n"
+    "                   plain background job, relock hold --no-stdin NAME &)\n"
+    "  --notify PID|parent  on a loss, at once, send SIGTERM to PID (parent:\n"
+    "                   hold's parent, the script)\n"
+    "  --notify-signal SIG  that signal instead (TERM, INT, HUP, USR1, USR2...)\n"
+    "  --on-lost 'COMMAND'  on a loss, run COMMAND with /bin/sh -c (RELOCK_NAME,\n"
+    "                   RELOCK_VALUE, RELOCK_FENCE set) before exiting 3\n"
     "  -E CODE, --exit-busy CODE, --exit-lost CODE, --exit-error CODE: exit codes\n"
     "Exit: 0 released, 1 not acquired, 2 usage, 3 lost while held (said on\n"
-    "stderr), 4 server error.\n"
+    "stderr, at the latest when the validity ends), 4 server error.\n"
     "In a script: coproc relock hold NAME; hold=$COPROC_PID\n"
     "read -r value fence <&\"${COPROC[0]}\"; ...; kill \"$hold\"; wait \"$hold\"\n";
 
@@ -87,22 +103,23 @@ enum { END_SIGNAL, END_EOF, END_LOST, END_ERROR };
 
 /*
  * Waits for the end: a signal of mask, end of standard input (data read
- * is discarded), or the renewal's report of a loss.  *sig is the signal.
+ * is discarded), or a loss (the renewal's report, or the end of the
+ * validity without a renewal).  *sig is the signal.
  */
-static int wait_end(int sfd, int lost_fd, int *sig)
+static int wait_end(int sfd, cli_keeper *k, int *sig, int no_stdin)
 {
-    int in_open = 1;
+    int in_open = !no_stdin;
     char buf[512];
     for (;;) {
-        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0},
+        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {k->fd[0], POLLIN, 0},
                                {in_open ? STDIN_FILENO : -1, POLLIN, 0}};
-        if (poll(pf, 3, -1) < 0) {
+        if (poll(pf, 3, cli_keep_timeout(k)) < 0) {
             if (errno == EINTR)
                 continue;
             cli_error("hold: poll: %s", strerror(errno));
             return END_ERROR;
         }
-        if (pf[1].revents)
+        if (cli_keep_lost(k, pf[1].revents != 0))
             return END_LOST;
         if (pf[0].revents) {
             struct signalfd_siginfo si;
@@ -121,6 +138,71 @@ static int wait_end(int sfd, int lost_fd, int *sig)
     }
 }
 
+/* --notify: the process told of a loss at once, before anything else. */
+static void tell_lost(const lockopts *o, relock_lock *l)
+{
+    if (!o->notify_pid)
+        return;
+    pid_t to = o->notify_pid < 0 ? getppid() : (pid_t)o->notify_pid;
+    if (to > 1 && kill(to, o->notify_sig) != 0)
+        cli_error("hold: --notify %ld: %s", (long)to, strerror(errno));
+    (void)l;
+}
+
+extern char **environ;
+
+/* --on-lost COMMAND: run with /bin/sh -c, RELOCK_NAME, RELOCK_VALUE and
+ * RELOCK_FENCE in its environment, and waited for.  The environment is
+ * made before the fork: the renewal thread may still run, so the child
+ * calls nothing but exec. */
+static void run_on_lost(const lockopts *o, relock_lock *l)
+{
+    if (!o->on_lost)
+        return;
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **envp = calloc(n + 4, sizeof *envp);
+    char *name = NULL, *value = NULL, *fence = NULL;
+    if (!envp || asprintf(&name, "RELOCK_NAME=%s", relock_lock_name(l)) < 0 ||
+        asprintf(&value, "RELOCK_VALUE=%s", relock_lock_value(l)) < 0 ||
+        asprintf(&fence, "RELOCK_FENCE=%lld", relock_lock_fence(l)) < 0) {
+        cli_error("hold: --on-lost: out of memory");
+        free(envp);
+        return;
+    }
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "RELOCK_NAME=", 12) != 0 &&
+            strncmp(environ[i], "RELOCK_VALUE=", 13) != 0 &&
+            strncmp(environ[i], "RELOCK_FENCE=", 13) != 0)
+            envp[e++] = environ[i];
+    envp[e++] = name;
+    envp[e++] = value;
+    envp[e++] = fence;
+    sigset_t none;
+    sigemptyset(&none);
+    pid_t p = fork();
+    if (p == 0) {
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        char *argv[] = {"sh", "-c", (char *)o->on_lost, NULL};
+        execve("/bin/sh", argv, envp);
+        _exit(127);
+    }
+    if (p < 0) {
+        cli_error("hold: --on-lost: fork: %s", strerror(errno));
+    } else {
+        int st;
+        while (waitpid(p, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    free(name);
+    free(value);
+    free(fence);
+    free(envp);
+}
+
 /* The signal that ended the wait or the hold, noted by the handler while
  * the signals are caught (cmd_hold). */
 static volatile sig_atomic_t hold_signal;
@@ -133,8 +215,8 @@ static void note_signal(int sig)
 int cmd_hold(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_hold,
-                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
+    int rc = cli_parse_lockopts(argc, argv, "t:w:nqvE:h", help_hold,
+                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER | CLI_HOLD, &o);
     if (rc)
         return rc - 1000;
     if (argc - optind != 1) {
@@ -143,9 +225,13 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     }
     const char *name = argv[optind];
     long long ttl_ms = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
+    if (cli_renewed_ttl_refused("hold", ttl_ms))
+        return cli_code(&o, EXIT_USAGE);
     int code = cli_owner_setup(ctx, "hold", &o, OWNER_SELF, NULL);
     if (code)
         return cli_code(&o, code);
+    if (o.verbose)
+        cli_keep_verbose(ctx, "hold");
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
         return cli_code(&o, code);
@@ -178,13 +264,13 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     hold_signal = 0;
     relock_client_cancel_on(c, &hold_signal);
     cli_progress *progress = cli_progress_start(ctx, "hold", name, o.verbose);
-    relock_status st = relock_acquire(c, name, ttl_ms, o.wait_ms, &l);
+    relock_status st = cli_acquire(ctx, c, name, ttl_ms, o.wait_ms, &l);
     cli_progress_stop(progress);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     relock_client_cancel_on(c, NULL);
     long long waited = mono_ms() - t0;
     int sfd = -1;
-    cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    cli_keeper keeper = {{-1, -1}, RELOCK_LOST, NULL, NULL, 0};
     if (st == RELOCK_ECANCELED) {
         code = 128 + (int)hold_signal; /* as if the signal had ended relock */
         goto out;
@@ -201,6 +287,11 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     }
     if (st != RELOCK_OK) {
         code = cli_code(&o, cli_fail(c, st, "hold"));
+        goto out;
+    }
+    code = cli_lease_too_short(c, l, ttl_ms, waited, "hold", 1);
+    if (code) {
+        code = cli_code(&o, code);
         goto out;
     }
     if (o.verbose)
@@ -227,9 +318,13 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     }
 
     int sig = (int)hold_signal;
-    int end = sig ? END_SIGNAL : wait_end(sfd, keeper.fd[0], &sig);
+    int end = sig ? END_SIGNAL : wait_end(sfd, &keeper, &sig, o.no_stdin);
     if (end == END_LOST) {
+        tell_lost(&o, l);
         cli_keep_say_lost(&keeper, "hold: lock lost while held");
+        if (o.verbose)
+            cli_keep_say_key(c, "hold", name);
+        run_on_lost(&o, l);
         code = o.exit_lost;
         goto out;
     }
@@ -249,9 +344,8 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         code = end == END_ERROR ? cli_code(&o, EXIT_SERVER) : 0;
     }
 out:
-    relock_lock_free(l); /* stops the renewal before its pipe closes */
+    cli_keep_free(&keeper, l, c);
     cli_keep_close(&keeper);
-    relock_client_free(c);
     if (sfd >= 0)
         close(sfd);
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)

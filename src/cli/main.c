@@ -20,27 +20,35 @@ static const char usage_text[] =
     "\n"
     "Redis locks for every Redis a fleet still runs.\n"
     "\n"
-    "  run     [-t TTL] [-w WAIT | -n] [-E CODE] NAME -- CMD [ARG...]\n"
-    "                                      hold NAME while CMD runs (renewing)\n"
+    "  run     [-t TTL] [-w WAIT | -n] [-E CODE] [-k DURATION] [--kill-rest] NAME -- CMD\n"
+    "                                      hold NAME while CMD (and what it leaves in\n"
+    "                                      its process group) runs, renewing\n"
     "  acquire [-t TTL] [-w WAIT | -n] NAME\n"
     "                                      print \"VALUE FENCE VALIDITY_MS\" on success\n"
-    "  hold    [-t TTL] [-w WAIT | -n] NAME\n"
+    "  hold    [-t TTL] [-w WAIT | -n] [--no-stdin] [--notify PID|parent] NAME\n"
     "                                      print \"VALUE FENCE\", renew until TERM, INT,\n"
     "                                      HUP or end of stdin, then release\n"
     "  release NAME VALUE [FENCE]          exit 0 released, 3 lost\n"
     "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
-    "  inspect [--json] NAME               format, value, expiry, TTL, fence, owner\n"
+    "  inspect [--key] NAME                key, format, value, expiry, TTL, fence,\n"
+    "                                      waiters, owner\n"
     "  scan    [--json] [--keys [--limit N]] [--match PATTERN]\n"
     "                                      migration audit of lock keys (--keys lists\n"
     "                                      them by class)\n"
-    "  break   NAME [--if-value VALUE] [--force] [--dry-run]\n"
+    "  break   NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]\n"
     "                                      delete a stuck lock by hand (exit 0 deleted,\n"
     "                                      1 nothing to delete, 3 VALUE no longer held,\n"
     "                                      4 no lock: refused without --force)\n"
-    "  probe   [--json]                    server version, capabilities, chosen mode\n"
+    "  probe                               server version, capabilities, chosen mode\n"
+    "\n"
+    "Every command takes --json (errors too), and all but scan -q and -v; options\n"
+    "may follow NAME (not for run). -t, --ttl is the LEASE, not flock's --timeout\n"
+    "(the wait is -w, --wait; -n, --nonblock does not wait).\n"
     "\n"
     "Options:\n"
-    "  -c FILE   configuration file (default: $RELOCK_CONFIG, else built-in defaults)\n"
+    "  -c FILE   configuration file (default: $RELOCK_CONFIG, else\n"
+    "            $XDG_CONFIG_HOME/relock.conf or ~/.config/relock.conf, else\n"
+    "            /etc/relock.conf, else built-in defaults)\n"
     "  -u URL    redis://[user:pass@]host[:port][/db], or unix:///path/to/redis.sock\n"
     "            (default: $RELOCK_URL)\n"
     "  -m MODE   legacy, bridge, modern or auto (overrides the file)\n"
@@ -50,12 +58,20 @@ static const char usage_text[] =
     "-c, -u and -m may also follow the command's name (relock probe -u URL); for\n"
     "run, -c after NAME is flock's shell command form: relock run NAME -c 'a && b'.\n"
     "\n"
-    "Durations: plain seconds (10, 1.5), or with units: 250ms, 30s, 5m, 1m30s.\n"
+    "Durations: plain seconds (10, 1.5), or with units: 250ms, 30s, 5m, 1m30s,\n"
+    "5min, 30sec; -w infinity waits without bound.\n"
     "Exit codes: 0 success (run: CMD's own code); 1 lock not acquired; 2 usage or\n"
     "configuration error; 3 lock lost; 4 server unreachable or protocol error\n"
     "(run, acquire and hold: --exit-busy/-E, --exit-lost and --exit-error change\n"
     "them). run, acquire, hold and extend record who holds the lock (owner_info):\n"
     "--owner TEXT replaces the default, the command or the calling process.\n";
+
+int cli_json;
+
+/* The first error said while --json is given, and its status when the
+ * library reported it (cli_fail). */
+static char json_msg[1024];
+static const char *json_status;
 
 void cli_error(const char *fmt, ...)
 {
@@ -65,6 +81,38 @@ void cli_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    if (cli_json && !json_msg[0]) {
+        va_start(ap, fmt);
+        vsnprintf(json_msg, sizeof json_msg, fmt, ap);
+        va_end(ap);
+    }
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+void cli_json_finish(int code)
+{
+    if (!cli_json || code == 0 || !json_msg[0])
+        return;
+    FILE *f = cli_json == 2 ? stderr : stdout;
+    fputs("{\"error\":{\"message\":\"", f);
+    cli_json_str(f, json_msg);
+    fputs("\"", f);
+    if (json_status)
+        fprintf(f, ",\"status\":\"%s\"", json_status);
+    fprintf(f, ",\"exit_code\":%d}}\n", code);
+    fflush(f);
 }
 
 /* Whether the option getopt just refused (optopt) takes a value: then it
@@ -128,6 +176,8 @@ int cli_exit_code(relock_status st)
 
 int cli_fail(relock_client *c, relock_status st, const char *what)
 {
+    if (cli_json && !json_msg[0])
+        json_status = relock_status_name(st);
     const relock_error *e = c ? relock_client_error(c) : NULL;
     if (e && e->message[0])
         cli_error("%s: %s", what, e->message);
@@ -157,6 +207,8 @@ relock_client *cli_connect(cli_ctx *ctx, int *code)
     relock_client *c = NULL;
     relock_status st = relock_connect(ctx->cfg, &c);
     if (st != RELOCK_OK) {
+        if (cli_json && !json_msg[0])
+            json_status = relock_status_name(st);
         /* The library's detail, before the look at the server clears it. */
         char msg[600];
         snprintf(msg, sizeof msg, "%s", c ? relock_client_error(c)->message : "");
@@ -232,6 +284,28 @@ static int late_globals(int *argc, char **argv, int first, const char **file, co
     return 0;
 }
 
+/*
+ * The configuration file read when neither -c nor $RELOCK_CONFIG names
+ * one, so that cron lines and units need no -c: the user's
+ * $XDG_CONFIG_HOME/relock.conf ($HOME/.config/relock.conf), else
+ * /etc/relock.conf.  The first that exists is read (an unreadable one is
+ * then an error, not skipped); none: built-in defaults.  1 when found.
+ */
+static int default_config(char *path, size_t len)
+{
+    const char *xdg = getenv("XDG_CONFIG_HOME");
+    const char *home = getenv("HOME");
+    int n = -1;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(path, len, "%s/relock.conf", xdg);
+    else if (home && home[0] == '/')
+        n = snprintf(path, len, "%s/.config/relock.conf", home);
+    if (n > 0 && (size_t)n < len && access(path, F_OK) == 0)
+        return 1;
+    snprintf(path, len, "/etc/relock.conf");
+    return access(path, F_OK) == 0;
+}
+
 static const struct command {
     const char *name;
     int (*fn)(cli_ctx *, int, char **);
@@ -260,6 +334,7 @@ int main(int argc, char **argv)
             close(n);
     }
     const char *file = getenv("RELOCK_CONFIG");
+    int file_given = file != NULL; /* an empty RELOCK_CONFIG: no file at all */
     const char *url = getenv("RELOCK_URL");
     const char *mode = NULL;
     int opt;
@@ -269,6 +344,7 @@ int main(int argc, char **argv)
         switch (opt) {
         case 'c':
             file = optarg;
+            file_given = 1;
             break;
         case 'u':
             url = optarg;
@@ -301,8 +377,21 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    if (late_globals(&argc, argv, optind + 1, &file, &url, &mode) != 0)
+    /* --json before anything can fail: a configuration error is said in
+     * JSON too.  run's standard output is CMD's: its JSON goes to stderr. */
+    for (int i = optind + 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            cli_json = strcmp(name, "run") == 0 ? 2 : 1;
+    const char *before = file;
+    if (late_globals(&argc, argv, optind + 1, &file, &url, &mode) != 0) {
+        cli_json_finish(EXIT_USAGE);
         return EXIT_USAGE;
+    }
+    if (file != before)
+        file_given = 1;
+    char default_path[4096];
+    if (!file_given && default_config(default_path, sizeof default_path))
+        file = default_path;
     relock_config *cfg = relock_config_new();
     if (!cfg) {
         cli_error("out of memory");
@@ -327,13 +416,17 @@ int main(int argc, char **argv)
     for (int i = optind + 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             wants_help = 1;
+    if (code != 0 && !wants_help)
+        cli_json_finish(code);
     if (code == 0 || wants_help) {
-        cli_ctx ctx = {cfg, argv[0]};
+        cli_ctx ctx = {cfg, argv[0], file && *file ? file : NULL, url && *url ? url : NULL,
+                       mode};
         /* Each command parses its own options from its name on. */
         int sub_argc = argc - optind;
         char **sub_argv = argv + optind;
         optind = 0; /* reinitialise getopt for the command */
         code = cmd->fn(&ctx, sub_argc, sub_argv);
+        cli_json_finish(code);
     }
     relock_config_free(cfg);
     return code;

@@ -86,6 +86,10 @@ static void describe(char *out, size_t len, const char *key, const char *line, c
         out[0] = '\0';
 }
 
+/* What cli_owner_setup() set last, for cli_owner_first(). */
+static long last_pid;
+static char last_text[RELOCK_OWNER_MAX + 1];
+
 int cli_owner_setup(cli_ctx *ctx, const char *cmd, const lockopts *o, enum cli_owner_kind kind,
                     char *const *argv)
 {
@@ -115,7 +119,18 @@ int cli_owner_setup(cli_ctx *ctx, const char *cmd, const lockopts *o, enum cli_o
         cli_error("%s: %s", cmd, relock_config_error(ctx->cfg)->message);
         return EXIT_USAGE;
     }
+    last_pid = pid;
+    snprintf(last_text, sizeof last_text, "%s", text);
     return 0;
+}
+
+void cli_owner_first(relock_lock *l, const char *first)
+{
+    char text[RELOCK_OWNER_MAX + 1];
+    int n = snprintf(text, sizeof text, "first=%s%s%s", first, last_text[0] ? " " : "", last_text);
+    if (n < 0 || (size_t)n >= sizeof text)
+        return; /* no room: the record keeps at= alone */
+    (void)relock_lock_set_owner(l, last_pid, text);
 }
 
 void cli_owner_cmd(relock_lock *l, const lockopts *o, long pid, char *const *argv)

@@ -11,7 +11,14 @@
  * the group: SIGTERM, then SIGKILL after at most a quarter of the lease.
  * Renewals stop with relock, but the lease then still has at least two
  * thirds of its time (renewed every third), so the tree is gone before
- * another holder can acquire.
+ * another holder can acquire; in modern mode the guardian then has the
+ * lock released, so that waiters need not sit out the lease.
+ *
+ * The lock is held until CMD and every process left in its group have
+ * ended (as flock's lock lives while any process holds the inherited
+ * descriptor), or with --kill-rest those are ended when CMD exits.  The
+ * loss deadline is relock's own: the loop wakes when the validity ends,
+ * whatever the renewal thread is still waiting for (keep.c).
  *
  * The parent blocks the signals it cares about and reads them from a
  * signalfd, together with a pipe on which the renewal thread reports a
@@ -34,26 +41,37 @@
 #include "cli.h"
 
 const char help_run[] =
-    "usage: relock run [-t TTL] [-w WAIT | -n] [-q | -v] [-E CODE] [--owner TEXT]\n"
-    "                  NAME -- CMD [ARG...]\n"
+    "usage: relock run [-t TTL] [-w WAIT | -n] [-q | -v] [-k DURATION] [--kill-rest]\n"
+    "                  [--json] [EXIT CODES] [--owner TEXT] NAME -- CMD [ARG...]\n"
     "       relock run [options] NAME -c 'SHELL COMMAND'\n"
-    "Acquire NAME, run CMD while renewing the lock, release it when CMD ends,\n"
-    "and exit with CMD's exit code (128+N if a signal N ended it).\n"
-    "  -t TTL   lease, renewed in the background every third of it (default 30s)\n"
-    "  -w WAIT  wait at most WAIT for the lock (default: wait.max_ms, forever)\n"
-    "  -n       do not wait: fail at once if NAME is held\n"
-    "  -q       say nothing when the lock is not acquired (cron mails no overlap)\n"
-    "  -v       say who holds the lock and how long relock waited\n"
-    "  -E CODE, --exit-busy CODE   exit code when the lock is not acquired (1)\n"
+    "Acquire NAME, run CMD while renewing the lock, release it when CMD and every\n"
+    "process left in its process group have ended, and exit with CMD's exit code\n"
+    "(128+N if a signal N ended it).\n"
+    "  -t, --ttl TTL      the LEASE, renewed every third of it (default 30s); not\n"
+    "                     flock's --timeout, which is the wait: that is -w\n"
+    "  -w, --wait WAIT    wait at most WAIT for the lock (default: wait.max_ms,\n"
+    "                     forever; infinity: forever)\n"
+    "  -n, --nonblock     do not wait: fail at once if NAME is held\n"
+    "  -q, --quiet        say nothing when the lock is not acquired\n"
+    "  -v, --verbose      say who holds the lock and how long relock waited\n"
+    "  -k, --kill-after DURATION  SIGKILL CMD's group DURATION after a SIGTERM,\n"
+    "                     SIGINT, SIGHUP or SIGQUIT passed on to it, and after a\n"
+    "                     loss (default 5s after a loss only)\n"
+    "  --kill-rest        when CMD exits, end what it left in its group (SIGTERM,\n"
+    "                     SIGKILL after -k) instead of keeping the lock for it\n"
+    "  --json             the acquisition and errors as JSON lines on stderr\n"
+    "  -E, --exit-busy CODE        exit code when the lock is not acquired (1)\n"
     "  --exit-lost CODE            exit code when the lock is lost (3)\n"
     "  --exit-error CODE           exit code for relock's own errors (2, 4)\n"
     "  --owner TEXT                who holds it, for relock inspect (default: CMD)\n"
-    "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s).\n"
+    "TTL and WAIT are seconds (10, 1.5) or carry units (250ms, 5m, 1m30s, 5min).\n"
     "CMD gets RELOCK_NAME, RELOCK_VALUE and RELOCK_FENCE in its environment, and\n"
     "runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1\n"
-    "and SIGUSR2 are passed on to that group. If the lock is lost while CMD runs,\n"
-    "the group gets SIGTERM (SIGKILL 5 s later) and relock exits 3. If relock\n"
-    "itself dies, the group is ended before the lease can run out.\n";
+    "and SIGUSR2 are passed on to that group. If the lock is lost while CMD runs\n"
+    "(or its validity ends before a renewal succeeds), the group gets SIGTERM\n"
+    "(SIGKILL 5 s or -k later) and relock exits 3. If relock itself dies, the\n"
+    "group is ended before the lease can run out, and in modern mode the lock is\n"
+    "released once the group is gone.\n";
 
 /* Time CMD gets between SIGTERM and SIGKILL after the lock is lost. */
 #define KILL_GRACE_MS 5000
@@ -119,13 +137,73 @@ static void sleep_ms(long long ms)
 }
 
 /*
+ * What the guardian starts, once relock is gone, to release the lock when
+ * CMD's group has ended: relock itself, `relock release --after-group
+ * PGID NAME VALUE FENCE`, with the same configuration (the URL and file
+ * through the environment, as relock may have read them, so that no
+ * password shows in the process list).  Built before the fork, since the
+ * guardian may only call async-signal-safe functions; only in modern mode,
+ * where the value does not change with the renewals.
+ */
+typedef struct releaser {
+    char *argv[12];
+    char **envp;
+    char pgid[24], fence[24];
+} releaser;
+
+extern char **environ;
+
+static releaser *releaser_new(const cli_ctx *ctx, relock_client *c, relock_lock *l, pid_t pgid)
+{
+    if (relock_client_mode(c) != RELOCK_MODE_MODERN)
+        return NULL;
+    releaser *r = calloc(1, sizeof *r);
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    if (!r || !(r->envp = calloc(n + 3, sizeof *r->envp))) {
+        free(r);
+        return NULL;
+    }
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "RELOCK_URL=", 11) != 0 &&
+            strncmp(environ[i], "RELOCK_CONFIG=", 14) != 0)
+            r->envp[e++] = environ[i];
+    char *url = NULL, *file = NULL;
+    if (ctx->url && asprintf(&url, "RELOCK_URL=%s", ctx->url) > 0)
+        r->envp[e++] = url;
+    if (ctx->file && asprintf(&file, "RELOCK_CONFIG=%s", ctx->file) > 0)
+        r->envp[e++] = file;
+    snprintf(r->pgid, sizeof r->pgid, "%ld", (long)pgid);
+    snprintf(r->fence, sizeof r->fence, "%lld", relock_lock_fence(l));
+    size_t a = 0;
+    r->argv[a++] = "relock";
+    r->argv[a++] = "-m";
+    r->argv[a++] = "modern";
+    r->argv[a++] = "release";
+    r->argv[a++] = "-q";
+    r->argv[a++] = "--after-group";
+    r->argv[a++] = r->pgid;
+    r->argv[a++] = "--";
+    r->argv[a++] = (char *)relock_lock_name(l);
+    r->argv[a++] = (char *)relock_lock_value(l);
+    r->argv[a++] = r->fence;
+    r->argv[a] = NULL;
+    return r;
+}
+
+/*
  * The guardian: joins CMD's group, ignores every signal it can, and waits
  * on the read end of a pipe only relock writes to.  A byte means "CMD is
  * done, stand down"; end of file means relock is gone: the group gets
  * SIGTERM, then SIGKILL after grace_ms (which ends the guardian too).
- * Only async-signal-safe calls: the parent has threads.
+ * First, with a releaser, it starts a process outside the group that
+ * releases the lock once the group is gone, so that waiters need not sit
+ * out the lease.  Only async-signal-safe calls: the parent has threads.
  */
-static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms)
+static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms,
+                            const releaser *rel)
 {
     pid_t g = fork();
     if (g != 0)
@@ -153,6 +231,13 @@ static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms)
         ;
     if (n == 1)
         _exit(0);
+    if (rel && fork() == 0) {
+        setpgid(0, 0); /* out of the group it waits for */
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        execve("/proc/self/exe", rel->argv, rel->envp);
+        _exit(127);
+    }
     kill(-pgid, SIGTERM);
     kill(-pgid, SIGCONT);
     sleep_ms(grace_ms);
@@ -179,12 +264,21 @@ static long long mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void lost_while_running(pid_t pgid, int *status, const cli_keeper *k)
+/* The lock is lost: CMD's group gets SIGTERM (continued, if stopped),
+ * then SIGKILL after grace_ms or as soon as CMD is gone, for what it left
+ * behind.  cmd_done: CMD was reaped already (its leftovers are waited for). */
+static void lost_while_running(pid_t pgid, int cmd_done, int *status, const cli_keeper *k,
+                               long long grace_ms, pid_t guardian)
 {
     cli_keep_say_lost(k, "run: lock lost while CMD was running");
     kill(-pgid, SIGTERM);
     kill(-pgid, SIGCONT); /* a stopped process acts on SIGTERM only once continued */
-    if (!reap_within(pgid, KILL_GRACE_MS, status)) {
+    if (cmd_done) {
+        long long t0 = mono_ms();
+        while (mono_ms() - t0 < grace_ms && cli_group_others(pgid, guardian) > 0)
+            sleep_ms(20);
+        kill(-pgid, SIGKILL);
+    } else if (!reap_within(pgid, grace_ms, status)) {
         kill(-pgid, SIGKILL);
         waitpid(pgid, status, 0);
     } else {
@@ -192,11 +286,22 @@ static void lost_while_running(pid_t pgid, int *status, const cli_keeper *k)
     }
 }
 
+/* The --json line on stderr once the lock is held. */
+static void json_acquired(relock_lock *l, long long waited)
+{
+    fputs("{\"name\":\"", stderr);
+    cli_json_str(stderr, relock_lock_name(l));
+    fputs("\",\"value\":\"", stderr);
+    cli_json_str(stderr, relock_lock_value(l));
+    fprintf(stderr, "\",\"fence\":%lld,\"validity_ms\":%lld,\"waited_ms\":%lld}\n",
+            relock_lock_fence(l), relock_lock_validity_ms(l), waited);
+}
+
 int cmd_run(cli_ctx *ctx, int argc, char **argv)
 {
     lockopts o;
-    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:h", help_run,
-                                CLI_TALK | CLI_EXITS | CLI_OWNER, &o);
+    int rc = cli_parse_lockopts(argc, argv, "+t:w:nqvE:k:h", help_run,
+                                CLI_JSON | CLI_TALK | CLI_EXITS | CLI_OWNER | CLI_RUN, &o);
     if (rc)
         return rc - 1000;
     long long ttl_ms = o.ttl_ms, wait_ms = o.wait_ms;
@@ -225,17 +330,21 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     }
     if (ttl_ms == 0)
         ttl_ms = relock_config_ttl_ms(ctx->cfg);
+    if (cli_renewed_ttl_refused("run", ttl_ms))
+        return cli_code(&o, EXIT_USAGE);
 
     int code = cli_owner_setup(ctx, "run", &o, OWNER_CMD, cmd);
     if (code)
         return cli_code(&o, code);
+    if (o.verbose)
+        cli_keep_verbose(ctx, "run");
     relock_client *c = cli_connect(ctx, &code);
     if (!c)
         return cli_code(&o, code);
     relock_lock *l = NULL;
     long long t0 = mono_ms();
     cli_progress *progress = cli_progress_start(ctx, "run", name, o.verbose);
-    relock_status st = relock_acquire(c, name, ttl_ms, wait_ms, &l);
+    relock_status st = cli_acquire(ctx, c, name, ttl_ms, wait_ms, &l);
     cli_progress_stop(progress);
     if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
         if (!o.quiet)
@@ -252,6 +361,15 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return code;
     }
+    code = cli_lease_too_short(c, l, ttl_ms, mono_ms() - t0, "run", 1);
+    if (code) {
+        code = cli_code(&o, code);
+        relock_lock_free(l);
+        relock_client_free(c);
+        return code;
+    }
+    if (o.json)
+        json_acquired(l, mono_ms() - t0);
     if (o.verbose)
         fprintf(stderr, "relock: run: %s acquired after %lld ms, fence %lld\n", name,
                 mono_ms() - t0, relock_lock_fence(l));
@@ -270,7 +388,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     int gpipe[2] = {-1, -1};
-    cli_keeper keeper = {{-1, -1}, RELOCK_LOST};
+    cli_keeper keeper = {{-1, -1}, RELOCK_LOST, NULL, NULL, 0};
     if (sfd < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
         cli_error("run: %s", strerror(errno));
         code = cli_code(&o, EXIT_SERVER);
@@ -290,37 +408,95 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     }
     cli_owner_cmd(l, &o, (long)pid, cmd);
     long long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
-    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace);
+    releaser *rel = releaser_new(ctx, c, l, pid);
+    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace, rel);
+    if (rel) {
+        /* The parent's copy (the guardian has its own): the two entries
+         * made for it, the others are environ's. */
+        for (char **e = rel->envp; *e; e++)
+            if (strncmp(*e, "RELOCK_URL=", 11) == 0 || strncmp(*e, "RELOCK_CONFIG=", 14) == 0)
+                free(*e);
+        free(rel->envp);
+        free(rel);
+    }
     close(gpipe[0]);
     gpipe[0] = -1;
 
+    /* After a loss, and after a forwarded signal that ends (-k), how long
+     * CMD's group gets before SIGKILL. */
+    long long kill_after = o.kill_after_ms >= 0 ? o.kill_after_ms : KILL_GRACE_MS;
     int status = 0;
+    int cmd_done = 0;
+    long long kill_at = -1; /* when the group gets SIGKILL (-k, --kill-rest) */
     code = -1;
     for (;;) {
+        int timeout = cli_keep_timeout(&keeper);
+        if (cmd_done && (timeout < 0 || timeout > 50))
+            timeout = 50; /* looking for CMD's leftovers */
+        if (kill_at >= 0) {
+            long long left = kill_at - mono_ms();
+            if (left < 0)
+                left = 0;
+            if (timeout < 0 || left < timeout)
+                timeout = (int)left;
+        }
         struct pollfd pf[2] = {{sfd, POLLIN, 0}, {keeper.fd[0], POLLIN, 0}};
-        if (poll(pf, 2, -1) < 0) {
+        int n = poll(pf, 2, timeout);
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
-        if (pf[1].revents) {
-            lost_while_running(pid, &status, &keeper);
+        if (cli_keep_lost(&keeper, pf[1].revents != 0)) {
+            lost_while_running(pid, cmd_done, &status, &keeper, kill_after, guardian);
+            if (o.verbose)
+                cli_keep_say_key(c, "run", name);
             code = o.exit_lost;
             break;
         }
-        struct signalfd_siginfo si;
-        if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
-            continue;
-        if ((int)si.ssi_signo == SIGCHLD) {
-            if (waitpid(pid, &status, WNOHANG) == pid)
-                break;
-        } else {
-            kill(-pid, (int)si.ssi_signo); /* CMD's whole group */
+        if (kill_at >= 0 && mono_ms() >= kill_at) {
+            kill(-pid, SIGKILL); /* the guardian too: the group ends now */
+            kill_at = -1;
         }
+        struct signalfd_siginfo si;
+        if (pf[0].revents && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            int sig = (int)si.ssi_signo;
+            if (sig == SIGCHLD) {
+                int ws;
+                pid_t r;
+                while ((r = waitpid(-1, &ws, WNOHANG)) > 0) {
+                    if (r == guardian)
+                        guardian = -1;
+                    if (r != pid)
+                        continue;
+                    status = ws;
+                    cmd_done = 1;
+                    if (o.kill_rest && cli_group_others(pid, guardian) > 0) {
+                        if (o.verbose)
+                            fprintf(stderr, "relock: run: CMD ended; ending what it left "
+                                            "in its group\n");
+                        kill(-pid, SIGTERM);
+                        kill(-pid, SIGCONT);
+                        kill_at = mono_ms() + kill_after;
+                    } else if (o.verbose && cli_group_others(pid, guardian) > 0) {
+                        fprintf(stderr, "relock: run: CMD ended; the lock is kept until "
+                                        "the processes it left in its group end\n");
+                    }
+                }
+            } else {
+                kill(-pid, sig); /* CMD's whole group */
+                if (o.kill_after_ms >= 0 && kill_at < 0 &&
+                    (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT))
+                    kill_at = mono_ms() + o.kill_after_ms;
+            }
+        }
+        /* CMD's group is gone (the guardian aside): the lock can go. */
+        if (cmd_done && cli_group_others(pid, guardian) == 0)
+            break;
     }
     hand_terminal(had_tty, 0);
     /* CMD is done: the guardian stands down, and is reaped. */
-    if (write(gpipe[1], "q", 1) != 1 && guardian > 0)
+    if (guardian > 0 && write(gpipe[1], "q", 1) != 1)
         kill(guardian, SIGKILL);
     if (guardian > 0 && !reap_within(guardian, 1000, &(int){0})) {
         kill(guardian, SIGKILL);
@@ -340,8 +516,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
 out_release:
     relock_release(l);
 out:
-    relock_lock_free(l);
-    relock_client_free(c);
+    cli_keep_free(&keeper, l, c);
     cli_keep_close(&keeper);
     for (int i = 0; i < 2; i++)
         if (gpipe[i] >= 0)

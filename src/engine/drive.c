@@ -189,26 +189,30 @@ static relock_status drive_inner(relock_lock *l, relock__step_fn fn, void *m)
     }
 }
 
-/* The fleet's clock (legacy.clock): the local wall clock, or the server's
- * by the estimate on the connection, measured again by the clock machine
- * (clock.h) when it is due. */
-static relock_status fleet_ms(relock_lock *l, long long *now)
+/* The fleet's clock (legacy.clock) into in->fleet_ms: the local wall
+ * clock, or the server's by the estimate on the connection, measured again
+ * by the clock machine (clock.h) when it is due or when the machine asks
+ * for a fresh reading (want == RELOCK__FLEET_FRESH), which in->fleet_fresh
+ * then confirms. */
+static relock_status fleet_ms(relock_lock *l, int want, relock__feed *in)
 {
     relock_client *c = l->c;
     if (!c->s.legacy.clock_server) {
-        *now = relock__wall_ms();
+        in->fleet_ms = relock__wall_ms();
+        in->fleet_fresh = 1;
         return RELOCK_OK;
     }
     if (relock__conn_ensure(c) != RELOCK_OK)
         return c->err.pub.status;
-    if (relock__clock_due(&c->conn.clock, relock__mono_ms())) {
+    if (want == RELOCK__FLEET_FRESH || relock__clock_due(&c->conn.clock, relock__mono_ms())) {
         relock__clock_m cm;
         relock__clock_init(&cm, c->conn.in_txn);
         relock_status st = drive_inner(l, relock__clock_step, &cm);
         if (st != RELOCK_OK)
             return st;
+        in->fleet_fresh = 1;
     }
-    *now = relock__clock_server_ms(&c->conn.clock, relock__mono_ms());
+    in->fleet_ms = relock__clock_server_ms(&c->conn.clock, relock__mono_ms());
     return RELOCK_OK;
 }
 
@@ -225,8 +229,9 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
     for (int steps = 0;; steps++) {
         in.mono_ms = relock__mono_ms();
         in.fleet_ms = 0;
+        in.fleet_fresh = 0;
         if (h->want_fleet && in.fault == RELOCK__FAULT_NONE) {
-            relock_status fst = fleet_ms(l, &in.fleet_ms);
+            relock_status fst = fleet_ms(l, h->want_fleet, &in);
             if (fst != RELOCK_OK)
                 set_fault(c, &in, RELOCK__FAULT_UNSENT);
         }

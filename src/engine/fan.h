@@ -34,6 +34,16 @@ typedef struct relock__fanout {
      * batch, whose replies it has fed. */
     int round;
     long long timeout_ms; /* a new round: each server's time to answer */
+    /* A new round: the servers of mask whose batch undoes what the
+     * operation's earlier requests may have done there (a failed
+     * acquire's clean-up).  Their batch goes on the connection that
+     * carried those requests, behind them, however late their replies
+     * are: a server runs one connection's commands in order, so the
+     * undoing runs after what it undoes.  (On a new connection it could
+     * run first, and the late request then set what was meant to be
+     * deleted.)  Only when that connection is gone does the driver open
+     * another, even to a server it would otherwise leave alone. */
+    unsigned after;
 } relock__fanout;
 
 /* What a fan driver feeds to a fan machine. */
@@ -58,8 +68,9 @@ typedef struct relock__fanfeed {
     unsigned reached;
     /* The round's servers whose batch is wholly written to the socket:
      * when the round is decided, a server that has not answered is left
-     * owing its reply if written and within the deadline; otherwise the
-     * driver drops it. */
+     * owing its reply if written, in time or late (the server may still
+     * run the request; its connection is kept for what must follow it);
+     * otherwise the driver drops it. */
     unsigned written;
     /* The time: in the first feed of a round, when the round started
      * (its deadlines count from it); else when the replies were read. */

@@ -6,12 +6,15 @@
  * Connections (decision 44): a server that has not answered when a round
  * is decided keeps its connection and owes its replies, which are read
  * and dropped before its next ones.  A server owing 8 replies, or one
- * older than the round's timeout, is dropped instead and left alone for
- * one timeout, so that a paused server is not sent a new connection per
- * request.  Every new connection is sent AUTH, SELECT and SCRIPT LOAD of
- * the quorum's scripts ahead of its first batch: a server that answers
- * late has the script too (its NOSCRIPT could no longer be retried), and a
- * refused load is harmless (NOSCRIPT then brings EVAL).
+ * older than the round's timeout, is dropped when a later round would use
+ * it, and left alone for one timeout, so that a paused server is not sent
+ * a new connection per request; but a clean-up (a failed acquire's
+ * delete) goes behind the owed request on its connection, however late,
+ * so that the server runs it after the request it undoes.  Every new
+ * connection is sent AUTH, SELECT and SCRIPT LOAD of the quorum's scripts
+ * ahead of its first batch: a server that answers late has the script too
+ * (its NOSCRIPT could no longer be retried), and a refused load is
+ * harmless (NOSCRIPT then brings EVAL).
  */
 #include <errno.h>
 #include <poll.h>
@@ -190,20 +193,23 @@ static int catch_up(relock_client *c, int i, relock__fanfeed *f, char (*text)[44
 }
 
 /* Connects server i if needed and appends its batch; 0 or -1 (not sent:
- * down, left alone after being late, or failing). */
+ * down, left alone after being late, or failing).  after: the batch
+ * undoes what earlier requests may have done (fan.h): it goes behind them
+ * on their connection however late they are, and to a new one only when
+ * that connection is gone. */
 static int start_one(relock_client *c, int i, const relock__batch *b, uint64_t now,
-                     long long timeout_ms, relock__fanfeed *f, char (*text)[448])
+                     long long timeout_ms, int after, relock__fanfeed *f, char (*text)[448])
 {
     struct relock__qserver *q = &c->q[i];
     if (q->ctx && q->owed + q->setup + q->loads > 0 && catch_up(c, i, f, text) != 0)
         drop(c, i);
-    if (q->ctx && q->owed > 0 &&
+    if (q->ctx && q->owed > 0 && !after &&
         (q->owed >= MAX_OWED || now - q->owed_at > (uint64_t)timeout_ms))
         drop_late(c, i, now, timeout_ms); /* too far behind */
     else if (q->ctx && q->owed == 0 && q->setup + q->loads == 0 &&
              relock__ctx_stale(q->ctx, &q->last_used))
         drop(c, i); /* closed by the server while idle: reconnect now */
-    if (!q->ctx && (now < q->retry_at || connect_one(c, i) != 0))
+    if (!q->ctx && ((now < q->retry_at && !after) || connect_one(c, i) != 0))
         return -1;
     q->last_used = now;
     if (append(q->ctx, b) != 0) {
@@ -223,9 +229,11 @@ static void free_got(fround *r, int i)
     r->got[i] = 0;
 }
 
-/* The round is decided at now: a server still silent owes its replies if
- * its batch was written in time, else it is dropped. */
-static void close_round(relock_client *c, fround *r, uint64_t now)
+/* The round is decided: a server still silent owes its replies if its
+ * batch was written, in time or late (it may still run the request, and
+ * a clean-up must follow it on this connection; a server too far behind
+ * is dropped when a later round would use it), else it is dropped. */
+static void close_round(relock_client *c, fround *r)
 {
     if (!r->open)
         return;
@@ -236,9 +244,7 @@ static void close_round(relock_client *c, fround *r, uint64_t now)
             continue;
         }
         struct relock__qserver *q = &c->q[i];
-        if (now >= r->end) {
-            drop_late(c, i, now, r->timeout_ms); /* its reply would come out of turn */
-        } else if (r->sent[i]) {
+        if (r->sent[i]) {
             if (q->owed == 0)
                 q->owed_at = r->start;
             q->owed += r->expect[i] - r->got[i]; /* read before the next round's */
@@ -351,10 +357,9 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
     for (int feeds = 0;; feeds++) {
         f->written = written(r, n);
         relock__step s = fn(m, l, f, out);
-        uint64_t fed_at = f->mono_ms;
         reset_feed(f, r, n);
         if (s == RELOCK__STEP_DONE) {
-            close_round(c, r, fed_at);
+            close_round(c, r);
             st = h->st;
             break;
         }
@@ -363,7 +368,7 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
             if ((out->mask >> i) & 1u)
                 bad |= !relock__batch_ok(&out->b[i]) || out->b[i].n < 1;
         if (bad) {
-            close_round(c, r, fed_at);
+            close_round(c, r);
             st = RELOCK__FAIL(&c->err, RELOCK_EPROTO, "lock %s: internal error: %s", l->name,
                               feeds >= RELOCK__FAN_MAX_FEEDS ? "an operation did not end"
                                                              : "a command batch overflowed");
@@ -371,7 +376,7 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
         }
         if (s == RELOCK__STEP_SEND && out->round) {
             /* A new round: the last one is decided. */
-            close_round(c, r, fed_at);
+            close_round(c, r);
             r->open = 1;
             r->timeout_ms = out->timeout_ms;
             r->start = relock__mono_ms();
@@ -382,7 +387,8 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
                 if (!((out->mask >> i) & 1u))
                     continue;
                 r->expect[i] = out->b[i].n;
-                if (start_one(c, i, &out->b[i], r->start, r->timeout_ms, f, text) == 0) {
+                if (start_one(c, i, &out->b[i], r->start, r->timeout_ms,
+                              (int)((out->after >> i) & 1u), f, text) == 0) {
                     r->live[i] = 1;
                     f->reached |= 1u << i;
                 }

@@ -85,6 +85,9 @@ typedef struct relock__feed {
     const char *fault_text;     /* the driver's words for it, with the server */
     uint64_t mono_ms;           /* the monotonic clock */
     long long fleet_ms;         /* the fleet's clock (legacy.clock), when asked */
+    /* fleet_ms was read afresh for this feed: the local clock, or the
+     * server's TIME measured just now, not an estimate from earlier. */
+    int fleet_fresh;
 } relock__feed;
 
 /* A machine's answer to one call. */

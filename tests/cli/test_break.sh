@@ -222,7 +222,7 @@ expect 2 "unknown option" -- R break brk-x --forse
 expect 0 "break --help" -- R break --help
 check "break --help prints the usage" -- out_has "usage: relock break NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]"
 expect 0 "relock --help lists break" -- "$RELOCK" --help
-check "usage lists break: $(grep break "$DIR/out")" -- out_has "break   NAME [--if-value VALUE] [--force] [--dry-run]"
+check "usage lists break: $(grep break "$DIR/out")" -- out_has "break   NAME [--if-value VALUE [--if-fence FENCE]] [--force] [--dry-run]"
 rcli RPUSH brk-list a >/dev/null
 expect 4 "break on a list (not a lock)" -- R break brk-list
 check "names the type: $(cat "$DIR/err")" -- err_has "holds a list, not a lock"
@@ -330,6 +330,44 @@ if [ -n "$PROXY" ] && [ -x "$PROXY" ]; then
         kill "$PPID_" 2>/dev/null
         wait "$PPID_" 2>/dev/null
     done
+
+    # 2.0: a broken holder's release and extend from the command line (each
+    # a handle adopted from VALUE and FENCE) find the lock lost and write
+    # nothing, though whoever took the free key in the same second wrote
+    # the same timestamp.  The counter of breaks is unknown to such a
+    # handle; the fence a break raises into a new epoch is not.
+    PPORT=$(free_port)
+    "$PROXY" --upstream "127.0.0.1:$PORT" --listen "$PPORT" --personality 2.0 >/dev/null &
+    PPID_=$!
+    PIDS+=($PPID_)
+    for _ in $(seq 1 200); do redis-cli -p "$PPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    P() { "$RELOCK" -u "redis://127.0.0.1:$PPORT" -m legacy "$@"; }
+    same=0
+    for try in 1 2 3 4 5; do
+        k="brk-adopt-$try"
+        expect 0 "2.0 adopted: acquire" -- P acquire -t 10s "$k"
+        read -r VO FO _ <"$DIR/out"
+        expect 0 "2.0 adopted: break" -- P break "$k"
+        expect 0 "2.0 adopted: another client acquires" -- P acquire -t 10s "$k"
+        read -r VN FN _ <"$DIR/out"
+        if [ "$VN" = "$VO" ]; then same=1; break; fi
+    done
+    check "2.0 adopted: the new holder wrote the same timestamp within 5 tries" -- [ "$same" = 1 ]
+    expect 3 "2.0 adopted: the broken holder's release" -- P release "$k" "$VO" "$FO"
+    check "2.0 adopted: release says lost: $(cat "$DIR/err")" -- err_has "lock lost"
+    check "2.0 adopted: the new holder's lock is intact" -- [ "$(rcli GET "$k")" = "$VN" ]
+    expect 3 "2.0 adopted: the broken holder's extend" -- P extend -t 10s "$k" "$VO" "$FO"
+    check "2.0 adopted: extend says lost: $(cat "$DIR/err")" -- err_has "lock lost"
+    check "2.0 adopted: the new holder's lock is unchanged" -- [ "$(rcli GET "$k")" = "$VN" ]
+    expect 0 "2.0 adopted: the new holder releases" -- P release "$k" "$VN" "$FN"
+    check "2.0 adopted: released" -- [ "$(rcli EXISTS "$k")" = 0 ]
+    expect 0 "2.0 adopted: acquire after the break" -- P acquire -t 10s "$k"
+    read -r VA FA _ <"$DIR/out"
+    expect 0 "2.0 adopted: extend, nothing broken" -- P extend -t 10s "$k" "$VA" "$FA"
+    read -r VA2 _ <"$DIR/out"
+    expect 0 "2.0 adopted: release, nothing broken" -- P release "$k" "$VA2" "$FA"
+    kill "$PPID_" 2>/dev/null
+    wait "$PPID_" 2>/dev/null
 
     # The 2.0 window: the value changes between the GET and the MULTI.
     # Every reply through the proxy is delayed 300 ms; MONITOR on the real

@@ -292,8 +292,12 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["value"]==sys.
 expect 0 "release --json" -- R release --json cli-j "$JV"
 $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["released"] is True' "$DIR/out" && ok ||
     bad "release --json: $(cat "$DIR/out")"
-expect 2 "run --json is refused, not ignored" -- R run --json cli-j -- true
-one_line_err "--json is not an option of run"
+# run --json: the acquisition as JSON on stderr (stdout is CMD's).
+R run --json cli-j -- echo cmd-out >"$DIR/out" 2>"$DIR/err"
+code=$?
+[ "$code" -eq 0 ] && [ "$(cat "$DIR/out")" = cmd-out ] && ok || bad "run --json: exit $code, stdout $(cat "$DIR/out")"
+$PY -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); assert d["name"]=="cli-j" and d["fence"]>0' "$DIR/err" && ok ||
+    bad "run --json: stderr $(cat "$DIR/err")"
 # Global options after the command's name.
 expect 0 "probe -u URL" -- env -u RELOCK_URL "$RELOCK" probe -u "redis://127.0.0.1:$PORT"
 expect 0 "release NAME VALUE -m MODE" -- env -u RELOCK_URL "$RELOCK" release cli-h "$HV" -u "redis://127.0.0.1:$PORT" -m modern

@@ -67,12 +67,13 @@ for f in relockConfig.cmake relockConfigVersion.cmake relockTargets.cmake; do
     check "$f installed" -- test -f "$LIBDIR/cmake/relock/$f"
 done
 check "the command" -- test -x "$PREFIX/bin/relock"
+check "the example configuration" -- test -f "$PREFIX/share/doc/relock/examples/relock.conf"
 for m in man1/relock.1 man3/relock.3 man5/relock.conf.5; do
     check "man page $m" -- test -f "$PREFIX/share/man/$m"
 done
 # Nothing else: the list of installed files is exactly the one above.
 unexpected=$(cd "$PREFIX" && find . \( -type f -o -type l \) | sed 's|^\./||' | grep -Ev \
-    '^(bin/relock|include/relock(_async(_libevent|_libuv)?)?\.h|lib[^/]*(/[^/]*)?/(librelock\.(so(\.[0-9.]+)?|a)|pkgconfig/relock\.pc|cmake/relock/relock(Config|ConfigVersion|Targets(-[a-z]+)?)\.cmake)|share/man/man[135]/relock(\.conf)?\.[135])$')
+    '^(bin/relock|include/relock(_async(_libevent|_libuv)?)?\.h|lib[^/]*(/[^/]*)?/(librelock\.(so(\.[0-9.]+)?|a)|pkgconfig/relock\.pc|cmake/relock/relock(Config|ConfigVersion|Targets(-[a-z]+)?)\.cmake)|share/man/man[135]/relock(\.conf)?\.[135]|share/doc/relock/examples/relock\.conf)$')
 check "nothing else installed (found: $unexpected)" -- test -z "$unexpected"
 # Exported targets must not name build-only targets.
 check "no PkgConfig:: target in the export" -- \

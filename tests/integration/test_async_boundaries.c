@@ -19,6 +19,8 @@
  *     held once the other client wrote;
  *   - RELOCK_EIO only where nothing changed (RELOCK_EAMBIGUOUS may be
  *     anything), RELOCK_EPROTO (or OK) for an error reply;
+ *   - the extend, to a shorter lease than the lock's, leaves whatever its
+ *     outcome no more validity than the new lease;
  *   - no connection is left inside MULTI on the server, and the client
  *     still works: another acquire and release on it succeed.
  *
@@ -32,7 +34,7 @@
  * the others reduced (target_reduce()).  RELOCK_TEST_REDUCED=1 runs the
  * reduced enumeration of decision 190 for all.  RELOCK_TEST_TARGET=P (a
  * personality, "7-nolua" for 7 without Lua) runs that target alone, for
- * a look at one path.
+ * a look at one path; RELOCK_TEST_ONLY=NAME one test function.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,7 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -257,6 +262,10 @@ static int seq;
  * failure, with 800 ms to spare when the loop is slow (a loaded machine). */
 #define RENEW_TTL 1200
 
+/* The extend's new lease, shorter than the 30 s acquired: the server may
+ * hold it after any fault once the write was sent. */
+#define EXTEND_MS 20000
+
 static void scene_start(scene *s, const target *t, enum op op)
 {
     memset(s, 0, sizeof *s);
@@ -308,7 +317,9 @@ static void scene_run(scene *s)
         assert_int_equal(relock_async_release(s->l, record, &s->o), RELOCK_OK);
         break;
     case OP_EXTEND:
-        assert_int_equal(relock_async_extend(s->l, 30000, record, &s->o), RELOCK_OK);
+        /* To a shorter lease than the acquire's: whatever the fault, the
+         * validity must never exceed the new lease (see one()). */
+        assert_int_equal(relock_async_extend(s->l, EXTEND_MS, record, &s->o), RELOCK_OK);
         break;
     case OP_RENEW: {
         assert_int_equal(relock_async_keep(s->l, on_lost, &s->lost), RELOCK_OK);
@@ -422,6 +433,13 @@ static void one(const target *t, enum op op, long long k, enum bnd_fault f)
                          : op == OP_TAKEOVER ? s.expired
                                              : s.ours;
     CHECK(fence >= s.fence0, "the fence went back from %lld to %lld", s.fence0, fence);
+    /* An extend, whatever its outcome, never leaves more validity than
+     * the server may hold: the shorter new lease, counted from the
+     * extend's start (so at most EXTEND_MS now). */
+    if (op == OP_EXTEND)
+        CHECK(relock_lock_validity_ms(s.l) <= EXTEND_MS,
+              "%s, and the validity is %lld ms, above the new lease's %d", sn,
+              relock_lock_validity_ms(s.l), EXTEND_MS);
     if (f == BND_ERROR) {
         CHECK(st == RELOCK_EPROTO || st == RELOCK_OK, "an error reply gave %s: %s", sn, s.o.msg);
         if (st == RELOCK_EPROTO)
@@ -807,6 +825,522 @@ static void test_cancel(void **state)
     assert_int_equal(runs, held);
 }
 
+/* ------------------------------------------------------------ callbacks that act on others */
+
+/*
+ * Seven operations started in one turn, pipelined on one connection (three
+ * try-acquires of free keys, a waiter on a held key, the release of that
+ * key's lock, which wakes it, another release and an extend), and a kept
+ * lock whose key was deleted (its renewal finds it lost): eight callback
+ * points.  At one of them the callback cancels every acquire still
+ * pending, releases a spare lock, frees the lock of another operation in
+ * flight, or frees the client; meanwhile the proxy closes the connection,
+ * loses a reply or answers -LOADING at a boundary that changes from run
+ * to run, so the callbacks also run inside the walks of a failed
+ * connection.  Every callback is called exactly once, nothing is left
+ * pending, an OK is true on the server, and the client (when kept) still
+ * works.
+ */
+enum react { RE_CANCEL, RE_RELEASE, RE_FREE_LOCK, RE_FREE_CLIENT, NREACT };
+static const char *const react_name[] = {"cancel", "release", "free a lock", "free the client"};
+
+enum { RE_NACQ = 3, RE_WAITER = 3, RE_RELH = 4, RE_REL = 5, RE_EXT = 6, RE_OPS = 7,
+       RE_LOST = 7, RE_POINTS = 8 };
+
+typedef struct reent reent;
+typedef struct reslot {
+    reent *r;
+    int i;
+} reslot;
+
+struct reent {
+    relock_async *a;
+    relock_async_op *h[RE_NACQ + 1]; /* the acquires, while pending */
+    relock_lock *l[RE_OPS];          /* the locks of the releases and the extend */
+    relock_lock *spare, *kept;
+    outcome o[RE_OPS];
+    outcome spare_o;
+    int spare_started;
+    lostrec lost;
+    reslot slot[RE_POINTS];
+    int at; /* the callback point that acts */
+    enum react act;
+    int acted;
+};
+
+static void re_act(reent *r, int i)
+{
+    if (i != r->at || r->acted || !r->a)
+        return;
+    r->acted = 1;
+    switch (r->act) {
+    case RE_CANCEL:
+        for (int j = 0; j <= RE_WAITER; j++)
+            if (j != i && r->o[j].calls == 0 && r->h[j])
+                (void)relock_async_cancel(r->h[j]);
+        break;
+    case RE_RELEASE:
+        r->spare_started = relock_async_release(r->spare, record, &r->spare_o) == RELOCK_OK;
+        break;
+    case RE_FREE_LOCK:
+        for (int j = RE_RELH; j < RE_OPS; j++)
+            if (j != i && r->o[j].calls == 0 && r->l[j]) {
+                relock_lock_free(r->l[j]);
+                r->l[j] = NULL;
+                break;
+            }
+        break;
+    case RE_FREE_CLIENT:
+        relock_async_free(r->a);
+        r->a = NULL;
+        break;
+    case NREACT:
+        break;
+    }
+}
+
+static void re_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                  void *arg)
+{
+    reslot *s = arg;
+    reent *r = s->r;
+    record(a, st, l, e, &r->o[s->i]);
+    if (s->i <= RE_WAITER)
+        r->h[s->i] = NULL;
+    re_act(r, s->i);
+}
+
+static void re_lost(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
+                    void *arg)
+{
+    reslot *s = arg;
+    on_lost(a, l, why, e, &s->r->lost);
+    re_act(s->r, RE_LOST);
+}
+
+static void reentry(const target *t, int at, enum react act, int down, long long k,
+                    enum bnd_fault f, long long *count)
+{
+    const enum op op = OP_ACQUIRE; /* for CHECK */
+    relock_async_loop lp;
+    loop_init(&lp);
+    int pport = proxy_port(t);
+    reent r;
+    memset(&r, 0, sizeof r);
+    r.at = at;
+    r.act = act;
+    r.a = client_unit(&lp, pport, t->mode, "ms");
+    int nth = ++seq;
+    char names[RE_OPS][64], spare[64], kname[64];
+    for (int j = 0; j < RE_OPS; j++)
+        snprintf(names[j], sizeof names[j], "are%d-%d", nth, j);
+    snprintf(names[RE_WAITER], sizeof names[RE_WAITER], "are%d-%d", nth, RE_RELH);
+    snprintf(spare, sizeof spare, "are%d-spare", nth);
+    snprintf(kname, sizeof kname, "are%d-kept", nth);
+    for (int j = RE_RELH; j < RE_OPS; j++)
+        assert_int_equal(acquire_now(r.a, names[j], 30000, &r.l[j]), RELOCK_OK);
+    assert_int_equal(acquire_now(r.a, spare, 30000, &r.spare), RELOCK_OK);
+    assert_int_equal(acquire_now(r.a, kname, 900, &r.kept), RELOCK_OK);
+    for (int j = 0; j < RE_POINTS; j++) {
+        r.slot[j].r = &r;
+        r.slot[j].i = j;
+    }
+    assert_int_equal(relock_async_keep(r.kept, re_lost, &r.slot[RE_LOST]), RELOCK_OK);
+    freeReplyObject(bnd_cmd(srv.port, "DEL %s", kname)); /* its renewal finds it lost */
+    if (down) {
+        /* the operations queue for the reconnect, whose setup meets the
+         * fault: the callbacks run inside the walk of the failed setup */
+        freeReplyObject(bnd_cmd(srv.port, "CLIENT KILL TYPE normal"));
+        run_for(30);
+    }
+    bnd_arm(pport, count ? 0 : k, count ? BND_WRITE : f);
+    for (int j = 0; j < RE_NACQ; j++)
+        assert_int_equal(relock_async_try_acquire(r.a, names[j], 30000, re_cb, &r.slot[j], &r.h[j]),
+                         RELOCK_OK);
+    assert_int_equal(relock_async_acquire(r.a, names[RE_WAITER], 30000, 3000, re_cb,
+                                          &r.slot[RE_WAITER], &r.h[RE_WAITER]),
+                     RELOCK_OK);
+    assert_int_equal(relock_async_release(r.l[RE_RELH], re_cb, &r.slot[RE_RELH]), RELOCK_OK);
+    assert_int_equal(relock_async_release(r.l[RE_REL], re_cb, &r.slot[RE_REL]), RELOCK_OK);
+    assert_int_equal(relock_async_extend(r.l[RE_EXT], 30000, re_cb, &r.slot[RE_EXT]), RELOCK_OK);
+    uint64_t end = tu_now_ms() + OP_BOUND_MS;
+    for (;;) {
+        long done = r.lost.calls > 0 || r.act == RE_FREE_CLIENT;
+        for (int j = 0; j < RE_OPS; j++)
+            done += r.o[j].calls;
+        if ((done == RE_OPS + 1 && (!r.spare_started || r.spare_o.calls)) || tu_now_ms() >= end)
+            break;
+        loop_once();
+    }
+    if (count)
+        *count = bnd_replies(pport);
+    bnd_disarm(pport);
+    run_for(30);
+    runs++;
+    for (int j = 0; j < RE_OPS; j++) {
+        relock_status st = r.o[j].st;
+        CHECK(r.o[j].calls == 1, "%s at point %d: operation %d's callback called %ld times",
+              react_name[act], at, j, r.o[j].calls);
+        if (count)
+            CHECK(st == RELOCK_OK, "without faults or actions: operation %d: %s: %s", j,
+                  relock_status_name(st), r.o[j].msg);
+        CHECK(st == RELOCK_OK || st == RELOCK_EIO || st == RELOCK_EAMBIGUOUS ||
+                  st == RELOCK_ECANCELED || st == RELOCK_EPROTO || st == RELOCK_TIMEOUT ||
+                  st == RELOCK_BUSY,
+              "%s at point %d: operation %d: %s: %s", react_name[act], at, j,
+              relock_status_name(st), r.o[j].msg);
+        char v[RELOCK__VALUE_MAX];
+        long long fence;
+        char fk[RELOCK__KEY_MAX];
+        const char *key = names[j];
+        assert_int_equal(relock__fence_key(key, fk, sizeof fk), 0);
+        bnd_look(srv.port, key, fk, v, sizeof v, &fence);
+        if (j <= RE_WAITER && st == RELOCK_OK)
+            CHECK(strcmp(v, relock_lock_value(r.o[j].l)) == 0,
+                  "%s at point %d: acquire %d OK, yet the key holds \"%s\"", react_name[act], at,
+                  j, v);
+        if (j == RE_REL && st == RELOCK_OK)
+            CHECK(v[0] == '\0', "%s at point %d: release OK, yet the key holds \"%s\"",
+                  react_name[act], at, v);
+    }
+    if (r.spare_started)
+        CHECK(r.spare_o.calls == 1, "%s at point %d: the spare's release called %ld times",
+              react_name[act], at, r.spare_o.calls);
+    CHECK(r.lost.calls <= 1, "lost called %ld times", r.lost.calls);
+    if (r.a) {
+        CHECK(relock_async_pending(r.a) == 0, "%ld operations still pending",
+              relock_async_pending(r.a));
+        relock_lock *nl = NULL;
+        char next[80];
+        snprintf(next, sizeof next, "are%d-next", nth);
+        relock_status ast = acquire_now(r.a, next, 30000, &nl);
+        CHECK(ast == RELOCK_OK, "%s at point %d: the next acquire on the client: %s",
+              react_name[act], at, relock_status_name(ast));
+        if (nl) {
+            CHECK(release_now(nl) == RELOCK_OK, "the next release on the client failed");
+            relock_lock_free(nl);
+        }
+    }
+    if (!bad)
+        held++;
+    bad = 0;
+    for (int j = 0; j <= RE_WAITER; j++)
+        relock_lock_free(r.o[j].l);
+    for (int j = RE_RELH; j < RE_OPS; j++)
+        relock_lock_free(r.l[j]);
+    relock_lock_free(r.spare);
+    relock_lock_free(r.kept);
+    relock_async_free(r.a);
+    loop_fini();
+}
+
+static void test_reentry(void **state)
+{
+    (void)state;
+    runs = held = 0;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        const target *t = &targets[i];
+        if (!target_runs(i))
+            continue;
+        target_reduce(i);
+        long long n = 0;
+        reentry(t, -1, RE_CANCEL, 0, 0, BND_WRITE, &n);
+        assert_true(n >= RE_OPS && n < 400);
+        /* each callback point with each action (reduced: one action at
+         * every other point, in turn), the fault and its boundary moving along; every
+         * other run with the connection down, the fault on one of the
+         * reconnect's first commands (its setup) */
+        static const enum bnd_fault faults[] = {BND_DEAD_AFTER, BND_LOST_REPLY, BND_ERROR,
+                                                BND_WRITE};
+        int did = 0;
+        for (int at = 0; at < RE_POINTS; at++)
+            for (int act = 0; act < NREACT; act++) {
+                if (bnd_reduced() && (at % 2 == 1 || act != (at / 2 + (int)i) % NREACT))
+                    continue;
+                int m = at * NREACT + act;
+                int down = (at + act / 2) % 2 == 1 && testsrv_target_at_least(2, 8, 12);
+                reentry(t, at, (enum react)act, down, down ? 1 + m % 2 : 1 + (m * 7) % n,
+                        down ? (m % 2 ? BND_ERROR : BND_LOST_REPLY) : faults[m % 4], NULL);
+                did++;
+            }
+        print_message("%-10s %-6s %-7s callbacks acting on others: %lld commands, %d runs\n",
+                      t->pers, t->nolua ? "no-Lua" : "", t->mode, n, did);
+    }
+    assert_int_equal(runs, held);
+}
+
+/* ------------------------------------------------------------ reconnects */
+
+/*
+ * The connection is down when a kept lock's renewal timer or a waiter's
+ * sleep fires (every client connection killed on the server, which the
+ * proxy passes on); the reconnect then meets -LOADING at its k-th command
+ * (its setup's INFO, COMMAND DOCS, TIME …, then the renewal's or the
+ * attempt's own), or the proxy is gone for half a second (the reconnect
+ * refused).  A renewal goes on: a later one succeeds, nothing is reported
+ * lost, and the key still holds the lock.  A waiter ends exactly once (OK
+ * only when it holds the key; a failed reconnect may end it with its
+ * error), and the client still works afterwards.
+ */
+enum rc_kind { RC_ERROR, RC_REFUSED };
+
+/* The proxy of target t stopped, and started again on its port after ms. */
+static void proxy_bounce(const target *t, long ms)
+{
+    testsrv *p = &proxies[t - targets];
+    kill(p->pid, SIGTERM);
+    waitpid(p->pid, NULL, 0);
+    p->pid = 0;
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    while (tu_now_ms() < end)
+        loop_once();
+    const char *path = getenv("RELOCK_PROXY");
+    if (!path || !*path)
+        path = TESTSRV_PROXY_PATH;
+    char up[32], lp[16];
+    snprintf(up, sizeof up, "127.0.0.1:%d", srv.port);
+    snprintf(lp, sizeof lp, "%d", p->port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        if (t->nolua)
+            execl(path, path, "--upstream", up, "--listen", lp, "--personality", t->pers,
+                  "--no-lua", (char *)NULL);
+        else
+            execl(path, path, "--upstream", up, "--listen", lp, "--personality", t->pers,
+                  (char *)NULL);
+        _exit(127);
+    }
+    p->pid = pid;
+    end = tu_now_ms() + 10000;
+    for (;;) {
+        struct timeval tv = {1, 0};
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", p->port, tv);
+        int ok = c && !c->err;
+        redisFree(c);
+        if (ok)
+            break;
+        if (tu_now_ms() >= end)
+            fail_msg("the proxy did not come back on port %d", p->port);
+        loop_once();
+    }
+}
+
+static long long proxy_commands(int pport)
+{
+    redisReply *r = bnd_cmd(pport, "RELOCK-PROXY COMMANDS");
+    long long n = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Counts the commands from the last RESET on, until none came for quiet
+ * ms after the first (at most ms in all). */
+static long long settle_commands(int pport, long ms, long quiet_ms)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    long long n = 0;
+    uint64_t quiet = 0;
+    while (tu_now_ms() < end) {
+        loop_once();
+        long long m = proxy_commands(pport);
+        if (m != n) {
+            n = m;
+            quiet = tu_now_ms();
+        } else if (n > 0 && tu_now_ms() - quiet >= (uint64_t)quiet_ms) {
+            break;
+        }
+    }
+    return n;
+}
+
+static void reconnect_renewal(const target *t, long long k, enum rc_kind kind, long long *count)
+{
+    const enum op op = OP_RENEW;
+    const enum bnd_fault f = kind == RC_ERROR ? BND_ERROR : BND_DEAD_AFTER;
+    scene s;
+    scene_start(&s, t, OP_RENEW);
+    int pport = proxy_port(t);
+    assert_int_equal(relock_async_keep(s.l, on_lost, &s.lost), RELOCK_OK);
+    run_for(50);
+    /* every client connection goes, ours with it (the proxy passes it on) */
+    freeReplyObject(bnd_cmd(srv.port, "CLIENT KILL TYPE normal"));
+    run_for(30);
+    /* the end of the validity as of the last renewal before the reconnect */
+    uint64_t v0 = tu_now_ms() + (uint64_t)relock_lock_validity_ms(s.l);
+    if (count) {
+        bnd_do(pport, "RELOCK-PROXY %s%s", "RESET", "");
+        *count = settle_commands(pport, 2 * RENEW_TTL, 150);
+    } else if (kind == RC_ERROR) {
+        bnd_arm(pport, k, BND_ERROR);
+    } else {
+        proxy_bounce(t, 500);
+    }
+    /* a later renewal succeeds: the validity moves past what it was */
+    uint64_t end = tu_now_ms() + 3 * RENEW_TTL;
+    while (tu_now_ms() + (uint64_t)relock_lock_validity_ms(s.l) <= v0 + 100 &&
+           s.lost.calls == 0 && tu_now_ms() < end)
+        loop_once();
+    bnd_disarm(pport);
+    runs++;
+    CHECK(s.lost.calls == 0, "reported lost: %s: %s", relock_status_name(s.lost.why), s.lost.msg);
+    CHECK(tu_now_ms() + (uint64_t)relock_lock_validity_ms(s.l) > v0 + 100,
+          "no renewal succeeded after the reconnect (%s)",
+          kind == RC_ERROR ? "an error reply" : "refused");
+    relock_status ks = relock_async_keep_stop(s.l);
+    CHECK(ks == RELOCK_OK, "keep_stop: %s", relock_status_name(ks));
+    char v[RELOCK__VALUE_MAX];
+    long long fence;
+    bnd_look(srv.port, s.key, s.fkey, v, sizeof v, &fence);
+    CHECK(strcmp(v, relock_lock_value(s.l)) == 0, "the key holds \"%s\", not the lock's value", v);
+    relock_status rs = release_now(s.l);
+    CHECK(rs == RELOCK_OK, "the release after: %s", relock_status_name(rs));
+    if (!bad)
+        held++;
+    bad = 0;
+    relock_lock_free(s.l);
+    relock_async_free(s.a);
+    loop_fini();
+}
+
+static void reconnect_wait(const target *t, long long k, enum rc_kind kind, long long *count)
+{
+    const enum op op = OP_ACQUIRE;
+    const enum bnd_fault f = kind == RC_ERROR ? BND_ERROR : BND_DEAD_AFTER;
+    int pport = proxy_port(t);
+    char name[64], warm[80];
+    snprintf(name, sizeof name, "arc%d", ++seq);
+    snprintf(warm, sizeof warm, "%s-warm", name);
+    /* A waiter that polls (no subscription) every 200 to 400 ms, so that
+     * its connection can be killed while it sleeps. */
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", pport);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", t->mode), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "s"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.notify", "false"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_max_ms", "400"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_min_ms", "400"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *wl = NULL;
+    assert_int_equal(acquire_now(a, warm, 30000, &wl), RELOCK_OK);
+    assert_int_equal(release_now(wl), RELOCK_OK);
+    relock_lock_free(wl);
+    /* the holder: a blocking client on the server itself, for a value of
+     * the mode */
+    cfg = relock_config_new();
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", t->mode), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "s"), RELOCK_OK);
+    relock_client *hc = NULL;
+    assert_int_equal(relock_connect(cfg, &hc), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *hl = NULL;
+    assert_int_equal(relock_try_acquire(hc, name, 30000, &hl), RELOCK_OK);
+    outcome o = {0};
+    bnd_do(pport, "RELOCK-PROXY %s%s", "RESET", "");
+    assert_int_equal(relock_async_acquire(a, name, 30000, 5000, record, &o, NULL), RELOCK_OK);
+    settle_commands(pport, 1000, 50); /* its first attempt answered: asleep */
+    freeReplyObject(bnd_cmd(srv.port, "CLIENT KILL TYPE normal"));
+    if (count) {
+        bnd_do(pport, "RELOCK-PROXY %s%s", "RESET", "");
+        *count = settle_commands(pport, 1500, 150);
+    } else if (kind == RC_ERROR) {
+        bnd_arm(pport, k, BND_ERROR);
+    } else {
+        proxy_bounce(t, 500);
+    }
+    run_for(100);
+    /* the holder goes (the waiter polls: no notice needed; the holder's
+     * own connection was killed too) */
+    freeReplyObject(bnd_cmd(srv.port, "DEL %s", name));
+    relock_lock_free(hl);
+    relock_client_free(hc);
+    run_until(&o.calls, 1, OP_BOUND_MS);
+    bnd_disarm(pport);
+    run_for(30);
+    runs++;
+    relock_status st = o.st;
+    CHECK(o.calls == 1, "the callback was called %ld times", o.calls);
+    if (count)
+        CHECK(st == RELOCK_OK, "without faults: %s: %s", relock_status_name(st), o.msg);
+    CHECK(st == RELOCK_OK || st == RELOCK_EIO || st == RELOCK_EPROTO,
+          "%s: %s", relock_status_name(st), o.msg);
+    char v[RELOCK__VALUE_MAX], fk[RELOCK__KEY_MAX];
+    long long fence;
+    assert_int_equal(relock__fence_key(name, fk, sizeof fk), 0);
+    bnd_look(srv.port, name, fk, v, sizeof v, &fence);
+    if (st == RELOCK_OK)
+        CHECK(strcmp(v, relock_lock_value(o.l)) == 0, "OK, yet the key holds \"%s\"", v);
+    else
+        CHECK(v[0] == '\0', "%s, yet the key holds \"%s\"", relock_status_name(st), v);
+    CHECK(relock_async_pending(a) == 0, "%ld operations still pending", relock_async_pending(a));
+    relock_lock *nl = NULL;
+    char next[80];
+    snprintf(next, sizeof next, "%s-next", name);
+    relock_status ast = acquire_now(a, next, 30000, &nl);
+    CHECK(ast == RELOCK_OK, "the next acquire on the client: %s", relock_status_name(ast));
+    if (nl) {
+        CHECK(release_now(nl) == RELOCK_OK, "the next release on the client failed");
+        relock_lock_free(nl);
+    }
+    if (!bad)
+        held++;
+    bad = 0;
+    if (o.l) {
+        release_now(o.l);
+        relock_lock_free(o.l);
+    }
+    relock_async_free(a);
+    loop_fini();
+}
+
+static void test_reconnect(void **state)
+{
+    (void)state;
+    runs = held = 0;
+    if (!testsrv_target_at_least(2, 8, 12)) { /* CLIENT KILL TYPE */
+        testsrv_note_skip("reconnects: CLIENT KILL TYPE");
+        return;
+    }
+    for (size_t i = 0; i < NTARGETS; i++) {
+        const target *t = &targets[i];
+        if (!target_runs(i))
+            continue;
+        target_reduce(i);
+        long long n = 0;
+        reconnect_renewal(t, 0, RC_ERROR, &n);
+        assert_true(n >= 1 && n < 40);
+        int did = 0;
+        for (long long k = 1; k <= n; k++)
+            if (!bnd_reduced() || k == 1 || k == n) {
+                reconnect_renewal(t, k, RC_ERROR, NULL);
+                did++;
+            }
+        reconnect_renewal(t, 0, RC_REFUSED, NULL);
+        long long w = 0;
+        reconnect_wait(t, 0, RC_ERROR, &w);
+        assert_true(w >= 1 && w < 60);
+        reconnect_wait(t, 1, RC_ERROR, NULL);
+        if (!bnd_reduced())
+            reconnect_wait(t, w, RC_ERROR, NULL);
+        reconnect_wait(t, 0, RC_REFUSED, NULL);
+        print_message("%-10s %-6s %-7s reconnects: renewal %lld commands, %d errors, refused; "
+                      "wait %lld commands, %d errors, refused\n",
+                      t->pers, t->nolua ? "no-Lua" : "", t->mode, n, did, w,
+                      bnd_reduced() ? 1 : 2);
+    }
+    assert_int_equal(runs, held);
+}
+
 /* ------------------------------------------------------------ setup */
 
 static int group_setup(void **state)
@@ -838,10 +1372,16 @@ static int group_teardown(void **state)
 int main(void)
 {
     env_reduced = bnd_reduced();
+    /* RELOCK_TEST_ONLY: one test of the program, by name (cmocka's filter) */
+    const char *only = getenv("RELOCK_TEST_ONLY");
+    if (only && *only)
+        cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_boundaries),
         cmocka_unit_test(test_in_flight),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_reentry),
+        cmocka_unit_test(test_reconnect),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -506,6 +506,56 @@ static void test_majority_down(void **state)
     loop_fini();
 }
 
+/* Two of three servers answering late (the proxy holds each reply
+ * 400 ms, more than the 300 ms each server is given): the attempt fails
+ * once its round's deadline passes, with the late servers' SET NX PX
+ * already run.  Its token goes from all three, the late ones too (the
+ * delete follows the acquire on their connections), rather than staying
+ * on a majority for the rest of its 60 s lease.  Twice: the second
+ * attempt uses the connections again once they caught up. */
+static void test_late_majority_leaves_nothing(void **state)
+{
+    (void)state;
+    testsrv px[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(testsrv_start_proxy(&px[i], srv[1 + i].port, "7", NULL), 0);
+        char *ok = testsrv_cmd(&px[i], "RELOCK-PROXY FAULT delay-ms 400");
+        assert_non_null(ok);
+        assert_string_equal(ok, "OK");
+        free(ok);
+    }
+    relock_async_loop lp;
+    loop_init(&lp);
+    char urls[160];
+    snprintf(urls, sizeof urls, "redis://127.0.0.1:%d, redis://127.0.0.1:%d, redis://127.0.0.1:%d",
+             srv[0].port, px[0].port, px[1].port);
+    relock_config *cfg = qconfig("aql:", 300);
+    assert_int_equal(relock_config_set(cfg, "servers", urls), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        outcome o = {0};
+        /* Per-server timeout: min(command timeout, TTL / 10) = 300 ms. */
+        assert_int_equal(relock_async_try_acquire(a, "late", 60000, record, &o, NULL), RELOCK_OK);
+        finish(&o, 10000);
+        assert_int_equal(o.st, RELOCK_EIO);
+        assert_null(o.l);
+        if (!strstr(o.msg, "only 1 of 3 servers answered"))
+            fail_msg("attempt %d: %s", attempt, o.msg);
+        for (int tries = 0; tries < 150 && anywhere("aql:late"); tries++)
+            run_for(20);
+        if (anywhere("aql:late"))
+            fail_msg("attempt %d: %d of 3 servers still hold the failed acquire's token",
+                     attempt, anywhere("aql:late"));
+        run_for(1000); /* the late replies arrive */
+    }
+    relock_async_free(a);
+    loop_fini();
+    for (int i = 0; i < 2; i++)
+        testsrv_stop(&px[i]);
+}
+
 /* ------------------------------------------------------------ renewal, cancel, free */
 
 static long lost_calls;
@@ -1142,6 +1192,7 @@ int main(void)
         cmocka_unit_test(test_one_server_paused),
         cmocka_unit_test(test_majority_paused),
         cmocka_unit_test(test_majority_down),
+        cmocka_unit_test(test_late_majority_leaves_nothing),
         cmocka_unit_test(test_keep),
         cmocka_unit_test(test_keep_lost),
         cmocka_unit_test(test_cancel_waiting),

@@ -194,13 +194,18 @@ static outcome run_release(relock_lock *l)
     return o;
 }
 
-static outcome run_extend(relock_lock *l)
+static outcome run_extend_to(relock_lock *l, long long ttl_ms)
 {
     outcome o;
     memset(&o, 0, sizeof o);
-    assert_int_equal(relock_async_extend(l, 0, record, &o), RELOCK_OK);
+    assert_int_equal(relock_async_extend(l, ttl_ms, record, &o), RELOCK_OK);
     assert_int_equal(run_until(&o.calls, 1, 10000), 1);
     return o;
+}
+
+static outcome run_extend(relock_lock *l)
+{
+    return run_extend_to(l, 0);
 }
 
 static char *get(const char *key)
@@ -302,6 +307,41 @@ static void test_durable(void **state)
     }
 }
 
+/* An unacknowledged extend to a shorter lease: the master holds the new
+ * lease, so the validity afterwards is at most the new lease from the
+ * extend's start, never the longer one from before. */
+static void test_durable_shorter(void **state)
+{
+    (void)state;
+    const char *const kv[] = {"durability.replicas", "1", "durability.timeout_ms", "1000",
+                              NULL};
+    for (size_t mi = 0; mi < 3; mi++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = client(&lp, modes[mi], kv);
+        char name[64];
+        snprintf(name, sizeof name, "adur-short-%s", modes[mi]);
+        outcome o = run_acquire(a, name, 10000);
+        if (o.st != RELOCK_OK)
+            fail_msg("%s: acquire: %s", modes[mi], o.msg);
+        relock_lock *l = o.l;
+        assert_int_equal(kill(replica.pid, SIGSTOP), 0);
+        stopped = 1;
+        o = run_extend_to(l, 1000);
+        long long left = relock_lock_validity_ms(l);
+        resume();
+        if (o.st != RELOCK_EDURABILITY)
+            fail_msg("%s: extend: %s: %s", modes[mi], relock_status_name(o.st), o.msg);
+        if (left > 1000)
+            fail_msg("%s: an unacknowledged extend to 1000 ms left a validity of %lld ms",
+                     modes[mi], left);
+        relock_lock_free(l);
+        relock_async_free(a);
+        loop_fini();
+        assert_int_equal(wait_for(&master, 15000, "connected_slaves:1"), 0);
+    }
+}
+
 /* WAITAOF: a server without it (before 7.2) refuses it at the probe; one
  * with it and with appendonly acknowledges the master's fsync. */
 static void test_durable_aof(void **state)
@@ -394,6 +434,18 @@ static void test_durable_reconnect(void **state)
     fprintf(stderr, "write's connection closed: async %s\n", relock_status_name(o.st));
     assert_null(o.l);
     assert_false(key_exists("adur-rc"));
+    /* An extend to a shorter lease, the same way: the master may hold
+     * the new lease, so the validity is at most that one. */
+    o = run_acquire(a, "adur-rc-x", 10000);
+    assert_int_equal(o.st, RELOCK_OK);
+    relock_lock *xl = o.l;
+    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
+    free(v);
+    o = run_extend_to(xl, 1000);
+    if ((o.st != RELOCK_EDURABILITY && o.st != RELOCK_EIO) || relock_lock_validity_ms(xl) > 1000)
+        fail_msg("async extend to 1000 ms: %s (%s), validity %lld ms", relock_status_name(o.st),
+                 o.msg, relock_lock_validity_ms(xl));
+    relock_lock_free(xl);
     relock_async_free(a);
     loop_fini();
 
@@ -412,6 +464,15 @@ static void test_durable_reconnect(void **state)
     fprintf(stderr, "write's connection closed: blocking %s\n", relock_status_name(st));
     assert_null(l);
     assert_false(key_exists("adur-rc"));
+    assert_int_equal(relock_try_acquire(c, "adur-rc-y", 10000, &l), RELOCK_OK);
+    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
+    free(v);
+    st = relock_extend(l, 1000);
+    if ((st != RELOCK_EDURABILITY && st != RELOCK_EIO) || relock_lock_validity_ms(l) > 1000)
+        fail_msg("blocking extend to 1000 ms: %s (%s), validity %lld ms",
+                 relock_status_name(st), relock_client_error(c)->message,
+                 relock_lock_validity_ms(l));
+    relock_lock_free(l);
     relock_client_free(c);
     testsrv_stop(&px);
 }
@@ -669,6 +730,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durable),
+        cmocka_unit_test(test_durable_shorter),
         cmocka_unit_test(test_durable_aof),
         cmocka_unit_test(test_durable_reconnect),
         cmocka_unit_test(test_owner),

@@ -31,6 +31,8 @@
  * client's value is never overwritten or deleted, no two holders, fences
  * strictly increase, RELOCK_OK is only claimed for what happened, and
  * RELOCK_EIO only for what did not (RELOCK_EAMBIGUOUS may be anything).
+ * The extend is to a shorter lease than the lock's, and whatever its
+ * outcome the validity left must not exceed the new lease.
  *
  * Built with BOUNDARIES_NATIVE (ctest it_boundaries_native), the targets
  * are modern mode on the newer servers' personalities (native commands)
@@ -154,6 +156,10 @@ typedef struct scene {
 
 static int seq;
 
+/* The extend's new lease, shorter than the 30 s acquired: the server may
+ * hold it after any fault once the write was sent. */
+#define EXTEND_MS 20000
+
 static relock_client *client(const target *t)
 {
     const char *const settings[] = {"legacy.clock_unit", "s", NULL};
@@ -204,7 +210,9 @@ static relock_status scene_run(scene *s)
         st = relock_release(s->l);
         break;
     case OP_EXTEND:
-        st = relock_extend(s->l, 30000);
+        /* To a shorter lease than the acquire's: whatever the fault, the
+         * validity must never exceed the new lease (see one()). */
+        st = relock_extend(s->l, EXTEND_MS);
         break;
     case OP_BREAK:
         st = relock_break(s->a, s->name, s->value);
@@ -281,6 +289,13 @@ static void one(const target *t, enum op op, long long k, enum bnd_fault f)
     bnd_look(tu_srv.port, s.key, s.fkey, v, sizeof v, &fence);
     const char *sn = relock_status_name(st);
     runs++;
+    /* An extend, whatever its outcome, never leaves more validity than
+     * the server may hold: the shorter new lease, counted from the
+     * extend's start (so at most EXTEND_MS now). */
+    if (op == OP_EXTEND)
+        CHECK(relock_lock_validity_ms(s.l) <= EXTEND_MS,
+              "%s, and the validity is %lld ms, above the new lease's %d", sn,
+              relock_lock_validity_ms(s.l), EXTEND_MS);
 
     if (f == BND_ERROR) {
         CHECK(st == RELOCK_EPROTO || st == RELOCK_OK, "an error reply gave %s", sn);

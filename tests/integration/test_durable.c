@@ -258,6 +258,67 @@ static void test_replica_stopped(void **state)
     }
 }
 
+/* Fails the test with the stopped replica running again, so that the
+ * tests after it start from a healthy set. */
+#define FAIL_RESUMED(...)                                                                   \
+    do {                                                                                    \
+        resume();                                                                           \
+        fail_msg(__VA_ARGS__);                                                              \
+    } while (0)
+
+/*
+ * An unacknowledged extend to a shorter lease: the master holds the new,
+ * shorter lease even though the replicas did not acknowledge it, so the
+ * validity after RELOCK_EDURABILITY is at most the new lease counted from
+ * the extend's start, never the longer one from before.  Another client
+ * then acquires once the master's lease ends, and by then the first one
+ * must no longer be told it holds the lock.
+ */
+static void test_replica_stopped_shorter(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < NCASES; k++) {
+        relock_client *c = durable_client("2", k);
+        relock_lock *held = NULL;
+        assert_int_equal(relock_try_acquire(c, "dur-short", 10000, &held), RELOCK_OK);
+        assert_int_equal(kill(rep[1].pid, SIGSTOP), 0);
+        stopped = 1;
+        relock_status st = relock_extend(held, 1000);
+        if (st != RELOCK_EDURABILITY)
+            FAIL_RESUMED("%s: extend: %s (%s)", cases[k].mode, relock_status_name(st),
+                     relock_client_error(c)->message);
+        long long left = relock_lock_validity_ms(held);
+        if (left > 1000)
+            FAIL_RESUMED("%s fencing=%s: an unacknowledged extend to 1000 ms left a validity of "
+                     "%lld ms",
+                     cases[k].mode, cases[k].fencing, left);
+        /* Another client (asking for no replica) acquires once the
+         * master's lease ends: bounded by the longest way to it (the
+         * timestamp modes' second and skew margin), polled. */
+        relock_client *other = durable_client("0", k);
+        relock_lock *l2 = NULL;
+        uint64_t t0 = tu_now_ms();
+        while ((st = relock_try_acquire(other, "dur-short", 5000, &l2)) == RELOCK_BUSY &&
+               tu_now_ms() - t0 < 12000)
+            tu_sleep_ms(50);
+        if (st != RELOCK_OK)
+            FAIL_RESUMED("%s: the second client's acquire: %s (%s)", cases[k].mode,
+                     relock_status_name(st), relock_client_error(other)->message);
+        left = relock_lock_validity_ms(held);
+        if (left > 0)
+            FAIL_RESUMED("%s fencing=%s: two holders: another client acquired while the first is "
+                     "told it holds %lld ms more",
+                     cases[k].mode, cases[k].fencing, left);
+        assert_int_equal(relock_release(l2), RELOCK_OK);
+        relock_lock_free(l2);
+        relock_client_free(other);
+        relock_lock_free(held);
+        relock_client_free(c);
+        resume();
+        assert_int_equal(wait_for(&rep[1], 15000, "master_link_status:up"), 0);
+    }
+}
+
 static int lost_why = -1;
 
 static void on_lost(relock_lock *l, relock_status why, void *arg)
@@ -390,8 +451,10 @@ static long long count_replies(int pport, relock_client *c, int op, int n)
  * lost (the lock is read back on a new connection, on which WAIT could
  * count nothing).  An acquire never returns OK: RELOCK_EIO or
  * RELOCK_EDURABILITY with the write deleted again, or RELOCK_EAMBIGUOUS
- * saying the lock may stay until its TTL.  An extend never returns OK and
- * keeps its earlier validity; the lock key is never deleted by it.
+ * saying the lock may stay until its TTL.  An extend never returns OK, its
+ * validity is at most the earlier one and at most the new lease from the
+ * extend's start (an extend to a shorter lease may have reached the
+ * master); the lock key is never deleted by it.
  */
 static void test_dead_before_wait(void **state)
 {
@@ -417,9 +480,11 @@ static void test_dead_before_wait(void **state)
             relock_client *c = NULL;
             if (connect_with(wp.port, cases[k].mode, set, &c) != RELOCK_OK)
                 fail_msg("connect: %s", relock_client_error(c)->message);
-            for (int op = 0; op < 2; op++) {
-                count_replies(wp.port, c, op, 0); /* scripts cached from here on */
-                long long n = count_replies(wp.port, c, op, 1);
+            /* op 2: an extend to a shorter lease, which the master may
+             * hold whatever the replicas say. */
+            for (int op = 0; op < 3; op++) {
+                count_replies(wp.port, c, op > 0, 0); /* scripts cached from here on */
+                long long n = count_replies(wp.port, c, op > 0, 1);
                 assert_true(n >= 2 && n < 20);
                 for (int kind = 0; kind < NKINDS; kind++) {
                     char name[64];
@@ -427,7 +492,7 @@ static void test_dead_before_wait(void **state)
                     relock_lock *l = NULL;
                     long before = 0;
                     char ours[64] = "";
-                    if (op == 1) {
+                    if (op > 0) {
                         assert_int_equal(relock_try_acquire(c, name, 5000, &l), RELOCK_OK);
                         snprintf(ours, sizeof ours, "%s", relock_lock_value(l));
                         before = relock_lock_validity_ms(l);
@@ -437,7 +502,7 @@ static void test_dead_before_wait(void **state)
                     proxy_int(wp.port, "RELOCK-PROXY FAULT at-reply %s at-kind %s", at,
                               kind == DEAD_BETWEEN ? "close-after" : "close-before");
                     relock_status st = op == 0 ? relock_try_acquire(c, name, 5000, &l)
-                                               : relock_extend(l, 20000);
+                                               : relock_extend(l, op == 1 ? 20000 : 1000);
                     proxy_int(wp.port, "RELOCK-PROXY FAULT off%s%s", "", "");
                     const char *msg = relock_client_error(c)->message;
                     if (st != RELOCK_EIO && st != RELOCK_EAMBIGUOUS && st != RELOCK_EDURABILITY)
@@ -467,7 +532,13 @@ static void test_dead_before_wait(void **state)
                         if (strcmp(v, "(nil)") == 0)
                             fail_msg("%s, extend, %s: the key was deleted", cases[k].mode,
                                      kind_name[kind]);
-                        assert_true(relock_lock_validity_ms(l) <= before);
+                        long long left = relock_lock_validity_ms(l);
+                        if (left > before || (op == 2 && left > 1000))
+                            fail_msg("%s%s fencing=%s, extend to %d ms, %s: %s, and the "
+                                     "validity is %lld ms (%ld before)",
+                                     cases[k].mode, lua ? "" : " (no Lua)", cases[k].fencing,
+                                     op == 1 ? 20000 : 1000, kind_name[kind],
+                                     relock_status_name(st), left, before);
                         relock_lock_free(l);
                         char *d = testsrv_cmd(&master, "DEL %s", name);
                         free(d);
@@ -579,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_acked),
         cmocka_unit_test(test_acked_too_late),
         cmocka_unit_test(test_replica_stopped),
+        cmocka_unit_test(test_replica_stopped_shorter),
         cmocka_unit_test(test_keep_unacknowledged),
         cmocka_unit_test(test_dead_before_wait),
         cmocka_unit_test(test_cli),

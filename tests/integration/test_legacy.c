@@ -1133,7 +1133,9 @@ static void test_getset_loser_then_holder_dies(void **state)
  * a loser's write.  The holder's lock is broken (`relock break`), then the
  * free key is taken by a classic client's SETNX, or by another relock
  * client: the holder's extend and release report the lock lost and leave
- * the new holder's value alone, on every server version.
+ * the new holder's value alone, on every server version, also through a
+ * handle adopted from the holder's value and fence in another client (on
+ * 2.0 it knows no counter of breaks: the fence's epoch tells it).
  */
 static void test_new_holder_after_break(void **state)
 {
@@ -1162,6 +1164,20 @@ static void test_new_holder_after_break(void **state)
                 EXPECT_ST(b, relock_acquire(b, key, 5000, 0, &lb), RELOCK_OK);
                 snprintf(want, sizeof want, "%s", relock_lock_value(lb));
             }
+            /* The broken holder's value and fence in another process (the
+             * command line's release and extend): the same. */
+            relock_client *d = legacy_client(pi, kv);
+            relock_lock *ld = NULL;
+            EXPECT_ST(d,
+                      relock_lock_adopt(d, key, relock_lock_value(la), relock_lock_fence(la),
+                                        5000, &ld),
+                      RELOCK_OK);
+            EXPECT_ST(d, relock_release(ld), RELOCK_LOST);
+            expect_key(key, want);
+            EXPECT_ST(d, relock_extend(ld, 5000), RELOCK_LOST);
+            expect_key(key, want);
+            relock_lock_free(ld);
+            relock_client_free(d);
             EXPECT_ST(a, relock_extend(la, 5000), RELOCK_LOST);
             expect_key(key, want);
             EXPECT_ST(a, relock_release(la), RELOCK_LOST);

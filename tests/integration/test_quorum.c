@@ -316,7 +316,8 @@ static void test_script_cache_flushed(void **state)
 
 /* Error replies say nothing about the lock: three servers turned into
  * read-only replicas make extend fail with RELOCK_EIO and their error, not
- * RELOCK_LOST; once they take writes again the lock is still ours. */
+ * RELOCK_LOST, with the validity at most the shorter lease asked for; once
+ * they take writes again the lock is still ours. */
 static void test_error_replies_are_not_answers(void **state)
 {
     (void)state;
@@ -326,13 +327,18 @@ static void test_error_replies_are_not_answers(void **state)
     int nowhere = testsrv_free_port();
     for (int i = 0; i < 3; i++)
         free(testsrv_cmd(&srv[i], "REPLICAOF 127.0.0.1 %d", nowhere));
-    relock_status st = relock_extend(l, 30000);
+    /* To a shorter lease: a failed extend leaves no more validity than
+     * the lease it asked for (docs/api.md, Validity). */
+    relock_status st = relock_extend(l, 10000);
     const char *msg = relock_client_error(a)->message;
     int readonly = strstr(msg, "READONLY") != NULL;
+    long long left = relock_lock_validity_ms(l);
     for (int i = 0; i < 3; i++)
         free(testsrv_cmd(&srv[i], "REPLICAOF NO ONE"));
     if (st != RELOCK_EIO || !readonly)
         fail_msg("extend against read-only servers: %s: %s", relock_status_name(st), msg);
+    if (left > 10000)
+        fail_msg("a failed extend to 10000 ms left a validity of %lld ms", left);
     assert_int_equal(relock_extend(l, 30000), RELOCK_OK);
     assert_int_equal(relock_release(l), RELOCK_OK);
     relock_lock_free(l);
@@ -521,6 +527,71 @@ static void test_refuses_timestamp_modes(void **state)
     relock_config_free(cfg);
 }
 
+/* A majority that answers late (the proxy holds each reply 400 ms, more
+ * than the 300 ms each server is given): the acquire fails once its
+ * round's deadline passes, with the late servers' SET NX PX already run.
+ * Its token goes from every server it may have been set on, the late
+ * ones too (their delete follows the acquire on the same connection),
+ * rather than staying on a majority for the rest of its lease, a lock
+ * that nobody holds.  A second attempt, on the same connections once
+ * they caught up, cleans up the same way. */
+static void test_late_majority_leaves_nothing(void **state)
+{
+    (void)state;
+    testsrv px[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(testsrv_start_proxy(&px[i], srv[2 + i].port, "7", NULL), 0);
+        char *ok = testsrv_cmd(&px[i], "RELOCK-PROXY FAULT delay-ms 400");
+        assert_non_null(ok);
+        assert_string_equal(ok, "OK");
+        free(ok);
+    }
+    char urls[N * 32] = "";
+    for (int i = 0; i < N; i++) {
+        char one[32];
+        snprintf(one, sizeof one, "%sredis://127.0.0.1:%d", i ? ", " : "",
+                 i < 2 ? srv[i].port : px[i - 2].port);
+        strcat(urls, one);
+    }
+    relock_config *cfg = relock_config_new();
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "servers", urls), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "300"), RELOCK_OK);
+    relock_client *c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
+    relock_config_free(cfg);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        relock_lock *l = NULL;
+        /* Per-server timeout: min(command timeout, TTL / 10) = 300 ms. */
+        assert_int_equal(relock_acquire(c, "q-late", 60000, 0, &l), RELOCK_EIO);
+        assert_null(l);
+        if (!strstr(relock_client_error(c)->message, "only 2 of 5 servers answered"))
+            fail_msg("message: %s", relock_client_error(c)->message);
+        /* Without the clean-up the late three keep it for 60 s. */
+        int left = 0;
+        for (int tries = 0; tries < 150; tries++) {
+            left = 0;
+            for (int i = 0; i < N; i++) {
+                char *v = testsrv_cmd(&srv[i], "EXISTS %s", "q-late");
+                left += v && strcmp(v, "1") == 0;
+                free(v);
+            }
+            if (!left)
+                break;
+            tu_sleep_ms(20);
+        }
+        if (left)
+            fail_msg("attempt %d: %d of %d servers still hold the failed acquire's token",
+                     attempt, left, N);
+        /* The late replies arrive: the next attempt finds the connections
+         * caught up, and uses them again. */
+        tu_sleep_ms(1000);
+    }
+    relock_client_free(c);
+    for (int i = 0; i < 3; i++)
+        testsrv_stop(&px[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +608,7 @@ cmocka_unit_test(test_lost_extend_leaves_nothing),
         cmocka_unit_test(test_waiter_notified_without_first_server),
         cmocka_unit_test(test_refuses_timestamp_modes),
         cmocka_unit_test(test_servers_set_without_file),
+        cmocka_unit_test(test_late_majority_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -114,7 +114,8 @@ static relock_status run(enum op op, relock_client *a, const char *name, relock_
     case OP_RELEASE:
         return relock_release(l);
     case OP_EXTEND:
-        return relock_extend(l, 30000);
+        /* to a shorter lease: a failed extend leaves no more than it */
+        return relock_extend(l, 20000);
     }
     return RELOCK_EINVAL;
 }
@@ -156,6 +157,10 @@ static void refused_then_acquire(enum op op)
         cmd_ok(proxy.port, "RELOCK-PROXY FAULT at-reply %s at-kind %s", kk, "error");
         relock_status ost = run(op, a, mine, ml);
         cmd_ok(proxy.port, "RELOCK-PROXY FAULT %s%s", "off", "");
+        if (op == OP_EXTEND && relock_lock_validity_ms(ml) > 20000)
+            fail_msg("extend to 20000 ms, command %lld of %lld refused (%s): the validity is "
+                     "%lld ms",
+                     k, n, relock_status_name(ost), relock_lock_validity_ms(ml));
 
         relock_lock *al = NULL;
         relock_status st = relock_try_acquire(a, held, 30000, &al);

@@ -323,7 +323,7 @@ enum cmd_id {
     C_EXISTS, C_TYPE, C_TIME, C_WATCH, C_UNWATCH, C_MULTI, C_EXEC, C_DISCARD, C_EVAL,
     C_EVALSHA, C_SCRIPT, C_PUBLISH, C_SUBSCRIBE, C_UNSUBSCRIBE, C_DELIFEQ, C_DELEX, C_INFO,
     C_PING, C_COMMAND, C_SELECT, C_ECHO, C_PSETEX, C_SETEX, C_FLUSHALL, C_DBSIZE, C_AUTH,
-    C_WAIT
+    C_INCRBY, C_WAIT
 };
 
 static const struct cmd_def {
@@ -354,6 +354,7 @@ static const struct cmd_def {
     {"PSETEX", C_PSETEX, 4, MODEL_PV(2, 6, 0)},
     {"SETEX", C_SETEX, 4, 0},       {"FLUSHALL", C_FLUSHALL, -1, 0},
     {"DBSIZE", C_DBSIZE, 1, 0},     {"AUTH", C_AUTH, -2, 0},
+    {"INCRBY", C_INCRBY, 3, 0},
     {"WAIT", C_WAIT, 3, MODEL_PV(3, 0, 0)},
 };
 
@@ -456,17 +457,17 @@ static int publish(model *m, const char *ch, size_t n, const char *msg, size_t m
     return count;
 }
 
-static int incr_key(model *m, int conn, model_key *k, long long *v)
+static int incr_key(model *m, int conn, model_key *k, long long by, long long *v)
 {
     long long cur = 0;
     if (k->exists && to_ll(k->val, k->len, &cur) != 0)
         return -1;
     char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%lld", cur + 1);
+    int n = snprintf(tmp, sizeof tmp, "%lld", cur + by);
     long long keep = k->exists ? k->expire_ms : 0;
     kset(m, conn, k, tmp, (size_t)n, "INCR");
     k->expire_ms = keep;
-    *v = cur + 1;
+    *v = cur + by;
     return 0;
 }
 
@@ -1169,7 +1170,21 @@ static void run(model *m, int conn, const struct cmd_def *d, int argc, const cha
     case C_INCR: {
         k = slot_of(m, argv[1], len[1], 1);
         volatile20(m, conn, k);
-        if (incr_key(m, conn, k, &v) != 0)
+        if (incr_key(m, conn, k, 1, &v) != 0)
+            out_err(out, "ERR value is not an integer or out of range");
+        else
+            out_int(out, v);
+        return;
+    }
+    case C_INCRBY: {
+        long long by = 0;
+        if (to_ll(argv[2], len[2], &by) != 0) {
+            out_err(out, "ERR value is not an integer or out of range");
+            return;
+        }
+        k = slot_of(m, argv[1], len[1], 1);
+        volatile20(m, conn, k);
+        if (incr_key(m, conn, k, by, &v) != 0)
             out_err(out, "ERR value is not an integer or out of range");
         else
             out_int(out, v);

@@ -2,9 +2,10 @@
 # The simulator's teeth (docs/architecture.md, "Simulator"): each patch in
 # tests/sim/reverts/ undoes one double-holder fix of issue 13 in the
 # machines (or the transport and leaves they use), or one the simulator
-# found (7: the probe's rule, decision 135), or one line it could not see
-# before (8: the 2.0 break counter alone, 9: a script's compare, 10: the
-# quorum's validity, 11: the durability verdict); built with it, the
+# found (7: the probe's rule, decision 135), or one of the validity rule
+# and the server's clock steps (8, 9), or one line it could not see before
+# (10: the 2.0 break counter alone, 11: a script's compare, 12: the
+# quorum's validity, 13: the durability verdict); built with it, the
 # simulator must find a violation.  Works in a temporary worktree of HEAD, so the checkout
 # is never modified; builds only relock_sim there.
 #
@@ -39,10 +40,13 @@ run_for() {
     5-*) "$SIM" --boundaries --scenario fence-tag ;;
     6-*) "$SIM" --boundaries --scenario legacy-2.0 ;;
     7-*) "$SIM" --seed 1 --scenario probe-loading ;;
-    8-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
-    9-*) "$SIM" --boundaries --scenario modern-7 ;;
-    10-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
-    11-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
+    8-*) "$SIM" --boundaries --scenario extend-short-modern-7 ;;
+    9-*) "$SIM" --boundaries --scenario server-clock-back-legacy-7 &&
+         "$SIM" --boundaries --scenario server-clock-forward-legacy-7 ;;
+    10-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
+    11-*) "$SIM" --boundaries --scenario modern-7 ;;
+    12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
+    13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

@@ -25,6 +25,12 @@
 #define BRK(at) {.kind = SK_BREAK, .mode = RELOCK_MODE_AUTO, .lock = "lk", .start_ms = (at)}
 #define DEL(at) {.kind = SK_DEL, .lock = "lk", .start_ms = (at)}
 
+/* A relock client that extends to a shorter lease (x ms) mid-hold. */
+#define RLX(m, t, w, h, n, x) \
+    {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
+     .hold_ms = (h), .iters = (n), .extend = 1, .extend_ms = (x), .offset = 1, .notify = 1, \
+     .unit_ms = 1}
+
 #define MOD RELOCK_MODE_MODERN
 #define LEG RELOCK_MODE_LEGACY
 #define BRI RELOCK_MODE_BRIDGE
@@ -44,6 +50,22 @@
      .c = {RL(LEG, 2000, 6000, 600, 2, 1), RL(LEG, 2000, 6000, 600, 2, 1), \
            CL(3000, 6000, 500, 1)}, \
      .faults = (f), .tick_ms = 1, .pause_ms = 3500, .in_short = 1}
+#define SHORT_EXT(pers, nm, m) \
+    {.name = nm, .personality = pers, \
+     .what = "two relock clients; the holder extends its 2 s lease to 400 ms mid-hold", \
+     .nclients = 2, .c = {RLX(m, 2000, 6000, 1200, 2, 400), RLX(m, 2000, 6000, 1200, 2, 400)}, \
+     .faults = SF_NET, .tick_ms = 1, .in_short = 1}
+/* legacy.clock = "server", three clients (one holds, one waits, one comes
+ * later); the server's clock steps by s ms and back (SF_SERVER_CLOCK). */
+#define RLS(m, at) \
+    {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000, \
+     .hold_ms = 600, .iters = 2, .offset = 1, .notify = 1, .clock_server = 1, .start_ms = (at)}
+#define SERVER_STEP(pers, nm, m, s) \
+    {.name = nm, .personality = pers, \
+     .what = "legacy.clock = server: the server's clock steps " #s " ms and back, between " \
+             "and inside operations of a holder, a waiter and a later client", \
+     .nclients = 3, .c = {RLS(m, 0), RLS(m, 50), RLS(m, 700)}, \
+     .faults = SF_BIT(SF_SERVER_CLOCK), .tick_ms = 1, .server_step_ms = (s), .in_short = 1}
 #define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART))
 
 const sim_scenario sim_scenarios[] = {
@@ -161,27 +183,6 @@ const sim_scenario sim_scenarios[] = {
            {.kind = SK_RELOCK, .mode = MOD, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
      .faults = SF_NET | SF_BIT(SF_RESTART), .tick_ms = 1},
-    /* Extends to a shorter lease under every fault: after one that
-     * failed, went unanswered or is ambiguous, the validity the holder is
-     * told must not outlive the key (the new lease may have been set).
-     * Run only when named: they find the open fault of an ambiguous
-     * extend to a shorter lease that keeps the longer validity, in every
-     * mode; put them in the seeds once that is fixed. */
-#define SHORTER(pers, m, nm) \
-    {.name = nm, .personality = pers, \
-     .what = "two relock clients: a 3 s lease extended to 400 ms in the middle of the hold", \
-     .nclients = 2, \
-     .c = {{.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = 3000, .wait_ms = 4000, \
-            .hold_ms = 600, .iters = 2, .extend = 1, .extend_ms = 400, .offset = 1, \
-            .unit_ms = 1, .notify = 1}, \
-           {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = 3000, .wait_ms = 4000, \
-            .hold_ms = 600, .iters = 2, .extend = 1, .extend_ms = 400, .offset = 1, \
-            .unit_ms = 1, .notify = 1, .start_ms = 30}}, \
-     .faults = SF_NET | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 3500, .manual = 1}
-    SHORTER("7", MOD, "shorter-modern-7"),
-    SHORTER("nolua", MOD, "shorter-modern-nolua"),
-    SHORTER("2.2", LEG, "shorter-legacy-2.2"),
-    SHORTER("7", BRI, "shorter-bridge-7"),
     /* Durability: WAIT for one replica after each acquire and extend; the
      * replica goes down and comes back (a fault at any command), WAIT
      * then answers 0 when its 200 ms end.  A durable OK must find the
@@ -207,23 +208,26 @@ const sim_scenario sim_scenarios[] = {
             .hold_ms = 400, .iters = 2, .extend = 1, .offset = 1, .notify = 1,
             .drift_ppm = 8000}},
      .faults = SF_NET | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 1500, .in_short = 1},
-    /* legacy.clock = "server": the server's clock steps back a minute
-     * before any command (between two operations or inside one).  Run
-     * only when named: it finds the open fault of a client that keeps
-     * its reading of the server's clock across the step and takes over a
-     * lock acquired after it (src/clock.c); put it in the seeds once that
-     * is fixed.  Only clients that read the server's clock: a classic
-     * client reads its own, a minute away from the server's after the
-     * step (docs/legacy.md). */
-    {.name = "clock-server-step", .personality = "2.6.0",
-     .what = "legacy.clock = server: the server's clock steps -60 s (a fault at any command)",
-     .nclients = 2,
-     .c = {{.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
-            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .clock_server = 1, .notify = 1},
-           {.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
-            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .clock_server = 1, .notify = 1,
-            .start_ms = 50}},
-     .faults = SF_NET | SF_BIT(SF_SRV_CLOCK), .srv_step_ms = -60000, .tick_ms = 1, .manual = 1},
+    /* Extends to a shorter lease under every network fault: a failed,
+     * unanswered or ambiguous one must leave no more validity than the
+     * new lease from its start, since the server may hold it (the holder
+     * goes on acting on the validity relock states). */
+    SHORT_EXT("7", "extend-short-modern-7", MOD),
+    SHORT_EXT("nolua", "extend-short-modern-nolua", MOD),
+    SHORT_EXT("redis-8.4", "extend-short-modern-redis-8.4", MOD),
+    SHORT_EXT("2.0", "extend-short-legacy-2.0", LEG),
+    SHORT_EXT("2.2", "extend-short-legacy-2.2", LEG),
+    SHORT_EXT("7", "extend-short-legacy-7", LEG),
+    SHORT_EXT("7", "extend-short-bridge-7", BRI),
+    /* Steps of the server's clock, back and forward by more than a lease:
+     * a takeover never rests on an estimate of the server's clock from
+     * before the step.  A forward step ends the leases written before it
+     * (a stated limit: those claims end there). */
+    SERVER_STEP("7", "server-clock-back-legacy-7", LEG, -60000),
+    SERVER_STEP("2.6.0", "server-clock-back-legacy-2.6.0", LEG, -60000),
+    SERVER_STEP("7", "server-clock-back-bridge-7", BRI, -60000),
+    SERVER_STEP("7", "server-clock-forward-legacy-7", LEG, 60000),
+    SERVER_STEP("7", "server-clock-forward-bridge-7", BRI, 60000),
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

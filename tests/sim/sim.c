@@ -78,6 +78,9 @@ typedef struct sclient {
     int claim_void;       /* broken by an operator or forgotten by a restart */
     long long claim_start, claim_end;
     char claim_value[RELOCK__VALUE_MAX];
+    /* An extend under way: meanwhile the claim is also bounded by what
+     * relock states for the lock (a thread of the holder may read it). */
+    relock_lock *extending;
     uint64_t rng;
     void *fiber;          /* AddressSanitizer's note of its fake stack */
     int epoch;            /* the server's life its lock handle comes from */
@@ -118,7 +121,7 @@ static struct {
     int ncl;
     sconn conns[SIM_FDS];
     long long now;        /* virtual ms since the start of the run */
-    long long wall0;      /* the server's wall clock at now = 0 */
+    long long wall0;      /* the true wall clock at now = 0 */
     ucontext_t sched;
     sclient *cur;
     uint64_t rng;         /* the chooser's generator */
@@ -135,6 +138,7 @@ static struct {
     int violated;
     int draining;         /* past max_steps: no more faults, choice 0 */
     long long broken_at;  /* the last operator break or restart, or -1 */
+    long long stepped_at; /* the last forward step of a server's clock, or -1 */
     int forced_done[4];
 } S;
 
@@ -544,9 +548,27 @@ static int is_lock_key(const char *name)
     return 0;
 }
 
+/* When the client's claim ends: during an extend, no later than the
+ * validity relock states for the lock now. */
+static long long claim_until(const sclient *c)
+{
+    long long end = c->claim_end;
+    if (c->extending) {
+        /* The library reads the virtual clock only inside a client. */
+        sclient *was = S.cur;
+        S.cur = (sclient *)c;
+        long long now_end = S.now + real_ms(c, relock_lock_validity_ms(c->extending));
+        S.cur = was;
+        if (now_end < end)
+            end = now_end;
+    }
+    return end;
+}
+
 static int claim_live(const sclient *c, const char *lock)
 {
-    return c->claim && !c->claim_void && c->claim_end > S.now && strcmp(c->sp.lock, lock) == 0;
+    return c->claim && !c->claim_void && claim_until(c) > S.now &&
+           strcmp(c->sp.lock, lock) == 0;
 }
 
 static void void_claims(const char *lock, const char *why)
@@ -625,7 +647,7 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         violation("c%d wrote to a lock it does not own (%s on %s over c%d's value \"%s\", "
                   "c%d valid for %lld ms more)",
                   writer, what, before->name, before->author, before->val, before->author,
-                  a->claim_end - S.now);
+                  claim_until(a) - S.now);
 }
 
 /* The model's hook at every GET: what a client last saw of its lock. */
@@ -716,10 +738,9 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
     if (digits > 0 && (c->skew == 0 || c->sp.clock_server) &&
         (k->val[digits] == '\0' || k->val[digits] == ':')) {
         long long unit = c->sp.unit_ms ? 1 : 1000;
-        /* A classic reader's takeover, by the fleet's clock: the server's
-         * with legacy.clock = "server". */
-        long long fleet0 = S.wall0 + (c->sp.clock_server ? S.srv_skew[0] : 0);
-        long long takeover = (ts + 1) * unit - fleet0;
+        /* A classic reader's takeover; by the server's clock for a client
+         * that reads it (legacy.clock = "server"). */
+        long long takeover = (ts + 1) * unit - S.wall0 - (c->sp.clock_server ? S.srv_skew[0] : 0);
         if (c->claim_end > takeover)
             violation("c%d: %s: value %lld is taken over by legacy readers at %lld, the holder "
                       "is told it holds until %lld",
@@ -766,7 +787,7 @@ static void check_overlap(sclient *c)
     for (int i = 0; i < S.ncl; i++) {
         if (i != c->id && claim_live(&S.cl[i], c->sp.lock))
             violation("two holders: c%d acquired %s while c%d holds it for %lld ms more", c->id,
-                      c->sp.lock, i, S.cl[i].claim_end - S.now);
+                      c->sp.lock, i, claim_until(&S.cl[i]) - S.now);
     }
 }
 
@@ -927,8 +948,10 @@ static void run_relock(sclient *c)
          * operator's word wins.  A break earlier in a long wait ended
          * someone else's claim, not this one.  A restart during the
          * acquire may have forgotten an earlier write (over a quorum, on
-         * one server while the others took it later: docs/safety.md). */
-        if (S.broken_at >= c->wrote_at || c->epoch != S.epoch) {
+         * one server while the others took it later: docs/safety.md).
+         * A forward step of the server's clock during the acquire ends
+         * the lease it planned on the clock read before (a stated limit). */
+        if (S.broken_at >= c->wrote_at || c->epoch != S.epoch || S.stepped_at >= t0) {
             c->claim_void = 1;
             tracef("c%d's claim was broken before it returned", c->id);
         }
@@ -949,7 +972,9 @@ static void run_relock(sclient *c)
                 tracef("c%d's validity passed while it slept", c->id);
             }
             long long e0 = S.now;
+            c->extending = l;
             st = relock_extend(l, sp->extend_ms);
+            c->extending = NULL;
             tracef("c%d extend -> %s%s%s value %s valid %lld", c->id, st_name(st),
                    st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message,
                    relock_lock_value(l), relock_lock_validity_ms(l));
@@ -962,23 +987,25 @@ static void run_relock(sclient *c)
                     check_held(c, l, "extend");
                     check_replica(c, l, "extend");
                 }
-            } else if (st == RELOCK_LOST) {
-                check_lost(c, l, "extend", c->claim, c->claim_end);
+            } else if (st == RELOCK_LOST || relock_lock_validity_ms(l) <= 0) {
+                if (st == RELOCK_LOST)
+                    check_lost(c, l, "extend", c->claim, c->claim_end);
                 claim_stop(c);
-            } else if (c->claim && !c->claim_void && relock_lock_validity_ms(l) > 0) {
-                /* Failed, unacknowledged or ambiguous: the holder goes on
-                 * for the validity it is now told, which must not
-                 * outlive the key wherever our value is (an extend to a
-                 * shorter lease may have been applied). */
+            } else if (c->claim && !c->claim_void) {
+                /* A failed extend leaves the lock ours for the validity
+                 * relock still states, and the holder acts on it: that
+                 * must be no more than what the server may hold (the
+                 * new lease, when shorter, may have been written), and
+                 * never more than before. */
                 long long end = S.now + real_ms(c, relock_lock_validity_ms(l));
                 if (end < c->claim_end)
                     c->claim_end = end;
                 else if (end > c->claim_end + 1) /* 1 ms: real_ms() rounds up */
                     violation("c%d: extend failed (%s), but the validity grew to %lld ms",
                               c->id, st_name(st), end - S.now);
+                tracef("c%d keeps its claim for %lld ms after the failed extend", c->id,
+                       c->claim_end - S.now);
                 check_kept(c, l, "failed extend");
-            } else {
-                claim_stop(c);
             }
             sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);
         } else {
@@ -1155,8 +1182,8 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart",    "dead-idle",  "delay",      "server-clock",
-                                    "replica"};
+                                    "restart",    "dead-idle",   "server-clock-step",
+                                    "delay",      "replica"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1267,15 +1294,29 @@ static void exec_one(int fd, int f)
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
         f = SF_NONE;
     }
-    if (f == SF_SRV_CLOCK) {
-        S.srv_skew[k->srv] += S.sc->srv_step_ms;
-        tracef("s%d's clock steps %+ld ms", k->srv, S.sc->srv_step_ms);
-        f = SF_NONE;
-    }
     if (f == SF_REPLICA) {
         model *m = &S.ms[k->srv];
         model_replica_set(m, !m->replica_down);
         tracef("s%d's replicas %s", k->srv, m->replica_down ? "go down" : "come back");
+        f = SF_NONE;
+    }
+    if (f == SF_SERVER_CLOCK) {
+        long long *skew = &S.srv_skew[k->srv];
+        long long step = *skew ? -*skew : S.sc->server_step_ms;
+        *skew += step;
+        tracef("s%d's wall clock steps %+lld ms", k->srv, step);
+        /* A forward step ends every lease early, by the server's expiry and
+         * by the timestamps every client reads: a stated limit
+         * (docs/legacy.md), not a fault of the holder's. */
+        if (step > 0) {
+            for (int i = 0; i < S.ncl; i++)
+                if (S.cl[i].sp.lock)
+                    void_claims(S.cl[i].sp.lock, "the server's clock stepped forward");
+            /* Also the leases being written: planned on the clock read
+             * before the step, granted after it. */
+            S.broken_at = S.now;
+            S.stepped_at = S.now;
+        }
         f = SF_NONE;
     }
     if (f == SF_RESTART) {
@@ -1450,6 +1491,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
     S.faults_left = o->max_faults;
     S.broken_at = -1;
+    S.stepped_at = -1;
     S.ncl = sc->nclients;
     model_personality p;
     if (model_personality_parse(sc->personality, &p) != 0) {
@@ -1469,7 +1511,6 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         S.ms[i].on_read = on_read;
         S.ms[i].down = (sc->down >> i) & 1u;
     }
-    int stepped = 0;
     tracef("scenario %s on %s, seed %llu, wall clock %lld", sc->name, sc->personality,
            (unsigned long long)o->seed, S.wall0);
     start_clients();
@@ -1479,11 +1520,6 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         if (++guard > 200000) {
             violation("the run did not end (livelock?)");
             break;
-        }
-        if (sc->srv_step_at_ms > 0 && !stepped && S.now >= sc->srv_step_at_ms) {
-            S.srv_skew[0] -= sc->srv_step_ms; /* the other way */
-            stepped = 1;
-            tracef("s0's clock steps %+ld ms", -sc->srv_step_ms);
         }
         long long late = deliver_late();
         wake_due();
@@ -1514,8 +1550,6 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
                     next = S.cl[i].wake;
             if (late >= 0 && (next < 0 || late < next))
                 next = late;
-            if (sc->srv_step_at_ms > 0 && !stepped && (next < 0 || sc->srv_step_at_ms < next))
-                next = sc->srv_step_at_ms;
             if (next < 0) {
                 violation("deadlock: no client can go on");
                 break;

@@ -37,8 +37,11 @@ enum sim_fault {
     SF_CLOCK,       /* the client's wall clock steps before the command */
     SF_RESTART,     /* the server restarts without persistence first */
     SF_DEAD_IDLE,   /* the reply comes, the connection dies, the client idles 250 ms */
+    /* The server's wall clock steps before the command: by server_step_ms
+     * from the true time, or back to the true time when stepped already
+     * (so two steps are one way and back).  TIME and key expiry follow. */
+    SF_SERVER_CLOCK,
     SF_DELAY,       /* the command runs, its reply (and those after it) comes delay_ms later */
-    SF_SRV_CLOCK,   /* the server's clock steps (srv_step_ms) before the command */
     SF_REPLICA,     /* the server's replicas go down (or come back) before the command */
     SF_COUNT
 };
@@ -55,7 +58,7 @@ typedef struct sim_client_spec {
     long hold_ms;
     int iters;
     int extend;           /* relock: extend once in the middle of the hold */
-    long extend_ms;       /* the extend's lease (0: the acquire's) */
+    long extend_ms;       /* its new lease (0: the acquire's), shorter to test the bound */
     long start_ms;        /* sleeps first */
     long skew_ms;         /* its wall clock against the server's */
     long drift_ppm;       /* its clocks (monotonic and wall) run this much fast (< 0: slow) */
@@ -79,13 +82,12 @@ typedef struct sim_scenario {
     int servers;          /* > 1: a quorum over that many servers (relock clients list them all) */
     unsigned down;        /* servers (bit i: server i) refusing connections for the whole run */
     long delay_ms;        /* SF_DELAY */
-    long srv_step_ms;     /* SF_SRV_CLOCK */
     int replicas;         /* each server's replicas (WAIT counts them while they are up) */
-    long srv_step_at_ms;  /* > 0: server 0's clock steps by -srv_step_ms at this time */
     unsigned faults;      /* SF_BIT mask */
     long tick_ms;         /* virtual time per command */
     long pause_ms;        /* SF_PAUSE */
     long clock_step_ms;   /* SF_CLOCK */
+    long server_step_ms;  /* SF_SERVER_CLOCK */
     int negative;         /* a negative control: a violation must be found */
     /* Faults that always happen: client's first command whose words
      * contain match meets fault (a regression pinned to its place). */

@@ -56,6 +56,8 @@ static void null_config(void **state)
     assert_true(CALL(relock_config_ttl_ms, NULL) == -1);
     assert_true(CALL(relock_config_wait_ms, NULL) == 0);
     assert_int_equal(CALL(relock_config_mode, NULL), RELOCK_MODE_AUTO);
+    assert_string_equal(CALL(relock_config_key_prefix, NULL), "");
+    assert_int_equal(CALL(relock_config_set_event_fn, NULL, NULL, NULL), RELOCK_EINVAL);
     CALL(relock_config_free, NULL);
 
     /* A configuration, and NULL for what each call needs. */
@@ -210,6 +212,8 @@ static void null_results(void **state)
     assert_int_equal(CALL(relock_inspect_info_ts_unit_ms, NULL), 0);
     assert_true(CALL(relock_inspect_info_fence, NULL) == 0);
     assert_string_equal(CALL(relock_inspect_info_owner, NULL), "");
+    assert_string_equal(CALL(relock_inspect_info_key, NULL), "");
+    assert_int_equal(CALL(relock_inspect_info_waiters, NULL), -1);
     CALL(relock_inspect_info_free, NULL);
 
     for (int k = RELOCK_SCAN_EXAMINED; k <= RELOCK_SCAN_GONE + 1; k++)
@@ -239,6 +243,7 @@ static void no_handle(void **state)
     (void)state;
     assert_non_null(CALL(relock_strerror, (relock_status)-1));
     assert_non_null(relock_strerror((relock_status)9999));
+    assert_string_equal(CALL(relock_event_name, (relock_event_kind)0), "unknown");
     assert_non_null(CALL(relock_status_name, (relock_status)9999));
     assert_non_null(CALL0(relock_version));
     assert_non_null(CALL(relock_mode_name, (relock_mode)9999));

@@ -24,6 +24,11 @@ static void test_defaults_and_example_file(void **state)
     relock__settings before = cfg->s;
     /* The commented example holds exactly the defaults. */
     assert_int_equal(relock_config_load_file(cfg, CONF_DIR "/relock.conf"), RELOCK_OK);
+    /* Where the file set mode and servers is recorded, not a setting. */
+    assert_true(cfg->s.mode_line > 0 && cfg->s.servers_line > 0);
+    memcpy(before.src_file, cfg->s.src_file, sizeof before.src_file);
+    before.mode_line = cfg->s.mode_line;
+    before.servers_line = cfg->s.servers_line;
     assert_memory_equal(&before, &cfg->s, sizeof before);
     relock_config_free(cfg);
 }

@@ -92,10 +92,38 @@ static void test_rejects(void **state)
     bad("1e3", "unknown unit");
 }
 
+/* Time spans as systemd writes them (systemd.time(7)). */
+static void test_systemd_spellings(void **state)
+{
+    (void)state;
+    good("5min", 300000);
+    good("30sec", 30000);
+    good("250msec", 250);
+    good("2hr", 7200000);
+    good("1hour", 3600000);
+    good("3hours", 10800000);
+    good("2minutes", 120000);
+    good("1second", 1000);
+    good("10seconds", 10000);
+    good("1day", 86400000);
+    good("2days", 172800000);
+    good("1w", 604800000);
+    good("1week", 604800000);
+    good("1min30s", 90000);
+    good("1h5min", 3900000);
+    good("1m30sec", 90000);
+    bad("5mins", "unknown unit");
+    bad("1min1m", "larger to smaller");
+    bad("1sec1s", "larger to smaller");
+    bad("5M", "unknown unit"); /* months are not taken */
+    bad("1y", "unknown unit");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_units),
+        cmocka_unit_test(test_systemd_spellings),
         cmocka_unit_test(test_plain_seconds),
         cmocka_unit_test(test_fractions_and_compounds),
         cmocka_unit_test(test_rejects),

@@ -164,10 +164,24 @@ static void test_clock_estimate(void **state)
     assert_int_equal(relock__clock_server_ms(&e, 3005), 5000000002000LL);
     assert_false(relock__clock_due(&e, 1010 + RELOCK__CLOCK_REMEASURE_MS - 1));
     assert_true(relock__clock_due(&e, 1010 + RELOCK__CLOCK_REMEASURE_MS));
-    /* A slow round trip soon after does not replace the better estimate. */
-    assert_int_equal(relock__clock_measured(&e, 6010, 6310, 5000000005400LL), 0);
+    /* A slow round trip soon after does not replace the better estimate
+     * while the two agree within their uncertainties (150 ms and 10). */
+    assert_int_equal(relock__clock_measured(&e, 6010, 6310, 5000000005255LL), 0);
     assert_int_equal(relock__clock_server_ms(&e, 1005), 5000000000000LL);
     assert_false(relock__clock_due(&e, 6311)); /* tried: not again at once */
+    /* A step of the server's clock: a measurement that disagrees by more
+     * than both uncertainties replaces the estimate, however slow, since
+     * the old one is simply wrong now (a minute back, then back again). */
+    relock__clock_est s = e;
+    assert_int_equal(relock__clock_measured(&s, 7010, 7310, 5000000006155LL - 60000), 1);
+    assert_int_equal(relock__clock_server_ms(&s, 7160), 5000000006155LL - 60000);
+    assert_int_equal(relock__clock_measured(&s, 8010, 8310, 5000000007155LL), 1);
+    assert_int_equal(relock__clock_server_ms(&s, 8160), 5000000007155LL);
+    /* Just beyond the two uncertainties (150 + 10 ms) is a step too. */
+    s = e;
+    assert_int_equal(relock__clock_measured(&s, 6010, 6310, 5000000005155LL + 161), 1);
+    s = e;
+    assert_int_equal(relock__clock_measured(&s, 6010, 6310, 5000000005155LL + 160), 0);
     /* As the old estimate ages, a measurement as good as it is taken. */
     assert_int_equal(relock__clock_measured(&e, 20000, 20012, 5000000019006LL), 1);
     assert_int_equal(relock__clock_server_ms(&e, 20006), 5000000019006LL);

@@ -153,6 +153,49 @@ static void test_legacy_leftover(void **state)
     assert_int_equal(m.h.st, RELOCK_EIO);
 }
 
+/* legacy.clock = "server": a leftover that looks expired on the estimate
+ * of the server's clock is judged again on a fresh reading before it is
+ * taken over (after a step of the server's clock the estimate is wrong). */
+static void test_leftover_fresh_clock(void **state)
+{
+    (void)state;
+    f.c->s.fencing = 0;
+    f.c->s.legacy.clock_server = 1;
+    relock__modern_acq m;
+    relock__modern_acq_init(&m);
+    acq(&m, feed_none(100));
+    acq(&m, feed_replies(101, 1, fr_nil()));
+    acq(&m, feed_replies(102, 1, fr_int(-1)));
+    acq(&m, feed_replies(103, 1, fr_str("1700000000")));
+    relock__feed in = feed_none(104);
+    in.fleet_ms = 1700000001LL * 1000 + 500; /* expired by the estimate */
+    assert_int_equal(acq(&m, in), RELOCK__STEP_SEND);
+    assert_int_equal(out.n, 0);
+    assert_int_equal(m.h.want_fleet, RELOCK__FLEET_FRESH);
+    /* The fresh reading says the server's clock is a minute behind: held. */
+    in = feed_none(105);
+    in.fleet_ms = 1700000001LL * 1000 + 500 - 60000;
+    in.fleet_fresh = 1;
+    assert_int_equal(acq(&m, in), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_BUSY);
+    assert_int_equal(m.h.want_fleet, 0);
+
+    /* Expired on the fresh reading too: taken over. */
+    relock__modern_acq_init(&m);
+    acq(&m, feed_none(100));
+    acq(&m, feed_replies(101, 1, fr_nil()));
+    acq(&m, feed_replies(102, 1, fr_int(-1)));
+    acq(&m, feed_replies(103, 1, fr_str("1700000000")));
+    in = feed_none(104);
+    in.fleet_ms = 1700000001LL * 1000 + 500;
+    acq(&m, in);
+    in = feed_none(105);
+    in.fleet_ms = 1700000001LL * 1000 + 501;
+    in.fleet_fresh = 1;
+    assert_int_equal(acq(&m, in), RELOCK__STEP_SEND);
+    assert_int_equal(m.way, RELOCK__MW_TAKEOVER);
+}
+
 static void test_foreign_without_ttl(void **state)
 {
     (void)state;
@@ -586,6 +629,38 @@ static void test_extend(void **state)
     assert_int_equal(f.l->valid_until, relock__valid_until(400, 4000));
 }
 
+/* From its start, an extend to a shorter lease bounds the validity by the
+ * new lease (the server may hold it from the write on), and a fault keeps
+ * the bound; a longer one keeps the old validity; unknown stays unknown. */
+static void test_extend_fault_bound(void **state)
+{
+    (void)state;
+    f.c->conn.caps = LUA | RELOCK__CAP_SET_IFEQ;
+    f.l->valid_until = 10000;
+    relock__modern_cx m;
+    relock__modern_cx_init(&m, 1, 2000);
+    assert_int_equal(cx(&m, feed_none(1000)), RELOCK__STEP_SEND);
+    assert_int_equal(f.l->valid_until, relock__valid_until(1000, 2000));
+    assert_int_equal(cx(&m, feed_fault(1010, RELOCK__FAULT_LOST, 0)), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    assert_int_equal(f.l->valid_until, relock__valid_until(1000, 2000));
+    relock__err_clear(&f.c->err);
+
+    f.l->valid_until = 10000;
+    relock__modern_cx_init(&m, 1, 20000);
+    cx(&m, feed_none(1000));
+    cx(&m, feed_fault(1010, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
+    assert_int_equal(f.l->valid_until, 10000);
+    relock__err_clear(&f.c->err);
+
+    f.l->valid_until = 0;
+    relock__modern_cx_init(&m, 1, 2000);
+    cx(&m, feed_none(1000));
+    cx(&m, feed_fault(1010, RELOCK__FAULT_LOST, 0));
+    assert_int_equal(f.l->valid_until, 0);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -593,6 +668,7 @@ int main(void)
         T(test_plain_won),
         T(test_plain_busy),
         T(test_legacy_leftover),
+        T(test_leftover_fresh_clock),
         T(test_foreign_without_ttl),
         T(test_script_won_after_noscript),
         T(test_lost_acquire_read_back),
@@ -602,6 +678,7 @@ int main(void)
         T(test_release_script),
         T(test_release_watched),
         T(test_extend),
+        T(test_extend_fault_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

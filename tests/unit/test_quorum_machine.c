@@ -132,7 +132,7 @@ static void test_errors_not_answers(void **state)
     t.written = 4;
     assert_int_equal(step(&m, t), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
-    assert_int_equal(m.r.owing, 0u); /* late: the driver drops it */
+    assert_int_equal(m.r.owing, 4u); /* late, but written: it may still run the delete */
     assert_non_null(strstr(f.c->err.msg, "only 0 of 3 servers answered"));
     assert_non_null(strstr(f.c->err.msg, "127.0.0.1:6379: READONLY"));
 }
@@ -218,8 +218,9 @@ static void test_busy_without_the_silent(void **state)
 /* A release caught half-way (or a holder on one server): server 0 says
  * yes, server 1 says held, server 2 is silent to the deadline.  A majority
  * answered and the lock is held on one of them: busy (a waiter tries
- * again), not an I/O error; the win is sent the compare-and-delete (the
- * silent server, late, is the driver's to drop). */
+ * again), not an I/O error; the compare-and-delete goes to the win and to
+ * the silent server, which may still run the acquire: on its connection,
+ * behind the acquire, however late (out.after). */
 static void test_split_with_a_silent_server(void **state)
 {
     (void)state;
@@ -233,14 +234,61 @@ static void test_split_with_a_silent_server(void **state)
     relock__fanfeed t = fstart(100, 0);
     t.written = 4;
     assert_int_equal(step(&m, t), RELOCK__STEP_SEND);
-    assert_int_equal(out.mask, 1u);
+    assert_int_equal(out.mask, 5u);
+    assert_int_equal(out.after, 5u);
     assert_true(is_script(0, RELOCK__SCRIPT_DEL_IF_EQ, 0));
-    step(&m, fstart(101, 1));
-    assert_int_equal(step(&m, freply(102, 0, 0, fr_int(1))), RELOCK__STEP_DONE);
+    assert_true(is_script(2, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    step(&m, fstart(101, 5));
+    assert_int_equal(step(&m, freply(102, 4, 0, fr_int(1))), RELOCK__STEP_DONE);
     assert_int_equal(m.h.st, RELOCK_BUSY);
     /* a release may be half-way: again after a server's timeout */
     assert_int_equal(m.h.hint_ms, 100);
     assert_false(f.l->acquired);
+}
+
+/* A round decided by its deadline while requests are in flight: server 0
+ * says yes in time, server 1's request was written but its reply is late,
+ * and server 2's connection failed after its request was written.  All
+ * three may hold the token: the compare-and-delete goes to all three,
+ * behind the acquire on each connection still open, and the attempt
+ * fails without waiting for the late ones. */
+static void test_deadline_with_requests_in_flight(void **state)
+{
+    (void)state;
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, 1000);
+    step(&m, fstart(0, 0));
+    step(&m, fstart(0, 7));
+    assert_int_equal(step(&m, freply(1, 6, 0, fr_arr(2, fr_int(1), fr_int(4)))),
+                     RELOCK__STEP_WAIT);
+    relock__fanfeed lostf;
+    memset(&lostf, 0, sizeof lostf);
+    lostf.mono_ms = 2;
+    lostf.written = 2;
+    lostf.from = 4;
+    lostf.srv[2].fault = RELOCK__FAULT_LOST;
+    lostf.srv[2].fault_status = RELOCK_EIO;
+    assert_int_equal(step(&m, lostf), RELOCK__STEP_WAIT);
+    relock__fanfeed t = fstart(100, 0);
+    t.written = 2;
+    assert_int_equal(step(&m, t), RELOCK__STEP_SEND);
+    assert_int_equal(m.first.owing, 2u);
+    assert_int_equal(m.first.unsure, 4u);
+    assert_int_equal(out.round, 1);
+    assert_int_equal(out.mask, 7u);
+    assert_int_equal(out.after, 7u);
+    for (int i = 0; i < 3; i++)
+        assert_true(is_script(i, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    relock__fanfeed d = fstart(101, 7);
+    d.written = 3; /* server 2 is connected afresh: its delete not written yet */
+    assert_int_equal(step(&m, d), RELOCK__STEP_WAIT);
+    /* server 0's delete answered: still waiting for server 2's to be written */
+    assert_int_equal(step(&m, freply(102, 2, 0, fr_int(1))), RELOCK__STEP_WAIT);
+    assert_int_equal(step(&m, fstart(103, 6)), RELOCK__STEP_DONE);
+    assert_int_equal(m.r.owing, 6u);
+    assert_int_equal(m.h.st, RELOCK_EIO);
+    assert_false(f.l->acquired);
+    assert_non_null(strstr(f.c->err.msg, "only 1 of 3 servers answered"));
 }
 
 /* Only one of three reachable: that win is deleted, and the error says
@@ -328,6 +376,7 @@ static void test_extend_too_late(void **state)
     step(&m, freply(5, 6, 0, fr_int(1)));
     assert_int_equal(step(&m, freply(150, 4, 1, fr_int(1))), RELOCK__STEP_SEND);
     assert_int_equal(out.mask, 7u);
+    assert_int_equal(out.after, 4u); /* server 2 may yet extend: behind it, however late */
     assert_int_equal(out.timeout_ms, 100); /* of the lease held (1000 ms) */
     assert_true(is_script(1, RELOCK__SCRIPT_DEL_IF_EQ, 0));
     step(&m, fstart(150, 7));
@@ -347,6 +396,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_busy_without_the_silent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_with_a_silent_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deadline_with_requests_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extend_too_late, setup, teardown),

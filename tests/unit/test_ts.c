@@ -491,10 +491,11 @@ static void test_plain_release(void **state)
     f.l->breaks = 1;
     f.c->conn.caps = 0;
     assert_int_equal(upd(feed_none(2000)), RELOCK__STEP_SEND);
-    assert_int_equal(b.n, 2);
+    assert_int_equal(b.n, 3);
     assert_true(batch_is(&b, 0, "GET", f.l->key, NULL));
     assert_true(batch_is(&b, 1, "GET", bkey, NULL));
-    assert_int_equal(upd(feed_replies(2010, 2, fr_str("1795317550"), fr_str("1"))),
+    assert_true(batch_is(&b, 2, "GET", f.l->fence_key, NULL));
+    assert_int_equal(upd(feed_replies(2010, 3, fr_str("1795317550"), fr_str("1"), fr_str("7"))),
                      RELOCK__STEP_SEND);
     assert_true(batch_is(&b, 0, "DEL", f.l->key, NULL));
     assert_int_equal(upd(feed_replies(2020, 1, fr_int(1))), RELOCK__STEP_SEND);
@@ -513,7 +514,7 @@ static void test_plain_release_broken_or_expired(void **state)
     f.l->breaks_known = 1;
     f.l->breaks = 1;
     assert_int_equal(upd(feed_none(2000)), RELOCK__STEP_SEND);
-    assert_int_equal(upd(feed_replies(2010, 2, fr_str("1795317550"), fr_str("2"))),
+    assert_int_equal(upd(feed_replies(2010, 3, fr_str("1795317550"), fr_str("2"), fr_str("7"))),
                      RELOCK__STEP_DONE);
     assert_int_equal(um.head.st, RELOCK_LOST);
     assert_non_null(strstr(f.c->err.msg, "it was broken"));
@@ -521,10 +522,27 @@ static void test_plain_release_broken_or_expired(void **state)
     relock__err_clear(&f.c->err);
     memset(&um, 0, sizeof um);
     assert_int_equal(upd(feed_none(6000)), RELOCK__STEP_SEND);
-    assert_int_equal(upd(feed_replies(6010, 2, fr_str("1795317550"), fr_str("1"))),
+    assert_int_equal(upd(feed_replies(6010, 3, fr_str("1795317550"), fr_str("1"), fr_str("7"))),
                      RELOCK__STEP_DONE);
     assert_int_equal(um.head.st, RELOCK_LOST);
     assert_non_null(strstr(f.c->err.msg, "it expired; not deleted"));
+}
+
+/* 2.0 release of a handle that knows only its value and fence (adopted):
+ * the fence counter in a later epoch than the fence means a break since,
+ * and the same timestamp is another holder's: LOST, nothing deleted. */
+static void test_plain_release_adopted_after_break(void **state)
+{
+    (void)state;
+    held_lock("1795317550", 5, 5000);
+    f.l->breaks_known = 0;
+    assert_int_equal(upd(feed_none(2000)), RELOCK__STEP_SEND);
+    assert_int_equal(b.n, 2);
+    assert_true(batch_is(&b, 1, "GET", f.l->fence_key, NULL));
+    assert_int_equal(upd(feed_replies(2010, 2, fr_str("1795317550"), fr_str("4294967303"))),
+                     RELOCK__STEP_DONE);
+    assert_int_equal(um.head.st, RELOCK_LOST);
+    assert_non_null(strstr(f.c->err.msg, "it was broken"));
 }
 
 /* 2.0 extend: after its validity, LOST without a command. */
@@ -554,8 +572,10 @@ static void test_plain_extend_getset_other(void **state)
     relock__feed in = feed_none(2000);
     in.fleet_ms = NOW_MS + 1000;
     assert_int_equal(upd(in), RELOCK__STEP_SEND);
-    assert_int_equal(b.n, 1); /* breaks not known: GET alone */
-    assert_int_equal(upd(feed_replies(2010, 1, fr_str("1795317550"))), RELOCK__STEP_SEND);
+    assert_int_equal(b.n, 2); /* breaks not known: GET and the fence counter */
+    assert_true(batch_is(&b, 1, "GET", f.l->fence_key, NULL));
+    assert_int_equal(upd(feed_replies(2010, 2, fr_str("1795317550"), fr_str("7"))),
+                     RELOCK__STEP_SEND);
     assert_true(batch_is(&b, 0, "GETSET", f.l->key, "1795317551", NULL));
     assert_int_equal(upd(feed_replies(2020, 1, fr_str(LIVE))), RELOCK__STEP_DONE);
     assert_int_equal(um.head.st, RELOCK_LOST);
@@ -576,7 +596,8 @@ static void test_plain_extend_lost_then_found(void **state)
     relock__feed in = feed_none(2000);
     in.fleet_ms = NOW_MS + 1000;
     assert_int_equal(upd(in), RELOCK__STEP_SEND);
-    assert_int_equal(upd(feed_replies(2010, 1, fr_str("1795317550"))), RELOCK__STEP_SEND);
+    assert_int_equal(upd(feed_replies(2010, 2, fr_str("1795317550"), fr_str("7"))),
+                     RELOCK__STEP_SEND);
     assert_true(batch_is(&b, 0, "GETSET", f.l->key, "1795317551", NULL));
     assert_int_equal(upd(feed_fault(2020, RELOCK__FAULT_LOST, 0)), RELOCK__STEP_DONE);
     assert_int_equal(um.head.st, RELOCK_EAMBIGUOUS);
@@ -591,7 +612,8 @@ static void test_plain_extend_lost_then_found(void **state)
     in = feed_none(2100);
     in.fleet_ms = NOW_MS + 2000;
     assert_int_equal(upd(in), RELOCK__STEP_SEND);
-    assert_int_equal(upd(feed_replies(2110, 1, fr_str("1795317551"))), RELOCK__STEP_SEND);
+    assert_int_equal(upd(feed_replies(2110, 2, fr_str("1795317551"), fr_str("7"))),
+                     RELOCK__STEP_SEND);
     assert_true(batch_is(&b, 0, "GETSET", f.l->key, "1795317552", NULL));
     assert_int_equal(upd(feed_replies(2120, 1, fr_str("1795317551"))), RELOCK__STEP_DONE);
     assert_int_equal(um.head.st, RELOCK_OK);
@@ -764,6 +786,7 @@ int main(void)
         T(test_script_bridge_token_waits),
         T(test_plain_release),
         T(test_plain_release_broken_or_expired),
+        T(test_plain_release_adopted_after_break),
         T(test_plain_extend_expired),
         T(test_plain_extend_getset_other),
         T(test_plain_extend_lost_then_found),

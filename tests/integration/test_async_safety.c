@@ -1,0 +1,887 @@
+/*
+ * What the asynchronous client must survive from a program that uses it as
+ * documented, and the loss deadline of kept locks in both APIs, against a
+ * real redis-server (directly, or through the compat proxy for its faults):
+ *
+ *   - a waiter whose wait bound ends while its SUBSCRIBE confirmation is
+ *     in flight (replies delayed by the proxy): the confirmation's walk of
+ *     the channel's waiters must not read the channel its last waiter
+ *     freed on leaving;
+ *   - a callback that cancels another operation waiting in the same
+ *     connection's queue while that queue is walked: after a refused
+ *     connect (the setup's failure walk) and while a ready connection's
+ *     queue is flushed (a release of a lost lock ends within the flush);
+ *   - a kept lock whose reconnect is refused for a while, or whose
+ *     reconnect's probe gets a transient error (-LOADING from the proxy,
+ *     -BUSY from a real server running a long script): the renewal goes
+ *     on once the server is back, and the client is not made unusable;
+ *   - the loss deadline: a kept lock whose renewals do not succeed (a
+ *     SIGSTOPped server, a refused reconnect, a server that stays busy)
+ *     is reported lost no later than the end of the validity relock
+ *     computed, measured from the event, with a command timeout much
+ *     longer than the lease so that waiting for a reply would be late.
+ *
+ * Built for libevent (it_async_safety_libevent, which also runs the
+ * blocking relock_keep() cases) and libuv (it_async_safety_libuv).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "relock.h"
+#include "relock_async.h"
+#include "async_loop.h" /* testloop.h, and an outcome per operation */
+#include "testsrv.h"
+#include "testutil.h"
+
+static testsrv srv;
+
+/* How late a loss may be reported past the validity's end on a loaded
+ * machine (timers fire late); far below what waiting for a reply costs
+ * here (command_timeout_ms is LONG_MS). */
+#define SLACK_MS 1200
+#define LONG_MS 8000
+/* The kept locks' lease: renewed every second. */
+#define KEEP_TTL 3000
+
+/* ------------------------------------------------------------ helpers */
+
+static relock_config *config_at(int port, const char *mode, long long timeout_ms)
+{
+    relock_config *cfg = relock_config_new();
+    assert_non_null(cfg);
+    char url[64], t[24];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
+    if (timeout_ms > 0) {
+        snprintf(t, sizeof t, "%lld", timeout_ms);
+        assert_int_equal(relock_config_set(cfg, "command_timeout_ms", t), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "connect_timeout_ms", t), RELOCK_OK);
+    }
+    return cfg;
+}
+
+static relock_async *aclient(relock_async_loop *lp, int port, long long timeout_ms)
+{
+    relock_config *cfg = config_at(port, testsrv_mode_runs("modern") ? "modern" : "legacy",
+                                   timeout_ms);
+    relock_async *a = NULL;
+    relock_status st = relock_async_new(cfg, lp, &a);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK)
+        fail_msg("relock_async_new: %s", a ? relock_async_error(a)->message : "out of memory");
+    return a;
+}
+
+static redisReply *cmd(int port, const char *fmt, ...)
+{
+    struct timeval tv = {5, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!r || r->err)
+        fail_msg("cannot connect to 127.0.0.1:%d", port);
+    redisSetTimeout(r, tv);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *x = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    redisFree(r);
+    if (!x)
+        fail_msg("no reply from 127.0.0.1:%d", port);
+    return x;
+}
+
+static void cmd_ok(int port, const char *fmt, const char *arg)
+{
+    redisReply *x = cmd(port, fmt, arg);
+    if (x->type == REDIS_REPLY_ERROR)
+        fail_msg("%s: %s", fmt, x->str);
+    freeReplyObject(x);
+}
+
+/* The key's value on the real server, "" when absent. */
+static void look(const char *key, char *out, size_t len)
+{
+    redisReply *x = cmd(srv.port, "GET %s", key);
+    snprintf(out, len, "%s", x->type == REDIS_REPLY_STRING ? x->str : "");
+    freeReplyObject(x);
+}
+
+/* A proxy (personality 7) on a port of our choosing, so that it can come
+ * back on the port its clients use after it was stopped. */
+static pid_t proxy_on(int port)
+{
+    const char *path = getenv("RELOCK_PROXY");
+    if (!path || !*path)
+        path = TESTSRV_PROXY_PATH;
+    char up[32], lp[16];
+    snprintf(up, sizeof up, "127.0.0.1:%d", srv.port);
+    snprintf(lp, sizeof lp, "%d", port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execl(path, path, "--upstream", up, "--listen", lp, (char *)NULL);
+        _exit(127);
+    }
+    uint64_t end = tu_now_ms() + 10000;
+    while (tu_now_ms() < end) {
+        struct timeval tv = {1, 0};
+        redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+        int up_ok = r && !r->err;
+        redisFree(r);
+        if (up_ok)
+            return pid;
+        tu_sleep_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fail_msg("the proxy did not come back on port %d", port);
+    return 0;
+}
+
+static void proxy_off(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    assert_int_equal(tu_wait_child(pid, 10000), 0);
+}
+
+/* ------------------------------------------------------------ a waiter's subscription */
+
+/*
+ * A key held elsewhere; a waiter with a 150 ms bound through a proxy that
+ * delays every reply by 100 ms: its first attempt answers after ~100 ms,
+ * it subscribes, and the confirmation comes after its bound ended.  The
+ * confirmation plans the waiter, which times out and leaves the channel,
+ * the last to wait: the subscription goes, and the channel with it.
+ */
+static void test_waiter_bound_in_subscribe(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, px.port, 0);
+    outcome h = {0};
+    assert_int_equal(relock_async_try_acquire(a, "job", 30000, record, &h, NULL), RELOCK_OK);
+    finish(&h, 5000);
+    assert_int_equal(h.st, RELOCK_OK);
+    cmd_ok(px.port, "RELOCK-PROXY FAULT delay-ms %s", "100");
+    for (int i = 0; i < 6; i++) {
+        outcome w = {0};
+        assert_int_equal(relock_async_acquire(a, "job", 5000, 150, record, &w, NULL), RELOCK_OK);
+        finish(&w, 10000);
+        if (w.st != RELOCK_TIMEOUT && w.st != RELOCK_BUSY)
+            fail_msg("waiter %d: %s: %s", i, relock_status_name(w.st), w.msg);
+        run_for(150); /* another turn: nothing more for it */
+        assert_int_equal(w.calls, 1);
+    }
+    cmd_ok(px.port, "RELOCK-PROXY FAULT %s", "off");
+    outcome r = {0};
+    assert_int_equal(relock_async_release(h.l, record, &r), RELOCK_OK);
+    finish(&r, 5000);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(h.l);
+    assert_int_equal(relock_async_pending(a), 0);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&px);
+}
+
+/* ------------------------------------------------------------ cancels inside a queue's walk */
+
+typedef struct canceller {
+    outcome o;
+    relock_async_op *victim;
+    relock_status cancel_st;
+    struct canceller *peer; /* whose victim this operation is: its handle ends here */
+} canceller;
+
+static void cancel_other(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                         void *arg)
+{
+    canceller *c = arg;
+    record(a, st, l, e, &c->o);
+    if (c->peer)
+        c->peer->victim = NULL;
+    if (c->victim)
+        c->cancel_st = relock_async_cancel(c->victim);
+}
+
+/* Two try-acquires wait for a connect that is refused; the first one's
+ * callback cancels the second, still in the walked queue. */
+static void test_cancel_after_refused_connect(void **state)
+{
+    (void)state;
+    int port = testsrv_free_port(); /* nothing listens there */
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, port, 0);
+    for (int round = 0; round < 3; round++) {
+        canceller first;
+        memset(&first, 0, sizeof first);
+        outcome second = {0};
+        assert_int_equal(relock_async_try_acquire(a, "r1", 5000, cancel_other, &first, NULL),
+                         RELOCK_OK);
+        assert_int_equal(
+            relock_async_try_acquire(a, "r2", 5000, record, &second, &first.victim), RELOCK_OK);
+        run_until(&second.calls, 1, 5000);
+        run_for(50);
+        assert_int_equal(first.o.calls, 1);
+        assert_int_equal(second.calls, 1);
+        assert_int_equal(first.o.st, RELOCK_EIO);
+        if (second.st != RELOCK_ECANCELED && second.st != RELOCK_EIO)
+            fail_msg("the cancelled acquire: %s: %s", relock_status_name(second.st), second.msg);
+        assert_int_equal(first.cancel_st, RELOCK_OK);
+        assert_int_equal(relock_async_pending(a), 0);
+    }
+    relock_async_free(a);
+    loop_fini();
+}
+
+/* A release of a lost lock ends within the flush of the ready connection's
+ * queue; its callback cancels the acquire queued behind it. */
+static void test_cancel_in_flush(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, srv.port, 0);
+    for (int round = 0; round < 3; round++) {
+        char name[32], key[40];
+        snprintf(name, sizeof name, "fl%d", round);
+        outcome o = {0};
+        assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &o, NULL), RELOCK_OK);
+        finish(&o, 5000);
+        assert_int_equal(o.st, RELOCK_OK);
+        snprintf(key, sizeof key, "%s", name);
+        freeReplyObject(cmd(srv.port, "DEL %s", key));
+        outcome x = {0};
+        assert_int_equal(relock_async_extend(o.l, 30000, record, &x), RELOCK_OK);
+        finish(&x, 5000);
+        assert_int_equal(x.st, RELOCK_LOST); /* the handle knows it is lost */
+        canceller rel;
+        memset(&rel, 0, sizeof rel);
+        outcome victim = {0};
+        char other[40];
+        snprintf(other, sizeof other, "%s-b", name);
+        assert_int_equal(relock_async_release(o.l, cancel_other, &rel), RELOCK_OK);
+        assert_int_equal(
+            relock_async_try_acquire(a, other, 30000, record, &victim, &rel.victim), RELOCK_OK);
+        run_until(&victim.calls, 1, 5000);
+        assert_int_equal(rel.o.calls, 1);
+        assert_int_equal(rel.o.st, RELOCK_LOST);
+        assert_int_equal(victim.calls, 1);
+        assert_int_equal(victim.st, RELOCK_ECANCELED);
+        char v[64];
+        look(other, v, sizeof v);
+        assert_string_equal(v, "");
+        /* the connection still works, for longer than a command timeout */
+        run_for(1200);
+        outcome n = {0};
+        assert_int_equal(relock_async_try_acquire(a, other, 30000, record, &n, NULL), RELOCK_OK);
+        finish(&n, 5000);
+        if (n.st != RELOCK_OK)
+            fail_msg("the next acquire: %s: %s", relock_status_name(n.st), n.msg);
+        outcome nr = {0};
+        assert_int_equal(relock_async_release(n.l, record, &nr), RELOCK_OK);
+        finish(&nr, 5000);
+        assert_int_equal(nr.st, RELOCK_OK);
+        relock_lock_free(n.l);
+        relock_lock_free(o.l);
+        assert_int_equal(relock_async_pending(a), 0);
+    }
+    relock_async_free(a);
+    loop_fini();
+}
+
+/* Two waiters on one held key wait for the confirmation of their channel's
+ * SUBSCRIBE (replies delayed 300 ms), which the proxy answers -LOADING
+ * after their bound ended: the subscription is dropped, the first, planned
+ * again without it, times out, and its callback cancels the second, still
+ * in the list of those to plan again. */
+static void test_cancel_in_replan(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = config_at(px.port, testsrv_mode_runs("modern") ? "modern" : "legacy", 0);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome h = {0};
+    assert_int_equal(relock_async_try_acquire(a, "rp", 30000, record, &h, NULL), RELOCK_OK);
+    finish(&h, 5000);
+    assert_int_equal(h.st, RELOCK_OK);
+    for (int round = 0; round < 3; round++) {
+        cmd_ok(px.port, "RELOCK-PROXY FAULT delay-ms %s", "300");
+        canceller w[2];
+        memset(w, 0, sizeof w);
+        cmd_ok(px.port, "RELOCK-PROXY %s", "RESET");
+        uint64_t t0 = tu_now_ms();
+        for (int i = 0; i < 2; i++) {
+            w[i].peer = &w[1 - i];
+            assert_int_equal(relock_async_acquire(a, "rp", 5000, 400, cancel_other, &w[i],
+                                                  &w[1 - i].victim),
+                             RELOCK_OK);
+        }
+        /* both attempts sent: the next command is the channel's SUBSCRIBE
+         * (one for both), answered -LOADING, 300 ms later */
+        uint64_t end = t0 + 5000;
+        long long n = 0;
+        while (n < 2 && tu_now_ms() < end) {
+            loop_once();
+            redisReply *x = cmd(px.port, "RELOCK-PROXY COMMANDS");
+            n = x->integer;
+            freeReplyObject(x);
+        }
+        assert_int_equal(n, 2);
+        cmd_ok(px.port, "RELOCK-PROXY FAULT at-reply 1 at-kind %s", "error");
+        run_until(&w[1].o.calls, 1, 5000);
+        run_until(&w[0].o.calls, 1, 5000);
+        run_for(100);
+        cmd_ok(px.port, "RELOCK-PROXY FAULT %s", "off");
+        cmd_ok(px.port, "RELOCK-PROXY %s", "RESET");
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(w[i].o.calls, 1);
+            if (w[i].o.st != RELOCK_TIMEOUT && w[i].o.st != RELOCK_ECANCELED &&
+                w[i].o.st != RELOCK_BUSY)
+                fail_msg("round %d, waiter %d: %s: %s", round, i,
+                         relock_status_name(w[i].o.st), w[i].o.msg);
+        }
+        assert_int_equal(relock_async_pending(a), 0);
+    }
+    outcome r = {0};
+    assert_int_equal(relock_async_release(h.l, record, &r), RELOCK_OK);
+    finish(&r, 5000);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(h.l);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&px);
+}
+
+/* A connect that fails at once (a host name that does not resolve): the
+ * callbacks still come from the loop, never from within the call that
+ * started the operation, and one of them may free the client while the
+ * queue of the failed connection is walked. */
+static int in_call;
+static long from_call;
+static relock_async *to_free;
+
+static void note_call(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    record(a, st, l, e, arg);
+    if (in_call)
+        from_call++;
+    if (to_free) {
+        relock_async_free(to_free);
+        to_free = NULL;
+    }
+}
+
+static void test_connect_fails_at_once(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_config *cfg = relock_config_new();
+        assert_int_equal(relock_config_set_url(cfg, "redis://no-such-host.invalid:6379"),
+                         RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+        relock_async *a = NULL;
+        assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+        relock_config_free(cfg);
+        outcome o[3];
+        memset(o, 0, sizeof o);
+        from_call = 0;
+        in_call = 1;
+        for (int i = 0; i < 3; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "h%d", i);
+            assert_int_equal(relock_async_try_acquire(a, name, 5000, note_call, &o[i], NULL),
+                             RELOCK_OK);
+        }
+        in_call = 0;
+        assert_int_equal(from_call, 0);
+        if (round == 1)
+            to_free = a; /* freed by the first callback */
+        run_until(&o[2].calls, 1, 5000);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(o[i].calls, 1);
+            if (o[i].st != RELOCK_EIO && o[i].st != RELOCK_ECANCELED)
+                fail_msg("round %d, acquire %d: %s: %s", round, i, relock_status_name(o[i].st),
+                         o[i].msg);
+        }
+        assert_null(to_free);
+        if (round == 0)
+            relock_async_free(a);
+        run_for(50);
+        loop_fini();
+    }
+}
+
+/* ------------------------------------------------------------ kept locks: asynchronous */
+
+typedef struct lostrec {
+    long calls;
+    relock_status why;
+    uint64_t at;
+    char msg[512];
+} lostrec;
+
+static void on_lost(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
+                    void *arg)
+{
+    (void)a, (void)l;
+    lostrec *r = arg;
+    r->calls++;
+    r->why = why;
+    r->at = tu_now_ms();
+    snprintf(r->msg, sizeof r->msg, "%s", e ? e->message : "");
+}
+
+/* A kept lock on a, acquired and kept; its key's value in ours. */
+static relock_lock *kept(relock_async *a, const char *name, lostrec *lr, char *ours, size_t len)
+{
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, name, KEEP_TTL, record, &o, NULL), RELOCK_OK);
+    finish(&o, 5000);
+    if (o.st != RELOCK_OK)
+        fail_msg("acquire %s: %s: %s", name, relock_status_name(o.st), o.msg);
+    memset(lr, 0, sizeof *lr);
+    assert_int_equal(relock_async_keep(o.l, on_lost, lr), RELOCK_OK);
+    snprintf(ours, len, "%s", relock_lock_value(o.l));
+    return o.l;
+}
+
+/* The renewal goes on: more than two leases pass without a loss, and the
+ * key still holds the lock's value (in legacy mode each renewal writes a
+ * new one: the handle's). */
+static void still_kept(relock_lock *l, lostrec *lr, const char *what)
+{
+    run_for(2 * KEEP_TTL);
+    if (lr->calls)
+        fail_msg("%s: the lock was reported lost: %s: %s", what, relock_status_name(lr->why),
+                 lr->msg);
+    char v[64];
+    look(relock_lock_name(l), v, sizeof v);
+    if (v[0] == '\0')
+        fail_msg("%s: the key expired: the renewal stopped without a word", what);
+    assert_int_equal(relock_async_keep_stop(l), RELOCK_OK);
+}
+
+/* The proxy in front of the kept lock goes away for about 1.5 s (its
+ * port refuses the reconnect of a renewal), then comes back; a second
+ * time it never comes back, and the loss is reported by the validity's
+ * end. */
+static void test_keep_refused(void **state)
+{
+    (void)state;
+    int port = testsrv_free_port();
+    pid_t px = proxy_on(port);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, port, LONG_MS);
+    lostrec lr;
+    char ours[64];
+    relock_lock *l = kept(a, "kr", &lr, ours, sizeof ours);
+    run_for(1200); /* one renewal done */
+    proxy_off(px);
+    run_for(1500); /* a renewal meets the refusal */
+    px = proxy_on(port);
+    still_kept(l, &lr, "refused once");
+    /* the client still works */
+    outcome r = {0};
+    assert_int_equal(relock_async_release(l, record, &r), RELOCK_OK);
+    finish(&r, 5000);
+    assert_int_equal(r.st, RELOCK_OK);
+    relock_lock_free(l);
+
+    /* refused for good: lost by the validity's end */
+    l = kept(a, "kr2", &lr, ours, sizeof ours);
+    run_for(500);
+    proxy_off(px);
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
+    run_until(&lr.calls, 1, KEEP_TTL + LONG_MS);
+    if (lr.calls != 1)
+        fail_msg("refused for good: lost called %ld times", lr.calls);
+    if (lr.at > deadline + SLACK_MS)
+        fail_msg("refused for good: lost %lld ms after the validity's end",
+                 (long long)(lr.at - deadline));
+    assert_int_equal(relock_async_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    relock_async_free(a);
+    loop_fini();
+}
+
+/* The kept lock's connection is closed by the proxy after a renewal's
+ * reply; the reconnect of the next renewal gets -LOADING to its first
+ * command (the probe's INFO). */
+static void test_keep_transient_probe_error(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, px.port, 0);
+    lostrec lr;
+    char ours[64];
+    relock_lock *l = kept(a, "kt", &lr, ours, sizeof ours);
+    cmd_ok(px.port, "RELOCK-PROXY FAULT at-reply 1 at-kind %s", "close-after");
+    /* the next renewal's reply, then the close */
+    uint64_t end = tu_now_ms() + 5000;
+    long long n = 0;
+    while (n < 1 && tu_now_ms() < end) {
+        loop_once();
+        redisReply *x = cmd(px.port, "RELOCK-PROXY REPLIES");
+        n = x->integer;
+        freeReplyObject(x);
+    }
+    assert_true(n >= 1);
+    cmd_ok(px.port, "RELOCK-PROXY FAULT at-reply 1 at-kind %s", "error");
+    still_kept(l, &lr, "-LOADING to the reconnect's INFO");
+    cmd_ok(px.port, "RELOCK-PROXY FAULT %s", "off");
+    /* the client is still usable */
+    outcome r = {0};
+    assert_int_equal(relock_async_release(l, record, &r), RELOCK_OK);
+    finish(&r, 5000);
+    if (r.st != RELOCK_OK)
+        fail_msg("release after the transient error: %s: %s", relock_status_name(r.st), r.msg);
+    relock_lock_free(l);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&px);
+}
+
+/* A server of its own, busy in a script that loops until killed: every
+ * command but a few answers -BUSY. */
+typedef struct busy {
+    redisContext *r;
+} busy;
+
+static void busy_start(busy *b, int port)
+{
+    freeReplyObject(cmd(port, "CONFIG SET lua-time-limit 10"));
+    b->r = redisConnect("127.0.0.1", port);
+    assert_true(b->r && !b->r->err);
+    /* sent, not waited for: the script runs until SCRIPT KILL */
+    assert_int_equal(redisAppendCommand(b->r, "EVAL %s 0", "while true do end"), REDIS_OK);
+    int done = 0;
+    while (!done)
+        assert_int_equal(redisBufferWrite(b->r, &done), REDIS_OK);
+    /* busy once a command is refused so */
+    uint64_t end = tu_now_ms() + 5000;
+    int refused = 0;
+    while (!refused && tu_now_ms() < end) {
+        redisReply *x = cmd(port, "GET x");
+        refused = x->type == REDIS_REPLY_ERROR && strncmp(x->str, "BUSY", 4) == 0;
+        freeReplyObject(x);
+        if (!refused)
+            tu_sleep_ms(10);
+    }
+    assert_true(refused);
+}
+
+static void busy_stop(busy *b, int port)
+{
+    freeReplyObject(cmd(port, "SCRIPT KILL"));
+    redisReply *x = NULL;
+    struct timeval tv = {5, 0};
+    redisSetTimeout(b->r, tv);
+    assert_int_equal(redisGetReply(b->r, (void **)&x), REDIS_OK); /* the script's error */
+    freeReplyObject(x);
+    redisFree(b->r);
+}
+
+/* The kept lock's connection dropped while the server is busy in a long
+ * script: the renewals' reconnects get -BUSY to INFO for 1.5 s, then the
+ * script is killed; a second time the script outlasts the validity. */
+static void test_keep_busy_server(void **state)
+{
+    (void)state;
+    if (!testsrv_target_at_least(2, 8, 12)) {
+        testsrv_note_skip("CLIENT KILL TYPE before 2.8.12");
+        return;
+    }
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, own.port, LONG_MS);
+    lostrec lr;
+    char ours[64];
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "kb", KEEP_TTL, record, &o, NULL), RELOCK_OK);
+    finish(&o, 5000);
+    assert_int_equal(o.st, RELOCK_OK);
+    relock_lock *l = o.l;
+    memset(&lr, 0, sizeof lr);
+    assert_int_equal(relock_async_keep(l, on_lost, &lr), RELOCK_OK);
+    snprintf(ours, sizeof ours, "%s", relock_lock_value(l));
+    run_for(1200);
+    busy b;
+    freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
+    busy_start(&b, own.port);
+    run_for(1500);
+    busy_stop(&b, own.port);
+    run_for(2 * KEEP_TTL);
+    if (lr.calls)
+        fail_msg("busy for 1.5 s: reported lost: %s: %s", relock_status_name(lr.why), lr.msg);
+    redisReply *x = cmd(own.port, "EXISTS kb");
+    assert_int_equal(x->integer, 1);
+    freeReplyObject(x);
+    assert_int_equal(relock_async_keep_stop(l), RELOCK_OK);
+
+    /* busy past the validity: lost by its end */
+    assert_int_equal(relock_async_keep(l, on_lost, &lr), RELOCK_OK);
+    run_for(300);
+    freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
+    busy_start(&b, own.port);
+    run_until(&lr.calls, 1, KEEP_TTL + LONG_MS);
+    busy_stop(&b, own.port);
+    if (lr.calls != 1)
+        fail_msg("busy for good: lost called %ld times", lr.calls);
+    if (lr.at > deadline + SLACK_MS)
+        fail_msg("busy for good: lost %lld ms after the validity's end",
+                 (long long)(lr.at - deadline));
+    assert_int_equal(relock_async_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&own);
+}
+
+/* A SIGSTOPped server under a kept lock, with a command timeout far longer
+ * than the lease: the renewal in flight never answers, and the loss is
+ * reported by the validity's end, not when the request times out. */
+static void test_keep_stalled_server(void **state)
+{
+    (void)state;
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, own.port, LONG_MS);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "ks", KEEP_TTL, record, &o, NULL), RELOCK_OK);
+    finish(&o, 5000);
+    assert_int_equal(o.st, RELOCK_OK);
+    lostrec lr;
+    memset(&lr, 0, sizeof lr);
+    assert_int_equal(relock_async_keep(o.l, on_lost, &lr), RELOCK_OK);
+    run_for(1200);
+    kill(own.pid, SIGSTOP);
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(o.l);
+    run_until(&lr.calls, 1, KEEP_TTL + LONG_MS + 2000);
+    kill(own.pid, SIGCONT);
+    if (lr.calls != 1)
+        fail_msg("stalled server: lost called %ld times", lr.calls);
+    if (lr.at > deadline + SLACK_MS)
+        fail_msg("stalled server: lost %lld ms after the validity's end",
+                 (long long)(lr.at - deadline));
+    run_for(300);
+    assert_int_equal(lr.calls, 1);
+    assert_int_equal(relock_async_keep_stop(o.l), RELOCK_LOST);
+    relock_lock_free(o.l);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&own);
+}
+
+/* ------------------------------------------------------------ kept locks: blocking */
+
+#ifndef TEST_LIBUV
+typedef struct blost {
+    volatile long calls;
+    volatile relock_status why;
+    volatile uint64_t at;
+} blost;
+
+static void on_blost(relock_lock *l, relock_status why, void *arg)
+{
+    (void)l;
+    blost *b = arg;
+    b->at = tu_now_ms();
+    b->why = why;
+    __atomic_add_fetch(&b->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static relock_lock *bkept(relock_client **c, int port, const char *name, blost *bl)
+{
+    relock_config *cfg = config_at(port, testsrv_mode_runs("modern") ? "modern" : "legacy",
+                                   LONG_MS);
+    assert_int_equal(relock_connect(cfg, c), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *l = NULL;
+    if (relock_try_acquire(*c, name, KEEP_TTL, &l) != RELOCK_OK)
+        fail_msg("acquire %s: %s", name, relock_client_error(*c)->message);
+    memset(bl, 0, sizeof *bl);
+    assert_int_equal(relock_keep(l, on_blost, bl), RELOCK_OK);
+    return l;
+}
+
+static void wait_lost(blost *bl, long ms)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    while (__atomic_load_n(&bl->calls, __ATOMIC_SEQ_CST) == 0 && tu_now_ms() < end)
+        tu_sleep_ms(10);
+}
+
+static void check_deadline(blost *bl, uint64_t deadline, const char *what)
+{
+    if (bl->calls != 1)
+        fail_msg("%s: lost called %ld times", what, bl->calls);
+    if (bl->at > deadline + SLACK_MS)
+        fail_msg("%s: lost %lld ms after the validity's end", what,
+                 (long long)(bl->at - deadline));
+}
+
+static void test_blocking_keep_stalled(void **state)
+{
+    (void)state;
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    relock_client *c = NULL;
+    blost bl;
+    relock_lock *l = bkept(&c, own.port, "bks", &bl);
+    tu_sleep_ms(1200);
+    kill(own.pid, SIGSTOP);
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
+    wait_lost(&bl, KEEP_TTL + LONG_MS + 2000);
+    kill(own.pid, SIGCONT);
+    check_deadline(&bl, deadline, "blocking, stalled server");
+    assert_int_equal(relock_keep_stop(l), RELOCK_LOST);
+    assert_int_equal(bl.calls, 1);
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&own);
+}
+
+static void test_blocking_keep_refused(void **state)
+{
+    (void)state;
+    int port = testsrv_free_port();
+    pid_t px = proxy_on(port);
+    relock_client *c = NULL;
+    blost bl;
+    relock_lock *l = bkept(&c, port, "bkr", &bl);
+    tu_sleep_ms(1200);
+    proxy_off(px);
+    tu_sleep_ms(1500);
+    px = proxy_on(port);
+    tu_sleep_ms(2 * KEEP_TTL);
+    if (bl.calls)
+        fail_msg("blocking, refused once: reported lost (%s)", relock_status_name(bl.why));
+    char v[64];
+    look("bkr", v, sizeof v);
+    assert_true(v[0] != '\0');
+    assert_int_equal(relock_keep_stop(l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+
+    l = bkept(&c, port, "bkr2", &bl);
+    tu_sleep_ms(500);
+    proxy_off(px);
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
+    wait_lost(&bl, KEEP_TTL + LONG_MS);
+    check_deadline(&bl, deadline, "blocking, refused for good");
+    assert_int_equal(relock_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
+static void test_blocking_keep_busy(void **state)
+{
+    (void)state;
+    if (!testsrv_target_at_least(2, 8, 12)) {
+        testsrv_note_skip("CLIENT KILL TYPE before 2.8.12");
+        return;
+    }
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    relock_client *c = NULL;
+    blost bl;
+    relock_lock *l = bkept(&c, own.port, "bkb", &bl);
+    tu_sleep_ms(1200);
+    busy b;
+    freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
+    busy_start(&b, own.port);
+    tu_sleep_ms(1500);
+    busy_stop(&b, own.port);
+    tu_sleep_ms(2 * KEEP_TTL);
+    if (bl.calls)
+        fail_msg("blocking, busy for 1.5 s: reported lost (%s)", relock_status_name(bl.why));
+    assert_int_equal(relock_keep_stop(l), RELOCK_OK);
+    assert_int_equal(relock_keep(l, on_blost, &bl), RELOCK_OK);
+    tu_sleep_ms(300);
+    freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
+    busy_start(&b, own.port);
+    wait_lost(&bl, KEEP_TTL + LONG_MS);
+    busy_stop(&b, own.port);
+    check_deadline(&bl, deadline, "blocking, busy for good");
+    assert_int_equal(relock_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&own);
+}
+#endif
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return testsrv_start(&srv, NULL);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    testsrv_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    /* One test alone, by name (a pattern of cmocka's filter), as the
+     * sanitizer build stops the program at the first error. */
+    const char *only = getenv("RELOCK_TEST_ONLY");
+    if (only && *only)
+        cmocka_set_test_filter(only);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_waiter_bound_in_subscribe),
+        cmocka_unit_test(test_cancel_after_refused_connect),
+        cmocka_unit_test(test_cancel_in_flush),
+        cmocka_unit_test(test_connect_fails_at_once),
+        cmocka_unit_test(test_cancel_in_replan),
+        cmocka_unit_test(test_keep_refused),
+        cmocka_unit_test(test_keep_transient_probe_error),
+        cmocka_unit_test(test_keep_busy_server),
+        cmocka_unit_test(test_keep_stalled_server),
+#ifndef TEST_LIBUV
+        cmocka_unit_test(test_blocking_keep_stalled),
+        cmocka_unit_test(test_blocking_keep_refused),
+        cmocka_unit_test(test_blocking_keep_busy),
+#endif
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -497,7 +497,7 @@ static relock_status read_marker(relock_client *c, relock_scan_result *out)
     } else if (r->type == REDIS_REPLY_STRING) {
         relock__value v;
         relock__classify(r->str, r->len, &v);
-        if (v.kind == RELOCK_VALUE_TIMESTAMP && !v.has_suffix &&
+        if (v.kind == RELOCK_VALUE_TIMESTAMP && !v.has_suffix && !v.frac &&
             relock__ts_unit_guess(v.ts_digits) == 1)
             out->legacy_seen_ms = v.ts;
         else

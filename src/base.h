@@ -198,6 +198,9 @@ int relock__sentinel_on(const relock__settings *s);
 /* After key_prefix: the marker recording when a legacy writer was last
  * seen (milliseconds since the epoch, as a decimal string). */
 #define RELOCK__MARKER_NAME " relock:legacy-seen"
+/* After key_prefix: when upgraded clients began to watch for legacy
+ * writers (ms since the epoch, written once with SETNX; marker.c). */
+#define RELOCK__WATCH_NAME " relock:watching-since"
 /* Appended to a lock key to name the channel its releases are told on. */
 #define RELOCK__NOTIFY_SUFFIX " relock:released"
 #define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
@@ -232,6 +235,8 @@ int relock__owner_key(const char *lock_key, char *out, size_t len);
 
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
+/* The watch marker's key for a key prefix. */
+int relock__watch_key(const char *key_prefix, char *out, size_t len);
 /* The pub/sub channel on which a release of l's key is announced to
  * waiters (DESIGN §5), keys.c.  Writes "" and returns 0 when wait.notify is off. */
 int relock__notify_channel(const relock_lock *l, char *out, size_t len);

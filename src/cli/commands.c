@@ -274,7 +274,7 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
     relock_lock *l = NULL;
     long long t0 = mono_ms();
     cli_progress *progress = cli_progress_start(ctx, "acquire", name, o.verbose);
-    relock_status st = relock_acquire(c, name, o.ttl_ms, o.wait_ms, &l);
+    relock_status st = cli_acquire(c, "acquire", name, o.ttl_ms, o.wait_ms, &l);
     cli_progress_stop(progress);
     long long waited = mono_ms() - t0;
     if (st == RELOCK_OK) {

@@ -191,6 +191,88 @@ static void test_validity_against_fractional_reader(void **state)
     }
 }
 
+/* A modern-mode client that meets a live classic holder says so: in the
+ * error detail of the library at once, and on the command line's stderr
+ * while it still waits. */
+static void test_modern_meets_classic(void **state)
+{
+    (void)state;
+    if (!testsrv_mode_runs("modern"))
+        skip();
+    relock_client *c = tu_client(tu_srv.port, "modern", NULL);
+    relock_lock *l = NULL;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", wall_ms() / 1000 + 60);
+    free(testsrv_cmd(&tu_srv, "SET %s %s", "classic", v));
+    assert_int_equal(relock_acquire(c, "classic", 2000, 0, &l), RELOCK_BUSY);
+    assert_non_null(strstr(relock_client_error(c)->message, RELOCK_CLASSIC_HOLDER_NOTE));
+    set_fraction("classic", wall_ms() + 60000);
+    assert_int_equal(relock_acquire(c, "classic", 2000, 300, &l), RELOCK_TIMEOUT);
+    assert_non_null(strstr(relock_client_error(c)->message, "still held after 300 ms by a classic"));
+    /* A modern holder is no news. */
+    relock_client *other = tu_client(tu_srv.port, "modern", NULL);
+    free(testsrv_cmd(&tu_srv, "DEL %s", "classic"));
+    relock_lock *held = NULL;
+    assert_int_equal(relock_acquire(other, "classic", 5000, 0, &held), RELOCK_OK);
+    assert_int_equal(relock_acquire(c, "classic", 2000, 0, &l), RELOCK_BUSY);
+    assert_null(strstr(relock_client_error(c)->message, "classic client"));
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+    relock_client_free(other);
+    relock_client_free(c);
+
+    /* The command line: said on stderr while the wait goes on. */
+    const char *bin = getenv("RELOCK_BIN");
+    assert_non_null(bin);
+    set_fraction("classic", wall_ms() + 4000);
+    char errf[] = "/tmp/relock-peers-err-XXXXXX";
+    int fd = mkstemp(errf);
+    assert_true(fd >= 0);
+    close(fd);
+    char line[512];
+    snprintf(line, sizeof line,
+             "'%s' -u redis://127.0.0.1:%d -m modern acquire -w 20s -t 1s classic "
+             ">/dev/null 2>%s &",
+             bin, tu_srv.port, errf);
+    assert_int_equal(system(line), 0);
+    int said = 0, still_held = 0;
+    for (int i = 0; i < 500 && !said; i++) {
+        FILE *f = fopen(errf, "r");
+        char buf[1024] = "";
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
+            fclose(f);
+        }
+        if (strstr(buf, "by a classic client")) {
+            said = 1;
+            char *now = get("classic");
+            still_held = now && strchr(now, '.') != NULL; /* the classic value, not a token */
+            free(now);
+            assert_non_null(strstr(buf, "relock: acquire: lock classic is held by a classic"));
+            assert_non_null(strstr(buf, "; waiting"));
+        } else {
+            tu_sleep_ms(10);
+        }
+    }
+    assert_true(said);
+    assert_true(still_held);
+    /* It gets the lock once the classic value passes. */
+    for (int i = 0; i < 1500; i++) {
+        char *now = get("classic");
+        int token = now && strlen(now) == 32;
+        free(now);
+        if (token)
+            break;
+        tu_sleep_ms(10);
+    }
+    char *now = get("classic");
+    assert_non_null(now);
+    assert_int_equal(strlen(now), 32);
+    free(now);
+    unlink(errf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_fraction_is_a_sighting),
         cmocka_unit_test(test_profile_values),
         cmocka_unit_test(test_validity_against_fractional_reader),
+        cmocka_unit_test(test_modern_meets_classic),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

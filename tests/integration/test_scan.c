@@ -360,11 +360,12 @@ static void test_never_seen_modern_with_caveat(void **state)
     /* Watched for a day: still no evidence, and how long to go. */
     char key[RELOCK__KEY_MAX];
     assert_int_equal(relock__watch_key(PREFIX, key, sizeof key), 0);
-    cmd("SET %s %lld", key, wall_ms() - DAY_MS);
+    cmd("SET %s %lld", key, wall_ms() - DAY_MS - 1000);
     scan_ok(c, NULL, &r);
     assert_int_equal(r.skipped, e.skipped + 1); /* the watch marker is relock's own */
     assert_int_equal(r.verdict, RELOCK_SCAN_NO_EVIDENCE);
-    assert_has(r.verdict_text, "(1d ago), less than the quiet window of 7d (6d to go)");
+    /* "(5d 23h to go)": the milliseconds since the marker was set count. */
+    assert_has(r.verdict_text, "(1d ago), less than the quiet window of 7d (5d 23h to go)");
     /* Watched for eight days without a sighting: safe. */
     cmd("SET %s %lld", key, wall_ms() - 8 * DAY_MS);
     scan_ok(c, NULL, &r);

@@ -496,9 +496,12 @@ static void json_owner_fields(const char *rec)
 }
 
 /* Legacy readers hold timestamp V until their clock passes V: one unit
- * after the time V names. */
+ * after the time V names; a fraction, written by clients that compare
+ * fractions, until V itself. */
 static long long held_until(const relock_inspect_info *in)
 {
+    if (strchr(relock_inspect_info_value(in, NULL), '.'))
+        return relock_inspect_info_ts_ms(in);
     return relock_inspect_info_ts_ms(in) + (relock_inspect_info_ts_unit_ms(in) ? 1 : 1000);
 }
 

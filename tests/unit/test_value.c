@@ -76,6 +76,14 @@ static void test_fractions(void **state)
     assert_int_equal(cls("1795812032.5:0123456789abcdef0123456789abcdef").kind,
                      RELOCK_VALUE_UNKNOWN);
     assert_int_equal(cls("1e9").kind, RELOCK_VALUE_UNKNOWN);
+    /* scan's class: a fraction holds until V itself, not a second later. */
+    const char *f = "1795812032.473";
+    assert_int_equal(relock_key_classify(f, strlen(f), -1, 1795812032472LL), RELOCK_KEY_LEGACY);
+    assert_int_equal(relock_key_classify(f, strlen(f), -1, 1795812032473LL), RELOCK_KEY_STALE);
+    assert_int_equal(relock_key_classify(f, strlen(f), 5000, 1795812032473LL), RELOCK_KEY_BRIDGE);
+    const char *i = "1795812032";
+    assert_int_equal(relock_key_classify(i, strlen(i), -1, 1795812032999LL), RELOCK_KEY_LEGACY);
+    assert_int_equal(relock_key_classify(i, strlen(i), -1, 1795812033000LL), RELOCK_KEY_STALE);
 }
 
 static void test_tokens(void **state)

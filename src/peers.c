@@ -162,9 +162,12 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
             s->legacy.reader_clock = want.readers - 1;
         }
         s->legacy.readers = s->legacy.reader_clock + 1;
+        /* A prefix not given is the peers' common one, or none (also when
+         * an earlier legacy.peer had implied another). */
         int plen = template_prefix(first->key_template);
-        if (!(set & RELOCK__SET_PREFIX) && same_prefix && plen > 0)
-            snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s", plen, first->key_template);
+        if (!(set & RELOCK__SET_PREFIX))
+            snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",
+                     same_prefix && plen > 0 ? plen : 0, first->key_template);
     }
     if (s->legacy.frac_values && s->legacy.unit_ms) {
         snprintf(why, whylen,

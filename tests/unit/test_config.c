@@ -25,9 +25,8 @@ static void test_defaults_and_example_file(void **state)
     /* The commented example holds exactly the defaults. */
     assert_int_equal(relock_config_load_file(cfg, CONF_DIR "/relock.conf"), RELOCK_OK);
     /* ... written out, so they count as given (legacy.peer keeps them). */
-    assert_int_equal(cfg->s.legacy.set, RELOCK__SET_UNIT | RELOCK__SET_OFFSET |
-                                            RELOCK__SET_VALUES | RELOCK__SET_READER |
-                                            RELOCK__SET_PREFIX);
+    assert_int_equal(cfg->s.legacy.set,
+                     RELOCK__SET_UNIT | RELOCK__SET_OFFSET | RELOCK__SET_PREFIX);
     before.legacy.set = cfg->s.legacy.set;
     assert_memory_equal(&before, &cfg->s, sizeof before);
     relock_config_free(cfg);
@@ -343,6 +342,8 @@ static void test_peer_profiles(void **state)
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-py-2, redis-mutex"), RELOCK_OK);
     assert_int_equal(cfg->s.legacy.unit_ms, 0);
     assert_int_equal(cfg->s.legacy.npeers, 2);
+    /* Their keys differ: no common prefix, not the one lock. implied. */
+    assert_string_equal(cfg->s.key_prefix, "");
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-mutex,jedis-lock"),
                      RELOCK_ECONFIG);
     assert_non_null(strstr(relock_config_error(cfg)->message, "must share a unit"));

@@ -10,6 +10,8 @@ Peers:
   redislock   the REAL npm redis-lock@0.0.9 (with redis@3), installed with npm
               into a cache outside the repository (PEERS_DIR, default
               ~/.cache/relock/peers), driven by peer_redis_lock.js
+  redispy     the REAL redis-py Lock of Debian's python3-redis (a modern
+              token lock), driven by peer_redis_py.py
   mutex, redispy2, resque, jedis
               faithful clients of ours for families that cannot be installed
               here (Ruby gems, Java, redis-py < 2.10): peer_clients --style
@@ -247,6 +249,12 @@ def node_ready(a):
     return mods if os.path.exists(os.path.join(mods, "redis-lock", "index.js")) else None
 
 
+def python_redis():
+    """Whether Debian's python3-redis is there (the system's python3)."""
+    return subprocess.call(["/usr/bin/python3", "-c", "import redis.lock"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+
 def shutil_which(name):
     import shutil
     return shutil.which(name)
@@ -262,6 +270,9 @@ SCENARIOS = [
     ("redispy2-bridge", "redispy2", "bridge", "redis-py-2", "s", 1, 1000, False),
     ("resque-bridge", "resque", "bridge", "resque-lock-timeout", "s", 1, 1000, False),
     ("jedis-bridge", "jedis", "bridge", "jedis-lock", "ms", 1000, 1000, False),
+    # A modern library: Debian's python3-redis Lock (a token, SET NX PX).
+    ("redispy-modern", "redispy", "modern", "", "ms", 1000, 1000, False),
+    ("redispy-bridge", "redispy", "bridge", "", "ms", 1000, 1000, False),
     ("control-modern-mutex", "mutex", "modern", "redis-mutex", "s", 1, 1000, True),
     # relock told the fleet compares whole units with no offset, beside a
     # float-second client: the validity relock prints runs past V.000,
@@ -294,11 +305,11 @@ def run_scenario(a, sc, seconds, node_mods):
     conf = os.path.join(tmp, "relock.conf")
     # A profile's name, or legacy settings written out (the control that
     # describes the fleet wrongly).
-    legacy = profile if "=" in profile else 'peer = "%s";' % profile
+    legacy = profile if "=" in profile else 'peer = "%s";' % profile if profile else ""
     with open(conf, "w") as f:
         f.write('relock = {\n  mode = "%s";\n  servers = ( { host = "127.0.0.1"; port = %d; } );\n'
-                '  legacy = { %s };\n  owner_info = false;\n};\n'
-                % (mode, srv.port, legacy))
+                '  %s\n  owner_info = false;\n};\n'
+                % (mode, srv.port, "legacy = { %s };" % legacy if legacy else ""))
     # The key the peer uses, and the name relock gives it under the profile's
     # key_prefix (docs/legacy.md, Peers).
     key = {"redislock": "lock.job", "mutex": "RedisMutex:job",
@@ -326,7 +337,11 @@ def run_scenario(a, sc, seconds, node_mods):
         start(me + ["valid"] + common + ["--kind", "valid", "--die", "0.02",
                                          "--seed", str(rng.getrandbits(31))], slot=True)
     for i in range(npeers):
-        if peer == "redislock":
+        if peer == "redispy":
+            start(["/usr/bin/python3", os.path.join(HERE, "peer_redis_py.py"), str(srv.port),
+                   "job", str(timeout), str(until), log, "counter", "0.02",
+                   str(rng.getrandbits(31)), "20"])
+        elif peer == "redislock":
             env = dict(os.environ, NODE_PATH=node_mods)
             start(["node", os.path.join(HERE, "peer_redis_lock.js"), str(srv.port), "job",
                    str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
@@ -458,6 +473,10 @@ def main():
         need = {"bridge": (2, 6, 0), "modern": (2, 6, 12)}.get(sc[2], (0, 0, 0))
         if version < need:
             print("peers: %s needs Redis %s: not on this server" % (sc[0], ".".join(map(str, need))))
+            continue
+        if sc[1] == "redispy" and not python_redis():
+            print("peers: SKIPPED %s: Debian's python3-redis is not installed (./dev installs it)"
+                  % sc[0])
             continue
         if sc[1] == "redislock" and not node_mods:
             print("peers: SKIPPED %s: node, npm or the pinned %s could not be installed into %s"

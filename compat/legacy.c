@@ -313,11 +313,13 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
     long long wait = ends_at(c, &ts) - m->now;
     if (is_bridge(c) && pttl > 0 && pttl < wait)
         wait = pttl; /* a bridge holder: the server ends it with its TTL */
+    /* A timestamp without TTL, live or a dead holder's leftover, is a
+     * legacy writer's (a bridge client always adds a TTL): a sighting. */
+    if (is_bridge(c) && pttl == -1)
+        m->head.note_legacy = 1;
     if (wait > 0) {
         /* Legacy mode cannot tell (no PTTL before 2.6); bridge can. */
         l->legacy_holder = !is_bridge(c) || pttl == -1;
-        if (is_bridge(c) && pttl == -1)
-            m->head.note_legacy = 1; /* a live value without TTL */
         return busy(m, l, wait);
     }
     /* Expired: take it over, atomically from the value read where the

@@ -271,9 +271,11 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
     long long end = (v.frac ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
                     c->s.legacy.skew_margin_ms;
     long long now = in->fleet_ms;
+    /* Live or a dead holder's leftover: a legacy writer's value, a
+     * sighting either way (docs/migration.md, the marker key). */
+    m->h.note_legacy = 1;
     if (now < end) {
         l->legacy_holder = 1;
-        m->h.note_legacy = 1;
         return busy(m, end - now);
     }
     m->way = RELOCK__MW_TAKEOVER;

@@ -31,6 +31,15 @@ static char *get(const char *key)
     return testsrv_cmd(&tu_srv, "GET %s", key);
 }
 
+/* Whether the legacy-seen marker exists (testsrv_cmd says nil as "(nil)"). */
+static int marker_set(void)
+{
+    char *v = testsrv_cmd(&tu_srv, "EXISTS %s", " relock:legacy-seen");
+    int set = v && strcmp(v, "1") == 0;
+    free(v);
+    return set;
+}
+
 /* A float-second holder's value ending at wall ms `end`, as Ruby's
  * Float#to_s or Python's repr print it (five or more decimals). */
 static void set_fraction(const char *key, long long end)
@@ -110,10 +119,36 @@ static void test_fraction_is_a_sighting(void **state)
     free(testsrv_cmd(&tu_srv, "DEL %s", " relock:legacy-seen"));
     set_fraction("seen", wall_ms() + 30000);
     assert_int_equal(relock_acquire(c, "seen", 2000, 0, &l), RELOCK_BUSY);
-    char *v = get(" relock:legacy-seen");
-    assert_non_null(v);
-    free(v);
+    assert_true(marker_set());
     relock_client_free(c);
+    /* A dead holder's leftover, taken over, is a classic value met too:
+     * in bridge mode and in modern mode, integer or fractional. */
+    const char *modes[] = {"bridge", "modern"};
+    for (int i = 0; i < 2; i++) {
+        if (!testsrv_mode_runs(modes[i]))
+            continue;
+        c = tu_client(tu_srv.port, modes[i], NULL);
+        for (int frac = 0; frac < 2; frac++) {
+            free(testsrv_cmd(&tu_srv, "DEL %s", " relock:legacy-seen"));
+            if (frac) {
+                set_fraction("seen", wall_ms() - 30000);
+            } else {
+                char old[32];
+                snprintf(old, sizeof old, "%lld", wall_ms() / 1000 - 30);
+                free(testsrv_cmd(&tu_srv, "SET %s %s", "seen", old));
+            }
+            /* Another client, so that the once-a-second bound does not hide it. */
+            relock_client *d = tu_client(tu_srv.port, modes[i], NULL);
+            assert_int_equal(relock_acquire(d, "seen", 2000, 0, &l), RELOCK_OK);
+            if (!marker_set())
+                fail_msg("%s: a dead classic holder's %s value taken over left no sighting",
+                         modes[i], frac ? "fractional" : "integer");
+            assert_int_equal(relock_release(l), RELOCK_OK);
+            relock_lock_free(l);
+            relock_client_free(d);
+        }
+        relock_client_free(c);
+    }
 }
 
 /* What each profile makes relock write, where. */

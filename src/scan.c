@@ -32,8 +32,9 @@
 extern long long relock__scan_max_keys;
 long long relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
 
-/* The lock families scan names (see family_of). */
-#define FAMILIES_MAX 24
+/* The lock families scan names (see family_of): the fixed ones and one per
+ * peer profile (peers.c), with room to spare. */
+#define FAMILIES_MAX 32
 
 /* The counters by the class of relock_scan_counter, and every string
  * whole (allocated at its length). */

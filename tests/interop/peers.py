@@ -10,6 +10,8 @@ Peers:
   redislock   the REAL npm redis-lock@0.0.9 (with redis@3), installed with npm
               into a cache outside the repository (PEERS_DIR, default
               ~/.cache/relock/peers), driven by peer_redis_lock.js
+  redislock014  the REAL npm redis-lock@0.1.4 (SET NX PX of the same value),
+              the same way
   redispy     the REAL redis-py Lock of Debian's python3-redis (a modern
               token lock), driven by peer_redis_py.py
   mutex, redispy2, resque, jedis
@@ -55,7 +57,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS_DIR = os.environ.get("PEERS_DIR", os.path.expanduser("~/.cache/relock/peers"))
-NPM_PINS = ["redis-lock@0.0.9", "redis@3.1.2"]
+# The pinned npm peers: each version of redis-lock with the callback client
+# it needs, in a directory of its own.
+NPM_PINS = {"redislock": ["redis-lock@0.0.9", "redis@3.1.2"],
+            "redislock014": ["redis-lock@0.1.4", "redis@3.1.2"]}
 
 
 def mono_ns():
@@ -231,9 +236,10 @@ class Server:
         self.proc.wait(timeout=10)
 
 
-def node_ready(a):
+def node_ready(peer):
     """The pinned npm peer, installed into PEERS_DIR once; None when it cannot be."""
-    d = os.path.join(PEERS_DIR, "npm-redis-lock-0.0.9")
+    pins = NPM_PINS[peer]
+    d = os.path.join(PEERS_DIR, "npm-" + pins[0].replace("@", "-"))
     mods = os.path.join(d, "node_modules")
     if os.path.exists(os.path.join(mods, "redis-lock", "index.js")):
         return mods
@@ -241,7 +247,7 @@ def node_ready(a):
         return None
     os.makedirs(d, exist_ok=True)
     try:
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", d] + NPM_PINS,
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", d] + pins,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=180,
                        check=True)
     except (subprocess.SubprocessError, OSError):
@@ -265,6 +271,10 @@ def shutil_which(name):
 SCENARIOS = [
     ("redislock-bridge", "redislock", "bridge", "redis-lock-js", "ms", 1000, 1000, False),
     ("redislock-legacy", "redislock", "legacy", "redis-lock-js", "ms", 1000, 1000, False),
+    # npm redis-lock 0.1.x: the same value with SET NX PX, and no reading of
+    # values at all: modern mode is safe beside it too.
+    ("redislock014-bridge", "redislock014", "bridge", "redis-lock-js", "ms", 1000, 1000, False),
+    ("redislock014-modern", "redislock014", "modern", "redis-lock-js", "ms", 1000, 1000, False),
     ("mutex-bridge", "mutex", "bridge", "redis-mutex", "s", 1, 1000, False),
     ("mutex-legacy", "mutex", "legacy", "redis-mutex", "s", 1, 1000, False),
     ("redispy2-bridge", "redispy2", "bridge", "redis-py-2", "s", 1, 1000, False),
@@ -312,7 +322,7 @@ def run_scenario(a, sc, seconds, node_mods):
                 % (mode, srv.port, "legacy = { %s };" % legacy if legacy else ""))
     # The key the peer uses, and the name relock gives it under the profile's
     # key_prefix (docs/legacy.md, Peers).
-    key = {"redislock": "lock.job", "mutex": "RedisMutex:job",
+    key = {"redislock": "lock.job", "redislock014": "lock.job", "mutex": "RedisMutex:job",
            "resque": "resque:lock:job"}.get(peer, "job")
     relock_name = "job"
     until = mono_ms() + seconds * 1000
@@ -341,8 +351,8 @@ def run_scenario(a, sc, seconds, node_mods):
             start(["/usr/bin/python3", os.path.join(HERE, "peer_redis_py.py"), str(srv.port),
                    "job", str(timeout), str(until), log, "counter", "0.02",
                    str(rng.getrandbits(31)), "20"])
-        elif peer == "redislock":
-            env = dict(os.environ, NODE_PATH=node_mods)
+        elif peer in NPM_PINS:
+            env = dict(os.environ, NODE_PATH=node_mods[peer])
             start(["node", os.path.join(HERE, "peer_redis_lock.js"), str(srv.port), "job",
                    str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
                    "20"], env=env)
@@ -459,7 +469,7 @@ def main():
     if not a.server:
         print("peers: SKIPPED: no redis-server")
         return 77
-    node_mods = node_ready(a)
+    node_mods = {peer: node_ready(peer) for peer in NPM_PINS}
     version = server_version(a.server)
     print("peers: redis-server %s (%s)" % (".".join(map(str, version)), a.server))
     ok = True
@@ -478,9 +488,9 @@ def main():
             print("peers: SKIPPED %s: Debian's python3-redis is not installed (./dev installs it)"
                   % sc[0])
             continue
-        if sc[1] == "redislock" and not node_mods:
+        if sc[1] in NPM_PINS and not node_mods[sc[1]]:
             print("peers: SKIPPED %s: node, npm or the pinned %s could not be installed into %s"
-                  % (sc[0], " ".join(NPM_PINS), PEERS_DIR))
+                  % (sc[0], " ".join(NPM_PINS[sc[1]]), PEERS_DIR))
             continue
         ok = run_scenario(a, sc, SHORT[sc[0]] if a.short else a.seconds, node_mods) and ok
         ran += 1

@@ -30,7 +30,7 @@ static const char usage_text[] =
     "  release NAME VALUE [FENCE]          exit 0 released, 3 lost\n"
     "  extend  [-t TTL] NAME VALUE [FENCE] exit 0 extended (prints the value now held)\n"
     "  inspect [--json] NAME               format, value, expiry, TTL, fence, owner\n"
-    "  scan    [--json] [--keys [--limit N]] [--match PATTERN]\n"
+    "  scan    [--json] [--keys [--limit N]] [--match PATTERN] [--check]\n"
     "                                      migration audit of lock keys (--keys lists\n"
     "                                      them by class)\n"
     "  break   NAME [--if-value VALUE] [--force] [--dry-run]\n"

@@ -74,8 +74,10 @@ static long long unit_ms(const relock_client *c)
 /* The lease settings of this client (lease.h). */
 static relock__lease_cfg lease_cfg(const relock_client *c)
 {
-    relock__lease_cfg cfg = {unit_ms(c), c->s.legacy.expiry_offset, c->s.legacy.skew_margin_ms,
-                             is_bridge(c), c->s.legacy.gc_expire};
+    relock__lease_cfg cfg = {unit_ms(c),         c->s.legacy.expiry_offset,
+                             c->s.legacy.skew_margin_ms, is_bridge(c),
+                             c->s.legacy.gc_expire,      c->s.legacy.readers,
+                             c->s.legacy.frac_values};
     return cfg;
 }
 
@@ -86,31 +88,36 @@ static void plan(const relock_client *c, long long now, long long ttl_ms, relock
     relock__lease_plan(&cfg, now, ttl_ms, out);
 }
 
-/* The value to store for timestamp ts: the timestamp alone, or in bridge
- * mode with bridge.value_suffix ":token" (tok, drawn by the caller), which
- * makes every value unique for legacy parsers that read only the leading
- * integer. */
-static void format_value(const relock_client *c, long long ts, const char *tok, char *out,
-                         size_t len)
+/* The value to store for the lease ls: the timestamp alone (with its
+ * fraction to the millisecond under legacy.values = "fractional"), or in
+ * bridge mode with bridge.value_suffix ":token" (tok, drawn by the caller),
+ * which makes every value unique for legacy parsers that read only the
+ * leading integer (the configuration never combines the two). */
+static void format_value(const relock_client *c, const relock__lease *ls, const char *tok,
+                         char *out, size_t len)
 {
-    if (!is_bridge(c) || !c->s.bridge.value_suffix)
-        snprintf(out, len, "%lld", ts);
+    if (ls->frac)
+        snprintf(out, len, "%lld.%03lld", ls->ts, ls->v_ms - ls->ts * unit_ms(c));
+    else if (!is_bridge(c) || !c->s.bridge.value_suffix)
+        snprintf(out, len, "%lld", ls->ts);
     else
-        snprintf(out, len, "%lld:%.32s", ts, tok);
+        snprintf(out, len, "%lld:%.32s", ls->ts, tok);
 }
 
 /* When a stored timestamp stops holding the lock for our clients (ms). */
-static long long ends_at(const relock_client *c, long long ts)
+static long long ends_at(const relock_client *c, const relock__value *v)
 {
     relock__lease_cfg cfg = lease_cfg(c);
-    return relock__lease_ours_end(&cfg, ts);
+    relock__stamp st;
+    relock__value_stamp(v, &st);
+    return relock__lease_ours_end(&cfg, &st);
 }
 
 /*
  * Reads a value found in the key as a timestamp of the configured unit.
  * Anything else is never taken over: RELOCK_EFOREIGN naming the key.
  */
-static relock_status read_ts(relock_lock *l, const char *v, size_t len, long long *ts)
+static relock_status read_ts(relock_lock *l, const char *v, size_t len, relock__value *ts)
 {
     relock_client *c = l->c;
     relock__value val;
@@ -128,7 +135,7 @@ static relock_status read_ts(relock_lock *l, const char *v, size_t len, long lon
                             "does the fleet mix clock units?",
                             l->key, val.ts, val.ts_digits, c->s.legacy.unit_ms ? "ms" : "s",
                             c->s.legacy.unit_ms ? 13 : 10);
-    *ts = val.ts;
+    *ts = val;
     return RELOCK_OK;
 }
 
@@ -296,7 +303,7 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
          * token: respect its TTL. */
         return busy(m, l, pttl);
     }
-    long long ts = 0;
+    relock__value ts;
     relock_status st = read_ts(l, found, strlen(found), &ts);
     if (st != RELOCK_OK && is_bridge(c) && pttl >= 0) {
         /* Another program's lock with a TTL (SET NX PX, SETEX, SETNX +
@@ -307,14 +314,16 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
     }
     if (st != RELOCK_OK)
         return relock__done(&m->head, st);
-    long long wait = ends_at(c, ts) - m->now;
+    long long wait = ends_at(c, &ts) - m->now;
     if (is_bridge(c) && pttl > 0 && pttl < wait)
         wait = pttl; /* a bridge holder: the server ends it with its TTL */
+    /* A timestamp without TTL, live or a dead holder's leftover, is a
+     * legacy writer's (a bridge client always adds a TTL): a sighting. */
+    if (is_bridge(c) && pttl == -1)
+        m->head.note_legacy = 1;
     if (wait > 0) {
         /* Legacy mode cannot tell (no PTTL before 2.6); bridge can. */
         l->legacy_holder = !is_bridge(c) || pttl == -1;
-        if (is_bridge(c) && pttl == -1)
-            m->head.note_legacy = 1; /* a live value without TTL */
         return busy(m, l, wait);
     }
     /* Expired: take it over, atomically from the value read where the
@@ -369,7 +378,7 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
     plan(c, m->now, l->ttl_ms, &m->ls);
     memcpy(m->tok, l->value, 32); /* the caller's token (suffix), if any */
     m->tok[32] = '\0';
-    format_value(c, m->ls.ts, m->tok, l->value, sizeof l->value);
+    format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
     m->path = relock__ts_path_of(c);
     switch (m->path) {
     case RELOCK__TS_EVAL:
@@ -495,7 +504,7 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         int win = m->fw.old_nil ||
                   (m->fw.old[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
                    relock__ts_unit_guess(v->ts_digits) == c->s.legacy.unit_ms &&
-                   m->now >= ends_at(c, v->ts));
+                   m->now >= ends_at(c, v));
         if (!win)
             return busy(m, l, 0);
         note_breaks(l, &m->fw);
@@ -512,7 +521,7 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         m->start = in->mono_ms;
         m->now = in->fleet_ms;
         plan(c, m->now, l->ttl_ms, &m->ls);
-        format_value(c, m->ls.ts, m->tok, l->value, sizeof l->value);
+        format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
         char found[RELOCK__VALUE_MAX];
         snprintf(found, sizeof found, "%s", m->old);
         return held_by(m, l, found, m->pttl, out);
@@ -702,7 +711,7 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     if (m->extend) {
         m->start = in->mono_ms;
         plan(c, in->fleet_ms, m->ttl_ms, &m->ls);
-        format_value(c, m->ls.ts, m->tok, m->newv, sizeof m->newv);
+        format_value(c, &m->ls, m->tok, m->newv, sizeof m->newv);
     }
     if (m->path != RELOCK__TS_PLAIN) {
         /* No validity check first: the compare is atomic, so a lock whose
@@ -831,7 +840,9 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
         return relock__done(&m->head, RELOCK_OK);
     /* Valid until legacy readers see it pass, less the drift allowance. */
     relock__lease_cfg cfg = lease_cfg(c);
-    long long left = relock__lease_adopted_ms(&cfg, val.ts, in->fleet_ms);
+    relock__stamp st;
+    relock__value_stamp(&val, &st);
+    long long left = relock__lease_adopted_ms(&cfg, &st, in->fleet_ms);
     if (left > 0)
         l->valid_until = in->mono_ms + (uint64_t)left;
     return relock__done(&m->head, RELOCK_OK);

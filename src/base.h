@@ -75,6 +75,9 @@ typedef struct relock__addr {
     int port;
 } relock__addr;
 
+/* legacy.peer names at most this many profiles. */
+#define RELOCK__PEERS_MAX 8
+
 typedef struct relock__settings {
     relock_mode mode;
     char key_prefix[RELOCK__PREFIX_MAX];
@@ -107,6 +110,19 @@ typedef struct relock__settings {
         long long skew_margin_ms;
         int gc_expire;
         int clock_server;
+        /* How the fleet's readers compare values with their clocks
+         * (RELOCK__READER_* bits, lease.h), and whether relock writes
+         * values with a fraction: legacy.reader_clock, legacy.values,
+         * or what the profiles of legacy.peer say (peers.c). */
+        int readers;
+        int frac_values;  /* legacy.values: 0 "integer", 1 "fractional" */
+        int reader_clock; /* legacy.reader_clock: 0 "whole", 1 "fractional", 2 "both" */
+        /* legacy.peer: the profiles named, by index (peers.c). */
+        int peers[RELOCK__PEERS_MAX];
+        int npeers;
+        /* The settings given explicitly (RELOCK__SET_* bits), which
+         * legacy.peer does not override. */
+        unsigned set;
     } legacy;
     struct {
         int value_suffix;
@@ -138,6 +154,36 @@ typedef struct relock__settings {
     void *event_arg;
 } relock__settings;
 
+/* A peer profile (peers.c): what one family of classic clients writes
+ * and how it reads (legacy.peer). */
+typedef struct relock__peer {
+    const char *name;         /* as legacy.peer names it */
+    const char *family;       /* the library, for messages and scan */
+    int unit_ms;              /* 0 seconds, 1 milliseconds */
+    int frac_values;          /* it writes, and parses, fractions */
+    int frac_reader;          /* it compares with a fractional clock: V ends at V·u */
+    long offset;              /* units it adds to now + timeout */
+    const char *key_template; /* its key, "{name}" where the lock's name goes */
+} relock__peer;
+
+int relock__peer_count(void);
+const relock__peer *relock__peer_at(int i);
+/* The index of the profile named name[0..len), or -1. */
+int relock__peer_find(const char *name, size_t len);
+/* The profiles' names, quoted and separated by commas, into out. */
+void relock__peer_names(char *out, size_t len);
+/* Fills the legacy settings legacy.peer implies and the configuration
+ * does not give, and checks what it gives against them; -1 with a reason
+ * in why on a contradiction. */
+int relock__peers_apply(relock__settings *s, char *why, size_t whylen);
+
+/* Settings given explicitly (relock__settings.legacy.set). */
+#define RELOCK__SET_UNIT 1u
+#define RELOCK__SET_OFFSET 2u
+#define RELOCK__SET_VALUES 4u
+#define RELOCK__SET_READER 8u
+#define RELOCK__SET_PREFIX 16u
+
 struct relock_config {
     relock__settings s;
     relock__err err;
@@ -159,6 +205,9 @@ int relock__sentinel_on(const relock__settings *s);
 /* After key_prefix: the marker recording when a legacy writer was last
  * seen (milliseconds since the epoch, as a decimal string). */
 #define RELOCK__MARKER_NAME " relock:legacy-seen"
+/* After key_prefix: when upgraded clients began to watch for legacy
+ * writers (ms since the epoch, written once with SETNX; marker.c). */
+#define RELOCK__WATCH_NAME " relock:watching-since"
 /* Appended to a lock key to name the channel its releases are told on. */
 #define RELOCK__NOTIFY_SUFFIX " relock:released"
 #define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
@@ -200,6 +249,8 @@ int relock__owner_key(const char *lock_key, char *out, size_t len);
 
 /* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
+/* The watch marker's key for a key prefix. */
+int relock__watch_key(const char *key_prefix, char *out, size_t len);
 /* The pub/sub channel on which a release of l's key is announced to
  * waiters (design.md §7.2), keys.c.  Writes "" and returns 0 when wait.notify is off. */
 int relock__notify_channel(const relock_lock *l, char *out, size_t len);
@@ -211,10 +262,15 @@ typedef struct relock__value {
     long long ts;     /* TIMESTAMP: the integer as stored */
     int ts_digits;    /* its number of digits */
     int has_suffix;   /* TIMESTAMP followed by ":token" */
+    int frac;         /* TIMESTAMP written with a fraction, "1795812032.47337" */
+    long long frac_num, frac_den; /* the fraction, frac_num / frac_den (den 1: none);
+                                   * beyond nine digits rounded up */
 } relock__value;
 
 /* Classifies a stored value (design.md §4.2). */
 void relock__classify(const char *v, size_t len, relock__value *out);
+/* The value as the lease arithmetic reads it (lease.h). */
+void relock__value_stamp(const relock__value *v, relock__stamp *out);
 /* For a timestamp of ndigits digits: 0 seconds, 1 milliseconds, -1 neither
  * (too short or too long for a present-day date in either unit). */
 int relock__ts_unit_guess(int ndigits);

@@ -18,7 +18,7 @@
 
 #include "base.h"
 
-enum stype { T_LONG, T_LLONG, T_BOOL, T_STR, T_ENUM, T_GROUP, T_SERVERS, T_ADDRS };
+enum stype { T_LONG, T_LLONG, T_BOOL, T_STR, T_ENUM, T_GROUP, T_SERVERS, T_ADDRS, T_PEERS };
 
 typedef struct setting {
     const char *name; /* dotted, without "relock." */
@@ -34,6 +34,8 @@ typedef struct setting {
 static const char *const mode_names[] = {"auto", "legacy", "bridge", "modern", NULL};
 static const char *const unit_names[] = {"s", "ms", NULL};
 static const char *const clock_names[] = {"local", "server", NULL};
+static const char *const values_names[] = {"integer", "fractional", NULL};
+static const char *const reader_names[] = {"whole", "fractional", "both", NULL};
 
 /* One year: longer leases or waits are far more likely typos than wishes. */
 #define YEAR_MS 31536000000LL
@@ -63,6 +65,9 @@ static const setting settings[] = {
     {"legacy.skew_margin_ms", T_LLONG, OFF(legacy.skew_margin_ms), 0, 3600000, 0, NULL},
     {"legacy.gc_expire", T_BOOL, OFF(legacy.gc_expire), 0, 1, 0, NULL},
     {"legacy.clock", T_ENUM, OFF(legacy.clock_server), 0, 0, 0, clock_names},
+    {"legacy.peer", T_PEERS, OFF(legacy.peers), 0, 0, 0, NULL},
+    {"legacy.values", T_ENUM, OFF(legacy.frac_values), 0, 0, 0, values_names},
+    {"legacy.reader_clock", T_ENUM, OFF(legacy.reader_clock), 0, 0, 0, reader_names},
     {"bridge", T_GROUP, 0, 0, 0, 0, NULL},
     {"bridge.value_suffix", T_BOOL, OFF(bridge.value_suffix), 0, 1, 0, NULL},
     {"migration", T_GROUP, 0, 0, 0, 0, NULL},
@@ -100,6 +105,7 @@ void relock__settings_default(relock__settings *s)
     s->legacy.skew_margin_ms = 0;
     s->legacy.gc_expire = 0;
     s->legacy.clock_server = 0;
+    s->legacy.readers = RELOCK__READER_WHOLE;
     s->bridge.value_suffix = 0;
     s->migration.legacy_clients = 1;
     s->migration.quiet_window_ms = 604800000LL;
@@ -148,6 +154,61 @@ relock_mode relock_config_mode(const relock_config *cfg)
 const char *relock_config_key_prefix(const relock_config *cfg)
 {
     return cfg ? cfg->s.key_prefix : "";
+}
+
+/* Records that the configuration gave a setting legacy.peer would
+ * otherwise fill in (peers.c). */
+static void mark_set(relock__settings *s, const char *name)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } bits[] = {{"legacy.clock_unit", RELOCK__SET_UNIT},
+                {"legacy.expiry_offset", RELOCK__SET_OFFSET},
+                {"legacy.values", RELOCK__SET_VALUES},
+                {"legacy.reader_clock", RELOCK__SET_READER},
+                {"key_prefix", RELOCK__SET_PREFIX}};
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if (strcmp(bits[i].name, name) == 0)
+            s->legacy.set |= bits[i].bit;
+}
+
+/* Adds the profile named name[0..len) to legacy.peer. */
+static int add_peer(relock__settings *s, const char *name, size_t len, char *why, size_t whylen)
+{
+    int i = relock__peer_find(name, len);
+    if (i < 0) {
+        char names[512];
+        relock__peer_names(names, sizeof names);
+        snprintf(why, whylen, "legacy.peer: no profile \"%.*s\" (known: %s)",
+                 (int)(len < 60 ? len : 60), name, names);
+        return -1;
+    }
+    if (s->legacy.npeers == RELOCK__PEERS_MAX) {
+        snprintf(why, whylen, "legacy.peer names more than %d profiles", RELOCK__PEERS_MAX);
+        return -1;
+    }
+    s->legacy.peers[s->legacy.npeers++] = i;
+    return 0;
+}
+
+/* legacy.peer as text: profile names separated by commas. */
+static int set_peers(relock__settings *s, const char *value, char *why, size_t whylen)
+{
+    s->legacy.npeers = 0;
+    for (const char *p = value;;) {
+        const char *comma = strchr(p, ',');
+        const char *e = comma ? comma : p + strlen(p);
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (add_peer(s, p, (size_t)(e - p), why, whylen) != 0)
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
 }
 
 static const setting *find_setting(const char *name)
@@ -420,6 +481,8 @@ static int set_text(relock__settings *s, const char *name, const char *value, ch
         return set_servers(s, value, why, whylen);
     case T_ADDRS:
         return set_addrs(s, value, why, whylen);
+    case T_PEERS:
+        return set_peers(s, value, why, whylen);
     }
     return -1;
 }
@@ -438,8 +501,11 @@ relock_status relock_config_set(relock_config *cfg, const char *name, const char
         next.mode_line = 0; /* no longer the file's */
     if (strcmp(name, "servers") == 0)
         next.servers_line = 0;
-    if (set_text(&next, name, value, why, sizeof why) != 0 ||
-        sentinel_conflict(&next, why, sizeof why) != 0)
+    if (set_text(&next, name, value, why, sizeof why) != 0)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
+    mark_set(&next, name);
+    if (sentinel_conflict(&next, why, sizeof why) != 0 ||
+        relock__peers_apply(&next, why, sizeof why) != 0)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
     if (next.wait.backoff_min_ms > next.wait.backoff_max_ms)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG,
@@ -637,6 +703,47 @@ static int load_addrs(loader *ld, config_setting_t *list)
     return 0;
 }
 
+/* legacy.peer in the file: one profile name, or a list of them. */
+static int load_peers(loader *ld, config_setting_t *m)
+{
+    char why[768];
+    relock__settings *s = &ld->cfg->s;
+    int t = config_setting_type(m);
+    if (t == CONFIG_TYPE_STRING) {
+        s->legacy.npeers = 0;
+        const char *v = config_setting_get_string(m);
+        if (add_peer(s, v, strlen(v), why, sizeof why) != 0) {
+            load_fail(ld, m, why);
+            return -1;
+        }
+        return 0;
+    }
+    if (t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY) {
+        snprintf(why, sizeof why,
+                 "legacy.peer must be a profile's name or a list of them: [ \"redis-mutex\", "
+                 "\"resque-lock-timeout\" ], not %s",
+                 type_word(t));
+        load_fail(ld, m, why);
+        return -1;
+    }
+    s->legacy.npeers = 0;
+    int n = config_setting_length(m);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(m, (unsigned)i);
+        const char *v =
+            config_setting_type(e) == CONFIG_TYPE_STRING ? config_setting_get_string(e) : NULL;
+        if (!v) {
+            load_fail(ld, e, "legacy.peer: each entry must be a profile's name, a string");
+            return -1;
+        }
+        if (add_peer(s, v, strlen(v), why, sizeof why) != 0) {
+            load_fail(ld, e, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int load_group(loader *ld, config_setting_t *g, const char *prefix)
 {
     int n = config_setting_length(g);
@@ -668,6 +775,10 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             break;
         case T_ADDRS:
             if (load_addrs(ld, m) != 0)
+                return -1;
+            break;
+        case T_PEERS:
+            if (load_peers(ld, m) != 0)
                 return -1;
             break;
         case T_LONG:
@@ -706,6 +817,7 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             load_fail(ld, m, why);
             return -1;
         }
+        mark_set(&ld->cfg->s, name);
     }
     return 0;
 }
@@ -842,6 +954,17 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
         snprintf(why, sizeof why, "wait.backoff_min_ms (%lld) exceeds wait.backoff_max_ms (%lld)",
                  cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
         load_fail(&ld, w, why);
+    }
+    if (!ld.failed) {
+        /* The legacy group as a whole: what legacy.peer implies, and what
+         * contradicts it.  Said at legacy.peer, else at the group. */
+        char why[512];
+        if (relock__peers_apply(&cfg->s, why, sizeof why) != 0) {
+            config_setting_t *g = config_setting_get_member(top, "legacy");
+            config_setting_t *p = g ? config_setting_get_member(g, "peer") : NULL;
+            config_setting_t *b = config_setting_get_member(top, "bridge");
+            load_fail(&ld, p ? p : g ? g : b, why);
+        }
     }
     if (!ld.failed) {
         /* The sentinel group as a whole: a name and where to ask for it

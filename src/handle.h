@@ -53,6 +53,7 @@ struct relock_client {
     char sha[RELOCK__NSCRIPTS][41];
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
+    int watch_noted;          /* the watch marker was written (marker.c) */
     redisContext *sub;        /* subscriber connection while waiting, or NULL */
     struct relock__qserver *q; /* quorum: one entry per server, or NULL */
     /* Courtesy after releasing a lock others wait for (lock.c). */

@@ -95,7 +95,10 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
         if (unit < 0)
             unit = c->s.legacy.unit_ms;
         info->ts_unit_ms = unit;
-        info->ts_ms = unit ? v.ts : v.ts * 1000;
+        /* A fraction (float-second clients) to the ms, rounded up. */
+        relock__stamp stamp;
+        relock__value_stamp(&v, &stamp);
+        info->ts_ms = relock__stamp_ms(&stamp, unit ? 1 : 1000, 1);
     }
     if (in->nreply <= at)
         return relock__done(&m->h, relock__fault_fail(c, in));

@@ -111,6 +111,12 @@ int relock__marker_key(const char *key_prefix, char *out, size_t len)
     return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
 
+int relock__watch_key(const char *key_prefix, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s" RELOCK__WATCH_NAME, key_prefix);
+    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}
+
 int relock__notify_channel(const relock_lock *l, char *out, size_t len)
 {
     if (!l->c->s.wait.notify) {

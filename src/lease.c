@@ -3,23 +3,32 @@
  * I/O, no clock reads; compat/legacy.c asks it what to write and how long
  * that write lets us rely on the lock.
  *
- * A lease written at fleet time now (ms) for ttl_ms stores
+ * A lease written at fleet time now (ms) for ttl_ms stores, with whole
+ * readers only (the classic fleet, and the default),
  *
  *     V = floor(now / u) + ceil(ttl / u) + offset          (u: 1 or 1000 ms)
  *
- * and ends, for the holder, at the first of:
- *   - a legacy reader's takeover: it holds V until its clock passes V, so
- *     it takes over at (V + 1) * u;
- *   - our clients' takeover: (V + 1) * u + skew_margin_ms, never earlier;
- *   - bridge: the key's PEXPIRE, V * u + u / 2 - now from now (exactly V
- *     in ms), inside the window above, so the server removes the key
- *     while legacy readers still see it as held;
+ * and, where some reader compares with a fractional clock (it takes V
+ * over at V·u, one unit before a whole reader), V = ceil((now + ttl) / u)
+ * + offset, so that V·u is never before now + ttl whatever the offset; with
+ * legacy.values = "fractional" (seconds), V = (now + ttl) / u + offset
+ * written to the millisecond.  The lease ends, for the holder, at the
+ * first of:
+ *   - a legacy reader's takeover: a whole reader holds V until its clock
+ *     passes floor(V), so it takes over at (floor(V) + 1)·u; a fractional
+ *     reader at V·u;
+ *   - our clients' takeover (relock__lease_ours_end), skew_margin_ms later
+ *     than the readers' moment, never earlier;
+ *   - bridge: the key's PEXPIRE, V·u + u/2 - now from now with whole
+ *     readers only (exactly V in ms), V·u - now where a fractional reader
+ *     or a fractional value is involved, so that the server removes the
+ *     key while no reader has yet taken it over;
  *   - gc_expire: the key's EXPIRE, a whole second or more after our
  *     clients' takeover, so never first.
  * The validity is the shortest of those and the ttl asked for, less the
- * drift allowance.  With offset 0 in seconds the PEXPIRE can end up to
- * half a second before now + ttl (late in a second): the validity then is
- * shorter than the ttl, never longer than the key.
+ * drift allowance.  With offset 0 in seconds and whole readers the PEXPIRE
+ * can end up to half a second before now + ttl (late in a second): the
+ * validity then is shorter than the ttl, never longer than the key.
  */
 #include "lease.h"
 
@@ -46,9 +55,47 @@ static long long less_drift(long long ms)
     return v > 0 ? v : 0;
 }
 
-long long relock__lease_ours_end(const relock__lease_cfg *cfg, long long ts)
+static long long min_ll(long long a, long long b)
 {
-    return (ts + 1) * cfg->unit_ms + cfg->skew_margin_ms;
+    return a < b ? a : b;
+}
+
+long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up)
+{
+    long long den = s->frac_den > 0 ? s->frac_den : 1;
+    long long part = s->frac_num * unit_ms; /* < 10^9 * 1000: no overflow */
+    return s->ts * unit_ms + (up ? (part + den - 1) / den : part / den);
+}
+
+static int reads_whole(const relock__lease_cfg *cfg)
+{
+    return !cfg->readers || (cfg->readers & RELOCK__READER_WHOLE);
+}
+
+static int reads_frac(const relock__lease_cfg *cfg)
+{
+    return (cfg->readers & RELOCK__READER_FRAC) != 0;
+}
+
+long long relock__lease_ours_end(const relock__lease_cfg *cfg, const relock__stamp *v)
+{
+    long long u = cfg->unit_ms;
+    /* A fraction was written by a client that compares fractions: its
+     * holder relies on the lock until V·u at most.  An integer may come
+     * from a whole-clock writer with no offset, who relies on it until
+     * (V + 1)·u; only a fleet without whole readers ends it at V·u. */
+    long long end = v->frac ? relock__stamp_ms(v, u, 1) : (v->ts + reads_whole(cfg)) * u;
+    return end + cfg->skew_margin_ms;
+}
+
+/* The first moment a reader of the configured kinds takes v over. */
+static long long readers_end(const relock__lease_cfg *cfg, const relock__stamp *v)
+{
+    long long u = cfg->unit_ms;
+    long long end = (v->ts + 1) * u; /* a whole reader: the integer part passed */
+    if (reads_frac(cfg))
+        end = min_ll(end, relock__stamp_ms(v, u, 0));
+    return end;
 }
 
 void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms,
@@ -56,14 +103,27 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
 {
     long long u = cfg->unit_ms;
     long long ttl = ttl_ms > 0 ? ttl_ms : 1;
-    out->ts = now / u + (ttl + u - 1) / u + cfg->offset;
-    out->legacy_end_ms = (out->ts + 1) * u;
-    out->ours_end_ms = relock__lease_ours_end(cfg, out->ts);
-    long long first = out->legacy_end_ms - now; /* > ttl: see above */
+    relock__stamp st = {0, 0, 0, 1};
+    if (cfg->frac_values && u > 1) {
+        out->v_ms = now + ttl + cfg->offset * u;
+        st.ts = out->v_ms / u;
+        st.frac = 1;
+        st.frac_num = out->v_ms % u;
+        st.frac_den = u;
+    } else {
+        st.ts = reads_frac(cfg) ? (now + ttl + u - 1) / u + cfg->offset
+                                : now / u + (ttl + u - 1) / u + cfg->offset;
+        out->v_ms = st.ts * u;
+    }
+    out->ts = st.ts;
+    out->frac = st.frac;
+    out->ours_end_ms = relock__lease_ours_end(cfg, &st);
+    out->legacy_end_ms = readers_end(cfg, &st);
+    long long first = min_ll(out->legacy_end_ms, out->ours_end_ms) - now;
     out->px_ms = 0;
     out->gc_s = 0;
     if (cfg->bridge) {
-        long long px = out->ts * u + u / 2 - now;
+        long long px = reads_frac(cfg) || st.frac ? out->v_ms - now : out->v_ms + u / 2 - now;
         out->px_ms = px > 0 ? px : 1;
         if (out->px_ms < first)
             first = out->px_ms;
@@ -76,11 +136,12 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
     out->valid_ms = less_drift(first);
 }
 
-long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, long long ts, long long now)
+long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, const relock__stamp *v,
+                                   long long now)
 {
-    /* Whoever wrote it, with whatever TTL: V * u comes before both a
-     * legacy reader's takeover and a bridge writer's PEXPIRE. */
-    return less_drift(ts * cfg->unit_ms - now);
+    /* Whoever wrote it, with whatever TTL: V·u comes before every reader's
+     * takeover and a bridge writer's PEXPIRE. */
+    return less_drift(relock__stamp_ms(v, cfg->unit_ms, 0) - now);
 }
 
 int relock__clock_due(const relock__clock_est *e, uint64_t mono)

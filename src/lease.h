@@ -9,6 +9,14 @@
 
 #include <stdint.h>
 
+/* How the fleet's readers compare a stored value V with their clock
+ * (legacy.reader_clock): a whole reader truncates its clock to units and
+ * holds V until the clock passes it, so it takes over at (floor(V) + 1)·u;
+ * a fractional reader compares with a fractional clock and takes over at
+ * V·u exactly (docs/legacy.md, the expiry rule). */
+#define RELOCK__READER_WHOLE 1
+#define RELOCK__READER_FRAC 2
+
 /* The settings that shape a timestamp lease. */
 typedef struct relock__lease_cfg {
     long long unit_ms;        /* legacy.clock_unit: 1 (ms) or 1000 (s) */
@@ -16,15 +24,30 @@ typedef struct relock__lease_cfg {
     long long skew_margin_ms; /* legacy.skew_margin_ms (>= 0) */
     int bridge;               /* bridge mode: the key carries a PEXPIRE */
     int gc_expire;            /* legacy.gc_expire (legacy mode only) */
+    int readers;              /* RELOCK__READER_* bits; 0 means whole readers */
+    int frac_values;          /* legacy.values = "fractional": V written to the ms */
 } relock__lease_cfg;
+
+/* A stored timestamp: its integer part in units, and the fraction written
+ * after it, if any (value.c reads one from a key). */
+typedef struct relock__stamp {
+    long long ts;
+    int frac;
+    long long frac_num, frac_den; /* frac_den >= 1 */
+} relock__stamp;
+
+/* V·u in ms, rounded up (up) or down. */
+long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up);
 
 /* What one write of a lease of ttl_ms at fleet time now puts in the key,
  * and when each of its ends comes. */
 typedef struct relock__lease {
-    long long ts;            /* the timestamp written (the value V) */
+    long long ts;            /* the timestamp written (the value V; its integer part) */
+    long long v_ms;          /* V·u in ms (V with its fraction, when written with one) */
+    int frac;                /* V is written with a fraction: ts.(v_ms - ts·u) */
     long long px_ms;         /* bridge: the PEXPIRE in ms; else 0 */
     long long gc_s;          /* gc_expire: the EXPIRE in seconds; else 0 */
-    long long legacy_end_ms; /* fleet ms at which a legacy reader takes over */
+    long long legacy_end_ms; /* fleet ms at which the first legacy reader takes over */
     long long ours_end_ms;   /* fleet ms at which our clients take over */
     long long valid_ms;      /* our validity, from the moment now was read */
 } relock__lease;
@@ -33,10 +56,11 @@ typedef struct relock__lease {
 void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms,
                         relock__lease *out);
 /* When a stored timestamp stops holding the lock for our clients (ms). */
-long long relock__lease_ours_end(const relock__lease_cfg *cfg, long long ts);
-/* The validity a lock adopted from timestamp ts can claim at fleet time
+long long relock__lease_ours_end(const relock__lease_cfg *cfg, const relock__stamp *v);
+/* The validity a lock adopted from timestamp v can claim at fleet time
  * now (ms, >= 0). */
-long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, long long ts, long long now);
+long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, const relock__stamp *v,
+                                   long long now);
 
 /* The allowance for clock drift over ttl_ms (Redlock's 1% + 2 ms). */
 long long relock__drift_ms(long long ttl_ms);

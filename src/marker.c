@@ -3,13 +3,34 @@
  * about: a marker key holding the time (ms since the epoch) a value only a
  * legacy client can have written was last met, which `relock scan` reads.
  * A snapshot of the keys cannot prove that the last legacy client is gone;
- * a long enough silence in this marker can.  Modern attempts (a legacy
+ * a long enough silence in this marker can, once upgraded clients have
+ * watched for that long: a second marker, the watch marker, holds when the
+ * first of them began.  Modern attempts (a legacy
  * leftover without TTL) and the timestamp modes write it; the blocking
  * driver writes it after a machine that set note_legacy in its head.
  */
 #include <stdio.h>
 
 #include "routing.h"
+
+void relock__note_watching(relock_client *c)
+{
+    if (c->watch_noted)
+        return;
+    c->watch_noted = 1;
+    char key[RELOCK__KEY_MAX];
+    if (relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
+        return;
+    relock__err saved = c->err;
+    /* SETNX: the first watcher's time stays, so that scan counts the
+     * window from the moment watching began. */
+    redisReply *r = relock__commandf(c, NULL, "SETNX %s %lld", key, relock__wall_ms());
+    if (r)
+        freeReplyObject(r);
+    c->err = saved;
+    c->err.pub.message = c->err.msg;
+    c->err.pub.server = c->err.server;
+}
 
 /* Writing on every meeting would add a round trip to every contended
  * attempt; once a second is plenty for a window measured in days. */

@@ -263,11 +263,19 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
     relock__value v;
     relock__classify(m->expected, strlen(m->expected), &v);
     int unit = relock__ts_unit_guess(v.ts_digits);
-    long long end = (v.ts + 1) * (unit ? 1 : 1000) + c->s.legacy.skew_margin_ms;
+    /* The classic rule (an integer holds until the clock passes it); a
+     * fraction, written by a client that compares fractions, until V·u. */
+    relock__stamp stamp;
+    relock__value_stamp(&v, &stamp);
+    long long u = unit ? 1 : 1000;
+    long long end = (v.frac ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
+                    c->s.legacy.skew_margin_ms;
     long long now = in->fleet_ms;
+    /* Live or a dead holder's leftover: a legacy writer's value, a
+     * sighting either way (docs/migration.md, the marker key). */
+    m->h.note_legacy = 1;
     if (now < end) {
         l->legacy_holder = 1;
-        m->h.note_legacy = 1;
         return busy(m, end - now);
     }
     if (!in->fleet_fresh && c->s.legacy.clock_server) {

@@ -526,16 +526,28 @@ typedef enum relock_scan_verdict {
     /* No live legacy lock, and the last legacy writer was seen before the
      * quiet window began: modern mode is safe. */
     RELOCK_SCAN_MODERN_SAFE,
-    /* As RELOCK_SCAN_MODERN_SAFE, but no upgraded client ever recorded a
-     * legacy writer (the marker key is absent): safe only if bridge clients
-     * have used these keys for the whole quiet window. */
+    /* No longer given: a scan without a sighting history says
+     * RELOCK_SCAN_NO_EVIDENCE (kept so that the values stay). */
     RELOCK_SCAN_MODERN_SAFE_UNSEEN,
     /* Nothing found blocks modern mode, but the walk stopped at its bound
      * before it saw every key: no conclusion. */
-    RELOCK_SCAN_INCOMPLETE
+    RELOCK_SCAN_INCOMPLETE,
+    /* Nothing found blocks modern mode, but upgraded clients have not yet
+     * watched for legacy writers for the whole quiet window (the watch
+     * marker is younger than it, or absent): no evidence yet. */
+    RELOCK_SCAN_NO_EVIDENCE
 } relock_scan_verdict;
 
-/* "stay-bridge", "modern-safe", "modern-safe-unseen", "incomplete". */
+/* The words a modern-mode acquire adds to its RELOCK_BUSY or
+ * RELOCK_TIMEOUT detail when the holder it met is a classic client (a
+ * live timestamp without a TTL): the emergency of docs/migration.md. */
+#define RELOCK_CLASSIC_HOLDER_NOTE                                                          \
+    " by a classic client (a live timestamp without a TTL): legacy clients are still "     \
+    "active beside modern mode, and they take modern values for expired -- go back to "   \
+    "bridge at once (migration.legacy_clients = true, docs/migration.md)"
+
+/* "stay-bridge", "modern-safe", "modern-safe-unseen", "incomplete",
+ * "no-evidence-yet". */
 RELOCK_EXTERN const char *relock_scan_verdict_name(relock_scan_verdict v);
 
 /* The most keys one relock_scan() examines; past it the result is
@@ -619,6 +631,38 @@ RELOCK_EXTERN const char *relock_scan_result_verdict_text(const relock_scan_resu
  * serving slots, so the counts and the verdict cover the whole keyspace;
  * 0 when the server is not a cluster node. */
 RELOCK_EXTERN int relock_scan_result_cluster_masters(const relock_scan_result *r);
+/* When upgraded clients began to watch for legacy writers (the watch
+ * marker, key_prefix + " relock:watching-since", or the first sighting if
+ * earlier), ms since the epoch; -1 unknown. */
+RELOCK_EXTERN long long relock_scan_result_watching_since_ms(const relock_scan_result *r);
+
+/* What a key's value looks like, whatever its class: the signatures of
+ * the lock libraries (docs/migration.md, relock scan). */
+typedef enum relock_key_signature {
+    RELOCK_SIG_TS_S = 0,    /* an integer timestamp in seconds (10 digits) */
+    RELOCK_SIG_TS_S_FRAC,   /* seconds with a fraction: the float-second clients */
+    RELOCK_SIG_TS_MS,       /* an integer timestamp in milliseconds (13 digits) */
+    RELOCK_SIG_NO_TTL_FLAG, /* a SETNX without TTL and without time: "true", "",
+                               "host:pid", a short owner string */
+    RELOCK_SIG_TOKEN,       /* 32 hex digits with a TTL: relock modern (or redis-py >= 3) */
+    RELOCK_SIG_OTHER_TOKEN, /* another string with a TTL: another library's token */
+    RELOCK_SIG_ZSET,        /* a sorted set (Symfony Lock) */
+    RELOCK_SIG_HASH,        /* a hash (Redisson, Cm_RedisSession) */
+    RELOCK_SIG_OTHER,       /* anything else */
+    RELOCK_SIG_COUNT
+} relock_key_signature;
+
+/* "ts-s", "ts-s-frac", "ts-ms", "setnx-no-ttl", "token", "other-token",
+ * "zset", "hash", "other". */
+RELOCK_EXTERN const char *relock_key_signature_name(relock_key_signature s);
+/* How many keys of the walk bore signature s (relock's own keys and keys
+ * gone meanwhile bear none). */
+RELOCK_EXTERN long long relock_scan_result_signature(const relock_scan_result *r,
+                                                     relock_key_signature s);
+/* The lock families whose keys the walk met, by signature and key name,
+ * one per line ("redis-mutex (RedisMutex:...): 3 keys, e.g. RedisMutex:job"),
+ * or "". */
+RELOCK_EXTERN const char *relock_scan_result_families(const relock_scan_result *r);
 
 /* The class relock_scan() counts a key in (the counters above). */
 typedef enum relock_key_class {

@@ -32,6 +32,10 @@
 extern long long relock__scan_max_keys;
 long long relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
 
+/* The lock families scan names (see family_of): the fixed ones and one per
+ * peer profile (peers.c), with room to spare. */
+#define FAMILIES_MAX 32
+
 /* The counters by the class of relock_scan_counter, and every string
  * whole (allocated at its length). */
 struct relock_scan_result {
@@ -50,6 +54,13 @@ struct relock_scan_result {
     char *verdict_text; /* NULL: no verdict (an error) */
     int cluster_masters;
     int nomem; /* an allocation failed during the walk */
+    long long sig[RELOCK_SIG_COUNT];
+    /* The families met (see families[]): keys, and the first key's name. */
+    long long fam_keys[FAMILIES_MAX];
+    char *fam_example[FAMILIES_MAX];
+    char *families_text;
+    char watch_key[RELOCK__PREFIX_MAX + 32];
+    long long watching_since_ms;
 };
 
 void relock_scan_result_free(relock_scan_result *r)
@@ -59,6 +70,9 @@ void relock_scan_result_free(relock_scan_result *r)
     free(r->legacy_example);
     free(r->match);
     free(r->verdict_text);
+    for (int i = 0; i < FAMILIES_MAX; i++)
+        free(r->fam_example[i]);
+    free(r->families_text);
     free(r);
 }
 
@@ -152,6 +166,47 @@ int relock_scan_result_cluster_masters(const relock_scan_result *r)
     return r ? r->cluster_masters : 0;
 }
 
+long long relock_scan_result_watching_since_ms(const relock_scan_result *r)
+{
+    return r ? r->watching_since_ms : -1;
+}
+
+long long relock_scan_result_signature(const relock_scan_result *r, relock_key_signature sig)
+{
+    return r && (int)sig >= 0 && sig < RELOCK_SIG_COUNT ? r->sig[sig] : 0;
+}
+
+const char *relock_scan_result_families(const relock_scan_result *r)
+{
+    return r && r->families_text ? r->families_text : "";
+}
+
+const char *relock_key_signature_name(relock_key_signature sig)
+{
+    switch (sig) {
+    case RELOCK_SIG_TS_S:
+        return "ts-s";
+    case RELOCK_SIG_TS_S_FRAC:
+        return "ts-s-frac";
+    case RELOCK_SIG_TS_MS:
+        return "ts-ms";
+    case RELOCK_SIG_NO_TTL_FLAG:
+        return "setnx-no-ttl";
+    case RELOCK_SIG_TOKEN:
+        return "token";
+    case RELOCK_SIG_OTHER_TOKEN:
+        return "other-token";
+    case RELOCK_SIG_ZSET:
+        return "zset";
+    case RELOCK_SIG_HASH:
+        return "hash";
+    case RELOCK_SIG_OTHER:
+    case RELOCK_SIG_COUNT:
+        break;
+    }
+    return "other";
+}
+
 /* Appends to a growing string; on a failed allocation sets r->nomem and
  * leaves the string as it was. */
 static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
@@ -185,6 +240,8 @@ const char *relock_scan_verdict_name(relock_scan_verdict v)
         return "modern-safe-unseen";
     case RELOCK_SCAN_INCOMPLETE:
         return "incomplete";
+    case RELOCK_SCAN_NO_EVIDENCE:
+        return "no-evidence-yet";
     }
     return "unknown";
 }
@@ -196,7 +253,8 @@ static int own_key(const char *k, size_t len)
     return memmem(k, len, RELOCK__FENCE_SUFFIX, sizeof RELOCK__FENCE_SUFFIX - 1) != NULL ||
            memmem(k, len, RELOCK__OWNER_SUFFIX, sizeof RELOCK__OWNER_SUFFIX - 1) != NULL ||
            memmem(k, len, RELOCK__BREAKS_SUFFIX, sizeof RELOCK__BREAKS_SUFFIX - 1) != NULL ||
-           memmem(k, len, RELOCK__MARKER_NAME, sizeof RELOCK__MARKER_NAME - 1) != NULL;
+           memmem(k, len, RELOCK__MARKER_NAME, sizeof RELOCK__MARKER_NAME - 1) != NULL ||
+           memmem(k, len, RELOCK__WATCH_NAME, sizeof RELOCK__WATCH_NAME - 1) != NULL;
 }
 
 static int wrong_type(const redisReply *r)
@@ -227,9 +285,10 @@ const char *relock_key_class_name(relock_key_class k)
 }
 
 /*
- * A timestamp is judged as legacy readers judge it: value V holds until
- * the clock passes V, i.e. it is expired once now >= V + 1 in its unit,
- * which its number of digits tells.
+ * A timestamp is judged as legacy readers judge it: an integer V holds
+ * until the clock passes V, i.e. it is expired once now >= V + 1 in its
+ * unit, which its number of digits tells; a fraction, written only by
+ * clients that compare fractions, once now >= V.
  */
 relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
                                      long long now_ms)
@@ -246,8 +305,209 @@ relock_key_class relock_key_classify(const char *value, size_t len, long long pt
         return RELOCK_KEY_UNKNOWN;
     if (pttl_ms >= 0)
         return RELOCK_KEY_BRIDGE;
-    long long end_ms = unit_ms ? v.ts + 1 : (v.ts + 1) * 1000;
+    relock__stamp st;
+    relock__value_stamp(&v, &st);
+    long long u = unit_ms ? 1 : 1000;
+    long long end_ms = v.frac ? relock__stamp_ms(&st, u, 1) : (v.ts + 1) * u;
     return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
+}
+
+/* ------------------------------------------------------------ signatures */
+
+/* "host:pid" (resque-scheduler) or "host|pid" (phpredis sessions): a
+ * word, the separator, digits. */
+static int host_pid(const char *v, size_t len, char sep)
+{
+    const char *at = len ? memchr(v, sep, len) : NULL;
+    if (!at || at == v || (size_t)(at - v) + 1 >= len)
+        return 0;
+    for (const char *p = at + 1; p < v + len; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
+}
+
+/* Laravel's owner: 16 letters and digits (Str::random(16)). */
+static int owner16(const char *v, size_t len)
+{
+    if (len != 16)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+              (v[i] >= '0' && v[i] <= '9')))
+            return 0;
+    return 1;
+}
+
+static relock_key_signature sign_string(const char *v, size_t len, long long pttl)
+{
+    relock__value val;
+    relock__classify(v, len, &val);
+    if (val.kind == RELOCK_VALUE_TIMESTAMP) {
+        int unit = relock__ts_unit_guess(val.ts_digits);
+        if (unit == 0)
+            return val.frac ? RELOCK_SIG_TS_S_FRAC : RELOCK_SIG_TS_S;
+        if (unit == 1 && !val.frac)
+            return RELOCK_SIG_TS_MS;
+    }
+    if (pttl >= 0)
+        return val.kind == RELOCK_VALUE_TOKEN ? RELOCK_SIG_TOKEN : RELOCK_SIG_OTHER_TOKEN;
+    if ((len == 4 && memcmp(v, "true", 4) == 0) || len == 0 || host_pid(v, len, ':') ||
+        host_pid(v, len, '|') || owner16(v, len))
+        return RELOCK_SIG_NO_TTL_FLAG;
+    return RELOCK_SIG_OTHER;
+}
+
+/* The families scan names, from the signature and the key (the templates
+ * of the peer profiles, peers.c, for the timestamp kinds). */
+enum {
+    FAM_BRIDGE = 0,
+    FAM_TOKEN,
+    FAM_CLASSIC_S,
+    FAM_FLOAT_S,
+    FAM_MS,
+    FAM_FLAG,
+    FAM_RESQUE_LOCK,
+    FAM_SCHEDULER,
+    FAM_SPRING,
+    FAM_LARAVEL0,
+    FAM_LARAVEL,
+    FAM_SHEDLOCK,
+    FAM_PHPREDIS,
+    FAM_OTHER_TOKEN,
+    FAM_ZSET,
+    FAM_HASH,
+    FAM_PEER /* + profile index */
+};
+
+static const char *const family_names[FAM_PEER] = {
+    "relock bridge (a timestamp with a TTL)",
+    "relock modern, or another 32-hex token (redis-py >= 3, python-redis-lock)",
+    "classic integer seconds (classic SETNX, resque-lock-timeout, Discourse)",
+    "float seconds (redis-py < 2.10, redis-mutex, redis-objects <= 1.4.1)",
+    "integer milliseconds (jedis-lock, ServiceStack.Redis, npm redis-lock 0.0.x)",
+    "SETNX without a TTL (resque-lock, Spring cache lock, Laravel with seconds = 0)",
+    "resque-lock (lock:<Job>-<args> = true)",
+    "resque-scheduler master lock (host:pid)",
+    "Spring Data Redis cache lock (<cache>~lock)",
+    "Laravel Cache::lock with seconds = 0 (16-character owner, no TTL)",
+    "Laravel Cache::lock (16-character owner)",
+    "ShedLock (ADDED:...)",
+    "phpredis session lock (host|pid)",
+    "another token lock with a TTL",
+    "Symfony Lock (a sorted set)",
+    "Redisson or Cm_RedisSession (a hash)",
+};
+
+/* Whether key (len bytes) fits a template "pre{name}post". */
+static int fits_template(const char *key, size_t len, const char *tmpl)
+{
+    const char *at = strstr(tmpl, "{name}");
+    if (!at)
+        return 0;
+    size_t pre = (size_t)(at - tmpl), post = strlen(at + 6);
+    if (pre + post == 0 || len <= pre + post)
+        return 0;
+    return memcmp(key, tmpl, pre) == 0 && memcmp(key + len - post, at + 6, post) == 0;
+}
+
+static int has_text(const char *key, size_t len, const char *text)
+{
+    return memmem(key, len, text, strlen(text)) != NULL;
+}
+
+static int family_of(relock_key_signature sig, const char *key, size_t keylen, const char *v,
+                     size_t vlen, long long pttl)
+{
+    switch (sig) {
+    case RELOCK_SIG_TS_S:
+    case RELOCK_SIG_TS_S_FRAC:
+    case RELOCK_SIG_TS_MS: {
+        if (pttl >= 0)
+            return FAM_BRIDGE;
+        int ms = sig == RELOCK_SIG_TS_MS, frac = sig == RELOCK_SIG_TS_S_FRAC;
+        for (int i = 0; i < relock__peer_count(); i++) {
+            const relock__peer *p = relock__peer_at(i);
+            if (p->unit_ms == ms && p->frac_values == frac &&
+                fits_template(key, keylen, p->key_template))
+                return FAM_PEER + i;
+        }
+        return ms ? FAM_MS : frac ? FAM_FLOAT_S : FAM_CLASSIC_S;
+    }
+    case RELOCK_SIG_NO_TTL_FLAG:
+        if (vlen == 4 && memcmp(v, "true", 4) == 0 && keylen > 5 && memcmp(key, "lock:", 5) == 0)
+            return FAM_RESQUE_LOCK;
+        if (host_pid(v, vlen, ':') && has_text(key, keylen, "scheduler_master_lock"))
+            return FAM_SCHEDULER;
+        if (vlen == 0 && keylen > 5 && memcmp(key + keylen - 5, "~lock", 5) == 0)
+            return FAM_SPRING;
+        if (owner16(v, vlen))
+            return FAM_LARAVEL0;
+        return FAM_FLAG;
+    case RELOCK_SIG_TOKEN:
+        return FAM_TOKEN;
+    case RELOCK_SIG_OTHER_TOKEN:
+        if (owner16(v, vlen))
+            return FAM_LARAVEL;
+        if (vlen > 6 && memcmp(v, "ADDED:", 6) == 0)
+            return FAM_SHEDLOCK;
+        if (host_pid(v, vlen, '|'))
+            return FAM_PHPREDIS;
+        return FAM_OTHER_TOKEN;
+    case RELOCK_SIG_ZSET:
+        return FAM_ZSET;
+    case RELOCK_SIG_HASH:
+        return FAM_HASH;
+    case RELOCK_SIG_OTHER:
+    case RELOCK_SIG_COUNT:
+        break;
+    }
+    return -1;
+}
+
+/* Counts a key under its signature and family. */
+static void note_signature(relock_scan_result *out, relock_key_signature sig, const char *key,
+                           size_t keylen, const char *v, size_t vlen, long long pttl)
+{
+    out->sig[sig]++;
+    int f = family_of(sig, key, keylen, v, vlen, pttl);
+    if (f < 0 || f >= FAMILIES_MAX)
+        return;
+    if (out->fam_keys[f]++ == 0) {
+        out->fam_example[f] = malloc(keylen + 1);
+        if (!out->fam_example[f]) {
+            out->nomem = 1;
+            return;
+        }
+        memcpy(out->fam_example[f], key, keylen);
+        out->fam_example[f][keylen] = '\0';
+    }
+}
+
+static const char *family_name(int f, char *buf, size_t len)
+{
+    if (f < FAM_PEER)
+        return family_names[f];
+    const relock__peer *p = relock__peer_at(f - FAM_PEER);
+    const char *at = strstr(p->key_template, "{name}");
+    snprintf(buf, len, "%s (%.*s<name>%s)", p->family, (int)(at - p->key_template),
+             p->key_template, at + 6);
+    return buf;
+}
+
+static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The families met, one per line. */
+static void describe_families(relock_scan_result *out)
+{
+    char buf[160];
+    for (int f = 0; f < FAMILIES_MAX; f++)
+        if (out->fam_keys[f] && (f < FAM_PEER || relock__peer_at(f - FAM_PEER)))
+            text_addf(out, &out->families_text, "%s%s: %lld key%s, e.g. %s",
+                      out->families_text ? "\n" : "", family_name(f, buf, sizeof buf),
+                      out->fam_keys[f], out->fam_keys[f] == 1 ? "" : "s",
+                      out->fam_example[f] ? out->fam_example[f] : "");
 }
 
 /* One walk: the counts, and whom to tell of each key. */
@@ -274,6 +534,8 @@ static void count_value(walk *w, const char *key, size_t keylen, const redisRepl
         return;
     }
     relock_key_class k = relock_key_classify(get->str, get->len, ttl, now_ms);
+    note_signature(out, sign_string(get->str, get->len, ttl), key, keylen, get->str, get->len,
+                   ttl);
     tell(w, k, key, keylen);
     switch (k) {
     case RELOCK_KEY_MODERN:
@@ -360,6 +622,7 @@ static relock_status read_batch(relock_client *c, redisReply **keys, size_t n, w
         redisReply *get = gv, *ttl = tv;
         if (wrong_type(get)) {
             out->other_types++;
+            sent[i] = 2; /* its type is asked below */
             tell(w, RELOCK_KEY_OTHER_TYPE, keys[i]->str, keys[i]->len);
         } else if (get->type != REDIS_REPLY_STRING && get->type != REDIS_REPLY_NIL) {
             if (bad == RELOCK_OK)
@@ -375,6 +638,22 @@ static relock_status read_batch(relock_client *c, redisReply **keys, size_t n, w
         }
         freeReplyObject(get);
         freeReplyObject(ttl);
+    }
+    /* The keys that are not strings: their type tells a sorted-set lock
+     * (Symfony) and a hash lock (Redisson, Cm_RedisSession) apart. */
+    for (size_t i = 0; i < n && bad == RELOCK_OK; i++) {
+        if (sent[i] != 2)
+            continue;
+        redisReply *t = relock__commandf(c, NULL, "TYPE %b", keys[i]->str, keys[i]->len);
+        if (!t)
+            return c->err.pub.status;
+        relock_key_signature sig = RELOCK_SIG_OTHER;
+        if (t->type == REDIS_REPLY_STATUS && strcmp(t->str, "zset") == 0)
+            sig = RELOCK_SIG_ZSET;
+        else if (t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0)
+            sig = RELOCK_SIG_HASH;
+        freeReplyObject(t);
+        note_signature(out, sig, keys[i]->str, keys[i]->len, "", 0, -1);
     }
     return bad;
 }
@@ -481,6 +760,30 @@ static relock_status walk_keys(relock_client *c, const char *match, walk *w)
     return st;
 }
 
+/* Reads the watch marker: when upgraded clients began to watch for legacy
+ * writers (SETNX by the first of them, marker.c).  Anything but a time in
+ * ms counts as unknown: no evidence. */
+static relock_status read_watch(relock_client *c, relock_scan_result *out)
+{
+    const char *argv[] = {"GET", out->watch_key};
+    size_t lens[] = {3, strlen(out->watch_key)};
+    redisReply *r = relock__command(c, NULL, 2, argv, lens);
+    if (!r)
+        return c->err.pub.status;
+    relock_status st = RELOCK_OK;
+    if (r->type == REDIS_REPLY_STRING) {
+        relock__value v;
+        relock__classify(r->str, r->len, &v);
+        if (v.kind == RELOCK_VALUE_TIMESTAMP && !v.has_suffix && !v.frac &&
+            relock__ts_unit_guess(v.ts_digits) == 1)
+            out->watching_since_ms = v.ts;
+    } else if (r->type != REDIS_REPLY_NIL && !wrong_type(r)) {
+        st = RELOCK__BAD_REPLY(c, "GET (watch marker)", r);
+    }
+    freeReplyObject(r);
+    return st;
+}
+
 /* Reads the marker: a decimal time in ms (13 digits for present-day
  * dates).  Anything else is unreadable, which the verdict treats as a
  * recent sighting rather than guess. */
@@ -497,7 +800,7 @@ static relock_status read_marker(relock_client *c, relock_scan_result *out)
     } else if (r->type == REDIS_REPLY_STRING) {
         relock__value v;
         relock__classify(r->str, r->len, &v);
-        if (v.kind == RELOCK_VALUE_TIMESTAMP && !v.has_suffix &&
+        if (v.kind == RELOCK_VALUE_TIMESTAMP && !v.has_suffix && !v.frac &&
             relock__ts_unit_guess(v.ts_digits) == 1)
             out->legacy_seen_ms = v.ts;
         else
@@ -592,18 +895,53 @@ static void judge(const relock_client *c, relock_scan_result *out)
                  " (%lld expired legacy key%s of dead holders do not block: modern clients "
                  "take them over)",
                  out->stale, out->stale == 1 ? "" : "s");
-    if (out->legacy_seen_ms < 0) {
-        out->verdict = RELOCK_SCAN_MODERN_SAFE_UNSEEN;
-        text_addf(out, t,
-                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s "
-                  "and no legacy writer ever recorded -- but the marker key \"%s\" was never "
-                  "written, which only shows that no upgraded client met a legacy writer: be "
-                  "sure bridge clients have used these locks for the whole quiet window (%s) "
-                  "before switching",
-                  stale, out->marker_key, window);
+    /* A sighting shows that someone was watching then, also before the
+     * watch marker existed. */
+    if (out->legacy_seen_ms >= 0 &&
+        (out->watching_since_ms < 0 || out->legacy_seen_ms < out->watching_since_ms))
+        out->watching_since_ms = out->legacy_seen_ms;
+    if (out->watching_since_ms < 0 ||
+        out->now_ms - out->watching_since_ms < out->quiet_window_ms) {
+        /* Silence proves something only after a whole window of watching. */
+        out->verdict = RELOCK_SCAN_NO_EVIDENCE;
+        text_addf(out, t, "no evidence yet: modern mode is NOT known to be safe; no live legacy "
+                          "lock%s, ",
+                  stale);
+        if (out->watching_since_ms < 0) {
+            text_addf(out, t,
+                      "but no upgraded client has recorded that it watches for legacy writers "
+                      "(\"%s\" absent): run bridge clients on these locks for the quiet window "
+                      "(%s) and scan again",
+                      out->watch_key, window);
+        } else {
+            char since[128], left[32];
+            long long saved = out->legacy_seen_ms;
+            out->legacy_seen_ms = out->watching_since_ms;
+            fmt_sighting(out, since, sizeof since);
+            out->legacy_seen_ms = saved;
+            relockx_format_duration(out->quiet_window_ms -
+                                        (out->now_ms - out->watching_since_ms),
+                                    left, sizeof left);
+            text_addf(out, t,
+                      "but upgraded clients have watched for legacy writers only since %s, "
+                      "less than the quiet window of %s (%s to go)",
+                      since, window, left);
+        }
         return;
     }
     out->verdict = RELOCK_SCAN_MODERN_SAFE;
+    if (out->legacy_seen_ms < 0) {
+        char since[128];
+        out->legacy_seen_ms = out->watching_since_ms;
+        fmt_sighting(out, since, sizeof since);
+        out->legacy_seen_ms = -1;
+        text_addf(out, t,
+                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, "
+                  "and no legacy writer met since upgraded clients began watching %s, longer "
+                  "than the quiet window of %s",
+                  stale, since, window);
+        return;
+    }
     text_addf(out, t,
               "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
               "the last legacy writer was seen %s, before the quiet window of %s",
@@ -651,10 +989,12 @@ static relock_status scan(relock_client *c, const char *match, relock_scan_key_f
                           relock_scan_result *out)
 {
     out->legacy_seen_ms = -1;
+    out->watching_since_ms = -1;
     out->now_ms = -1;
     out->verdict = RELOCK_SCAN_INCOMPLETE;
     out->quiet_window_ms = c->s.migration.quiet_window_ms;
-    if (relock__marker_key(c->s.key_prefix, out->marker_key, sizeof out->marker_key) != 0)
+    if (relock__marker_key(c->s.key_prefix, out->marker_key, sizeof out->marker_key) != 0 ||
+        relock__watch_key(c->s.key_prefix, out->watch_key, sizeof out->watch_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: key_prefix too long");
     if (match && !*match)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: empty pattern");
@@ -701,9 +1041,16 @@ static relock_status scan(relock_client *c, const char *match, relock_scan_key_f
      * while we walked counts too. */
     if (st == RELOCK_OK)
         st = read_marker(c, out);
+    if (st == RELOCK_OK) {
+        if (out->cluster_masters > 0)
+            st = relock__cluster_route(c, out->watch_key);
+        if (st == RELOCK_OK)
+            st = read_watch(c, out);
+    }
     if (st != RELOCK_OK)
         return st;
     out->now_ms = relock__wall_ms();
+    describe_families(out);
     judge(c, out);
     return RELOCK_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * Classifying what a lock key holds (design.md §4.2): a decimal expiry
- * timestamp, optionally followed by ":token" (legacy and bridge values), a
+ * timestamp, optionally followed by ":token" (legacy and bridge values) or
+ * by a fraction (the float-second peers, docs/legacy.md), a
  * 32-character lowercase hex token (modern values), or neither.
  */
 #include <string.h>
@@ -36,14 +37,38 @@ void relock__classify(const char *v, size_t len, relock__value *out)
     /* 18 digits still fit a long long; no present-day time needs more. */
     /* The suffix, if any, is ":" and a token (bridge.value_suffix). */
     int suffix_ok = digits < len && v[digits] == ':' && is_token(v + digits + 1, len - digits - 1);
-    if (digits > 0 && digits <= 18 && (digits == len || suffix_ok)) {
+    /* Or a fraction: the float-second peers write "1795812032.47337". */
+    size_t fdigits = 0;
+    if (digits < len && v[digits] == '.')
+        while (digits + 1 + fdigits < len && v[digits + 1 + fdigits] >= '0' &&
+               v[digits + 1 + fdigits] <= '9')
+            fdigits++;
+    int frac_ok = fdigits > 0 && fdigits <= 18 && digits + 1 + fdigits == len;
+    if (digits > 0 && digits <= 18 && (digits == len || suffix_ok || frac_ok)) {
         long long ts = 0;
         for (size_t i = 0; i < digits; i++)
             ts = ts * 10 + (v[i] - '0');
         out->kind = RELOCK_VALUE_TIMESTAMP;
         out->ts = ts;
         out->ts_digits = (int)digits;
-        out->has_suffix = digits < len;
+        out->has_suffix = suffix_ok;
+        out->frac_den = 1;
+        if (frac_ok) {
+            /* Nine digits are a nanosecond of a second: the rest only
+             * rounds the fraction up (never down, which would end the
+             * value early). */
+            const char *f = v + digits + 1;
+            out->frac = 1;
+            for (size_t i = 0; i < fdigits && i < 9; i++) {
+                out->frac_num = out->frac_num * 10 + (f[i] - '0');
+                out->frac_den *= 10;
+            }
+            for (size_t i = 9; i < fdigits; i++)
+                if (f[i] != '0') {
+                    out->frac_num++;
+                    break;
+                }
+        }
         return;
     }
     if (is_token(v, len))
@@ -59,4 +84,12 @@ int relock__ts_unit_guess(int ndigits)
     if (ndigits == 13)
         return 1;
     return -1;
+}
+
+void relock__value_stamp(const relock__value *v, relock__stamp *out)
+{
+    out->ts = v->ts;
+    out->frac = v->frac;
+    out->frac_num = v->frac_num;
+    out->frac_den = v->frac_den > 0 ? v->frac_den : 1;
 }

@@ -153,6 +153,12 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
         if (st != RELOCK_OK)
             return st;
     }
+    /* Bridge and modern clients watch for legacy writers (the marker);
+     * scan trusts their silence only after a whole window of it.  Before
+     * the attempts: in a Cluster the marker's slot may be another node's,
+     * and each attempt routes to the lock's own. */
+    if (!c->q && (c->mode == RELOCK_MODE_BRIDGE || c->mode == RELOCK_MODE_MODERN))
+        relock__note_watching(c);
     for (unsigned attempt = 0;; attempt++) {
         long hint = -1; /* the attempt's hint: at most about 24 days */
         l->legacy_holder = 0;
@@ -189,13 +195,19 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
             in.left_ms = left_ms(deadline);
             p = relock__wait_plan_next(&in);
         }
+        /* A modern client that meets a live classic holder: legacy clients
+         * are still active, and they take modern values for expired.  The
+         * detail says so; the command line prints it at once. */
+        const char *classic = c->mode == RELOCK_MODE_MODERN && l->legacy_holder
+                                  ? RELOCK_CLASSIC_HOLDER_NOTE
+                                  : "";
         if (p.act == RELOCK__WAIT_BUSY) {
-            st = RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
+            st = RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
             break;
         }
         if (p.act == RELOCK__WAIT_TIMEOUT) {
-            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms",
-                              l->name, wait_ms);
+            st = RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s",
+                              l->name, wait_ms, classic);
             break;
         }
         if (p.act == RELOCK__WAIT_SLEEP)

@@ -2334,10 +2334,13 @@ static void plan(aop *op, int after_subscribe)
         in.left_ms = left_ms(op->deadline);
         p = relock__wait_plan_next(&in);
     }
+    /* A modern client meeting a live classic holder says so (wait.c). */
+    const char *classic =
+        c->mode == RELOCK_MODE_MODERN && l->legacy_holder ? RELOCK_CLASSIC_HOLDER_NOTE : "";
     switch (p.act) {
     case RELOCK__WAIT_BUSY:
         relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held", l->name);
+        RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
         free(op->err);
         op->err = NULL;
         err_save(op);
@@ -2345,8 +2348,8 @@ static void plan(aop *op, int after_subscribe)
         return;
     case RELOCK__WAIT_TIMEOUT:
         relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms", l->name,
-                     op->wait_ms);
+        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
+                     op->wait_ms, classic);
         free(op->err);
         op->err = NULL;
         err_save(op);

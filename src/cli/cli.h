@@ -38,6 +38,12 @@ extern int cli_json;
 void cli_json_finish(int code);
 /* Writes s as the body of a JSON string (no quotes) on f. */
 void cli_json_str(FILE *f, const char *s);
+/* One relock_acquire() for the commands that take a lock (cli_acquire()):
+ * in modern mode a wait starts with one attempt that does not wait, so
+ * that a classic holder met is said on stderr at once rather than at the
+ * end of the wait (scan.c: the migration's emergency). */
+relock_status cli_acquire_once(relock_client *c, const char *cmd, const char *name, long long ttl_ms,
+                               long long wait_ms, relock_lock **l);
 /* After getopt_long() (opterr = 0) refused an option: prints the one-line
  * error, a missing value or an unknown option, for command cmd (NULL: the
  * top level), naming the option as the user wrote it. */
@@ -110,8 +116,8 @@ int cli_lease_too_short(relock_client *c, relock_lock *l, long long ttl_ms, long
  * a bounded wait (wait_ms, or the configured one) runs out, as a held lock
  * would be waited for; an unbounded wait fails at once, as on one server,
  * so that servers all down are said. */
-relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *name, long long ttl_ms,
-                          long long wait_ms, relock_lock **l);
+relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *cmd, const char *name,
+                          long long ttl_ms, long long wait_ms, relock_lock **l);
 /* -v: says on stderr who holds NAME (value, fence, when its key ends,
  * owner), from a look at the key. */
 void cli_say_holder(relock_client *c, const char *cmd, const char *name);

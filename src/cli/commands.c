@@ -464,8 +464,8 @@ int cli_renewed_ttl_refused(const char *cmd, long long ttl_ms)
     return EXIT_USAGE;
 }
 
-relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *name, long long ttl_ms,
-                          long long wait_ms, relock_lock **l)
+relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *cmd, const char *name,
+                          long long ttl_ms, long long wait_ms, relock_lock **l)
 {
     long long bound = wait_ms == RELOCK_WAIT_DEFAULT ? relock_config_wait_ms(ctx->cfg) : wait_ms;
     int quorum = strncmp(relock_client_mode_reason(c), "quorum over ", 12) == 0;
@@ -477,7 +477,7 @@ relock_status cli_acquire(cli_ctx *ctx, relock_client *c, const char *name, long
             if (left < 0)
                 left = 0;
         }
-        relock_status st = relock_acquire(c, name, ttl_ms, wait_ms == RELOCK_WAIT_DEFAULT &&
+        relock_status st = cli_acquire_once(c, cmd, name, ttl_ms, wait_ms == RELOCK_WAIT_DEFAULT &&
                                                                    bound <= 0
                                                                ? wait_ms
                                                                : left,
@@ -513,7 +513,7 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
     relock_lock *l = NULL;
     long long t0 = mono_ms();
     cli_progress *progress = cli_progress_start(ctx, "acquire", name, o.verbose);
-    relock_status st = cli_acquire(ctx, c, name, o.ttl_ms, o.wait_ms, &l);
+    relock_status st = cli_acquire(ctx, c, "acquire", name, o.ttl_ms, o.wait_ms, &l);
     cli_progress_stop(progress);
     long long waited = mono_ms() - t0;
     if (st == RELOCK_OK) {
@@ -831,9 +831,12 @@ const char *cli_name_of(cli_ctx *ctx, const char *cmd, const char *arg, int by_k
 }
 
 /* Legacy readers hold timestamp V until their clock passes V: one unit
- * after the time V names. */
+ * after the time V names; a fraction, written by clients that compare
+ * fractions, until V itself. */
 static long long held_until(const relock_inspect_info *in)
 {
+    if (strchr(relock_inspect_info_value(in, NULL), '.'))
+        return relock_inspect_info_ts_ms(in);
     return relock_inspect_info_ts_ms(in) + (relock_inspect_info_ts_unit_ms(in) ? 1 : 1000);
 }
 

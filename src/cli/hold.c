@@ -264,7 +264,7 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     hold_signal = 0;
     relock_client_cancel_on(c, &hold_signal);
     cli_progress *progress = cli_progress_start(ctx, "hold", name, o.verbose);
-    relock_status st = cli_acquire(ctx, c, name, ttl_ms, o.wait_ms, &l);
+    relock_status st = cli_acquire(ctx, c, "hold", name, ttl_ms, o.wait_ms, &l);
     cli_progress_stop(progress);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     relock_client_cancel_on(c, NULL);

@@ -344,7 +344,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     relock_lock *l = NULL;
     long long t0 = mono_ms();
     cli_progress *progress = cli_progress_start(ctx, "run", name, o.verbose);
-    relock_status st = cli_acquire(ctx, c, name, ttl_ms, wait_ms, &l);
+    relock_status st = cli_acquire(ctx, c, "run", name, ttl_ms, wait_ms, &l);
     cli_progress_stop(progress);
     if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
         if (!o.quiet)

@@ -14,7 +14,7 @@
 #include "cli.h"
 
 const char help_scan[] =
-    "usage: relock scan [--json] [--keys [--limit N]] [--match PATTERN]\n"
+    "usage: relock scan [--json] [--keys [--limit N]] [--match PATTERN] [--check]\n"
     "Migration audit: walk the lock keys (SCAN; KEYS on servers before 2.8 with at\n"
     "most 10000 keys), count them by the client that wrote them, show when a legacy\n"
     "writer was last seen, and say whether modern mode is safe (docs/migration.md).\n"
@@ -25,9 +25,12 @@ const char help_scan[] =
     "                   stale, unknown, other), to inspect or break them\n"
     "  --limit N        with --keys: at most N keys per class (default 100); the\n"
     "                   output says how many more there were\n"
-    "Exit: 0 scanned (whatever the verdict), 2 usage or configuration error,\n"
-    "4 server unreachable, protocol error, or a server without SCAN holding more\n"
-    "than 10000 keys.\n";
+    "  --check          exit status from the verdict, for monitoring: 0 modern is\n"
+    "                   safe, 1 no evidence yet or no conclusion, 3 stay in bridge\n"
+    "                   (legacy clients are active)\n"
+    "Exit: 0 scanned (whatever the verdict, without --check), 2 usage or\n"
+    "configuration error, 4 server unreachable, protocol error, or a server\n"
+    "without SCAN holding more than 10000 keys.\n";
 
 /* The length of the well-formed UTF-8 sequence at s (RFC 3629: no
  * overlong forms, no surrogates), or 0. */
@@ -343,6 +346,27 @@ static void print_json(const relock_scan_result *r, const listing *ls)
            relock_scan_result_quiet_window_ms(r), relock_scan_result_now_ms(r),
            relock_scan_verdict_name(relock_scan_result_verdict(r)));
     json_str(relock_scan_result_verdict_text(r));
+    if (relock_scan_result_watching_since_ms(r) >= 0)
+        printf(",\"watching_since_ms\":%lld", relock_scan_result_watching_since_ms(r));
+    else
+        printf(",\"watching_since_ms\":null");
+    printf(",\"signatures\":{");
+    for (int i = 0; i < RELOCK_SIG_COUNT; i++)
+        printf("%s\"%s\":%lld", i ? "," : "", relock_key_signature_name((relock_key_signature)i),
+               relock_scan_result_signature(r, (relock_key_signature)i));
+    printf("},\"families\":[");
+    /* One string per family, as the text output's lines. */
+    const char *f = relock_scan_result_families(r);
+    for (int first = 1; *f; first = 0) {
+        size_t n = strcspn(f, "\n");
+        char *one = strndup(f, n);
+        if (!first)
+            putchar(',');
+        json_str(one ? one : "");
+        free(one);
+        f += n + (f[n] == '\n');
+    }
+    printf("]");
     if (ls)
         print_json_keys(r, ls);
     printf("}\n");
@@ -393,13 +417,46 @@ static void print_text(const relock_scan_result *r, const listing *ls)
     } else {
         printf("legacy seen: never (marker \"%s\" absent)\n", relock_scan_result_marker_key(r));
     }
+    long long since = relock_scan_result_watching_since_ms(r);
+    if (since >= 0) {
+        char when[64], age[32];
+        fmt_time(since, when, sizeof when);
+        long long d = relock_scan_result_now_ms(r) - since;
+        relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
+        printf("watching:    since %s (%s %s)\n", when, age, d >= 0 ? "ago" : "ahead of this clock");
+    } else {
+        printf("watching:    not recorded (no upgraded client has yet said it watches)\n");
+    }
     char window[32];
     relockx_format_duration(relock_scan_result_quiet_window_ms(r), window, sizeof window);
     printf("window:      %s (migration.quiet_window_ms = %lld)\n", window,
            relock_scan_result_quiet_window_ms(r));
+    const char *fam = relock_scan_result_families(r);
+    if (*fam) {
+        printf("families:\n");
+        for (const char *p = fam; *p;) {
+            size_t n = strcspn(p, "\n");
+            printf("  %.*s\n", (int)n, p);
+            p += n + (p[n] == '\n');
+        }
+    }
     printf("verdict:     %s\n", relock_scan_result_verdict_text(r));
     if (relock_scan_result_verdict(r) == RELOCK_SCAN_INCOMPLETE)
         printf("             (--match narrows the pattern)\n");
+}
+
+relock_status cli_acquire_once(relock_client *c, const char *cmd, const char *name, long long ttl_ms,
+                               long long wait_ms, relock_lock **l)
+{
+    if (wait_ms == 0 || relock_client_mode(c) != RELOCK_MODE_MODERN)
+        return relock_acquire(c, name, ttl_ms, wait_ms, l);
+    relock_status st = relock_acquire(c, name, ttl_ms, 0, l);
+    if (st != RELOCK_BUSY)
+        return st;
+    const char *msg = relock_client_error(c)->message;
+    if (strstr(msg, RELOCK_CLASSIC_HOLDER_NOTE))
+        cli_error("%s: %s; waiting", cmd, msg);
+    return relock_acquire(c, name, ttl_ms, wait_ms, l);
 }
 
 int cmd_scan(cli_ctx *ctx, int argc, char **argv)
@@ -409,8 +466,9 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
                                              {"match", required_argument, NULL, 'M'},
                                              {"keys", no_argument, NULL, 'K'},
                                              {"limit", required_argument, NULL, 'L'},
+                                             {"check", no_argument, NULL, 'C'},
                                              {NULL, 0, NULL, 0}};
-    int json = 0, keys = 0;
+    int json = 0, keys = 0, check = 0;
     const char *match = NULL;
     const char *limit_arg = NULL;
     static const char optstring[] = "+h";
@@ -425,6 +483,9 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
             break;
         case 'K':
             keys = 1;
+            break;
+        case 'C':
+            check = 1;
             break;
         case 'L':
             limit_arg = optarg;
@@ -498,8 +559,13 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         print_json(res, keys ? &ls : NULL);
     else
         print_text(res, keys ? &ls : NULL);
+    relock_scan_verdict v = relock_scan_result_verdict(res);
     relock_scan_result_free(res);
     listing_free(&ls);
     relock_client_free(c);
-    return 0;
+    if (!check)
+        return 0;
+    /* For monitoring: live or recent legacy writers are the emergency of
+     * a fleet in modern mode (docs/migration.md). */
+    return v == RELOCK_SCAN_MODERN_SAFE ? 0 : v == RELOCK_SCAN_STAY_BRIDGE ? EXIT_LOST : 1;
 }

@@ -174,7 +174,7 @@ static void check_scan(relock_status st, const relock_scan_result *r)
 {
     FZ_CHECK(r != NULL || st == RELOCK_ENOMEM);
     relock_scan_verdict verdict = relock_scan_result_verdict(r);
-    FZ_CHECK(verdict >= RELOCK_SCAN_STAY_BRIDGE && verdict <= RELOCK_SCAN_INCOMPLETE);
+    FZ_CHECK(verdict >= RELOCK_SCAN_STAY_BRIDGE && verdict <= RELOCK_SCAN_NO_EVIDENCE);
     size_t len = 0;
     const char *ex = relock_scan_result_legacy_example(r, &len);
     FZ_CHECK(ex && ex[len] == '\0');

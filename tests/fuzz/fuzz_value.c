@@ -55,7 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         digits++;
     /* A timestamp's suffix, if any, is ':' and a token (design.md §4.2). */
     int suffix = digits < size && data[digits] == ':' && is_token(data + digits + 1, size - digits - 1);
-    int ts = digits >= 1 && digits <= 18 && (digits == size || suffix);
+    /* Or a fraction: '.' and 1 to 18 digits to the end (float-second peers). */
+    size_t fdigits = 0;
+    if (digits < size && data[digits] == '.')
+        while (digits + 1 + fdigits < size && is_digit(data[digits + 1 + fdigits]))
+            fdigits++;
+    int frac = fdigits >= 1 && fdigits <= 18 && digits + 1 + fdigits == size;
+    int ts = digits >= 1 && digits <= 18 && (digits == size || suffix || frac);
     int token = is_token(data, size);
 
     if (ts) {
@@ -65,7 +71,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             want = want * 10 + (data[i] - '0');
         FZ_CHECK(v.ts == want && v.ts >= 0);
         FZ_CHECK(v.ts_digits == (int)digits);
-        FZ_CHECK(v.has_suffix == (digits < size));
+        FZ_CHECK(v.has_suffix == suffix);
+        FZ_CHECK(v.frac == frac);
+        /* The fraction never ends a value early: num / den <= 1, and 0
+         * exactly when every digit is 0. */
+        FZ_CHECK(v.frac_den >= 1 && v.frac_num >= 0 && v.frac_num <= v.frac_den);
         check_unit_guess(v.ts_digits);
     } else if (token) {
         FZ_CHECK_MSG(v.kind == RELOCK_VALUE_TOKEN, "kind %d", (int)v.kind);

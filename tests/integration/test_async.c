@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -377,6 +378,36 @@ static void free_from_cb(relock_async *a, relock_status st, relock_lock *l, cons
         to_free = NULL;
         relock_async_free(x); /* from within a callback of its own */
     }
+}
+
+/* A modern client meeting a live classic holder says so in the detail,
+ * as the blocking client does (migration.md: the emergency). */
+static void test_classic_holder_said(void **state)
+{
+    (void)state;
+    if (!testsrv_mode_runs("modern"))
+        skip();
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = client(&lp, "modern", "classic:");
+    redisContext *r = raw();
+    redisReply *x = redisCommand(r, "SET classic:k %lld", (long long)time(NULL) + 60);
+    freeReplyObject(x);
+    outcome o = {0};
+    assert_int_equal(relock_async_acquire(a, "k", 5000, 0, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 5000), 1);
+    assert_int_equal(o.st, RELOCK_BUSY);
+    assert_non_null(strstr(o.msg, "lock k is held" RELOCK_CLASSIC_HOLDER_NOTE));
+    memset(&o, 0, sizeof o);
+    assert_int_equal(relock_async_acquire(a, "k", 5000, 300, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 5000), 1);
+    assert_int_equal(o.st, RELOCK_TIMEOUT);
+    assert_non_null(strstr(o.msg, "still held after 300 ms by a classic client"));
+    x = redisCommand(r, "DEL classic:k");
+    freeReplyObject(x);
+    redisFree(r);
+    relock_async_free(a);
+    loop_fini();
 }
 
 static void test_free_in_flight(void **state)
@@ -963,6 +994,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_in_flight), cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cancel),         cmocka_unit_test(test_free_in_flight),
+        cmocka_unit_test(test_classic_holder_said),
         cmocka_unit_test(test_dead_holder),    cmocka_unit_test(test_stalled_server),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),

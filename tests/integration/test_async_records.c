@@ -454,6 +454,13 @@ static void test_durable_reconnect(void **state)
     assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
     relock_config_free(cfg);
     relock_lock *l = NULL;
+    /* A first lock of another name: the client's one-time write of the
+     * watch marker (scan's evidence) then lies behind it, and the fault
+     * below meets the acquire's own first reply. */
+    assert_int_equal(relock_try_acquire(c, "adur-rc-first", 5000, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    l = NULL;
     v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
     free(v);
     relock_status st = relock_try_acquire(c, "adur-rc", 5000, &l);

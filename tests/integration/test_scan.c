@@ -146,6 +146,9 @@ typedef struct scan_view {
     relock_scan_verdict verdict;
     char verdict_text[8192];
     int cluster_masters;
+    long long sig[RELOCK_SIG_COUNT];
+    char families[8192];
+    long long watching_since_ms;
 } scan_view;
 
 static void copy_text(char *dst, size_t cap, const char *src)
@@ -185,6 +188,10 @@ static relock_status scan_view_run(relock_client *c, const char *match, scan_vie
     v->verdict = relock_scan_result_verdict(r);
     copy_text(v->verdict_text, sizeof v->verdict_text, relock_scan_result_verdict_text(r));
     v->cluster_masters = relock_scan_result_cluster_masters(r);
+    for (int i = 0; i < RELOCK_SIG_COUNT; i++)
+        v->sig[i] = relock_scan_result_signature(r, (relock_key_signature)i);
+    copy_text(v->families, sizeof v->families, relock_scan_result_families(r));
+    v->watching_since_ms = relock_scan_result_watching_since_ms(r);
     relock_scan_result_free(r);
     return st;
 }
@@ -331,7 +338,9 @@ static void test_old_sighting_modern_safe(void **state)
     relock_client_free(c);
 }
 
-/* (iv) Never seen: modern is safe, with the caveat said plainly. */
+/* (iv) Never seen: no evidence until upgraded clients have watched for
+ * the whole window (the watch marker); then modern is safe.  An absent
+ * marker alone used to read "modern is safe". */
 static void test_never_seen_modern_with_caveat(void **state)
 {
     (void)state;
@@ -341,12 +350,29 @@ static void test_never_seen_modern_with_caveat(void **state)
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
     assert_int_equal(r.legacy_seen_ms, -1);
-    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE_UNSEEN);
-    assert_string_equal(relock_scan_verdict_name(r.verdict), "modern-safe-unseen");
-    assert_has(r.verdict_text, "modern is safe: set migration.legacy_clients = false");
-    assert_has(r.verdict_text, "was never written");
-    assert_has(r.verdict_text, "no upgraded client met a legacy writer");
-    assert_has(r.verdict_text, "whole quiet window (7d)");
+    assert_int_equal(r.watching_since_ms, -1);
+    assert_int_equal(r.verdict, RELOCK_SCAN_NO_EVIDENCE);
+    assert_string_equal(relock_scan_verdict_name(r.verdict), "no-evidence-yet");
+    assert_has(r.verdict_text, "no evidence yet: modern mode is NOT known to be safe");
+    assert_has(r.verdict_text, "app: relock:watching-since\" absent");
+    assert_has(r.verdict_text, "quiet window (7d)");
+    assert_null(strstr(r.verdict_text, "modern is safe"));
+    /* Watched for a day: still no evidence, and how long to go. */
+    char key[RELOCK__KEY_MAX];
+    assert_int_equal(relock__watch_key(PREFIX, key, sizeof key), 0);
+    cmd("SET %s %lld", key, wall_ms() - DAY_MS - 1000);
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.skipped, e.skipped + 1); /* the watch marker is relock's own */
+    assert_int_equal(r.verdict, RELOCK_SCAN_NO_EVIDENCE);
+    /* "(5d 23h to go)": the milliseconds since the marker was set count. */
+    assert_has(r.verdict_text, "(1d ago), less than the quiet window of 7d (5d 23h to go)");
+    /* Watched for eight days without a sighting: safe. */
+    cmd("SET %s %lld", key, wall_ms() - 8 * DAY_MS);
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE);
+    assert_has(r.verdict_text, "no legacy writer met since upgraded clients began watching");
+    assert_has(r.verdict_text, "(8d ago), longer than the quiet window of 7d");
+    cmd("DEL %s", key);
     relock_client_free(c);
 }
 
@@ -441,7 +467,7 @@ static void test_match_and_bad_arguments(void **state)
     scan_ok(c, "nothing-matches-*", &r);
     assert_int_equal(r.examined, 0);
     assert_int_equal(r.complete, 1);
-    assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE_UNSEEN);
+    assert_int_equal(r.verdict, RELOCK_SCAN_NO_EVIDENCE);
 
     assert_int_equal(scan_view_run(c, "", &r), RELOCK_EINVAL);
     char big[1100];
@@ -661,11 +687,87 @@ static void test_cli(void **state)
     int free_port = testsrv_free_port();
     assert_int_equal(
         run_cli(out, sizeof out, "-u redis://127.0.0.1:%d scan 2>/dev/null", free_port), 4);
+
+    /* --check: the verdict as the exit status, for monitoring; the
+     * signatures and families in both outputs. */
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --check --match '" PREFIX "*'", url), 3);
+    assert_has(out, "families:\n  relock bridge (a timestamp with a TTL): 2 keys");
+    assert_has(out, "watching:    not recorded");
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --json --check --match '" PREFIX "*'",
+                             url),
+                     3);
+    assert_int_equal(python_check(out, "import json,sys\n"
+                                       "d = json.load(sys.stdin)\n"
+                                       "assert d[\"signatures\"][\"ts-s\"] == 3, d\n"
+                                       "assert d[\"signatures\"][\"token\"] == 1, d\n"
+                                       "assert d[\"watching_since_ms\"] is None\n"
+                                       "assert any(f.startswith(\"relock bridge\") for f in d[\"families\"])\n"),
+                     0);
+    fixture(0, NULL);
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --check --match '" PREFIX "*'", url), 1);
+    assert_has(out, "verdict:     no evidence yet");
+    char key[RELOCK__KEY_MAX];
+    assert_int_equal(relock__watch_key("", key, sizeof key), 0);
+    cmd("SET %s %lld", key, wall_ms() - 8 * DAY_MS);
+    assert_int_equal(run_cli(out, sizeof out, "-u %s scan --check --match '" PREFIX "*'", url), 0);
+    assert_has(out, "(8d ago)\n");
+    assert_has(out, "verdict:     modern is safe");
+}
+
+/* Keys by peer signature, and the families they show: the float-second
+ * clients' values were "unknown" before, and a live one did not block. */
+static void test_signatures_and_families(void **state)
+{
+    (void)state;
+    long long now = wall_ms();
+    cmd("FLUSHALL");
+    cmd("SET RedisMutex:job %lld.%03lld37", (now + 60000) / 1000, (now + 60000) % 1000);
+    cmd("SET Post:7:publish_lock %lld.5", (now - 60000) / 1000);  /* dead: stale */
+    cmd("SET plain %lld.25", (now + 60000) / 1000);                 /* float seconds */
+    cmd("SET resque:lock:Job:1 %lld", (now + 60000) / 1000);
+    cmd("SET lock.report %lld", now + 60000);
+    cmd("SET jedis %lld", now + 60000);
+    cmd("SET lock:Job-1 true");
+    cmd("SET %s %s", "resque:resque_scheduler_master_lock", "host1:4242");
+    cmd("SET %s %s", "users~lock", "");
+    cmd("SET laravel_cache_x %s PX 60000", "aB3dE5gH7jK9mN1p");
+    cmd("SET relock-modern " TOKEN_A " PX 60000");
+    cmd("ZADD sym %lld member", now + 60000);
+    cmd("HSET redisson 6f1c:1 1");
+    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    scan_view r;
+    scan_ok(c, "*", &r);
+    assert_int_equal(r.legacy, 5); /* the live timestamps, fractions included */
+    assert_int_equal(r.stale, 1);
+    assert_int_equal(r.sig[RELOCK_SIG_TS_S_FRAC], 3);
+    assert_int_equal(r.sig[RELOCK_SIG_TS_S], 1);
+    assert_int_equal(r.sig[RELOCK_SIG_TS_MS], 2);
+    assert_int_equal(r.sig[RELOCK_SIG_NO_TTL_FLAG], 3);
+    assert_int_equal(r.sig[RELOCK_SIG_TOKEN], 1);
+    assert_int_equal(r.sig[RELOCK_SIG_OTHER_TOKEN], 1);
+    assert_int_equal(r.sig[RELOCK_SIG_ZSET], 1);
+    assert_int_equal(r.sig[RELOCK_SIG_HASH], 1);
+    assert_has(r.families, "redis-mutex (RedisMutex:<name>): 1 key, e.g. RedisMutex:job");
+    assert_has(r.families, "redis-objects (<name>_lock): 1 key");
+    assert_has(r.families, "float seconds (redis-py < 2.10, redis-mutex, redis-objects <= 1.4.1): 1 key, e.g. plain");
+    assert_has(r.families, "resque-lock-timeout (resque:lock:<name>): 1 key");
+    assert_has(r.families, "npm redis-lock 0.0.x (lock.<name>): 1 key");
+    assert_has(r.families, "integer milliseconds (jedis-lock, ServiceStack.Redis, npm redis-lock 0.0.x): 1 key, e.g. jedis");
+    assert_has(r.families, "resque-lock (lock:<Job>-<args> = true): 1 key");
+    assert_has(r.families, "resque-scheduler master lock (host:pid): 1 key");
+    assert_has(r.families, "Spring Data Redis cache lock (<cache>~lock): 1 key");
+    assert_has(r.families, "Laravel Cache::lock (16-character owner): 1 key");
+    assert_has(r.families, "relock modern");
+    assert_has(r.families, "Symfony Lock (a sorted set): 1 key, e.g. sym");
+    assert_has(r.families, "Redisson or Cm_RedisSession (a hash): 1 key, e.g. redisson");
+    assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
+    relock_client_free(c);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_signatures_and_families),
         cmocka_unit_test(test_live_legacy_stays),
         cmocka_unit_test(test_recent_sighting_stays),
         cmocka_unit_test(test_old_sighting_modern_safe),

@@ -233,6 +233,9 @@ static void null_results(void **state)
     assert_int_equal(CALL(relock_scan_result_verdict, NULL), RELOCK_SCAN_INCOMPLETE);
     assert_string_equal(CALL(relock_scan_result_verdict_text, NULL), "");
     assert_int_equal(CALL(relock_scan_result_cluster_masters, NULL), 0);
+    assert_int_equal(CALL(relock_scan_result_watching_since_ms, NULL), -1);
+    assert_int_equal(CALL(relock_scan_result_signature, NULL, RELOCK_SIG_TS_S), 0);
+    assert_string_equal(CALL(relock_scan_result_families, NULL), "");
     CALL(relock_scan_result_free, NULL);
 }
 
@@ -249,6 +252,7 @@ static void no_handle(void **state)
     assert_non_null(CALL(relock_mode_name, (relock_mode)9999));
     assert_non_null(CALL(relock_scan_verdict_name, (relock_scan_verdict)9999));
     assert_non_null(CALL(relock_key_class_name, (relock_key_class)9999));
+    assert_string_equal(CALL(relock_key_signature_name, (relock_key_signature)9999), "other");
     assert_null(CALL(relock_cap_name, 0u));
     assert_null(relock_cap_name(0x80000000u));
     assert_int_equal(CALL(relock_key_classify, NULL, 5, -1, 0), RELOCK_KEY_UNKNOWN);

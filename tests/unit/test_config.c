@@ -29,6 +29,10 @@ static void test_defaults_and_example_file(void **state)
     memcpy(before.src_file, cfg->s.src_file, sizeof before.src_file);
     before.mode_line = cfg->s.mode_line;
     before.servers_line = cfg->s.servers_line;
+    /* ... written out, so they count as given (legacy.peer keeps them). */
+    assert_int_equal(cfg->s.legacy.set,
+                     RELOCK__SET_UNIT | RELOCK__SET_OFFSET | RELOCK__SET_PREFIX);
+    before.legacy.set = cfg->s.legacy.set;
     assert_memory_equal(&before, &cfg->s, sizeof before);
     relock_config_free(cfg);
 }
@@ -280,9 +284,113 @@ static void test_durability_and_lock_delay(void **state)
             "durability.quorum");
 }
 
+/* legacy.peer: a profile fills in what the configuration leaves out. */
+static void test_peer_profiles(void **state)
+{
+    (void)state;
+    relock_config *cfg = relock_config_new();
+    char path[64];
+    assert_int_equal(load_text("relock = {\n  legacy = { peer = \"redis-mutex\"; };\n};\n", cfg,
+                               path, sizeof path),
+                     RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.unit_ms, 0);
+    assert_int_equal(cfg->s.legacy.expiry_offset, 0);
+    assert_int_equal(cfg->s.legacy.frac_values, 1);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);
+    assert_string_equal(cfg->s.key_prefix, "RedisMutex:");
+    relock_config_free(cfg);
+
+    /* A list: one unit, fractions only if every peer parses them, both
+     * kinds of clock, the larger offset; explicit settings stay. */
+    cfg = relock_config_new();
+    assert_int_equal(load_text("relock = {\n  key_prefix = \"app:\";\n"
+                               "  legacy = { peer = [ \"resque-lock-timeout\", \"redis-objects\" ];\n"
+                               "             skew_margin_ms = 10; };\n};\n",
+                               cfg, path, sizeof path),
+                     RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.npeers, 2);
+    assert_int_equal(cfg->s.legacy.frac_values, 0);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_WHOLE | RELOCK__READER_FRAC);
+    assert_int_equal(cfg->s.legacy.expiry_offset, 1);
+    assert_string_equal(cfg->s.key_prefix, "app:");
+    relock_config_free(cfg);
+
+    /* Milliseconds, whole readers; an explicit offset wins. */
+    cfg = relock_config_new();
+    assert_int_equal(load_text("relock = {\n  legacy = { expiry_offset = 5; peer = \"jedis-lock\"; "
+                               "};\n};\n",
+                               cfg, path, sizeof path),
+                     RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.unit_ms, 1);
+    assert_int_equal(cfg->s.legacy.expiry_offset, 5);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_WHOLE);
+    assert_int_equal(cfg->s.legacy.frac_values, 0);
+    assert_string_equal(cfg->s.key_prefix, "");
+    relock_config_free(cfg);
+
+    /* Explicit settings for a fleet no profile names. */
+    cfg = relock_config_new();
+    assert_int_equal(load_text("relock = {\n  legacy = { values = \"fractional\"; "
+                               "reader_clock = \"fractional\"; expiry_offset = 0; };\n};\n",
+                               cfg, path, sizeof path),
+                     RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);
+    assert_int_equal(cfg->s.legacy.frac_values, 1);
+    relock_config_free(cfg);
+
+    /* By name, as text. */
+    cfg = relock_config_new();
+    assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-lock-js"), RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.unit_ms, 1);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);
+    assert_string_equal(cfg->s.key_prefix, "lock.");
+    assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-py-2, redis-mutex"), RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.unit_ms, 0);
+    assert_int_equal(cfg->s.legacy.npeers, 2);
+    /* Their keys differ: no common prefix, not the one lock. implied. */
+    assert_string_equal(cfg->s.key_prefix, "");
+    assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-mutex,jedis-lock"),
+                     RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "must share a unit"));
+    assert_int_equal(cfg->s.legacy.npeers, 2); /* unchanged */
+    assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-mutx"), RELOCK_ECONFIG);
+    assert_non_null(strstr(relock_config_error(cfg)->message, "no profile \"redis-mutx\""));
+    relock_config_free(cfg);
+}
+
+static void test_peer_errors_carry_line(void **state)
+{
+    (void)state;
+    refused("relock = {\n  legacy = {\n    peer = \"redis-mutx\";\n  };\n};\n", 3,
+            "no profile \"redis-mutx\" (known: \"classic\"");
+    refused("relock = {\n  legacy = {\n    peer = [ \"redis-mutex\",\n      \"jedis-lock\" ];\n"
+            "  };\n};\n",
+            3, "\"redis-mutex\" writes seconds and \"jedis-lock\" milliseconds");
+    refused("relock = {\n  legacy = {\n    peer = ( \"redis-mutex\",\n      5 );\n  };\n};\n", 4,
+            "each entry must be a profile's name");
+    refused("relock = {\n  legacy = {\n    clock_unit = \"ms\";\n    peer = \"redis-mutex\";\n"
+            "  };\n};\n",
+            4, "legacy.clock_unit = \"ms\" contradicts legacy.peer \"redis-mutex\"");
+    refused("relock = {\n  legacy = {\n    reader_clock = \"whole\";\n    peer = \"redis-py-2\";\n"
+            "  };\n};\n",
+            4, "leaves out a peer of legacy.peer, whose clock compares fractions (use \"both\")");
+    refused("relock = {\n  legacy = {\n    values = \"fractional\";\n    peer = \"resque-lock-timeout\";\n"
+            "  };\n};\n",
+            4, "parses whole numbers only");
+    refused("relock = {\n  legacy = {\n    values = \"fractional\";\n    clock_unit = \"ms\";\n"
+            "  };\n};\n",
+            2, "needs legacy.clock_unit = \"s\"");
+    refused("relock = {\n  legacy = { values = \"fractional\"; };\n  bridge = { value_suffix = true; };\n};\n",
+            2, "bridge.value_suffix cannot be combined");
+    refused("relock = {\n  legacy = { reader_clock = \"fuzzy\"; };\n};\n", 2,
+            "legacy.reader_clock must be one of \"whole\", \"fractional\", \"both\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_peer_profiles),
+        cmocka_unit_test(test_peer_errors_carry_line),
         cmocka_unit_test(test_defaults_and_example_file),
         cmocka_unit_test(test_values_are_read),
         cmocka_unit_test(test_errors_carry_line),

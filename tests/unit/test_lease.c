@@ -1,13 +1,17 @@
 /*
  * The lease arithmetic of the timestamp modes, as a property over every
- * unit, legal offset, skew margin, mode, TTL (1 ms to a year, around unit
- * boundaries) and sub-unit phase of the clock: the validity we report
- * ends before the key can disappear or be taken over by anyone, even with
- * our clock 1 % slow; and the server-clock estimate.
+ * unit, legal offset, skew margin, mode, kind of reader (whole clocks,
+ * fractional clocks, both), kind of value written (integer, fractional),
+ * TTL (1 ms to a year, around unit boundaries) and sub-unit phase of the
+ * clock: the validity we report ends before the key can disappear or be
+ * taken over by anyone, even with our clock 1 % slow; our takeover never
+ * comes before a peer writer's own lease ends; and the server-clock
+ * estimate.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <cmocka.h>
 
@@ -19,6 +23,8 @@ static const long long units[] = {1, 1000};
 static const long long offsets[] = {0, 1, 2, 7, 1000000};
 static const long long margins[] = {0, 1, 499, 500, 1000, 3600000};
 enum kind { LEGACY, LEGACY_GC, BRIDGE };
+static const int readers[] = {0, RELOCK__READER_WHOLE, RELOCK__READER_FRAC,
+                              RELOCK__READER_WHOLE | RELOCK__READER_FRAC};
 static const long ttls[] = {1,    2,    3,    99,   100,   101,   499,   500,      501,
                             998,  999,  1000, 1001, 1499,  1500,  1501,  1999,     2000,
                             2001, 2999, 3000, 3001, 29999, 30000, 30001, 86400000, (long)YEAR_MS};
@@ -28,16 +34,44 @@ static long long min_ll(long long a, long long b)
     return a < b ? a : b;
 }
 
+/* The value as written (legacy.c prints ts, or ts.mmm), read back as the
+ * peers read it: V·u in ms exactly (a fraction has at most three digits). */
+static long long written_ms(const relock__lease_cfg *cfg, const relock__lease *ls)
+{
+    char text[64];
+    long long u = cfg->unit_ms;
+    if (ls->frac)
+        snprintf(text, sizeof text, "%lld.%03lld", ls->ts, ls->v_ms - ls->ts * u);
+    else
+        snprintf(text, sizeof text, "%lld", ls->ts);
+    long long ip = 0, fp = 0, fd = 1;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9'; p++)
+        ip = ip * 10 + (*p - '0');
+    if (*p == '.')
+        for (p++; *p; p++) {
+            fp = fp * 10 + (*p - '0');
+            fd *= 10;
+        }
+    assert_int_equal(fp * u % fd, 0);
+    return ip * u + fp * u / fd;
+}
+
 /* The first moment (fleet ms) at which the key written by ls at now can
  * vanish or be taken over, from the rules of design.md §4.3 rather than from
- * lease.c: a legacy reader holds V until its clock passes V; our clients
- * wait skew_margin_ms longer; PEXPIRE and EXPIRE count from the write,
- * which comes after now. */
+ * lease.c: a whole reader holds V until its clock, in whole units, passes
+ * floor(V); a fractional reader until its clock reaches V·u; our clients
+ * take over at ls->ours_end_ms (checked against the writers' leases
+ * below); PEXPIRE and EXPIRE count from the write, which comes after
+ * now. */
 static long long first_end(const relock__lease_cfg *cfg, const relock__lease *ls, long long now)
 {
     long long u = cfg->unit_ms;
-    long long legacy_reader = (ls->ts + 1) * u; /* smallest t with t / u > V */
-    long long end = min_ll(legacy_reader, legacy_reader + cfg->skew_margin_ms);
+    long long end = ls->ours_end_ms;
+    if (!cfg->readers || (cfg->readers & RELOCK__READER_WHOLE))
+        end = min_ll(end, (ls->ts + 1) * u); /* smallest t with floor(t / u) > floor(V) */
+    if (cfg->readers & RELOCK__READER_FRAC)
+        end = min_ll(end, written_ms(cfg, ls));
     if (cfg->bridge)
         end = min_ll(end, now + ls->px_ms);
     if (ls->gc_s)
@@ -60,20 +94,52 @@ static long long less_drift(long long ms)
     return v > 0 ? v : 0;
 }
 
+/* When our clients take over a value v of the unit: never before the
+ * lease of whoever may have written it ends.  A fraction comes from a
+ * fractional writer (its lease ends by V·u); an integer from a whole
+ * writer with no offset (floor(now) + timeout: its lease ends before
+ * (V + 1)·u) unless the fleet has no whole readers (then from a
+ * fractional writer, or from us). */
+static void check_takeover(const relock__lease_cfg *cfg, long long ts, long long fnum,
+                           long long fden)
+{
+    long long u = cfg->unit_ms;
+    relock__stamp st = {ts, fden > 1, fnum, fden};
+    long long ours = relock__lease_ours_end(cfg, &st);
+    long long writer_end = fden > 1 ? ts * u + (fnum * u + fden - 1) / fden
+                           : (!cfg->readers || (cfg->readers & RELOCK__READER_WHOLE)) ? (ts + 1) * u
+                                                                                       : ts * u;
+    assert_true(ours >= writer_end + cfg->skew_margin_ms);
+    /* ... and not later than that either (liveness). */
+    assert_true(ours <= writer_end + cfg->skew_margin_ms);
+}
+
 static void check_one(const relock__lease_cfg *cfg, long long now, long ttl)
 {
     relock__lease ls;
     relock__lease_plan(cfg, now, ttl, &ls);
     long long u = cfg->unit_ms;
-    /* The value is the classic one: now + timeout + offset, in the unit. */
-    assert_int_equal(ls.ts, now / u + (ttl + u - 1) / u + cfg->offset);
-    assert_int_equal(ls.legacy_end_ms, (ls.ts + 1) * u);
-    assert_int_equal(ls.ours_end_ms, ls.legacy_end_ms + cfg->skew_margin_ms);
+    int frac_readers = (cfg->readers & RELOCK__READER_FRAC) != 0;
+    if (ls.frac) {
+        /* legacy.values = "fractional": now + timeout + offset to the ms. */
+        assert_true(cfg->frac_values && u == 1000);
+        assert_int_equal(ls.v_ms, now + ttl + cfg->offset * u);
+        assert_int_equal(ls.ts, ls.v_ms / u);
+    } else if (frac_readers) {
+        /* A fractional reader ends V at V·u: rounded up, so that V·u is
+         * never before now + ttl, whatever the offset. */
+        assert_int_equal(ls.ts, (now + ttl + u - 1) / u + cfg->offset);
+        assert_int_equal(ls.v_ms, ls.ts * u);
+    } else {
+        /* The value is the classic one: now + timeout + offset, in the unit. */
+        assert_int_equal(ls.ts, now / u + (ttl + u - 1) / u + cfg->offset);
+        assert_int_equal(ls.v_ms, ls.ts * u);
+    }
     if (cfg->bridge) {
         /* The TTL ends while legacy readers still see the lock held. */
-        assert_true(now + ls.px_ms >= ls.ts * u);
+        assert_true(now + ls.px_ms >= min_ll(ls.v_ms, ls.ts * u));
+        assert_true(now + ls.px_ms <= first_end(cfg, &ls, now) || ls.px_ms == 1);
         assert_true(now + ls.px_ms < (ls.ts + 1) * u || u == 1);
-        assert_true(now + ls.px_ms <= (ls.ts + 1) * u);
         assert_int_equal(ls.gc_s, 0);
     } else {
         assert_int_equal(ls.px_ms, 0);
@@ -85,14 +151,21 @@ static void check_one(const relock__lease_cfg *cfg, long long now, long ttl)
     assert_true(ls.valid_ms <= ttl);
     assert_fits(ls.valid_ms, first_end(cfg, &ls, now) - now);
     /* Liveness: the validity is the ttl less drift, or (bridge in
-     * seconds) at most half a unit shorter. */
-    assert_true(ls.valid_ms >= less_drift(ttl) - (cfg->bridge ? u / 2 : 0));
-    if (!cfg->bridge)
+     * seconds, whole readers only) at most half a unit shorter. */
+    assert_true(ls.valid_ms >= less_drift(ttl) - (cfg->bridge && !frac_readers ? u / 2 : 0));
+    if (!cfg->bridge || frac_readers || ls.frac)
         assert_int_equal(ls.valid_ms, less_drift(ttl));
+    /* Our takeover of what we wrote, and of the peers' values of the
+     * same time. */
+    check_takeover(cfg, ls.ts, ls.frac ? ls.v_ms - ls.ts * u : 0, ls.frac ? u : 1);
+    check_takeover(cfg, ls.ts, 47337, 100000);
+    check_takeover(cfg, ls.ts, 1, 1000000000);
     /* A lock adopted from this value, at the write or later, claims no
      * more than the key allows either. */
     for (long long later = 0; later <= 2 * ttl + 2 * u; later += ttl / 3 + u / 3 + 1) {
-        long long a = relock__lease_adopted_ms(cfg, ls.ts, now + later);
+        relock__stamp st = {ls.ts, ls.frac, ls.frac ? ls.v_ms - ls.ts * u : 0,
+                            ls.frac ? u : 1};
+        long long a = relock__lease_adopted_ms(cfg, &st, now + later);
         assert_true(a >= 0);
         assert_fits(a, first_end(cfg, &ls, now) - (now + later));
     }
@@ -117,7 +190,8 @@ static void check_cfg(const relock__lease_cfg *cfg, uint64_t *rng)
     }
 }
 
-/* Every unit, legal offset, skew margin and mode. */
+/* Every unit, legal offset, skew margin, mode, kind of reader and kind
+ * of value written. */
 static void test_property(void **state)
 {
     (void)state;
@@ -126,13 +200,49 @@ static void test_property(void **state)
     for (size_t iu = 0; iu < 2; iu++)
         for (size_t io = 0; io < sizeof offsets / sizeof offsets[0]; io++)
             for (size_t im = 0; im < sizeof margins / sizeof margins[0]; im++)
-                for (int k = LEGACY; k <= BRIDGE; k++) {
-                    relock__lease_cfg cfg = {units[iu], offsets[io], margins[im], k == BRIDGE,
-                                             k == LEGACY_GC};
-                    check_cfg(&cfg, &rng);
-                    n++;
-                }
-    assert_int_equal(n, 2 * 5 * 6 * 3);
+                for (int k = LEGACY; k <= BRIDGE; k++)
+                    for (size_t ir = 0; ir < sizeof readers / sizeof readers[0]; ir++)
+                        for (int fv = 0; fv <= 1; fv++) {
+                            if (fv && units[iu] == 1)
+                                continue; /* refused by the configuration */
+                            relock__lease_cfg cfg = {units[iu],    offsets[io], margins[im],
+                                                     k == BRIDGE,  k == LEGACY_GC,
+                                                     readers[ir],  fv};
+                            check_cfg(&cfg, &rng);
+                            n++;
+                        }
+    assert_int_equal(n, 3 * 5 * 6 * 3 * 4);
+}
+
+/* The reported case: a float-second reader (redis-py < 2.10, redis-mutex)
+ * beside relock with offset 0, a 2 s lease taken at .85 s.  The classic
+ * value 1700000002 ends for that reader at .000, 1150 ms later, while
+ * 1978 ms of validity was reported. */
+static void test_fractional_reader_offset0(void **state)
+{
+    (void)state;
+    relock__lease_cfg cfg = {1000, 0, 0, 0, 0, RELOCK__READER_FRAC, 0};
+    relock__lease ls;
+    relock__lease_plan(&cfg, 1700000000850LL, 2000, &ls);
+    assert_int_equal(ls.ts, 1700000003LL); /* V·u at least now + ttl */
+    assert_int_equal(ls.legacy_end_ms, 1700000003000LL);
+    assert_int_equal(ls.valid_ms, 2000 - 22);
+    /* Bridge: the TTL ends at V·u, where the reader takes over. */
+    cfg.bridge = 1;
+    relock__lease_plan(&cfg, 1700000000850LL, 2000, &ls);
+    assert_int_equal(ls.px_ms, 2150);
+    assert_int_equal(ls.valid_ms, 2000 - 22);
+    /* Fractional values: V = now + ttl to the ms. */
+    cfg.frac_values = 1;
+    relock__lease_plan(&cfg, 1700000000850LL, 2000, &ls);
+    assert_int_equal(ls.ts, 1700000002LL);
+    assert_int_equal(ls.v_ms, 1700000002850LL);
+    assert_int_equal(ls.px_ms, 2000);
+    assert_int_equal(ls.valid_ms, 2000 - 22);
+    /* A peer's "1700000002.47337" ends at .474 for us, not a second later. */
+    relock__stamp st = {1700000002LL, 1, 47337, 100000};
+    cfg.bridge = 0;
+    assert_int_equal(relock__lease_ours_end(&cfg, &st), 1700000002474LL);
 }
 
 /* The reported case: bridge, seconds, offset 0, a 2 s lease acquired at
@@ -140,7 +250,7 @@ static void test_property(void **state)
 static void test_bridge_offset0_late_in_second(void **state)
 {
     (void)state;
-    relock__lease_cfg cfg = {1000, 0, 0, 1, 0};
+    relock__lease_cfg cfg = {1000, 0, 0, 1, 0, 0, 0};
     relock__lease ls;
     relock__lease_plan(&cfg, 1700000000850LL, 2000, &ls);
     assert_int_equal(ls.ts, 1700000002LL);
@@ -213,6 +323,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_property),
         cmocka_unit_test(test_bridge_offset0_late_in_second),
+        cmocka_unit_test(test_fractional_reader_offset0),
         cmocka_unit_test(test_clock_estimate),
         cmocka_unit_test(test_clock_error_bound),
     };

@@ -41,6 +41,51 @@ static void test_timestamps(void **state)
     assert_int_equal(relock__ts_unit_guess(v.ts_digits), -1);
 }
 
+/* The float-second peers write fractions: a timestamp all the same,
+ * ending at V·u to the ms, rounded up (never early). */
+static void test_fractions(void **state)
+{
+    (void)state;
+    relock__value v = cls("1795812032.47337");
+    assert_int_equal(v.kind, RELOCK_VALUE_TIMESTAMP);
+    assert_int_equal(v.ts, 1795812032LL);
+    assert_int_equal(v.ts_digits, 10);
+    assert_int_equal(v.frac, 1);
+    assert_int_equal(v.has_suffix, 0);
+    relock__stamp st;
+    relock__value_stamp(&v, &st);
+    assert_int_equal(relock__stamp_ms(&st, 1000, 1), 1795812032474LL);
+    assert_int_equal(relock__stamp_ms(&st, 1000, 0), 1795812032473LL);
+    /* Python's repr: seventeen digits; the tail only rounds up. */
+    v = cls("1795812032.4733701234");
+    relock__value_stamp(&v, &st);
+    assert_int_equal(st.frac_den, 1000000000LL);
+    assert_int_equal(st.frac_num, 473370124LL);
+    v = cls("1795812032.0000000001");
+    relock__value_stamp(&v, &st);
+    assert_int_equal(relock__stamp_ms(&st, 1000, 1), 1795812032001LL);
+    assert_int_equal(relock__stamp_ms(&st, 1000, 0), 1795812032000LL);
+    v = cls("1795812032.0");
+    assert_int_equal(v.frac, 1);
+    relock__value_stamp(&v, &st);
+    assert_int_equal(relock__stamp_ms(&st, 1000, 1), 1795812032000LL);
+    /* Not fractions: no digits after the point, two points, a suffix. */
+    assert_int_equal(cls("1795812032.").kind, RELOCK_VALUE_UNKNOWN);
+    assert_int_equal(cls("1795812032.5.5").kind, RELOCK_VALUE_UNKNOWN);
+    assert_int_equal(cls(".5").kind, RELOCK_VALUE_UNKNOWN);
+    assert_int_equal(cls("1795812032.5:0123456789abcdef0123456789abcdef").kind,
+                     RELOCK_VALUE_UNKNOWN);
+    assert_int_equal(cls("1e9").kind, RELOCK_VALUE_UNKNOWN);
+    /* scan's class: a fraction holds until V itself, not a second later. */
+    const char *f = "1795812032.473";
+    assert_int_equal(relock_key_classify(f, strlen(f), -1, 1795812032472LL), RELOCK_KEY_LEGACY);
+    assert_int_equal(relock_key_classify(f, strlen(f), -1, 1795812032473LL), RELOCK_KEY_STALE);
+    assert_int_equal(relock_key_classify(f, strlen(f), 5000, 1795812032473LL), RELOCK_KEY_BRIDGE);
+    const char *i = "1795812032";
+    assert_int_equal(relock_key_classify(i, strlen(i), -1, 1795812032999LL), RELOCK_KEY_LEGACY);
+    assert_int_equal(relock_key_classify(i, strlen(i), -1, 1795812033000LL), RELOCK_KEY_STALE);
+}
+
 static void test_tokens(void **state)
 {
     (void)state;
@@ -205,6 +250,7 @@ static void test_sha1(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fractions),
         cmocka_unit_test(test_timestamps),
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_neither),

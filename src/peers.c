@@ -1,0 +1,185 @@
+/*
+ * The lock formats of the classic libraries fleets run beside relock
+ * (legacy.peer, docs/legacy.md "Peers"): for each family, the unit and
+ * kind of the values it writes, how it compares a value with its clock,
+ * what it adds to now + timeout, and where its keys live.  The settings
+ * they imply (legacy.clock_unit, legacy.expiry_offset, legacy.values,
+ * legacy.reader_clock, key_prefix) are filled in from the profiles named,
+ * unless the configuration gives them itself.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base.h"
+
+/* Read from each library's own code; the comments say what decides each
+ * field. */
+static const relock__peer profiles[] = {
+    /* The old SETNX documentation's pattern: now + timeout + 1 in whole
+     * seconds, expired once the value is below the (whole) clock.  The
+     * defaults of the legacy settings. */
+    {"classic", "classic SETNX/GETSET", 0, 0, 0, 1, "{name}"},
+    /* resque-lock-timeout: now + timeout with Time.now.to_i, read with
+     * to_i and compared with the whole clock (`< now`). */
+    {"resque-lock-timeout", "resque-lock-timeout", 0, 0, 0, 0, "resque:lock:{name}"},
+    /* redis-mutex: Time.now.to_f + expire, read with to_f; held while
+     * the value is above the fractional clock. */
+    {"redis-mutex", "redis-mutex", 0, 1, 1, 0, "RedisMutex:{name}"},
+    /* redis-objects up to 1.4.1: now + expiration + 1 in float seconds,
+     * read with to_f. */
+    {"redis-objects", "redis-objects", 0, 1, 1, 1, "{name}_lock"},
+    /* redis-py before 2.10: time.time() + timeout, read with float() and
+     * compared with time.time(). */
+    {"redis-py-2", "redis-py < 2.10", 0, 1, 1, 0, "{name}"},
+    /* jedis-lock: currentTimeMillis + expire + 1, Long.parseLong, taken
+     * over once below the clock. */
+    {"jedis-lock", "jedis-lock", 1, 0, 0, 1, "{name}"},
+    /* ServiceStack.Redis AcquireLock: unix ms of the expiry + 1, read with
+     * TryParse under WATCH. */
+    {"servicestack", "ServiceStack.Redis", 1, 0, 0, 1, "{name}"},
+    /* npm redis-lock 0.0.x: Date.now() + timeout + 1, read with
+     * parseFloat and taken over once `value <= Date.now()`: at V itself. */
+    {"redis-lock-js", "npm redis-lock 0.0.x", 1, 0, 1, 1, "lock.{name}"},
+};
+
+#define NPROFILES ((int)(sizeof profiles / sizeof profiles[0]))
+
+int relock__peer_count(void)
+{
+    return NPROFILES;
+}
+
+const relock__peer *relock__peer_at(int i)
+{
+    return i >= 0 && i < NPROFILES ? &profiles[i] : NULL;
+}
+
+int relock__peer_find(const char *name, size_t len)
+{
+    for (int i = 0; i < NPROFILES; i++)
+        if (strlen(profiles[i].name) == len && strncmp(profiles[i].name, name, len) == 0)
+            return i;
+    return -1;
+}
+
+void relock__peer_names(char *out, size_t len)
+{
+    int n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < NPROFILES && n >= 0 && (size_t)n < len; i++)
+        n += snprintf(out + n, len - (size_t)n, "%s\"%s\"", i ? ", " : "", profiles[i].name);
+}
+
+/* The part of a key template before "{name}" (the key prefix it implies):
+ * its length, or -1 when the template has none. */
+static int template_prefix(const char *tmpl)
+{
+    const char *at = strstr(tmpl, "{name}");
+    return at ? (int)(at - tmpl) : -1;
+}
+
+static const char *const reader_words[] = {"whole", "fractional", "both"};
+
+int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
+{
+    struct {
+        int unit_ms, frac_values, readers;
+        long offset;
+    } want = {0, 1, 0, 0};
+    const relock__peer *first = NULL;
+    int same_prefix = 1;
+    for (int i = 0; i < s->legacy.npeers; i++) {
+        const relock__peer *p = relock__peer_at(s->legacy.peers[i]);
+        if (!p)
+            continue;
+        if (first && p->unit_ms != first->unit_ms) {
+            snprintf(why, whylen,
+                     "legacy.peer: \"%s\" writes %s and \"%s\" %s: clients that share lock "
+                     "keys must share a unit",
+                     first->name, first->unit_ms ? "milliseconds" : "seconds", p->name,
+                     p->unit_ms ? "milliseconds" : "seconds");
+            return -1;
+        }
+        if (first && (template_prefix(p->key_template) != template_prefix(first->key_template) ||
+                      strncmp(p->key_template, first->key_template,
+                              (size_t)(template_prefix(p->key_template) > 0
+                                           ? template_prefix(p->key_template)
+                                           : 0)) != 0))
+            same_prefix = 0;
+        if (!first)
+            first = p;
+        want.unit_ms = p->unit_ms;
+        /* Fractions only where every peer parses them (a Java parseLong
+         * throws on "1795812032.473"). */
+        want.frac_values &= p->frac_values;
+        want.readers |= p->frac_reader ? RELOCK__READER_FRAC : RELOCK__READER_WHOLE;
+        if (p->offset > want.offset)
+            want.offset = p->offset;
+    }
+    if (!first) {
+        /* No profile: the explicit settings (or their defaults) describe
+         * the fleet. */
+        s->legacy.readers = s->legacy.reader_clock + 1;
+    } else {
+        unsigned set = s->legacy.set;
+        if (set & RELOCK__SET_UNIT) {
+            if (s->legacy.unit_ms != want.unit_ms) {
+                snprintf(why, whylen,
+                         "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", which "
+                         "writes %s",
+                         s->legacy.unit_ms ? "ms" : "s", first->name,
+                         want.unit_ms ? "milliseconds" : "seconds");
+                return -1;
+            }
+        } else {
+            s->legacy.unit_ms = want.unit_ms;
+        }
+        if (!(set & RELOCK__SET_OFFSET))
+            s->legacy.expiry_offset = want.offset;
+        if (set & RELOCK__SET_VALUES) {
+            if (s->legacy.frac_values && !want.frac_values) {
+                snprintf(why, whylen,
+                         "legacy.values = \"fractional\": a peer of legacy.peer parses whole "
+                         "numbers only (use \"integer\")");
+                return -1;
+            }
+        } else {
+            s->legacy.frac_values = want.frac_values;
+        }
+        if (set & RELOCK__SET_READER) {
+            int have = s->legacy.reader_clock + 1;
+            if ((have & want.readers) != want.readers) {
+                snprintf(why, whylen,
+                         "legacy.reader_clock = \"%s\" leaves out a peer of legacy.peer, whose "
+                         "clock compares %s (use \"%s\")",
+                         reader_words[s->legacy.reader_clock],
+                         (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
+                                                                       : "whole units",
+                         reader_words[(have | want.readers) - 1]);
+                return -1;
+            }
+        } else {
+            s->legacy.reader_clock = want.readers - 1;
+        }
+        s->legacy.readers = s->legacy.reader_clock + 1;
+        /* A prefix not given is the peers' common one, or none (also when
+         * an earlier legacy.peer had implied another). */
+        int plen = template_prefix(first->key_template);
+        if (!(set & RELOCK__SET_PREFIX))
+            snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",
+                     same_prefix && plen > 0 ? plen : 0, first->key_template);
+    }
+    if (s->legacy.frac_values && s->legacy.unit_ms) {
+        snprintf(why, whylen,
+                 "legacy.values = \"fractional\" needs legacy.clock_unit = \"s\" (a fraction "
+                 "of a millisecond is finer than any clock here)");
+        return -1;
+    }
+    if (s->legacy.frac_values && s->bridge.value_suffix) {
+        snprintf(why, whylen,
+                 "bridge.value_suffix cannot be combined with legacy.values = \"fractional\": "
+                 "a value is a fraction or carries a suffix, not both");
+        return -1;
+    }
+    return 0;
+}

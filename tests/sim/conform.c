@@ -116,9 +116,18 @@ static const step seq_scripts[] = {
     {0, "EVAL|$8|2|{c} f|{b} f", 0, 0},
     {0, "GET|{c} f", 0, 0},
     {0, "SET|old|1764000001", 0, 0},
-    {0, "EVAL|$5|2|old|{old} f|1764000001|tok|10000|1", 0, 0},
-    {0, "EVAL|$5|2|old|{old} f|1764000001|tok|10000|1", 0, 0},
-    {0, "SCRIPT|EXISTS|@0|@5", 0, 0},
+    /* SET PX inside a script: 2.6.12, as above. */
+    {0, "EVAL|$5|2|old|{old} f|1764000001|tok|10000|1", 0, MODEL_PV(2, 6, 12)},
+    {0, "EVAL|$5|2|old|{old} f|1764000001|tok|10000|1", 0, MODEL_PV(2, 6, 12)},
+    {0, "SCRIPT|EXISTS|@0|@5", 0, MODEL_PV(2, 6, 12)},
+    /* OWNER_IF_HELD: written while held, refused for another value, deleted. */
+    {0, "SET|o|tok", 0, 0},
+    {0, "EVAL|$9|3|o|{o} f|{o} owner|tok|0|rec|10000", 0, 0},
+    {0, "PTTL|{o} owner", 1, 0},
+    {0, "EVAL|$9|3|o|{o} f|{o} owner|other|0|rec2|10000", 0, 0},
+    {0, "GET|{o} owner", 0, 0},
+    {0, "EVAL|$9|3|o|{o} f|{o} owner|tok|0||0", 0, 0},
+    {0, "EXISTS|{o} owner", 0, 0},
     END};
 
 static const step seq_native[] = {

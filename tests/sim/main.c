@@ -46,7 +46,7 @@ static int count_scenarios(int negative)
 {
     int n = 0;
     for (const sim_scenario *s = sim_scenarios; s->name; s++)
-        n += s->negative == negative;
+        n += s->negative == negative && !s->manual;
     return n;
 }
 
@@ -55,7 +55,7 @@ static const sim_scenario *scenario_of_seed(unsigned long long seed)
 {
     int n = count_scenarios(0), want = (int)(seed % (unsigned long long)n);
     for (const sim_scenario *s = sim_scenarios; s->name; s++)
-        if (!s->negative && want-- == 0)
+        if (!s->negative && !s->manual && want-- == 0)
             return s;
     return NULL;
 }
@@ -450,7 +450,7 @@ int main(int argc, char **argv)
     if (do_bound) {
         int bad = 0;
         for (const sim_scenario *s = sim_scenarios; s->name && !bad; s++) {
-            if ((only && s != only) || (!only && s->negative))
+            if ((only && s != only) || (!only && (s->negative || s->manual)))
                 continue;
             bad += boundaries(s, 100000, 0, NULL);
         }
@@ -498,7 +498,7 @@ int main(int argc, char **argv)
     if (do_explore) {
         int bad = 0;
         for (const sim_scenario *s = sim_scenarios; s->name; s++) {
-            if ((only && s != only) || (!only && s->negative))
+            if ((only && s != only) || (!only && (s->negative || s->manual)))
                 continue;
             bad += explore(s, depth, faults, max_runs, 0, expect, NULL, NULL);
             if (bad && !expect)

@@ -1,7 +1,7 @@
 /*
  * The simulator's model of a Redis server: strings with expiry times on a
- * virtual clock, transactions (WATCH/MULTI/EXEC), relock's own scripts
- * carried out in C, pub/sub counts, and a personality per server version
+ * virtual clock, transactions (WATCH/MULTI/EXEC), scripts run in Lua 5.1
+ * as Redis runs them, pub/sub counts, and a personality per server version
  * that refuses what that version lacked with its own words
  * (docs/design.md §3.4, compat/proxy/personality.c).
  *
@@ -23,6 +23,7 @@
 #define MODEL_QUEUE 16
 #define MODEL_WATCH 8
 #define MODEL_ARGS 24
+#define MODEL_SCRIPTS 32
 
 #define MODEL_PV(a, b, c) ((unsigned)(a) * 10000u + (unsigned)(b) * 100u + (unsigned)(c))
 
@@ -93,17 +94,29 @@ struct model;
  * what the value was and who wrote it.  The simulator's ownership check. */
 typedef void (*model_write_fn)(void *arg, struct model *m, int writer, const model_key *before,
                                const char *what);
+/* Called when a client reads key k with GET (k NULL: a key never used).
+ * The simulator's note of what each client last looked at. */
+typedef void (*model_read_fn)(void *arg, struct model *m, int reader, const char *name,
+                              const model_key *k);
 
 typedef struct model {
     model_personality p;
     long long now_ms;         /* the server's clock, set by the caller before each command */
     model_key keys[MODEL_KEYS];
     model_conn conns[MODEL_CONNS];
-    int script_loaded[16];    /* by relock script id */
+    char scripts[MODEL_SCRIPTS][41]; /* the digests of the scripts it was given */
+    int nscripts;
     model_write_fn on_write;
     void *on_write_arg;
+    model_read_fn on_read;
     unsigned long commands;   /* executed, for statistics */
     int down;                 /* refusing connections (a restart under way) */
+    /* Replicas (all alike): while up, a copy of the keys after every
+     * command; WAIT counts them.  Down, the copy stays as it was. */
+    int replicas;
+    int replica_down;
+    model_key rkeys[MODEL_KEYS];
+    long long reply_delay_ms; /* set by a command whose reply the server holds back (WAIT) */
 } model;
 
 void model_init(model *m, const model_personality *p, long long now_ms);
@@ -119,6 +132,11 @@ void model_exec(model *m, int c, int argc, const char *const *argv, const size_t
 model_key *model_lookup(model *m, const char *name);
 /* Remaining ms of a key's expiry, -1 none, -2 absent. */
 long long model_pttl(model *m, const char *name);
+/* The replicas' copy of a key: its value (NULL when absent there) and its
+ * remaining ms as model_pttl counts them. */
+const char *model_replica_get(model *m, const char *name, long long *pttl);
+/* A replica goes down (its copy stays) or comes back (and catches up). */
+void model_replica_set(model *m, int down);
 
 /* Parses one RESP multibulk command at the start of buf (n bytes): returns
  * the bytes used, 0 when incomplete, -1 when malformed.  argv entries

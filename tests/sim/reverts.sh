@@ -3,8 +3,10 @@
 # tests/sim/reverts/ undoes one double-holder fix of issue 13 in the
 # machines (or the transport and leaves they use), or one the simulator
 # found (7: the probe's rule, decision 135), or one of the validity rule
-# and the server's clock steps (8, 9); built with it, the simulator
-# must find a violation.  Works in a temporary worktree of HEAD, so the checkout
+# and the server's clock steps (8, 9), or one line it could not see before
+# (10: the 2.0 break counter alone, 11: a script's compare, 12: the
+# quorum's validity, 13: the durability verdict); built with it, the
+# simulator must find a violation.  Works in a temporary worktree of HEAD, so the checkout
 # is never modified; builds only relock_sim there.
 #
 #   tests/sim/reverts.sh            every patch
@@ -41,6 +43,10 @@ run_for() {
     8-*) "$SIM" --boundaries --scenario extend-short-modern-7 ;;
     9-*) "$SIM" --boundaries --scenario server-clock-back-legacy-7 &&
          "$SIM" --boundaries --scenario server-clock-forward-legacy-7 ;;
+    10-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
+    11-*) "$SIM" --boundaries --scenario modern-7 ;;
+    12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
+    13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

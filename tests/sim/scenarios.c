@@ -11,6 +11,14 @@
 #define RL(m, t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
      .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
+/* A quorum client waits without release notices: with them, the
+ * compare-and-delete that follows a failed attempt publishes a release
+ * notice that wakes the waiter itself, which then retries at once, at
+ * network speed, for as long as the lock stays held on part of the
+ * servers (src/quorum.c, delete_round for Q_ACQ_DEL). */
+#define RLQ(t, w, h, n, x) \
+    {.kind = SK_RELOCK, .mode = RELOCK_MODE_MODERN, .lock = "lk", .ttl_ms = (t), \
+     .wait_ms = (w), .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1}
 #define CL(t, w, h, n) \
     {.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = (t), .wait_ms = (w), .hold_ms = (h), \
      .iters = (n)}
@@ -149,6 +157,57 @@ const sim_scenario sim_scenarios[] = {
            {.kind = SK_RELOCK, .mode = LEG, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
      .faults = SF_NET, .tick_ms = 1, .in_short = 1},
+    /* A quorum over three servers (src/quorum.c).  With one of them down
+     * the two others make the majority, so a reply delayed past a few
+     * ms moves the moment the majority is reached well after the send:
+     * the validity must be counted from the send. */
+    {.name = "quorum-3-one-down", .personality = "7",
+     .what = "quorum over three servers, one refusing connections: acquire, extend, release "
+             "with replies delayed 150 ms",
+     .nclients = 2, .servers = 3, .down = 4,
+     .c = {RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 600, 2, 1)},
+     .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE), .delay_ms = 150, .tick_ms = 1,
+     .pause_ms = 2500, .in_short = 1},
+    {.name = "quorum-3", .personality = "7",
+     .what = "quorum over three servers: acquire, extend, release; delays, restarts",
+     .nclients = 3, .servers = 3,
+     .c = {RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 600, 2, 1), RLQ(2000, 5000, 400, 1, 0)},
+     .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART),
+     .delay_ms = 150, .tick_ms = 1, .pause_ms = 2500},
+    {.name = "fence-tag-nolua", .personality = "nolua",
+     .what = "modern locks x and {x} side by side on a server without Lua (WATCH/MULTI "
+             "paths with whole-tag keys)",
+     .nclients = 2,
+     .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "x", .ttl_ms = 3000, .wait_ms = 3000,
+            .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1},
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
+            .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
+     .faults = SF_NET | SF_BIT(SF_RESTART), .tick_ms = 1},
+    /* Durability: WAIT for one replica after each acquire and extend; the
+     * replica goes down and comes back (a fault at any command), WAIT
+     * then answers 0 when its 200 ms end.  A durable OK must find the
+     * value on the replica for as long as the holder is told. */
+    {.name = "durable-modern-7", .personality = "7",
+     .what = "two relock clients with durability.replicas = 1 on a server with one replica",
+     .nclients = 2, .replicas = 1,
+     .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1, .durability = 1},
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1, .durability = 1,
+            .start_ms = 30}},
+     .faults = SF_NET | SF_BIT(SF_REPLICA) | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 2500},
+    /* Clock drift within relock's allowance (1 % of the lease + 2 ms):
+     * one client's clocks run 0.8 % slow, the other's 0.8 % fast. */
+    {.name = "drift-modern-7", .personality = "7",
+     .what = "two relock clients whose clocks drift by -0.8 % and +0.8 %",
+     .nclients = 2,
+     .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 1000, .wait_ms = 3000,
+            .hold_ms = 400, .iters = 2, .extend = 1, .offset = 1, .notify = 1,
+            .drift_ppm = -8000},
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 1000, .wait_ms = 3000,
+            .hold_ms = 400, .iters = 2, .extend = 1, .offset = 1, .notify = 1,
+            .drift_ppm = 8000}},
+     .faults = SF_NET | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 1500, .in_short = 1},
     /* Extends to a shorter lease under every network fault: a failed,
      * unanswered or ambiguous one must leave no more validity than the
      * new lease from its start, since the server may hold it (the holder
@@ -190,6 +249,14 @@ const sim_scenario sim_scenarios[] = {
             .hold_ms = 1500, .iters = 2, .offset = 1},
            {.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 3000, .wait_ms = 8000,
             .hold_ms = 1500, .iters = 2, .offset = 1, .skew_ms = 5000, .start_ms = 100}},
+     .faults = 0, .tick_ms = 1, .negative = 1},
+    {.name = "neg-drift", .personality = "7",
+     .what = "NEGATIVE CONTROL: a client whose clocks run 5 % slow, beyond the allowance",
+     .nclients = 2,
+     .c = {{.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 1000, .wait_ms = 3000,
+            .hold_ms = 900, .iters = 2, .offset = 1, .drift_ppm = -50000},
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 1000, .wait_ms = 3000,
+            .hold_ms = 900, .iters = 2, .offset = 1, .start_ms = 20}},
      .faults = 0, .tick_ms = 1, .negative = 1},
     {.name = NULL},
 };

@@ -20,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -51,7 +52,8 @@
 static const void *sched_bottom;
 static size_t sched_size;
 
-#define SIM_PORT 9
+#define SIM_PORT 9 /* server i of a scenario listens on SIM_PORT + i */
+#define SIM_WAIT_FDS 8
 #define SIM_FDS 4096
 #define STACK_SIZE (512 * 1024)
 #define WALL_BASE 1764000000000LL /* 2025-11-24, a present-day date */
@@ -66,7 +68,8 @@ typedef struct sclient {
     char *stack;
     int state;
     long long wake;       /* ST_SLEEP: virtual ms to wake at */
-    int wait_fd;          /* woken early when this descriptor has data, or -1 */
+    int wait_fds[SIM_WAIT_FDS]; /* woken early when one of these descriptors has data */
+    int nwait;
     long long skew;       /* wall clock offset */
     long long paused;     /* ms spent paused by SF_PAUSE (for the wait bound) */
     long long resume_at;  /* SF_PAUSE: stopped until then */
@@ -82,11 +85,15 @@ typedef struct sclient {
     void *fiber;          /* AddressSanitizer's note of its fake stack */
     int epoch;            /* the server's life its lock handle comes from */
     int broken;           /* a classic client broken while it held: it does not know */
+    uint64_t seen_ver;    /* its lock key's version at its last GET of it */
+    int seen;             /* it has read its lock key (seen_ver is set) */
+    long long wrote_at;   /* its last write of its lock key */
 } sclient;
 
 typedef struct sconn {
     int used;
     int client;
+    int srv;              /* which server */
     int mconn;            /* the model's connection, -1 once dead */
     int dead;
     unsigned long seq;    /* the order connections were made in: descriptors can be reused */
@@ -95,19 +102,26 @@ typedef struct sconn {
     size_t in_off;
     model_buf out;        /* reply bytes for the client */
     size_t out_off;
+    model_buf late;       /* SF_DELAY: replies on their way, arriving at late_at */
+    long long late_at;
 } sconn;
+
+/* Outside S, which is cleared at every run: only the servers a run uses
+ * are (model_init). */
+static model models[SIM_SERVERS];
 
 static struct {
     const sim_scenario *sc;
     const sim_opts *o;
     sim_result *r;
-    model m;
+    model *ms;            /* the servers (models[]): one, or a quorum's */
+    int nserv;
+    long long srv_skew[SIM_SERVERS]; /* each server's clock against the virtual clock */
     sclient cl[SIM_MAX_CLIENTS];
     int ncl;
     sconn conns[SIM_FDS];
     long long now;        /* virtual ms since the start of the run */
     long long wall0;      /* the true wall clock at now = 0 */
-    long long server_skew; /* the server's wall clock against the true one (SF_SERVER_CLOCK) */
     ucontext_t sched;
     sclient *cur;
     uint64_t rng;         /* the chooser's generator */
@@ -124,6 +138,7 @@ static struct {
     int violated;
     int draining;         /* past max_steps: no more faults, choice 0 */
     long long broken_at;  /* the last operator break or restart, or -1 */
+    long long stepped_at; /* the last forward step of a server's clock, or -1 */
     int forced_done[4];
 } S;
 
@@ -243,21 +258,44 @@ static void resume(sclient *c)
     S.cur = NULL;
 }
 
-static void sim_sleep_ms(long long ms, int fd)
+/* Sleeps for ms, or until one of the n descriptors has data. */
+static void sim_sleep_fds(long long ms, const int *fds, int n)
 {
     sclient *c = S.cur;
     c->state = ST_SLEEP;
     c->wake = S.now + (ms > 0 ? ms : 0);
-    c->wait_fd = fd;
+    c->nwait = n < SIM_WAIT_FDS ? n : SIM_WAIT_FDS;
+    for (int i = 0; i < c->nwait; i++)
+        c->wait_fds[i] = fds[i];
     yield();
-    c->wait_fd = -1;
+    c->nwait = 0;
+}
+
+static void sim_sleep_ms(long long ms, int fd)
+{
+    sim_sleep_fds(ms, &fd, fd >= 0 ? 1 : 0);
 }
 
 /* ------------------------------------------------------------------ clocks, randomness */
 
+/* The virtual time as a client's clock counts it: off by its drift. */
+static long long drifted(const sclient *c)
+{
+    return c && c->sp.drift_ppm ? S.now + S.now * c->sp.drift_ppm / 1000000 : S.now;
+}
+
+/* How long ms of a client's clock last in virtual time. */
+static long long real_ms(const sclient *c, long long ms)
+{
+    /* Rounded up: a wait of 1 ms never becomes one of none. */
+    if (!c || !c->sp.drift_ppm || ms <= 0)
+        return ms;
+    return (ms * 1000000 + 1000000 + c->sp.drift_ppm - 1) / (1000000 + c->sp.drift_ppm);
+}
+
 static long long wall_of(const sclient *c)
 {
-    return S.wall0 + S.now + (c ? c->skew : 0);
+    return S.wall0 + drifted(c) + (c ? c->skew : 0);
 }
 
 int clock_gettime(clockid_t id, struct timespec *ts)
@@ -265,7 +303,7 @@ int clock_gettime(clockid_t id, struct timespec *ts)
     if (!S.cur)
         return (int)syscall(SYS_clock_gettime, id, ts);
     long long ms = id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE ? wall_of(S.cur)
-                                                                        : MONO_BASE + S.now;
+                                                                        : MONO_BASE + drifted(S.cur);
     ts->tv_sec = (time_t)(ms / 1000);
     ts->tv_nsec = (long)(ms % 1000) * 1000000L;
     return 0;
@@ -292,7 +330,7 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
         load_nanosleep();
         return real_nanosleep(req, rem);
     }
-    sim_sleep_ms((long long)req->tv_sec * 1000 + req->tv_nsec / 1000000, -1);
+    sim_sleep_ms(real_ms(S.cur, (long long)req->tv_sec * 1000 + req->tv_nsec / 1000000), -1);
     if (rem)
         rem->tv_sec = rem->tv_nsec = 0;
     return 0;
@@ -322,18 +360,20 @@ static void kill_conn(sconn *k, const char *why)
     if (k->dead)
         return;
     k->dead = 1;
+    k->late.n = 0; /* replies on their way are lost with it */
     if (k->mconn >= 0)
-        model_conn_close(&S.m, k->mconn);
+        model_conn_close(&S.ms[k->srv], k->mconn);
     k->mconn = -1;
-    tracef("c%d connection closed (%s)", k->client, why);
+    tracef("c%d connection to s%d closed (%s)", k->client, k->srv, why);
 }
 
 int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     if (S.cur && sa && sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        if (ntohs(in->sin_port) == SIM_PORT && fd >= 0 && fd < SIM_FDS) {
-            if (S.m.down) {
+        int sv = ntohs(in->sin_port) - SIM_PORT;
+        if (sv >= 0 && sv < S.nserv && fd >= 0 && fd < SIM_FDS) {
+            if (S.ms[sv].down) {
                 errno = ECONNREFUSED;
                 return -1;
             }
@@ -341,7 +381,8 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
             memset(k, 0, sizeof *k);
             k->used = 1;
             k->client = S.cur->id;
-            k->mconn = model_conn_open(&S.m, S.cur->id);
+            k->srv = sv;
+            k->mconn = model_conn_open(&S.ms[sv], S.cur->id);
             if (k->mconn < 0) {
                 k->used = 0;
                 errno = ECONNREFUSED;
@@ -407,6 +448,16 @@ ssize_t read(int fd, void *buf, size_t n)
                 k->out_off = k->out.n = 0;
             return (ssize_t)m;
         }
+        /* hiredis's non-blocking contexts (the quorum's) read only what
+         * is there. */
+        if (!k->dead && (fcntl(fd, F_GETFL) & O_NONBLOCK)) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (k->late.n) { /* delivered by the scheduler at late_at */
+            sim_sleep_ms(k->late_at - S.now, fd);
+            continue;
+        }
         if (k->hold_until) {
             if (S.now >= k->hold_until) {
                 k->hold_until = 0;
@@ -421,7 +472,8 @@ ssize_t read(int fd, void *buf, size_t n)
             return 0;
         if (pending_cmds(k) > 0) {
             S.cur->state = ST_READ;
-            S.cur->wait_fd = fd;
+            S.cur->wait_fds[0] = fd;
+            S.cur->nwait = 1;
             yield();
             continue;
         }
@@ -445,16 +497,17 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
         load_poll();
         return real_poll(fds, n, timeout);
     }
-    long long end = timeout < 0 ? S.now + 3600000 : S.now + timeout;
+    long long end = timeout < 0 ? S.now + 3600000 : S.now + real_ms(S.cur, timeout);
     for (;;) {
         int ready = 0;
-        int fd = -1;
+        int wait[SIM_WAIT_FDS], nw = 0;
         for (nfds_t i = 0; i < n; i++) {
             sconn *k = sim_conn(fds[i].fd);
             fds[i].revents = 0;
             if (!k)
                 continue;
-            fd = fds[i].fd;
+            if (nw < SIM_WAIT_FDS)
+                wait[nw++] = fds[i].fd;
             if (k->out_off < k->out.n)
                 fds[i].revents |= POLLIN;
             if (k->dead)
@@ -466,7 +519,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
         }
         if (ready || S.now >= end)
             return ready;
-        sim_sleep_ms(end - S.now, fd);
+        sim_sleep_fds(end - S.now, wait, nw);
     }
 }
 
@@ -475,9 +528,10 @@ int close(int fd)
     sconn *k = sim_conn(fd);
     if (k) {
         if (!k->dead && k->mconn >= 0)
-            model_conn_close(&S.m, k->mconn);
+            model_conn_close(&S.ms[k->srv], k->mconn);
         model_buf_free(&k->in);
         model_buf_free(&k->out);
+        model_buf_free(&k->late);
         memset(k, 0, sizeof *k);
     }
     load_close();
@@ -503,7 +557,7 @@ static long long claim_until(const sclient *c)
         /* The library reads the virtual clock only inside a client. */
         sclient *was = S.cur;
         S.cur = (sclient *)c;
-        long long now_end = S.now + relock_lock_validity_ms(c->extending);
+        long long now_end = S.now + real_ms(c, relock_lock_validity_ms(c->extending));
         S.cur = was;
         if (now_end < end)
             end = now_end;
@@ -534,7 +588,9 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     (void)arg;
     if (writer < 0 || writer >= S.ncl || !is_lock_key(before->name))
         return;
-    const sclient *w = &S.cl[writer];
+    sclient *w = &S.cl[writer];
+    if (w->sp.lock && strcmp(w->sp.lock, before->name) == 0)
+        w->wrote_at = S.now;
     if (w->sp.kind == SK_BREAK || w->sp.kind == SK_DEL) {
         if (before->exists) {
             void_claims(before->name, "broken by the operator");
@@ -575,11 +631,16 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
         return;
     }
     /* Only relock's clients are held to this: a classic client that
-     * loses a GETSET race writes over the winner by design, and so does
-     * relock's own GETSET takeover on 2.0, which has nothing better. */
+     * loses a GETSET race writes over the winner by design. */
     if (w->sp.kind != SK_RELOCK)
         return;
-    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0))
+    /* On 2.0 relock looks (GET), then writes (GETSET): its takeover, and
+     * its extend.  A value written between the two is hit, the window
+     * 2.0 leaves (docs/legacy.md); a value that was already there when
+     * it looked is not: relock saw it, and the break counter read with it
+     * must have told it the lock was no longer its own. */
+    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0) &&
+        (!w->seen || w->seen_ver != before->ver))
         return;
     const sclient *a = &S.cl[before->author];
     if (claim_live(a, before->name))
@@ -587,6 +648,18 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
                   "c%d valid for %lld ms more)",
                   writer, what, before->name, before->author, before->val, before->author,
                   claim_until(a) - S.now);
+}
+
+/* The model's hook at every GET: what a client last saw of its lock. */
+static void on_read(void *arg, model *m, int reader, const char *name, const model_key *k)
+{
+    (void)arg;
+    (void)m;
+    if (reader < 0 || reader >= S.ncl || !S.cl[reader].sp.lock ||
+        strcmp(S.cl[reader].sp.lock, name) != 0)
+        return;
+    S.cl[reader].seen = 1;
+    S.cl[reader].seen_ver = k ? k->ver : 0;
 }
 
 static long long parse_ll(const char *s, int *digits)
@@ -599,15 +672,56 @@ static long long parse_ll(const char *s, int *digits)
     return v;
 }
 
+/* Each server's clock brought to the present, so that expiries are
+ * applied before a check reads the keys. */
+static void sync_clocks(void)
+{
+    for (int i = 0; i < S.nserv; i++)
+        S.ms[i].now_ms = S.wall0 + S.now + S.srv_skew[i];
+}
+
+static int majority(void)
+{
+    return S.nserv / 2 + 1;
+}
+
+/* How many servers hold value in the lock's key for at least ms more
+ * (no TTL counts as long enough); writer >= 0: written by that client. */
+static int servers_holding(const char *lock, const char *value, long long ms, int writer)
+{
+    int n = 0;
+    sync_clocks();
+    for (int i = 0; i < S.nserv; i++) {
+        model_key *k = model_lookup(&S.ms[i], lock);
+        if (!k || !k->exists || strcmp(k->val, value) != 0 || (writer >= 0 && k->author != writer))
+            continue;
+        long long pttl = model_pttl(&S.ms[i], lock);
+        if (pttl < 0 || pttl >= ms)
+            n++;
+    }
+    return n;
+}
+
 /* After an acquire or extend that returned OK: the key holds the value
  * and lives (by its TTL and by its timestamp) at least as long as the
- * holder is told; no one else holds it. */
+ * holder is told; no one else holds it.  Over a quorum: on a majority of
+ * the servers (the validity counted from the requests' send, design.md
+ * §9.1: the servers started the TTL no earlier). */
 static void check_held(sclient *c, relock_lock *l, const char *op)
 {
     const char *v = relock_lock_value(l);
     if (c->claim_end <= S.now)
         return; /* validity 0: the holder knows it holds nothing */
-    model_key *k = model_lookup(&S.m, c->sp.lock);
+    if (S.nserv > 1) {
+        int n = servers_holding(c->sp.lock, v, c->claim_end - S.now, -1);
+        if (n < majority())
+            violation("c%d: %s: the holder is told %lld ms, but only %d of %d servers hold its "
+                      "value that long",
+                      c->id, op, c->claim_end - S.now, n, S.nserv);
+        return;
+    }
+    sync_clocks();
+    model_key *k = model_lookup(&S.ms[0], c->sp.lock);
     if (!k || !k->exists || strcmp(k->val, v) != 0) {
         violation("c%d: %s returned OK but the key holds %s%s%s (an outcome claimed as success "
                   "that did not happen)",
@@ -615,22 +729,57 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
                   k && k->exists ? "\"" : "");
         return;
     }
-    long long pttl = model_pttl(&S.m, c->sp.lock);
+    long long pttl = model_pttl(&S.ms[0], c->sp.lock);
     if (pttl >= 0 && c->claim_end > S.now + pttl)
         violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
                   c->claim_end - S.now);
     int digits;
     long long ts = parse_ll(k->val, &digits);
-    if (digits > 0 && c->skew == 0 && (k->val[digits] == '\0' || k->val[digits] == ':')) {
+    if (digits > 0 && (c->skew == 0 || c->sp.clock_server) &&
+        (k->val[digits] == '\0' || k->val[digits] == ':')) {
         long long unit = c->sp.unit_ms ? 1 : 1000;
         /* A classic reader's takeover; by the server's clock for a client
          * that reads it (legacy.clock = "server"). */
-        long long takeover = (ts + 1) * unit - S.wall0 - (c->sp.clock_server ? S.server_skew : 0);
+        long long takeover = (ts + 1) * unit - S.wall0 - (c->sp.clock_server ? S.srv_skew[0] : 0);
         if (c->claim_end > takeover)
             violation("c%d: %s: value %lld is taken over by legacy readers at %lld, the holder "
                       "is told it holds until %lld",
                       c->id, op, ts, takeover, c->claim_end);
     }
+}
+
+/* After an extend that did not succeed: where the key still holds the
+ * holder's value, it lives at least as long as the holder is now told. */
+static void check_kept(sclient *c, relock_lock *l, const char *op)
+{
+    if (c->claim_end <= S.now || S.nserv > 1)
+        return;
+    sync_clocks();
+    model_key *k = model_lookup(&S.ms[0], c->sp.lock);
+    if (!k || !k->exists || strcmp(k->val, relock_lock_value(l)) != 0)
+        return;
+    long long pttl = model_pttl(&S.ms[0], c->sp.lock);
+    if (pttl >= 0 && c->claim_end > S.now + pttl)
+        violation("c%d: %s: the key lives %lld ms, the holder is told %lld ms", c->id, op, pttl,
+                  c->claim_end - S.now);
+}
+
+/* A durable acquire or extend that returned OK: the replicas hold the
+ * value at least as long as the holder is told (a failover to one of
+ * them keeps the lock). */
+static void check_replica(sclient *c, relock_lock *l, const char *op)
+{
+    if (!c->sp.durability || c->claim_end <= S.now || c->claim_void || S.nserv > 1)
+        return;
+    sync_clocks();
+    long long pttl;
+    const char *v = model_replica_get(&S.ms[0], c->sp.lock, &pttl);
+    if (!v || strcmp(v, relock_lock_value(l)) != 0)
+        violation("c%d: %s returned OK with durability, but the replicas hold %s", c->id, op,
+                  v ? v : "nothing");
+    else if (pttl >= 0 && c->claim_end > S.now + pttl)
+        violation("c%d: %s: on the replicas the key lives %lld ms, the holder is told %lld ms",
+                  c->id, op, pttl, c->claim_end - S.now);
 }
 
 static void check_overlap(sclient *c)
@@ -685,7 +834,16 @@ static void claim_stop(sclient *c)
  * unbroken. */
 static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, long long end)
 {
-    model_key *k = model_lookup(&S.m, c->sp.lock);
+    if (S.nserv > 1) {
+        int n = servers_holding(c->sp.lock, relock_lock_value(l), 0, c->id);
+        if (valid && !c->claim_void && end > S.now && n >= majority())
+            violation("c%d: %s reported the lock lost while %d of %d servers hold its value and "
+                      "its validity lasts %lld ms more",
+                      c->id, op, n, S.nserv, end - S.now);
+        return;
+    }
+    sync_clocks();
+    model_key *k = model_lookup(&S.ms[0], c->sp.lock);
     if (valid && !c->claim_void && end > S.now && k && k->exists && k->author == c->id &&
         strcmp(k->val, relock_lock_value(l)) == 0)
         violation("c%d: %s reported the lock lost while the key holds its value \"%s\" and its "
@@ -703,12 +861,19 @@ static const char *st_name(relock_status st)
 static relock_client *relock_client_for(sclient *c)
 {
     relock_config *cfg = relock_config_new();
-    char url[64], num[32];
+    char url[200], num[32];
     const sim_client_spec *sp = &c->sp;
     if (!cfg)
         return NULL;
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", SIM_PORT);
     relock_config_set_url(cfg, url);
+    if (S.nserv > 1) { /* a quorum over every server of the scenario */
+        size_t w = 0;
+        for (int i = 0; i < S.nserv && w < sizeof url - 40; i++)
+            w += (size_t)snprintf(url + w, sizeof url - w, "%sredis://127.0.0.1:%d", i ? "," : "",
+                                  SIM_PORT + i);
+        relock_config_set(cfg, "servers", url);
+    }
     static const char *const modes[] = {"auto", "legacy", "bridge", "modern"};
     relock_config_set(cfg, "mode", modes[sp->mode]);
     snprintf(num, sizeof num, "%ld", sp->ttl_ms > 0 ? sp->ttl_ms : 2000);
@@ -724,6 +889,11 @@ static relock_client *relock_client_for(sclient *c)
     snprintf(num, sizeof num, "%ld", sp->skew_margin_ms);
     relock_config_set(cfg, "legacy.skew_margin_ms", num);
     relock_config_set(cfg, "legacy.clock", sp->clock_server ? "server" : "local");
+    if (sp->durability) {
+        snprintf(num, sizeof num, "%d", sp->durability);
+        relock_config_set(cfg, "durability.replicas", num);
+        relock_config_set(cfg, "durability.timeout_ms", "200");
+    }
     relock_client *rc = NULL;
     for (int tries = 0; tries < 3 && !rc; tries++) {
         relock_status st = relock_connect(cfg, &rc);
@@ -757,6 +927,7 @@ static void run_relock(sclient *c)
         relock_lock *l = NULL;
         long long t0 = S.now, p0 = c->paused;
         c->epoch = S.epoch; /* the handle belongs to the server's life it began in */
+        c->wrote_at = t0;
         relock_status st = relock_acquire(rc, sp->lock, sp->ttl_ms, sp->wait_ms, &l);
         long long took = S.now - t0 - (c->paused - p0);
         tracef("c%d acquire %s -> %s%s%s", c->id, sp->lock, st_name(st),
@@ -771,10 +942,16 @@ static void run_relock(sclient *c)
             continue;
         }
         long long fence = relock_lock_fence(l);
-        claim_begin(c, S.now + relock_lock_validity_ms(l), relock_lock_value(l));
-        /* Broken (or forgotten) after the server said yes and before the
-         * client heard it: the operator's word wins. */
-        if (S.broken_at >= t0) {
+        claim_begin(c, S.now + real_ms(c, relock_lock_validity_ms(l)), relock_lock_value(l));
+        /* Broken (or forgotten) after the server said yes (its last
+         * write of the key) and before the client heard it: the
+         * operator's word wins.  A break earlier in a long wait ended
+         * someone else's claim, not this one.  A restart during the
+         * acquire may have forgotten an earlier write (over a quorum, on
+         * one server while the others took it later: docs/safety.md).
+         * A forward step of the server's clock during the acquire ends
+         * the lease it planned on the clock read before (a stated limit). */
+        if (S.broken_at >= c->wrote_at || c->epoch != S.epoch || S.stepped_at >= t0) {
             c->claim_void = 1;
             tracef("c%d's claim was broken before it returned", c->id);
         }
@@ -786,6 +963,7 @@ static void run_relock(sclient *c)
         if (relock_lock_validity_ms(l) > 0 && !c->claim_void) {
             check_overlap(c);
             check_held(c, l, "acquire");
+            check_replica(c, l, "acquire");
             check_fence(c, fence);
         }
         if (sp->extend) {
@@ -804,9 +982,10 @@ static void run_relock(sclient *c)
                 c->claim_void = 1;
             if (st == RELOCK_OK) {
                 if (!c->claim_void) {
-                    c->claim_end = S.now + relock_lock_validity_ms(l);
+                    c->claim_end = S.now + real_ms(c, relock_lock_validity_ms(l));
                     snprintf(c->claim_value, sizeof c->claim_value, "%s", relock_lock_value(l));
                     check_held(c, l, "extend");
+                    check_replica(c, l, "extend");
                 }
             } else if (st == RELOCK_LOST || relock_lock_validity_ms(l) <= 0) {
                 if (st == RELOCK_LOST)
@@ -816,12 +995,17 @@ static void run_relock(sclient *c)
                 /* A failed extend leaves the lock ours for the validity
                  * relock still states, and the holder acts on it: that
                  * must be no more than what the server may hold (the
-                 * new lease, when shorter, may have been written). */
-                long long end = S.now + relock_lock_validity_ms(l);
+                 * new lease, when shorter, may have been written), and
+                 * never more than before. */
+                long long end = S.now + real_ms(c, relock_lock_validity_ms(l));
                 if (end < c->claim_end)
                     c->claim_end = end;
+                else if (end > c->claim_end + 1) /* 1 ms: real_ms() rounds up */
+                    violation("c%d: extend failed (%s), but the validity grew to %lld ms",
+                              c->id, st_name(st), end - S.now);
                 tracef("c%d keeps its claim for %lld ms after the failed extend", c->id,
                        c->claim_end - S.now);
+                check_kept(c, l, "failed extend");
             }
             sim_sleep_ms(sp->hold_ms - sp->hold_ms / 2, -1);
         } else {
@@ -837,9 +1021,13 @@ static void run_relock(sclient *c)
         if (st == RELOCK_LOST)
             check_lost(c, l, "release", had, had_end);
         if (st == RELOCK_OK) {
-            model_key *k = model_lookup(&S.m, sp->lock);
-            if (k && k->exists && k->author == c->id && strcmp(k->val, relock_lock_value(l)) == 0)
-                violation("c%d: release returned OK but its value is still in the key", c->id);
+            /* Over a quorum, a majority deleted it (a late minority may
+             * keep it until its TTL). */
+            int n = servers_holding(sp->lock, relock_lock_value(l), 0, c->id);
+            if (n >= (S.nserv > 1 ? majority() : 1))
+                violation("c%d: release returned OK but its value is still in the key on %d of "
+                          "%d servers",
+                          c->id, n, S.nserv);
         }
         relock_lock_free(l);
         sim_sleep_ms(5 + (long long)(mix(&c->rng) % 20), -1);
@@ -994,7 +1182,8 @@ static const char *fault_name(int f)
 {
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
-                                    "restart",    "dead-idle",   "server-clock-step"};
+                                    "restart",    "dead-idle",   "server-clock-step",
+                                    "delay",      "replica"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1025,9 +1214,10 @@ static void flush_push(void)
         sconn *k = &S.conns[fd];
         if (!k->used || k->dead || k->mconn < 0)
             continue;
-        model_conn *mc = &S.m.conns[k->mconn];
+        model_conn *mc = &S.ms[k->srv].conns[k->mconn];
         if (mc->push.n) {
-            model_buf_add(&k->out, mc->push.p, mc->push.n);
+            /* Behind the replies still on their way. */
+            model_buf_add(k->late.n ? &k->late : &k->out, mc->push.p, mc->push.n);
             mc->push.n = 0;
         }
     }
@@ -1044,7 +1234,8 @@ static void describe(const char *p, size_t n, char *out, size_t cap)
         return;
     for (int i = 0; i < argc && w + 4 < cap; i++) {
         size_t l = len[i] > 44 ? 44 : len[i];
-        if (i == 1 && len[0] == 4 && strncasecmp(argv[0], "EVAL", 4) == 0)
+        if ((i == 1 && len[0] == 4 && strncasecmp(argv[0], "EVAL", 4) == 0) ||
+            (i == 2 && len[0] == 6 && strncasecmp(argv[0], "SCRIPT", 6) == 0))
             l = 12; /* a script's text: its start is enough */
         int k = snprintf(out + w, cap - w, "%s%.*s%s", i ? " " : "", (int)l, argv[i],
                          l < len[i] ? "..." : "");
@@ -1064,12 +1255,15 @@ static void reply_text(const model_buf *b, char *out, size_t cap)
     out[n] = '\0';
 }
 
-static void restart_server(void)
+/* Server sv restarts.  Every claim ends, also over a quorum, where a
+ * restart without persistence lets a second majority form at once (the
+ * limit design.md §9.1 states for its scheme). */
+static void restart_server(int sv)
 {
-    tracef("server restarts without persistence");
-    model_flush(&S.m);
+    tracef("server s%d restarts without persistence", sv);
+    model_flush(&S.ms[sv]);
     for (int fd = 0; fd < S.maxfd; fd++)
-        if (S.conns[fd].used)
+        if (S.conns[fd].used && S.conns[fd].srv == sv)
             kill_conn(&S.conns[fd], "server restarted");
     for (int i = 0; i < S.ncl; i++)
         if (S.cl[i].claim && S.cl[i].claim_end > S.now && !S.cl[i].claim_void) {
@@ -1092,16 +1286,25 @@ static void exec_one(int fd, int f)
     char what[200], rep[120];
     long used = model_parse_command(k->in.p + k->in_off, k->in.n - k->in_off, &argc, argv, len,
                                     MODEL_ARGS);
-    describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
+    what[0] = rep[0] = '\0';
+    if (S.tracing) /* the words and the reply are for the trace alone */
+        describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);
     if (f == SF_CLOCK) {
         c->skew += S.sc->clock_step_ms;
         tracef("c%d's wall clock steps %+ld ms", c->id, S.sc->clock_step_ms);
         f = SF_NONE;
     }
+    if (f == SF_REPLICA) {
+        model *m = &S.ms[k->srv];
+        model_replica_set(m, !m->replica_down);
+        tracef("s%d's replicas %s", k->srv, m->replica_down ? "go down" : "come back");
+        f = SF_NONE;
+    }
     if (f == SF_SERVER_CLOCK) {
-        long long step = S.server_skew ? -S.server_skew : S.sc->server_step_ms;
-        S.server_skew += step;
-        tracef("the server's wall clock steps %+lld ms", step);
+        long long *skew = &S.srv_skew[k->srv];
+        long long step = *skew ? -*skew : S.sc->server_step_ms;
+        *skew += step;
+        tracef("s%d's wall clock steps %+lld ms", k->srv, step);
         /* A forward step ends every lease early, by the server's expiry and
          * by the timestamps every client reads: a stated limit
          * (docs/legacy.md), not a fault of the holder's. */
@@ -1112,11 +1315,12 @@ static void exec_one(int fd, int f)
             /* Also the leases being written: planned on the clock read
              * before the step, granted after it. */
             S.broken_at = S.now;
+            S.stepped_at = S.now;
         }
         f = SF_NONE;
     }
     if (f == SF_RESTART) {
-        restart_server();
+        restart_server(k->srv);
         k->in_off += (size_t)used;
         tracef("c%d %s: never ran (server restarted)", c->id, what);
         return;
@@ -1133,11 +1337,21 @@ static void exec_one(int fd, int f)
     if (f == SF_ERROR) {
         model_buf_add(&reply, "-LOADING Redis is loading the dataset in memory\r\n", 49);
     } else {
-        S.m.now_ms = S.wall0 + S.now + S.server_skew;
-        model_exec(&S.m, k->mconn, argc, argv, len, &reply);
+        model *m = &S.ms[k->srv];
+        m->now_ms = S.wall0 + S.now + S.srv_skew[k->srv];
+        m->reply_delay_ms = 0;
+        model_exec(m, k->mconn, argc, argv, len, &reply);
     }
-    reply_text(&reply, rep, sizeof rep);
-    tracef("c%d %s -> %s%s%s", c->id, what, rep, f ? "  [fault: " : "", f ? fault_name(f) : "");
+    /* The server holds the reply back (WAIT short of replicas). */
+    long long held = S.ms[k->srv].reply_delay_ms;
+    S.ms[k->srv].reply_delay_ms = 0;
+    if (S.tracing)
+        reply_text(&reply, rep, sizeof rep);
+    char on[8] = "";
+    if (S.nserv > 1)
+        snprintf(on, sizeof on, "s%d ", k->srv);
+    tracef("c%d %s%s -> %s%s%s", c->id, on, what, rep, f ? "  [fault: " : "",
+           f ? fault_name(f) : "");
     if (f == SF_ERROR)
         tracef("  [fault: error-reply]");
     if (f == SF_LOST_AFTER) {
@@ -1145,8 +1359,15 @@ static void exec_one(int fd, int f)
     } else if (f == SF_HOLD) {
         k->hold_until = S.now + 1000;
         if (k->mconn >= 0)
-            model_conn_close(&S.m, k->mconn);
+            model_conn_close(&S.ms[k->srv], k->mconn);
         k->mconn = -1;
+    } else if (f == SF_DELAY || k->late.n || held > 0) {
+        /* On its way, behind any reply delayed before it. */
+        if (!k->late.n)
+            k->late_at = S.now + (f == SF_DELAY ? S.sc->delay_ms : 0);
+        if (held > 0 && k->late_at < S.now + held)
+            k->late_at = S.now + held;
+        model_buf_add(&k->late, reply.p, reply.n);
     } else {
         model_buf_add(&k->out, reply.p, reply.n);
         if (f == SF_DEAD_AFTER || f == SF_DEAD_IDLE)
@@ -1158,6 +1379,8 @@ static void exec_one(int fd, int f)
         long long ms = f == SF_PAUSE ? S.sc->pause_ms : 250;
         c->resume_at = S.now + ms;
         c->paused += ms;
+        if (c->state == ST_SLEEP && c->wake < c->resume_at)
+            c->wake = c->resume_at; /* in poll(): it looks again when it wakes */
         tracef("c%d stops for %lld ms", c->id, ms);
     }
     model_buf_free(&reply);
@@ -1188,7 +1411,7 @@ static void start_clients(void)
         c->id = i;
         c->sp = S.sc->c[i];
         c->skew = c->sp.skew_ms;
-        c->wait_fd = -1;
+        c->nwait = 0;
         c->rng = S.o->seed * 1000003u + (uint64_t)i * 7919u + 1;
         c->stack = malloc(STACK_SIZE);
         if (!c->stack)
@@ -1210,6 +1433,26 @@ static void start_clients(void)
     }
 }
 
+/* Replies delayed (SF_DELAY) whose time came reach their clients; the
+ * earliest still on its way, or -1. */
+static long long deliver_late(void)
+{
+    long long next = -1;
+    for (int fd = 0; fd < S.maxfd; fd++) {
+        sconn *k = &S.conns[fd];
+        if (!k->used || !k->late.n)
+            continue;
+        if (k->late_at <= S.now) {
+            if (!k->dead)
+                model_buf_add(&k->out, k->late.p, k->late.n);
+            k->late.n = 0;
+        } else if (next < 0 || k->late_at < next) {
+            next = k->late_at;
+        }
+    }
+    return next;
+}
+
 /* Resumes every client that can go on without the server: new ones,
  * sleepers whose time came, pollers with data. */
 static int wake_due(void)
@@ -1220,8 +1463,11 @@ static int wake_due(void)
         for (int i = 0; i < S.ncl; i++) {
             sclient *c = &S.cl[i];
             int go = c->state == ST_NEW || (c->state == ST_SLEEP && c->wake <= S.now);
-            if (!go && (c->state == ST_SLEEP || c->state == ST_READ) && c->wait_fd >= 0) {
-                sconn *k = sim_conn(c->wait_fd);
+            /* Data on a descriptor it waits on (not while paused). */
+            for (int j = 0; !go && (c->state == ST_SLEEP || c->state == ST_READ) &&
+                            c->resume_at <= S.now && j < c->nwait;
+                 j++) {
+                sconn *k = sim_conn(c->wait_fds[j]);
                 go = !k || k->out_off < k->out.n || k->dead;
             }
             if (go) {
@@ -1245,6 +1491,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
     S.faults_left = o->max_faults;
     S.broken_at = -1;
+    S.stepped_at = -1;
     S.ncl = sc->nclients;
     model_personality p;
     if (model_personality_parse(sc->personality, &p) != 0) {
@@ -1255,8 +1502,15 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
     S.wall0 = WALL_BASE + (long long)(mix(&S.rng) % 1000);
     if (sc->phase_ms > 0)
         S.wall0 = WALL_BASE + sc->phase_ms % 1000;
-    model_init(&S.m, &p, S.wall0);
-    S.m.on_write = on_write;
+    S.ms = models;
+    S.nserv = sc->servers > 1 ? (sc->servers < SIM_SERVERS ? sc->servers : SIM_SERVERS) : 1;
+    for (int i = 0; i < S.nserv; i++) {
+        model_init(&S.ms[i], &p, S.wall0);
+        S.ms[i].replicas = sc->replicas;
+        S.ms[i].on_write = on_write;
+        S.ms[i].on_read = on_read;
+        S.ms[i].down = (sc->down >> i) & 1u;
+    }
     tracef("scenario %s on %s, seed %llu, wall clock %lld", sc->name, sc->personality,
            (unsigned long long)o->seed, S.wall0);
     start_clients();
@@ -1267,6 +1521,7 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             violation("the run did not end (livelock?)");
             break;
         }
+        long long late = deliver_late();
         wake_due();
         int done = 1;
         for (int i = 0; i < S.ncl; i++)
@@ -1293,6 +1548,8 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             for (int i = 0; i < S.ncl; i++)
                 if (S.cl[i].state == ST_SLEEP && (next < 0 || S.cl[i].wake < next))
                     next = S.cl[i].wake;
+            if (late >= 0 && (next < 0 || late < next))
+                next = late;
             if (next < 0) {
                 violation("deadlock: no client can go on");
                 break;
@@ -1325,11 +1582,11 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
         r->steps++;
         S.now += sc->tick_ms;
         sclient *c = &S.cl[S.conns[fd].client];
-        if (c->state == ST_READ && c->wait_fd == fd) {
+        if (c->state == ST_READ && c->nwait == 1 && c->wait_fds[0] == fd) {
             if (c->resume_at > S.now) {
                 c->state = ST_SLEEP; /* read() looks again when it wakes */
                 c->wake = c->resume_at;
-                c->wait_fd = -1;
+                c->nwait = 0;
             } else {
                 resume(c);
             }
@@ -1346,12 +1603,15 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
                 violation("c%d left a connection open", S.conns[fd].client);
             model_buf_free(&S.conns[fd].in);
             model_buf_free(&S.conns[fd].out);
+            model_buf_free(&S.conns[fd].late);
         }
     }
-    for (int i = 0; i < MODEL_CONNS; i++)
-        if (S.m.conns[i].open)
-            model_conn_close(&S.m, i);
-    r->commands = S.m.commands;
+    for (int s = 0; s < S.nserv; s++) {
+        for (int i = 0; i < MODEL_CONNS; i++)
+            if (S.ms[s].conns[i].open)
+                model_conn_close(&S.ms[s], i);
+        r->commands += S.ms[s].commands;
+    }
     r->violation = S.violated;
     if ((o->trace || (S.violated && !quiet)) && S.trace.n)
         fwrite(S.trace.p, 1, S.trace.n, stdout);

@@ -41,6 +41,8 @@ enum sim_fault {
      * from the true time, or back to the true time when stepped already
      * (so two steps are one way and back).  TIME and key expiry follow. */
     SF_SERVER_CLOCK,
+    SF_DELAY,       /* the command runs, its reply (and those after it) comes delay_ms later */
+    SF_REPLICA,     /* the server's replicas go down (or come back) before the command */
     SF_COUNT
 };
 #define SF_BIT(f) (1u << (f))
@@ -59,14 +61,17 @@ typedef struct sim_client_spec {
     long extend_ms;       /* its new lease (0: the acquire's), shorter to test the bound */
     long start_ms;        /* sleeps first */
     long skew_ms;         /* its wall clock against the server's */
+    long drift_ppm;       /* its clocks (monotonic and wall) run this much fast (< 0: slow) */
     int unit_ms;          /* legacy.clock_unit ms */
     long offset;          /* legacy.expiry_offset */
     long skew_margin_ms;
     int clock_server;     /* legacy.clock = "server" */
     int notify;           /* wait.notify */
+    int durability;       /* durability.replicas (WAIT after each acquire and extend) */
 } sim_client_spec;
 
 #define SIM_MAX_CLIENTS 6
+#define SIM_SERVERS 3
 
 typedef struct sim_scenario {
     const char *name;
@@ -74,6 +79,10 @@ typedef struct sim_scenario {
     const char *what;
     int nclients;
     sim_client_spec c[SIM_MAX_CLIENTS];
+    int servers;          /* > 1: a quorum over that many servers (relock clients list them all) */
+    unsigned down;        /* servers (bit i: server i) refusing connections for the whole run */
+    long delay_ms;        /* SF_DELAY */
+    int replicas;         /* each server's replicas (WAIT counts them while they are up) */
     unsigned faults;      /* SF_BIT mask */
     long tick_ms;         /* virtual time per command */
     long pause_ms;        /* SF_PAUSE */
@@ -90,6 +99,7 @@ typedef struct sim_scenario {
     int nforce;
     long phase_ms;        /* > 0: the wall clock's phase within a second, else by seed */
     int in_short;         /* part of the short exploration */
+    int manual;           /* run only when named (--scenario): it finds a known open fault */
 } sim_scenario;
 
 extern const sim_scenario sim_scenarios[];

@@ -3546,10 +3546,12 @@ static void keep_tick(void *arg)
     leave(a);
 }
 
+/* The next renewal: a third of the ttl from now, or sooner while the
+ * validity left is short (lease.h), as relock_keep()'s thread does. */
 static void keep_arm(struct relock__alock *al, relock_lock *l)
 {
-    long long every = l->ttl_ms / 3;
-    al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
+    al->keep_timer = timer_start(al->a, relock__renew_wait_ms(l->ttl_ms, l->valid_until, now_ms()),
+                                 keep_tick, l);
 }
 
 /* ------------------------------------------------------------------ public */

@@ -1,8 +1,9 @@
 /*
  * Automatic renewal (relock_keep): a thread extends a shadow of the lock,
- * on a connection of its own, every third of the lease.  The caller's
- * client is never touched from the thread, so the rule "one client, one
- * thread" holds; the two meet only under the keeper's mutex.
+ * on a connection of its own, every third of the lease (sooner while the
+ * validity left is shorter).  The caller's client is never touched from
+ * the thread, so the rule "one client, one thread" holds; the two meet
+ * only under the keeper's mutex.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -57,11 +58,15 @@ static void deadline_in(struct timespec *ts, long long ms)
 static void *keeper_main(void *p)
 {
     struct relock__keeper *k = p;
-    long long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         struct timespec ts;
-        deadline_in(&ts, period);
+        /* Every third of the ttl, and sooner while the validity left is
+         * short: a failed extend to a shorter lease may have put that
+         * lease on the server, which a renewal a third of the ttl later
+         * would come after. */
+        deadline_in(&ts, relock__renew_wait_ms(k->shadow->ttl_ms, k->shadow->valid_until,
+                                               relock__mono_ms()));
         int rc = 0;
         while (!k->stop && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);

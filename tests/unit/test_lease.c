@@ -208,6 +208,22 @@ static void test_clock_error_bound(void **state)
     }
 }
 
+/* Automatic renewal waits a third of the ttl, never more than half of the
+ * validity left, never less than 1 ms; an unknown validity (0) or one
+ * already over leaves the third. */
+static void test_renew_wait(void **state)
+{
+    (void)state;
+    uint64_t now = 100000;
+    assert_int_equal(relock__renew_wait_ms(30000, now + 29698, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(30000, now + 20000, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(30000, now + 1978, now), 989);
+    assert_int_equal(relock__renew_wait_ms(30000, now + 1, now), 1);
+    assert_int_equal(relock__renew_wait_ms(30000, 0, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(30000, now, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(2, now + 1000, now), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_bridge_offset0_late_in_second),
         cmocka_unit_test(test_clock_estimate),
         cmocka_unit_test(test_clock_error_bound),
+        cmocka_unit_test(test_renew_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -430,6 +430,45 @@ static void test_keep_after_failed_shorter_extend(void **state)
     testsrv_stop(&px);
 }
 
+/*
+ * relock_keep() on an adopted lock, whose validity is unknown: the lease
+ * left on the server may be far shorter than a third of the ttl given to
+ * relock_lock_adopt() (here 2 s of a 30 s ttl), so the first renewal comes
+ * at once.  Checked 3.5 s after the acquire: the key still holds the token.
+ */
+static void test_keep_adopted(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern(), *b = client_modern(), *o = client_modern();
+    relock_lock *la = NULL, *lb = NULL, *lo = NULL;
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_acquire(a, "keep-adopted", 2000, 0, &la), RELOCK_OK);
+    assert_int_equal(relock_lock_adopt(b, "keep-adopted", relock_lock_value(la),
+                                       relock_lock_fence(la), 30000, &lb),
+                     RELOCK_OK);
+    keep_lost_called = 0;
+    assert_int_equal(relock_keep(lb, keep_on_lost, NULL), RELOCK_OK);
+    while (tu_now_ms() < t0 + 3500)
+        tu_sleep_ms(50);
+    relock_status st = relock_try_acquire(o, "keep-adopted", 1000, &lo);
+    if (st != RELOCK_BUSY)
+        fail_msg("an adopted lock (2000 ms left) kept with a ttl of 30000 ms: another client "
+                 "acquired it 3.5 s later (status %d; the keeper's on_lost %s been called)",
+                 (int)st, keep_lost_called ? "had" : "had not");
+    char *v = get("keep-adopted");
+    assert_string_equal(v, relock_lock_value(la));
+    free(v);
+    assert_true(relock_lock_validity_ms(lb) > 0);
+    assert_int_equal(relock_keep_stop(lb), RELOCK_OK);
+    assert_int_equal(relock_release(lb), RELOCK_OK);
+    relock_lock_free(la);
+    relock_lock_free(lb);
+    relock_lock_free(lo);
+    relock_client_free(a);
+    relock_client_free(b);
+    relock_client_free(o);
+}
+
 int main(void)
 {
     if (!testsrv_mode_runs("modern")) {
@@ -448,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_takeover_lost_reply),
         cmocka_unit_test(test_wait_bound_slow_server),
         cmocka_unit_test(test_keep_after_failed_shorter_extend),
+        cmocka_unit_test(test_keep_adopted),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

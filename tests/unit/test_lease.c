@@ -209,8 +209,8 @@ static void test_clock_error_bound(void **state)
 }
 
 /* Automatic renewal waits a third of the ttl, never more than half of the
- * validity left, never less than 1 ms; an unknown validity (0) or one
- * already over leaves the third. */
+ * validity left, never less than 1 ms; 1 ms when the validity is unknown
+ * (0: an adopted lock) or already over. */
 static void test_renew_wait(void **state)
 {
     (void)state;
@@ -219,8 +219,8 @@ static void test_renew_wait(void **state)
     assert_int_equal(relock__renew_wait_ms(30000, now + 20000, now), 10000);
     assert_int_equal(relock__renew_wait_ms(30000, now + 1978, now), 989);
     assert_int_equal(relock__renew_wait_ms(30000, now + 1, now), 1);
-    assert_int_equal(relock__renew_wait_ms(30000, 0, now), 10000);
-    assert_int_equal(relock__renew_wait_ms(30000, now, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(30000, 0, now), 1);
+    assert_int_equal(relock__renew_wait_ms(30000, now, now), 1);
     assert_int_equal(relock__renew_wait_ms(2, now + 1000, now), 1);
 }
 

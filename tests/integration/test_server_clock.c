@@ -415,6 +415,43 @@ static void test_step_forward_then_acquire(void **state)
         }
 }
 
+/*
+ * The fresh TIME cannot be read because the server is gone: the extend
+ * fails with the I/O error, writes nothing, and (as every failed extend)
+ * leaves no more validity than the lease it asked for.  The first extend
+ * (to the same 30 s) finds the connection dead and closes it; the second,
+ * to 1 s, finds no server to connect to before its machine starts: it
+ * once left the 30 s validity of the acquire in place.
+ */
+static void test_time_unreadable(void **state)
+{
+    (void)state;
+    for (int mi = 0; mi < 2; mi++) {
+        testsrv px;
+        assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+        const char *const kv[] = {"legacy.clock", "server", NULL};
+        relock_client *c = tu_client(px.port, modes[mi], kv);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_try_acquire(c, "unreadable", 30000, &l), RELOCK_OK);
+        testsrv_stop(&px);
+        static const long long ttl[] = {30000, 1000};
+        for (int i = 0; i < 2; i++) {
+            relock_status st = relock_extend(l, ttl[i]);
+            if (st != RELOCK_EIO)
+                fail_msg("%s, extend %d with the server gone: %s: %s", modes[mi], i + 1,
+                         relock_status_name(st), relock_client_error(c)->message);
+            long long v = relock_lock_validity_ms(l);
+            if (v > ttl[i])
+                fail_msg("%s, extend %d to %lld ms with the server gone (%s): the validity is "
+                         "%lld ms",
+                         modes[mi], i + 1, ttl[i], relock_client_error(c)->message, v);
+        }
+        relock_lock_free(l);
+        relock_client_free(c);
+        free(testsrv_cmd(&srv, "DEL unreadable"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_step_inside_wait),
         cmocka_unit_test(test_async_step_between_operations),
         cmocka_unit_test(test_step_forward_then_acquire),
+        cmocka_unit_test(test_time_unreadable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2690,6 +2690,14 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             } else {
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
                 in.fleet_fresh = op->clock_fresh;
+                /* Just measured: the feed's monotonic time is the moment
+                 * TIME went out, as the blocking driver's is from before
+                 * the clock was read.  The server read its clock anywhere
+                 * in the round trip, so the estimate may be behind by
+                 * half of it; a validity counted from the reply would
+                 * outlast the lease planned on it by as much. */
+                if (op->clock_fresh)
+                    in.mono_ms = op->clk.t0;
             }
         }
         op->clock_fresh = 0; /* a fresh reading serves the one feed after it */

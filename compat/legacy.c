@@ -559,6 +559,14 @@ static void cap_validity(const relock__ts_update *m, relock_lock *l)
     l->valid_until = relock__valid_min(l->valid_until, m->start + (uint64_t)m->ls.valid_ms);
 }
 
+/* An extend that fails before it writes (the fleet's clock unreadable, no
+ * connection) is held to the lease it asked for all the same, counted
+ * from now: a failed extend never leaves more, whatever stopped it. */
+static void cap_unwritten(relock_lock *l, long long ttl_ms, uint64_t now)
+{
+    l->valid_until = relock__valid_min(l->valid_until, relock__valid_until(now, ttl_ms));
+}
+
 static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *out)
 {
     memset(&m->cas, 0, sizeof m->cas);
@@ -703,8 +711,7 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     m->op = m->extend ? "extend" : "release";
     if (in->fault) { /* the fleet's clock could not be read */
         if (m->extend) /* nothing written, but a failed extend is held to its lease */
-            l->valid_until = relock__valid_min(l->valid_until,
-                                               relock__valid_until(in->mono_ms, m->ttl_ms));
+            cap_unwritten(l, m->ttl_ms, in->mono_ms);
         return relock__done(&m->head, relock__fault_fail(c, in));
     }
     m->path = relock__ts_path_of(c);
@@ -918,13 +925,18 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
 static relock_status ts_update(relock_lock *l, int extend, long long ttl_ms)
 {
     relock_client *c = l->c;
-    if (relock__conn_ensure(c) != RELOCK_OK)
+    if (relock__conn_ensure(c) != RELOCK_OK) {
+        if (extend)
+            cap_unwritten(l, ttl_ms, relock__mono_ms());
         return c->err.pub.status;
+    }
     char tok[33];
     if (extend) {
         relock_status st = relock__bridge_suffix(l, "extend", tok);
-        if (st != RELOCK_OK)
+        if (st != RELOCK_OK) {
+            cap_unwritten(l, ttl_ms, relock__mono_ms());
             return st;
+        }
     }
     relock__ts_update m;
     relock__ts_update_init(&m, extend, ttl_ms, extend ? tok : NULL);

@@ -48,6 +48,16 @@ uint64_t relock__valid_min(uint64_t was, uint64_t until)
     return was && until < was ? until : was;
 }
 
+long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now)
+{
+    long long wait = ttl_ms / 3;
+    if (valid_until <= now)
+        return 1; /* unknown (an adopted lock) or over: the server may hold less */
+    if ((long long)((valid_until - now) / 2) < wait)
+        wait = (long long)((valid_until - now) / 2);
+    return wait > 0 ? wait : 1;
+}
+
 /* A lease of ms milliseconds, less the drift allowance (never negative). */
 static long long less_drift(long long ms)
 {

@@ -73,6 +73,14 @@ uint64_t relock__valid_until(uint64_t start, long long ttl_ms);
  * until (the new lease's, counted from the extend's start).  The server
  * may hold either lease, and an extend to a shorter one shortens it. */
 uint64_t relock__valid_min(uint64_t was, uint64_t until);
+/* How long automatic renewal waits, at monotonic time now, before it
+ * extends a lock of ttl_ms valid until valid_until (0: unknown): a third
+ * of the ttl, but never more than half of the validity left (at least
+ * 1 ms), and 1 ms when the validity is unknown or over.  The lease on the
+ * server can be far shorter than the ttl: after an extend to a shorter
+ * lease failed (the server may hold that lease), when renewal starts late
+ * in a lease, or for an adopted lock. */
+long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now);
 
 /*
  * legacy.clock = "server": the server's clock as an offset from our

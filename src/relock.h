@@ -409,7 +409,10 @@ RELOCK_EXTERN relock_status relock_lock_adopt(relock_client *c, const char *name
 
 /*
  * Automatic renewal.  relock_keep() extends the lock in the background,
- * every third of its ttl, on a connection of its own, until
+ * every third of its ttl (sooner while the validity left is shorter, as
+ * after a failed extend to a shorter lease: never later than half of it;
+ * at once when the validity is unknown, as an adopted lock's is, or over),
+ * on a connection of its own, until
  * relock_keep_stop(), relock_release() or relock_lock_free().  If the lock
  * is lost (taken, deleted, or its validity ran out while the server could
  * not be reached), on_lost is called exactly once, from one of the renewal's

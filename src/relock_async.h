@@ -170,7 +170,8 @@ RELOCK_EXTERN relock_status relock_async_extend(relock_lock *l, long long ttl_ms
                                                 void *arg);
 
 /*
- * Renewal by the loop's timers: extends l every third of its ttl until
+ * Renewal by the loop's timers: extends l every third of its ttl (sooner
+ * while the validity left is shorter: never later than half of it) until
  * relock_async_keep_stop(), relock_async_release() or relock_lock_free().
  * on_lost is called once if the lock is lost (taken, deleted, or its
  * validity ran out before a renewal succeeded: then at the validity's end,

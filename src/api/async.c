@@ -2797,6 +2797,14 @@ static void op_feed(aop *op, relock__fault fault, relock_status fst, const char 
             } else {
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
                 in.fleet_fresh = op->clock_fresh;
+                /* Just measured: the feed's monotonic time is the moment
+                 * TIME went out, as the blocking driver's is from before
+                 * the clock was read.  The server read its clock anywhere
+                 * in the round trip, so the estimate may be behind by
+                 * half of it; a validity counted from the reply would
+                 * outlast the lease planned on it by as much. */
+                if (op->clock_fresh)
+                    in.mono_ms = op->clk.t0;
             }
         }
         op->clock_fresh = 0; /* a fresh reading serves the one feed after it */
@@ -3665,10 +3673,12 @@ static void keep_tick(void *arg)
     leave(a);
 }
 
+/* The next renewal: a third of the ttl from now, or sooner while the
+ * validity left is short (lease.h), as relock_keep()'s thread does. */
 static void keep_arm(struct relock__alock *al, relock_lock *l)
 {
-    long long every = l->ttl_ms / 3;
-    al->keep_timer = timer_start(al->a, every < 1 ? 1 : every, keep_tick, l);
+    al->keep_timer = timer_start(al->a, relock__renew_wait_ms(l->ttl_ms, l->valid_until, now_ms()),
+                                 keep_tick, l);
 }
 
 static void lost_fire(void *arg);

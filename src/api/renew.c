@@ -1,6 +1,7 @@
 /*
  * Automatic renewal (relock_keep): a thread extends a shadow of the lock,
- * on a connection of its own, every third of the lease.  The caller's
+ * on a connection of its own, every third of the lease (sooner while the
+ * validity left is shorter).  The caller's
  * client is never touched from the thread, so the rule "one client, one
  * thread" holds; the two meet only under the keeper's mutex.
  *
@@ -113,7 +114,13 @@ static void *keeper_main(void *p)
     pthread_mutex_lock(&k->mu);
     while (!k->stop && !k->lost) {
         struct timespec ts;
-        deadline_in(&ts, wait_ms);
+        /* Every third of the ttl (a tenth after a failure), and sooner
+         * while the validity left is short: a failed extend to a shorter
+         * lease may have put that lease on the server, which a renewal a
+         * third of the ttl later would come after. */
+        long long wait = relock__renew_wait_ms(k->shadow->ttl_ms, k->shadow->valid_until,
+                                               relock__mono_ms());
+        deadline_in(&ts, wait < wait_ms ? wait : wait_ms);
         int rc = 0;
         while (!k->stop && !k->lost && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);

@@ -974,6 +974,69 @@ static void test_refusals(void **state)
     loop_fini();
 }
 
+/*
+ * relock_async_keep() after an extend to a shorter lease whose reply was
+ * lost: the server holds the short lease (2 s) while the lock's ttl stays
+ * 30 s, so a renewal a third of the ttl later (10 s) comes after the key
+ * has expired.  The first renewal comes before half of the validity left
+ * has passed (as relock_keep()'s does); checked 3.5 s after the extend.
+ */
+static void test_keep_after_failed_shorter_extend(void **state)
+{
+    (void)state;
+    if (!testsrv_mode_runs("modern") || !testsrv_personality_runs("7"))
+        return;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "key_prefix", "keep-short:"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "k", 30000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 5000), 1);
+    assert_int_equal(o.st, RELOCK_OK);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply 1 at-kind close-before"));
+    uint64_t t0 = tu_now_ms();
+    outcome x = {0};
+    assert_int_equal(relock_async_extend(o.l, 2000, record, &x), RELOCK_OK);
+    assert_int_equal(run_until(&x.calls, 1, 5000), 1);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT off"));
+    assert_int_equal(x.st, RELOCK_EAMBIGUOUS);
+    char *v = testsrv_cmd(&srv, "PTTL keep-short:k");
+    assert_true(atol(v) > 0 && atol(v) <= 2000); /* the short lease is on the server */
+    free(v);
+    lost_calls = 0;
+    assert_int_equal(relock_async_keep(o.l, on_lost, NULL), RELOCK_OK);
+    while (tu_now_ms() < t0 + 3500)
+        run_for(50);
+    if (exists("keep-short:k") != 1)
+        fail_msg("kept after a failed extend to 2000 ms of a 30000 ms lock: the key expired "
+                 "before the first renewal (lost_calls %ld, validity %lld ms)",
+                 lost_calls, relock_lock_validity_ms(o.l));
+    v = testsrv_cmd(&srv, "GET keep-short:k");
+    assert_string_equal(v, relock_lock_value(o.l));
+    free(v);
+    assert_int_equal(lost_calls, 0);
+    assert_true(relock_lock_validity_ms(o.l) > 0);
+    assert_int_equal(relock_async_keep_stop(o.l), RELOCK_OK);
+    outcome rel = {0};
+    assert_int_equal(relock_async_release(o.l, record, &rel), RELOCK_OK);
+    assert_int_equal(run_until(&rel.calls, 1, 5000), 1);
+    assert_int_equal(rel.st, RELOCK_OK);
+    relock_lock_free(o.l);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&px);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -998,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_dead_holder),    cmocka_unit_test(test_stalled_server),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_keep_after_failed_shorter_extend),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -371,6 +371,104 @@ static void test_wait_bound_slow_server(void **state)
     testsrv_stop(&px);
 }
 
+static volatile int keep_lost_called;
+
+static void keep_on_lost(relock_lock *l, relock_status why, void *arg)
+{
+    (void)l;
+    (void)why;
+    (void)arg;
+    keep_lost_called = 1;
+}
+
+/*
+ * relock_keep() after an extend to a shorter lease whose reply was lost:
+ * the server holds the short lease (2 s) while the lock's ttl stays 30 s,
+ * so a renewal a third of the ttl later (10 s) comes after the key has
+ * expired and another client may have taken it.  The keeper's first
+ * renewal comes before half of the validity left has passed.  Checked
+ * once the short lease is well over (3.5 s after the extend): the key
+ * still holds our token and another client finds the lock busy.
+ */
+static void test_keep_after_failed_shorter_extend(void **state)
+{
+    (void)state;
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, tu_srv.port, "7", NULL), 0);
+    relock_client *a = tu_client(px.port, "modern", NULL), *b = client_modern();
+    relock_lock *la = NULL, *lb = NULL;
+    assert_int_equal(relock_acquire(a, "keep-short", 30000, 0, &la), RELOCK_OK);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply 1 at-kind close-before"));
+    uint64_t t0 = tu_now_ms();
+    relock_status st = relock_extend(la, 2000);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT off"));
+    assert_int_equal(st, RELOCK_EAMBIGUOUS);
+    char *v = testsrv_cmd(&tu_srv, "PTTL keep-short");
+    assert_true(atol(v) > 0 && atol(v) <= 2000); /* the short lease is on the server */
+    free(v);
+    assert_true(relock_lock_validity_ms(la) <= 2000);
+    keep_lost_called = 0;
+    assert_int_equal(relock_keep(la, keep_on_lost, NULL), RELOCK_OK);
+    while (tu_now_ms() < t0 + 3500)
+        tu_sleep_ms(50);
+    st = relock_try_acquire(b, "keep-short", 1000, &lb);
+    v = get("keep-short");
+    if (st != RELOCK_BUSY)
+        fail_msg("kept after a failed extend to 2000 ms of a 30000 ms lock: another client "
+                 "acquired it 3.5 s later (status %d; the keeper's on_lost %s been called, "
+                 "validity %lld ms)",
+                 (int)st, keep_lost_called ? "had" : "had not", relock_lock_validity_ms(la));
+    assert_string_equal(v, relock_lock_value(la));
+    free(v);
+    assert_true(relock_lock_validity_ms(la) > 0);
+    assert_int_equal(relock_keep_stop(la), RELOCK_OK);
+    assert_int_equal(relock_release(la), RELOCK_OK);
+    relock_lock_free(la);
+    relock_lock_free(lb);
+    relock_client_free(a);
+    relock_client_free(b);
+    testsrv_stop(&px);
+}
+
+/*
+ * relock_keep() on an adopted lock, whose validity is unknown: the lease
+ * left on the server may be far shorter than a third of the ttl given to
+ * relock_lock_adopt() (here 2 s of a 30 s ttl), so the first renewal comes
+ * at once.  Checked 3.5 s after the acquire: the key still holds the token.
+ */
+static void test_keep_adopted(void **state)
+{
+    (void)state;
+    relock_client *a = client_modern(), *b = client_modern(), *o = client_modern();
+    relock_lock *la = NULL, *lb = NULL, *lo = NULL;
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_acquire(a, "keep-adopted", 2000, 0, &la), RELOCK_OK);
+    assert_int_equal(relock_lock_adopt(b, "keep-adopted", relock_lock_value(la),
+                                       relock_lock_fence(la), 30000, &lb),
+                     RELOCK_OK);
+    keep_lost_called = 0;
+    assert_int_equal(relock_keep(lb, keep_on_lost, NULL), RELOCK_OK);
+    while (tu_now_ms() < t0 + 3500)
+        tu_sleep_ms(50);
+    relock_status st = relock_try_acquire(o, "keep-adopted", 1000, &lo);
+    if (st != RELOCK_BUSY)
+        fail_msg("an adopted lock (2000 ms left) kept with a ttl of 30000 ms: another client "
+                 "acquired it 3.5 s later (status %d; the keeper's on_lost %s been called)",
+                 (int)st, keep_lost_called ? "had" : "had not");
+    char *v = get("keep-adopted");
+    assert_string_equal(v, relock_lock_value(la));
+    free(v);
+    assert_true(relock_lock_validity_ms(lb) > 0);
+    assert_int_equal(relock_keep_stop(lb), RELOCK_OK);
+    assert_int_equal(relock_release(lb), RELOCK_OK);
+    relock_lock_free(la);
+    relock_lock_free(lb);
+    relock_lock_free(lo);
+    relock_client_free(a);
+    relock_client_free(b);
+    relock_client_free(o);
+}
+
 int main(void)
 {
     if (!testsrv_mode_runs("modern")) {
@@ -388,6 +486,8 @@ int main(void)
         cmocka_unit_test(test_auto_refuses_guessing),
         cmocka_unit_test(test_takeover_lost_reply),
         cmocka_unit_test(test_wait_bound_slow_server),
+        cmocka_unit_test(test_keep_after_failed_shorter_extend),
+        cmocka_unit_test(test_keep_adopted),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <hiredis/hiredis.h>
 
 #include "relock.h"
 #include "testclient.h"
@@ -415,6 +416,130 @@ static void test_step_forward_then_acquire(void **state)
         }
 }
 
+/*
+ * The fresh TIME cannot be read because the server is gone: the extend
+ * fails with the I/O error, writes nothing, and (as every failed extend)
+ * leaves no more validity than the lease it asked for.  The first extend
+ * (to the same 30 s) finds the connection dead and closes it; the second,
+ * to 1 s, finds no server to connect to before its machine starts: it
+ * once left the 30 s validity of the acquire in place.
+ */
+static void test_time_unreadable(void **state)
+{
+    (void)state;
+    for (int mi = 0; mi < 2; mi++) {
+        testsrv px;
+        assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+        const char *const kv[] = {"legacy.clock", "server", NULL};
+        relock_client *c = tu_client(px.port, modes[mi], kv);
+        relock_lock *l = NULL;
+        assert_int_equal(relock_try_acquire(c, "unreadable", 30000, &l), RELOCK_OK);
+        testsrv_stop(&px);
+        static const long long ttl[] = {30000, 1000};
+        for (int i = 0; i < 2; i++) {
+            relock_status st = relock_extend(l, ttl[i]);
+            if (st != RELOCK_EIO)
+                fail_msg("%s, extend %d with the server gone: %s: %s", modes[mi], i + 1,
+                         relock_status_name(st), relock_client_error(c)->message);
+            long long v = relock_lock_validity_ms(l);
+            if (v > ttl[i])
+                fail_msg("%s, extend %d to %lld ms with the server gone (%s): the validity is "
+                         "%lld ms",
+                         modes[mi], i + 1, ttl[i], relock_client_error(c)->message, v);
+        }
+        relock_lock_free(l);
+        relock_client_free(c);
+        free(testsrv_cmd(&srv, "DEL unreadable"));
+    }
+}
+
+/* The server's clock by TIME, in ms, to the millisecond. */
+static long long server_ms_exact(void)
+{
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    assert_true(r && !r->err);
+    redisReply *t = redisCommand(r, "TIME");
+    assert_true(t && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    redisFree(r);
+    return ms;
+}
+
+/*
+ * The first TIME on a connection answered slowly (every reply held 400 ms
+ * by a proxy: the server read its clock at the start of the round trip,
+ * so the estimate is about 200 ms behind it).  The lease is planned on
+ * that estimate, and its validity must be counted from the moment before
+ * TIME went out, as the blocking driver counts it: from the moment the
+ * reply came, the holder is told of about 200 ms (less the drift
+ * allowance) that legacy readers, which judge by the server's clock, do
+ * not give it.  Checked right after the acquire: the validity is at most
+ * what is left of the lease by the server's clock (20 ms of slack, for
+ * the clocks' rounding).
+ */
+static void slow_time_case(int async)
+{
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    const char *name = async ? "slow-time-a" : "slow-time-b";
+    relock_lock *l = NULL;
+    relock_client *c = NULL;
+    relock_async *a = NULL;
+    relock_async_loop lp;
+    if (async) {
+        loop_init(&lp);
+        relock_config *cfg = relock_config_new();
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+        assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", "legacy"), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "legacy.clock", "server"), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
+        assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+        relock_config_free(cfg);
+        free(testsrv_cmd(&px, "RELOCK-PROXY FAULT delay-ms 400"));
+        outcome o;
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_try_acquire(a, name, 2000, record, &o, NULL), RELOCK_OK);
+        assert_int_equal(run_until(&o.calls, 1, 20000), 1);
+        assert_int_equal(o.st, RELOCK_OK);
+        l = o.l;
+    } else {
+        const char *const kv[] = {"legacy.clock", "server", "legacy.clock_unit", "ms", NULL};
+        c = tu_client(px.port, "legacy", kv);
+        free(testsrv_cmd(&px, "RELOCK-PROXY FAULT delay-ms 400"));
+        assert_int_equal(relock_try_acquire(c, name, 2000, &l), RELOCK_OK);
+    }
+    /* The lease left when the validity was read is at most what TIME says
+     * a moment later plus that moment (the two reads' time apart). */
+    uint64_t t0 = tu_now_ms();
+    long long valid = relock_lock_validity_ms(l);
+    long long left = atoll(relock_lock_value(l)) + 1 - server_ms_exact();
+    left += (long long)(tu_now_ms() - t0);
+    free(testsrv_cmd(&px, "RELOCK-PROXY FAULT off"));
+    if (valid > left + 20)
+        fail_msg("%s, the first TIME answered in 400 ms: the holder is told %lld ms, while "
+                 "the lease has %lld ms left by the server's clock",
+                 async ? "asynchronous" : "blocking", valid, left);
+    relock_lock_free(l);
+    if (async) {
+        relock_async_free(a);
+        loop_fini();
+    } else {
+        relock_client_free(c);
+    }
+    free(testsrv_cmd(&srv, "DEL %s", name));
+    testsrv_stop(&px);
+}
+
+static void test_slow_first_time(void **state)
+{
+    (void)state;
+    slow_time_case(0);
+    slow_time_case(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +547,8 @@ int main(void)
         cmocka_unit_test(test_step_inside_wait),
         cmocka_unit_test(test_async_step_between_operations),
         cmocka_unit_test(test_step_forward_then_acquire),
+        cmocka_unit_test(test_time_unreadable),
+        cmocka_unit_test(test_slow_first_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -318,6 +318,22 @@ static void test_clock_error_bound(void **state)
     }
 }
 
+/* Automatic renewal waits a third of the ttl, never more than half of the
+ * validity left, never less than 1 ms; 1 ms when the validity is unknown
+ * (0: an adopted lock) or already over. */
+static void test_renew_wait(void **state)
+{
+    (void)state;
+    uint64_t now = 100000;
+    assert_int_equal(relock__renew_wait_ms(30000, now + 29698, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(30000, now + 20000, now), 10000);
+    assert_int_equal(relock__renew_wait_ms(30000, now + 1978, now), 989);
+    assert_int_equal(relock__renew_wait_ms(30000, now + 1, now), 1);
+    assert_int_equal(relock__renew_wait_ms(30000, 0, now), 1);
+    assert_int_equal(relock__renew_wait_ms(30000, now, now), 1);
+    assert_int_equal(relock__renew_wait_ms(2, now + 1000, now), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_fractional_reader_offset0),
         cmocka_unit_test(test_clock_estimate),
         cmocka_unit_test(test_clock_error_bound),
+        cmocka_unit_test(test_renew_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

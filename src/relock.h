@@ -176,7 +176,9 @@ RELOCK_EXTERN const char *relock_config_key_prefix(const relock_config *cfg);
  * can count contention and hold times, or log a lock's life, without
  * wrapping every call.  relock_config_set_event_fn() sets it for every
  * client later connected with cfg (clients copy it at relock_connect());
- * fn NULL turns it off.  The blocking API reports:
+ * fn NULL turns it off.  The blocking API reports (and the asynchronous
+ * one, from its loop, for relock_async_acquire(), relock_async_keep() and
+ * relock_async_release(): relock_async.h):
  *   RELOCK_EVENT_ACQUIRED      relock_acquire() won the lock; waited_ms is
  *                              how long the call took (0 or a round trip:
  *                              at once; more: it waited), validity_ms the

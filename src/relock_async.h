@@ -101,7 +101,13 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * blocking client refuses there (a mode other than modern, durability,
  * lock_delay_ms).  Durability, owner_info and legacy.clock = "server"
  * behave as in the blocking API (the same step machines run on the loop);
- * a quorum writes no owner record, as the blocking client.
+ * a quorum writes no owner record, as the blocking client.  The event
+ * callback of cfg (relock_config_set_event_fn()) is told what the blocking
+ * API tells it, at the same points, from the loop: acquired when an
+ * acquire won (waited_ms: since relock_async_acquire() was called), before
+ * its callback; renewed, renew_failed and lost by relock_async_keep()'s
+ * renewals (lost before on_lost); released when a release succeeded,
+ * before its callback.
  */
 RELOCK_EXTERN relock_status relock_async_new(const relock_config *cfg,
                                              const relock_async_loop *loop, relock_async **out);

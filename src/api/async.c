@@ -152,6 +152,7 @@ struct aop {
     /* acquire */
     long long wait_ms;
     uint64_t deadline;
+    uint64_t began; /* when it was asked: its acquired event's waited_ms */
     unsigned attempt;
     void *timer;
     achan *ch;
@@ -680,6 +681,17 @@ static void op_finish(aop *op, relock_status st)
         relock_lock_free(l);
         l = NULL;
         op->l = NULL;
+    }
+    /* The events of relock_acquire() and relock_release(), at the same
+     * points: the lock won, the lock released; told from the loop before
+     * the callback, while l lives (lock_op_end frees one the program
+     * freed meanwhile). */
+    if (l && st == RELOCK_OK && op->kind == K_ACQ) {
+        l->acquired_at = now_ms();
+        relock__event(a->c, RELOCK_EVENT_ACQUIRED, l, RELOCK_OK,
+                      (long long)(l->acquired_at - op->began));
+    } else if (l && st == RELOCK_OK && op->kind == K_REL) {
+        relock__event(a->c, RELOCK_EVENT_RELEASED, l, RELOCK_OK, 0);
     }
     if (l)
         lock_op_end(op);
@@ -3700,6 +3712,7 @@ static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const 
     timer_stop(a, &al->lost_timer);
     al->kept = 0;
     al->keep_lost = 1;
+    relock__event(a->c, RELOCK_EVENT_LOST, l, why, 0);
     if (al->on_lost)
         al->on_lost(a, l, why, e, al->lost_arg);
 }
@@ -3746,6 +3759,7 @@ static void keep_after(relock_async *a, relock_lock *l, relock_status st, const 
     if (st == RELOCK_OK) {
         al->keep_valid = l->valid_until;
         al->fail_st = RELOCK_OK;
+        relock__event(a->c, RELOCK_EVENT_RENEWED, l, RELOCK_OK, 0);
         keep_arm(al, l);
         deadline_arm(al, l);
         return;
@@ -3764,6 +3778,7 @@ static void keep_after(relock_async *a, relock_lock *l, relock_status st, const 
     /* Not answered, refused, a transient error, the client unusable for
      * now: again soon, while valid (the deadline reports the loss). */
     al->fail_st = st;
+    relock__event(a->c, RELOCK_EVENT_RENEW_FAILED, l, st, 0);
     relock__err_clear(&al->fail_err);
     RELOCK__FAIL_SRV(&al->fail_err, st, e->server, "%s", e->message);
     long long again = l->ttl_ms / 10;
@@ -3946,7 +3961,8 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long long 
     op->l = l;
     l->al->busy = op;
     op->wait_ms = wait_ms;
-    op->deadline = wait_ms > 0 ? now_ms() + (uint64_t)wait_ms : 0;
+    op->began = now_ms();
+    op->deadline = wait_ms > 0 ? op->began + (uint64_t)wait_ms : 0;
     op_enqueue(op);
     if (opp)
         *opp = (relock_async_op *)op;

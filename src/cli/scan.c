@@ -14,7 +14,7 @@
 #include "cli.h"
 
 const char help_scan[] =
-    "usage: relock scan [--json] [--keys [--limit N]] [--match PATTERN] [--check]\n"
+    "usage: relock scan [-q | -v] [--json] [--keys [--limit N]] [--match PATTERN] [--check]\n"
     "Migration audit: walk the lock keys (SCAN; KEYS on servers before 2.8 with at\n"
     "most 10000 keys), count them by the client that wrote them, show when a legacy\n"
     "writer was last seen, and say whether modern mode is safe (docs/migration.md).\n"
@@ -28,7 +28,11 @@ const char help_scan[] =
     "  --check          exit status from the verdict, for monitoring: 0 modern is\n"
     "                   safe, 1 no evidence yet or no conclusion, 3 stay in bridge\n"
     "                   (legacy clients are active)\n"
-    "Exit: 0 scanned (whatever the verdict, without --check), 2 usage or\n"
+    "  -q, --quiet      print nothing: the exit status is the verdict, as --check\n"
+    "                   (errors are still said)\n"
+    "  -v, --verbose    also the keys counted on each node by class, the counts by\n"
+    "                   signature, and how long the walk took\n"
+    "Exit: 0 scanned (whatever the verdict, without --check or -q), 2 usage or\n"
     "configuration error, 4 server unreachable, protocol error, or a server\n"
     "without SCAN holding more than 10000 keys.\n";
 
@@ -119,7 +123,11 @@ typedef struct keylist {
 typedef struct listing {
     long limit;
     int nomem;
+    int store; /* --keys: keep the first `limit` names of each class */
     keylist cls[NCLASS];
+    /* -v: the keys counted on each node, by class (relock's own keys and
+     * keys gone meanwhile are not told to the callback) */
+    long long per_node[MAX_NODES][NCLASS];
     const relock_client *c; /* asked which node is walked */
     char nodes[MAX_NODES][272];
     int nnodes;
@@ -143,6 +151,10 @@ static void note_key(void *arg, relock_key_class k, const char *key, size_t keyl
     listing *ls = arg;
     if ((unsigned)k >= NCLASS)
         return;
+    int node = node_index(ls);
+    ls->per_node[node][k]++;
+    if (!ls->store)
+        return;
     keylist *kl = &ls->cls[k];
     if ((long)kl->n >= ls->limit || ls->nomem)
         return;
@@ -162,7 +174,7 @@ static void note_key(void *arg, relock_key_class k, const char *key, size_t keyl
     }
     memcpy(copy, key, keylen);
     copy[keylen] = '\0';
-    kl->node[kl->n] = (unsigned char)node_index(ls);
+    kl->node[kl->n] = (unsigned char)node;
     kl->keys[kl->n++] = copy;
 }
 
@@ -306,7 +318,13 @@ static void print_text_keys(const relock_scan_result *r, const listing *ls)
     }
 }
 
-static void print_json(const relock_scan_result *r, const listing *ls)
+/* -v: the counts by node, and the walk's time. */
+typedef struct detail {
+    const listing *ls;
+    long long walk_ms;
+} detail;
+
+static void print_json(const relock_scan_result *r, const listing *ls, const detail *v)
 {
     printf("{\"match\":");
     json_str(relock_scan_result_match(r));
@@ -369,10 +387,49 @@ static void print_json(const relock_scan_result *r, const listing *ls)
     printf("]");
     if (ls)
         print_json_keys(r, ls);
+    if (v) {
+        printf(",\"counts_by_node\":{");
+        for (int i = 0; i < v->ls->nnodes; i++) {
+            if (i)
+                putchar(',');
+            json_str(v->ls->nodes[i]);
+            putchar(':');
+            for (int k = 0; k < NCLASS; k++)
+                printf("%s\"%s\":%lld", k ? "," : "{", json_class[k], v->ls->per_node[i][k]);
+            putchar('}');
+        }
+        printf("},\"walk_ms\":%lld", v->walk_ms);
+    }
     printf("}\n");
 }
 
-static void print_text(const relock_scan_result *r, const listing *ls)
+/* -v, in the text: the keys each node held by class, the signatures. */
+static void print_text_detail(const relock_scan_result *r, const detail *v)
+{
+    printf("by node:     the keys counted on each server, by class (not relock's own keys "
+           "nor keys gone)\n");
+    if (v->ls->nnodes == 0)
+        printf("  none\n");
+    for (int i = 0; i < v->ls->nnodes; i++) {
+        long long total = 0;
+        for (int k = 0; k < NCLASS; k++)
+            total += v->ls->per_node[i][k];
+        printf("  %s  %lld keys:", v->ls->nodes[i], total);
+        for (int k = 0; k < NCLASS; k++)
+            printf("%s %s %lld", k ? "," : "", relock_key_class_name((relock_key_class)k),
+                   v->ls->per_node[i][k]);
+        putchar('\n');
+    }
+    printf("signatures:\n");
+    for (int i = 0; i < RELOCK_SIG_COUNT; i++) {
+        const char *name = relock_key_signature_name((relock_key_signature)i);
+        printf("  %s:%*s%lld\n", name, (int)(14 - strlen(name)), "",
+               relock_scan_result_signature(r, (relock_key_signature)i));
+    }
+    printf("walk:        %lld ms\n", v->walk_ms);
+}
+
+static void print_text(const relock_scan_result *r, const listing *ls, const detail *v)
 {
     printf("match:       %s (%s)\n", relock_scan_result_match(r),
            relock_scan_result_keys_fallback(r) ? "KEYS: the server has no SCAN" : "SCAN");
@@ -400,6 +457,8 @@ static void print_text(const relock_scan_result *r, const listing *ls)
     if (relock_scan_result_count(r, RELOCK_SCAN_GONE))
         printf("  gone:      %lld  deleted while scanning\n",
                relock_scan_result_count(r, RELOCK_SCAN_GONE));
+    if (v)
+        print_text_detail(r, v);
     if (ls)
         print_text_keys(r, ls);
     if (relock_scan_result_marker_unreadable(r)) {
@@ -467,11 +526,13 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
                                              {"keys", no_argument, NULL, 'K'},
                                              {"limit", required_argument, NULL, 'L'},
                                              {"check", no_argument, NULL, 'C'},
+                                             {"quiet", no_argument, NULL, 'q'},
+                                             {"verbose", no_argument, NULL, 'v'},
                                              {NULL, 0, NULL, 0}};
-    int json = 0, keys = 0, check = 0;
+    int json = 0, keys = 0, check = 0, quiet = 0, verbose = 0;
     const char *match = NULL;
     const char *limit_arg = NULL;
-    static const char optstring[] = "+h";
+    static const char optstring[] = "+hqv";
     opterr = 0; /* our own one-line messages below */
     for (int guard = 0; guard <= argc; guard++) {
         int opt = getopt_long(argc, argv, optstring, longopts, NULL);
@@ -486,6 +547,12 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
             break;
         case 'C':
             check = 1;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'v':
+            verbose = 1;
             break;
         case 'L':
             limit_arg = optarg;
@@ -509,9 +576,18 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         cli_error("scan: unexpected argument \"%s\" (try relock scan --help)", argv[optind]);
         return EXIT_USAGE;
     }
+    if (quiet && verbose) {
+        cli_error("-q and -v exclude each other");
+        return EXIT_USAGE;
+    }
+    if (quiet && keys) {
+        cli_error("scan: --keys lists keys: not with -q, which prints nothing");
+        return EXIT_USAGE;
+    }
     listing ls;
     memset(&ls, 0, sizeof ls);
     ls.limit = LIMIT_DEFAULT;
+    ls.store = keys;
     if (limit_arg) {
         char *end = NULL;
         errno = 0;
@@ -538,7 +614,12 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
     }
     relock_scan_result *res = NULL;
     ls.c = c;
-    st = relock_scan_keys(c, match, keys ? note_key : NULL, &ls, &res);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = relock_scan_keys(c, match, keys || verbose ? note_key : NULL, &ls, &res);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    detail more = {&ls, (long long)(t1.tv_sec - t0.tv_sec) * 1000 +
+                         (t1.tv_nsec - t0.tv_nsec) / 1000000};
     if (st == RELOCK_OK && ls.nomem) {
         cli_error("scan: out of memory listing the keys (try a smaller --limit)");
         relock_scan_result_free(res);
@@ -546,6 +627,12 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
         relock_client_free(c);
         return EXIT_SERVER;
     }
+    /* One server without a key is still a server walked: -v shows it
+     * with its zeros (in a Cluster, which masters held none is unknown
+     * here). */
+    if (st == RELOCK_OK && verbose && ls.nnodes == 0 && !relock_scan_result_cluster_masters(res) &&
+        relock_scan_node(c)[0])
+        node_index(&ls);
     if (st != RELOCK_OK) {
         int code = cli_fail(c, st, "scan");
         relock_scan_result_free(res);
@@ -555,10 +642,14 @@ int cmd_scan(cli_ctx *ctx, int argc, char **argv)
          * a usage error. */
         return st == RELOCK_EUNSUPPORTED ? EXIT_SERVER : code;
     }
-    if (json)
-        print_json(res, keys ? &ls : NULL);
+    /* -q: the verdict's exit status alone, as inspect -q answers with
+     * its exit status alone. */
+    if (quiet)
+        check = 1;
+    else if (json)
+        print_json(res, keys ? &ls : NULL, verbose ? &more : NULL);
     else
-        print_text(res, keys ? &ls : NULL);
+        print_text(res, keys ? &ls : NULL, verbose ? &more : NULL);
     relock_scan_verdict v = relock_scan_result_verdict(res);
     relock_scan_result_free(res);
     listing_free(&ls);

@@ -3,7 +3,7 @@
 # redis-server:
 #   - options after NAME; a long option for every short one; flock's
 #     --nonblock and --wait; --timeout refused, saying -t is the lease;
-#   - --json on every command, errors in JSON too; -q and -v;
+#   - --json on every command, errors in JSON too; -q and -v (scan's too);
 #   - durations as systemd writes them, -w infinity; a lease too short to be
 #     of use refused with the reason;
 #   - the configuration: a host holding a port caught at load with
@@ -21,6 +21,7 @@ R() { "$RELOCK" -m modern "$@"; }
 rcli() { redis-cli -p "$PORT" "$@"; }
 json() { local e=$1; shift; $PY -c "import json,sys; d=json.loads(open(sys.argv[1]).readline()); sys.exit(0 if ($e) else 1)" "$@"; }
 said() { grep -q -- "$1" "$DIR/err"; }
+not() { ! "$@"; }
 
 # --- options after NAME, long options, flock's spellings
 expect 0 "acquire NAME -n" -- R acquire s-after -n
@@ -82,6 +83,40 @@ expect 1 "break -q, nothing to delete" -- R break -q s-none
 check "break -q says nothing: $(cat "$DIR/err")" -- [ ! -s "$DIR/err" ]
 expect 0 "probe -q" -- R probe -q
 check "probe -q prints nothing" -- [ ! -s "$DIR/out" ]
+
+# --- scan: -q the verdict's exit code alone, -v the counts by node and by
+# signature, errors in JSON (a database of its own: db 5)
+S() { "$RELOCK" -u "redis://127.0.0.1:$PORT/5" "$@"; }
+expect 1 "scan -q, no evidence yet" -- S scan -q
+check "scan -q prints nothing: $(cat "$DIR/out")" -- [ ! -s "$DIR/out" -a ! -s "$DIR/err" ]
+rcli -n 5 SET sq-legacy "$(( $(date +%s) + 600 ))" >/dev/null
+rcli -n 5 SET sq-modern 0123456789abcdef0123456789abcdef PX 60000 >/dev/null
+rcli -n 5 HSET sq-hash f v >/dev/null
+expect 3 "scan --quiet, a live legacy lock: stay in bridge" -- S scan --quiet
+check "scan --quiet prints nothing: $(cat "$DIR/out")" -- [ ! -s "$DIR/out" ]
+expect 3 "scan -q --json" -- S scan -q --json
+check "scan -q --json prints nothing: $(cat "$DIR/out")" -- [ ! -s "$DIR/out" ]
+expect 0 "scan without -q: 0 whatever the verdict" -- S scan
+expect 2 "scan -q -v" -- S scan -q -v
+check "scan -q -v: $(cat "$DIR/err")" -- said "-q and -v exclude each other"
+expect 2 "scan -q --keys" -- S scan -q --keys
+check "scan -q --keys: $(cat "$DIR/err")" -- said "--keys lists keys: not with -q"
+expect 0 "scan -v" -- S scan -v
+check "scan -v: counts by node: $(cat "$DIR/out")" -- \
+    grep -q "^  127.0.0.1:$PORT  3 keys: legacy 1, bridge 0, modern 1, stale 0, unknown 0, other 1$" "$DIR/out"
+check "scan -v: signatures: $(cat "$DIR/out")" -- grep -q '^  ts-s: *1$' "$DIR/out"
+check "scan -v: the walk's time" -- grep -q '^walk: *[0-9]* ms' "$DIR/out"
+S scan >"$DIR/plain"
+check "scan without -v: no counts by node" -- not grep -q "^  127.0.0.1:$PORT " "$DIR/plain"
+expect 0 "scan --verbose --json" -- S scan --verbose --json
+check "scan -v --json: counts_by_node: $(cat "$DIR/out")" -- \
+    json 'd["counts_by_node"]["127.0.0.1:'"$PORT"'"]=={"legacy":1,"bridge":0,"modern":1,"stale":0,"unknown":0,"other_types":1} and d["walk_ms"]>=0' "$DIR/out"
+expect 0 "scan --json" -- S scan --json
+check "scan --json without -v: no counts_by_node" -- json '"counts_by_node" not in d' "$DIR/out"
+expect 2 "scan usage error in JSON" -- S scan --json --limit 5
+check "scan usage error in JSON: $(cat "$DIR/out")" -- json 'd["error"]["exit_code"]==2 and "--limit needs --keys" in d["error"]["message"]' "$DIR/out"
+expect 4 "scan connect error in JSON" -- "$RELOCK" -u "redis://127.0.0.1:$(free_port)" scan -q --json
+check "scan connect error in JSON, -q too: $(cat "$DIR/out")" -- json 'd["error"]["exit_code"]==4' "$DIR/out"
 
 # --- the configuration
 printf 'relock = {\n  servers = (\n    { host = "127.0.0.1:%s"; }\n  );\n};\n' "$PORT" >"$DIR/hp.conf"

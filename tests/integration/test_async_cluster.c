@@ -758,9 +758,27 @@ static void test_marker_on_its_node(void **state)
 static void test_durable_tryagain(void **state)
 {
     (void)state;
-    char name[64];
-    name_on(1, "adt", name, sizeof name);
+    /* A key prefix whose watch marker (written once by each client before
+     * its first attempt) lives on node[0], the node both clients start
+     * from: the marker's write then meets no MOVED, and the first lock on
+     * node[1] is still the client's first meeting with node[1]. */
+    char prefix[32], wk[128], name[64], key[96];
+    for (int i = 0;; i++) {
+        assert_true(i < 1000);
+        snprintf(prefix, sizeof prefix, "dt%d:", i);
+        assert_int_equal(relock__watch_key(prefix, wk, sizeof wk), 0);
+        if (owner(wk) == 0)
+            break;
+    }
+    for (int i = 0;; i++) {
+        assert_true(i < 1000);
+        snprintf(name, sizeof name, "adt%d", i);
+        snprintf(key, sizeof key, "%s%s", prefix, name);
+        if (owner(key) == 1)
+            break;
+    }
     relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "key_prefix", prefix), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
     relock_client *c = NULL;
     if (relock_connect(cfg, &c) != RELOCK_OK)
@@ -783,7 +801,7 @@ static void test_durable_tryagain(void **state)
     /* the map known: acknowledged; the fence counter stays behind */
     must(try_acquire(a, name, &o), "acquire");
     release_ok(o.l);
-    char *sl = testsrv_cmd(&node[1], "CLUSTER KEYSLOT %s", name);
+    char *sl = testsrv_cmd(&node[1], "CLUSTER KEYSLOT %s", key);
     assert_non_null(sl);
     int ok = 0;
     for (int tries = 0; tries < 3 && !ok; tries++) {

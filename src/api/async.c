@@ -784,6 +784,13 @@ static void lock_op_end(aop *op)
     struct relock__alock *al = l->al;
     if (!al)
         return;
+    if (al->after == op) {
+        /* The release waiting for the renewal in flight ends before it
+         * (the client is being freed): the renewal's end, which frees a
+         * lock the program freed meanwhile, finds no release to start. */
+        al->after = NULL;
+        return;
+    }
     if (al->busy == op)
         al->busy = NULL;
     if (op->lock_gone) {

@@ -247,8 +247,14 @@ static void test_stalled(void **state)
     assert_int_equal(relock_keep(l, on_lost, &lg), RELOCK_OK);
     assert_true(wait_count(RELOCK_EVENT_RENEWED, 1));
     kill(own.pid, SIGSTOP);
-    for (int i = 0; i < 1000 && lg.lost_called == 0; i++)
+    for (int i = 0; i < 1000; i++) {
+        pthread_mutex_lock(&lg.mu);
+        int called = lg.lost_called;
+        pthread_mutex_unlock(&lg.mu);
+        if (called)
+            break;
         usleep(10000);
+    }
     kill(own.pid, SIGCONT);
     /* The stalled renewal ends within the keep's stop. */
     assert_int_equal(relock_keep_stop(l), RELOCK_LOST);

@@ -796,9 +796,16 @@ static void lock_op_end(aop *op)
     if (op->lock_gone) {
         aop *after = al->after;
         al->after = NULL;
-        if (after) { /* a release of a freed lock: nothing to do */
-            after->l = NULL;
+        if (after && !op->a->freeing) {
+            /* The release asked for before the program freed the lock
+             * runs now, as one in flight when it was freed does: the lock
+             * goes when it ends (its lock_gone), its callback gets NULL. */
+            al->busy = after;
+            op_schedule(after);
+            return;
         }
+        if (after) /* the client is being freed: it ends unsent */
+            after->l = NULL;
         alock_free(l);
         relock_lock_free(l);
         if (after)

@@ -193,7 +193,10 @@ RELOCK_EXTERN const char *relock_config_key_prefix(const relock_config *cfg);
  *   RELOCK_EVENT_RELEASED      relock_release() released it.
  * held_ms is the time since the acquisition (-1 for an adopted lock).
  * The callback runs on the thread that made the call, or for the three
- * renewal events on the renewal thread, and must return quickly; it may
+ * renewal events on the renewal thread (a loss found at the validity's end
+ * while a renewal still waits for its server: on the thread that keeps
+ * that deadline; a renewal that ends after the loss says nothing), and
+ * must return quickly; it may
  * not call relock functions on the lock or its client.  The event and its
  * strings are valid only during the call.  RELOCK_EINVAL for a NULL cfg.
  */

@@ -796,14 +796,28 @@ static void lock_op_end(aop *op)
     struct relock__alock *al = l->al;
     if (!al)
         return;
+    if (al->after == op) {
+        /* The release waiting for the renewal in flight ends before it
+         * (the client is being freed): the renewal's end, which frees a
+         * lock the program freed meanwhile, finds no release to start. */
+        al->after = NULL;
+        return;
+    }
     if (al->busy == op)
         al->busy = NULL;
     if (op->lock_gone) {
         aop *after = al->after;
         al->after = NULL;
-        if (after) { /* a release of a freed lock: nothing to do */
-            after->l = NULL;
+        if (after && !op->a->freeing) {
+            /* The release asked for before the program freed the lock
+             * runs now, as one in flight when it was freed does: the lock
+             * goes when it ends (its lock_gone), its callback gets NULL. */
+            al->busy = after;
+            op_schedule(after);
+            return;
         }
+        if (after) /* the client is being freed: it ends unsent */
+            after->l = NULL;
         alock_free(l);
         relock_lock_free(l);
         if (after)

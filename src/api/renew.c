@@ -29,6 +29,7 @@ struct relock__keeper {
     relock_status fail_st;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_mutex_t ev_mu; /* orders the events (keeper_event, keeper_lose) */
     int stop;             /* set by the owner: end the thread */
     int lost;             /* set by the thread: the lock is gone */
     uint64_t valid_until; /* the shadow's validity, for the owner to read */
@@ -66,14 +67,34 @@ static void deadline_in(struct timespec *ts, long long ms)
     }
 }
 
-/* Reports the loss once (the first of the two threads to see it): k->mu
- * held on entry, released on return. */
+/* A renewal's event (renewed, failed), unless the loss was reported
+ * first: a renewal that ends after the watch reported the lock lost says
+ * nothing more.  Under ev_mu, which the loss's report takes after setting
+ * lost, so that no renewal's event follows the lost one. */
+static void keeper_event(struct relock__keeper *k, relock_event_kind kind, relock_status st)
+{
+    pthread_mutex_lock(&k->ev_mu);
+    pthread_mutex_lock(&k->mu);
+    int lost = k->lost;
+    pthread_mutex_unlock(&k->mu);
+    if (!lost)
+        relock__event(k->c, kind, k->shadow, st, 0);
+    pthread_mutex_unlock(&k->ev_mu);
+}
+
+/* Reports the loss once (the first of the two threads to see it): the
+ * lost event, then on_lost; k->mu held on entry, released on return. */
 static void keeper_lose(struct relock__keeper *k, relock_status why)
 {
     k->lost = 1;
     k->valid_until = 0;
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
+    /* (the event reads the shadow's name and acquisition time, which a
+     * renewal under way does not change) */
+    pthread_mutex_lock(&k->ev_mu);
+    relock__event(k->c, RELOCK_EVENT_LOST, k->shadow, why, 0);
+    pthread_mutex_unlock(&k->ev_mu);
     if (k->on_lost)
         k->on_lost(k->user, why, k->arg);
 }
@@ -144,17 +165,12 @@ static void *keeper_main(void *p)
          * the lock (the watch may have ended it meanwhile). */
         int gone = st == RELOCK_LOST ||
                    (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
-        relock__event(k->c,
-                      gone                 ? RELOCK_EVENT_LOST
-                      : st == RELOCK_OK    ? RELOCK_EVENT_RENEWED
-                                           : RELOCK_EVENT_RENEW_FAILED,
-                      k->shadow, st, 0);
         pthread_mutex_lock(&k->mu);
         k->renewing = 0;
         pthread_cond_broadcast(&k->cv);
         memcpy(k->value, k->shadow->value, sizeof k->value);
         if (k->lost)
-            break; /* reported by the watch */
+            break; /* reported by the watch (its event and on_lost) */
         k->valid_until = k->shadow->valid_until;
         k->fail_st = st;
         if (gone) {
@@ -162,6 +178,9 @@ static void *keeper_main(void *p)
             return NULL;
         }
         wait_ms = st == RELOCK_OK ? period : retry;
+        pthread_mutex_unlock(&k->mu);
+        keeper_event(k, st == RELOCK_OK ? RELOCK_EVENT_RENEWED : RELOCK_EVENT_RENEW_FAILED, st);
+        pthread_mutex_lock(&k->mu);
     }
     pthread_mutex_unlock(&k->mu);
     return NULL;
@@ -183,6 +202,7 @@ static void keeper_free(struct relock__keeper *k)
     relock_client_free(k->c);
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
+    pthread_mutex_destroy(&k->ev_mu);
     free(k);
 }
 
@@ -205,6 +225,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     if (!k)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
     pthread_mutex_init(&k->mu, NULL);
+    pthread_mutex_init(&k->ev_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -15,6 +15,10 @@
  *     reconnect's probe gets a transient error (-LOADING from the proxy,
  *     -BUSY from a real server running a long script): the renewal goes
  *     on once the server is back, and the client is not made unusable;
+ *   - the client freed while a release waits behind a kept lock's
+ *     renewal in flight (a stopped server), the lock freed before it or
+ *     by the release's callback; and the lock freed right after such a
+ *     release was asked for: the release still runs;
  *   - the loss deadline: a kept lock whose renewals do not succeed (a
  *     SIGSTOPped server, a refused reconnect, a server that stays busy)
  *     is reported lost no later than the end of the validity relock
@@ -707,6 +711,91 @@ static void test_keep_stalled_server(void **state)
     testsrv_stop(&own);
 }
 
+/* A release asked for while a renewal of the kept lock is in flight waits
+ * for it; the client is freed before the renewal ends (its server is
+ * stopped).  The lock is freed by the program before the client, or by
+ * the release's callback, which relock_async_free() runs: each callback
+ * runs once, nothing is used after it was freed. */
+static relock_lock *freed_in_cb;
+
+static void free_lock_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                         void *arg)
+{
+    record(a, st, l, e, arg);
+    relock_lock_free(freed_in_cb);
+    freed_in_cb = NULL;
+}
+
+static void test_free_with_release_behind_renewal(void **state)
+{
+    (void)state;
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    for (int round = 0; round < 2; round++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = aclient(&lp, own.port, LONG_MS);
+        lostrec lr;
+        char ours[64];
+        relock_lock *l = kept(a, round ? "rbr1" : "rbr0", &lr, ours, sizeof ours);
+        kill(own.pid, SIGSTOP);
+        run_for(KEEP_TTL / 3 + 500); /* a renewal is sent, and waits */
+        outcome rel = {0};
+        if (round == 0) {
+            assert_int_equal(relock_async_release(l, record, &rel), RELOCK_OK);
+            relock_lock_free(l); /* the renewal in flight frees it when it ends */
+        } else {
+            freed_in_cb = l;
+            assert_int_equal(relock_async_release(l, free_lock_cb, &rel), RELOCK_OK);
+        }
+        relock_async_free(a);
+        kill(own.pid, SIGCONT);
+        if (rel.calls != 1)
+            fail_msg("round %d: the release's callback ran %ld times", round, rel.calls);
+        assert_int_equal(lr.calls, 0);
+        loop_fini();
+    }
+    testsrv_stop(&own);
+}
+
+/* A release asked for while a renewal of the kept lock is in flight (its
+ * server stopped for a moment) waits for it; the program frees the lock
+ * right after asking, as it may with an operation in flight: the release
+ * still runs once the renewal ends, its callback gets a NULL lock, and
+ * the key is gone. */
+static void test_release_behind_renewal_then_free(void **state)
+{
+    (void)state;
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = aclient(&lp, own.port, LONG_MS);
+    lostrec lr;
+    char ours[64];
+    relock_lock *l = kept(a, "rbf", &lr, ours, sizeof ours);
+    kill(own.pid, SIGSTOP);
+    run_for(KEEP_TTL / 3 + 500); /* a renewal is sent, and waits */
+    outcome rel = {0};
+    assert_int_equal(relock_async_release(l, record, &rel), RELOCK_OK);
+    relock_lock_free(l);
+    kill(own.pid, SIGCONT);
+    finish(&rel, 10000);
+    if (rel.st != RELOCK_OK)
+        fail_msg("the release of the freed lock: %s: %s", relock_status_name(rel.st), rel.msg);
+    assert_null(rel.l);
+    redisReply *x = cmd(own.port, "GET rbf");
+    int held = x->type == REDIS_REPLY_STRING;
+    freeReplyObject(x);
+    if (held)
+        fail_msg("the key is still held after the release");
+    assert_int_equal(lr.calls, 0);
+    assert_int_equal(relock_async_pending(a), 0);
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(&own);
+}
+
 /* ------------------------------------------------------------ kept locks: blocking */
 
 #ifndef TEST_LIBUV
@@ -877,6 +966,8 @@ int main(void)
         cmocka_unit_test(test_keep_transient_probe_error),
         cmocka_unit_test(test_keep_busy_server),
         cmocka_unit_test(test_keep_stalled_server),
+        cmocka_unit_test(test_free_with_release_behind_renewal),
+        cmocka_unit_test(test_release_behind_renewal_then_free),
 #ifndef TEST_LIBUV
         cmocka_unit_test(test_blocking_keep_stalled),
         cmocka_unit_test(test_blocking_keep_refused),

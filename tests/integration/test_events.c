@@ -10,10 +10,15 @@
  *             while validity remains: renew_failed with that status, then
  *             renewed again.
  *   lost      a kept lock deleted by another client: lost, then on_lost.
+ *   stalled   a kept lock whose server stops (SIGSTOP) while the renewal
+ *             waits for it: the loss deadline reports it, the lost event
+ *             first, and the stalled renewal's end, after the loss, says
+ *             nothing more.
  *   off       fn NULL: nothing is called.
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,6 +31,7 @@
 
 #include "relock.h"
 #include "testclient.h"
+#include "testsrv.h"
 #include "testutil.h"
 
 #define MAXEV 64
@@ -102,7 +108,7 @@ static int wait_count(relock_event_kind kind, int n)
     return 0;
 }
 
-static relock_client *evclient(int port, relock_event_fn fn)
+static relock_client *evclient_tmo(int port, relock_event_fn fn, const char *tmo_ms)
 {
     relock_config *cfg = relock_config_new();
     assert_non_null(cfg);
@@ -111,10 +117,17 @@ static relock_client *evclient(int port, relock_event_fn fn)
     assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
     assert_int_equal(relock_config_set_event_fn(cfg, fn, &lg), RELOCK_OK);
+    if (tmo_ms)
+        assert_int_equal(relock_config_set(cfg, "command_timeout_ms", tmo_ms), RELOCK_OK);
     relock_client *c = NULL;
     assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
     relock_config_free(cfg);
     return c;
+}
+
+static relock_client *evclient(int port, relock_event_fn fn)
+{
+    return evclient_tmo(port, fn, NULL);
 }
 
 static void test_life(void **state)
@@ -220,6 +233,45 @@ static void test_lost(void **state)
     relock_client_free(c);
 }
 
+static void test_stalled(void **state)
+{
+    (void)state;
+    reset();
+    testsrv own;
+    assert_int_equal(testsrv_start(&own, NULL), 0);
+    /* The renewal waits for the stopped server longer than the validity
+     * lasts: the loss is the deadline's. */
+    relock_client *c = evclient_tmo(own.port, on_event, "4000");
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(c, "ev-stall", 900, 0, &l), RELOCK_OK);
+    assert_int_equal(relock_keep(l, on_lost, &lg), RELOCK_OK);
+    assert_true(wait_count(RELOCK_EVENT_RENEWED, 1));
+    kill(own.pid, SIGSTOP);
+    for (int i = 0; i < 1000; i++) {
+        pthread_mutex_lock(&lg.mu);
+        int called = lg.lost_called;
+        pthread_mutex_unlock(&lg.mu);
+        if (called)
+            break;
+        usleep(10000);
+    }
+    kill(own.pid, SIGCONT);
+    /* The stalled renewal ends within the keep's stop. */
+    assert_int_equal(relock_keep_stop(l), RELOCK_LOST);
+    pthread_mutex_lock(&lg.mu);
+    int called = lg.lost_called, n = lg.n;
+    relock_event_kind last = n > 0 ? lg.ev[n - 1].kind : 0;
+    pthread_mutex_unlock(&lg.mu);
+    if (called != 1)
+        fail_msg("on_lost %s", called == 0 ? "never called" : "called without a lost event before it");
+    if (count(RELOCK_EVENT_LOST) != 1 || last != RELOCK_EVENT_LOST)
+        fail_msg("%d lost events; the last event of %d: %s", count(RELOCK_EVENT_LOST), n,
+                 relock_event_name(last));
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&own);
+}
+
 static void test_off(void **state)
 {
     (void)state;
@@ -240,7 +292,7 @@ int main(void)
     pthread_mutex_init(&lg.mu, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_life),   cmocka_unit_test(test_waited), cmocka_unit_test(test_failed),
-        cmocka_unit_test(test_lost),   cmocka_unit_test(test_off),
+        cmocka_unit_test(test_lost),   cmocka_unit_test(test_stalled), cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, tu_setup_server, tu_teardown_server);
 }

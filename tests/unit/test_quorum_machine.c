@@ -386,6 +386,42 @@ static void test_extend_too_late(void **state)
     assert_non_null(strstr(f.c->err.msg, "took longer than the 100 ms"));
 }
 
+/* An extend that took too long, where server 2's connection failed after
+ * its extend was written (it may have run there): the delete that follows
+ * goes to server 2 on a new connection, and the clean-up is not decided
+ * before that delete is written, however soon the others answer, or the
+ * driver would drop it unsent and leave our token on server 2 for the
+ * new lease. */
+static void test_extend_lost_delete_unwritten(void **state)
+{
+    (void)state;
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_EXTEND, 100);
+    step(&m, fstart(0, 0));
+    step(&m, fstart(0, 7));
+    relock__fanfeed lostf;
+    memset(&lostf, 0, sizeof lostf);
+    lostf.mono_ms = 1;
+    lostf.written = 3;
+    lostf.from = 4;
+    lostf.srv[2].fault = RELOCK__FAULT_LOST;
+    lostf.srv[2].fault_status = RELOCK_EIO;
+    assert_int_equal(step(&m, lostf), RELOCK__STEP_WAIT);
+    step(&m, freply(150, 2, 0, fr_int(1)));
+    assert_int_equal(step(&m, freply(150, 0, 1, fr_int(1))), RELOCK__STEP_SEND);
+    assert_int_equal(out.mask, 7u);
+    assert_true(is_script(2, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    relock__fanfeed d = fstart(151, 7);
+    d.written = 3; /* server 2 is connected afresh: its delete not written yet */
+    assert_int_equal(step(&m, d), RELOCK__STEP_WAIT);
+    assert_int_equal(step(&m, freply(152, 2, 0, fr_int(1))), RELOCK__STEP_WAIT);
+    if (step(&m, freply(153, 0, 1, fr_int(1))) != RELOCK__STEP_WAIT)
+        fail_msg("the extend's clean-up was decided before server 2's delete was written");
+    assert_int_equal(step(&m, fstart(154, 4)), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_LOST);
+    assert_int_equal(m.r.owing, 4u); /* server 2 owes the delete's reply */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +436,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extend_too_late, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extend_lost_delete_unwritten, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

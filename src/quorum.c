@@ -239,11 +239,14 @@ static relock_status undecided(relock_client *c, relock_status st, const char *w
                         f->error[0] ? "; first error: " : "", f->error);
 }
 
-/* Compare-and-delete of our value on the servers in mask. */
+/* Compare-and-delete of our value on the servers in mask; where it
+ * deletes, it announces a release to waiters when announce is set. */
 static relock__step delete_round(relock__quorum_m *m, relock_lock *l, int pc, unsigned mask,
-                                 int need, relock__fanout *out)
+                                 int need, int announce, relock__fanout *out)
 {
-    relock__notify_channel(l, m->chan, sizeof m->chan);
+    m->chan[0] = '\0'; /* '': the script publishes nothing */
+    if (announce)
+        relock__notify_channel(l, m->chan, sizeof m->chan);
     m->args[0] = l->key;
     m->args[1] = l->value;
     m->args[2] = m->chan;
@@ -282,7 +285,26 @@ static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__
 {
     unsigned maybe = m->won | m->first.owing | m->first.unsure;
     if (maybe) {
-        relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, out);
+        /* The delete announces a release only when the attempt won a
+         * majority (too slowly, or its counters could not be raised):
+         * then others found the lock held, and it is free now.  Short of
+         * a majority nobody held anything that the delete frees, and a
+         * notice would wake every waiter for nothing, this one first (it
+         * listens on one of the servers, maybe one it won): it would try
+         * again at once, undo, and wake itself again, at network speed,
+         * for as long as a holder keeps the lock on part of the servers.
+         * Contenders that split the servers between them (each short of
+         * a majority) so each undo in silence and sleep their own
+         * jittered backoff (at most wait.backoff_max_ms, shorter when a
+         * holder's end is known), which also keeps them from meeting
+         * again in lockstep; a notice from each undo would instead wake
+         * the others at once, and two such waiters behind a holder on a
+         * majority would wake each other without end.  A late server
+         * that took our token (the round did not wait for it) is cleaned
+         * up in silence too: a waiter it refused meanwhile finds the lock
+         * free within one backoff. */
+        relock__step s =
+            delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
         out->after = maybe;
         return s;
     }
@@ -355,7 +377,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             return acquire_round(m, l, out);
         case RELOCK__Q_RELEASE:
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
-            return delete_round(m, l, Q_REL, all_servers(c), majority(c), out);
+            return delete_round(m, l, Q_REL, all_servers(c), majority(c), 1, out);
         default:
             /* The servers may hold the new lease from now on whatever we
              * hear back: a shorter one shortens our validity now, and it
@@ -443,7 +465,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
              * is hit). */
             m->first = *r;
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms); /* the lease held */
-            s = delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), out);
+            s = delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), 1, out);
             /* A server still owing the extend's reply is not left alone
              * for being late: the delete goes behind the extend there. */
             out->after = m->first.owing;

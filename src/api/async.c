@@ -2382,6 +2382,9 @@ static void plan(aop *op, int after_subscribe)
         op_finish(op, RELOCK_TIMEOUT);
         return;
     case RELOCK__WAIT_SLEEP:
+        /* The next attempt is one more, after a sleep or a notice, as
+         * the blocking waiter counts them: the backoff grows. */
+        op->attempt++;
         op->state = S_SLEEP;
         op->timer = timer_start(a, p.sleep_ms, sleep_fire, op);
         if (!op->timer)

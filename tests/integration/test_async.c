@@ -361,6 +361,59 @@ static void test_cancel(void **state)
     loop_fini();
 }
 
+/* The commands the server has run since its statistics were last
+ * reset, less the INFO that asks. */
+static long long commands_run(void)
+{
+    redisContext *r = raw();
+    redisReply *x = redisCommand(r, "INFO stats");
+    assert_true(x && x->type == REDIS_REPLY_STRING);
+    const char *at = strstr(x->str, "total_commands_processed:");
+    assert_non_null(at);
+    long long n = atoll(at + strlen("total_commands_processed:"));
+    freeReplyObject(x);
+    redisFree(r);
+    return n - 1;
+}
+
+/* A waiter behind a holder backs off as the blocking one does: the pause
+ * between attempts doubles from wait.backoff_min_ms up to
+ * wait.backoff_max_ms (2 and 200 ms by default, a pause of half to all of
+ * it), so a 3 s wait makes at most about 40 attempts (about 25 on an idle
+ * machine, four commands each in modern mode), not one every few
+ * milliseconds (about 3,000 commands). */
+static void test_backoff_grows(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = client(&lp, modern_or_legacy(), "backoff:");
+    relock_client *b;
+    relock_config *cfg = config(modern_or_legacy(), "backoff:");
+    assert_int_equal(relock_connect(cfg, &b), RELOCK_OK);
+    relock_config_free(cfg);
+    relock_lock *held;
+    assert_int_equal(relock_try_acquire(b, "w", 20000, &held), RELOCK_OK);
+    redisContext *r = raw();
+    freeReplyObject(redisCommand(r, "CONFIG RESETSTAT"));
+    redisFree(r);
+    outcome o = {0};
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_async_acquire(a, "w", 5000, 3000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 15000), 1);
+    uint64_t took = tu_now_ms() - t0;
+    long long n = commands_run();
+    assert_int_equal(o.st, RELOCK_TIMEOUT);
+    if (n >= 300)
+        fail_msg("the waiter sent %lld commands in its %llu ms wait", n,
+                 (unsigned long long)took);
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+    relock_client_free(b);
+    relock_async_free(a);
+    loop_fini();
+}
+
 /* ------------------------------------------------------------ free in flight */
 
 enum { FREE_N = 200 };
@@ -1062,6 +1115,7 @@ int main(void)
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),
         cmocka_unit_test(test_keep_after_failed_shorter_extend),
+        cmocka_unit_test(test_backoff_grows),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

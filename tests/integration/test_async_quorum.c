@@ -691,6 +691,63 @@ static void test_cancel_waiting(void **state)
     loop_fini();
 }
 
+/* The scripts (EVALSHA and EVAL) server i has run since its statistics
+ * were last reset: every command a quorum client sends it. */
+static long scripts_run(int i)
+{
+    char *info = testsrv_cmd(&srv[i], "INFO commandstats");
+    assert_non_null(info);
+    long n = 0;
+    const char *names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int k = 0; k < 2; k++) {
+        const char *at = strstr(info, names[k]);
+        if (at)
+            n += atol(at + strlen(names[k]));
+    }
+    free(info);
+    return n;
+}
+
+/* A holder on two of the three servers (written there directly; in a
+ * fleet, the third restarted or was unreachable when it acquired): each
+ * attempt of a waiter wins the first server and deletes its token there
+ * again.  That delete released nothing anyone could have held, so it
+ * must not announce a release, which would wake the waiter itself (it
+ * listens on the first server) to try again at once for as long as the
+ * holder holds.  With the default backoff (at most 200 ms once grown) a
+ * 3 s wait makes a few dozen attempts, two scripts each there. */
+static void test_waiter_not_woken_by_its_undo(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = qclient(&lp, "aqu:", 500);
+    for (int i = 1; i < N; i++)
+        free(testsrv_cmd(&srv[i], "SET %s %s PX %d", "aqu:s", "someone-else", 20000));
+    for (int i = 0; i < N; i++)
+        free(testsrv_cmd(&srv[i], "CONFIG RESETSTAT"));
+    outcome o = {0};
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_async_acquire(a, "s", 5000, 3000, record, &o, NULL), RELOCK_OK);
+    finish(&o, 15000);
+    uint64_t took = tu_now_ms() - t0;
+    long first = scripts_run(0), held = scripts_run(1);
+    assert_int_equal(o.st, RELOCK_TIMEOUT);
+    assert_null(o.l);
+    assert_int_equal(holders("aqu:s", "someone-else"), N - 1);
+    for (int tries = 0; tries < 100 && anywhere("aqu:s") > N - 1; tries++)
+        run_for(20);
+    assert_int_equal(anywhere("aqu:s"), N - 1); /* nothing of the waiter's */
+    if (first >= 100)
+        fail_msg("the waiter sent %ld commands to the first server (%ld to a holder's) in its "
+                 "%llu ms wait: it woke itself",
+                 first, held, (unsigned long long)took);
+    for (int i = 1; i < N; i++)
+        free(testsrv_cmd(&srv[i], "DEL %s", "aqu:s"));
+    relock_async_free(a);
+    loop_fini();
+}
+
 /* Operations started in one turn start together and their first rounds'
  * batches go out in one write per server: each still ends once with its
  * own outcome.  Some are cancelled before they start (nothing sent:
@@ -1197,6 +1254,7 @@ int main(void)
         cmocka_unit_test(test_keep_lost),
         cmocka_unit_test(test_cancel_waiting),
         cmocka_unit_test(test_notice_without_first_server),
+        cmocka_unit_test(test_waiter_not_woken_by_its_undo),
         cmocka_unit_test(test_cancel_in_flight_undone),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_connections_killed),

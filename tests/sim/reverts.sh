@@ -5,9 +5,11 @@
 # found (7: the probe's rule, decision 135), or one of the validity rule
 # and the server's clock steps (8, 9), or one line it could not see before
 # (10: the 2.0 break counter alone, 11: a script's compare, 12: the
-# quorum's validity, 13: the durability verdict); built with it, the
-# simulator must find a violation.  Works in a temporary worktree of HEAD, so the checkout
-# is never modified; builds only relock_sim there.
+# quorum's validity, 13: the durability verdict), or one of a waiter's
+# load (14: a quorum's undo announcing a release, which woke the waiter
+# itself); built with it, the simulator must find a violation.  Works in a
+# temporary worktree of HEAD, so the checkout is never modified; builds
+# only relock_sim there.
 #
 #   tests/sim/reverts.sh            every patch
 #   tests/sim/reverts.sh 3 5        patches whose names start with 3 or 5
@@ -47,6 +49,7 @@ run_for() {
     11-*) "$SIM" --boundaries --scenario modern-7 ;;
     12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
+    14-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

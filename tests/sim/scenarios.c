@@ -11,14 +11,13 @@
 #define RL(m, t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
      .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
-/* A quorum client waits without release notices: with them, the
- * compare-and-delete that follows a failed attempt publishes a release
- * notice that wakes the waiter itself, which then retries at once, at
- * network speed, for as long as the lock stays held on part of the
- * servers (src/quorum.c, delete_round for Q_ACQ_DEL). */
+/* A quorum client, with release notices: the simulator checks that a
+ * waiter's commands stay within what its backoff allows (a failed
+ * attempt's undo must not wake the waiter itself: src/quorum.c,
+ * acquire_failed). */
 #define RLQ(t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = RELOCK_MODE_MODERN, .lock = "lk", .ttl_ms = (t), \
-     .wait_ms = (w), .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1}
+     .wait_ms = (w), .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
 #define CL(t, w, h, n) \
     {.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = (t), .wait_ms = (w), .hold_ms = (h), \
      .iters = (n)}

@@ -88,6 +88,7 @@ typedef struct sclient {
     uint64_t seen_ver;    /* its lock key's version at its last GET of it */
     int seen;             /* it has read its lock key (seen_ver is set) */
     long long wrote_at;   /* its last write of its lock key */
+    unsigned long cmds;   /* commands of its that servers took (run or faulted) */
 } sclient;
 
 typedef struct sconn {
@@ -858,6 +859,30 @@ static const char *st_name(relock_status st)
     return relock_status_name(st) + 7;
 }
 
+/* A waiter's load on the servers: not a safety property, but a waiter
+ * that wakes itself (a quorum's undo of a failed attempt announcing a
+ * release) tries again at network speed for as long as the lock stays
+ * held on part of the servers, an attempt every few virtual ms.  The
+ * backoff (5 to 100 ms here, a pause of half to all of it) allows about
+ * 8 attempts, then one each 50 ms at most; a few more are woken by
+ * releases, or follow the subscription or a holder's known end.  An
+ * attempt sends each server its acquire and at most its delete (a
+ * restart's NOSCRIPT or a fence raise now and then: the slack).  The
+ * busy loop exceeds this about threefold with 1 ms per command (the
+ * scenarios' own, and most seeds'); with 5 ms it may pass unseen. */
+static void check_wait_load(sclient *c, unsigned long cmds, long long took_ms)
+{
+    if (S.nserv < 2 || !c->sp.notify)
+        return;
+    unsigned long attempts = 16 + (unsigned long)(took_ms > 0 ? took_ms : 0) / 50;
+    unsigned long bound = attempts * (2 * (unsigned long)S.nserv + 2) + 40;
+    tracef("c%d's acquire sent %lu commands in %lld ms (bound %lu)", c->id, cmds, took_ms, bound);
+    if (cmds > bound)
+        violation("c%d: acquire sent %lu commands in %lld ms, more than the backoff allows "
+                  "(%lu): the waiter does not wait",
+                  c->id, cmds, took_ms, bound);
+}
+
 static relock_client *relock_client_for(sclient *c)
 {
     relock_config *cfg = relock_config_new();
@@ -928,8 +953,10 @@ static void run_relock(sclient *c)
         long long t0 = S.now, p0 = c->paused;
         c->epoch = S.epoch; /* the handle belongs to the server's life it began in */
         c->wrote_at = t0;
+        unsigned long n0 = c->cmds;
         relock_status st = relock_acquire(rc, sp->lock, sp->ttl_ms, sp->wait_ms, &l);
         long long took = S.now - t0 - (c->paused - p0);
+        check_wait_load(c, c->cmds - n0, S.now - t0);
         tracef("c%d acquire %s -> %s%s%s", c->id, sp->lock, st_name(st),
                st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : relock_client_error(rc)->message);
         /* Decision 83: the bound, the attempt under way and one
@@ -1286,6 +1313,7 @@ static void exec_one(int fd, int f)
     char what[200], rep[120];
     long used = model_parse_command(k->in.p + k->in_off, k->in.n - k->in_off, &argc, argv, len,
                                     MODEL_ARGS);
+    c->cmds++;
     what[0] = rep[0] = '\0';
     if (S.tracing) /* the words and the reply are for the trace alone */
         describe(k->in.p + k->in_off, k->in.n - k->in_off, what, sizeof what);

@@ -4,8 +4,9 @@
  * replies are not answers, a reply that comes after the majority counts
  * for nothing, NOSCRIPT brings EVAL to that server alone, the fence raise
  * on the majority, a busy lock answered without the silent server, and
- * the clean-up of a failed acquire or a late extend.  Against real
- * servers: it_quorum, it_native (quorum without Lua).
+ * the clean-up of a failed acquire (announced only after a majority) or
+ * a late extend.  Against real servers: it_quorum, it_native (quorum
+ * without Lua).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -291,6 +292,49 @@ static void test_deadline_with_requests_in_flight(void **state)
     assert_non_null(strstr(f.c->err.msg, "only 1 of 3 servers answered"));
 }
 
+/* The delete that undoes a failed acquire announces a release (its
+ * channel argument) only when the attempt had won a majority: short of
+ * one, nothing anyone held is freed, and the notice would wake the waiter
+ * itself. */
+static void test_undo_announces_only_a_majority(void **state)
+{
+    (void)state;
+    f.c->s.wait.notify = 1;
+    char chan[64];
+    snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, f.l->key);
+    /* Server 0 won, the others are held by someone else: silent. */
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, 1000);
+    step(&m, fstart(0, 0));
+    step(&m, fstart(0, 7));
+    step(&m, freply(1, 6, 0, fr_arr(2, fr_int(1), fr_int(4))));
+    step(&m, freply(2, 4, 1, fr_arr(2, fr_int(0), fr_int(700))));
+    assert_int_equal(step(&m, freply(3, 0, 2, fr_arr(2, fr_int(0), fr_int(700)))),
+                     RELOCK__STEP_SEND);
+    assert_int_equal(out.mask, 1u);
+    assert_true(is_script(0, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    assert_string_equal(out.b[0].cmd[0].argv[5], "");
+    step(&m, fstart(4, 1));
+    assert_int_equal(step(&m, freply(5, 0, 0, fr_int(1))), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_BUSY);
+    /* Servers 0 and 1 won, but their counters could not be raised: the
+     * lock was held, and its delete tells the waiters. */
+    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, 1000);
+    step(&m, fstart(10, 0));
+    step(&m, fstart(10, 7));
+    step(&m, freply(11, 6, 0, fr_arr(2, fr_int(1), fr_int(3))));
+    assert_int_equal(step(&m, freply(12, 4, 1, fr_arr(2, fr_int(1), fr_int(7)))),
+                     RELOCK__STEP_SEND);
+    assert_true(is_script(0, RELOCK__SCRIPT_FENCE_RAISE, 0));
+    step(&m, fstart(13, 3));
+    step(&m, freply(14, 2, 0, fr_err("OOM command not allowed")));
+    assert_int_equal(step(&m, freply(15, 0, 1, fr_int(7))), RELOCK__STEP_SEND);
+    assert_true(out.mask & 3u);
+    assert_true(is_script(0, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    assert_string_equal(out.b[0].cmd[0].argv[5], chan);
+    f.c->s.wait.notify = 0;
+}
+
 /* Only one of three reachable: that win is deleted, and the error says
  * how many were reachable. */
 static void test_unreachable(void **state)
@@ -428,6 +472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_minority_paused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_not_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raise_and_late_reply, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_undo_announces_only_a_majority, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_without_the_silent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_with_a_silent_server, setup, teardown),

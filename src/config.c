@@ -192,23 +192,33 @@ static int add_peer(relock__settings *s, const char *name, size_t len, char *why
     return 0;
 }
 
+/* One entry of a comma-separated list starting at p: its text, without
+ * surrounding blanks, in [*b, *e); returns where the next entry starts,
+ * or NULL after the last. */
+static const char *list_entry(const char *p, const char **b, const char **e)
+{
+    const char *comma = strchr(p, ',');
+    const char *end = comma ? comma : p + strlen(p);
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *b = p;
+    *e = end;
+    return comma ? comma + 1 : NULL;
+}
+
 /* legacy.peer as text: profile names separated by commas. */
 static int set_peers(relock__settings *s, const char *value, char *why, size_t whylen)
 {
     s->legacy.npeers = 0;
-    for (const char *p = value;;) {
-        const char *comma = strchr(p, ',');
-        const char *e = comma ? comma : p + strlen(p);
-        while (p < e && (*p == ' ' || *p == '\t'))
-            p++;
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
+    for (const char *next = value; next;) {
+        const char *p, *e;
+        next = list_entry(next, &p, &e);
         if (add_peer(s, p, (size_t)(e - p), why, whylen) != 0)
             return -1;
-        if (!comma)
-            return 0;
-        p = comma + 1;
     }
+    return 0;
 }
 
 static const setting *find_setting(const char *name)
@@ -387,14 +397,9 @@ static int set_servers(relock__settings *s, const char *value, char *why, size_t
 {
     relock__server servers[RELOCK__MAX_SERVERS];
     int n = 0;
-    const char *p = value;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *e = comma ? comma : p + strlen(p);
-        while (p < e && (*p == ' ' || *p == '\t'))
-            p++;
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
+    for (const char *next = value; next;) {
+        const char *p, *e;
+        next = list_entry(next, &p, &e);
         char one[1024], reason[192];
         if (e == p) {
             snprintf(why, whylen, "servers: entry %d is empty (URLs separated by commas)", n + 1);
@@ -417,9 +422,6 @@ static int set_servers(relock__settings *s, const char *value, char *why, size_t
             goto refused;
         }
         n++;
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     memset(s->servers, 0, sizeof s->servers);
     memcpy(s->servers, servers, (size_t)n * sizeof servers[0]);

@@ -13,6 +13,19 @@
 
 #include "routing.h"
 
+/* VERB key <now, ms since the epoch>.  A marker informs, it never
+ * decides: its failure is not the call's, whose error stays as it was. */
+static void write_now(relock_client *c, const char *verb, const char *key)
+{
+    relock__err saved = c->err;
+    redisReply *r = relock__commandf(c, NULL, "%s %s %lld", verb, key, relock__wall_ms());
+    if (r)
+        freeReplyObject(r);
+    c->err = saved;
+    c->err.pub.message = c->err.msg;
+    c->err.pub.server = c->err.server;
+}
+
 void relock__note_watching(relock_client *c)
 {
     if (c->watch_noted)
@@ -21,15 +34,9 @@ void relock__note_watching(relock_client *c)
     char key[RELOCK__KEY_MAX];
     if (relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
         return;
-    relock__err saved = c->err;
     /* SETNX: the first watcher's time stays, so that scan counts the
      * window from the moment watching began. */
-    redisReply *r = relock__commandf(c, NULL, "SETNX %s %lld", key, relock__wall_ms());
-    if (r)
-        freeReplyObject(r);
-    c->err = saved;
-    c->err.pub.message = c->err.msg;
-    c->err.pub.server = c->err.server;
+    write_now(c, "SETNX", key);
 }
 
 /* Writing on every meeting would add a round trip to every contended
@@ -45,12 +52,5 @@ void relock__note_legacy_writer(relock_client *c)
     char key[RELOCK__KEY_MAX];
     if (relock__marker_key(c->s.key_prefix, key, sizeof key) != 0)
         return;
-    relock__err saved = c->err;
-    redisReply *r = relock__commandf(c, NULL, "SET %s %lld", key, relock__wall_ms());
-    if (r)
-        freeReplyObject(r);
-    /* The marker informs, it never decides: its failure is not the call's. */
-    c->err = saved;
-    c->err.pub.message = c->err.msg;
-    c->err.pub.server = c->err.server;
+    write_now(c, "SET", key);
 }

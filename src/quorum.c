@@ -186,12 +186,13 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         }
     }
     int asked = popcount(r->asked);
-    /* A clean-up (of a failed acquire, or of an extend found lost) is
-     * not decided while one of its deletes is not wholly written (a new
-     * connection still connecting): the driver would drop it unsent, and
-     * our token could stay there for the lease.  Its deadline still
+    /* A delete round (a release, or the clean-up of a failed acquire or
+     * of an extend found lost) is not decided while one of its deletes is
+     * not wholly written (a new connection still connecting): the driver
+     * would drop it unsent, and our token could stay there for the lease,
+     * however many other servers deleted theirs.  Its deadline still
      * bounds it. */
-    int unwritten = (m->h.pc == Q_ACQ_DEL || m->h.pc == Q_EXT_DEL) &&
+    int unwritten = (m->h.pc == Q_REL || m->h.pc == Q_ACQ_DEL || m->h.pc == Q_EXT_DEL) &&
                     (r->live & ~in->written) != 0;
     /* Decided: enough said yes, or so many said no that the rest cannot
      * make up `need` (a dead or silent server decides nothing: its reply,

@@ -2646,8 +2646,14 @@ static void machine_done(aop *op, relock_status st)
             }
         }
     }
-    if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY)
+    if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY) {
         queue_flush(cn);
+        /* An operation of the queue may end within the flush (a release of
+         * a lost lock), and its callback may free the client: that ended
+         * op too (relock_async_free), and freed it. */
+        if (a->freeing)
+            return;
+    }
     if (!op->fencing && !op->undoing && next_phase(op, &st))
         return;
     switch (op->kind) {

@@ -11,6 +11,9 @@
  *     connection's queue while that queue is walked: after a refused
  *     connect (the setup's failure walk) and while a ready connection's
  *     queue is flushed (a release of a lost lock ends within the flush);
+ *   - a callback that frees the client from within the flush that the end
+ *     of another operation runs (a release of a lost lock, queued by the
+ *     callback of an acquire whose reply came in the same read);
  *   - a kept lock whose reconnect is refused for a while, or whose
  *     reconnect's probe gets a transient error (-LOADING from the proxy,
  *     -BUSY from a real server running a long script): the renewal goes
@@ -308,6 +311,84 @@ static void test_cancel_in_flush(void **state)
         assert_int_equal(relock_async_pending(a), 0);
     }
     relock_async_free(a);
+    loop_fini();
+}
+
+/* The first of two pipelined acquires releases a lost lock from its
+ * callback; that release ends at once (the lock is known lost), within
+ * the flush of the queue that the second acquire's end runs when its
+ * reply came in the same read, and its own callback frees the client,
+ * as docs/api.md allows from a callback. */
+typedef struct freer {
+    outcome first;
+    outcome rel;
+    relock_lock *lost;
+    relock_status rel_call;
+} freer;
+
+static void free_client(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                        void *arg)
+{
+    freer *f = arg;
+    record(a, st, l, e, &f->rel);
+    relock_async_free(a);
+}
+
+static void release_lost(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                         void *arg)
+{
+    freer *f = arg;
+    record(a, st, l, e, &f->first);
+    f->rel_call = relock_async_release(f->lost, free_client, f);
+}
+
+/* Two try-acquires go out together on one connection, so that their
+ * replies come in one read; the first one's callback releases a lock the
+ * client knows is lost, which queues the release behind the second's end;
+ * the release ends within that end's flush, and its callback frees the
+ * client: the second acquire must not be used after the free ended it. */
+static void test_free_in_flush(void **state)
+{
+    (void)state;
+    relock_async_loop lp;
+    loop_init(&lp);
+    for (int round = 0; round < 4; round++) {
+        relock_async *a = aclient(&lp, srv.port, 0);
+        char name[32], n1[40], n2[40];
+        snprintf(name, sizeof name, "ff%d", round);
+        snprintf(n1, sizeof n1, "%s-a", name);
+        snprintf(n2, sizeof n2, "%s-b", name);
+        outcome o = {0};
+        assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &o, NULL), RELOCK_OK);
+        finish(&o, 5000);
+        assert_int_equal(o.st, RELOCK_OK);
+        freeReplyObject(cmd(srv.port, "DEL %s", name));
+        outcome x = {0};
+        assert_int_equal(relock_async_extend(o.l, 30000, record, &x), RELOCK_OK);
+        finish(&x, 5000);
+        assert_int_equal(x.st, RELOCK_LOST); /* the handle knows it is lost */
+        freer f;
+        memset(&f, 0, sizeof f);
+        f.lost = o.l;
+        outcome second = {0};
+        assert_int_equal(relock_async_try_acquire(a, n1, 30000, release_lost, &f, NULL), RELOCK_OK);
+        assert_int_equal(relock_async_try_acquire(a, n2, 30000, record, &second, NULL), RELOCK_OK);
+        run_until(&f.rel.calls, 1, 5000);
+        /* the client is freed now: nothing of it may run any more */
+        assert_int_equal(f.first.calls, 1);
+        assert_int_equal(f.first.st, RELOCK_OK);
+        assert_int_equal(f.rel_call, RELOCK_OK);
+        assert_int_equal(f.rel.calls, 1);
+        assert_int_equal(f.rel.st, RELOCK_LOST);
+        assert_int_equal(second.calls, 1);
+        if (second.st != RELOCK_OK && second.st != RELOCK_EAMBIGUOUS)
+            fail_msg("the second acquire: %s: %s", relock_status_name(second.st), second.msg);
+        relock_lock_free(f.first.l);
+        relock_lock_free(second.l);
+        relock_lock_free(o.l);
+        freeReplyObject(cmd(srv.port, "DEL %s", n1));
+        freeReplyObject(cmd(srv.port, "DEL %s", n2));
+    }
     loop_fini();
 }
 
@@ -960,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_waiter_bound_in_subscribe),
         cmocka_unit_test(test_cancel_after_refused_connect),
         cmocka_unit_test(test_cancel_in_flush),
+        cmocka_unit_test(test_free_in_flush),
         cmocka_unit_test(test_connect_fails_at_once),
         cmocka_unit_test(test_cancel_in_replan),
         cmocka_unit_test(test_keep_refused),

@@ -466,6 +466,30 @@ static void test_extend_lost_delete_unwritten(void **state)
     assert_int_equal(m.r.owing, 4u); /* server 2 owes the delete's reply */
 }
 
+/* A release on 3 whose server 2 is connected afresh (its delete not
+ * written yet) while servers 0 and 1 delete at once: the release is not
+ * decided before server 2's delete is written, or the driver would drop it
+ * unsent and leave our token on server 2 until its TTL; once written, the
+ * majority decides, server 2 owing its reply. */
+static void test_release_delete_unwritten(void **state)
+{
+    (void)state;
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_RELEASE, 0);
+    assert_int_equal(step(&m, fstart(0, 0)), RELOCK__STEP_SEND);
+    assert_int_equal(out.mask, 7u);
+    assert_true(is_script(2, RELOCK__SCRIPT_DEL_IF_EQ, 0));
+    relock__fanfeed d = fstart(1, 7);
+    d.written = 3;
+    assert_int_equal(step(&m, d), RELOCK__STEP_WAIT);
+    assert_int_equal(step(&m, freply(2, 3, 0, fr_int(1))), RELOCK__STEP_WAIT);
+    if (step(&m, freply(3, 3, 1, fr_int(1))) != RELOCK__STEP_WAIT)
+        fail_msg("the release was decided before server 2's delete was written");
+    assert_int_equal(step(&m, fstart(4, 4)), RELOCK__STEP_DONE);
+    assert_int_equal(m.h.st, RELOCK_OK);
+    assert_int_equal(m.r.owing, 4u); /* server 2 owes the delete's reply */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +506,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extend_too_late, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extend_lost_delete_unwritten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_delete_unwritten, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

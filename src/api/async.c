@@ -2611,6 +2611,61 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
+/* The watch marker (marker.c): written once per bridge or modern client
+ * with SETNX before its first attempt, as the blocking client writes it.
+ * watch_noted: 1 written, 2 in flight, 3 met a MOVED that could not be
+ * followed (the marker's node is not connected yet).  A MOVED is followed
+ * once, as for the legacy marker (on_marker); a write that did not land is
+ * tried again at a later acquire: a missing marker only delays scan's
+ * verdict. */
+static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
+{
+    aconn *cn = ac->data;
+    const redisReply *r = rr;
+    if (!cn || cn->a->freeing)
+        return;
+    relock_client *c = cn->a->c;
+    relock__redirect to;
+    aconn *at;
+    char key[RELOCK__KEY_MAX];
+    int moved = r && r->type == REDIS_REPLY_ERROR && !priv &&
+                relock__redirect_parse(cn->srv->host, r, &to) == RELOCK__REDIR_MOVED;
+    c->watch_noted = r && r->type != REDIS_REPLY_ERROR ? 1 : moved ? 3 : 0;
+    if (moved && (at = conn_find(cn->a, to.host, to.port)) && at->ac &&
+        at->cstate == C_READY && !at->txn_owner &&
+        relock__watch_key(c->s.key_prefix, key, sizeof key) == 0 &&
+        redisAsyncCommand(at->ac, on_watch, at, "SETNX %s %lld", key, relock__wall_ms()) ==
+            REDIS_OK)
+        c->watch_noted = 2;
+}
+
+/* cn is the acquire's connection.  Where Cluster's slot map names the
+ * marker's node, the marker goes there once that connection is up; after
+ * a MOVED it could not follow, it waits for the map rather than meet the
+ * same MOVED at every acquire. */
+static void note_watching(relock_async *a, aconn *cn)
+{
+    relock_client *c = a->c;
+    char key[RELOCK__KEY_MAX];
+    if (c->watch_noted == 1 || c->watch_noted == 2 || a->kit->fan ||
+        (c->mode != RELOCK_MODE_BRIDGE && c->mode != RELOCK_MODE_MODERN) ||
+        relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
+        return;
+    aconn *mc = route(a, key);
+    if (a->slots && a->slots[relock__cluster_slot(key, strlen(key))]) {
+        if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+            return;
+    } else if (c->watch_noted == 3 && map_on(a)) {
+        return;
+    } else if (!mc->ac || mc->cstate != C_READY || mc->txn_owner) {
+        mc = cn;
+    }
+    if (mc->ac && mc->cstate == C_READY && !mc->txn_owner &&
+        redisAsyncCommand(mc->ac, on_watch, NULL, "SETNX %s %lld", key, relock__wall_ms()) ==
+            REDIS_OK)
+        c->watch_noted = 2;
+}
+
 /* The machine ended. */
 static void machine_done(aop *op, relock_status st)
 {
@@ -3534,6 +3589,7 @@ static void op_start(aop *op)
         relock_client *c = a->c;
         relock_lock *l = op->l;
         char before[RELOCK__KEY_MAX];
+        note_watching(a, op->cn); /* scan's evidence, before the first attempt */
         /* (a quorum's machine carries the counter over itself) */
         if (!a->kit->fan && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
             relock__fence_key_before(l->key, before, sizeof before) == 1) {

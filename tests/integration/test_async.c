@@ -463,6 +463,89 @@ static void test_classic_holder_said(void **state)
     loop_fini();
 }
 
+/* The watch marker's value, or NULL when the key is absent. */
+static char *get_value(const char *key)
+{
+    redisContext *r = raw();
+    redisReply *x = redisCommand(r, "GET %s", key);
+    char *v = x->type == REDIS_REPLY_STRING ? strdup(x->str) : NULL;
+    freeReplyObject(x);
+    redisFree(r);
+    return v;
+}
+
+/*
+ * Bridge and modern clients write the watch marker (migration.md, "The
+ * marker key"), from which `relock scan` counts its quiet window, once per
+ * client with SETNX before their first attempt, as the blocking client
+ * does; legacy clients watch for nothing and do not write it.
+ */
+static void test_watch_marker(void **state)
+{
+    (void)state;
+    for (int mi = 0; mi < 3; mi++) {
+        SKIP_MODE(modes[mi]);
+        char prefix[32], key[64];
+        snprintf(prefix, sizeof prefix, "watch-%s:", modes[mi]);
+        snprintf(key, sizeof key, "%s relock:watching-since", prefix);
+        int watches = strcmp(modes[mi], "legacy") != 0;
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = client(&lp, modes[mi], prefix);
+        long long before = (long long)time(NULL) * 1000 - 1000;
+        outcome o = {0};
+        assert_int_equal(relock_async_acquire(a, "w1", 5000, 0, record, &o, NULL), RELOCK_OK);
+        finish(&o, 5000);
+        assert_int_equal(o.st, RELOCK_OK);
+        long never = 0; /* the marker's reply comes meanwhile */
+        run_until(&never, 1, 300);
+        long long after = (long long)time(NULL) * 1000 + 1000;
+        char *v = get_value(key);
+        if (!watches) {
+            if (v)
+                fail_msg("legacy client wrote the watch marker: %s", v);
+        } else if (!v || atoll(v) < before || atoll(v) > after) {
+            fail_msg("%s client: watch marker %s after its first acquire, expected a time in "
+                     "[%lld, %lld]",
+                     modes[mi], v ? v : "absent", before, after);
+        }
+        free(v);
+        memset(&o.calls, 0, sizeof o.calls);
+        relock_lock *l1 = o.l;
+        assert_int_equal(relock_async_release(l1, record, &o), RELOCK_OK);
+        finish(&o, 5000);
+        relock_lock_free(l1);
+        /* once per client: deleted, it is not written again by this one */
+        redisContext *r = raw();
+        freeReplyObject(redisCommand(r, "DEL %s", key));
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_acquire(a, "w2", 5000, 0, record, &o, NULL), RELOCK_OK);
+        finish(&o, 5000);
+        assert_int_equal(o.st, RELOCK_OK);
+        run_until(&never, 1, 300);
+        assert_int_equal(exists(key), 0);
+        relock_lock_free(o.l);
+        relock_async_free(a);
+        /* SETNX: a later client keeps the first watcher's time */
+        freeReplyObject(redisCommand(r, "SET %s 1000", key));
+        a = client(&lp, modes[mi], prefix);
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_acquire(a, "w3", 5000, 0, record, &o, NULL), RELOCK_OK);
+        finish(&o, 5000);
+        assert_int_equal(o.st, RELOCK_OK);
+        run_until(&never, 1, 300);
+        v = get_value(key);
+        assert_non_null(v);
+        assert_string_equal(v, "1000");
+        free(v);
+        relock_lock_free(o.l);
+        freeReplyObject(redisCommand(r, "DEL %s", key));
+        redisFree(r);
+        relock_async_free(a);
+        loop_fini();
+    }
+}
+
 static void test_free_in_flight(void **state)
 {
     (void)state;
@@ -1110,7 +1193,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_in_flight), cmocka_unit_test(test_contention),
         cmocka_unit_test(test_cancel),         cmocka_unit_test(test_free_in_flight),
-        cmocka_unit_test(test_classic_holder_said),
+        cmocka_unit_test(test_classic_holder_said), cmocka_unit_test(test_watch_marker),
         cmocka_unit_test(test_dead_holder),    cmocka_unit_test(test_stalled_server),
         cmocka_unit_test(test_keep),           cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),

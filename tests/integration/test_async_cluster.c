@@ -299,13 +299,19 @@ static void test_keys_everywhere(void **state)
     char names[N][64];
     for (int i = 0; i < N; i++) /* owner() itself meets MOVED on node 0 */
         name_on(i, "ev", names[i], sizeof names[i]);
+    /* The asynchronous client's watch marker, sent before its first
+     * attempt while the map is still unknown, meets a MOVED of its own
+     * unless node 0 serves it. */
+    char wk[128];
+    assert_int_equal(relock__watch_key("", wk, sizeof wk), 0);
+    long long watch_moved = owner(wk) != 0;
     long long moved0 = moved_total();
     for (int round = 0; round < 2; round++) {
         /* The first MOVED (node 1's name) makes each client read the whole
          * slot map: node 2's name meets none; nor does the second round. */
         if (round == 1) {
             moved = moved_total();
-            assert_int_equal(moved - moved0, 2);
+            assert_int_equal(moved - moved0, 2 + watch_moved);
         }
         for (int i = 0; i < N; i++) {
             const char *name = names[i];
@@ -748,6 +754,42 @@ static void test_marker_on_its_node(void **state)
 }
 
 /*
+ * The watch marker (scan's evidence that upgraded clients watch) lands on
+ * the node serving its own slot, as the blocking client's SETNX (which
+ * follows MOVED) puts it there: a client given only node 0 writes it
+ * once it has a connection to that node, here after a lock on every node.
+ */
+static void test_watch_on_its_node(void **state)
+{
+    (void)state;
+    char wk[128];
+    assert_int_equal(relock__watch_key("", wk, sizeof wk), 0);
+    int m = owner(wk);
+    char *r = testsrv_cmd(&node[m], "DEL %s", wk);
+    free(r);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_async *a = async_client(&lp, "false");
+    char name[64];
+    outcome o;
+    for (int i = 0; i < N; i++) {
+        name_on(i, "awt", name, sizeof name);
+        must(try_acquire(a, name, &o), "acquire");
+        release_ok(o.l);
+    }
+    long never = 0; /* the marker's reply comes meanwhile */
+    run_until(&never, 1, 300);
+    relock_async_free(a);
+    loop_fini();
+    r = testsrv_cmd(&node[m], "GET %s", wk);
+    assert_non_null(r);
+    long long at = atoll(r);
+    if (at < (long long)time(NULL) * 1000 - 60000)
+        fail_msg("no watch marker on node %d after locks on every node (%s)", m, r);
+    free(r);
+}
+
+/*
  * Durability over the cluster: WAIT goes on the connection of the write
  * (node[1] has a replica).  A lock whose slot the client does not know yet
  * is written after a MOVED, on another connection than the attempt's
@@ -926,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_slot_migration),
         cmocka_unit_test(test_clock_per_node),
         cmocka_unit_test(test_marker_on_its_node),
+        cmocka_unit_test(test_watch_on_its_node),
         cmocka_unit_test(test_durable_tryagain),
         cmocka_unit_test(test_owner_records),
         cmocka_unit_test(test_failover),

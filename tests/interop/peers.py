@@ -14,6 +14,13 @@ Peers:
               the same way
   redispy     the REAL redis-py Lock of Debian's python3-redis (a modern
               token lock), driven by peer_redis_py.py
+  laravel     the REAL Laravel lock of Debian's php-illuminate-cache
+              (Illuminate\Cache\PhpRedisLock over php-illuminate-redis and
+              phpredis: a 16-character owner, SET NX EX), driven by
+              peer_laravel.php
+  redlock     the REAL npm redlock@4.2.0 (with redis@3) on one server, and
+  semaphore   the REAL npm redis-semaphore@5.6.0 Mutex (with ioredis@5),
+              installed as redis-lock is, driven by peer_npm_token.js
   mutex, redispy2, resque, jedis
               faithful clients of ours for families that cannot be installed
               here (Ruby gems, Java, redis-py < 2.10): peer_clients --style
@@ -42,8 +49,9 @@ profiles replace).
 
   peers.py --relock BIN --check BIN --peer-clients BIN [--short] [--only NAME]
            [--server BIN] [--keep-logs]
-Exit 0 all passed, 1 a scenario failed, 77 skipped (redis-server or node
-missing, or npm could not install the pinned peer).
+Exit 0 all passed, 1 a scenario failed, 77 skipped (no redis-server, or no
+scenario could run: node, npm, php or a pinned peer missing; each skipped
+scenario says why).
 """
 import argparse
 import os
@@ -60,7 +68,12 @@ PEERS_DIR = os.environ.get("PEERS_DIR", os.path.expanduser("~/.cache/relock/peer
 # The pinned npm peers: each version of redis-lock with the callback client
 # it needs, in a directory of its own.
 NPM_PINS = {"redislock": ["redis-lock@0.0.9", "redis@3.1.2"],
-            "redislock014": ["redis-lock@0.1.4", "redis@3.1.2"]}
+            "redislock014": ["redis-lock@0.1.4", "redis@3.1.2"],
+            "redlock": ["redlock@4.2.0", "redis@3.1.2"],
+            "semaphore": ["redis-semaphore@5.6.0", "ioredis@5.4.1"]}
+# Laravel's lock and the client it talks through, from Debian's packages.
+PHP_AUTOLOADS = ["/usr/share/php/Illuminate/Cache/autoload.php",
+                 "/usr/share/php/Illuminate/Redis/autoload.php"]
 
 
 def mono_ns():
@@ -241,7 +254,10 @@ def node_ready(peer):
     pins = NPM_PINS[peer]
     d = os.path.join(PEERS_DIR, "npm-" + pins[0].replace("@", "-"))
     mods = os.path.join(d, "node_modules")
-    if os.path.exists(os.path.join(mods, "redis-lock", "index.js")):
+    # Each pinned package's own package.json: the peer and its client.
+    there = lambda: all(os.path.exists(os.path.join(mods, pin.rsplit("@", 1)[0], "package.json"))
+                        for pin in pins)
+    if there():
         return mods
     if not shutil_which("node") or not shutil_which("npm"):
         return None
@@ -252,13 +268,27 @@ def node_ready(peer):
                        check=True)
     except (subprocess.SubprocessError, OSError):
         return None
-    return mods if os.path.exists(os.path.join(mods, "redis-lock", "index.js")) else None
+    return mods if there() else None
 
 
 def python_redis():
     """Whether Debian's python3-redis is there (the system's python3)."""
     return subprocess.call(["/usr/bin/python3", "-c", "import redis.lock"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+
+def php_laravel():
+    """Whether php, phpredis and Laravel's lock (Debian's php-cli, php-redis,
+    php-illuminate-cache and php-illuminate-redis) are there."""
+    if not shutil_which("php"):
+        return False
+    code = "".join('require "%s";' % f for f in PHP_AUTOLOADS) + \
+        'exit(class_exists("Redis") && class_exists("Illuminate\\Cache\\PhpRedisLock") && ' \
+        'class_exists("Illuminate\\Redis\\Connections\\PhpRedisConnection") ? 0 : 1);'
+    if not all(os.path.exists(f) for f in PHP_AUTOLOADS):
+        return False
+    return subprocess.call(["php", "-r", code], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0
 
 
 def shutil_which(name):
@@ -283,6 +313,16 @@ SCENARIOS = [
     # A modern library: Debian's python3-redis Lock (a token, SET NX PX).
     ("redispy-modern", "redispy", "modern", "", "ms", 1000, 1000, False),
     ("redispy-bridge", "redispy", "bridge", "", "ms", 1000, 1000, False),
+    # Laravel's RedisLock (Debian's php-illuminate-cache): a 16-character
+    # owner, SET NX EX of whole seconds.
+    ("laravel-modern", "laravel", "modern", "", "ms", 1000, 1000, False),
+    ("laravel-bridge", "laravel", "bridge", "", "ms", 1000, 1000, False),
+    # npm redlock on one server and redis-semaphore's Mutex (key
+    # "mutex:" + name, relock's key_prefix): tokens with SET PX.
+    ("redlock-modern", "redlock", "modern", "", "ms", 1000, 1000, False),
+    ("redlock-bridge", "redlock", "bridge", "", "ms", 1000, 1000, False),
+    ("semaphore-modern", "semaphore", "modern", "", "ms", 1000, 1000, False),
+    ("semaphore-bridge", "semaphore", "bridge", "", "ms", 1000, 1000, False),
     ("control-modern-mutex", "mutex", "modern", "redis-mutex", "s", 1, 1000, True),
     # relock told the fleet compares whole units with no offset, beside a
     # float-second client: the validity relock prints runs past V.000,
@@ -290,8 +330,12 @@ SCENARIOS = [
     ("control-whole-redispy2", "redispy2", "legacy",
      'clock_unit = "s"; expiry_offset = 0; reader_clock = "whole";', "s", 1, 1000, True),
 ]
+# The peers that write a token with a TTL through their own library.
+TOKEN_PEERS = ("laravel", "redlock", "semaphore")
+# The kind a peer's lines carry in the log, where it is not the peer's name.
+PEER_KIND = {"redislock014": "redislock"}
 SHORT = {"redislock-bridge": 6, "mutex-bridge": 5, "control-modern-mutex": 4,
-         "control-whole-redispy2": 5}
+         "control-whole-redispy2": 5, "laravel-modern": 3, "redlock-modern": 3}
 
 
 def server_version(binary):
@@ -316,10 +360,12 @@ def run_scenario(a, sc, seconds, node_mods):
     # A profile's name, or legacy settings written out (the control that
     # describes the fleet wrongly).
     legacy = profile if "=" in profile else 'peer = "%s";' % profile if profile else ""
+    # redis-semaphore's Mutex keys its locks "mutex:" + name.
+    prefix = 'key_prefix = "mutex:";' if peer == "semaphore" else ""
     with open(conf, "w") as f:
         f.write('relock = {\n  mode = "%s";\n  servers = ( { host = "127.0.0.1"; port = %d; } );\n'
-                '  %s\n  owner_info = false;\n};\n'
-                % (mode, srv.port, "legacy = { %s };" % legacy if legacy else ""))
+                '  %s\n  owner_info = false;\n  %s\n};\n'
+                % (mode, srv.port, "legacy = { %s };" % legacy if legacy else "", prefix))
     # The key the peer uses, and the name relock gives it under the profile's
     # key_prefix (docs/legacy.md, Peers).
     key = {"redislock": "lock.job", "redislock014": "lock.job", "mutex": "RedisMutex:job",
@@ -336,8 +382,11 @@ def run_scenario(a, sc, seconds, node_mods):
     me = [sys.executable, os.path.abspath(__file__)]
     # The modern control: sections held longer and one peer client, so
     # that the peer meets relock's tokens while relock holds them.
-    hold = "100" if mode == "modern" else "3"
-    npeers = 1 if mode == "modern" else 3
+    # The token peers added since (laravel, redlock, semaphore) run as in
+    # the other scenarios: three clients, short sections.
+    short_sections = mode != "modern" or peer in TOKEN_PEERS
+    hold = "3" if short_sections else "100"
+    npeers = 3 if short_sections else 1
     common = ["--port", str(srv.port), "--log", log, "--relock", a.relock, "--conf", conf,
               "--name", relock_name, "--ttl", str(ttl), "--until", str(until), "--gap", "20",
               "--hold", hold]
@@ -356,6 +405,15 @@ def run_scenario(a, sc, seconds, node_mods):
             start(["/usr/bin/python3", os.path.join(HERE, "peer_redis_py.py"), str(srv.port),
                    "job", str(timeout), str(until), log, "counter", "0.02",
                    str(rng.getrandbits(31)), "20"])
+        elif peer == "laravel":
+            start(["php", os.path.join(HERE, "peer_laravel.php"), str(srv.port), "job",
+                   str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
+                   "20"])
+        elif peer in ("redlock", "semaphore"):
+            env = dict(os.environ, NODE_PATH=node_mods[peer])
+            start(["node", os.path.join(HERE, "peer_npm_token.js"), peer, str(srv.port), "job",
+                   str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
+                   "20"], env=env)
         elif peer in NPM_PINS:
             env = dict(os.environ, NODE_PATH=node_mods[peer])
             start(["node", os.path.join(HERE, "peer_redis_lock.js"), str(srv.port), "job",
@@ -438,6 +496,8 @@ def run_scenario(a, sc, seconds, node_mods):
         # Every kind must have held the lock: no silent starvation.
         ok = ok and all(int(l.split()[1]) > 0 for l in out.stdout.splitlines()[1:]
                         if l.startswith("  "))
+        # The peer, too: a kind that never held is not in the checker's list.
+        ok = ok and PEER_KIND.get(peer, peer) in kinds
     print("%-22s %-8s %s  %s  counter %d, lost updates %d (%d beyond the overrun overlaps), "
           "stops %d: %s" % (
         name, mode, profile if "=" not in profile else "(no profile: %s)" % profile, first,
@@ -474,16 +534,16 @@ def main():
     if not a.server:
         print("peers: SKIPPED: no redis-server")
         return 77
-    node_mods = {peer: node_ready(peer) for peer in NPM_PINS}
+    chosen = [sc for sc in SCENARIOS if (not a.only or a.only in sc[0]) and
+              (not a.short or sc[0] in SHORT)]
+    # Only the npm peers the chosen scenarios run are installed.
+    node_mods = {peer: node_ready(peer) for peer in NPM_PINS
+                 if any(sc[1] == peer for sc in chosen)}
     version = server_version(a.server)
     print("peers: redis-server %s (%s)" % (".".join(map(str, version)), a.server))
     ok = True
     ran = 0
-    for sc in SCENARIOS:
-        if a.only and a.only not in sc[0]:
-            continue
-        if a.short and sc[0] not in SHORT:
-            continue
+    for sc in chosen:
         # Bridge needs EVAL (2.6.0), modern SET NX PX (2.6.12).
         need = {"bridge": (2, 6, 0), "modern": (2, 6, 12)}.get(sc[2], (0, 0, 0))
         if version < need:
@@ -492,6 +552,10 @@ def main():
         if sc[1] == "redispy" and not python_redis():
             print("peers: SKIPPED %s: Debian's python3-redis is not installed (./dev installs it)"
                   % sc[0])
+            continue
+        if sc[1] == "laravel" and not php_laravel():
+            print("peers: SKIPPED %s: php, php-redis or Laravel's lock (php-illuminate-cache, "
+                  "php-illuminate-redis) is not installed (./dev installs them)" % sc[0])
             continue
         if sc[1] in NPM_PINS and not node_mods[sc[1]]:
             print("peers: SKIPPED %s: node, npm or the pinned %s could not be installed into %s"

@@ -335,7 +335,7 @@ TOKEN_PEERS = ("laravel", "redlock", "semaphore")
 # The kind a peer's lines carry in the log, where it is not the peer's name.
 PEER_KIND = {"redislock014": "redislock"}
 SHORT = {"redislock-bridge": 6, "mutex-bridge": 5, "control-modern-mutex": 4,
-         "control-whole-redispy2": 5, "laravel-modern": 3, "redlock-modern": 3}
+         "control-whole-redispy2": 5, "laravel-modern": 6, "redlock-modern": 5}
 
 
 def server_version(binary):

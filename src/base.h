@@ -164,6 +164,7 @@ typedef struct relock__peer {
     int frac_reader;          /* it compares with a fractional clock: V ends at V·u */
     long offset;              /* units it adds to now + timeout */
     const char *key_template; /* its key, "{name}" where the lock's name goes */
+    int suffix_fails;         /* its parser fails on "V:token" (bridge.value_suffix) */
 } relock__peer;
 
 int relock__peer_count(void);

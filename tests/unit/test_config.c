@@ -382,6 +382,14 @@ static void test_peer_errors_carry_line(void **state)
             2, "needs legacy.clock_unit = \"s\"");
     refused("relock = {\n  legacy = { values = \"fractional\"; };\n  bridge = { value_suffix = true; };\n};\n",
             2, "bridge.value_suffix cannot be combined");
+    /* A suffixed value "V:token" throws in Long.parseLong (jedis-lock) and
+     * in Python's float() (redis-py < 2.10). */
+    refused("relock = {\n  legacy = {\n    peer = \"jedis-lock\";\n  };\n"
+            "  bridge = { value_suffix = true; };\n};\n",
+            3, "bridge.value_suffix: \"jedis-lock\" parses");
+    refused("relock = {\n  legacy = {\n    values = \"integer\";\n    peer = \"redis-py-2\";\n"
+            "  };\n  bridge = { value_suffix = true; };\n};\n",
+            4, "bridge.value_suffix: \"redis-py-2\" parses");
     refused("relock = {\n  legacy = { reader_clock = \"fuzzy\"; };\n};\n", 2,
             "legacy.reader_clock must be one of \"whole\", \"fractional\", \"both\"");
 }

@@ -161,7 +161,8 @@ typedef struct relock__peer {
     const char *family;       /* the library, for messages and scan */
     int unit_ms;              /* 0 seconds, 1 milliseconds */
     int frac_values;          /* it writes, and parses, fractions */
-    int frac_reader;          /* it compares with a fractional clock: V ends at V·u */
+    int frac_reader;          /* its clock: 0 whole, 1 fractional (V ends at V·u), 2
+                               * either (its releases differ) */
     long offset;              /* units it adds to now + timeout */
     const char *key_template; /* its key, "{name}" where the lock's name goes */
     int suffix_fails;         /* its parser fails on "V:token" (bridge.value_suffix) */

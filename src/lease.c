@@ -93,8 +93,11 @@ long long relock__lease_ours_end(const relock__lease_cfg *cfg, const relock__sta
     /* A fraction was written by a client that compares fractions: its
      * holder relies on the lock until V·u at most.  An integer may come
      * from a whole-clock writer with no offset, who relies on it until
-     * (V + 1)·u; only a fleet without whole readers ends it at V·u. */
-    long long end = v->frac ? relock__stamp_ms(v, u, 1) : (v->ts + reads_whole(cfg)) * u;
+     * (V + 1)·u; only a fleet without whole readers ends it at V·u.  So
+     * may a fraction of zero: redis-py 2.7 writes float(int(time()) +
+     * timeout), "1795812032.0", and compares it with int(time()). */
+    long long end = v->frac && v->frac_num > 0 ? relock__stamp_ms(v, u, 1)
+                                               : (v->ts + reads_whole(cfg)) * u;
     return end + cfg->skew_margin_ms;
 }
 

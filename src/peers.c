@@ -33,8 +33,9 @@ static const relock__peer profiles[] = {
      * read with to_f. */
     {"redis-objects", "redis-objects", 0, 1, 1, 1, "{name}_lock", 0},
     /* redis-py before 2.10: time.time() + timeout, read with float() and
-     * compared with time.time(). */
-    {"redis-py-2", "redis-py < 2.10", 0, 1, 1, 0, "{name}", 1},
+     * compared with time.time(); 2.7 wrote float(int(time.time()) +
+     * timeout) and compared with int(time.time()): both clocks. */
+    {"redis-py-2", "redis-py < 2.10", 0, 1, 2, 0, "{name}", 1},
     /* jedis-lock: currentTimeMillis + expire + 1, Long.parseLong, taken
      * over once below the clock. */
     {"jedis-lock", "jedis-lock", 1, 0, 0, 1, "{name}", 1},
@@ -116,7 +117,8 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
         /* Fractions only where every peer parses them (a Java parseLong
          * throws on "1795812032.473"). */
         want.frac_values &= p->frac_values;
-        want.readers |= p->frac_reader ? RELOCK__READER_FRAC : RELOCK__READER_WHOLE;
+        want.readers |= (p->frac_reader ? RELOCK__READER_FRAC : 0) |
+                        (p->frac_reader != 1 ? RELOCK__READER_WHOLE : 0);
         if (p->offset > want.offset)
             want.offset = p->offset;
         if (p->suffix_fails && s->bridge.value_suffix) {

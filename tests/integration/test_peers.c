@@ -107,6 +107,61 @@ static void test_fraction_redis_py(void **state)
         wait_for_fraction("bridge", peer);
 }
 
+/* redis-py 2.7's value "X.0" (float(int(time.time()) + timeout)), which
+ * its readers compare with int(time.time()): held until the clock reaches
+ * X + 1 s, in every mode; taking it over at X s would end its holder's
+ * timeout up to a second early. */
+static void whole_clock_fraction(const char *mode, const char *const *settings)
+{
+    relock_client *c = tu_client(tu_srv.port, mode, settings);
+    relock_lock *l = NULL;
+    long long x = 0;
+    int judged = 0;
+    /* Within the second after X s; a loaded machine may miss it, then
+     * the next second is tried (bounded). */
+    for (int tries = 0; tries < 5 && !judged; tries++) {
+        x = wall_ms() / 1000 + 1;
+        char v[32];
+        snprintf(v, sizeof v, "%lld.0", x);
+        free(testsrv_cmd(&tu_srv, "SET %s %s", "w", v));
+        long long sleep = x * 1000 + 100 - wall_ms();
+        if (sleep > 0)
+            tu_sleep_ms((int)sleep);
+        relock_status st = relock_acquire(c, "w", 2000, 0, &l);
+        long long at = wall_ms() - x * 1000;
+        if (at >= 900) { /* past the window: says nothing */
+            if (st == RELOCK_OK) {
+                assert_int_equal(relock_release(l), RELOCK_OK);
+                relock_lock_free(l);
+            }
+            continue;
+        }
+        if (st != RELOCK_BUSY)
+            fail_msg("%s: \"%lld.0\" judged %lld ms after X s: %d (%s), not busy", mode, x, at,
+                     st, st == RELOCK_OK ? "taken over" : relock_client_error(c)->message);
+        judged = 1;
+    }
+    assert_true(judged);
+    /* Taken over once X + 1 s has passed. */
+    assert_int_equal(relock_acquire(c, "w", 2000, 5000, &l), RELOCK_OK);
+    assert_true(wall_ms() >= (x + 1) * 1000);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
+static void test_whole_clock_fraction(void **state)
+{
+    (void)state;
+    const char *const peer[] = {"legacy.peer", "redis-py-2", NULL};
+    whole_clock_fraction("legacy", NULL);
+    whole_clock_fraction("legacy", peer);
+    if (testsrv_mode_runs("bridge"))
+        whole_clock_fraction("bridge", peer);
+    if (testsrv_mode_runs("modern"))
+        whole_clock_fraction("modern", NULL);
+}
+
 /* A bridge client meeting a live fractional value records a legacy
  * sighting, as for an integer one. */
 static void test_fraction_is_a_sighting(void **state)
@@ -315,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_fraction_default_bridge),
         cmocka_unit_test(test_fraction_redis_py),
         cmocka_unit_test(test_fraction_is_a_sighting),
+        cmocka_unit_test(test_whole_clock_fraction),
         cmocka_unit_test(test_profile_values),
         cmocka_unit_test(test_validity_against_fractional_reader),
         cmocka_unit_test(test_modern_meets_classic),

@@ -347,6 +347,9 @@ static void test_peer_profiles(void **state)
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-py-2, redis-mutex"), RELOCK_OK);
     assert_int_equal(cfg->s.legacy.unit_ms, 0);
     assert_int_equal(cfg->s.legacy.npeers, 2);
+    /* redis-py 2.7 compares with int(time.time()), later 2.x releases
+     * with time.time(): both kinds of clock. */
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_WHOLE | RELOCK__READER_FRAC);
     /* Their keys differ: no common prefix, not the one lock. implied. */
     assert_string_equal(cfg->s.key_prefix, "");
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-mutex,jedis-lock"),

@@ -843,7 +843,10 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
     relock__classify(l->value, strlen(l->value), &val);
     if (in->fault) /* no clock: the validity stays unknown */
         relock__err_clear(&c->err);
-    if (in->fault || val.kind != RELOCK_VALUE_TIMESTAMP)
+    /* A timestamp of the other unit (or of none) is no lease of this
+     * fleet's: read in its unit it would last for millennia. */
+    if (in->fault || val.kind != RELOCK_VALUE_TIMESTAMP ||
+        relock__ts_unit_guess(val.ts_digits) != c->s.legacy.unit_ms)
         return relock__done(&m->head, RELOCK_OK);
     /* Valid until legacy readers see it pass, less the drift allowance. */
     relock__lease_cfg cfg = lease_cfg(c);

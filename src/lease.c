@@ -72,6 +72,10 @@ static long long min_ll(long long a, long long b)
 
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up)
 {
+    /* 18 digits of seconds overflow a long long in ms: saturate well
+     * before (unit_ms >= 1, so the sum below stays under 2^62 + 1000). */
+    if (s->ts >= RELOCK__STAMP_MAX_MS / unit_ms - 1)
+        return RELOCK__STAMP_MAX_MS;
     long long den = s->frac_den > 0 ? s->frac_den : 1;
     long long part = s->frac_num * unit_ms; /* < 10^9 * 1000: no overflow */
     return s->ts * unit_ms + (up ? (part + den - 1) / den : part / den);

@@ -162,6 +162,27 @@ static void test_whole_clock_fraction(void **state)
         whole_clock_fraction("modern", NULL);
 }
 
+/* A lock adopted from a value of the other unit (13 digits where the
+ * fleet writes seconds), or of no unit at all, claims no validity: read
+ * as seconds, it would last for millennia. */
+static void test_adopt_other_unit(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "legacy", NULL);
+    const char *values[] = {"1795812032473", "999999999999999999", "9223372036854776.5"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        free(testsrv_cmd(&tu_srv, "SET %s %s", "adopted", values[i]));
+        relock_lock *l = NULL;
+        assert_int_equal(relock_lock_adopt(c, "adopted", values[i], 0, 30000, &l), RELOCK_OK);
+        if (relock_lock_validity_ms(l) != 0)
+            fail_msg("adopted from %s: %lld ms of validity", values[i],
+                     relock_lock_validity_ms(l));
+        relock_lock_free(l);
+    }
+    free(testsrv_cmd(&tu_srv, "DEL %s", "adopted"));
+    relock_client_free(c);
+}
+
 /* A bridge client meeting a live fractional value records a legacy
  * sighting, as for an integer one. */
 static void test_fraction_is_a_sighting(void **state)
@@ -371,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_fraction_redis_py),
         cmocka_unit_test(test_fraction_is_a_sighting),
         cmocka_unit_test(test_whole_clock_fraction),
+        cmocka_unit_test(test_adopt_other_unit),
         cmocka_unit_test(test_profile_values),
         cmocka_unit_test(test_validity_against_fractional_reader),
         cmocka_unit_test(test_modern_meets_classic),

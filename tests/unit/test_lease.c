@@ -265,6 +265,21 @@ static void test_whole_clock_fraction(void **state)
     assert_int_equal(relock__lease_ours_end(&cfg, &tiny), 1700000002251LL);
 }
 
+/* A stamp of 16 to 18 digits (any number a key may hold, read as seconds
+ * by inspect) does not fit in ms: the time saturates, far beyond every
+ * clock, with room for a unit and a skew margin above it. */
+static void test_stamp_saturates(void **state)
+{
+    (void)state;
+    relock__stamp big = {999999999999999999LL, 0, 0, 1};
+    assert_int_equal(relock__stamp_ms(&big, 1000, 1), RELOCK__STAMP_MAX_MS);
+    relock__stamp frac = {9223372036854775LL, 1, 999999999, 1000000000};
+    assert_int_equal(relock__stamp_ms(&frac, 1000, 1), RELOCK__STAMP_MAX_MS);
+    relock__stamp fits = {1700000002LL, 1, 47337, 100000};
+    assert_int_equal(relock__stamp_ms(&fits, 1000, 1), 1700000002474LL);
+    assert_true(RELOCK__STAMP_MAX_MS + 1000 + 3600000 > RELOCK__STAMP_MAX_MS);
+}
+
 /* The reported case: bridge, seconds, offset 0, a 2 s lease acquired at
  * .85 s.  The key lives 1650 ms; 1978 ms of validity was reported. */
 static void test_bridge_offset0_late_in_second(void **state)
@@ -361,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_bridge_offset0_late_in_second),
         cmocka_unit_test(test_fractional_reader_offset0),
         cmocka_unit_test(test_whole_clock_fraction),
+        cmocka_unit_test(test_stamp_saturates),
         cmocka_unit_test(test_clock_estimate),
         cmocka_unit_test(test_clock_error_bound),
         cmocka_unit_test(test_renew_wait),

@@ -40,8 +40,9 @@ static const relock__peer profiles[] = {
      * over once below the clock. */
     {"jedis-lock", "jedis-lock", 1, 0, 0, 1, "{name}", 1},
     /* ServiceStack.Redis AcquireLock: unix ms of the expiry + 1, read with
-     * TryParse under WATCH. */
-    {"servicestack", "ServiceStack.Redis", 1, 0, 0, 1, "{name}", 0},
+     * TryParse under WATCH, held while above the clock in ms (taken over
+     * at V itself, as a fractional reader takes it). */
+    {"servicestack", "ServiceStack.Redis", 1, 0, 1, 1, "{name}", 0},
     /* npm redis-lock 0.0.x: Date.now() + timeout + 1, read with
      * parseFloat and taken over once `value <= Date.now()`: at V itself. */
     {"redis-lock-js", "npm redis-lock 0.0.x", 1, 0, 1, 1, "lock.{name}", 0},

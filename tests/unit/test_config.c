@@ -340,6 +340,10 @@ static void test_peer_profiles(void **state)
 
     /* By name, as text. */
     cfg = relock_config_new();
+    /* ServiceStack holds V while V > now in ms (`lockExpireTime >
+     * DateTime.UtcNow.ToUnixTimeMs()`): it takes V over at V·u. */
+    assert_int_equal(relock_config_set(cfg, "legacy.peer", "servicestack"), RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-lock-js"), RELOCK_OK);
     assert_int_equal(cfg->s.legacy.unit_ms, 1);
     assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);

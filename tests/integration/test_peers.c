@@ -183,6 +183,30 @@ static void test_adopt_other_unit(void **state)
     relock_client_free(c);
 }
 
+/* A value that is a past timestamp followed by a NUL byte and more is
+ * no timestamp: never taken over, on every path (GETSET on 2.0, WATCH on
+ * 2.2 and 2.4, a script later).  Read as a C string it was "1700000000". */
+static void test_nul_value_never_taken(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "legacy", NULL);
+    static const char v[] = "1700000000\0junk";
+    free(testsrv_cmd(&tu_srv, "SET %s %b", "nul", v, sizeof v - 1));
+    relock_lock *l = NULL;
+    relock_status st = relock_acquire(c, "nul", 2000, 200, &l);
+    char *now = get("nul");
+    if (!now || strcmp(now, "1700000000") != 0)
+        fail_msg("the key now holds \"%s\" (acquire: %d)", now ? now : "(none)", st);
+    free(now);
+    assert_true(st != RELOCK_OK);
+    if (st == RELOCK_OK) {
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+    }
+    free(testsrv_cmd(&tu_srv, "DEL %s", "nul"));
+    relock_client_free(c);
+}
+
 /* A bridge client meeting a live fractional value records a legacy
  * sighting, as for an integer one. */
 static void test_fraction_is_a_sighting(void **state)
@@ -393,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_fraction_is_a_sighting),
         cmocka_unit_test(test_whole_clock_fraction),
         cmocka_unit_test(test_adopt_other_unit),
+        cmocka_unit_test(test_nul_value_never_taken),
         cmocka_unit_test(test_profile_values),
         cmocka_unit_test(test_validity_against_fractional_reader),
         cmocka_unit_test(test_modern_meets_classic),

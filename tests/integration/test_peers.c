@@ -186,17 +186,16 @@ static void test_adopt_other_unit(void **state)
 /* A value that is a past timestamp followed by a NUL byte and more is
  * no timestamp: never taken over, on every path (GETSET on 2.0, WATCH on
  * 2.2 and 2.4, a script later).  Read as a C string it was "1700000000". */
-static void test_nul_value_never_taken(void **state)
+static void nul_value_never_taken(const char *mode)
 {
-    (void)state;
-    relock_client *c = tu_client(tu_srv.port, "legacy", NULL);
+    relock_client *c = tu_client(tu_srv.port, mode, NULL);
     static const char v[] = "1700000000\0junk";
     free(testsrv_cmd(&tu_srv, "SET %s %b", "nul", v, sizeof v - 1));
     relock_lock *l = NULL;
     relock_status st = relock_acquire(c, "nul", 2000, 200, &l);
     char *now = get("nul");
     if (!now || strcmp(now, "1700000000") != 0)
-        fail_msg("the key now holds \"%s\" (acquire: %d)", now ? now : "(none)", st);
+        fail_msg("%s: the key now holds \"%s\" (acquire: %d)", mode, now ? now : "(none)", st);
     free(now);
     assert_true(st != RELOCK_OK);
     if (st == RELOCK_OK) {
@@ -205,6 +204,14 @@ static void test_nul_value_never_taken(void **state)
     }
     free(testsrv_cmd(&tu_srv, "DEL %s", "nul"));
     relock_client_free(c);
+}
+
+static void test_nul_value_never_taken(void **state)
+{
+    (void)state;
+    nul_value_never_taken("legacy");
+    if (testsrv_mode_runs("modern"))
+        nul_value_never_taken("modern");
 }
 
 /* A bridge client meeting a live fractional value records a legacy

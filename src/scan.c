@@ -348,7 +348,10 @@ static relock_key_signature sign_string(const char *v, size_t len, long long ptt
         int unit = relock__ts_unit_guess(val.ts_digits);
         if (unit == 0)
             return val.frac ? RELOCK_SIG_TS_S_FRAC : RELOCK_SIG_TS_S;
-        if (unit == 1 && !val.frac)
+        /* Milliseconds with a fraction (Date.now() plus a fractional
+         * timeout) are the same family: the class counts them as
+         * timestamps, and legacy mode in ms waits for them. */
+        if (unit == 1)
             return RELOCK_SIG_TS_MS;
     }
     if (pttl >= 0)

@@ -202,6 +202,12 @@ static void nul_value_never_taken(const char *mode)
         assert_int_equal(relock_release(l), RELOCK_OK);
         relock_lock_free(l);
     }
+    /* Nor deleted by a break asked for "1700000000" only. */
+    assert_int_equal(relock_break(c, "nul", "1700000000"), RELOCK_BUSY);
+    now = get("nul");
+    if (!now || strcmp(now, "1700000000") != 0)
+        fail_msg("%s: after the break the key holds \"%s\"", mode, now ? now : "(none)");
+    free(now);
     free(testsrv_cmd(&tu_srv, "DEL %s", "nul"));
     relock_client_free(c);
 }

@@ -362,7 +362,7 @@ static relock__step a_got(relock__ts_acquire *m, relock_lock *l, const relock__f
         return a_fwrite(m, l, "SETNX", A_SETNX_FW, out); /* free: now write */
     char found[RELOCK__VALUE_MAX];
     if (r->type == REDIS_REPLY_STRING)
-        snprintf(found, sizeof found, "%s", r->str);
+        relock__value_text(found, sizeof found, r->str, r->len);
     return held_by(m, l, r->type == REDIS_REPLY_STRING ? found : NULL, -3, out);
 }
 
@@ -427,7 +427,7 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         char found[RELOCK__VALUE_MAX];
         int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
         if (has)
-            snprintf(found, sizeof found, "%s", r->element[2]->str);
+            relock__value_text(found, sizeof found, r->element[2]->str, r->element[2]->len);
         return held_by(m, l, has ? found : NULL, e1->type == REDIS_REPLY_INTEGER ? e1->integer : 0,
                        out);
     }
@@ -843,7 +843,10 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
     relock__classify(l->value, strlen(l->value), &val);
     if (in->fault) /* no clock: the validity stays unknown */
         relock__err_clear(&c->err);
-    if (in->fault || val.kind != RELOCK_VALUE_TIMESTAMP)
+    /* A timestamp of the other unit (or of none) is no lease of this
+     * fleet's: read in its unit it would last for millennia. */
+    if (in->fault || val.kind != RELOCK_VALUE_TIMESTAMP ||
+        relock__ts_unit_guess(val.ts_digits) != c->s.legacy.unit_ms)
         return relock__done(&m->head, RELOCK_OK);
     /* Valid until legacy readers see it pass, less the drift allowance. */
     relock__lease_cfg cfg = lease_cfg(c);

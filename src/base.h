@@ -161,9 +161,11 @@ typedef struct relock__peer {
     const char *family;       /* the library, for messages and scan */
     int unit_ms;              /* 0 seconds, 1 milliseconds */
     int frac_values;          /* it writes, and parses, fractions */
-    int frac_reader;          /* it compares with a fractional clock: V ends at V·u */
+    int frac_reader;          /* its clock: 0 whole, 1 fractional (V ends at V·u), 2
+                               * either (its releases differ) */
     long offset;              /* units it adds to now + timeout */
     const char *key_template; /* its key, "{name}" where the lock's name goes */
+    int suffix_fails;         /* its parser fails on "V:token" (bridge.value_suffix) */
 } relock__peer;
 
 int relock__peer_count(void);
@@ -274,6 +276,12 @@ void relock__value_stamp(const relock__value *v, relock__stamp *out);
 /* For a timestamp of ndigits digits: 0 seconds, 1 milliseconds, -1 neither
  * (too short or too long for a present-day date in either unit). */
 int relock__ts_unit_guess(int ndigits);
+/* A stored value of len bytes as a C string in dst (n bytes): cut to fit,
+ * each NUL byte written as '?', so that a value with one inside never
+ * reads as the text before it ("1700000000\0junk" is no timestamp). */
+void relock__value_text(char *dst, size_t n, const char *v, size_t len);
+/* Whether the stored value v (len bytes) is exactly the string s. */
+int relock__value_is(const char *v, size_t len, const char *s);
 
 /* ------------------------------------------------------------------ time, random */
 

@@ -338,7 +338,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
             return finish(m, st); /* WRONGTYPE: not a lock */
         if (r->type == REDIS_REPLY_NIL)
             return absent(m, l);
-        if (strcmp(r->str, m->if_value) != 0)
+        if (!relock__value_is(r->str, r->len, m->if_value))
             return mismatch(m, l);
         return tx_begin(m, out);
 
@@ -363,7 +363,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         int same = 1;
         if (m->h.pc == B_WGET) {
             m->was_absent = r->type == REDIS_REPLY_NIL;
-            same = !m->was_absent && strcmp(r->str, m->if_value) == 0;
+            same = !m->was_absent && relock__value_is(r->str, r->len, m->if_value);
             if (same && m->if_fence > 0) {
                 const char *g[] = {"GET", l->fence_key};
                 return send1(m, out, B_WFENCE, 1, 2, g);

@@ -105,10 +105,11 @@ static relock__step cas_read(relock__cas *c, relock_lock *l, const relock__feed 
     if (st != RELOCK_OK)
         return cas_end(c, st);
     const redisReply *r = in->reply[1];
-    int same = c->expected ? (r->type == REDIS_REPLY_STRING && strcmp(r->str, c->expected) == 0)
+    int same = c->expected ? (r->type == REDIS_REPLY_STRING &&
+                              relock__value_is(r->str, r->len, c->expected))
                            : r->type == REDIS_REPLY_NIL;
     if (r->type == REDIS_REPLY_STRING)
-        snprintf(c->found, sizeof c->found, "%s", r->str);
+        relock__value_text(c->found, sizeof c->found, r->str, r->len);
     if (same && c->fence > 0) {
         r = in->reply[2];
         /* an error is not a mismatch */
@@ -165,7 +166,8 @@ relock__step relock__cas_step(relock__cas *c, relock_lock *l, const relock__feed
         c->done = relock__reply_elem_int(r, 0) == 1;
         c->fence_out = c->done ? relock__reply_elem_int(r, 1) : 0;
         if (!c->done && r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING)
-            snprintf(c->found, sizeof c->found, "%s", r->element[1]->str);
+            relock__value_text(c->found, sizeof c->found, r->element[1]->str,
+                               r->element[1]->len);
         return cas_end(c, RELOCK_OK);
     }
     case CAS_READ:

@@ -72,6 +72,10 @@ static long long min_ll(long long a, long long b)
 
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up)
 {
+    /* 18 digits of seconds overflow a long long in ms: saturate well
+     * before (unit_ms >= 1, so the sum below stays under 2^62 + 1000). */
+    if (s->ts >= RELOCK__STAMP_MAX_MS / unit_ms - 1)
+        return RELOCK__STAMP_MAX_MS;
     long long den = s->frac_den > 0 ? s->frac_den : 1;
     long long part = s->frac_num * unit_ms; /* < 10^9 * 1000: no overflow */
     return s->ts * unit_ms + (up ? (part + den - 1) / den : part / den);
@@ -93,8 +97,11 @@ long long relock__lease_ours_end(const relock__lease_cfg *cfg, const relock__sta
     /* A fraction was written by a client that compares fractions: its
      * holder relies on the lock until V·u at most.  An integer may come
      * from a whole-clock writer with no offset, who relies on it until
-     * (V + 1)·u; only a fleet without whole readers ends it at V·u. */
-    long long end = v->frac ? relock__stamp_ms(v, u, 1) : (v->ts + reads_whole(cfg)) * u;
+     * (V + 1)·u; only a fleet without whole readers ends it at V·u.  So
+     * may a fraction of zero: redis-py 2.7 writes float(int(time()) +
+     * timeout), "1795812032.0", and compares it with int(time()). */
+    long long end = v->frac && v->frac_num > 0 ? relock__stamp_ms(v, u, 1)
+                                               : (v->ts + reads_whole(cfg)) * u;
     return end + cfg->skew_margin_ms;
 }
 

@@ -36,6 +36,10 @@ typedef struct relock__stamp {
     long long frac_num, frac_den; /* frac_den >= 1 */
 } relock__stamp;
 
+/* V·u in ms, rounded up (up) or down; a stamp beyond this (16 digits and
+ * more, read as seconds) saturates to it, still far enough below
+ * LLONG_MAX to add a unit and a skew margin. */
+#define RELOCK__STAMP_MAX_MS (1LL << 62)
 /* V·u in ms, rounded up (up) or down. */
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up);
 

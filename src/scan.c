@@ -288,7 +288,8 @@ const char *relock_key_class_name(relock_key_class k)
  * A timestamp is judged as legacy readers judge it: an integer V holds
  * until the clock passes V, i.e. it is expired once now >= V + 1 in its
  * unit, which its number of digits tells; a fraction, written only by
- * clients that compare fractions, once now >= V.
+ * clients that compare fractions, once now >= V (a fraction of zero, a
+ * whole clock's time as a float, as an integer).
  */
 relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
                                      long long now_ms)
@@ -308,7 +309,7 @@ relock_key_class relock_key_classify(const char *value, size_t len, long long pt
     relock__stamp st;
     relock__value_stamp(&v, &st);
     long long u = unit_ms ? 1 : 1000;
-    long long end_ms = v.frac ? relock__stamp_ms(&st, u, 1) : (v.ts + 1) * u;
+    long long end_ms = v.frac && v.frac_num > 0 ? relock__stamp_ms(&st, u, 1) : (v.ts + 1) * u;
     return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
 }
 
@@ -347,7 +348,10 @@ static relock_key_signature sign_string(const char *v, size_t len, long long ptt
         int unit = relock__ts_unit_guess(val.ts_digits);
         if (unit == 0)
             return val.frac ? RELOCK_SIG_TS_S_FRAC : RELOCK_SIG_TS_S;
-        if (unit == 1 && !val.frac)
+        /* Milliseconds with a fraction (Date.now() plus a fractional
+         * timeout) are the same family: the class counts them as
+         * timestamps, and legacy mode in ms waits for them. */
+        if (unit == 1)
             return RELOCK_SIG_TS_MS;
     }
     if (pttl >= 0)

@@ -93,3 +93,18 @@ void relock__value_stamp(const relock__value *v, relock__stamp *out)
     out->frac_num = v->frac_num;
     out->frac_den = v->frac_den > 0 ? v->frac_den : 1;
 }
+
+void relock__value_text(char *dst, size_t n, const char *v, size_t len)
+{
+    if (!n)
+        return;
+    size_t k = len < n - 1 ? len : n - 1;
+    for (size_t i = 0; i < k; i++)
+        dst[i] = v[i] ? v[i] : '?';
+    dst[k] = '\0';
+}
+
+int relock__value_is(const char *v, size_t len, const char *s)
+{
+    return strlen(s) == len && memcmp(v, s, len) == 0;
+}

@@ -832,10 +832,12 @@ const char *cli_name_of(cli_ctx *ctx, const char *cmd, const char *arg, int by_k
 
 /* Legacy readers hold timestamp V until their clock passes V: one unit
  * after the time V names; a fraction, written by clients that compare
- * fractions, until V itself. */
+ * fractions, until V itself; a fraction of zero ("1795812032.0", a whole
+ * clock's time as a float) as the integer it is. */
 static long long held_until(const relock_inspect_info *in)
 {
-    if (strchr(relock_inspect_info_value(in, NULL), '.'))
+    const char *dot = strchr(relock_inspect_info_value(in, NULL), '.');
+    if (dot && dot[1 + strspn(dot + 1, "0")] != '\0')
         return relock_inspect_info_ts_ms(in);
     return relock_inspect_info_ts_ms(in) + (relock_inspect_info_ts_unit_ms(in) ? 1 : 1000);
 }

@@ -66,6 +66,16 @@ expect 0 "inspect" -- R inspect cli-a
 grep -q "format:  token" "$DIR/out" && ok || bad "inspect: $(cat "$DIR/out")"
 expect 0 "inspect --json" -- R inspect --json cli-a
 grep -q "\"format\":\"token\",\"value\":\"$VALUE\"" "$DIR/out" && ok || bad "inspect --json: $(cat "$DIR/out")"
+# "X.0" (redis-py 2.7: a whole clock's time as a float) is held as the
+# integer X is, until X + 1 s.
+V=$(( $(date +%s) + 100 ))
+rcli SET cli-zf "$V.0" >/dev/null
+expect 0 "inspect --json, a fraction of zero" -- R inspect --json cli-zf
+after=$(date +%s%3N)
+left=$(sed -n 's/.*"expires_in_ms":\(-\{0,1\}[0-9]*\).*/\1/p' "$DIR/out")
+[ -n "$left" ] && [ "$left" -ge $(( (V + 1) * 1000 - after )) ] && ok \
+    || bad "inspect: $V.0 expires in '$left' ms, before $(( V + 1 )) s: $(cat "$DIR/out")"
+rcli DEL cli-zf >/dev/null
 expect 0 "probe --json" -- R probe --json
 grep -q '"mode":"modern"' "$DIR/out" && ok || bad "probe --json: $(cat "$DIR/out")"
 expect 0 "--help" -- "$RELOCK" --help

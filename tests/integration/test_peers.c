@@ -107,6 +107,119 @@ static void test_fraction_redis_py(void **state)
         wait_for_fraction("bridge", peer);
 }
 
+/* redis-py 2.7's value "X.0" (float(int(time.time()) + timeout)), which
+ * its readers compare with int(time.time()): held until the clock reaches
+ * X + 1 s, in every mode; taking it over at X s would end its holder's
+ * timeout up to a second early. */
+static void whole_clock_fraction(const char *mode, const char *const *settings)
+{
+    relock_client *c = tu_client(tu_srv.port, mode, settings);
+    relock_lock *l = NULL;
+    long long x = 0;
+    int judged = 0;
+    /* Within the second after X s; a loaded machine may miss it, then
+     * the next second is tried (bounded). */
+    for (int tries = 0; tries < 5 && !judged; tries++) {
+        x = wall_ms() / 1000 + 1;
+        char v[32];
+        snprintf(v, sizeof v, "%lld.0", x);
+        free(testsrv_cmd(&tu_srv, "SET %s %s", "w", v));
+        long long sleep = x * 1000 + 100 - wall_ms();
+        if (sleep > 0)
+            tu_sleep_ms((int)sleep);
+        relock_status st = relock_acquire(c, "w", 2000, 0, &l);
+        long long at = wall_ms() - x * 1000;
+        if (at >= 900) { /* past the window: says nothing */
+            if (st == RELOCK_OK) {
+                assert_int_equal(relock_release(l), RELOCK_OK);
+                relock_lock_free(l);
+            }
+            continue;
+        }
+        if (st != RELOCK_BUSY)
+            fail_msg("%s: \"%lld.0\" judged %lld ms after X s: %d (%s), not busy", mode, x, at,
+                     st, st == RELOCK_OK ? "taken over" : relock_client_error(c)->message);
+        judged = 1;
+    }
+    assert_true(judged);
+    /* Taken over once X + 1 s has passed. */
+    assert_int_equal(relock_acquire(c, "w", 2000, 5000, &l), RELOCK_OK);
+    assert_true(wall_ms() >= (x + 1) * 1000);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
+static void test_whole_clock_fraction(void **state)
+{
+    (void)state;
+    const char *const peer[] = {"legacy.peer", "redis-py-2", NULL};
+    /* The default fleet in legacy mode, the profile in bridge mode (on a
+     * server without bridge, the profile in legacy mode). */
+    whole_clock_fraction("legacy", NULL);
+    whole_clock_fraction(testsrv_mode_runs("bridge") ? "bridge" : "legacy", peer);
+    if (testsrv_mode_runs("modern"))
+        whole_clock_fraction("modern", NULL);
+}
+
+/* A lock adopted from a value of the other unit (13 digits where the
+ * fleet writes seconds), or of no unit at all, claims no validity: read
+ * as seconds, it would last for millennia. */
+static void test_adopt_other_unit(void **state)
+{
+    (void)state;
+    relock_client *c = tu_client(tu_srv.port, "legacy", NULL);
+    const char *values[] = {"1795812032473", "999999999999999999", "9223372036854776.5"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        free(testsrv_cmd(&tu_srv, "SET %s %s", "adopted", values[i]));
+        relock_lock *l = NULL;
+        assert_int_equal(relock_lock_adopt(c, "adopted", values[i], 0, 30000, &l), RELOCK_OK);
+        if (relock_lock_validity_ms(l) != 0)
+            fail_msg("adopted from %s: %lld ms of validity", values[i],
+                     relock_lock_validity_ms(l));
+        relock_lock_free(l);
+    }
+    free(testsrv_cmd(&tu_srv, "DEL %s", "adopted"));
+    relock_client_free(c);
+}
+
+/* A value that is a past timestamp followed by a NUL byte and more is
+ * no timestamp: never taken over, on every path (GETSET on 2.0, WATCH on
+ * 2.2 and 2.4, a script later).  Read as a C string it was "1700000000". */
+static void nul_value_never_taken(const char *mode)
+{
+    relock_client *c = tu_client(tu_srv.port, mode, NULL);
+    static const char v[] = "1700000000\0junk";
+    free(testsrv_cmd(&tu_srv, "SET %s %b", "nul", v, sizeof v - 1));
+    relock_lock *l = NULL;
+    relock_status st = relock_acquire(c, "nul", 2000, 200, &l);
+    char *now = get("nul");
+    if (!now || strcmp(now, "1700000000") != 0)
+        fail_msg("%s: the key now holds \"%s\" (acquire: %d)", mode, now ? now : "(none)", st);
+    free(now);
+    assert_true(st != RELOCK_OK);
+    if (st == RELOCK_OK) {
+        assert_int_equal(relock_release(l), RELOCK_OK);
+        relock_lock_free(l);
+    }
+    /* Nor deleted by a break asked for "1700000000" only. */
+    assert_int_equal(relock_break(c, "nul", "1700000000"), RELOCK_BUSY);
+    now = get("nul");
+    if (!now || strcmp(now, "1700000000") != 0)
+        fail_msg("%s: after the break the key holds \"%s\"", mode, now ? now : "(none)");
+    free(now);
+    free(testsrv_cmd(&tu_srv, "DEL %s", "nul"));
+    relock_client_free(c);
+}
+
+static void test_nul_value_never_taken(void **state)
+{
+    (void)state;
+    nul_value_never_taken("legacy");
+    if (testsrv_mode_runs("modern"))
+        nul_value_never_taken("modern");
+}
+
 /* A bridge client meeting a live fractional value records a legacy
  * sighting, as for an integer one. */
 static void test_fraction_is_a_sighting(void **state)
@@ -315,6 +428,9 @@ int main(void)
         cmocka_unit_test(test_fraction_default_bridge),
         cmocka_unit_test(test_fraction_redis_py),
         cmocka_unit_test(test_fraction_is_a_sighting),
+        cmocka_unit_test(test_whole_clock_fraction),
+        cmocka_unit_test(test_adopt_other_unit),
+        cmocka_unit_test(test_nul_value_never_taken),
         cmocka_unit_test(test_profile_values),
         cmocka_unit_test(test_validity_against_fractional_reader),
         cmocka_unit_test(test_modern_meets_classic),

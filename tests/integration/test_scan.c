@@ -726,6 +726,7 @@ static void test_signatures_and_families(void **state)
     cmd("SET plain %lld.25", (now + 60000) / 1000);                 /* float seconds */
     cmd("SET resque:lock:Job:1 %lld", (now + 60000) / 1000);
     cmd("SET lock.report %lld", now + 60000);
+    cmd("SET lock.half %lld.5", now + 60000); /* Date.now() + a fractional timeout */
     cmd("SET jedis %lld", now + 60000);
     cmd("SET lock:Job-1 true");
     cmd("SET %s %s", "resque:resque_scheduler_master_lock", "host1:4242");
@@ -737,11 +738,11 @@ static void test_signatures_and_families(void **state)
     relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, "*", &r);
-    assert_int_equal(r.legacy, 5); /* the live timestamps, fractions included */
+    assert_int_equal(r.legacy, 6); /* the live timestamps, fractions included */
     assert_int_equal(r.stale, 1);
     assert_int_equal(r.sig[RELOCK_SIG_TS_S_FRAC], 3);
     assert_int_equal(r.sig[RELOCK_SIG_TS_S], 1);
-    assert_int_equal(r.sig[RELOCK_SIG_TS_MS], 2);
+    assert_int_equal(r.sig[RELOCK_SIG_TS_MS], 3);
     assert_int_equal(r.sig[RELOCK_SIG_NO_TTL_FLAG], 3);
     assert_int_equal(r.sig[RELOCK_SIG_TOKEN], 1);
     assert_int_equal(r.sig[RELOCK_SIG_OTHER_TOKEN], 1);
@@ -751,7 +752,7 @@ static void test_signatures_and_families(void **state)
     assert_has(r.families, "redis-objects (<name>_lock): 1 key");
     assert_has(r.families, "float seconds (redis-py < 2.10, redis-mutex, redis-objects <= 1.4.1): 1 key, e.g. plain");
     assert_has(r.families, "resque-lock-timeout (resque:lock:<name>): 1 key");
-    assert_has(r.families, "npm redis-lock 0.0.x (lock.<name>): 1 key");
+    assert_has(r.families, "npm redis-lock 0.0.x (lock.<name>): 2 keys");
     assert_has(r.families, "integer milliseconds (jedis-lock, ServiceStack.Redis, npm redis-lock 0.0.x): 1 key, e.g. jedis");
     assert_has(r.families, "resque-lock (lock:<Job>-<args> = true): 1 key");
     assert_has(r.families, "resque-scheduler master lock (host:pid): 1 key");

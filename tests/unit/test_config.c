@@ -340,6 +340,10 @@ static void test_peer_profiles(void **state)
 
     /* By name, as text. */
     cfg = relock_config_new();
+    /* ServiceStack holds V while V > now in ms (`lockExpireTime >
+     * DateTime.UtcNow.ToUnixTimeMs()`): it takes V over at V·u. */
+    assert_int_equal(relock_config_set(cfg, "legacy.peer", "servicestack"), RELOCK_OK);
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-lock-js"), RELOCK_OK);
     assert_int_equal(cfg->s.legacy.unit_ms, 1);
     assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_FRAC);
@@ -347,6 +351,9 @@ static void test_peer_profiles(void **state)
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-py-2, redis-mutex"), RELOCK_OK);
     assert_int_equal(cfg->s.legacy.unit_ms, 0);
     assert_int_equal(cfg->s.legacy.npeers, 2);
+    /* redis-py 2.7 compares with int(time.time()), later 2.x releases
+     * with time.time(): both kinds of clock. */
+    assert_int_equal(cfg->s.legacy.readers, RELOCK__READER_WHOLE | RELOCK__READER_FRAC);
     /* Their keys differ: no common prefix, not the one lock. implied. */
     assert_string_equal(cfg->s.key_prefix, "");
     assert_int_equal(relock_config_set(cfg, "legacy.peer", "redis-mutex,jedis-lock"),
@@ -382,6 +389,14 @@ static void test_peer_errors_carry_line(void **state)
             2, "needs legacy.clock_unit = \"s\"");
     refused("relock = {\n  legacy = { values = \"fractional\"; };\n  bridge = { value_suffix = true; };\n};\n",
             2, "bridge.value_suffix cannot be combined");
+    /* A suffixed value "V:token" throws in Long.parseLong (jedis-lock) and
+     * in Python's float() (redis-py < 2.10). */
+    refused("relock = {\n  legacy = {\n    peer = \"jedis-lock\";\n  };\n"
+            "  bridge = { value_suffix = true; };\n};\n",
+            3, "bridge.value_suffix: \"jedis-lock\" parses");
+    refused("relock = {\n  legacy = {\n    values = \"integer\";\n    peer = \"redis-py-2\";\n"
+            "  };\n  bridge = { value_suffix = true; };\n};\n",
+            4, "bridge.value_suffix: \"redis-py-2\" parses");
     refused("relock = {\n  legacy = { reader_clock = \"fuzzy\"; };\n};\n", 2,
             "legacy.reader_clock must be one of \"whole\", \"fractional\", \"both\"");
 }

@@ -106,7 +106,7 @@ static void check_takeover(const relock__lease_cfg *cfg, long long ts, long long
     long long u = cfg->unit_ms;
     relock__stamp st = {ts, fden > 1, fnum, fden};
     long long ours = relock__lease_ours_end(cfg, &st);
-    long long writer_end = fden > 1 ? ts * u + (fnum * u + fden - 1) / fden
+    long long writer_end = fden > 1 && fnum > 0 ? ts * u + (fnum * u + fden - 1) / fden
                            : (!cfg->readers || (cfg->readers & RELOCK__READER_WHOLE)) ? (ts + 1) * u
                                                                                        : ts * u;
     assert_true(ours >= writer_end + cfg->skew_margin_ms);
@@ -160,6 +160,7 @@ static void check_one(const relock__lease_cfg *cfg, long long now, long ttl)
     check_takeover(cfg, ls.ts, ls.frac ? ls.v_ms - ls.ts * u : 0, ls.frac ? u : 1);
     check_takeover(cfg, ls.ts, 47337, 100000);
     check_takeover(cfg, ls.ts, 1, 1000000000);
+    check_takeover(cfg, ls.ts, 0, 10); /* "1700000002.0": a whole clock's float */
     /* A lock adopted from this value, at the write or later, claims no
      * more than the key allows either. */
     for (long long later = 0; later <= 2 * ttl + 2 * u; later += ttl / 3 + u / 3 + 1) {
@@ -243,6 +244,40 @@ static void test_fractional_reader_offset0(void **state)
     relock__stamp st = {1700000002LL, 1, 47337, 100000};
     cfg.bridge = 0;
     assert_int_equal(relock__lease_ours_end(&cfg, &st), 1700000002474LL);
+}
+
+/* redis-py 2.7's Lock writes float(int(time.time()) + timeout), printed
+ * "1700000002.0", and compares it with int(time.time()): its readers hold
+ * it until 1700000003 s, and its holder counts its timeout from a moment
+ * up to a second after 1700000002 - timeout.  A fraction of zero is a
+ * whole clock's value: it ends as an integer does. */
+static void test_whole_clock_fraction(void **state)
+{
+    (void)state;
+    relock__lease_cfg cfg = {1000, 0, 0, 0, 0, RELOCK__READER_WHOLE, 0};
+    relock__stamp st = {1700000002LL, 1, 0, 10};
+    assert_int_equal(relock__lease_ours_end(&cfg, &st), 1700000003000LL);
+    cfg.readers = RELOCK__READER_WHOLE | RELOCK__READER_FRAC;
+    cfg.skew_margin_ms = 250;
+    assert_int_equal(relock__lease_ours_end(&cfg, &st), 1700000003250LL);
+    /* Nine zeros and a digit beyond them are a fraction all the same. */
+    relock__stamp tiny = {1700000002LL, 1, 1, 1000000000};
+    assert_int_equal(relock__lease_ours_end(&cfg, &tiny), 1700000002251LL);
+}
+
+/* A stamp of 16 to 18 digits (any number a key may hold, read as seconds
+ * by inspect) does not fit in ms: the time saturates, far beyond every
+ * clock, with room for a unit and a skew margin above it. */
+static void test_stamp_saturates(void **state)
+{
+    (void)state;
+    relock__stamp big = {999999999999999999LL, 0, 0, 1};
+    assert_int_equal(relock__stamp_ms(&big, 1000, 1), RELOCK__STAMP_MAX_MS);
+    relock__stamp frac = {9223372036854775LL, 1, 999999999, 1000000000};
+    assert_int_equal(relock__stamp_ms(&frac, 1000, 1), RELOCK__STAMP_MAX_MS);
+    relock__stamp fits = {1700000002LL, 1, 47337, 100000};
+    assert_int_equal(relock__stamp_ms(&fits, 1000, 1), 1700000002474LL);
+    assert_true(RELOCK__STAMP_MAX_MS + 1000 + 3600000 > RELOCK__STAMP_MAX_MS);
 }
 
 /* The reported case: bridge, seconds, offset 0, a 2 s lease acquired at
@@ -340,6 +375,8 @@ int main(void)
         cmocka_unit_test(test_property),
         cmocka_unit_test(test_bridge_offset0_late_in_second),
         cmocka_unit_test(test_fractional_reader_offset0),
+        cmocka_unit_test(test_whole_clock_fraction),
+        cmocka_unit_test(test_stamp_saturates),
         cmocka_unit_test(test_clock_estimate),
         cmocka_unit_test(test_clock_error_bound),
         cmocka_unit_test(test_renew_wait),

@@ -76,6 +76,23 @@ static void test_fractions(void **state)
     assert_int_equal(cls("1795812032.5:0123456789abcdef0123456789abcdef").kind,
                      RELOCK_VALUE_UNKNOWN);
     assert_int_equal(cls("1e9").kind, RELOCK_VALUE_UNKNOWN);
+    /* Other spellings some peers' parsers accept (Ruby's to_f, Python's
+     * float()) are foreign here: never taken over, which no peer's holder
+     * can mind. */
+    static const char *const foreign[] = {"1.7e9",        "1795812032e0", "+1795812032",
+                                          " 1795812032",  "1795812032 ",  "1795812032\n",
+                                          "inf",          "nan",          "-1795812032.5",
+                                          "1795812032.5x", "0x6b0a4a40",  "1795812032,5"};
+    for (size_t k = 0; k < sizeof foreign / sizeof foreign[0]; k++)
+        if (cls(foreign[k]).kind != RELOCK_VALUE_UNKNOWN)
+            fail_msg("\"%s\" read as kind %d", foreign[k], (int)cls(foreign[k]).kind);
+    /* A fraction of zero, a whole clock's time as a float (redis-py 2.7),
+     * has frac_num 0, which the takeover reads as an integer. */
+    assert_int_equal(cls("1795812032.000").frac_num, 0);
+    assert_true(cls("1795812032.0000000001").frac_num > 0);
+    const char *z = "1795812032.0"; /* scan: held a second longer, as "1795812032" */
+    assert_int_equal(relock_key_classify(z, strlen(z), -1, 1795812032500LL), RELOCK_KEY_LEGACY);
+    assert_int_equal(relock_key_classify(z, strlen(z), -1, 1795812033000LL), RELOCK_KEY_STALE);
     /* scan's class: a fraction holds until V itself, not a second later. */
     const char *f = "1795812032.473";
     assert_int_equal(relock_key_classify(f, strlen(f), -1, 1795812032472LL), RELOCK_KEY_LEGACY);

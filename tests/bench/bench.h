@@ -143,7 +143,7 @@ typedef struct bench_row {
     char detail[640];
 } bench_row;
 
-#define MAX_ROWS 48
+#define MAX_ROWS 64
 typedef struct bench_table {
     int n;
     bench_row rows[MAX_ROWS];

@@ -274,21 +274,39 @@ static void latency_row(bench_table *t, const bu_kv *kv, const char *figure, con
 }
 
 /* The waiting load (bench_waitload.c): commands/s of a blocked waiter per
- * mode against the classic waiter's in the same rounds.  Information
- * only. */
+ * mode against the classic waiter's in the same rounds.  Information,
+ * except for the asynchronous client's waiters: each must keep sending
+ * (a waiter that sends nothing has stopped trying) and stay within
+ * WL_ASYNC_MAX times the blocking waiter of its mode, measured in the same
+ * rounds (its backoff is the blocking waiter's; a waiter whose backoff
+ * never grows sends about a hundred times more). */
+#define WL_ASYNC_MAX 3.0
 static void waitload_rows(bench_table *t, const bu_kv *kv)
 {
-    static const char *const keys[] = {"classic", "legacy", "bridge", "modern"};
+    static const char *const keys[] = {"classic", "legacy", "bridge", "modern",
+                                       "async_bridge", "async_modern"};
     static const char *const figs[] = {
         "waiting: classic SETNX + GET loop (reference)", "waiting: relock legacy (s), cmds/s",
-        "waiting: relock bridge, cmds/s", "waiting: relock modern, cmds/s"};
+        "waiting: relock bridge, cmds/s", "waiting: relock modern, cmds/s",
+        "waiting: relock async bridge, cmds/s", "waiting: relock async modern, cmds/s"};
     static const char *const what[] = {
         "SETNX, GET, sleep 1-5 ms, behind a timestamp 300 s away",
         "default wait settings, behind a relock legacy holder (timestamp 300 s away, no TTL)",
         "default wait settings, behind a bridge holder (300 s lease)",
-        "default wait settings, fenced, behind a modern holder (300 s lease)"};
+        "default wait settings, fenced, behind a modern holder (300 s lease)",
+        "relock_async_acquire() on a libevent loop, default wait settings, behind a bridge "
+        "holder (300 s lease)",
+        "relock_async_acquire() on a libevent loop, default wait settings, fenced, behind a "
+        "modern holder (300 s lease)"};
+    /* The blocking waiter each asynchronous one is held to. */
+    static const int peer[] = {-1, -1, -1, -1, 2, 3};
+#ifdef RELOCK_BENCH_ASYNC
+    const int nfig = 6;
+#else
+    const int nfig = 4;
+#endif
     double base = bu_kv_num(kv, "wait_classic");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nfig; i++) {
         char key[48];
         snprintf(key, sizeof key, "wait_%s", keys[i]);
         bench_row *r = add_row(t, figs[i]);
@@ -316,6 +334,17 @@ static void waitload_rows(bench_table *t, const bu_kv *kv)
         s = bu_kv_get(kv, key);
         if (s)
             add_detail(r, "by command: %s", s);
+        if (peer[i] >= 0) {
+            snprintf(key, sizeof key, "wait_%s_bratio", keys[i]);
+            double b = bu_kv_num(kv, key);
+            snprintf(r->target, sizeof r->target, "> 0, <= %.0f x blocking %s", WL_ASYNC_MAX,
+                     keys[peer[i]]);
+            int pass = !isnan(r->v) && r->v > 0 && !isnan(b) && b <= WL_ASYNC_MAX;
+            snprintf(r->result, sizeof r->result, "%s", pass ? "PASS" : "FAIL");
+            if (!isnan(b))
+                add_detail(r, "%.3f x the blocking %s waiter's (median of the rounds' ratios)", b,
+                           keys[peer[i]]);
+        }
     }
 }
 

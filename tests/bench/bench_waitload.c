@@ -11,10 +11,15 @@
  *   classic  the baseline: SETNX, then GET, then a sleep of 1-5 ms
  *            (uniformly random), as tests/interop/classic_lock.c and the
  *            seed algorithm do, behind a timestamp of its own
+ *   async_bridge, async_modern (built with libevent)
+ *            the asynchronous client's waiter, relock_async_acquire() on
+ *            a libevent loop, behind a holder of that mode; also compared
+ *            with the blocking waiter of its mode in the same rounds,
+ *            whose load it must stay of the order of
  *
  * Every holder's lease is WL_HOLD_S seconds, far beyond the group's time,
  * so each waiter waits for the whole group and never nears an expiry.  All
- * four waiters are forked at the start, run together for WL_WARM_MS (their
+ * waiters are forked at the start, run together for WL_WARM_MS (their
  * first attempts and subscriptions), and are then SIGSTOPped; they take
  * turns, forwards then backwards, --reps rounds: a waiter is continued,
  * left WL_SETTLE_MS to pick up where it stopped (a sleep that ended while
@@ -23,7 +28,8 @@
  * is counted, then it is stopped again.  Only the waiter under measure
  * runs; the INFO that reads the count is subtracted.  Value: the median of
  * the rounds in commands/s; ratio: the median of each round's ratio to
- * the classic waiter's rate in that round.
+ * the classic waiter's rate in that round (and, for an asynchronous
+ * waiter, to the blocking waiter's of its mode).
  */
 #include <errno.h>
 #include <signal.h>
@@ -38,21 +44,31 @@
 #include "bench.h"
 #include "relock.h"
 #include "testutil.h"
+#ifdef RELOCK_BENCH_ASYNC
+#include "relock_async_libevent.h"
+#endif
 
 #define WL_HOLD_S 300     /* every holder's lease */
 #define WL_WARM_MS 1500   /* all waiters run together before the turns */
 #define WL_SETTLE_MS 300  /* after SIGCONT, before counting */
 #define WL_SLICE_MS 1000  /* counted per turn */
-#define WL_NFIGS 4
 #define WL_CMDS 8 /* command names kept per figure for the detail */
 
 typedef struct wlfig {
     const char *key; /* result keys wait_<key>..., lock name bench:wait:<key> */
     const char *mode; /* NULL: the classic loop */
+    int async;        /* the asynchronous client's waiter */
+    int peer;         /* the blocking waiter of the same mode (its index), or -1 */
 } wlfig;
 
-static const wlfig figs[WL_NFIGS] = {
-    {"classic", NULL}, {"legacy", "legacy"}, {"bridge", "bridge"}, {"modern", "modern"}};
+static const wlfig figs[] = {
+    {"classic", NULL, 0, -1},          {"legacy", "legacy", 0, -1},
+    {"bridge", "bridge", 0, -1},       {"modern", "modern", 0, -1},
+#ifdef RELOCK_BENCH_ASYNC
+    {"async_bridge", "bridge", 1, 2}, {"async_modern", "modern", 1, 3},
+#endif
+};
+#define WL_NFIGS ((int)(sizeof figs / sizeof *figs))
 
 typedef struct wlrun {
     const wlfig *f;
@@ -147,6 +163,65 @@ static void relock_waiter(int port, const wlfig *f, const char *name, int res_fd
     _exit(2);
 }
 
+#ifdef RELOCK_BENCH_ASYNC
+static int async_done;
+static char async_why[300];
+
+static void async_acquired(relock_async *a, relock_status st, relock_lock *l,
+                           const relock_error *e, void *arg)
+{
+    (void)a, (void)l, (void)arg;
+    snprintf(async_why, sizeof async_why, "%s: %s", relock_status_name(st),
+             e ? e->message : "");
+    async_done = 1;
+}
+
+static void async_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+}
+
+/* The asynchronous client's waiter: relock_async_acquire() with default
+ * wait settings on a libevent loop, run until the acquire ends (it never
+ * should: the phase kills it).  A tick keeps each turn of the loop short,
+ * so that the loop's own bound in time holds. */
+static void async_waiter(int port, const wlfig *f, const char *name, int res_fd)
+{
+    char url[64], line[400];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    relock_config *cfg = relock_config_new();
+    relock_async_loop loop;
+    relock_async *a = NULL;
+    struct event_base *base = event_base_new();
+    if (!cfg || !base || relock_config_set_url(cfg, url) != RELOCK_OK ||
+        relock_config_set(cfg, "mode", f->mode) != RELOCK_OK ||
+        relock_config_set(cfg, "command_timeout_ms", "10000") != RELOCK_OK) {
+        snprintf(line, sizeof line, "e %s waiter: config or event base\n", f->key);
+        write_str(res_fd, line);
+        _exit(1);
+    }
+    relock_async_libevent(&loop, base);
+    if (relock_async_new(cfg, &loop, &a) != RELOCK_OK ||
+        relock_async_acquire(a, name, 30000, 600000, async_acquired, NULL, NULL) != RELOCK_OK) {
+        snprintf(line, sizeof line, "e %s waiter: %s\n", f->key,
+                 a ? relock_async_error(a)->message : "out of memory");
+        write_str(res_fd, line);
+        _exit(1);
+    }
+    struct event *tick = event_new(base, -1, EV_PERSIST, async_tick, NULL);
+    struct timeval tv = {0, 100000};
+    event_add(tick, &tv);
+    write_str(res_fd, "r\n");
+    uint64_t end = bu_now_ns() + 600ull * 1000000000ull;
+    while (!async_done && bu_now_ns() < end)
+        event_base_loop(base, EVLOOP_ONCE);
+    snprintf(line, sizeof line, "e %s waiter's acquire returned %s\n", f->key,
+             async_done ? async_why : "nothing in 600 s");
+    write_str(res_fd, line);
+    _exit(2);
+}
+#endif
+
 static void start(wlrun *w, const wlfig *f, int port, redisContext *rc)
 {
     memset(w, 0, sizeof *w);
@@ -189,6 +264,10 @@ static void start(wlrun *w, const wlfig *f, int port, redisContext *rc)
     if (pid == 0) {
         bench_child_signals();
         close(res[0]);
+#ifdef RELOCK_BENCH_ASYNC
+        if (f->async)
+            async_waiter(port, f, name, res[1]);
+#endif
         if (f->mode)
             relock_waiter(port, f, name, res[1]);
         classic_waiter(port, name, res[1]);
@@ -320,7 +399,7 @@ static double turn(wlrun *w, redisContext *rc)
     return (double)(c1 - c0 - 1) / secs;
 }
 
-static void finish(wlrun *w, double *ratios, int nratios)
+static void finish(wlrun *w, double *ratios, int nratios, double *bratios, int nbratios)
 {
     if (w->pid > 0) {
         kill(w->pid, SIGKILL);
@@ -356,6 +435,10 @@ static void finish(wlrun *w, double *ratios, int nratios)
         snprintf(key, sizeof key, "wait_%s_pratio", w->f->key);
         bench_out(key, "%.4f", bu_median(ratios, nratios));
     }
+    if (nbratios > 0) {
+        snprintf(key, sizeof key, "wait_%s_bratio", w->f->key);
+        bench_out(key, "%.4f", bu_median(bratios, nbratios));
+    }
     used = 0;
     text[0] = '\0';
     for (int k = 0; k < WL_CMDS && w->cmd[k][0] && w->secs > 0; k++)
@@ -386,8 +469,8 @@ void bench_waitload(int port)
     for (int i = 0; i < WL_NFIGS; i++)
         if (w[i].pid > 0)
             kill(w[i].pid, SIGSTOP);
-    double ratios[WL_NFIGS][MAX_REPS];
-    int nratios[WL_NFIGS] = {0};
+    double ratios[WL_NFIGS][MAX_REPS], bratios[WL_NFIGS][MAX_REPS];
+    int nratios[WL_NFIGS] = {0}, nbratios[WL_NFIGS] = {0};
     for (int rep = 0; rep < opt.reps; rep++) {
         double rate[WL_NFIGS];
         for (int j = 0; j < WL_NFIGS; j++) {
@@ -399,8 +482,14 @@ void bench_waitload(int port)
         for (int i = 1; i < WL_NFIGS; i++)
             if (rate[i] >= 0 && rate[0] > 0)
                 ratios[i][nratios[i]++] = rate[i] / rate[0];
+        /* An asynchronous waiter against the blocking one of its mode. */
+        for (int i = 1; i < WL_NFIGS; i++) {
+            int p = figs[i].peer;
+            if (p >= 0 && rate[i] >= 0 && rate[p] > 0)
+                bratios[i][nbratios[i]++] = rate[i] / rate[p];
+        }
     }
     for (int i = 0; i < WL_NFIGS; i++)
-        finish(&w[i], ratios[i], nratios[i]);
+        finish(&w[i], ratios[i], nratios[i], bratios[i], nbratios[i]);
     redisFree(rc);
 }

@@ -53,9 +53,11 @@ long long bnd_replies(int pport)
     return n;
 }
 
+long bnd_write_dead_hold_ms = 300;
+
 void bnd_arm(int pport, long long k, enum bnd_fault f)
 {
-    char kk[24];
+    char kk[24], hold[24];
     snprintf(kk, sizeof kk, "%lld", k);
     switch (f) {
     case BND_LOST_REPLY:
@@ -76,8 +78,9 @@ void bnd_arm(int pport, long long k, enum bnd_fault f)
     case BND_WRITE_DEAD:
         /* Idle past the blocking client's connection check (200 ms), then
          * closed. */
+        snprintf(hold, sizeof hold, "%ld", bnd_write_dead_hold_ms);
         bnd_do(pport, "RELOCK-PROXY FAULT at-reply %s at-kind close-after at-hold-ms %s", kk,
-               "300");
+               hold);
         break;
     case BND_NFAULTS:
         break;

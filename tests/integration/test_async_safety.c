@@ -51,8 +51,15 @@ static testsrv srv;
  * here (command_timeout_ms is LONG_MS). */
 #define SLACK_MS 1200
 #define LONG_MS 8000
-/* The kept locks' lease: renewed every second. */
-#define KEEP_TTL 3000
+/* The kept locks' lease: renewed every 500 ms.  The cases below wait for
+ * whole leases, so it sets their pace. */
+#define KEEP_TTL 1500
+/* Past the first renewal (a third of the lease). */
+#define RENEWED_MS (KEEP_TTL * 2 / 5)
+/* An outage that one renewal at least meets, and that ends with a good
+ * margin before the validity left at its start (two thirds of the lease
+ * at least) does. */
+#define OUTAGE_MS (KEEP_TTL / 2)
 
 /* ------------------------------------------------------------ helpers */
 
@@ -487,7 +494,7 @@ static void still_kept(relock_lock *l, lostrec *lr, const char *what)
     assert_int_equal(relock_async_keep_stop(l), RELOCK_OK);
 }
 
-/* The proxy in front of the kept lock goes away for about 1.5 s (its
+/* The proxy in front of the kept lock goes away for half a lease (its
  * port refuses the reconnect of a renewal), then comes back; a second
  * time it never comes back, and the loss is reported by the validity's
  * end. */
@@ -502,9 +509,9 @@ static void test_keep_refused(void **state)
     lostrec lr;
     char ours[64];
     relock_lock *l = kept(a, "kr", &lr, ours, sizeof ours);
-    run_for(1200); /* one renewal done */
+    run_for(RENEWED_MS); /* one renewal done */
     proxy_off(px);
-    run_for(1500); /* a renewal meets the refusal */
+    run_for(OUTAGE_MS); /* a renewal meets the refusal */
     px = proxy_on(port);
     still_kept(l, &lr, "refused once");
     /* the client still works */
@@ -612,7 +619,7 @@ static void busy_stop(busy *b, int port)
 }
 
 /* The kept lock's connection dropped while the server is busy in a long
- * script: the renewals' reconnects get -BUSY to INFO for 1.5 s, then the
+ * script: the renewals' reconnects get -BUSY to INFO for half a lease, then the
  * script is killed; a second time the script outlasts the validity. */
 static void test_keep_busy_server(void **state)
 {
@@ -636,15 +643,15 @@ static void test_keep_busy_server(void **state)
     memset(&lr, 0, sizeof lr);
     assert_int_equal(relock_async_keep(l, on_lost, &lr), RELOCK_OK);
     snprintf(ours, sizeof ours, "%s", relock_lock_value(l));
-    run_for(1200);
+    run_for(RENEWED_MS);
     busy b;
     freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
     busy_start(&b, own.port);
-    run_for(1500);
+    run_for(OUTAGE_MS);
     busy_stop(&b, own.port);
     run_for(2 * KEEP_TTL);
     if (lr.calls)
-        fail_msg("busy for 1.5 s: reported lost: %s: %s", relock_status_name(lr.why), lr.msg);
+        fail_msg("busy for half a lease: reported lost: %s: %s", relock_status_name(lr.why), lr.msg);
     redisReply *x = cmd(own.port, "EXISTS kb");
     assert_int_equal(x->integer, 1);
     freeReplyObject(x);
@@ -688,7 +695,7 @@ static void test_keep_stalled_server(void **state)
     lostrec lr;
     memset(&lr, 0, sizeof lr);
     assert_int_equal(relock_async_keep(o.l, on_lost, &lr), RELOCK_OK);
-    run_for(1200);
+    run_for(RENEWED_MS);
     kill(own.pid, SIGSTOP);
     uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(o.l);
     run_until(&lr.calls, 1, KEEP_TTL + LONG_MS + 2000);
@@ -763,7 +770,7 @@ static void test_blocking_keep_stalled(void **state)
     relock_client *c = NULL;
     blost bl;
     relock_lock *l = bkept(&c, own.port, "bks", &bl);
-    tu_sleep_ms(1200);
+    tu_sleep_ms(RENEWED_MS);
     kill(own.pid, SIGSTOP);
     uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
     wait_lost(&bl, KEEP_TTL + LONG_MS + 2000);
@@ -784,9 +791,9 @@ static void test_blocking_keep_refused(void **state)
     relock_client *c = NULL;
     blost bl;
     relock_lock *l = bkept(&c, port, "bkr", &bl);
-    tu_sleep_ms(1200);
+    tu_sleep_ms(RENEWED_MS);
     proxy_off(px);
-    tu_sleep_ms(1500);
+    tu_sleep_ms(OUTAGE_MS);
     px = proxy_on(port);
     tu_sleep_ms(2 * KEEP_TTL);
     if (bl.calls)
@@ -822,15 +829,15 @@ static void test_blocking_keep_busy(void **state)
     relock_client *c = NULL;
     blost bl;
     relock_lock *l = bkept(&c, own.port, "bkb", &bl);
-    tu_sleep_ms(1200);
+    tu_sleep_ms(RENEWED_MS);
     busy b;
     freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
     busy_start(&b, own.port);
-    tu_sleep_ms(1500);
+    tu_sleep_ms(OUTAGE_MS);
     busy_stop(&b, own.port);
     tu_sleep_ms(2 * KEEP_TTL);
     if (bl.calls)
-        fail_msg("blocking, busy for 1.5 s: reported lost (%s)", relock_status_name(bl.why));
+        fail_msg("blocking, busy for half a lease: reported lost (%s)", relock_status_name(bl.why));
     assert_int_equal(relock_keep_stop(l), RELOCK_OK);
     assert_int_equal(relock_keep(l, on_blost, &bl), RELOCK_OK);
     tu_sleep_ms(300);

@@ -69,11 +69,13 @@ typedef struct bnd_other {
     char expired[32];
     int won;   /* its write won (set once the thread is joined) */
     int wrote; /* it wrote at all */
+    int ended; /* the operation ended: bnd_other_join() was called */
 } bnd_other;
 
 /* Starts the other client: once the proxy relayed k replies it writes (on
  * the server itself, never through the proxy); when the operation ends
- * first (5 s), it writes nothing. */
+ * first (the join, and 200 ms more for replies still on their way; 5 s at
+ * most), it writes nothing. */
 void bnd_other_start(bnd_other *o, int port, int pport, long long k, enum bnd_rival rival,
                      const char *key, const char *fkey, const char *expired);
 void bnd_other_join(bnd_other *o);

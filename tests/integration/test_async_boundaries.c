@@ -258,9 +258,11 @@ typedef struct scene {
 
 static int seq;
 
-/* The renewal's lease: renewed every 400 ms, retried every 120 ms after a
- * failure, with 800 ms to spare when the loop is slow (a loaded machine). */
-#define RENEW_TTL 1200
+/* The renewal's lease: renewed every 250 ms, retried every 75 ms after a
+ * failure, with about 500 ms to spare when the loop is slow (a loaded
+ * machine).  Each renewal run waits for a tick, so the lease sets the
+ * enumeration's pace. */
+#define RENEW_TTL 750
 
 /* The extend's new lease, shorter than the 30 s acquired: the server may
  * hold it after any fault once the write was sent. */
@@ -400,11 +402,22 @@ static void one(const target *t, enum op op, long long k, enum bnd_fault f)
     if (op == OP_RENEW) {
         /* A renewal that met the other client's write must end in a lost
          * callback (at the latest when a retry reads the key), never go
-         * on; one that met none goes on (a retry comes after 120 ms). */
-        if (o.wrote)
+         * on; one that met none goes on: a later renewal succeeds (a
+         * failed tick is retried after a tenth of the lease, a good one
+         * renewed after a third), moving the validity's end past where it
+         * was when the faulted tick ended. */
+        if (o.wrote) {
             run_until(&s.lost.calls, 1, 3 * RENEW_TTL);
-        else
-            run_for(300);
+        } else {
+            uint64_t v0 = tu_now_ms() + (uint64_t)relock_lock_validity_ms(s.l);
+            uint64_t end = tu_now_ms() + 3 * RENEW_TTL;
+            while (tu_now_ms() + (uint64_t)relock_lock_validity_ms(s.l) <= v0 + 50 &&
+                   s.lost.calls == 0 && tu_now_ms() < end)
+                loop_once();
+            CHECK(s.lost.calls || tu_now_ms() + (uint64_t)relock_lock_validity_ms(s.l) > v0 + 50,
+                  "nobody else wrote, yet no renewal succeeded after the fault within %d ms",
+                  3 * RENEW_TTL);
+        }
         CHECK(s.lost.calls <= 1, "lost called %ld times", s.lost.calls);
         relock_status ks = relock_async_keep_stop(s.l);
         if (o.wrote) {
@@ -940,12 +953,13 @@ static void reentry(const target *t, int at, enum react act, int down, long long
     for (int j = RE_RELH; j < RE_OPS; j++)
         assert_int_equal(acquire_now(r.a, names[j], 30000, &r.l[j]), RELOCK_OK);
     assert_int_equal(acquire_now(r.a, spare, 30000, &r.spare), RELOCK_OK);
-    assert_int_equal(acquire_now(r.a, kname, 900, &r.kept), RELOCK_OK);
+    /* A short lease: each run waits for its first renewal (a third of the
+     * lease, less when the setup below was slow), which finds it lost. */
+    assert_int_equal(acquire_now(r.a, kname, 300, &r.kept), RELOCK_OK);
     for (int j = 0; j < RE_POINTS; j++) {
         r.slot[j].r = &r;
         r.slot[j].i = j;
     }
-    assert_int_equal(relock_async_keep(r.kept, re_lost, &r.slot[RE_LOST]), RELOCK_OK);
     freeReplyObject(bnd_cmd(srv.port, "DEL %s", kname)); /* its renewal finds it lost */
     if (down) {
         /* the operations queue for the reconnect, whose setup meets the
@@ -954,6 +968,9 @@ static void reentry(const target *t, int at, enum react act, int down, long long
         run_for(30);
     }
     bnd_arm(pport, count ? 0 : k, count ? BND_WRITE : f);
+    /* kept only now, with no turn of the loop before the operations
+     * below are started: its renewal's timer fires after they are */
+    assert_int_equal(relock_async_keep(r.kept, re_lost, &r.slot[RE_LOST]), RELOCK_OK);
     for (int j = 0; j < RE_NACQ; j++)
         assert_int_equal(relock_async_try_acquire(r.a, names[j], 30000, re_cb, &r.slot[j], &r.h[j]),
                          RELOCK_OK);
@@ -965,7 +982,9 @@ static void reentry(const target *t, int at, enum react act, int down, long long
     assert_int_equal(relock_async_extend(r.l[RE_EXT], 30000, re_cb, &r.slot[RE_EXT]), RELOCK_OK);
     uint64_t end = tu_now_ms() + OP_BOUND_MS;
     for (;;) {
-        long done = r.lost.calls > 0 || r.act == RE_FREE_CLIENT;
+        /* the lost callback too, unless the client is gone (freed by
+         * a callback, it never comes) */
+        long done = r.lost.calls > 0 || !r.a;
         for (int j = 0; j < RE_OPS; j++)
             done += r.o[j].calls;
         if ((done == RE_OPS + 1 && (!r.spare_started || r.spare_o.calls)) || tu_now_ms() >= end)
@@ -1076,7 +1095,7 @@ static void test_reentry(void **state)
  * sleep fires (every client connection killed on the server, which the
  * proxy passes on); the reconnect then meets -LOADING at its k-th command
  * (its setup's INFO, COMMAND DOCS, TIME …, then the renewal's or the
- * attempt's own), or the proxy is gone for half a second (the reconnect
+ * attempt's own), or the proxy is gone for a while (the reconnect
  * refused).  A renewal goes on: a later one succeeds, nothing is reported
  * lost, and the key still holds the lock.  A waiter ends exactly once (OK
  * only when it holds the key; a failed reconnect may end it with its
@@ -1176,7 +1195,10 @@ static void reconnect_renewal(const target *t, long long k, enum rc_kind kind, l
     } else if (kind == RC_ERROR) {
         bnd_arm(pport, k, BND_ERROR);
     } else {
-        proxy_bounce(t, 500);
+        /* gone for a third of the lease: several retries (a tenth of it
+         * apart) are refused, and the validity left at the kill outlasts
+         * the outage and the proxy's start */
+        proxy_bounce(t, RENEW_TTL / 3);
     }
     /* a later renewal succeeds: the validity moves past what it was */
     uint64_t end = tu_now_ms() + 3 * RENEW_TTL;
@@ -1213,8 +1235,9 @@ static void reconnect_wait(const target *t, long long k, enum rc_kind kind, long
     char name[64], warm[80];
     snprintf(name, sizeof name, "arc%d", ++seq);
     snprintf(warm, sizeof warm, "%s-warm", name);
-    /* A waiter that polls (no subscription) every 200 to 400 ms, so that
-     * its connection can be killed while it sleeps. */
+    /* A waiter that polls (no subscription) every 200 ms, so that its
+     * connection can be killed while it sleeps (its commands are quiet
+     * for 50 ms before the kill). */
     relock_async_loop lp;
     loop_init(&lp);
     relock_config *cfg = relock_config_new();
@@ -1224,8 +1247,8 @@ static void reconnect_wait(const target *t, long long k, enum rc_kind kind, long
     assert_int_equal(relock_config_set(cfg, "mode", t->mode), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "s"), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "wait.notify", "false"), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "wait.backoff_max_ms", "400"), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "wait.backoff_min_ms", "400"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_max_ms", "200"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_min_ms", "200"), RELOCK_OK);
     relock_async *a = NULL;
     assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
     relock_config_free(cfg);
@@ -1372,6 +1395,11 @@ static int group_teardown(void **state)
 int main(void)
 {
     env_reduced = bnd_reduced();
+    /* The asynchronous client checks no idle connection before reusing
+     * it: WRITE_DEAD needs only the hold of WRITE (the other client's
+     * write lands during it), not the 300 ms that outlast the blocking
+     * client's check. */
+    bnd_write_dead_hold_ms = 60;
     /* RELOCK_TEST_ONLY: one test of the program, by name (cmocka's filter) */
     const char *only = getenv("RELOCK_TEST_ONLY");
     if (only && *only)

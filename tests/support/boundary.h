@@ -22,12 +22,16 @@
  *               closes instead);
  *   DEAD_AFTER  the reply arrives, then the connection closes;
  *   WRITE       the reply is held 60 ms while another client writes;
- *   WRITE_DEAD  the same write while the reply is held 300 ms (longer than
- *               the blocking client's idle check), then the connection
- *               closes;
+ *   WRITE_DEAD  the same write while the reply is held bnd_write_dead_hold_ms
+ *               (300 ms: longer than the blocking client's idle check),
+ *               then the connection closes;
  *   ERROR       command k never runs: it is answered -LOADING. */
 enum bnd_fault { BND_LOST_REPLY, BND_DEAD_AFTER, BND_WRITE, BND_WRITE_DEAD, BND_ERROR, BND_NFAULTS };
 extern const char *const bnd_fault_name[BND_NFAULTS];
+/* How long WRITE_DEAD holds the reply before the close: 300 ms, past the
+ * blocking client's idle check; a program whose client has no such check
+ * may shorten it. */
+extern long bnd_write_dead_hold_ms;
 
 /* A command on 127.0.0.1:port (a server, or a proxy's control command),
  * on a connection of its own; the reply is the caller's to free. */
@@ -65,11 +69,13 @@ typedef struct bnd_other {
     char expired[32];
     int won;   /* its write won (set once the thread is joined) */
     int wrote; /* it wrote at all */
+    int ended; /* the operation ended: bnd_other_join() was called */
 } bnd_other;
 
 /* Starts the other client: once the proxy relayed k replies it writes (on
  * the server itself, never through the proxy); when the operation ends
- * first (5 s), it writes nothing. */
+ * first (the join, and 200 ms more for replies still on their way; 5 s at
+ * most), it writes nothing. */
 void bnd_other_start(bnd_other *o, int port, int pport, long long k, enum bnd_rival rival,
                      const char *key, const char *fkey, const char *expired);
 void bnd_other_join(bnd_other *o);

@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /*
  * The reference: 0 and *ms, or -1.  The grammar of design.md §12.2 as the CLI
  * takes it: one or more parts, each digits with an optional fraction
- * (".5", "5.", "1.25") and a unit of d, h, m, s, ms, each unit at most once
+ * (".5", "5.", "1.25") and a unit of w, d, h, m, s, ms or one of systemd's
+ * spellings of them (week, day, hr, min, sec, msec...), each unit at most once
  * and larger units first; a whole input that is one number without a unit
  * is seconds.  A part's integer may be at most 10^15; fraction digits past
  * the ninth are dropped, and the fraction of each part rounds up to a whole
@@ -32,11 +33,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  */
 static int ref_duration(const char *s, long long *ms)
 {
+    /* Each unit in order, with systemd's spellings of it (systemd.time(7)). */
     static const struct {
-        const char *suffix;
+        const char *suffix[6];
         unsigned long long factor;
-    } units[] = {{"d", 86400000ULL}, {"h", 3600000ULL}, {"m", 60000ULL}, {"s", 1000ULL},
-                 {"ms", 1ULL}};
+    } units[] = {{{"w", "week", "weeks"}, 604800000ULL},
+                 {{"d", "day", "days"}, 86400000ULL},
+                 {{"h", "hr", "hour", "hours"}, 3600000ULL},
+                 {{"m", "min", "minute", "minutes"}, 60000ULL},
+                 {{"s", "sec", "second", "seconds"}, 1000ULL},
+                 {{"ms", "msec"}, 1ULL}};
     const size_t nunits = sizeof units / sizeof units[0];
     const char *p = s;
     unsigned __int128 total = 0;
@@ -68,19 +74,22 @@ static int ref_duration(const char *s, long long *ms)
             frac = frac * 10 + (unsigned)(fpart[i] - '0');
             den *= 10;
         }
-        /* The unit: the longest suffix that matches ("ms" before "m"). */
+        /* The unit: the longest spelling that matches ("ms" before "m",
+         * "min" before "m") and is not followed by a letter. */
         size_t u = nunits, ulen = 0;
-        for (size_t i = 0; i < nunits; i++) {
-            size_t n = strlen(units[i].suffix);
-            if (strncmp(p, units[i].suffix, n) == 0 && n > ulen) {
-                u = i;
-                ulen = n;
+        for (size_t i = 0; i < nunits; i++)
+            for (size_t k = 0; k < 6 && units[i].suffix[k]; k++) {
+                size_t n = strlen(units[i].suffix[k]);
+                if (strncmp(p, units[i].suffix[k], n) == 0 && n > ulen &&
+                    !(p[n] >= 'a' && p[n] <= 'z')) {
+                    u = i;
+                    ulen = n;
+                }
             }
-        }
         if (u == nunits) {
             if (*p != '\0' || parts > 0)
                 return -1;
-            u = 3; /* the whole input is one number: seconds */
+            u = 4; /* the whole input is one number: seconds */
         }
         if (u < next)
             return -1;

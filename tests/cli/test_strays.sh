@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Whom relock signals and what it leaves behind, against a real
+# redis-server with real processes:
+#   - hold --notify parent after the script that started it has ended: the
+#     process hold was handed to (a subreaper: a service manager, a
+#     container's init) is not its parent and gets no signal.
+#   test_strays.sh PATH/TO/relock
+set -u
+RELOCK=${1:?usage: test_strays.sh PATH/TO/relock}
+. "$(dirname "$0")/lib.sh"
+cli_dir strays
+cli_cleanup_more() { for f in "$DIR"/*.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done; }
+start_redis
+R() { "$RELOCK" -m modern "$@"; }
+has() { [ -s "$1" ]; }
+
+# --- 1. --notify parent once the parent is gone: a subreaper (here a
+# python process marked with PR_SET_CHILD_SUBREAPER, as systemd --user and
+# container inits are) inherits hold when the script ends; the loss must
+# not send it the script's SIGTERM.
+cat >"$DIR/subreaper.py" <<'PY'
+import ctypes, os, signal, subprocess, sys, time
+relock, d = sys.argv[1], sys.argv[2]
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+got = []
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+# The script starts hold in the background, waits (up to 10 s) until it
+# holds the lock, and ends.
+subprocess.run(["sh", "-c", relock + " -m modern hold --no-stdin --notify parent -t 3s s-np "
+                "</dev/null >" + d + "/np.out 2>" + d + "/np.err & echo $! >" + d + "/np.pid; "
+                "for i in $(seq 1 500); do [ -s " + d + "/np.out ] && break; sleep 0.02; done"])
+pid = int(open(d + "/np.pid").read())
+subprocess.run([relock, "-m", "modern", "break", "s-np"], stdout=subprocess.DEVNULL)
+code = None
+for _ in range(500):  # hold notices at its next renewal, within 1 s; up to 10 s
+    try:
+        r, st = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        break
+    if r == pid:
+        code = os.waitstatus_to_exitcode(st)
+        break
+    time.sleep(0.02)
+print("exit=%s sigterm=%d" % (code, len(got)))
+PY
+$PY "$DIR/subreaper.py" "$RELOCK" "$DIR" >"$DIR/np.res" 2>&1
+check "notify orphan: hold exits 3 after the loss ($(cat "$DIR/np.res"): $(cat "$DIR/np.err"))" -- \
+    grep -q '^exit=3 ' "$DIR/np.res"
+check "notify orphan: the subreaper got no SIGTERM ($(cat "$DIR/np.res"))" -- \
+    grep -q 'sigterm=0$' "$DIR/np.res"
+check "notify orphan: hold says nobody was told: $(cat "$DIR/np.err")" -- \
+    grep -q '^relock: hold: --notify parent: .*has ended' "$DIR/np.err"
+
+finish cli_strays

@@ -330,9 +330,11 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     if (end == END_LOST) {
         tell_lost(&o, parent);
         cli_keep_say_lost(&keeper, "hold: lock lost while held");
+        /* The command first: -v's read of the key may spend a command
+         * timeout on a server that stalls, past the lease's end. */
+        run_on_lost(&o, l);
         if (o.verbose)
             cli_keep_say_key(c, "hold", name);
-        run_on_lost(&o, l);
         code = o.exit_lost;
         goto out;
     }

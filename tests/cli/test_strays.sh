@@ -51,4 +51,30 @@ check "notify orphan: the subreaper got no SIGTERM ($(cat "$DIR/np.res"))" -- \
 check "notify orphan: hold says nobody was told: $(cat "$DIR/np.err")" -- \
     grep -q '^relock: hold: --notify parent: .*has ended' "$DIR/np.err"
 
+# --- 2. --on-lost before -v's look at the key: with the server stopped,
+# reading the key costs command_timeout_ms (here 5 s); the loss itself is
+# known when the 3 s lease's validity ends.
+SRV=${PIDS[0]}
+printf 'relock = {\n  mode = "modern";\n  command_timeout_ms = 5000;\n  connect_timeout_ms = 5000;\n  servers = ( { host = "127.0.0.1"; port = %s; } );\n};\n' \
+    "$PORT" >"$DIR/slow.conf"
+env -u RELOCK_URL "$RELOCK" -c "$DIR/slow.conf" hold -v --no-stdin -t 3s \
+    --on-lost "date +%s%3N >$DIR/ol.at" s-ol </dev/null >"$DIR/ol.out" 2>"$DIR/ol.err" &
+HOLD=$!
+echo "$HOLD" >"$DIR/ol.pid"
+check "on-lost: held" -- wait_for has "$DIR/ol.out"
+held_at=$(date +%s%3N)
+kill -STOP "$SRV"
+code=0
+wait "$HOLD" || code=$?
+kill -CONT "$SRV"
+check "on-lost: hold exits 3 (exit $code: $(cat "$DIR/ol.err"))" -- [ "$code" -eq 3 ]
+# The lease began before VALUE FENCE was seen, so it ended before
+# held_at + 3 s; 1.5 s more is slack for a loaded machine, well short of
+# the 5 s a read of the stopped server takes.
+check "on-lost: it ran" -- has "$DIR/ol.at"
+took=99999
+[ -s "$DIR/ol.at" ] && took=$(( $(cat "$DIR/ol.at") - held_at ))
+check "on-lost: ran within 4.5 s of the hold, not after -v's 5 s read ($took ms)" -- \
+    [ "$took" -lt 4500 ]
+
 finish cli_strays

@@ -77,4 +77,31 @@ took=99999
 check "on-lost: ran within 4.5 s of the hold, not after -v's 5 s read ($took ms)" -- \
     [ "$took" -lt 4500 ]
 
+# --- 3. relock killed with little validity left: the server stops just
+# after the acquisition, so no renewal succeeds; relock is killed 10 s into
+# a 12 s lease, when less than the guardian's quarter of the TTL (3 s)
+# remains.  The key expires on the server's clock at PEXPIRETIME.
+alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+"$RELOCK" -m modern run --json -t 12s s-gd -- sh -c "trap '' TERM; echo \$\$ >$DIR/gd.pid; while :; do sleep 0.05; done" \
+    >/dev/null 2>"$DIR/gd.err" &
+RUN=$!
+check "guardian: CMD started" -- wait_for has "$DIR/gd.pid"
+CMDPID=$(cat "$DIR/gd.pid")
+echo "$CMDPID" >"$DIR/gdcmd.pid"
+expires=$(redis-cli -p "$PORT" PEXPIRETIME s-gd)
+kill -STOP "$SRV"
+sleep_until=$((expires - 2000))
+while [ "$(date +%s%3N)" -lt "$sleep_until" ]; do sleep 0.05; done
+kill -KILL "$RUN"
+for _ in $(seq 1 500); do alive "$CMDPID" || break; sleep 0.02; done # up to 10 s
+gone_at=$(date +%s%3N)
+kill -CONT "$SRV"
+wait "$RUN" 2>/dev/null
+check "guardian: CMD was ended" -- wait_for sh -c "! [ -r /proc/$CMDPID/status ] || grep -q '^State:[[:space:]]*Z' /proc/$CMDPID/status"
+# The validity ends 1% + 2 ms (122 ms) before the key expires; 500 ms past
+# the expiry is slack for a loaded machine, short of the 1 s a quarter of
+# the TTL after the kill reached.
+check "guardian: CMD ended by the key's expiry (at $((gone_at - expires)) ms from it)" -- \
+    [ $((gone_at - expires)) -lt 500 ]
+
 finish cli_strays

@@ -176,7 +176,9 @@ static releaser *releaser_new(const cli_ctx *ctx, relock_client *c, relock_lock 
     char *url = NULL, *file = NULL;
     if (ctx->url && asprintf(&url, "RELOCK_URL=%s", ctx->url) > 0)
         r->envp[e++] = url;
-    if (ctx->file && asprintf(&file, "RELOCK_CONFIG=%s", ctx->file) > 0)
+    /* No file read: an empty RELOCK_CONFIG, so that the release reads
+     * none either rather than the default file. */
+    if (asprintf(&file, "RELOCK_CONFIG=%s", ctx->file ? ctx->file : "") > 0)
         r->envp[e++] = file;
     snprintf(r->pgid, sizeof r->pgid, "%ld", (long)pgid);
     snprintf(r->fence, sizeof r->fence, "%lld", relock_lock_fence(l));

@@ -104,4 +104,22 @@ check "guardian: CMD was ended" -- wait_for sh -c "! [ -r /proc/$CMDPID/status ]
 check "guardian: CMD ended by the key's expiry (at $((gone_at - expires)) ms from it)" -- \
     [ $((gone_at - expires)) -lt 500 ]
 
+# --- 4. RELOCK_CONFIG empty means no file; the default file (here
+# $XDG_CONFIG_HOME/relock.conf, with another key_prefix) must not be read by
+# the release the guardian starts, or it releases another key and waiters
+# sit out the 20 s lease.
+mkdir -p "$DIR/xdg"
+printf 'relock = {\n  key_prefix = "other:";\n};\n' >"$DIR/xdg/relock.conf"
+RELOCK_CONFIG= XDG_CONFIG_HOME="$DIR/xdg" "$RELOCK" -m modern run -t 20s s-nc -- \
+    sh -c "echo \$\$ >$DIR/nc.pid; sleep 60" >/dev/null 2>"$DIR/nc.err" &
+RUN=$!
+check "no file: CMD started" -- wait_for has "$DIR/nc.pid"
+echo "$(cat "$DIR/nc.pid")" >"$DIR/nccmd.pid"
+kill -KILL "$RUN"
+wait "$RUN" 2>/dev/null
+R acquire -w 12s s-nc >"$DIR/out" 2>"$DIR/err"
+code=$?
+check "no file: a waiter acquires within 12 s, not the 20 s lease (exit $code: $(cat "$DIR/err"))" -- \
+    [ "$code" -eq 0 ]
+
 finish cli_strays

@@ -299,6 +299,28 @@ static void lost_while_running(pid_t pgid, int cmd_done, int *status, const cli_
     }
 }
 
+/*
+ * CMD was stopped (Ctrl-Z at the terminal stops its group, which has the
+ * terminal).  The shell waits for relock, its job, not for CMD: relock
+ * takes the terminal back and stops too, so that the shell gets the
+ * terminal, as for any job.  Renewals stop with relock.  When continued
+ * (fg, bg), CMD's group is continued too, with the terminal when relock
+ * is in the foreground; not if the validity ended meanwhile: the loop
+ * then finds the loss and ends CMD.
+ */
+static void suspend_with(pid_t pgid, int had_tty, relock_lock *l)
+{
+    if (!had_tty)
+        return; /* no job control: CMD waits for whoever stopped it */
+    hand_terminal(had_tty, 0);
+    kill(getpid(), SIGSTOP);
+    if (relock_lock_validity_ms(l) <= 0)
+        return;
+    if (tcgetpgrp(STDIN_FILENO) == getpgrp())
+        hand_terminal(had_tty, pgid);
+    kill(-pgid, SIGCONT);
+}
+
 /* The --json line on stderr once the lock is held. */
 static void json_acquired(relock_lock *l, long long waited)
 {
@@ -490,7 +512,13 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
             if (sig == SIGCHLD) {
                 int ws;
                 pid_t r;
-                while ((r = waitpid(-1, &ws, WNOHANG)) > 0) {
+                while ((r = waitpid(-1, &ws, WNOHANG | WUNTRACED)) > 0) {
+                    if (r == pid && WIFSTOPPED(ws)) {
+                        suspend_with(pid, had_tty, l);
+                        continue;
+                    }
+                    if (WIFSTOPPED(ws))
+                        continue;
                     if (r == guardian)
                         guardian = -1;
                     if (r != pid)

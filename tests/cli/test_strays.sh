@@ -122,4 +122,73 @@ code=$?
 check "no file: a waiter acquires within 12 s, not the 20 s lease (exit $code: $(cat "$DIR/err"))" -- \
     [ "$code" -eq 0 ]
 
+# --- 5. Ctrl-Z: an interactive bash on a pseudo-terminal runs relock run;
+# Ctrl-Z stops CMD's group, which has the terminal; relock must stop too,
+# or the shell waits for it and the terminal takes nothing but input.  CMD
+# execs its sleep: a shell that forks it with vfork cannot stop until the
+# child has exec'd, and a Ctrl-Z in between stops the child alone.
+cat >"$DIR/tstp.py" <<'PY'
+import os, pty, select, sys, time
+relock = sys.argv[1]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
+seen = b""
+def until(word, secs):
+    global seen
+    end = time.time() + secs
+    while time.time() < end and word not in seen:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+    return word in seen
+until(b"\n\n", 10)  # nothing: up to 10 s for the first prompt, read ahead of input
+os.write(fd, b"PS1='PROMPT''> '\n")
+until(b"PROMPT> ", 10)
+os.write(fd, (relock + " -m modern run -t 30s s-tz -- sh -c 'echo ST''ART; exec sleep 2'\n").encode())
+until(b"START", 10)
+os.write(fd, b"\x1a")
+time.sleep(0.3)
+os.write(fd, b"echo BACK$((1+1))\n")
+back = until(b"BACK2", 10)
+done = False
+if back:
+    os.write(fd, b"fg; echo RC$((40+2))$?\n")
+    done = until(b"RC420", 15)  # CMD went on to its end, and run exited 0
+print("back=%d done=%d" % (back, done))
+if not (back and done):
+    print(repr(seen[-300:]))
+# What the shell started, found by parent pid from /proc, ends with it.
+def children(of):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                st = open("/proc/%s/stat" % d).read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == of:
+                out.append(int(d))
+    return out
+tree, todo = [], [pid]
+while todo:
+    kids = children(todo.pop())
+    tree += kids
+    todo += kids
+for p in [pid] + tree:
+    for sig in (18, 9):  # SIGCONT, SIGKILL
+        try:
+            os.kill(p, sig)
+        except OSError:
+            pass
+PY
+$PY "$DIR/tstp.py" "$RELOCK" >"$DIR/tstp.res" 2>&1
+check "ctrl-z: the shell had the terminal back ($(cat "$DIR/tstp.res"))" -- grep -q 'back=1' "$DIR/tstp.res"
+check "ctrl-z: fg continued CMD, which ended, and run exited 0 ($(cat "$DIR/tstp.res"))" -- \
+    grep -q 'done=1' "$DIR/tstp.res"
+check "ctrl-z: released" -- wait_for sh -c "[ \"\$(redis-cli -p $PORT EXISTS s-tz)\" = 0 ]"
+
 finish cli_strays

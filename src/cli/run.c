@@ -301,9 +301,9 @@ static void lost_while_running(pid_t pgid, int cmd_done, int *status, const cli_
 
 /*
  * CMD was stopped (Ctrl-Z at the terminal stops its group, which has the
- * terminal).  The shell waits for relock, its job, not for CMD: relock
- * takes the terminal back and stops too, so that the shell gets the
- * terminal, as for any job.  Renewals stop with relock.  When continued
+ * terminal).  The shell waits for relock's group, its job, not for CMD's:
+ * relock takes the terminal back and stops its group too, so that the
+ * shell gets the terminal, as for any job.  Renewals stop with relock.  When continued
  * (fg, bg), CMD's group is continued too, with the terminal when relock
  * is in the foreground; not if the validity ended meanwhile: the loop
  * then finds the loss and ends CMD.
@@ -313,7 +313,11 @@ static void suspend_with(pid_t pgid, int had_tty, relock_lock *l)
     if (!had_tty)
         return; /* no job control: CMD waits for whoever stopped it */
     hand_terminal(had_tty, 0);
-    kill(getpid(), SIGSTOP);
+    /* Its whole process group, as an editor suspends: when relock runs in
+     * a script, the shell above waits for the script, which must stop
+     * too.  SIGTSTP, which an interactive shell that shares the group
+     * (no job control) ignores. */
+    kill(0, SIGTSTP);
     if (relock_lock_validity_ms(l) <= 0)
         return;
     if (tcgetpgrp(STDIN_FILENO) == getpgrp())

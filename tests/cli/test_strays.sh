@@ -148,7 +148,12 @@ def until(word, secs):
 until(b"\n\n", 10)  # nothing: up to 10 s for the first prompt, read ahead of input
 os.write(fd, b"PS1='PROMPT''> '\n")
 until(b"PROMPT> ", 10)
-os.write(fd, (relock + " -m modern run -t 30s s-tz -- sh -c 'echo ST''ART; exec sleep 2'\n").encode())
+# In a script when the second argument says so: the shell waits for the
+# script, which relock stops with itself.
+line = relock + " -m modern run -t 30s s-tz -- sh -c 'echo ST''ART; exec sleep 2'"
+if sys.argv[2] == "script":
+    line = "bash -c \"" + line + "; echo AF''TER\""
+os.write(fd, (line + "\n").encode())
 until(b"START", 10)
 os.write(fd, b"\x1a")
 time.sleep(0.3)
@@ -185,10 +190,13 @@ for p in [pid] + tree:
         except OSError:
             pass
 PY
-$PY "$DIR/tstp.py" "$RELOCK" >"$DIR/tstp.res" 2>&1
-check "ctrl-z: the shell had the terminal back ($(cat "$DIR/tstp.res"))" -- grep -q 'back=1' "$DIR/tstp.res"
-check "ctrl-z: fg continued CMD, which ended, and run exited 0 ($(cat "$DIR/tstp.res"))" -- \
-    grep -q 'done=1' "$DIR/tstp.res"
-check "ctrl-z: released" -- wait_for sh -c "[ \"\$(redis-cli -p $PORT EXISTS s-tz)\" = 0 ]"
+for how in prompt script; do
+    $PY "$DIR/tstp.py" "$RELOCK" "$how" >"$DIR/tstp.res" 2>&1
+    check "ctrl-z ($how): the shell had the terminal back ($(cat "$DIR/tstp.res"))" -- \
+        grep -q 'back=1' "$DIR/tstp.res"
+    check "ctrl-z ($how): fg continued CMD, which ended, and run exited 0 ($(cat "$DIR/tstp.res"))" -- \
+        grep -q 'done=1' "$DIR/tstp.res"
+    check "ctrl-z ($how): released" -- wait_for sh -c "[ \"\$(redis-cli -p $PORT EXISTS s-tz)\" = 0 ]"
+done
 
 finish cli_strays

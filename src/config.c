@@ -611,13 +611,17 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
             }
             /* "127.0.0.1:6472" would be looked up as a host name and fail
              * only at connect, far from the line; one colon is no IPv6
-             * address (those have two or more). */
+             * address (those have two or more).  "[::1]:6472", as a URL
+             * writes it, is no host either: the address is what the
+             * brackets hold. */
             const char *colon = dst == srv->host ? strchr(v, ':') : NULL;
-            if (colon && !strchr(colon + 1, ':')) {
+            const char *bracket = dst == srv->host && v[0] == '[' ? strstr(v, "]:") : NULL;
+            if (bracket || (colon && !strchr(colon + 1, ':'))) {
+                const char *h = bracket ? v + 1 : v, *end = bracket ? bracket : colon;
                 snprintf(why, sizeof why,
                          "servers: host \"%.80s\" holds a port: write host = \"%.*s\"; port = "
                          "%.8s;",
-                         v, (int)(colon - v < 80 ? colon - v : 80), v, colon + 1);
+                         v, (int)(end - h < 80 ? end - h : 80), h, end + (bracket ? 2 : 1));
                 load_fail(ld, m, why);
                 return -1;
             }

@@ -138,15 +138,22 @@ static int wait_end(int sfd, cli_keeper *k, int *sig, int no_stdin)
     }
 }
 
-/* --notify: the process told of a loss at once, before anything else. */
-static void tell_lost(const lockopts *o, relock_lock *l)
+/* --notify: the process told of a loss at once, before anything else.
+ * parent is hold's parent when it started: once that has ended, hold
+ * belongs to init or to a subreaper (a service manager, a container's
+ * init), which is no script of the caller's and must not get its signal. */
+static void tell_lost(const lockopts *o, pid_t parent)
 {
     if (!o->notify_pid)
         return;
-    pid_t to = o->notify_pid < 0 ? getppid() : (pid_t)o->notify_pid;
+    if (o->notify_pid < 0 && getppid() != parent) {
+        cli_error("hold: --notify parent: the parent, pid %ld, has ended; no one was told",
+                  (long)parent);
+        return;
+    }
+    pid_t to = o->notify_pid < 0 ? parent : (pid_t)o->notify_pid;
     if (to > 1 && kill(to, o->notify_sig) != 0)
         cli_error("hold: --notify %ld: %s", (long)to, strerror(errno));
-    (void)l;
 }
 
 extern char **environ;
@@ -224,6 +231,7 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         return cli_code(&o, EXIT_USAGE);
     }
     const char *name = argv[optind];
+    pid_t parent = getppid(); /* --notify parent: the script that started hold */
     long long ttl_ms = o.ttl_ms ? o.ttl_ms : relock_config_ttl_ms(ctx->cfg);
     if (cli_renewed_ttl_refused("hold", ttl_ms))
         return cli_code(&o, EXIT_USAGE);
@@ -320,11 +328,13 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
     int sig = (int)hold_signal;
     int end = sig ? END_SIGNAL : wait_end(sfd, &keeper, &sig, o.no_stdin);
     if (end == END_LOST) {
-        tell_lost(&o, l);
+        tell_lost(&o, parent);
         cli_keep_say_lost(&keeper, "hold: lock lost while held");
+        /* The command first: -v's read of the key may spend a command
+         * timeout on a server that stalls, past the lease's end. */
+        run_on_lost(&o, l);
         if (o.verbose)
             cli_keep_say_key(c, "hold", name);
-        run_on_lost(&o, l);
         code = o.exit_lost;
         goto out;
     }

@@ -8,11 +8,12 @@
  *
  * If relock itself dies, SIGKILL included, a small guardian process in
  * CMD's group notices (the pipe only relock writes to reads EOF) and ends
- * the group: SIGTERM, then SIGKILL after at most a quarter of the lease.
- * Renewals stop with relock, but the lease then still has at least two
- * thirds of its time (renewed every third), so the tree is gone before
- * another holder can acquire; in modern mode the guardian then has the
- * lock released, so that waiters need not sit out the lease.
+ * the group: SIGTERM, then SIGKILL after at most a quarter of the lease,
+ * and no later than the end of the validity relock last computed (a page
+ * shared with the guardian holds it): renewals stop with relock, and after
+ * renewals that failed the lease may have less than that quarter left.
+ * In modern mode the guardian then has the lock released, so that waiters
+ * need not sit out the lease.
  *
  * The lock is held until CMD and every process left in its group have
  * ended (as flock's lock lives while any process holds the inherited
@@ -32,7 +33,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -173,7 +176,9 @@ static releaser *releaser_new(const cli_ctx *ctx, relock_client *c, relock_lock 
     char *url = NULL, *file = NULL;
     if (ctx->url && asprintf(&url, "RELOCK_URL=%s", ctx->url) > 0)
         r->envp[e++] = url;
-    if (ctx->file && asprintf(&file, "RELOCK_CONFIG=%s", ctx->file) > 0)
+    /* No file read: an empty RELOCK_CONFIG, so that the release reads
+     * none either rather than the default file. */
+    if (asprintf(&file, "RELOCK_CONFIG=%s", ctx->file ? ctx->file : "") > 0)
         r->envp[e++] = file;
     snprintf(r->pgid, sizeof r->pgid, "%ld", (long)pgid);
     snprintf(r->fence, sizeof r->fence, "%lld", relock_lock_fence(l));
@@ -197,13 +202,16 @@ static releaser *releaser_new(const cli_ctx *ctx, relock_client *c, relock_lock 
  * The guardian: joins CMD's group, ignores every signal it can, and waits
  * on the read end of a pipe only relock writes to.  A byte means "CMD is
  * done, stand down"; end of file means relock is gone: the group gets
- * SIGTERM, then SIGKILL after grace_ms (which ends the guardian too).
+ * SIGTERM, then SIGKILL after grace_ms or when the validity ends (*valid_until,
+ * on the monotonic clock), whichever comes first; that ends the guardian too.
  * First, with a releaser, it starts a process outside the group that
  * releases the lock once the group is gone, so that waiters need not sit
  * out the lease.  Only async-signal-safe calls: the parent has threads.
  */
+static long long mono_ms(void);
+
 static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms,
-                            const releaser *rel)
+                            const releaser *rel, _Atomic long long *valid_until)
 {
     pid_t g = fork();
     if (g != 0)
@@ -240,6 +248,11 @@ static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms,
     }
     kill(-pgid, SIGTERM);
     kill(-pgid, SIGCONT);
+    if (valid_until) {
+        long long left = atomic_load(valid_until) - mono_ms();
+        if (left < grace_ms)
+            grace_ms = left > 0 ? left : 0;
+    }
     sleep_ms(grace_ms);
     kill(-pgid, SIGKILL);
     _exit(0);
@@ -284,6 +297,32 @@ static void lost_while_running(pid_t pgid, int cmd_done, int *status, const cli_
     } else {
         kill(-pgid, SIGKILL); /* what CMD left behind in its group */
     }
+}
+
+/*
+ * CMD was stopped (Ctrl-Z at the terminal stops its group, which has the
+ * terminal).  The shell waits for relock's group, its job, not for CMD's:
+ * relock takes the terminal back and stops its group too, so that the
+ * shell gets the terminal, as for any job.  Renewals stop with relock.  When continued
+ * (fg, bg), CMD's group is continued too, with the terminal when relock
+ * is in the foreground; not if the validity ended meanwhile: the loop
+ * then finds the loss and ends CMD.
+ */
+static void suspend_with(pid_t pgid, int had_tty, relock_lock *l)
+{
+    if (!had_tty)
+        return; /* no job control: CMD waits for whoever stopped it */
+    hand_terminal(had_tty, 0);
+    /* Its whole process group, as an editor suspends: when relock runs in
+     * a script, the shell above waits for the script, which must stop
+     * too.  SIGTSTP, which an interactive shell that shares the group
+     * (no job control) ignores. */
+    kill(0, SIGTSTP);
+    if (relock_lock_validity_ms(l) <= 0)
+        return;
+    if (tcgetpgrp(STDIN_FILENO) == getpgrp())
+        hand_terminal(had_tty, pgid);
+    kill(-pgid, SIGCONT);
 }
 
 /* The --json line on stderr once the lock is held. */
@@ -388,6 +427,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     int gpipe[2] = {-1, -1};
+    _Atomic long long *valid_until = NULL; /* shared with the guardian */
     cli_keeper keeper = {{-1, -1}, RELOCK_LOST, NULL, NULL, 0};
     if (sfd < 0 || pipe2(gpipe, O_CLOEXEC) < 0) {
         cli_error("run: %s", strerror(errno));
@@ -409,7 +449,17 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     cli_owner_cmd(l, &o, (long)pid, cmd);
     long long grace = ttl_ms / 4 < KILL_GRACE_MS ? ttl_ms / 4 : KILL_GRACE_MS;
     releaser *rel = releaser_new(ctx, c, l, pid);
-    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace, rel);
+    /* The end of the validity, for the guardian: written at every turn of
+     * the loop below, which wakes at the latest when it ends, so it is
+     * never later than the lease's (a renewal moves it on at the next
+     * turn).  Without the page the guardian keeps its quarter of the TTL. */
+    valid_until = mmap(NULL, sizeof *valid_until, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (valid_until == MAP_FAILED)
+        valid_until = NULL;
+    else
+        atomic_store(valid_until, mono_ms() + relock_lock_validity_ms(l));
+    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace, rel, valid_until);
     if (rel) {
         /* The parent's copy (the guardian has its own): the two entries
          * made for it, the others are environ's. */
@@ -431,6 +481,8 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     code = -1;
     for (;;) {
         int timeout = cli_keep_timeout(&keeper);
+        if (valid_until)
+            atomic_store(valid_until, mono_ms() + relock_lock_validity_ms(l));
         if (cmd_done && (timeout < 0 || timeout > 50))
             timeout = 50; /* looking for CMD's leftovers */
         if (kill_at >= 0) {
@@ -464,7 +516,13 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
             if (sig == SIGCHLD) {
                 int ws;
                 pid_t r;
-                while ((r = waitpid(-1, &ws, WNOHANG)) > 0) {
+                while ((r = waitpid(-1, &ws, WNOHANG | WUNTRACED)) > 0) {
+                    if (r == pid && WIFSTOPPED(ws)) {
+                        suspend_with(pid, had_tty, l);
+                        continue;
+                    }
+                    if (WIFSTOPPED(ws))
+                        continue;
                     if (r == guardian)
                         guardian = -1;
                     if (r != pid)
@@ -523,6 +581,8 @@ out:
             close(gpipe[i]);
     if (sfd >= 0)
         close(sfd);
+    if (valid_until)
+        munmap(valid_until, sizeof *valid_until);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
     return code;
 }

@@ -123,6 +123,11 @@ printf 'relock = {\n  servers = (\n    { host = "127.0.0.1:%s"; }\n  );\n};\n' "
 expect 2 "a host holding a port" -- env -u RELOCK_URL "$RELOCK" -c "$DIR/hp.conf" probe
 check "caught at load with FILE:LINE: $(cat "$DIR/err")" -- \
     said "hp.conf:3: servers: host \"127.0.0.1:$PORT\" holds a port: write host = \"127.0.0.1\"; port = $PORT;"
+# An IPv6 address with a port, as a URL writes it: caught at load too.
+printf 'relock = {\n  servers = (\n    { host = "[::1]:%s"; }\n  );\n};\n' "$PORT" >"$DIR/hp6.conf"
+expect 2 "an IPv6 host in brackets with a port" -- env -u RELOCK_URL "$RELOCK" -c "$DIR/hp6.conf" probe
+check "caught at load with FILE:LINE: $(cat "$DIR/err")" -- \
+    said "hp6.conf:3: servers: host \"\[::1\]:$PORT\" holds a port: write host = \"::1\"; port = $PORT;"
 # A quorum in a mode it cannot use: the refusal names the file's line.
 printf 'relock = {\n  servers = ( { host = "127.0.0.1"; port = %s; },\n    { host = "127.0.0.1"; port = %s; db = 1; },\n    { host = "127.0.0.1"; port = %s; db = 2; } );\n  mode = "bridge";\n};\n' \
     "$PORT" "$PORT" "$PORT" >"$DIR/qm.conf"

@@ -334,8 +334,14 @@ SCENARIOS = [
 TOKEN_PEERS = ("laravel", "redlock", "semaphore")
 # The kind a peer's lines carry in the log, where it is not the peer's name.
 PEER_KIND = {"redislock014": "redislock"}
+# The short form (ctest interop_peers): one negative control, the modern one,
+# which overlaps hundreds of times a second.  control-whole-redispy2 needs
+# its relock holders to win against three busy peers and then a peer to try
+# inside the last second of their validity: on a loaded machine a 5 s run
+# sometimes had no such moment (9 sections in all), so it runs in the full
+# form (./dev interop) only.
 SHORT = {"redislock-bridge": 6, "mutex-bridge": 5, "control-modern-mutex": 4,
-         "control-whole-redispy2": 5, "laravel-modern": 6, "redlock-modern": 5}
+         "laravel-modern": 6, "redlock-modern": 5}
 
 
 def server_version(binary):

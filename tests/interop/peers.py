@@ -340,7 +340,7 @@ PEER_KIND = {"redislock014": "redislock"}
 # inside the last second of their validity: on a loaded machine a 5 s run
 # sometimes had no such moment (9 sections in all), so it runs in the full
 # form (./dev interop) only.
-SHORT = {"redislock-bridge": 6, "mutex-bridge": 5, "control-modern-mutex": 4,
+SHORT = {"redislock-bridge": 6, "mutex-bridge": 5, "control-modern-mutex": 6,
          "laravel-modern": 6, "redlock-modern": 5}
 
 
@@ -409,21 +409,21 @@ def run_scenario(a, sc, seconds, node_mods):
     for i in range(npeers):
         if peer == "redispy":
             start(["/usr/bin/python3", os.path.join(HERE, "peer_redis_py.py"), str(srv.port),
-                   "job", str(timeout), str(until), log, "counter", "0.02",
+                   "job", str(timeout), str(until), log, "counter", die,
                    str(rng.getrandbits(31)), "20"])
         elif peer == "laravel":
             start(["php", os.path.join(HERE, "peer_laravel.php"), str(srv.port), "job",
-                   str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
+                   str(timeout), str(until), log, "counter", die, str(rng.getrandbits(31)),
                    "20"])
         elif peer in ("redlock", "semaphore"):
             env = dict(os.environ, NODE_PATH=node_mods[peer])
             start(["node", os.path.join(HERE, "peer_npm_token.js"), peer, str(srv.port), "job",
-                   str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
+                   str(timeout), str(until), log, "counter", die, str(rng.getrandbits(31)),
                    "20"], env=env)
         elif peer in NPM_PINS:
             env = dict(os.environ, NODE_PATH=node_mods[peer])
             start(["node", os.path.join(HERE, "peer_redis_lock.js"), str(srv.port), "job",
-                   str(timeout), str(until), log, "counter", "0.02", str(rng.getrandbits(31)),
+                   str(timeout), str(until), log, "counter", die, str(rng.getrandbits(31)),
                    "20"], env=env)
         else:
             start([a.peer_clients, "--style", {"mutex": "redis-mutex", "redispy2": "redis-py-2",
@@ -431,7 +431,7 @@ def run_scenario(a, sc, seconds, node_mods):
                                                "jedis": "jedis-lock"}[peer],
                    "--port", str(srv.port), "--key", key, "--unit", unit, "--timeout",
                    str(timeout), "--sections", "1000000", "--log", log, "--counter", "counter",
-                   "--die-prob", "0.02", "--seed", str(rng.getrandbits(31)), "--until-ms",
+                   "--die-prob", die, "--seed", str(rng.getrandbits(31)), "--until-ms",
                    str(until), "--gap-ms", "20"])
     # Until the deadline: restart the dead, stop a relock slot now and then.
     stops = 0

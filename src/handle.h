@@ -134,6 +134,10 @@ struct relock_lock {
      * release (a legacy value without TTL): the waiter polls it often
      * near its end (src/engine/waitplan.c). */
     int legacy_holder;
+    /* Set by a waiter for the attempt that follows a release notice: with
+     * several servers the release may be half-way through them, and the
+     * attempt looks again soon rather than after a backoff (src/quorum.c). */
+    int after_notice;
     /* An acquire attempt of this handle found the lock held: on 2.0 its
      * next attempts read the key before they write (compat/legacy.c). */
     int looked;

@@ -326,11 +326,18 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
         m->h.hint_ms = m->shortest >= 0
                            ? (m->shortest > 0x7fffffffLL ? 0x7fffffffL : (long)m->shortest)
                            : -1;
-        /* Some said yes, too few said held to refuse, a server was silent:
-         * a release may be half-way through the servers (its notice came
-         * from one of them), so look again after a server's timeout
-         * rather than a whole backoff. */
-        if (m->nwon > 0 && m->nwon < majority(c) && !refused(c, f->answered - m->nwon) &&
+        /* A release may be half-way through the servers: some said yes
+         * while too few said held to refuse (a server was silent), or a
+         * release notice came just before this attempt (from one server;
+         * the releasing client reaches the others a moment later, and a
+         * round decided by a majority of "held" does not wait for the
+         * server that announced).  Look again after a server's timeout
+         * rather than a whole backoff: once per notice, so a waiter that
+         * another waiter beat to the lock costs one attempt more.
+         * Without a notice, a majority that says held is a holder, and
+         * the backoff stands. */
+        if (((m->nwon > 0 && m->nwon < majority(c) && !refused(c, f->answered - m->nwon)) ||
+             l->after_notice) &&
             (m->h.hint_ms < 0 || m->tmo < m->h.hint_ms))
             m->h.hint_ms = (long)m->tmo;
         return relock__done(&m->h, RELOCK_BUSY);

@@ -82,10 +82,10 @@ static int cancelled(const relock_client *c)
     return c->cancel && *c->cancel;
 }
 
-/* Sleeps up to ms, returning early when a release is announced, or when a
- * signal the program catches interrupts the sleep and asks for the wait
- * to end. */
-static void wait_for_release(relock_client *c, long long ms)
+/* Sleeps up to ms, returning early when a release is announced (1), or
+ * when a signal the program catches interrupts the sleep and asks for the
+ * wait to end. */
+static int wait_for_release(relock_client *c, long long ms)
 {
     if (!c->sub) {
         uint64_t end = relock__mono_ms() + (uint64_t)ms;
@@ -96,33 +96,33 @@ static void wait_for_release(relock_client *c, long long ms)
             if (nanosleep(&ts, NULL) == 0)
                 break;
         }
-        return;
+        return 0;
     }
     void *reply = NULL;
     /* A message already read into hiredis's buffer counts at once. */
     if (redisGetReplyFromReader(c->sub, &reply) == REDIS_OK && reply) {
         freeReplyObject(reply);
-        return;
+        return 1;
     }
     uint64_t end = relock__mono_ms() + (uint64_t)ms;
     for (;;) {
         uint64_t now = relock__mono_ms();
         if (now >= end)
-            return;
+            return 0;
         struct pollfd p = {c->sub->fd, POLLIN, 0};
         int n = poll(&p, 1, (int)(end - now));
         if (n > 0) {
             if (redisGetReply(c->sub, &reply) != REDIS_OK) {
                 unsubscribe(c); /* broken: fall back to sleeping */
                 relock__sleep_ms((long long)(end - relock__mono_ms()));
-                return;
+                return 0;
             }
             if (reply)
                 freeReplyObject(reply);
-            return;
+            return reply != NULL;
         }
         if (n < 0 && cancelled(c))
-            return;
+            return 0;
         if (n < 0)
             relock__sleep_ms(1); /* EINTR: look again, bounded by end */
     }
@@ -159,9 +159,12 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
      * and each attempt routes to the lock's own. */
     if (!c->q && (c->mode == RELOCK_MODE_BRIDGE || c->mode == RELOCK_MODE_MODERN))
         relock__note_watching(c);
+    int notified = 0; /* the sleep before this attempt ended by a notice */
     for (unsigned attempt = 0;; attempt++) {
         long hint = -1; /* the attempt's hint: at most about 24 days */
         l->legacy_holder = 0;
+        l->after_notice = notified;
+        notified = 0;
         st = relock__cluster_route(c, l->key);
         if (st != RELOCK_OK)
             break;
@@ -211,7 +214,7 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
             break;
         }
         if (p.act == RELOCK__WAIT_SLEEP)
-            wait_for_release(c, p.sleep_ms);
+            notified = wait_for_release(c, p.sleep_ms);
         if (cancelled(c)) {
             st = RELOCK__FAIL(&c->err, RELOCK_ECANCELED, "lock %s: the wait was cancelled",
                               l->name);
@@ -220,5 +223,6 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
         /* RELOCK__WAIT_RETRY: look again at once. */
     }
     unsubscribe(c);
+    l->after_notice = 0;
     return st;
 }

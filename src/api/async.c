@@ -2313,9 +2313,12 @@ static void sub_timeout_fire(void *arg)
     leave(a);
 }
 
+/* A release notice ends op's sleep: its attempt says so (src/quorum.c
+ * looks again soon after a release half-way through the servers). */
 static void wake(aop *op)
 {
     timer_stop(op->a, &op->timer);
+    op->l->after_notice = 1; /* until the attempt ends (plan) */
     attempt_begin(op);
 }
 
@@ -2327,6 +2330,7 @@ static void plan(aop *op, int after_subscribe)
     relock_client *c = a->c;
     relock_lock *l = op->l;
     relock__mhead *h = op->m;
+    l->after_notice = 0;
     if (op->cancelled) {
         op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
         return;

@@ -508,6 +508,70 @@ static void test_waiter_notified_without_first_server(void **state)
     relock_client_free(b);
 }
 
+/* A release half-way through the servers when its notice comes: the
+ * releasing client has deleted (and announced) on the server the waiter
+ * listens on, and reaches the others 200 ms later.  The waiter's attempt
+ * right after the notice wins that one server and finds the others still
+ * held: a majority refuses, which alone would mean a holder and a whole
+ * backoff (10 s here), but the notice says the holder is leaving, so it
+ * looks again after a server's timeout. */
+/* The channel a lock's release is announced on: its key and this suffix. */
+#define NOTICE_SUFFIX " relock:released"
+
+static void test_waiter_notified_half_way(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client_set(
+        500, "", "wait = { backoff_min_ms = 10000; backoff_max_ms = 10000; };");
+    relock_client *b = quorum_client();
+    relock_lock *held = NULL, *l = NULL;
+    assert_int_equal(relock_acquire(b, "qh", 30000, 0, &held), RELOCK_OK);
+    char value[64];
+    snprintf(value, sizeof value, "%s", relock_lock_value(held));
+    assert_true(holders_become("qh", value, N));
+    kill(srv[0].pid, SIGSTOP); /* the waiter subscribes on srv[1] */
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        static const char del[] =
+            "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) "
+            "if ARGV[2] ~= '' then redis.call('publish', ARGV[2], '1') end return 1 end return 0";
+        /* Once the waiter listens (bounded), release on srv[1] alone. */
+        int listening = 0;
+        for (int tries = 0; tries < 500 && !listening; tries++) {
+            char *n = testsrv_cmd(&srv[1], "PUBSUB NUMSUB %s", "qh" NOTICE_SUFFIX);
+            listening = n && strstr(n, "1") && !strstr(n, " 0");
+            free(n);
+            if (!listening)
+                tu_sleep_ms(20);
+        }
+        free(testsrv_cmd(&srv[1], "EVAL %s 1 %s %s %s", del, "qh", value,
+                         "qh" NOTICE_SUFFIX));
+        tu_sleep_ms(200);
+        for (int i = 2; i < N; i++)
+            free(testsrv_cmd(&srv[i], "EVAL %s 1 %s %s %s", del, "qh", value, ""));
+        _exit(listening ? 0 : 1);
+    }
+    uint64_t t0 = tu_now_ms();
+    relock_status st = relock_acquire(a, "qh", 30000, 8000, &l);
+    uint64_t took = tu_now_ms() - t0;
+    kill(srv[0].pid, SIGCONT);
+    int status = tu_wait_child(child, 20000);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the releasing child ended with status %d", status);
+    if (st != RELOCK_OK)
+        fail_msg("waiter: %s: %s", relock_status_name(st), relock_client_error(a)->message);
+    /* The backoff alone would end the wait at its 8 s bound. */
+    if (took >= 6000)
+        fail_msg("the waiter took %llu ms: a notice for a release half-way through the "
+                 "servers was followed by a whole backoff", (unsigned long long)took);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_lock_free(held);
+    relock_client_free(a);
+    relock_client_free(b);
+}
+
 static void test_refuses_timestamp_modes(void **state)
 {
     (void)state;
@@ -664,6 +728,7 @@ cmocka_unit_test(test_lost_extend_leaves_nothing),
         cmocka_unit_test(test_paused_server_left_alone),
         cmocka_unit_test(test_refused_password_is_config_error),
         cmocka_unit_test(test_waiter_notified_without_first_server),
+        cmocka_unit_test(test_waiter_notified_half_way),
         cmocka_unit_test(test_refuses_timestamp_modes),
         cmocka_unit_test(test_servers_set_without_file),
         cmocka_unit_test(test_late_majority_leaves_nothing),

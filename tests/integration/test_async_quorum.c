@@ -953,6 +953,77 @@ static void test_notice_without_first_server(void **state)
     loop_fini();
 }
 
+/* A release half-way through the servers when its notice comes: the
+ * releasing client has deleted (and announced) on the first server, the
+ * one the waiter listens on, and reaches the others 200 ms later.  The
+ * attempt right after the notice finds a majority still holding, which
+ * alone would mean a holder and a whole backoff (10 s here); the notice
+ * says the holder is leaving, so it looks again after a server's
+ * timeout. */
+#define NOTICE_SUFFIX " relock:released" /* the channel: key and this */
+
+static void test_notice_half_way(void **state)
+{
+    (void)state;
+    relock_client *b = qblocking("aqh:", 500);
+    relock_lock *held = NULL;
+    assert_int_equal(relock_try_acquire(b, "h", 30000, &held), RELOCK_OK);
+    char value[64];
+    snprintf(value, sizeof value, "%s", relock_lock_value(held));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        static const char del[] =
+            "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) "
+            "if ARGV[2] ~= '' then redis.call('publish', ARGV[2], '1') end return 1 end return 0";
+        /* Once the waiter listens (bounded), release on srv[0] alone. */
+        int listening = 0;
+        for (int tries = 0; tries < 500 && !listening; tries++) {
+            char *n = testsrv_cmd(&srv[0], "PUBSUB NUMSUB %s", "aqh:h" NOTICE_SUFFIX);
+            listening = n && strstr(n, "1") && !strstr(n, " 0");
+            free(n);
+            if (!listening)
+                tu_sleep_ms(20);
+        }
+        free(testsrv_cmd(&srv[0], "EVAL %s 1 %s %s %s", del, "aqh:h", value,
+                         "aqh:h" NOTICE_SUFFIX));
+        tu_sleep_ms(200);
+        for (int i = 1; i < N; i++)
+            free(testsrv_cmd(&srv[i], "EVAL %s 1 %s %s %s", del, "aqh:h", value, ""));
+        _exit(listening ? 0 : 1);
+    }
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = qconfig("aqh:", 500);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_max_ms", "10000"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "wait.backoff_min_ms", "10000"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    outcome o = {0};
+    uint64_t t0 = tu_now_ms();
+    assert_int_equal(relock_async_acquire(a, "h", 30000, 8000, record, &o, NULL), RELOCK_OK);
+    assert_int_equal(run_until(&o.calls, 1, 20000), 1);
+    uint64_t took = o.at - t0;
+    int status = tu_wait_child(child, 20000);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the releasing child ended with status %d", status);
+    expect_ok(&o, "waiter");
+    /* The backoff alone would end the wait at its 8 s bound. */
+    if (took >= 6000)
+        fail_msg("the waiter took %llu ms: a notice for a release half-way through the "
+                 "servers was followed by a whole backoff", (unsigned long long)took);
+    outcome r = {0};
+    assert_int_equal(relock_async_release(o.l, record, &r), RELOCK_OK);
+    assert_int_equal(run_until(&r.calls, 1, 10000), 1);
+    expect_ok(&r, "release");
+    relock_lock_free(o.l);
+    relock_lock_free(held);
+    relock_client_free(b);
+    relock_async_free(a);
+    loop_fini();
+}
+
 /* Cancelled while its attempt is in flight and wins: the won lock is
  * released by the quorum's release before ECANCELED. */
 static relock_async_op *victim;
@@ -1254,6 +1325,7 @@ int main(void)
         cmocka_unit_test(test_keep_lost),
         cmocka_unit_test(test_cancel_waiting),
         cmocka_unit_test(test_notice_without_first_server),
+        cmocka_unit_test(test_notice_half_way),
         cmocka_unit_test(test_waiter_not_woken_by_its_undo),
         cmocka_unit_test(test_cancel_in_flight_undone),
         cmocka_unit_test(test_refusals),

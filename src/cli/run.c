@@ -107,7 +107,12 @@ static void hand_terminal(int had_tty, pid_t pgid)
     sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l, int had_tty)
+/* Starts CMD in a group of its own.  The child execs only once relock has
+ * written a byte on go (the guardian is in place by then): a relock killed
+ * between the fork and the guardian's start leaves no CMD running
+ * unguarded; the child sees the pipe's end instead and exits. */
+static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l, int had_tty,
+                   const int go[2])
 {
     char fence[32];
     snprintf(fence, sizeof fence, "%lld", relock_lock_fence(l));
@@ -121,6 +126,14 @@ static pid_t spawn(char **cmd, const sigset_t *oldmask, relock_lock *l, int had_
     }
     setpgid(0, 0);
     hand_terminal(had_tty, getpid());
+    close(go[1]);
+    char b;
+    ssize_t n;
+    while ((n = read(go[0], &b, 1)) < 0 && errno == EINTR)
+        ;
+    if (n != 1)
+        _exit(126); /* relock is gone: CMD never starts */
+    close(go[0]);
     sigprocmask(SIG_SETMASK, oldmask, NULL);
     signal(SIGPIPE, SIG_DFL); /* ignored dispositions survive exec: restore */
     setenv("RELOCK_NAME", relock_lock_name(l), 1);
@@ -210,13 +223,14 @@ static releaser *releaser_new(const cli_ctx *ctx, relock_client *c, relock_lock 
  */
 static long long mono_ms(void);
 
-static pid_t start_guardian(pid_t pgid, int rfd, int wfd, long long grace_ms,
+static pid_t start_guardian(pid_t pgid, int rfd, int wfd, int gofd, long long grace_ms,
                             const releaser *rel, _Atomic long long *valid_until)
 {
     pid_t g = fork();
     if (g != 0)
         return g;
     close(wfd);
+    close(gofd); /* CMD, still waiting for it, sees its end when relock's goes */
     if (setpgid(0, pgid) < 0)
         _exit(0); /* the group is gone already: nothing to guard */
     for (int sig = 1; sig < NSIG; sig++)
@@ -440,8 +454,16 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         goto out_release;
     }
     int had_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-    pid_t pid = spawn(cmd, &oldmask, l, had_tty);
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        cli_error("run: %s", strerror(errno));
+        code = cli_code(&o, EXIT_SERVER);
+        goto out_release;
+    }
+    pid_t pid = spawn(cmd, &oldmask, l, had_tty, go);
+    close(go[0]);
     if (pid < 0) {
+        close(go[1]);
         cli_error("run: fork: %s", strerror(errno));
         code = cli_code(&o, EXIT_SERVER);
         goto out_release;
@@ -459,7 +481,11 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
         valid_until = NULL;
     else
         atomic_store(valid_until, mono_ms() + relock_lock_validity_ms(l));
-    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], grace, rel, valid_until);
+    pid_t guardian = start_guardian(pid, gpipe[0], gpipe[1], go[1], grace, rel, valid_until);
+    /* The guardian is in place: CMD may start. */
+    if (write(go[1], "g", 1) != 1)
+        kill(pid, SIGKILL); /* the child is gone (killed meanwhile): see to it */
+    close(go[1]);
     if (rel) {
         /* The parent's copy (the guardian has its own): the two entries
          * made for it, the others are environ's. */

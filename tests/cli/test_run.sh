@@ -72,6 +72,25 @@ check "kill: the grandchild $GRAND ended after relock's death" -- wait_for gone 
 # the same name need not wait out the lease.
 check "kill: a second run acquires once the group is gone" -- R run -w 10s tree-kill -- true
 
+# --- 3b. SIGKILL of relock while it starts the guardian.  strace holds
+# relock's second fork (the guardian's; the first is CMD's) for 1.5 s:
+# CMD must not run until the guardian is in place, or a relock killed in
+# that window leaves CMD's group running with nobody to end it.
+command -v strace >/dev/null || bad "early: strace is needed (./dev installs it)"
+strace -f -o /dev/null -e trace=clone -e inject=clone:delay_enter=1500000:when=2 \
+    "$RELOCK" -m modern run -t 4s tree-early -- sh -c "trap '' TERM; $(tree_cmd early)" \
+    >"$DIR/out" 2>"$DIR/err" &
+TRACER=$!
+PIDS+=("$TRACER")
+traced() { RUN=$(pgrep -P "$TRACER" -x relock) && [ -n "$RUN" ]; }
+check "early: relock started under strace" -- wait_for traced
+check "early: the grandchild started" -- wait_for has_pid "$DIR/early.pid"
+GRAND=$(cat "$DIR/early.pid")
+kill -KILL "$RUN"
+check "early: the grandchild $GRAND ended after relock's death" -- wait_for gone "$GRAND"
+kill -KILL "$TRACER" 2>/dev/null
+wait "$TRACER" 2>/dev/null
+
 # --- 4. SIGUSR1 and SIGUSR2 are CMD's, not relock's: passed on, no loss
 for sig in USR1 USR2; do
     "$RELOCK" -m modern run -t 3s "tree-$sig" -- sh -c "trap 'exit 7' $sig; echo \$\$ >$DIR/$sig.pid; while :; do sleep 0.05; done" \

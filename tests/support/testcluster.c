@@ -2,12 +2,17 @@
 #include "testcluster.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "testutil.h"
 
@@ -75,4 +80,36 @@ int testcluster_create(const testsrv *masters, int n)
         return -1;
     }
     return 0;
+}
+
+static int node_of_port(const testcluster_view *c, int port)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->nodes[i].port == port || (c->fronts && c->fronts[i].port == port))
+            return i;
+    return -1;
+}
+
+int testcluster_owner(const testcluster_view *c, const char *key)
+{
+    /* nodes[0] answers a read itself or says MOVED. */
+    char *v = testsrv_cmd(&c->nodes[0], "EXISTS %s", key);
+    assert_non_null(v);
+    int who = 0;
+    if (strncmp(v, "MOVED ", 6) == 0)
+        who = node_of_port(c, atoi(strrchr(v, ':') + 1));
+    free(v);
+    assert_true(who >= 0);
+    return who;
+}
+
+void testcluster_name_on(const testcluster_view *c, int want, const char *stem, char *out,
+                         size_t len)
+{
+    for (int i = 0; i < 1000; i++) {
+        snprintf(out, len, "%s%d", stem, i);
+        if (testcluster_owner(c, out) == want)
+            return;
+    }
+    fail_msg("no name on node %d", want);
 }

@@ -430,7 +430,19 @@ static void test_idle_connections_reopened(void **state)
         free(testsrv_cmd(&srv[i], "CONFIG SET timeout 1"));
     relock_status st = relock_acquire(a, "qi", 30000, 0, &l);
     if (st == RELOCK_OK) {
-        tu_sleep_ms(2500); /* the servers close idle clients after 1-2 s */
+        /* The servers close idle clients after 1-2 s: wait until each has
+         * no client but the query's own (bounded), rather than a fixed
+         * time that may be too short on a loaded machine. */
+        uint64_t end = tu_now_ms() + 8000;
+        for (int i = 0; i < N && tu_now_ms() < end;) {
+            char *info = testsrv_cmd(&srv[i], "INFO clients");
+            int alone = info && strstr(info, "connected_clients:1\r\n");
+            free(info);
+            if (alone)
+                i++;
+            else
+                tu_sleep_ms(50);
+        }
         st = relock_release(l);
     }
     for (int i = 0; i < N; i++)

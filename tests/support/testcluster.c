@@ -32,15 +32,10 @@ int testcluster_node(testsrv *s, int *bus)
 
 int testcluster_await(testsrv *s, const char *cmd, const char *arg, const char *want)
 {
-    uint64_t end = tu_now_ms() + 30000;
-    while (tu_now_ms() < end) {
-        char *v = testsrv_cmd(s, "%s %s", cmd, arg);
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(50);
-    }
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "%s %%s", cmd);
+    if (testsrv_await(s, 30000, want, fmt, arg) == 0)
+        return 0;
     fprintf(stderr, "node on port %d: no \"%s\" in %s %s within 30 s\n", s->port, want, cmd,
             arg);
     return -1;

@@ -145,7 +145,12 @@ def until(word, secs):
             except OSError:
                 break
     return word in seen
-until(b"\n\n", 10)  # nothing: up to 10 s for the first prompt, read ahead of input
+# Up to 10 s for the first prompt (bash's default ends in "$ " or "# "),
+# read ahead of input; it comes within milliseconds, and waiting for it
+# rather than a fixed time keeps the run short.
+end = time.time() + 10
+while time.time() < end and not seen.rstrip(b" ").endswith((b"$", b"#")):
+    until(b"\0", 0.1)  # whatever comes within 0.1 s
 os.write(fd, b"PS1='PROMPT''> '\n")
 until(b"PROMPT> ", 10)
 # In a script when the second argument says so: the shell waits for the

@@ -72,37 +72,7 @@ static int await_reply(int i, const char *cmd, const char *arg, const char *want
     return testcluster_await(&node[i], cmd, arg, want);
 }
 
-static int node_of_port(int port)
-{
-    for (int i = 0; i <= R; i++)
-        if (node[i].port == port)
-            return i;
-    return -1;
-}
-
-/* The node serving key now: node 0 answers a read itself or says MOVED. */
-static int owner(const char *key)
-{
-    char *v = testsrv_cmd(&node[0], "EXISTS %s", key);
-    assert_non_null(v);
-    int who = 0;
-    if (strncmp(v, "MOVED ", 6) == 0)
-        who = node_of_port(atoi(strrchr(v, ':') + 1));
-    free(v);
-    assert_true(who >= 0);
-    return who;
-}
-
-/* A lock name whose key node want serves. */
-static void name_on(int want, const char *stem, char *out, size_t len)
-{
-    for (int i = 0; i < 1000; i++) {
-        snprintf(out, len, "%s%d", stem, i);
-        if (owner(out) == want)
-            return;
-    }
-    fail_msg("no name on node %d", want);
-}
+static const testcluster_view cluster = {node, NULL, R + 1};
 
 
 static long long info_num(int i, const char *section, const char *field)
@@ -297,14 +267,14 @@ static void test_keys_everywhere(void **state)
     relock_client *c = blocking("true");
     long long moved = 0;
     char names[N][64];
-    for (int i = 0; i < N; i++) /* owner() itself meets MOVED on node 0 */
-        name_on(i, "ev", names[i], sizeof names[i]);
+    for (int i = 0; i < N; i++) /* testcluster_owner(&cluster, ) itself meets MOVED on node 0 */
+        testcluster_name_on(&cluster, i, "ev", names[i], sizeof names[i]);
     /* The asynchronous client's watch marker, sent before its first
      * attempt while the map is still unknown, meets a MOVED of its own
      * unless node 0 serves it. */
     char wk[128];
     assert_int_equal(relock__watch_key("", wk, sizeof wk), 0);
-    long long watch_moved = owner(wk) != 0;
+    long long watch_moved = testcluster_owner(&cluster, wk) != 0;
     long long moved0 = moved_total();
     for (int round = 0; round < 2; round++) {
         /* The first MOVED (node 1's name) makes each client read the whole
@@ -371,7 +341,7 @@ static void test_slot_migration(void **state)
     relock_async *a3 = async_client(&lp, "false");
     char name[64], fkey[128];
     int s = 1, t = 2, x = 0; /* source, target, the third */
-    name_on(s, "amig", name, sizeof name);
+    testcluster_name_on(&cluster, s, "amig", name, sizeof name);
     assert_int_equal(relock__fence_key(name, fkey, sizeof fkey), 0);
     outcome o;
     must(try_acquire(a, name, &o), "acquire");
@@ -440,7 +410,7 @@ static void test_slot_migration(void **state)
         expect_ok(i, v);
         free(v);
     }
-    assert_int_equal(owner(name), t);
+    assert_int_equal(testcluster_owner(&cluster, name), t);
 
     /* MOVED takes the client to t, where the lock still is ours. */
     extend_ok(l, 30000);
@@ -554,8 +524,8 @@ static void test_failover(void **state)
     relock_async *a = async_client(&lp, "true");
     relock_async *b = async_client(&lp, "true");
     char name[64], other_name[64];
-    name_on(1, "afo", name, sizeof name);
-    name_on(0, "afo", other_name, sizeof other_name);
+    testcluster_name_on(&cluster, 1, "afo", name, sizeof name);
+    testcluster_name_on(&cluster, 0, "afo", other_name, sizeof other_name);
     outcome o;
     must(try_acquire(a, name, &o), "acquire");
     relock_lock *l = o.l;
@@ -662,7 +632,7 @@ static void test_clock_per_node(void **state)
     const int on[2] = {SKEWED, 0};
     char names[2][64];
     for (int k = 0; k < 2; k++)
-        name_on(on[k], "aclk", names[k], sizeof names[k]);
+        testcluster_name_on(&cluster, on[k], "aclk", names[k], sizeof names[k]);
     /* both nodes' connections open and the map known (the first lock
      * starts at node[0], its clock read there before the MOVED) */
     for (int k = 0; k < 2; k++) {
@@ -706,15 +676,15 @@ static void test_marker_on_its_node(void **state)
     (void)state;
     char mk[128];
     assert_int_equal(relock__marker_key("", mk, sizeof mk), 0);
-    int m = owner(mk);
+    int m = testcluster_owner(&cluster, mk);
     int at = -1; /* another node, not the skewed one */
     for (int i = 0; i < N && at < 0; i++)
         if (i != m && i != SKEWED)
             at = i;
     assert_true(at >= 0);
     char near[64], name[64], v[32];
-    name_on(m, "amk-near", near, sizeof near);
-    name_on(at, "amk", name, sizeof name);
+    testcluster_name_on(&cluster, m, "amk-near", near, sizeof near);
+    testcluster_name_on(&cluster, at, "amk", name, sizeof name);
     for (int round = 0; round < 2; round++) {
         char *r = testsrv_cmd(&node[m], "DEL %s", mk);
         free(r);
@@ -764,7 +734,7 @@ static void test_watch_on_its_node(void **state)
     (void)state;
     char wk[128];
     assert_int_equal(relock__watch_key("", wk, sizeof wk), 0);
-    int m = owner(wk);
+    int m = testcluster_owner(&cluster, wk);
     char *r = testsrv_cmd(&node[m], "DEL %s", wk);
     free(r);
     relock_async_loop lp;
@@ -773,7 +743,7 @@ static void test_watch_on_its_node(void **state)
     char name[64];
     outcome o;
     for (int i = 0; i < N; i++) {
-        name_on(i, "awt", name, sizeof name);
+        testcluster_name_on(&cluster, i, "awt", name, sizeof name);
         must(try_acquire(a, name, &o), "acquire");
         release_ok(o.l);
     }
@@ -809,14 +779,14 @@ static void test_durable_tryagain(void **state)
         assert_true(i < 1000);
         snprintf(prefix, sizeof prefix, "dt%d:", i);
         assert_int_equal(relock__watch_key(prefix, wk, sizeof wk), 0);
-        if (owner(wk) == 0)
+        if (testcluster_owner(&cluster, wk) == 0)
             break;
     }
     for (int i = 0;; i++) {
         assert_true(i < 1000);
         snprintf(name, sizeof name, "adt%d", i);
         snprintf(key, sizeof key, "%s%s", prefix, name);
-        if (owner(key) == 1)
+        if (testcluster_owner(&cluster, key) == 1)
             break;
     }
     relock_config *cfg = cluster_config("true");
@@ -943,7 +913,7 @@ static void test_owner_records(void **state)
     for (int round = 0; round < 2; round++)
         for (int i = N - 1; i >= 0; i--) {
             char name[64], rkey[96];
-            name_on(i, "aown", name, sizeof name);
+            testcluster_name_on(&cluster, i, "aown", name, sizeof name);
             snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
             outcome o;
             must(try_acquire(a, name, &o), "acquire");

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +35,7 @@ static void hooked_read(redisAsyncContext *ac);
 #include "relock_async_libevent.h"
 #endif
 #undef redisAsyncHandleRead
+#include "clock_step.h"
 #include "relock.h"
 #include "relock_async.h"
 #include "testclient.h"
@@ -56,47 +56,13 @@ static void hooked_read(redisAsyncContext *ac)
 
 /* ------------------------------------------------------------ the wall clock's step */
 
-/* Added to CLOCK_REALTIME (the library is linked statically and calls
- * this); 0 but in the forked child of the clock test.  The monotonic
- * clock is never stepped. */
-static volatile long long step_ms;
-
-int clock_gettime(clockid_t id, struct timespec *ts)
-{
-    long rc = syscall(SYS_clock_gettime, id, ts);
-    if (rc != 0 || id != CLOCK_REALTIME || step_ms == 0)
-        return (int)rc;
-    long long ns = (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec + step_ms * 1000000LL;
-    ts->tv_sec = (time_t)(ns / 1000000000LL);
-    ts->tv_nsec = (long)(ns % 1000000000LL);
-    return 0;
-}
-
-static long long true_wall_ms(void)
-{
-    struct timespec ts;
-    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* clock_step_ms and clock_true_wall_ms: tests/support/clock_step.c, a
+ * source of this program. */
 
 #include "testloop.h"
 
 static testsrv master, replica;
 static int stopped; /* the replica is SIGSTOPped */
-
-static int wait_for(const testsrv *s, long ms, const char *want)
-{
-    uint64_t end = tu_now_ms() + (uint64_t)ms;
-    do {
-        char *v = testsrv_cmd(s, "INFO %s", "replication");
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(100);
-    } while (tu_now_ms() < end);
-    return -1;
-}
 
 static int setup(void **state)
 {
@@ -108,8 +74,9 @@ static int setup(void **state)
     const char *rargs[] = {"--replicaof", "127.0.0.1", port, NULL};
     if (testsrv_start(&replica, rargs) != 0)
         return -1;
-    if (wait_for(&replica, 15000, "master_link_status:up") != 0 ||
-        wait_for(&master, 15000, "connected_slaves:1") != 0) {
+    if (testsrv_await(&replica, 15000, "master_link_status:up", "INFO %s", "replication") != 0 ||
+        testsrv_await(&master, 15000, "connected_slaves:1", "INFO %s",
+                      "replication") != 0) {
         fprintf(stderr, "setup: the replica did not sync within 15 s\n");
         return -1;
     }
@@ -296,7 +263,8 @@ static void test_durable(void **state)
         assert_true(tu_now_ms() - t0 >= 900);
         assert_false(key_exists(other));
         resume();
-        assert_int_equal(wait_for(&master, 15000, "connected_slaves:1"), 0);
+        assert_int_equal(
+            testsrv_await(&master, 15000, "connected_slaves:1", "INFO %s", "replication"), 0);
         /* the lock extended while the replica was silent is still ours */
         o = run_release(l);
         assert_int_equal(o.st, RELOCK_OK);
@@ -338,7 +306,8 @@ static void test_durable_shorter(void **state)
         relock_lock_free(l);
         relock_async_free(a);
         loop_fini();
-        assert_int_equal(wait_for(&master, 15000, "connected_slaves:1"), 0);
+        assert_int_equal(
+            testsrv_await(&master, 15000, "connected_slaves:1", "INFO %s", "replication"), 0);
     }
 }
 
@@ -653,7 +622,7 @@ static void test_owner_cancel(void **state)
 static void clock_child(const char *clock, const char *mode, const char *mine,
                         const char *live, tu_chan *ch)
 {
-    step_ms = STEP;
+    clock_step_ms = STEP;
     relock_async_loop lp;
     loop_init(&lp);
     const char *const kv[] = {"legacy.clock", clock, NULL};
@@ -684,7 +653,7 @@ static void test_clock_server(void **state)
             snprintf(live, sizeof live, "aclk-live-%s-%s", cmodes[ci], clock);
             char v[32];
             /* a classic holder, live for 60 s by every true clock */
-            snprintf(v, sizeof v, "%lld", true_wall_ms() + 60000);
+            snprintf(v, sizeof v, "%lld", clock_true_wall_ms() + 60000);
             char *r = testsrv_cmd(&master, "SET %s %s", live, v);
             free(r);
             r = testsrv_cmd(&master, "DEL %s", mine);
@@ -709,7 +678,7 @@ static void test_clock_server(void **state)
             long long ts = atoll(line);
             const char *sp = strrchr(line, ' ');
             int busy = sp ? atoi(sp + 1) : -1;
-            long long now = true_wall_ms();
+            long long now = clock_true_wall_ms();
             if (server) {
                 /* written by the server's clock: about now + 10 s */
                 if (!(ts >= now + 8000 && ts <= now + 11000))

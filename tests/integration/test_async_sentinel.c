@@ -182,7 +182,7 @@ static void test_failover(void **state)
     /* A holds "held" across the failover, replicated before the kill;
      * B waits for it. */
     relock_lock *held = acquire_ok(a, "held");
-    assert_int_equal(testsentinel_wait_for(&replica, 10000, "1", "EXISTS %s", "held"), 0);
+    assert_int_equal(testsrv_await(&replica, 10000, "1", "EXISTS %s", "held"), 0);
     outcome waiter = {0};
     assert_int_equal(relock_async_acquire(b, "held", 20000, 60000, record, &waiter, NULL),
                      RELOCK_OK);

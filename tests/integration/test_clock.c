@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,31 +21,15 @@
 #include <cmocka.h>
 
 #include "internal.h" /* relock__wall_ms: the shim's own check */
+#include "clock_step.h"
 #include "relock.h"
 #include "testclient.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ the step */
 
-static volatile long long step_ms; /* added to CLOCK_REALTIME; 0 in the parent */
-
-int clock_gettime(clockid_t id, struct timespec *ts)
-{
-    long rc = syscall(SYS_clock_gettime, id, ts);
-    if (rc != 0 || id != CLOCK_REALTIME || step_ms == 0)
-        return (int)rc;
-    long long ns = (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec + step_ms * 1000000LL;
-    ts->tv_sec = (time_t)(ns / 1000000000LL);
-    ts->tv_nsec = (long)(ns % 1000000000LL);
-    return 0;
-}
-
-static long long true_wall_ms(void)
-{
-    struct timespec ts;
-    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* clock_step_ms and clock_true_wall_ms: tests/support/clock_step.c, a
+ * source of this program. */
 
 /* ------------------------------------------------------------ servers */
 
@@ -118,8 +101,8 @@ static void child(const scenario *sc, tu_chan *ch)
     relock_lock *l = NULL;
     CHILD_EXPECT(relock_acquire(c, sc->live, 5000, 0, &l) == RELOCK_BUSY, 10, "held before the step");
 
-    step_ms = STEP_MS;
-    long long seen = relock__wall_ms() - true_wall_ms();
+    clock_step_ms = STEP_MS;
+    long long seen = relock__wall_ms() - clock_true_wall_ms();
     CHILD_EXPECT(seen >= STEP_MS - 50 && seen <= STEP_MS + 50, 11, "the shim steps by %lld", seen);
     relock_status st = relock_acquire(c, sc->live, 5000, 0, &l);
     if (server) {
@@ -131,7 +114,7 @@ static void child(const scenario *sc, tu_chan *ch)
         l = NULL;
     }
 
-    step_ms = -STEP_MS;
+    clock_step_ms = -STEP_MS;
     st = relock_acquire(c, sc->mine, 10000, 0, &l);
     CHILD_EXPECT(st == RELOCK_OK, 14, "-120 s: acquire of a free lock (%s)", relock_status_name(st));
     /* The value written: the fleet's clock (the server's) or ours, 120 s
@@ -143,9 +126,9 @@ static void child(const scenario *sc, tu_chan *ch)
     if (server) {
         /* Back at the true time, and after a new measurement: the live
          * lock is still held. */
-        step_ms = 0;
+        clock_step_ms = 0;
         tu_sleep_ms(RELOCK__CLOCK_REMEASURE_MS + 100);
-        step_ms = STEP_MS;
+        clock_step_ms = STEP_MS;
         st = relock_acquire(c, sc->live, 5000, 0, &l);
         CHILD_EXPECT(st == RELOCK_BUSY, 15, "+120 s after re-measuring: took a live lock");
     }
@@ -160,7 +143,7 @@ static void run_scenario(scenario *sc)
     snprintf(sc->mine, sizeof sc->mine, "clk-mine-%s-%s-%s", tag, sc->mode, sc->clock);
     char v[32];
     /* A classic holder, live for 60 s by every true clock. */
-    snprintf(v, sizeof v, "%lld", true_wall_ms() / 1000 + 60);
+    snprintf(v, sizeof v, "%lld", clock_true_wall_ms() / 1000 + 60);
     char *r = testsrv_cmd(&srv, "SET %s %s", sc->live, v);
     free(r);
     r = testsrv_cmd(&srv, "DEL %s", sc->mine);
@@ -190,7 +173,7 @@ static void run_scenario(scenario *sc)
     relock_client *c = tu_client(port_of(sc->pi), sc->mode, NULL);
     relock_lock *l = NULL;
     relock_status st = relock_acquire(c, sc->mine, 5000, 0, &l);
-    long long now_s = true_wall_ms() / 1000;
+    long long now_s = clock_true_wall_ms() / 1000;
     if (server) {
         /* Written by the server's clock: about now + 10 s + 1. */
         assert_true(ts >= now_s + 9 && ts <= now_s + 12);

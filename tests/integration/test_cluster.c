@@ -128,37 +128,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static int node_of_port(int port)
-{
-    for (int i = 0; i < 2 * N; i++)
-        if (node[i].port == port)
-            return i;
-    return -1;
-}
-
-/* The node serving key now: node 0 answers a read itself or says MOVED. */
-static int owner(const char *key)
-{
-    char *v = testsrv_cmd(&node[0], "EXISTS %s", key);
-    assert_non_null(v);
-    int who = 0;
-    if (strncmp(v, "MOVED ", 6) == 0)
-        who = node_of_port(atoi(strrchr(v, ':') + 1));
-    free(v);
-    assert_true(who >= 0);
-    return who;
-}
-
-/* A lock name whose key node want serves. */
-static void name_on(int want, const char *stem, char *out, size_t len)
-{
-    for (int i = 0; i < 1000; i++) {
-        snprintf(out, len, "%s%d", stem, i);
-        if (owner(out) == want)
-            return;
-    }
-    fail_msg("no name on node %d", want);
-}
+static const testcluster_view cluster = {node, NULL, 2 * N};
 
 /* A client given node[0]; settings: NULL-terminated name, value pairs. */
 static relock_client *client_with(const char *mode, const char *const *settings)
@@ -239,7 +209,7 @@ static char *get_on(int i, const char *key)
  * serves them; twice, so that the fence is seen to increase. */
 static void lock_cycle(relock_client *c, relock_client *other, const char *name)
 {
-    int at = owner(name);
+    int at = testcluster_owner(&cluster, name);
     char fkey[128];
     fence_key(name, fkey, sizeof fkey);
     long long last = 0;
@@ -269,14 +239,14 @@ static void locks_everywhere(const char *mode)
     relock_client *c = cluster_client(mode), *other = cluster_client(mode);
     char name[64];
     for (int i = 0; i < N; i++) {
-        name_on(i, mode, name, sizeof name);
+        testcluster_name_on(&cluster, i, mode, name, sizeof name);
         lock_cycle(c, other, name);
     }
     /* A hash tag picks the slot; the fence key keeps it. */
     lock_cycle(c, other, "{orders}:nightly");
 
     /* A waiter on another node's lock gets it when the lease ends. */
-    name_on(2, "wait", name, sizeof name);
+    testcluster_name_on(&cluster, 2, "wait", name, sizeof name);
     relock_lock *l = NULL, *l2 = NULL;
     CHECK(c, relock_try_acquire(c, name, 300, &l));
     CHECK(other, relock_acquire(other, name, 5000, 5000, &l2));
@@ -286,7 +256,7 @@ static void locks_everywhere(const char *mode)
     relock_lock_free(l);
 
     /* Inspection, and renewal on a connection of its own. */
-    name_on(1, "keep", name, sizeof name);
+    testcluster_name_on(&cluster, 1, "keep", name, sizeof name);
     CHECK(c, relock_try_acquire(c, name, 600, &l));
     CHECK(c, relock_keep(l, NULL, NULL));
     tu_sleep_ms(1500);
@@ -356,7 +326,7 @@ static void test_slot_map(void **state)
     (void)state;
     char names[N][64];
     for (int i = 0; i < N; i++)
-        name_on(i, "map", names[i], sizeof names[i]);
+        testcluster_name_on(&cluster, i, "map", names[i], sizeof names[i]);
 
     relock_client *c = cluster_client("modern");
     /* Learning: the first lock on another master says MOVED once. */
@@ -419,7 +389,7 @@ static void test_inspect_batch_redirected(void **state)
 {
     (void)state;
     char name[64];
-    name_on(1, "insp", name, sizeof name);
+    testcluster_name_on(&cluster, 1, "insp", name, sizeof name);
     relock_client *h = cluster_client("modern");
     relock_lock *l = NULL;
     CHECK(h, relock_try_acquire(h, name, 20000, &l));
@@ -463,7 +433,7 @@ static long long subscribers_on(int i, const char *name)
 static void waiter_woken(const char *const *settings)
 {
     char name[64];
-    name_on(2, "notice", name, sizeof name);
+    testcluster_name_on(&cluster, 2, "notice", name, sizeof name);
     relock_client *h = cluster_client("modern");
     relock_lock *l = NULL;
     CHECK(h, relock_try_acquire(h, name, 60000, &l));
@@ -577,7 +547,7 @@ static void test_slot_migration(void **state)
     relock_client *c = cluster_client("modern");
     char name[64], fkey[128];
     int s = 1, t = 2, x = 0; /* source, target, the third */
-    name_on(s, "mig", name, sizeof name);
+    testcluster_name_on(&cluster, s, "mig", name, sizeof name);
     fence_key(name, fkey, sizeof fkey);
     relock_lock *l = NULL;
     CHECK(c, relock_try_acquire(c, name, 30000, &l));
@@ -661,7 +631,7 @@ static void test_slot_migration(void **state)
         expect_ok(i, v);
         free(v);
     }
-    assert_int_equal(owner(name), t);
+    assert_int_equal(testcluster_owner(&cluster, name), t);
 
     /* New acquires in the slot: the first meets MOVED once on s, and the
      * map sends the next straight to t. */
@@ -747,9 +717,9 @@ static void test_scan_every_master(void **state)
 {
     (void)state;
     char legacy[64], bridge[64], modern[64];
-    name_on(1, "scan:legacy", legacy, sizeof legacy);
-    name_on(0, "scan:bridge", bridge, sizeof bridge);
-    name_on(2, "scan:modern", modern, sizeof modern);
+    testcluster_name_on(&cluster, 1, "scan:legacy", legacy, sizeof legacy);
+    testcluster_name_on(&cluster, 0, "scan:bridge", bridge, sizeof bridge);
+    testcluster_name_on(&cluster, 2, "scan:modern", modern, sizeof modern);
     char ts[32];
     snprintf(ts, sizeof ts, "%lld", (long long)(time(NULL) + 3600)); /* a live legacy lock */
     char *v = testsrv_cmd(&node[1], "SET %s %s", legacy, ts);
@@ -865,8 +835,8 @@ static void test_failover(void **state)
     (void)state;
     const int m = 1, r = N + 1;
     char name[64], other_name[64];
-    name_on(m, "fo", name, sizeof name);
-    name_on(0, "fo", other_name, sizeof other_name);
+    testcluster_name_on(&cluster, m, "fo", name, sizeof name);
+    testcluster_name_on(&cluster, 0, "fo", other_name, sizeof other_name);
     relock_client *h = cluster_client("modern");
     relock_lock *l = NULL, *k = NULL;
     CHECK(h, relock_try_acquire(h, name, 60000, &l));

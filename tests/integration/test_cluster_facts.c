@@ -42,38 +42,8 @@ static int bus[N];
 
 static const char *const personality[N] = {"valkey-9.0", "7", "7"};
 
-/* The node whose proxy listens on port, or -1. */
-static int node_of_port(int port)
-{
-    for (int i = 0; i < N; i++)
-        if (px[i].port == port || node[i].port == port)
-            return i;
-    return -1;
-}
-
-/* The node serving key: node 0 answers a read itself or says MOVED. */
-static int owner(const char *key)
-{
-    char *v = testsrv_cmd(&node[0], "EXISTS %s", key);
-    assert_non_null(v);
-    int who = 0;
-    if (strncmp(v, "MOVED ", 6) == 0)
-        who = node_of_port(atoi(strrchr(v, ':') + 1));
-    free(v);
-    assert_true(who >= 0);
-    return who;
-}
-
-/* A lock name whose key node want serves. */
-static void name_on(int want, const char *stem, char *out, size_t len)
-{
-    for (int i = 0; i < 1000; i++) {
-        snprintf(out, len, "%s%d", stem, i);
-        if (owner(out) == want)
-            return;
-    }
-    fail_msg("no name on node %d", want);
-}
+/* A MOVED reply names a node's proxy. */
+static const testcluster_view cluster = {node, px, N};
 
 static int setup(void **state)
 {
@@ -192,7 +162,7 @@ static void test_blocking(void **state)
     relock_config_free(cfg);
     char names[N][64];
     for (int i = 0; i < N; i++)
-        name_on(i, "bf", names[i], sizeof names[i]);
+        testcluster_name_on(&cluster, i, "bf", names[i], sizeof names[i]);
     /* every node's connection opened (and probed) once */
     for (int i = 0; i < N; i++) {
         relock_lock *l = NULL;
@@ -232,7 +202,7 @@ static void test_async(void **state)
         fail_msg("relock_async_new: %s", relock_async_error(a)->message);
     char names[N][64];
     for (int i = 0; i < N; i++)
-        name_on(i, "af", names[i], sizeof names[i]);
+        testcluster_name_on(&cluster, i, "af", names[i], sizeof names[i]);
     for (int i = 0; i < N; i++) {
         outcome o = {0};
         assert_int_equal(relock_async_try_acquire(a, names[i], 30000, record, &o, NULL),

@@ -29,22 +29,6 @@
 static testsrv master, rep[2], proxy;
 static int stopped = -1; /* the replica now SIGSTOPped, or -1 */
 
-/* Waits up to ms for INFO replication of s to contain want; 0 when it
- * did. */
-static int wait_for(const testsrv *s, long ms, const char *want)
-{
-    uint64_t end = tu_now_ms() + (uint64_t)ms;
-    do {
-        char *v = testsrv_cmd(s, "INFO %s", "replication");
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(100);
-    } while (tu_now_ms() < end);
-    return -1;
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -56,12 +40,14 @@ static int setup(void **state)
     for (int i = 0; i < 2; i++) {
         if (testsrv_start(&rep[i], rargs) != 0)
             return -1;
-        if (wait_for(&rep[i], 15000, "master_link_status:up") != 0) {
+        if (testsrv_await(&rep[i], 15000, "master_link_status:up", "INFO %s",
+                          "replication") != 0) {
             fprintf(stderr, "setup: replica %d did not sync within 15 s\n", i);
             return -1;
         }
     }
-    if (wait_for(&master, 15000, "connected_slaves:2") != 0) {
+    if (testsrv_await(&master, 15000, "connected_slaves:2", "INFO %s",
+                      "replication") != 0) {
         fprintf(stderr, "setup: the master did not see both replicas within 15 s\n");
         return -1;
     }
@@ -244,7 +230,8 @@ static void test_replica_stopped(void **state)
         relock_client_free(one);
 
         resume();
-        assert_int_equal(wait_for(&rep[1], 15000, "master_link_status:up"), 0);
+        assert_int_equal(
+            testsrv_await(&rep[1], 15000, "master_link_status:up", "INFO %s", "replication"), 0);
         /* Acknowledged again once the replica runs: the extend succeeds
          * (bounded retries while it catches up). */
         for (int i = 0; i < 20 && (st = relock_extend(held, 10000)) != RELOCK_OK; i++)
@@ -315,7 +302,8 @@ static void test_replica_stopped_shorter(void **state)
         relock_lock_free(held);
         relock_client_free(c);
         resume();
-        assert_int_equal(wait_for(&rep[1], 15000, "master_link_status:up"), 0);
+        assert_int_equal(
+            testsrv_await(&rep[1], 15000, "master_link_status:up", "INFO %s", "replication"), 0);
     }
 }
 
@@ -358,7 +346,8 @@ static void test_keep_unacknowledged(void **state)
     relock_lock_free(l);
     relock_client_free(c);
     resume();
-    assert_int_equal(wait_for(&rep[1], 15000, "master_link_status:up"), 0);
+    assert_int_equal(
+        testsrv_await(&rep[1], 15000, "master_link_status:up", "INFO %s", "replication"), 0);
 }
 
 /* Runs cmd by the shell; returns its exit code, its output in out. */

@@ -2,12 +2,17 @@
 #include "testcluster.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "testutil.h"
 
@@ -27,15 +32,10 @@ int testcluster_node(testsrv *s, int *bus)
 
 int testcluster_await(testsrv *s, const char *cmd, const char *arg, const char *want)
 {
-    uint64_t end = tu_now_ms() + 30000;
-    while (tu_now_ms() < end) {
-        char *v = testsrv_cmd(s, "%s %s", cmd, arg);
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(50);
-    }
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "%s %%s", cmd);
+    if (testsrv_await(s, 30000, want, fmt, arg) == 0)
+        return 0;
     fprintf(stderr, "node on port %d: no \"%s\" in %s %s within 30 s\n", s->port, want, cmd,
             arg);
     return -1;
@@ -75,4 +75,36 @@ int testcluster_create(const testsrv *masters, int n)
         return -1;
     }
     return 0;
+}
+
+static int node_of_port(const testcluster_view *c, int port)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->nodes[i].port == port || (c->fronts && c->fronts[i].port == port))
+            return i;
+    return -1;
+}
+
+int testcluster_owner(const testcluster_view *c, const char *key)
+{
+    /* nodes[0] answers a read itself or says MOVED. */
+    char *v = testsrv_cmd(&c->nodes[0], "EXISTS %s", key);
+    assert_non_null(v);
+    int who = 0;
+    if (strncmp(v, "MOVED ", 6) == 0)
+        who = node_of_port(c, atoi(strrchr(v, ':') + 1));
+    free(v);
+    assert_true(who >= 0);
+    return who;
+}
+
+void testcluster_name_on(const testcluster_view *c, int want, const char *stem, char *out,
+                         size_t len)
+{
+    for (int i = 0; i < 1000; i++) {
+        snprintf(out, len, "%s%d", stem, i);
+        if (testcluster_owner(c, out) == want)
+            return;
+    }
+    fail_msg("no name on node %d", want);
 }

@@ -13,21 +13,6 @@
 
 #include "testutil.h"
 
-int testsentinel_wait_for(const testsrv *s, long ms, const char *want, const char *fmt,
-                          const char *arg)
-{
-    uint64_t end = tu_now_ms() + (uint64_t)ms;
-    do {
-        char *v = testsrv_cmd(s, fmt, arg);
-        int ok = v && strstr(v, want);
-        free(v);
-        if (ok)
-            return 0;
-        tu_sleep_ms(100);
-    } while (tu_now_ms() < end);
-    return -1;
-}
-
 int testsentinel_start(testsrv *master, testsrv *replica, testsrv *sent, int nsent)
 {
     if (testsrv_start(master, NULL) != 0)
@@ -37,7 +22,7 @@ int testsentinel_start(testsrv *master, testsrv *replica, testsrv *sent, int nse
     const char *rargs[] = {"--replicaof", "127.0.0.1", port, NULL};
     if (testsrv_start(replica, rargs) != 0)
         return -1;
-    if (testsentinel_wait_for(replica, 15000, "master_link_status:up", "INFO %s",
+    if (testsrv_await(replica, 15000, "master_link_status:up", "INFO %s",
                               "replication") != 0) {
         fprintf(stderr, "setup: the replica did not sync within 15 s\n");
         return -1;
@@ -50,9 +35,9 @@ int testsentinel_start(testsrv *master, testsrv *replica, testsrv *sent, int nse
     char others[48];
     snprintf(others, sizeof others, "num-other-sentinels %d ", nsent - 1);
     for (int i = 0; i < nsent; i++) {
-        if (testsentinel_wait_for(&sent[i], 30000, "num-slaves 1 ", "SENTINEL MASTER %s", "m") !=
+        if (testsrv_await(&sent[i], 30000, "num-slaves 1 ", "SENTINEL MASTER %s", "m") !=
                 0 ||
-            testsentinel_wait_for(&sent[i], 30000, others, "SENTINEL MASTER %s", "m") != 0) {
+            testsrv_await(&sent[i], 30000, others, "SENTINEL MASTER %s", "m") != 0) {
             fprintf(stderr, "setup: sentinel %d did not discover the others within 30 s\n", i);
             return -1;
         }

@@ -9,10 +9,6 @@
 #include "relock.h"
 #include "testsrv.h"
 
-/* Waits up to ms for the reply to the command (fmt with arg, as
- * testsrv_cmd renders it) to contain want; 0 when it did. */
-int testsentinel_wait_for(const testsrv *s, long ms, const char *want, const char *fmt,
-                          const char *arg);
 /* Starts the master, its replica (synced) and nsent sentinels that know
  * each other and the replica (a failover needs that); 0, or -1 with a line
  * on stderr. */

@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "testsrv.h"
+#include "testutil.h"
 
 #ifndef TESTSRV_PROXY_PATH
 #define TESTSRV_PROXY_PATH "relock-compat-proxy"
@@ -511,4 +512,19 @@ char *testsrv_cmd_port(int port, const char *fmt, ...)
     char *out = vcmd(port, fmt, ap);
     va_end(ap);
     return out;
+}
+
+int testsrv_await(const testsrv *s, long ms, const char *want, const char *fmt,
+                  const char *arg)
+{
+    uint64_t end = tu_now_ms() + (uint64_t)ms;
+    do {
+        char *v = testsrv_cmd(s, fmt, arg);
+        int ok = v && strstr(v, want);
+        free(v);
+        if (ok)
+            return 0;
+        tu_sleep_ms(50);
+    } while (tu_now_ms() < end);
+    return -1;
 }

@@ -89,6 +89,11 @@ void testsrv_stop(testsrv *s);
  * return its reply as a newly allocated string ("(nil)", integers in
  * decimal, errors as "ERR ..."), or NULL when unreachable.  free() it. */
 char *testsrv_cmd(const testsrv *s, const char *fmt, ...);
+/* Waits up to ms (asking every 50 ms) until s's reply to the command (fmt
+ * with arg, as testsrv_cmd renders it) contains want; 0 when it did, -1
+ * when it did not. */
+int testsrv_await(const testsrv *s, long ms, const char *want, const char *fmt,
+                  const char *arg);
 /* The same for a server (or proxy) on 127.0.0.1:port started elsewhere. */
 char *testsrv_cmd_port(int port, const char *fmt, ...);
 

@@ -95,11 +95,11 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
             relock__err_copy(&a->fatal_err, &a->err);
             return st;
         }
-        a->kit = &kit_quorum;
+        a->kit = &relock__a_kit_quorum;
         a->probed = 1;
     }
     if (!a->kit)
-        conn_connect(&a->conns[0]);
+        relock__a_conn_connect(&a->conns[0]);
     return RELOCK_OK;
 }
 
@@ -165,7 +165,7 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long long 
         wait_ms = a->c->s.wait.max_ms;
     if (wait_ms < RELOCK_WAIT_FOREVER)
         return refuse(a, RELOCK_EINVAL, "wait: %lld ms is not a valid bound", wait_ms);
-    if (!start_armed(a))
+    if (!relock__a_start_armed(a))
         return refuse(a, RELOCK_ENOMEM, "acquire %s: out of memory for a timer", name);
     relock_lock *l;
     relock__err_clear(&a->c->err);
@@ -174,8 +174,8 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long long 
         relock__err_copy(&a->err, &a->c->err);
         return st;
     }
-    aop *op = op_new(a, K_ACQ, cb, arg);
-    if (!op || !alock(a, l)) {
+    aop *op = relock__a_op_new(a, K_ACQ, cb, arg);
+    if (!op || !relock__a_alock(a, l)) {
         free(op);
         relock_lock_free(l);
         return refuse(a, RELOCK_ENOMEM, "acquire %s: out of memory", name);
@@ -185,7 +185,7 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long long 
     op->wait_ms = wait_ms;
     op->began = now_ms();
     op->deadline = wait_ms > 0 ? op->began + (uint64_t)wait_ms : 0;
-    op_enqueue(op);
+    relock__a_op_enqueue(op);
     if (opp)
         *opp = (relock_async_op *)op;
     return RELOCK_OK;
@@ -202,9 +202,10 @@ static void cancel_fire(void *arg)
     aop *op = arg;
     relock_async *a = op->a;
     op->timer = NULL;
-    enter(a);
-    op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
-    leave(a);
+    relock__a_enter(a);
+    relock__a_op_finish(
+        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+    relock__a_leave(a);
 }
 
 relock_status relock_async_cancel(relock_async_op *h)
@@ -220,13 +221,13 @@ relock_status relock_async_cancel(relock_async_op *h)
         /* nothing of it in flight: it ends at the next turn of the loop */
         timer_stop(a, &op->timer);
         if (op->state == S_NEW)
-            queue_remove(op->cn, op);
-        chan_leave(op);
+            relock__a_queue_remove(op->cn, op);
+        relock__a_chan_leave(op);
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
     } else if (op->state == S_QUEUED && !op->sent_any) {
-        queue_remove(op->redir ? op->redir : op->cn, op);
-        batch_clear(op);
+        relock__a_queue_remove(op->redir ? op->redir : op->cn, op);
+        relock__a_batch_clear(op);
         op->state = S_SLEEP;
         op->timer = timer_start(a, 0, cancel_fire, op);
     }
@@ -264,10 +265,10 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     if (al->after || (al->busy && (kind != K_REL || al->busy->kind != K_KEEP)))
         return refuse(a, RELOCK_EINVAL, "%s %s: another operation on this lock is in flight",
                       kind == K_REL ? "release" : "extend", l->name);
-    if (!start_armed(a))
+    if (!relock__a_start_armed(a))
         return refuse(a, RELOCK_ENOMEM, "%s %s: out of memory for a timer",
                       kind == K_REL ? "release" : "extend", l->name);
-    aop *op = op_new(a, kind, cb, arg);
+    aop *op = relock__a_op_new(a, kind, cb, arg);
     if (!op)
         return refuse(a, RELOCK_ENOMEM, "%s: out of memory", l->name);
     op->l = l;
@@ -291,7 +292,7 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
         return RELOCK_OK;
     }
     al->busy = op;
-    op_enqueue(op);
+    relock__a_op_enqueue(op);
     return RELOCK_OK;
 }
 
@@ -325,8 +326,8 @@ relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost, vo
     al->lost_arg = arg;
     al->keep_valid = l->valid_until;
     al->fail_st = RELOCK_OK;
-    keep_arm(al, l);
-    deadline_arm(al, l);
+    relock__a_keep_arm(al, l);
+    relock__a_deadline_arm(al, l);
     return RELOCK_OK;
 }
 
@@ -347,7 +348,7 @@ relock_status relock_async_keep_stop(relock_lock *l)
 
 /* ------------------------------------------------------------------ freeing */
 
-void really_free(relock_async *a)
+void relock__a_really_free(relock_async *a)
 {
     timer_stop(a, &a->start_timer);
     for (int i = 0; i < a->nconns; i++) {
@@ -361,10 +362,10 @@ void really_free(relock_async *a)
             ac->data = NULL;
             redisAsyncFree(ac);
         }
-        batch_clear(&cn->setup);
+        relock__a_batch_clear(&cn->setup);
     }
-    loc_stop(a);
-    batch_clear(&a->slots_rd);
+    relock__a_loc_stop(a);
+    relock__a_batch_clear(&a->slots_rd);
     memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
     free(a->conns);
     free(a->slots);
@@ -374,7 +375,7 @@ void really_free(relock_async *a)
         s->data = NULL;
         redisAsyncFree(s);
     }
-    chan_free_all(a);
+    relock__a_chan_free_all(a);
     free(a->fanout);
     relock_client *c = a->c;
     if (c->q) {
@@ -392,7 +393,7 @@ void relock_async_free(relock_async *a)
     if (!a || a->freeing)
         return;
     a->freeing = 1;
-    enter(a);
+    relock__a_enter(a);
     /* Every operation ends now, once. */
     for (int i = 0; i < a->nconns; i++) {
         aconn *cn = &a->conns[i];
@@ -403,7 +404,7 @@ void relock_async_free(relock_async *a)
             if (!rq->op || rq != &rq->op->rq) {
                 if (rq->op && rq->op->fan && rq->op->fan->rq[i] == rq)
                     rq->op->fan->rq[i] = NULL;
-                rq_clear(rq);
+                relock__a_rq_clear(rq);
                 free(rq);
             }
             rq = next;
@@ -452,11 +453,13 @@ void relock_async_free(relock_async *a)
         }
         free(op->err);
         op->err = NULL;
-        op_fail(op, st, "%s %s: %s",
-                op->kind == K_ACQ ? "acquire" : op->kind == K_REL ? "release" : "extend",
-                op->l ? op->l->name : "", why);
+        relock__a_op_fail(op, st, "%s %s: %s",
+                          op->kind == K_ACQ   ? "acquire"
+                          : op->kind == K_REL ? "release"
+                                              : "extend",
+                          op->l ? op->l->name : "", why);
         op->ch = NULL; /* the channels go with the client */
-        op_finish(op, st);
+        relock__a_op_finish(op, st);
     }
     /* Locks outlive the client: their renewals stop; they can be freed. */
     for (struct relock__alock *al = a->alocks; al;) {
@@ -469,6 +472,6 @@ void relock_async_free(relock_async *a)
         al = next;
     }
     a->alocks = NULL;
-    leave(a);
+    relock__a_leave(a);
 }
 

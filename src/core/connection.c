@@ -15,7 +15,7 @@ static void queue_push(aconn *cn, aop *op);
 /* Why a connect under way failed, when the loop's adapter did not tell
  * (hiredis's libuv adapter drops a poll error, so a refused connect shows
  * only as a timeout): the socket's pending error, or NULL. */
-const char *sock_error(const redisAsyncContext *ac)
+const char *relock__a_sock_error(const redisAsyncContext *ac)
 {
     int err = 0;
     socklen_t len = sizeof err;
@@ -24,15 +24,15 @@ const char *sock_error(const redisAsyncContext *ac)
     return NULL;
 }
 
-void enter(relock_async *a)
+void relock__a_enter(relock_async *a)
 {
     a->depth++;
 }
 
-void leave(relock_async *a)
+void relock__a_leave(relock_async *a)
 {
     if (--a->depth == 0 && a->freeing)
-        really_free(a);
+        relock__a_really_free(a);
 }
 
 /* A deep copy of a reply, freeable with freeReplyObject(). */
@@ -72,7 +72,7 @@ static redisReply *reply_copy(const redisReply *r, int depth)
 }
 
 /* Frees a request's commands and the replies it holds. */
-void rq_clear(areq *rq)
+void relock__a_rq_clear(areq *rq)
 {
     for (int i = 0; i < rq->n; i++) {
         free(rq->cmd[i]);
@@ -88,13 +88,13 @@ void rq_clear(areq *rq)
     rq->nrep = 0;
 }
 
-void batch_clear(aop *op)
+void relock__a_batch_clear(aop *op)
 {
-    rq_clear(&op->rq);
+    relock__a_rq_clear(&op->rq);
 }
 
 /* Frees a request's commands (answered: the next batch comes). */
-void rq_cmds_free(areq *rq)
+void relock__a_rq_cmds_free(areq *rq)
 {
     for (int i = 0; i < rq->n; i++) {
         free(rq->cmd[i]);
@@ -120,7 +120,7 @@ static void queue_push(aconn *cn, aop *op)
     queue_push_(&cn->queue, &cn->queue_tail, op);
 }
 
-void queue_remove(aconn *cn, aop *op)
+void relock__a_queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
     walk_remove_(&cn->walk, &cn->walk_tail, op);
@@ -158,18 +158,18 @@ static aop *walk_next(aconn *cn)
 }
 
 /* op waits for cn: queued, and the connection opened or kicked. */
-void conn_wants(aconn *cn, aop *op)
+void relock__a_conn_wants(aconn *cn, aop *op)
 {
     queue_push(cn, op);
     if (cn->cstate == C_DOWN)
-        conn_connect(cn);
+        relock__a_conn_connect(cn);
     else if (cn->cstate == C_READY && !cn->kick_timer)
-        cn->kick_timer = timer_start(cn->a, 0, kick_fire, cn);
+        cn->kick_timer = timer_start(cn->a, 0, relock__a_kick_fire, cn);
 }
 
 /* The connection to host:port (a Unix socket: port 0), or NULL; for
  * redirections to a server by its address. */
-aconn *conn_find(relock_async *a, const char *host, int port)
+aconn *relock__a_conn_find(relock_async *a, const char *host, int port)
 {
     for (int i = 0; i < a->nconns; i++)
         if (a->conns[i].srv->port == port && strcmp(a->conns[i].srv->host, host) == 0)
@@ -178,23 +178,23 @@ aconn *conn_find(relock_async *a, const char *host, int port)
 }
 
 /* Sends or starts what waits in the queue, in order. */
-void queue_flush(aconn *cn)
+void relock__a_queue_flush(aconn *cn)
 {
     relock_async *a = cn->a;
     walk_take(cn);
     while (!a->freeing && cn->walk) {
         aop *q = walk_next(cn);
         if (q->state == S_NEW)
-            op_start(q);
+            relock__a_op_start(q);
         else
-            submit(q);
+            relock__a_submit(q);
     }
 }
 
 /* The connection is gone (failed, timed out, dropped by us): every batch in
  * flight on it is fed back as a fault.  hiredis_frees: hiredis is freeing
  * the context itself. */
-void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why)
+void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why)
 {
     relock_async *a = cn->a;
     redisAsyncContext *ac = cn->ac;
@@ -223,21 +223,22 @@ void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why)
         areq *next = f->fnext;
         f->fnext = NULL;
         if (!f->op) { /* owed: nobody reads it */
-            rq_clear(f);
+            relock__a_rq_clear(f);
             free(f);
         } else if (f != &f->op->rq) { /* a fan machine's */
-            fan_gone(f->op, f,
-                     was_connected && wrote > f->start_off ? RELOCK__FAULT_LOST
-                                                           : RELOCK__FAULT_UNSENT,
-                     st, text);
+            relock__a_fan_gone(f->op, f,
+                               was_connected && wrote > f->start_off ? RELOCK__FAULT_LOST
+                                                                     : RELOCK__FAULT_UNSENT,
+                               st, text);
         } else {
-            op_feed(f->op, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st, text);
+            relock__a_op_feed(f->op, was_connected ? RELOCK__FAULT_LOST : RELOCK__FAULT_UNSENT, st,
+                              text);
         }
         f = next;
     }
     /* Operations that wait for the connection try again. */
     if (cn->queue && !a->freeing && cn->cstate == C_DOWN)
-        conn_connect(cn);
+        relock__a_conn_connect(cn);
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *priv)
@@ -250,11 +251,11 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         return;
     areq *rq = priv;
     aop *op = rq->op;
-    enter(a);
+    relock__a_enter(a);
     if (!r) {
         char why[200];
         snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
-        conn_gone(cn, 1, RELOCK_EIO, why);
+        relock__a_conn_gone(cn, 1, RELOCK_EIO, why);
     } else if (!op || rq != &op->rq) {
         /* a quorum's request: owed (dropped) or read by its fan machine */
         if (op && rq->nrep < RELOCK__BATCH_CMDS)
@@ -262,9 +263,9 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         if (--rq->outstanding == 0) {
             fifo_remove(cn, rq);
             if (op) {
-                fan_reply(op, rq);
+                relock__a_fan_reply(op, rq);
             } else {
-                rq_clear(rq);
+                relock__a_rq_clear(rq);
                 free(rq);
             }
         }
@@ -289,12 +290,13 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                 if (!rq->rep[i])
                     missing = 1;
             if (missing)
-                op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
-            else if (op->kind == K_SETUP || op->kind == K_SLOTS || !follow(op))
-                op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+                relock__a_op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM,
+                                  "out of memory for a reply");
+            else if (op->kind == K_SETUP || op->kind == K_SLOTS || !relock__a_follow(op))
+                relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         }
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void tmo_fire(void *arg)
@@ -302,7 +304,7 @@ static void tmo_fire(void *arg)
     aconn *cn = arg;
     relock_async *a = cn->a;
     cn->tmo_timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (cn->fifo && cn->ac) {
         uint64_t due = cn->fifo->sent_at + (uint64_t)a->c->s.command_timeout_ms +
                        (uint64_t)cn->fifo->slow_ms;
@@ -313,16 +315,16 @@ static void tmo_fire(void *arg)
                      a->c->s.command_timeout_ms);
             if (a->kit && a->kit->fan) /* a quorum's server: left alone for a while */
                 cn->retry_at = now + (uint64_t)cn->late_ms;
-            conn_gone(cn, 0, RELOCK_EIO, why);
+            relock__a_conn_gone(cn, 0, RELOCK_EIO, why);
         } else {
             cn->tmo_timer = timer_start(a, (long)(due - now), tmo_fire, cn);
         }
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* Writes the request's commands on its connection. */
-void rq_send(areq *rq)
+void relock__a_rq_send(areq *rq)
 {
     aconn *cn = rq->cn;
     relock_async *a = cn->a;
@@ -358,7 +360,7 @@ void rq_send(areq *rq)
 }
 
 /* Writes op's batch on its connection. */
-void send_now(aop *op)
+void relock__a_send_now(aop *op)
 {
     if (op->kind != K_SETUP && op->phase == PH_MAIN && !op->fencing && !op->undoing) {
         if (!op->wset) {
@@ -372,19 +374,19 @@ void send_now(aop *op)
     op->sent_any = 1;
     op->rq.op = op;
     op->rq.cn = op->cn;
-    rq_send(&op->rq);
+    relock__a_rq_send(&op->rq);
 }
 
 /* Sends op's batch when the connection allows, else queues it. */
-void submit(aop *op)
+void relock__a_submit(aop *op)
 {
     aconn *cn = op->cn;
     if (op->pinned && (!op->wset || op->wmoved || cn->gen != op->wgen || cn->cstate != C_READY)) {
         /* The write's connection is gone: WAIT on another would count
          * nothing of the write (durable.c). */
-        rq_clear(&op->rq);
-        op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EDURABILITY,
-                "the connection changed since the write");
+        relock__a_rq_clear(&op->rq);
+        relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EDURABILITY,
+                          "the connection changed since the write");
         return;
     }
     if (op->redir) {
@@ -394,7 +396,7 @@ void submit(aop *op)
             op->state = S_QUEUED;
             queue_push(to, op);
             if (to->cstate == C_DOWN)
-                conn_connect(to);
+                relock__a_conn_connect(to);
             return;
         }
         /* A write that went on to another node: a WAIT after it could not
@@ -408,48 +410,48 @@ void submit(aop *op)
         op->state = S_SENT;
         op->rq.op = op;
         op->rq.cn = to;
-        rq_send(&op->rq);
+        relock__a_rq_send(&op->rq);
         return;
     }
     if (cn->txn_owner == op) {
         if (cn->gen != op->txn_gen || cn->cstate != C_READY) {
             /* The transaction's connection is gone: never replaced under it. */
-            op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO,
-                    "the connection of a transaction was lost before its end");
+            relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO,
+                              "the connection of a transaction was lost before its end");
             return;
         }
-        send_now(op);
+        relock__a_send_now(op);
         return;
     }
     if (op->kind != K_SETUP && (cn->cstate != C_READY || cn->txn_owner)) {
         op->state = S_QUEUED;
         queue_push(cn, op);
         if (cn->cstate == C_DOWN)
-            conn_connect(cn);
+            relock__a_conn_connect(cn);
         return;
     }
     if (op->in_txn) {
         cn->txn_owner = op;
         op->txn_gen = cn->gen;
     }
-    send_now(op);
+    relock__a_send_now(op);
 }
 
 /* A "not now" error reply (relock__reply_transient) to a connection's
  * setup fails what waits for it, as a lost connection does, and the next
  * operation connects again; it never makes the client unusable. */
-int transient_reply(const char *text)
+int relock__a_transient_reply(const char *text)
 {
     return relock__reply_transient(text);
 }
 
-void on_connect(const redisAsyncContext *ac, int status)
+void relock__a_on_connect(const redisAsyncContext *ac, int status)
 {
     aconn *cn = ac->data;
     if (!cn)
         return;
     relock_async *a = cn->a;
-    enter(a);
+    relock__a_enter(a);
     if (status == REDIS_OK) {
         cn->connected = 1;
         timer_stop(a, &cn->conn_timer);
@@ -457,43 +459,43 @@ void on_connect(const redisAsyncContext *ac, int status)
         char why[300];
         snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
                  ac->errstr[0] ? ac->errstr : "failed");
-        map_forget(cn);
-        conn_gone(cn, 1, RELOCK_EIO, why);
+        relock__a_map_forget(cn);
+        relock__a_conn_gone(cn, 1, RELOCK_EIO, why);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
-void on_disconnect(const redisAsyncContext *ac, int status)
+void relock__a_on_disconnect(const redisAsyncContext *ac, int status)
 {
     (void)status;
     aconn *cn = ac->data;
     if (!cn)
         return;
     relock_async *a = cn->a;
-    enter(a);
-    conn_gone(cn, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection closed");
-    leave(a);
+    relock__a_enter(a);
+    relock__a_conn_gone(cn, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection closed");
+    relock__a_leave(a);
 }
 
-void conn_timeout(void *arg)
+void relock__a_conn_timeout(void *arg)
 {
     aconn *cn = arg;
     relock_async *a = cn->a;
     cn->conn_timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (cn->ac && !cn->connected) {
         char why[300];
-        const char *se = sock_error(cn->ac);
+        const char *se = relock__a_sock_error(cn->ac);
         if (se)
             snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
                      se);
         else
             snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
                      RELOCK__ADDR(cn->srv), a->c->s.connect_timeout_ms);
-        map_forget(cn);
-        conn_gone(cn, 0, RELOCK_EIO, why);
+        relock__a_map_forget(cn);
+        relock__a_conn_gone(cn, 0, RELOCK_EIO, why);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
@@ -505,16 +507,16 @@ static void role_ask(aop *su)
     int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
     const char *argv[2] = {by_info ? "INFO" : "ROLE", "replication"};
     size_t len[2] = {by_info ? 4 : 4, 11};
-    rq_cmds_free(&su->rq);
+    relock__a_rq_cmds_free(&su->rq);
     int fl = redisFormatCommandArgv(&su->rq.cmd[0], by_info ? 2 : 1, argv, len);
     if (fl < 0) {
-        loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
+        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
         return;
     }
     su->rq.len[0] = (size_t)fl;
     su->rq.n = 1;
     su->attempt = 2;
-    send_now(su);
+    relock__a_send_now(su);
 }
 
 static void role_check(aop *su, const relock__feed *in)
@@ -538,12 +540,12 @@ static void role_check(aop *su, const relock__feed *in)
         a->loc.checking = 0;
         a->loc.active = 0;
         c->sentinel_first = a->loc.q.cur;
-        setup_done(cn, RELOCK_OK);
+        relock__a_setup_done(cn, RELOCK_OK);
         return;
     }
     relock__sentinel_bad_master(&a->loc.q, &c->s, &a->loc.m, RELOCK_EIO, why);
-    conn_drop(cn);
-    loc_next(a);
+    relock__a_conn_drop(cn);
+    relock__a_loc_next(a);
 }
 
 /* The connect that failed at once (conn_connect) fails what waits. */
@@ -552,16 +554,16 @@ static void connect_failed(void *arg)
     aconn *cn = arg;
     relock_async *a = cn->a;
     cn->conn_timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (!a->freeing && cn->cstate == C_CONNECTING && !cn->ac) {
         cn->cstate = C_DOWN;
         relock__err_clear(&a->c->err);
-        setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+        relock__a_setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
-void conn_connect(aconn *cn)
+void relock__a_conn_connect(aconn *cn)
 {
     relock_async *a = cn->a;
     if (cn->idx == 0 && relock__sentinel_on(&a->c->s) && !a->loc.go) {
@@ -570,7 +572,7 @@ void conn_connect(aconn *cn)
             relock__sentinel_begin(&a->loc.q, &a->c->s, a->c->sentinel_first);
             a->loc.active = 1;
         }
-        loc_next(a);
+        relock__a_loc_next(a);
         return;
     }
     a->loc.go = 0;
@@ -590,7 +592,7 @@ void conn_connect(aconn *cn)
         cn->conn_timer = timer_start(a, 0, connect_failed, cn);
         if (!cn->conn_timer) { /* no timer: at once, as before */
             cn->cstate = C_DOWN;
-            setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
+            relock__a_setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
         }
         return;
     }
@@ -599,12 +601,12 @@ void conn_connect(aconn *cn)
     cn->appended = 0;
     a->c->connects++;
     cn->clock.known = 0; /* legacy.clock = "server": measured again */
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
+    redisAsyncSetConnectCallback(ac, relock__a_on_connect);
+    redisAsyncSetDisconnectCallback(ac, relock__a_on_disconnect);
+    cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, relock__a_conn_timeout, cn);
     cn->cstate = C_SETUP;
     aop *su = &cn->setup;
-    batch_clear(su);
+    relock__a_batch_clear(su);
     memset(su, 0, sizeof *su);
     su->a = a;
     su->cn = cn;
@@ -633,22 +635,22 @@ void conn_connect(aconn *cn)
     if (n == 0) {
         relock__feed in; /* no login: straight to the probe */
         memset(&in, 0, sizeof in);
-        setup_step(su, &in);
+        relock__a_setup_step(su, &in);
         return;
     }
-    send_now(su);
+    relock__a_send_now(su);
 }
 
 /* The setup ended: with RELOCK_OK the connection is ready and the queue
  * goes out; otherwise the connection is dropped, and the operations waiting
  * fail with the error when it says the server is unusable (the first probe,
  * a refused login), else they are fed the fault. */
-void setup_done(aconn *cn, relock_status st)
+void relock__a_setup_done(aconn *cn, relock_status st)
 {
     relock_async *a = cn->a;
     if (st != RELOCK_OK && a->loc.checking) {
         /* the master a sentinel named cannot be used: ask the next */
-        loc_bad_master(cn, st, a->c->err.msg);
+        relock__a_loc_bad_master(cn, st, a->c->err.msg);
         return;
     }
     if (st == RELOCK_OK) {
@@ -660,7 +662,7 @@ void setup_done(aconn *cn, relock_status st)
             st = relock__select_mode(c);
             if (st == RELOCK_OK)
                 st = relock__durable_check(c);
-            a->kit = kit_for(c->mode);
+            a->kit = relock__a_kit_for(c->mode);
             if (st == RELOCK_OK && !a->kit) /* a selected mode has machines */
                 st = RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: no machines for mode %s",
                                   relock_mode_name(c->mode));
@@ -674,10 +676,11 @@ void setup_done(aconn *cn, relock_status st)
             }
         }
         if (!a->fatal) {
-            queue_flush(cn);
+            relock__a_queue_flush(cn);
             return;
         }
-    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !transient_reply(a->c->err.server)) {
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM &&
+               !relock__a_transient_reply(a->c->err.server)) {
         /* the server refuses us (login, ACL) or cannot be used */
         a->fatal = st;
         relock__err_copy(&a->fatal_err, &a->c->err);
@@ -686,7 +689,7 @@ void setup_done(aconn *cn, relock_status st)
     relock__err_copy(&why, &a->c->err);
     relock__err_copy(&a->err, &why);
     if (cn->ac)
-        conn_gone(cn, 0, st, why.msg);
+        relock__a_conn_gone(cn, 0, st, why.msg);
     /* The operations waiting for the connection: those not started fail
      * with its error; a machine under way is fed the fault and decides. */
     walk_take(cn);
@@ -698,11 +701,11 @@ void setup_done(aconn *cn, relock_status st)
              * (map_forget): an operation that sent nothing yet tries once
              * where its slot leads now, as the blocking client tries once
              * more after reading the map again. */
-            aconn *to = route(a, q->l ? q->l->key : NULL);
+            aconn *to = relock__a_route(a, q->l ? q->l->key : NULL);
             if (to != cn) {
                 q->rerouted = 1;
                 q->cn = to;
-                conn_wants(to, q);
+                relock__a_conn_wants(to, q);
                 continue;
             }
         }
@@ -711,19 +714,19 @@ void setup_done(aconn *cn, relock_status st)
                 q->err = malloc(sizeof *q->err);
             if (q->err)
                 relock__err_copy(q->err, &why);
-            op_finish(q, st);
+            relock__a_op_finish(q, st);
         } else {
             /* a redirected batch keeps the replies its first commands had */
             if (!q->redir)
-                batch_clear(q);
-            op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
+                relock__a_batch_clear(q);
+            relock__a_op_feed(q, RELOCK__FAULT_UNSENT, st, why.msg);
         }
     }
 }
 
 /* The client's server facts (c->conn, what the machines read) become
  * cn's, or cn's become the client's. */
-void facts_load(relock_client *c, const aconn *cn)
+void relock__a_facts_load(relock_client *c, const aconn *cn)
 {
     memcpy(c->conn.version, cn->version, sizeof c->conn.version);
     c->conn.major = cn->major;
@@ -741,7 +744,7 @@ static void facts_save(aconn *cn, const relock_client *c)
     cn->caps = c->conn.caps;
 }
 
-void setup_step(aop *su, const relock__feed *in)
+void relock__a_setup_step(aop *su, const relock__feed *in)
 {
     aconn *cn = su->cn;
     relock_async *a = su->a;
@@ -749,7 +752,7 @@ void setup_step(aop *su, const relock__feed *in)
     const relock__server *srv = cn->srv;
     relock__feed first;
     if (su->attempt == 2) {
-        facts_load(c, cn); /* this master's, for ROLE's form and the mode */
+        relock__a_facts_load(c, cn); /* this master's, for ROLE's form and the mode */
         role_check(su, in);
         return;
     }
@@ -757,8 +760,9 @@ void setup_step(aop *su, const relock__feed *in)
         /* the replies to AUTH and SELECT */
         relock__err_clear(&c->err);
         if (in->fault) {
-            setup_done(cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
-                                        "login: %s", in->fault_text ? in->fault_text : "no reply"));
+            relock__a_setup_done(
+                cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
+                                 "login: %s", in->fault_text ? in->fault_text : "no reply"));
             return;
         }
         for (int i = 0; i < in->nreply; i++) {
@@ -773,7 +777,7 @@ void setup_step(aop *su, const relock__feed *in)
                 RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str,
                                  "SELECT %d on " RELOCK__ADDR_FMT " refused: %s", srv->db,
                                  RELOCK__ADDR(srv), r->str);
-            setup_done(cn, RELOCK_ECONFIG);
+            relock__a_setup_done(cn, RELOCK_ECONFIG);
             return;
         }
         su->attempt = 1;
@@ -795,7 +799,7 @@ void setup_step(aop *su, const relock__feed *in)
      * its steps (other connections may probe meanwhile); the client's stay
      * those of this probe's last step, for the mode's choice and the role
      * check that follow it. */
-    facts_load(c, cn);
+    relock__a_facts_load(c, cn);
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
     facts_save(cn, c);
     if (s == RELOCK__STEP_DONE) {
@@ -803,17 +807,17 @@ void setup_step(aop *su, const relock__feed *in)
         if (su->probe.h.st == RELOCK_OK && a->loc.checking)
             role_ask(su); /* a master the sentinels named: is it one? */
         else
-            setup_done(cn, su->probe.h.st);
+            relock__a_setup_done(cn, su->probe.h.st);
         return;
     }
-    rq_cmds_free(&su->rq);
+    relock__a_rq_cmds_free(&su->rq);
     const relock__cmd *k = &a->batch.cmd[0];
     int fl = redisFormatCommandArgv(&su->rq.cmd[0], k->argc, (const char **)k->argv, k->len);
     if (fl < 0) {
-        setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
+        relock__a_setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
         return;
     }
     su->rq.len[0] = (size_t)fl;
     su->rq.n = 1;
-    send_now(su);
+    relock__a_send_now(su);
 }

@@ -42,9 +42,9 @@
  * its setup, its requests in flight (areq, in the order the server
  * answers), the operations waiting for it and its timers; the client has
  * one per server in its settings, and on a Redis Cluster one per node met
- * (MOVED and ASK move a batch's unanswered rest there; see follow()).
+ * (MOVED and ASK move a batch's unanswered rest there; see relock__a_follow()).
  * With Sentinel the first connection goes to the master the sentinels
- * name, searched for before every connect (see loc_next()).
+ * name, searched for before every connect (see relock__a_loc_next()).
  *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
@@ -125,7 +125,7 @@ typedef struct areq {
     size_t len[RELOCK__BATCH_CMDS];
     int n; /* commands; kept until the batch is answered (a redirection sends some again) */
     /* The commands being sent: base..n-1, or with ask ASKING and cmd[base]
-     * alone (a redirection answered the earlier ones' part: see follow()). */
+     * alone (a redirection answered the earlier ones' part: see relock__a_follow()). */
     int base;
     int ask;
     int got; /* replies to the current sending */
@@ -249,7 +249,7 @@ enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY, C_LOCATING };
 /* One connection to one server: the hiredis context, its setup (login and
  * probe), its requests in flight, the operations waiting for it, its
  * timers.  A client has one per server it talks to (conns[i] for
- * c->s.servers[i]); conn_find() looks one up by address. */
+ * c->s.servers[i]); relock__a_conn_find() looks one up by address. */
 struct aconn {
     relock_async *a;
     int idx;                   /* its index in a->conns */
@@ -423,82 +423,82 @@ static inline void timer_stop(relock_async *a, void **t)
 }
 
 /* connection.c */
-const char *sock_error(const redisAsyncContext *ac);
-void enter(relock_async *a);
-void leave(relock_async *a);
-void rq_clear(areq *rq);
-void batch_clear(aop *op);
-void rq_cmds_free(areq *rq);
-void queue_remove(aconn *cn, aop *op);
-void conn_wants(aconn *cn, aop *op);
-aconn *conn_find(relock_async *a, const char *host, int port);
-void queue_flush(aconn *cn);
-void conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why);
-void rq_send(areq *rq);
-void send_now(aop *op);
-void submit(aop *op);
-int transient_reply(const char *text);
-void on_connect(const redisAsyncContext *ac, int status);
-void on_disconnect(const redisAsyncContext *ac, int status);
-void conn_timeout(void *arg);
-void conn_connect(aconn *cn);
-void setup_done(aconn *cn, relock_status st);
-void facts_load(relock_client *c, const aconn *cn);
-void setup_step(aop *su, const relock__feed *in);
+const char *relock__a_sock_error(const redisAsyncContext *ac);
+void relock__a_enter(relock_async *a);
+void relock__a_leave(relock_async *a);
+void relock__a_rq_clear(areq *rq);
+void relock__a_batch_clear(aop *op);
+void relock__a_rq_cmds_free(areq *rq);
+void relock__a_queue_remove(aconn *cn, aop *op);
+void relock__a_conn_wants(aconn *cn, aop *op);
+aconn *relock__a_conn_find(relock_async *a, const char *host, int port);
+void relock__a_queue_flush(aconn *cn);
+void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why);
+void relock__a_rq_send(areq *rq);
+void relock__a_send_now(aop *op);
+void relock__a_submit(aop *op);
+int relock__a_transient_reply(const char *text);
+void relock__a_on_connect(const redisAsyncContext *ac, int status);
+void relock__a_on_disconnect(const redisAsyncContext *ac, int status);
+void relock__a_conn_timeout(void *arg);
+void relock__a_conn_connect(aconn *cn);
+void relock__a_setup_done(aconn *cn, relock_status st);
+void relock__a_facts_load(relock_client *c, const aconn *cn);
+void relock__a_setup_step(aop *su, const relock__feed *in);
 
 /* routing.c */
-int map_on(const relock_async *a);
-aconn *route(relock_async *a, const char *key);
-void map_forget(aconn *cn);
-void slots_done(aop *rd, relock__fault fault);
-int follow(aop *op);
-void loc_stop(relock_async *a);
-void loc_next(relock_async *a);
-void conn_drop(aconn *cn);
-void loc_bad_master(aconn *cn, relock_status st, const char *why);
+int relock__a_map_on(const relock_async *a);
+aconn *relock__a_route(relock_async *a, const char *key);
+void relock__a_map_forget(aconn *cn);
+void relock__a_slots_done(aop *rd, relock__fault fault);
+int relock__a_follow(aop *op);
+void relock__a_loc_stop(relock_async *a);
+void relock__a_loc_next(relock_async *a);
+void relock__a_conn_drop(aconn *cn);
+void relock__a_loc_bad_master(aconn *cn, relock_status st, const char *why);
 
 /* notice.c */
-void chan_free_all(relock_async *a);
-void chan_leave(aop *op);
-void sleep_fire(void *arg);
-void sub_next(aop *op);
-void plan(aop *op, int after_subscribe);
+void relock__a_chan_free_all(relock_async *a);
+void relock__a_chan_leave(aop *op);
+void relock__a_sleep_fire(void *arg);
+void relock__a_sub_next(aop *op);
+void relock__a_plan(aop *op, int after_subscribe);
 
 /* operation.c */
-extern const mkit kit_quorum;
-const mkit *kit_for(relock_mode m);
-void err_save(aop *op);
-void err_load(aop *op);
-relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
+extern const mkit relock__a_kit_quorum;
+const mkit *relock__a_kit_for(relock_mode m);
+void relock__a_err_save(aop *op);
+void relock__a_err_load(aop *op);
+relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void op_finish(aop *op, relock_status st);
-void attempt_begin(aop *op);
-void machine_done(aop *op, relock_status st);
-void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
-void kick_fire(void *arg);
-void op_start(aop *op);
-void op_schedule(aop *op);
-int start_armed(relock_async *a);
-void op_enqueue(aop *op);
-aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
+void relock__a_op_finish(aop *op, relock_status st);
+void relock__a_attempt_begin(aop *op);
+void relock__a_machine_done(aop *op, relock_status st);
+void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
+void relock__a_kick_fire(void *arg);
+void relock__a_op_start(aop *op);
+void relock__a_op_schedule(aop *op);
+int relock__a_start_armed(relock_async *a);
+void relock__a_op_enqueue(aop *op);
+aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
 
 /* fanout.c */
-void fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);
-void fan_reply(aop *op, areq *rq);
-void fan_end(aop *op);
-void fan_begin(aop *op);
-void fan_undue(aop *op);
-void fan_due_run(relock_async *a);
+void relock__a_fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);
+void relock__a_fan_reply(aop *op, areq *rq);
+void relock__a_fan_end(aop *op);
+void relock__a_fan_begin(aop *op);
+void relock__a_fan_undue(aop *op);
+void relock__a_fan_due_run(relock_async *a);
 
 /* renewal.c */
-struct relock__alock *alock(relock_async *a, relock_lock *l);
-void alock_free(relock_lock *l);
-void lock_op_end(aop *op);
-void keep_arm(struct relock__alock *al, relock_lock *l);
-void deadline_arm(struct relock__alock *al, relock_lock *l);
-void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
+struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l);
+void relock__a_alock_free(relock_lock *l);
+void relock__a_lock_op_end(aop *op);
+void relock__a_keep_arm(struct relock__alock *al, relock_lock *l);
+void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l);
+void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
 /* api */
-void really_free(relock_async *a);
+void relock__a_really_free(relock_async *a);
 
 #endif

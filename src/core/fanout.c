@@ -101,10 +101,10 @@ static void fan_kick_fire(void *arg)
     aop *op = arg;
     relock_async *a = op->a;
     op->fan->kick = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (!a->freeing && op->state == S_SENT && op->fan->f.from)
         fan_step(op);
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* Records a fault of server i in the next feed; from the loop when not
@@ -126,7 +126,7 @@ static void fan_fault(aop *op, int i, relock__fault fault, relock_status st, con
 
 /* Server i's connection failed under op's live request rq (already out of
  * the FIFO): rq goes, and the fault is fed from the loop. */
-void fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text)
+void relock__a_fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text)
 {
     afan *F = op->fan;
     int i = rq->cn->idx;
@@ -136,17 +136,17 @@ void fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const ch
         if (!F->kick)
             F->kick = timer_start(op->a, 0, fan_kick_fire, op);
     }
-    rq_clear(rq);
+    relock__a_rq_clear(rq);
     free(rq);
 }
 
 /* Server i answered op's request rq wholly (rq is out of the FIFO). */
-void fan_reply(aop *op, areq *rq)
+void relock__a_fan_reply(aop *op, areq *rq)
 {
     afan *F = op->fan;
     int i = rq->cn->idx;
     if (!F || F->rq[i] != rq) {
-        rq_clear(rq);
+        relock__a_rq_clear(rq);
         free(rq);
         return;
     }
@@ -155,7 +155,7 @@ void fan_reply(aop *op, areq *rq)
     for (int k = 0; k < rq->nrep; k++)
         missing |= !rq->rep[k];
     if (missing) {
-        rq_clear(rq);
+        relock__a_rq_clear(rq);
         free(rq);
         fan_fault(op, i, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
     } else {
@@ -177,19 +177,19 @@ static void fan_timer_fire(void *arg)
     aop *op = arg;
     relock_async *a = op->a;
     op->fan->timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (!a->freeing && op->state == S_SENT) {
         op->fan->f.mono_ms = now_ms();
         fan_step(op);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* Drops a quorum connection; late: left alone for timeout_ms. */
 static void fan_drop(aconn *cn, const char *why, uint64_t now, long long late_ms)
 {
     if (cn->ac)
-        conn_gone(cn, 0, RELOCK_EIO, why);
+        relock__a_conn_gone(cn, 0, RELOCK_EIO, why);
     if (late_ms > 0)
         cn->retry_at = now + (uint64_t)late_ms;
 }
@@ -204,12 +204,13 @@ static void on_fan_setup(redisAsyncContext *ac, void *rr, void *priv)
     if (!cn || !r || !priv || r->type != REDIS_REPLY_ERROR || cn->a->freeing)
         return;
     relock_async *a = cn->a;
-    enter(a);
+    relock__a_enter(a);
     char why[300];
     snprintf(why, sizeof why, "AUTH/SELECT: %.150s", r->str ? r->str : "");
     /* a transient error is a connection that failed, not a refusal */
-    conn_gone(cn, 0, transient_reply(r->str) ? RELOCK_EIO : RELOCK_ECONFIG, why);
-    leave(a);
+    relock__a_conn_gone(cn, 0, relock__a_transient_reply(r->str) ? RELOCK_EIO : RELOCK_ECONFIG,
+                        why);
+    relock__a_leave(a);
 }
 
 /* Appends one formatted command of a quorum connection's setup. */
@@ -248,9 +249,9 @@ static int fan_connect(aconn *cn)
     cn->connected = 0;
     cn->cstate = C_READY; /* commands wait in hiredis's buffer until it is up */
     a->c->connects++;
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, conn_timeout, cn);
+    redisAsyncSetConnectCallback(ac, relock__a_on_connect);
+    redisAsyncSetDisconnectCallback(ac, relock__a_on_disconnect);
+    cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, relock__a_conn_timeout, cn);
     int bad = 0;
     if (srv->password[0]) {
         const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
@@ -268,7 +269,7 @@ static int fan_connect(aconn *cn)
         bad |= fan_setup_cmd(cn, 3, argv, 0);
     }
     if (bad) {
-        conn_gone(cn, 0, RELOCK_ENOMEM, "out of memory");
+        relock__a_conn_gone(cn, 0, RELOCK_ENOMEM, "out of memory");
         return -1;
     }
     return 0;
@@ -287,7 +288,7 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
         int fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv,
                                         cmd->len);
         if (fl < 0) {
-            rq_clear(rq);
+            relock__a_rq_clear(rq);
             free(rq);
             return NULL;
         }
@@ -328,7 +329,7 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
     cn->late_ms = timeout_ms;
     op->fan->rq[i] = rq;
     op->sent_any = 1;
-    rq_send(rq);
+    relock__a_rq_send(rq);
     return 0;
 }
 
@@ -352,7 +353,7 @@ static void fan_close_round(aop *op, uint64_t now)
         F->rq[i] = NULL;
         aconn *cn = rq->cn;
         if (rq->outstanding < 0) { /* answered, not fed: cannot happen after a step */
-            rq_clear(rq);
+            relock__a_rq_clear(rq);
             free(rq);
             continue;
         }
@@ -370,7 +371,7 @@ static void fan_reset_feed(aop *op)
     int n = op->a->nconns;
     for (int i = 0; i < n; i++) {
         if (((F->f.from >> i) & 1u) && F->rq[i] && F->rq[i]->outstanding < 0) {
-            rq_clear(F->rq[i]);
+            relock__a_rq_clear(F->rq[i]);
             free(F->rq[i]);
             F->rq[i] = NULL;
         }
@@ -382,7 +383,7 @@ static void fan_reset_feed(aop *op)
 
 /* The operation's fan machine has ended, or the operation ends: its round
  * is closed and its timers stopped. */
-void fan_end(aop *op)
+void relock__a_fan_end(aop *op)
 {
     afan *F = op->fan;
     if (!F)
@@ -401,17 +402,18 @@ void fan_end(aop *op)
 }
 
 /* Starts op's fan machine (op->m initialised) from its first feed. */
-void fan_begin(aop *op)
+void relock__a_fan_begin(aop *op)
 {
     if (!op->fan) {
         op->fan = calloc(1, sizeof *op->fan + (size_t)op->a->nconns * sizeof op->fan->text[0]);
         if (!op->fan) {
-            machine_done(op, op_fail(op, RELOCK_ENOMEM, "lock %s: out of memory",
-                                     op->l ? op->l->name : ""));
+            relock__a_machine_done(op,
+                                   relock__a_op_fail(op, RELOCK_ENOMEM, "lock %s: out of memory",
+                                                     op->l ? op->l->name : ""));
             return;
         }
     } else {
-        fan_end(op);
+        relock__a_fan_end(op);
         memset(op->fan, 0, sizeof *op->fan);
     }
     op->state = S_SENT;
@@ -430,19 +432,19 @@ static void fan_step(aop *op)
     relock__mhead *h = op->m;
     int n = a->nconns;
     timer_stop(a, &F->kick);
-    fan_undue(op); /* its first feed is now, whatever brought it */
+    relock__a_fan_undue(op); /* its first feed is now, whatever brought it */
     for (;;) {
         fan_flush(op); /* what the socket did not take whole yet */
         F->f.written = fan_written(F, n);
-        err_load(op);
+        relock__a_err_load(op);
         relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
-        err_save(op);
+        relock__a_err_save(op);
         uint64_t fed_at = F->f.mono_ms;
         fan_reset_feed(op);
         if (s == RELOCK__STEP_DONE) {
             fan_close_round(op, fed_at);
             op->state = S_RUN;
-            machine_done(op, h->st);
+            relock__a_machine_done(op, h->st);
             return;
         }
         int bad = ++F->feeds >= RELOCK__FAN_MAX_FEEDS;
@@ -452,11 +454,11 @@ static void fan_step(aop *op)
         if (bad) {
             fan_close_round(op, fed_at);
             op->state = S_RUN;
-            machine_done(op, op_fail(op, RELOCK_EPROTO, "lock %s: internal error: %s",
-                                     op->l->name,
-                                     F->feeds >= RELOCK__FAN_MAX_FEEDS
-                                         ? "an operation did not end"
-                                         : "a command batch overflowed"));
+            relock__a_machine_done(op, relock__a_op_fail(op, RELOCK_EPROTO,
+                                                         "lock %s: internal error: %s", op->l->name,
+                                                         F->feeds >= RELOCK__FAN_MAX_FEEDS
+                                                             ? "an operation did not end"
+                                                             : "a command batch overflowed"));
             return;
         }
         if (s == RELOCK__STEP_SEND && out->round) {
@@ -496,7 +498,7 @@ static void fan_step(aop *op)
                     continue;
                 }
                 F->rq[i] = rq;
-                rq_send(rq);
+                relock__a_rq_send(rq);
             }
             fan_flush(op);
         }
@@ -515,7 +517,7 @@ static void fan_step(aop *op)
 }
 
 /* op out of the client's fan_due list, if there. */
-void fan_undue(aop *op)
+void relock__a_fan_undue(aop *op)
 {
     relock_async *a = op->a;
     if (!op->due)
@@ -541,14 +543,14 @@ static void flush_all(void *arg)
  * order started, with what was written.  As fan_step's own flush before
  * a round's first feed, for many rounds at the cost of one write per
  * connection. */
-void fan_due_run(relock_async *a)
+void relock__a_fan_due_run(relock_async *a)
 {
     if (!a->fan_due || a->freeing)
         return;
     relock__write_nopipe(flush_all, a);
     while (a->fan_due && !a->freeing) {
         aop *op = a->fan_due;
-        fan_undue(op);
+        relock__a_fan_undue(op);
         if (op->state == S_SENT && op->fan)
             fan_step(op);
     }

@@ -2,14 +2,14 @@
  * Waiting in the operation core (core.h): release notices on the
  * subscriber connection, one channel per lock name with its waiters
  * (chan_*, sub_*, on_sub), and the plan between an acquire's attempts
- * (plan(), sleep_fire(), wake()).
+ * (relock__a_plan(), relock__a_sleep_fire(), wake()).
  */
 
 #include "core.h"
 
 /* ------------------------------------------------------------------ release notices */
 
-void chan_free_all(relock_async *a)
+void relock__a_chan_free_all(relock_async *a)
 {
     achan *ch = a->chans;
     a->chans = NULL;
@@ -61,7 +61,7 @@ static void sub_drop(relock_async *a, int hiredis_frees)
         replan->cnext = NULL;
         /* one cancelled by an earlier one's callback ends by its own timer */
         if (replan->state == S_SUBSCRIBING)
-            op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+            relock__a_op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         replan = next;
     }
 }
@@ -74,7 +74,7 @@ static void sub_failed(relock_async *a, int hiredis_frees)
     sub_drop(a, hiredis_frees);
 }
 
-void chan_leave(aop *op)
+void relock__a_chan_leave(aop *op)
 {
     achan *ch = op->ch;
     if (!ch)
@@ -99,7 +99,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     relock_async *a = ac->data;
     if (!a)
         return;
-    enter(a);
+    relock__a_enter(a);
     redisReply *r = rr;
     achan *ch = priv;
     /* A waiter fed below may end (its bound ran out) and leave the
@@ -120,7 +120,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
                     w = w->cnext;
                 if (!w)
                     break;
-                op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+                relock__a_op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
             }
         } else if (strcmp(kind, "message") == 0) {
             for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
@@ -136,7 +136,7 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     } else if (r->type == REDIS_REPLY_ERROR) {
         sub_failed(a, 0);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void on_sub_disconnect(const redisAsyncContext *ac, int status)
@@ -145,9 +145,9 @@ static void on_sub_disconnect(const redisAsyncContext *ac, int status)
     relock_async *a = ac->data;
     if (!a)
         return;
-    enter(a);
+    relock__a_enter(a);
     sub_failed(a, 1);
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void on_sub_connect(const redisAsyncContext *ac, int status)
@@ -155,9 +155,9 @@ static void on_sub_connect(const redisAsyncContext *ac, int status)
     relock_async *a = ac->data;
     if (!a || status == REDIS_OK)
         return;
-    enter(a);
+    relock__a_enter(a);
     sub_failed(a, 1);
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
@@ -167,9 +167,9 @@ static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
     redisReply *r = rr;
     if (!a || !r || r->type != REDIS_REPLY_ERROR)
         return;
-    enter(a);
+    relock__a_enter(a);
     sub_failed(a, 0);
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* Subscribes op to its lock's release channel: 0 when under way. */
@@ -253,19 +253,20 @@ static long long left_ms(uint64_t deadline)
     return now >= deadline ? 0 : (long long)(deadline - now);
 }
 
-void sleep_fire(void *arg)
+void relock__a_sleep_fire(void *arg)
 {
     aop *op = arg;
     relock_async *a = op->a;
     op->timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (op->state == S_SLEEP) {
         if (op->cancelled)
-            op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+            relock__a_op_finish(
+                op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
         else
-            attempt_begin(op);
+            relock__a_attempt_begin(op);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* A subscription not answered within command_timeout_ms: wait without it. */
@@ -274,12 +275,12 @@ static void sub_timeout_fire(void *arg);
 /* op's subscription failed (no answer in time, or its connection went):
  * with a quorum it tries the next server, as the blocking waiter tries
  * each in turn within its one subscribe step; then it plans without. */
-void sub_next(aop *op)
+void relock__a_sub_next(aop *op)
 {
     relock_async *a = op->a;
     timer_stop(a, &op->timer);
     unsigned gen = op->sub_gen;
-    chan_leave(op);
+    relock__a_chan_leave(op);
     if (a->nconns > 1 && ++op->sub_tries < a->nconns && !a->freeing) {
         if (a->sub_gen == gen) { /* the connection it waited on: not answering */
             a->sub_from = (a->sub_at + 1) % a->nconns;
@@ -293,11 +294,11 @@ void sub_next(aop *op)
         }
         if (j == 1) {
             op->state = S_RUN;
-            plan(op, 1);
+            relock__a_plan(op, 1);
             return;
         }
     }
-    plan(op, 1);
+    relock__a_plan(op, 1);
 }
 
 static void sub_timeout_fire(void *arg)
@@ -305,28 +306,29 @@ static void sub_timeout_fire(void *arg)
     aop *op = arg;
     relock_async *a = op->a;
     op->timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (op->state == S_SUBSCRIBING)
-        sub_next(op);
-    leave(a);
+        relock__a_sub_next(op);
+    relock__a_leave(a);
 }
 
 static void wake(aop *op)
 {
     timer_stop(op->a, &op->timer);
-    attempt_begin(op);
+    relock__a_attempt_begin(op);
 }
 
 /* What a waiter does after an attempt that found the lock held (the wait
  * planner decides, as for the blocking waiter). */
-void plan(aop *op, int after_subscribe)
+void relock__a_plan(aop *op, int after_subscribe)
 {
     relock_async *a = op->a;
     relock_client *c = a->c;
     relock_lock *l = op->l;
     relock__mhead *h = op->m;
     if (op->cancelled) {
-        op_finish(op, op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
+        relock__a_op_finish(
+            op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
         return;
     }
     relock__wait_in in = {
@@ -367,8 +369,8 @@ void plan(aop *op, int after_subscribe)
         RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
         free(op->err);
         op->err = NULL;
-        err_save(op);
-        op_finish(op, RELOCK_BUSY);
+        relock__a_err_save(op);
+        relock__a_op_finish(op, RELOCK_BUSY);
         return;
     case RELOCK__WAIT_TIMEOUT:
         relock__err_clear(&c->err);
@@ -376,21 +378,22 @@ void plan(aop *op, int after_subscribe)
                      op->wait_ms, classic);
         free(op->err);
         op->err = NULL;
-        err_save(op);
-        op_finish(op, RELOCK_TIMEOUT);
+        relock__a_err_save(op);
+        relock__a_op_finish(op, RELOCK_TIMEOUT);
         return;
     case RELOCK__WAIT_SLEEP:
         /* The next attempt is one more, after a sleep or a notice, as
          * the blocking waiter counts them: the backoff grows. */
         op->attempt++;
         op->state = S_SLEEP;
-        op->timer = timer_start(a, p.sleep_ms, sleep_fire, op);
+        op->timer = timer_start(a, p.sleep_ms, relock__a_sleep_fire, op);
         if (!op->timer)
-            op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire %s: out of memory", l->name));
+            relock__a_op_finish(
+                op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire %s: out of memory", l->name));
         return;
     default: /* RELOCK__WAIT_RETRY, RELOCK__WAIT_SUBSCRIBE handled */
         op->attempt++;
-        attempt_begin(op);
+        relock__a_attempt_begin(op);
         return;
     }
 }

@@ -74,12 +74,13 @@ static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long l
     return RELOCK_OK;
 }
 
-const mkit kit_quorum = {
+const mkit relock__a_kit_quorum = {
     sizeof(relock__quorum_m), quorum_acq_init, NULL,
-    sizeof(relock__quorum_m), quorum_upd_init, NULL, relock__quorum_step,
+    sizeof(relock__quorum_m), quorum_upd_init, NULL,
+    relock__quorum_step,
 };
 
-const mkit *kit_for(relock_mode m)
+const mkit *relock__a_kit_for(relock_mode m)
 {
     switch (m) {
     case RELOCK_MODE_LEGACY:
@@ -100,7 +101,7 @@ typedef struct fence_wrap {
 
 /* ------------------------------------------------------------------ errors */
 
-void err_save(aop *op)
+void relock__a_err_save(aop *op)
 {
     relock_client *c = op->a->c;
     if (c->err.pub.status == RELOCK_OK)
@@ -112,7 +113,7 @@ void err_save(aop *op)
     relock__err_copy(op->err, &c->err);
 }
 
-void err_load(aop *op)
+void relock__a_err_load(aop *op)
 {
     relock_client *c = op->a->c;
     if (op->err)
@@ -122,7 +123,7 @@ void err_load(aop *op)
 }
 
 /* Records st with a message as the operation's outcome. */
-relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
+relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
 {
     char msg[400];
     va_list ap;
@@ -132,7 +133,7 @@ relock_status op_fail(aop *op, relock_status st, const char *fmt, ...)
     /* the operation's outcome: it replaces what an earlier step said */
     relock__err_clear(&op->a->c->err);
     RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
-    err_save(op);
+    relock__a_err_save(op);
     return st;
 }
 
@@ -153,9 +154,9 @@ static void op_unlink(aop *op)
 
 static void op_release(aop *op)
 {
-    fan_end(op);
+    relock__a_fan_end(op);
     free(op->fan);
-    batch_clear(op);
+    relock__a_batch_clear(op);
     for (int i = 0; i < op->nheld; i++)
         if (op->held[i])
             freeReplyObject(op->held[i]);
@@ -166,16 +167,16 @@ static void op_release(aop *op)
 }
 
 /* The operation ends with st: its callback is called, once. */
-void op_finish(aop *op, relock_status st)
+void relock__a_op_finish(aop *op, relock_status st)
 {
     relock_async *a = op->a;
     timer_stop(a, &op->timer);
-    chan_leave(op);
+    relock__a_chan_leave(op);
     if (op->cn && op->cn->txn_owner == op)
         op->cn->txn_owner = NULL;
     op->state = S_DONE;
     op_unlink(op);
-    fan_undue(op);
+    relock__a_fan_undue(op);
     if (op->in_start) {
         /* (cancelled, or the client freed, before it started) */
         start_remove_(&a->starting, &a->starting_tail, op);
@@ -183,7 +184,7 @@ void op_finish(aop *op, relock_status st)
     }
     relock_lock *l = op->l;
     if (op->kind == K_ACQ && st != RELOCK_OK && l) {
-        alock_free(l);
+        relock__a_alock_free(l);
         relock_lock_free(l);
         l = NULL;
         op->l = NULL;
@@ -200,7 +201,7 @@ void op_finish(aop *op, relock_status st)
         relock__event(a->c, RELOCK_EVENT_RELEASED, l, RELOCK_OK, 0);
     }
     if (l)
-        lock_op_end(op);
+        relock__a_lock_op_end(op);
     if (op->lock_gone)
         l = NULL;
     relock_error e;
@@ -221,7 +222,7 @@ void op_finish(aop *op, relock_status st)
          * machine's outcome, or a connect, setup or client error before it
          * ran (keep_after; e points into op, freed after). */
         if (l && !a->freeing)
-            keep_after(a, l, st, &e);
+            relock__a_keep_after(a, l, st, &e);
         op_release(op);
         return;
     }
@@ -238,26 +239,26 @@ static void machine_start(aop *op)
     op->sent_any = 0;
     op->state = S_RUN;
     if (op->a->kit->fan && !op->fencing) {
-        fan_begin(op);
+        relock__a_fan_begin(op);
         return;
     }
-    op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
 }
 
-void attempt_begin(aop *op)
+void relock__a_attempt_begin(aop *op)
 {
     relock_async *a = op->a;
     relock_client *c = a->c;
     op->l->legacy_holder = 0;
-    err_load(op);
+    relock__a_err_load(op);
     relock__err_clear(&c->err);
     free(op->err);
     op->err = NULL;
     op->wset = op->wmoved = 0;
     relock_status st = a->kit->acq_init(op->m, op->l);
     if (st != RELOCK_OK) {
-        err_save(op);
-        op_finish(op, st);
+        relock__a_err_save(op);
+        relock__a_op_finish(op, st);
         return;
     }
     op->fn = a->kit->acq_step;
@@ -283,10 +284,11 @@ static void undo_begin(aop *op)
     void *m = malloc(a->kit->upd_size);
     if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
         free(m);
-        op_finish(op, op_fail(op, RELOCK_EAMBIGUOUS,
-                              "acquire %s: cancelled after it won, and the release failed: the "
-                              "lock may stay held until its TTL ends",
-                              op->l->name));
+        relock__a_op_finish(
+            op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
+                                  "acquire %s: cancelled after it won, and the release failed: the "
+                                  "lock may stay held until its TTL ends",
+                                  op->l->name));
         return;
     }
     free(op->m);
@@ -305,7 +307,7 @@ static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
     op->phase = phase;
     op->steps = 0;
     op->state = S_RUN;
-    op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
 }
 
 /* The owner record of op's lock written (held) or deleted by its machine
@@ -353,7 +355,7 @@ static int next_phase(aop *op, relock_status *st)
         op->m = NULL;
         op->phase = PH_MAIN;
         op->owner_gone = 1;
-        op_start(op);
+        relock__a_op_start(op);
         return 1;
     }
     switch (op->phase) {
@@ -369,8 +371,8 @@ static int next_phase(aop *op, relock_status *st)
                 phase_run(op, PH_DURABLE, relock__durable_step, m);
                 return 1;
             }
-            *st = op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT",
-                          op->kind == K_ACQ ? "acquire" : "extend", l->name);
+            *st = relock__a_op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT",
+                                    op->kind == K_ACQ ? "acquire" : "extend", l->name);
         } else {
             return owner_phase(op, 1);
         }
@@ -387,11 +389,11 @@ static int next_phase(aop *op, relock_status *st)
         *st = RELOCK_OK;
         return 0;
     case PH_UNDO: {
-        err_load(op);
+        relock__a_err_load(op);
         relock__err kept;
         relock__err_copy(&kept, op->kept);
         *st = relock__durable_undone(c, &kept, op->kept_st, *st);
-        err_save(op);
+        relock__a_err_save(op);
         return 0;
     }
     }
@@ -408,13 +410,14 @@ static int next_phase(aop *op, relock_status *st)
         op->kept = malloc(sizeof *op->kept);
     if (!m || !op->kept || a->kit->upd_init(m, l, 0, 0) != RELOCK_OK) {
         free(m);
-        *st = op_fail(op, RELOCK_EAMBIGUOUS,
-                      "acquire %s: the write was not acknowledged, and there was no memory to "
-                      "delete it: the lock may stay held until its TTL ends",
-                      l->name);
+        *st = relock__a_op_fail(
+            op, RELOCK_EAMBIGUOUS,
+            "acquire %s: the write was not acknowledged, and there was no memory to "
+            "delete it: the lock may stay held until its TTL ends",
+            l->name);
         return 0;
     }
-    err_load(op);
+    relock__a_err_load(op);
     relock__err_copy(op->kept, &c->err);
     op->kept_st = *st;
     free(op->err);
@@ -436,7 +439,7 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
         relock__redirect_parse(cn->srv->host, r, &to) != RELOCK__REDIR_MOVED)
         return;
     relock_client *c = cn->a->c;
-    aconn *at = conn_find(cn->a, to.host, to.port);
+    aconn *at = relock__a_conn_find(cn->a, to.host, to.port);
     char key[RELOCK__KEY_MAX];
     if (at && at->ac && at->cstate == C_READY && !at->txn_owner &&
         relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
@@ -463,7 +466,7 @@ static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
     int moved = r && r->type == REDIS_REPLY_ERROR && !priv &&
                 relock__redirect_parse(cn->srv->host, r, &to) == RELOCK__REDIR_MOVED;
     c->watch_noted = r && r->type != REDIS_REPLY_ERROR ? 1 : moved ? 3 : 0;
-    if (moved && (at = conn_find(cn->a, to.host, to.port)) && at->ac &&
+    if (moved && (at = relock__a_conn_find(cn->a, to.host, to.port)) && at->ac &&
         at->cstate == C_READY && !at->txn_owner &&
         relock__watch_key(c->s.key_prefix, key, sizeof key) == 0 &&
         redisAsyncCommand(at->ac, on_watch, at, "SETNX %s %lld", key, relock__wall_ms()) ==
@@ -483,11 +486,11 @@ static void note_watching(relock_async *a, aconn *cn)
         (c->mode != RELOCK_MODE_BRIDGE && c->mode != RELOCK_MODE_MODERN) ||
         relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
         return;
-    aconn *mc = route(a, key);
+    aconn *mc = relock__a_route(a, key);
     if (a->slots && a->slots[relock__cluster_slot(key, strlen(key))]) {
         if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
             return;
-    } else if (c->watch_noted == 3 && map_on(a)) {
+    } else if (c->watch_noted == 3 && relock__a_map_on(a)) {
         return;
     } else if (!mc->ac || mc->cstate != C_READY || mc->txn_owner) {
         mc = cn;
@@ -499,7 +502,7 @@ static void note_watching(relock_async *a, aconn *cn)
 }
 
 /* The machine ended. */
-void machine_done(aop *op, relock_status st)
+void relock__a_machine_done(aop *op, relock_status st)
 {
     relock_async *a = op->a;
     aconn *cn = op->cn;
@@ -509,7 +512,7 @@ void machine_done(aop *op, relock_status st)
         /* A transaction left open: its connection goes (design.md §13.3). */
         cn->txn_owner = NULL;
         if (cn->ac)
-            conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");
+            relock__a_conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");
     }
     if (cn->txn_owner == op)
         cn->txn_owner = NULL;
@@ -523,7 +526,7 @@ void machine_done(aop *op, relock_status st)
         aconn *mc;
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
-            mc = route(a, key);
+            mc = relock__a_route(a, key);
             if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
                 mc = cn;
             if (mc->ac && mc->cstate == C_READY && !mc->txn_owner) {
@@ -534,7 +537,7 @@ void machine_done(aop *op, relock_status st)
         }
     }
     if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY) {
-        queue_flush(cn);
+        relock__a_queue_flush(cn);
         /* An operation of the queue may end within the flush (a release of
          * a lost lock), and its callback may free the client: that ended
          * op too (relock_async_free), and freed it. */
@@ -550,17 +553,19 @@ void machine_done(aop *op, relock_status st)
             free(op->m);
             op->m = NULL;
             if (st != RELOCK_OK || op->cancelled) {
-                op_finish(op, st != RELOCK_OK ? st
-                                              : op_fail(op, RELOCK_ECANCELED,
-                                                        "acquire %s: cancelled", l->name));
+                relock__a_op_finish(op, st != RELOCK_OK
+                                            ? st
+                                            : relock__a_op_fail(op, RELOCK_ECANCELED,
+                                                                "acquire %s: cancelled", l->name));
                 return;
             }
             op->m = malloc(a->kit->acq_size);
             if (!op->m) {
-                op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                relock__a_op_finish(op,
+                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
                 return;
             }
-            attempt_begin(op);
+            relock__a_attempt_begin(op);
             return;
         }
         if (op->undoing == 2) {
@@ -574,14 +579,16 @@ void machine_done(aop *op, relock_status st)
             if (st == RELOCK_OK || st == RELOCK_LOST) {
                 free(op->err);
                 op->err = NULL;
-                op_finish(op, op_fail(op, RELOCK_ECANCELED,
-                                      "acquire %s: cancelled (the lock it had won was released)",
-                                      l->name));
+                relock__a_op_finish(
+                    op, relock__a_op_fail(
+                            op, RELOCK_ECANCELED,
+                            "acquire %s: cancelled (the lock it had won was released)", l->name));
             } else {
-                op_finish(op, op_fail(op, RELOCK_EAMBIGUOUS,
-                                      "acquire %s: cancelled after it won, and the release "
-                                      "failed: the lock may stay held until its TTL ends",
-                                      l->name));
+                relock__a_op_finish(
+                    op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
+                                          "acquire %s: cancelled after it won, and the release "
+                                          "failed: the lock may stay held until its TTL ends",
+                                          l->name));
             }
             return;
         }
@@ -593,43 +600,43 @@ void machine_done(aop *op, relock_status st)
             if (st != RELOCK_EAMBIGUOUS) {
                 free(op->err);
                 op->err = NULL;
-                st = op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name);
+                st = relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name);
             }
-            op_finish(op, st);
+            relock__a_op_finish(op, st);
             return;
         }
         if (st == RELOCK_BUSY) {
-            plan(op, 0);
+            relock__a_plan(op, 0);
             return;
         }
         if (st == RELOCK_OK)
             l->owner_since = relock__wall_ms() / 1000;
-        op_finish(op, st);
+        relock__a_op_finish(op, st);
         return;
     case K_REL:
         if (st == RELOCK_OK && l->waiters > 0)
             relock__yield_note(l); /* let the waiters it woke go first */
         if (st == RELOCK_OK || st == RELOCK_LOST)
             l->lost = 1;
-        op_finish(op, st);
+        relock__a_op_finish(op, st);
         return;
     case K_EXT:
     case K_KEEP:
         if (st == RELOCK_LOST)
             l->lost = 1;
-        op_finish(op, st); /* a renewal goes on in keep_after() */
+        relock__a_op_finish(op, st); /* a renewal goes on in relock__a_keep_after() */
         return;
     }
 }
 
 /* Feeds op's machine: the replies of its batch (or the fault), then sends
  * its next batch or ends it. */
-void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
+void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
 {
     relock_async *a = op->a;
     relock_client *c = a->c;
     if (op->kind == K_SLOTS) {
-        slots_done(op, fault);
+        relock__a_slots_done(op, fault);
         return;
     }
     if (op->kind == K_SETUP) {
@@ -650,7 +657,7 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
         if (fault != RELOCK__FAULT_NONE)
             in.nreply = 0;
         op->state = S_SENT;
-        setup_step(op, &in);
+        relock__a_setup_step(op, &in);
         for (int i = 0; i < nrep; i++)
             if (rep[i])
                 freeReplyObject(rep[i]);
@@ -659,9 +666,9 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
     if (op->state == S_SUBSCRIBING) {
         if (op->ch && op->ch->confirmed) {
             timer_stop(a, &op->timer);
-            plan(op, 1);
+            relock__a_plan(op, 1);
         } else {
-            sub_next(op); /* its subscriber connection failed */
+            relock__a_sub_next(op); /* its subscriber connection failed */
         }
         return;
     }
@@ -675,7 +682,7 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
     /* The batch that ended the transaction was answered.  The connection
      * stays the operation's until its machine has judged the replies: an
      * error reply to EXEC leaves the server's connection inside MULTI
-     * (h->in_txn), and machine_done() then drops it; another operation's
+     * (h->in_txn), and relock__a_machine_done() then drops it; another operation's
      * batch sent before that would be queued inside the transaction. */
     int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
@@ -697,7 +704,7 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
         in.fault_status = fst;
         in.fault_text = ftext;
         in.mono_ms = now_ms();
-        err_load(op);
+        relock__a_err_load(op);
         if (fault != RELOCK__FAULT_NONE && ftext)
             RELOCK__FAIL(&c->err, fst ? fst : RELOCK_EIO, "%s", ftext);
         if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
@@ -739,18 +746,18 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
             c->conn.clock = cn->clock;
         /* the facts of the server it runs on (a Cluster node's own) */
         if (cn->probed)
-            facts_load(c, cn);
+            relock__a_facts_load(c, cn);
         relock__step s = fn(m, op->l, &in, b);
         if (op->clocking)
             cn->clock = c->conn.clock;
-        err_save(op);
+        relock__a_err_save(op);
         for (int i = 0; i < rq->nrep; i++)
             if (rq->rep[i]) {
                 freeReplyObject(rq->rep[i]);
                 rq->rep[i] = NULL;
             }
         rq->nrep = 0;
-        rq_cmds_free(rq);
+        relock__a_rq_cmds_free(rq);
         op->hops = 0;
         op->redir = NULL;
         if (s == RELOCK__STEP_DONE && op->clocking) {
@@ -775,15 +782,15 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
             continue;
         }
         if (s == RELOCK__STEP_DONE) {
-            machine_done(op, h->st);
+            relock__a_machine_done(op, h->st);
             return;
         }
         if (!relock__batch_ok(b) || ++op->steps >= RELOCK__DRIVE_MAX_STEPS) {
-            machine_done(op, op_fail(op, RELOCK_EPROTO, "lock %s: internal error: %s",
-                                     op->l->name,
-                                     op->steps >= RELOCK__DRIVE_MAX_STEPS
-                                         ? "an operation did not end"
-                                         : "a command batch overflowed"));
+            relock__a_machine_done(op, relock__a_op_fail(op, RELOCK_EPROTO,
+                                                         "lock %s: internal error: %s", op->l->name,
+                                                         op->steps >= RELOCK__DRIVE_MAX_STEPS
+                                                             ? "an operation did not end"
+                                                             : "a command batch overflowed"));
             return;
         }
         int n = 0;
@@ -799,7 +806,7 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
         op->pinned = b->pinned;
         op->in_txn = b->in_txn;
         if (n < b->n) {
-            batch_clear(op);
+            relock__a_batch_clear(op);
             fault = RELOCK__FAULT_UNSENT;
             fst = RELOCK_ENOMEM;
             ftext = "out of memory";
@@ -816,36 +823,36 @@ void op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
             if (!b->in_txn) {
                 cn->txn_owner = NULL;
                 if (cn->queue && cn->cstate == C_READY)
-                    queue_flush(cn);
+                    relock__a_queue_flush(cn);
             }
         }
         if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
-            batch_clear(op);
+            relock__a_batch_clear(op);
             fault = RELOCK__FAULT_UNSENT;
             fst = RELOCK_EIO;
             ftext = "the connection of a transaction was lost before its end";
             continue;
         }
-        submit(op);
+        relock__a_submit(op);
         return;
     }
 }
 
 /* ------------------------------------------------------------------ starting */
 
-void kick_fire(void *arg)
+void relock__a_kick_fire(void *arg)
 {
     aconn *cn = arg;
     relock_async *a = cn->a;
     cn->kick_timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (cn->cstate == C_READY && !a->fatal)
-        queue_flush(cn);
-    leave(a);
+        relock__a_queue_flush(cn);
+    relock__a_leave(a);
 }
 
 /* Runs op's first step (the client is ready). */
-void op_start(aop *op)
+void relock__a_op_start(aop *op)
 {
     relock_async *a = op->a;
     if (a->fatal) {
@@ -853,7 +860,7 @@ void op_start(aop *op)
             op->err = malloc(sizeof *op->err);
         if (op->err)
             relock__err_copy(op->err, &a->fatal_err);
-        op_finish(op, a->fatal);
+        relock__a_op_finish(op, a->fatal);
         return;
     }
     if (op->kind == K_ACQ) {
@@ -866,7 +873,8 @@ void op_start(aop *op)
             relock__fence_key_before(l->key, before, sizeof before) == 1) {
             fence_wrap *w = malloc(sizeof *w);
             if (!w) {
-                op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                relock__a_op_finish(op,
+                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
                 return;
             }
             memcpy(w->before, before, sizeof before);
@@ -879,7 +887,7 @@ void op_start(aop *op)
         }
         op->m = malloc(a->kit->acq_size);
         if (!op->m) {
-            op_finish(op, op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+            relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
             return;
         }
         /* The holder that just released usually wins the race back against
@@ -887,20 +895,23 @@ void op_start(aop *op)
         long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
         if (yield > 0) {
             op->state = S_SLEEP;
-            op->timer = timer_start(a, yield, sleep_fire, op);
+            op->timer = timer_start(a, yield, relock__a_sleep_fire, op);
             if (op->timer)
                 return;
         }
-        attempt_begin(op);
+        relock__a_attempt_begin(op);
         return;
     }
     relock_lock *l = op->l;
     if (op->kind == K_REL && l->lost) {
-        op_finish(op, op_fail(op, RELOCK_LOST, "release %s: the lock was already lost", l->name));
+        relock__a_op_finish(
+            op,
+            relock__a_op_fail(op, RELOCK_LOST, "release %s: the lock was already lost", l->name));
         return;
     }
     if ((op->kind == K_EXT || op->kind == K_KEEP) && l->lost) {
-        op_finish(op, op_fail(op, RELOCK_LOST, "extend %s: the lock was already lost", l->name));
+        relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
+                                                  "extend %s: the lock was already lost", l->name));
         return;
     }
     if (op->kind == K_REL && !op->owner_gone) {
@@ -917,8 +928,8 @@ void op_start(aop *op)
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
                              : RELOCK_ENOMEM;
     if (st != RELOCK_OK) {
-        err_save(op);
-        op_finish(op, st);
+        relock__a_err_save(op);
+        relock__a_op_finish(op, st);
         return;
     }
     if (op->kind == K_REL)
@@ -933,7 +944,7 @@ static void start_fire(void *arg)
 {
     relock_async *a = arg;
     a->start_timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     aop *last = a->starting_tail;
     a->batching++;
     while (a->starting && !a->freeing) {
@@ -944,40 +955,40 @@ static void start_fire(void *arg)
         op->in_start = 0;
         op->start_next = NULL;
         if (op->state == S_NEW)
-            op_start(op);
+            relock__a_op_start(op);
         if (op == last)
             break;
     }
     a->batching--;
-    fan_due_run(a);
-    leave(a);
+    relock__a_fan_due_run(a);
+    relock__a_leave(a);
 }
 
 /* A new operation starts from the loop: with one server when its
  * connection is ready; with a quorum at the next turn (the fan driver
  * connects each server as a round needs it). */
-void op_schedule(aop *op)
+void relock__a_op_schedule(aop *op)
 {
     relock_async *a = op->a;
     if (a->kit && a->kit->fan) {
         if (!a->start_timer)
             a->start_timer = timer_start(a, 0, start_fire, a);
         if (!a->start_timer) {
-            op_finish(op, op_fail(op, RELOCK_ENOMEM, "out of memory"));
+            relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "out of memory"));
             return;
         }
         op->in_start = 1;
         start_push_(&a->starting, &a->starting_tail, op);
         return;
     }
-    op->cn = route(a, op->l ? op->l->key : NULL);
-    conn_wants(op->cn, op);
+    op->cn = relock__a_route(a, op->l ? op->l->key : NULL);
+    relock__a_conn_wants(op->cn, op);
 }
 
 /* Before a call starts a quorum's operation: the shared start timer armed,
- * so that op_schedule() cannot fail and end the operation (its callback)
+ * so that relock__a_op_schedule() cannot fail and end the operation (its callback)
  * from within the call.  0 when the loop refuses the timer. */
-int start_armed(relock_async *a)
+int relock__a_start_armed(relock_async *a)
 {
     if (!a->kit || !a->kit->fan || a->start_timer)
         return 1;
@@ -986,7 +997,7 @@ int start_armed(relock_async *a)
 }
 
 /* Queues a new operation; it starts from the loop. */
-void op_enqueue(aop *op)
+void relock__a_op_enqueue(aop *op)
 {
     relock_async *a = op->a;
     op->next = a->ops;
@@ -995,10 +1006,10 @@ void op_enqueue(aop *op)
     a->ops = op;
     a->pending++;
     op->state = S_NEW;
-    op_schedule(op);
+    relock__a_op_schedule(op);
 }
 
-aop *op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
+aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
 {
     aop *op = calloc(1, sizeof *op);
     if (!op)

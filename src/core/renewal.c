@@ -1,7 +1,7 @@
 /*
  * Locks of the operation core (core.h): a lock's operation in flight
  * (relock__alock), its renewal (keep_*) and the loss deadline
- * (deadline_arm(), lost_fire()).
+ * (relock__a_deadline_arm(), lost_fire()).
  */
 
 #include "core.h"
@@ -10,7 +10,7 @@
 
 static int async_lock_free(relock_lock *l);
 
-struct relock__alock *alock(relock_async *a, relock_lock *l)
+struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
 {
     if (!l->al) {
         l->al = calloc(1, sizeof *l->al);
@@ -26,7 +26,7 @@ struct relock__alock *alock(relock_async *a, relock_lock *l)
     return l->al;
 }
 
-void alock_free(relock_lock *l)
+void relock__a_alock_free(relock_lock *l)
 {
     struct relock__alock *al = l->al;
     if (!al)
@@ -61,7 +61,7 @@ static int async_lock_free(relock_lock *l)
             return 1;
         }
     }
-    alock_free(l);
+    relock__a_alock_free(l);
     return 0;
 }
 
@@ -69,7 +69,7 @@ static void keep_tick(void *arg);
 
 /* An operation on l ended: the next one on it may start; a lock the
  * program freed meanwhile is freed now. */
-void lock_op_end(aop *op)
+void relock__a_lock_op_end(aop *op)
 {
     relock_lock *l = op->l;
     struct relock__alock *al = l->al;
@@ -92,15 +92,15 @@ void lock_op_end(aop *op)
              * runs now, as one in flight when it was freed does: the lock
              * goes when it ends (its lock_gone), its callback gets NULL. */
             al->busy = after;
-            op_schedule(after);
+            relock__a_op_schedule(after);
             return;
         }
         if (after) /* the client is being freed: it ends unsent */
             after->l = NULL;
-        alock_free(l);
+        relock__a_alock_free(l);
         relock_lock_free(l);
         if (after)
-            op_finish(after, RELOCK_ECANCELED);
+            relock__a_op_finish(after, RELOCK_ECANCELED);
         return;
     }
     if (al->after && !op->a->freeing) {
@@ -108,7 +108,7 @@ void lock_op_end(aop *op)
         aop *next = al->after;
         al->after = NULL;
         al->busy = next;
-        op_schedule(next);
+        relock__a_op_schedule(next);
     }
 }
 
@@ -120,24 +120,24 @@ static void keep_tick(void *arg)
     struct relock__alock *al = l->al;
     relock_async *a = al->a;
     al->keep_timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     if (al->kept && !al->busy && !a->freeing) {
-        aop *op = op_new(a, K_KEEP, NULL, NULL);
+        aop *op = relock__a_op_new(a, K_KEEP, NULL, NULL);
         if (op) {
             op->l = l;
             op->wait_ms = l->ttl_ms;
             al->busy = op;
-            op_enqueue(op);
+            relock__a_op_enqueue(op);
         } else {
             al->keep_timer = timer_start(a, 10, keep_tick, l);
         }
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* The next renewal: a third of the ttl from now, or sooner while the
  * validity left is short (lease.h), as relock_keep()'s thread does. */
-void keep_arm(struct relock__alock *al, relock_lock *l)
+void relock__a_keep_arm(struct relock__alock *al, relock_lock *l)
 {
     al->keep_timer = timer_start(al->a, relock__renew_wait_ms(l->ttl_ms, l->valid_until, now_ms()),
                                  keep_tick, l);
@@ -146,7 +146,7 @@ void keep_arm(struct relock__alock *al, relock_lock *l)
 static void lost_fire(void *arg);
 
 /* The loss deadline at the end of the validity as of the last renewal. */
-void deadline_arm(struct relock__alock *al, relock_lock *l)
+void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l)
 {
     timer_stop(al->a, &al->lost_timer);
     uint64_t now = now_ms();
@@ -179,10 +179,10 @@ static void lost_fire(void *arg)
     if (!al->kept || al->keep_lost || a->freeing)
         return;
     if (now_ms() < al->keep_valid) { /* the loop's timer came early */
-        deadline_arm(al, l);
+        relock__a_deadline_arm(al, l);
         return;
     }
-    enter(a);
+    relock__a_enter(a);
     relock__err e;
     relock__err_clear(&e);
     relock_status why = al->fail_st;
@@ -196,12 +196,12 @@ static void lost_fire(void *arg)
                      l->name);
     }
     keep_lose(a, l, why, &e.pub);
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* A renewal of l ended with st (e its detail): the next one is timed, a
  * failed one retried soon while validity remains, a loss reported. */
-void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
+void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
 {
     struct relock__alock *al = l->al;
     if (!al || !al->kept || al->keep_lost)
@@ -210,8 +210,8 @@ void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_
         al->keep_valid = l->valid_until;
         al->fail_st = RELOCK_OK;
         relock__event(a->c, RELOCK_EVENT_RENEWED, l, RELOCK_OK, 0);
-        keep_arm(al, l);
-        deadline_arm(al, l);
+        relock__a_keep_arm(al, l);
+        relock__a_deadline_arm(al, l);
         return;
     }
     /* A failed extend may have lowered the validity (one whose outcome is
@@ -219,7 +219,7 @@ void keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_
      * deadline follows it down, never up. */
     if (l->valid_until < al->keep_valid) {
         al->keep_valid = l->valid_until;
-        deadline_arm(al, l);
+        relock__a_deadline_arm(al, l);
     }
     if (st == RELOCK_LOST || now_ms() >= al->keep_valid) {
         keep_lose(a, l, st, e);

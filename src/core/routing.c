@@ -1,6 +1,6 @@
 /*
  * Routing in the operation core (core.h): the Redis Cluster slot map and
- * its node connections, following MOVED and ASK (follow()), and the
+ * its node connections, following MOVED and ASK (relock__a_follow()), and the
  * search for the master the sentinels name (loc_*), made before every
  * connect of the first connection with Sentinel.
  */
@@ -22,7 +22,7 @@ static void loc_timeout_fire(void *arg);
  * message.  Inside a transaction nothing is followed. */
 
 /* Cluster's slot map is on: one server, no Sentinel, cluster.slot_map. */
-int map_on(const relock_async *a)
+int relock__a_map_on(const relock_async *a)
 {
     const relock__settings *s = &a->c->s;
     return s->cluster.slot_map && s->nservers <= 1 && !relock__sentinel_on(s);
@@ -46,12 +46,12 @@ static aconn *node_idle(relock_async *a)
             pick = cn;
     }
     if (pick) {
-        conn_drop(pick);
+        relock__a_conn_drop(pick);
         /* node_conn() clears the struct: a kick left from an operation
-         * cancelled in its queue would be lost to really_free() */
+         * cancelled in its queue would be lost to relock__a_really_free() */
         timer_stop(a, &pick->kick_timer);
-        map_forget(pick);
-        batch_clear(&pick->setup);
+        relock__a_map_forget(pick);
+        relock__a_batch_clear(&pick->setup);
         memset(&pick->node, 0, sizeof pick->node); /* the password */
     }
     return pick;
@@ -61,7 +61,7 @@ static aconn *node_idle(relock_async *a)
  * servers[0]'s login and db); NULL when ncap are in use and busy. */
 static aconn *node_conn(relock_async *a, const char *host, int port)
 {
-    aconn *cn = conn_find(a, host, port);
+    aconn *cn = relock__a_conn_find(a, host, port);
     if (cn || strlen(host) >= sizeof cn->node.host)
         return cn;
     if (a->nconns < a->ncap)
@@ -81,7 +81,7 @@ static aconn *node_conn(relock_async *a, const char *host, int port)
 
 /* The connection an operation on key starts on: its slot's master when
  * the map knows it, else home. */
-aconn *route(relock_async *a, const char *key)
+aconn *relock__a_route(relock_async *a, const char *key)
 {
     if (a->slots && key) {
         int idx = a->slots[relock__cluster_slot(key, strlen(key))];
@@ -93,7 +93,7 @@ aconn *route(relock_async *a, const char *key)
 
 /* A node that could not be reached leaves the map (a failover may have
  * moved its slots): its slots' operations go home, whose MOVED tells. */
-void map_forget(aconn *cn)
+void relock__a_map_forget(aconn *cn)
 {
     relock_async *a = cn->a;
     if (a->home == cn)
@@ -111,7 +111,7 @@ void map_forget(aconn *cn)
 static void map_range(void *arg, int from, int to, const char *host, int port)
 {
     relock_async *a = arg;
-    aconn *cn = conn_find(a, host, port);
+    aconn *cn = relock__a_conn_find(a, host, port);
     if (!cn && a->nconns < a->ncap)
         cn = node_conn(a, host, port);
     if (cn)
@@ -131,7 +131,7 @@ static void slots_read(aconn *at)
     if (rd->state == S_SENT || !a->slots || at->cstate != C_READY || at->txn_owner ||
         (a->slots_at && !a->slots_stale && now - a->slots_at < 1000))
         return;
-    batch_clear(rd);
+    relock__a_batch_clear(rd);
     memset(rd, 0, sizeof *rd);
     rd->a = a;
     rd->cn = at;
@@ -144,11 +144,11 @@ static void slots_read(aconn *at)
     rd->rq.len[0] = (size_t)fl;
     rd->rq.n = 1;
     a->slots_at = now;
-    send_now(rd);
+    relock__a_send_now(rd);
 }
 
 /* The reply to CLUSTER SLOTS (or the fault that ended it). */
-void slots_done(aop *rd, relock__fault fault)
+void relock__a_slots_done(aop *rd, relock__fault fault)
 {
     relock_async *a = rd->a;
     areq *rq = &rd->rq;
@@ -159,7 +159,7 @@ void slots_done(aop *rd, relock__fault fault)
         relock__cluster_slots_parse(rq->rep[0], rq->cn->srv->host, map_range, a);
         a->slots_stale = 0;
     }
-    batch_clear(rd);
+    relock__a_batch_clear(rd);
 }
 
 static void redir_fire(void *arg)
@@ -167,9 +167,9 @@ static void redir_fire(void *arg)
     aop *op = arg;
     relock_async *a = op->a;
     op->timer = NULL;
-    enter(a);
-    submit(op);
-    leave(a);
+    relock__a_enter(a);
+    relock__a_submit(op);
+    relock__a_leave(a);
 }
 
 /* The batch's command name i (for messages), from its formatted text. */
@@ -185,7 +185,7 @@ static void cmd_name(const areq *rq, int i, char *out, size_t outlen)
 /* Acts on a redirection or READONLY among the replies just completed;
  * 1 when it did (the batch goes on, or was ended), 0 when the replies are
  * the machine's. */
-int follow(aop *op)
+int relock__a_follow(aop *op)
 {
     relock_async *a = op->a;
     relock_client *c = a->c;
@@ -220,8 +220,8 @@ int follow(aop *op)
         op->hops++;
         if (act == RELOCK__ROUTE_READONLY || act == RELOCK__ROUTE_TOO_MANY) {
             if (act == RELOCK__ROUTE_READONLY && at->ac)
-                conn_gone(at, 0, RELOCK_EIO, e.msg);
-            op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
+                relock__a_conn_gone(at, 0, RELOCK_EIO, e.msg);
+            relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
             return 1;
         }
         aconn *next = at;
@@ -234,13 +234,13 @@ int follow(aop *op)
                          "%s: redirected to %s:%d, but the client's %d connections to "
                          "Cluster nodes are all in use",
                          name, to.host, to.port, a->ncap);
-                op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
+                relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
                 return 1;
             }
         }
         if (act == RELOCK__ROUTE_MOVED) {
             c->moved++;
-            if (map_on(a)) {
+            if (relock__a_map_on(a)) {
                 if (!a->slots)
                     a->slots = calloc(RELOCK__CLUSTER_NSLOTS, 1);
                 if (a->slots)
@@ -260,7 +260,7 @@ int follow(aop *op)
             if (op->timer)
                 return 1;
         }
-        submit(op);
+        relock__a_submit(op);
         return 1;
     }
     if (rq->ask && rq->base + 1 < rq->n) {
@@ -268,7 +268,7 @@ int follow(aop *op)
         rq->base++;
         rq->ask = 0;
         op->redir = op->cn;
-        submit(op);
+        relock__a_submit(op);
         return 1;
     }
     return 0;
@@ -287,7 +287,7 @@ int follow(aop *op)
  * connect (after a lost connection, or a READONLY) searches again. */
 
 /* Closes the connection to the sentinel being asked, if any. */
-void loc_stop(relock_async *a)
+void relock__a_loc_stop(relock_async *a)
 {
     timer_stop(a, &a->loc.timer);
     redisAsyncContext *ac = a->loc.ac;
@@ -303,9 +303,9 @@ static void loc_failed(relock_async *a, const char *reason)
 {
     char why[RELOCK__HOST_MAX + 160];
     snprintf(why, sizeof why, "%s", reason);
-    loc_stop(a);
+    relock__a_loc_stop(a);
     relock__sentinel_unreachable(&a->loc.q, &a->c->s, why);
-    loc_next(a);
+    relock__a_loc_next(a);
 }
 
 static void loc_on_connect(const redisAsyncContext *ac, int status)
@@ -313,7 +313,7 @@ static void loc_on_connect(const redisAsyncContext *ac, int status)
     relock_async *a = ac->data;
     if (!a)
         return;
-    enter(a);
+    relock__a_enter(a);
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback */
         a->loc.ac->data = NULL;
@@ -324,7 +324,7 @@ static void loc_on_connect(const redisAsyncContext *ac, int status)
         a->loc.timer = timer_start(a, relock__sentinel_timeout(a->c->s.command_timeout_ms),
                                    loc_timeout_fire, a);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void loc_on_disconnect(const redisAsyncContext *ac, int status)
@@ -333,11 +333,11 @@ static void loc_on_disconnect(const redisAsyncContext *ac, int status)
     relock_async *a = ac->data;
     if (!a)
         return;
-    enter(a);
+    relock__a_enter(a);
     a->loc.ac->data = NULL;
     a->loc.ac = NULL; /* hiredis frees it */
     loc_failed(a, ac->errstr[0] ? ac->errstr : "connection lost");
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void loc_on_reply(redisAsyncContext *ac, void *rr, void *priv)
@@ -346,13 +346,13 @@ static void loc_on_reply(redisAsyncContext *ac, void *rr, void *priv)
     relock_async *a = ac->data;
     if (!a || !rr)
         return; /* no reply: the disconnect callback tells */
-    enter(a);
+    relock__a_enter(a);
     relock_client *c = a->c;
     relock__addr m;
     int rc = relock__sentinel_answer(&a->loc.q, &c->s, rr, &m);
-    loc_stop(a);
+    relock__a_loc_stop(a);
     if (rc != 0) {
-        loc_next(a);
+        relock__a_loc_next(a);
     } else {
         aconn *cn = &a->conns[0];
         cn->node = c->s.servers[0]; /* login and db */
@@ -362,19 +362,20 @@ static void loc_on_reply(redisAsyncContext *ac, void *rr, void *priv)
         a->loc.m = m;
         a->loc.checking = 1;
         a->loc.go = 1;
-        conn_connect(cn);
+        relock__a_conn_connect(cn);
     }
-    leave(a);
+    relock__a_leave(a);
 }
 
 static void loc_timeout_fire(void *arg)
 {
     relock_async *a = arg;
     a->loc.timer = NULL;
-    enter(a);
+    relock__a_enter(a);
     char why[96];
-    const char *se = a->loc.ac && !(a->loc.ac->c.flags & REDIS_CONNECTED) ? sock_error(a->loc.ac)
-                                                                           : NULL;
+    const char *se = a->loc.ac && !(a->loc.ac->c.flags & REDIS_CONNECTED)
+                         ? relock__a_sock_error(a->loc.ac)
+                         : NULL;
     if (se)
         snprintf(why, sizeof why, "%s", se);
     else
@@ -383,12 +384,12 @@ static void loc_timeout_fire(void *arg)
                      ? relock__sentinel_timeout(a->c->s.command_timeout_ms)
                      : relock__sentinel_timeout(a->c->s.connect_timeout_ms));
     loc_failed(a, why);
-    leave(a);
+    relock__a_leave(a);
 }
 
 /* Asks the next sentinel; when each was asked, the connection's setup
  * fails with the search's error. */
-void loc_next(relock_async *a)
+void relock__a_loc_next(relock_async *a)
 {
     relock_client *c = a->c;
     aconn *cn = &a->conns[0];
@@ -417,12 +418,12 @@ void loc_next(relock_async *a)
     a->loc.active = 0;
     cn->cstate = C_DOWN;
     relock__err_clear(&c->err);
-    setup_done(cn, relock__sentinel_end(&a->loc.q, &c->s, &c->err));
+    relock__a_setup_done(cn, relock__sentinel_end(&a->loc.q, &c->s, &c->err));
 }
 
 /* Tears down cn's context when nothing is in flight on it (its setup
  * ended), without feeding anyone or reconnecting. */
-void conn_drop(aconn *cn)
+void relock__a_conn_drop(aconn *cn)
 {
     relock_async *a = cn->a;
     redisAsyncContext *ac = cn->ac;
@@ -440,7 +441,7 @@ void conn_drop(aconn *cn)
 
 /* The master the current sentinel named failed (st, c's error): the next
  * sentinel is asked. */
-void loc_bad_master(aconn *cn, relock_status st, const char *why)
+void relock__a_loc_bad_master(aconn *cn, relock_status st, const char *why)
 {
     relock_async *a = cn->a;
     /* "connect to HOST:PORT: reason" within a longer message: the reason */
@@ -448,8 +449,8 @@ void loc_bad_master(aconn *cn, relock_status st, const char *why)
     char text[sizeof a->c->err.msg];
     snprintf(text, sizeof text, "%s", relock__sentinel_reason(p ? p : why));
     relock__sentinel_bad_master(&a->loc.q, &a->c->s, &a->loc.m, st, text);
-    conn_drop(cn);
-    loc_next(a);
+    relock__a_conn_drop(cn);
+    relock__a_loc_next(a);
 }
 
 /* The probe of the master named is done: ROLE (INFO replication before

@@ -348,46 +348,6 @@ relock_status relock_async_keep_stop(relock_lock *l)
 
 /* ------------------------------------------------------------------ freeing */
 
-void relock__a_really_free(relock_async *a)
-{
-    timer_stop(a, &a->start_timer);
-    for (int i = 0; i < a->nconns; i++) {
-        aconn *cn = &a->conns[i];
-        timer_stop(a, &cn->conn_timer);
-        timer_stop(a, &cn->tmo_timer);
-        timer_stop(a, &cn->kick_timer);
-        if (cn->ac) {
-            redisAsyncContext *ac = cn->ac;
-            cn->ac = NULL;
-            ac->data = NULL;
-            redisAsyncFree(ac);
-        }
-        relock__a_batch_clear(&cn->setup);
-    }
-    relock__a_loc_stop(a);
-    relock__a_batch_clear(&a->slots_rd);
-    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
-    free(a->conns);
-    free(a->slots);
-    if (a->sub) {
-        redisAsyncContext *s = a->sub;
-        a->sub = NULL;
-        s->data = NULL;
-        redisAsyncFree(s);
-    }
-    relock__a_chan_free_all(a);
-    free(a->fanout);
-    relock_client *c = a->c;
-    if (c->q) {
-        relock__quorum_free(c);
-        free(c->q);
-    }
-    memset(c, 0xa5, sizeof *c); /* settings hold passwords */
-    free(c);
-    memset(a, 0xa5, sizeof *a);
-    free(a);
-}
-
 void relock_async_free(relock_async *a)
 {
     if (!a || a->freeing)

@@ -8,6 +8,8 @@
 
 #include "core.h"
 
+static void really_free(relock_async *a);
+
 static void queue_push(aconn *cn, aop *op);
 
 /* ------------------------------------------------------------------ helpers */
@@ -32,7 +34,7 @@ void relock__a_enter(relock_async *a)
 void relock__a_leave(relock_async *a)
 {
     if (--a->depth == 0 && a->freeing)
-        relock__a_really_free(a);
+        really_free(a);
 }
 
 /* A deep copy of a reply, freeable with freeReplyObject(). */
@@ -820,4 +822,47 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     su->rq.len[0] = (size_t)fl;
     su->rq.n = 1;
     relock__a_send_now(su);
+}
+
+/* ------------------------------------------------------------------ freeing */
+
+/* Frees the client once no callback of it runs (relock__a_leave()). */
+static void really_free(relock_async *a)
+{
+    timer_stop(a, &a->start_timer);
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        timer_stop(a, &cn->conn_timer);
+        timer_stop(a, &cn->tmo_timer);
+        timer_stop(a, &cn->kick_timer);
+        if (cn->ac) {
+            redisAsyncContext *ac = cn->ac;
+            cn->ac = NULL;
+            ac->data = NULL;
+            redisAsyncFree(ac);
+        }
+        relock__a_batch_clear(&cn->setup);
+    }
+    relock__a_loc_stop(a);
+    relock__a_batch_clear(&a->slots_rd);
+    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
+    free(a->conns);
+    free(a->slots);
+    if (a->sub) {
+        redisAsyncContext *s = a->sub;
+        a->sub = NULL;
+        s->data = NULL;
+        redisAsyncFree(s);
+    }
+    relock__a_chan_free_all(a);
+    free(a->fanout);
+    relock_client *c = a->c;
+    if (c->q) {
+        relock__quorum_free(c);
+        free(c->q);
+    }
+    memset(c, 0xa5, sizeof *c); /* settings hold passwords */
+    free(c);
+    memset(a, 0xa5, sizeof *a);
+    free(a);
 }

@@ -498,7 +498,4 @@ void relock__a_keep_arm(struct relock__alock *al, relock_lock *l);
 void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l);
 void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
-/* api */
-void relock__a_really_free(relock_async *a);
-
 #endif

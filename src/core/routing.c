@@ -48,7 +48,7 @@ static aconn *node_idle(relock_async *a)
     if (pick) {
         relock__a_conn_drop(pick);
         /* node_conn() clears the struct: a kick left from an operation
-         * cancelled in its queue would be lost to relock__a_really_free() */
+         * cancelled in its queue would be lost to really_free() */
         timer_stop(a, &pick->kick_timer);
         relock__a_map_forget(pick);
         relock__a_batch_clear(&pick->setup);

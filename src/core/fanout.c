@@ -9,30 +9,36 @@
 /* ------------------------------------------------------------------ the quorum's fan driver */
 
 /*
- * A quorum (several servers) runs the fan machine (engine/fan.h,
- * quorum.c) over a connection per server, as the blocking fan driver
- * (engine/fandrive.c) does over its poll loop: a round's batches go out
- * at once, each server's replies are fed as soon as they are complete,
- * one timer per round feeds the time at the round's deadline, and the
- * machine decides.  What the driver keeps is decision 44's part: a server
- * still silent when a round is decided owes its replies (its request stays
- * in the connection's FIFO without an operation, read and dropped) if its
- * batch was written, in time or late, else its connection is dropped;
- * a connection owing a reply older than the round's timeout, or MAX_OWED
- * replies, is dropped when a round would use it, and left alone for one
- * timeout, except for a clean-up (a failed acquire's delete), which goes
- * behind the owed request on its connection, however late, so that the
- * server runs it after the request it undoes.  Pipelined operations
- * leave a server slightly slower than the majority owing many replies at
- * once, as a matter of course: lateness is judged by the age of the
- * oldest, and the count only bounds the memory (the blocking driver, one
- * operation at a time, stops at 8; decision 211).  A quorum's
+ * A quorum (several servers) runs the fan machine (engine/fan.h, quorum.c)
+ * over a connection per server, as the blocking fan driver
+ * (engine/fandrive.c) does over its poll loop: a round's batches go out at
+ * once, each server's replies are fed as soon as they are complete, one
+ * timer per round feeds the time at the round's deadline, and the machine
+ * decides.  What the driver keeps is decision 44's part: a server still
+ * silent when a round is decided owes its replies (its request stays in
+ * the connection's FIFO without an operation, read and dropped) if its
+ * batch was written, in time or late, else its connection is dropped; a
+ * connection owing a reply older than the round's timeout, or
+ * MAX_OWED_REQUESTS requests, is dropped when a round would use it, and
+ * left alone for one timeout, except for a clean-up (a failed acquire's
+ * delete), which goes behind the owed request on its connection, however
+ * late, so that the server runs it after the request it undoes.  Pipelined
+ * operations leave a server slightly slower than the majority owing many
+ * replies at once, as a matter of course: lateness is judged by the age of
+ * the oldest, and the count only bounds the memory (the blocking driver,
+ * one operation at a time, stops at 8; decision 211).  A quorum's
  * connections run no probe (the quorum is modern values only): AUTH,
  * SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead of
  * the first batch, as the blocking fan driver does.
  */
 
-#define MAX_OWED 4096
+/* Requests a connection may owe (kept in its FIFO so that their replies
+ * are read and dropped) before it is dropped when a round would use it.
+ * With operations pipelined, hundreds owed is normal and lateness is the
+ * oldest one's age: this count bounds the memory the owed requests hold,
+ * not how far behind a server may fall (the blocking driver's
+ * MAX_REPLIES_BEHIND, src/engine/fandrive.c, is that; decision 211). */
+#define MAX_OWED_REQUESTS 4096
 
 /* The scripts a quorum sends, loaded on every new connection. */
 static const int quorum_scripts[] = {RELOCK__SCRIPT_MODERN_ACQUIRE, RELOCK__SCRIPT_FENCE_RAISE,
@@ -318,7 +324,7 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
                     oldest = p->sent_at;
                 owed++;
             }
-        if (owed > 0 && (owed >= MAX_OWED || now - oldest > (uint64_t)timeout_ms))
+        if (owed > 0 && (owed >= MAX_OWED_REQUESTS || now - oldest > (uint64_t)timeout_ms))
             fan_drop(cn, "too far behind: dropped", now, timeout_ms);
     }
     if (!cn->ac && ((now < cn->retry_at && !after) || fan_connect(cn) != 0))

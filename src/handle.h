@@ -141,7 +141,7 @@ struct relock_lock {
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
-    /* A lock of an asynchronous client (async.c): its operation in flight
+    /* A lock of an asynchronous client (src/core/renewal.c): its operation in flight
      * and its renewal; NULL for the blocking API's locks. */
     struct relock__alock *al;
     /* With al: what relock_lock_free() calls first, installed by the

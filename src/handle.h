@@ -34,6 +34,7 @@ typedef struct relock__conn {
 /* ------------------------------------------------------------------ client and lock */
 
 struct relock__algo;
+struct relock__machines;
 
 /* The connection a write went out on, for relock__durable_wait(). */
 typedef struct relock__wmark {
@@ -173,6 +174,10 @@ typedef struct relock__algo {
     /* Optional: fills what a lock adopted from its value can know (its
      * validity, from a timestamp). */
     void (*adopt)(relock_lock *l);
+    /* The same algorithm's machines, for the operation core, which steps
+     * them on its own connections (engine/fan.h): one table of algorithms
+     * for both drivers. */
+    const struct relock__machines *machines;
 } relock__algo;
 
 #endif

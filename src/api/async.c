@@ -95,7 +95,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
             relock__err_copy(&a->fatal_err, &a->err);
             return st;
         }
-        a->kit = &relock__a_kit_quorum;
+        a->kit = relock__algo_quorum.machines;
         a->probed = 1;
     }
     if (!a->kit)

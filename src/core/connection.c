@@ -664,7 +664,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             st = relock__select_mode(c);
             if (st == RELOCK_OK)
                 st = relock__durable_check(c);
-            a->kit = relock__a_kit_for(c->mode);
+            a->kit = c->algo ? c->algo->machines : NULL;
             if (st == RELOCK_OK && !a->kit) /* a selected mode has machines */
                 st = RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: no machines for mode %s",
                                   relock_mode_name(c->mode));

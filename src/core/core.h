@@ -12,10 +12,10 @@
  *                 ASK, and the search for the Sentinel master (loc_*);
  *   notice.c      release notices (the subscriber connection, one channel
  *                 per lock name) and waiting between attempts (plan, sleep);
- *   operation.c   an operation's life: the machines of each mode, starting,
- *                 the phases after the main machine (durability, owner
- *                 record, undo), the legacy marker and WATCH evidence, feeding
- *                 replies and finishing;
+ *   operation.c   an operation's life: starting, the phases after the
+ *                 main machine (durability, owner record, undo), the
+ *                 legacy marker and WATCH evidence, feeding replies and
+ *                 finishing;
  *   fanout.c      a quorum's fan-out over a connection per server;
  *   renewal.c     a lock's operation in flight, its renewal and the loss
  *                 deadline.
@@ -68,8 +68,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "../../compat/compat.h"
-#include "../../compat/ts.h"
 #include "engine/engine.h"
 #include "engine/waitplan.h"
 #include "fence.h"
@@ -97,18 +95,6 @@ enum op_state {
     S_DONE
 };
 
-/* The machines of a mode. */
-typedef struct mkit {
-    size_t acq_size;
-    relock_status (*acq_init)(void *m, relock_lock *l);
-    relock__step_fn acq_step;
-    size_t upd_size;
-    relock_status (*upd_init)(void *m, relock_lock *l, int extend, long long ttl_ms);
-    relock__step_fn upd_step;
-    /* A quorum: the acquire and update machines are this fan machine,
-     * run over a connection per server (the fan driver below). */
-    relock__fan_fn fan;
-} mkit;
 
 typedef struct achan achan;
 typedef struct aconn aconn;
@@ -298,7 +284,9 @@ struct relock_async {
     relock_client *c; /* settings, server facts, scripts: what machines read */
     relock_async_loop loop;
     relock__err err;
-    const mkit *kit;
+    /* the machines of the client's algorithm (relock__algo.machines), once
+     * chosen: after the probe, or at once with a quorum */
+    const relock__machines *kit;
     relock_status fatal; /* the probe or the mode failed: every operation fails */
     relock__err fatal_err;
     int probed;
@@ -465,8 +453,6 @@ void relock__a_sub_next(aop *op);
 void relock__a_plan(aop *op, int after_subscribe);
 
 /* operation.c */
-extern const mkit relock__a_kit_quorum;
-const mkit *relock__a_kit_for(relock_mode m);
 void relock__a_err_save(aop *op);
 void relock__a_err_load(aop *op);
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)

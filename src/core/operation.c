@@ -1,97 +1,14 @@
 /*
- * An operation's life in the operation core (core.h): the machines of
- * each mode (mkit), its error, starting (op_start, op_schedule), the
- * attempts, the phases after the main machine (durability's WAIT, the
- * owner record, the undo of an unacknowledged acquire), the legacy
- * marker and WATCH evidence, feeding replies to its machine (op_feed,
- * machine_done) and finishing (op_finish).
+ * An operation's life in the operation core (core.h): its error,
+ * starting (relock__a_op_start, relock__a_op_schedule), the attempts, the
+ * phases after the main machine (durability's WAIT, the owner record, the
+ * undo of an unacknowledged acquire), the legacy marker and WATCH
+ * evidence, feeding replies to its machine (relock__a_op_feed,
+ * relock__a_machine_done) and finishing (relock__a_op_finish).  The
+ * machines are the algorithm's (relock__algo.machines, a->kit).
  */
 
 #include "core.h"
-
-/* ------------------------------------------------------------------ machines of each mode */
-
-/* The driver draws the randomness (engine conventions). */
-static relock_status ts_acq_init(void *m, relock_lock *l)
-{
-    relock__ts_acquire_init(m);
-    return relock__bridge_suffix(l, "acquire", l->value);
-}
-
-static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
-{
-    char tok[33];
-    if (extend) {
-        relock_status st = relock__bridge_suffix(l, "extend", tok);
-        if (st != RELOCK_OK)
-            return st;
-    }
-    relock__ts_update_init(m, extend, ttl_ms, extend ? tok : NULL);
-    return RELOCK_OK;
-}
-
-static const mkit kit_ts = {
-    sizeof(relock__ts_acquire), ts_acq_init, relock__ts_acquire_step,
-    sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step, NULL,
-};
-
-static relock_status modern_acq_init(void *m, relock_lock *l)
-{
-    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
-    if (st != RELOCK_OK)
-        return st;
-    relock__modern_acq_init(m);
-    ((relock__modern_acq *)m)->h.hint_ms = -1;
-    return RELOCK_OK;
-}
-
-static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)
-{
-    (void)l;
-    relock__modern_cx_init(m, extend, ttl_ms);
-    return RELOCK_OK;
-}
-
-static const mkit kit_modern = {
-    sizeof(relock__modern_acq), modern_acq_init, relock__modern_acq_step,
-    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step, NULL,
-};
-
-/* A quorum: one fan machine for every operation (quorum.c). */
-static relock_status quorum_acq_init(void *m, relock_lock *l)
-{
-    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
-    if (st != RELOCK_OK)
-        return st;
-    relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
-    return RELOCK_OK;
-}
-
-static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
-{
-    relock__quorum_init(m, extend ? RELOCK__Q_EXTEND : RELOCK__Q_RELEASE,
-                        extend ? ttl_ms : l->ttl_ms);
-    return RELOCK_OK;
-}
-
-const mkit relock__a_kit_quorum = {
-    sizeof(relock__quorum_m), quorum_acq_init, NULL,
-    sizeof(relock__quorum_m), quorum_upd_init, NULL,
-    relock__quorum_step,
-};
-
-const mkit *relock__a_kit_for(relock_mode m)
-{
-    switch (m) {
-    case RELOCK_MODE_LEGACY:
-    case RELOCK_MODE_BRIDGE:
-        return &kit_ts;
-    case RELOCK_MODE_MODERN:
-        return &kit_modern;
-    default:
-        return NULL;
-    }
-}
 
 /* The fence carry of a whole-tag key, run before the first attempt. */
 typedef struct fence_wrap {

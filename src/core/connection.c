@@ -9,7 +9,6 @@
 #include "core.h"
 
 static void really_free(relock_async *a);
-
 static void queue_push(aconn *cn, aop *op);
 
 /* ------------------------------------------------------------------ helpers */

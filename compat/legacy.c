@@ -60,6 +60,7 @@
 #include "compat.h"
 #include "ts.h"
 #include "routing.h"
+#include "engine/fan.h"
 
 static int is_bridge(const relock_client *c)
 {
@@ -985,10 +986,35 @@ relock_status relock__legacy_check(relock_client *c)
     return RELOCK_OK;
 }
 
+/* The operation core's machines; the driver draws the randomness (engine
+ * conventions): bridge.value_suffix's token. */
+static relock_status ts_acq_init(void *m, relock_lock *l)
+{
+    relock__ts_acquire_init(m);
+    return relock__bridge_suffix(l, "acquire", l->value);
+}
+
+static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    char tok[33];
+    if (extend) {
+        relock_status st = relock__bridge_suffix(l, "extend", tok);
+        if (st != RELOCK_OK)
+            return st;
+    }
+    relock__ts_update_init(m, extend, ttl_ms, extend ? tok : NULL);
+    return RELOCK_OK;
+}
+
+static const relock__machines ts_machines = {
+    sizeof(relock__ts_acquire), ts_acq_init, relock__ts_acquire_step,
+    sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step, NULL,
+};
+
 const relock__algo relock__algo_legacy = {
-    "legacy", ts_attempt, ts_release, ts_extend, ts_adopt,
+    "legacy", ts_attempt, ts_release, ts_extend, ts_adopt, &ts_machines,
 };
 
 const relock__algo relock__algo_bridge = {
-    "bridge", ts_attempt, ts_release, ts_extend, ts_adopt,
+    "bridge", ts_attempt, ts_release, ts_extend, ts_adopt, &ts_machines,
 };

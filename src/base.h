@@ -1,8 +1,8 @@
 /*
  * The leaves every layer uses (prefix relock__; nothing here is exported):
- * limits, errors (error.c), settings (config.c), key names (keys.c),
- * values (value.c), time and randomness (util.c, sha1.c), the scripts'
- * ids and texts (scripts.c).  The functions declared here call nothing
+ * limits, errors (error.c), settings (config.c), addresses and URLs
+ * (address.c), key names (keys.c), values (value.c), time and randomness
+ * (util.c, sha1.c), the scripts' ids and texts (scripts.c).  The functions declared here call nothing
  * above them; the handles (relock_client, relock_lock) are opaque here.
  */
 #ifndef RELOCK_BASE_H
@@ -192,6 +192,9 @@ struct relock_config {
 };
 
 void relock__settings_default(relock__settings *s);
+/* Parses a whole decimal integer (strtoll, nothing left over); 0 on
+ * success (address.c). */
+int relock__parse_ll(const char *v, long long *out);
 /* Parses "host:port" (IPv6 hosts in brackets) strictly into a; on error
  * writes a reason into why.  0 on success. */
 int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen);

@@ -15,7 +15,7 @@
  * Scripts never call TIME: before Redis 5 a script may not write after it.
  *
  * The measurement is a step machine (clock.h); the drivers decide when it
- * is due and read the estimate (engine/drive.c, api/async.c).
+ * is due and read the estimate (engine/drive.c, core/operation.c).
  */
 #include <stdlib.h>
 #include <string.h>

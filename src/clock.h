@@ -3,7 +3,7 @@
  * step machine (clock.c).  One TIME, sent at the feed's mono_ms and read
  * at the next feed's, updates the estimate on the connection
  * (c->conn.clock, lease.h).  No I/O, no clock of its own: both drivers
- * (engine/drive.c, api/async.c) run it when a machine asks for the
+ * (engine/drive.c, core/operation.c) run it when a machine asks for the
  * fleet's clock and the estimate is due.
  */
 #ifndef RELOCK_CLOCK_H

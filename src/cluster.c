@@ -40,7 +40,7 @@
 /* ------------------------------------------------------------------ pure parts
  *
  * Reading redirections and CLUSTER SLOTS: no I/O here.  The blocking
- * client (conn.c, below) and the asynchronous one (src/api/async.c) read
+ * client (conn.c, below) and the asynchronous one (src/core/routing.c) read
  * them alike (what a reply asks of them: route.c). */
 
 /* Reads "host:port" (the host may be an IPv6 address with colons, or

@@ -4,7 +4,7 @@
  * clock: the time a late acknowledgement is judged by comes in the feed,
  * and the connection the write went out on is the driver's to keep (the
  * batch is pinned, engine/machine.h).  The blocking API (lock.c) and the
- * asynchronous client (api/async.c) both run it.
+ * asynchronous client (core/operation.c) both run it.
  */
 #ifndef RELOCK_DURABLE_H
 #define RELOCK_DURABLE_H

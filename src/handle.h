@@ -34,6 +34,7 @@ typedef struct relock__conn {
 /* ------------------------------------------------------------------ client and lock */
 
 struct relock__algo;
+struct relock__machines;
 
 /* The connection a write went out on, for relock__durable_wait(). */
 typedef struct relock__wmark {
@@ -145,7 +146,7 @@ struct relock_lock {
     int waiters;
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
-    /* A lock of an asynchronous client (async.c): its operation in flight
+    /* A lock of an asynchronous client (src/core/renewal.c): its operation in flight
      * and its renewal; NULL for the blocking API's locks. */
     struct relock__alock *al;
     /* With al: what relock_lock_free() calls first, installed by the
@@ -177,6 +178,10 @@ typedef struct relock__algo {
     /* Optional: fills what a lock adopted from its value can know (its
      * validity, from a timestamp). */
     void (*adopt)(relock_lock *l);
+    /* The same algorithm's machines, for the operation core, which steps
+     * them on its own connections (engine/fan.h): one table of algorithms
+     * for both drivers. */
+    const struct relock__machines *machines;
 } relock__algo;
 
 #endif

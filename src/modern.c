@@ -29,6 +29,7 @@
 #include "caps.h"
 #include "algo.h"
 #include "modern.h"
+#include "engine/fan.h"
 
 static int has_lua(const relock_client *c)
 {
@@ -913,10 +914,29 @@ static relock_status modern_extend(relock_lock *l, long long ttl_ms)
     return relock__drive(l, relock__modern_cx_step, &m);
 }
 
+/* The operation core's machines: the driver draws the token. */
+static relock_status modern_acq_init(void *m, relock_lock *l)
+{
+    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
+    if (st != RELOCK_OK)
+        return st;
+    relock__modern_acq_init(m);
+    ((relock__modern_acq *)m)->h.hint_ms = -1;
+    return RELOCK_OK;
+}
+
+static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    (void)l;
+    relock__modern_cx_init(m, extend, ttl_ms);
+    return RELOCK_OK;
+}
+
+static const relock__machines modern_machines = {
+    sizeof(relock__modern_acq), modern_acq_init, relock__modern_acq_step,
+    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step, NULL,
+};
+
 const relock__algo relock__algo_modern = {
-    "modern",
-    modern_attempt,
-    modern_release,
-    modern_extend,
-    NULL,
+    "modern", modern_attempt, modern_release, modern_extend, NULL, &modern_machines,
 };

@@ -4,7 +4,7 @@
  * value (decision 108).  No I/O, no clock: the record's text (host, pid,
  * time) is made by the driver's side before the start
  * (relock__owner_info, api/owner.c).  The blocking API (api/owner.c) and
- * the asynchronous client (api/async.c) both run it.
+ * the asynchronous client (core/operation.c) both run it.
  *
  *   EVAL:  EVALSHA owner_if_held (EVAL on NOSCRIPT)
  *   WATCH: WATCH key [fence]; GET key; [GET fence]

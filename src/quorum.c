@@ -534,8 +534,31 @@ static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
     return relock__fan_drive(l, relock__quorum_step, &m);
 }
 
+/* The operation core's machines: one fan machine for every operation. */
+static relock_status quorum_acq_init(void *m, relock_lock *l)
+{
+    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
+    if (st != RELOCK_OK)
+        return st;
+    relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
+    return RELOCK_OK;
+}
+
+static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    relock__quorum_init(m, extend ? RELOCK__Q_EXTEND : RELOCK__Q_RELEASE,
+                        extend ? ttl_ms : l->ttl_ms);
+    return RELOCK_OK;
+}
+
+static const relock__machines quorum_machines = {
+    sizeof(relock__quorum_m), quorum_acq_init, NULL,
+    sizeof(relock__quorum_m), quorum_upd_init, NULL,
+    relock__quorum_step,
+};
+
 const relock__algo relock__algo_quorum = {
-    "quorum", quorum_attempt, quorum_release, quorum_extend, NULL,
+    "quorum", quorum_attempt, quorum_release, quorum_extend, NULL, &quorum_machines,
 };
 
 relock_status relock__quorum_setup(relock_client *c)

@@ -2,7 +2,7 @@
  * What a reply asks of the client that sent the command (pure, no I/O):
  * Sentinel's READONLY (sentinel.c reads it), a Cluster redirection
  * (cluster.c reads it), or nothing.  The blocking client (conn.c) and the
- * asynchronous one (src/api/async.c) act on the same decisions and give
+ * asynchronous one (src/core/routing.c) act on the same decisions and give
  * the same messages.  Its own file so that cluster.c does not call into
  * sentinel.c (which opens connections through connect.c, which calls
  * cluster.c).

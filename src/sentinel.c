@@ -56,7 +56,7 @@ static void note(char *buf, size_t cap, const char *text)
  *
  * What follows does no I/O: which sentinel to ask next, what its answer
  * and the master's role reply mean, and the message when none helps.  The
- * blocking client (below) and the asynchronous one (src/api/async.c) run
+ * blocking client (below) and the asynchronous one (src/core/routing.c) run
  * the same search over their own connections. */
 
 long long relock__sentinel_timeout(long long configured_ms)

@@ -83,6 +83,22 @@ typedef struct relock__fanfeed {
 typedef relock__step (*relock__fan_fn)(void *m, relock_lock *l, const relock__fanfeed *in,
                                        relock__fanout *out);
 
+/* The machines of an algorithm (relock__algo.machines), for a driver that
+ * steps them itself, the operation core (src/core/): the acquire machine
+ * and the update machine (release and extend), each with its size and an
+ * init that draws what the machine needs (the token; engine conventions:
+ * the driver draws the randomness); a quorum has one fan machine for
+ * every operation instead (acq_step and upd_step NULL). */
+typedef struct relock__machines {
+    size_t acq_size;
+    relock_status (*acq_init)(void *m, relock_lock *l);
+    relock__step_fn acq_step;
+    size_t upd_size;
+    relock_status (*upd_init)(void *m, relock_lock *l, int extend, long long ttl_ms);
+    relock__step_fn upd_step;
+    relock__fan_fn fan;
+} relock__machines;
+
 /*
  * The blocking fan driver: runs fan machine m over the client's quorum
  * connections (c->q) until it is done, and returns its status.  One poll

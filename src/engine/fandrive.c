@@ -35,7 +35,15 @@ struct relock__qserver {
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
 };
 
-#define MAX_OWED 8
+/* A server owing this many replies to earlier rounds is too far behind:
+ * its connection is dropped before the next round uses it (and left alone
+ * for one timeout).  The blocking driver runs one operation at a time, so
+ * a server that owes more than a round or two is not keeping up; its age
+ * bound (the round's timeout) catches a server slow once, this count one
+ * that falls behind round after round.  The operation core's quorum
+ * (src/core/fanout.c) pipelines many operations and bounds its owed
+ * requests for memory only: MAX_OWED_REQUESTS there. */
+#define MAX_REPLIES_BEHIND 8
 
 /* The scripts a quorum sends, loaded on every new connection. */
 static const int quorum_scripts[] = {RELOCK__SCRIPT_MODERN_ACQUIRE, RELOCK__SCRIPT_FENCE_RAISE,
@@ -204,7 +212,7 @@ static int start_one(relock_client *c, int i, const relock__batch *b, uint64_t n
     if (q->ctx && q->owed + q->setup + q->loads > 0 && catch_up(c, i, f, text) != 0)
         drop(c, i);
     if (q->ctx && q->owed > 0 && !after &&
-        (q->owed >= MAX_OWED || now - q->owed_at > (uint64_t)timeout_ms))
+        (q->owed >= MAX_REPLIES_BEHIND || now - q->owed_at > (uint64_t)timeout_ms))
         drop_late(c, i, now, timeout_ms); /* too far behind */
     else if (q->ctx && q->owed == 0 && q->setup + q->loads == 0 &&
              relock__ctx_stale(q->ctx, &q->last_used))

@@ -6,7 +6,7 @@
 #     or of the API layer (src/api/), or compat/ includes one of src/api/;
 #   - the folders call each other in a circle (api, compat, core);
 #   - two or more files call each other in a circle (a file that calls
-#     back up);
+#     back up), the files of src/core/ counting as one;
 #   - a leaf (a core file that includes no private header above base.h and
 #     handle.h) or the transport (src/transport.c) calls a file that is
 #     not a leaf;
@@ -27,11 +27,14 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # The library's own sources (the CLI and the test proxy are programs of
 # their own, above the public API).
-files=$(ls src/*.[ch] src/api/*.[ch] src/engine/*.[ch] compat/*.[ch] 2>/dev/null)
+files=$(ls src/*.[ch] src/api/*.[ch] src/core/*.[ch] src/engine/*.[ch] compat/*.[ch] 2>/dev/null)
 
+# The event-driven operation core (src/core/) is, for now, the
+# asynchronous API's driver: it uses the API layer's lock handles and owner
+# record, and the API's entry points call it, so it ranks with api.
 layer() {
     case $1 in
-    src/api/*) echo api ;;
+    src/api/* | src/core/*) echo api ;;
     compat/*) echo compat ;;
     *) echo core ;;
     esac
@@ -85,6 +88,8 @@ nincl=$(wc -l <"$TMP/includes")
 [ "$nincl" -gt 40 ] || bad "only $nincl includes found: the reading is broken"
 grep -q '^src/api/lock.c src/api/owner.c$' "$TMP/calls" ||
     bad "lock.c's call of relock__owner_note not seen: the reading is broken"
+grep -q '^src/api/async.c src/core/' "$TMP/calls" ||
+    bad "async.c's calls into the operation core (src/core/) not seen: the reading is broken"
 
 # 1. Includes point down: core never includes compat/ or src/api/,
 #    compat/ never includes src/api/.
@@ -125,7 +130,7 @@ leafy() {
 }
 leaves=" "
 for f in $files; do
-    case $f in src/api/*) ;; *.c) leafy "$f" && leaves="$leaves$f " ;; esac
+    case $f in src/api/* | src/core/*) ;; *.c) leafy "$f" && leaves="$leaves$f " ;; esac
 done
 while read -r f g; do
     case "$leaves" in *" $f "*) ;; *) [ "$f" = src/transport.c ] || continue ;; esac
@@ -133,8 +138,11 @@ while read -r f g; do
 done <"$TMP/calls"
 [ "$(wc -w <<<"$leaves")" -ge 6 ] || bad "only these leaves found:$leaves: the reading is broken"
 
-# 3. Files: no circle of calls.
-{ cat "$TMP/calls"; awk '{print $2, $2}' "$TMP/defs"; } >"$TMP/graph"
+# 3. Files: no circle of calls.  The files of the operation core
+# (src/core/) are one event-driven machine cut by concern: a reply read on
+# a connection feeds an operation, which sends on a connection again, so
+# they call each other by design and count as one node here.
+{ cat "$TMP/calls"; awk '{print $2, $2}' "$TMP/defs"; } | sed 's|src/core/[A-Za-z0-9_]*\.c|src/core/|g' >"$TMP/graph"
 if ! tsort "$TMP/graph" >/dev/null 2>"$TMP/loop"; then
     bad "files call each other in a circle: $(grep -v 'input contains a loop' "$TMP/loop" | sed 's/^tsort: //' | tr '\n' ' ')"
 fi

@@ -363,7 +363,7 @@ static void test_one_server_paused(void **state)
     pause_srv(2);
     /* acquire, extend, release, several times over: each ends on the two
      * others' answers; the paused server's requests are left owing and,
-     * past MAX_OWED or its timeout, its connection is dropped */
+     * past MAX_OWED_REQUESTS or its timeout, its connection is dropped */
     for (int round = 0; round < 12; round++) {
         char what[64];
         memset(&o, 0, sizeof o);

@@ -1,0 +1,487 @@
+/*
+ * The event-driven operation core: the asynchronous client's driver of
+ * the lock engine's step machines, on hiredis's asynchronous context.
+ * This private header holds the types its files share and the functions
+ * they call across; relock_async.h is its public face (src/api/async.c).
+ *
+ * The files, by concern:
+ *   connection.c  a connection: connect, login and probe (setup), its
+ *                 timers, the queue of operations waiting for it, the FIFO
+ *                 of requests in flight, replies and the command timeout;
+ *   routing.c     the Cluster slot map and node pool, following MOVED and
+ *                 ASK, and the search for the Sentinel master (loc_*);
+ *   notice.c      release notices (the subscriber connection, one channel
+ *                 per lock name) and waiting between attempts (plan, sleep);
+ *   operation.c   an operation's life: starting, the phases after the
+ *                 main machine (durability, owner record, undo), the
+ *                 legacy marker and WATCH evidence, feeding replies and
+ *                 finishing;
+ *   fanout.c      a quorum's fan-out over a connection per server;
+ *   renewal.c     a lock's operation in flight, its renewal and the loss
+ *                 deadline.
+ *
+ * One connection carries every operation, pipelined: a machine's batch is
+ * formatted when the machine asks for it and written at once; its replies
+ * come back in order and, once the batch is complete, feed the machine's
+ * next step.  A second connection, opened only while someone waits,
+ * carries release notices (SUBSCRIBE), one subscription per lock name.
+ *
+ * Transactions (design.md §13.3): a batch marked in_txn makes its operation the
+ * owner of the connection; the other operations' batches wait until the
+ * transaction ends (a command of theirs would be queued inside it), and a
+ * connection lost meanwhile is never replaced under it: its next batch is
+ * fed back as UNSENT.
+ *
+ * Faults: a connection that fails, or whose oldest batch gets no reply
+ * within command_timeout_ms, is dropped; every batch in flight on it is fed
+ * back as LOST (UNSENT when the connection never came up), and the machines
+ * decide (EAMBIGUOUS where a write may have run, a read-back where they
+ * have one).  The next batch connects afresh, logs in and probes again.
+ *
+ * Connections: a connection (aconn) is one server's hiredis context with
+ * its setup, its requests in flight (areq, in the order the server
+ * answers), the operations waiting for it and its timers; the client has
+ * one per server in its settings, and on a Redis Cluster one per node met
+ * (MOVED and ASK move a batch's unanswered rest there; see relock__a_follow()).
+ * With Sentinel the first connection goes to the master the sentinels
+ * name, searched for before every connect (see relock__a_loc_next()).
+ *
+ * The machines record errors on the client's error; operations interleave,
+ * so each keeps its own and the driver moves it in and out around a step.
+ *
+ * Phases (next_phase): after an acquire or extend wrote, the same
+ * operation runs durability's WAIT (pinned to the connection generation
+ * the write went out on) and then the owner record's machine; a release
+ * deletes the record first; an acquire whose write was not acknowledged
+ * runs the release machine.  A machine that asks for the fleet's clock
+ * when the estimate is due has its replies held while the clock machine's
+ * TIME goes out first.  All of them are the blocking API's machines.
+ */
+
+#ifndef RELOCK_CORE_H
+#define RELOCK_CORE_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "engine/engine.h"
+#include "engine/waitplan.h"
+#include "fence.h"
+#include "api/api.h"
+#include "algo.h"
+#include "clock.h"
+#include "durable.h"
+#include "modern.h"
+#include "ownrec.h"
+#include "probe.h"
+#include "quorum.h"
+#include "relock_async.h"
+
+/* ------------------------------------------------------------------ types */
+
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS };
+
+enum op_state {
+    S_NEW = 0,    /* started, first step not run */
+    S_QUEUED,     /* a batch formatted, waiting for the connection */
+    S_SENT,       /* a batch in flight */
+    S_SUBSCRIBING, /* waiting for its release channel's subscription */
+    S_SLEEP,      /* waiting between attempts */
+    S_RUN,        /* its machine is being stepped */
+    S_DONE
+};
+
+
+typedef struct achan achan;
+typedef struct aconn aconn;
+typedef struct aop aop;
+
+/* One request in flight: a batch written on a connection, its replies as
+ * they come.  A connection's requests in flight form its FIFO, in the
+ * order the server answers them. */
+typedef struct areq {
+    aop *op;             /* whose batch it is; NULL: owed, read and dropped */
+    aconn *cn;           /* the connection it goes on */
+    struct areq *fnext;  /* the connection's FIFO, oldest first */
+    char *cmd[RELOCK__BATCH_CMDS];
+    size_t len[RELOCK__BATCH_CMDS];
+    int n; /* commands; kept until the batch is answered (a redirection sends some again) */
+    /* The commands being sent: base..n-1, or with ask ASKING and cmd[base]
+     * alone (a redirection answered the earlier ones' part: see relock__a_follow()). */
+    int base;
+    int ask;
+    int got; /* replies to the current sending */
+    redisReply *rep[RELOCK__BATCH_CMDS];
+    int nrep;
+    int outstanding;
+    int expect; /* replies its batch asks for */
+    uint64_t sent_at;
+    uint64_t start_off, end_off; /* its bytes in the connection's output */
+    /* The server may hold the replies this much longer (a WAIT's own
+     * timeout): the command timeout waits it out. */
+    long long slow_ms;
+} areq;
+
+typedef struct afan afan;
+
+/* What an operation's machine is doing: the operation's own machine
+ * first, then those that follow a success (durability's WAIT, the owner
+ * record), or that come before it (a release deletes the owner record
+ * first), or that undo it (an acquire whose write was not acknowledged). */
+enum op_phase { PH_MAIN = 0, PH_DURABLE, PH_OWNER, PH_UNDO };
+
+struct aop {
+    relock_async *a;
+    aconn *cn;                /* the connection its batches go on */
+    struct aop *prev, *next;  /* every live operation */
+    struct aop *qnext;        /* its connection's queue: waiting to start or to send */
+    struct aop *cprev, *cnext; /* waiters on a release channel */
+    int kind;
+    int state;
+    relock_lock *l;
+    int lock_gone; /* the program freed l meanwhile: free it at the end */
+    relock_async_fn cb;
+    void *arg;
+    relock__step_fn fn;
+    void *m;
+    relock__err *err; /* this operation's error, when it has one */
+    areq rq;          /* the batch */
+    int in_txn;
+    unsigned txn_gen;
+    int steps;
+    int sent_any; /* a batch of this attempt went out */
+    int hops;       /* redirections followed for the current batch */
+    int rerouted;   /* sent elsewhere once when its node could not be reached */
+    aconn *redir;   /* where the batch goes next, when a redirection said */
+    /* acquire */
+    long long wait_ms;
+    uint64_t deadline;
+    uint64_t began; /* when it was asked: its acquired event's waited_ms */
+    unsigned attempt;
+    void *timer;
+    achan *ch;
+    int cancelled;
+    int undoing;
+    int fencing; /* running the fence carry before the first attempt */
+    int sub_tries;    /* servers tried for its subscription */
+    unsigned sub_gen; /* the subscriber connection it joined on */
+    relock__probe_m probe; /* K_SETUP */
+    afan *fan;             /* a fan machine's round, with a quorum */
+    int due, in_start;     /* in the client's fan_due, starting list */
+    struct aop *due_next, *start_next;
+    int phase;     /* enum op_phase */
+    int pinned;    /* its batch must go on the connection of the write */
+    /* The connection generation the main machine's batches went out on
+     * (wset once one did; wmoved when they went on more than one): the
+     * WAIT after the write must go on the same. */
+    unsigned wgen;
+    int wset, wmoved;
+    int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
+    /* extend: the validity before, the bound on it when the replicas did
+     * not acknowledge the new one (decision 104) */
+    uint64_t was_valid;
+    long long was_ttl;
+    int owner_gone; /* release: the owner record was deleted first */
+    relock__err *kept; /* the undone acquire's error, during PH_UNDO */
+    relock_status kept_st;
+    /* legacy.clock = "server": the clock machine runs inside the main
+     * one's step, whose replies wait in held meanwhile */
+    int clocking;
+    relock__clock_m clk;
+    int clock_fresh; /* the clock was measured for the next feed */
+    redisReply *held[RELOCK__BATCH_CMDS];
+    int nheld;
+};
+
+struct achan {
+    achan *next;
+    aop *waiters;
+    int confirmed;
+    size_t len;
+    char name[];
+};
+
+/* Per lock (relock_lock.al): its operation in flight and its renewal. */
+struct relock__alock {
+    relock_async *a;
+    struct relock__alock *prev, *next; /* the client's locks */
+    aop *busy;
+    aop *after; /* a release started while a renewal was in flight */
+    int kept;
+    void *keep_timer;
+    relock_async_lost_fn on_lost;
+    void *lost_arg;
+    int keep_lost;
+    uint64_t keep_valid; /* validity as of the last renewal */
+    /* The loss deadline: fires at keep_valid, when no renewal succeeded
+     * by then, whatever the one in flight is waiting for. */
+    void *lost_timer;
+    /* the last failed renewal's outcome, reported if the deadline comes
+     * first (RELOCK_OK: none failed since the last success) */
+    relock_status fail_st;
+    relock__err fail_err;
+};
+
+/* Connections a client may have at once: its server's, and Cluster nodes'
+ * met through redirections; beyond, an idle one is reused (node_conn). */
+#define ACONN_NODES 16
+
+enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY, C_LOCATING };
+
+/* One connection to one server: the hiredis context, its setup (login and
+ * probe), its requests in flight, the operations waiting for it, its
+ * timers.  A client has one per server it talks to (conns[i] for
+ * c->s.servers[i]); relock__a_conn_find() looks one up by address. */
+struct aconn {
+    relock_async *a;
+    int idx;                   /* its index in a->conns */
+    const relock__server *srv; /* where it connects */
+    relock__server node; /* srv for an address no setting names: a Cluster node, or
+                            the master the sentinels named (servers[0]'s login and db) */
+    redisAsyncContext *ac;
+    int cstate;
+    int connected; /* TCP up: a batch sent may have reached the server */
+    unsigned gen;  /* counts the contexts it had: a transaction's must not change */
+    void *conn_timer;
+    void *tmo_timer;
+    /* A connect that failed at once (a name that does not resolve, the
+     * loop refusing the context): its failure is reported from the loop
+     * (connect_failed), never from within the call that started an
+     * operation, whose callback must not run there. */
+    char fail_why[300];
+    void *kick_timer;
+    aop setup;
+    relock_lock probe_l; /* the lock the probe machine runs on */
+    aop *txn_owner;
+    areq *fifo, *fifo_tail; /* requests in flight, oldest first */
+    aop *queue, *queue_tail; /* operations waiting for it */
+    /* Operations taken from the queue and being walked (walk_take): a
+     * callback run by the walk may cancel one of them, which then leaves
+     * this list as it would leave the queue. */
+    aop *walk, *walk_tail;
+    /* a quorum's connection (no probe; its setup pipelined ahead) */
+    uint64_t appended;  /* bytes given to hiredis on this context */
+    uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
+    long long late_ms;  /* the last round timeout of a request sent on it */
+    /* legacy.clock = "server": this server's clock (a Cluster node's own,
+     * as the blocking client keeps one per node's connection) */
+    relock__clock_est clock;
+    /* What this server's probe learned (version, capabilities; probed:
+     * set once it ran): the facts an operation's machine reads while it
+     * runs on this connection.  A Cluster's nodes need not be alike (a
+     * rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
+    int probed;
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
+};
+
+struct relock_async {
+    relock_client *c; /* settings, server facts, scripts: what machines read */
+    relock_async_loop loop;
+    relock__err err;
+    /* the machines of the client's algorithm (relock__algo.machines), once
+     * chosen: after the probe, or at once with a quorum */
+    const relock__machines *kit;
+    relock_status fatal; /* the probe or the mode failed: every operation fails */
+    relock__err fatal_err;
+    int probed;
+    /* the connections, one per server; with Cluster one per node met,
+     * added up to ncap (a connection never moves: operations point at it) */
+    aconn *conns;
+    int nconns;
+    int ncap;
+    /* Cluster: the slot map (1 + the index of the master's connection; 0
+     * unknown), made at the first MOVED; home: where an operation whose
+     * slot is unknown goes */
+    uint8_t *slots;
+    aconn *home;
+    aop slots_rd;     /* CLUSTER SLOTS in flight (K_SLOTS), when state is S_SENT */
+    uint64_t slots_at; /* when it was last sent */
+    int slots_stale;  /* a master could not be reached: read the map again */
+    /* Sentinel: the search for the master (conns[0] connects there) */
+    struct {
+        relock__sentinel_search q;
+        redisAsyncContext *ac; /* the sentinel being asked */
+        void *timer;
+        relock__addr m; /* the master it named */
+        int active;     /* a search is under way */
+        int checking;   /* connecting to m and checking its role */
+        int go;         /* conn_connect: connect to m now */
+    } loc;
+    /* every live operation, every lock */
+    aop *ops;
+    struct relock__alock *alocks;
+    long pending;
+    /* release notices */
+    redisAsyncContext *sub;
+    int sub_up;
+    int sub_at, sub_from; /* its server; where the next one starts looking */
+    unsigned sub_gen;     /* counts the subscriber connections */
+    achan *chans;
+    /* counts the times the channels were freed (sub_drop, chan_free_all):
+     * a walk of a channel's waiters stops when it changes under it */
+    unsigned chans_gen;
+    int nwaiting;
+    /* the batch a machine fills */
+    relock__batch batch;
+    relock__fanout *fanout; /* what a fan machine fills, with a quorum */
+    /* A quorum's new operations start together from one timer (starting);
+     * the rounds they open meanwhile (batching) wait for their first feed
+     * (fan_due) until every connection was flushed once (fan_due_run). */
+    void *start_timer;
+    aop *starting, *starting_tail;
+    int batching;
+    aop *fan_due, *fan_due_tail;
+    /* freeing */
+    int depth;
+    int freeing;
+};
+
+/* Singly linked lists with a tail, their push and remove written once
+ * for each: a connection's requests in flight (areq, by fnext) and the
+ * operations waiting for it (aop, by qnext); the quorum operations about
+ * to start together (start_next) and those whose first round waits for the
+ * shared flush (due_next). */
+#define SLIST_FNS(name, type, link)                                                    \
+    static inline void name##_push_(type **head, type **tail, type *n)                 \
+    {                                                                                  \
+        n->link = NULL;                                                                \
+        if (*tail)                                                                     \
+            (*tail)->link = n;                                                         \
+        else                                                                           \
+            *head = n;                                                                 \
+        *tail = n;                                                                     \
+    }                                                                                  \
+    static inline void name##_remove_(type **head, type **tail, type *n)               \
+    {                                                                                  \
+        type *prev = NULL;                                                             \
+        for (type *p = *head; p; prev = p, p = p->link)                                \
+            if (p == n) {                                                              \
+                if (prev)                                                              \
+                    prev->link = p->link;                                              \
+                else                                                                   \
+                    *head = p->link;                                                   \
+                if (*tail == p)                                                        \
+                    *tail = prev;                                                      \
+                p->link = NULL;                                                        \
+                return;                                                                \
+            }                                                                          \
+    }
+SLIST_FNS(fifo, areq, fnext)
+SLIST_FNS(queue, aop, qnext)
+SLIST_FNS(walk, aop, qnext) /* an operation is in its connection's queue or walk, never both */
+SLIST_FNS(start, aop, start_next)
+SLIST_FNS(due, aop, due_next)
+/* A fan operation's round, as the driver sees it. */
+struct afan {
+    relock__fanfeed f;                 /* the next feed, filled as replies come */
+    areq *rq[RELOCK__MAX_SERVERS];     /* the round's request to each server, while live */
+    uint64_t start, end;               /* the round's start and deadline */
+    long long timeout_ms;
+    int open;
+    int feeds;
+    void *timer; /* the round's deadline */
+    void *kick;  /* a fault to feed, from the loop */
+    char text[][448]; /* a fault's words, per server (as many as servers) */
+};
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline uint64_t now_ms(void)
+{
+    return relock__mono_ms();
+}
+
+static inline void *timer_start(relock_async *a, long long ms, void (*fn)(void *), void *arg)
+{
+    return a->loop.timer_start(a->loop.data, ms < 0 ? 0 : ms, fn, arg);
+}
+
+static inline void timer_stop(relock_async *a, void **t)
+{
+    if (*t) {
+        a->loop.timer_stop(a->loop.data, *t);
+        *t = NULL;
+    }
+}
+
+/* connection.c */
+const char *relock__a_sock_error(const redisAsyncContext *ac);
+void relock__a_enter(relock_async *a);
+void relock__a_leave(relock_async *a);
+void relock__a_rq_clear(areq *rq);
+void relock__a_batch_clear(aop *op);
+void relock__a_rq_cmds_free(areq *rq);
+void relock__a_queue_remove(aconn *cn, aop *op);
+void relock__a_conn_wants(aconn *cn, aop *op);
+aconn *relock__a_conn_find(relock_async *a, const char *host, int port);
+void relock__a_queue_flush(aconn *cn);
+void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why);
+void relock__a_rq_send(areq *rq);
+void relock__a_send_now(aop *op);
+void relock__a_submit(aop *op);
+int relock__a_transient_reply(const char *text);
+void relock__a_on_connect(const redisAsyncContext *ac, int status);
+void relock__a_on_disconnect(const redisAsyncContext *ac, int status);
+void relock__a_conn_timeout(void *arg);
+void relock__a_conn_connect(aconn *cn);
+void relock__a_setup_done(aconn *cn, relock_status st);
+void relock__a_facts_load(relock_client *c, const aconn *cn);
+void relock__a_setup_step(aop *su, const relock__feed *in);
+
+/* routing.c */
+int relock__a_map_on(const relock_async *a);
+aconn *relock__a_route(relock_async *a, const char *key);
+void relock__a_map_forget(aconn *cn);
+void relock__a_slots_done(aop *rd, relock__fault fault);
+int relock__a_follow(aop *op);
+void relock__a_loc_stop(relock_async *a);
+void relock__a_loc_next(relock_async *a);
+void relock__a_conn_drop(aconn *cn);
+void relock__a_loc_bad_master(aconn *cn, relock_status st, const char *why);
+
+/* notice.c */
+void relock__a_chan_free_all(relock_async *a);
+void relock__a_chan_leave(aop *op);
+void relock__a_sleep_fire(void *arg);
+void relock__a_sub_next(aop *op);
+void relock__a_plan(aop *op, int after_subscribe);
+
+/* operation.c */
+void relock__a_err_save(aop *op);
+void relock__a_err_load(aop *op);
+relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void relock__a_op_finish(aop *op, relock_status st);
+void relock__a_attempt_begin(aop *op);
+void relock__a_machine_done(aop *op, relock_status st);
+void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
+void relock__a_kick_fire(void *arg);
+void relock__a_op_start(aop *op);
+void relock__a_op_schedule(aop *op);
+int relock__a_start_armed(relock_async *a);
+void relock__a_op_enqueue(aop *op);
+aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
+
+/* fanout.c */
+void relock__a_fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);
+void relock__a_fan_reply(aop *op, areq *rq);
+void relock__a_fan_end(aop *op);
+void relock__a_fan_begin(aop *op);
+void relock__a_fan_undue(aop *op);
+void relock__a_fan_due_run(relock_async *a);
+
+/* renewal.c */
+struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l);
+void relock__a_alock_free(relock_lock *l);
+void relock__a_lock_op_end(aop *op);
+void relock__a_keep_arm(struct relock__alock *al, relock_lock *l);
+void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l);
+void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
+
+#endif

@@ -1,0 +1,405 @@
+/*
+ * Waiting in the operation core (core.h): release notices on the
+ * subscriber connection, one channel per lock name with its waiters
+ * (chan_*, sub_*, on_sub), and the plan between an acquire's attempts
+ * (relock__a_plan(), relock__a_sleep_fire(), wake()).
+ */
+
+#include "core.h"
+
+/* ------------------------------------------------------------------ release notices */
+
+void relock__a_chan_free_all(relock_async *a)
+{
+    achan *ch = a->chans;
+    a->chans = NULL;
+    a->chans_gen++;
+    while (ch) {
+        achan *next = ch->next; /* its waiters have ended already */
+        free(ch);
+        ch = next;
+    }
+}
+
+static void sub_drop(relock_async *a, int hiredis_frees)
+{
+    redisAsyncContext *s = a->sub;
+    if (!s)
+        return;
+    a->sub = NULL;
+    a->sub_up = 0;
+    s->data = NULL;
+    if (!hiredis_frees)
+        redisAsyncFree(s);
+    /* Waiters keep waiting, by their timers only; one waiting for its
+     * subscription plans again without it. */
+    achan *ch = a->chans;
+    a->chans = NULL;
+    a->chans_gen++;
+    a->nwaiting = 0;
+    aop *replan = NULL;
+    while (ch) {
+        achan *next = ch->next;
+        aop *w = ch->waiters;
+        while (w) {
+            aop *wn = w->cnext;
+            w->ch = NULL;
+            w->cprev = NULL;
+            w->cnext = NULL;
+            if (w->state == S_SUBSCRIBING) {
+                w->cnext = replan;
+                replan = w;
+            }
+            w = wn;
+        }
+        free(ch);
+        ch = next;
+    }
+    /* those waiting for a subscription plan again without it */
+    while (replan && !a->freeing) {
+        aop *next = replan->cnext;
+        replan->cnext = NULL;
+        /* one cancelled by an earlier one's callback ends by its own timer */
+        if (replan->state == S_SUBSCRIBING)
+            relock__a_op_feed(replan, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+        replan = next;
+    }
+}
+
+/* The subscriber connection failed: with a quorum the next subscription
+ * goes to the next server (every server announces releases). */
+static void sub_failed(relock_async *a, int hiredis_frees)
+{
+    a->sub_from = (a->sub_at + 1) % a->nconns;
+    sub_drop(a, hiredis_frees);
+}
+
+void relock__a_chan_leave(aop *op)
+{
+    achan *ch = op->ch;
+    if (!ch)
+        return;
+    if (op->cprev)
+        op->cprev->cnext = op->cnext;
+    else
+        ch->waiters = op->cnext;
+    if (op->cnext)
+        op->cnext->cprev = op->cprev;
+    op->cprev = op->cnext = NULL;
+    op->ch = NULL;
+    relock_async *a = op->a;
+    if (--a->nwaiting == 0 && a->sub && !a->freeing)
+        sub_drop(a, 0); /* nobody waits: as the blocking waiter, unsubscribe */
+}
+
+static void wake(aop *op);
+
+static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
+{
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    relock__a_enter(a);
+    redisReply *r = rr;
+    achan *ch = priv;
+    /* A waiter fed below may end (its bound ran out) and leave the
+     * channel; the last to leave drops the subscription, which frees every
+     * channel, ch among them: the walks stop as soon as that happened. */
+    unsigned gen = a->chans_gen;
+    if (!r) {
+        sub_failed(a, 1);
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+               r->element[0]->type == REDIS_REPLY_STRING) {
+        const char *kind = r->element[0]->str;
+        if (strcmp(kind, "subscribe") == 0) {
+            ch->confirmed = 1;
+            /* each waiter plans again (and may leave the channel) */
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
+                aop *w = ch->waiters;
+                while (w && w->state != S_SUBSCRIBING)
+                    w = w->cnext;
+                if (!w)
+                    break;
+                relock__a_op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+            }
+        } else if (strcmp(kind, "message") == 0) {
+            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
+                 guard++) {
+                aop *w = ch->waiters;
+                while (w && w->state != S_SLEEP)
+                    w = w->cnext;
+                if (!w)
+                    break;
+                wake(w);
+            }
+        }
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        sub_failed(a, 0);
+    }
+    relock__a_leave(a);
+}
+
+static void on_sub_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    relock_async *a = ac->data;
+    if (!a)
+        return;
+    relock__a_enter(a);
+    sub_failed(a, 1);
+    relock__a_leave(a);
+}
+
+static void on_sub_connect(const redisAsyncContext *ac, int status)
+{
+    relock_async *a = ac->data;
+    if (!a || status == REDIS_OK)
+        return;
+    relock__a_enter(a);
+    sub_failed(a, 1);
+    relock__a_leave(a);
+}
+
+static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
+{
+    (void)priv;
+    relock_async *a = ac->data;
+    redisReply *r = rr;
+    if (!a || !r || r->type != REDIS_REPLY_ERROR)
+        return;
+    relock__a_enter(a);
+    sub_failed(a, 0);
+    relock__a_leave(a);
+}
+
+/* Subscribes op to its lock's release channel: 0 when under way. */
+static int chan_join(aop *op)
+{
+    relock_async *a = op->a;
+    char name[RELOCK__KEY_MAX];
+    if (!relock__notify_channel(op->l, name, sizeof name))
+        return -1;
+    size_t len = strlen(name);
+    achan *ch = a->chans;
+    while (ch && !(ch->len == len && memcmp(ch->name, name, len) == 0))
+        ch = ch->next;
+    if (!ch) {
+        if (!a->sub) {
+            /* With a quorum every server announces releases: the first
+             * connected one from where the last failed subscription
+             * leaves off (as the blocking waiter, the first that
+             * accepts). */
+            int at = a->sub_from % a->nconns;
+            for (int k = 0; k < a->nconns; k++) {
+                int i = (a->sub_from + k) % a->nconns;
+                if (a->conns[i].connected) {
+                    at = i;
+                    break;
+                }
+            }
+            const relock__server *srv = a->conns[at].srv;
+            redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
+                                             : redisAsyncConnectUnix(srv->host);
+            if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
+                if (s)
+                    redisAsyncFree(s);
+                return -1;
+            }
+            s->data = a;
+            redisAsyncSetConnectCallback(s, on_sub_connect);
+            redisAsyncSetDisconnectCallback(s, on_sub_disconnect);
+            a->sub = s;
+            a->sub_at = at;
+            a->sub_gen++;
+            if (srv->password[0]) {
+                if (srv->username[0])
+                    redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s %s", srv->username,
+                                      srv->password);
+                else
+                    redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s", srv->password);
+            }
+        }
+        ch = calloc(1, sizeof *ch + len + 1);
+        if (!ch)
+            return -1;
+        memcpy(ch->name, name, len + 1);
+        ch->len = len;
+        ch->next = a->chans;
+        a->chans = ch;
+        if (redisAsyncCommand(a->sub, on_sub, ch, "SUBSCRIBE %b", name, len) != REDIS_OK) {
+            a->chans = ch->next;
+            free(ch);
+            return -1;
+        }
+    }
+    op->ch = ch;
+    op->sub_gen = a->sub_gen;
+    op->cprev = NULL;
+    op->cnext = ch->waiters;
+    if (ch->waiters)
+        ch->waiters->cprev = op;
+    ch->waiters = op;
+    a->nwaiting++;
+    return ch->confirmed ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ operations */
+
+static long long left_ms(uint64_t deadline)
+{
+    if (!deadline)
+        return 0;
+    uint64_t now = now_ms();
+    return now >= deadline ? 0 : (long long)(deadline - now);
+}
+
+void relock__a_sleep_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    relock__a_enter(a);
+    if (op->state == S_SLEEP) {
+        if (op->cancelled)
+            relock__a_op_finish(
+                op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+        else
+            relock__a_attempt_begin(op);
+    }
+    relock__a_leave(a);
+}
+
+/* A subscription not answered within command_timeout_ms: wait without it. */
+static void sub_timeout_fire(void *arg);
+
+/* op's subscription failed (no answer in time, or its connection went):
+ * with a quorum it tries the next server, as the blocking waiter tries
+ * each in turn within its one subscribe step; then it plans without. */
+void relock__a_sub_next(aop *op)
+{
+    relock_async *a = op->a;
+    timer_stop(a, &op->timer);
+    unsigned gen = op->sub_gen;
+    relock__a_chan_leave(op);
+    if (a->nconns > 1 && ++op->sub_tries < a->nconns && !a->freeing) {
+        if (a->sub_gen == gen) { /* the connection it waited on: not answering */
+            a->sub_from = (a->sub_at + 1) % a->nconns;
+            if (a->sub)
+                sub_drop(a, 0);
+        }
+        int j = chan_join(op);
+        if (j == 0) {
+            op->timer = timer_start(a, a->c->s.command_timeout_ms, sub_timeout_fire, op);
+            return;
+        }
+        if (j == 1) {
+            op->state = S_RUN;
+            relock__a_plan(op, 1);
+            return;
+        }
+    }
+    relock__a_plan(op, 1);
+}
+
+static void sub_timeout_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    relock__a_enter(a);
+    if (op->state == S_SUBSCRIBING)
+        relock__a_sub_next(op);
+    relock__a_leave(a);
+}
+
+/* A release notice ends op's sleep: its attempt says so (src/quorum.c
+ * looks again soon after a release half-way through the servers). */
+static void wake(aop *op)
+{
+    timer_stop(op->a, &op->timer);
+    op->l->after_notice = 1; /* until the attempt ends (plan) */
+    relock__a_attempt_begin(op);
+}
+
+/* What a waiter does after an attempt that found the lock held (the wait
+ * planner decides, as for the blocking waiter). */
+void relock__a_plan(aop *op, int after_subscribe)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    relock_lock *l = op->l;
+    relock__mhead *h = op->m;
+    l->after_notice = 0;
+    if (op->cancelled) {
+        relock__a_op_finish(
+            op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
+        return;
+    }
+    relock__wait_in in = {
+        .attempt = op->attempt,
+        .holder_ms = h->hint_ms,
+        .silent_holder = l->legacy_holder,
+        .notify = c->s.wait.notify,
+        .subscribed = op->ch != NULL && op->ch->confirmed,
+        .after_subscribe = after_subscribe,
+        .bound_ms = op->wait_ms,
+        .left_ms = left_ms(op->deadline),
+        .backoff_min_ms = c->s.wait.backoff_min_ms,
+        .backoff_max_ms = c->s.wait.backoff_max_ms,
+        .skew_margin_ms = c->s.legacy.skew_margin_ms,
+        .rnd = relock__rand64(&c->rng),
+    };
+    relock__wait_plan p = relock__wait_plan_next(&in);
+    if (p.act == RELOCK__WAIT_SUBSCRIBE) {
+        op->sub_tries = 0;
+        int j = op->ch ? (op->ch->confirmed ? 1 : 0) : chan_join(op);
+        if (j == 0) {
+            /* plans again when the subscription is answered, or without it */
+            op->state = S_SUBSCRIBING;
+            op->timer = timer_start(a, c->s.command_timeout_ms, sub_timeout_fire, op);
+            return;
+        }
+        in.after_subscribe = 1;
+        in.subscribed = j == 1;
+        in.left_ms = left_ms(op->deadline);
+        p = relock__wait_plan_next(&in);
+    }
+    /* A modern client meeting a live classic holder says so (wait.c). */
+    const char *classic =
+        c->mode == RELOCK_MODE_MODERN && l->legacy_holder ? RELOCK_CLASSIC_HOLDER_NOTE : "";
+    switch (p.act) {
+    case RELOCK__WAIT_BUSY:
+        relock__err_clear(&c->err);
+        RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
+        free(op->err);
+        op->err = NULL;
+        relock__a_err_save(op);
+        relock__a_op_finish(op, RELOCK_BUSY);
+        return;
+    case RELOCK__WAIT_TIMEOUT:
+        relock__err_clear(&c->err);
+        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
+                     op->wait_ms, classic);
+        free(op->err);
+        op->err = NULL;
+        relock__a_err_save(op);
+        relock__a_op_finish(op, RELOCK_TIMEOUT);
+        return;
+    case RELOCK__WAIT_SLEEP:
+        /* The next attempt is one more, after a sleep or a notice, as
+         * the blocking waiter counts them: the backoff grows. */
+        op->attempt++;
+        op->state = S_SLEEP;
+        op->timer = timer_start(a, p.sleep_ms, relock__a_sleep_fire, op);
+        if (!op->timer)
+            relock__a_op_finish(
+                op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire %s: out of memory", l->name));
+        return;
+    default: /* RELOCK__WAIT_RETRY, RELOCK__WAIT_SUBSCRIBE handled */
+        op->attempt++;
+        relock__a_attempt_begin(op);
+        return;
+    }
+}
+
+/* Runs op's machine from its start (feed without replies). */

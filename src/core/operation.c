@@ -1,0 +1,941 @@
+/*
+ * An operation's life in the operation core (core.h): its error,
+ * starting (relock__a_op_start, relock__a_op_schedule), the attempts, the
+ * phases after the main machine (durability's WAIT, the owner record, the
+ * undo of an unacknowledged acquire), the legacy marker and WATCH
+ * evidence, feeding replies to its machine (relock__a_op_feed,
+ * relock__a_machine_done) and finishing (relock__a_op_finish).  The
+ * machines are the algorithm's (relock__algo.machines, a->kit).
+ */
+
+#include "core.h"
+
+/* The fence carry of a whole-tag key, run before the first attempt. */
+typedef struct fence_wrap {
+    relock__fence_carry_m m;
+    char before[RELOCK__KEY_MAX];
+} fence_wrap;
+
+/* ------------------------------------------------------------------ errors */
+
+void relock__a_err_save(aop *op)
+{
+    relock_client *c = op->a->c;
+    if (c->err.pub.status == RELOCK_OK)
+        return;
+    if (!op->err)
+        op->err = malloc(sizeof *op->err);
+    if (!op->err)
+        return;
+    relock__err_copy(op->err, &c->err);
+}
+
+void relock__a_err_load(aop *op)
+{
+    relock_client *c = op->a->c;
+    if (op->err)
+        relock__err_copy(&c->err, op->err);
+    else
+        relock__err_clear(&c->err);
+}
+
+/* Records st with a message as the operation's outcome. */
+relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* the operation's outcome: it replaces what an earlier step said */
+    relock__err_clear(&op->a->c->err);
+    RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
+    relock__a_err_save(op);
+    return st;
+}
+
+/* ------------------------------------------------------------------ completing */
+
+static void op_unlink(aop *op)
+{
+    relock_async *a = op->a;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        a->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+    a->pending--;
+}
+
+static void op_release(aop *op)
+{
+    relock__a_fan_end(op);
+    free(op->fan);
+    relock__a_batch_clear(op);
+    for (int i = 0; i < op->nheld; i++)
+        if (op->held[i])
+            freeReplyObject(op->held[i]);
+    free(op->kept);
+    free(op->m);
+    free(op->err);
+    free(op);
+}
+
+/* The operation ends with st: its callback is called, once. */
+void relock__a_op_finish(aop *op, relock_status st)
+{
+    relock_async *a = op->a;
+    timer_stop(a, &op->timer);
+    relock__a_chan_leave(op);
+    if (op->cn && op->cn->txn_owner == op)
+        op->cn->txn_owner = NULL;
+    op->state = S_DONE;
+    op_unlink(op);
+    relock__a_fan_undue(op);
+    if (op->in_start) {
+        /* (cancelled, or the client freed, before it started) */
+        start_remove_(&a->starting, &a->starting_tail, op);
+        op->in_start = 0;
+    }
+    relock_lock *l = op->l;
+    if (op->kind == K_ACQ && st != RELOCK_OK && l) {
+        relock__a_alock_free(l);
+        relock_lock_free(l);
+        l = NULL;
+        op->l = NULL;
+    }
+    /* The events of relock_acquire() and relock_release(), at the same
+     * points: the lock won, the lock released; told from the loop before
+     * the callback, while l lives (lock_op_end frees one the program
+     * freed meanwhile). */
+    if (l && st == RELOCK_OK && op->kind == K_ACQ) {
+        l->acquired_at = now_ms();
+        relock__event(a->c, RELOCK_EVENT_ACQUIRED, l, RELOCK_OK,
+                      (long long)(l->acquired_at - op->began));
+    } else if (l && st == RELOCK_OK && op->kind == K_REL) {
+        relock__event(a->c, RELOCK_EVENT_RELEASED, l, RELOCK_OK, 0);
+    }
+    if (l)
+        relock__a_lock_op_end(op);
+    if (op->lock_gone)
+        l = NULL;
+    relock_error e;
+    relock__err blank;
+    if (st == RELOCK_OK || !op->err) {
+        relock__err_clear(&blank);
+        if (st != RELOCK_OK)
+            relock__err_set(&blank, st, __FILE__, __LINE__, NULL, "%s", relock_strerror(st));
+        e = blank.pub;
+    } else {
+        op->err->pub.status = st;
+        e = op->err->pub;
+    }
+    if (op->kind == K_ACQ || op->kind == K_EXT)
+        a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
+    if (op->kind == K_KEEP) {
+        /* A renewal reports through its lock, however it ended: its
+         * machine's outcome, or a connect, setup or client error before it
+         * ran (keep_after; e points into op, freed after). */
+        if (l && !a->freeing)
+            relock__a_keep_after(a, l, st, &e);
+        op_release(op);
+        return;
+    }
+    if (op->cb)
+        op->cb(a, st, l, &e, op->arg);
+    op_release(op);
+}
+
+static void machine_start(aop *op)
+{
+    relock__feed in;
+    memset(&in, 0, sizeof in);
+    op->steps = 0;
+    op->sent_any = 0;
+    op->state = S_RUN;
+    if (op->a->kit->fan && !op->fencing) {
+        relock__a_fan_begin(op);
+        return;
+    }
+    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+}
+
+void relock__a_attempt_begin(aop *op)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    op->l->legacy_holder = 0;
+    relock__a_err_load(op);
+    relock__err_clear(&c->err);
+    free(op->err);
+    op->err = NULL;
+    op->wset = op->wmoved = 0;
+    relock_status st = a->kit->acq_init(op->m, op->l);
+    if (st != RELOCK_OK) {
+        relock__a_err_save(op);
+        relock__a_op_finish(op, st);
+        return;
+    }
+    op->fn = a->kit->acq_step;
+    machine_start(op);
+}
+
+static int owner_phase(aop *op, int held);
+
+/* The undo of a cancelled acquire that won: release by the machine.  When
+ * the cancel came during the owner record's write, the record may be on
+ * the server: it is deleted first (undoing 2), while the lock holds the
+ * handle's value, as a release deletes it (decision 108). */
+static void undo_begin(aop *op)
+{
+    relock_async *a = op->a;
+    if (op->phase == PH_OWNER && !op->undoing) {
+        free(op->err);
+        op->err = NULL;
+        op->undoing = 2;
+        if (owner_phase(op, 0))
+            return;
+    }
+    void *m = malloc(a->kit->upd_size);
+    if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
+        free(m);
+        relock__a_op_finish(
+            op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
+                                  "acquire %s: cancelled after it won, and the release failed: the "
+                                  "lock may stay held until its TTL ends",
+                                  op->l->name));
+        return;
+    }
+    free(op->m);
+    op->m = m;
+    op->fn = a->kit->upd_step;
+    op->undoing = 1;
+    machine_start(op);
+}
+
+/* Runs machine m (allocated, op's from now) with step fn as op's phase. */
+static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
+{
+    free(op->m);
+    op->m = m;
+    op->fn = fn;
+    op->phase = phase;
+    op->steps = 0;
+    op->state = S_RUN;
+    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+}
+
+/* The owner record of op's lock written (held) or deleted by its machine
+ * as op's PH_OWNER; 0 when there is none to write (owner_info off). */
+static int owner_phase(aop *op, int held)
+{
+    relock_lock *l = op->l;
+    /* (a quorum's record would be one server's view: not written, as by
+     * the blocking client) */
+    if (!op->a->c->s.owner_info || op->a->kit->fan)
+        return 0;
+    char info[RELOCK__OWNER_INFO_MAX] = "";
+    if (held)
+        relock__owner_info(l, info, sizeof info);
+    relock__owner_m *m = malloc(sizeof *m);
+    if (!m || !relock__owner_init(m, l, l->value, held, info)) {
+        free(m); /* the record informs: no memory for it fails nothing */
+        return 0;
+    }
+    phase_run(op, PH_OWNER, relock__owner_step, m);
+    return 1;
+}
+
+/*
+ * After a phase of op ended with *st: starts the next (returns 1), or
+ * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
+ * the write, then durability's WAIT on the write's connection, then the
+ * owner record; an acquire whose write was not acknowledged is released
+ * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
+ * validity (decision 104).
+ * Release: the owner record is deleted first, while the lock is ours.
+ */
+static int next_phase(aop *op, relock_status *st)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    relock_lock *l = op->l;
+    if (op->kind == K_REL) {
+        if (op->phase != PH_OWNER)
+            return 0;
+        /* the record is deleted (or not ours): the release itself now */
+        free(op->err);
+        op->err = NULL;
+        free(op->m);
+        op->m = NULL;
+        op->phase = PH_MAIN;
+        op->owner_gone = 1;
+        relock__a_op_start(op);
+        return 1;
+    }
+    switch (op->phase) {
+    case PH_MAIN:
+        if (*st != RELOCK_OK || op->cancelled)
+            return 0;
+        if (op->kind == K_ACQ)
+            l->owner_since = relock__wall_ms() / 1000;
+        if (relock__durable_on(c)) {
+            relock__durable_m *m = malloc(sizeof *m);
+            if (m) {
+                relock__durable_init(m, op->kind == K_ACQ ? "acquire" : "extend");
+                phase_run(op, PH_DURABLE, relock__durable_step, m);
+                return 1;
+            }
+            *st = relock__a_op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT",
+                                    op->kind == K_ACQ ? "acquire" : "extend", l->name);
+        } else {
+            return owner_phase(op, 1);
+        }
+        break;
+    case PH_DURABLE:
+        op->acked = ((relock__durable_m *)op->m)->acked;
+        if (*st == RELOCK_OK)
+            return op->cancelled ? 0 : owner_phase(op, 1);
+        break;
+    case PH_OWNER:
+        /* the record informs: its outcome is nobody's */
+        free(op->err);
+        op->err = NULL;
+        *st = RELOCK_OK;
+        return 0;
+    case PH_UNDO: {
+        relock__a_err_load(op);
+        relock__err kept;
+        relock__err_copy(&kept, op->kept);
+        *st = relock__durable_undone(c, &kept, op->kept_st, *st);
+        relock__a_err_save(op);
+        return 0;
+    }
+    }
+    /* the write was not acknowledged (or no WAIT could be sent): an
+     * extend's lease is the earlier of the old one, which the replicas
+     * know of, and the new one, which the master holds */
+    if (op->kind != K_ACQ) {
+        l->valid_until = relock__valid_min(op->was_valid, l->valid_until);
+        l->ttl_ms = op->was_ttl;
+        return 0;
+    }
+    void *m = malloc(a->kit->upd_size);
+    if (!op->kept)
+        op->kept = malloc(sizeof *op->kept);
+    if (!m || !op->kept || a->kit->upd_init(m, l, 0, 0) != RELOCK_OK) {
+        free(m);
+        *st = relock__a_op_fail(
+            op, RELOCK_EAMBIGUOUS,
+            "acquire %s: the write was not acknowledged, and there was no memory to "
+            "delete it: the lock may stay held until its TTL ends",
+            l->name);
+        return 0;
+    }
+    relock__a_err_load(op);
+    relock__err_copy(op->kept, &c->err);
+    op->kept_st = *st;
+    free(op->err);
+    op->err = NULL;
+    phase_run(op, PH_UNDO, a->kit->upd_step, m);
+    return 1;
+}
+
+/* The reply to the legacy marker's SET: a MOVED (the map did not know the
+ * marker's slot) sends it once to the node named when the client has a
+ * ready connection there, as the blocking client's write follows it;
+ * anything else is dropped (the marker informs, design.md §5.5). */
+static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
+{
+    aconn *cn = ac->data;
+    const redisReply *r = rr;
+    relock__redirect to;
+    if (!cn || !r || cn->a->freeing || r->type != REDIS_REPLY_ERROR || priv ||
+        relock__redirect_parse(cn->srv->host, r, &to) != RELOCK__REDIR_MOVED)
+        return;
+    relock_client *c = cn->a->c;
+    aconn *at = relock__a_conn_find(cn->a, to.host, to.port);
+    char key[RELOCK__KEY_MAX];
+    if (at && at->ac && at->cstate == C_READY && !at->txn_owner &&
+        relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
+        redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
+}
+
+/* The watch marker (marker.c): written once per bridge or modern client
+ * with SETNX before its first attempt, as the blocking client writes it.
+ * watch_noted: 1 written, 2 in flight, 3 met a MOVED that could not be
+ * followed (the marker's node is not connected yet).  A MOVED is followed
+ * once, as for the legacy marker (on_marker); a write that did not land is
+ * tried again at a later acquire: a missing marker only delays scan's
+ * verdict. */
+static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
+{
+    aconn *cn = ac->data;
+    const redisReply *r = rr;
+    if (!cn || cn->a->freeing)
+        return;
+    relock_client *c = cn->a->c;
+    relock__redirect to;
+    aconn *at;
+    char key[RELOCK__KEY_MAX];
+    int moved = r && r->type == REDIS_REPLY_ERROR && !priv &&
+                relock__redirect_parse(cn->srv->host, r, &to) == RELOCK__REDIR_MOVED;
+    c->watch_noted = r && r->type != REDIS_REPLY_ERROR ? 1 : moved ? 3 : 0;
+    if (moved && (at = relock__a_conn_find(cn->a, to.host, to.port)) && at->ac &&
+        at->cstate == C_READY && !at->txn_owner &&
+        relock__watch_key(c->s.key_prefix, key, sizeof key) == 0 &&
+        redisAsyncCommand(at->ac, on_watch, at, "SETNX %s %lld", key, relock__wall_ms()) ==
+            REDIS_OK)
+        c->watch_noted = 2;
+}
+
+/* cn is the acquire's connection.  Where Cluster's slot map names the
+ * marker's node, the marker goes there once that connection is up; after
+ * a MOVED it could not follow, it waits for the map rather than meet the
+ * same MOVED at every acquire. */
+static void note_watching(relock_async *a, aconn *cn)
+{
+    relock_client *c = a->c;
+    char key[RELOCK__KEY_MAX];
+    if (c->watch_noted == 1 || c->watch_noted == 2 || a->kit->fan ||
+        (c->mode != RELOCK_MODE_BRIDGE && c->mode != RELOCK_MODE_MODERN) ||
+        relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
+        return;
+    aconn *mc = relock__a_route(a, key);
+    if (a->slots && a->slots[relock__cluster_slot(key, strlen(key))]) {
+        if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+            return;
+    } else if (c->watch_noted == 3 && relock__a_map_on(a)) {
+        return;
+    } else if (!mc->ac || mc->cstate != C_READY || mc->txn_owner) {
+        mc = cn;
+    }
+    if (mc->ac && mc->cstate == C_READY && !mc->txn_owner &&
+        redisAsyncCommand(mc->ac, on_watch, NULL, "SETNX %s %lld", key, relock__wall_ms()) ==
+            REDIS_OK)
+        c->watch_noted = 2;
+}
+
+/* The machine ended. */
+void relock__a_machine_done(aop *op, relock_status st)
+{
+    relock_async *a = op->a;
+    aconn *cn = op->cn;
+    relock__mhead *h = op->m;
+    relock_lock *l = op->l;
+    if (h->in_txn && cn->txn_owner == op) {
+        /* A transaction left open: its connection goes (design.md §13.3). */
+        cn->txn_owner = NULL;
+        if (cn->ac)
+            relock__a_conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");
+    }
+    if (cn->txn_owner == op)
+        cn->txn_owner = NULL;
+    if (h->note_legacy) {
+        relock_client *c = a->c;
+        uint64_t now = now_ms();
+        char key[RELOCK__KEY_MAX];
+        /* Over a Cluster the marker goes where its own slot lives: the
+         * node the map names when its connection is up, else op's, whose
+         * MOVED is followed (on_marker). */
+        aconn *mc;
+        if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
+            relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
+            mc = relock__a_route(a, key);
+            if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+                mc = cn;
+            if (mc->ac && mc->cstate == C_READY && !mc->txn_owner) {
+                c->legacy_noted_at = now;
+                redisAsyncCommand(mc->ac, on_marker, NULL, "SET %s %lld", key,
+                                  relock__wall_ms());
+            }
+        }
+    }
+    if (cn->txn_owner == NULL && cn->queue && cn->cstate == C_READY) {
+        relock__a_queue_flush(cn);
+        /* An operation of the queue may end within the flush (a release of
+         * a lost lock), and its callback may free the client: that ended
+         * op too (relock_async_free), and freed it. */
+        if (a->freeing)
+            return;
+    }
+    if (!op->fencing && !op->undoing && next_phase(op, &st))
+        return;
+    switch (op->kind) {
+    case K_ACQ:
+        if (op->fencing) {
+            op->fencing = 0;
+            free(op->m);
+            op->m = NULL;
+            if (st != RELOCK_OK || op->cancelled) {
+                relock__a_op_finish(op, st != RELOCK_OK
+                                            ? st
+                                            : relock__a_op_fail(op, RELOCK_ECANCELED,
+                                                                "acquire %s: cancelled", l->name));
+                return;
+            }
+            op->m = malloc(a->kit->acq_size);
+            if (!op->m) {
+                relock__a_op_finish(op,
+                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                return;
+            }
+            relock__a_attempt_begin(op);
+            return;
+        }
+        if (op->undoing == 2) {
+            /* the record deleted (or not ours, or not reached: it informs) */
+            free(op->err);
+            op->err = NULL;
+            undo_begin(op);
+            return;
+        }
+        if (op->undoing) {
+            if (st == RELOCK_OK || st == RELOCK_LOST) {
+                free(op->err);
+                op->err = NULL;
+                relock__a_op_finish(
+                    op, relock__a_op_fail(
+                            op, RELOCK_ECANCELED,
+                            "acquire %s: cancelled (the lock it had won was released)", l->name));
+            } else {
+                relock__a_op_finish(
+                    op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
+                                          "acquire %s: cancelled after it won, and the release "
+                                          "failed: the lock may stay held until its TTL ends",
+                                          l->name));
+            }
+            return;
+        }
+        if (op->cancelled) {
+            if (st == RELOCK_OK) {
+                undo_begin(op);
+                return;
+            }
+            if (st != RELOCK_EAMBIGUOUS) {
+                free(op->err);
+                op->err = NULL;
+                st = relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name);
+            }
+            relock__a_op_finish(op, st);
+            return;
+        }
+        if (st == RELOCK_BUSY) {
+            relock__a_plan(op, 0);
+            return;
+        }
+        if (st == RELOCK_OK)
+            l->owner_since = relock__wall_ms() / 1000;
+        relock__a_op_finish(op, st);
+        return;
+    case K_REL:
+        if (st == RELOCK_OK && l->waiters > 0)
+            relock__yield_note(l); /* let the waiters it woke go first */
+        if (st == RELOCK_OK || st == RELOCK_LOST)
+            l->lost = 1;
+        relock__a_op_finish(op, st);
+        return;
+    case K_EXT:
+    case K_KEEP:
+        if (st == RELOCK_LOST)
+            l->lost = 1;
+        relock__a_op_finish(op, st); /* a renewal goes on in relock__a_keep_after() */
+        return;
+    }
+}
+
+/* Feeds op's machine: the replies of its batch (or the fault), then sends
+ * its next batch or ends it. */
+void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
+{
+    relock_async *a = op->a;
+    relock_client *c = a->c;
+    if (op->kind == K_SLOTS) {
+        relock__a_slots_done(op, fault);
+        return;
+    }
+    if (op->kind == K_SETUP) {
+        /* the replies move out: the step may send the next batch at once */
+        redisReply *rep[RELOCK__BATCH_CMDS];
+        int nrep = op->rq.nrep;
+        memcpy(rep, op->rq.rep, sizeof rep);
+        memset(op->rq.rep, 0, sizeof op->rq.rep);
+        op->rq.nrep = 0;
+        relock__feed in;
+        memset(&in, 0, sizeof in);
+        in.reply = rep;
+        in.nreply = nrep;
+        in.fault = fault;
+        in.fault_status = fst;
+        in.fault_text = ftext;
+        in.mono_ms = now_ms();
+        if (fault != RELOCK__FAULT_NONE)
+            in.nreply = 0;
+        op->state = S_SENT;
+        relock__a_setup_step(op, &in);
+        for (int i = 0; i < nrep; i++)
+            if (rep[i])
+                freeReplyObject(rep[i]);
+        return;
+    }
+    if (op->state == S_SUBSCRIBING) {
+        if (op->ch && op->ch->confirmed) {
+            timer_stop(a, &op->timer);
+            relock__a_plan(op, 1);
+        } else {
+            relock__a_sub_next(op); /* its subscriber connection failed */
+        }
+        return;
+    }
+    char text[400];
+    if (ftext) {
+        snprintf(text, sizeof text, "%s", ftext);
+        ftext = text;
+    }
+    aconn *cn = op->cn;
+    areq *rq = &op->rq;
+    /* The batch that ended the transaction was answered.  The connection
+     * stays the operation's until its machine has judged the replies: an
+     * error reply to EXEC leaves the server's connection inside MULTI
+     * (h->in_txn), and relock__a_machine_done() then drops it; another operation's
+     * batch sent before that would be queued inside the transaction. */
+    int txn_ended = cn->txn_owner == op && !op->in_txn;
+    for (;;) {
+        relock__mhead *h = op->m;
+        relock__step_fn fn = op->clocking ? relock__clock_step : op->fn;
+        void *m = op->clocking ? (void *)&op->clk : op->m;
+        relock__feed in;
+        memset(&in, 0, sizeof in);
+        in.reply = rq->rep;
+        in.nreply = rq->nrep;
+        if (fault != RELOCK__FAULT_NONE) {
+            /* replies come only in full or up to a fault */
+            int k = 0;
+            while (k < rq->nrep && rq->rep[k])
+                k++;
+            in.nreply = k;
+        }
+        in.fault = fault;
+        in.fault_status = fst;
+        in.fault_text = ftext;
+        in.mono_ms = now_ms();
+        relock__a_err_load(op);
+        if (fault != RELOCK__FAULT_NONE && ftext)
+            RELOCK__FAIL(&c->err, fst ? fst : RELOCK_EIO, "%s", ftext);
+        if (!op->clocking && h->want_fleet && fault == RELOCK__FAULT_NONE) {
+            if (!c->s.legacy.clock_server) {
+                in.fleet_ms = relock__wall_ms();
+                in.fleet_fresh = 1;
+            } else if ((h->want_fleet == RELOCK__FLEET_FRESH && !op->clock_fresh) ||
+                       relock__clock_due(&cn->clock, in.mono_ms)) {
+                /* The server's clock is measured first (the clock
+                 * machine, on the same connection, inside the
+                 * transaction if one is open); these replies wait. */
+                memcpy(op->held, rq->rep, sizeof op->held);
+                op->nheld = rq->nrep;
+                memset(rq->rep, 0, sizeof rq->rep);
+                rq->nrep = 0;
+                op->clocking = 1;
+                relock__clock_init(&op->clk, op->in_txn);
+                continue;
+            } else {
+                in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
+                in.fleet_fresh = op->clock_fresh;
+                /* Just measured: the feed's monotonic time is the moment
+                 * TIME went out, as the blocking driver's is from before
+                 * the clock was read.  The server read its clock anywhere
+                 * in the round trip, so the estimate may be behind by
+                 * half of it; a validity counted from the reply would
+                 * outlast the lease planned on it by as much. */
+                if (op->clock_fresh)
+                    in.mono_ms = op->clk.t0;
+            }
+        }
+        op->clock_fresh = 0; /* a fresh reading serves the one feed after it */
+        relock__batch *b = &a->batch;
+        relock__batch_reset(b);
+        /* the clock machine measures into the client's estimate: the
+         * connection's own, around each of its steps (operations on other
+         * connections may measure meanwhile) */
+        if (op->clocking)
+            c->conn.clock = cn->clock;
+        /* the facts of the server it runs on (a Cluster node's own) */
+        if (cn->probed)
+            relock__a_facts_load(c, cn);
+        relock__step s = fn(m, op->l, &in, b);
+        if (op->clocking)
+            cn->clock = c->conn.clock;
+        relock__a_err_save(op);
+        for (int i = 0; i < rq->nrep; i++)
+            if (rq->rep[i]) {
+                freeReplyObject(rq->rep[i]);
+                rq->rep[i] = NULL;
+            }
+        rq->nrep = 0;
+        relock__a_rq_cmds_free(rq);
+        op->hops = 0;
+        op->redir = NULL;
+        if (s == RELOCK__STEP_DONE && op->clocking) {
+            /* The clock is known (or its failure is the fault the waiting
+             * replies are fed with, as the blocking driver does). */
+            op->clocking = 0;
+            memcpy(rq->rep, op->held, sizeof rq->rep);
+            rq->nrep = op->nheld;
+            memset(op->held, 0, sizeof op->held);
+            op->nheld = 0;
+            if (op->clk.h.st != RELOCK_OK) {
+                fault = RELOCK__FAULT_UNSENT;
+                fst = op->clk.h.st;
+                snprintf(text, sizeof text, "%.399s", c->err.msg);
+                ftext = text;
+            } else {
+                fault = RELOCK__FAULT_NONE;
+                fst = RELOCK_OK;
+                ftext = NULL;
+                op->clock_fresh = 1;
+            }
+            continue;
+        }
+        if (s == RELOCK__STEP_DONE) {
+            relock__a_machine_done(op, h->st);
+            return;
+        }
+        if (!relock__batch_ok(b) || ++op->steps >= RELOCK__DRIVE_MAX_STEPS) {
+            relock__a_machine_done(op, relock__a_op_fail(op, RELOCK_EPROTO,
+                                                         "lock %s: internal error: %s", op->l->name,
+                                                         op->steps >= RELOCK__DRIVE_MAX_STEPS
+                                                             ? "an operation did not end"
+                                                             : "a command batch overflowed"));
+            return;
+        }
+        int n = 0;
+        for (; n < b->n; n++) {
+            const relock__cmd *k = &b->cmd[n];
+            int fl = redisFormatCommandArgv(&rq->cmd[n], k->argc, (const char **)k->argv, k->len);
+            if (fl < 0)
+                break;
+            rq->len[n] = (size_t)fl;
+        }
+        rq->n = n;
+        rq->slow_ms = b->slow_ms;
+        op->pinned = b->pinned;
+        op->in_txn = b->in_txn;
+        if (n < b->n) {
+            relock__a_batch_clear(op);
+            fault = RELOCK__FAULT_UNSENT;
+            fst = RELOCK_ENOMEM;
+            ftext = "out of memory";
+            continue;
+        }
+        if (b->n == 0) {
+            fault = RELOCK__FAULT_NONE;
+            continue;
+        }
+        if (txn_ended) {
+            /* The machine goes on: a new transaction keeps the connection
+             * (the gen check below), anything else lets the others send. */
+            txn_ended = 0;
+            if (!b->in_txn) {
+                cn->txn_owner = NULL;
+                if (cn->queue && cn->cstate == C_READY)
+                    relock__a_queue_flush(cn);
+            }
+        }
+        if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
+            relock__a_batch_clear(op);
+            fault = RELOCK__FAULT_UNSENT;
+            fst = RELOCK_EIO;
+            ftext = "the connection of a transaction was lost before its end";
+            continue;
+        }
+        relock__a_submit(op);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ starting */
+
+void relock__a_kick_fire(void *arg)
+{
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->kick_timer = NULL;
+    relock__a_enter(a);
+    if (cn->cstate == C_READY && !a->fatal)
+        relock__a_queue_flush(cn);
+    relock__a_leave(a);
+}
+
+/* Runs op's first step (the client is ready). */
+void relock__a_op_start(aop *op)
+{
+    relock_async *a = op->a;
+    if (a->fatal) {
+        if (!op->err)
+            op->err = malloc(sizeof *op->err);
+        if (op->err)
+            relock__err_copy(op->err, &a->fatal_err);
+        relock__a_op_finish(op, a->fatal);
+        return;
+    }
+    if (op->kind == K_ACQ) {
+        relock_client *c = a->c;
+        relock_lock *l = op->l;
+        char before[RELOCK__KEY_MAX];
+        note_watching(a, op->cn); /* scan's evidence, before the first attempt */
+        /* (a quorum's machine carries the counter over itself) */
+        if (!a->kit->fan && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
+            relock__fence_key_before(l->key, before, sizeof before) == 1) {
+            fence_wrap *w = malloc(sizeof *w);
+            if (!w) {
+                relock__a_op_finish(op,
+                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+                return;
+            }
+            memcpy(w->before, before, sizeof before);
+            relock__fence_carry_init(&w->m, w->before);
+            op->m = w;
+            op->fn = relock__fence_carry_step;
+            op->fencing = 1;
+            machine_start(op);
+            return;
+        }
+        op->m = malloc(a->kit->acq_size);
+        if (!op->m) {
+            relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+            return;
+        }
+        /* The holder that just released usually wins the race back against
+         * the waiters it woke: give them a moment, as the blocking acquire. */
+        long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
+        if (yield > 0) {
+            op->state = S_SLEEP;
+            op->timer = timer_start(a, yield, relock__a_sleep_fire, op);
+            if (op->timer)
+                return;
+        }
+        relock__a_attempt_begin(op);
+        return;
+    }
+    relock_lock *l = op->l;
+    if (op->kind == K_REL && l->lost) {
+        relock__a_op_finish(
+            op,
+            relock__a_op_fail(op, RELOCK_LOST, "release %s: the lock was already lost", l->name));
+        return;
+    }
+    if ((op->kind == K_EXT || op->kind == K_KEEP) && l->lost) {
+        relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
+                                                  "extend %s: the lock was already lost", l->name));
+        return;
+    }
+    if (op->kind == K_REL && !op->owner_gone) {
+        /* The owner record goes first, while the lock is still ours: after
+         * the release a new holder may already have written its own. */
+        l->waiters = 0;
+        if (owner_phase(op, 0))
+            return;
+    }
+    op->was_valid = l->valid_until;
+    op->was_ttl = l->ttl_ms;
+    op->m = malloc(a->kit->upd_size);
+    relock__err_clear(&a->c->err);
+    relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
+                             : RELOCK_ENOMEM;
+    if (st != RELOCK_OK) {
+        relock__a_err_save(op);
+        relock__a_op_finish(op, st);
+        return;
+    }
+    if (op->kind == K_REL)
+        l->waiters = 0;
+    op->fn = a->kit->upd_step;
+    machine_start(op);
+}
+
+/* A quorum's operations queued until now start (those queued meanwhile
+ * wait for the timer they armed), their rounds' batches flushed together. */
+static void start_fire(void *arg)
+{
+    relock_async *a = arg;
+    a->start_timer = NULL;
+    relock__a_enter(a);
+    aop *last = a->starting_tail;
+    a->batching++;
+    while (a->starting && !a->freeing) {
+        aop *op = a->starting;
+        a->starting = op->start_next;
+        if (!a->starting)
+            a->starting_tail = NULL;
+        op->in_start = 0;
+        op->start_next = NULL;
+        if (op->state == S_NEW)
+            relock__a_op_start(op);
+        if (op == last)
+            break;
+    }
+    a->batching--;
+    relock__a_fan_due_run(a);
+    relock__a_leave(a);
+}
+
+/* A new operation starts from the loop: with one server when its
+ * connection is ready; with a quorum at the next turn (the fan driver
+ * connects each server as a round needs it). */
+void relock__a_op_schedule(aop *op)
+{
+    relock_async *a = op->a;
+    if (a->kit && a->kit->fan) {
+        if (!a->start_timer)
+            a->start_timer = timer_start(a, 0, start_fire, a);
+        if (!a->start_timer) {
+            relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "out of memory"));
+            return;
+        }
+        op->in_start = 1;
+        start_push_(&a->starting, &a->starting_tail, op);
+        return;
+    }
+    op->cn = relock__a_route(a, op->l ? op->l->key : NULL);
+    relock__a_conn_wants(op->cn, op);
+}
+
+/* Before a call starts a quorum's operation: the shared start timer armed,
+ * so that relock__a_op_schedule() cannot fail and end the operation (its callback)
+ * from within the call.  0 when the loop refuses the timer. */
+int relock__a_start_armed(relock_async *a)
+{
+    if (!a->kit || !a->kit->fan || a->start_timer)
+        return 1;
+    a->start_timer = timer_start(a, 0, start_fire, a);
+    return a->start_timer != NULL;
+}
+
+/* Queues a new operation; it starts from the loop. */
+void relock__a_op_enqueue(aop *op)
+{
+    relock_async *a = op->a;
+    op->next = a->ops;
+    if (a->ops)
+        a->ops->prev = op;
+    a->ops = op;
+    a->pending++;
+    op->state = S_NEW;
+    relock__a_op_schedule(op);
+}
+
+aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
+{
+    aop *op = calloc(1, sizeof *op);
+    if (!op)
+        return NULL;
+    op->a = a;
+    op->cn = &a->conns[0]; /* one server */
+    op->kind = kind;
+    op->cb = cb;
+    op->arg = arg;
+    op->acked = -1;
+    return op;
+}

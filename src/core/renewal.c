@@ -1,0 +1,236 @@
+/*
+ * Locks of the operation core (core.h): a lock's operation in flight
+ * (relock__alock), its renewal (keep_*) and the loss deadline
+ * (relock__a_deadline_arm(), lost_fire()).
+ */
+
+#include "core.h"
+
+/* ------------------------------------------------------------------ locks */
+
+static int async_lock_free(relock_lock *l);
+
+struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
+{
+    if (!l->al) {
+        l->al = calloc(1, sizeof *l->al);
+        if (l->al) {
+            l->al_free = async_lock_free;
+            l->al->a = a;
+            l->al->next = a->alocks;
+            if (a->alocks)
+                a->alocks->prev = l->al;
+            a->alocks = l->al;
+        }
+    }
+    return l->al;
+}
+
+void relock__a_alock_free(relock_lock *l)
+{
+    struct relock__alock *al = l->al;
+    if (!al)
+        return;
+    if (al->a) {
+        if (al->prev)
+            al->prev->next = al->next;
+        else
+            al->a->alocks = al->next;
+        if (al->next)
+            al->next->prev = al->prev;
+    }
+    free(al);
+    l->al = NULL;
+}
+
+/* relock_lock_free() of such a lock (its al_free): stops its renewal; 1
+ * when an operation on it is in flight, which then frees it when it ends. */
+static int async_lock_free(relock_lock *l)
+{
+    struct relock__alock *al = l->al;
+    if (al->a) {
+        timer_stop(al->a, &al->keep_timer);
+        timer_stop(al->a, &al->lost_timer);
+        al->kept = 0;
+        if (al->after) {
+            al->after->lock_gone = 1;
+            al->after->l = l;
+        }
+        if (al->busy) {
+            al->busy->lock_gone = 1;
+            return 1;
+        }
+    }
+    relock__a_alock_free(l);
+    return 0;
+}
+
+static void keep_tick(void *arg);
+
+/* An operation on l ended: the next one on it may start; a lock the
+ * program freed meanwhile is freed now. */
+void relock__a_lock_op_end(aop *op)
+{
+    relock_lock *l = op->l;
+    struct relock__alock *al = l->al;
+    if (!al)
+        return;
+    if (al->after == op) {
+        /* The release waiting for the renewal in flight ends before it
+         * (the client is being freed): the renewal's end, which frees a
+         * lock the program freed meanwhile, finds no release to start. */
+        al->after = NULL;
+        return;
+    }
+    if (al->busy == op)
+        al->busy = NULL;
+    if (op->lock_gone) {
+        aop *after = al->after;
+        al->after = NULL;
+        if (after && !op->a->freeing) {
+            /* The release asked for before the program freed the lock
+             * runs now, as one in flight when it was freed does: the lock
+             * goes when it ends (its lock_gone), its callback gets NULL. */
+            al->busy = after;
+            relock__a_op_schedule(after);
+            return;
+        }
+        if (after) /* the client is being freed: it ends unsent */
+            after->l = NULL;
+        relock__a_alock_free(l);
+        relock_lock_free(l);
+        if (after)
+            relock__a_op_finish(after, RELOCK_ECANCELED);
+        return;
+    }
+    if (al->after && !op->a->freeing) {
+        /* the release that waited for a renewal in flight starts now */
+        aop *next = al->after;
+        al->after = NULL;
+        al->busy = next;
+        relock__a_op_schedule(next);
+    }
+}
+
+/* ------------------------------------------------------------------ renewal */
+
+static void keep_tick(void *arg)
+{
+    relock_lock *l = arg;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    al->keep_timer = NULL;
+    relock__a_enter(a);
+    if (al->kept && !al->busy && !a->freeing) {
+        aop *op = relock__a_op_new(a, K_KEEP, NULL, NULL);
+        if (op) {
+            op->l = l;
+            op->wait_ms = l->ttl_ms;
+            al->busy = op;
+            relock__a_op_enqueue(op);
+        } else {
+            al->keep_timer = timer_start(a, 10, keep_tick, l);
+        }
+    }
+    relock__a_leave(a);
+}
+
+/* The next renewal: a third of the ttl from now, or sooner while the
+ * validity left is short (lease.h), as relock_keep()'s thread does. */
+void relock__a_keep_arm(struct relock__alock *al, relock_lock *l)
+{
+    al->keep_timer = timer_start(al->a, relock__renew_wait_ms(l->ttl_ms, l->valid_until, now_ms()),
+                                 keep_tick, l);
+}
+
+static void lost_fire(void *arg);
+
+/* The loss deadline at the end of the validity as of the last renewal. */
+void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->lost_timer);
+    uint64_t now = now_ms();
+    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
+    al->lost_timer = timer_start(al->a, left, lost_fire, l);
+}
+
+/* The renewal stops for good; the program hears of it once. */
+static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    timer_stop(a, &al->keep_timer);
+    timer_stop(a, &al->lost_timer);
+    al->kept = 0;
+    al->keep_lost = 1;
+    relock__event(a->c, RELOCK_EVENT_LOST, l, why, 0);
+    if (al->on_lost)
+        al->on_lost(a, l, why, e, al->lost_arg);
+}
+
+/* The validity ran out and no renewal succeeded since it was computed:
+ * the lock is reported lost now, not when the renewal in flight (a stalled
+ * server, a connect that hangs) ends; its end changes nothing any more. */
+static void lost_fire(void *arg)
+{
+    relock_lock *l = arg;
+    struct relock__alock *al = l->al;
+    relock_async *a = al->a;
+    al->lost_timer = NULL;
+    if (!al->kept || al->keep_lost || a->freeing)
+        return;
+    if (now_ms() < al->keep_valid) { /* the loop's timer came early */
+        relock__a_deadline_arm(al, l);
+        return;
+    }
+    relock__a_enter(a);
+    relock__err e;
+    relock__err_clear(&e);
+    relock_status why = al->fail_st;
+    if (why != RELOCK_OK) {
+        relock__err_copy(&e, &al->fail_err);
+    } else {
+        why = RELOCK_EIO;
+        RELOCK__FAIL(&e, why,
+                     "keep %s: no renewal succeeded within the lock's validity (the server did "
+                     "not answer in time)",
+                     l->name);
+    }
+    keep_lose(a, l, why, &e.pub);
+    relock__a_leave(a);
+}
+
+/* A renewal of l ended with st (e its detail): the next one is timed, a
+ * failed one retried soon while validity remains, a loss reported. */
+void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
+{
+    struct relock__alock *al = l->al;
+    if (!al || !al->kept || al->keep_lost)
+        return;
+    if (st == RELOCK_OK) {
+        al->keep_valid = l->valid_until;
+        al->fail_st = RELOCK_OK;
+        relock__event(a->c, RELOCK_EVENT_RENEWED, l, RELOCK_OK, 0);
+        relock__a_keep_arm(al, l);
+        relock__a_deadline_arm(al, l);
+        return;
+    }
+    /* A failed extend may have lowered the validity (one whose outcome is
+     * unknown counts the shorter of the old and the new lease): the
+     * deadline follows it down, never up. */
+    if (l->valid_until < al->keep_valid) {
+        al->keep_valid = l->valid_until;
+        relock__a_deadline_arm(al, l);
+    }
+    if (st == RELOCK_LOST || now_ms() >= al->keep_valid) {
+        keep_lose(a, l, st, e);
+        return;
+    }
+    /* Not answered, refused, a transient error, the client unusable for
+     * now: again soon, while valid (the deadline reports the loss). */
+    al->fail_st = st;
+    relock__event(a->c, RELOCK_EVENT_RENEW_FAILED, l, st, 0);
+    relock__err_clear(&al->fail_err);
+    RELOCK__FAIL_SRV(&al->fail_err, st, e->server, "%s", e->message);
+    long long again = l->ttl_ms / 10;
+    al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
+}

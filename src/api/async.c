@@ -48,6 +48,7 @@
 
 #include "../../compat/compat.h"
 #include "../../compat/ts.h"
+#include "core/loop.h"
 #include "engine/engine.h"
 #include "engine/waitplan.h"
 #include "fence.h"
@@ -1629,7 +1630,7 @@ static void loc_next(relock_async *a)
     while (relock__sentinel_next(&a->loc.q) >= 0) {
         const relock__addr *s = &c->s.sentinel.addrs[a->loc.q.cur];
         redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
-        if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+        if (!ac || ac->err || relock__loop_attach(&a->loop, ac) != 0) {
             relock__sentinel_unreachable(&a->loc.q, &c->s,
                                          ac && ac->err ? ac->errstr : "cannot attach to the loop");
             if (ac)
@@ -1766,7 +1767,7 @@ static void conn_connect(aconn *cn)
         srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
     cn->cstate = C_CONNECTING;
     cn->connected = 0;
-    if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+    if (!ac || ac->err || relock__loop_attach(&a->loop, ac) != 0) {
         snprintf(cn->fail_why, sizeof cn->fail_why, "connect to " RELOCK__ADDR_FMT ": %s",
                  RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
@@ -2198,7 +2199,7 @@ static int chan_join(aop *op)
             const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
-            if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
+            if (!s || s->err || relock__loop_attach(&a->loop, s) != 0) {
                 if (s)
                     redisAsyncFree(s);
                 return -1;
@@ -3243,7 +3244,7 @@ static int fan_connect(aconn *cn)
     const relock__server *srv = cn->srv;
     redisAsyncContext *ac =
         srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
-    if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+    if (!ac || ac->err || relock__loop_attach(&a->loop, ac) != 0) {
         if (ac)
             redisAsyncFree(ac);
         return -1;
@@ -3877,10 +3878,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!out)
         return RELOCK_EINVAL;
     *out = NULL;
-    /* loop->size: the interface as the program was built; fields added
-     * later read as NULL for an older one (decision 242). */
-    if (!cfg || !loop || loop->size < RELOCK_ASYNC_LOOP_SIZE_0_3 || !loop->attach ||
-        !loop->timer_start || !loop->timer_stop)
+    if (!cfg || !relock__loop_valid(loop))
         return RELOCK_EINVAL;
     relock_async *a = calloc(1, sizeof *a);
     if (!a)

@@ -46,6 +46,7 @@ static inline int relock_async_lev_watch(void *data, relock_async_socket *s, int
                                          void **sockp)
 {
     relock_async_levsock *ls = (relock_async_levsock *)*sockp;
+    int first = !ls, rc;
     if (events & RELOCK_IO_REMOVE) {
         if (ls)
             relock_async_lev_free(ls);
@@ -57,17 +58,24 @@ static inline int relock_async_lev_watch(void *data, relock_async_socket *s, int
         if (!ls)
             return -1;
         ls->s = s;
-        ls->rd = event_new((struct event_base *)data, fd, EV_READ | EV_PERSIST, relock_async_lev_ready, ls);
-        ls->wr = event_new((struct event_base *)data, fd, EV_WRITE | EV_PERSIST, relock_async_lev_ready, ls);
+        ls->rd = event_new((struct event_base *)data, fd, EV_READ | EV_PERSIST,
+                           relock_async_lev_ready, ls);
+        ls->wr = event_new((struct event_base *)data, fd, EV_WRITE | EV_PERSIST,
+                           relock_async_lev_ready, ls);
         if (!ls->rd || !ls->wr) {
             relock_async_lev_free(ls);
             return -1;
         }
         *sockp = ls;
     }
-    if ((events & RELOCK_IO_READ) ? event_add(ls->rd, NULL) : event_del(ls->rd))
-        return -1;
-    return (events & RELOCK_IO_WRITE) ? event_add(ls->wr, NULL) : event_del(ls->wr);
+    rc = (events & RELOCK_IO_READ) ? event_add(ls->rd, NULL) : event_del(ls->rd);
+    if (rc == 0)
+        rc = (events & RELOCK_IO_WRITE) ? event_add(ls->wr, NULL) : event_del(ls->wr);
+    if (rc != 0 && first) { /* a failed first call keeps nothing */
+        relock_async_lev_free(ls);
+        *sockp = NULL;
+    }
+    return rc;
 }
 
 typedef struct relock_async_levtimer {

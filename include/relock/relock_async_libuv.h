@@ -45,6 +45,7 @@ static inline int relock_async_uv_watch(void *data, relock_async_socket *s, int 
                                         void **sockp)
 {
     relock_async_uvsock *us = (relock_async_uvsock *)*sockp;
+    int first = !us, rc;
     int uv_events = ((events & RELOCK_IO_READ) ? UV_READABLE : 0) |
                     ((events & RELOCK_IO_WRITE) ? UV_WRITABLE : 0);
     if (events & RELOCK_IO_REMOVE) {
@@ -66,7 +67,12 @@ static inline int relock_async_uv_watch(void *data, relock_async_socket *s, int 
         us->s = s;
         *sockp = us;
     }
-    return uv_events ? uv_poll_start(&us->h, uv_events, relock_async_uv_ready) : uv_poll_stop(&us->h);
+    rc = uv_events ? uv_poll_start(&us->h, uv_events, relock_async_uv_ready) : uv_poll_stop(&us->h);
+    if (rc != 0 && first) { /* a failed first call keeps nothing */
+        uv_close((uv_handle_t *)&us->h, relock_async_uv_closed);
+        *sockp = NULL;
+    }
+    return rc;
 }
 
 typedef struct relock_async_uvtimer {

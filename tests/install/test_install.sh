@@ -110,14 +110,17 @@ else
     bad "building with pkg-config failed: $(cat "$TMP/cc.log")"
 fi
 # A hiredis that cannot be included, ahead of the system's on the include
-# path: the public headers must not reach for it.
+# path: the public headers must not reach for it.  Only the installed
+# include directory is given (pkg-config's Cflags also carry hiredis's,
+# through Requires.private, which the static library needs).
+bare="-I$PREFIX/include/relock -L$LIBDIR -lrelock"
 mkdir -p "$TMP/nohiredis/hiredis"
 for h in hiredis.h async.h read.h sds.h alloc.h; do
     echo '#error "a header of relock included hiredis"' >"$TMP/nohiredis/hiredis/$h"
 done
 printf '#include <relock.h>\n#include <relock_async.h>\nint main(void) { return relock_async_pending(0) != 0; }\n' >"$TMP/bare.c"
 # shellcheck disable=SC2086
-if cc -std=c11 -Wall -Wextra -Werror $CFLAGS_EXTRA -I"$TMP/nohiredis" -o "$TMP/bare" "$TMP/bare.c" $flags \
+if cc -std=c11 -Wall -Wextra -Werror $CFLAGS_EXTRA -I"$TMP/nohiredis" -o "$TMP/bare" "$TMP/bare.c" $bare \
     2>"$TMP/ccb.log" && LD_LIBRARY_PATH=$LIBDIR "$TMP/bare"; then
     ok
 else
@@ -132,7 +135,7 @@ for loop in libevent libuv; do
     # shellcheck disable=SC2086
     # uv.h needs the POSIX declarations (-D_GNU_SOURCE, or -std=gnu11).
     if cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $CFLAGS_EXTRA -I"$TMP/nohiredis" -o "$TMP/async-$loop" \
-        "$TMP/async-$loop.c" $flags $lflags 2>"$TMP/cca.log" && LD_LIBRARY_PATH=$LIBDIR "$TMP/async-$loop"; then
+        "$TMP/async-$loop.c" $bare $lflags 2>"$TMP/cca.log" && LD_LIBRARY_PATH=$LIBDIR "$TMP/async-$loop"; then
         ok
     else
         bad "the installed relock_async_$loop.h: $(cat "$TMP/cca.log")"

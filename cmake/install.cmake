@@ -2,7 +2,7 @@
 #
 #   lib/librelock.so.SOVERSION, librelock.a         the libraries (SOVERSION:
 #                                                   0.MINOR before 1.0, then MAJOR)
-#   include/relock.h                                the public header
+#   include/relock/relock*.h                        the public headers
 #   lib/pkgconfig/relock.pc                         pkg-config
 #   lib/cmake/relock/relock{Config,ConfigVersion,Targets}.cmake
 #                                                   find_package(relock CONFIG):
@@ -21,9 +21,15 @@ install(TARGETS relock relock_static EXPORT relockTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS relock-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/src/relock.h ${PROJECT_SOURCE_DIR}/src/relock_async.h
-  ${PROJECT_SOURCE_DIR}/src/relock_async_libevent.h ${PROJECT_SOURCE_DIR}/src/relock_async_libuv.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The public headers, and only they, in a directory of their own: users
+# write #include <relock.h>, found through pkg-config's Cflags or the CMake
+# package's include directory (both include/relock); none of them includes
+# hiredis or a private header.
+install(FILES ${PROJECT_SOURCE_DIR}/include/relock/relock.h
+  ${PROJECT_SOURCE_DIR}/include/relock/relock_async.h
+  ${PROJECT_SOURCE_DIR}/include/relock/relock_async_libevent.h
+  ${PROJECT_SOURCE_DIR}/include/relock/relock_async_libuv.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/relock)
 
 # The CMake package.  The exported static target names no pkg-config
 # target (they exist only in this build); relockConfig.cmake finds hiredis

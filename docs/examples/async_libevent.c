@@ -6,7 +6,7 @@
  *   relock-async-libevent redis://127.0.0.1:6379 [TASKS]
  *
  * Prints one line per turn and exits 0 when every task had its turn and no
- * two held the lock at once.  Build: -lrelock -lhiredis -levent.
+ * two held the lock at once.  Build: -lrelock -levent.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  *   relock-async-libuv redis://127.0.0.1:6379 [SECONDS]
  *
  * Exits 0 after a clean release, 3 when the lock was lost.
- * Build: -lrelock -lhiredis -luv.
+ * Build: -lrelock -luv.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -34,10 +34,4 @@ long long relock__yield_ms(const relock_lock *l);
 relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
                                relock_lock **out);
 
-/* Runs fn(arg), a write to a socket, with SIGPIPE blocked in the calling
- * thread, and takes back a SIGPIPE it raised (async_write.c, decision
- * 241): relock_async_handle_write(), and the quorum's flush of a round's
- * batches (core/fanout.c), write through it. */
-void relock__write_nopipe(void (*fn)(void *), void *arg);
-
 #endif

@@ -20,10 +20,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!out)
         return RELOCK_EINVAL;
     *out = NULL;
-    /* loop->size: the interface as the program was built; fields added
-     * later read as NULL for an older one (decision 242). */
-    if (!cfg || !loop || loop->size < RELOCK_ASYNC_LOOP_SIZE_0_3 || !loop->attach ||
-        !loop->timer_start || !loop->timer_stop)
+    if (!cfg || !relock__loop_valid(loop))
         return RELOCK_EINVAL;
     relock_async *a = calloc(1, sizeof *a);
     if (!a)

@@ -582,7 +582,7 @@ void relock__a_conn_connect(aconn *cn)
         srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
     cn->cstate = C_CONNECTING;
     cn->connected = 0;
-    if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+    if (!ac || ac->err || relock__loop_attach(&a->loop, ac) != 0) {
         snprintf(cn->fail_why, sizeof cn->fail_why, "connect to " RELOCK__ADDR_FMT ": %s",
                  RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)

@@ -68,6 +68,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/loop.h"
 #include "engine/engine.h"
 #include "engine/waitplan.h"
 #include "fence.h"

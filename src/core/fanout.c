@@ -244,7 +244,7 @@ static int fan_connect(aconn *cn)
     const relock__server *srv = cn->srv;
     redisAsyncContext *ac =
         srv->port ? redisAsyncConnect(srv->host, srv->port) : redisAsyncConnectUnix(srv->host);
-    if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+    if (!ac || ac->err || relock__loop_attach(&a->loop, ac) != 0) {
         if (ac)
             redisAsyncFree(ac);
         return -1;

@@ -200,7 +200,7 @@ static int chan_join(aop *op)
             const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
-            if (!s || s->err || a->loop.attach(a->loop.data, s) != 0) {
+            if (!s || s->err || relock__loop_attach(&a->loop, s) != 0) {
                 if (s)
                     redisAsyncFree(s);
                 return -1;

@@ -398,7 +398,7 @@ void relock__a_loc_next(relock_async *a)
     while (relock__sentinel_next(&a->loc.q) >= 0) {
         const relock__addr *s = &c->s.sentinel.addrs[a->loc.q.cur];
         redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
-        if (!ac || ac->err || a->loop.attach(a->loop.data, ac) != 0) {
+        if (!ac || ac->err || relock__loop_attach(&a->loop, ac) != 0) {
             relock__sentinel_unreachable(&a->loc.q, &c->s,
                                          ac && ac->err ? ac->errstr : "cannot attach to the loop");
             if (ac)

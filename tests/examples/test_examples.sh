@@ -57,5 +57,15 @@ else
     bad "relock-async-libuv was not built (libuv1-dev)"
 fi
 
+# async_poll.c: the same on a loop of its own around poll(2), through the
+# watch and timer functions of relock_async_loop alone.
+if "$BUILD/relock-async-poll" "$RELOCK_URL" 2 >"$DIR/ap.out" 2>&1 &&
+    grep -q "holding async-poll" "$DIR/ap.out" && grep -q "released: ok" "$DIR/ap.out"; then
+    ok
+else
+    bad "async_poll: $(cat "$DIR/ap.out")"
+fi
+[ "$(redis-cli -p "$PORT" EXISTS async-poll)" = 0 ] && ok || bad "async_poll left its key"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

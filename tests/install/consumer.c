@@ -1,12 +1,14 @@
 /*
  * A program outside the relock tree, built against an installed relock
  * (tests/install/test_install.sh): it connects to nothing, and prints the
- * library's version and one status message.
+ * library's version and one status message.  Both public headers must
+ * compile without hiredis on the include path.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <relock.h>
+#include <relock_async.h>
 
 int main(void)
 {

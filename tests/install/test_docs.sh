@@ -4,8 +4,8 @@
 #   - every long option that `relock COMMAND --help` names is described in
 #     relock(1) and in docs/cli.md;
 #   - every command of src/cli/main.c has a section in docs/cli.md;
-#   - every public function of src/relock.h and src/relock_async.h is named
-#     in docs/api.md (whole, or as `_suffix()` or a FIELD of its family's
+#   - every public function of include/relock/relock.h and
+#     include/relock/relock_async.h is named in docs/api.md (whole, or as `_suffix()` or a FIELD of its family's
 #     accessor table), and every status code and callback type too;
 #   - every setting of the table in src/config.c is described in
 #     docs/configuration.md and in relock.conf(5).
@@ -32,9 +32,9 @@ for c in $cmds; do
     done
 done
 
-funcs=$(cat "$SRC/src/relock.h" "$SRC/src/relock_async.h" | tr '\n' ' ' | grep -o 'RELOCK_EXTERN [^;]*' |
+funcs=$(cat "$SRC/include/relock/relock.h" "$SRC/include/relock/relock_async.h" | tr '\n' ' ' | grep -o 'RELOCK_EXTERN [^;]*' |
     grep -o 'relock_[a-z_]*(' | tr -d '(' | sort -u)
-[ "$(wc -w <<<"$funcs")" -gt 30 ] && ok || bad "too few functions found in src/relock.h"
+[ "$(wc -w <<<"$funcs")" -gt 30 ] && ok || bad "too few functions found in include/relock/relock.h"
 for f in $funcs; do
     y=$(sed -E 's/^relock_(inspect_info|scan_result|server_info)_//' <<<"$f")
     if grep -q "\b$f\b" "$SRC/docs/api.md" || grep -qE "\`_?$y(\`|\()" "$SRC/docs/api.md"; then
@@ -44,11 +44,11 @@ for f in $funcs; do
     fi
 done
 # ... and every callback type a program writes a function for.
-for t in $(cat "$SRC/src/relock.h" "$SRC/src/relock_async.h" | grep -o 'typedef [a-z ]*(\*relock_[a-z_]*)' |
+for t in $(cat "$SRC/include/relock/relock.h" "$SRC/include/relock/relock_async.h" | grep -o 'typedef [a-z ]*(\*relock_[a-z_]*)' |
     grep -o 'relock_[a-z_]*'); do
     if grep -q "\b$t\b" "$SRC/docs/api.md"; then ok; else bad "docs/api.md does not name the callback type $t"; fi
 done
-for code in $(grep -o '^    X([A-Z]*,' "$SRC/src/relock.h" | sed 's/    X(\(.*\),/RELOCK_\1/'); do
+for code in $(grep -o '^    X([A-Z]*,' "$SRC/include/relock/relock.h" | sed 's/    X(\(.*\),/RELOCK_\1/'); do
     if grep -q "\b$code\b" "$SRC/docs/api.md"; then ok; else bad "docs/api.md does not name $code"; fi
 done
 

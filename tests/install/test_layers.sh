@@ -2,7 +2,7 @@
 # The library's layers, as docs/architecture.md draws them, read from the
 # sources: which headers each file includes and which library functions it
 # calls.  Fails when
-#   - a file of the core (src/, src/engine/) includes a header of compat/
+#   - a file of the core (src/, src/core/, src/engine/) includes a header of compat/
 #     or of the API layer (src/api/), or compat/ includes one of src/api/;
 #   - the folders call each other in a circle (api, compat, core);
 #   - two or more files call each other in a circle (a file that calls

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The man pages: each formats without a single warning (man --warnings,
 # groff -ww), and they keep up with the code: relock(1) names every command
-# of src/cli/main.c, relock(3) every public function of src/relock.h,
+# of src/cli/main.c, relock(3) every public function of include/relock/relock.h,
 # relock.conf(5) every setting of the table in src/config.c.
 #   test_man.sh SOURCE_DIR
 set -u
@@ -59,16 +59,16 @@ for c in $cmds; do
     if grep -Eq "^   $c( |$)" "$TMP/1"; then ok; else bad "relock.1 has no section for the command $c"; fi
 done
 
-# relock(3): every function declared RELOCK_EXTERN in src/relock.h and
-# src/relock_async.h.
+# relock(3): every function declared RELOCK_EXTERN in include/relock/relock.h and
+# include/relock/relock_async.h.
 render relock.3 >"$TMP/3"
-funcs=$(cat "$SRC/src/relock.h" "$SRC/src/relock_async.h" | tr '\n' ' ' | grep -o 'RELOCK_EXTERN [^;]*' | grep -o 'relock_[a-z_]*(' | tr -d '(' | sort -u)
-[ "$(wc -w <<<"$funcs")" -gt 30 ] && ok || bad "too few functions found in src/relock.h: $funcs"
+funcs=$(cat "$SRC/include/relock/relock.h" "$SRC/include/relock/relock_async.h" | tr '\n' ' ' | grep -o 'RELOCK_EXTERN [^;]*' | grep -o 'relock_[a-z_]*(' | tr -d '(' | sort -u)
+[ "$(wc -w <<<"$funcs")" -gt 30 ] && ok || bad "too few functions found in include/relock/relock.h: $funcs"
 for f in $funcs; do
     if grep -q "\b$f(" "$TMP/3"; then ok; else bad "relock.3 does not name $f()"; fi
 done
 # ... and every status code.
-codes=$(grep -o '^    X([A-Z]*,' "$SRC/src/relock.h" | sed 's/    X(\(.*\),/RELOCK_\1/')
+codes=$(grep -o '^    X([A-Z]*,' "$SRC/include/relock/relock.h" | sed 's/    X(\(.*\),/RELOCK_\1/')
 for c in $codes; do
     if grep -q "\b$c\b" "$TMP/3"; then ok; else bad "relock.3 does not name $c"; fi
 done

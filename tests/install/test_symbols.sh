@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shared library's exports are exactly the public API: every function
-# declared RELOCK_EXTERN in src/relock.h is exported, and nothing else is
+# declared RELOCK_EXTERN in include/relock/relock.h is exported, and nothing else is
 # (hiredis and libconfig live in our users' processes; an internal symbol
 # that leaked would become ABI).  relock(3) documenting every one of them
 # is checked by test_man.sh.

@@ -22,36 +22,36 @@
 
 #include <cmocka.h>
 
-/* The adapters' read handler goes through read_hook() first (see the
- * owner records' cancel test): the hook runs before hiredis reads what the
- * server answered, so the test acts at a known point between a command's
- * run on the server and the client's learning of it. */
-#include <hiredis/async.h>
-static void hooked_read(redisAsyncContext *ac);
-#define redisAsyncHandleRead hooked_read
+/* The adapters' report of a ready descriptor goes through read_hook()
+ * first when it is readable (see the owner records' cancel test): the hook
+ * runs before the client reads what the server answered, so the test acts
+ * at a known point between a command's run on the server and the client's
+ * learning of it. */
+#include "relock.h"
+#include "relock_async.h"
+static void hooked_action(relock_async_socket *s, int events);
+#define relock_async_socket_action hooked_action
 #ifdef TEST_LIBUV
 #include "relock_async_libuv.h"
 #else
 #include "relock_async_libevent.h"
 #endif
-#undef redisAsyncHandleRead
+#undef relock_async_socket_action
 #include "clock_step.h"
-#include "relock.h"
-#include "relock_async.h"
 #include "testclient.h"
 #include "testsrv.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ the read hook */
 
-/* Returns 1 when it freed the client (and with it ac). */
+/* Returns 1 when it freed the client (and with it s). */
 static int (*read_hook)(void);
 
-static void hooked_read(redisAsyncContext *ac)
+static void hooked_action(relock_async_socket *s, int events)
 {
-    if (read_hook && read_hook())
+    if ((events & RELOCK_IO_READ) && read_hook && read_hook())
         return;
-    redisAsyncHandleRead(ac);
+    relock_async_socket_action(s, events);
 }
 
 /* ------------------------------------------------------------ the wall clock's step */

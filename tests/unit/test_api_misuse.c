@@ -22,10 +22,10 @@
 #include "relock_async.h"
 
 #ifndef RELOCK_HEADER
-#error "RELOCK_HEADER: the path of src/relock.h"
+#error "RELOCK_HEADER: the path of include/relock/relock.h"
 #endif
 #ifndef RELOCK_ASYNC_HEADER
-#error "RELOCK_ASYNC_HEADER: the path of src/relock_async.h"
+#error "RELOCK_ASYNC_HEADER: the path of include/relock/relock_async.h"
 #endif
 
 #define MAX_CALLED 256
@@ -258,10 +258,9 @@ static void no_handle(void **state)
     assert_int_equal(CALL(relock_key_classify, NULL, 5, -1, 0), RELOCK_KEY_UNKNOWN);
 }
 
-static int fake_attach(void *data, redisAsyncContext *ac)
+static int fake_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
 {
-    (void)data;
-    (void)ac;
+    (void)data, (void)s, (void)fd, (void)events, (void)sockp;
     return -1;
 }
 
@@ -284,20 +283,25 @@ static void null_async(void **state)
     assert_int_equal(CALL(relock_async_new, NULL, NULL, &a), RELOCK_EINVAL);
     assert_null(a);
     assert_int_equal(relock_async_new(NULL, NULL, NULL), RELOCK_EINVAL);
-    /* A loop interface without its size, or smaller than 0.3's: refused
-     * before anything connects. */
+    /* A loop interface without its size, smaller than version 2's (0.3's
+     * was), or of another version: refused before anything connects. */
     relock_config *cfg = relock_config_new();
     assert_non_null(cfg);
     relock_async_loop lp;
     memset(&lp, 0, sizeof lp);
-    lp.attach = fake_attach;
+    lp.version = RELOCK_ASYNC_LOOP_VERSION;
+    lp.watch = fake_watch;
     lp.timer_start = fake_timer_start;
     lp.timer_stop = fake_timer_stop;
     a = (relock_async *)1;
     assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
     assert_null(a);
-    lp.size = RELOCK_ASYNC_LOOP_SIZE_0_3 - 1;
+    lp.size = RELOCK_ASYNC_LOOP_SIZE_2 - 1;
     assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
+    lp.size = sizeof lp;
+    lp.version = 1;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_EINVAL);
+    assert_null(a);
     relock_config_free(cfg);
     CALL(relock_async_free, NULL);
     assert_int_equal(CALL(relock_async_error, NULL)->status, RELOCK_EINVAL);
@@ -314,7 +318,7 @@ static void null_async(void **state)
     assert_int_equal(CALL(relock_async_keep_stop, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_pending, NULL), 0);
     assert_int_equal(CALL(relock_async_replicas_acked, NULL), -1);
-    CALL(relock_async_handle_write, NULL);
+    CALL(relock_async_socket_action, NULL, RELOCK_IO_READ | RELOCK_IO_WRITE);
 }
 
 /* Every RELOCK_EXTERN function of relock.h and relock_async.h: the name

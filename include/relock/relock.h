@@ -16,13 +16,13 @@
  * ones do not overwrite it.  A NULL handle or output pointer gets
  * RELOCK_EINVAL, never a crash.
  *
- * SIGPIPE.  hiredis writes with write(): a program must ignore SIGPIPE (or
- * block it in the threads that call relock), else a write to a connection
- * the server closed ends the process.  relock's own renewal thread blocks
- * every signal for its whole life, so its writes fail with EPIPE instead
- * (and it reconnects), whatever the program does about SIGPIPE.  The
- * asynchronous client writes from the program's loop: relock_async.h says
- * what its loop helpers do about it.
+ * SIGPIPE.  The blocking client writes with write(): a program must
+ * ignore SIGPIPE (or block it in the threads that call relock), else a
+ * write to a connection the server closed ends the process.  relock's own
+ * renewal thread blocks every signal for its whole life, so its writes
+ * fail with EPIPE instead (and it reconnects), whatever the program does
+ * about SIGPIPE.  The asynchronous client writes from the program's loop
+ * with SIGPIPE blocked (relock_async.h).
  */
 #ifndef RELOCK_H
 #define RELOCK_H

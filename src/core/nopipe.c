@@ -1,14 +1,16 @@
 /*
- * The asynchronous client's writes without SIGPIPE (decision 241).
+ * The asynchronous client's writes without SIGPIPE (decision 241), in a
+ * file of their own so that a test can link the library without them.
  *
  * hiredis 0.14 writes a context's output buffer with write(), from
  * redisAsyncHandleWrite() (reads, commands and callbacks never write);
  * relock itself writes with redisBufferWrite() where a quorum's round is
  * flushed (async.c).  Both go through relock__write_nopipe():
- * relock_async_handle_write() runs the former with SIGPIPE blocked in the
- * calling thread: a write to a connection the server closed then fails
- * with EPIPE and leaves SIGPIPE pending on this thread, where it is taken
- * back with a zero-timeout sigtimedwait() before the mask is restored.  A
+ * relock_async_socket_action() (loop.c) runs the former with SIGPIPE
+ * blocked in the calling thread: a write to a connection the server
+ * closed then fails with EPIPE and leaves SIGPIPE pending on this thread,
+ * where it is taken back with a zero-timeout sigtimedwait() before the
+ * mask is restored.  A
  * SIGPIPE that was pending before the call (one the program blocked and
  * has not taken yet) is left alone: it is not ours.  No disposition is
  * changed, so the program's choice about SIGPIPE stays its own.
@@ -18,8 +20,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include "api.h"
-#include "relock_async.h"
+#include "loop.h"
 
 void relock__write_nopipe(void (*fn)(void *), void *arg)
 {
@@ -40,18 +41,4 @@ void relock__write_nopipe(void (*fn)(void *), void *arg)
         while (got < 0 && errno == EINTR);
     }
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
-}
-
-static void handle_write(void *ac)
-{
-    /* ac may be freed inside (a failed write disconnects, and callbacks
-     * run): nothing after it looks at it again. */
-    redisAsyncHandleWrite(ac);
-}
-
-void relock_async_handle_write(redisAsyncContext *ac)
-{
-    if (!ac)
-        return;
-    relock__write_nopipe(handle_write, ac);
 }

@@ -5,32 +5,35 @@
  * through a callback run by the program's loop, with the statuses and the
  * error details of the blocking API.
  *
- * The client runs on hiredis's asynchronous context.  hiredis's adapters
- * attach a connection's I/O to a loop; relock also needs one-shot timers
- * (backoff, the holder's known expiry, renewals, command timeouts), so the
- * program hands relock a small loop interface, relock_async_loop.
- * relock_async_libevent.h and relock_async_libuv.h fill it for those
- * loops; the program then links hiredis and its loop library itself.
+ * The program hands relock a small interface to its event loop,
+ * relock_async_loop, as curl's multi interface asks for socket and timer
+ * callbacks: relock asks the loop to watch a descriptor for reading,
+ * writing, both or neither, and to start and stop one-shot timers
+ * (backoff, the holder's known expiry, renewals, command timeouts); the
+ * loop tells relock that a descriptor is ready with
+ * relock_async_socket_action().  relock does its own reads and writes.
+ * relock_async_libevent.h and relock_async_libuv.h fill the interface for
+ * those loops in a few dozen lines each; docs/api.md shows how to write
+ * one for another loop.  Nothing here names the Redis client library
+ * relock uses inside: a program links relock and its loop library only.
  *
  * Threads: a client and its locks belong to the thread running the loop.
  * Callbacks run from the loop, never from within the call that started the
  * operation (except relock_async_free(), below).
  *
- * SIGPIPE: hiredis writes with write(), from redisAsyncHandleWrite(), and
- * a write to a connection the server closed raises SIGPIPE, whose default
- * action ends the process.  relock changes no signal disposition.  The
- * loops of relock_async_libevent.h and relock_async_libuv.h attach
- * connections with relock's own adapters, whose write handler is
- * relock_async_handle_write(): with them a program may leave SIGPIPE at
- * its default action.  A program that fills relock_async_loop itself must
- * do one of: call relock_async_handle_write() instead of
- * redisAsyncHandleWrite() in its adapter's write handler; ignore SIGPIPE;
- * or block it in the thread that runs the loop (docs/api.md).
+ * SIGPIPE: relock writes to its connections from within
+ * relock_async_socket_action(), with SIGPIPE blocked in the calling thread
+ * for the write: a write to a connection the server closed fails with
+ * EPIPE (the connection ends, its operations as after any lost connection)
+ * instead of ending the process.  A SIGPIPE that write raised is taken
+ * back before the signal mask is restored; one pending before the call is
+ * left pending.  relock changes no signal disposition, so a program may
+ * leave SIGPIPE at its default action.
  */
 #ifndef RELOCK_ASYNC_H
 #define RELOCK_ASYNC_H
 
-#include <hiredis/async.h>
+#include <stddef.h>
 
 #include "relock.h"
 
@@ -38,17 +41,48 @@
 extern "C" {
 #endif
 
+typedef struct relock_async relock_async;
+
+/* One descriptor relock asks the loop to watch (for
+ * relock_async_socket_action()). */
+typedef struct relock_async_socket relock_async_socket;
+
+/* The events of a descriptor: what the loop is asked to watch, and what it
+ * reports.  RELOCK_IO_REMOVE is asked only: relock is done with the
+ * descriptor, which is closed right after the call. */
+#define RELOCK_IO_READ 1
+#define RELOCK_IO_WRITE 2
+#define RELOCK_IO_REMOVE 4
+
+/* The version of relock_async_loop this header describes: 2 since watch
+ * replaced the attach of relock 0.3, which took the Redis client
+ * library's own connection. */
+#define RELOCK_ASYNC_LOOP_VERSION 2
+
 /*
  * What relock needs from the program's event loop.  size is
- * sizeof(relock_async_loop) as the program was built (the helpers set it;
- * a program that fills the struct itself sets it first), so that fields
- * can be added at the end: relock reads no further than size, and takes a
- * field the program does not have as NULL.  data is passed back to each
- * function.
- *   attach:      attaches ac's I/O to the loop (as hiredis's adapters do,
- *                redisLibeventAttach() say); returns 0 on success.  Its
- *                write handler should call relock_async_handle_write()
- *                (SIGPIPE, above).
+ * sizeof(relock_async_loop) and version RELOCK_ASYNC_LOOP_VERSION as the
+ * program was built (the helpers set both; a program that fills the
+ * struct itself sets them first), so that fields can be added at the end:
+ * relock reads no further than size, and takes a field the program does
+ * not have as NULL.  relock_async_new() refuses (RELOCK_EINVAL) an
+ * interface of another version or smaller than RELOCK_ASYNC_LOOP_SIZE_2,
+ * among them every one built against relock 0.3 (its attach took the
+ * Redis client library's connection).  data is passed back to each function.
+ *   watch:       from now on, watch fd for events: RELOCK_IO_READ,
+ *                RELOCK_IO_WRITE, both, or 0 (neither, but keep it); or
+ *                RELOCK_IO_REMOVE: stop watching fd and let go of
+ *                everything kept for it (s is invalid after this call).
+ *                When fd is ready, the loop calls
+ *                relock_async_socket_action(s, what is ready).  *sockp is
+ *                the loop's own pointer for this descriptor: NULL at the
+ *                first call for s, and as the loop left it at each later
+ *                one.  Returns 0 on success; a failure of the first call
+ *                for s fails that connection ("cannot attach to the loop":
+ *                the loop keeps nothing for s, and hears of it no more);
+ *                later results are not looked at (a loop that cannot watch
+ *                should not happen).  Called from within relock's calls,
+ *                relock_async_socket_action() among them.
  *   timer_start: calls fn(arg) once, from the loop, after ms milliseconds
  *                (0: at the next turn); returns a handle, NULL when out of
  *                memory.  The handle belongs to the loop interface, which
@@ -58,17 +92,17 @@ extern "C" {
  */
 typedef struct relock_async_loop {
     size_t size;
+    int version;
     void *data;
-    int (*attach)(void *data, redisAsyncContext *ac);
+    int (*watch)(void *data, relock_async_socket *s, int fd, int events, void **sockp);
     void *(*timer_start)(void *data, long long ms, void (*fn)(void *arg), void *arg);
     void (*timer_stop)(void *data, void *timer);
 } relock_async_loop;
 /* The smallest size relock_async_new() takes: up to timer_stop, the
- * fields of 0.3 (fields added later come after it). */
-#define RELOCK_ASYNC_LOOP_SIZE_0_3                                                                 \
+ * fields of version 2 (fields added later come after it). */
+#define RELOCK_ASYNC_LOOP_SIZE_2                                                                   \
     (offsetof(relock_async_loop, timer_stop) + sizeof(void (*)(void *, void *)))
 
-typedef struct relock_async relock_async;
 /* An operation in flight (for relock_async_cancel()). */
 typedef struct relock_async_op relock_async_op;
 
@@ -94,8 +128,9 @@ typedef void (*relock_async_lost_fn)(relock_async *a, relock_lock *l, relock_sta
  * is no probe: each server is connected when an operation first needs it.
  * With Sentinel it first finds the master through the sentinels; on a
  * Redis Cluster it follows MOVED, ASK and TRYAGAIN (docs/api.md).
- * RELOCK_EINVAL for a loop whose size is below RELOCK_ASYNC_LOOP_SIZE_0_3
- * or that lacks a function.  *out is set whenever memory allows, also on
+ * RELOCK_EINVAL for a loop whose size is below RELOCK_ASYNC_LOOP_SIZE_2,
+ * whose version is not RELOCK_ASYNC_LOOP_VERSION, or that lacks a
+ * function (then *out is NULL).  *out is set whenever memory allows, also on
  * failure (then relock_async_error() tells why); free it with
  * relock_async_free().  RELOCK_EUNSUPPORTED with a quorum for what the
  * blocking client refuses there (a mode other than modern, durability,
@@ -197,15 +232,15 @@ RELOCK_EXTERN long relock_async_pending(const relock_async *a);
 RELOCK_EXTERN int relock_async_replicas_acked(const relock_async *a);
 
 /*
- * redisAsyncHandleWrite(ac) with SIGPIPE blocked in the calling thread, for
- * the write handler of a loop adapter: a write to a closed connection then
- * fails with EPIPE (hiredis disconnects, the operations end as after any
- * lost connection) instead of ending the process.  A SIGPIPE that write
- * raised is taken back before the signal mask is restored; one pending
- * before the call is left pending.  Callbacks that run from within it run
- * with SIGPIPE blocked.  Changes no disposition.  Accepts NULL.
+ * The loop tells relock that s's descriptor is ready: events is
+ * RELOCK_IO_READ, RELOCK_IO_WRITE or both (an error on the descriptor is
+ * reported as RELOCK_IO_READ: the read finds it).  relock reads, then
+ * writes (SIGPIPE, above), and runs what follows: callbacks, and watch
+ * calls for this and other descriptors, RELOCK_IO_REMOVE for s among them
+ * (s is then gone when this returns).  Call it from the loop only, for an
+ * s that was not removed.  Accepts NULL.
  */
-RELOCK_EXTERN void relock_async_handle_write(redisAsyncContext *ac);
+RELOCK_EXTERN void relock_async_socket_action(relock_async_socket *s, int events);
 
 #ifdef __cplusplus
 }

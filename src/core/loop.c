@@ -1,0 +1,147 @@
+/*
+ * The asynchronous client's connections on the program's loop.
+ *
+ * relock_async_loop asks the program's loop to watch descriptors and to
+ * run timers, as curl's socket and timer callbacks do; nothing public
+ * names hiredis.  Each connection is a hiredis asynchronous context whose
+ * event hooks (addRead, delRead, addWrite, delWrite, cleanup) are
+ * installed here: each keeps what the loop watches for the descriptor and
+ * tells the loop when that changes, and cleanup tells it the descriptor is
+ * removed.  The loop reports a ready descriptor through
+ * relock_async_socket_action(), which reads and writes through hiredis.
+ *
+ * A socket's memory is its own, not the client's: hiredis may free a
+ * context after the client that owned it (a free asked for from within a
+ * reply's callback waits until that callback returns), so a socket keeps
+ * a copy of the loop's watch function and data.  While
+ * relock_async_socket_action() runs on a socket, its memory stays until
+ * that call ends, even when hiredis lets go of the context meanwhile.
+ *
+ * Writes go through relock__write_nopipe() (nopipe.c): a write to a
+ * connection the server closed fails with EPIPE instead of raising
+ * SIGPIPE in the program.
+ */
+#include <stdlib.h>
+
+#include "loop.h"
+
+struct relock_async_socket {
+    redisAsyncContext *ac; /* NULL once hiredis let go of the connection */
+    int (*watch)(void *data, relock_async_socket *s, int fd, int events, void **sockp);
+    void *data;  /* the loop's data */
+    void *sockp; /* the loop's pointer for this descriptor */
+    int fd;
+    int events; /* what the loop watches: RELOCK_IO_READ, RELOCK_IO_WRITE */
+    int busy;   /* relock_async_socket_action() runs on it */
+};
+
+int relock__loop_valid(const relock_async_loop *loop)
+{
+    /* size: the interface as the program was built; fields added later
+     * read as NULL for an older one (decision 242).  version: a loop built
+     * for relock 0.3 (attach, a hiredis context) is refused, as its size
+     * is below the smallest one taken. */
+    return loop && loop->size >= RELOCK_ASYNC_LOOP_SIZE_2 &&
+           loop->version == RELOCK_ASYNC_LOOP_VERSION && loop->watch && loop->timer_start &&
+           loop->timer_stop;
+}
+
+/* Tells the loop what to watch, when it changed: hiredis calls its hooks
+ * far more often than the answer changes (a read after each read). */
+static void tell(relock_async_socket *s, int events)
+{
+    if (events == s->events)
+        return;
+    s->events = events;
+    /* After the first call a failure cannot be acted on here (hooks
+     * return nothing to hiredis); the interface says it should not
+     * happen. */
+    (void)s->watch(s->data, s, s->fd, events, &s->sockp);
+}
+
+static void add_read(void *p)
+{
+    relock_async_socket *s = p;
+    tell(s, s->events | RELOCK_IO_READ);
+}
+
+static void del_read(void *p)
+{
+    relock_async_socket *s = p;
+    tell(s, s->events & ~RELOCK_IO_READ);
+}
+
+static void add_write(void *p)
+{
+    relock_async_socket *s = p;
+    tell(s, s->events | RELOCK_IO_WRITE);
+}
+
+static void del_write(void *p)
+{
+    relock_async_socket *s = p;
+    tell(s, s->events & ~RELOCK_IO_WRITE);
+}
+
+/* hiredis lets go of the context; the descriptor is closed right after. */
+static void cleanup(void *p)
+{
+    relock_async_socket *s = p;
+    redisAsyncContext *ac = s->ac;
+    if (ac) {
+        /* A second cleanup, or a hook after this one, finds nothing. */
+        ac->ev.data = NULL;
+        ac->ev.addRead = ac->ev.delRead = ac->ev.addWrite = ac->ev.delWrite = NULL;
+        ac->ev.cleanup = NULL;
+    }
+    s->ac = NULL;
+    (void)s->watch(s->data, s, s->fd, RELOCK_IO_REMOVE, &s->sockp);
+    if (!s->busy)
+        free(s);
+}
+
+int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
+{
+    if (!ac || ac->ev.data)
+        return -1; /* attached already */
+    relock_async_socket *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->ac = ac;
+    s->watch = loop->watch;
+    s->data = loop->data;
+    s->fd = ac->c.fd;
+    s->events = RELOCK_IO_READ | RELOCK_IO_WRITE;
+    if (s->watch(s->data, s, s->fd, s->events, &s->sockp) != 0) {
+        free(s);
+        return -1;
+    }
+    ac->ev.data = s;
+    ac->ev.addRead = add_read;
+    ac->ev.delRead = del_read;
+    ac->ev.addWrite = add_write;
+    ac->ev.delWrite = del_write;
+    ac->ev.cleanup = cleanup;
+    return 0;
+}
+
+static void handle_write(void *ac)
+{
+    /* ac may be freed inside (a failed write disconnects, and callbacks
+     * run): nothing after it looks at it again. */
+    redisAsyncHandleWrite(ac);
+}
+
+void relock_async_socket_action(relock_async_socket *s, int events)
+{
+    if (!s || !s->ac)
+        return;
+    s->busy++;
+    if (events & RELOCK_IO_READ)
+        redisAsyncHandleRead(s->ac);
+    /* The read may have ended the connection (s->ac is then NULL). */
+    if ((events & RELOCK_IO_WRITE) && s->ac)
+        relock__write_nopipe(handle_write, s->ac);
+    if (--s->busy == 0 && !s->ac)
+        free(s);
+}

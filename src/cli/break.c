@@ -200,8 +200,8 @@ static int brk_quiet;
 static int absent_key(relock_client *c, const char *name, const brk_opts *o)
 {
     if (o->dry_run || (!o->force && !name_refused(name))) {
-        if (!brk_quiet)
-            cli_error("break: break %s: nothing to delete: the key is absent", name);
+        cli_quiet_error(brk_quiet, "break: break %s: nothing to delete: the key is absent",
+                        name);
         return EXIT_NOTHING;
     }
     relock_status st = relock_break(c, name, NULL);

@@ -30,6 +30,9 @@ typedef struct cli_ctx {
 /* Prints "relock: MSG" on stderr; with --json the first such message is
  * kept for cli_json_finish(). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* cli_error(), saying nothing on stderr when quiet (-q): the message is
+ * kept for --json all the same, whose object a script always gets. */
+void cli_quiet_error(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* --json: 0 not given; 1 results and errors as JSON on stdout; 2 on
  * stderr (run, whose stdout is CMD's). */
 extern int cli_json;
@@ -53,6 +56,8 @@ void cli_bad_option(const char *cmd, const char *optstring, const struct option 
 /* Prints the client's (or config's) last error and returns the exit code
  * for status st. */
 int cli_fail(relock_client *c, relock_status st, const char *what);
+/* cli_fail(), with the stderr line left out when quiet (-q). */
+int cli_quiet_fail(int quiet, relock_client *c, relock_status st, const char *what);
 int cli_exit_code(relock_status st);
 /* Connects with ctx->cfg; on failure prints and returns NULL with *code. */
 relock_client *cli_connect(cli_ctx *ctx, int *code);

@@ -540,8 +540,7 @@ int cmd_acquire(cli_ctx *ctx, int argc, char **argv)
                     waited, relock_lock_fence(l));
         relock_lock_free(l);
     } else if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
-        if (!o.quiet)
-            cli_fail(c, st, "acquire");
+        cli_quiet_fail(o.quiet, c, st, "acquire");
         if (o.verbose) {
             fprintf(stderr, "relock: acquire: waited %lld ms\n", waited);
             cli_say_holder(c, "acquire", name);
@@ -637,6 +636,7 @@ int cmd_release(cli_ctx *ctx, int argc, char **argv)
         return cli_code(&o, code);
     relock_status st = relock_release(l);
     if (st == RELOCK_LOST && o.quiet) {
+        cli_quiet_fail(1, c, st, "release");
         code = o.exit_lost;
     } else if (st != RELOCK_OK) {
         code = cli_code(&o, cli_fail(c, st, "release"));
@@ -691,6 +691,7 @@ int cmd_extend(cli_ctx *ctx, int argc, char **argv)
     } else if (st == RELOCK_OK) {
         printf("%s\n", relock_lock_value(l));
     } else if (st == RELOCK_LOST && o.quiet) {
+        cli_quiet_fail(1, c, st, "extend");
         code = o.exit_lost;
     } else {
         code = cli_code(&o, cli_fail(c, st, "extend"));

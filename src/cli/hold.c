@@ -284,8 +284,7 @@ int cmd_hold(cli_ctx *ctx, int argc, char **argv)
         goto out;
     }
     if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
-        if (!o.quiet)
-            cli_fail(c, st, "hold");
+        cli_quiet_fail(o.quiet, c, st, "hold");
         if (o.verbose) {
             fprintf(stderr, "relock: hold: waited %lld ms\n", waited);
             cli_say_holder(c, "hold", name);

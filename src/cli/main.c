@@ -73,19 +73,39 @@ int cli_json;
 static char json_msg[1024];
 static const char *json_status;
 
+/* -q: the "relock: …" line is left out, the --json object is not. */
+static int said_quietly;
+
+static void say(const char *fmt, va_list ap)
+{
+    va_list copy;
+    va_copy(copy, ap);
+    if (!said_quietly) {
+        fputs("relock: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    if (cli_json && !json_msg[0])
+        vsnprintf(json_msg, sizeof json_msg, fmt, copy);
+    va_end(copy);
+}
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("relock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say(fmt, ap);
     va_end(ap);
-    if (cli_json && !json_msg[0]) {
-        va_start(ap, fmt);
-        vsnprintf(json_msg, sizeof json_msg, fmt, ap);
-        va_end(ap);
-    }
+}
+
+void cli_quiet_error(int quiet, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    said_quietly = quiet;
+    say(fmt, ap);
+    said_quietly = 0;
+    va_end(ap);
 }
 
 void cli_json_str(FILE *f, const char *s)
@@ -172,6 +192,14 @@ int cli_exit_code(relock_status st)
         return EXIT_SERVER;
     }
     return EXIT_SERVER;
+}
+
+int cli_quiet_fail(int quiet, relock_client *c, relock_status st, const char *what)
+{
+    said_quietly = quiet;
+    int code = cli_fail(c, st, what);
+    said_quietly = 0;
+    return code;
 }
 
 int cli_fail(relock_client *c, relock_status st, const char *what)

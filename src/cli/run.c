@@ -400,8 +400,7 @@ int cmd_run(cli_ctx *ctx, int argc, char **argv)
     relock_status st = cli_acquire(ctx, c, "run", name, ttl_ms, wait_ms, &l);
     cli_progress_stop(progress);
     if (st == RELOCK_BUSY || st == RELOCK_TIMEOUT) {
-        if (!o.quiet)
-            cli_fail(c, st, "run");
+        cli_quiet_fail(o.quiet, c, st, "run");
         if (o.verbose) {
             fprintf(stderr, "relock: run: waited %lld ms\n", mono_ms() - t0);
             cli_say_holder(c, "run", name);

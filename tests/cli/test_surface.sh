@@ -56,6 +56,17 @@ check "run too short: $(cat "$DIR/err")" -- said "at least 100 ms"
 # --- --json everywhere, errors in JSON
 expect 1 "acquire --json on a held lock" -- R acquire --json -n s-after
 check "busy in JSON: $(cat "$DIR/out")" -- json 'd["error"]["status"]=="RELOCK_BUSY" and d["error"]["exit_code"]==1 and "is held" in d["error"]["message"]' "$DIR/out"
+# -q leaves out the "relock: …" line, never the --json object: a script
+# that reads standard output always gets one.
+expect 1 "acquire -q --json on a held lock" -- R acquire -q --json -n s-after
+check "busy, -q, in JSON: $(cat "$DIR/out")" -- json 'd["error"]["status"]=="RELOCK_BUSY"' "$DIR/out"
+check "busy, -q: nothing on stderr: $(cat "$DIR/err")" -- [ ! -s "$DIR/err" ]
+expect 1 "acquire -q on a held lock" -- R acquire -q -n s-after
+silent() { [ ! -s "$DIR/out" ] && [ ! -s "$DIR/err" ]; }
+check "busy, -q, no --json: nothing at all: $(cat "$DIR/out" "$DIR/err")" -- silent
+expect 3 "release -q --json of another value" -- R release -q --json s-after not-its-value
+check "lost, -q, in JSON: $(cat "$DIR/out")" -- json 'd["error"]["status"]=="RELOCK_LOST" and d["error"]["exit_code"]==3' "$DIR/out"
+check "lost, -q: nothing on stderr: $(cat "$DIR/err")" -- [ ! -s "$DIR/err" ]
 expect 2 "usage error in JSON" -- R acquire --json
 check "usage error in JSON: $(cat "$DIR/out")" -- json 'd["error"]["exit_code"]==2' "$DIR/out"
 expect 4 "connect error in JSON" -- "$RELOCK" -u "redis://127.0.0.1:$(free_port)" probe --json

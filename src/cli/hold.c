@@ -158,10 +158,14 @@ static void tell_lost(const lockopts *o, pid_t parent)
 
 extern char **environ;
 
+/* How long hold waits for --on-lost's COMMAND before it exits all the
+ * same (COMMAND is left running): the loss must be said within a bound. */
+#define ON_LOST_WAIT_MS 10000
+
 /* --on-lost COMMAND: run with /bin/sh -c, RELOCK_NAME, RELOCK_VALUE and
- * RELOCK_FENCE in its environment, and waited for.  The environment is
- * made before the fork: the renewal thread may still run, so the child
- * calls nothing but exec. */
+ * RELOCK_FENCE in its environment, and waited for, at most
+ * ON_LOST_WAIT_MS.  The environment is made before the fork: the renewal
+ * thread may still run, so the child calls nothing but exec. */
 static void run_on_lost(const lockopts *o, relock_lock *l)
 {
     if (!o->on_lost)
@@ -201,8 +205,15 @@ static void run_on_lost(const lockopts *o, relock_lock *l)
         cli_error("hold: --on-lost: fork: %s", strerror(errno));
     } else {
         int st;
-        while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-            ;
+        long long end = mono_ms() + ON_LOST_WAIT_MS;
+        pid_t r;
+        while ((r = waitpid(p, &st, WNOHANG)) == 0 && mono_ms() < end) {
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (r == 0)
+            cli_error("hold: --on-lost: COMMAND still runs after %d s: left running (pid %ld)",
+                      ON_LOST_WAIT_MS / 1000, (long)p);
     }
     free(name);
     free(value);

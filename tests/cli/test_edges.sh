@@ -115,6 +115,22 @@ check "notify: --on-lost ran with RELOCK_NAME and RELOCK_FENCE ($(cat "$DIR/nt.c
     [ "$(cat "$DIR/nt.cmd" 2>/dev/null)" = "e-nt $NTF" ]
 check "notify: hold said the loss" -- grep -q '^relock: hold: lock lost while held' "$DIR/nt.err"
 
+# --- 6b. a COMMAND on loss that does not end: hold exits 3 within its
+# bound (10 s) all the same, saying COMMAND was left running.
+"$RELOCK" -m modern hold --no-stdin --on-lost "echo \$\$ >$DIR/hang.pid; exec sleep 97" \
+    -t 3s e-hang >"$DIR/hang.out" 2>"$DIR/hang.err" </dev/null &
+HOLD=$!
+check "on-lost hang: held" -- wait_for has "$DIR/hang.out"
+R break e-hang >/dev/null 2>&1
+code=0
+bounded() { for _ in $(seq 1 1000); do gone "$HOLD" && return 0; sleep 0.02; done; return 1; }
+check "on-lost hang: hold ended within its bound" -- bounded || kill -9 "$HOLD"
+wait "$HOLD" || code=$?
+check "on-lost hang: exit 3 (exit $code)" -- [ "$code" -eq 3 ]
+check "on-lost hang: says COMMAND was left running: $(cat "$DIR/hang.err")" -- \
+    grep -q 'still runs after 10 s: left running' "$DIR/hang.err"
+[ -s "$DIR/hang.pid" ] && kill -9 "$(cat "$DIR/hang.pid")" 2>/dev/null
+
 # --- 7. bridge mode: release with the value from before an extend
 B() { "$RELOCK" -m bridge "$@"; }
 B acquire -t 30s e-st >"$DIR/out" 2>"$DIR/err"

@@ -19,7 +19,7 @@
  * (exactly V in ms), inside that window, so the server cleans up after dead
  * holders while legacy readers still see the lock as held.  The validity
  * reported is the first of those ends and the ttl, less drift: the lease
- * arithmetic is src/lease.c.
+ * arithmetic is src/base/lease.c.
  *
  * Ownership.  Timestamps repeat (two holders in one second write the same
  * value), so release and extend also compare the fence counter of
@@ -36,7 +36,7 @@
  * the holder reports LOST, writing nothing.  On 2.0 the fence also counts
  * failed attempts and proves nothing: a different value there is LOST, and
  * so is our own value once the lock's break counter (kept on 2.0 only, see
- * src/break.c) has moved since we won, or the fence counter has entered a
+ * src/algo/break.c) has moved since we won, or the fence counter has entered a
  * later epoch than our fence (a 2.0 break raises it by RELOCK__BREAK_EPOCH,
  * an attempt by one; a handle adopted from value and fence has only the
  * fence to go by): the same timestamp written again by whoever took the
@@ -46,9 +46,9 @@
  * (docs/legacy.md).
  *
  * The algorithms are step machines of the lock engine (compat/ts.h has
- * their states; src/cas.c and compat/ts_cas.c the atomic steps they
+ * their states; compat/cas.c and compat/fenced_write.c the atomic steps they
  * share); the entry points at the end run them with the blocking driver
- * (src/engine).
+ * (src/algo/engine).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.

@@ -8,7 +8,7 @@
 #   - two or more files call each other in a circle (a file that calls
 #     back up);
 #   - a leaf (a core file that includes no private header above base.h and
-#     handle.h) or the transport (src/transport.c) calls a file that is
+#     handle.h) or the transport (src/core/transport.c) calls a file that is
 #     not a leaf;
 #   - a library file includes the umbrella src/internal.h.
 # Comments and string literals are left out, so a function named in a
@@ -27,7 +27,7 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # The library's own sources (the CLI and the test proxy are programs of
 # their own, above the public API).
-files=$(ls src/*.[ch] src/api/*.[ch] src/engine/*.[ch] compat/*.[ch] 2>/dev/null)
+files=$(ls src/*.[ch] src/base/*.[ch] src/algo/*.[ch] src/algo/engine/*.[ch] src/core/*.[ch] src/api/*.[ch] compat/*.[ch] 2>/dev/null)
 
 layer() {
     case $1 in
@@ -70,8 +70,10 @@ for f in $files; do
     sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | while read -r h; do
         if [ -f "$d/$h" ]; then
             realpath -m --relative-to=. "$d/$h"
-        elif [ -f "src/$h" ]; then
-            echo "src/$h"
+        else
+            for dir in src src/base src/algo compat src/core src/api; do
+                [ -f "$dir/$h" ] && { echo "$dir/$h"; break; }
+            done
         fi
     done | sed "s|^|$f |"
 done | sort -u >"$TMP/includes"
@@ -121,14 +123,14 @@ done <"$TMP/calls"
 # call only leaves, and the transport calls only leaves.
 leafy() {
     ! grep "^$1 " "$TMP/includes" | awk '{print $2}' |
-        grep -qvE '^src/(base|handle|lease|caps|relock|relockx)\.h$|^src/engine/waitplan\.h$'
+        grep -qvE '^src/base/(base|handle|lease|caps|relockx)\.h$|^src/relock\.h$|^src/algo/engine/waitplan\.h$'
 }
 leaves=" "
 for f in $files; do
     case $f in src/api/*) ;; *.c) leafy "$f" && leaves="$leaves$f " ;; esac
 done
 while read -r f g; do
-    case "$leaves" in *" $f "*) ;; *) [ "$f" = src/transport.c ] || continue ;; esac
+    case "$leaves" in *" $f "*) ;; *) [ "$f" = src/core/transport.c ] || continue ;; esac
     case "$leaves" in *" $g "*) ;; *) bad "$f, a leaf or the transport, calls $g, which is not a leaf" ;; esac
 done <"$TMP/calls"
 [ "$(wc -w <<<"$leaves")" -ge 6 ] || bad "only these leaves found:$leaves: the reading is broken"

@@ -32,7 +32,7 @@
  * attempts, so there a second counter, of breaks alone, is incremented as
  * well, and holders compare that one (compat/legacy.c).
  *
- * The delete is a step machine (break.h, src/engine/): relock_break_fenced()
+ * The delete is a step machine (break.h, src/algo/engine/): relock_break_fenced()
  * checks the arguments, connects, and runs it with the blocking driver.
  */
 #include <stdio.h>

@@ -50,7 +50,7 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
  * caller frees them); fewer than n on failure, with RELOCK_EIO (or the
  * connect error) recorded in c->err and *sent telling whether the first
  * unanswered command may have reached the server.  The engine's blocking
- * driver sends every batch here (src/engine/drive.c).
+ * driver sends every batch here (src/core/drive.c).
  */
 int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,
                           const char *const *name, redisReply **rep, int *sent);

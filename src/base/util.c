@@ -1,5 +1,5 @@
 /* Clocks, sleeping, randomness and lock tokens (the backoff's arithmetic
- * is the wait planner's, src/engine/waitplan.c). */
+ * is the wait planner's, src/algo/engine/waitplan.c). */
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fan.h"
+#include "engine/fan.h"
 #include "transport.h"
 
 struct relock__qserver {

@@ -16,7 +16,7 @@
  * acquire script, or without Lua inside the MULTI that sets the key, under
  * a WATCH of the key (decisions 97-100).
  *
- * Each operation is a step machine (modern.h, src/engine/): it is fed the
+ * Each operation is a step machine (modern.h, src/algo/engine/): it is fed the
  * replies to the commands it asked for, or the fault that cut them off,
  * and the time, and answers with the next commands or its outcome.  The
  * functions of relock__algo_modern at the end run them with the blocking

@@ -1,6 +1,6 @@
 /*
  * Waiting for a lock (design.md §7): repeat the algorithm's single attempt,
- * and between attempts do what the wait planner (src/engine/waitplan.c)
+ * and between attempts do what the wait planner (src/algo/engine/waitplan.c)
  * says: subscribe to release notices and look again at once, sleep until
  * the first of a release notification, just after the holder's known end
  * (PTTL or timestamp), the start of a legacy holder's expiry window, or a

@@ -8,7 +8,7 @@
  * sent and not answered) lives in the machine and in the lock state it
  * works on, where a driver can see it and a test can assert it.
  *
- * Drivers: the blocking driver (src/engine/drive.c, the blocking API), the
+ * Drivers: the blocking driver (src/core/drive.c, the blocking API), the
  * asynchronous driver, and the deterministic simulator (tests/sim).
  *
  * Replies are hiredis's redisReply structures, read only: the engine uses

@@ -19,7 +19,7 @@
 #include <sys/time.h>
 
 #include "clock.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "routing.h"
 
 static void free_replies(redisReply **rep, int n)

@@ -2,7 +2,7 @@
  * The atomic steps of the timestamp algorithms (compat/ts.h) that are
  * theirs alone: on 2.0, which has neither EVAL nor WATCH, the fenced write,
  * SETNX or GETSET with the fence increment in one MULTI.  (The
- * compare-and-set by script or WATCH ... EXEC is the core's, src/cas.c.)
+ * compare-and-set by script or WATCH ... EXEC is the core's, compat/cas.c.)
  * Step machines: no I/O, no clock.
  */
 #include <stdio.h>

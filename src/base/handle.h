@@ -132,11 +132,11 @@ struct relock_lock {
     uint64_t acquired_at; /* monotonic ms of the acquisition; 0: adopted */
     /* Set by a busy attempt that met a holder who never announces its
      * release (a legacy value without TTL): the waiter polls it often
-     * near its end (src/engine/waitplan.c). */
+     * near its end (src/algo/engine/waitplan.c). */
     int legacy_holder;
     /* Set by a waiter for the attempt that follows a release notice: with
      * several servers the release may be half-way through them, and the
-     * attempt looks again soon rather than after a backoff (src/quorum.c). */
+     * attempt looks again soon rather than after a backoff (src/algo/quorum.c). */
     int after_notice;
     /* An acquire attempt of this handle found the lock held: on 2.0 its
      * next attempts read the key before they write (compat/legacy.c). */

@@ -47,8 +47,8 @@
  *
  * The algorithms are step machines of the lock engine (compat/ts.h has
  * their states; compat/cas.c and compat/fenced_write.c the atomic steps they
- * share); the entry points at the end run them with the blocking driver
- * (src/algo/engine).
+ * share); src/core/run_ts.c runs them with the blocking driver
+ * (src/core/drive.c).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -59,7 +59,6 @@
 
 #include "compat.h"
 #include "ts.h"
-#include "routing.h"
 
 static int is_bridge(const relock_client *c)
 {
@@ -907,67 +906,6 @@ relock_status relock__bridge_suffix(relock_lock *l, const char *op, char *out)
     return relock__token_for(&l->c->err, op, l->name, out);
 }
 
-static relock_status ts_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    /* The path depends on the probed capabilities: probe first if the
-     * connection was closed (a closed connection knows none). */
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return c->err.pub.status;
-    relock__ts_acquire m;
-    relock__ts_acquire_init(&m);
-    relock_status st = relock__bridge_suffix(l, "acquire", l->value);
-    if (st != RELOCK_OK)
-        return st;
-    st = relock__drive(l, relock__ts_acquire_step, &m);
-    if (st == RELOCK_BUSY)
-        *hint_ms = m.head.hint_ms;
-    return st;
-}
-
-static relock_status ts_update(relock_lock *l, int extend, long long ttl_ms)
-{
-    relock_client *c = l->c;
-    if (relock__conn_ensure(c) != RELOCK_OK) {
-        if (extend)
-            cap_unwritten(l, ttl_ms, relock__mono_ms());
-        return c->err.pub.status;
-    }
-    char tok[33];
-    if (extend) {
-        relock_status st = relock__bridge_suffix(l, "extend", tok);
-        if (st != RELOCK_OK) {
-            cap_unwritten(l, ttl_ms, relock__mono_ms());
-            return st;
-        }
-    }
-    relock__ts_update m;
-    relock__ts_update_init(&m, extend, ttl_ms, extend ? tok : NULL);
-    return relock__drive(l, relock__ts_update_step, &m);
-}
-
-static relock_status ts_release(relock_lock *l)
-{
-    return ts_update(l, 0, 0);
-}
-
-static relock_status ts_extend(relock_lock *l, long long ttl_ms)
-{
-    return ts_update(l, 1, ttl_ms);
-}
-
-/* A lock adopted from its value: the timestamp says how long it is valid. */
-static void ts_adopt(relock_lock *l)
-{
-    relock__value val;
-    relock__classify(l->value, strlen(l->value), &val);
-    if (val.kind != RELOCK_VALUE_TIMESTAMP)
-        return; /* nothing to learn, and no clock to read */
-    relock__ts_adopt m;
-    relock__ts_adopt_init(&m);
-    relock__drive(l, relock__ts_adopt_step, &m);
-}
-
 relock_status relock__legacy_check(relock_client *c)
 {
     const relock__conn *conn = &c->conn;
@@ -984,11 +922,3 @@ relock_status relock__legacy_check(relock_client *c)
                             conn->version);
     return RELOCK_OK;
 }
-
-const relock__algo relock__algo_legacy = {
-    "legacy", ts_attempt, ts_release, ts_extend, ts_adopt,
-};
-
-const relock__algo relock__algo_bridge = {
-    "bridge", ts_attempt, ts_release, ts_extend, ts_adopt,
-};

@@ -9,8 +9,8 @@
  *   compat/fenced_write.c   2.0's fenced write (MULTI, SETNX or GETSET, INCR,
  *                     EXEC);
  *   compat/legacy.c   the acquire attempt (with the takeover of an expired
- *                     holder), release, extend and adopt machines, and the
- *                     entry points that run them with the blocking driver.
+ *                     holder), release, extend and adopt machines (run
+ *                     with the blocking driver by src/core/run_ts.c).
  *
  * Batches.  Reads that cannot change anything go out together (WATCH with
  * its GETs; GET of the key with the break counter).  A transaction is sent

@@ -33,26 +33,14 @@
  * well, and holders compare that one (compat/legacy.c).
  *
  * The delete is a step machine (break.h, src/algo/engine/): relock_break_fenced()
- * checks the arguments, connects, and runs it with the blocking driver.
+ * (src/api/operator.c) checks the arguments, connects, and runs it with the
+ * blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "break.h"
-#include "routing.h"
-
-/* The lock name's rules (relock__check_name), and break's own. */
-static relock_status check_args(relock_client *c, const char *name, const char *if_value)
-{
-    relock_status st = relock__check_name(c, name);
-    if (st != RELOCK_OK)
-        return st;
-    if (if_value && (!*if_value || strlen(if_value) > RELOCK__BREAK_VALUE_MAX))
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "break %s: the value is empty or longer "
-                            "than %d bytes", name, RELOCK__BREAK_VALUE_MAX);
-    return RELOCK_OK;
-}
 
 /* ------------------------------------------------------------------ the machine */
 
@@ -434,77 +422,4 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return finish(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                       "break %s: internal error (step %d)", l->name, m->h.pc));
     }
-}
-
-/* ------------------------------------------------------------------ the public calls */
-
-relock_status relock_break(relock_client *c, const char *name, const char *if_value)
-{
-    return relock_break_fenced(c, name, if_value, 0);
-}
-
-static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
-                                  long long if_fence, char *key, size_t keylen);
-
-relock_status relock_break_fenced(relock_client *c, const char *name, const char *if_value,
-                                  long long if_fence)
-{
-    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1] = "";
-    relock_status st = break_fenced(c, name, if_value, if_fence, key, sizeof key);
-    if (st == RELOCK_EFOREIGN && key[0]) {
-        char what[RELOCK__NAME_MAX + 8];
-        snprintf(what, sizeof what, "break %s", name);
-        st = relock__foreign_type(c, what, key);
-    }
-    return st;
-}
-
-static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
-                                  long long if_fence, char *key, size_t keylen)
-{
-    if (!c)
-        return RELOCK_EINVAL;
-    relock__err_clear(&c->err);
-    relock_status st = check_args(c, name, if_value);
-    if (st != RELOCK_OK)
-        return st;
-    if (if_fence < 0 || (if_fence > 0 && !if_value))
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
-                            "break %s: a fence to compare needs the value too, and is above 0",
-                            name);
-    if (c->s.nservers > 1)
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "break %s: not with several servers; break it on each server "
-                            "with its own URL (quorum values always expire with their TTL)",
-                            name);
-    char lkey[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
-    char fence_key[RELOCK__KEY_MAX], breaks_key[RELOCK__KEY_MAX];
-    char chan[RELOCK__KEY_MAX], okey[RELOCK__KEY_MAX];
-    snprintf(lkey, sizeof lkey, "%s%s", c->s.key_prefix, name);
-    snprintf(key, keylen, "%s", lkey);
-    if (relock__fence_key(lkey, fence_key, sizeof fence_key) != 0 ||
-        relock__breaks_key(lkey, breaks_key, sizeof breaks_key) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
-    if (relock__owner_key(lkey, okey, sizeof okey) != 0)
-        okey[0] = '\0';
-    /* A handle naming the key, for the machine and for
-     * relock__notify_channel(), which read the key and the client from
-     * one. */
-    relock_lock tmp;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.c = c;
-    tmp.name = (char *)name;
-    tmp.key = lkey;
-    tmp.fence_key = fence_key;
-    relock__notify_channel(&tmp, chan, sizeof chan);
-
-    /* The machine chooses its way by the server's capabilities. */
-    st = relock__conn_ensure(c);
-    if (st != RELOCK_OK)
-        return st;
-    relock__break_m m;
-    relock__break_init(&m, if_value, if_fence, breaks_key, chan, okey);
-    st = relock__drive(&tmp, relock__break_step, &m);
-    relock__break_free(&m);
-    return st;
 }

@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "clock.h"
-#include "routing.h"
 
 void relock__clock_init(relock__clock_m *m, int in_txn)
 {

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "algo.h"
 #include "durable.h"
 
 int relock__durable_on(const relock_client *c)
@@ -49,22 +48,6 @@ relock_status relock__durable_check(relock_client *c)
                             "set durability.replicas = 0",
                             conn->version);
     return RELOCK_OK;
-}
-
-void relock__durable_mark(relock_client *c, relock__wmark *m)
-{
-    c->replicas_acked = -1;
-    if (relock__durable_on(c)) {
-        /* A failure shows in the operation itself, which tries to connect
-         * again: it must not leave its message behind for a call that then
-         * succeeds. */
-        relock__err saved;
-        relock__err_copy(&saved, &c->err);
-        relock__conn_ready(c);
-        relock__err_copy(&c->err, &saved);
-    }
-    m->ctx = c->conn.ctx;
-    m->connects = c->connects;
 }
 
 void relock__durable_init(relock__durable_m *m, const char *op)
@@ -164,15 +147,6 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
                           "%s %s: %lld of %ld replicas acknowledged within %lld ms (%s)", m->op,
                           l->name, got, want, tmo, what);
     return relock__done(&m->h, st);
-}
-
-relock_status relock__durable_wait(relock_lock *l, const char *op)
-{
-    relock__durable_m m;
-    relock__durable_init(&m, op);
-    relock_status st = relock__drive(l, relock__durable_step, &m);
-    l->c->replicas_acked = m.acked;
-    return st;
 }
 
 relock_status relock__durable_undone(relock_client *c, const relock__err *kept, relock_status st,

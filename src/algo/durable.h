@@ -44,4 +44,10 @@ relock__step relock__durable_step(void *m, relock_lock *l, const relock__feed *i
 relock_status relock__durable_undone(relock_client *c, const relock__err *kept, relock_status st,
                                      relock_status rst);
 
+/* Whether durability (WAIT after acquire and extend) is on. */
+int relock__durable_on(const relock_client *c);
+/* Checks the durability and lock_delay_ms settings against the mode and
+ * the connected server: RELOCK_EUNSUPPORTED with the reason on c. */
+relock_status relock__durable_check(relock_client *c);
+
 #endif

@@ -10,7 +10,7 @@
  * never lowered.
  *
  * The carry is a step machine (fence.h) run by the blocking driver from
- * relock__fence_seed().  A lost reply is a plain failure here, never an
+ * relock__fence_seed() (src/core/run.c).  A lost reply is a plain failure here, never an
  * ambiguous one: the raise only ever moves the counter up to a value it
  * had to reach anyway, so it may run twice.
  */
@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "fence.h"
-#include "routing.h"
 
 enum fence_pc {
     F_START = 0,
@@ -206,21 +205,4 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
                                                 "(step %d)",
                                                 l->fence_key, m->h.pc));
     }
-}
-
-relock_status relock__fence_seed(relock_lock *l)
-{
-    char before[RELOCK__KEY_MAX];
-    if (relock__fence_key_before(l->key, before, sizeof before) != 1)
-        return RELOCK_OK;
-    /* The machine chooses its way by the server's capabilities: connected
-     * (and probed) first, since a connection closed by an earlier failure
-     * knows none, and would pass for a server before 2.2, whose way only
-     * creates a missing counter and never raises one. */
-    relock_status st = relock__conn_ready(l->c);
-    if (st != RELOCK_OK)
-        return st;
-    relock__fence_carry_m m;
-    relock__fence_carry_init(&m, before);
-    return relock__drive(l, relock__fence_carry_step, &m);
 }

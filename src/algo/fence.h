@@ -35,7 +35,4 @@ void relock__fence_carry_init(relock__fence_carry_m *m, const char *before);
 relock__step relock__fence_carry_step(void *m, relock_lock *l, const relock__feed *in,
                                       relock__batch *out);
 
-/* Raises a whole-tag key's fence counter to its earlier one (fence.c). */
-relock_status relock__fence_seed(relock_lock *l);
-
 #endif

@@ -2,15 +2,13 @@
  * Read-only inspection of a lock key (`relock inspect`): the fence counter
  * (it outlives its lock: shown even for a free one), the owner record, the
  * value and its TTL, read in one batch by a step machine (inspect.h) that
- * relock_inspect() runs with the blocking driver.
+ * relock_inspect() (src/api/operator.c) runs with the blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "inspect.h"
-#include "routing.h"
-
 
 static char *copy_bytes(const char *s, size_t len)
 {
@@ -21,8 +19,6 @@ static char *copy_bytes(const char *s, size_t len)
     }
     return d;
 }
-
-static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info);
 
 void relock__inspect_init(relock__inspect_m *m, const char *okey, relock_inspect_info *info)
 {
@@ -110,30 +106,6 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     return relock__done(&m->h, RELOCK_OK);
 }
 
-relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c)
-        return RELOCK_EINVAL;
-    relock__err_clear(&c->err);
-    if (!out)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no place for the result");
-    if (!name || !*name)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
-    relock_inspect_info *info = calloc(1, sizeof *info);
-    if (!info)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
-    info->waiters = -1;
-    relock_status st = inspect(c, name, info);
-    if (st != RELOCK_OK) {
-        relock_inspect_info_free(info);
-        return st;
-    }
-    *out = info;
-    return RELOCK_OK;
-}
-
 void relock_inspect_info_free(relock_inspect_info *info)
 {
     if (!info)
@@ -189,68 +161,4 @@ const char *relock_inspect_info_key(const relock_inspect_info *info)
 long long relock_inspect_info_waiters(const relock_inspect_info *info)
 {
     return info ? info->waiters : -1;
-}
-
-/* The waiters of a lock are the subscribers of its release channel
- * (wait.c), counted by PUBSUB NUMSUB (2.8): on the node the key lives on,
- * which is where releases are published.  -1 when the server cannot say
- * or the count failed; a look, so a failure is not the call's. */
-static long long count_waiters(relock_client *c, const char *key)
-{
-    if (!(c->conn.caps & RELOCK_CAP_SCAN))
-        return -1;
-    char chan[RELOCK__KEY_MAX];
-    int n = snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, key);
-    if (n < 0 || (size_t)n >= sizeof chan)
-        return -1;
-    relock__err saved = c->err;
-    const char *argv[] = {"PUBSUB", "NUMSUB", chan};
-    redisReply *r = relock__command(c, NULL, 3, argv, NULL);
-    long long w = -1;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        w = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
-    c->err = saved;
-    return w;
-}
-
-static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info)
-{
-    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
-    char fkey[RELOCK__KEY_MAX];
-    char okey[RELOCK__KEY_MAX];
-    snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
-    relock__fence_key(key, fkey, sizeof fkey);
-    if (relock__owner_key(key, okey, sizeof okey) != 0)
-        okey[0] = '\0';
-    relock_status st = relock__cluster_route(c, key);
-    if (st != RELOCK_OK)
-        return st;
-    /* Connected now: the machine asks for PTTL or TTL by the server's
-     * capabilities. */
-    st = relock__conn_ready(c);
-    if (st != RELOCK_OK)
-        return st;
-    relock_lock tmp;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.c = c;
-    tmp.name = (char *)name;
-    tmp.key = key;
-    tmp.fence_key = fkey;
-    relock__inspect_m m;
-    relock__inspect_init(&m, okey, info);
-    st = relock__drive(&tmp, relock__inspect_step, &m);
-    if (st == RELOCK_EFOREIGN) {
-        char what[RELOCK__NAME_MAX + 16];
-        snprintf(what, sizeof what, "lock %s", name);
-        return relock__foreign_type(c, what, key);
-    }
-    if (st != RELOCK_OK)
-        return st;
-    if (!(info->key = copy_bytes(key, strlen(key))))
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
-    info->waiters = count_waiters(c, key);
-    return RELOCK_OK;
 }

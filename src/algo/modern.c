@@ -19,15 +19,14 @@
  * Each operation is a step machine (modern.h, src/algo/engine/): it is fed the
  * replies to the commands it asked for, or the fault that cut them off,
  * and the time, and answers with the next commands or its outcome.  The
- * functions of relock__algo_modern at the end run them with the blocking
- * driver.
+ * functions of relock__algo_modern (src/core/run.c) run them with the
+ * blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "caps.h"
-#include "algo.h"
 #include "modern.h"
 
 static int has_lua(const relock_client *c)
@@ -882,41 +881,3 @@ relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed
         return cx_watched(m, l, in, out);
     }
 }
-
-/* ------------------------------------------------------------------ the blocking functions */
-
-static relock_status modern_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
-    if (tst != RELOCK_OK)
-        return tst;
-    relock__modern_acq m;
-    relock__modern_acq_init(&m);
-    m.h.hint_ms = *hint_ms;
-    relock_status st = relock__drive(l, relock__modern_acq_step, &m);
-    *hint_ms = m.h.hint_ms;
-    return st;
-}
-
-static relock_status modern_release(relock_lock *l)
-{
-    relock__modern_cx m;
-    relock__modern_cx_init(&m, 0, 0);
-    return relock__drive(l, relock__modern_cx_step, &m);
-}
-
-static relock_status modern_extend(relock_lock *l, long long ttl_ms)
-{
-    relock__modern_cx m;
-    relock__modern_cx_init(&m, 1, ttl_ms);
-    return relock__drive(l, relock__modern_cx_step, &m);
-}
-
-const relock__algo relock__algo_modern = {
-    "modern",
-    modern_attempt,
-    modern_release,
-    modern_extend,
-    NULL,
-};

@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #include "caps.h"
-#include "routing.h"
 #include "probe.h"
 
 static unsigned caps_for(int major, int minor, int patch)
@@ -251,99 +250,6 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
         return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                                 "probe: internal error (step %d)", m->h.pc));
     }
-}
-
-/* Runs on the connection conn.c has just opened (and logged in). */
-relock_status relock__probe(relock_client *c)
-{
-    static char name[] = "(probe)";
-    relock_lock l;
-    memset(&l, 0, sizeof l);
-    l.c = c;
-    l.name = name;
-    l.key = name;
-    l.fence_key = name;
-    relock__probe_m m;
-    relock__probe_init(&m);
-    return relock__drive(&l, relock__probe_step, &m);
-}
-
-/* The opaque relock_server_info of relock.h: a copy, so that it outlives
- * the client and a reconnect. */
-struct relock_server_info {
-    char version[32];
-    int major, minor, patch;
-    unsigned caps;
-    int port;
-    char host[]; /* NUL-terminated, at its length */
-};
-
-relock_status relock_client_server(relock_client *c, relock_server_info **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c)
-        return RELOCK_EINVAL;
-    relock__err_clear(&c->err);
-    if (!out)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "server info: nowhere to put the result");
-    relock_status st = relock__conn_ensure(c);
-    if (st != RELOCK_OK)
-        return st;
-    const char *host = c->conn.srv->host;
-    size_t hlen = strlen(host);
-    relock_server_info *info = malloc(sizeof *info + hlen + 1);
-    if (!info)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "server info: out of memory");
-    snprintf(info->version, sizeof info->version, "%s", c->conn.version);
-    info->major = c->conn.major;
-    info->minor = c->conn.minor;
-    info->patch = c->conn.patch;
-    info->caps = c->conn.caps;
-    info->port = c->conn.srv->port;
-    memcpy(info->host, host, hlen + 1);
-    *out = info;
-    return RELOCK_OK;
-}
-
-void relock_server_info_free(relock_server_info *info)
-{
-    free(info);
-}
-
-const char *relock_server_info_version(const relock_server_info *info)
-{
-    return info ? info->version : "";
-}
-
-int relock_server_info_major(const relock_server_info *info)
-{
-    return info ? info->major : 0;
-}
-
-int relock_server_info_minor(const relock_server_info *info)
-{
-    return info ? info->minor : 0;
-}
-
-int relock_server_info_patch(const relock_server_info *info)
-{
-    return info ? info->patch : 0;
-}
-
-unsigned relock_server_info_caps(const relock_server_info *info)
-{
-    return info ? info->caps : 0;
-}
-
-const char *relock_server_info_host(const relock_server_info *info)
-{
-    return info ? info->host : "";
-}
-
-int relock_server_info_port(const relock_server_info *info)
-{
-    return info ? info->port : 0;
 }
 
 const char *relock_cap_name(unsigned bit)

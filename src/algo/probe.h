@@ -20,7 +20,4 @@ void relock__probe_init(relock__probe_m *m);
 relock__step relock__probe_step(void *m, relock_lock *l, const relock__feed *in,
                                 relock__batch *out);
 
-/* Probes the server version into conn (design.md §3.1). */
-relock_status relock__probe(relock_client *c);
-
 #endif

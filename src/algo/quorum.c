@@ -24,13 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "algo.h"
 #include "quorum.h"
-
-void relock__quorum_free(relock_client *c)
-{
-    relock__fan_free(c);
-}
 
 /* Machine states: the round whose replies are awaited. */
 enum { Q_START = 0, Q_CARRY, Q_ACQ, Q_RAISE, Q_ACQ_DEL, Q_REL, Q_EXT, Q_EXT_DEL };
@@ -504,62 +498,4 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
     if (s == RELOCK__STEP_DONE)
         return acquire_end(m, l);
     return s;
-}
-
-static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
-    if (tst != RELOCK_OK)
-        return tst;
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, l->ttl_ms);
-    relock_status st = relock__fan_drive(l, relock__quorum_step, &m);
-    if (st == RELOCK_BUSY)
-        *hint_ms = m.h.hint_ms;
-    return st;
-}
-
-static relock_status quorum_release(relock_lock *l)
-{
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_RELEASE, l->ttl_ms);
-    return relock__fan_drive(l, relock__quorum_step, &m);
-}
-
-static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
-{
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_EXTEND, ttl_ms);
-    return relock__fan_drive(l, relock__quorum_step, &m);
-}
-
-const relock__algo relock__algo_quorum = {
-    "quorum", quorum_attempt, quorum_release, quorum_extend, NULL,
-};
-
-relock_status relock__quorum_setup(relock_client *c)
-{
-    /* Modern values only: tokens are unique across servers, while
-     * timestamps, GETSET losers and legacy clients have no meaning for a
-     * majority of independent masters. */
-    if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
-        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
-        /* The place to change: the file's mode, else its servers. */
-        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
-        char at[sizeof c->s.src_file + 16] = "";
-        if (line && c->s.src_file[0])
-            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "%sservers: quorum over %d servers uses modern values only; set "
-                            "mode = \"modern\" (or auto with migration.legacy_clients = false)",
-                            at, c->s.nservers);
-    }
-    if (relock__fan_setup(c) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
-    c->mode = RELOCK_MODE_MODERN;
-    snprintf(c->mode_reason, sizeof c->mode_reason,
-             "quorum over %d servers (majority %d), modern values", c->s.nservers, majority(c));
-    c->algo = &relock__algo_quorum;
-    return RELOCK_OK;
 }

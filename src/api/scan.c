@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/engine.h"
 #include "routing.h"
 #include "relockx.h"
 

@@ -39,68 +39,9 @@
 
 /* ------------------------------------------------------------------ pure parts
  *
- * Reading redirections and CLUSTER SLOTS: no I/O here.  The blocking
- * client (conn.c, below) and the asynchronous one (src/api/async.c) read
- * them alike (what a reply asks of them: route.c). */
-
-/* Reads "host:port" (the host may be an IPv6 address with colons, or
- * empty: then cur_host) from the end of a redirection. */
-static int parse_target(const char *cur_host, const char *p, relock__redirect *out)
-{
-    const char *colon = strrchr(p, ':');
-    if (!colon)
-        return -1;
-    size_t hl = (size_t)(colon - p);
-    const char *port = colon + 1;
-    if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
-        return -1;
-    long v = strtol(port, NULL, 10);
-    if (v < 1 || v > 65535)
-        return -1;
-    if (hl == 0) {
-        /* 7.0 without a known endpoint: the same address as this node. */
-        snprintf(out->host, sizeof out->host, "%s", cur_host);
-    } else {
-        if (hl >= sizeof out->host)
-            return -1;
-        memcpy(out->host, p, hl);
-        out->host[hl] = '\0';
-    }
-    out->port = (int)v;
-    return 0;
-}
-
-enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redisReply *r,
-                                               relock__redirect *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
-        return RELOCK__REDIR_NONE;
-    enum relock__redir_kind kind;
-    const char *p;
-    if (strncmp(r->str, "MOVED ", 6) == 0) {
-        kind = RELOCK__REDIR_MOVED;
-        p = r->str + 6;
-    } else if (strncmp(r->str, "ASK ", 4) == 0) {
-        kind = RELOCK__REDIR_ASK;
-        p = r->str + 4;
-    } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
-        out->kind = RELOCK__REDIR_TRYAGAIN;
-        return RELOCK__REDIR_TRYAGAIN;
-    } else {
-        return RELOCK__REDIR_NONE;
-    }
-    /* The slot, then one space, then the address. */
-    size_t digits = strspn(p, "0123456789");
-    if (digits == 0 || digits > 5 || p[digits] != ' ' ||
-        parse_target(cur_host, p + digits + 1, out) != 0)
-        return RELOCK__REDIR_NONE; /* not a redirection we understand: the caller sees it */
-    out->slot = atoi(p);
-    if (out->slot >= RELOCK__CLUSTER_NSLOTS)
-        return RELOCK__REDIR_NONE;
-    out->kind = kind;
-    return kind;
-}
+ * Reading CLUSTER SLOTS: no I/O here.  The blocking client (conn.c,
+ * below) and the asynchronous one (src/api/async.c) read replies alike
+ * (redirections, and what a reply asks of them: route.c). */
 
 enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisReply *r,
                                                  relock__redirect *out)

@@ -2,8 +2,7 @@
  * Routing: which server a command goes to and running it there (conn.c),
  * opening one server's connection (connect.c), Sentinel (sentinel.c),
  * Cluster (cluster.c); and the helpers that send single commands through
- * it: scripts by EVALSHA (scripts.c), the fleet's clock (clock.c), the
- * legacy-writer marker (marker.c).
+ * it: scripts by EVALSHA (run.c), the legacy-writer marker (marker.c).
  */
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H

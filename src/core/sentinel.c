@@ -27,15 +27,6 @@
  * down, and the next one is asked. */
 #define SENTINEL_TIMEOUT_MS 500
 
-int relock__sentinel_readonly(const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
-        return 0;
-    /* 7.0 passes the error on as it is; older servers wrap a script's
-     * error: "ERR Error running script ...: -READONLY You can't write ..." */
-    return strncmp(r->str, "READONLY", 8) == 0 || strstr(r->str, "-READONLY") != NULL;
-}
-
 /* Appends ", text" (or text first) to the list of what was tried. */
 static void note(char *buf, size_t cap, const char *text)
 {

@@ -1,7 +1,7 @@
 /*
  * The transport (transport.c): one server's connection and nothing more:
- * connect, log in, send and read, the stale check, close, the words of a
- * bad reply.  Calls nothing above it.
+ * connect, log in, send and read, the stale check, close (the words of a
+ * bad reply are the engine's, engine/engine.h).  Calls nothing above it.
  */
 #ifndef RELOCK_TRANSPORT_H
 #define RELOCK_TRANSPORT_H
@@ -26,18 +26,5 @@ void relock__conn_close(relock__conn *conn);
 /* Whether ctx, idle since *last_used (which becomes now), was closed or
  * written to by the server meanwhile: then it is not to be reused. */
 int relock__ctx_stale(redisContext *ctx, uint64_t *last_used);
-
-/* Records RELOCK_EPROTO for a reply of an unexpected type or an error
- * reply, naming the command. */
-relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
-                                const redisReply *r);
-#define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
-
-/* Whether a server's error text says "not now" rather than "never": a
- * restarted server loading its data (LOADING), one busy in a long script
- * (BUSY), a replica cut off from its master (MASTERDOWN), a Cluster slot
- * moving (TRYAGAIN).  Such a reply tells nothing about what the server
- * can do. */
-int relock__reply_transient(const char *text);
 
 #endif

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "engine.h"
-#include "transport.h"
 
 relock__step relock__done(relock__mhead *h, relock_status st)
 {
@@ -222,4 +221,47 @@ int relock__script_again(const relock__feed *in, int idx, int *by_eval)
         return 0;
     *by_eval = 1;
     return 1;
+}
+
+int relock__reply_transient(const char *text)
+{
+    static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
+    if (!text)
+        return 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(text, words[i], n) == 0 && (text[n] == ' ' || text[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
+                                const redisReply *r)
+{
+    static const char *const types[] = {"?", "string", "array", "integer", "nil", "status",
+                                        "error"};
+    /* No server: a machine run by a driver without connections. */
+    static const relock__server nowhere = {.host = "(no server)"};
+    const relock__server *srv = c->conn.srv ? c->conn.srv : &nowhere;
+    /* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
+     * kind of value" before: a key of another program, not a lock.  The
+     * reply does not say which key or type; the public calls that know the
+     * key name the type afterwards (relock__foreign_type()). */
+    if (r && r->type == REDIS_REPLY_ERROR &&
+        (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
+        return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
+                               "%s on " RELOCK__ADDR_FMT
+                               ": the key holds a value that is not a string, so "
+                               "it is not a lock; relock never takes over, changes or deletes "
+                               "it",
+                               what, RELOCK__ADDR(srv));
+    if (r && r->type == REDIS_REPLY_ERROR)
+        return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,
+                               "%s on " RELOCK__ADDR_FMT ": server error: %s", what,
+                               RELOCK__ADDR(srv), r->str);
+    int t = r ? r->type : 0;
+    return relock__err_set(&c->err, RELOCK_EPROTO, file, line, NULL,
+                           "%s on " RELOCK__ADDR_FMT ": unexpected %s reply", what,
+                           RELOCK__ADDR(srv), (t >= 1 && t <= 6) ? types[t] : "unknown");
 }

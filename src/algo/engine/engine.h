@@ -151,4 +151,18 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
  * RELOCK_EPROTO: every machine ends in a few, so it is a machine's bug. */
 #define RELOCK__DRIVE_MAX_STEPS 256
 
+/* The words of a bad reply (engine.c): pure, no I/O. */
+/* Records RELOCK_EPROTO for a reply of an unexpected type or an error
+ * reply, naming the command. */
+relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
+                                const redisReply *r);
+#define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
+
+/* Whether a server's error text says "not now" rather than "never": a
+ * restarted server loading its data (LOADING), one busy in a long script
+ * (BUSY), a replica cut off from its master (MASTERDOWN), a Cluster slot
+ * moving (TRYAGAIN).  Such a reply tells nothing about what the server
+ * can do. */
+int relock__reply_transient(const char *text);
+
 #endif

@@ -1,32 +1,39 @@
 /*
- * What the algorithms and the services beside them offer the blocking API
- * (src/api/): the modern and quorum algorithm tables (the legacy and
- * bridge ones are compat/'s, compat/compat.h), several servers
- * (quorum.c), waiting (wait.c), durability (durable.c).
+ * What the blocking runs of the algorithms offer the blocking API
+ * (src/api/): the algorithm tables (run.c: modern and quorum; run_ts.c:
+ * legacy and bridge, the timestamp algorithms of compat/), several servers
+ * (run.c), waiting (wait.c), durability (durable.h's checks, run.c's
+ * WAIT).
  */
 #ifndef RELOCK_ALGO_H
 #define RELOCK_ALGO_H
 
+#include "durable.h"
 #include "routing.h"
 
 extern const relock__algo relock__algo_modern;
 extern const relock__algo relock__algo_quorum;
+extern const relock__algo relock__algo_legacy;
+extern const relock__algo relock__algo_bridge;
 
-/* Several servers (quorum.c): checks the mode and prepares the servers. */
+/* Several servers (run.c, the quorum): checks the mode and prepares the
+ * servers. */
 relock_status relock__quorum_setup(relock_client *c);
 void relock__quorum_free(relock_client *c);
 
+/* Probes the server version into conn (design.md §3.1): the probe's
+ * machine (probe.h) on the blocking driver, run on each new connection. */
+relock_status relock__probe(relock_client *c);
+
+/* Raises a whole-tag key's fence counter to its earlier one: the carry's
+ * machine (fence.h) on the blocking driver. */
+relock_status relock__fence_seed(relock_lock *l);
 
 /* The generic waiting loop over c->algo->attempt. */
 relock_status relock__wait_acquire(relock_lock *l, long long wait_ms);
 
 /* ------------------------------------------------------------------ durability (durable.c) */
 
-/* Whether durability (WAIT after acquire and extend) is on. */
-int relock__durable_on(const relock_client *c);
-/* Checks the durability and lock_delay_ms settings against the mode and
- * the connected server: RELOCK_EUNSUPPORTED with the reason on c. */
-relock_status relock__durable_check(relock_client *c);
 /* Before an operation whose write is to be waited for: makes the
  * connection ready (an idle one replaced now, not between the write and
  * the WAIT) and marks it. */

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "routing.h"
+#include "handle.h"
 
 static const char *const sources[RELOCK__NSCRIPTS] = {
     /* RELOCK__SCRIPT_DEL_IF_EQ: KEYS[1] lock, ARGV[1] our value, ARGV[2]
@@ -150,35 +150,4 @@ void relock__scripts_init(relock_client *c)
 {
     for (int i = 0; i < RELOCK__NSCRIPTS; i++)
         relock__sha1_hex(sources[i], strlen(sources[i]), c->sha[i]);
-}
-
-redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nargs,
-                         const char **args)
-{
-    enum { MAXARGS = 16 };
-    const char *argv[MAXARGS + 3];
-    size_t argvlen[MAXARGS + 3];
-    char nk[16];
-    if (nargs > MAXARGS || nkeys > nargs) {
-        RELOCK__FAIL(&c->err, RELOCK_EINVAL, "script called with %d arguments", nargs);
-        return NULL;
-    }
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = c->sha[id];
-    argv[2] = nk;
-    for (int i = 0; i < nargs; i++)
-        argv[3 + i] = args[i];
-    for (int i = 0; i < nargs + 3; i++)
-        argvlen[i] = strlen(argv[i]);
-    redisReply *r = relock__command(c, sent, nargs + 3, argv, argvlen);
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        freeReplyObject(r);
-        argv[0] = "EVAL";
-        argv[1] = sources[id];
-        argvlen[0] = 4;
-        argvlen[1] = strlen(sources[id]);
-        r = relock__command(c, sent, nargs + 3, argv, argvlen);
-    }
-    return r;
 }

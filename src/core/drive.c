@@ -19,6 +19,7 @@
 #include <sys/time.h>
 
 #include "clock.h"
+#include "drive.h"
 #include "engine/engine.h"
 #include "routing.h"
 

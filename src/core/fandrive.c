@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drive.h"
 #include "engine/fan.h"
 #include "transport.h"
 

@@ -7,6 +7,7 @@
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H
 
+#include "drive.h"
 #include "transport.h"
 
 /* Connects (or reconnects) c's connection and probes the server. */

@@ -1,10 +1,10 @@
 /*
  * The engine's shared parts (design.md §2.1): the head every step machine
  * starts with, building the batch a machine sends, checking the replies it
- * gets, the EVALSHA-then-EVAL transition, and the blocking driver.
+ * gets, the EVALSHA-then-EVAL transition.  The blocking driver that runs
+ * the machines is src/core/drive.c (src/core/drive.h).
  *
- * Nothing here does I/O except relock__drive() (drive.c), and nothing
- * reads a clock or draws randomness: a machine written with these helpers
+ * Nothing here does I/O, and nothing reads a clock or draws randomness: a machine written with these helpers
  * behaves the same under every driver, the simulator's included.
  */
 #ifndef RELOCK_ENGINE_ENGINE_H
@@ -136,22 +136,13 @@ int relock__script_again(const relock__feed *in, int idx, int *by_eval);
 
 /* ------------------------------------------------------------------ drivers */
 
-/*
- * The blocking driver: runs machine m (its head zeroed but for its inputs)
- * with step function fn on l's client's connection until it is done, and
- * returns its status (errors on l->c->err).  Each batch goes out through
- * conn.c as every command did before the engine: routing, Cluster
- * redirections, Sentinel's READONLY, stale connections, command_timeout_ms.
- * A batch with in_txn starts a transaction (relock__txn_begin) unless one
- * is open; a batch without it ends the open one after its replies.
- */
-relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
-
 /* A machine that has not ended after this many batches is stopped with
- * RELOCK_EPROTO: every machine ends in a few, so it is a machine's bug. */
+ * RELOCK_EPROTO (every driver, src/core/drive.c and the asynchronous
+ * client): every machine ends in a few, so it is a machine's bug. */
 #define RELOCK__DRIVE_MAX_STEPS 256
 
-/* The words of a bad reply (engine.c): pure, no I/O. */
+/* ------------------------------------------------------------------ bad replies */
+
 /* Records RELOCK_EPROTO for a reply of an unexpected type or an error
  * reply, naming the command. */
 relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,

@@ -12,7 +12,7 @@
  * fence to raise, what to clean up); the driver holds the connections,
  * their setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier
  * rounds and the poll loop.  The blocking fan driver is
- * relock__fan_drive() (fandrive.c).
+ * relock__fan_drive() (src/core/fandrive.c, declared in src/core/drive.h).
  */
 #ifndef RELOCK_ENGINE_FAN_H
 #define RELOCK_ENGINE_FAN_H
@@ -82,22 +82,6 @@ typedef struct relock__fanfeed {
  * WAIT, or DONE with the head's st set (errors on l->c->err). */
 typedef relock__step (*relock__fan_fn)(void *m, relock_lock *l, const relock__fanfeed *in,
                                        relock__fanout *out);
-
-/*
- * The blocking fan driver: runs fan machine m over the client's quorum
- * connections (c->q) until it is done, and returns its status.  One poll
- * loop over non-blocking hiredis contexts; a new connection is sent AUTH,
- * SELECT and SCRIPT LOAD of the quorum's scripts ahead of the first batch;
- * replies owed to earlier rounds are read and dropped before a server's
- * new ones (decision 44).
- */
-relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m);
-
-/* Prepares the client's quorum connections (c->q, none connected yet);
- * 0, or -1 out of memory. */
-int relock__fan_setup(relock_client *c);
-/* Closes every quorum connection (relock_close). */
-void relock__fan_free(relock_client *c);
 
 /* A fan machine that has not ended after this many feeds is stopped with
  * RELOCK_EPROTO (a machine's bug). */

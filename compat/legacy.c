@@ -19,7 +19,7 @@
  * (exactly V in ms), inside that window, so the server cleans up after dead
  * holders while legacy readers still see the lock as held.  The validity
  * reported is the first of those ends and the ttl, less drift: the lease
- * arithmetic is src/lease.c.
+ * arithmetic is src/base/lease.c.
  *
  * Ownership.  Timestamps repeat (two holders in one second write the same
  * value), so release and extend also compare the fence counter of
@@ -36,7 +36,7 @@
  * the holder reports LOST, writing nothing.  On 2.0 the fence also counts
  * failed attempts and proves nothing: a different value there is LOST, and
  * so is our own value once the lock's break counter (kept on 2.0 only, see
- * src/break.c) has moved since we won, or the fence counter has entered a
+ * src/algo/break.c) has moved since we won, or the fence counter has entered a
  * later epoch than our fence (a 2.0 break raises it by RELOCK__BREAK_EPOCH,
  * an attempt by one; a handle adopted from value and fence has only the
  * fence to go by): the same timestamp written again by whoever took the
@@ -46,9 +46,9 @@
  * (docs/legacy.md).
  *
  * The algorithms are step machines of the lock engine (compat/ts.h has
- * their states; src/cas.c and compat/ts_cas.c the atomic steps they
- * share); the entry points at the end run them with the blocking driver
- * (src/engine).
+ * their states; compat/cas.c and compat/fenced_write.c the atomic steps they
+ * share); src/core/run_ts.c runs them with the blocking driver
+ * (src/core/drive.c).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -59,7 +59,6 @@
 
 #include "compat.h"
 #include "ts.h"
-#include "routing.h"
 #include "engine/fan.h"
 
 static int is_bridge(const relock_client *c)
@@ -908,67 +907,6 @@ relock_status relock__bridge_suffix(relock_lock *l, const char *op, char *out)
     return relock__token_for(&l->c->err, op, l->name, out);
 }
 
-static relock_status ts_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    /* The path depends on the probed capabilities: probe first if the
-     * connection was closed (a closed connection knows none). */
-    if (relock__conn_ensure(c) != RELOCK_OK)
-        return c->err.pub.status;
-    relock__ts_acquire m;
-    relock__ts_acquire_init(&m);
-    relock_status st = relock__bridge_suffix(l, "acquire", l->value);
-    if (st != RELOCK_OK)
-        return st;
-    st = relock__drive(l, relock__ts_acquire_step, &m);
-    if (st == RELOCK_BUSY)
-        *hint_ms = m.head.hint_ms;
-    return st;
-}
-
-static relock_status ts_update(relock_lock *l, int extend, long long ttl_ms)
-{
-    relock_client *c = l->c;
-    if (relock__conn_ensure(c) != RELOCK_OK) {
-        if (extend)
-            cap_unwritten(l, ttl_ms, relock__mono_ms());
-        return c->err.pub.status;
-    }
-    char tok[33];
-    if (extend) {
-        relock_status st = relock__bridge_suffix(l, "extend", tok);
-        if (st != RELOCK_OK) {
-            cap_unwritten(l, ttl_ms, relock__mono_ms());
-            return st;
-        }
-    }
-    relock__ts_update m;
-    relock__ts_update_init(&m, extend, ttl_ms, extend ? tok : NULL);
-    return relock__drive(l, relock__ts_update_step, &m);
-}
-
-static relock_status ts_release(relock_lock *l)
-{
-    return ts_update(l, 0, 0);
-}
-
-static relock_status ts_extend(relock_lock *l, long long ttl_ms)
-{
-    return ts_update(l, 1, ttl_ms);
-}
-
-/* A lock adopted from its value: the timestamp says how long it is valid. */
-static void ts_adopt(relock_lock *l)
-{
-    relock__value val;
-    relock__classify(l->value, strlen(l->value), &val);
-    if (val.kind != RELOCK_VALUE_TIMESTAMP)
-        return; /* nothing to learn, and no clock to read */
-    relock__ts_adopt m;
-    relock__ts_adopt_init(&m);
-    relock__drive(l, relock__ts_adopt_step, &m);
-}
-
 relock_status relock__legacy_check(relock_client *c)
 {
     const relock__conn *conn = &c->conn;
@@ -1006,15 +944,7 @@ static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long 
     return RELOCK_OK;
 }
 
-static const relock__machines ts_machines = {
+const relock__machines relock__ts_machines = {
     sizeof(relock__ts_acquire), ts_acq_init, relock__ts_acquire_step,
     sizeof(relock__ts_update),  ts_upd_init, relock__ts_update_step, NULL,
-};
-
-const relock__algo relock__algo_legacy = {
-    "legacy", ts_attempt, ts_release, ts_extend, ts_adopt, &ts_machines,
-};
-
-const relock__algo relock__algo_bridge = {
-    "bridge", ts_attempt, ts_release, ts_extend, ts_adopt, &ts_machines,
 };

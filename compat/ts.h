@@ -1,16 +1,16 @@
 /*
  * The timestamp algorithms (legacy and bridge modes, design.md §5.1-5.2) as step
- * machines of the lock engine (src/engine/engine.h): no I/O, no clock, no
+ * machines of the lock engine (src/algo/engine/engine.h): no I/O, no clock, no
  * randomness.  Private to compat/; the unit tests feed them by hand.
  *
  * Files:
- *   src/cas.c         the compare-and-set step (script, or WATCH ... EXEC),
- *                     which every other machine uses (src/cas.h);
- *   compat/ts_cas.c   2.0's fenced write (MULTI, SETNX or GETSET, INCR,
+ *   compat/cas.c         the compare-and-set step (script, or WATCH ... EXEC),
+ *                     which every other machine uses (compat/cas.h);
+ *   compat/fenced_write.c   2.0's fenced write (MULTI, SETNX or GETSET, INCR,
  *                     EXEC);
  *   compat/legacy.c   the acquire attempt (with the takeover of an expired
- *                     holder), release, extend and adopt machines, and the
- *                     entry points that run them with the blocking driver.
+ *                     holder), release, extend and adopt machines (run
+ *                     with the blocking driver by src/core/run_ts.c).
  *
  * Batches.  Reads that cannot change anything go out together (WATCH with
  * its GETs; GET of the key with the break counter).  A transaction is sent

@@ -16,7 +16,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
 RELOCK=$BUILD/relock
-PROXY=$BUILD/compat/proxy/relock-compat-proxy
+PROXY=$BUILD/tests/support/proxy/relock-compat-proxy
 [ -x "$RELOCK" ] && [ -x "$PROXY" ] || { echo "build first: cmake --build $BUILD" >&2; exit 2; }
 
 DIR=$(mktemp -d /tmp/relock-walk-XXXXXX)

@@ -103,7 +103,7 @@ static int raw_deleted(const redisReply *r)
 }
 
 /* The raw cycle: relock's acquire script and compare-and-delete, with
- * the same key shapes (src/keys.c). */
+ * the same key shapes (src/base/keys.c). */
 static int raw_cycle(netclient *nc)
 {
     char tok[33], fence[96], chan[96];

@@ -25,7 +25,7 @@
 #include "testsrv.h"
 #include "testutil.h"
 
-/* The names relock derives from a lock key (src/internal.h, src/keys.c):
+/* The names relock derives from a lock key (src/internal.h, src/base/keys.c):
  * the raw loops use the same shapes so both sides send the same bytes. */
 #define FENCE_SUFFIX " relock:fence"
 #define NOTIFY_SUFFIX " relock:released"
@@ -351,7 +351,7 @@ static int cyc_ping(bench *b)
 }
 
 /* Modern without fencing: SET NX PX, then compare-and-delete by EVALSHA
- * (src/modern.c attempt_plain, modern_release). */
+ * (src/algo/modern.c attempt_plain, modern_release). */
 #define K_MODERN "bench:raw:modern"
 static int cyc_raw_modern(bench *b)
 {
@@ -365,7 +365,7 @@ static int cyc_raw_modern(bench *b)
 }
 
 /* Modern with fencing: the acquire script (SET NX PX + INCR), then
- * compare-and-delete (src/modern.c attempt_fenced, modern_release). */
+ * compare-and-delete (src/algo/modern.c attempt_fenced, modern_release). */
 #define K_FENCED "bench:raw:fenced"
 static int cyc_raw_fenced(bench *b)
 {

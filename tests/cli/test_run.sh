@@ -77,7 +77,7 @@ check "kill: a second run acquires once the group is gone" -- R run -w 10s tree-
 # CMD must not run until the guardian is in place, or a relock killed in
 # that window leaves CMD's group running with nobody to end it.
 command -v strace >/dev/null || bad "early: strace is needed (./dev installs it)"
-strace -f -o /dev/null -e trace=clone -e inject=clone:delay_enter=1500000:when=2 \
+strace -f --seccomp-bpf -o /dev/null -e trace=clone -e inject=clone:delay_enter=1500000:when=2 \
     "$RELOCK" -m modern run -t 4s tree-early -- sh -c "trap '' TERM; $(tree_cmd early)" \
     >"$DIR/out" 2>"$DIR/err" &
 TRACER=$!

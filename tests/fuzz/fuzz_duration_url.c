@@ -1,6 +1,6 @@
 /*
  * fuzz_duration_url: the two small parsers of user text,
- * relockx_parse_duration() (src/relockx.c, shared by the library and the
+ * relockx_parse_duration() (src/base/relockx.c, shared by the library and the
  * CLI) and relock__parse_url(), on the input as a C string.
  *
  * Durations are checked against a reference reading of design.md §12.2 (a

@@ -11,7 +11,7 @@ server gave: an input that replays that conversation.  It also writes a few
 hand-made conversations (handmade() below).
 
     tests/fuzz/record_seeds.py --fuzzer build-fuzz/tests/fuzz/fuzz_replies \\
-        --proxy build/compat/proxy/relock-compat-proxy --out /tmp/seeds
+        --proxy build/tests/support/proxy/relock-compat-proxy --out /tmp/seeds
 
 Then keep what adds coverage:
     fuzz_replies -merge=1 tests/fuzz/corpus/fuzz_replies /tmp/seeds

@@ -7,7 +7,7 @@
 #   - every public function of include/relock/relock.h and
 #     include/relock/relock_async.h is named in docs/api.md (whole, or as `_suffix()` or a FIELD of its family's
 #     accessor table), and every status code and callback type too;
-#   - every setting of the table in src/config.c is described in
+#   - every setting of the table in src/base/config.c is described in
 #     docs/configuration.md and in relock.conf(5).
 #   test_docs.sh SOURCE_DIR PATH/TO/relock
 set -u
@@ -52,9 +52,9 @@ for code in $(grep -o '^    X([A-Z]*,' "$SRC/include/relock/relock.h" | sed 's/ 
     if grep -q "\b$code\b" "$SRC/docs/api.md"; then ok; else bad "docs/api.md does not name $code"; fi
 done
 
-settings=$(sed -n '/^static const setting settings\[\] = {/,/^};/p' "$SRC/src/config.c" |
+settings=$(sed -n '/^static const setting settings\[\] = {/,/^};/p' "$SRC/src/base/config.c" |
     grep -v 'T_GROUP' | grep -o '{"[a-z_.]*"' | tr -d '{"')
-[ "$(wc -w <<<"$settings")" -gt 15 ] && ok || bad "too few settings found in src/config.c"
+[ "$(wc -w <<<"$settings")" -gt 15 ] && ok || bad "too few settings found in src/base/config.c"
 for s in $settings; do
     if grep -q "\`$s\`" "$SRC/docs/configuration.md"; then ok; else bad "docs/configuration.md does not describe $s"; fi
 done

@@ -2,7 +2,7 @@
 # The man pages: each formats without a single warning (man --warnings,
 # groff -ww), and they keep up with the code: relock(1) names every command
 # of src/cli/main.c, relock(3) every public function of include/relock/relock.h,
-# relock.conf(5) every setting of the table in src/config.c.
+# relock.conf(5) every setting of the table in src/base/config.c.
 #   test_man.sh SOURCE_DIR
 set -u
 SRC=${1:?usage: test_man.sh SOURCE_DIR}
@@ -73,12 +73,12 @@ for c in $codes; do
     if grep -q "\b$c\b" "$TMP/3"; then ok; else bad "relock.3 does not name $c"; fi
 done
 
-# relock.conf(5): every setting of the table in src/config.c (groups
+# relock.conf(5): every setting of the table in src/base/config.c (groups
 # aside), and every member of a servers entry.
 render relock.conf.5 >"$TMP/5"
-settings=$(sed -n '/^static const setting settings\[\] = {/,/^};/p' "$SRC/src/config.c" |
+settings=$(sed -n '/^static const setting settings\[\] = {/,/^};/p' "$SRC/src/base/config.c" |
     grep -v 'T_GROUP' | grep -o '{"[a-z_.]*"' | tr -d '{"')
-[ "$(wc -w <<<"$settings")" -gt 15 ] && ok || bad "too few settings found in src/config.c"
+[ "$(wc -w <<<"$settings")" -gt 15 ] && ok || bad "too few settings found in src/base/config.c"
 for s in $settings host port db username password; do
     if grep -Eq "^ +$s \(" "$TMP/5"; then ok; else bad "relock.conf.5 does not describe the setting $s"; fi
 done

@@ -1,5 +1,5 @@
 /*
- * The blocking driver (src/engine/drive.c) against a real redis-server,
+ * The blocking driver (src/core/drive.c) against a real redis-server,
  * with a test machine that sends batches given by the test and records
  * every feed: replies in order from one pipelined batch, the transaction
  * rule (a connection lost inside WATCH is never replaced: the batches

@@ -21,7 +21,7 @@
 #include "relock.h"
 #include "testsrv.h"
 
-/* The walk's bound (src/scan.c); lowered here to reach the incomplete path. */
+/* The walk's bound (src/api/scan.c); lowered here to reach the incomplete path. */
 extern long long relock__scan_max_keys;
 
 #define PREFIX "app:"

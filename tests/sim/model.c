@@ -3,7 +3,7 @@
  *
  * What it follows, version by version: docs/design.md §3.4 (real
  * 2.0.5 .. 2.6.17 servers) and the proxy's personality tables
- * (compat/proxy/personality.c, native.c).  Scripts run their own text in
+ * (tests/support/proxy/personality.c, native.c).  Scripts run their own text in
  * Lua 5.1, as in Redis (see "scripts" below).
  */
 #include "model.h"

@@ -3,7 +3,7 @@
  * virtual clock, transactions (WATCH/MULTI/EXEC), scripts run in Lua 5.1
  * as Redis runs them, pub/sub counts, and a personality per server version
  * that refuses what that version lacked with its own words
- * (docs/design.md §3.4, compat/proxy/personality.c).
+ * (docs/design.md §3.4, tests/support/proxy/personality.c).
  *
  * It speaks RESP: a command goes in as its words, the reply comes out as
  * the bytes a real server would send, so hiredis (or its reader) turns it

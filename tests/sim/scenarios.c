@@ -13,7 +13,7 @@
      .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}
 /* A quorum client, with release notices: the simulator checks that a
  * waiter's commands stay within what its backoff allows (a failed
- * attempt's undo must not wake the waiter itself: src/quorum.c,
+ * attempt's undo must not wake the waiter itself: src/algo/quorum.c,
  * acquire_failed). */
 #define RLQ(t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = RELOCK_MODE_MODERN, .lock = "lk", .ttl_ms = (t), \
@@ -156,7 +156,7 @@ const sim_scenario sim_scenarios[] = {
            {.kind = SK_RELOCK, .mode = LEG, .lock = "{x}", .ttl_ms = 3000, .wait_ms = 3000,
             .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .start_ms = 50}},
      .faults = SF_NET, .tick_ms = 1, .in_short = 1},
-    /* A quorum over three servers (src/quorum.c).  With one of them down
+    /* A quorum over three servers (src/algo/quorum.c).  With one of them down
      * the two others make the majority, so a reply delayed past a few
      * ms moves the moment the majority is reached well after the send:
      * the validity must be counted from the send. */

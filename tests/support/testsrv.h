@@ -65,7 +65,7 @@ int testsrv_start(testsrv *s, const char *const *extra_args);
 int testsrv_start_bin(testsrv *s, const char *bin, const char *const *extra_args);
 
 /*
- * Start build/compat/relock-compat-proxy (path from the environment
+ * Start build/tests/support/proxy/relock-compat-proxy (path from the environment
  * variable RELOCK_PROXY, else the path CMake compiled in) in front of
  * upstream_port with the given personality and extra arguments
  * (NULL-terminated, or NULL), and wait until it answers PING.

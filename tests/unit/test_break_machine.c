@@ -1,5 +1,5 @@
 /*
- * relock_break()'s step machine (src/break.h), fed replies and faults by
+ * relock_break()'s step machine (src/algo/break.h), fed replies and faults by
  * hand: each way (script, WATCH, 2.0's GET then transaction, no value
  * before 2.6), what each outcome reports, and the transaction marks.  The
  * same against real servers and the compat proxy: tests/cli/test_break.sh.

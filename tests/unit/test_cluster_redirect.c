@@ -1,6 +1,6 @@
 /*
- * Reading Redis Cluster redirections (src/cluster.c) and the READONLY
- * reply of a demoted master (src/sentinel.c), without a server.
+ * Reading Redis Cluster redirections (src/core/cluster.c) and the READONLY
+ * reply of a demoted master (src/core/sentinel.c), without a server.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * The engine's shared helpers (src/engine/engine.h), with replies built by
+ * The engine's shared helpers (src/algo/engine/engine.h), with replies built by
  * hand: batch building and its limits, the reply-shape check and the
  * messages it records, the EVALSHA-then-EVAL transition, faults.
  */

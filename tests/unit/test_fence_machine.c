@@ -1,5 +1,5 @@
 /*
- * The fence carry's step machine (src/fence.h), fed by hand: by script, by
+ * The fence carry's step machine (src/algo/fence.h), fed by hand: by script, by
  * WATCH where Lua is left out (raised only when lower; a beaten EXEC looks
  * again), and by GET then SETNX before 2.6.  Against real servers:
  * it_fence (whole-tag keys), it_native (without Lua).

@@ -1,5 +1,5 @@
 /*
- * relock_inspect()'s step machine (src/inspect.h), fed by hand: the reads
+ * relock_inspect()'s step machine (src/algo/inspect.h), fed by hand: the reads
  * go in one batch; TTL in seconds on servers without PTTL; a free lock
  * needs no TTL reply; a key of another type is RELOCK_EFOREIGN.
  */

@@ -1,5 +1,5 @@
 /*
- * Modern mode's step machines (src/modern.h), fed replies and faults by
+ * Modern mode's step machines (src/algo/modern.h), fed replies and faults by
  * hand: which commands each way sends, what each reply or fault makes of
  * the attempt, release and extend, and the state a driver relies on
  * (in_txn between WATCH and EXEC, the fleet's clock asked for, the

@@ -1,5 +1,5 @@
 /*
- * The quorum's fan machine (src/quorum.h), fed by hand, server by server:
+ * The quorum's fan machine (src/algo/quorum.h), fed by hand, server by server:
  * a majority decides while a minority is paused (it is left owing), error
  * replies are not answers, a reply that comes after the majority counts
  * for nothing, NOSCRIPT brings EVAL to that server alone, the fence raise

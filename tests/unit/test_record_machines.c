@@ -1,7 +1,7 @@
 /*
  * The machines the blocking API and the asynchronous client share for
- * durability (src/durable.h), the owner record (src/ownrec.h) and the
- * server's clock (src/clock.h), fed by hand.  Against real servers:
+ * durability (src/algo/durable.h), the owner record (src/algo/ownrec.h) and the
+ * server's clock (src/algo/clock.h), fed by hand.  Against real servers:
  * it_durable, it_owner, it_clock and it_async_records_*.
  */
 #include <setjmp.h>

@@ -1,6 +1,6 @@
 /*
  * The pure parts of Sentinel and Cluster that the blocking and the
- * asynchronous client share (src/sentinel.c, src/cluster.c): the search
+ * asynchronous client share (src/core/sentinel.c, src/core/cluster.c): the search
  * through the sentinels and its messages, the role check, what a reply
  * asks of the client, and reading CLUSTER SLOTS; no server.
  */

@@ -1,5 +1,5 @@
 /*
- * The wait planner (src/engine/waitplan.c): every combination of its
+ * The wait planner (src/algo/engine/waitplan.c): every combination of its
  * inputs over a grid of edge values, checked against the rules of
  * design.md §7 and decisions 28 and 83, and whole waits run
  * against a virtual clock.  Pure logic: no server.

@@ -1,0 +1,425 @@
+/*
+ * relock_break(): an operator deletes a stuck lock by hand (`relock break`).
+ *
+ * With a value, the delete happens only while the key still holds exactly
+ * that value, so an operator who looked at a stuck lock never deletes the
+ * lock of whoever took it over since:
+ *
+ *   - servers with EVAL (2.6.0): a compare-and-delete script
+ *     (RELOCK__SCRIPT_BREAK_IF_EQ), atomic;
+ *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, INCR, EXEC, atomic (a
+ *     transaction beaten by another client is retried a few times);
+ *   - 2.0 (neither): GET, compare, then MULTI, GET, DEL, INCR, EXEC.  Between the
+ *     first GET and the transaction another client may replace the value,
+ *     and the DEL then removes its lock.  The GET inside the transaction
+ *     shows it; the value is then put back with SETNX unless someone else
+ *     has taken the key meanwhile, and the call reports RELOCK_BUSY.
+ *
+ * Without a value the key is deleted whatever it holds (the same script
+ * told to match anything, or MULTI, DEL, INCR, EXEC before 2.6).  Either
+ * way the release is announced on the lock's channel so that waiters wake
+ * at once: inside the script where there is one, else by a PUBLISH right
+ * after the delete.  The notice only wakes waiters early, so it is best
+ * effort: an ACL user without channel permissions (Redis 7's default
+ * acl-pubsub-default) still breaks the lock.
+ *
+ * Every delete increments the lock's fence counter in the same atomic step
+ * (the script, or the transaction).  The broken holder's extend and
+ * release compare that counter, so they report the lock lost and write
+ * nothing, even when the key has meanwhile been taken by a classic client
+ * whose TTL-less timestamp looks like a GETSET loser's write (design.md §4.7).
+ * The counter only ever goes up.  On 2.0 the fence also counts failed
+ * attempts, so there a second counter, of breaks alone, is incremented as
+ * well, and holders compare that one (compat/legacy.c).
+ *
+ * The delete is a step machine (break.h, src/algo/engine/): relock_break_fenced()
+ * (src/api/operator.c) checks the arguments, connects, and runs it with the
+ * blocking driver.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "break.h"
+
+/* ------------------------------------------------------------------ the machine */
+
+enum break_pc {
+    B_START = 0,
+    B_SCRIPT,  /* the compare-and-delete script sent */
+    B_GET,     /* 2.0: the first GET sent */
+    B_WATCH,   /* WATCH key and fence counter sent (in the transaction) */
+    B_WGET,    /* GET of the key sent */
+    B_WFENCE,  /* GET of the fence counter sent */
+    B_UNWATCH, /* nothing to delete: UNWATCH sent, ending the transaction */
+    T_MULTI,   /* MULTI sent */
+    T_QUEUED,  /* a command of the transaction queued */
+    T_EXEC,    /* EXEC sent, ending the transaction */
+    N_OWNER,   /* deleted: the owner metadata's DEL sent */
+    N_PUBLISH, /* deleted: the release notice sent */
+    P_RESTORE  /* 2.0: SETNX of the value deleted by mistake sent */
+};
+
+void relock__break_init(relock__break_m *m, const char *if_value, long long if_fence,
+                        const char *breaks_key, const char *chan, const char *okey)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->if_value = if_value;
+    m->if_fence = if_fence;
+    m->breaks_key = breaks_key;
+    m->chan = chan;
+    m->okey = okey;
+}
+
+void relock__break_free(relock__break_m *m)
+{
+    free(m->got);
+    m->got = NULL;
+}
+
+static relock__step finish(relock__break_m *m, relock_status st)
+{
+    relock__break_free(m);
+    return relock__done(&m->h, st);
+}
+
+static relock__step ambiguous(relock__break_m *m, relock_lock *l)
+{
+    relock__err_clear(&l->c->err); /* the I/O error is the lesser news */
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_EAMBIGUOUS,
+                                  "break %s: connection lost after the request was sent; "
+                                  "whether the key was deleted is unknown",
+                                  l->name));
+}
+
+static relock__step absent(relock__break_m *m, relock_lock *l)
+{
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_LOST,
+                                  "break %s: nothing to delete: the key is absent", l->name));
+}
+
+static relock__step mismatch(relock__break_m *m, relock_lock *l)
+{
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
+                                  "break %s: nothing deleted: the key holds another value",
+                                  l->name));
+}
+
+static relock__step fence_moved(relock__break_m *m, relock_lock *l)
+{
+    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
+                                  "break %s: nothing deleted: the key holds that value, but "
+                                  "fence %lld is no longer current (another holder acquired "
+                                  "since)",
+                                  l->name, m->if_fence));
+}
+
+static relock__step fail(relock__break_m *m, relock_lock *l, const relock__feed *in)
+{
+    return finish(m, relock__fault_fail(l->c, in));
+}
+
+static relock__step send1(relock__break_m *m, relock__batch *out, int pc, int in_txn, int argc,
+                          const char *const *argv)
+{
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    out->in_txn = in_txn;
+    m->h.pc = pc;
+    return relock__send(&m->h, out);
+}
+
+/* Announces a delete to waiters, and drops the broken holder's owner
+ * metadata (owner_info); best effort (see the top of the file): every
+ * failure here is forgotten. */
+static relock__step notify(relock__break_m *m, relock_lock *l, relock__batch *out, int from)
+{
+    relock__err_clear(&l->c->err);
+    if (from < N_OWNER && m->okey[0]) {
+        const char *d[] = {"DEL", m->okey};
+        return send1(m, out, N_OWNER, 0, 2, d);
+    }
+    if (from < N_PUBLISH && m->chan[0]) {
+        const char *p[] = {"PUBLISH", m->chan, "1"};
+        return send1(m, out, N_PUBLISH, 0, 3, p);
+    }
+    return finish(m, RELOCK_OK);
+}
+
+static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batch *out)
+{
+    relock__batch_reset(out);
+    const char *args[] = {l->key, l->fence_key, m->if_value ? m->if_value : "", m->chan,
+                          relock__batch_num(out, m->if_fence)};
+    relock__batch_script(out, l->c, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 5, args, m->by_eval);
+    m->h.pc = B_SCRIPT;
+    return relock__send(&m->h, out);
+}
+
+/* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence,
+ * and before 2.2 INCR breaks, with the fence raised into its next epoch
+ * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Its word count (argv
+ * filled), or 0 when there is none. */
+static int queued(const relock__break_m *m, relock_lock *l, int k, const char **argv,
+                  const char **what)
+{
+    const char *cmd[4][3];
+    int argc[4];
+    int n = 0;
+    int no_watch = !(l->c->conn.caps & RELOCK_CAP_WATCH);
+    if (m->with_get) {
+        cmd[n][0] = "GET";
+        cmd[n][1] = l->key;
+        argc[n++] = 2;
+    }
+    cmd[n][0] = "DEL";
+    cmd[n][1] = l->key;
+    argc[n++] = 2;
+    if (no_watch) {
+        cmd[n][0] = "INCRBY";
+        cmd[n][1] = l->fence_key;
+        cmd[n][2] = RELOCK__BREAK_EPOCH_WORD;
+        argc[n++] = 3;
+        cmd[n][0] = "INCR";
+        cmd[n][1] = m->breaks_key;
+        argc[n++] = 2;
+    } else {
+        cmd[n][0] = "INCR";
+        cmd[n][1] = l->fence_key;
+        argc[n++] = 2;
+    }
+    if (k < 0 || k >= n)
+        return 0;
+    for (int i = 0; i < argc[k]; i++)
+        argv[i] = cmd[k][i];
+    *what = cmd[k][0];
+    return argc[k];
+}
+
+/* MULTI, [GET key,] DEL key, INCR fence(s), EXEC: inside the WATCH's
+ * transaction, or as one of its own. */
+static relock__step tx_begin(relock__break_m *m, relock__batch *out)
+{
+    m->next = 0;
+    m->deleted = 0;
+    const char *mu[] = {"MULTI"};
+    return send1(m, out, T_MULTI, 1, 1, mu);
+}
+
+static relock__step watch_begin(relock__break_m *m, relock_lock *l, relock__batch *out)
+{
+    m->tries++;
+    m->was_absent = m->moved = 0;
+    const char *w[] = {"WATCH", l->key, l->fence_key};
+    return send1(m, out, B_WATCH, 1, 3, w);
+}
+
+/* The transaction's EXEC answered: the way decides what follows. */
+static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply *r,
+                            relock__batch *out)
+{
+    relock_client *c = l->c;
+    size_t di = m->with_get ? 1 : 0;
+    if (r->type == REDIS_REPLY_NIL) { /* a WATCHed key changed: again */
+        if (m->tries < RELOCK__BREAK_WATCH_TRIES)
+            return watch_begin(m, l, out);
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_BUSY,
+                                      "break %s: nothing deleted: the key kept changing",
+                                      l->name));
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements <= di ||
+        r->element[di]->type != REDIS_REPLY_INTEGER) {
+        /* An error in place of EXEC's reply (-LOADING, a refused EXEC)
+         * may leave the server's MULTI open, the queued DEL with it: the
+         * connection is dropped, or the next command would be queued
+         * there (a SET NX PX answering +QUEUED, read as a win). */
+        m->h.in_txn = 1;
+        return finish(m, RELOCK__BAD_REPLY(c, "EXEC", r));
+    }
+    m->deleted = r->element[di]->integer > 0;
+    if (m->way != RELOCK__BW_PLAIN)
+        return m->deleted ? notify(m, l, out, 0) : absent(m, l);
+    const redisReply *g = r->element[0];
+    if (g->type == REDIS_REPLY_STRING) {
+        m->got = malloc(g->len + 1);
+        if (m->got) {
+            memcpy(m->got, g->str, g->len);
+            m->got[g->len] = '\0';
+        }
+    } else if (g->type == REDIS_REPLY_NIL) {
+        m->got_absent = 1;
+    }
+    if (m->got && strcmp(m->got, m->if_value) == 0)
+        return notify(m, l, out, 0);
+    if (m->got_absent) /* gone between the GET and the transaction */
+        return absent(m, l);
+    if (!m->got)
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                      "break %s: the GET inside the transaction failed; the key "
+                                      "was %s",
+                                      l->name, m->deleted ? "deleted" : "not deleted"));
+    /* Another value arrived in the window and was deleted: put it back,
+     * unless someone has taken the free key since. */
+    const char *s[] = {"SETNX", l->key, m->got};
+    return send1(m, out, P_RESTORE, 0, 3, s);
+}
+
+static relock__step start(relock__break_m *m, relock_lock *l, relock__batch *out)
+{
+    relock_client *c = l->c;
+    if (c->conn.caps & RELOCK_CAP_EVAL) {
+        m->way = RELOCK__BW_SCRIPT; /* without a value: whatever the key holds */
+        return send_script(m, l, out);
+    }
+    if (!m->if_value) {
+        /* Before 2.6 the counters move even when the key was absent:
+         * still never back. */
+        m->way = RELOCK__BW_ANY;
+        return tx_begin(m, out);
+    }
+    if (c->conn.caps & RELOCK_CAP_WATCH) {
+        m->way = RELOCK__BW_WATCH;
+        return watch_begin(m, l, out);
+    }
+    if (m->if_fence > 0)
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                      "break %s: a fence cannot be compared on Redis %s: its "
+                                      "fence counter also counts failed attempts",
+                                      l->name, c->conn.version));
+    m->way = RELOCK__BW_PLAIN;
+    m->with_get = 1;
+    const char *g[] = {"GET", l->key};
+    return send1(m, out, B_GET, 0, 2, g);
+}
+
+relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
+{
+    relock__break_m *m = vm;
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    switch (m->h.pc) {
+    case B_START:
+        return start(m, l, out);
+
+    case B_SCRIPT:
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_script(m, l, out);
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
+        st = relock__reply_check(c, r, "i", "compare-and-delete");
+        if (st != RELOCK_OK)
+            return finish(m, st);
+        if (r->integer >= 1) /* 1 + the waiters told, by the script */
+            return finish(m, RELOCK_OK);
+        if (r->integer == 0)
+            return absent(m, l);
+        return r->integer == -2 ? fence_moved(m, l) : mismatch(m, l);
+
+    case B_GET: /* 2.0 (see the top of the file) */
+        if (in->fault)
+            return fail(m, l, in);
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
+            return finish(m, st); /* WRONGTYPE: not a lock */
+        if (r->type == REDIS_REPLY_NIL)
+            return absent(m, l);
+        if (!relock__value_is(r->str, r->len, m->if_value))
+            return mismatch(m, l);
+        return tx_begin(m, out);
+
+    case B_WATCH:
+        if (in->fault)
+            return fail(m, l, in);
+        st = relock__reply_check(c, r, "s", "WATCH");
+        if (st != RELOCK_OK)
+            return finish(m, st);
+        {
+            const char *g[] = {"GET", l->key};
+            return send1(m, out, B_WGET, 1, 2, g);
+        }
+
+    case B_WGET:
+    case B_WFENCE: {
+        if (in->fault)
+            return fail(m, l, in);
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
+            return finish(m, st);
+        int same = 1;
+        if (m->h.pc == B_WGET) {
+            m->was_absent = r->type == REDIS_REPLY_NIL;
+            same = !m->was_absent && relock__value_is(r->str, r->len, m->if_value);
+            if (same && m->if_fence > 0) {
+                const char *g[] = {"GET", l->fence_key};
+                return send1(m, out, B_WFENCE, 1, 2, g);
+            }
+        } else {
+            m->moved = r->type != REDIS_REPLY_STRING || atoll(r->str) != m->if_fence;
+        }
+        if (!same || m->moved) {
+            const char *u[] = {"UNWATCH"};
+            return send1(m, out, B_UNWATCH, 0, 1, u);
+        }
+        return tx_begin(m, out);
+    }
+
+    case B_UNWATCH:
+        if (in->fault)
+            return fail(m, l, in);
+        st = relock__reply_check(c, r, "s", "UNWATCH");
+        if (st != RELOCK_OK) {
+            m->h.in_txn = 1; /* the connection is dropped */
+            return finish(m, st);
+        }
+        return m->was_absent ? absent(m, l) : m->moved ? fence_moved(m, l) : mismatch(m, l);
+
+    case T_MULTI:
+    case T_QUEUED: {
+        /* Any fault or refusal before EXEC: the transaction is left open
+         * and the driver drops its connection, which discards it. */
+        if (in->fault)
+            return fail(m, l, in);
+        const char *argv[3], *what = "MULTI";
+        if (m->h.pc == T_QUEUED)
+            queued(m, l, m->next - 1, argv, &what);
+        st = relock__reply_check(c, r, "s", what);
+        if (st != RELOCK_OK)
+            return finish(m, st);
+        int argc = queued(m, l, m->next, argv, &what);
+        if (argc) {
+            m->next++;
+            return send1(m, out, T_QUEUED, 1, argc, argv);
+        }
+        const char *e[] = {"EXEC"};
+        return send1(m, out, T_EXEC, 0, 1, e);
+    }
+
+    case T_EXEC:
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
+        return tx_done(m, l, r, out);
+
+    case N_OWNER:
+    case N_PUBLISH:
+        return notify(m, l, out, m->h.pc);
+
+    case P_RESTORE: {
+        int restored = !in->fault && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        relock__err_clear(&c->err);
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_BUSY,
+                                      "break %s: the key changed just before the delete (Redis "
+                                      "2.0 has no WATCH); %s",
+                                      l->name,
+                                      restored ? "the new value was put back"
+                                               : "the new value could not be put back: its "
+                                                 "holder has lost it"));
+    }
+
+    default:
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                      "break %s: internal error (step %d)", l->name, m->h.pc));
+    }
+}

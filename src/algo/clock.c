@@ -1,0 +1,53 @@
+/*
+ * The fleet's clock for the timestamp modes: ours, or (legacy.clock =
+ * "server") the server's TIME.
+ *
+ * The server's clock is kept as an offset from CLOCK_MONOTONIC, never from
+ * the wall clock: an NTP step of the local wall clock after the offset was
+ * learned would otherwise shift every later decision by the step (and take
+ * live locks over).  The offset is measured on first use of a connection
+ * and again every RELOCK__CLOCK_REMEASURE_MS of use, and whenever a machine
+ * asks for a fresh reading (RELOCK__FLEET_FRESH: the timestamp modes
+ * before every lease they write and before a takeover, so that a step of
+ * the server's clock is never met with an estimate from before it); the
+ * more certain of the old (aged) and new measurement is kept (lease.c)
+ * unless they disagree by more than both could err, which is a step.
+ * Scripts never call TIME: before Redis 5 a script may not write after it.
+ *
+ * The measurement is a step machine (clock.h); the drivers decide when it
+ * is due and read the estimate (engine/drive.c, core/operation.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+void relock__clock_init(relock__clock_m *m, int in_txn)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->in_txn = in_txn;
+}
+
+relock__step relock__clock_step(void *mv, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
+{
+    relock__clock_m *m = mv;
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    if (m->h.pc == 0) {
+        m->t0 = in->mono_ms;
+        relock__batch_words(out, 1, "TIME");
+        out->in_txn = m->in_txn;
+        m->h.pc = 1;
+        return relock__send(&m->h, out);
+    }
+    if (in->fault != RELOCK__FAULT_NONE || in->nreply < 1)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    const redisReply *r = in->reply[0];
+    if (!relock__reply_is(r, "a[bb]"))
+        return relock__done(&m->h, RELOCK__BAD_REPLY(c, "TIME", r));
+    long long server = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    relock__clock_measured(&c->conn.clock, m->t0, in->mono_ms, server);
+    return relock__done(&m->h, RELOCK_OK);
+}

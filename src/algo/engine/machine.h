@@ -1,0 +1,99 @@
+/*
+ * The lock engine: every operation is a step machine that does no I/O and
+ * reads no clock (design.md §2.1).  A driver starts a machine, sends the batch
+ * of commands it asks for, and feeds back the replies (or the fault that
+ * ended the batch) with the current time; the machine answers with the
+ * next batch or with its outcome.  The state that matters (the value and
+ * fence we own, whether the connection is inside WATCH or MULTI, what was
+ * sent and not answered) lives in the machine and in the lock state it
+ * works on, where a driver can see it and a test can assert it.
+ *
+ * Drivers: the blocking driver (src/core/drive.c, the blocking API), the
+ * asynchronous driver, and the deterministic simulator (tests/sim).
+ *
+ * Replies are hiredis's redisReply structures, read only: the engine uses
+ * the type, integer, str, len, elements and element fields and never frees
+ * them.  A driver that has no hiredis reader (the simulator) builds them
+ * itself.
+ */
+#ifndef RELOCK_ENGINE_MACHINE_H
+#define RELOCK_ENGINE_MACHINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "relock.h"
+
+/* At most this many arguments per command and commands per batch. */
+#define RELOCK__CMD_ARGS 16
+#define RELOCK__BATCH_CMDS 8
+/* Bytes for the arguments a machine formats for one batch (numbers,
+ * values); keys and names are pointed at where they live. */
+#define RELOCK__BATCH_SCRATCH 512
+
+typedef struct relock__cmd {
+    int argc;
+    const char *argv[RELOCK__CMD_ARGS];
+    size_t len[RELOCK__CMD_ARGS];
+} relock__cmd;
+
+/* What a machine asks to be sent, in order, on one connection.  The
+ * commands may be pipelined; the driver feeds back the replies in the
+ * same order.  Valid until the next call of the machine. */
+typedef struct relock__batch {
+    relock__cmd cmd[RELOCK__BATCH_CMDS];
+    int n;
+    /* After the batch the connection is inside WATCH ... EXEC or MULTI ...
+     * EXEC: the driver must not replace, reconnect or redirect it before
+     * the next batch; losing it is fed back as a fault (design.md §13.3). */
+    int in_txn;
+    /* The batch is about the lock's last write and must go out on the
+     * very connection that write went out on (WAIT counts the replicas
+     * that acknowledged that connection's writes): the driver never
+     * connects, reconnects or redirects for it; when that connection is
+     * gone or was replaced, it sends nothing and feeds back the fault
+     * UNSENT with fault_status RELOCK_EDURABILITY. */
+    int pinned;
+    /* The server may hold the replies this many ms beyond
+     * command_timeout_ms (a WAIT's own timeout); 0 for most batches. */
+    long long slow_ms;
+    char scratch[RELOCK__BATCH_SCRATCH];
+    size_t used;
+} relock__batch;
+
+/* How a batch ended, when not every command was answered. */
+typedef enum relock__fault {
+    RELOCK__FAULT_NONE = 0, /* every command of the batch was answered */
+    /* The connection failed before the unanswered commands reached the
+     * server (connect refused, write failed): they did not run. */
+    RELOCK__FAULT_UNSENT,
+    /* The connection failed, or no reply came within command_timeout_ms,
+     * after the unanswered commands were sent: they may have run. */
+    RELOCK__FAULT_LOST
+} relock__fault;
+
+/* What a driver feeds to a machine: the replies to its last batch (the
+ * first nreply of them; fewer than asked only with a fault), and the time
+ * when they were read. */
+typedef struct relock__feed {
+    redisReply *const *reply;
+    int nreply;
+    relock__fault fault;
+    relock_status fault_status; /* RELOCK_EIO, RELOCK_ENOMEM, ... with a fault */
+    const char *fault_text;     /* the driver's words for it, with the server */
+    uint64_t mono_ms;           /* the monotonic clock */
+    long long fleet_ms;         /* the fleet's clock (legacy.clock), when asked */
+    /* fleet_ms was read afresh for this feed: the local clock, or the
+     * server's TIME measured just now, not an estimate from earlier. */
+    int fleet_fresh;
+} relock__feed;
+
+/* A machine's answer to one call. */
+typedef enum relock__step {
+    RELOCK__STEP_DONE = 0, /* the outcome is in the machine (status, error) */
+    RELOCK__STEP_SEND = 1  /* send *out, then feed back the replies */
+} relock__step;
+
+#endif

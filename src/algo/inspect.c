@@ -1,0 +1,164 @@
+/*
+ * Read-only inspection of a lock key (`relock inspect`): the fence counter
+ * (it outlives its lock: shown even for a free one), the owner record, the
+ * value and its TTL, read in one batch by a step machine (inspect.h) that
+ * relock_inspect() (src/api/operator.c) runs with the blocking driver.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inspect.h"
+
+static char *copy_bytes(const char *s, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+void relock__inspect_init(relock__inspect_m *m, const char *okey, relock_inspect_info *info)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->okey = okey;
+    m->info = info;
+}
+
+relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *in,
+                                  relock__batch *out)
+{
+    relock__inspect_m *m = vm;
+    relock_client *c = l->c;
+    relock_inspect_info *info = m->info;
+    /* Old servers have only TTL, in seconds. */
+    int ms = (c->conn.caps & RELOCK_CAP_PEXPIRE) != 0;
+    int has_owner = m->okey[0] != '\0';
+    if (m->h.pc == 0) {
+        relock__batch_reset(out);
+        const char *f[] = {"GET", l->fence_key};
+        const char *o[] = {"GET", m->okey};
+        const char *k[] = {"GET", l->key};
+        const char *t[] = {ms ? "PTTL" : "TTL", l->key};
+        relock__batch_add(out, 2, f);
+        if (has_owner)
+            relock__batch_add(out, 2, o);
+        relock__batch_add(out, 2, k);
+        relock__batch_add(out, 2, t);
+        m->h.pc = 1;
+        return relock__send(&m->h, out);
+    }
+    /* The replies in order; a fault fails the call where a reply it
+     * needs is missing. */
+    int at = 0;
+    if (in->nreply <= at)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    const redisReply *r = in->reply[at++];
+    if (r->type == REDIS_REPLY_STRING)
+        info->fence = atoll(r->str);
+    if (has_owner) {
+        if (in->nreply <= at)
+            return relock__done(&m->h, relock__fault_fail(c, in));
+        r = in->reply[at++];
+        if (r->type == REDIS_REPLY_STRING && !(info->owner = copy_bytes(r->str, r->len)))
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_ENOMEM,
+                                                    "inspect: out of memory"));
+    }
+    if (in->nreply <= at)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    r = in->reply[at++];
+    if (r->type == REDIS_REPLY_NIL) {
+        info->kind = RELOCK_VALUE_NONE;
+        info->pttl_ms = -2;
+        relock__err_clear(&c->err); /* the TTL's reply is not needed */
+        return relock__done(&m->h, RELOCK_OK);
+    }
+    relock_status st = relock__reply_check(c, r, "b", "GET");
+    if (st != RELOCK_OK)
+        return relock__done(&m->h, st);
+    relock__value v;
+    relock__classify(r->str, r->len, &v);
+    info->kind = v.kind;
+    info->value = copy_bytes(r->str, r->len);
+    info->value_len = r->len;
+    if (!info->value)
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory"));
+    if (v.kind == RELOCK_VALUE_TIMESTAMP) {
+        int unit = relock__ts_unit_guess(v.ts_digits);
+        if (unit < 0)
+            unit = c->s.legacy.unit_ms;
+        info->ts_unit_ms = unit;
+        /* A fraction (float-second clients) to the ms, rounded up. */
+        relock__stamp stamp;
+        relock__value_stamp(&v, &stamp);
+        info->ts_ms = relock__stamp_ms(&stamp, unit ? 1 : 1000, 1);
+    }
+    if (in->nreply <= at)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    r = in->reply[at];
+    st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL");
+    if (st != RELOCK_OK)
+        return relock__done(&m->h, st);
+    info->pttl_ms = r->integer < 0 ? r->integer : ms ? r->integer : r->integer * 1000;
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+void relock_inspect_info_free(relock_inspect_info *info)
+{
+    if (!info)
+        return;
+    free(info->value);
+    free(info->owner);
+    free(info->key);
+    free(info);
+}
+
+relock_value_kind relock_inspect_info_kind(const relock_inspect_info *info)
+{
+    return info ? info->kind : RELOCK_VALUE_NONE;
+}
+
+const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len)
+{
+    if (len)
+        *len = info && info->value ? info->value_len : 0;
+    return info && info->value ? info->value : "";
+}
+
+long long relock_inspect_info_pttl_ms(const relock_inspect_info *info)
+{
+    return info ? info->pttl_ms : -2;
+}
+
+long long relock_inspect_info_ts_ms(const relock_inspect_info *info)
+{
+    return info ? info->ts_ms : 0;
+}
+
+int relock_inspect_info_ts_unit_ms(const relock_inspect_info *info)
+{
+    return info ? info->ts_unit_ms : 0;
+}
+
+long long relock_inspect_info_fence(const relock_inspect_info *info)
+{
+    return info ? info->fence : 0;
+}
+
+const char *relock_inspect_info_owner(const relock_inspect_info *info)
+{
+    return info && info->owner ? info->owner : "";
+}
+
+const char *relock_inspect_info_key(const relock_inspect_info *info)
+{
+    return info && info->key ? info->key : "";
+}
+
+long long relock_inspect_info_waiters(const relock_inspect_info *info)
+{
+    return info ? info->waiters : -1;
+}

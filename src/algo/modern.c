@@ -1,0 +1,907 @@
+/*
+ * Modern mode (servers >= 2.6.12, design.md §5.3): SET key token NX PX ttl to
+ * acquire; compare-and-delete and compare-and-set to release and extend,
+ * so a holder can never delete or prolong a lock that has passed to
+ * someone else.
+ *
+ * The compare-and-X has three ways, the best the server has first
+ * (design.md §3.3, found by the probe, caps.h):
+ *   native   release DELIFEQ (Valkey 9.0) or DELEX IFEQ (Redis 8.4), its
+ *            release notice PUBLISHed in the same round trip; extend
+ *            SET IFEQ PX (Valkey 8.1, Redis 8.4): one command each;
+ *   script   EVALSHA of a compare-and-X script (2.6 and later);
+ *   WATCH    WATCH, GET, MULTI, the write, EXEC, for servers that run
+ *            without Lua (Valkey 9.1 can) and have no native command.
+ * The fence is incremented with a successful acquisition only: by the
+ * acquire script, or without Lua inside the MULTI that sets the key, under
+ * a WATCH of the key (decisions 97-100).
+ *
+ * Each operation is a step machine (modern.h, src/algo/engine/): it is fed the
+ * replies to the commands it asked for, or the fault that cut them off,
+ * and the time, and answers with the next commands or its outcome.  The
+ * functions of relock__algo_modern (src/core/run.c) run them with the
+ * blocking driver.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caps.h"
+#include "modern.h"
+#include "engine/fan.h"
+
+static int has_lua(const relock_client *c)
+{
+    return (c->conn.caps & RELOCK_CAP_EVAL) != 0;
+}
+
+enum cad { CAD_DELIFEQ, CAD_DELEX, CAD_SCRIPT, CAD_WATCH };
+enum cas { CAS_SET_IFEQ, CAS_SCRIPT, CAS_WATCH };
+
+static enum cad release_path(const relock_client *c)
+{
+    if (c->conn.caps & RELOCK__CAP_DELIFEQ)
+        return CAD_DELIFEQ;
+    if (c->conn.caps & RELOCK__CAP_DELEX)
+        return CAD_DELEX;
+    return has_lua(c) ? CAD_SCRIPT : CAD_WATCH;
+}
+
+static enum cas extend_path(const relock_client *c)
+{
+    if (c->conn.caps & RELOCK__CAP_SET_IFEQ)
+        return CAS_SET_IFEQ;
+    return has_lua(c) ? CAS_SCRIPT : CAS_WATCH;
+}
+
+void relock__modern_paths(const relock_client *c, relock_paths *out)
+{
+    static const char *const rel[] = {"DELIFEQ", "DELEX IFEQ", "script", "WATCH/MULTI"};
+    static const char *const ext[] = {"SET IFEQ PX", "script", "WATCH/MULTI"};
+    enum cad r = release_path(c);
+    enum cas e = extend_path(c);
+    int scripts = (c->s.fencing && has_lua(c)) || r == CAD_SCRIPT || e == CAS_SCRIPT;
+    out->path[RELOCK_PATH_ACQUIRE] = !c->s.fencing ? "SET NX PX"
+                                     : has_lua(c)  ? "script (SET NX PX, INCR)"
+                                                   : "WATCH/MULTI (SET PX, INCR)";
+    out->path[RELOCK_PATH_RELEASE] = rel[r];
+    out->path[RELOCK_PATH_EXTEND] = ext[e];
+    out->path[RELOCK_PATH_SCRIPTS] = scripts      ? "used"
+                                     : has_lua(c) ? "none"
+                                                  : "none (the server runs without Lua)";
+}
+
+/* The key's TTL for a lease of ttl_ms: the lease plus lock_delay_ms, so
+ * that a holder that dies unreleased keeps others out that much longer
+ * (decision 106); validity is still reckoned from the lease alone. */
+static const char *key_ttl(relock__batch *b, const relock_client *c, long long ttl_ms)
+{
+    return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
+}
+
+/* Sends one command; in_txn as relock__batch says. */
+static relock__step send1(relock__mhead *h, relock__batch *out, int in_txn, int argc,
+                          const char *const *argv)
+{
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    out->in_txn = in_txn;
+    return relock__send(h, out);
+}
+
+static long clamp_hint(long long ms)
+{
+    return ms > 0x7fffffffLL ? 0x7fffffffL : ms < 0 ? 0 : (long)ms;
+}
+
+/* Copies a reply's string into a value buffer (a longer one cut to fit: it
+ * then equals no value of ours, which are shorter). */
+static void copy_value(char out[RELOCK__VALUE_MAX], const redisReply *r)
+{
+    snprintf(out, RELOCK__VALUE_MAX, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
+}
+
+/* ------------------------------------------------------------------ acquire */
+
+enum acq_pc {
+    A_START = 0,
+    A_SET,      /* SET NX PX sent */
+    A_PTTL,     /* busy: PTTL sent */
+    A_GET,      /* busy without TTL: GET sent */
+    A_SCRIPT,   /* the fenced acquire script sent */
+    A_FLEET,    /* a value without TTL: the fleet's clock asked for */
+    A_TAKE,     /* the takeover script sent */
+    W_WATCH,    /* WATCH sent (in the transaction from here) */
+    W_GET,      /* GET sent */
+    W_PTTL,     /* PTTL sent */
+    W_UNWATCH,  /* not ours to set: UNWATCH sent, ending the transaction */
+    W_MULTI,    /* MULTI sent */
+    W_SET,      /* SET PX queued */
+    W_INCR,     /* INCR of the fence queued */
+    W_EXEC,     /* EXEC sent, ending the transaction */
+    R_GET,      /* the acquire's reply was lost: GET of the key sent */
+    R_FENCE     /* it holds our token: GET of the fence counter sent */
+};
+
+void relock__modern_acq_init(relock__modern_acq *m)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->pttl = -2;
+}
+
+static relock__step acq_won(relock__modern_acq *m, relock_lock *l, long long fence)
+{
+    l->fence = fence;
+    l->valid_until = relock__valid_until(m->start, l->ttl_ms);
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+static relock__step busy(relock__modern_acq *m, long long hint)
+{
+    m->h.hint_ms = clamp_hint(hint);
+    return relock__done(&m->h, RELOCK_BUSY);
+}
+
+/* The fault ended the attempt before anything was written, or in a way
+ * the attempt does not resolve: its error is the outcome. */
+static relock__step acq_fail(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
+{
+    return relock__done(&m->h, relock__fault_fail(l->c, in));
+}
+
+/*
+ * The reply to the acquire (SET, a script, EXEC) was lost: read the key
+ * back on a fresh connection (conn.c closed the one that failed; the
+ * driver opens another): the lock is ours only if it provably holds our
+ * token (tokens are unique).  Then nobody has acquired since, so the fence
+ * counter holds our fence.  The loss's error stays recorded meanwhile.
+ */
+static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
+                             relock__batch *out)
+{
+    relock__fault_fail(l->c, in);
+    m->readback = 1;
+    m->h.pc = R_GET;
+    const char *g[] = {"GET", l->key};
+    return send1(&m->h, out, 0, 2, g);
+}
+
+static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
+                                 relock__batch *out)
+{
+    relock_client *c = l->c;
+    /* An error reply (-LOADING from a restarted server that may have kept
+     * our write) says nothing about the key: as unreadable as a fault. */
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
+        relock__err_clear(&c->err); /* the I/O errors are the lesser news */
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                         "acquire %s: connection lost after the acquire was "
+                                         "sent and the key cannot be read back; the lock may "
+                                         "be held by us until its TTL ends",
+                                         l->name));
+    }
+    const redisReply *r = in->reply[0];
+    int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
+    if (!ours) /* the write never took effect: keep its I/O error */
+        return relock__done(&m->h, c->err.pub.status);
+    if (c->s.fencing) {
+        m->h.pc = R_FENCE;
+        const char *g[] = {"GET", l->fence_key};
+        return send1(&m->h, out, 0, 2, g);
+    }
+    relock__err_clear(&c->err);
+    l->valid_until = relock__valid_until(m->start, l->ttl_ms);
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
+{
+    relock_client *c = l->c;
+    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
+        /* The lock is ours (our token is in the key) but its fence is
+         * unknown: no success (a fence of 0 would undercut every earlier
+         * holder's), and no "nothing happened" either. */
+        relock__err_clear(&c->err);
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                         "acquire %s: connection lost after the acquire was "
+                                         "sent; the key holds our value, but its fence cannot "
+                                         "be read: the lock is held by us until its TTL ends",
+                                         l->name));
+    }
+    const redisReply *r = in->reply[0];
+    relock__err_clear(&c->err);
+    return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
+}
+
+static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out);
+static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock__batch *out);
+
+/*
+ * The key is held by `found` (NULL: nothing was read) with TTL pttl.  A
+ * value with a TTL is waited for.  A timestamp without one is a legacy
+ * holder (design.md §5.3): a dead one is taken over once expired, so a
+ * migrated fleet never waits forever on a leftover; a live one means a
+ * legacy writer is still active.  Which it is needs the fleet's clock
+ * (legacy.clock), asked of the driver for the next step.
+ */
+static relock__step held_by(relock__modern_acq *m, relock_lock *l, const char *found,
+                            long long pttl, relock__batch *out)
+{
+    if (!found || pttl == -2)
+        return busy(m, 0); /* gone since our attempt: try again at once */
+    if (pttl >= 0)
+        return busy(m, pttl);
+    relock__value v;
+    relock__classify(found, strlen(found), &v);
+    int unit = v.kind == RELOCK_VALUE_TIMESTAMP ? relock__ts_unit_guess(v.ts_digits) : -1;
+    if (unit < 0)
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&l->c->err, RELOCK_EFOREIGN,
+                                         "key %s holds \"%.40s\" without a TTL: neither a lock "
+                                         "relock wrote nor a legacy timestamp; never taken over",
+                                         l->key, found));
+    if (found != m->expected)
+        snprintf(m->expected, sizeof m->expected, "%s", found);
+    m->h.pc = A_FLEET;
+    m->h.want_fleet = 1;
+    relock__batch_reset(out);
+    return relock__send(&m->h, out);
+}
+
+/* The fleet's clock is in: the leftover in m->expected is live (busy) or
+ * expired (taken over). */
+static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
+                                   const relock__feed *in, relock__batch *out)
+{
+    relock_client *c = l->c;
+    m->h.want_fleet = 0;
+    if (in->fault)
+        return acq_fail(m, l, in);
+    relock__value v;
+    relock__classify(m->expected, strlen(m->expected), &v);
+    int unit = relock__ts_unit_guess(v.ts_digits);
+    /* The classic rule (an integer holds until the clock passes it); a
+     * fraction, written by a client that compares fractions, until V·u;
+     * a fraction of zero ("1795812032.0", redis-py 2.7's float of a whole
+     * clock's time) as an integer. */
+    relock__stamp stamp;
+    relock__value_stamp(&v, &stamp);
+    long long u = unit ? 1 : 1000;
+    long long end = (v.frac && v.frac_num > 0 ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
+                    c->s.legacy.skew_margin_ms;
+    long long now = in->fleet_ms;
+    /* Live or a dead holder's leftover: a legacy writer's value, a
+     * sighting either way (docs/migration.md, the marker key). */
+    m->h.note_legacy = 1;
+    if (now < end) {
+        l->legacy_holder = 1;
+        return busy(m, end - now);
+    }
+    if (!in->fleet_fresh && c->s.legacy.clock_server) {
+        /* A takeover never rests on the estimate of the server's clock
+         * kept from an earlier measurement (wrong by the step after a step
+         * of the server's clock): judged again on a fresh reading. */
+        m->h.want_fleet = RELOCK__FLEET_FRESH;
+        relock__batch_reset(out);
+        return relock__send(&m->h, out);
+    }
+    m->way = RELOCK__MW_TAKEOVER;
+    if (!has_lua(c)) {
+        m->takeover = 1;
+        return watch_begin(m, l, out);
+    }
+    return send_takeover(m, l, out);
+}
+
+/* The takeover script: sets our token where the key still holds the
+ * expired leftover without a TTL (and raises the fence with fencing). */
+static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock__batch *out)
+{
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    const char *args[] = {l->key, l->fence_key, m->expected, l->value,
+                          key_ttl(out, c, l->ttl_ms), c->s.fencing ? "1" : "0"};
+    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
+    m->h.pc = A_TAKE;
+    return relock__send(&m->h, out);
+}
+
+static relock__step send_acquire_script(relock__modern_acq *m, relock_lock *l,
+                                        relock__batch *out)
+{
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    const char *args[] = {l->key, l->fence_key, l->value, key_ttl(out, c, l->ttl_ms)};
+    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, m->by_eval);
+    m->h.pc = A_SCRIPT;
+    return relock__send(&m->h, out);
+}
+
+/*
+ * Without Lua: set our token where the key holds m->expected (a legacy
+ * leftover, which must still have no TTL) or, not taking over, where it is
+ * absent, with the fence incremented in the same MULTI, under a WATCH of
+ * the key: a write by anyone between our look and EXEC makes EXEC fail
+ * (nil), and then nothing was written and the attempt is busy.  Only a
+ * success increments the fence, as the scripts do.  From WATCH to EXEC on
+ * one connection (the batches are marked in_txn): a new one would run the
+ * rest unwatched.
+ */
+static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out)
+{
+    if (m->way != RELOCK__MW_TAKEOVER)
+        m->way = RELOCK__MW_WATCH;
+    m->h.pc = W_WATCH;
+    const char *w[] = {"WATCH", l->key};
+    return send1(&m->h, out, 1, 2, w);
+}
+
+/* After WATCH, GET (and PTTL): go on to MULTI, or UNWATCH. */
+static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
+{
+    int go = m->takeover ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
+    if (!go) {
+        m->h.pc = W_UNWATCH;
+        const char *u[] = {"UNWATCH"};
+        return send1(&m->h, out, 0, 1, u);
+    }
+    m->h.pc = W_MULTI;
+    const char *mu[] = {"MULTI"};
+    return send1(&m->h, out, 1, 1, mu);
+}
+
+static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
+                               relock__batch *out)
+{
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    /* A fault before EXEC: nothing was written; the transaction's
+     * connection is gone (the driver never replaces it), so the attempt
+     * fails.  A lost EXEC may have run: read back. */
+    if (in->fault)
+        return m->h.pc == W_EXEC && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
+                                                                    : acq_fail(m, l, in);
+    switch (m->h.pc) {
+    case W_WATCH: {
+        st = relock__reply_check(c, r, "s", "WATCH");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = W_GET;
+        const char *g[] = {"GET", l->key};
+        return send1(&m->h, out, 1, 2, g);
+    }
+    case W_GET: {
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->has = r->type == REDIS_REPLY_STRING;
+        copy_value(m->found, r);
+        m->pttl = -2;
+        if (!m->has)
+            return watch_decide(m, out);
+        m->h.pc = W_PTTL;
+        const char *p[] = {"PTTL", l->key};
+        return send1(&m->h, out, 1, 2, p);
+    }
+    case W_PTTL:
+        st = relock__reply_check(c, r, "i", "PTTL");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->pttl = r->integer;
+        return watch_decide(m, out);
+    case W_UNWATCH:
+        /* Any reply ends the WATCH.  Taking over, the leftover changed:
+         * look again; else the key is held: judge the holder, outside the
+         * transaction. */
+        if (m->takeover)
+            return busy(m, 0);
+        return held_by(m, l, m->found, m->pttl, out);
+    case W_MULTI: {
+        st = relock__reply_check(c, r, "s", "MULTI");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = W_SET;
+        relock__batch_reset(out);
+        const char *sx[] = {"SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms)};
+        relock__batch_add(out, 5, sx);
+        out->in_txn = 1;
+        return relock__send(&m->h, out);
+    }
+    case W_SET:
+    case W_INCR:
+        st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (m->h.pc == W_SET && c->s.fencing) {
+            m->h.pc = W_INCR;
+            const char *in2[] = {"INCR", l->fence_key};
+            return send1(&m->h, out, 1, 2, in2);
+        } else {
+            m->h.pc = W_EXEC;
+            const char *e[] = {"EXEC"};
+            return send1(&m->h, out, 0, 1, e);
+        }
+    case W_EXEC:
+        if (r->type == REDIS_REPLY_NIL)
+            return busy(m, 0); /* someone wrote the key meanwhile: look again */
+        if (relock__reply_is(r, c->s.fencing ? "a[si$]" : "a[s$]"))
+            return acq_won(m, l, c->s.fencing ? r->element[1]->integer : 0);
+        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
+        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
+        return relock__done(&m->h, st);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "acquire %s: internal error (step %d)", l->name,
+                                                m->h.pc));
+    }
+}
+
+relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__feed *in,
+                                     relock__batch *out)
+{
+    relock__modern_acq *m = vm;
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    switch (m->h.pc) {
+    case A_START:
+        m->start = in->mono_ms;
+        if (c->s.fencing && !has_lua(c))
+            return watch_begin(m, l, out);
+        if (c->s.fencing) {
+            m->way = RELOCK__MW_SCRIPT;
+            return send_acquire_script(m, l, out);
+        }
+        m->way = RELOCK__MW_PLAIN;
+        m->h.pc = A_SET;
+        relock__batch_reset(out);
+        {
+            /* Without fencing: the plain SET NX PX, the fastest acquire
+             * there is. */
+            const char *argv[] = {"SET", l->key, l->value, "NX", "PX",
+                                  key_ttl(out, c, l->ttl_ms)};
+            relock__batch_add(out, 6, argv);
+        }
+        return relock__send(&m->h, out);
+
+    case A_SET:
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
+        if (r->type == REDIS_REPLY_STATUS)
+            return acq_won(m, l, 0);
+        st = relock__reply_check(c, r, "n", "SET NX PX");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        /* Busy: learn when the holder's lease ends, to sleep until then. */
+        m->h.pc = A_PTTL;
+        {
+            const char *p[] = {"PTTL", l->key};
+            return send1(&m->h, out, 0, 2, p);
+        }
+
+    case A_PTTL:
+        if (in->fault)
+            return acq_fail(m, l, in);
+        st = relock__reply_check(c, r, "i", "PTTL");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->pttl = r->integer;
+        if (m->pttl != -1)
+            return held_by(m, l, "", m->pttl, out);
+        m->h.pc = A_GET;
+        {
+            const char *g[] = {"GET", l->key};
+            return send1(&m->h, out, 0, 2, g);
+        }
+
+    case A_GET:
+        if (in->fault)
+            return acq_fail(m, l, in);
+        m->has = r->type == REDIS_REPLY_STRING;
+        copy_value(m->found, r);
+        return held_by(m, l, m->has ? m->found : NULL, -1, out);
+
+    case A_SCRIPT:
+        /* With fencing: SET NX PX and INCR in one script, which also
+         * returns the holder's PTTL and value when busy (no second round
+         * trip). */
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_acquire_script(m, l, out);
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
+        st = relock__reply_check(c, r, "a[ii]", "acquire script");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (r->element[0]->integer == 1)
+            return acq_won(m, l, r->element[1]->integer);
+        m->has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
+        copy_value(m->found, m->has ? r->element[2] : NULL);
+        m->pttl = r->element[1]->integer;
+        return held_by(m, l, m->has ? m->found : NULL, m->pttl, out);
+
+    case A_FLEET:
+        return judge_leftover(m, l, in, out);
+
+    case A_TAKE:
+        if (relock__script_again(in, 0, &m->by_eval))
+            return send_takeover(m, l, out);
+        if (in->fault)
+            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
+        st = relock__reply_check(c, r, "a[i]", "takeover script");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (r->element[0]->integer == 1)
+            return acq_won(m, l,
+                           r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER
+                               ? r->element[1]->integer
+                               : 0);
+        return busy(m, 0);
+
+    case R_GET:
+        return readback_got(m, l, in, out);
+    case R_FENCE:
+        return readback_fence(m, l, in);
+    default:
+        return watch_step(m, l, in, out);
+    }
+}
+
+/* ------------------------------------------------------------------ release and extend */
+
+enum cx_pc {
+    X_START = 0,
+    X_NATIVE,  /* DELIFEQ / DELEX IFEQ (and the notice) or SET IFEQ sent */
+    X_SCRIPT,  /* the compare-and-X script sent */
+    C_WATCH,   /* WATCH sent (in the transaction from here) */
+    C_GET,     /* GET sent */
+    C_UNWATCH, /* not ours: UNWATCH sent, ending the transaction */
+    C_MULTI,   /* MULTI sent */
+    C_WRITE,   /* DEL or PEXPIRE queued */
+    C_PUBLISH, /* the notice queued */
+    C_EXEC     /* EXEC sent, ending the transaction */
+};
+
+void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->extend = extend;
+    m->ttl_ms = ttl_ms;
+}
+
+static const char *cx_op(const relock__modern_cx *m)
+{
+    return m->extend ? "extend" : "release";
+}
+
+static relock__step cx_ok(relock__modern_cx *m, relock_lock *l)
+{
+    if (m->extend) {
+        l->ttl_ms = m->ttl_ms;
+        l->valid_until = relock__valid_until(m->start, m->ttl_ms);
+    }
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+/* The lock is gone or another's: nothing was written. */
+static relock__step cx_lost(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                            const char *why)
+{
+    int expired = l->valid_until && in->mono_ms >= l->valid_until;
+    return relock__done(&m->h, RELOCK__FAIL(&l->c->err, RELOCK_LOST, "%s %s: lock lost: %s",
+                                            cx_op(m), l->name, expired ? "it expired" : why));
+}
+
+/* The request may have run: the lock's state is unknown. */
+static relock__step cx_ambiguous(relock__modern_cx *m, relock_lock *l)
+{
+    relock_client *c = l->c;
+    relock__err_clear(&c->err); /* the I/O error is the lesser news */
+    return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                            "%s %s: connection lost after the request was "
+                                            "sent; the lock's state is unknown",
+                                            cx_op(m), l->name));
+}
+
+/* A fault on the one write of the native and script ways. */
+static relock__step cx_fault(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
+{
+    if (in->fault == RELOCK__FAULT_LOST)
+        return cx_ambiguous(m, l);
+    return relock__done(&m->h, relock__fault_fail(l->c, in));
+}
+
+static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock__batch *out)
+{
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    if (m->extend) {
+        const char *args[] = {l->key, l->value, key_ttl(out, c, m->ttl_ms)};
+        relock__batch_script(out, c, RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args, m->by_eval);
+    } else {
+        const char *args[] = {l->key, l->value, m->chan};
+        relock__batch_script(out, c, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args, m->by_eval);
+    }
+    m->h.pc = X_SCRIPT;
+    return relock__send(&m->h, out);
+}
+
+static relock__step cx_watch(relock__modern_cx *m, relock_lock *l, relock__batch *out)
+{
+    m->tries++;
+    m->h.pc = C_WATCH;
+    const char *w[] = {"WATCH", l->key};
+    return send1(&m->h, out, 1, 2, w);
+}
+
+static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                             relock__batch *out)
+{
+    relock_client *c = l->c;
+    m->start = in->mono_ms;
+    relock__batch_reset(out);
+    if (m->extend) {
+        /* From its write on, the server may hold the new lease whatever
+         * we hear back: a shorter one shortens our validity now, and it
+         * stays so unless the extend succeeds (cx_ok), even when the
+         * extend fails before it writes. */
+        l->valid_until = relock__valid_min(l->valid_until,
+                                           relock__valid_until(m->start, m->ttl_ms));
+        switch (extend_path(c)) {
+        case CAS_SET_IFEQ: {
+            /* SET IFEQ with the new TTL: OK when it was ours, nil when the
+             * key is absent or holds another value (IFEQ never creates a
+             * key). */
+            m->way = RELOCK__MW_SET_IFEQ;
+            const char *argv[] = {"SET", l->key,  l->value, "IFEQ",
+                                  l->value, "PX", key_ttl(out, c, m->ttl_ms)};
+            relock__batch_add(out, 7, argv);
+            m->h.pc = X_NATIVE;
+            return relock__send(&m->h, out);
+        }
+        case CAS_WATCH:
+            m->way = RELOCK__MW_WATCH;
+            return cx_watch(m, l, out);
+        case CAS_SCRIPT:
+        default:
+            m->way = RELOCK__MW_SCRIPT;
+            return cx_send_script(m, l, out);
+        }
+    }
+    m->notify = relock__notify_channel(l, m->chan, sizeof m->chan);
+    switch (release_path(c)) {
+    case CAD_DELIFEQ:
+    case CAD_DELEX: {
+        /* DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
+         * (the reply does not say which).  The notice rides in the same
+         * round trip; it is sent even when the lock turns out lost, which
+         * at worst wakes waiters for one look. */
+        m->way = release_path(c) == CAD_DELIFEQ ? RELOCK__MW_DELIFEQ : RELOCK__MW_DELEX;
+        const char *delifeq[] = {"DELIFEQ", l->key, l->value};
+        const char *delex[] = {"DELEX", l->key, "IFEQ", l->value};
+        if (m->way == RELOCK__MW_DELIFEQ)
+            relock__batch_add(out, 3, delifeq);
+        else
+            relock__batch_add(out, 4, delex);
+        if (m->notify) {
+            const char *pub[] = {"PUBLISH", m->chan, "1"};
+            relock__batch_add(out, 3, pub);
+        }
+        m->h.pc = X_NATIVE;
+        return relock__send(&m->h, out);
+    }
+    case CAD_WATCH:
+        m->way = RELOCK__MW_WATCH;
+        m->notify = m->notify && m->chan[0];
+        return cx_watch(m, l, out);
+    case CAD_SCRIPT:
+    default:
+        m->way = RELOCK__MW_SCRIPT;
+        return cx_send_script(m, l, out);
+    }
+}
+
+static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
+{
+    relock_client *c = l->c;
+    if (in->nreply == 0)
+        return cx_fault(m, l, in);
+    /* With the notice: the compare-and-delete answered; a lost notice is
+     * no failure. */
+    if (in->fault)
+        relock__err_clear(&c->err);
+    const redisReply *r = in->reply[0];
+    relock_status st;
+    if (m->way == RELOCK__MW_SET_IFEQ) {
+        if (r->type == REDIS_REPLY_STATUS)
+            return cx_ok(m, l);
+        if (r->type == REDIS_REPLY_NIL)
+            return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
+        return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
+    }
+    const char *what = m->way == RELOCK__MW_DELIFEQ ? "DELIFEQ" : "DELEX IFEQ";
+    st = relock__reply_check(c, r, "i", what);
+    if (st != RELOCK_OK)
+        return relock__done(&m->h, st);
+    if (r->integer != 1)
+        return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
+    const redisReply *n = in->nreply > 1 ? in->reply[1] : NULL;
+    l->waiters = n && n->type == REDIS_REPLY_INTEGER ? (int)n->integer : 0;
+    return cx_ok(m, l);
+}
+
+/* A compare-and-X script's result: 1 + waiters told (release) or 1 done;
+ * 0 absent; -1 another value. */
+static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                              relock__batch *out)
+{
+    relock_client *c = l->c;
+    if (relock__script_again(in, 0, &m->by_eval))
+        return cx_send_script(m, l, out);
+    if (in->fault)
+        return cx_fault(m, l, in);
+    const redisReply *r = in->reply[0];
+    relock_status st;
+    st = relock__reply_check(c, r, "i", cx_op(m));
+    if (st != RELOCK_OK)
+        return relock__done(&m->h, st);
+    if (r->integer >= 1) {
+        l->waiters = (int)(r->integer - 1); /* release: waiters told */
+        return cx_ok(m, l);
+    }
+    if (r->integer == 0)
+        return cx_lost(m, l, in, "the key was deleted or expired");
+    return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                            "%s %s: lock lost: taken by another value",
+                                            cx_op(m), l->name));
+}
+
+/*
+ * Without Lua and without a native command: WATCH the key, GET it, and
+ * only if it holds our token, MULTI, the write (DEL and the notice, or
+ * PEXPIRE), EXEC.  A write by anyone between our GET and EXEC makes EXEC
+ * fail and we look again (a few times: our own lock's key is written by
+ * nobody else while it is ours).  From WATCH to EXEC on one connection.
+ */
+static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
+                               relock__batch *out)
+{
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    relock_status st;
+    if (in->fault) {
+        if (m->h.pc == C_EXEC && in->fault == RELOCK__FAULT_LOST)
+            return cx_ambiguous(m, l);
+        st = relock__fault_fail(c, in);
+        if (m->h.pc == C_UNWATCH) /* the lock was lost all the same */
+            return cx_lost(m, l, in,
+                           m->absent ? "the key was deleted or expired" : "taken by another value");
+        return relock__done(&m->h, st);
+    }
+    switch (m->h.pc) {
+    case C_WATCH: {
+        st = relock__reply_check(c, r, "s", "WATCH");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = C_GET;
+        const char *g[] = {"GET", l->key};
+        return send1(&m->h, out, 1, 2, g);
+    }
+    case C_GET: {
+        st = relock__reply_check(c, r, "bn", "GET");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->absent = r->type != REDIS_REPLY_STRING;
+        char found[RELOCK__VALUE_MAX];
+        copy_value(found, r);
+        if (m->absent || strcmp(found, l->value) != 0) {
+            m->h.pc = C_UNWATCH;
+            const char *u[] = {"UNWATCH"};
+            return send1(&m->h, out, 0, 1, u);
+        }
+        m->h.pc = C_MULTI;
+        const char *mu[] = {"MULTI"};
+        return send1(&m->h, out, 1, 1, mu);
+    }
+    case C_UNWATCH:
+        return cx_lost(m, l, in,
+                       m->absent ? "the key was deleted or expired" : "taken by another value");
+    case C_MULTI: {
+        st = relock__reply_check(c, r, "s", "MULTI");
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->h.pc = C_WRITE;
+        if (m->extend) {
+            relock__batch_reset(out);
+            const char *px[] = {"PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms)};
+            relock__batch_add(out, 3, px);
+            out->in_txn = 1;
+            return relock__send(&m->h, out);
+        }
+        const char *del[] = {"DEL", l->key};
+        return send1(&m->h, out, 1, 2, del);
+    }
+    case C_WRITE:
+    case C_PUBLISH: {
+        const char *what = m->h.pc == C_PUBLISH ? "PUBLISH" : m->extend ? "PEXPIRE" : "DEL";
+        st = relock__reply_check(c, r, "s", what);
+        if (st != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (m->h.pc == C_WRITE && !m->extend && m->notify) {
+            m->h.pc = C_PUBLISH;
+            const char *pub[] = {"PUBLISH", m->chan, "1"};
+            return send1(&m->h, out, 1, 3, pub);
+        }
+        m->h.pc = C_EXEC;
+        const char *e[] = {"EXEC"};
+        return send1(&m->h, out, 0, 1, e);
+    }
+    case C_EXEC:
+        if (r->type == REDIS_REPLY_NIL) {
+            if (m->tries < RELOCK__MODERN_WATCH_TRIES)
+                return cx_watch(m, l, out);
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EIO,
+                                                    "%s %s: the key kept changing between WATCH "
+                                                    "and EXEC; not done",
+                                                    cx_op(m), l->name));
+        }
+        if (relock__reply_is(r, "a[i]")) {
+            if (r->element[0]->integer != 1) /* ours at the GET, gone at EXEC */
+                return cx_lost(m, l, in, "it expired");
+            if (m->notify && !m->extend && r->elements > 1 &&
+                r->element[1]->type == REDIS_REPLY_INTEGER)
+                l->waiters = (int)r->element[1]->integer;
+            return cx_ok(m, l);
+        }
+        st = RELOCK__BAD_REPLY(c, "EXEC", r);
+        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
+        return relock__done(&m->h, st);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "%s %s: internal error (step %d)", cx_op(m),
+                                                l->name, m->h.pc));
+    }
+}
+
+relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed *in,
+                                    relock__batch *out)
+{
+    relock__modern_cx *m = vm;
+    switch (m->h.pc) {
+    case X_START:
+        return cx_start(m, l, in, out);
+    case X_NATIVE:
+        return cx_native(m, l, in);
+    case X_SCRIPT:
+        return cx_script(m, l, in, out);
+    default:
+        return cx_watched(m, l, in, out);
+    }
+}
+
+/* The operation core's machines: the driver draws the token. */
+static relock_status modern_acq_init(void *m, relock_lock *l)
+{
+    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
+    if (st != RELOCK_OK)
+        return st;
+    relock__modern_acq_init(m);
+    ((relock__modern_acq *)m)->h.hint_ms = -1;
+    return RELOCK_OK;
+}
+
+static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    (void)l;
+    relock__modern_cx_init(m, extend, ttl_ms);
+    return RELOCK_OK;
+}
+
+const relock__machines relock__modern_machines = {
+    sizeof(relock__modern_acq), modern_acq_init, relock__modern_acq_step,
+    sizeof(relock__modern_cx),  modern_cx_init,  relock__modern_cx_step, NULL,
+};

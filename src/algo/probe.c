@@ -1,0 +1,284 @@
+/*
+ * The server probe (design.md §3.1): learn the version once per connection and
+ * derive the capability set, so no command is ever sent to a server that
+ * lacks it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "caps.h"
+#include "probe.h"
+
+static unsigned caps_for(int major, int minor, int patch)
+{
+    long v = (long)major * 10000 + minor * 100 + patch;
+    unsigned caps = 0;
+    if (v >= 20200)
+        caps |= RELOCK_CAP_WATCH;
+    if (v >= 20600)
+        caps |= RELOCK_CAP_EVAL | RELOCK_CAP_PEXPIRE | RELOCK_CAP_TIME;
+    if (v >= 20612)
+        caps |= RELOCK_CAP_SET_NX_PX;
+    if (v >= 20800)
+        caps |= RELOCK_CAP_SCAN;
+    if (v >= 30000)
+        caps |= RELOCK_CAP_WAIT;
+    if (v >= 50000)
+        caps |= RELOCK_CAP_SCRIPT_TIME_WRITE;
+    if (v >= 70200)
+        caps |= RELOCK_CAP_WAITAOF;
+    return caps;
+}
+
+static void set_version(relock__conn *conn, int major, int minor, int patch)
+{
+    conn->major = major;
+    conn->minor = minor;
+    conn->patch = patch;
+    snprintf(conn->version, sizeof conn->version, "%d.%d.%d", major, minor, patch);
+    conn->caps = caps_for(major, minor, patch);
+}
+
+/* Reads "redis_version:X.Y.Z" from an INFO text; 0 on success. */
+static int parse_info(const char *text, int *major, int *minor, int *patch)
+{
+    const char *p = text;
+    for (int lines = 0; p && *p && lines < 10000; lines++) {
+        if (strncmp(p, "redis_version:", 14) == 0) {
+            if (sscanf(p + 14, "%d.%d.%d", major, minor, patch) == 3)
+                return 0;
+            return -1;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return -1;
+}
+
+/*
+ * A refusal for want of a password (NOAUTH) or of an ACL permission
+ * (NOPERM) says nothing about the server's version: taken for "unknown
+ * command", it would make a 7.x server look like 2.0.  It is a
+ * configuration error.
+ */
+static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ERROR ||
+        (strncmp(r->str, "NOAUTH", 6) != 0 && strncmp(r->str, "NOPERM", 6) != 0))
+        return 0;
+    const relock__server *srv = c->conn.srv;
+    RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str, "%s on " RELOCK__ADDR_FMT " refused: %s%s",
+                     cmd, RELOCK__ADDR(srv), r->str,
+                     r->str[2] == 'A' ? " (set a password in the URL or the configuration)"
+                                      : " (the user needs permission for it)");
+    return 1;
+}
+
+enum probe_pc {
+    P_START = 0,
+    P_INFO,    /* INFO sent */
+    P_TIME,    /* INFO refused: TIME sent */
+    P_SET,     /* TIME known: SET NX PX of a key that expires at once sent */
+    P_UNWATCH, /* TIME unknown: UNWATCH sent */
+    P_DOCS     /* COMMAND DOCS sent */
+};
+
+void relock__probe_init(relock__probe_m *m)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+}
+
+static relock__step send1(relock__probe_m *m, relock__batch *out, int pc, int argc,
+                          const char *const *argv)
+{
+    relock__batch_reset(out);
+    relock__batch_add(out, argc, argv);
+    m->h.pc = pc;
+    return relock__send(&m->h, out);
+}
+
+/* Whether a COMMAND DOCS reply (or part of it) holds the string word,
+ * case-insensitively, at any depth below. */
+static int mentions(const redisReply *r, const char *word, int depth)
+{
+    if (depth > 8)
+        return 0;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        return strcasecmp(r->str, word) == 0;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (mentions(r->element[i], word, depth + 1))
+            return 1;
+    return 0;
+}
+
+/*
+ * What the version cannot tell (design.md §3.3): whether Lua is there at all
+ * (Valkey 9.1 may run without it: EVAL is then an unknown command), and the
+ * native compare-and-set commands.  One COMMAND DOCS (Redis 7.0 and later,
+ * Valkey) answers both: it leaves out commands the server does not have,
+ * and SET's documented arguments name its IFEQ condition where it exists.
+ * A read-only command without keys: harmless on a replica and in a
+ * Cluster.  A refusal (COMMAND DOCS before 7.0, an ACL without COMMAND)
+ * leaves what the version said: Lua present, no native commands, the path
+ * of every earlier server.  Servers before 2.8.13 have no COMMAND at all
+ * and are not asked.
+ */
+static relock__step natives(relock__probe_m *m, relock_client *c, relock__batch *out)
+{
+    relock__conn *conn = &c->conn;
+    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
+    if (v < 20813)
+        return relock__done(&m->h, RELOCK_OK);
+    const char *d[] = {"COMMAND", "DOCS", "SET", "EVAL", "DELIFEQ", "DELEX"};
+    return send1(m, out, P_DOCS, 6, d);
+}
+
+static void natives_read(relock__conn *conn, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+        return;
+    int eval = 0;
+    /* name, docs, name, docs, ... */
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *name = r->element[i];
+        if (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_STATUS)
+            continue;
+        if (strcasecmp(name->str, "eval") == 0)
+            eval = 1;
+        else if (strcasecmp(name->str, "delifeq") == 0)
+            conn->caps |= RELOCK__CAP_DELIFEQ;
+        else if (strcasecmp(name->str, "delex") == 0)
+            conn->caps |= RELOCK__CAP_DELEX;
+        else if (strcasecmp(name->str, "set") == 0 && mentions(r->element[i + 1], "IFEQ", 0) &&
+                 (conn->caps & RELOCK_CAP_SET_NX_PX))
+            conn->caps |= RELOCK__CAP_SET_IFEQ;
+    }
+    if (!eval)
+        conn->caps &= ~(unsigned)(RELOCK_CAP_EVAL | RELOCK_CAP_SCRIPT_TIME_WRITE);
+}
+
+/* Whether an error reply says the server lacks the command (or, with
+ * syntax, the form tried): only that is evidence about the version.  Any
+ * other error (-LOADING while a restarted server reads its data, -BUSY,
+ * -MASTERDOWN) says nothing about it, and fails the probe (RELOCK_EPROTO)
+ * rather than make a 2.2 server look like 2.0. */
+static int lacks(const redisReply *r, int syntax)
+{
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(r->str, "ERR unknown command", 19) == 0)
+        return 1;
+    return syntax && (strncmp(r->str, "ERR wrong number of arguments", 29) == 0 ||
+                      strncmp(r->str, "ERR syntax error", 16) == 0);
+}
+
+relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in,
+                                relock__batch *out)
+{
+    relock__probe_m *m = vm;
+    relock_client *c = l->c;
+    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
+    if (m->h.pc == P_START) {
+        /* Plain INFO: 2.0 knows no sections. */
+        const char *i[] = {"INFO"};
+        return send1(m, out, P_INFO, 1, i);
+    }
+    if (in->fault)
+        return relock__done(&m->h, relock__fault_fail(c, in));
+    switch (m->h.pc) {
+    case P_INFO: {
+        int major, minor, patch;
+        if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0) {
+            set_version(&c->conn, major, minor, patch);
+            return natives(m, c, out);
+        }
+        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)
+            return relock__done(&m->h, refused_by_acl(c, "INFO", r) ? c->err.pub.status
+                                                                    : RELOCK_EPROTO);
+        if (r->type != REDIS_REPLY_ERROR)
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO (no redis_version line)", r));
+        if (!lacks(r, 0)) /* -LOADING and the like: try later */
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "INFO", r));
+        /* Without INFO (renamed by the operator, say): tell the version
+         * apart by which commands are refused.  Only harmless commands
+         * are tried. */
+        const char *t[] = {"TIME"};
+        return send1(m, out, P_TIME, 1, t);
+    }
+    case P_TIME:
+        if (refused_by_acl(c, "TIME", r))
+            return relock__done(&m->h, c->err.pub.status);
+        if (r->type != REDIS_REPLY_ARRAY && !lacks(r, 0))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "TIME (probe)", r));
+        if (r->type == REDIS_REPLY_ARRAY) {
+            /* SET with options on a key of our own namespace that expires
+             * at once. */
+            const char *s[] = {"SET", "relock:{probe}", "1", "NX", "PX", "1"};
+            return send1(m, out, P_SET, 6, s);
+        } else {
+            const char *u[] = {"UNWATCH"};
+            return send1(m, out, P_UNWATCH, 1, u);
+        }
+    case P_SET:
+        if (r->type == REDIS_REPLY_ERROR && !lacks(r, 1))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET NX PX (probe)", r));
+        set_version(&c->conn, 2, 6, r->type != REDIS_REPLY_ERROR ? 12 : 0);
+        return natives(m, c, out);
+    case P_UNWATCH:
+        if (refused_by_acl(c, "UNWATCH", r))
+            return relock__done(&m->h, c->err.pub.status);
+        if (r->type != REDIS_REPLY_STATUS && !lacks(r, 0))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "UNWATCH (probe)", r));
+        set_version(&c->conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
+        return natives(m, c, out);
+    case P_DOCS:
+        /* A "not now" error tells nothing of the commands: the version's
+         * guess (EVAL from 2.6) must not stand for the server's answer, on
+         * a server without Lua say.  Any other error (an older COMMAND
+         * without DOCS, an ACL refusal) leaves the version's guess. */
+        if (r->type == REDIS_REPLY_ERROR && relock__reply_transient(r->str))
+            return relock__done(&m->h, RELOCK__BAD_REPLY(c, "COMMAND DOCS (probe)", r));
+        natives_read(&c->conn, r);
+        return relock__done(&m->h, RELOCK_OK);
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "probe: internal error (step %d)", m->h.pc));
+    }
+}
+
+const char *relock_cap_name(unsigned bit)
+{
+    switch (bit) {
+    case RELOCK_CAP_WATCH:
+        return "watch";
+    case RELOCK_CAP_EVAL:
+        return "eval";
+    case RELOCK_CAP_PEXPIRE:
+        return "pexpire";
+    case RELOCK_CAP_TIME:
+        return "time";
+    case RELOCK_CAP_SET_NX_PX:
+        return "set-nx-px";
+    case RELOCK_CAP_SCAN:
+        return "scan";
+    case RELOCK_CAP_SCRIPT_TIME_WRITE:
+        return "script-time-write";
+    case RELOCK__CAP_SET_IFEQ:
+        return "set-ifeq";
+    case RELOCK__CAP_DELIFEQ:
+        return "delifeq";
+    case RELOCK__CAP_DELEX:
+        return "delex";
+    case RELOCK_CAP_WAIT:
+        return "wait";
+    case RELOCK_CAP_WAITAOF:
+        return "waitaof";
+    }
+    return NULL;
+}

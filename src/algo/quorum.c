@@ -1,0 +1,524 @@
+/*
+ * Quorum locks over independent masters (design.md §9.1, the Redlock scheme),
+ * used whenever `servers` lists more than one.
+ *
+ * Every request goes to all servers at once, each server with a short
+ * timeout of its own, so one slow or dead server costs its timeout once,
+ * not once per server.  A request is decided as soon as a majority has
+ * done what it asked (every server has been sent it by then), or so many
+ * said no that no majority can say yes: one slow or paused server does not
+ * slow a quorum that does not need it.  Values are modern tokens (unique),
+ * so ownership needs no timestamps.
+ *
+ * Acquire wins on a majority within the validity time.  The fencing token
+ * is the largest counter of that majority, and before success is declared
+ * the majority's counters are raised to it: any later majority shares a
+ * server with this one, whose counter is then at least our token, so the
+ * next holder's token is larger.
+ *
+ * The decisions are a fan machine (engine/fan.h, quorum.h): it is fed each
+ * server's reply as it comes and decides each round.  The connections,
+ * the replies owed to earlier rounds and the poll loop are the fan
+ * driver's (engine/fandrive.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "quorum.h"
+
+/* Machine states: the round whose replies are awaited. */
+enum { Q_START = 0, Q_CARRY, Q_ACQ, Q_RAISE, Q_ACQ_DEL, Q_REL, Q_EXT, Q_EXT_DEL };
+
+static int majority(const relock_client *c)
+{
+    return c->s.nservers / 2 + 1;
+}
+
+static unsigned all_servers(const relock_client *c)
+{
+    return (1u << c->s.nservers) - 1;
+}
+
+static int popcount(unsigned v)
+{
+    int n = 0;
+    for (; v; v &= v - 1)
+        n++;
+    return n;
+}
+
+long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms)
+{
+    /* Short against the lease (design.md §9.1), so a dead server cannot eat
+     * the validity. */
+    long long t = ttl_ms / 10 > 10 ? ttl_ms / 10 : 10;
+    return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;
+}
+
+/* What a server that ran the round's script answers: an integer, or
+ * (acquire) an array of two integers.  Errors and anything else are not
+ * answers. */
+static const char *shape_of(int pc)
+{
+    return pc == Q_ACQ ? "a[ii]" : "i";
+}
+
+/* Whether an answer did what the round asked. */
+static int said_yes(int pc, long long v0)
+{
+    switch (pc) {
+    case Q_ACQ:
+    case Q_EXT:
+        return v0 == 1; /* won; extended */
+    case Q_ACQ_DEL:
+    case Q_REL:
+    case Q_EXT_DEL:
+        return v0 >= 1; /* deleted (1 + waiters told) */
+    default:
+        return 1; /* raised, carried: any integer */
+    }
+}
+
+/* Notes the first error of a round. */
+static void note(relock__qround *r, const char *text)
+{
+    if (!r->error[0])
+        snprintf(r->error, sizeof r->error, "%s", text);
+}
+
+static void note_server(relock__qround *r, const relock__server *srv, const char *text)
+{
+    if (!r->error[0])
+        snprintf(r->error, sizeof r->error, "%.255s:%d: %.150s", srv->host, srv->port, text);
+}
+
+/* Starts a round: script id with m->args to the servers in mask, decided
+ * once `need` said yes. */
+static relock__step round_begin(relock__quorum_m *m, relock_client *c, int pc, unsigned mask,
+                                int id, int nkeys, int nargs, int need, relock__fanout *out)
+{
+    m->h.pc = pc;
+    memset(&m->r, 0, sizeof m->r);
+    m->r.asked = mask;
+    m->r.need = need;
+    m->id = id;
+    m->nkeys = nkeys;
+    m->nargs = nargs;
+    out->mask = mask;
+    out->round = 1;
+    out->timeout_ms = m->tmo;
+    out->after = 0;
+    for (int i = 0; i < c->s.nservers; i++) {
+        relock__batch_reset(&out->b[i]);
+        if ((mask >> i) & 1u)
+            relock__batch_script(&out->b[i], c, id, nkeys, nargs, m->args, 0);
+    }
+    return RELOCK__STEP_SEND;
+}
+
+/* Takes a feed of the round under way.  Returns 1 when the round is
+ * decided, 2 when *out holds requests to send again (by EVAL), 0 to wait. */
+static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfeed *in,
+                      relock__fanout *out)
+{
+    relock__qround *r = &m->r;
+    int first = !r->started;
+    if (first) {
+        r->started = 1;
+        r->live = in->reached & r->asked;
+        r->reached = popcount(r->live);
+        r->start = in->mono_ms;
+        r->deadline = in->mono_ms + (uint64_t)m->tmo;
+    }
+    unsigned again = 0;
+    for (int i = 0; i < c->s.nservers; i++) {
+        unsigned bit = 1u << i;
+        if (!(in->from & bit))
+            continue;
+        const relock__feed *s = &in->srv[i];
+        if (s->fault != RELOCK__FAULT_NONE) {
+            if (s->fault_status == RELOCK_ECONFIG) {
+                r->config = 1;
+                note(r, s->fault_text ? s->fault_text : "AUTH/SELECT refused");
+                if (first)
+                    continue; /* met on an earlier use: it was connected afresh */
+            }
+            if ((r->live & bit) && s->fault == RELOCK__FAULT_LOST &&
+                s->fault_status != RELOCK_ECONFIG)
+                r->unsure |= bit; /* its request was written: it may have run */
+            r->live &= ~bit; /* dropped: its state is unknown */
+            continue;
+        }
+        if (!(r->live & bit))
+            continue; /* nothing asked of it */
+        if (relock__script_again(s, 0, &r->by_eval[i])) {
+            /* Its script cache was emptied (SCRIPT FLUSH) since it was
+             * connected: send the text, at once and to it alone. */
+            relock__batch_reset(&out->b[i]);
+            relock__batch_script(&out->b[i], c, m->id, m->nkeys, m->nargs, m->args, 1);
+            again |= bit;
+            continue;
+        }
+        r->live &= ~bit;
+        const redisReply *rep = s->nreply > 0 ? s->reply[0] : NULL;
+        if (relock__reply_is(rep, shape_of(m->h.pc))) {
+            r->answered++;
+            r->answers |= bit;
+            r->v0[i] = rep->type == REDIS_REPLY_ARRAY ? rep->element[0]->integer : rep->integer;
+            r->v1[i] = rep->type == REDIS_REPLY_ARRAY ? rep->element[1]->integer : 0;
+            if (said_yes(m->h.pc, r->v0[i])) {
+                r->yes |= bit;
+                r->good++;
+            }
+        } else {
+            int err = rep && rep->type == REDIS_REPLY_ERROR && rep->str;
+            note_server(r, &c->s.servers[i], err ? rep->str : "a reply of the wrong type");
+            /* A server without Lua (Valkey 9.1 can run so): the quorum's
+             * scripts have no fallback there. */
+            if (err && strncmp(rep->str, "ERR unknown command 'EVAL", 25) == 0)
+                r->nolua = 1;
+        }
+    }
+    int asked = popcount(r->asked);
+    /* A delete round (a release, or the clean-up of a failed acquire or
+     * of an extend found lost) is not decided while one of its deletes is
+     * not wholly written (a new connection still connecting): the driver
+     * would drop it unsent, and our token could stay there for the lease,
+     * however many other servers deleted theirs.  Its deadline still
+     * bounds it. */
+    int unwritten = (m->h.pc == Q_REL || m->h.pc == Q_ACQ_DEL || m->h.pc == Q_EXT_DEL) &&
+                    (r->live & ~in->written) != 0;
+    /* Decided: enough said yes, or so many said no that the rest cannot
+     * make up `need` (a dead or silent server decides nothing: its reply,
+     * or its timeout, is waited for). */
+    if (r->live == 0 || in->mono_ms >= r->deadline ||
+        (!unwritten && (r->good >= r->need || r->answered - r->good > asked - r->need))) {
+        /* Late or not, a server whose request was written may run it:
+         * it owes its reply, and a failed acquire's clean-up goes to it
+         * (behind that request, on its connection). */
+        r->owing = r->live & in->written;
+        return 1;
+    }
+    if (again) {
+        out->mask = again;
+        out->round = 0;
+        return 2;
+    }
+    return 0;
+}
+
+/* Whether so many servers said no (held by another, not ours) that no
+ * majority can say yes, whatever the others would have answered. */
+static int refused(const relock_client *c, int said_no)
+{
+    return c->s.nservers - said_no < majority(c);
+}
+
+/* Too few servers answered to decide: st, or RELOCK_ECONFIG when a server
+ * refused AUTH or SELECT; the first server error is part of the message. */
+static relock_status undecided(relock_client *c, relock_status st, const char *what,
+                               const relock_lock *l, const relock__qround *f,
+                               const char *consequence)
+{
+    if (f->config)
+        return RELOCK__FAIL(&c->err, RELOCK_ECONFIG, "%s %s: %s", what, l->name, f->error);
+    if (f->nolua)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "%s %s: a server runs without Lua, and locking over several "
+                            "servers needs scripts on every one (%s)",
+                            what, l->name, f->error);
+    int reachable = f->reached < majority(c);
+    return RELOCK__FAIL(&c->err, st, "%s %s: only %d of %d servers %s; %s%s%s", what, l->name,
+                        reachable ? f->reached : f->answered, c->s.nservers,
+                        reachable ? "reachable" : "answered", consequence,
+                        f->error[0] ? "; first error: " : "", f->error);
+}
+
+/* Compare-and-delete of our value on the servers in mask; where it
+ * deletes, it announces a release to waiters when announce is set. */
+static relock__step delete_round(relock__quorum_m *m, relock_lock *l, int pc, unsigned mask,
+                                 int need, int announce, relock__fanout *out)
+{
+    m->chan[0] = '\0'; /* '': the script publishes nothing */
+    if (announce)
+        relock__notify_channel(l, m->chan, sizeof m->chan);
+    m->args[0] = l->key;
+    m->args[1] = l->value;
+    m->args[2] = m->chan;
+    return round_begin(m, l->c, pc, mask, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, need, out);
+}
+
+static relock__step acquire_round(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
+{
+    snprintf(m->num, sizeof m->num, "%lld", l->ttl_ms);
+    m->args[0] = l->key;
+    m->args[1] = l->fence_key;
+    m->args[2] = l->value;
+    m->args[3] = m->num;
+    return round_begin(m, l->c, Q_ACQ, all_servers(l->c), RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4,
+                       majority(l->c), out);
+}
+
+static relock__step won(relock__quorum_m *m, relock_lock *l)
+{
+    l->fence = m->fence;
+    l->valid_until = m->valid_until;
+    l->acquired = 1;
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+/* The acquire has no majority in time: leave no partial hold behind,
+ * wherever our token may be: where we won, where the request was written
+ * and no reply came (in time or not: a round decided by its deadline
+ * leaves the late servers running the acquire all the same), and where the
+ * connection failed after the request was written.  The delete follows
+ * the acquire on each connection still open, so it applies after it
+ * (out->after, late or not); a failed connection's server is sent it on a new one,
+ * where the old one's request has run or never will (the server has
+ * closed it, or it went with the connection's failure). */
+static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
+{
+    unsigned maybe = m->won | m->first.owing | m->first.unsure;
+    if (maybe) {
+        /* The delete announces a release only when the attempt won a
+         * majority (too slowly, or its counters could not be raised):
+         * then others found the lock held, and it is free now.  Short of
+         * a majority nobody held anything that the delete frees, and a
+         * notice would wake every waiter for nothing, this one first (it
+         * listens on one of the servers, maybe one it won): it would try
+         * again at once, undo, and wake itself again, at network speed,
+         * for as long as a holder keeps the lock on part of the servers.
+         * Contenders that split the servers between them (each short of
+         * a majority) so each undo in silence and sleep their own
+         * jittered backoff (at most wait.backoff_max_ms, shorter when a
+         * holder's end is known), which also keeps them from meeting
+         * again in lockstep; a notice from each undo would instead wake
+         * the others at once, and two such waiters behind a holder on a
+         * majority would wake each other without end.  A late server
+         * that took our token (the round did not wait for it) is cleaned
+         * up in silence too: a waiter it refused meanwhile finds the lock
+         * free within one backoff. */
+        relock__step s =
+            delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
+        out->after = maybe;
+        return s;
+    }
+    return RELOCK__STEP_DONE; /* the caller ends it (acquire_end) */
+}
+
+static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
+{
+    relock_client *c = l->c;
+    const relock__qround *f = &m->first;
+    if (refused(c, f->answered - m->nwon) || (m->nwon >= majority(c) && !m->raise_failed) ||
+        (f->answered >= majority(c) && !m->raise_failed)) {
+        /* Held elsewhere, or won too slowly, or a majority answered and
+         * some of it said held (a holder, or a release half-way, while
+         * another server is silent): wait and try again.  Only fewer
+         * answers than a majority is an error.  No TTL known (all holders
+         * without one): the backoff decides. */
+        m->h.hint_ms = m->shortest >= 0
+                           ? (m->shortest > 0x7fffffffLL ? 0x7fffffffL : (long)m->shortest)
+                           : -1;
+        /* A release may be half-way through the servers: some said yes
+         * while too few said held to refuse (a server was silent), or a
+         * release notice came just before this attempt (from one server;
+         * the releasing client reaches the others a moment later, and a
+         * round decided by a majority of "held" does not wait for the
+         * server that announced).  Look again after a server's timeout
+         * rather than a whole backoff: once per notice, so a waiter that
+         * another waiter beat to the lock costs one attempt more.
+         * Without a notice, a majority that says held is a holder, and
+         * the backoff stands. */
+        if (((m->nwon > 0 && m->nwon < majority(c) && !refused(c, f->answered - m->nwon)) ||
+             l->after_notice) &&
+            (m->h.hint_ms < 0 || m->tmo < m->h.hint_ms))
+            m->h.hint_ms = (long)m->tmo;
+        return relock__done(&m->h, RELOCK_BUSY);
+    }
+    if (m->raise_failed)
+        return relock__done(
+            &m->h, RELOCK__FAIL(&c->err, RELOCK_EIO,
+                                "acquire %s: won on %d of %d servers, but could not raise "
+                                "their fence counters%s%s",
+                                l->name, m->nwon, c->s.nservers,
+                                f->error[0] ? "; first error: " : "", f->error));
+    char need[64];
+    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
+    return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, need));
+}
+
+void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
+{
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->op = op;
+    m->ttl_ms = ttl_ms;
+    m->lowest = m->shortest = -1;
+}
+
+relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed *in,
+                                 relock__fanout *out)
+{
+    relock__quorum_m *m = vm;
+    relock_client *c = l->c;
+    if (m->h.pc == Q_START) {
+        switch (m->op) {
+        case RELOCK__Q_ACQUIRE:
+            m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
+            if (relock__fence_key_before(l->key, m->before, sizeof m->before) == 1) {
+                /* A whole-tag key: carry its earlier counter over first
+                 * (keys.c).  Best effort: a server it does not reach
+                 * keeps the lower counter until a later acquisition
+                 * carries it over there. */
+                m->args[0] = l->fence_key;
+                m->args[1] = m->before;
+                return round_begin(m, c, Q_CARRY, all_servers(c), RELOCK__SCRIPT_FENCE_CARRY, 2,
+                                   2, c->s.nservers, out);
+            }
+            return acquire_round(m, l, out);
+        case RELOCK__Q_RELEASE:
+            m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
+            return delete_round(m, l, Q_REL, all_servers(c), majority(c), 1, out);
+        default:
+            /* The servers may hold the new lease from now on whatever we
+             * hear back: a shorter one shortens our validity now, and it
+             * stays so unless a majority extends in time. */
+            l->valid_until = relock__valid_min(l->valid_until,
+                                               relock__valid_until(in->mono_ms, m->ttl_ms));
+            m->tmo = relock__quorum_server_timeout(c, m->ttl_ms);
+            snprintf(m->num, sizeof m->num, "%lld", m->ttl_ms);
+            m->args[0] = l->key;
+            m->args[1] = l->value;
+            m->args[2] = m->num;
+            return round_begin(m, c, Q_EXT, all_servers(c), RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3,
+                               majority(c), out);
+        }
+    }
+    int d = round_feed(m, c, in, out);
+    if (d == 0)
+        return RELOCK__STEP_WAIT;
+    if (d == 2)
+        return RELOCK__STEP_SEND;
+    relock__qround *r = &m->r;
+    uint64_t now = in->mono_ms;
+    relock__step s;
+    switch (m->h.pc) {
+    case Q_CARRY:
+        return acquire_round(m, l, out);
+    case Q_ACQ:
+        m->first = *r;
+        for (int i = 0; i < c->s.nservers; i++) {
+            unsigned bit = 1u << i;
+            if (r->yes & bit) { /* {1, our counter} */
+                m->won |= bit;
+                m->nwon++;
+                if (r->v1[i] > m->fence)
+                    m->fence = r->v1[i];
+                if (m->lowest < 0 || r->v1[i] < m->lowest)
+                    m->lowest = r->v1[i];
+            } else if ((r->answers & bit) && r->v1[i] >= 0 &&
+                       (m->shortest < 0 || r->v1[i] < m->shortest)) {
+                m->shortest = r->v1[i]; /* {0, the holder's PTTL} */
+            }
+        }
+        m->valid_until = relock__valid_until(r->start, l->ttl_ms);
+        if (m->nwon >= majority(c) && now < m->valid_until && m->lowest == m->fence)
+            return won(m, l); /* the counters agree: nothing to raise */
+        if (m->nwon >= majority(c) && now < m->valid_until) {
+            /* Raise the majority's counters to the token before claiming it. */
+            snprintf(m->num, sizeof m->num, "%lld", m->fence);
+            m->args[0] = l->fence_key;
+            m->args[1] = m->num;
+            return round_begin(m, c, Q_RAISE, m->won, RELOCK__SCRIPT_FENCE_RAISE, 1, 2,
+                               majority(c), out);
+        }
+        break;
+    case Q_RAISE:
+        if (r->good >= majority(c) && now < m->valid_until)
+            return won(m, l);
+        m->raise_failed = r->good < majority(c);
+        if (m->raise_failed && !m->first.error[0])
+            memcpy(m->first.error, r->error, sizeof r->error);
+        break;
+    case Q_ACQ_DEL:
+        return acquire_end(m, l);
+    case Q_REL:
+        if (r->good >= majority(c))
+            return relock__done(&m->h, RELOCK_OK);
+        if (refused(c, r->answered - r->good))
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                                    "release %s: lock lost: held on only %d "
+                                                    "of %d servers",
+                                                    l->name, r->good, c->s.nservers));
+        return relock__done(&m->h, undecided(c, RELOCK_EAMBIGUOUS, "release", l, r,
+                                             "the lock's state is unknown"));
+    case Q_EXT: {
+        uint64_t valid_until = relock__valid_until(r->start, m->ttl_ms);
+        if (r->good >= majority(c) && now < valid_until) {
+            l->ttl_ms = m->ttl_ms;
+            l->valid_until = valid_until;
+            return relock__done(&m->h, RELOCK_OK);
+        }
+        if (r->good >= majority(c) || refused(c, r->answered - r->good)) {
+            /* Lost: the handle will not be released, so our value goes
+             * now from the servers that did extend it, rather than block
+             * others for a whole ttl (our token is unique: nobody else's
+             * is hit). */
+            m->first = *r;
+            m->tmo = relock__quorum_server_timeout(c, l->ttl_ms); /* the lease held */
+            s = delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), 1, out);
+            /* A server still owing the extend's reply is not left alone
+             * for being late: the delete goes behind the extend there. */
+            out->after = m->first.owing;
+            return s;
+        }
+        char need[64];
+        snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
+        return relock__done(&m->h, undecided(c, RELOCK_EIO, "extend", l, r, need));
+    }
+    case Q_EXT_DEL:
+        relock__err_clear(&c->err);
+        if (m->first.good >= majority(c))
+            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                                    "extend %s: lock lost: extending took "
+                                                    "longer than the %lld ms asked",
+                                                    l->name, m->ttl_ms));
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_LOST,
+                                                "extend %s: lock lost: held on only %d of %d "
+                                                "servers",
+                                                l->name, m->first.good, c->s.nservers));
+    default:
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "lock %s: internal error: quorum state %d",
+                                                l->name, m->h.pc));
+    }
+    /* Q_ACQ or Q_RAISE without the lock. */
+    s = acquire_failed(m, l, out);
+    if (s == RELOCK__STEP_DONE)
+        return acquire_end(m, l);
+    return s;
+}
+
+/* The operation core's machines: one fan machine for every operation. */
+static relock_status quorum_acq_init(void *m, relock_lock *l)
+{
+    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
+    if (st != RELOCK_OK)
+        return st;
+    relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
+    return RELOCK_OK;
+}
+
+static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
+{
+    relock__quorum_init(m, extend ? RELOCK__Q_EXTEND : RELOCK__Q_RELEASE,
+                        extend ? ttl_ms : l->ttl_ms);
+    return RELOCK_OK;
+}
+
+const relock__machines relock__quorum_machines = {
+    sizeof(relock__quorum_m), quorum_acq_init, NULL,
+    sizeof(relock__quorum_m), quorum_upd_init, NULL,
+    relock__quorum_step,
+};

@@ -1,0 +1,266 @@
+/*
+ * The operator's calls: relock_break() and relock_break_fenced() (the
+ * delete of a stuck lock), relock_inspect() (one look at a lock) and
+ * relock_client_server() (what the probe learnt of the server).  Each
+ * makes the connection ready and runs its machine (src/algo/break.c,
+ * inspect.c, probe.c) through the blocking driver, so that the machine
+ * files hold no I/O.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "break.h"
+#include "inspect.h"
+#include "routing.h"
+
+/* The opaque relock_server_info of relock.h: a copy, so that it outlives
+ * the client and a reconnect. */
+struct relock_server_info {
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
+    int port;
+    char host[]; /* NUL-terminated, at its length */
+};
+
+static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
+                                  long long if_fence, char *key, size_t keylen);
+static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info);
+
+/* The lock name's rules (relock__check_name), and break's own. */
+static relock_status check_args(relock_client *c, const char *name, const char *if_value)
+{
+    relock_status st = relock__check_name(c, name);
+    if (st != RELOCK_OK)
+        return st;
+    if (if_value && (!*if_value || strlen(if_value) > RELOCK__BREAK_VALUE_MAX))
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "break %s: the value is empty or longer "
+                            "than %d bytes", name, RELOCK__BREAK_VALUE_MAX);
+    return RELOCK_OK;
+}
+
+relock_status relock_break(relock_client *c, const char *name, const char *if_value)
+{
+    return relock_break_fenced(c, name, if_value, 0);
+}
+
+relock_status relock_break_fenced(relock_client *c, const char *name, const char *if_value,
+                                  long long if_fence)
+{
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1] = "";
+    relock_status st = break_fenced(c, name, if_value, if_fence, key, sizeof key);
+    if (st == RELOCK_EFOREIGN && key[0]) {
+        char what[RELOCK__NAME_MAX + 8];
+        snprintf(what, sizeof what, "break %s", name);
+        st = relock__foreign_type(c, what, key);
+    }
+    return st;
+}
+
+static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
+                                  long long if_fence, char *key, size_t keylen)
+{
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    relock_status st = check_args(c, name, if_value);
+    if (st != RELOCK_OK)
+        return st;
+    if (if_fence < 0 || (if_fence > 0 && !if_value))
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
+                            "break %s: a fence to compare needs the value too, and is above 0",
+                            name);
+    if (c->s.nservers > 1)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "break %s: not with several servers; break it on each server "
+                            "with its own URL (quorum values always expire with their TTL)",
+                            name);
+    char lkey[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char fence_key[RELOCK__KEY_MAX], breaks_key[RELOCK__KEY_MAX];
+    char chan[RELOCK__KEY_MAX], okey[RELOCK__KEY_MAX];
+    snprintf(lkey, sizeof lkey, "%s%s", c->s.key_prefix, name);
+    snprintf(key, keylen, "%s", lkey);
+    if (relock__fence_key(lkey, fence_key, sizeof fence_key) != 0 ||
+        relock__breaks_key(lkey, breaks_key, sizeof breaks_key) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
+    if (relock__owner_key(lkey, okey, sizeof okey) != 0)
+        okey[0] = '\0';
+    /* A handle naming the key, for the machine and for
+     * relock__notify_channel(), which read the key and the client from
+     * one. */
+    relock_lock tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.c = c;
+    tmp.name = (char *)name;
+    tmp.key = lkey;
+    tmp.fence_key = fence_key;
+    relock__notify_channel(&tmp, chan, sizeof chan);
+
+    /* The machine chooses its way by the server's capabilities. */
+    st = relock__conn_ensure(c);
+    if (st != RELOCK_OK)
+        return st;
+    relock__break_m m;
+    relock__break_init(&m, if_value, if_fence, breaks_key, chan, okey);
+    st = relock__drive(&tmp, relock__break_step, &m);
+    relock__break_free(&m);
+    return st;
+}
+
+relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no place for the result");
+    if (!name || !*name)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
+    relock_inspect_info *info = calloc(1, sizeof *info);
+    if (!info)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
+    info->waiters = -1;
+    relock_status st = inspect(c, name, info);
+    if (st != RELOCK_OK) {
+        relock_inspect_info_free(info);
+        return st;
+    }
+    *out = info;
+    return RELOCK_OK;
+}
+
+/* The waiters of a lock are the subscribers of its release channel
+ * (wait.c), counted by PUBSUB NUMSUB (2.8): on the node the key lives on,
+ * which is where releases are published.  -1 when the server cannot say
+ * or the count failed; a look, so a failure is not the call's. */
+static long long count_waiters(relock_client *c, const char *key)
+{
+    if (!(c->conn.caps & RELOCK_CAP_SCAN))
+        return -1;
+    char chan[RELOCK__KEY_MAX];
+    int n = snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, key);
+    if (n < 0 || (size_t)n >= sizeof chan)
+        return -1;
+    relock__err saved = c->err;
+    const char *argv[] = {"PUBSUB", "NUMSUB", chan};
+    redisReply *r = relock__command(c, NULL, 3, argv, NULL);
+    long long w = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        w = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    c->err = saved;
+    return w;
+}
+
+static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info)
+{
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char fkey[RELOCK__KEY_MAX];
+    char okey[RELOCK__KEY_MAX];
+    snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
+    relock__fence_key(key, fkey, sizeof fkey);
+    if (relock__owner_key(key, okey, sizeof okey) != 0)
+        okey[0] = '\0';
+    relock_status st = relock__cluster_route(c, key);
+    if (st != RELOCK_OK)
+        return st;
+    /* Connected now: the machine asks for PTTL or TTL by the server's
+     * capabilities. */
+    st = relock__conn_ready(c);
+    if (st != RELOCK_OK)
+        return st;
+    relock_lock tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.c = c;
+    tmp.name = (char *)name;
+    tmp.key = key;
+    tmp.fence_key = fkey;
+    relock__inspect_m m;
+    relock__inspect_init(&m, okey, info);
+    st = relock__drive(&tmp, relock__inspect_step, &m);
+    if (st == RELOCK_EFOREIGN) {
+        char what[RELOCK__NAME_MAX + 16];
+        snprintf(what, sizeof what, "lock %s", name);
+        return relock__foreign_type(c, what, key);
+    }
+    if (st != RELOCK_OK)
+        return st;
+    if (!(info->key = strdup(key)))
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
+    info->waiters = count_waiters(c, key);
+    return RELOCK_OK;
+}
+
+relock_status relock_client_server(relock_client *c, relock_server_info **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "server info: nowhere to put the result");
+    relock_status st = relock__conn_ensure(c);
+    if (st != RELOCK_OK)
+        return st;
+    const char *host = c->conn.srv->host;
+    size_t hlen = strlen(host);
+    relock_server_info *info = malloc(sizeof *info + hlen + 1);
+    if (!info)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "server info: out of memory");
+    snprintf(info->version, sizeof info->version, "%s", c->conn.version);
+    info->major = c->conn.major;
+    info->minor = c->conn.minor;
+    info->patch = c->conn.patch;
+    info->caps = c->conn.caps;
+    info->port = c->conn.srv->port;
+    memcpy(info->host, host, hlen + 1);
+    *out = info;
+    return RELOCK_OK;
+}
+
+void relock_server_info_free(relock_server_info *info)
+{
+    free(info);
+}
+
+const char *relock_server_info_version(const relock_server_info *info)
+{
+    return info ? info->version : "";
+}
+
+int relock_server_info_major(const relock_server_info *info)
+{
+    return info ? info->major : 0;
+}
+
+int relock_server_info_minor(const relock_server_info *info)
+{
+    return info ? info->minor : 0;
+}
+
+int relock_server_info_patch(const relock_server_info *info)
+{
+    return info ? info->patch : 0;
+}
+
+unsigned relock_server_info_caps(const relock_server_info *info)
+{
+    return info ? info->caps : 0;
+}
+
+const char *relock_server_info_host(const relock_server_info *info)
+{
+    return info ? info->host : "";
+}
+
+int relock_server_info_port(const relock_server_info *info)
+{
+    return info ? info->port : 0;
+}

@@ -1,0 +1,187 @@
+/*
+ * The client and lock handles (struct relock_client, struct relock_lock),
+ * the connection they hold and the algorithm table: the data every layer
+ * from the transport up reads.  Declares no function.
+ */
+#ifndef RELOCK_HANDLE_H
+#define RELOCK_HANDLE_H
+
+#include <signal.h>
+
+#include <hiredis/hiredis.h>
+
+#include "base.h"
+
+/* ------------------------------------------------------------------ connections */
+
+typedef struct relock__conn {
+    redisContext *ctx;
+    const relock__server *srv;
+    /* What the probe learned; valid while ctx is. */
+    char version[32];
+    int major, minor, patch;
+    unsigned caps;
+    /* legacy.clock = "server": the server's clock as an offset from our
+     * monotonic clock (lease.h). */
+    relock__clock_est clock;
+    uint64_t last_used; /* monotonic ms of the last command */
+    /* Inside WATCH ... EXEC or MULTI ... EXEC (relock__txn_begin): the
+     * connection is never replaced, reconnected or redirected; losing it
+     * fails every command until relock__txn_end (design.md §13.3). */
+    int in_txn;
+} relock__conn;
+
+/* ------------------------------------------------------------------ client and lock */
+
+struct relock__algo;
+struct relock__machines;
+
+/* The connection a write went out on, for relock__durable_wait(). */
+typedef struct relock__wmark {
+    redisContext *ctx;
+    unsigned long connects;
+} relock__wmark;
+
+struct relock_client {
+    relock__settings s;
+    /* relock_client_cancel_on(): while *cancel is non-zero, a waiting
+     * acquire gives up at its next step (wait.c); NULL: never. */
+    const volatile sig_atomic_t *cancel;
+    relock__conn conn;
+    relock_mode mode;
+    char mode_reason[256];
+    const struct relock__algo *algo;
+    char sha[RELOCK__NSCRIPTS][41];
+    uint64_t rng;
+    uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
+    int watch_noted;          /* the watch marker was written (marker.c) */
+    redisContext *sub;        /* subscriber connection while waiting, or NULL */
+    struct relock__qserver *q; /* quorum: one entry per server, or NULL */
+    /* Courtesy after releasing a lock others wait for (lock.c). */
+    uint64_t yield_key; /* hash of that lock's key */
+    uint64_t yield_until; /* monotonic ms */
+    relock__err err;
+    /* The server the connection goes to when it is not servers[0]: the
+     * master a sentinel named, or the Cluster node a MOVED named.  Its
+     * credentials and db are servers[0]'s. */
+    relock__server node;
+    int sentinel_first; /* the sentinel to ask first: the last that helped */
+    /* Redis Cluster's slot map and connection pool, made at the first
+     * MOVED when cluster.slot_map is on (cluster.c), or NULL. */
+    struct relock__cluster *cl;
+    /* Counted for tests and the benchmark: MOVED replies followed, and
+     * connections opened (connect, log in, probe). */
+    unsigned long moved;
+    unsigned long connects;
+    /* Run on every connection just opened and logged in (connect.c): the
+     * server probe, relock__probe, installed by relock_connect(); routing
+     * sits below the drivers the probe runs on, so it calls up only
+     * through this. */
+    relock_status (*on_connect)(relock_client *c);
+    /* relock_scan_node(): the server a scan walks, "host:port". */
+    char scan_node[RELOCK__HOST_MAX + 8];
+    /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */
+    int replicas_acked;
+};
+
+/*
+ * What a lock asks of its keeper (background renewal, src/api/renew.c).
+ * renew.c sits above the blocking API (its thread calls relock_extend), so
+ * lock.c and owner.c do not call it: relock_keep() installs these
+ * operations beside l->keeper, and they are called only while l->keeper
+ * is set.
+ */
+typedef struct relock__keep_ops {
+    /* Stops the renewal; RELOCK_LOST if the lock was lost meanwhile. */
+    relock_status (*end)(relock_lock *l);
+    /* The validity of the kept lock, from the renewal thread's view. */
+    uint64_t (*valid_until)(const relock_lock *l);
+    /* A new owner pid and text for the renewals, and in value the value
+     * the last renewal wrote: RELOCK_LOST when the renewals found the
+     * lock lost. */
+    relock_status (*set_owner)(relock_lock *l, long pid, const char *text,
+                               char value[RELOCK__VALUE_MAX]);
+    /* After set_owner returned RELOCK_OK, no renewal starts until the
+     * owner's record write is done and this is called. */
+    void (*owner_done)(relock_lock *l);
+} relock__keep_ops;
+
+struct relock_lock {
+    relock_client *c;
+    /* The three strings live in the same allocation, after the struct:
+     * a process holding many locks pays for what their names need. */
+    char *name;
+    char *key;
+    char *fence_key;
+    char value[RELOCK__VALUE_MAX];
+    long long fence;
+    long long ttl_ms;
+    uint64_t valid_until; /* monotonic ms; 0 when unknown (adopted) */
+    int lost;
+    /* Legacy and bridge: how often a legacy GETSET loser's write was found
+     * in the key and acted on (design.md §4.7). */
+    int loser_writes;
+    /* 2.0: the lock's break counter read in the transaction that won it;
+     * breaks_known 0 when not read (adopted, or another server). */
+    long long breaks;
+    int breaks_known;
+    /* 2.0: the value an extend's GETSET wrote if it ran, when its reply was
+     * lost ("" otherwise); found in the key while the lock is valid, it is
+     * ours (compat/legacy.c). */
+    char unsure_value[RELOCK__VALUE_MAX];
+    int acquired; /* won by this handle (or its keeper's shadow), not adopted */
+    uint64_t acquired_at; /* monotonic ms of the acquisition; 0: adopted */
+    /* Set by a busy attempt that met a holder who never announces its
+     * release (a legacy value without TTL): the waiter polls it often
+     * near its end (src/algo/engine/waitplan.c). */
+    int legacy_holder;
+    /* Set by a waiter for the attempt that follows a release notice: with
+     * several servers the release may be half-way through them, and the
+     * attempt looks again soon rather than after a backoff (src/algo/quorum.c). */
+    int after_notice;
+    /* An acquire attempt of this handle found the lock held: on 2.0 its
+     * next attempts read the key before they write (compat/legacy.c). */
+    int looked;
+    /* Set by a release: how many waiters its notice reached. */
+    int waiters;
+    struct relock__keeper *keeper; /* background renewal, or NULL */
+    const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
+    /* A lock of an asynchronous client (src/core/renewal.c): its operation in flight
+     * and its renewal; NULL for the blocking API's locks. */
+    struct relock__alock *al;
+    /* With al: what relock_lock_free() calls first, installed by the
+     * asynchronous client (so the blocking API never calls up into it);
+     * 1 when an operation in flight frees the lock when it ends. */
+    int (*al_free)(relock_lock *l);
+    /* The connection the last attempt or extend wrote on (durable.c). */
+    struct relock__wmark wmark;
+    /* Owner metadata (owner.c): the pid the record names (0: getpid()),
+     * when the lock was won (wall seconds; 0: adopted, the time of each
+     * write), and the text (malloc'd, or NULL for none). */
+    long owner_pid;
+    long long owner_since;
+    char *owner_text;
+};
+
+/* Tells the event callback of c's settings, if any, what happened to l
+ * (src/api/event.c). */
+void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
+                   relock_status st, long long waited_ms);
+
+typedef struct relock__algo {
+    const char *name;
+    /* One attempt.  RELOCK_BUSY with *hint_ms = the holder's remaining
+     * time in ms when known, else -1. */
+    relock_status (*attempt)(relock_lock *l, long *hint_ms);
+    relock_status (*release)(relock_lock *l);
+    relock_status (*extend)(relock_lock *l, long long ttl_ms);
+    /* Optional: fills what a lock adopted from its value can know (its
+     * validity, from a timestamp). */
+    void (*adopt)(relock_lock *l);
+    /* The same algorithm's machines, for the operation core, which steps
+     * them on its own connections (engine/fan.h): one table of algorithms
+     * for both drivers. */
+    const struct relock__machines *machines;
+} relock__algo;
+
+#endif

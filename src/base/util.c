@@ -1,0 +1,86 @@
+/* Clocks, sleeping, randomness and lock tokens (the backoff's arithmetic
+ * is the wait planner's, src/algo/engine/waitplan.c). */
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "base.h"
+
+uint64_t relock__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+long long relock__wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void relock__sleep_ms(long long ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    /* Bounded: each EINTR resumes with the time that remains. */
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int fill_random(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    size_t got = 0;
+    for (int tries = 0; got < len && tries < 100; tries++) {
+        ssize_t n = getrandom(p + got, len - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            return -1;
+    }
+    return got == len ? 0 : -1;
+}
+
+int relock__token(char out[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    /* A token of only digits would read as a timestamp (design.md §4.4); the
+     * chance is (10/16)^32, so a few tries always suffice. */
+    for (int tries = 0; tries < 16; tries++) {
+        unsigned char raw[16];
+        if (fill_random(raw, sizeof raw) != 0)
+            return -1;
+        int letters = 0;
+        for (int i = 0; i < 16; i++) {
+            out[2 * i] = hex[raw[i] >> 4];
+            out[2 * i + 1] = hex[raw[i] & 15];
+            letters += (raw[i] >> 4) > 9 || (raw[i] & 15) > 9;
+        }
+        out[32] = '\0';
+        if (letters)
+            return 0;
+    }
+    return -1;
+}
+
+relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33])
+{
+    if (relock__token(out) != 0)
+        return RELOCK__FAIL(e, RELOCK_EIO, "%s %s: no random bytes for a token", op, name);
+    return RELOCK_OK;
+}
+
+uint64_t relock__rand64(uint64_t *state)
+{
+    /* xorshift64*: jitter only, never security. */
+    uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}

@@ -1,0 +1,200 @@
+/*
+ * The blocking runs of the algorithms' step machines: each function here
+ * feeds one machine (src/algo/) through the blocking driver (drive.c, or
+ * fandrive.c for the quorum) or makes the connection ready first, so that
+ * the machine files hold no I/O.  The algorithm tables the blocking API
+ * chooses from (relock__algo_modern, relock__algo_quorum) point here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "durable.h"
+#include "fence.h"
+#include "modern.h"
+#include "probe.h"
+#include "quorum.h"
+
+static relock_status modern_attempt(relock_lock *l, long *hint_ms)
+{
+    relock_client *c = l->c;
+    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
+    if (tst != RELOCK_OK)
+        return tst;
+    relock__modern_acq m;
+    relock__modern_acq_init(&m);
+    m.h.hint_ms = *hint_ms;
+    relock_status st = relock__drive(l, relock__modern_acq_step, &m);
+    *hint_ms = m.h.hint_ms;
+    return st;
+}
+
+static relock_status modern_release(relock_lock *l)
+{
+    relock__modern_cx m;
+    relock__modern_cx_init(&m, 0, 0);
+    return relock__drive(l, relock__modern_cx_step, &m);
+}
+
+static relock_status modern_extend(relock_lock *l, long long ttl_ms)
+{
+    relock__modern_cx m;
+    relock__modern_cx_init(&m, 1, ttl_ms);
+    return relock__drive(l, relock__modern_cx_step, &m);
+}
+
+const relock__algo relock__algo_modern = {
+    "modern", modern_attempt, modern_release, modern_extend, NULL, &relock__modern_machines,
+};
+
+static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
+{
+    relock_client *c = l->c;
+    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
+    if (tst != RELOCK_OK)
+        return tst;
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, l->ttl_ms);
+    relock_status st = relock__fan_drive(l, relock__quorum_step, &m);
+    if (st == RELOCK_BUSY)
+        *hint_ms = m.h.hint_ms;
+    return st;
+}
+
+static relock_status quorum_release(relock_lock *l)
+{
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_RELEASE, l->ttl_ms);
+    return relock__fan_drive(l, relock__quorum_step, &m);
+}
+
+static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
+{
+    relock__quorum_m m;
+    relock__quorum_init(&m, RELOCK__Q_EXTEND, ttl_ms);
+    return relock__fan_drive(l, relock__quorum_step, &m);
+}
+
+const relock__algo relock__algo_quorum = {
+    "quorum", quorum_attempt, quorum_release, quorum_extend, NULL, &relock__quorum_machines,
+};
+
+relock_status relock__quorum_setup(relock_client *c)
+{
+    /* Modern values only: tokens are unique across servers, while
+     * timestamps, GETSET losers and legacy clients have no meaning for a
+     * majority of independent masters. */
+    if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
+        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
+        /* The place to change: the file's mode, else its servers. */
+        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
+        char at[sizeof c->s.src_file + 16] = "";
+        if (line && c->s.src_file[0])
+            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "%sservers: quorum over %d servers uses modern values only; set "
+                            "mode = \"modern\" (or auto with migration.legacy_clients = false)",
+                            at, c->s.nservers);
+    }
+    if (relock__fan_setup(c) != 0)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
+    c->mode = RELOCK_MODE_MODERN;
+    snprintf(c->mode_reason, sizeof c->mode_reason,
+             "quorum over %d servers (majority %d), modern values", c->s.nservers, c->s.nservers / 2 + 1);
+    c->algo = &relock__algo_quorum;
+    return RELOCK_OK;
+}
+
+void relock__quorum_free(relock_client *c)
+{
+    relock__fan_free(c);
+}
+
+void relock__durable_mark(relock_client *c, relock__wmark *m)
+{
+    c->replicas_acked = -1;
+    if (relock__durable_on(c)) {
+        /* A failure shows in the operation itself, which tries to connect
+         * again: it must not leave its message behind for a call that then
+         * succeeds. */
+        relock__err saved;
+        relock__err_copy(&saved, &c->err);
+        relock__conn_ready(c);
+        relock__err_copy(&c->err, &saved);
+    }
+    m->ctx = c->conn.ctx;
+    m->connects = c->connects;
+}
+
+relock_status relock__durable_wait(relock_lock *l, const char *op)
+{
+    relock__durable_m m;
+    relock__durable_init(&m, op);
+    relock_status st = relock__drive(l, relock__durable_step, &m);
+    l->c->replicas_acked = m.acked;
+    return st;
+}
+
+relock_status relock__fence_seed(relock_lock *l)
+{
+    char before[RELOCK__KEY_MAX];
+    if (relock__fence_key_before(l->key, before, sizeof before) != 1)
+        return RELOCK_OK;
+    /* The machine chooses its way by the server's capabilities: connected
+     * (and probed) first, since a connection closed by an earlier failure
+     * knows none, and would pass for a server before 2.2, whose way only
+     * creates a missing counter and never raises one. */
+    relock_status st = relock__conn_ready(l->c);
+    if (st != RELOCK_OK)
+        return st;
+    relock__fence_carry_m m;
+    relock__fence_carry_init(&m, before);
+    return relock__drive(l, relock__fence_carry_step, &m);
+}
+
+/* Runs on the connection conn.c has just opened (and logged in). */
+relock_status relock__probe(relock_client *c)
+{
+    static char name[] = "(probe)";
+    relock_lock l;
+    memset(&l, 0, sizeof l);
+    l.c = c;
+    l.name = name;
+    l.key = name;
+    l.fence_key = name;
+    relock__probe_m m;
+    relock__probe_init(&m);
+    return relock__drive(&l, relock__probe_step, &m);
+}
+
+redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nargs,
+                         const char **args)
+{
+    enum { MAXARGS = 16 };
+    const char *argv[MAXARGS + 3];
+    size_t argvlen[MAXARGS + 3];
+    char nk[16];
+    if (nargs > MAXARGS || nkeys > nargs) {
+        RELOCK__FAIL(&c->err, RELOCK_EINVAL, "script called with %d arguments", nargs);
+        return NULL;
+    }
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = c->sha[id];
+    argv[2] = nk;
+    for (int i = 0; i < nargs; i++)
+        argv[3 + i] = args[i];
+    for (int i = 0; i < nargs + 3; i++)
+        argvlen[i] = strlen(argv[i]);
+    redisReply *r = relock__command(c, sent, nargs + 3, argv, argvlen);
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(r);
+        argv[0] = "EVAL";
+        argv[1] = relock__script_source(id);
+        argvlen[0] = 4;
+        argvlen[1] = strlen(relock__script_source(id));
+        r = relock__command(c, sent, nargs + 3, argv, argvlen);
+    }
+    return r;
+}

@@ -37,7 +37,7 @@
  * With operations pipelined, hundreds owed is normal and lateness is the
  * oldest one's age: this count bounds the memory the owed requests hold,
  * not how far behind a server may fall (the blocking driver's
- * MAX_REPLIES_BEHIND, src/engine/fandrive.c, is that; decision 211). */
+ * MAX_REPLIES_BEHIND, src/core/fandrive.c, is that; decision 211). */
 #define MAX_OWED_REQUESTS 4096
 
 /* The scripts a quorum sends, loaded on every new connection. */

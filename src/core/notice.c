@@ -312,7 +312,7 @@ static void sub_timeout_fire(void *arg)
     relock__a_leave(a);
 }
 
-/* A release notice ends op's sleep: its attempt says so (src/quorum.c
+/* A release notice ends op's sleep: its attempt says so (src/algo/quorum.c
  * looks again soon after a release half-way through the servers). */
 static void wake(aop *op)
 {

@@ -12,7 +12,7 @@ static void loc_timeout_fire(void *arg);
 /* ------------------------------------------------------------------ Cluster and Sentinel replies
  *
  * What a reply asks of the client is decided by the blocking client's
- * rules (relock__route_reply, src/cluster.c): MOVED sends the command and
+ * rules (relock__route_reply, src/core/cluster.c): MOVED sends the command and
  * the batch's later ones again to the node named, which serves the slot
  * from then on (the slot map); ASK sends ASKING and the command once to
  * the node named, the later ones going on as before; TRYAGAIN sends them
@@ -278,7 +278,7 @@ int relock__a_follow(aop *op)
  *
  * With Sentinel, conns[0] connects to the master the sentinels name, found
  * as the blocking client finds it (the search's pure steps in
- * src/sentinel.c): the sentinels are asked in turn, from the one that
+ * src/core/sentinel.c): the sentinels are asked in turn, from the one that
  * helped last, on a short-lived connection each (SENTINEL
  * get-master-addr-by-name, within relock__sentinel_timeout()); the master
  * named is connected, logged in and probed, and its ROLE checked; only then

@@ -58,10 +58,6 @@ int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_
 redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...);
 redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap);
 
-/* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. */
-redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nargs,
-                         const char **args);
-
 /* When c's error is a WRONGTYPE reply (RELOCK_EFOREIGN): asks the server
  * with TYPE which type key holds, on this error path only, and rewrites
  * the message as "WHAT: the key KEY on HOST:PORT holds a hash, not a lock;

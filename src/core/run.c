@@ -167,34 +167,3 @@ relock_status relock__probe(relock_client *c)
     relock__probe_init(&m);
     return relock__drive(&l, relock__probe_step, &m);
 }
-
-redisReply *relock__eval(relock_client *c, int *sent, int id, int nkeys, int nargs,
-                         const char **args)
-{
-    enum { MAXARGS = 16 };
-    const char *argv[MAXARGS + 3];
-    size_t argvlen[MAXARGS + 3];
-    char nk[16];
-    if (nargs > MAXARGS || nkeys > nargs) {
-        RELOCK__FAIL(&c->err, RELOCK_EINVAL, "script called with %d arguments", nargs);
-        return NULL;
-    }
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = c->sha[id];
-    argv[2] = nk;
-    for (int i = 0; i < nargs; i++)
-        argv[3 + i] = args[i];
-    for (int i = 0; i < nargs + 3; i++)
-        argvlen[i] = strlen(argv[i]);
-    redisReply *r = relock__command(c, sent, nargs + 3, argv, argvlen);
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        freeReplyObject(r);
-        argv[0] = "EVAL";
-        argv[1] = relock__script_source(id);
-        argvlen[0] = 4;
-        argvlen[1] = strlen(relock__script_source(id));
-        r = relock__command(c, sent, nargs + 3, argv, argvlen);
-    }
-    return r;
-}

@@ -12,8 +12,7 @@
 #   src/api/    the public entry points: calls any folder below it.
 # Fails when
 #   - a file calls a function of a higher folder, or includes a header of
-#     one (src/relock.h and the other public headers in src/ are below
-#     every folder);
+#     one (the public headers in include/relock/ are below every folder);
 #   - a file of src/base/, src/algo/ or compat/ calls hiredis's I/O (the
 #     machines and the leaves do no I/O);
 #   - the transport (src/core/transport.c) calls anything but src/base/;

@@ -5,6 +5,7 @@
  * event-driven operation core, src/core/ (core.h describes its files).
  */
 
+#include "api.h"
 #include "core/core.h"
 
 /* ------------------------------------------------------------------ public */

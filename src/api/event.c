@@ -1,7 +1,6 @@
 /*
- * Events (relock_config_set_event_fn()): one place that fills the event
- * and calls the program's callback, for the calls that acquire and release
- * (lock.c) and the renewal thread (renew.c).
+ * Events (relock_config_set_event_fn()): the program's callback and the
+ * names of the kinds; src/base/handle.c fills each event and calls it.
  */
 #include "handle.h"
 
@@ -30,23 +29,4 @@ const char *relock_event_name(relock_event_kind kind)
         return "released";
     }
     return "unknown";
-}
-
-void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
-                   relock_status st, long long waited_ms)
-{
-    if (!c || !c->s.event_fn)
-        return;
-    uint64_t now = relock__mono_ms();
-    relock_event ev;
-    ev.kind = kind;
-    ev.name = l->name;
-    ev.status = st;
-    ev.waited_ms = waited_ms;
-    ev.held_ms = l->acquired_at ? (long long)(now - l->acquired_at) : -1;
-    ev.validity_ms = 0;
-    if (kind == RELOCK_EVENT_ACQUIRED || kind == RELOCK_EVENT_RENEWED ||
-        kind == RELOCK_EVENT_RENEW_FAILED)
-        ev.validity_ms = l->valid_until > now ? (long long)(l->valid_until - now) : 0;
-    c->s.event_fn(&ev, c->s.event_arg);
 }

@@ -7,34 +7,6 @@
 #include "algo.h"
 #include "durable.h"
 
-/* How long a releaser that woke waiters stays away from that lock: a few
- * round trips, enough for a woken waiter to take it. */
-#define YIELD_MS 2
-
-static uint64_t key_hash(const char *key);
-
-void relock__yield_note(relock_lock *l)
-{
-    l->c->yield_key = key_hash(l->key);
-    l->c->yield_until = relock__mono_ms() + YIELD_MS;
-}
-
-long long relock__yield_ms(const relock_lock *l)
-{
-    uint64_t now = relock__mono_ms();
-    if (l->c->yield_until > now && l->c->yield_key == key_hash(l->key))
-        return (long long)(l->c->yield_until - now);
-    return 0;
-}
-
-static uint64_t key_hash(const char *key)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *key; key++)
-        h = (h ^ (unsigned char)*key) * 1099511628211ull;
-    return h;
-}
-
 static relock_status new_lock(relock_client *c, const char *name, long long ttl_ms,
                               relock_lock **out)
 {
@@ -294,13 +266,7 @@ void relock_lock_free(relock_lock *l)
 {
     if (!l)
         return;
-    if (l->al && l->al_free(l))
-        return;
-    if (l->keeper)
-        l->keep_ops->end(l);
-    free(l->owner_text);
-    memset(l, 0xa5, sizeof *l); /* makes a use after free show */
-    free(l);
+    relock__lock_destroy(l);
 }
 
 const char *relock_lock_name(const relock_lock *l)

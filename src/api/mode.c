@@ -1,39 +1,13 @@
 /*
- * Choosing the algorithm (design.md §4.1).  "auto" is safe by default: modern
- * values beside unchanged legacy clients break mutual exclusion (a legacy
- * client reads a token as an expired timestamp and takes the lock over), so
- * modern is chosen only when the operator has declared that no legacy
- * client remains.
+ * How modern mode works on the server connected now (relock_client_paths);
+ * the choice of algorithm itself is the drivers' (src/core/mode.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../compat/compat.h"
-#include "api.h"
 #include "caps.h"
 #include "algo.h"
-
-/* A server of 2.6.0 or later without EVAL has Lua left out (Valkey 9.1
- * can run so); before 2.6.0 there was no Lua at all. */
-static int lua_left_out(const relock__conn *conn)
-{
-    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
-    return v >= 20600 && !(conn->caps & RELOCK_CAP_EVAL);
-}
-
-/* Modern mode: how release, extend and the fenced acquire are done on
- * this server, appended to the reason so that `relock probe` shows it
- * (relock__modern_paths in modern.c decides). */
-static void note_paths(relock_client *c)
-{
-    relock_paths p;
-    relock__modern_paths(c, &p);
-    size_t n = strlen(c->mode_reason);
-    snprintf(c->mode_reason + n, sizeof c->mode_reason - n,
-             "; acquire: %s, release: %s, extend: %s, scripts: %s", p.path[RELOCK_PATH_ACQUIRE],
-             p.path[RELOCK_PATH_RELEASE], p.path[RELOCK_PATH_EXTEND], p.path[RELOCK_PATH_SCRIPTS]);
-}
 
 relock_status relock_client_paths(relock_client *c, relock_paths **out)
 {
@@ -73,94 +47,4 @@ const char *relock_paths_get(const relock_paths *p, relock_path which)
     if (!p || (unsigned)which >= RELOCK__NPATHS || !p->path[which])
         return "";
     return p->path[which];
-}
-
-static relock_status use(relock_client *c, relock_mode m, const char *why)
-{
-    c->mode = m;
-    snprintf(c->mode_reason, sizeof c->mode_reason, "%s", why);
-    switch (m) {
-    case RELOCK_MODE_MODERN:
-        c->algo = &relock__algo_modern;
-        note_paths(c);
-        return RELOCK_OK;
-    case RELOCK_MODE_LEGACY:
-        c->algo = &relock__algo_legacy;
-        if (relock__legacy_check(c) != RELOCK_OK)
-            c->algo = NULL;
-        return c->err.pub.status;
-    case RELOCK_MODE_BRIDGE:
-        c->algo = &relock__algo_bridge;
-        if (relock__legacy_check(c) != RELOCK_OK)
-            c->algo = NULL;
-        return c->err.pub.status;
-    case RELOCK_MODE_AUTO:
-        break;
-    }
-    return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "mode: no algorithm for auto");
-}
-
-relock_status relock__select_mode(relock_client *c)
-{
-    const relock__conn *conn = &c->conn;
-    char why[200];
-    switch (c->s.mode) {
-    case RELOCK_MODE_MODERN:
-        if (!(conn->caps & RELOCK_CAP_SET_NX_PX))
-            return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                "mode modern: server %s lacks SET NX PX (needs 2.6.12); "
-                                "use mode \"legacy\"",
-                                conn->version);
-        return use(c, RELOCK_MODE_MODERN, "configured");
-    case RELOCK_MODE_BRIDGE:
-        if (lua_left_out(conn))
-            return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                "mode bridge: server %s runs without Lua (EVAL is an unknown "
-                                "command); bridge takes over and releases timestamps beside "
-                                "legacy clients by script, and no other path keeps its TTL "
-                                "rules atomic; use mode \"legacy\"",
-                                conn->version);
-        if (!(conn->caps & RELOCK_CAP_EVAL))
-            return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                "mode bridge: server %s lacks EVAL (needs 2.6.0); "
-                                "use mode \"legacy\"",
-                                conn->version);
-        return use(c, RELOCK_MODE_BRIDGE, "configured");
-    case RELOCK_MODE_LEGACY:
-        return use(c, RELOCK_MODE_LEGACY, "configured");
-    case RELOCK_MODE_AUTO:
-        break;
-    }
-    if (lua_left_out(conn)) {
-        if (!c->s.migration.legacy_clients && (conn->caps & RELOCK_CAP_SET_NX_PX)) {
-            snprintf(why, sizeof why,
-                     "auto: server %s has SET NX PX and migration.legacy_clients = false "
-                     "(it runs without Lua)",
-                     conn->version);
-            return use(c, RELOCK_MODE_MODERN, why);
-        }
-        snprintf(why, sizeof why,
-                 "auto: server %s runs without Lua (EVAL is an unknown command), which "
-                 "bridge needs",
-                 conn->version);
-        return use(c, RELOCK_MODE_LEGACY, why);
-    }
-    if (!(conn->caps & RELOCK_CAP_EVAL)) {
-        snprintf(why, sizeof why, "auto: server %s is older than 2.6.0", conn->version);
-        return use(c, RELOCK_MODE_LEGACY, why);
-    }
-    if (c->s.migration.legacy_clients) {
-        snprintf(why, sizeof why,
-                 "auto: migration.legacy_clients = true (legacy clients may share these keys)");
-        return use(c, RELOCK_MODE_BRIDGE, why);
-    }
-    if (conn->caps & RELOCK_CAP_SET_NX_PX) {
-        snprintf(why, sizeof why,
-                 "auto: server %s has SET NX PX and migration.legacy_clients = false",
-                 conn->version);
-        return use(c, RELOCK_MODE_MODERN, why);
-    }
-    snprintf(why, sizeof why, "auto: server %s has EVAL but not SET NX PX (2.6.12)",
-             conn->version);
-    return use(c, RELOCK_MODE_BRIDGE, why);
 }

@@ -105,21 +105,6 @@ void relock__owner_note(relock_lock *l, int held)
     owner_note(l, l->value, held);
 }
 
-void relock__owner_info(const relock_lock *l, char *info, size_t n)
-{
-    char host[65] = "?", started[32] = "?";
-    if (gethostname(host, sizeof host - 1) != 0)
-        snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = '\0';
-    time_t at = l->owner_since ? (time_t)l->owner_since : time(NULL);
-    struct tm tm;
-    if (gmtime_r(&at, &tm))
-        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    long pid = l->owner_pid ? l->owner_pid : (long)getpid();
-    const char *text = l->owner_text ? l->owner_text : "";
-    snprintf(info, n, "host=%s pid=%ld at=%s%s%s", host, pid, started, text[0] ? " " : "", text);
-}
-
 /* The record of l, written (held) or deleted, while the lock key holds
  * value (l's, or its keeper's newer one): the owner-record machine
  * (ownrec.h) on the blocking driver.  Only while the lock is ours: a

@@ -163,11 +163,6 @@ struct relock_lock {
     char *owner_text;
 };
 
-/* Tells the event callback of c's settings, if any, what happened to l
- * (src/api/event.c). */
-void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
-                   relock_status st, long long waited_ms);
-
 typedef struct relock__algo {
     const char *name;
     /* One attempt.  RELOCK_BUSY with *hint_ms = the holder's remaining
@@ -183,5 +178,23 @@ typedef struct relock__algo {
      * for both drivers. */
     const struct relock__machines *machines;
 } relock__algo;
+
+/* src/base/handle.c: what is done with a handle's data alone. */
+/* Tells the event callback of c's settings, if any, what happened to l
+ * (relock_config_set_event_fn()). */
+void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
+                   relock_status st, long long waited_ms);
+/* The text of l's owner record (owner_info): host, pid, the time the lock
+ * was won (or now) and the owner's text, for the owner-record machine
+ * (ownrec.h).  Reads the host name, the pid and the wall clock. */
+void relock__owner_info(const relock_lock *l, char *info, size_t n);
+/* Fairness after a release that woke waiters: the releaser stays away
+ * from that lock for a moment.  relock__yield_note() after such a
+ * release; relock__yield_ms(): how long an acquire of l waits first. */
+void relock__yield_note(relock_lock *l);
+long long relock__yield_ms(const relock_lock *l);
+/* relock_lock_free()'s work: a lock handle the asynchronous client still
+ * uses is freed by it later (l->al_free); a kept one stops its keeper. */
+void relock__lock_destroy(relock_lock *l);
 
 #endif

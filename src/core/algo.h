@@ -50,4 +50,8 @@ void relock__durable_mark(relock_client *c, relock__wmark *m);
  */
 relock_status relock__durable_wait(relock_lock *l, const char *op);
 
+/* The algorithm for c's mode, once its connection is probed (design.md
+ * §4.1; src/core/mode.c). */
+relock_status relock__select_mode(relock_client *c);
+
 #endif

@@ -72,7 +72,6 @@
 #include "engine/engine.h"
 #include "engine/waitplan.h"
 #include "fence.h"
-#include "api/api.h"
 #include "algo.h"
 #include "clock.h"
 #include "durable.h"

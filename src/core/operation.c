@@ -102,7 +102,7 @@ void relock__a_op_finish(aop *op, relock_status st)
     relock_lock *l = op->l;
     if (op->kind == K_ACQ && st != RELOCK_OK && l) {
         relock__a_alock_free(l);
-        relock_lock_free(l);
+        relock__lock_destroy(l);
         l = NULL;
         op->l = NULL;
     }

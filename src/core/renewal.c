@@ -98,7 +98,7 @@ void relock__a_lock_op_end(aop *op)
         if (after) /* the client is being freed: it ends unsent */
             after->l = NULL;
         relock__a_alock_free(l);
-        relock_lock_free(l);
+        relock__lock_destroy(l);
         if (after)
             relock__a_op_finish(after, RELOCK_ECANCELED);
         return;

@@ -41,14 +41,11 @@ files=$(ls src/*.[ch] src/base/*.[ch] src/algo/*.[ch] src/algo/engine/*.[ch] com
 # headers in src/ (relock.h, relock_async*.h) are below every folder; the
 # umbrella src/internal.h is the tests', above them all.
 # The operation core's files (the asynchronous driver, cut by concern)
-# rank with api for now: they use the API layer's lock handles, events,
-# mode selection and owner record until the blocking drivers are gone
-# (docs/architecture.md).  Counted as one file in the check for circles:
-# they feed each other by design.
+# count as one file in the check for circles: they feed each other by
+# design.
 OPCORE='src/core/connection.c src/core/routing.c src/core/notice.c src/core/operation.c src/core/fanout.c src/core/renewal.c src/core/core.h'
 opcore() { case " $OPCORE " in *" $1 "*) return 0 ;; esac; return 1; }
 layer() {
-    opcore "$1" && { echo api; return; }
     case $1 in
     src/internal.h) echo tests ;;
     src/base/*) echo base ;;

@@ -135,6 +135,12 @@ const char *both_error(const both_client *c)
     return c->msg;
 }
 
+int both_replicas_acked(const both_client *c)
+{
+    return c->entry == BOTH_BLOCKING ? relock_client_replicas_acked(c->sync)
+                                     : relock_async_replicas_acked(c->async);
+}
+
 relock_mode both_mode(const both_client *c)
 {
     return c->entry == BOTH_BLOCKING ? relock_client_mode(c->sync) : relock_async_mode(c->async);

@@ -34,6 +34,9 @@ both_entry both_client_entry(const both_client *c);
 
 /* The message of the last call on c that did not return RELOCK_OK. */
 const char *both_error(const both_client *c);
+/* relock_client_replicas_acked() or relock_async_replicas_acked(): how
+ * many replicas acknowledged the last acquire or extend, -1 without WAIT. */
+int both_replicas_acked(const both_client *c);
 relock_mode both_mode(const both_client *c);
 const char *both_mode_reason(const both_client *c);
 

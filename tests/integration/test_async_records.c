@@ -9,7 +9,8 @@
  * (it_async_records_libuv, TEST_LIBUV).  The durability scenarios both
  * clients share (an unacknowledged extend to a shorter lease, the write's
  * connection closed before WAIT) run through both entry points in
- * test_durable.c.
+ * test_durable.c, the owner record's life (written, renewed, deleted, a
+ * stale handle's release) in test_owner.c.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -178,13 +179,6 @@ static outcome run_extend(relock_lock *l)
     return run_extend_to(l, 0);
 }
 
-static char *get(const char *key)
-{
-    char *v = testsrv_cmd(&master, "GET %s", key);
-    assert_non_null(v);
-    return v;
-}
-
 static int key_exists(const char *key)
 {
     char *v = testsrv_cmd(&master, "EXISTS %s", key);
@@ -332,88 +326,6 @@ static void test_durable_aof(void **state)
 }
 
 /* ------------------------------------------------------------ owner records */
-
-static void lost_cb(relock_async *a, relock_lock *l, relock_status st, const relock_error *e,
-                    void *arg)
-{
-    (void)a, (void)l, (void)st, (void)e;
-    (*(long *)arg)++;
-}
-
-static void test_owner(void **state)
-{
-    (void)state;
-    const char *const kv[] = {"owner_info", "true", NULL};
-    for (size_t mi = 0; mi < 3; mi++) {
-        relock_async_loop lp;
-        loop_init(&lp);
-        relock_async *a = client(&lp, modes[mi], kv);
-        char name[64], rkey[96];
-        snprintf(name, sizeof name, "aown-%s", modes[mi]);
-        snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
-        outcome o = run_acquire(a, name, 900);
-        if (o.st != RELOCK_OK)
-            fail_msg("%s: acquire: %s", modes[mi], o.msg);
-        relock_lock *l = o.l;
-        char want[64];
-        snprintf(want, sizeof want, "pid=%ld ", (long)getpid());
-        char *v = get(rkey);
-        if (!strstr(v, want) || !strstr(v, " async-owner") || strncmp(v, "host=", 5) != 0)
-            fail_msg("%s: the record is \"%s\"", modes[mi], v);
-        free(v);
-        /* inspect (the blocking API) names the owner */
-        const char *const ikv[] = {"legacy.clock_unit", "ms", NULL};
-        relock_client *bc = tu_client(master.port, modes[mi], ikv);
-        relock_inspect_info *info = NULL;
-        assert_int_equal(relock_inspect(bc, name, &info), RELOCK_OK);
-        if (!strstr(relock_inspect_info_owner(info), " async-owner"))
-            fail_msg("%s: inspect: \"%s\"", modes[mi], relock_inspect_info_owner(info));
-        relock_inspect_info_free(info);
-        /* kept by the loop for three leases: the record lives on beside
-         * it, renewed with it */
-        long lost = 0;
-        assert_int_equal(relock_async_keep(l, lost_cb, &lost), RELOCK_OK);
-        run_for(2700);
-        assert_int_equal(lost, 0);
-        v = get(rkey);
-        if (!strstr(v, " async-owner"))
-            fail_msg("%s: the record after renewals is \"%s\"", modes[mi], v);
-        free(v);
-        char *pttl = testsrv_cmd(&master, "PTTL %s", rkey);
-        assert_non_null(pttl);
-        assert_true(atoll(pttl) > 0 && atoll(pttl) <= 900);
-        free(pttl);
-        /* a release deletes it (a renewal may be in flight: it goes after) */
-        o = run_release(l);
-        assert_int_equal(o.st, RELOCK_OK);
-        assert_false(key_exists(rkey));
-        assert_false(key_exists(name));
-        /* the blocking call on such a lock is refused, not run on a
-         * connection it cannot use */
-        assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_LOST);
-        relock_lock_free(l);
-        /* another holder's record is left alone by a stale handle */
-        o = run_acquire(a, name, 5000);
-        assert_int_equal(o.st, RELOCK_OK);
-        l = o.l;
-        assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_EINVAL);
-        char *r = testsrv_cmd(&master, "DEL %s", name);
-        free(r);
-        r = testsrv_cmd(&master, "SET %s %s", rkey, "someone-else");
-        free(r);
-        o = run_release(l);
-        assert_int_equal(o.st, RELOCK_LOST);
-        v = get(rkey);
-        assert_string_equal(v, "someone-else");
-        free(v);
-        r = testsrv_cmd(&master, "DEL %s", rkey);
-        free(r);
-        relock_lock_free(l);
-        relock_client_free(bc);
-        relock_async_free(a);
-        loop_fini();
-    }
-}
 
 /* A cancel that arrives after the acquire's owner record was written (the
  * record is on the server, its reply not yet read by the client: the read
@@ -585,7 +497,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durable),
         cmocka_unit_test(test_durable_aof),
-        cmocka_unit_test(test_owner),
         cmocka_unit_test(test_owner_cancel),
         cmocka_unit_test(test_clock_server),
     };

@@ -6,7 +6,11 @@
  * deleted at release) and legacy.clock = "server" (a client whose own
  * wall clock is stepped by an hour still writes and reads by the
  * server's).  Built on libevent (it_async_records_libevent) and on libuv
- * (it_async_records_libuv, TEST_LIBUV).
+ * (it_async_records_libuv, TEST_LIBUV).  The durability scenarios both
+ * clients share (an unacknowledged extend to a shorter lease, the write's
+ * connection closed before WAIT) run through both entry points in
+ * test_durable.c, the owner record's life (written, renewed, deleted, a
+ * stale handle's release) in test_owner.c.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -175,13 +179,6 @@ static outcome run_extend(relock_lock *l)
     return run_extend_to(l, 0);
 }
 
-static char *get(const char *key)
-{
-    char *v = testsrv_cmd(&master, "GET %s", key);
-    assert_non_null(v);
-    return v;
-}
-
 static int key_exists(const char *key)
 {
     char *v = testsrv_cmd(&master, "EXISTS %s", key);
@@ -275,42 +272,6 @@ static void test_durable(void **state)
     }
 }
 
-/* An unacknowledged extend to a shorter lease: the master holds the new
- * lease, so the validity afterwards is at most the new lease from the
- * extend's start, never the longer one from before. */
-static void test_durable_shorter(void **state)
-{
-    (void)state;
-    const char *const kv[] = {"durability.replicas", "1", "durability.timeout_ms", "1000",
-                              NULL};
-    for (size_t mi = 0; mi < 3; mi++) {
-        relock_async_loop lp;
-        loop_init(&lp);
-        relock_async *a = client(&lp, modes[mi], kv);
-        char name[64];
-        snprintf(name, sizeof name, "adur-short-%s", modes[mi]);
-        outcome o = run_acquire(a, name, 10000);
-        if (o.st != RELOCK_OK)
-            fail_msg("%s: acquire: %s", modes[mi], o.msg);
-        relock_lock *l = o.l;
-        assert_int_equal(kill(replica.pid, SIGSTOP), 0);
-        stopped = 1;
-        o = run_extend_to(l, 1000);
-        long long left = relock_lock_validity_ms(l);
-        resume();
-        if (o.st != RELOCK_EDURABILITY)
-            fail_msg("%s: extend: %s: %s", modes[mi], relock_status_name(o.st), o.msg);
-        if (left > 1000)
-            fail_msg("%s: an unacknowledged extend to 1000 ms left a validity of %lld ms",
-                     modes[mi], left);
-        relock_lock_free(l);
-        relock_async_free(a);
-        loop_fini();
-        assert_int_equal(
-            testsrv_await(&master, 15000, "connected_slaves:1", "INFO %s", "replication"), 0);
-    }
-}
-
 /* WAITAOF: a server without it (before 7.2) refuses it at the probe; one
  * with it and with appendonly acknowledges the master's fsync. */
 static void test_durable_aof(void **state)
@@ -364,178 +325,7 @@ static void test_durable_aof(void **state)
     loop_fini();
 }
 
-/* The connection closed right after the write's reply: WAIT can only go
- * on that connection, and must not be counted on a new one.  The acquire
- * fails (the acknowledgement unknown, or the connection changed, by which
- * of the two the client notices first) and deletes its key; the blocking
- * client does the same. */
-static void test_durable_reconnect(void **state)
-{
-    (void)state;
-    testsrv px;
-    assert_int_equal(testsrv_start_proxy(&px, master.port, "7", NULL), 0);
-    relock_config *cfg = relock_config_new();
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
-    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
-    assert_int_equal(relock_config_set(cfg, "durability.replicas", "1"), RELOCK_OK);
-    relock_async_loop lp;
-    loop_init(&lp);
-    relock_async *a = NULL;
-    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
-    /* ready, and a first acquire acknowledged through the proxy */
-    outcome o = run_acquire(a, "adur-rc-warm", 5000);
-    if (o.st != RELOCK_OK)
-        fail_msg("warm-up: %s", o.msg);
-    assert_int_equal(o.acked, 1);
-    outcome r = run_release(o.l);
-    assert_int_equal(r.st, RELOCK_OK);
-    relock_lock_free(o.l);
-    char *v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
-    assert_non_null(v);
-    free(v);
-    o = run_acquire(a, "adur-rc", 5000);
-    if (!((o.st == RELOCK_EDURABILITY &&
-           strstr(o.msg, "the connection changed between the write and WAIT")) ||
-          (o.st == RELOCK_EIO && strstr(o.msg, "the replicas' acknowledgement is unknown"))) ||
-        !strstr(o.msg, "the lock was not kept (deleted)"))
-        fail_msg("async: %s: %s", relock_status_name(o.st), o.msg);
-    fprintf(stderr, "write's connection closed: async %s\n", relock_status_name(o.st));
-    assert_null(o.l);
-    assert_false(key_exists("adur-rc"));
-    /* An extend to a shorter lease, the same way: the master may hold
-     * the new lease, so the validity is at most that one. */
-    o = run_acquire(a, "adur-rc-x", 10000);
-    assert_int_equal(o.st, RELOCK_OK);
-    relock_lock *xl = o.l;
-    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
-    free(v);
-    o = run_extend_to(xl, 1000);
-    if ((o.st != RELOCK_EDURABILITY && o.st != RELOCK_EIO) || relock_lock_validity_ms(xl) > 1000)
-        fail_msg("async extend to 1000 ms: %s (%s), validity %lld ms", relock_status_name(o.st),
-                 o.msg, relock_lock_validity_ms(xl));
-    relock_lock_free(xl);
-    relock_async_free(a);
-    loop_fini();
-
-    /* the blocking client, the same way */
-    relock_client *c = NULL;
-    assert_int_equal(relock_connect(cfg, &c), RELOCK_OK);
-    relock_config_free(cfg);
-    relock_lock *l = NULL;
-    /* A first lock of another name: the client's one-time write of the
-     * watch marker (scan's evidence) then lies behind it, and the fault
-     * below meets the acquire's own first reply. */
-    assert_int_equal(relock_try_acquire(c, "adur-rc-first", 5000, &l), RELOCK_OK);
-    assert_int_equal(relock_release(l), RELOCK_OK);
-    relock_lock_free(l);
-    l = NULL;
-    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
-    free(v);
-    relock_status st = relock_try_acquire(c, "adur-rc", 5000, &l);
-    const char *msg = relock_client_error(c)->message;
-    if ((st != RELOCK_EDURABILITY && st != RELOCK_EIO) ||
-        !strstr(msg, "the lock was not kept (deleted)"))
-        fail_msg("blocking: %s: %s", relock_status_name(st), msg);
-    fprintf(stderr, "write's connection closed: blocking %s\n", relock_status_name(st));
-    assert_null(l);
-    assert_false(key_exists("adur-rc"));
-    assert_int_equal(relock_try_acquire(c, "adur-rc-y", 10000, &l), RELOCK_OK);
-    v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1", "close-after");
-    free(v);
-    st = relock_extend(l, 1000);
-    if ((st != RELOCK_EDURABILITY && st != RELOCK_EIO) || relock_lock_validity_ms(l) > 1000)
-        fail_msg("blocking extend to 1000 ms: %s (%s), validity %lld ms",
-                 relock_status_name(st), relock_client_error(c)->message,
-                 relock_lock_validity_ms(l));
-    relock_lock_free(l);
-    relock_client_free(c);
-    testsrv_stop(&px);
-}
-
 /* ------------------------------------------------------------ owner records */
-
-static void lost_cb(relock_async *a, relock_lock *l, relock_status st, const relock_error *e,
-                    void *arg)
-{
-    (void)a, (void)l, (void)st, (void)e;
-    (*(long *)arg)++;
-}
-
-static void test_owner(void **state)
-{
-    (void)state;
-    const char *const kv[] = {"owner_info", "true", NULL};
-    for (size_t mi = 0; mi < 3; mi++) {
-        relock_async_loop lp;
-        loop_init(&lp);
-        relock_async *a = client(&lp, modes[mi], kv);
-        char name[64], rkey[96];
-        snprintf(name, sizeof name, "aown-%s", modes[mi]);
-        snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
-        outcome o = run_acquire(a, name, 900);
-        if (o.st != RELOCK_OK)
-            fail_msg("%s: acquire: %s", modes[mi], o.msg);
-        relock_lock *l = o.l;
-        char want[64];
-        snprintf(want, sizeof want, "pid=%ld ", (long)getpid());
-        char *v = get(rkey);
-        if (!strstr(v, want) || !strstr(v, " async-owner") || strncmp(v, "host=", 5) != 0)
-            fail_msg("%s: the record is \"%s\"", modes[mi], v);
-        free(v);
-        /* inspect (the blocking API) names the owner */
-        const char *const ikv[] = {"legacy.clock_unit", "ms", NULL};
-        relock_client *bc = tu_client(master.port, modes[mi], ikv);
-        relock_inspect_info *info = NULL;
-        assert_int_equal(relock_inspect(bc, name, &info), RELOCK_OK);
-        if (!strstr(relock_inspect_info_owner(info), " async-owner"))
-            fail_msg("%s: inspect: \"%s\"", modes[mi], relock_inspect_info_owner(info));
-        relock_inspect_info_free(info);
-        /* kept by the loop for three leases: the record lives on beside
-         * it, renewed with it */
-        long lost = 0;
-        assert_int_equal(relock_async_keep(l, lost_cb, &lost), RELOCK_OK);
-        run_for(2700);
-        assert_int_equal(lost, 0);
-        v = get(rkey);
-        if (!strstr(v, " async-owner"))
-            fail_msg("%s: the record after renewals is \"%s\"", modes[mi], v);
-        free(v);
-        char *pttl = testsrv_cmd(&master, "PTTL %s", rkey);
-        assert_non_null(pttl);
-        assert_true(atoll(pttl) > 0 && atoll(pttl) <= 900);
-        free(pttl);
-        /* a release deletes it (a renewal may be in flight: it goes after) */
-        o = run_release(l);
-        assert_int_equal(o.st, RELOCK_OK);
-        assert_false(key_exists(rkey));
-        assert_false(key_exists(name));
-        /* the blocking call on such a lock is refused, not run on a
-         * connection it cannot use */
-        assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_LOST);
-        relock_lock_free(l);
-        /* another holder's record is left alone by a stale handle */
-        o = run_acquire(a, name, 5000);
-        assert_int_equal(o.st, RELOCK_OK);
-        l = o.l;
-        assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_EINVAL);
-        char *r = testsrv_cmd(&master, "DEL %s", name);
-        free(r);
-        r = testsrv_cmd(&master, "SET %s %s", rkey, "someone-else");
-        free(r);
-        o = run_release(l);
-        assert_int_equal(o.st, RELOCK_LOST);
-        v = get(rkey);
-        assert_string_equal(v, "someone-else");
-        free(v);
-        r = testsrv_cmd(&master, "DEL %s", rkey);
-        free(r);
-        relock_lock_free(l);
-        relock_client_free(bc);
-        relock_async_free(a);
-        loop_fini();
-    }
-}
 
 /* A cancel that arrives after the acquire's owner record was written (the
  * record is on the server, its reply not yet read by the client: the read
@@ -706,10 +496,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durable),
-        cmocka_unit_test(test_durable_shorter),
         cmocka_unit_test(test_durable_aof),
-        cmocka_unit_test(test_durable_reconnect),
-        cmocka_unit_test(test_owner),
         cmocka_unit_test(test_owner_cancel),
         cmocka_unit_test(test_clock_server),
     };

@@ -17,6 +17,17 @@
  *             acquires it and writes its record, which must survive the
  *             rest of A's release (it did not when the record was deleted
  *             after the release, in a separate round trip).
+ *   life      (modern, legacy, bridge, on the server itself) the record
+ *             beside an acquired lock names the process and its text,
+ *             inspect reads it, renewals of a kept lock renew it, a
+ *             release deletes it, and a stale handle's release leaves
+ *             another holder's record alone.
+ *
+ * life runs through both entry points, on both.h: it_owner runs it
+ * through the blocking API with the other scenarios, it_owner_async
+ * through the asynchronous API on libevent (the program's argument); the
+ * asynchronous client's own (a cancel or a free after the record was
+ * written) are in test_async_records.c.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,9 +36,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "both.h"
 #include "relock.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -44,6 +57,8 @@ static const target targets[] = {
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 static testsrv proxies[NTARGETS];
+/* The entry point life runs through. */
+static both_entry entry;
 
 static int setup(void **state)
 {
@@ -317,13 +332,127 @@ static void test_release_race(void **state)
     assert_true(rivals > 0);
 }
 
-int main(void)
+static void count_lost(relock_status why, void *arg)
 {
-    const struct CMUnitTest tests[] = {
+    (void)why;
+    (*(long *)arg)++;
+}
+
+static int key_exists(const char *key)
+{
+    char *v = testsrv_cmd(&tu_srv, "EXISTS %s", key);
+    int e = v && strcmp(v, "1") == 0;
+    free(v);
+    return e;
+}
+
+static void test_life(void **state)
+{
+    (void)state;
+    static const char *const modes[] = {"modern", "legacy", "bridge"};
+    for (size_t mi = 0; mi < 3; mi++) {
+        relock_config *cfg = relock_config_new();
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", tu_srv.port);
+        assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", modes[mi]), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "owner_info", "true"), RELOCK_OK);
+        if (strcmp(modes[mi], "modern") != 0)
+            assert_int_equal(relock_config_set(cfg, "legacy.clock_unit", "ms"), RELOCK_OK);
+        assert_int_equal(relock_config_set_owner(cfg, 0, "life-owner"), RELOCK_OK);
+        both_client *c = NULL;
+        relock_status st = both_connect(entry, cfg, &c);
+        relock_config_free(cfg);
+        if (st != RELOCK_OK)
+            fail_msg("%s: connect (%s): %s", modes[mi], both_entry_name(entry), both_error(c));
+        char name[64], rkey[96];
+        snprintf(name, sizeof name, "own-life-%s", modes[mi]);
+        snprintf(rkey, sizeof rkey, "{%s} relock:owner", name);
+        relock_lock *l = NULL;
+        st = both_try_acquire(c, name, 900, &l);
+        if (st != RELOCK_OK)
+            fail_msg("%s: acquire: %s", modes[mi], both_error(c));
+        char want[64];
+        snprintf(want, sizeof want, "pid=%ld ", (long)getpid());
+        char *v = record(name);
+        if (!strstr(v, want) || !strstr(v, " life-owner") || strncmp(v, "host=", 5) != 0)
+            fail_msg("%s: the record is \"%s\"", modes[mi], v);
+        free(v);
+        /* inspect (the blocking API) names the owner */
+        const char *const ikv[] = {"legacy.clock_unit", "ms", NULL};
+        relock_client *bc = tu_client(tu_srv.port, modes[mi], ikv);
+        relock_inspect_info *info = NULL;
+        assert_int_equal(relock_inspect(bc, name, &info), RELOCK_OK);
+        if (!strstr(relock_inspect_info_owner(info), " life-owner"))
+            fail_msg("%s: inspect: \"%s\"", modes[mi], relock_inspect_info_owner(info));
+        relock_inspect_info_free(info);
+        /* kept for three leases: the record lives on beside it, renewed
+         * with it */
+        long lost = 0;
+        assert_int_equal(both_keep(c, l, count_lost, &lost), RELOCK_OK);
+        both_idle(c, 2700);
+        assert_int_equal(lost, 0);
+        v = record(name);
+        if (!strstr(v, " life-owner"))
+            fail_msg("%s: the record after renewals is \"%s\"", modes[mi], v);
+        free(v);
+        char *pttl = testsrv_cmd(&tu_srv, "PTTL %s", rkey);
+        assert_non_null(pttl);
+        assert_true(atoll(pttl) > 0 && atoll(pttl) <= 900);
+        free(pttl);
+        /* a release deletes it (an asynchronous renewal may be in flight:
+         * it goes after) */
+        assert_int_equal(both_release(c, l), RELOCK_OK);
+        assert_false(key_exists(rkey));
+        assert_false(key_exists(name));
+        /* the blocking call on an asynchronous client's lock is refused,
+         * not run on a connection it cannot use */
+        if (entry == BOTH_ASYNC)
+            assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_LOST);
+        relock_lock_free(l);
+        /* another holder's record is left alone by a stale handle */
+        l = NULL;
+        assert_int_equal(both_try_acquire(c, name, 5000, &l), RELOCK_OK);
+        if (entry == BOTH_ASYNC)
+            assert_int_equal(relock_lock_set_owner(l, 1, "x"), RELOCK_EINVAL);
+        char *r = testsrv_cmd(&tu_srv, "DEL %s", name);
+        free(r);
+        r = testsrv_cmd(&tu_srv, "SET %s %s", rkey, "someone-else");
+        free(r);
+        assert_int_equal(both_release(c, l), RELOCK_LOST);
+        v = record(name);
+        assert_string_equal(v, "someone-else");
+        free(v);
+        r = testsrv_cmd(&tu_srv, "DEL %s", rkey);
+        free(r);
+        relock_lock_free(l);
+        relock_client_free(bc);
+        both_free(c);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    entry = both_entry_from_args(argc, argv);
+    /* Through both entry points. */
+    const struct CMUnitTest shared[] = {
+        cmocka_unit_test(test_life),
+    };
+    /* The blocking client's alone. */
+    const struct CMUnitTest blocking[] = {
         cmocka_unit_test(test_stale),
         cmocka_unit_test(test_kept),
         cmocka_unit_test(test_kept_busy),
         cmocka_unit_test(test_release_race),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    /* One group, so that the servers start once (the proxies of the
+     * blocking client's scenarios too: they start within a second). */
+    enum { SHARED = sizeof shared / sizeof *shared, ALONE = sizeof blocking / sizeof *blocking };
+    struct CMUnitTest tests[SHARED + ALONE];
+    size_t n = 0;
+    for (size_t i = 0; i < SHARED; i++)
+        tests[n++] = shared[i];
+    for (size_t i = 0; entry == BOTH_BLOCKING && i < ALONE; i++)
+        tests[n++] = blocking[i];
+    return _cmocka_run_group_tests(both_entry_name(entry), tests, n, setup, teardown);
 }

@@ -21,10 +21,21 @@ struct both_client {
     struct event_base *base;
     struct event *tick;
     char msg[512];
+    struct both_keeper *keepers; /* on_lost's for both_keep, freed with c */
+    void (*phase_fn)(both_phase, void *);
+    void *phase_arg;
+};
+
+/* One both_keep's on_lost, for the library's callback of either entry. */
+struct both_keeper {
+    both_lost_fn fn;
+    void *arg;
+    struct both_keeper *next;
 };
 
 /* One asynchronous operation's end. */
 typedef struct {
+    both_client *c;
     int done;
     relock_status st;
     relock_lock *l;
@@ -106,6 +117,11 @@ void both_free(both_client *c)
             event_base_loop(c->base, EVLOOP_NONBLOCK);
         event_base_free(c->base);
     }
+    while (c->keepers) {
+        struct both_keeper *k = c->keepers;
+        c->keepers = k->next;
+        free(k);
+    }
     free(c);
 }
 
@@ -117,6 +133,12 @@ both_entry both_client_entry(const both_client *c)
 const char *both_error(const both_client *c)
 {
     return c->msg;
+}
+
+int both_replicas_acked(const both_client *c)
+{
+    return c->entry == BOTH_BLOCKING ? relock_client_replicas_acked(c->sync)
+                                     : relock_async_replicas_acked(c->async);
 }
 
 relock_mode both_mode(const both_client *c)
@@ -135,6 +157,8 @@ static void on_done(relock_async *a, relock_status st, relock_lock *l, const rel
 {
     (void)a;
     both_outcome *o = arg;
+    if (o->c->phase_fn)
+        o->c->phase_fn(BOTH_CALLBACK, o->c->phase_arg);
     o->done++;
     o->st = st;
     o->l = l;
@@ -148,6 +172,8 @@ static relock_status finish(both_client *c, relock_status started, both_outcome 
         snprintf(c->msg, sizeof c->msg, "%s", relock_async_error(c->async)->message);
         return started;
     }
+    if (c->phase_fn)
+        c->phase_fn(BOTH_STARTED, c->phase_arg);
     uint64_t end = tu_now_ms() + 60000;
     while (!o->done && tu_now_ms() < end)
         event_base_loop(c->base, EVLOOP_ONCE);
@@ -172,7 +198,7 @@ relock_status both_acquire(both_client *c, const char *name, long long ttl_ms, l
     *out = NULL;
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_acquire(c->sync, name, ttl_ms, wait_ms, out));
-    both_outcome o = {0};
+    both_outcome o = {.c = c};
     relock_status st = finish(
         c, relock_async_acquire(c->async, name, ttl_ms, wait_ms, on_done, &o, NULL), &o);
     *out = o.l;
@@ -185,7 +211,7 @@ relock_status both_try_acquire(both_client *c, const char *name, long long ttl_m
     *out = NULL;
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_try_acquire(c->sync, name, ttl_ms, out));
-    both_outcome o = {0};
+    both_outcome o = {.c = c};
     relock_status st =
         finish(c, relock_async_try_acquire(c->async, name, ttl_ms, on_done, &o, NULL), &o);
     *out = o.l;
@@ -196,7 +222,7 @@ relock_status both_extend(both_client *c, relock_lock *l, long long ttl_ms)
 {
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_extend(l, ttl_ms));
-    both_outcome o = {0};
+    both_outcome o = {.c = c};
     return finish(c, relock_async_extend(l, ttl_ms, on_done, &o), &o);
 }
 
@@ -204,8 +230,55 @@ relock_status both_release(both_client *c, relock_lock *l)
 {
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_release(l));
-    both_outcome o = {0};
+    both_outcome o = {.c = c};
     return finish(c, relock_async_release(l, on_done, &o), &o);
+}
+
+static void lost_blocking(relock_lock *l, relock_status why, void *arg)
+{
+    (void)l;
+    struct both_keeper *k = arg;
+    if (k->fn)
+        k->fn(why, k->arg);
+}
+
+static void lost_async(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
+                       void *arg)
+{
+    (void)a, (void)l, (void)e;
+    lost_blocking(NULL, why, arg);
+}
+
+relock_status both_keep(both_client *c, relock_lock *l, both_lost_fn on_lost, void *arg)
+{
+    struct both_keeper *k = calloc(1, sizeof *k);
+    assert_non_null(k);
+    k->fn = on_lost;
+    k->arg = arg;
+    k->next = c->keepers;
+    c->keepers = k;
+    if (c->entry == BOTH_BLOCKING)
+        return kept(c, relock_keep(l, lost_blocking, k));
+    relock_status st = relock_async_keep(l, lost_async, k);
+    if (st != RELOCK_OK)
+        snprintf(c->msg, sizeof c->msg, "%s", relock_async_error(c->async)->message);
+    return st;
+}
+
+relock_status both_keep_stop(both_client *c, relock_lock *l)
+{
+    if (c->entry == BOTH_BLOCKING)
+        return kept(c, relock_keep_stop(l));
+    relock_status st = relock_async_keep_stop(l);
+    if (st != RELOCK_OK)
+        snprintf(c->msg, sizeof c->msg, "%s", relock_async_error(c->async)->message);
+    return st;
+}
+
+void both_on_phase(both_client *c, void (*fn)(both_phase phase, void *arg), void *arg)
+{
+    c->phase_fn = fn;
+    c->phase_arg = arg;
 }
 
 void both_idle(both_client *c, long ms)

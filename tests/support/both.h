@@ -34,6 +34,9 @@ both_entry both_client_entry(const both_client *c);
 
 /* The message of the last call on c that did not return RELOCK_OK. */
 const char *both_error(const both_client *c);
+/* relock_client_replicas_acked() or relock_async_replicas_acked(): how
+ * many replicas acknowledged the last acquire or extend, -1 without WAIT. */
+int both_replicas_acked(const both_client *c);
 relock_mode both_mode(const both_client *c);
 const char *both_mode_reason(const both_client *c);
 
@@ -44,6 +47,23 @@ relock_status both_try_acquire(both_client *c, const char *name, long long ttl_m
 /* l was won through c. */
 relock_status both_extend(both_client *c, relock_lock *l, long long ttl_ms);
 relock_status both_release(both_client *c, relock_lock *l);
+
+/* Renewal of l (won through c) by relock_keep() or relock_async_keep():
+ * on_lost (may be NULL) is called with the status once the renewals find
+ * the lock lost, from a renewal thread of the blocking entry or from the
+ * loop of the asynchronous one. */
+typedef void (*both_lost_fn)(relock_status why, void *arg);
+relock_status both_keep(both_client *c, relock_lock *l, both_lost_fn on_lost, void *arg);
+/* relock_keep_stop() or relock_async_keep_stop(). */
+relock_status both_keep_stop(both_client *c, relock_lock *l);
+
+/* For checks of what an asynchronous operation did around its callback:
+ * fn is called with BOTH_STARTED once the call that starts an operation
+ * returned (the loop not yet run), and with BOTH_CALLBACK first thing in
+ * the operation's callback; never for the blocking entry.  fn NULL
+ * removes it. */
+typedef enum { BOTH_STARTED, BOTH_CALLBACK } both_phase;
+void both_on_phase(both_client *c, void (*fn)(both_phase phase, void *arg), void *arg);
 
 /* Runs c's loop for ms (the asynchronous entry: owed replies read, late
  * clean-ups sent); sleeps for the blocking one. */

@@ -7,7 +7,13 @@
 # (10: the 2.0 break counter alone, 11: a script's compare, 12: the
 # quorum's validity, 13: the durability verdict), or one of a waiter's
 # load (14: a quorum's undo announcing a release, which woke the waiter
-# itself); built with it, the simulator must find a violation.  Works in a
+# itself), or one of the asynchronous client's operation core, found by
+# its simulated client (15: an unacknowledged extend's validity bound in
+# the core's phases, 16: the loss deadline's timer, 17: a renewal retried
+# after a refused connect or failed setup, 18: a transient error to a
+# reconnect's setup leaving the client usable, 19: a quorum's clean-up
+# following late servers); built with it, the simulator must find a
+# violation.  Works in a
 # temporary worktree of HEAD, so the checkout is never modified; builds
 # only relock_sim there.
 #
@@ -50,6 +56,11 @@ run_for() {
     12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
     14-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
+    15-*) "$SIM" --boundaries --scenario async-durable-modern-7 ;;
+    16-*) "$SIM" --boundaries --scenario async-keep-stall ;;
+    17-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
+    18-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
+    19-*) "$SIM" --seeds 100 --scenario async-quorum-late ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

@@ -13,7 +13,13 @@
 # after a refused connect or failed setup, 18: a transient error to a
 # reconnect's setup leaving the client usable, 19: a quorum's clean-up
 # following late servers); built with it, the simulator must find a
-# violation.  Works in a
+# violation.  Patches named *.asan.patch undo a fix of a use after free in
+# the asynchronous client (20: a cancel from a callback inside the walk of
+# a connection's queue, 21: the walk of a channel's waiters after the last
+# one left, 22: a free of the client from a callback run by another
+# operation's flush): those are built with the sanitizers (a second build,
+# made when one is selected), where the simulator's run must end in the
+# sanitizer's report.  Works in a
 # temporary worktree of HEAD, so the checkout is never modified; builds
 # only relock_sim there.
 #
@@ -35,6 +41,8 @@ cp -r "$ROOT/tests/sim/." "$DIR/src/tests/sim/"
 cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
 SIM="$DIR/build/tests/sim/relock_sim"
+NORMAL="$SIM"
+ASAN=""
 
 # Which simulator run must fail once each fix is undone.
 run_for() {
@@ -61,6 +69,9 @@ run_for() {
     17-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
     18-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
     19-*) "$SIM" --seeds 100 --scenario async-quorum-late ;;
+    20-*) "$SIM" --boundaries --scenario async-modern-7 ;;
+    21-*) "$SIM" --boundaries --scenario async-waiters-late-subscribe ;;
+    22-*) "$SIM" --boundaries --scenario async-lost-handle ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }
@@ -74,14 +85,26 @@ for p in "$ROOT"/tests/sim/reverts/*.patch; do
         [ $want = 1 ] || continue
     fi
     git -C "$DIR/src" apply "$p"
-    cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+    if [[ $name == *.asan ]]; then
+        if [ -z "$ASAN" ]; then
+            cmake -S "$DIR/src" -B "$DIR/build-asan" -DRELOCK_SANITIZE=ON \
+                -DCMAKE_BUILD_TYPE=Debug >/dev/null
+            ASAN="$DIR/build-asan/tests/sim/relock_sim"
+        fi
+        cmake --build "$DIR/build-asan" -j "$(nproc)" --target relock_sim >/dev/null
+        SIM="$ASAN"
+    else
+        cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+        SIM="$NORMAL"
+    fi
     if run_for "$name" >"$DIR/out" 2>&1; then
         echo "reverts: $name: the simulator found NOTHING"
         failed=1
     else
-        echo "reverts: $name: found: $(grep -m1 -o 'VIOLATION[^:]*: .*' "$DIR/out" | cut -c1-160)"
+        echo "reverts: $name: found: $(grep -m1 -o -E 'VIOLATION[^:]*: .*|SUMMARY: .*|runtime error: .*' "$DIR/out" | cut -c1-160)"
     fi
     git -C "$DIR/src" apply -R "$p"
+    SIM="$NORMAL"
 done
 cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
 if "$SIM" --seeds 200 >"$DIR/out" 2>&1; then

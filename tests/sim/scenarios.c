@@ -291,6 +291,34 @@ const sim_scenario sim_scenarios[] = {
             .plans = {SAP_EXTEND, SAP_EXTEND}},
            OP("lk2"), RLQ(2000, 0, 300, 2, 0)},
      .faults = 0, .tick_ms = 1, .in_short = 1},
+    /* Two waiters of one client on one channel, with a short bound: a
+     * SUBSCRIBE answered late ends both bounds while its confirmation is
+     * on its way (the walk of the channel's waiters frees the channel as
+     * the last one leaves: found under the sanitizer build). */
+    {.name = "async-waiters-late-subscribe", .personality = "7",
+     .what = "an asynchronous client's two waiters with a 150 ms bound on a held lock; "
+             "replies delayed 300 ms",
+     .nclients = 3,
+     .c = {RL(MOD, 3000, 0, 1200, 1, 0),
+           {.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 1000, .wait_ms = 150,
+            .hold_ms = 200, .iters = 3, .extend = 1, .offset = 1, .notify = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_QUICK}, .start_ms = 50},
+           OP("lk")},
+     .faults = SF_NET | SF_BIT(SF_DELAY), .delay_ms = 300, .tick_ms = 1, .in_short = 1},
+    /* A lock deleted by the operator: its extend finds it lost, and its
+     * handle is released in the next iteration from the first acquire's
+     * callback, while the second acquire's reply may come in the same read
+     * (delays); on the last iteration that release's callback frees the
+     * client (found under the sanitizer build). */
+    {.name = "async-lost-handle", .personality = "7",
+     .what = "an asynchronous client releases a lock found lost from another operation's "
+             "callback and frees the client from that release's callback",
+     .nclients = 3,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 400, .iters = 2, .extend = 1, .offset = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_EXTEND}, .free_in_cb = 1},
+           OP("lk2"), DEL(100)},
+     .faults = SF_NET | SF_BIT(SF_DELAY), .delay_ms = 20, .tick_ms = 1, .in_short = 1},
     {.name = "async-bridge-7", .personality = "7",
      .what = "an asynchronous client in bridge mode, two operations in flight, beside a "
              "blocking bridge client and a classic client",

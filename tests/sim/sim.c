@@ -1295,6 +1295,10 @@ typedef struct aprog {
     int it;
     int last;  /* the last iteration */
     int freed; /* relock_async_free() was called */
+    /* A handle an extend found lost, kept to be released from the next
+     * iteration's first acquire callback (with sp.free_in_cb, that
+     * release's own callback frees the client on the last iteration). */
+    relock_lock *stale;
 } aprog;
 
 static long long mono_ms(void)
@@ -1521,6 +1525,13 @@ static void as_ext_cb(relock_async *a, relock_status st, relock_lock *l, const r
         if (st == RELOCK_LOST)
             check_lost(r, l, "extend", r->claim, r->claim_end);
         claim_stop(r);
+        if (st == RELOCK_LOST && !s->p->stale) {
+            /* Lost: the handle is released later, from another callback. */
+            s->p->stale = l;
+            s->l = NULL;
+            as_done(s);
+            return;
+        }
     } else if (r->claim && !r->claim_void) {
         /* As the blocking client's failed extend (run_relock). */
         long long end = S.now + real_ms(c, relock_lock_validity_ms(l));
@@ -1618,6 +1629,21 @@ static void keep_watch(aprog *p)
     }
 }
 
+static void as_stale_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                        void *arg)
+{
+    aprog *p = arg;
+    (void)a;
+    tracef("c%d release of the lost handle -> %s%s%s", p->c->id, st_name(st),
+           st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : e->message);
+    if (st == RELOCK_OK)
+        violation("c%d: the release of a lock its extend found lost returned OK", p->c->id);
+    if (l)
+        relock_lock_free(l);
+    if (p->last && p->c->sp.free_in_cb)
+        as_free_client(p);
+}
+
 static void as_acq_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
                       void *arg)
 {
@@ -1633,6 +1659,23 @@ static void as_acq_cb(relock_async *a, relock_status st, relock_lock *l, const r
     long slack = 8 * (1000 + 1000) + 200;
     if (sp->wait_ms >= 0 && took > sp->wait_ms + slack)
         violation("c%d: acquire with wait %ld ms took %lld ms", r->id, sp->wait_ms, took);
+    /* The first operation's callback, whatever its outcome, cancels the
+     * last one's acquire while it is still pending, every other iteration
+     * (also from within the walk of a connection's queue whose setup
+     * failed). */
+    if (s->i == 0 && p->n > 2 && p->it % 2 == 0 && p->s[p->n - 1].op && !p->freed) {
+        tracef("c%d op0 cancels op%d's acquire from its callback", c->id, p->n - 1);
+        relock_async_cancel(p->s[p->n - 1].op);
+    }
+    /* A lost handle kept from an earlier iteration: released from this
+     * callback, while the other acquires' replies may be read with it. */
+    if (s->i == 0 && p->stale && !p->freed) {
+        relock_lock *old = p->stale;
+        p->stale = NULL;
+        tracef("c%d op0 releases the lost handle from its callback", c->id);
+        if (relock_async_release(old, as_stale_cb, p) != RELOCK_OK)
+            relock_lock_free(old);
+    }
     if (st != RELOCK_OK) {
         as_done(s);
         return;
@@ -1656,12 +1699,6 @@ static void as_acq_cb(relock_async *a, relock_status st, relock_lock *l, const r
         claim_stop(r);
         return;
     }
-    /* The first operation's callback cancels the last one's acquire while
-     * it is still pending, every other iteration. */
-    if (s->i == 0 && p->n > 1 && p->it % 2 == 0 && p->s[p->n - 1].op) {
-        tracef("c%d op0 cancels op%d's acquire from its callback", c->id, p->n - 1);
-        relock_async_cancel(p->s[p->n - 1].op);
-    }
     switch (s->plan) {
     case SAP_QUICK:
         as_release(s);
@@ -1677,8 +1714,12 @@ static void as_acq_cb(relock_async *a, relock_status st, relock_lock *l, const r
         as_hold(s, sp->hold_ms, as_release_fire);
         break;
     default:
+        /* Extends hold_ms / 2 after the iteration began (at once when the
+         * acquire took longer): operations that got their locks together
+         * extend together, one's batch waiting behind the other's. */
         if (sp->extend)
-            as_hold(s, sp->hold_ms / 2, as_extend_fire);
+            as_hold(s, s->t0 + sp->hold_ms / 2 > S.now ? s->t0 + sp->hold_ms / 2 - S.now : 0,
+                    as_extend_fire);
         else
             as_hold(s, sp->hold_ms, as_release_fire);
         break;
@@ -1784,6 +1825,8 @@ static void run_async(sclient *c)
     for (int i = 0; i < p->n; i++)
         if (p->s[i].l)
             relock_lock_free(p->s[i].l);
+    if (p->stale)
+        relock_lock_free(p->stale);
     free(p);
 }
 

@@ -95,7 +95,8 @@ typedef struct sim_client_spec {
 
 /* What an asynchronous client's operation does with the lock it got. */
 enum sim_async_plan {
-    SAP_EXTEND = 0, /* holds, extends (to extend_ms) half-way, releases */
+    SAP_EXTEND = 0, /* holds, extends (to extend_ms) hold_ms / 2 after the iteration began,
+                     * releases hold_ms / 2 after that */
     SAP_KEEP,       /* relock_async_keep() for hold_ms (several renewals), then releases */
     SAP_QUICK,      /* releases from within the acquire's callback */
     SAP_FREE        /* holds, releases and frees the handle with the release in flight */

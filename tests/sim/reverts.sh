@@ -68,7 +68,7 @@ run_for() {
     16-*) "$SIM" --boundaries --scenario async-keep-stall ;;
     17-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
     18-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
-    19-*) "$SIM" --seeds 100 --scenario async-quorum-late ;;
+    19-*) "$SIM" --boundaries --scenario async-quorum-late ;;
     20-*) "$SIM" --boundaries --scenario async-modern-7 ;;
     21-*) "$SIM" --boundaries --scenario async-waiters-late-subscribe ;;
     22-*) "$SIM" --boundaries --scenario async-lost-handle ;;

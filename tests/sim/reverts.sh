@@ -12,7 +12,8 @@
 # the core's phases, 16: the loss deadline's timer, 17: a renewal retried
 # after a refused connect or failed setup, 18: a transient error to a
 # reconnect's setup leaving the client usable, 19: a quorum's clean-up
-# following late servers); built with it, the simulator must find a
+# following late servers, 23: a release that waited behind a renewal, its
+# handle freed, still running); built with it, the simulator must find a
 # violation.  Patches named *.asan.patch undo a fix of a use after free in
 # the asynchronous client (20: a cancel from a callback inside the walk of
 # a connection's queue, 21: the walk of a channel's waiters after the last
@@ -72,6 +73,7 @@ run_for() {
     20-*) "$SIM" --boundaries --scenario async-modern-7 ;;
     21-*) "$SIM" --boundaries --scenario async-waiters-late-subscribe ;;
     22-*) "$SIM" --boundaries --scenario async-lost-handle ;;
+    23-*) "$SIM" --boundaries --scenario async-keep-release-free ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

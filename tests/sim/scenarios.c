@@ -319,6 +319,19 @@ const sim_scenario sim_scenarios[] = {
             .plans = {SAP_EXTEND, SAP_EXTEND}, .free_in_cb = 1},
            OP("lk2"), DEL(100)},
      .faults = SF_NET | SF_BIT(SF_DELAY), .delay_ms = 20, .tick_ms = 1, .in_short = 1},
+    /* Kept locks on a server that answers 250 ms late, renewed every third
+     * of their 2 s lease; the program releases them (without keep_stop)
+     * and frees the handles 5.6 s in, while a renewal is in flight: the
+     * release waits for it and must still run, leaving no token. */
+    {.name = "async-keep-release-free", .personality = "7",
+     .what = "an asynchronous client releases and frees kept locks while their renewals "
+             "are in flight on a server answering 250 ms late",
+     .nclients = 2, .slow = 1, .delay_ms = 250, .no_orphans = 1,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 5600, .iters = 2, .offset = 1, .ops = 2,
+            .plans = {SAP_KEEP_FREE, SAP_KEEP_FREE}},
+           OP("lk2")},
+     .faults = 0, .tick_ms = 1, .in_short = 1},
     {.name = "async-bridge-7", .personality = "7",
      .what = "an asynchronous client in bridge mode, two operations in flight, beside a "
              "blocking bridge client and a classic client",

@@ -1483,7 +1483,7 @@ static void as_release(aslot *s)
         as_done(s);
         return;
     }
-    if (s->plan == SAP_FREE) {
+    if (s->plan == SAP_FREE || s->plan == SAP_KEEP_FREE) {
         tracef("c%d op%d frees its handle with the release in flight", s->p->c->id, s->i);
         relock_lock_free(s->l);
         s->l = NULL;
@@ -1704,11 +1704,12 @@ static void as_acq_cb(relock_async *a, relock_status st, relock_lock *l, const r
         as_release(s);
         break;
     case SAP_KEEP:
+    case SAP_KEEP_FREE:
         if (relock_async_keep(l, as_lost_cb, s) == RELOCK_OK)
             s->kept = 1;
         /* Long enough for renewals: two leases and a half at least. */
         as_hold(s, sp->hold_ms > sp->ttl_ms * 5 / 2 ? sp->hold_ms : sp->ttl_ms * 5 / 2,
-                as_keep_end);
+                s->plan == SAP_KEEP ? as_keep_end : as_release_fire);
         break;
     case SAP_FREE:
         as_hold(s, sp->hold_ms, as_release_fire);

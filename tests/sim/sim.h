@@ -99,7 +99,9 @@ enum sim_async_plan {
                      * releases hold_ms / 2 after that */
     SAP_KEEP,       /* relock_async_keep() for hold_ms (several renewals), then releases */
     SAP_QUICK,      /* releases from within the acquire's callback */
-    SAP_FREE        /* holds, releases and frees the handle with the release in flight */
+    SAP_FREE,       /* holds, releases and frees the handle with the release in flight */
+    SAP_KEEP_FREE   /* as SAP_KEEP, then releases without keep_stop (a renewal may be in
+                     * flight) and frees the handle with the release in flight */
 };
 
 #define SIM_MAX_CLIENTS 6

@@ -18,7 +18,8 @@
 # the asynchronous client (20: a cancel from a callback inside the walk of
 # a connection's queue, 21: the walk of a channel's waiters after the last
 # one left, 22: a free of the client from a callback run by another
-# operation's flush): those are built with the sanitizers (a second build,
+# operation's flush, 24: a free of the client while a release waits behind
+# a renewal): those are built with the sanitizers (a second build,
 # made when one is selected), where the simulator's run must end in the
 # sanitizer's report.  Works in a
 # temporary worktree of HEAD, so the checkout is never modified; builds
@@ -74,6 +75,7 @@ run_for() {
     21-*) "$SIM" --boundaries --scenario async-waiters-late-subscribe ;;
     22-*) "$SIM" --boundaries --scenario async-lost-handle ;;
     23-*) "$SIM" --boundaries --scenario async-keep-release-free ;;
+    24-*) "$SIM" --boundaries --scenario async-keep-free-client ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

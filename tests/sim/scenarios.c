@@ -332,6 +332,18 @@ const sim_scenario sim_scenarios[] = {
             .plans = {SAP_KEEP_FREE, SAP_KEEP_FREE}},
            OP("lk2")},
      .faults = 0, .tick_ms = 1, .in_short = 1},
+    /* The same, and the program frees the client right after asking for
+     * the last releases, while they wait behind the renewals (found under
+     * the sanitizer build). */
+    {.name = "async-keep-free-client", .personality = "7",
+     .what = "an asynchronous client frees itself while the releases of its kept locks "
+             "wait behind renewals in flight",
+     .nclients = 2, .slow = 1, .delay_ms = 250,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 5600, .iters = 1, .offset = 1, .ops = 2,
+            .plans = {SAP_KEEP_FREE, SAP_KEEP_FREE}, .free_in_cb = 1},
+           OP("lk2")},
+     .faults = SF_NET, .tick_ms = 1, .in_short = 1},
     {.name = "async-bridge-7", .personality = "7",
      .what = "an asynchronous client in bridge mode, two operations in flight, beside a "
              "blocking bridge client and a classic client",

@@ -1487,6 +1487,12 @@ static void as_release(aslot *s)
         tracef("c%d op%d frees its handle with the release in flight", s->p->c->id, s->i);
         relock_lock_free(s->l);
         s->l = NULL;
+        /* The last iteration's last such release: the program frees the
+         * client at once, from the timer that ended the hold, with the
+         * releases (waiting behind renewals, or in flight) unfinished. */
+        if (s->plan == SAP_KEEP_FREE && s->p->last && s->p->c->sp.free_in_cb &&
+            s->i == s->p->n - 1)
+            as_free_client(s->p);
     }
 }
 

@@ -107,10 +107,17 @@ static int boundaries(const sim_scenario *sc, long max_step, int quiet, long *ru
     o.dfs = 1;
     o.depth = 0;
     o.seed = 1;
-    sim_run(sc, &o, r, 1);
+    /* The default schedule itself, without a fault, first. */
+    int bad = sim_run(sc, &o, r, 1) != 0;
     long n = r->steps < max_step ? r->steps : max_step;
     long runs = 1;
-    int bad = 0;
+    if (bad && !quiet) {
+        o.fault_step = 0;
+        o.fault_kind = SF_NONE;
+        sim_run(sc, &o, r, 0);
+        printf("sim: VIOLATION in scenario %s, without a fault: %s\n", sc->name, r->msg);
+        printf("replay: ./dev sim --scenario %s --at 0:0 --trace\n", sc->name);
+    }
     for (long k = 0; k < n && !bad; k++) {
         for (int f = 1; f < SF_COUNT && !bad; f++) {
             if (!(sc->faults & SF_BIT(f)))

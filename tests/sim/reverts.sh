@@ -7,7 +7,21 @@
 # (10: the 2.0 break counter alone, 11: a script's compare, 12: the
 # quorum's validity, 13: the durability verdict), or one of a waiter's
 # load (14: a quorum's undo announcing a release, which woke the waiter
-# itself); built with it, the simulator must find a violation.  Works in a
+# itself), or one of the asynchronous client's operation core, found by
+# its simulated client (15: an unacknowledged extend's validity bound in
+# the core's phases, 16: the loss deadline's timer, 17: a renewal retried
+# after a refused connect or failed setup, 18: a transient error to a
+# reconnect's setup leaving the client usable, 19: a quorum's clean-up
+# following late servers, 23: a release that waited behind a renewal, its
+# handle freed, still running); built with it, the simulator must find a
+# violation.  Patches named *.asan.patch undo a fix of a use after free in
+# the asynchronous client (20: a cancel from a callback inside the walk of
+# a connection's queue, 21: the walk of a channel's waiters after the last
+# one left, 22: a free of the client from a callback run by another
+# operation's flush, 24: a free of the client while a release waits behind
+# a renewal): those are built with the sanitizers (a second build,
+# made when one is selected), where the simulator's run must end in the
+# sanitizer's report.  Works in a
 # temporary worktree of HEAD, so the checkout is never modified; builds
 # only relock_sim there.
 #
@@ -29,6 +43,8 @@ cp -r "$ROOT/tests/sim/." "$DIR/src/tests/sim/"
 cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
 SIM="$DIR/build/tests/sim/relock_sim"
+NORMAL="$SIM"
+ASAN=""
 
 # Which simulator run must fail once each fix is undone.
 run_for() {
@@ -50,6 +66,16 @@ run_for() {
     12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
     14-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
+    15-*) "$SIM" --boundaries --scenario async-durable-modern-7 ;;
+    16-*) "$SIM" --boundaries --scenario async-keep-stall ;;
+    17-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
+    18-*) "$SIM" --boundaries --scenario async-keep-modern-7 ;;
+    19-*) "$SIM" --boundaries --scenario async-quorum-late ;;
+    20-*) "$SIM" --boundaries --scenario async-modern-7 ;;
+    21-*) "$SIM" --boundaries --scenario async-waiters-late-subscribe ;;
+    22-*) "$SIM" --boundaries --scenario async-lost-handle ;;
+    23-*) "$SIM" --boundaries --scenario async-keep-release-free ;;
+    24-*) "$SIM" --boundaries --scenario async-keep-free-client ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }
@@ -63,14 +89,26 @@ for p in "$ROOT"/tests/sim/reverts/*.patch; do
         [ $want = 1 ] || continue
     fi
     git -C "$DIR/src" apply "$p"
-    cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+    if [[ $name == *.asan ]]; then
+        if [ -z "$ASAN" ]; then
+            cmake -S "$DIR/src" -B "$DIR/build-asan" -DRELOCK_SANITIZE=ON \
+                -DCMAKE_BUILD_TYPE=Debug >/dev/null
+            ASAN="$DIR/build-asan/tests/sim/relock_sim"
+        fi
+        cmake --build "$DIR/build-asan" -j "$(nproc)" --target relock_sim >/dev/null
+        SIM="$ASAN"
+    else
+        cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
+        SIM="$NORMAL"
+    fi
     if run_for "$name" >"$DIR/out" 2>&1; then
         echo "reverts: $name: the simulator found NOTHING"
         failed=1
     else
-        echo "reverts: $name: found: $(grep -m1 -o 'VIOLATION[^:]*: .*' "$DIR/out" | cut -c1-160)"
+        echo "reverts: $name: found: $(grep -m1 -o -E 'VIOLATION[^:]*: .*|SUMMARY: .*|runtime error: .*' "$DIR/out" | cut -c1-160)"
     fi
     git -C "$DIR/src" apply -R "$p"
+    SIM="$NORMAL"
 done
 cmake --build "$DIR/build" -j "$(nproc)" --target relock_sim >/dev/null
 if "$SIM" --seeds 200 >"$DIR/out" 2>&1; then

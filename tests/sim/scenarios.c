@@ -30,6 +30,16 @@
      .hold_ms = (h), .iters = (n), .extend = 1, .extend_ms = (x), .offset = 1, .notify = 1, \
      .unit_ms = 1}
 
+/* An asynchronous client (relock_async.h on a poll() loop) with k
+ * operations in flight at once, each doing its plan (enum sim_async_plan)
+ * once it holds; its further operations' claims are the SK_SLOT clients
+ * that follow it (OP), with their own lock names. */
+#define AS(m, t, w, h, n, k, p0, p1, p2) \
+    {.kind = SK_ASYNC, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
+     .hold_ms = (h), .iters = (n), .extend = 1, .offset = 1, .notify = 1, .ops = (k), \
+     .plans = {(p0), (p1), (p2)}, .free_in_cb = 1}
+#define OP(name) {.kind = SK_SLOT, .lock = (name)}
+
 #define MOD RELOCK_MODE_MODERN
 #define LEG RELOCK_MODE_LEGACY
 #define BRI RELOCK_MODE_BRIDGE
@@ -227,6 +237,172 @@ const sim_scenario sim_scenarios[] = {
     SERVER_STEP("7", "server-clock-back-bridge-7", BRI, -60000),
     SERVER_STEP("7", "server-clock-forward-legacy-7", LEG, 60000),
     SERVER_STEP("7", "server-clock-forward-bridge-7", BRI, 60000),
+    /* The asynchronous client: three operations in flight on one loop, two
+     * of them on the lock a blocking client also takes (the same name
+     * twice), one on a lock of its own; one extends, one is kept by the
+     * loop's renewals, one releases from its acquire's callback or frees
+     * its handle with the release in flight (the plans move round each
+     * iteration); the first acquire's callback cancels the last pending
+     * one every other iteration, and the last iteration's first release
+     * frees the client from its callback with the others in flight. */
+    {.name = "async-modern-7", .personality = "7",
+     .what = "an asynchronous client with three operations in flight (extend, keep, release "
+             "in the callback, cancel, free) beside a blocking client",
+     .nclients = 4,
+     .c = {AS(MOD, 1000, 3000, 400, 3, 3, SAP_EXTEND, SAP_KEEP, SAP_QUICK), OP("lk"),
+           OP("lk2"), RL(MOD, 1000, 3000, 400, 2, 1)},
+     .faults = ALL_FAULTS | SF_BIT(SF_REFUSE) | SF_BIT(SF_LOADING), .refuse_ms = 300,
+     .tick_ms = 1, .pause_ms = 1500, .in_short = 1},
+    {.name = "async-nolua", .personality = "nolua",
+     .what = "an asynchronous client with three operations in flight on a server without "
+             "Lua (WATCH/MULTI paths)",
+     .nclients = 4,
+     .c = {AS(MOD, 1000, 3000, 400, 3, 3, SAP_KEEP, SAP_FREE, SAP_EXTEND), OP("lk"),
+           OP("lk2"), RL(MOD, 1000, 3000, 400, 2, 1)},
+     .faults = ALL_FAULTS, .tick_ms = 1, .pause_ms = 1500},
+    {.name = "async-quorum-3", .personality = "7",
+     .what = "an asynchronous quorum client over three servers, one refusing, with two "
+             "operations in flight on one lock beside a blocking quorum client; replies "
+             "delayed 150 ms",
+     .nclients = 3, .servers = 3, .down = 4,
+     .c = {AS(MOD, 2000, 5000, 600, 2, 2, SAP_EXTEND, SAP_KEEP, 0), OP("lk"),
+           RLQ(2000, 5000, 600, 2, 1)},
+     .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE), .delay_ms = 150, .tick_ms = 1,
+     .pause_ms = 2500, .in_short = 1},
+    {.name = "async-quorum-3-all", .personality = "7",
+     .what = "an asynchronous quorum client over three servers, three operations in flight, "
+             "beside a blocking quorum client; delays, restarts",
+     .nclients = 4, .servers = 3,
+     .c = {AS(MOD, 2000, 5000, 600, 2, 3, SAP_KEEP, SAP_EXTEND, SAP_QUICK), OP("lk"),
+           OP("lk2"), RLQ(2000, 5000, 600, 2, 1)},
+     .faults = SF_NET | SF_BIT(SF_DELAY) | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART),
+     .delay_ms = 150, .tick_ms = 1, .pause_ms = 2500},
+    /* Two of three servers answer 400 ms late, past the quorum's 200 ms
+     * per-server timeout: every acquire fails, decided by its deadline
+     * while its requests are still in flight to the late two, which run
+     * them.  Its clean-up must follow them there, or the failed
+     * acquire's token stays on a majority (item f of the enumeration). */
+    {.name = "async-quorum-late", .personality = "7",
+     .what = "an asynchronous and a blocking quorum client; two of three servers answer "
+             "every command 400 ms late: failed acquires leave no token on a majority",
+     .nclients = 3, .servers = 3, .slow = 6, .delay_ms = 400, .no_orphans = 1,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 300, .iters = 2, .extend = 1, .offset = 1, .notify = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_EXTEND}},
+           OP("lk2"), RLQ(2000, 0, 300, 2, 0)},
+     .faults = 0, .tick_ms = 1, .in_short = 1},
+    /* Two waiters of one client on one channel, with a short bound: a
+     * SUBSCRIBE answered late ends both bounds while its confirmation is
+     * on its way (the walk of the channel's waiters frees the channel as
+     * the last one leaves: found under the sanitizer build). */
+    {.name = "async-waiters-late-subscribe", .personality = "7",
+     .what = "an asynchronous client's two waiters with a 150 ms bound on a held lock; "
+             "replies delayed 300 ms",
+     .nclients = 3,
+     .c = {RL(MOD, 3000, 0, 1200, 1, 0),
+           {.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 1000, .wait_ms = 150,
+            .hold_ms = 200, .iters = 3, .extend = 1, .offset = 1, .notify = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_QUICK}, .start_ms = 50},
+           OP("lk")},
+     .faults = SF_NET | SF_BIT(SF_DELAY), .delay_ms = 300, .tick_ms = 1, .in_short = 1},
+    /* A lock deleted by the operator: its extend finds it lost, and its
+     * handle is released in the next iteration from the first acquire's
+     * callback, while the second acquire's reply may come in the same read
+     * (delays); on the last iteration that release's callback frees the
+     * client (found under the sanitizer build). */
+    {.name = "async-lost-handle", .personality = "7",
+     .what = "an asynchronous client releases a lock found lost from another operation's "
+             "callback and frees the client from that release's callback",
+     .nclients = 3,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 400, .iters = 2, .extend = 1, .offset = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_EXTEND}, .free_in_cb = 1},
+           OP("lk2"), DEL(100)},
+     .faults = SF_NET | SF_BIT(SF_DELAY), .delay_ms = 20, .tick_ms = 1, .in_short = 1},
+    /* Kept locks on a server that answers 250 ms late, renewed every third
+     * of their 2 s lease; the program releases them (without keep_stop)
+     * and frees the handles 5.6 s in, while a renewal is in flight: the
+     * release waits for it and must still run, leaving no token. */
+    {.name = "async-keep-release-free", .personality = "7",
+     .what = "an asynchronous client releases and frees kept locks while their renewals "
+             "are in flight on a server answering 250 ms late",
+     .nclients = 2, .slow = 1, .delay_ms = 250, .no_orphans = 1,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 5600, .iters = 2, .offset = 1, .ops = 2,
+            .plans = {SAP_KEEP_FREE, SAP_KEEP_FREE}},
+           OP("lk2")},
+     .faults = 0, .tick_ms = 1, .in_short = 1},
+    /* The same, and the program frees the client right after asking for
+     * the last releases, while they wait behind the renewals (found under
+     * the sanitizer build). */
+    {.name = "async-keep-free-client", .personality = "7",
+     .what = "an asynchronous client frees itself while the releases of its kept locks "
+             "wait behind renewals in flight",
+     .nclients = 2, .slow = 1, .delay_ms = 250,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 0,
+            .hold_ms = 5600, .iters = 1, .offset = 1, .ops = 2,
+            .plans = {SAP_KEEP_FREE, SAP_KEEP_FREE}, .free_in_cb = 1},
+           OP("lk2")},
+     .faults = SF_NET, .tick_ms = 1, .in_short = 1},
+    {.name = "async-bridge-7", .personality = "7",
+     .what = "an asynchronous client in bridge mode, two operations in flight, beside a "
+             "blocking bridge client and a classic client",
+     .nclients = 4,
+     .c = {AS(BRI, 2000, 6000, 600, 2, 2, SAP_EXTEND, SAP_KEEP, 0), OP("lk"),
+           RL(BRI, 2000, 6000, 600, 2, 1), CL(3000, 6000, 500, 1)},
+     .faults = SF_NET | SF_BIT(SF_PAUSE), .tick_ms = 1, .pause_ms = 3500},
+    {.name = "async-legacy-7", .personality = "7",
+     .what = "an asynchronous client in legacy mode, two operations in flight, beside a "
+             "classic client",
+     .nclients = 3,
+     .c = {AS(LEG, 2000, 6000, 600, 2, 2, SAP_KEEP, SAP_EXTEND, 0), OP("lk"),
+           CL(3000, 6000, 500, 1)},
+     .faults = SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART), .tick_ms = 1, .pause_ms = 3500},
+    /* Kept locks through one short fault each: a refused reconnect (the
+     * path gone for 400 ms), a transient error to any command (the
+     * reconnect's setup among them), a connection lost before or after
+     * a command.  Renewals every third of a 3 s lease, a failed one
+     * retried every tenth: no such fault may lose a kept lock. */
+    {.name = "async-keep-modern-7", .personality = "7",
+     .what = "an asynchronous client keeps two locks through short faults (refused "
+             "reconnect, transient errors, lost connections) beside a blocking waiter",
+     .nclients = 3,
+     .c = {AS(MOD, 3000, 0, 7000, 1, 2, SAP_KEEP, SAP_KEEP, 0), OP("lk2"),
+           RL(MOD, 3000, 2000, 300, 1, 0)},
+     .faults = SF_BIT(SF_LOST_BEFORE) | SF_BIT(SF_LOST_AFTER) | SF_BIT(SF_DEAD_AFTER) |
+               SF_BIT(SF_ERROR) | SF_BIT(SF_REFUSE) | SF_BIT(SF_LOADING),
+     .refuse_ms = 400, .keep_survives = 1, .tick_ms = 1, .in_short = 1},
+    /* A kept lock whose renewal meets a server that does not answer: the
+     * command timeout (1 s) ends after the validity (1.2 s lease, renewed
+     * at 400 ms), so the loss must be told by the deadline's timer. */
+    {.name = "async-keep-stall", .personality = "7",
+     .what = "an asynchronous client keeps a 1.2 s lock whose renewal meets a silent server",
+     .nclients = 2,
+     .c = {AS(MOD, 1200, 0, 3000, 1, 1, SAP_KEEP, 0, 0),
+           RL(MOD, 1200, 4000, 300, 1, 0)},
+     .faults = SF_BIT(SF_HOLD) | SF_BIT(SF_LOST_AFTER), .tick_ms = 1, .in_short = 1},
+    /* Extends to a shorter lease with durability: a WAIT short of its
+     * replica leaves no more than the new lease from the extend's start. */
+    {.name = "async-durable-modern-7", .personality = "7",
+     .what = "an asynchronous client with durability.replicas = 1 extends 2 s locks to "
+             "400 ms beside a blocking client",
+     .nclients = 3, .replicas = 1,
+     .c = {{.kind = SK_ASYNC, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
+            .hold_ms = 1200, .iters = 2, .extend = 1, .extend_ms = 400, .offset = 1,
+            .notify = 1, .durability = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}},
+           OP("lk2"),
+           {.kind = SK_RELOCK, .mode = MOD, .lock = "lk", .ttl_ms = 2000, .wait_ms = 4000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1,
+            .durability = 1, .start_ms = 30}},
+     .faults = SF_NET | SF_BIT(SF_REPLICA), .tick_ms = 1, .in_short = 1},
+    {.name = "async-extend-short-bridge-7", .personality = "7",
+     .what = "an asynchronous bridge client extends its 2 s locks to 400 ms mid-hold",
+     .nclients = 3,
+     .c = {{.kind = SK_ASYNC, .mode = BRI, .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000,
+            .hold_ms = 1200, .iters = 2, .extend = 1, .extend_ms = 400, .offset = 1,
+            .notify = 1, .unit_ms = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}},
+           OP("lk"), RLX(BRI, 2000, 6000, 1200, 2, 400)},
+     .faults = SF_NET, .tick_ms = 1},
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

@@ -36,8 +36,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/core.h"
 #include "internal.h"
 #include "model.h"
+#include "relock_async.h"
 
 /* AddressSanitizer is told of each switch of stacks, so that it keeps
  * track of the coroutines' stacks. */
@@ -63,6 +65,7 @@ enum cstate { ST_NEW, ST_RUN, ST_READ, ST_SLEEP, ST_DONE };
 
 typedef struct sclient {
     int id;
+    int owner;            /* whose connections write its values: itself, or its SK_ASYNC client */
     sim_client_spec sp;
     ucontext_t uc;
     char *stack;
@@ -140,6 +143,8 @@ static struct {
     int draining;         /* past max_steps: no more faults, choice 0 */
     long long broken_at;  /* the last operator break or restart, or -1 */
     long long stepped_at; /* the last forward step of a server's clock, or -1 */
+    long long refuse_until[SIM_SERVERS]; /* SF_REFUSE: server i refuses connections until then */
+    long long loading_until[SIM_SERVERS]; /* SF_LOADING: server i answers -LOADING until then */
     int forced_done[4];
 } S;
 
@@ -374,7 +379,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
         int sv = ntohs(in->sin_port) - SIM_PORT;
         if (sv >= 0 && sv < S.nserv && fd >= 0 && fd < SIM_FDS) {
-            if (S.ms[sv].down) {
+            if (S.ms[sv].down || S.now < S.refuse_until[sv]) {
                 errno = ECONNREFUSED;
                 return -1;
             }
@@ -449,9 +454,12 @@ ssize_t read(int fd, void *buf, size_t n)
                 k->out_off = k->out.n = 0;
             return (ssize_t)m;
         }
-        /* hiredis's non-blocking contexts (the quorum's) read only what
-         * is there. */
-        if (!k->dead && (fcntl(fd, F_GETFL) & O_NONBLOCK)) {
+        /* hiredis's non-blocking contexts (the quorum's, the asynchronous
+         * client's) read only what is there, and find a dead connection
+         * closed at once (also one whose reply was being held). */
+        if (fcntl(fd, F_GETFL) & O_NONBLOCK) {
+            if (k->dead)
+                return 0;
             errno = EAGAIN;
             return -1;
         }
@@ -524,10 +532,18 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
     }
 }
 
+static void exec_one(int fd, int f);
+
 int close(int fd)
 {
     sconn *k = sim_conn(fd);
     if (k) {
+        /* What the client wrote before it closed reaches the server ahead
+         * of the end of the connection, which runs it (its replies go
+         * nowhere): a late server's clean-up written behind its request
+         * still runs when the client drops the connection afterwards. */
+        while (S.cur && !k->dead && k->mconn >= 0 && !k->hold_until && pending_cmds(k) > 0)
+            exec_one(fd, SF_NONE);
         if (!k->dead && k->mconn >= 0)
             model_conn_close(&S.ms[k->srv], k->mconn);
         model_buf_free(&k->in);
@@ -590,8 +606,10 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     if (writer < 0 || writer >= S.ncl || !is_lock_key(before->name))
         return;
     sclient *w = &S.cl[writer];
-    if (w->sp.lock && strcmp(w->sp.lock, before->name) == 0)
-        w->wrote_at = S.now;
+    for (int i = 0; i < S.ncl; i++) /* an asynchronous client's operations too */
+        if (S.cl[i].owner == writer && S.cl[i].sp.lock &&
+            strcmp(S.cl[i].sp.lock, before->name) == 0)
+            S.cl[i].wrote_at = S.now;
     if (w->sp.kind == SK_BREAK || w->sp.kind == SK_DEL) {
         if (before->exists) {
             void_claims(before->name, "broken by the operator");
@@ -618,22 +636,24 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     if (w->epoch != S.epoch) {
         /* Also a claim granted but not yet returned (broken_at). */
         S.broken_at = S.now;
-        if (before->author >= 0 && before->author < S.ncl &&
-            (claim_live(&S.cl[before->author], before->name) ||
-             S.cl[before->author].state != ST_DONE)) {
-            S.cl[before->author].claim_void = 1;
+        for (int i = 0; i < S.ncl; i++) {
+            sclient *h = &S.cl[i];
+            if (h->owner != before->author ||
+                !(claim_live(h, before->name) || S.cl[h->owner].state != ST_DONE))
+                continue;
+            h->claim_void = 1;
             /* Its holder's handle is now as unreliable as the old one:
              * the fence no longer tells it from anyone (a classic SETNX
              * next is followed), so its writes are the same limit. */
-            S.cl[before->author].epoch = -1;
-            tracef("c%d's claim ends: c%d's handle from before the restart matched it", before->author,
+            S.cl[h->owner].epoch = -1;
+            tracef("c%d's claim ends: c%d's handle from before the restart matched it", i,
                    writer);
         }
         return;
     }
     /* Only relock's clients are held to this: a classic client that
      * loses a GETSET race writes over the winner by design. */
-    if (w->sp.kind != SK_RELOCK)
+    if (w->sp.kind != SK_RELOCK && w->sp.kind != SK_ASYNC)
         return;
     /* On 2.0 relock looks (GET), then writes (GETSET): its takeover, and
      * its extend.  A value written between the two is hit, the window
@@ -643,12 +663,18 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0) &&
         (!w->seen || w->seen_ver != before->ver))
         return;
-    const sclient *a = &S.cl[before->author];
-    if (claim_live(a, before->name))
-        violation("c%d wrote to a lock it does not own (%s on %s over c%d's value \"%s\", "
-                  "c%d valid for %lld ms more)",
-                  writer, what, before->name, before->author, before->val, before->author,
-                  claim_until(a) - S.now);
+    /* The value's author, or one of its operations when it is an
+     * asynchronous client. */
+    for (int i = 0; i < S.ncl; i++) {
+        const sclient *a = &S.cl[i];
+        if (a->owner == before->author && claim_live(a, before->name)) {
+            violation("c%d wrote to a lock it does not own (%s on %s over c%d's value \"%s\", "
+                      "c%d valid for %lld ms more)",
+                      writer, what, before->name, before->author, before->val, i,
+                      claim_until(a) - S.now);
+            break;
+        }
+    }
 }
 
 /* The model's hook at every GET: what a client last saw of its lock. */
@@ -833,10 +859,11 @@ static void claim_stop(sclient *c)
 /* A release or extend said LOST: wrong while the key still holds the
  * value the client itself wrote, within its validity (ending at end),
  * unbroken. */
-static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, long long end)
+static void check_lost_value(sclient *c, const char *value, const char *op, int valid,
+                             long long end)
 {
     if (S.nserv > 1) {
-        int n = servers_holding(c->sp.lock, relock_lock_value(l), 0, c->id);
+        int n = servers_holding(c->sp.lock, value, 0, c->owner);
         if (valid && !c->claim_void && end > S.now && n >= majority())
             violation("c%d: %s reported the lock lost while %d of %d servers hold its value and "
                       "its validity lasts %lld ms more",
@@ -845,11 +872,36 @@ static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, lo
     }
     sync_clocks();
     model_key *k = model_lookup(&S.ms[0], c->sp.lock);
-    if (valid && !c->claim_void && end > S.now && k && k->exists && k->author == c->id &&
-        strcmp(k->val, relock_lock_value(l)) == 0)
+    if (valid && !c->claim_void && end > S.now && k && k->exists && k->author == c->owner &&
+        strcmp(k->val, value) == 0)
         violation("c%d: %s reported the lock lost while the key holds its value \"%s\" and its "
                   "validity lasts %lld ms more",
                   c->id, op, k->val, end - S.now);
+}
+
+static void check_lost(sclient *c, relock_lock *l, const char *op, int valid, long long end)
+{
+    check_lost_value(c, relock_lock_value(l), op, valid, end);
+}
+
+/* Every client ended, none holds: a token on a majority of the servers
+ * (on the server) makes every other client wait for nobody. */
+static void check_orphans(void)
+{
+    sync_clocks();
+    for (int i = 0; i < S.nserv; i++)
+        for (int j = 0; j < MODEL_KEYS; j++) {
+            model_key *k = &S.ms[i].keys[j];
+            if (!k->used || !k->exists || !is_lock_key(k->name))
+                continue;
+            int n = servers_holding(k->name, k->val, 1, -1);
+            if (n >= (S.nserv > 1 ? majority() : 1)) {
+                violation("c%d's token for %s stays on %d of %d servers for %lld ms more, with "
+                          "no client holding it",
+                          k->author, k->name, n, S.nserv, model_pttl(&S.ms[i], k->name));
+                return;
+            }
+        }
 }
 
 /* ------------------------------------------------------------------ client programs */
@@ -883,7 +935,7 @@ static void check_wait_load(sclient *c, unsigned long cmds, long long took_ms)
                   c->id, cmds, took_ms, bound);
 }
 
-static relock_client *relock_client_for(sclient *c)
+static relock_config *relock_config_for(sclient *c)
 {
     relock_config *cfg = relock_config_new();
     char url[200], num[32];
@@ -919,6 +971,14 @@ static relock_client *relock_client_for(sclient *c)
         relock_config_set(cfg, "durability.replicas", num);
         relock_config_set(cfg, "durability.timeout_ms", "200");
     }
+    return cfg;
+}
+
+static relock_client *relock_client_for(sclient *c)
+{
+    relock_config *cfg = relock_config_for(c);
+    if (!cfg)
+        return NULL;
     relock_client *rc = NULL;
     for (int tries = 0; tries < 3 && !rc; tries++) {
         relock_status st = relock_connect(cfg, &rc);
@@ -1181,6 +1241,602 @@ static void run_breaker(sclient *c)
     relock_client_free(rc);
 }
 
+/* ------------------------------------------------------------------ the asynchronous client */
+
+/* Its loop, a few lines around poll() as docs/examples/async_poll.c: the
+ * descriptors relock asks it to watch, one-shot timers on the client's
+ * monotonic clock (the simulator's, drift included).  poll() and the clock
+ * are the simulator's, so the loop waits in virtual time and the core's
+ * reads and writes reach the model server. */
+#define AL_FDS 16
+#define AL_TIMERS 128
+#define AS_OPS 3
+
+typedef struct awatch {
+    relock_async_socket *s; /* NULL: a free slot */
+    int fd;
+    short events;
+    unsigned gen; /* a new one each time the slot is let go */
+} awatch;
+
+typedef struct atimer {
+    void (*fn)(void *arg); /* NULL: a free slot */
+    void *arg;
+    long long due;
+} atimer;
+
+struct aprog;
+
+/* One of the client's operations in flight: its lock handle, its plan,
+ * and the simulated client whose claim it is (rec). */
+typedef struct aslot {
+    struct aprog *p;
+    int i;
+    sclient *rec;
+    relock_lock *l;
+    relock_async_op *op;
+    int busy; /* acquiring, holding or releasing in this iteration */
+    int plan;
+    long long t0, p0;
+    void *hold; /* the program's own timer: the end of a hold */
+    int kept, lost;
+    char value[RELOCK__VALUE_MAX];
+    int had;
+    long long had_end;
+} aslot;
+
+typedef struct aprog {
+    sclient *c;
+    relock_async *a;
+    awatch w[AL_FDS];
+    atimer t[AL_TIMERS];
+    aslot s[AS_OPS];
+    int n;
+    int it;
+    int last;  /* the last iteration */
+    int freed; /* relock_async_free() was called */
+    /* A handle an extend found lost, kept to be released from the next
+     * iteration's first acquire callback (with sp.free_in_cb, that
+     * release's own callback frees the client on the last iteration). */
+    relock_lock *stale;
+} aprog;
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int al_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
+{
+    aprog *p = data;
+    awatch *w = *sockp;
+    if (events & RELOCK_IO_REMOVE) {
+        if (w) {
+            w->s = NULL;
+            w->gen++;
+        }
+        return 0;
+    }
+    if (!w) {
+        for (w = p->w; w < p->w + AL_FDS && w->s; w++)
+            ;
+        if (w == p->w + AL_FDS)
+            return -1;
+        w->s = s;
+        w->fd = fd;
+        *sockp = w;
+    }
+    w->events = (short)(((events & RELOCK_IO_READ) ? POLLIN : 0) |
+                        ((events & RELOCK_IO_WRITE) ? POLLOUT : 0));
+    return 0;
+}
+
+static void *al_timer_start(void *data, long long ms, void (*fn)(void *arg), void *arg)
+{
+    aprog *p = data;
+    for (atimer *t = p->t; t < p->t + AL_TIMERS; t++)
+        if (!t->fn) {
+            t->fn = fn;
+            t->arg = arg;
+            t->due = mono_ms() + (ms > 0 ? ms : 0);
+            return t;
+        }
+    return NULL;
+}
+
+static void al_timer_stop(void *data, void *timer)
+{
+    (void)data;
+    ((atimer *)timer)->fn = NULL;
+}
+
+static void keep_watch(aprog *p);
+
+/* One turn: waits for a descriptor, the nearest timer or until (a time
+ * of the client's clock, -1: none), then reports each ready descriptor
+ * (unless an earlier report removed it) and runs the timers that are due. */
+static void al_turn(aprog *p, long long until)
+{
+    struct pollfd pf[AL_FDS];
+    awatch *w[AL_FDS];
+    unsigned gen[AL_FDS];
+    int n = 0;
+    long long now = mono_ms(), wait = 1000;
+    for (atimer *t = p->t; t < p->t + AL_TIMERS; t++)
+        if (t->fn && t->due - now < wait)
+            wait = t->due > now ? t->due - now : 0;
+    if (until >= 0 && until - now < wait)
+        wait = until > now ? until - now : 0;
+    for (int i = 0; i < AL_FDS; i++)
+        if (p->w[i].s) {
+            pf[n] = (struct pollfd){.fd = p->w[i].fd, .events = p->w[i].events};
+            w[n] = &p->w[i];
+            gen[n++] = p->w[i].gen;
+        }
+    if (n > 0) {
+        if (poll(pf, (nfds_t)n, (int)wait) > 0)
+            for (int i = 0; i < n; i++) {
+                int ev = ((pf[i].revents & (POLLIN | POLLHUP | POLLERR)) ? RELOCK_IO_READ : 0) |
+                         ((pf[i].revents & POLLOUT) ? RELOCK_IO_WRITE : 0);
+                if (ev && w[i]->gen == gen[i] && w[i]->s)
+                    relock_async_socket_action(w[i]->s, ev);
+            }
+    } else if (wait > 0) {
+        struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    now = mono_ms();
+    for (atimer *t = p->t; t < p->t + AL_TIMERS; t++)
+        if (t->fn && t->due <= now) {
+            void (*fn)(void *) = t->fn;
+            t->fn = NULL;
+            fn(t->arg);
+        }
+    keep_watch(p);
+}
+
+static void as_release(aslot *s);
+
+static void as_stop_hold(aslot *s)
+{
+    if (s->hold) {
+        al_timer_stop(s->p, s->hold);
+        s->hold = NULL;
+    }
+}
+
+static void as_hold(aslot *s, long long ms, void (*fn)(void *))
+{
+    as_stop_hold(s);
+    s->hold = al_timer_start(s->p, ms, fn, s);
+    if (!s->hold)
+        violation("c%d: the simulated loop ran out of timers", s->p->c->id);
+}
+
+/* The program frees the client from a callback (allowed): every other
+ * operation ends from within the call, its holds stop. */
+static void as_free_client(aprog *p)
+{
+    if (p->freed)
+        return;
+    p->freed = 1;
+    tracef("c%d frees its asynchronous client from a callback", p->c->id);
+    for (int i = 0; i < p->n; i++) {
+        as_stop_hold(&p->s[i]);
+        claim_stop(p->s[i].rec);
+        p->s[i].kept = 0;
+    }
+    relock_async_free(p->a);
+    for (int i = 0; i < p->n; i++)
+        p->s[i].busy = 0;
+}
+
+static void as_done(aslot *s)
+{
+    as_stop_hold(s);
+    s->busy = 0;
+}
+
+static void as_rel_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    aslot *s = arg;
+    sclient *r = s->rec;
+    (void)a;
+    tracef("c%d op%d release -> %s%s%s", s->p->c->id, s->i, st_name(st), st == RELOCK_OK ? "" : ": ",
+           st == RELOCK_OK ? "" : e->message);
+    if (st == RELOCK_LOST)
+        check_lost_value(r, s->value, "release", s->had, s->had_end);
+    if (st == RELOCK_OK) {
+        int n = servers_holding(r->sp.lock, s->value, 0, r->owner);
+        if (n >= (S.nserv > 1 ? majority() : 1))
+            violation("c%d: release returned OK but its value is still in the key on %d of "
+                      "%d servers",
+                      r->id, n, S.nserv);
+    }
+    if (l)
+        relock_lock_free(l);
+    s->l = NULL;
+    as_done(s);
+    if (s->p->last && s->i == 0 && s->p->c->sp.free_in_cb)
+        as_free_client(s->p);
+}
+
+/* The holder stops acting, then releases; SAP_FREE frees the handle with
+ * the release in flight (its callback then gets NULL). */
+static void as_release(aslot *s)
+{
+    sclient *r = s->rec;
+    as_stop_hold(s);
+    s->had = r->claim && !r->claim_void && r->claim_end > S.now;
+    s->had_end = r->claim_end;
+    claim_stop(r);
+    s->kept = 0;
+    relock_status st = relock_async_release(s->l, as_rel_cb, s);
+    if (st != RELOCK_OK) {
+        tracef("c%d op%d release not started: %s: %s", s->p->c->id, s->i, st_name(st),
+               relock_async_error(s->p->a)->message);
+        relock_lock_free(s->l);
+        s->l = NULL;
+        as_done(s);
+        return;
+    }
+    if (s->plan == SAP_FREE || s->plan == SAP_KEEP_FREE) {
+        tracef("c%d op%d frees its handle with the release in flight", s->p->c->id, s->i);
+        relock_lock_free(s->l);
+        s->l = NULL;
+        /* The last iteration's last such release: the program frees the
+         * client at once, from the timer that ended the hold, with the
+         * releases (waiting behind renewals, or in flight) unfinished. */
+        if (s->plan == SAP_KEEP_FREE && s->p->last && s->p->c->sp.free_in_cb &&
+            s->i == s->p->n - 1)
+            as_free_client(s->p);
+    }
+}
+
+static void as_release_fire(void *arg)
+{
+    aslot *s = arg;
+    s->hold = NULL;
+    as_release(s);
+}
+
+static void as_ext_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    aslot *s = arg;
+    sclient *r = s->rec, *c = s->p->c;
+    const sim_client_spec *sp = &c->sp;
+    (void)a;
+    r->extending = NULL;
+    if (!l) { /* cannot happen: the handle is freed only with a release */
+        as_done(s);
+        return;
+    }
+    tracef("c%d op%d extend -> %s%s%s value %s valid %lld", c->id, s->i, st_name(st),
+           st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : e->message, relock_lock_value(l),
+           relock_lock_validity_ms(l));
+    if (st == RELOCK_OK && S.broken_at >= s->t0)
+        r->claim_void = 1;
+    if (st == RELOCK_OK) {
+        if (!r->claim_void) {
+            r->claim_end = S.now + real_ms(c, relock_lock_validity_ms(l));
+            snprintf(r->claim_value, sizeof r->claim_value, "%s", relock_lock_value(l));
+            check_held(r, l, "extend");
+            check_replica(r, l, "extend");
+        }
+    } else if (st == RELOCK_LOST || relock_lock_validity_ms(l) <= 0) {
+        if (st == RELOCK_LOST)
+            check_lost(r, l, "extend", r->claim, r->claim_end);
+        claim_stop(r);
+        if (st == RELOCK_LOST && !s->p->stale) {
+            /* Lost: the handle is released later, from another callback. */
+            s->p->stale = l;
+            s->l = NULL;
+            as_done(s);
+            return;
+        }
+    } else if (r->claim && !r->claim_void) {
+        /* As the blocking client's failed extend (run_relock). */
+        long long end = S.now + real_ms(c, relock_lock_validity_ms(l));
+        if (end < r->claim_end)
+            r->claim_end = end;
+        else if (end > r->claim_end + 1)
+            violation("c%d: extend failed (%s), but the validity grew to %lld ms", r->id,
+                      st_name(st), end - S.now);
+        check_kept(r, l, "failed extend");
+    }
+    as_hold(s, sp->hold_ms - sp->hold_ms / 2, as_release_fire);
+}
+
+static void as_extend_fire(void *arg)
+{
+    aslot *s = arg;
+    sclient *r = s->rec, *c = s->p->c;
+    s->hold = NULL;
+    s->t0 = S.now;
+    r->extending = s->l;
+    relock_status st = relock_async_extend(s->l, c->sp.extend_ms, as_ext_cb, s);
+    if (st != RELOCK_OK) {
+        r->extending = NULL;
+        tracef("c%d op%d extend not started: %s", c->id, s->i, st_name(st));
+        as_hold(s, c->sp.hold_ms - c->sp.hold_ms / 2, as_release_fire);
+    }
+}
+
+/* The end of the validity relock computed passed with the lock kept: the
+ * renewals must have reported the loss by then (decision 284). */
+static void keep_deadline_check(aslot *s, const char *when)
+{
+    sclient *r = s->rec, *c = s->p->c;
+    long long slack = 2 * S.sc->tick_ms + 3;
+    if (S.now > r->claim_end + slack && c->resume_at <= r->claim_end)
+        violation("c%d: op%d's kept lock %s: its validity ended %lld ms ago and it was not "
+                  "reported lost (%s)",
+                  r->id, s->i, r->sp.lock, S.now - r->claim_end, when);
+}
+
+static void as_lost_cb(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
+                       void *arg)
+{
+    aslot *s = arg;
+    sclient *r = s->rec, *c = s->p->c;
+    (void)a;
+    (void)l;
+    tracef("c%d op%d kept lock lost: %s: %s", c->id, s->i, st_name(why), e->message);
+    keep_deadline_check(s, "on_lost came late");
+    if (why == RELOCK_LOST)
+        check_lost_value(r, s->value, "renewal", r->claim, r->claim_end);
+    /* A failed renewal is tried again while validity remains: with every
+     * fault short beside its margin, one fault cannot lose the lock. */
+    if (S.sc->keep_survives && S.r->faults_used <= 1 && S.broken_at < 0 && c->paused == 0)
+        violation("c%d: op%d's kept lock %s was reported lost (%s) after %d short fault%s",
+                  r->id, s->i, r->sp.lock, st_name(why), S.r->faults_used,
+                  S.r->faults_used == 1 ? "" : "s");
+    s->lost = 1;
+    s->kept = 0;
+    claim_stop(r);
+    as_release(s); /* from the lost callback: a lost lock's release ends at once */
+}
+
+static void as_keep_end(void *arg)
+{
+    aslot *s = arg;
+    s->hold = NULL;
+    relock_status st = relock_async_keep_stop(s->l);
+    tracef("c%d op%d keep_stop -> %s", s->p->c->id, s->i, st_name(st));
+    s->kept = 0;
+    as_release(s);
+}
+
+/* After each turn: a kept lock's validity as the program reads it.  A
+ * renewal that raised it is checked as an extend; one lowered by a failed
+ * renewal lowers the claim; past its end the loss must have been told. */
+static void keep_watch(aprog *p)
+{
+    for (int i = 0; i < p->n && !p->freed; i++) {
+        aslot *s = &p->s[i];
+        sclient *r = s->rec;
+        if (!s->kept || s->lost || !s->l || !r->claim)
+            continue;
+        long long v = relock_lock_validity_ms(s->l);
+        long long end = S.now + real_ms(p->c, v);
+        if (v > 0 && end > r->claim_end + 1) {
+            r->claim_end = end;
+            tracef("c%d op%d renewed: valid %lld ms", p->c->id, i, v);
+            if (!r->claim_void)
+                check_held(r, s->l, "renewal");
+        } else if (v > 0 && end < r->claim_end) {
+            r->claim_end = end;
+        }
+        keep_deadline_check(s, "no on_lost yet");
+    }
+}
+
+static void as_stale_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                        void *arg)
+{
+    aprog *p = arg;
+    (void)a;
+    tracef("c%d release of the lost handle -> %s%s%s", p->c->id, st_name(st),
+           st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : e->message);
+    if (st == RELOCK_OK)
+        violation("c%d: the release of a lock its extend found lost returned OK", p->c->id);
+    if (l)
+        relock_lock_free(l);
+    if (p->last && p->c->sp.free_in_cb)
+        as_free_client(p);
+}
+
+static void as_acq_cb(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    aslot *s = arg;
+    aprog *p = s->p;
+    sclient *r = s->rec, *c = p->c;
+    const sim_client_spec *sp = &c->sp;
+    (void)a;
+    s->op = NULL;
+    long long took = S.now - s->t0 - (c->paused - s->p0);
+    tracef("c%d op%d acquire %s -> %s%s%s", c->id, s->i, r->sp.lock, st_name(st),
+           st == RELOCK_OK ? "" : ": ", st == RELOCK_OK ? "" : e->message);
+    long slack = 8 * (1000 + 1000) + 200;
+    if (sp->wait_ms >= 0 && took > sp->wait_ms + slack)
+        violation("c%d: acquire with wait %ld ms took %lld ms", r->id, sp->wait_ms, took);
+    /* The first operation's callback, whatever its outcome, cancels the
+     * last one's acquire while it is still pending, every other iteration
+     * (also from within the walk of a connection's queue whose setup
+     * failed). */
+    if (s->i == 0 && p->n > 2 && p->it % 2 == 0 && p->s[p->n - 1].op && !p->freed) {
+        tracef("c%d op0 cancels op%d's acquire from its callback", c->id, p->n - 1);
+        relock_async_cancel(p->s[p->n - 1].op);
+    }
+    /* A lost handle kept from an earlier iteration: released from this
+     * callback, while the other acquires' replies may be read with it. */
+    if (s->i == 0 && p->stale && !p->freed) {
+        relock_lock *old = p->stale;
+        p->stale = NULL;
+        tracef("c%d op0 releases the lost handle from its callback", c->id);
+        if (relock_async_release(old, as_stale_cb, p) != RELOCK_OK)
+            relock_lock_free(old);
+    }
+    if (st != RELOCK_OK) {
+        as_done(s);
+        return;
+    }
+    s->l = l;
+    snprintf(s->value, sizeof s->value, "%s", relock_lock_value(l));
+    claim_begin(r, S.now + real_ms(c, relock_lock_validity_ms(l)), relock_lock_value(l));
+    if (S.broken_at >= r->wrote_at || c->epoch != S.epoch || S.stepped_at >= s->t0) {
+        r->claim_void = 1;
+        tracef("c%d op%d's claim was broken before it returned", c->id, s->i);
+    }
+    tracef("c%d op%d holds %s value %s fence %lld valid %lld ms", c->id, s->i, r->sp.lock,
+           relock_lock_value(l), relock_lock_fence(l), relock_lock_validity_ms(l));
+    if (relock_lock_validity_ms(l) > 0 && !r->claim_void) {
+        check_overlap(r);
+        check_held(r, l, "acquire");
+        check_replica(r, l, "acquire");
+        check_fence(r, relock_lock_fence(l));
+    }
+    if (p->freed) { /* cannot happen: free ends acquires unheld */
+        claim_stop(r);
+        return;
+    }
+    switch (s->plan) {
+    case SAP_QUICK:
+        as_release(s);
+        break;
+    case SAP_KEEP:
+    case SAP_KEEP_FREE:
+        if (relock_async_keep(l, as_lost_cb, s) == RELOCK_OK)
+            s->kept = 1;
+        /* Long enough for renewals: two leases and a half at least. */
+        as_hold(s, sp->hold_ms > sp->ttl_ms * 5 / 2 ? sp->hold_ms : sp->ttl_ms * 5 / 2,
+                s->plan == SAP_KEEP ? as_keep_end : as_release_fire);
+        break;
+    case SAP_FREE:
+        as_hold(s, sp->hold_ms, as_release_fire);
+        break;
+    default:
+        /* Extends hold_ms / 2 after the iteration began (at once when the
+         * acquire took longer): operations that got their locks together
+         * extend together, one's batch waiting behind the other's. */
+        if (sp->extend)
+            as_hold(s, s->t0 + sp->hold_ms / 2 > S.now ? s->t0 + sp->hold_ms / 2 - S.now : 0,
+                    as_extend_fire);
+        else
+            as_hold(s, sp->hold_ms, as_release_fire);
+        break;
+    }
+}
+
+static int as_busy(const aprog *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->s[i].busy)
+            return 1;
+    return 0;
+}
+
+/* Turns of the loop until nothing is under way (or until, when >= 0),
+ * bounded: a loop that turns without the clock moving is a fault of its
+ * own. */
+static int as_run(aprog *p, long long until)
+{
+    long long t = S.now, stuck = 0;
+    while (!p->freed && (until >= 0 ? mono_ms() < until : as_busy(p))) {
+        al_turn(p, until);
+        if (S.violated)
+            return -1;
+        stuck = S.now == t ? stuck + 1 : 0;
+        t = S.now;
+        if (stuck > 20000) {
+            violation("c%d: the asynchronous client's loop turns without time passing", p->c->id);
+            return -1;
+        }
+        if (S.now > 600000) {
+            violation("c%d: the asynchronous client's operations did not end", p->c->id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void run_async(sclient *c)
+{
+    const sim_client_spec *sp = &c->sp;
+    aprog *p = calloc(1, sizeof *p);
+    relock_config *cfg = relock_config_for(c);
+    if (!p || !cfg)
+        abort();
+    p->c = c;
+    p->n = sp->ops < 1 ? 1 : sp->ops > AS_OPS ? AS_OPS : sp->ops;
+    for (int i = 0; i < p->n; i++) {
+        p->s[i].p = p;
+        p->s[i].i = i;
+        p->s[i].rec = &S.cl[c->id + i];
+        if (i > 0 && (c->id + i >= S.ncl || S.cl[c->id + i].sp.kind != SK_SLOT))
+            abort(); /* a scenario without the SK_SLOT clients it needs */
+    }
+    relock_async_loop loop = {
+        .size = sizeof loop,
+        .version = RELOCK_ASYNC_LOOP_VERSION,
+        .data = p,
+        .watch = al_watch,
+        .timer_start = al_timer_start,
+        .timer_stop = al_timer_stop,
+    };
+    relock_status st = relock_async_new(cfg, &loop, &p->a);
+    relock_config_free(cfg);
+    if (st != RELOCK_OK) {
+        tracef("c%d async new: %s", c->id, st_name(st));
+        relock_async_free(p->a);
+        free(p);
+        return;
+    }
+    /* As for the blocking client: the backoff's jitter from the run's seed. */
+    p->a->c->rng = mix(&c->rng) | 1;
+    for (p->it = 0; p->it < sp->iters && !p->freed; p->it++) {
+        p->last = p->it == sp->iters - 1;
+        c->epoch = S.epoch;
+        for (int i = 0; i < p->n; i++) {
+            aslot *s = &p->s[i];
+            s->plan = sp->plans[(i + p->it) % p->n];
+            s->t0 = S.now;
+            s->p0 = c->paused;
+            s->rec->wrote_at = S.now;
+            s->kept = s->lost = 0;
+            st = relock_async_acquire(p->a, s->rec->sp.lock, sp->ttl_ms, sp->wait_ms, as_acq_cb, s,
+                                      &s->op);
+            s->busy = st == RELOCK_OK;
+            if (st != RELOCK_OK)
+                tracef("c%d op%d acquire not started: %s", c->id, i, st_name(st));
+        }
+        if (as_run(p, -1) < 0)
+            break;
+        as_run(p, mono_ms() + 5 + (long long)(mix(&c->rng) % 20));
+        if (S.violated)
+            break;
+    }
+    if (S.violated) {
+        free(p); /* the client is left as the blocking one's (the run ends) */
+        return;
+    }
+    if (!p->freed) {
+        p->freed = 1;
+        relock_async_free(p->a);
+    }
+    for (int i = 0; i < p->n; i++)
+        if (p->s[i].l)
+            relock_lock_free(p->s[i].l);
+    if (p->stale)
+        relock_lock_free(p->stale);
+    free(p);
+}
+
 static void client_main(void)
 {
     sclient *c = S.cur;
@@ -1193,6 +1849,9 @@ static void client_main(void)
         break;
     case SK_CLASSIC:
         run_classic(c);
+        break;
+    case SK_ASYNC:
+        run_async(c);
         break;
     default:
         run_breaker(c);
@@ -1210,7 +1869,8 @@ static const char *fault_name(int f)
     static const char *const n[] = {"",           "lost-before", "lost-after", "hold",
                                     "dead-after", "error-reply", "pause",      "clock-step",
                                     "restart",    "dead-idle",   "server-clock-step",
-                                    "delay",      "replica"};
+                                    "delay",      "replica",     "refuse",
+                                    "loading"};
     return f >= 0 && f < SF_COUNT ? n[f] : "?";
 }
 
@@ -1228,7 +1888,7 @@ static int fault_menu(const sconn *k, int *menu)
             continue;
         /* The classic pattern has flaws of its own when its process stops
          * or its clock moves (docs/legacy.md): those faults hit relock. */
-        if (sp->kind != SK_RELOCK && (f == SF_PAUSE || f == SF_CLOCK))
+        if (sp->kind != SK_RELOCK && sp->kind != SK_ASYNC && (f == SF_PAUSE || f == SF_CLOCK))
             continue;
         menu[n++] = f;
     }
@@ -1347,6 +2007,8 @@ static void exec_one(int fd, int f)
         }
         f = SF_NONE;
     }
+    if (f == SF_NONE && (S.sc->slow >> k->srv) & 1u)
+        f = SF_DELAY; /* a slow server: not counted as a fault */
     if (f == SF_RESTART) {
         restart_server(k->srv);
         k->in_off += (size_t)used;
@@ -1356,13 +2018,21 @@ static void exec_one(int fd, int f)
     k->in_off += (size_t)used;
     if (k->in_off == k->in.n)
         k->in_off = k->in.n = 0;
-    if (f == SF_LOST_BEFORE) {
+    if (f == SF_REFUSE) {
+        S.refuse_until[k->srv] = S.now + S.sc->refuse_ms;
+        tracef("s%d refuses connections for %ld ms", k->srv, S.sc->refuse_ms);
+    }
+    if (f == SF_LOADING) {
+        S.loading_until[k->srv] = S.now + S.sc->refuse_ms;
+        tracef("s%d answers -LOADING for %ld ms", k->srv, S.sc->refuse_ms);
+    }
+    if (f == SF_LOST_BEFORE || f == SF_REFUSE || f == SF_LOADING) {
         tracef("c%d %s: lost before it ran", c->id, what);
         kill_conn(k, "fault");
         return;
     }
     model_buf reply = {0};
-    if (f == SF_ERROR) {
+    if (f == SF_ERROR || S.now < S.loading_until[k->srv]) {
         model_buf_add(&reply, "-LOADING Redis is loading the dataset in memory\r\n", 49);
     } else {
         model *m = &S.ms[k->srv];
@@ -1431,34 +2101,63 @@ static int forced(int fd)
     return -1;
 }
 
+/* A client's record; 0 when it runs a program (start_clients gives it a
+ * coroutine), 1 for an SK_SLOT, which runs none. */
+static int client_init(int i)
+{
+    sclient *c = &S.cl[i];
+    memset(c, 0, sizeof *c);
+    c->id = i;
+    c->owner = i;
+    c->sp = S.sc->c[i];
+    if (c->sp.kind != SK_SLOT)
+        return 0;
+    /* An asynchronous client's further operation: its clocks and settings,
+     * its own lock; no program of its own. */
+    int o = i;
+    while (o > 0 && S.sc->c[o].kind == SK_SLOT)
+        o--;
+    const char *lock = c->sp.lock;
+    c->owner = o;
+    c->sp = S.sc->c[o];
+    c->sp.kind = SK_SLOT;
+    c->sp.lock = lock ? lock : S.sc->c[o].lock;
+    c->skew = c->sp.skew_ms;
+    c->state = ST_DONE;
+    return 1;
+}
+
+/* A client with a program of its own: its coroutine. */
+static void client_start(int i)
+{
+    sclient *c = &S.cl[i];
+    c->skew = c->sp.skew_ms;
+    c->nwait = 0;
+    c->rng = S.o->seed * 1000003u + (uint64_t)i * 7919u + 1;
+    c->stack = malloc(STACK_SIZE);
+    if (!c->stack)
+        abort();
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = c->stack;
+    c->uc.uc_stack.ss_size = STACK_SIZE;
+    c->uc.uc_link = NULL;
+    makecontext(&c->uc, client_main, 0);
+    /* makecontext was the size's only reader.  AddressSanitizer's
+     * swapcontext clears the shadow of the size given here at every
+     * switch into the client (an mmap and two madvise calls for these
+     * 512 KB, which made the sanitizer build's sim_short 15 times
+     * slower than the normal one); the fiber calls above already tell
+     * it which stack runs, and a client's frames are only left behind
+     * when it never finishes, after a violation. */
+    c->uc.uc_stack.ss_size = 0;
+    c->state = ST_NEW;
+}
+
 static void start_clients(void)
 {
-    for (int i = 0; i < S.ncl; i++) {
-        sclient *c = &S.cl[i];
-        memset(c, 0, sizeof *c);
-        c->id = i;
-        c->sp = S.sc->c[i];
-        c->skew = c->sp.skew_ms;
-        c->nwait = 0;
-        c->rng = S.o->seed * 1000003u + (uint64_t)i * 7919u + 1;
-        c->stack = malloc(STACK_SIZE);
-        if (!c->stack)
-            abort();
-        getcontext(&c->uc);
-        c->uc.uc_stack.ss_sp = c->stack;
-        c->uc.uc_stack.ss_size = STACK_SIZE;
-        c->uc.uc_link = NULL;
-        makecontext(&c->uc, client_main, 0);
-        /* makecontext was the size's only reader.  AddressSanitizer's
-         * swapcontext clears the shadow of the size given here at every
-         * switch into the client (an mmap and two madvise calls for these
-         * 512 KB, which made the sanitizer build's sim_short 15 times
-         * slower than the normal one); the fiber calls above already tell
-         * it which stack runs, and a client's frames are only left behind
-         * when it never finishes, after a violation. */
-        c->uc.uc_stack.ss_size = 0;
-        c->state = ST_NEW;
-    }
+    for (int i = 0; i < S.ncl; i++)
+        if (!client_init(i))
+            client_start(i);
 }
 
 /* Replies delayed (SF_DELAY) whose time came reach their clients; the
@@ -1620,9 +2319,11 @@ int sim_run(const sim_scenario *sc, const sim_opts *o, sim_result *r, int quiet)
             }
         }
     }
+    if (!S.violated && sc->no_orphans)
+        check_orphans();
     /* Clients that did not finish (only after a violation) are left. */
     for (int i = 0; i < S.ncl; i++) {
-        if (S.cl[i].state == ST_DONE)
+        if (S.cl[i].state == ST_DONE && S.cl[i].stack)
             free(S.cl[i].stack);
     }
     for (int fd = 0; fd < S.maxfd; fd++) {

@@ -22,7 +22,15 @@ enum sim_kind {
     SK_RELOCK = 0, /* a relock client: acquire, hold (extend), release */
     SK_CLASSIC,    /* the seed algorithm: SETNX ts; GET; GETSET; DEL */
     SK_BREAK,      /* an operator: relock_break() */
-    SK_DEL         /* an operator: a plain DEL */
+    SK_DEL,        /* an operator: a plain DEL */
+    /* A relock asynchronous client (relock_async.h) on a poll() loop of
+     * its own, its timers on the client's monotonic clock: ops operations
+     * in flight at once on one loop, each on its own lock handle.  Its
+     * first operation's claim is its own; each further one's is the
+     * SK_SLOT client that follows it in the scenario (same clocks, its own
+     * lock name), so the checks tell the operations apart. */
+    SK_ASYNC,
+    SK_SLOT        /* the claim of an SK_ASYNC client's further operation: runs nothing */
 };
 
 /* Faults, one bit each in a scenario's mask. */
@@ -43,6 +51,13 @@ enum sim_fault {
     SF_SERVER_CLOCK,
     SF_DELAY,       /* the command runs, its reply (and those after it) comes delay_ms later */
     SF_REPLICA,     /* the server's replicas go down (or come back) before the command */
+    /* The connection dies before the command, and the server refuses new
+     * connections for refuse_ms (a path to it gone for a moment). */
+    SF_REFUSE,
+    /* The connection dies before the command, and the server answers
+     * -LOADING to every command for refuse_ms (restarted with its data,
+     * loading it): a reconnect's setup meets a transient error. */
+    SF_LOADING,
     SF_COUNT
 };
 #define SF_BIT(f) (1u << (f))
@@ -68,7 +83,26 @@ typedef struct sim_client_spec {
     int clock_server;     /* legacy.clock = "server" */
     int notify;           /* wait.notify */
     int durability;       /* durability.replicas (WAIT after each acquire and extend) */
+    /* SK_ASYNC: operations in flight at once (1 + the SK_SLOT clients
+     * after it), and what each does once it holds (enum sim_async_plan,
+     * by operation; each iteration moves every plan one place on) */
+    int ops;
+    int plans[3];
+    /* SK_ASYNC: the last iteration's first release frees the client
+     * from its callback, with the other operations still in flight */
+    int free_in_cb;
 } sim_client_spec;
+
+/* What an asynchronous client's operation does with the lock it got. */
+enum sim_async_plan {
+    SAP_EXTEND = 0, /* holds, extends (to extend_ms) hold_ms / 2 after the iteration began,
+                     * releases hold_ms / 2 after that */
+    SAP_KEEP,       /* relock_async_keep() for hold_ms (several renewals), then releases */
+    SAP_QUICK,      /* releases from within the acquire's callback */
+    SAP_FREE,       /* holds, releases and frees the handle with the release in flight */
+    SAP_KEEP_FREE   /* as SAP_KEEP, then releases without keep_stop (a renewal may be in
+                     * flight) and frees the handle with the release in flight */
+};
 
 #define SIM_MAX_CLIENTS 6
 #define SIM_SERVERS 3
@@ -88,6 +122,19 @@ typedef struct sim_scenario {
     long pause_ms;        /* SF_PAUSE */
     long clock_step_ms;   /* SF_CLOCK */
     long server_step_ms;  /* SF_SERVER_CLOCK */
+    long refuse_ms;       /* SF_REFUSE, SF_LOADING */
+    /* Every fault of the scenario is short beside the renewals' margin:
+     * a kept lock reported lost in a run with one fault at most (not a
+     * restart, a pause or a break) is a violation, since a failed renewal
+     * must be retried while validity remains. */
+    int keep_survives;
+    /* Servers (bit i: server i) whose every reply comes delay_ms late,
+     * not a fault (a server far away). */
+    unsigned slow;
+    /* No token may be left on a majority once every client ended (a
+     * failed acquire's clean-up reaches every server that may have run
+     * it, late ones too): for scenarios whose faults leave none. */
+    int no_orphans;
     int negative;         /* a negative control: a violation must be found */
     /* Faults that always happen: client's first command whose words
      * contain match meets fault (a regression pinned to its place). */

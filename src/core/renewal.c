@@ -162,6 +162,9 @@ static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const 
     timer_stop(a, &al->lost_timer);
     al->kept = 0;
     al->keep_lost = 1;
+    /* Lost is valid no more, whatever lease the last renewal wrote (an
+     * unacknowledged one leaves its lease on the master alone). */
+    l->valid_until = 0;
     relock__event(a->c, RELOCK_EVENT_LOST, l, why, 0);
     if (al->on_lost)
         al->on_lost(a, l, why, e, al->lost_arg);

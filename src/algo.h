@@ -14,7 +14,6 @@ extern const relock__algo relock__algo_quorum;
 
 /* Several servers (quorum.c): checks the mode and prepares the servers. */
 relock_status relock__quorum_setup(relock_client *c);
-void relock__quorum_free(relock_client *c);
 
 
 /* The generic waiting loop over c->algo->attempt. */

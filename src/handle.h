@@ -56,7 +56,13 @@ struct relock_client {
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     int watch_noted;          /* the watch marker was written (marker.c) */
     redisContext *sub;        /* subscriber connection while waiting, or NULL */
-    struct relock__qserver *q; /* quorum: one entry per server, or NULL */
+    /* quorum: the blocking calls' poll loop over the operation core
+     * (src/core/poll.c), or NULL; installed by relock_connect() */
+    struct relock__qpoll *q;
+    /* With q: runs a fan machine (engine/fan.h's relock__fan_fn, passed
+     * as a plain function pointer: this header does not know its type)
+     * over the quorum until it is done (relock__fan_drive()). */
+    relock_status (*fan_drive)(relock_lock *l, void (*fn)(void), void *m);
     /* Courtesy after releasing a lock others wait for (lock.c). */
     uint64_t yield_key; /* hash of that lock's key */
     uint64_t yield_until; /* monotonic ms */

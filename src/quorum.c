@@ -18,19 +18,15 @@
  *
  * The decisions are a fan machine (engine/fan.h, quorum.h): it is fed each
  * server's reply as it comes and decides each round.  The connections,
- * the replies owed to earlier rounds and the poll loop are the fan
- * driver's (engine/fandrive.c).
+ * the replies owed to earlier rounds and the rounds' deadlines are the
+ * operation core's fan-out (src/core/fanout.c), which the blocking calls
+ * run through relock__fan_drive().
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "algo.h"
 #include "quorum.h"
-
-void relock__quorum_free(relock_client *c)
-{
-    relock__fan_free(c);
-}
 
 /* Machine states: the round whose replies are awaited. */
 enum { Q_START = 0, Q_CARRY, Q_ACQ, Q_RAISE, Q_ACQ_DEL, Q_REL, Q_EXT, Q_EXT_DEL };
@@ -578,8 +574,6 @@ relock_status relock__quorum_setup(relock_client *c)
                             "mode = \"modern\" (or auto with migration.legacy_clients = false)",
                             at, c->s.nservers);
     }
-    if (relock__fan_setup(c) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
     c->mode = RELOCK_MODE_MODERN;
     snprintf(c->mode_reason, sizeof c->mode_reason,
              "quorum over %d servers (majority %d), modern values", c->s.nservers, majority(c));

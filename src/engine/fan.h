@@ -11,8 +11,9 @@
  * when a majority is reached or out of reach, NOSCRIPT then EVAL, the
  * fence to raise, what to clean up); the driver holds the connections,
  * their setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier
- * rounds and the poll loop.  The blocking fan driver is
- * relock__fan_drive() (fandrive.c).
+ * rounds and the poll loop: the operation core's fan-out
+ * (src/core/fanout.c), which the blocking API runs through
+ * relock__fan_drive().
  */
 #ifndef RELOCK_ENGINE_FAN_H
 #define RELOCK_ENGINE_FAN_H
@@ -100,20 +101,20 @@ typedef struct relock__machines {
 } relock__machines;
 
 /*
- * The blocking fan driver: runs fan machine m over the client's quorum
- * connections (c->q) until it is done, and returns its status.  One poll
- * loop over non-blocking hiredis contexts; a new connection is sent AUTH,
- * SELECT and SCRIPT LOAD of the quorum's scripts ahead of the first batch;
+ * The blocking fan driver: runs fan machine m (initialised) over the
+ * client's quorum until it is done, and returns its status (errors on
+ * l->c->err).  It is a poll loop over the operation core's fan-out
+ * (src/core/poll.c), installed by relock_connect() as c->fan_drive, since
+ * the machines sit below the core: a new connection is sent AUTH, SELECT
+ * and SCRIPT LOAD of the quorum's scripts ahead of the first batch;
  * replies owed to earlier rounds are read and dropped before a server's
  * new ones (decision 44).
  */
-relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m);
-
-/* Prepares the client's quorum connections (c->q, none connected yet);
- * 0, or -1 out of memory. */
-int relock__fan_setup(relock_client *c);
-/* Closes every quorum connection (relock_close). */
-void relock__fan_free(relock_client *c);
+static inline relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
+{
+    /* back to relock__fan_fn inside: a cast there and back is exact */
+    return l->c->fan_drive(l, (void (*)(void))fn, m);
+}
 
 /* A fan machine that has not ended after this many feeds is stopped with
  * RELOCK_EPROTO (a machine's bug). */

@@ -56,6 +56,17 @@ static void fan_step(aop *op);
  * context, where hiredis's next write event finds it and disconnects. */
 static int rq_written(const areq *rq);
 
+/* Writes cn's buffered output as far as the socket takes it.  When all of
+ * it went, the loop stops watching for writability, as hiredis does after
+ * a write of its own: else the next turn would wake at once for a write
+ * event with nothing left to write. */
+static void fan_write(aconn *cn)
+{
+    int done = 0;
+    if (redisBufferWrite(&cn->ac->c, &done) == REDIS_OK && done && cn->ac->ev.delWrite)
+        cn->ac->ev.delWrite(cn->ac->ev.data);
+}
+
 static void flush_unwritten(void *arg)
 {
     aop *op = arg;
@@ -64,9 +75,8 @@ static void flush_unwritten(void *arg)
         if (!rq || rq->outstanding <= 0 || rq_written(rq))
             continue;
         aconn *cn = rq->cn;
-        int done = 0;
         if (cn->ac && cn->connected && !cn->ac->c.err)
-            (void)redisBufferWrite(&cn->ac->c, &done);
+            fan_write(cn);
     }
 }
 
@@ -538,10 +548,9 @@ static void flush_all(void *arg)
     relock_async *a = arg;
     for (int i = 0; i < a->nconns; i++) {
         aconn *cn = &a->conns[i];
-        int done = 0;
         if (cn->ac && cn->connected && !cn->ac->c.err && cn->ac->c.obuf &&
             sdslen(cn->ac->c.obuf) > 0)
-            (void)redisBufferWrite(&cn->ac->c, &done);
+            fan_write(cn);
     }
 }
 

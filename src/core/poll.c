@@ -324,6 +324,10 @@ relock_status relock__qpoll_drive(relock_lock *l, void (*fn)(void), void *m)
      * nothing to wait for has lost its operation. */
     while (!q->done) {
         if (!q->timers && !q->watched) {
+            /* Cannot happen (a round always has its deadline's timer);
+             * the inner client is let go of, never freed or turned again,
+             * since its operation points at this call's machine. */
+            q->a = NULL;
             relock__err_clear(&c->err);
             return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                 "lock %s: internal error: an operation was left waiting",

@@ -6,6 +6,7 @@
 #include "api.h"
 #include "probe.h"
 #include "algo.h"
+#include "core/pollloop.h"
 
 static void seed_rng(relock_client *c)
 {
@@ -47,8 +48,14 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
         snprintf(c->mode_reason, sizeof c->mode_reason, "%.255s", c->err.msg);
         return st;
     }
-    if (c->s.nservers > 1)
-        return relock__quorum_setup(c);
+    if (c->s.nservers > 1) {
+        relock_status st = relock__quorum_setup(c);
+        if (st == RELOCK_OK && relock__qpoll_new(c) != 0) {
+            c->algo = NULL;
+            st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
+        }
+        return st;
+    }
     relock_status st = relock__conn_ensure(c);
     if (st != RELOCK_OK)
         return st;
@@ -106,10 +113,7 @@ void relock_client_free(relock_client *c)
         return;
     relock__cluster_free(c);
     relock__conn_close(&c->conn);
-    if (c->q) {
-        relock__quorum_free(c);
-        free(c->q);
-    }
+    relock__qpoll_free(c);
     if (c->sub)
         redisFree(c->sub);
     /* Settings hold passwords; the pattern also makes use-after-free show. */

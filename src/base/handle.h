@@ -56,7 +56,9 @@ struct relock_client {
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     int watch_noted;          /* the watch marker was written (marker.c) */
     redisContext *sub;        /* subscriber connection while waiting, or NULL */
-    struct relock__qserver *q; /* quorum: one entry per server, or NULL */
+    /* quorum: the blocking calls' poll loop over the operation core
+     * (src/core/pollloop.c), or NULL; installed by relock_connect() */
+    struct relock__qpoll *q;
     /* Courtesy after releasing a lock others wait for (lock.c). */
     uint64_t yield_key; /* hash of that lock's key */
     uint64_t yield_until; /* monotonic ms */

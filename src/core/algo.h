@@ -19,7 +19,6 @@ extern const relock__algo relock__algo_bridge;
 /* Several servers (run.c, the quorum): checks the mode and prepares the
  * servers. */
 relock_status relock__quorum_setup(relock_client *c);
-void relock__quorum_free(relock_client *c);
 
 /* Probes the server version into conn (design.md §3.1): the probe's
  * machine (probe.h) on the blocking driver, run on each new connection. */

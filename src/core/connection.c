@@ -856,12 +856,10 @@ static void really_free(relock_async *a)
     relock__a_chan_free_all(a);
     free(a->fanout);
     relock_client *c = a->c;
-    if (c->q) {
-        relock__quorum_free(c);
-        free(c->q);
+    if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
+        memset(c, 0xa5, sizeof *c); /* settings hold passwords */
+        free(c);
     }
-    memset(c, 0xa5, sizeof *c); /* settings hold passwords */
-    free(c);
     memset(a, 0xa5, sizeof *a);
     free(a);
 }

@@ -83,7 +83,9 @@
 
 /* ------------------------------------------------------------------ types */
 
-enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS };
+/* K_RUN: one given fan machine on a lock, for the blocking API's poll loop
+ * (pollloop.c, relock__a_run()): no waiting, no phases, the caller's machine. */
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS, K_RUN };
 
 enum op_state {
     S_NEW = 0,    /* started, first step not run */
@@ -171,6 +173,7 @@ struct aop {
     unsigned sub_gen; /* the subscriber connection it joined on */
     relock__probe_m probe; /* K_SETUP */
     afan *fan;             /* a fan machine's round, with a quorum */
+    relock__fan_fn ffn;    /* K_RUN: its fan machine (else the kit's) */
     int due, in_start;     /* in the client's fan_due, starting list */
     struct aop *due_next, *start_next;
     int phase;     /* enum op_phase */
@@ -337,6 +340,11 @@ struct relock_async {
     aop *starting, *starting_tail;
     int batching;
     aop *fan_due, *fan_due_tail;
+    /* A quorum's connection owing this many requests is too far behind
+     * (fanout.c); 0: MAX_OWED_REQUESTS. */
+    int max_owed;
+    /* c is the blocking client's, which owns it (pollloop.c): not freed here */
+    int borrowed;
     /* freeing */
     int depth;
     int freeing;
@@ -467,6 +475,8 @@ void relock__a_op_schedule(aop *op);
 int relock__a_start_armed(relock_async *a);
 void relock__a_op_enqueue(aop *op);
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
+relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, void *m,
+                            relock_async_fn cb, void *arg);
 
 /* fanout.c */
 void relock__a_fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);

@@ -1,5 +1,5 @@
 /*
- * The blocking drivers (src/core/drive.c, src/core/fandrive.c): they run a
+ * The blocking drivers (src/core/drive.c, src/core/pollloop.c): they run a
  * step machine (engine/engine.h) or a fan machine (engine/fan.h) on the
  * client's connections until it is done.  The machines' blocking runs
  * (run.c, run_ts.c) and the public calls that run a machine themselves
@@ -22,19 +22,14 @@
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
 
 /*
- * The blocking fan driver: runs fan machine m over the client's quorum
- * connections (c->q) until it is done, and returns its status.  One poll
- * loop over non-blocking hiredis contexts; a new connection is sent AUTH,
- * SELECT and SCRIPT LOAD of the quorum's scripts ahead of the first batch;
- * replies owed to earlier rounds are read and dropped before a server's
- * new ones (decision 44).
+ * The blocking quorum calls: runs fan machine m (initialised) over the
+ * client's quorum until it is done, and returns its status (errors on
+ * l->c->err).  A poll loop over the operation core's fan-out (pollloop.c): the
+ * machine runs as an operation of an inner core client, whose new
+ * connections are sent AUTH, SELECT and SCRIPT LOAD of the quorum's
+ * scripts ahead of the first batch; replies owed to earlier rounds are
+ * read and dropped before a server's new ones (decision 44).
  */
 relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m);
-
-/* Prepares the client's quorum connections (c->q, none connected yet);
- * 0, or -1 out of memory. */
-int relock__fan_setup(relock_client *c);
-/* Closes every quorum connection (relock_close). */
-void relock__fan_free(relock_client *c);
 
 #endif

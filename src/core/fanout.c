@@ -10,8 +10,8 @@
 
 /*
  * A quorum (several servers) runs the fan machine (engine/fan.h, quorum.c)
- * over a connection per server, as the blocking fan driver
- * (engine/fandrive.c) does over its poll loop: a round's batches go out at
+ * over a connection per server, for both APIs (the blocking calls turn a
+ * private poll loop over this, pollloop.c): a round's batches go out at
  * once, each server's replies are fed as soon as they are complete, one
  * timer per round feeds the time at the round's deadline, and the machine
  * decides.  What the driver keeps is decision 44's part: a server still
@@ -25,19 +25,19 @@
  * late, so that the server runs it after the request it undoes.  Pipelined
  * operations leave a server slightly slower than the majority owing many
  * replies at once, as a matter of course: lateness is judged by the age of
- * the oldest, and the count only bounds the memory (the blocking driver,
- * one operation at a time, stops at 8; decision 211).  A quorum's
+ * the oldest, and the count only bounds the memory (the blocking client,
+ * one operation at a time, stops at 8: its max_owed; decision 211).  A quorum's
  * connections run no probe (the quorum is modern values only): AUTH,
  * SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead of
- * the first batch, as the blocking fan driver does.
+ * the first batch.
  */
 
 /* Requests a connection may owe (kept in its FIFO so that their replies
- * are read and dropped) before it is dropped when a round would use it.
- * With operations pipelined, hundreds owed is normal and lateness is the
- * oldest one's age: this count bounds the memory the owed requests hold,
- * not how far behind a server may fall (the blocking driver's
- * MAX_REPLIES_BEHIND, src/core/fandrive.c, is that; decision 211). */
+ * are read and dropped) before it is dropped when a round would use it,
+ * unless the client sets its own (max_owed).  With operations pipelined,
+ * hundreds owed is normal and lateness is the oldest one's age: this count
+ * bounds the memory the owed requests hold, not how far behind a server
+ * may fall (the blocking client's 8 is that, pollloop.c; decision 211). */
 #define MAX_OWED_REQUESTS 4096
 
 /* The scripts a quorum sends, loaded on every new connection. */
@@ -51,10 +51,21 @@ static void fan_step(aop *op);
  * may run) or not when its round is decided, and the machine counts the
  * servers left owing by that.  Done when a round's batches are sent (a
  * round may be decided at its first feed: a clean-up that waits for
- * nobody), as the blocking driver flushes, and again before a feed for a
+ * nobody), and again before a feed for a
  * request the socket did not take whole.  A write error is left in the
  * context, where hiredis's next write event finds it and disconnects. */
 static int rq_written(const areq *rq);
+
+/* Writes cn's buffered output as far as the socket takes it.  When all of
+ * it went, the loop stops watching for writability, as hiredis does after
+ * a write of its own: else the next turn would wake at once for a write
+ * event with nothing left to write. */
+static void fan_write(aconn *cn)
+{
+    int done = 0;
+    if (redisBufferWrite(&cn->ac->c, &done) == REDIS_OK && done && cn->ac->ev.delWrite)
+        cn->ac->ev.delWrite(cn->ac->ev.data);
+}
 
 static void flush_unwritten(void *arg)
 {
@@ -64,9 +75,8 @@ static void flush_unwritten(void *arg)
         if (!rq || rq->outstanding <= 0 || rq_written(rq))
             continue;
         aconn *cn = rq->cn;
-        int done = 0;
         if (cn->ac && cn->connected && !cn->ac->c.err)
-            (void)redisBufferWrite(&cn->ac->c, &done);
+            fan_write(cn);
     }
 }
 
@@ -324,7 +334,8 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
                     oldest = p->sent_at;
                 owed++;
             }
-        if (owed > 0 && (owed >= MAX_OWED_REQUESTS || now - oldest > (uint64_t)timeout_ms))
+        int max_owed = a->max_owed > 0 ? a->max_owed : MAX_OWED_REQUESTS;
+        if (owed > 0 && (owed >= max_owed || now - oldest > (uint64_t)timeout_ms))
             fan_drop(cn, "too far behind: dropped", now, timeout_ms);
     }
     if (!cn->ac && ((now < cn->retry_at && !after) || fan_connect(cn) != 0))
@@ -443,7 +454,7 @@ static void fan_step(aop *op)
         fan_flush(op); /* what the socket did not take whole yet */
         F->f.written = fan_written(F, n);
         relock__a_err_load(op);
-        relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
+        relock__step s = (op->ffn ? op->ffn : a->kit->fan)(op->m, op->l, &F->f, out);
         relock__a_err_save(op);
         uint64_t fed_at = F->f.mono_ms;
         fan_reset_feed(op);
@@ -537,10 +548,9 @@ static void flush_all(void *arg)
     relock_async *a = arg;
     for (int i = 0; i < a->nconns; i++) {
         aconn *cn = &a->conns[i];
-        int done = 0;
         if (cn->ac && cn->connected && !cn->ac->c.err && cn->ac->c.obuf &&
             sdslen(cn->ac->c.obuf) > 0)
-            (void)redisBufferWrite(&cn->ac->c, &done);
+            fan_write(cn);
     }
 }
 

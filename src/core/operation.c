@@ -78,7 +78,8 @@ static void op_release(aop *op)
         if (op->held[i])
             freeReplyObject(op->held[i]);
     free(op->kept);
-    free(op->m);
+    if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
+        free(op->m);
     free(op->err);
     free(op);
 }
@@ -461,6 +462,10 @@ void relock__a_machine_done(aop *op, relock_status st)
         if (a->freeing)
             return;
     }
+    if (op->kind == K_RUN) {
+        relock__a_op_finish(op, st);
+        return;
+    }
     if (!op->fencing && !op->undoing && next_phase(op, &st))
         return;
     switch (op->kind) {
@@ -780,6 +785,10 @@ void relock__a_op_start(aop *op)
         relock__a_op_finish(op, a->fatal);
         return;
     }
+    if (op->kind == K_RUN) {
+        machine_start(op);
+        return;
+    }
     if (op->kind == K_ACQ) {
         relock_client *c = a->c;
         relock_lock *l = op->l;
@@ -924,6 +933,27 @@ void relock__a_op_enqueue(aop *op)
     a->pending++;
     op->state = S_NEW;
     relock__a_op_schedule(op);
+}
+
+/* Runs fan machine m (fn, initialised by the caller, who keeps it) on l
+ * as an operation of a quorum's client: cb is called once, from the loop,
+ * when it ended (m holds its outcome; the errors, as the machine left
+ * them, on a->c->err).  An error already on a->c->err stays the first, as
+ * for a machine run by itself.  RELOCK_ENOMEM: nothing started. */
+relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, void *m,
+                            relock_async_fn cb, void *arg)
+{
+    if (!a->kit || !a->kit->fan || !relock__a_start_armed(a))
+        return RELOCK_ENOMEM;
+    aop *op = relock__a_op_new(a, K_RUN, cb, arg);
+    if (!op)
+        return RELOCK_ENOMEM;
+    op->l = l;
+    op->m = m;
+    op->ffn = fn;
+    relock__a_err_save(op);
+    relock__a_op_enqueue(op);
+    return RELOCK_OK;
 }
 
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)

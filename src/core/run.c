@@ -1,9 +1,10 @@
 /*
  * The blocking runs of the algorithms' step machines: each function here
  * feeds one machine (src/algo/) through the blocking driver (drive.c, or
- * fandrive.c for the quorum) or makes the connection ready first, so that
+ * pollloop.c for the quorum) or makes the connection ready first, so that
  * the machine files hold no I/O.  The algorithm tables the blocking API
- * chooses from (relock__algo_modern, relock__algo_quorum) point here.
+ * chooses from (relock__algo_modern; the quorum's, relock__algo_quorum,
+ * is in pollloop.c) point here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,69 +48,6 @@ static relock_status modern_extend(relock_lock *l, long long ttl_ms)
 const relock__algo relock__algo_modern = {
     "modern", modern_attempt, modern_release, modern_extend, NULL, &relock__modern_machines,
 };
-
-static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
-    if (tst != RELOCK_OK)
-        return tst;
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, l->ttl_ms);
-    relock_status st = relock__fan_drive(l, relock__quorum_step, &m);
-    if (st == RELOCK_BUSY)
-        *hint_ms = m.h.hint_ms;
-    return st;
-}
-
-static relock_status quorum_release(relock_lock *l)
-{
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_RELEASE, l->ttl_ms);
-    return relock__fan_drive(l, relock__quorum_step, &m);
-}
-
-static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
-{
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_EXTEND, ttl_ms);
-    return relock__fan_drive(l, relock__quorum_step, &m);
-}
-
-const relock__algo relock__algo_quorum = {
-    "quorum", quorum_attempt, quorum_release, quorum_extend, NULL, &relock__quorum_machines,
-};
-
-relock_status relock__quorum_setup(relock_client *c)
-{
-    /* Modern values only: tokens are unique across servers, while
-     * timestamps, GETSET losers and legacy clients have no meaning for a
-     * majority of independent masters. */
-    if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
-        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
-        /* The place to change: the file's mode, else its servers. */
-        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
-        char at[sizeof c->s.src_file + 16] = "";
-        if (line && c->s.src_file[0])
-            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "%sservers: quorum over %d servers uses modern values only; set "
-                            "mode = \"modern\" (or auto with migration.legacy_clients = false)",
-                            at, c->s.nservers);
-    }
-    if (relock__fan_setup(c) != 0)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
-    c->mode = RELOCK_MODE_MODERN;
-    snprintf(c->mode_reason, sizeof c->mode_reason,
-             "quorum over %d servers (majority %d), modern values", c->s.nservers, c->s.nservers / 2 + 1);
-    c->algo = &relock__algo_quorum;
-    return RELOCK_OK;
-}
-
-void relock__quorum_free(relock_client *c)
-{
-    relock__fan_free(c);
-}
 
 void relock__durable_mark(relock_client *c, relock__wmark *m)
 {

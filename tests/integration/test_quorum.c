@@ -463,6 +463,28 @@ static long long connections_received(const testsrv *s)
     return n;
 }
 
+/* relock_keep() over a quorum: the renewals run on the keeper's thread
+ * with its own client (and so its own poll loop over the operation core),
+ * and keep the lock past two and a half of its leases: our value is still
+ * on a majority, and stopping finds it never lost. */
+static void test_kept_over_quorum(void **state)
+{
+    (void)state;
+    relock_client *a = quorum_client();
+    relock_lock *l = NULL;
+    assert_int_equal(relock_acquire(a, "qk", 2000, 0, &l), RELOCK_OK);
+    assert_int_equal(relock_keep(l, NULL, NULL), RELOCK_OK);
+    tu_sleep_ms(5000);
+    int held = holders("qk", relock_lock_value(l));
+    relock_status st = relock_keep_stop(l);
+    if (st != RELOCK_OK || held < N / 2 + 1)
+        fail_msg("kept 5 s with a 2 s lease: %s, held on %d of %d servers: %s",
+                 relock_status_name(st), held, N, relock_client_error(a)->message);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(a);
+}
+
 /* A server paused for many requests is left alone after a while rather
  * than sent a new connection per request, and a busy lock is reported
  * busy without waiting for it. */
@@ -844,6 +866,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_error_replies_are_not_answers),
         cmocka_unit_test(test_idle_connections_reopened),
         cmocka_unit_test(test_paused_server_left_alone),
+        cmocka_unit_test(test_kept_over_quorum),
         cmocka_unit_test(test_servers_set_without_file),
     };
     /* One group, so that the servers start once. */

@@ -11,8 +11,9 @@
  * when a majority is reached or out of reach, NOSCRIPT then EVAL, the
  * fence to raise, what to clean up); the driver holds the connections,
  * their setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier
- * rounds and the poll loop.  The blocking fan driver is
- * relock__fan_drive() (src/core/fandrive.c, declared in src/core/drive.h).
+ * rounds and the poll loop: the operation core's fan-out
+ * (src/core/fanout.c), which the blocking API runs through
+ * relock__fan_drive() (src/core/pollloop.c, declared in src/core/drive.h).
  */
 #ifndef RELOCK_ENGINE_FAN_H
 #define RELOCK_ENGINE_FAN_H

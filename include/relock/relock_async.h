@@ -234,8 +234,10 @@ RELOCK_EXTERN int relock_async_replicas_acked(const relock_async *a);
 /*
  * The loop tells relock that s's descriptor is ready: events is
  * RELOCK_IO_READ, RELOCK_IO_WRITE or both (an error on the descriptor is
- * reported as RELOCK_IO_READ: the read finds it).  relock reads, then
- * writes (SIGPIPE, above), and runs what follows: callbacks, and watch
+ * reported as RELOCK_IO_READ: the read finds it, maybe only after replies
+ * queued ahead of it, so the loop goes on watching the descriptor as last
+ * told).  relock reads, then writes (SIGPIPE, above), and runs what
+ * follows: callbacks, and watch
  * calls for this and other descriptors, RELOCK_IO_REMOVE for s among them
  * (s is then gone when this returns).  Call it from the loop only, for an
  * s that was not removed.  Accepts NULL.

@@ -29,16 +29,27 @@ static inline void relock_async_uv_closed(uv_handle_t *h)
 typedef struct relock_async_uvsock {
     uv_poll_t h; /* first: the handle's address is the struct's */
     relock_async_socket *s;
+    int uv_events; /* what relock last asked to watch: UV_READABLE, UV_WRITABLE */
 } relock_async_uvsock;
 
 static inline void relock_async_uv_ready(uv_poll_t *h, int status, int events)
 {
-    /* An error on the descriptor (libuv stopped the handle): the read
-     * finds it and ends the connection. */
-    relock_async_socket_action(((relock_async_uvsock *)h)->s,
-                               status < 0 ? RELOCK_IO_READ
-                                          : ((events & UV_READABLE) ? RELOCK_IO_READ : 0) |
-                                                ((events & UV_WRITABLE) ? RELOCK_IO_WRITE : 0));
+    relock_async_uvsock *us = (relock_async_uvsock *)h;
+    if (status < 0) {
+        /* An error on the descriptor, and libuv has stopped the handle.
+         * relock tells the loop only what changes, so the handle is
+         * started again here: the read below may return replies queued
+         * ahead of the error and leave the connection open, and a stopped
+         * handle would hear nothing more of it (an operation would end
+         * only at its command timeout).  The read finds the error once
+         * the replies before it are read. */
+        if (us->uv_events)
+            uv_poll_start(h, us->uv_events, relock_async_uv_ready);
+        relock_async_socket_action(us->s, RELOCK_IO_READ);
+        return;
+    }
+    relock_async_socket_action(us->s, ((events & UV_READABLE) ? RELOCK_IO_READ : 0) |
+                                          ((events & UV_WRITABLE) ? RELOCK_IO_WRITE : 0));
 }
 
 static inline int relock_async_uv_watch(void *data, relock_async_socket *s, int fd, int events,
@@ -67,6 +78,7 @@ static inline int relock_async_uv_watch(void *data, relock_async_socket *s, int 
         us->s = s;
         *sockp = us;
     }
+    us->uv_events = uv_events;
     rc = uv_events ? uv_poll_start(&us->h, uv_events, relock_async_uv_ready) : uv_poll_stop(&us->h);
     if (rc != 0 && first) { /* a failed first call keeps nothing */
         uv_close((uv_handle_t *)&us->h, relock_async_uv_closed);

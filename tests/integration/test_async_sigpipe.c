@@ -13,6 +13,10 @@
  * that failed with EPIPE, which raised SIGPIPE): the test tested
  * something.  Built with TEST_UNGUARDED, the library writes without
  * blocking SIGPIPE, and the same program dies by SIGPIPE.
+ *
+ * The same forwarder's reset, with replies still unread, must be noticed
+ * when the loop turns rather than at the command timeout
+ * (test_reset_with_replies_queued).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -232,6 +236,84 @@ static void test_sigpipe_default(void **state)
     assert_true(broken_n >= 1);
 }
 
+/*
+ * A connection reset while replies wait unread in the client's socket is
+ * noticed when the loop turns, not at the command timeout.  The operations
+ * are written, their replies arrive while the loop does not run, and the
+ * forwarder then half-closes and resets the connection: the descriptor
+ * reports an error with more replies queued ahead of it than one read
+ * takes.  On libuv an error stops the poll handle; a handle left stopped
+ * heard nothing more, and every operation after the first read waited for
+ * its command timeout ("no reply within").
+ */
+enum { QUEUED_OPS = 4000 };
+static long q_done, q_timed_out;
+
+static void queued_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                        void *arg)
+{
+    (void)a;
+    (void)st;
+    (void)arg;
+    q_done++;
+    if (strstr(e->message, "command_timeout_ms"))
+        q_timed_out++;
+    relock_lock_free(l);
+}
+
+static void test_reset_with_replies_queued(void **state)
+{
+    (void)state;
+    /* This test is about wake-ups, not SIGPIPE: ignored, it cannot end the
+     * TEST_UNGUARDED build's test process. */
+    signal(SIGPIPE, SIG_IGN);
+    int fport = 0;
+    int lfd = forwarder_listen(&fport);
+    pid_t fwd = forwarder_start(lfd, srv.port, 0);
+    close(lfd);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", fport);
+    assert_non_null(cfg);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "key_prefix", "queued:"), RELOCK_OK);
+    /* Far beyond the bounds below: an operation that waits for it is the
+     * failure. */
+    assert_int_equal(relock_config_set(cfg, "command_timeout_ms", "60000"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    for (int i = 0; i < QUEUED_OPS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "q%d", i);
+        assert_int_equal(relock_async_try_acquire(a, name, 2000, queued_done, NULL, NULL),
+                         RELOCK_OK);
+    }
+    /* Connected and written: the first replies came back. */
+    uint64_t end = tu_now_ms() + 10000;
+    while (q_done == 0 && tu_now_ms() < end)
+        loop_once();
+    assert_true(q_done > 0);
+    /* The rest of the replies arrive unread, then the reset. */
+    usleep(500000);
+    kill(fwd, SIGUSR1);
+    usleep(300000);
+    end = tu_now_ms() + 20000;
+    while (q_done < QUEUED_OPS && tu_now_ms() < end)
+        loop_once();
+    long done_n = q_done, timed_out_n = q_timed_out;
+    relock_async_free(a);
+    loop_fini();
+    kill(fwd, SIGKILL);
+    waitpid(fwd, NULL, 0);
+    printf("queued: done %ld of %d, timed out %ld\n", done_n, QUEUED_OPS, timed_out_n);
+    assert_int_equal(done_n, QUEUED_OPS);
+    assert_int_equal(timed_out_n, 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -249,6 +331,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigpipe_default),
+        cmocka_unit_test(test_reset_with_replies_queued),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

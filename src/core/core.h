@@ -224,9 +224,11 @@ struct relock__alock {
      * by then, whatever the one in flight is waiting for. */
     void *lost_timer;
     /* the last failed renewal's outcome, reported if the deadline comes
-     * first (RELOCK_OK: none failed since the last success) */
+     * first (RELOCK_OK: none failed since the last success); its detail
+     * is allocated at the first failure (a held lock's state stays
+     * small: a relock__err is some 800 bytes), NULL out of memory */
     relock_status fail_st;
-    relock__err fail_err;
+    relock__err *fail_err;
 };
 
 /* Connections a client may have at once: its server's, and Cluster nodes'

@@ -39,6 +39,7 @@ void relock__a_alock_free(relock_lock *l)
         if (al->next)
             al->next->prev = al->prev;
     }
+    free(al->fail_err);
     free(al);
     l->al = NULL;
 }
@@ -189,8 +190,11 @@ static void lost_fire(void *arg)
     relock__err e;
     relock__err_clear(&e);
     relock_status why = al->fail_st;
-    if (why != RELOCK_OK) {
-        relock__err_copy(&e, &al->fail_err);
+    if (why != RELOCK_OK && al->fail_err) {
+        relock__err_copy(&e, al->fail_err);
+    } else if (why != RELOCK_OK) {
+        RELOCK__FAIL(&e, why, "keep %s: the last renewal failed (%s)", l->name,
+                     relock_strerror(why));
     } else {
         why = RELOCK_EIO;
         RELOCK__FAIL(&e, why,
@@ -232,8 +236,12 @@ void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, con
      * now: again soon, while valid (the deadline reports the loss). */
     al->fail_st = st;
     relock__event(a->c, RELOCK_EVENT_RENEW_FAILED, l, st, 0);
-    relock__err_clear(&al->fail_err);
-    RELOCK__FAIL_SRV(&al->fail_err, st, e->server, "%s", e->message);
+    if (!al->fail_err)
+        al->fail_err = malloc(sizeof *al->fail_err);
+    if (al->fail_err) {
+        relock__err_clear(al->fail_err);
+        RELOCK__FAIL_SRV(al->fail_err, st, e->server, "%s", e->message);
+    }
     long long again = l->ttl_ms / 10;
     al->keep_timer = timer_start(a, again < 10 ? 10 : again, keep_tick, l);
 }

@@ -869,13 +869,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kept_over_quorum),
         cmocka_unit_test(test_servers_set_without_file),
     };
-    /* One group, so that the servers start once. */
-    enum { SHARED = sizeof shared / sizeof *shared, ALONE = sizeof blocking / sizeof *blocking };
-    struct CMUnitTest tests[SHARED + ALONE];
-    size_t n = 0;
-    for (size_t i = 0; i < SHARED; i++)
-        tests[n++] = shared[i];
-    for (size_t i = 0; entry == BOTH_BLOCKING && i < ALONE; i++)
-        tests[n++] = blocking[i];
-    return _cmocka_run_group_tests(both_entry_name(entry), tests, n, setup, teardown);
+    return both_run(entry, shared, sizeof shared / sizeof *shared, blocking,
+                    sizeof blocking / sizeof *blocking, setup, teardown);
 }

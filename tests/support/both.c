@@ -291,3 +291,20 @@ void both_idle(both_client *c, long ms)
     while (tu_now_ms() < end)
         event_base_loop(c->base, EVLOOP_ONCE);
 }
+
+int both_run(both_entry e, const struct CMUnitTest *shared, size_t nshared,
+             const struct CMUnitTest *alone, size_t nalone, both_fixture setup,
+             both_fixture teardown)
+{
+    struct CMUnitTest *tests = calloc(nshared + nalone, sizeof *tests);
+    if (!tests)
+        return 1;
+    size_t n = 0;
+    for (size_t i = 0; i < nshared; i++)
+        tests[n++] = shared[i];
+    for (size_t i = 0; e == BOTH_BLOCKING && i < nalone; i++)
+        tests[n++] = alone[i];
+    int rc = _cmocka_run_group_tests(both_entry_name(e), tests, n, setup, teardown);
+    free(tests);
+    return rc;
+}

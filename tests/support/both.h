@@ -11,6 +11,8 @@
 #ifndef RELOCK_TEST_BOTH_H
 #define RELOCK_TEST_BOTH_H
 
+#include <stddef.h>
+
 #include "relock.h"
 
 typedef enum { BOTH_BLOCKING, BOTH_ASYNC } both_entry;
@@ -68,5 +70,14 @@ void both_on_phase(both_client *c, void (*fn)(both_phase phase, void *arg), void
 /* Runs c's loop for ms (the asynchronous entry: owed replies read, late
  * clean-ups sent); sleeps for the blocking one. */
 void both_idle(both_client *c, long ms);
+
+/* Runs the scenarios both entries share and, for the blocking entry,
+ * those it alone runs, as one cmocka group (the servers start once);
+ * the group's exit status. */
+struct CMUnitTest;
+typedef int (*both_fixture)(void **state);
+int both_run(both_entry e, const struct CMUnitTest *shared, size_t nshared,
+             const struct CMUnitTest *alone, size_t nalone, both_fixture setup,
+             both_fixture teardown);
 
 #endif

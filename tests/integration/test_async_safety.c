@@ -103,6 +103,55 @@ static relock_async *aclient(relock_async_loop *lp, int port, long long timeout_
     return a;
 }
 
+/* A client on a loop of its own through a proxy (personality 7, for its
+ * faults) in front of the shared server. */
+static relock_async *proxied(testsrv *px, relock_async_loop *lp)
+{
+    assert_int_equal(testsrv_start_proxy(px, srv.port, "7", NULL), 0);
+    loop_init(lp);
+    return aclient(lp, px->port, 0);
+}
+
+/* A client on a loop of its own and a redis-server of its own, which the
+ * test stops or keeps busy; the command timeout is far longer than the
+ * lease. */
+static relock_async *on_own(testsrv *own, relock_async_loop *lp)
+{
+    assert_int_equal(testsrv_start(own, NULL), 0);
+    loop_init(lp);
+    return aclient(lp, own->port, LONG_MS);
+}
+
+/* The end of a test with a server of its own: the client, its loop, then
+ * the server. */
+static void end_on(relock_async *a, testsrv *s)
+{
+    relock_async_free(a);
+    loop_fini();
+    testsrv_stop(s);
+}
+
+/* A lock on name, acquired (try) for ttl ms, which must succeed. */
+static relock_lock *acquired(relock_async *a, const char *name, long long ttl)
+{
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, name, ttl, record, &o, NULL), RELOCK_OK);
+    finish(&o, 5000);
+    if (o.st != RELOCK_OK)
+        fail_msg("acquire %s: %s: %s", name, relock_status_name(o.st), o.msg);
+    return o.l;
+}
+
+/* Releases l, which must succeed; what names the case in a failure. */
+static void released(relock_lock *l, const char *what)
+{
+    outcome r = {0};
+    assert_int_equal(relock_async_release(l, record, &r), RELOCK_OK);
+    finish(&r, 5000);
+    if (r.st != RELOCK_OK)
+        fail_msg("%s: release: %s: %s", what, relock_status_name(r.st), r.msg);
+}
+
 static redisReply *cmd(int port, const char *fmt, ...)
 {
     struct timeval tv = {5, 0};
@@ -189,14 +238,9 @@ static void test_waiter_bound_in_subscribe(void **state)
 {
     (void)state;
     testsrv px;
-    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
     relock_async_loop lp;
-    loop_init(&lp);
-    relock_async *a = aclient(&lp, px.port, 0);
-    outcome h = {0};
-    assert_int_equal(relock_async_try_acquire(a, "job", 30000, record, &h, NULL), RELOCK_OK);
-    finish(&h, 5000);
-    assert_int_equal(h.st, RELOCK_OK);
+    relock_async *a = proxied(&px, &lp);
+    relock_lock *h = acquired(a, "job", 30000);
     cmd_ok(px.port, "RELOCK-PROXY FAULT delay-ms %s", "100");
     for (int i = 0; i < 6; i++) {
         outcome w = {0};
@@ -208,15 +252,10 @@ static void test_waiter_bound_in_subscribe(void **state)
         assert_int_equal(w.calls, 1);
     }
     cmd_ok(px.port, "RELOCK-PROXY FAULT %s", "off");
-    outcome r = {0};
-    assert_int_equal(relock_async_release(h.l, record, &r), RELOCK_OK);
-    finish(&r, 5000);
-    assert_int_equal(r.st, RELOCK_OK);
-    relock_lock_free(h.l);
+    released(h, "the held lock");
+    relock_lock_free(h);
     assert_int_equal(relock_async_pending(a), 0);
-    relock_async_free(a);
-    loop_fini();
-    testsrv_stop(&px);
+    end_on(a, &px);
 }
 
 /* ------------------------------------------------------------ cancels inside a queue's walk */
@@ -281,14 +320,11 @@ static void test_cancel_in_flush(void **state)
     for (int round = 0; round < 3; round++) {
         char name[32], key[40];
         snprintf(name, sizeof name, "fl%d", round);
-        outcome o = {0};
-        assert_int_equal(relock_async_try_acquire(a, name, 30000, record, &o, NULL), RELOCK_OK);
-        finish(&o, 5000);
-        assert_int_equal(o.st, RELOCK_OK);
+        relock_lock *l = acquired(a, name, 30000);
         snprintf(key, sizeof key, "%s", name);
         freeReplyObject(cmd(srv.port, "DEL %s", key));
         outcome x = {0};
-        assert_int_equal(relock_async_extend(o.l, 30000, record, &x), RELOCK_OK);
+        assert_int_equal(relock_async_extend(l, 30000, record, &x), RELOCK_OK);
         finish(&x, 5000);
         assert_int_equal(x.st, RELOCK_LOST); /* the handle knows it is lost */
         canceller rel;
@@ -296,7 +332,7 @@ static void test_cancel_in_flush(void **state)
         outcome victim = {0};
         char other[40];
         snprintf(other, sizeof other, "%s-b", name);
-        assert_int_equal(relock_async_release(o.l, cancel_other, &rel), RELOCK_OK);
+        assert_int_equal(relock_async_release(l, cancel_other, &rel), RELOCK_OK);
         assert_int_equal(
             relock_async_try_acquire(a, other, 30000, record, &victim, &rel.victim), RELOCK_OK);
         run_until(&victim.calls, 1, 5000);
@@ -309,17 +345,10 @@ static void test_cancel_in_flush(void **state)
         assert_string_equal(v, "");
         /* the connection still works, for longer than a command timeout */
         run_for(1200);
-        outcome n = {0};
-        assert_int_equal(relock_async_try_acquire(a, other, 30000, record, &n, NULL), RELOCK_OK);
-        finish(&n, 5000);
-        if (n.st != RELOCK_OK)
-            fail_msg("the next acquire: %s: %s", relock_status_name(n.st), n.msg);
-        outcome nr = {0};
-        assert_int_equal(relock_async_release(n.l, record, &nr), RELOCK_OK);
-        finish(&nr, 5000);
-        assert_int_equal(nr.st, RELOCK_OK);
-        relock_lock_free(n.l);
-        relock_lock_free(o.l);
+        relock_lock *n = acquired(a, other, 30000);
+        released(n, "the next acquire");
+        relock_lock_free(n);
+        relock_lock_free(l);
         assert_int_equal(relock_async_pending(a), 0);
     }
     relock_async_free(a);
@@ -413,17 +442,9 @@ static void test_cancel_in_replan(void **state)
 {
     (void)state;
     testsrv px;
-    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
     relock_async_loop lp;
-    loop_init(&lp);
-    relock_config *cfg = config_at(px.port, testsrv_mode_runs("modern") ? "modern" : "legacy", 0);
-    relock_async *a = NULL;
-    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
-    relock_config_free(cfg);
-    outcome h = {0};
-    assert_int_equal(relock_async_try_acquire(a, "rp", 30000, record, &h, NULL), RELOCK_OK);
-    finish(&h, 5000);
-    assert_int_equal(h.st, RELOCK_OK);
+    relock_async *a = proxied(&px, &lp);
+    relock_lock *h = acquired(a, "rp", 30000);
     for (int round = 0; round < 3; round++) {
         cmd_ok(px.port, "RELOCK-PROXY FAULT delay-ms %s", "300");
         canceller w[2];
@@ -462,14 +483,9 @@ static void test_cancel_in_replan(void **state)
         }
         assert_int_equal(relock_async_pending(a), 0);
     }
-    outcome r = {0};
-    assert_int_equal(relock_async_release(h.l, record, &r), RELOCK_OK);
-    finish(&r, 5000);
-    assert_int_equal(r.st, RELOCK_OK);
-    relock_lock_free(h.l);
-    relock_async_free(a);
-    loop_fini();
-    testsrv_stop(&px);
+    released(h, "the held lock");
+    relock_lock_free(h);
+    end_on(a, &px);
 }
 
 /* A connect that fails at once (a host name that does not resolve): the
@@ -557,15 +573,11 @@ static void on_lost(relock_async *a, relock_lock *l, relock_status why, const re
 /* A kept lock on a, acquired and kept; its key's value in ours. */
 static relock_lock *kept(relock_async *a, const char *name, lostrec *lr, char *ours, size_t len)
 {
-    outcome o = {0};
-    assert_int_equal(relock_async_try_acquire(a, name, KEEP_TTL, record, &o, NULL), RELOCK_OK);
-    finish(&o, 5000);
-    if (o.st != RELOCK_OK)
-        fail_msg("acquire %s: %s: %s", name, relock_status_name(o.st), o.msg);
+    relock_lock *l = acquired(a, name, KEEP_TTL);
     memset(lr, 0, sizeof *lr);
-    assert_int_equal(relock_async_keep(o.l, on_lost, lr), RELOCK_OK);
-    snprintf(ours, len, "%s", relock_lock_value(o.l));
-    return o.l;
+    assert_int_equal(relock_async_keep(l, on_lost, lr), RELOCK_OK);
+    snprintf(ours, len, "%s", relock_lock_value(l));
+    return l;
 }
 
 /* The renewal goes on: more than a lease passes without a loss, and the
@@ -605,10 +617,7 @@ static void test_keep_refused(void **state)
     px = proxy_on(port);
     still_kept(l, &lr, "refused once");
     /* the client still works */
-    outcome r = {0};
-    assert_int_equal(relock_async_release(l, record, &r), RELOCK_OK);
-    finish(&r, 5000);
-    assert_int_equal(r.st, RELOCK_OK);
+    released(l, "refused once");
     relock_lock_free(l);
 
     /* refused for good: lost by the validity's end */
@@ -635,10 +644,8 @@ static void test_keep_transient_probe_error(void **state)
 {
     (void)state;
     testsrv px;
-    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
     relock_async_loop lp;
-    loop_init(&lp);
-    relock_async *a = aclient(&lp, px.port, 0);
+    relock_async *a = proxied(&px, &lp);
     lostrec lr;
     char ours[64];
     relock_lock *l = kept(a, "kt", &lr, ours, sizeof ours);
@@ -657,15 +664,9 @@ static void test_keep_transient_probe_error(void **state)
     still_kept(l, &lr, "-LOADING to the reconnect's INFO");
     cmd_ok(px.port, "RELOCK-PROXY FAULT %s", "off");
     /* the client is still usable */
-    outcome r = {0};
-    assert_int_equal(relock_async_release(l, record, &r), RELOCK_OK);
-    finish(&r, 5000);
-    if (r.st != RELOCK_OK)
-        fail_msg("release after the transient error: %s: %s", relock_status_name(r.st), r.msg);
+    released(l, "after the transient error");
     relock_lock_free(l);
-    relock_async_free(a);
-    loop_fini();
-    testsrv_stop(&px);
+    end_on(a, &px);
 }
 
 /* A server of its own, busy in a script that loops until killed: every
@@ -719,20 +720,11 @@ static void test_keep_busy_server(void **state)
         return;
     }
     testsrv own;
-    assert_int_equal(testsrv_start(&own, NULL), 0);
     relock_async_loop lp;
-    loop_init(&lp);
-    relock_async *a = aclient(&lp, own.port, LONG_MS);
+    relock_async *a = on_own(&own, &lp);
     lostrec lr;
     char ours[64];
-    outcome o = {0};
-    assert_int_equal(relock_async_try_acquire(a, "kb", KEEP_TTL, record, &o, NULL), RELOCK_OK);
-    finish(&o, 5000);
-    assert_int_equal(o.st, RELOCK_OK);
-    relock_lock *l = o.l;
-    memset(&lr, 0, sizeof lr);
-    assert_int_equal(relock_async_keep(l, on_lost, &lr), RELOCK_OK);
-    snprintf(ours, sizeof ours, "%s", relock_lock_value(l));
+    relock_lock *l = kept(a, "kb", &lr, ours, sizeof ours);
     run_for(RENEWED_MS);
     busy b;
     freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
@@ -768,9 +760,7 @@ static void test_keep_busy_server(void **state)
                  (long long)(lr.at - deadline));
     assert_int_equal(relock_async_keep_stop(l), RELOCK_LOST);
     relock_lock_free(l);
-    relock_async_free(a);
-    loop_fini();
-    testsrv_stop(&own);
+    end_on(a, &own);
 }
 
 /* A SIGSTOPped server under a kept lock, with a command timeout far longer
@@ -780,20 +770,14 @@ static void test_keep_stalled_server(void **state)
 {
     (void)state;
     testsrv own;
-    assert_int_equal(testsrv_start(&own, NULL), 0);
     relock_async_loop lp;
-    loop_init(&lp);
-    relock_async *a = aclient(&lp, own.port, LONG_MS);
-    outcome o = {0};
-    assert_int_equal(relock_async_try_acquire(a, "ks", KEEP_TTL, record, &o, NULL), RELOCK_OK);
-    finish(&o, 5000);
-    assert_int_equal(o.st, RELOCK_OK);
+    relock_async *a = on_own(&own, &lp);
     lostrec lr;
-    memset(&lr, 0, sizeof lr);
-    assert_int_equal(relock_async_keep(o.l, on_lost, &lr), RELOCK_OK);
+    char ours[64];
+    relock_lock *l = kept(a, "ks", &lr, ours, sizeof ours);
     run_for(RENEWED_MS);
     kill(own.pid, SIGSTOP);
-    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(o.l);
+    uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);
     run_until(&lr.calls, 1, KEEP_TTL + LONG_MS + 2000);
     kill(own.pid, SIGCONT);
     if (lr.calls != 1)
@@ -803,11 +787,9 @@ static void test_keep_stalled_server(void **state)
                  (long long)(lr.at - deadline));
     run_for(300);
     assert_int_equal(lr.calls, 1);
-    assert_int_equal(relock_async_keep_stop(o.l), RELOCK_LOST);
-    relock_lock_free(o.l);
-    relock_async_free(a);
-    loop_fini();
-    testsrv_stop(&own);
+    assert_int_equal(relock_async_keep_stop(l), RELOCK_LOST);
+    relock_lock_free(l);
+    end_on(a, &own);
 }
 
 /* A release asked for while a renewal of the kept lock is in flight waits
@@ -866,10 +848,8 @@ static void test_release_behind_renewal_then_free(void **state)
 {
     (void)state;
     testsrv own;
-    assert_int_equal(testsrv_start(&own, NULL), 0);
     relock_async_loop lp;
-    loop_init(&lp);
-    relock_async *a = aclient(&lp, own.port, LONG_MS);
+    relock_async *a = on_own(&own, &lp);
     lostrec lr;
     char ours[64];
     relock_lock *l = kept(a, "rbf", &lr, ours, sizeof ours);
@@ -890,9 +870,7 @@ static void test_release_behind_renewal_then_free(void **state)
         fail_msg("the key is still held after the release");
     assert_int_equal(lr.calls, 0);
     assert_int_equal(relock_async_pending(a), 0);
-    relock_async_free(a);
-    loop_fini();
-    testsrv_stop(&own);
+    end_on(a, &own);
 }
 
 /* ------------------------------------------------------------ kept locks: blocking */

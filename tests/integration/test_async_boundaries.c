@@ -593,6 +593,21 @@ static void test_boundaries(void **state)
     assert_int_equal(runs, held);
 }
 
+/* Runs body on each target this run covers (target_runs()), reduced as
+ * target_reduce() says, and checks that the invariants held in every run
+ * the body made. */
+static void over_targets(void (*body)(size_t i, const target *t))
+{
+    runs = held = 0;
+    for (size_t i = 0; i < NTARGETS; i++) {
+        if (!target_runs(i))
+            continue;
+        target_reduce(i);
+        body(i, &targets[i]);
+    }
+    assert_int_equal(runs, held);
+}
+
 /* ------------------------------------------------------------ several in flight */
 
 enum { NFLIGHT = 6 };
@@ -690,33 +705,31 @@ static void flight(const target *t, long long k, enum bnd_fault f, long long *co
     loop_fini();
 }
 
+static void in_flight_on(size_t i, const target *t)
+{
+    (void)i;
+    long long n = 0;
+    flight(t, 0, BND_WRITE, &n);
+    assert_true(n >= NFLIGHT && n < 200);
+    int did = 0;
+    /* each boundary once, the two faults in turn (both at the first);
+     * reduced, every other boundary */
+    for (long long k = 1; k <= n; k++)
+        for (int f = BND_LOST_REPLY; f <= BND_DEAD_AFTER; f++)
+            if ((k + f) % 2 == 1 || k == 1) {
+                if (bnd_reduced() && k % 4 > 1)
+                    continue;
+                flight(t, k, (enum bnd_fault)f, NULL);
+                did++;
+            }
+    print_message("%-10s %-6s %-7s %d in flight: %lld commands, %d faults\n", t->pers,
+                  t->nolua ? "no-Lua" : "", t->mode, NFLIGHT, n, did);
+}
+
 static void test_in_flight(void **state)
 {
     (void)state;
-    runs = held = 0;
-    for (size_t i = 0; i < NTARGETS; i++) {
-        const target *t = &targets[i];
-        if (!target_runs(i))
-            continue;
-        target_reduce(i);
-        long long n = 0;
-        flight(t, 0, BND_WRITE, &n);
-        assert_true(n >= NFLIGHT && n < 200);
-        int did = 0;
-        /* each boundary once, the two faults in turn (both at the first);
-         * reduced, every other boundary */
-        for (long long k = 1; k <= n; k++)
-            for (int f = BND_LOST_REPLY; f <= BND_DEAD_AFTER; f++)
-                if ((k + f) % 2 == 1 || k == 1) {
-                    if (bnd_reduced() && k % 4 > 1)
-                        continue;
-                    flight(t, k, (enum bnd_fault)f, NULL);
-                    did++;
-                }
-        print_message("%-10s %-6s %-7s %d in flight: %lld commands, %d faults\n", t->pers,
-                      t->nolua ? "no-Lua" : "", t->mode, NFLIGHT, n, did);
-    }
-    assert_int_equal(runs, held);
+    over_targets(in_flight_on);
 }
 
 /* ------------------------------------------------------------ cancel at each boundary */
@@ -808,34 +821,32 @@ static void cancel_one(const target *t, int busy, long long k, long long *count)
     loop_fini();
 }
 
+static void cancel_on(size_t i, const target *t)
+{
+    (void)i;
+    for (int busy = 0; busy < 2; busy++) {
+        long long n = 0;
+        cancel_one(t, busy, 0, &n);
+        assert_true(n >= 1);
+        /* A wait repeats its cycle (attempt, subscription or poll,
+         * attempt): its first 12 boundaries cover it. */
+        if (n > 12)
+            n = 12;
+        int did = 0;
+        for (long long k = 1; k <= n; k++)
+            if (!bnd_reduced() || k % 2 == 1 || k == n) {
+                cancel_one(t, busy, k, NULL);
+                did++;
+            }
+        print_message("%-10s %-6s %-7s cancel %-7s %lld commands, %d cancels\n", t->pers,
+                      t->nolua ? "no-Lua" : "", t->mode, busy ? "waiting" : "free", n, did);
+    }
+}
+
 static void test_cancel(void **state)
 {
     (void)state;
-    runs = held = 0;
-    for (size_t i = 0; i < NTARGETS; i++) {
-        const target *t = &targets[i];
-        if (!target_runs(i))
-            continue;
-        target_reduce(i);
-        for (int busy = 0; busy < 2; busy++) {
-            long long n = 0;
-            cancel_one(t, busy, 0, &n);
-            assert_true(n >= 1);
-            /* A wait repeats its cycle (attempt, subscription or poll,
-             * attempt): its first 12 boundaries cover it. */
-            if (n > 12)
-                n = 12;
-            int did = 0;
-            for (long long k = 1; k <= n; k++)
-                if (!bnd_reduced() || k % 2 == 1 || k == n) {
-                    cancel_one(t, busy, k, NULL);
-                    did++;
-                }
-            print_message("%-10s %-6s %-7s cancel %-7s %lld commands, %d cancels\n", t->pers,
-                          t->nolua ? "no-Lua" : "", t->mode, busy ? "waiting" : "free", n, did);
-        }
-    }
-    assert_int_equal(runs, held);
+    over_targets(cancel_on);
 }
 
 /* ------------------------------------------------------------ callbacks that act on others */
@@ -1053,39 +1064,36 @@ static void reentry(const target *t, int at, enum react act, int down, long long
     loop_fini();
 }
 
+static void reentry_on(size_t i, const target *t)
+{
+    long long n = 0;
+    reentry(t, -1, RE_CANCEL, 0, 0, BND_WRITE, &n);
+    assert_true(n >= RE_OPS && n < 400);
+    /* each callback point with each action (reduced: one action at
+     * every other point, in turn), the fault and its boundary moving along; every
+     * other run with the connection down, the fault on one of the
+     * reconnect's first commands (its setup) */
+    static const enum bnd_fault faults[] = {BND_DEAD_AFTER, BND_LOST_REPLY, BND_ERROR,
+                                            BND_WRITE};
+    int did = 0;
+    for (int at = 0; at < RE_POINTS; at++)
+        for (int act = 0; act < NREACT; act++) {
+            if (bnd_reduced() && (at % 2 == 1 || act != (at / 2 + (int)i) % NREACT))
+                continue;
+            int m = at * NREACT + act;
+            int down = (at + act / 2) % 2 == 1 && testsrv_target_at_least(2, 8, 12);
+            reentry(t, at, (enum react)act, down, down ? 1 + m % 2 : 1 + (m * 7) % n,
+                    down ? (m % 2 ? BND_ERROR : BND_LOST_REPLY) : faults[m % 4], NULL);
+            did++;
+        }
+    print_message("%-10s %-6s %-7s callbacks acting on others: %lld commands, %d runs\n",
+                  t->pers, t->nolua ? "no-Lua" : "", t->mode, n, did);
+}
+
 static void test_reentry(void **state)
 {
     (void)state;
-    runs = held = 0;
-    for (size_t i = 0; i < NTARGETS; i++) {
-        const target *t = &targets[i];
-        if (!target_runs(i))
-            continue;
-        target_reduce(i);
-        long long n = 0;
-        reentry(t, -1, RE_CANCEL, 0, 0, BND_WRITE, &n);
-        assert_true(n >= RE_OPS && n < 400);
-        /* each callback point with each action (reduced: one action at
-         * every other point, in turn), the fault and its boundary moving along; every
-         * other run with the connection down, the fault on one of the
-         * reconnect's first commands (its setup) */
-        static const enum bnd_fault faults[] = {BND_DEAD_AFTER, BND_LOST_REPLY, BND_ERROR,
-                                                BND_WRITE};
-        int did = 0;
-        for (int at = 0; at < RE_POINTS; at++)
-            for (int act = 0; act < NREACT; act++) {
-                if (bnd_reduced() && (at % 2 == 1 || act != (at / 2 + (int)i) % NREACT))
-                    continue;
-                int m = at * NREACT + act;
-                int down = (at + act / 2) % 2 == 1 && testsrv_target_at_least(2, 8, 12);
-                reentry(t, at, (enum react)act, down, down ? 1 + m % 2 : 1 + (m * 7) % n,
-                        down ? (m % 2 ? BND_ERROR : BND_LOST_REPLY) : faults[m % 4], NULL);
-                did++;
-            }
-        print_message("%-10s %-6s %-7s callbacks acting on others: %lld commands, %d runs\n",
-                      t->pers, t->nolua ? "no-Lua" : "", t->mode, n, did);
-    }
-    assert_int_equal(runs, held);
+    over_targets(reentry_on);
 }
 
 /* ------------------------------------------------------------ reconnects */
@@ -1326,42 +1334,40 @@ static void reconnect_wait(const target *t, long long k, enum rc_kind kind, long
     loop_fini();
 }
 
+static void reconnect_on(size_t i, const target *t)
+{
+    (void)i;
+    long long n = 0;
+    reconnect_renewal(t, 0, RC_ERROR, &n);
+    assert_true(n >= 1 && n < 40);
+    int did = 0;
+    for (long long k = 1; k <= n; k++)
+        if (!bnd_reduced() || k == 1 || k == n) {
+            reconnect_renewal(t, k, RC_ERROR, NULL);
+            did++;
+        }
+    reconnect_renewal(t, 0, RC_REFUSED, NULL);
+    long long w = 0;
+    reconnect_wait(t, 0, RC_ERROR, &w);
+    assert_true(w >= 1 && w < 60);
+    reconnect_wait(t, 1, RC_ERROR, NULL);
+    if (!bnd_reduced())
+        reconnect_wait(t, w, RC_ERROR, NULL);
+    reconnect_wait(t, 0, RC_REFUSED, NULL);
+    print_message("%-10s %-6s %-7s reconnects: renewal %lld commands, %d errors, refused; "
+                  "wait %lld commands, %d errors, refused\n",
+                  t->pers, t->nolua ? "no-Lua" : "", t->mode, n, did, w,
+                  bnd_reduced() ? 1 : 2);
+}
+
 static void test_reconnect(void **state)
 {
     (void)state;
-    runs = held = 0;
     if (!testsrv_target_at_least(2, 8, 12)) { /* CLIENT KILL TYPE */
         testsrv_note_skip("reconnects: CLIENT KILL TYPE");
         return;
     }
-    for (size_t i = 0; i < NTARGETS; i++) {
-        const target *t = &targets[i];
-        if (!target_runs(i))
-            continue;
-        target_reduce(i);
-        long long n = 0;
-        reconnect_renewal(t, 0, RC_ERROR, &n);
-        assert_true(n >= 1 && n < 40);
-        int did = 0;
-        for (long long k = 1; k <= n; k++)
-            if (!bnd_reduced() || k == 1 || k == n) {
-                reconnect_renewal(t, k, RC_ERROR, NULL);
-                did++;
-            }
-        reconnect_renewal(t, 0, RC_REFUSED, NULL);
-        long long w = 0;
-        reconnect_wait(t, 0, RC_ERROR, &w);
-        assert_true(w >= 1 && w < 60);
-        reconnect_wait(t, 1, RC_ERROR, NULL);
-        if (!bnd_reduced())
-            reconnect_wait(t, w, RC_ERROR, NULL);
-        reconnect_wait(t, 0, RC_REFUSED, NULL);
-        print_message("%-10s %-6s %-7s reconnects: renewal %lld commands, %d errors, refused; "
-                      "wait %lld commands, %d errors, refused\n",
-                      t->pers, t->nolua ? "no-Lua" : "", t->mode, n, did, w,
-                      bnd_reduced() ? 1 : 2);
-    }
-    assert_int_equal(runs, held);
+    over_targets(reconnect_on);
 }
 
 /* ------------------------------------------------------------ setup */

@@ -8,6 +8,7 @@
 #ifndef RELOCK_ALGO_H
 #define RELOCK_ALGO_H
 
+#include "engine/waitplan.h"
 #include "durable.h"
 #include "routing.h"
 
@@ -27,6 +28,11 @@ relock_status relock__probe(relock_client *c);
 /* Raises a whole-tag key's fence counter to its earlier one: the carry's
  * machine (fence.h) on the blocking driver. */
 relock_status relock__fence_seed(relock_lock *l);
+
+/* The wait planner's input (waitplan.h) as far as the client's settings
+ * and lock l give it, with fresh random bits: both waiters (wait.c, and
+ * the asynchronous one in notice.c) fill in the attempt's own fields. */
+relock__wait_in relock__wait_in_of(relock_lock *l);
 
 /* The generic waiting loop over c->algo->attempt. */
 relock_status relock__wait_acquire(relock_lock *l, long long wait_ms);

@@ -161,6 +161,8 @@ static relock_status end(relock_client *c, const relock__mhead *h, relock_status
     return st;
 }
 
+static relock_status drive_loop(relock_lock *l, relock__step_fn fn, void *m, int inner);
+
 /*
  * Runs machine m inside a step of another (inner): its batches go on the
  * connection as it is, inside the other's transaction if one is open, and
@@ -168,26 +170,7 @@ static relock_status end(relock_client *c, const relock__mhead *h, relock_status
  */
 static relock_status drive_inner(relock_lock *l, relock__step_fn fn, void *m)
 {
-    relock_client *c = l->c;
-    relock__mhead *h = m;
-    relock__batch b;
-    redisReply *rep[RELOCK__BATCH_CMDS] = {NULL};
-    relock__feed in;
-    memset(&in, 0, sizeof in);
-    in.reply = rep;
-    relock__batch_reset(&b);
-    for (int steps = 0;; steps++) {
-        in.mono_ms = relock__mono_ms();
-        relock__step s = fn(m, l, &in, &b);
-        free_replies(rep, in.nreply);
-        if (s == RELOCK__STEP_DONE)
-            return h->st;
-        if (!relock__batch_ok(&b) || steps >= RELOCK__DRIVE_MAX_STEPS)
-            return RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: %s",
-                                steps >= RELOCK__DRIVE_MAX_STEPS ? "an operation did not end"
-                                                                 : "a command batch overflowed");
-        run_batch(l, &b, rep, &in, 1);
-    }
+    return drive_loop(l, fn, m, 1);
 }
 
 /* The fleet's clock (legacy.clock) into in->fleet_ms: the local wall
@@ -217,7 +200,12 @@ static relock_status fleet_ms(relock_lock *l, int want, relock__feed *in)
     return RELOCK_OK;
 }
 
-relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
+/*
+ * The step loop of both: an inner machine (drive_inner) reads no fleet's
+ * clock, and leaves the transaction and the legacy note to the machine it
+ * runs inside; the outer one (relock__drive) ends both itself.
+ */
+static relock_status drive_loop(relock_lock *l, relock__step_fn fn, void *m, int inner)
 {
     relock_client *c = l->c;
     relock__mhead *h = m;
@@ -231,7 +219,7 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
         in.mono_ms = relock__mono_ms();
         in.fleet_ms = 0;
         in.fleet_fresh = 0;
-        if (h->want_fleet && in.fault == RELOCK__FAULT_NONE) {
+        if (!inner && h->want_fleet && in.fault == RELOCK__FAULT_NONE) {
             relock_status fst = fleet_ms(l, h->want_fleet, &in);
             if (fst != RELOCK_OK)
                 set_fault(c, &in, RELOCK__FAULT_UNSENT);
@@ -239,6 +227,8 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
         relock__step s = fn(m, l, &in, &b);
         free_replies(rep, in.nreply);
         if (s == RELOCK__STEP_DONE) {
+            if (inner)
+                return h->st;
             /* A transaction left open is discarded first: the marker's
              * write would otherwise be queued in it, and lost. */
             relock_status st = end(c, h, h->st);
@@ -246,12 +236,20 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
                 relock__note_legacy_writer(c);
             return st;
         }
-        if (!relock__batch_ok(&b) || steps >= RELOCK__DRIVE_MAX_STEPS)
-            return end(c, h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                       "lock %s: internal error: %s", l->name,
-                                       steps >= RELOCK__DRIVE_MAX_STEPS
-                                           ? "an operation did not end"
-                                           : "a command batch overflowed"));
-        run_batch(l, &b, rep, &in, 0);
+        if (!relock__batch_ok(&b) || steps >= RELOCK__DRIVE_MAX_STEPS) {
+            const char *why = steps >= RELOCK__DRIVE_MAX_STEPS ? "an operation did not end"
+                                                               : "a command batch overflowed";
+            if (inner)
+                return RELOCK__FAIL(&c->err, RELOCK_EPROTO, "internal error: %s", why);
+            return end(c, h,
+                       RELOCK__FAIL(&c->err, RELOCK_EPROTO, "lock %s: internal error: %s",
+                                    l->name, why));
+        }
+        run_batch(l, &b, rep, &in, inner);
     }
+}
+
+relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
+{
+    return drive_loop(l, fn, m, 0);
 }

@@ -335,20 +335,13 @@ void relock__a_plan(aop *op, int after_subscribe)
             op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
         return;
     }
-    relock__wait_in in = {
-        .attempt = op->attempt,
-        .holder_ms = h->hint_ms,
-        .silent_holder = l->legacy_holder,
-        .notify = c->s.wait.notify,
-        .subscribed = op->ch != NULL && op->ch->confirmed,
-        .after_subscribe = after_subscribe,
-        .bound_ms = op->wait_ms,
-        .left_ms = left_ms(op->deadline),
-        .backoff_min_ms = c->s.wait.backoff_min_ms,
-        .backoff_max_ms = c->s.wait.backoff_max_ms,
-        .skew_margin_ms = c->s.legacy.skew_margin_ms,
-        .rnd = relock__rand64(&c->rng),
-    };
+    relock__wait_in in = relock__wait_in_of(l);
+    in.attempt = op->attempt;
+    in.holder_ms = h->hint_ms;
+    in.subscribed = op->ch != NULL && op->ch->confirmed;
+    in.after_subscribe = after_subscribe;
+    in.bound_ms = op->wait_ms;
+    in.left_ms = left_ms(op->deadline);
     relock__wait_plan p = relock__wait_plan_next(&in);
     if (p.act == RELOCK__WAIT_SUBSCRIBE) {
         op->sub_tries = 0;

@@ -137,6 +137,20 @@ static long long left_ms(uint64_t deadline)
     return now >= deadline ? 0 : (long long)(deadline - now);
 }
 
+relock__wait_in relock__wait_in_of(relock_lock *l)
+{
+    relock_client *c = l->c;
+    relock__wait_in in = {
+        .silent_holder = l->legacy_holder,
+        .notify = c->s.wait.notify,
+        .backoff_min_ms = c->s.wait.backoff_min_ms,
+        .backoff_max_ms = c->s.wait.backoff_max_ms,
+        .skew_margin_ms = c->s.legacy.skew_margin_ms,
+        .rnd = relock__rand64(&c->rng),
+    };
+    return in;
+}
+
 relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
 {
     relock_client *c = l->c;
@@ -177,19 +191,12 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
                               l->name);
             break;
         }
-        relock__wait_in in = {
-            .attempt = attempt,
-            .holder_ms = hint,
-            .silent_holder = l->legacy_holder,
-            .notify = c->s.wait.notify,
-            .subscribed = c->sub != NULL,
-            .bound_ms = wait_ms,
-            .left_ms = left_ms(deadline),
-            .backoff_min_ms = c->s.wait.backoff_min_ms,
-            .backoff_max_ms = c->s.wait.backoff_max_ms,
-            .skew_margin_ms = c->s.legacy.skew_margin_ms,
-            .rnd = relock__rand64(&c->rng),
-        };
+        relock__wait_in in = relock__wait_in_of(l);
+        in.attempt = attempt;
+        in.holder_ms = hint;
+        in.subscribed = c->sub != NULL;
+        in.bound_ms = wait_ms;
+        in.left_ms = left_ms(deadline);
         relock__wait_plan p = relock__wait_plan_next(&in);
         if (p.act == RELOCK__WAIT_SUBSCRIBE) {
             subscribe(l);

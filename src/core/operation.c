@@ -94,6 +94,7 @@ void relock__a_op_finish(aop *op, relock_status st)
         op->cn->txn_owner = NULL;
     op->state = S_DONE;
     op_unlink(op);
+    relock__a_map_trim(a); /* cluster.slot_map = false: one connection */
     relock__a_fan_undue(op);
     if (op->in_start) {
         /* (cancelled, or the client freed, before it started) */

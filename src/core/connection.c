@@ -801,7 +801,10 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
      * those of this probe's last step, for the mode's choice and the role
      * check that follow it. */
     relock__a_facts_load(c, cn);
+    const relock__server *was_srv = c->conn.srv; /* named by its messages */
+    c->conn.srv = cn->srv;
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
+    c->conn.srv = was_srv;
     facts_save(cn, c);
     if (s == RELOCK__STEP_DONE) {
         cn->probed = su->probe.h.st == RELOCK_OK;

@@ -448,6 +448,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in);
 int relock__a_map_on(const relock_async *a);
 aconn *relock__a_route(relock_async *a, const char *key);
 void relock__a_map_forget(aconn *cn);
+void relock__a_map_trim(relock_async *a);
 void relock__a_slots_done(aop *rd, relock__fault fault);
 int relock__a_follow(aop *op);
 void relock__a_loc_stop(relock_async *a);

@@ -172,6 +172,13 @@ static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
     relock__a_leave(a);
 }
 
+/* Several servers, each announcing releases (a quorum), rather than one
+ * server (with, on a Cluster, a connection per node met). */
+static int quorum(const relock_async *a)
+{
+    return a->c->s.nservers > 1;
+}
+
 /* Subscribes op to its lock's release channel: 0 when under way. */
 static int chan_join(aop *op)
 {
@@ -188,15 +195,21 @@ static int chan_join(aop *op)
             /* With a quorum every server announces releases: the first
              * connected one from where the last failed subscription
              * leaves off (as the blocking waiter, the first that
-             * accepts). */
+             * accepts).  With one server, the one the attempt ran on: on
+             * a Cluster the master of the lock's slot, where the release
+             * publishes, as the blocking waiter subscribes (waiters on
+             * other masters' locks share it: a classic PUBLISH reaches
+             * every node). */
             int at = a->sub_from % a->nconns;
-            for (int k = 0; k < a->nconns; k++) {
+            for (int k = 0; k < a->nconns && quorum(a); k++) {
                 int i = (a->sub_from + k) % a->nconns;
                 if (a->conns[i].connected) {
                     at = i;
                     break;
                 }
             }
+            if (!quorum(a))
+                at = op->cn->idx;
             const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
@@ -281,7 +294,7 @@ void relock__a_sub_next(aop *op)
     timer_stop(a, &op->timer);
     unsigned gen = op->sub_gen;
     relock__a_chan_leave(op);
-    if (a->nconns > 1 && ++op->sub_tries < a->nconns && !a->freeing) {
+    if (quorum(a) && ++op->sub_tries < a->nconns && !a->freeing) {
         if (a->sub_gen == gen) { /* the connection it waited on: not answering */
             a->sub_from = (a->sub_at + 1) % a->nconns;
             if (a->sub)

@@ -94,6 +94,7 @@ void relock__a_op_finish(aop *op, relock_status st)
         op->cn->txn_owner = NULL;
     op->state = S_DONE;
     op_unlink(op);
+    relock__a_map_trim(a); /* cluster.slot_map = false: one connection */
     relock__a_fan_undue(op);
     if (op->in_start) {
         /* (cancelled, or the client freed, before it started) */
@@ -666,10 +667,16 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
          * connections may measure meanwhile) */
         if (op->clocking)
             c->conn.clock = cn->clock;
-        /* the facts of the server it runs on (a Cluster node's own) */
+        /* the facts of the server it runs on (a Cluster node's own), and
+         * its address for the machine's messages (a Cluster node, the
+         * master the sentinels named: the server the blocking client
+         * names, its connection's) */
         if (cn->probed)
             relock__a_facts_load(c, cn);
+        const relock__server *was_srv = c->conn.srv;
+        c->conn.srv = cn->srv;
         relock__step s = fn(m, op->l, &in, b);
+        c->conn.srv = was_srv;
         if (op->clocking)
             cn->clock = c->conn.clock;
         relock__a_err_save(op);

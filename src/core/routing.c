@@ -28,6 +28,36 @@ int relock__a_map_on(const relock_async *a)
     return s->cluster.slot_map && s->nservers <= 1 && !relock__sentinel_on(s);
 }
 
+/* Whether nothing uses cn now: no request or command in flight on it, no
+ * operation waiting for it or pointing at it, no transaction. */
+static int conn_unused(relock_async *a, aconn *cn)
+{
+    if (cn->fifo || cn->queue || cn->walk || cn->txn_owner ||
+        (cn->ac && cn->ac->replies.head)) /* the markers' commands */
+        return 0;
+    for (aop *op = a->ops; op; op = op->next)
+        if (op->cn == cn || op->redir == cn)
+            return 0;
+    return 1;
+}
+
+/* cluster.slot_map = false: the client keeps one connection, as the
+ * blocking client does, which MOVED moves (home).  A node's connection
+ * left behind by a MOVED, or opened for an ASK, is closed once nothing
+ * uses it. */
+void relock__a_map_trim(relock_async *a)
+{
+    const relock__settings *s = &a->c->s;
+    if (s->cluster.slot_map || s->nservers > 1 || relock__sentinel_on(s) || a->freeing)
+        return;
+    aconn *home = a->home ? a->home : &a->conns[0];
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        if (cn != home && cn->ac && cn->cstate == C_READY && conn_unused(a, cn))
+            relock__a_conn_drop(cn);
+    }
+}
+
 /* A node's connection that nothing uses now (no operation points at it,
  * nothing in flight or waiting, not home), to serve another node; NULL
  * when every one is in use. */
@@ -250,6 +280,7 @@ int relock__a_follow(aop *op)
                 a->home = next; /* the one connection moves, as without a map */
             }
             op->cn = next;
+            relock__a_map_trim(a);
         }
         /* TRYAGAIN after ASK asks again (the slot is still migrating) */
         rq->ask = act == RELOCK__ROUTE_ASK || (act == RELOCK__ROUTE_TRYAGAIN && was_ask);

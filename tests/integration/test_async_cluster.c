@@ -508,6 +508,143 @@ static relock_status start_extend(void *arg, outcome *o)
     return relock_async_extend(arg, 60000, record, o);
 }
 
+/* Client connections node i has now (its own INFO's among them). */
+static long long clients_on(int i)
+{
+    return info_num(i, "clients", "connected_clients:");
+}
+
+/*
+ * cluster.slot_map = false, as the blocking client has it: no map is read
+ * and the client keeps one connection, which moves at every MOVED; locks
+ * on each master in turn meet a MOVED at every switch, and afterwards one
+ * connection is open, to the node the last MOVED named, where the next
+ * operation starts (no MOVED).
+ */
+static void test_map_off(void **state)
+{
+    (void)state;
+    char names[N][64];
+    for (int i = 0; i < N; i++)
+        testcluster_name_on(&cluster, i, "aoff", names[i], sizeof names[i]);
+    long long slots0 = 0, open0[N];
+    for (int i = 0; i < N; i++) {
+        slots0 += info_num(i, "commandstats", "cmdstat_cluster|slots:calls=");
+        open0[i] = clients_on(i);
+    }
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "cluster.slot_map", "false"), RELOCK_OK);
+    relock_async *a = NULL;
+    if (relock_async_new(cfg, &lp, &a) != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    long long moved0 = moved_total();
+    outcome o;
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < N; i++) {
+            must(try_acquire(a, names[i], &o), "acquire");
+            release_ok(o.l);
+        }
+    long long moved = moved_total() - moved0;
+    if (moved < 3 * N - 1)
+        fail_msg("%lld MOVED for %d switches of master", moved, 3 * N - 1);
+    long long slots = -slots0;
+    for (int i = 0; i < N; i++)
+        slots += info_num(i, "commandstats", "cmdstat_cluster|slots:calls=");
+    assert_int_equal(slots, 0);
+    /* the connections left behind close (the servers see it within 5 s) */
+    long long open[N];
+    uint64_t end = tu_now_ms() + 5000;
+    for (;;) {
+        long long extra = 0;
+        for (int i = 0; i < N; i++)
+            extra += (open[i] = clients_on(i) - open0[i]) != (i == N - 1);
+        if (!extra || tu_now_ms() > end)
+            break;
+        long never = 0;
+        run_until(&never, 1, 50);
+    }
+    for (int i = 0; i < N; i++)
+        if (open[i] != (i == N - 1))
+            fail_msg("node %d: %lld connections of the client (expected %d)", i, open[i],
+                     i == N - 1);
+    moved0 = moved_total();
+    must(try_acquire(a, names[N - 1], &o), "acquire");
+    release_ok(o.l);
+    assert_int_equal(moved_total(), moved0);
+    relock_async_free(a);
+    loop_fini();
+}
+
+/* Subscribers to name's release channel on node i (PUBSUB NUMSUB). */
+static long long subscribers_on(int i, const char *name)
+{
+    char chan[128];
+    snprintf(chan, sizeof chan, "%s" RELOCK__NOTIFY_SUFFIX, name);
+    char *v = testsrv_cmd(&node[i], "PUBSUB NUMSUB %s", chan);
+    assert_non_null(v);
+    const char *sp = strrchr(v, ' '); /* testsrv joins an array's elements by spaces */
+    long long n = atoll(sp ? sp + 1 : v);
+    free(v);
+    return n;
+}
+
+/*
+ * A waiter on a lock of node 2 subscribes for its release notice on node 2,
+ * the lock's master, as the blocking waiter does (the configured node 0
+ * and node 1 get no subscriber), and the holder's release wakes it: its
+ * backoff and the holder's lease are far longer than its bound.  With the
+ * slot map and without.
+ */
+static void test_notice_on_master(void **state)
+{
+    (void)state;
+    char name[64];
+    testcluster_name_on(&cluster, 2, "anotice", name, sizeof name);
+    for (int map = 1; map >= 0; map--) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *h = async_client(&lp, "true");
+        relock_config *cfg = cluster_config("true");
+        assert_int_equal(relock_config_set(cfg, "wait.backoff_max_ms", "60000"), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "wait.backoff_min_ms", "30000"), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "cluster.slot_map", map ? "true" : "false"),
+                         RELOCK_OK);
+        relock_async *w = NULL;
+        if (relock_async_new(cfg, &lp, &w) != RELOCK_OK)
+            fail_msg("relock_async_new: %s", relock_async_error(w)->message);
+        relock_config_free(cfg);
+        outcome o, waiter = {0};
+        memset(&o, 0, sizeof o);
+        assert_int_equal(relock_async_try_acquire(h, name, 60000, record, &o, NULL), RELOCK_OK);
+        must(finish(&o, 20000), "acquire");
+        long long before[N];
+        for (int i = 0; i < N; i++)
+            before[i] = subscribers_on(i, name);
+        assert_int_equal(relock_async_acquire(w, name, 20000, 10000, record, &waiter, NULL),
+                         RELOCK_OK);
+        uint64_t end = tu_now_ms() + 10000;
+        while (subscribers_on(2, name) <= before[2] && waiter.calls == 0 && tu_now_ms() < end)
+            run_until(&waiter.calls, 1, 20);
+        for (int i = 0; i < N; i++)
+            if (subscribers_on(i, name) != before[i] + (i == 2))
+                fail_msg("slot map %s: node %d has %lld subscribers (expected %lld)",
+                         map ? "on" : "off", i, subscribers_on(i, name), before[i] + (i == 2));
+        uint64_t t0 = tu_now_ms();
+        release_ok(o.l);
+        finish(&waiter, 20000);
+        must(&waiter, "waiter");
+        print_message("slot map %s: woken %llu ms after the release\n", map ? "on" : "off",
+                      (unsigned long long)(waiter.at - t0));
+        release_ok(waiter.l);
+        relock_async_free(w);
+        relock_async_free(h);
+        loop_fini();
+    }
+}
+
 /*
  * A master killed while a lock on it is held: operations on its slots
  * fail with RELOCK_EIO naming it until its replica takes over; the other
@@ -941,6 +1078,8 @@ int main(void)
         cmocka_unit_test(test_watch_on_its_node),
         cmocka_unit_test(test_durable_tryagain),
         cmocka_unit_test(test_owner_records),
+        cmocka_unit_test(test_map_off),
+        cmocka_unit_test(test_notice_on_master),
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -144,6 +144,23 @@ static void test_no_master(void **state)
     loop_fini();
 }
 
+/* An error about a key names the master the client uses (at), as the
+ * blocking client's does: a hash where a lock was asked for. */
+static void names_master(relock_async *a, const testsrv *at)
+{
+    char *r = testsrv_cmd(at, "HSET %s f v", "hashkey");
+    free(r);
+    outcome o = {0};
+    assert_int_equal(relock_async_try_acquire(a, "hashkey", 5000, record, &o, NULL), RELOCK_OK);
+    finish(&o, 10000);
+    char where[64];
+    snprintf(where, sizeof where, "127.0.0.1:%d", at->port);
+    if (o.st != RELOCK_EFOREIGN || !strstr(o.msg, where))
+        fail_msg("a hash on the master at %s: %s: %s", where, relock_status_name(o.st), o.msg);
+    r = testsrv_cmd(at, "DEL %s", "hashkey");
+    free(r);
+}
+
 /* A blocking client through the same sentinels. */
 static relock_client *blocking(relock_config *cfg)
 {
@@ -237,6 +254,7 @@ static void test_failover(void **state)
     assert_true(fails == 0 || named > 0);
     assert_int_equal(exists_on(&replica, "s3"), 1);
     release_ok(l3);
+    names_master(a, &replica);
 
     /* The waiter has not got "held" while A holds it: it failed clearly
      * during the failover (its attempt met the dead master), or still

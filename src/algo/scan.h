@@ -30,28 +30,21 @@ struct relock_scan_result {
     long long examined, legacy, bridge, modern, stale, unknown, skipped, other_types, gone;
     char *legacy_example; /* NULL: none */
     size_t legacy_example_len;
-    char marker_key[RELOCK__PREFIX_MAX + 32];
-    long long legacy_seen_ms;
-    int marker_unreadable;
+    char marker_key[RELOCK__PREFIX_MAX + 32], watch_key[RELOCK__PREFIX_MAX + 32];
+    long long legacy_seen_ms, watching_since_ms, now_ms, quiet_window_ms;
     char *match;
-    int keys_fallback;
-    int complete;
-    long long now_ms;
-    long long quiet_window_ms;
+    int marker_unreadable, keys_fallback, complete, cluster_masters;
     relock_scan_verdict verdict;
     char *verdict_text; /* NULL: no verdict (an error) */
-    int cluster_masters;
-    int nomem; /* an allocation failed during the walk */
+    int nomem;          /* an allocation failed during the walk */
     long long sig[RELOCK_SIG_COUNT];
     /* The families met (see families[]): keys, and the first key's name. */
     long long fam_keys[RELOCK__SCAN_FAMILIES];
     char *fam_example[RELOCK__SCAN_FAMILIES];
     char *families_text;
-    char watch_key[RELOCK__PREFIX_MAX + 32];
-    long long watching_since_ms;
 };
 
-typedef enum { RELOCK__SCAN_END = 0, RELOCK__SCAN_MORE, RELOCK__SCAN_NODE, RELOCK__SCAN_KEY } relock__scan_next;
+typedef enum { RELOCK__SCAN_END, RELOCK__SCAN_MORE, RELOCK__SCAN_NODE, RELOCK__SCAN_KEY } relock__scan_next;
 
 typedef struct relock__scan_m {
     relock__mhead h;
@@ -63,14 +56,15 @@ typedef struct relock__scan_m {
     long long wall0;
     uint64_t mono0;
     relock__scan_next next;
-    int node;          /* NODE: the master (0 .. masters - 1) */
     const char *route; /* KEY: the key */
-    int discover; /* ask CLUSTER SLOTS first, keeping the masters' addresses */
-    int masters;  /* Cluster masters to walk; 0: one server */
+    /* NODE: master node (0 .. masters - 1; masters 0: one server); with
+     * discover the machine asks CLUSTER SLOTS first, and keeps in addr
+     * the masters in the order it lists them */
+    int node, masters, discover;
     struct relock__scan_addr {
         char host[RELOCK__HOST_MAX];
         int port;
-    } *addr; /* with discover: the masters, in slot order */
+    } *addr;
     int stage, steps, last;
     long calls;
     char cursor[32];

@@ -230,22 +230,9 @@ static relock_key_signature sign_string(const char *v, size_t len, long long ptt
 /* The families scan names, from the signature and the key (the templates
  * of the peer profiles, peers.c, for the timestamp kinds). */
 enum {
-    FAM_BRIDGE = 0,
-    FAM_TOKEN,
-    FAM_CLASSIC_S,
-    FAM_FLOAT_S,
-    FAM_MS,
-    FAM_FLAG,
-    FAM_RESQUE_LOCK,
-    FAM_SCHEDULER,
-    FAM_SPRING,
-    FAM_LARAVEL0,
-    FAM_LARAVEL,
-    FAM_SHEDLOCK,
-    FAM_PHPREDIS,
-    FAM_OTHER_TOKEN,
-    FAM_ZSET,
-    FAM_HASH,
+    FAM_BRIDGE, FAM_TOKEN, FAM_CLASSIC_S, FAM_FLOAT_S, FAM_MS, FAM_FLAG, FAM_RESQUE_LOCK,
+    FAM_SCHEDULER, FAM_SPRING, FAM_LARAVEL0, FAM_LARAVEL, FAM_SHEDLOCK, FAM_PHPREDIS,
+    FAM_OTHER_TOKEN, FAM_ZSET, FAM_HASH,
     FAM_PEER /* + profile index */
 };
 
@@ -475,6 +462,14 @@ static void masters_take(relock__scan_m *m, const redisReply *r)
     m->out->cluster_masters = m->masters;
 }
 
+/* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
+ * kind of value" before. */
+static int wrong_type(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value"));
+}
+
 /* Reads a marker: a decimal time in ms (13 digits for present-day
  * dates), into *ms; 0 when the key holds something else (*ms stays). */
 static int marker_ms(const redisReply *r, long long *ms)
@@ -541,10 +536,7 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         for (size_t i = 0; i < m->nsent; i++) {
             size_t k = m->sent[i];
             const redisReply *get = in->reply[2 * i], *ttl = in->reply[2 * i + 1];
-            if (relock__reply_is(get, "e") &&
-                (strncmp(get->str, "WRONGTYPE", 9) == 0 || strstr(get->str, "wrong kind of value"))) {
-                /* WRONGTYPE since 2.8, "wrong kind of value" before: its
-                 * type is asked next. */
+            if (wrong_type(get)) { /* its type is asked next */
                 out->other_types++;
                 m->typed[m->ntyped++] = k;
                 tell(m, RELOCK_KEY_OTHER_TYPE, m->key[k], m->klen[k]);
@@ -587,15 +579,13 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         else if (!marker_ms(r, &out->legacy_seen_ms))
             out->marker_unreadable = 1;
         m->stage = ST_MARKED;
-        if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "wrong kind of value") &&
-            strncmp(r->str, "WRONGTYPE", 9) != 0)
+        if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
             return RELOCK__BAD_REPLY(c, "GET (legacy marker)", r);
         return RELOCK_OK;
     case ST_WATCH:
         /* When upgraded clients began to watch for legacy writers (SETNX
          * by the first of them, marker.c); anything else: no evidence. */
-        if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "wrong kind of value") &&
-            strncmp(r->str, "WRONGTYPE", 9) != 0)
+        if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
             return RELOCK__BAD_REPLY(c, "GET (watch marker)", r);
         marker_ms(r, &out->watching_since_ms);
         m->stage = ST_JUDGE;
@@ -763,20 +753,16 @@ static void fmt_time(long long ms, char *buf, size_t len)
         snprintf(buf, len, "%lld ms since the epoch", ms);
 }
 
-/* Where the last sighting sits relative to now, for the verdict text. */
-static void fmt_sighting(const relock_scan_result *out, char *buf, size_t len)
+/* Where a time (a sighting, the start of the watch) sits relative to
+ * now, for the verdict text; ahead: another client's clock runs ahead of
+ * ours. */
+static void fmt_sighting(const relock_scan_result *out, long long ms, char *buf, size_t len)
 {
     char when[64], age[32];
-    fmt_time(out->legacy_seen_ms, when, sizeof when);
-    long long d = out->now_ms - out->legacy_seen_ms;
-    if (d >= 0) {
-        relockx_format_duration(d, age, sizeof age);
-        snprintf(buf, len, "%s (%s ago)", when, age);
-    } else {
-        /* Another client's clock runs ahead of ours. */
-        relockx_format_duration(-d, age, sizeof age);
-        snprintf(buf, len, "%s (%s ahead of this clock)", when, age);
-    }
+    fmt_time(ms, when, sizeof when);
+    long long d = out->now_ms - ms;
+    relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
+    snprintf(buf, len, "%s (%s %s)", when, age, d >= 0 ? "ago" : "ahead of this clock");
 }
 
 /* The phases are legacy -> bridge -> modern (docs/migration.md). */
@@ -785,7 +771,7 @@ static void judge(const relock_client *c, relock_scan_result *out)
     char window[32], seen[128] = "";
     relockx_format_duration(out->quiet_window_ms, window, sizeof window);
     if (out->legacy_seen_ms >= 0)
-        fmt_sighting(out, seen, sizeof seen);
+        fmt_sighting(out, out->legacy_seen_ms, seen, sizeof seen);
     int recent =
         out->legacy_seen_ms >= 0 && out->now_ms - out->legacy_seen_ms < out->quiet_window_ms;
     char **t = &out->verdict_text;
@@ -854,10 +840,7 @@ static void judge(const relock_client *c, relock_scan_result *out)
                       out->watch_key, window);
         } else {
             char since[128], left[32];
-            long long saved = out->legacy_seen_ms;
-            out->legacy_seen_ms = out->watching_since_ms;
-            fmt_sighting(out, since, sizeof since);
-            out->legacy_seen_ms = saved;
+            fmt_sighting(out, out->watching_since_ms, since, sizeof since);
             relockx_format_duration(out->quiet_window_ms -
                                         (out->now_ms - out->watching_since_ms),
                                     left, sizeof left);
@@ -871,9 +854,7 @@ static void judge(const relock_client *c, relock_scan_result *out)
     out->verdict = RELOCK_SCAN_MODERN_SAFE;
     if (out->legacy_seen_ms < 0) {
         char since[128];
-        out->legacy_seen_ms = out->watching_since_ms;
-        fmt_sighting(out, since, sizeof since);
-        out->legacy_seen_ms = -1;
+        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
         text_addf(out, t,
                   "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, "
                   "and no legacy writer met since upgraded clients began watching %s, longer "

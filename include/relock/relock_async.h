@@ -233,10 +233,11 @@ typedef void (*relock_async_scan_fn)(relock_async *a, relock_status st, relock_s
 /*
  * relock_scan_keys() on the loop: the same walk (every master of a Redis
  * Cluster in turn), counts, verdict and errors, fn (may be NULL) told of
- * each key as it is counted, then cb called once with the result.  Runs
- * also when the client's mode was refused (the probe itself succeeded),
- * as relock_scan() does.  RELOCK_EUNSUPPORTED with several servers (scan
- * each with its own URL).  Same return convention as
+ * each key as it is counted (it must not call relock functions on a),
+ * then cb called once with the result.  Runs also when the client's mode
+ * was refused (the probe itself succeeded), as relock_scan() does.
+ * RELOCK_EUNSUPPORTED with several servers (scan each with its own URL;
+ * relock_scan() walks the first).  Same return convention as
  * relock_async_acquire(); a bad pattern (RELOCK_EINVAL) starts nothing.
  */
 RELOCK_EXTERN relock_status relock_async_scan(relock_async *a, const char *match,

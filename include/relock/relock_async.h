@@ -224,6 +224,26 @@ RELOCK_EXTERN relock_status relock_async_keep(relock_lock *l, relock_async_lost_
                                               void *arg);
 RELOCK_EXTERN relock_status relock_async_keep_stop(relock_lock *l);
 
+/* A scan's outcome: st and err as relock_async_fn's; r the result, also
+ * on failure whenever memory allowed (then not complete), NULL otherwise:
+ * the program's, to free with relock_scan_result_free(). */
+typedef void (*relock_async_scan_fn)(relock_async *a, relock_status st, relock_scan_result *r,
+                                     const relock_error *err, void *arg);
+
+/*
+ * relock_scan_keys() on the loop: the same walk (every master of a Redis
+ * Cluster in turn), counts, verdict and errors, fn (may be NULL) told of
+ * each key as it is counted (it must not call relock functions on a),
+ * then cb called once with the result.  Runs also when the client's mode
+ * was refused (the probe itself succeeded), as relock_scan() does.
+ * RELOCK_EUNSUPPORTED with several servers (scan each with its own URL;
+ * relock_scan() walks the first).  Same return convention as
+ * relock_async_acquire(); a bad pattern (RELOCK_EINVAL) starts nothing.
+ */
+RELOCK_EXTERN relock_status relock_async_scan(relock_async *a, const char *match,
+                                              relock_scan_key_fn fn, void *fn_arg,
+                                              relock_async_scan_fn cb, void *arg);
+
 /* Operations started and not yet completed (their callbacks not called). */
 RELOCK_EXTERN long relock_async_pending(const relock_async *a);
 /* With durability: in the callback of an acquire or an extend (and until

@@ -189,6 +189,24 @@ relock_status relock_async_acquire(relock_async *a, const char *name, long long 
     return RELOCK_OK;
 }
 
+relock_status relock_async_scan(relock_async *a, const char *match, relock_scan_key_fn fn,
+                                void *fn_arg, relock_async_scan_fn cb, void *arg)
+{
+    if (!a || a->freeing)
+        return RELOCK_EINVAL;
+    relock__err_clear(&a->err);
+    if (a->fatal && !a->fatal_mode) {
+        relock__err_copy(&a->err, &a->fatal_err);
+        return a->fatal;
+    }
+    if (!cb)
+        return refuse(a, RELOCK_EINVAL, "scan: no callback");
+    if (a->c->s.nservers > 1)
+        return refuse(a, RELOCK_EUNSUPPORTED,
+                      "scan: not with several servers; scan each server with its own URL");
+    return relock__a_scan(a, match, fn, fn_arg, cb, arg);
+}
+
 relock_status relock_async_try_acquire(relock_async *a, const char *name, long long ttl_ms,
                                        relock_async_fn cb, void *arg, relock_async_op **op)
 {
@@ -403,7 +421,7 @@ void relock_async_free(relock_async *a)
                 st = RELOCK_EAMBIGUOUS;
                 why = "the client was freed while an attempt was in flight: the lock may be "
                       "held until its TTL ends";
-            } else if (op->kind != K_KEEP) {
+            } else if (op->kind != K_KEEP && op->kind != K_SCAN) { /* (a scan only reads) */
                 st = RELOCK_EAMBIGUOUS;
                 why = "the client was freed while the request was in flight: its outcome is "
                       "unknown";
@@ -414,6 +432,7 @@ void relock_async_free(relock_async *a)
         relock__a_op_fail(op, st, "%s %s: %s",
                           op->kind == K_ACQ   ? "acquire"
                           : op->kind == K_REL ? "release"
+                          : op->kind == K_SCAN ? "migration audit:"
                                               : "extend",
                           op->l ? op->l->name : "", why);
         op->ch = NULL; /* the channels go with the client */

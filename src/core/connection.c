@@ -671,12 +671,13 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             c->algo = NULL;
             if (st != RELOCK_OK) {
                 a->fatal = st;
+                a->fatal_mode = 1; /* the connection serves scans */
                 relock__err_copy(&a->fatal_err, &c->err);
                 relock__err_copy(&a->err, &c->err);
                 snprintf(c->mode_reason, sizeof c->mode_reason, "%.255s", c->err.msg);
             }
         }
-        if (!a->fatal) {
+        if (!a->fatal || a->fatal_mode) {
             relock__a_queue_flush(cn);
             return;
         }

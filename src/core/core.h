@@ -85,7 +85,7 @@
 
 /* K_RUN: one given fan machine on a lock, for the blocking API's poll loop
  * (pollloop.c, relock__a_run()): no waiting, no phases, the caller's machine. */
-enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS, K_RUN };
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS, K_RUN, K_SCAN };
 
 enum op_state {
     S_NEW = 0,    /* started, first step not run */
@@ -293,6 +293,7 @@ struct relock_async {
      * chosen: after the probe, or at once with a quorum */
     const relock__machines *kit;
     relock_status fatal; /* the probe or the mode failed: every operation fails */
+    int fatal_mode;      /* the mode (not the server) failed: scans run (scan.c) */
     relock__err fatal_err;
     int probed;
     /* the connections, one per server; with Cluster one per node met,
@@ -446,6 +447,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in);
 
 /* routing.c */
 int relock__a_map_on(const relock_async *a);
+aconn *relock__a_node_conn(relock_async *a, const char *host, int port);
 aconn *relock__a_route(relock_async *a, const char *key);
 void relock__a_map_forget(aconn *cn);
 void relock__a_map_trim(relock_async *a);
@@ -488,6 +490,11 @@ void relock__a_fan_end(aop *op);
 void relock__a_fan_begin(aop *op);
 void relock__a_fan_undue(aop *op);
 void relock__a_fan_due_run(relock_async *a);
+
+/* scan.c */
+relock_status relock__a_scan(relock_async *a, const char *match, relock_scan_key_fn fn,
+                             void *fn_arg, relock_async_scan_fn cb, void *arg);
+void relock__a_scan_next(aop *op, relock_status st);
 
 /* renewal.c */
 struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l);

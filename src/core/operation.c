@@ -467,6 +467,10 @@ void relock__a_machine_done(aop *op, relock_status st)
         relock__a_op_finish(op, st);
         return;
     }
+    if (op->kind == K_SCAN) {
+        relock__a_scan_next(op, st);
+        return;
+    }
     if (!op->fencing && !op->undoing && next_phase(op, &st))
         return;
     switch (op->kind) {
@@ -775,7 +779,7 @@ void relock__a_kick_fire(void *arg)
     relock_async *a = cn->a;
     cn->kick_timer = NULL;
     relock__a_enter(a);
-    if (cn->cstate == C_READY && !a->fatal)
+    if (cn->cstate == C_READY && (!a->fatal || a->fatal_mode))
         relock__a_queue_flush(cn);
     relock__a_leave(a);
 }
@@ -784,7 +788,7 @@ void relock__a_kick_fire(void *arg)
 void relock__a_op_start(aop *op)
 {
     relock_async *a = op->a;
-    if (a->fatal) {
+    if (a->fatal && !(op->kind == K_SCAN && a->fatal_mode)) {
         if (!op->err)
             op->err = malloc(sizeof *op->err);
         if (op->err)
@@ -794,6 +798,12 @@ void relock__a_op_start(aop *op)
     }
     if (op->kind == K_RUN) {
         machine_start(op);
+        return;
+    }
+    if (op->kind == K_SCAN) {
+        op->steps = 0;
+        op->state = S_RUN;
+        relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
         return;
     }
     if (op->kind == K_ACQ) {

@@ -109,6 +109,11 @@ static aconn *node_conn(relock_async *a, const char *host, int port)
     return cn;
 }
 
+aconn *relock__a_node_conn(relock_async *a, const char *host, int port)
+{
+    return node_conn(a, host, port);
+}
+
 /* The connection an operation on key starts on: its slot's master when
  * the map knows it, else home. */
 aconn *relock__a_route(relock_async *a, const char *key)

@@ -26,6 +26,9 @@
 
 #include "internal.h" /* relock__fence_key: the real key name */
 #include "relock.h"
+#ifdef TEST_BOTH
+#include "both.h"
+#endif
 #include "testcluster.h"
 #include "testsrv.h"
 #include "testutil.h"
@@ -763,6 +766,43 @@ static void test_scan_every_master(void **state)
         }
         relock_client_free(c);
     }
+#ifdef TEST_BOTH
+    /* The same walk through relock_async_scan(): every master (its own
+     * CLUSTER SLOTS), the same counts and verdict, each key told once. */
+    for (int map = 0; map < 2; map++) {
+        relock_config *cfg = relock_config_new();
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", node[0].port);
+        assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "cluster.slot_map", map ? "true" : "false"),
+                         RELOCK_OK);
+        both_client *b = NULL;
+        assert_int_equal(both_connect(BOTH_ASYNC, cfg, &b), RELOCK_OK);
+        relock_config_free(cfg);
+        seen_keys sk;
+        memset(&sk, 0, sizeof sk);
+        relock_scan_result *res = NULL;
+        if (both_scan(b, "scan:*", seen, &sk, &res) != RELOCK_OK)
+            fail_msg("relock_async_scan: %s", both_error(b));
+        assert_int_equal(relock_scan_result_cluster_masters(res), N);
+        assert_true(relock_scan_result_complete(res));
+        assert_int_equal(relock_scan_result_count(res, RELOCK_SCAN_LEGACY), 1);
+        assert_int_equal(relock_scan_result_count(res, RELOCK_SCAN_BRIDGE), 1);
+        assert_int_equal(relock_scan_result_count(res, RELOCK_SCAN_MODERN), 1);
+        assert_int_equal(relock_scan_result_verdict(res), RELOCK_SCAN_STAY_BRIDGE);
+        relock_scan_result_free(res);
+        assert_int_equal(sk.n, 3);
+        const char *names[3] = {legacy, bridge, modern};
+        for (int k = 0; k < 3; k++) {
+            int found = 0;
+            for (int i = 0; i < sk.n; i++)
+                found += strcmp(sk.key[i], names[k]) == 0;
+            assert_int_equal(found, 1);
+        }
+        both_free(b);
+    }
+#endif
 
     /* The command says so, and lists the keys by node. */
     char *out = run_cli("scan --match 'scan:*' --keys");

@@ -3,7 +3,9 @@
  * with every class of key, exact counts, the four verdicts, the marker's
  * edge cases, the bound on the walk, and the same counts through the
  * old-server proxy (KEYS instead of SCAN, TTL instead of PTTL) without a
- * single refused command.
+ * single refused command.  Every scenario but the command line's runs
+ * through both entry points (tests/support/both.c): it_scan is the
+ * blocking relock_scan_keys(), it_scan_async relock_async_scan().
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <cmocka.h>
 
 #include "internal.h" /* relock__fence_key, relock__marker_key: the real key names */
+#include "both.h"
 #include "relock.h"
 #include "testsrv.h"
 
@@ -30,6 +33,7 @@ extern long long relock__scan_max_keys;
 #define TOKEN_B "fedcba9876543210fedcba9876543210"
 
 static testsrv srv;
+static both_entry entry;
 
 static long long wall_ms(void)
 {
@@ -158,13 +162,24 @@ static void copy_text(char *dst, size_t cap, const char *src)
     memcpy(dst, src, strlen(src) + 1);
 }
 
-/* relock_scan() into *v; the result object is freed here. */
-static relock_status scan_view_run(relock_client *c, const char *match, scan_view *v)
+/* A scan through the entry point under test, into *v; the result object
+ * is freed here.  Keys told to the callback are counted in told[class]. */
+static long long told[RELOCK_KEY_OTHER_TYPE + 1];
+
+static void tell(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    (void)arg;
+    assert_int_equal(strlen(key), keylen);
+    told[k]++;
+}
+
+static relock_status scan_view_run(both_client *c, const char *match, scan_view *v)
 {
     relock_scan_result *r = (relock_scan_result *)1; /* must be overwritten */
-    relock_status st = relock_scan(c, match, &r);
+    memset(told, 0, sizeof told);
+    relock_status st = both_scan(c, match, tell, NULL, &r);
     if (r == (relock_scan_result *)1)
-        fail_msg("relock_scan left *out unset");
+        fail_msg("the scan left *out unset");
     memset(v, 0, sizeof *v);
     v->examined = relock_scan_result_count(r, RELOCK_SCAN_EXAMINED);
     v->legacy = relock_scan_result_count(r, RELOCK_SCAN_LEGACY);
@@ -209,6 +224,13 @@ static void check_counts(const scan_view *r, const expect *e)
     assert_int_equal(r->examined, e->legacy + e->bridge + e->modern + e->stale + e->unknown +
                                       e->skipped + e->other_types);
     assert_int_equal(r->complete, 1);
+    /* The key callback heard of every key counted in a class, and of no other. */
+    assert_int_equal(told[RELOCK_KEY_LEGACY], e->legacy);
+    assert_int_equal(told[RELOCK_KEY_BRIDGE], e->bridge);
+    assert_int_equal(told[RELOCK_KEY_MODERN], e->modern);
+    assert_int_equal(told[RELOCK_KEY_STALE], e->stale);
+    assert_int_equal(told[RELOCK_KEY_UNKNOWN], e->unknown);
+    assert_int_equal(told[RELOCK_KEY_OTHER_TYPE], e->other_types);
 }
 
 /*
@@ -216,7 +238,7 @@ static void check_counts(const scan_view *r, const expect *e)
  * mode "modern" is refused by old personalities: the audit must work on
  * such a client anyway.
  */
-static relock_client *client(int port, const char *mode, long long window_ms)
+static both_client *client(int port, const char *mode, long long window_ms)
 {
     relock_config *cfg = relock_config_new();
     assert_non_null(cfg);
@@ -227,20 +249,20 @@ static relock_client *client(int port, const char *mode, long long window_ms)
     assert_int_equal(relock_config_set(cfg, "key_prefix", PREFIX), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "mode", mode), RELOCK_OK);
     assert_int_equal(relock_config_set(cfg, "migration.quiet_window_ms", win), RELOCK_OK);
-    relock_client *c = NULL;
-    relock_status st = relock_connect(cfg, &c);
+    both_client *c = NULL;
+    relock_status st = both_connect(entry, cfg, &c);
     relock_config_free(cfg);
     assert_non_null(c);
     if (st != RELOCK_OK && st != RELOCK_EUNSUPPORTED)
-        fail_msg("connect: %s", relock_client_error(c)->message);
+        fail_msg("connect: %s", both_error(c));
     return c;
 }
 
-static void scan_ok(relock_client *c, const char *match, scan_view *r)
+static void scan_ok(both_client *c, const char *match, scan_view *r)
 {
     relock_status st = scan_view_run(c, match, r);
     if (st != RELOCK_OK)
-        fail_msg("scan: %s", relock_client_error(c)->message);
+        fail_msg("scan: %s", both_error(c));
 }
 
 static void assert_has(const char *text, const char *part)
@@ -254,7 +276,7 @@ static void test_live_legacy_stays(void **state)
 {
     (void)state;
     expect e = fixture(1, NULL);
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
@@ -281,7 +303,7 @@ static void test_live_legacy_stays(void **state)
     check_counts(&r, &e);
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
     assert_has(r.verdict_text, "before the quiet window");
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* (ii) A legacy writer seen within the window: stay, and say when. */
@@ -292,7 +314,7 @@ static void test_recent_sighting_stays(void **state)
     char v[32];
     snprintf(v, sizeof v, "%lld", seen);
     expect e = fixture(0, v);
-    relock_client *c = client(srv.port, "bridge", 7 * DAY_MS);
+    both_client *c = client(srv.port, "bridge", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
@@ -302,7 +324,7 @@ static void test_recent_sighting_stays(void **state)
     assert_has(r.verdict_text, "last seen");
     assert_has(r.verdict_text, "(1h ago), within the quiet window of 7d");
     assert_null(strstr(r.verdict_text, "go back to bridge"));
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* (iii) Last sighting older than the window, no live legacy: modern. */
@@ -312,7 +334,7 @@ static void test_old_sighting_modern_safe(void **state)
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 8 * DAY_MS);
     expect e = fixture(0, v);
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
@@ -322,7 +344,7 @@ static void test_old_sighting_modern_safe(void **state)
     assert_has(r.verdict_text, "(8d ago), before the quiet window of 7d");
     /* Stale keys do not block, and the verdict says why. */
     assert_has(r.verdict_text, "2 expired legacy keys");
-    relock_client_free(c);
+    both_free(c);
 
     /* The window is the configured one: 5 s ago is outside a 1 s window. */
     snprintf(v, sizeof v, "%lld", wall_ms() - 5000);
@@ -331,11 +353,11 @@ static void test_old_sighting_modern_safe(void **state)
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
     assert_int_equal(r.verdict, RELOCK_SCAN_MODERN_SAFE);
-    relock_client_free(c);
+    both_free(c);
     c = client(srv.port, "modern", 60000);
     scan_ok(c, NULL, &r);
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* (iv) Never seen: no evidence until upgraded clients have watched for
@@ -345,7 +367,7 @@ static void test_never_seen_modern_with_caveat(void **state)
 {
     (void)state;
     expect e = fixture(0, NULL);
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, NULL, &r);
     check_counts(&r, &e);
@@ -373,7 +395,7 @@ static void test_never_seen_modern_with_caveat(void **state)
     assert_has(r.verdict_text, "no legacy writer met since upgraded clients began watching");
     assert_has(r.verdict_text, "(8d ago), longer than the quiet window of 7d");
     cmd("DEL %s", key);
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* A marker that holds no time in ms cannot clear anyone: stay. */
@@ -383,7 +405,7 @@ static void test_unreadable_marker_stays(void **state)
     static const char *const bad[] = {"garbage", "1700000000" /* seconds */, "-5", "17000000000000:x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         expect e = fixture(0, bad[i]);
-        relock_client *c = client(srv.port, "modern", 1000);
+        both_client *c = client(srv.port, "modern", 1000);
         scan_view r;
         scan_ok(c, NULL, &r);
         check_counts(&r, &e);
@@ -391,17 +413,17 @@ static void test_unreadable_marker_stays(void **state)
         assert_int_equal(r.legacy_seen_ms, -1);
         assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
         assert_has(r.verdict_text, "holds no time in milliseconds");
-        relock_client_free(c);
+        both_free(c);
     }
     /* A marker of the wrong type, too. */
     fixture(0, NULL);
     cmd("RPUSH %s x", PREFIX " relock:legacy-seen");
-    relock_client *c = client(srv.port, "modern", 1000);
+    both_client *c = client(srv.port, "modern", 1000);
     scan_view r;
     scan_ok(c, NULL, &r);
     assert_int_equal(r.marker_unreadable, 1);
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* A walk stopped by its bound concludes nothing, but a live legacy lock
@@ -410,7 +432,7 @@ static void test_bound_makes_incomplete(void **state)
 {
     (void)state;
     fixture(0, NULL);
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     relock__scan_max_keys = 5;
     relock_status st = scan_view_run(c, NULL, &r);
@@ -431,7 +453,7 @@ static void test_bound_makes_incomplete(void **state)
     assert_int_equal(st, RELOCK_OK);
     assert_int_equal(r.legacy, 1);
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* --match replaces the default pattern; the marker is still the prefix's. */
@@ -439,7 +461,7 @@ static void test_match_and_bad_arguments(void **state)
 {
     (void)state;
     fixture(0, NULL);
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, "other:*", &r);
     assert_string_equal(r.match, "other:*");
@@ -474,11 +496,11 @@ static void test_match_and_bad_arguments(void **state)
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     assert_int_equal(scan_view_run(c, big, &r), RELOCK_EINVAL);
-    assert_has(relock_client_error(c)->message, "pattern longer than 1024 bytes");
+    assert_has(both_error(c), "pattern longer than 1024 bytes");
     /* The handle works on after a refused call. */
     scan_ok(c, NULL, &r);
     assert_int_equal(r.complete, 1);
-    relock_client_free(c);
+    both_free(c);
 }
 
 /* Many keys: several SCAN batches and pipelines, counts still exact. */
@@ -491,14 +513,14 @@ static void test_many_keys(void **state)
         "  redis.call('SET', 'app:m' .. i, '0123456789abcdef0123456789abcdef', 'PX', 60000) "
         "  redis.call('SET', 'app:s' .. i, '1000000000') "
         "end return 1");
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, NULL, &r);
     assert_int_equal(r.examined, 5000);
     assert_int_equal(r.modern, 2500);
     assert_int_equal(r.stale, 2500);
     assert_int_equal(r.complete, 1);
-    relock_client_free(c);
+    both_free(c);
 }
 
 static long long proxy_refused(const testsrv *p)
@@ -522,11 +544,11 @@ static void test_old_servers_same_counts(void **state)
         testsrv px;
         assert_int_equal(testsrv_start_proxy(&px, srv.port, pers, NULL), 0);
         expect e = fixture(1, seen);
-        relock_client *c = client(px.port, "modern", 7 * DAY_MS);
+        both_client *c = client(px.port, "modern", 7 * DAY_MS);
         scan_view r;
         relock_status st = scan_view_run(c, NULL, &r);
         if (st != RELOCK_OK)
-            fail_msg("personality %s: %s", pers, relock_client_error(c)->message);
+            fail_msg("personality %s: %s", pers, both_error(c));
         check_counts(&r, &e);
         assert_int_equal(r.keys_fallback, strcmp(pers, "7") != 0);
         assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
@@ -536,7 +558,7 @@ static void test_old_servers_same_counts(void **state)
             fail_msg("personality %s: %lld commands refused: %s", pers, refused,
                      list ? list : "?");
         }
-        relock_client_free(c);
+        both_free(c);
         testsrv_stop(&px);
     }
 }
@@ -549,21 +571,21 @@ static void test_keys_fallback_refused_on_big_db(void **state)
     cmd("EVAL %s 0", "for i = 1, 10001 do redis.call('SET', 'fill:' .. i, 'x') end return 1");
     testsrv px;
     assert_int_equal(testsrv_start_proxy(&px, srv.port, "2.6.11", NULL), 0);
-    relock_client *c = client(px.port, "modern", 7 * DAY_MS);
+    both_client *c = client(px.port, "modern", 7 * DAY_MS);
     scan_view r;
     assert_int_equal(scan_view_run(c, NULL, &r), RELOCK_EUNSUPPORTED);
-    const char *msg = relock_client_error(c)->message;
+    const char *msg = both_error(c);
     assert_has(msg, "has no SCAN (needs 2.8)");
     assert_has(msg, "holds 10018 keys");
     assert_int_equal(r.complete, 0);
     assert_int_equal(r.examined, 0);
     assert_int_equal(proxy_refused(&px), 0);
-    relock_client_free(c);
+    both_free(c);
     /* The modern server has SCAN: the same database is walked. */
     c = client(srv.port, "modern", 7 * DAY_MS);
     scan_ok(c, NULL, &r);
     assert_int_equal(r.legacy, 2);
-    relock_client_free(c);
+    both_free(c);
     testsrv_stop(&px);
 }
 
@@ -735,7 +757,7 @@ static void test_signatures_and_families(void **state)
     cmd("SET relock-modern " TOKEN_A " PX 60000");
     cmd("ZADD sym %lld member", now + 60000);
     cmd("HSET redisson 6f1c:1 1");
-    relock_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
     scan_view r;
     scan_ok(c, "*", &r);
     assert_int_equal(r.legacy, 6); /* the live timestamps, fractions included */
@@ -762,12 +784,13 @@ static void test_signatures_and_families(void **state)
     assert_has(r.families, "Symfony Lock (a sorted set): 1 key, e.g. sym");
     assert_has(r.families, "Redisson or Cm_RedisSession (a hash): 1 key, e.g. redisson");
     assert_int_equal(r.verdict, RELOCK_SCAN_STAY_BRIDGE);
-    relock_client_free(c);
+    both_free(c);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    const struct CMUnitTest tests[] = {
+    entry = both_entry_from_args(argc, argv);
+    const struct CMUnitTest shared[] = {
         cmocka_unit_test(test_signatures_and_families),
         cmocka_unit_test(test_live_legacy_stays),
         cmocka_unit_test(test_recent_sighting_stays),
@@ -779,7 +802,8 @@ int main(void)
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_old_servers_same_counts),
         cmocka_unit_test(test_keys_fallback_refused_on_big_db),
-        cmocka_unit_test(test_cli),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest alone[] = {cmocka_unit_test(test_cli)};
+    return both_run(entry, shared, sizeof shared / sizeof shared[0], alone,
+                    sizeof alone / sizeof alone[0], setup, teardown);
 }

@@ -39,6 +39,7 @@ typedef struct {
     int done;
     relock_status st;
     relock_lock *l;
+    relock_scan_result *scan;
     char msg[512];
 } both_outcome;
 
@@ -232,6 +233,25 @@ relock_status both_release(both_client *c, relock_lock *l)
         return kept(c, relock_release(l));
     both_outcome o = {.c = c};
     return finish(c, relock_async_release(l, on_done, &o), &o);
+}
+
+static void on_scan(relock_async *a, relock_status st, relock_scan_result *r,
+                    const relock_error *e, void *arg)
+{
+    both_outcome *o = arg;
+    o->scan = r;
+    on_done(a, st, NULL, e, arg);
+}
+
+relock_status both_scan(both_client *c, const char *match, relock_scan_key_fn fn, void *arg,
+                        relock_scan_result **out)
+{
+    if (c->entry == BOTH_BLOCKING)
+        return kept(c, relock_scan_keys(c->sync, match, fn, arg, out));
+    both_outcome o = {.c = c};
+    relock_status st = finish(c, relock_async_scan(c->async, match, fn, arg, on_scan, &o), &o);
+    *out = o.scan;
+    return st;
 }
 
 static void lost_blocking(relock_lock *l, relock_status why, void *arg)

@@ -50,6 +50,11 @@ relock_status both_try_acquire(both_client *c, const char *name, long long ttl_m
 relock_status both_extend(both_client *c, relock_lock *l, long long ttl_ms);
 relock_status both_release(both_client *c, relock_lock *l);
 
+/* relock_scan_keys() or relock_async_scan(): *out the result (NULL when
+ * there is none), the caller's to free. */
+relock_status both_scan(both_client *c, const char *match, relock_scan_key_fn fn, void *arg,
+                        relock_scan_result **out);
+
 /* Renewal of l (won through c) by relock_keep() or relock_async_keep():
  * on_lost (may be NULL) is called with the status once the renewals find
  * the lock lost, from a renewal thread of the blocking entry or from the

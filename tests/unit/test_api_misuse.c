@@ -316,6 +316,7 @@ static void null_async(void **state)
     assert_int_equal(CALL(relock_async_extend, NULL, 1000, NULL, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_keep, NULL, NULL, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_keep_stop, NULL), RELOCK_EINVAL);
+    assert_int_equal(CALL(relock_async_scan, NULL, NULL, NULL, NULL, NULL, NULL), RELOCK_EINVAL);
     assert_int_equal(CALL(relock_async_pending, NULL), 0);
     assert_int_equal(CALL(relock_async_replicas_acked, NULL), -1);
     CALL(relock_async_socket_action, NULL, RELOCK_IO_READ | RELOCK_IO_WRITE);

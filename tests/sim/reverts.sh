@@ -61,7 +61,8 @@ run_for() {
     8-*) "$SIM" --boundaries --scenario extend-short-modern-7 ;;
     9-*) "$SIM" --boundaries --scenario server-clock-back-legacy-7 &&
          "$SIM" --boundaries --scenario server-clock-forward-legacy-7 ;;
-    10-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
+    10-*) "$SIM" --boundaries --scenario break-legacy-2.0 &&
+          "$SIM" --boundaries --scenario async-break-legacy-2.0 ;;
     11-*) "$SIM" --boundaries --scenario modern-7 ;;
     12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;

@@ -403,6 +403,18 @@ const sim_scenario sim_scenarios[] = {
             .notify = 1, .unit_ms = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}},
            OP("lk"), RLX(BRI, 2000, 6000, 1200, 2, 400)},
      .faults = SF_NET, .tick_ms = 1},
+    /* The lock broken is the asynchronous client's second operation's:
+     * what it read before its GETSET is told from what the first one
+     * read of its own lock. */
+    {.name = "async-break-legacy-2.0", .personality = "2.0",
+     .what = "an asynchronous legacy client on 2.0 holds two locks; one is broken by the "
+             "operator and a blocking client takes it",
+     .nclients = 4,
+     .c = {{.kind = SK_ASYNC, .mode = LEG, .lock = "lk2", .ttl_ms = 3000, .wait_ms = 0,
+            .hold_ms = 1200, .iters = 1, .extend = 1, .offset = 1, .notify = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_EXTEND}},
+           OP("lk"), BRK(200), RL(LEG, 3000, 6000, 1500, 1, 1)},
+     .faults = SF_NET, .tick_ms = 1, .in_short = 1},
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

@@ -77,6 +77,31 @@
      .faults = SF_BIT(SF_SERVER_CLOCK), .tick_ms = 1, .server_step_ms = (s), .in_short = 1}
 #define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART))
 
+/* An asynchronous client with legacy.clock = "server", two operations in
+ * flight (one extends, one is kept by renewals, each measuring the
+ * server's clock on the client's connection); its second operation's lock
+ * is the SK_SLOT client after it. */
+#define ASS(m, t, w, h, n, at) \
+    {.kind = SK_ASYNC, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
+     .hold_ms = (h), .iters = (n), .extend = 1, .offset = 1, .notify = 1, .clock_server = 1, \
+     .ops = 2, .plans = {SAP_EXTEND, SAP_KEEP}, .start_ms = (at)}
+/* legacy.clock = "server" beside a classic holder of lk for 60 s: the
+ * wall clocks of an asynchronous client (its first operation on lk, its
+ * second on lk2) and of a blocking client on lk2 step +120 s; only the
+ * server's clock may tell them the classic lock has ended. */
+#define ASYNC_CLOCK(pers, nm, m, sh) \
+    {.name = nm, .personality = pers, \
+     .what = "legacy.clock = server: an asynchronous and a blocking client whose wall clocks " \
+             "step +120 s meet a classic holder", \
+     .nclients = 4, \
+     .c = {{.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = 60000, .wait_ms = 1000, \
+            .hold_ms = 30000, .iters = 1}, \
+           ASS(m, 2000, 0, 300, 4, 100), OP("lk2"), \
+           {.kind = SK_RELOCK, .mode = (m), .lock = "lk2", .ttl_ms = 2000, .wait_ms = 3000, \
+            .hold_ms = 300, .iters = 3, .extend = 1, .offset = 1, .notify = 1, \
+            .clock_server = 1, .start_ms = 150}}, \
+     .faults = SF_BIT(SF_CLOCK), .tick_ms = 1, .clock_step_ms = 120000, .in_short = (sh)}
+
 const sim_scenario sim_scenarios[] = {
     MODERN_ON("7", "modern-7"),
     MODERN_ON("nolua", "modern-nolua"),
@@ -403,6 +428,10 @@ const sim_scenario sim_scenarios[] = {
             .notify = 1, .unit_ms = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}},
            OP("lk"), RLX(BRI, 2000, 6000, 1200, 2, 400)},
      .faults = SF_NET, .tick_ms = 1},
+    /* The asynchronous client with the timestamp modes' clocks: the wall
+     * clock stepping under legacy.clock = server. */
+    ASYNC_CLOCK("2.6.0", "async-clock-server-legacy-2.6.0", LEG, 1),
+    ASYNC_CLOCK("7", "async-clock-server-bridge-7", BRI, 0),
     /* The lock broken is the asynchronous client's second operation's:
      * what it read before its GETSET is told from what the first one
      * read of its own lock. */

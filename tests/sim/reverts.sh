@@ -78,6 +78,7 @@ run_for() {
     23-*) "$SIM" --boundaries --scenario async-keep-release-free ;;
     24-*) "$SIM" --boundaries --scenario async-keep-free-client ;;
     25-*) "$SIM" --boundaries --scenario async-clock-server-legacy-2.6.0 ;;
+    26-*) "$SIM" --boundaries --scenario async-server-clock-back-legacy-7 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

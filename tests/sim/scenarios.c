@@ -85,6 +85,19 @@
     {.kind = SK_ASYNC, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
      .hold_ms = (h), .iters = (n), .extend = 1, .offset = 1, .notify = 1, .clock_server = 1, \
      .ops = 2, .plans = {SAP_EXTEND, SAP_KEEP}, .start_ms = (at)}
+/* The server's clock steps s ms and back (as SERVER_STEP) under an
+ * asynchronous client whose two operations take one lock (a holder and a
+ * waiter on one loop), beside a blocking waiter and a later one. */
+#define ASYNC_SERVER_STEP(pers, nm, m, s, sh) \
+    {.name = nm, .personality = pers, \
+     .what = "legacy.clock = server: the server's clock steps " #s " ms and back under an " \
+             "asynchronous client's two operations on one lock and two blocking clients", \
+     .nclients = 4, \
+     .c = {{.kind = SK_ASYNC, .mode = (m), .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000, \
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1, \
+            .clock_server = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}}, \
+           OP("lk"), RLS(m, 50), RLS(m, 700)}, \
+     .faults = SF_BIT(SF_SERVER_CLOCK), .tick_ms = 1, .server_step_ms = (s), .in_short = (sh)}
 /* legacy.clock = "server" beside a classic holder of lk for 60 s: the
  * wall clocks of an asynchronous client (its first operation on lk, its
  * second on lk2) and of a blocking client on lk2 step +120 s; only the
@@ -429,9 +442,13 @@ const sim_scenario sim_scenarios[] = {
            OP("lk"), RLX(BRI, 2000, 6000, 1200, 2, 400)},
      .faults = SF_NET, .tick_ms = 1},
     /* The asynchronous client with the timestamp modes' clocks: the wall
-     * clock stepping under legacy.clock = server. */
+     * clock stepping under legacy.clock = server, the server's clock
+     * stepping back and forward. */
     ASYNC_CLOCK("2.6.0", "async-clock-server-legacy-2.6.0", LEG, 1),
     ASYNC_CLOCK("7", "async-clock-server-bridge-7", BRI, 0),
+    ASYNC_SERVER_STEP("7", "async-server-clock-back-legacy-7", LEG, -60000, 1),
+    ASYNC_SERVER_STEP("7", "async-server-clock-back-bridge-7", BRI, -60000, 0),
+    ASYNC_SERVER_STEP("7", "async-server-clock-forward-legacy-7", LEG, 60000, 0),
     /* The lock broken is the asynchronous client's second operation's:
      * what it read before its GETSET is told from what the first one
      * read of its own lock. */

@@ -79,6 +79,7 @@ run_for() {
     24-*) "$SIM" --boundaries --scenario async-keep-free-client ;;
     25-*) "$SIM" --boundaries --scenario async-clock-server-legacy-2.6.0 ;;
     26-*) "$SIM" --boundaries --scenario async-server-clock-back-legacy-7 ;;
+    27-*) "$SIM" --boundaries --scenario async-clock-server-slow ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

@@ -446,6 +446,21 @@ const sim_scenario sim_scenarios[] = {
      * stepping back and forward. */
     ASYNC_CLOCK("2.6.0", "async-clock-server-legacy-2.6.0", LEG, 1),
     ASYNC_CLOCK("7", "async-clock-server-bridge-7", BRI, 0),
+    /* A server whose every reply comes 250 ms late: the estimate of its
+     * clock may be behind by half the round trip, so a lease planned on it
+     * is counted from the moment TIME went out. */
+    {.name = "async-clock-server-slow", .personality = "7",
+     .what = "legacy.clock = server on a server answering 250 ms late: an asynchronous "
+             "client's two operations and a blocking client, clock unit ms",
+     .nclients = 3, .slow = 1, .delay_ms = 250,
+     .c = {{.kind = SK_ASYNC, .mode = LEG, .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 0, .notify = 1,
+            .clock_server = 1, .unit_ms = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_KEEP}},
+           OP("lk"),
+           {.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 0, .notify = 1,
+            .clock_server = 1, .unit_ms = 1, .start_ms = 50}},
+     .faults = SF_NET, .tick_ms = 1},
     ASYNC_SERVER_STEP("7", "async-server-clock-back-legacy-7", LEG, -60000, 1),
     ASYNC_SERVER_STEP("7", "async-server-clock-back-bridge-7", BRI, -60000, 0),
     ASYNC_SERVER_STEP("7", "async-server-clock-forward-legacy-7", LEG, 60000, 0),

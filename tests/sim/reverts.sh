@@ -80,6 +80,7 @@ run_for() {
     25-*) "$SIM" --boundaries --scenario async-clock-server-legacy-2.6.0 ;;
     26-*) "$SIM" --boundaries --scenario async-server-clock-back-legacy-7 ;;
     27-*) "$SIM" --boundaries --scenario async-clock-server-slow ;;
+    28-*) "$SIM" --boundaries --scenario async-keep-legacy-2.0 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

@@ -464,6 +464,29 @@ const sim_scenario sim_scenarios[] = {
     ASYNC_SERVER_STEP("7", "async-server-clock-back-legacy-7", LEG, -60000, 1),
     ASYNC_SERVER_STEP("7", "async-server-clock-back-bridge-7", BRI, -60000, 0),
     ASYNC_SERVER_STEP("7", "async-server-clock-forward-legacy-7", LEG, 60000, 0),
+    /* The asynchronous client on 2.0 (no WATCH, no EVAL: GET then GETSET
+     * or DEL, fenced writes in MULTI): its operations on two locks beside
+     * a blocking and a classic client; pauses are left out, as for
+     * legacy-2.0. */
+    {.name = "async-legacy-2.0", .personality = "2.0",
+     .what = "an asynchronous client in legacy mode on 2.0, two operations on two locks, "
+             "beside a blocking and a classic client",
+     .nclients = 4,
+     .c = {AS(LEG, 2000, 6000, 600, 2, 2, SAP_EXTEND, SAP_KEEP, 0), OP("lk2"),
+           RL(LEG, 2000, 6000, 600, 2, 1), CL(3000, 6000, 500, 1)},
+     .faults = SF_NET, .tick_ms = 1},
+    /* Renewals on 2.0 through short faults: a GETSET whose reply was lost
+     * wrote the value it carried, which the next renewal finds in the key
+     * and must take for its own. */
+    {.name = "async-keep-legacy-2.0", .personality = "2.0",
+     .what = "an asynchronous client keeps two locks on 2.0 through short faults beside a "
+             "blocking waiter",
+     .nclients = 3,
+     .c = {AS(LEG, 3000, 0, 7000, 1, 2, SAP_KEEP, SAP_KEEP, 0), OP("lk2"),
+           RL(LEG, 3000, 2000, 300, 1, 0)},
+     .faults = SF_BIT(SF_LOST_BEFORE) | SF_BIT(SF_LOST_AFTER) | SF_BIT(SF_DEAD_AFTER) |
+               SF_BIT(SF_ERROR) | SF_BIT(SF_REFUSE) | SF_BIT(SF_LOADING),
+     .refuse_ms = 400, .keep_survives = 1, .tick_ms = 1, .in_short = 1},
     /* The lock broken is the asynchronous client's second operation's:
      * what it read before its GETSET is told from what the first one
      * read of its own lock. */

@@ -1295,7 +1295,7 @@ typedef struct aslot {
     int kept, lost;
     char value[RELOCK__VALUE_MAX];
     int had;
-    long long had_end;
+    long long had_end, rel_at; /* the claim as the release began, and when */
 } aslot;
 
 typedef struct aprog {
@@ -1461,7 +1461,13 @@ static void as_rel_cb(relock_async *a, relock_status st, relock_lock *l, const r
     tracef("c%d op%d release -> %s%s%s", s->p->c->id, s->i, st_name(st), st == RELOCK_OK ? "" : ": ",
            st == RELOCK_OK ? "" : e->message);
     if (st == RELOCK_LOST)
-        check_lost_value(r, s->value, "release", s->had, s->had_end);
+        /* A claim the release had may end while it is on its way, by a
+         * break, a restart or a forward step of the server's clock
+         * (claim_stop() took it out of their reach): another operation of
+         * this client, whose writes carry the same author, may then take
+         * the lock with the same timestamp. */
+        check_lost_value(r, s->value, "release", s->had && S.broken_at < s->rel_at,
+                         s->had_end);
     if (st == RELOCK_OK) {
         int n = servers_holding(r->sp.lock, s->value, 0, r->owner);
         if (n >= (S.nserv > 1 ? majority() : 1))
@@ -1484,6 +1490,7 @@ static void as_release(aslot *s)
     sclient *r = s->rec;
     as_stop_hold(s);
     s->had = r->claim && !r->claim_void && r->claim_end > S.now;
+    s->rel_at = S.now;
     s->had_end = r->claim_end;
     claim_stop(r);
     s->kept = 0;

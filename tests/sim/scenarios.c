@@ -477,13 +477,15 @@ const sim_scenario sim_scenarios[] = {
      .faults = SF_NET, .tick_ms = 1},
     /* Renewals on 2.0 through short faults: a GETSET whose reply was lost
      * wrote the value it carried, which the next renewal finds in the key
-     * and must take for its own. */
+     * and must take for its own.  The waiter comes after the first
+     * renewals, so that the short run's first 30 commands reach them. */
     {.name = "async-keep-legacy-2.0", .personality = "2.0",
      .what = "an asynchronous client keeps two locks on 2.0 through short faults beside a "
              "blocking waiter",
      .nclients = 3,
      .c = {AS(LEG, 3000, 0, 7000, 1, 2, SAP_KEEP, SAP_KEEP, 0), OP("lk2"),
-           RL(LEG, 3000, 2000, 300, 1, 0)},
+           {.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 3000, .wait_ms = 2000,
+            .hold_ms = 300, .iters = 1, .offset = 1, .notify = 1, .start_ms = 1100}},
      .faults = SF_BIT(SF_LOST_BEFORE) | SF_BIT(SF_LOST_AFTER) | SF_BIT(SF_DEAD_AFTER) |
                SF_BIT(SF_ERROR) | SF_BIT(SF_REFUSE) | SF_BIT(SF_LOADING),
      .refuse_ms = 400, .keep_survives = 1, .tick_ms = 1, .in_short = 1},

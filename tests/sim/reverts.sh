@@ -13,7 +13,13 @@
 # after a refused connect or failed setup, 18: a transient error to a
 # reconnect's setup leaving the client usable, 19: a quorum's clean-up
 # following late servers, 23: a release that waited behind a renewal, its
-# handle freed, still running); built with it, the simulator must find a
+# handle freed, still running), or one of the asynchronous client with the
+# timestamp modes' clocks and on 2.0 (25: legacy.clock = "server" read from
+# the local wall clock instead of the estimate, 26: a takeover on an
+# estimate of the server's clock from before the value was read, 27: a
+# validity counted from TIME's reply instead of its send, 28: a renewal's
+# GETSET whose reply was lost not remembered, so the next renewal takes its
+# own write for another's); built with it, the simulator must find a
 # violation.  Patches named *.asan.patch undo a fix of a use after free in
 # the asynchronous client (20: a cancel from a callback inside the walk of
 # a connection's queue, 21: the walk of a channel's waiters after the last
@@ -46,7 +52,8 @@ SIM="$DIR/build/tests/sim/relock_sim"
 NORMAL="$SIM"
 ASAN=""
 
-# Which simulator run must fail once each fix is undone.
+# Which simulator run must fail once each fix is undone ("A && B": A's run
+# or B's; "A || B": both).
 run_for() {
     case "$1" in
     1-*) "$SIM" --boundaries --scenario bridge-offset0 ;;
@@ -61,7 +68,8 @@ run_for() {
     8-*) "$SIM" --boundaries --scenario extend-short-modern-7 ;;
     9-*) "$SIM" --boundaries --scenario server-clock-back-legacy-7 &&
          "$SIM" --boundaries --scenario server-clock-forward-legacy-7 ;;
-    10-*) "$SIM" --boundaries --scenario break-legacy-2.0 ;;
+    10-*) "$SIM" --boundaries --scenario break-legacy-2.0 ||
+          "$SIM" --boundaries --scenario async-break-legacy-2.0 ;;
     11-*) "$SIM" --boundaries --scenario modern-7 ;;
     12-*) "$SIM" --boundaries --scenario quorum-3-one-down ;;
     13-*) "$SIM" --boundaries --scenario durable-modern-7 ;;
@@ -76,6 +84,10 @@ run_for() {
     22-*) "$SIM" --boundaries --scenario async-lost-handle ;;
     23-*) "$SIM" --boundaries --scenario async-keep-release-free ;;
     24-*) "$SIM" --boundaries --scenario async-keep-free-client ;;
+    25-*) "$SIM" --boundaries --scenario async-clock-server-legacy-2.6.0 ;;
+    26-*) "$SIM" --boundaries --scenario async-server-clock-back-legacy-7 ;;
+    27-*) "$SIM" --boundaries --scenario async-clock-server-slow ;;
+    28-*) "$SIM" --boundaries --scenario async-keep-legacy-2.0 ;;
     *) echo "no run known for $1" >&2; return 0 ;;
     esac
 }

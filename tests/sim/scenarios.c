@@ -77,6 +77,44 @@
      .faults = SF_BIT(SF_SERVER_CLOCK), .tick_ms = 1, .server_step_ms = (s), .in_short = 1}
 #define LEGACY_ON(pers, nm) LEGACY_F(pers, nm, SF_NET | SF_BIT(SF_PAUSE) | SF_BIT(SF_RESTART))
 
+/* An asynchronous client with legacy.clock = "server", two operations in
+ * flight (one extends, one is kept by renewals, each measuring the
+ * server's clock on the client's connection); its second operation's lock
+ * is the SK_SLOT client after it. */
+#define ASS(m, t, w, h, n, at) \
+    {.kind = SK_ASYNC, .mode = (m), .lock = "lk", .ttl_ms = (t), .wait_ms = (w), \
+     .hold_ms = (h), .iters = (n), .extend = 1, .offset = 1, .notify = 1, .clock_server = 1, \
+     .ops = 2, .plans = {SAP_EXTEND, SAP_KEEP}, .start_ms = (at)}
+/* The server's clock steps s ms and back (as SERVER_STEP) under an
+ * asynchronous client whose two operations take one lock (a holder and a
+ * waiter on one loop), beside a blocking waiter and a later one. */
+#define ASYNC_SERVER_STEP(pers, nm, m, s, sh) \
+    {.name = nm, .personality = pers, \
+     .what = "legacy.clock = server: the server's clock steps " #s " ms and back under an " \
+             "asynchronous client's two operations on one lock and two blocking clients", \
+     .nclients = 4, \
+     .c = {{.kind = SK_ASYNC, .mode = (m), .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000, \
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 1, .notify = 1, \
+            .clock_server = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}}, \
+           OP("lk"), RLS(m, 50), RLS(m, 700)}, \
+     .faults = SF_BIT(SF_SERVER_CLOCK), .tick_ms = 1, .server_step_ms = (s), .in_short = (sh)}
+/* legacy.clock = "server" beside a classic holder of lk for 60 s: the
+ * wall clocks of an asynchronous client (its first operation on lk, its
+ * second on lk2) and of a blocking client on lk2 step +120 s; only the
+ * server's clock may tell them the classic lock has ended. */
+#define ASYNC_CLOCK(pers, nm, m, sh) \
+    {.name = nm, .personality = pers, \
+     .what = "legacy.clock = server: an asynchronous and a blocking client whose wall clocks " \
+             "step +120 s meet a classic holder", \
+     .nclients = 4, \
+     .c = {{.kind = SK_CLASSIC, .lock = "lk", .ttl_ms = 60000, .wait_ms = 1000, \
+            .hold_ms = 30000, .iters = 1}, \
+           ASS(m, 2000, 0, 300, 4, 100), OP("lk2"), \
+           {.kind = SK_RELOCK, .mode = (m), .lock = "lk2", .ttl_ms = 2000, .wait_ms = 3000, \
+            .hold_ms = 300, .iters = 3, .extend = 1, .offset = 1, .notify = 1, \
+            .clock_server = 1, .start_ms = 150}}, \
+     .faults = SF_BIT(SF_CLOCK), .tick_ms = 1, .clock_step_ms = 120000, .in_short = (sh)}
+
 const sim_scenario sim_scenarios[] = {
     MODERN_ON("7", "modern-7"),
     MODERN_ON("nolua", "modern-nolua"),
@@ -403,6 +441,66 @@ const sim_scenario sim_scenarios[] = {
             .notify = 1, .unit_ms = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_EXTEND}},
            OP("lk"), RLX(BRI, 2000, 6000, 1200, 2, 400)},
      .faults = SF_NET, .tick_ms = 1},
+    /* The asynchronous client with the timestamp modes' clocks: the wall
+     * clock stepping under legacy.clock = server, the server's clock
+     * stepping back and forward. */
+    ASYNC_CLOCK("2.6.0", "async-clock-server-legacy-2.6.0", LEG, 1),
+    ASYNC_CLOCK("7", "async-clock-server-bridge-7", BRI, 0),
+    /* A server whose every reply comes 250 ms late: the estimate of its
+     * clock may be behind by half the round trip, so a lease planned on it
+     * is counted from the moment TIME went out. */
+    {.name = "async-clock-server-slow", .personality = "7",
+     .what = "legacy.clock = server on a server answering 250 ms late: an asynchronous "
+             "client's two operations and a blocking client, clock unit ms",
+     .nclients = 3, .slow = 1, .delay_ms = 250,
+     .c = {{.kind = SK_ASYNC, .mode = LEG, .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 0, .notify = 1,
+            .clock_server = 1, .unit_ms = 1, .ops = 2, .plans = {SAP_EXTEND, SAP_KEEP}},
+           OP("lk"),
+           {.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 2000, .wait_ms = 6000,
+            .hold_ms = 600, .iters = 2, .extend = 1, .offset = 0, .notify = 1,
+            .clock_server = 1, .unit_ms = 1, .start_ms = 50}},
+     .faults = SF_NET, .tick_ms = 1},
+    ASYNC_SERVER_STEP("7", "async-server-clock-back-legacy-7", LEG, -60000, 1),
+    ASYNC_SERVER_STEP("7", "async-server-clock-back-bridge-7", BRI, -60000, 0),
+    ASYNC_SERVER_STEP("7", "async-server-clock-forward-legacy-7", LEG, 60000, 0),
+    /* The asynchronous client on 2.0 (no WATCH, no EVAL: GET then GETSET
+     * or DEL, fenced writes in MULTI): its operations on two locks beside
+     * a blocking and a classic client; pauses are left out, as for
+     * legacy-2.0. */
+    {.name = "async-legacy-2.0", .personality = "2.0",
+     .what = "an asynchronous client in legacy mode on 2.0, two operations on two locks, "
+             "beside a blocking and a classic client",
+     .nclients = 4,
+     .c = {AS(LEG, 2000, 6000, 600, 2, 2, SAP_EXTEND, SAP_KEEP, 0), OP("lk2"),
+           RL(LEG, 2000, 6000, 600, 2, 1), CL(3000, 6000, 500, 1)},
+     .faults = SF_NET, .tick_ms = 1},
+    /* Renewals on 2.0 through short faults: a GETSET whose reply was lost
+     * wrote the value it carried, which the next renewal finds in the key
+     * and must take for its own.  The waiter comes after the first
+     * renewals, so that the short run's first 30 commands reach them. */
+    {.name = "async-keep-legacy-2.0", .personality = "2.0",
+     .what = "an asynchronous client keeps two locks on 2.0 through short faults beside a "
+             "blocking waiter",
+     .nclients = 3,
+     .c = {AS(LEG, 3000, 0, 7000, 1, 2, SAP_KEEP, SAP_KEEP, 0), OP("lk2"),
+           {.kind = SK_RELOCK, .mode = LEG, .lock = "lk", .ttl_ms = 3000, .wait_ms = 2000,
+            .hold_ms = 300, .iters = 1, .offset = 1, .notify = 1, .start_ms = 1100}},
+     .faults = SF_BIT(SF_LOST_BEFORE) | SF_BIT(SF_LOST_AFTER) | SF_BIT(SF_DEAD_AFTER) |
+               SF_BIT(SF_ERROR) | SF_BIT(SF_REFUSE) | SF_BIT(SF_LOADING),
+     .refuse_ms = 400, .keep_survives = 1, .tick_ms = 1, .in_short = 1},
+    /* The lock broken is the asynchronous client's second operation's:
+     * what it read before its GETSET is told from what the first one
+     * read of its own lock. */
+    {.name = "async-break-legacy-2.0", .personality = "2.0",
+     .what = "an asynchronous legacy client on 2.0 holds two locks; one is broken by the "
+             "operator and a blocking client takes it",
+     .nclients = 4,
+     .c = {{.kind = SK_ASYNC, .mode = LEG, .lock = "lk2", .ttl_ms = 3000, .wait_ms = 0,
+            .hold_ms = 1200, .iters = 1, .extend = 1, .offset = 1, .notify = 1, .ops = 2,
+            .plans = {SAP_EXTEND, SAP_EXTEND}},
+           OP("lk"), BRK(200), RL(LEG, 3000, 6000, 1500, 1, 1)},
+     .faults = SF_NET, .tick_ms = 1, .in_short = 1},
     /* Negative controls: the simulator must find these. */
     {.name = "known-2.0-pause", .personality = "2.0",
      .what = "DOCUMENTED LIMIT: on 2.0 a holder paused between its check and its GETSET "

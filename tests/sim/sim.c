@@ -660,9 +660,17 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
      * 2.0 leaves (docs/legacy.md); a value that was already there when
      * it looked is not: relock saw it, and the break counter read with it
      * must have told it the lock was no longer its own. */
-    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0) &&
-        (!w->seen || w->seen_ver != before->ver))
-        return;
+    if (strcmp(what, "GETSET") == 0 && m->p.version < MODEL_PV(2, 2, 0)) {
+        /* What the writer last read of this lock: its own record's, or
+         * that of the asynchronous client's operation on it. */
+        const sclient *rd = NULL;
+        for (int i = 0; i < S.ncl && !rd; i++)
+            if (S.cl[i].owner == writer && S.cl[i].sp.lock &&
+                strcmp(S.cl[i].sp.lock, before->name) == 0)
+                rd = &S.cl[i];
+        if (!rd || !rd->seen || rd->seen_ver != before->ver)
+            return;
+    }
     /* The value's author, or one of its operations when it is an
      * asynchronous client. */
     for (int i = 0; i < S.ncl; i++) {
@@ -677,16 +685,20 @@ static void on_write(void *arg, model *m, int writer, const model_key *before, c
     }
 }
 
-/* The model's hook at every GET: what a client last saw of its lock. */
+/* The model's hook at every GET: what a client last saw of its lock.  An
+ * asynchronous client's GET is its operation's on that lock (operations
+ * of one client on one lock share what they saw: its connection is one). */
 static void on_read(void *arg, model *m, int reader, const char *name, const model_key *k)
 {
     (void)arg;
     (void)m;
-    if (reader < 0 || reader >= S.ncl || !S.cl[reader].sp.lock ||
-        strcmp(S.cl[reader].sp.lock, name) != 0)
+    if (reader < 0 || reader >= S.ncl)
         return;
-    S.cl[reader].seen = 1;
-    S.cl[reader].seen_ver = k ? k->ver : 0;
+    for (int i = 0; i < S.ncl; i++)
+        if (S.cl[i].owner == reader && S.cl[i].sp.lock && strcmp(S.cl[i].sp.lock, name) == 0) {
+            S.cl[i].seen = 1;
+            S.cl[i].seen_ver = k ? k->ver : 0;
+        }
 }
 
 static long long parse_ll(const char *s, int *digits)
@@ -762,7 +774,8 @@ static void check_held(sclient *c, relock_lock *l, const char *op)
                   c->claim_end - S.now);
     int digits;
     long long ts = parse_ll(k->val, &digits);
-    if (digits > 0 && (c->skew == 0 || c->sp.clock_server) &&
+    /* (an asynchronous client's operation goes by its client's clock) */
+    if (digits > 0 && (S.cl[c->owner].skew == 0 || c->sp.clock_server) &&
         (k->val[digits] == '\0' || k->val[digits] == ':')) {
         long long unit = c->sp.unit_ms ? 1 : 1000;
         /* A classic reader's takeover; by the server's clock for a client
@@ -1282,7 +1295,7 @@ typedef struct aslot {
     int kept, lost;
     char value[RELOCK__VALUE_MAX];
     int had;
-    long long had_end;
+    long long had_end, rel_at; /* the claim as the release began, and when */
 } aslot;
 
 typedef struct aprog {
@@ -1448,7 +1461,13 @@ static void as_rel_cb(relock_async *a, relock_status st, relock_lock *l, const r
     tracef("c%d op%d release -> %s%s%s", s->p->c->id, s->i, st_name(st), st == RELOCK_OK ? "" : ": ",
            st == RELOCK_OK ? "" : e->message);
     if (st == RELOCK_LOST)
-        check_lost_value(r, s->value, "release", s->had, s->had_end);
+        /* A claim the release had may end while it is on its way, by a
+         * break, a restart or a forward step of the server's clock
+         * (claim_stop() took it out of their reach): another operation of
+         * this client, whose writes carry the same author, may then take
+         * the lock with the same timestamp. */
+        check_lost_value(r, s->value, "release", s->had && S.broken_at < s->rel_at,
+                         s->had_end);
     if (st == RELOCK_OK) {
         int n = servers_holding(r->sp.lock, s->value, 0, r->owner);
         if (n >= (S.nserv > 1 ? majority() : 1))
@@ -1471,6 +1490,7 @@ static void as_release(aslot *s)
     sclient *r = s->rec;
     as_stop_hold(s);
     s->had = r->claim && !r->claim_void && r->claim_end > S.now;
+    s->rel_at = S.now;
     s->had_end = r->claim_end;
     claim_stop(r);
     s->kept = 0;
@@ -1527,6 +1547,9 @@ static void as_ext_cb(relock_async *a, relock_status st, relock_lock *l, const r
             check_held(r, l, "extend");
             check_replica(r, l, "extend");
         }
+        /* A timestamp mode's extend writes a new value: the release and
+         * loss checks look for that one. */
+        snprintf(s->value, sizeof s->value, "%s", relock_lock_value(l));
     } else if (st == RELOCK_LOST || relock_lock_validity_ms(l) <= 0) {
         if (st == RELOCK_LOST)
             check_lost(r, l, "extend", r->claim, r->claim_end);
@@ -1623,6 +1646,8 @@ static void keep_watch(aprog *p)
             continue;
         long long v = relock_lock_validity_ms(s->l);
         long long end = S.now + real_ms(p->c, v);
+        if (strcmp(s->value, relock_lock_value(s->l)) != 0) /* a timestamp mode's renewal */
+            snprintf(s->value, sizeof s->value, "%s", relock_lock_value(s->l));
         if (v > 0 && end > r->claim_end + 1) {
             r->claim_end = end;
             tracef("c%d op%d renewed: valid %lld ms", p->c->id, i, v);

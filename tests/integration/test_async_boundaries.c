@@ -51,6 +51,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
+#include "async_outcome.h"
 #include "boundary.h"
 #include "internal.h" /* relock__fence_key */
 #include "relock.h"
@@ -130,42 +131,6 @@ static int proxy_port(const target *t)
 /* The operation's end: bounded well past command_timeout_ms (1000 ms) and
  * the proxy's longest hold. */
 #define OP_BOUND_MS 10000
-
-/* ------------------------------------------------------------ outcomes */
-
-typedef struct outcome {
-    long calls;
-    relock_status st;
-    relock_lock *l;
-    char msg[512];
-} outcome;
-
-static void record(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                   void *arg)
-{
-    (void)a;
-    outcome *o = arg;
-    o->calls++;
-    o->st = st;
-    o->l = l;
-    snprintf(o->msg, sizeof o->msg, "%s", e ? e->message : "");
-}
-
-typedef struct lostrec {
-    long calls;
-    relock_status why;
-    char msg[512];
-} lostrec;
-
-static void on_lost(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
-                    void *arg)
-{
-    (void)a, (void)l;
-    lostrec *r = arg;
-    r->calls++;
-    r->why = why;
-    snprintf(r->msg, sizeof r->msg, "%s", e ? e->message : "");
-}
 
 /* Legacy values in seconds, as it_boundaries (the takeover's expired
  * holder), except for renewals (unit_ms): a lease of 1200 ms in whole
@@ -324,7 +289,7 @@ static void scene_run(scene *s)
         assert_int_equal(relock_async_extend(s->l, EXTEND_MS, record, &s->o), RELOCK_OK);
         break;
     case OP_RENEW: {
-        assert_int_equal(relock_async_keep(s->l, on_lost, &s->lost), RELOCK_OK);
+        assert_int_equal(relock_async_keep(s->l, record_lost, &s->lost), RELOCK_OK);
         /* the tick's extend starts, then ends */
         uint64_t end = tu_now_ms() + OP_BOUND_MS;
         while (relock_async_pending(s->a) == 0 && s->lost.calls == 0 && tu_now_ms() < end)
@@ -938,7 +903,7 @@ static void re_lost(relock_async *a, relock_lock *l, relock_status why, const re
                     void *arg)
 {
     reslot *s = arg;
-    on_lost(a, l, why, e, &s->r->lost);
+    record_lost(a, l, why, e, &s->r->lost);
     re_act(s->r, RE_LOST);
 }
 
@@ -1190,7 +1155,7 @@ static void reconnect_renewal(const target *t, long long k, enum rc_kind kind, l
     scene s;
     scene_start(&s, t, OP_RENEW);
     int pport = proxy_port(t);
-    assert_int_equal(relock_async_keep(s.l, on_lost, &s.lost), RELOCK_OK);
+    assert_int_equal(relock_async_keep(s.l, record_lost, &s.lost), RELOCK_OK);
     run_for(50);
     /* every client connection goes, ours with it (the proxy passes it on) */
     freeReplyObject(bnd_cmd(srv.port, "CLIENT KILL TYPE normal"));

@@ -1,6 +1,6 @@
 /*
  * What the asynchronous client's tests (test_async.c, test_async_quorum.c,
- * test_async_sentinel.c, test_async_cluster.c) share on top of testloop.h:
+ * test_async_cluster.c) share on top of testloop.h:
  * one operation's outcome, recorded by its callback (async_outcome.h),
  * run to its end.  Included by one test source each (static functions).
  */

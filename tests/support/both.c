@@ -34,6 +34,7 @@ struct both_client {
     char msg[512];
     char server[256]; /* the failed call's relock_error.server */
     struct both_keeper *keepers; /* on_lost's for both_keep, freed with c */
+    struct both_outcome *outcomes; /* the operations' ends, freed with c */
     void (*phase_fn)(both_phase, void *);
     void *phase_arg;
 };
@@ -45,8 +46,9 @@ struct both_keeper {
     struct both_keeper *next;
 };
 
-/* One asynchronous operation's end. */
-typedef struct {
+/* One asynchronous operation's end, kept until the client is freed, so
+ * that a callback called again after it finds it and is counted. */
+typedef struct both_outcome {
     both_client *c;
     int done;
     relock_status st;
@@ -54,6 +56,7 @@ typedef struct {
     relock_scan_result *scan;
     char msg[512];
     char server[256];
+    struct both_outcome *next;
 } both_outcome;
 
 both_entry both_entry_from_args(int argc, char **argv)
@@ -244,6 +247,11 @@ void both_free(both_client *c)
         c->keepers = k->next;
         free(k);
     }
+    while (c->outcomes) {
+        both_outcome *o = c->outcomes;
+        c->outcomes = o->next;
+        free(o);
+    }
     free(c);
 }
 
@@ -293,6 +301,16 @@ static void on_done(relock_async *a, relock_status st, relock_lock *l, const rel
     snprintf(o->server, sizeof o->server, "%s", e->server);
 }
 
+static both_outcome *outcome_new(both_client *c)
+{
+    both_outcome *o = calloc(1, sizeof *o);
+    assert_non_null(o);
+    o->c = c;
+    o->next = c->outcomes;
+    c->outcomes = o;
+    return o;
+}
+
 /* Runs c's loop until o ended: its status, its message kept on c. */
 static relock_status finish(both_client *c, relock_status started, both_outcome *o)
 {
@@ -328,10 +346,10 @@ relock_status both_acquire(both_client *c, const char *name, long long ttl_ms, l
     *out = NULL;
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_acquire(c->sync, name, ttl_ms, wait_ms, out));
-    both_outcome o = {.c = c};
-    relock_status st = finish(
-        c, relock_async_acquire(c->async, name, ttl_ms, wait_ms, on_done, &o, NULL), &o);
-    *out = o.l;
+    both_outcome *o = outcome_new(c);
+    relock_status st =
+        finish(c, relock_async_acquire(c->async, name, ttl_ms, wait_ms, on_done, o, NULL), o);
+    *out = o->l;
     return st;
 }
 
@@ -341,10 +359,10 @@ relock_status both_try_acquire(both_client *c, const char *name, long long ttl_m
     *out = NULL;
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_try_acquire(c->sync, name, ttl_ms, out));
-    both_outcome o = {.c = c};
+    both_outcome *o = outcome_new(c);
     relock_status st =
-        finish(c, relock_async_try_acquire(c->async, name, ttl_ms, on_done, &o, NULL), &o);
-    *out = o.l;
+        finish(c, relock_async_try_acquire(c->async, name, ttl_ms, on_done, o, NULL), o);
+    *out = o->l;
     return st;
 }
 
@@ -352,16 +370,16 @@ relock_status both_extend(both_client *c, relock_lock *l, long long ttl_ms)
 {
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_extend(l, ttl_ms));
-    both_outcome o = {.c = c};
-    return finish(c, relock_async_extend(l, ttl_ms, on_done, &o), &o);
+    both_outcome *o = outcome_new(c);
+    return finish(c, relock_async_extend(l, ttl_ms, on_done, o), o);
 }
 
 relock_status both_release(both_client *c, relock_lock *l)
 {
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_release(l));
-    both_outcome o = {.c = c};
-    return finish(c, relock_async_release(l, on_done, &o), &o);
+    both_outcome *o = outcome_new(c);
+    return finish(c, relock_async_release(l, on_done, o), o);
 }
 
 static void on_scan(relock_async *a, relock_status st, relock_scan_result *r,
@@ -377,9 +395,9 @@ relock_status both_scan(both_client *c, const char *match, relock_scan_key_fn fn
 {
     if (c->entry == BOTH_BLOCKING)
         return kept(c, relock_scan_keys(c->sync, match, fn, arg, out));
-    both_outcome o = {.c = c};
-    relock_status st = finish(c, relock_async_scan(c->async, match, fn, arg, on_scan, &o), &o);
-    *out = o.scan;
+    both_outcome *o = outcome_new(c);
+    relock_status st = finish(c, relock_async_scan(c->async, match, fn, arg, on_scan, o), o);
+    *out = o->scan;
     return st;
 }
 
@@ -455,6 +473,19 @@ void both_turn(both_client *c)
 {
     if (c->entry == BOTH_ASYNC)
         loop_turn(c);
+}
+
+long both_pending(const both_client *c)
+{
+    return c->async ? relock_async_pending(c->async) : 0;
+}
+
+int both_late_callbacks(const both_client *c)
+{
+    int n = 0;
+    for (const both_outcome *o = c->outcomes; o; o = o->next)
+        n += o->done > 1 ? o->done - 1 : 0;
+    return n;
 }
 
 void both_free_async(both_client *c)

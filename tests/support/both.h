@@ -94,6 +94,11 @@ void both_idle(both_client *c, long ms);
 relock_client *both_sync(both_client *c);
 relock_async *both_async(both_client *c);
 void both_turn(both_client *c);
+/* relock_async_pending() (0 for the blocking entry). */
+long both_pending(const both_client *c);
+/* The callbacks of c's operations called after the first, at any time
+ * since (0 for the blocking entry). */
+int both_late_callbacks(const both_client *c);
 /* Frees the asynchronous client now (its pending operations end
  * cancelled, their callbacks called), the loop kept for both_free(),
  * which then checks that nothing of the client is left on it. */

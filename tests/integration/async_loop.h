@@ -1,8 +1,8 @@
 /*
- * What the asynchronous client's tests (test_async.c, test_async_quorum.c,
- * test_async_cluster.c) share on top of testloop.h:
- * one operation's outcome, recorded by its callback (async_outcome.h),
- * run to its end.  Included by one test source each (static functions).
+ * What the asynchronous client's tests on testloop.h (test_async.c,
+ * test_async_quorum.c, test_async_safety.c, test_cluster_facts.c) share:
+ * one operation's outcome, recorded by its callback (async_outcome.h), run
+ * to its end.  Included by one test source each (static functions).
  */
 #ifndef RELOCK_TEST_ASYNC_LOOP_H
 #define RELOCK_TEST_ASYNC_LOOP_H

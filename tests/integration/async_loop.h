@@ -1,36 +1,16 @@
 /*
- * What the asynchronous client's tests (test_async.c, test_async_quorum.c,
- * test_async_sentinel.c, test_async_cluster.c) share on top of testloop.h:
- * one operation's outcome, recorded by its callback.  Included by one test
- * source each (static functions).
+ * What the asynchronous client's tests on testloop.h (test_async.c,
+ * test_async_quorum.c, test_async_safety.c, test_cluster_facts.c) share:
+ * one operation's outcome, recorded by its callback (async_outcome.h), run
+ * to its end.  Included by one test source each (static functions).
  */
 #ifndef RELOCK_TEST_ASYNC_LOOP_H
 #define RELOCK_TEST_ASYNC_LOOP_H
 
+#include "async_outcome.h"
 #include "relock.h"
 #include "relock_async.h"
 #include "testloop.h"
-
-/* One operation's outcome. */
-typedef struct outcome {
-    long calls;
-    relock_status st;
-    relock_lock *l;
-    char msg[512];
-    uint64_t at;
-} outcome;
-
-static void record(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                   void *arg)
-{
-    (void)a;
-    outcome *o = arg;
-    o->calls++;
-    o->st = st;
-    o->l = l;
-    o->at = tu_now_ms();
-    snprintf(o->msg, sizeof o->msg, "%s", e->message);
-}
 
 /* Runs one operation to its end (bounded by ms); fails the test when it
  * did not end. */

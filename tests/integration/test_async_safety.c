@@ -552,30 +552,12 @@ static void test_connect_fails_at_once(void **state)
 
 /* ------------------------------------------------------------ kept locks: asynchronous */
 
-typedef struct lostrec {
-    long calls;
-    relock_status why;
-    uint64_t at;
-    char msg[512];
-} lostrec;
-
-static void on_lost(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
-                    void *arg)
-{
-    (void)a, (void)l;
-    lostrec *r = arg;
-    r->calls++;
-    r->why = why;
-    r->at = tu_now_ms();
-    snprintf(r->msg, sizeof r->msg, "%s", e ? e->message : "");
-}
-
 /* A kept lock on a, acquired and kept; its key's value in ours. */
 static relock_lock *kept(relock_async *a, const char *name, lostrec *lr, char *ours, size_t len)
 {
     relock_lock *l = acquired(a, name, KEEP_TTL);
     memset(lr, 0, sizeof *lr);
-    assert_int_equal(relock_async_keep(l, on_lost, lr), RELOCK_OK);
+    assert_int_equal(relock_async_keep(l, record_lost, lr), RELOCK_OK);
     snprintf(ours, len, "%s", relock_lock_value(l));
     return l;
 }
@@ -746,7 +728,7 @@ static void test_keep_busy_server(void **state)
         loop_once();
 
     /* busy past the validity: lost by its end */
-    assert_int_equal(relock_async_keep(l, on_lost, &lr), RELOCK_OK);
+    assert_int_equal(relock_async_keep(l, record_lost, &lr), RELOCK_OK);
     run_for(300);
     freeReplyObject(cmd(own.port, "CLIENT KILL TYPE normal"));
     uint64_t deadline = tu_now_ms() + (uint64_t)relock_lock_validity_ms(l);

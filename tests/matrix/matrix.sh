@@ -31,7 +31,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 GROUPS_ALL=(legacy bridge modern fence interop boundaries replies async)
 declare -A CTEST=([legacy]=it_legacy [bridge]=it_bridge [modern]=it_modern [fence]=it_fence
                   [interop]=interop [boundaries]=it_boundaries [replies]=proxy
-                  [async]='(it_async_libevent|it_async_boundaries_libevent)')
+                  [async]='(it_async_libevent|it_boundaries_async|it_boundaries_async_native|it_boundaries_async_own)')
 declare -A SINCE=([legacy]=0 [bridge]=0 [modern]=20612 [fence]=0 [interop]=0
                   [boundaries]=0 [replies]=0 [async]=0)
 # Before this version the group runs a part only: its cell is marked "*".

@@ -1,6 +1,6 @@
 /*
- * boundary: what the command-boundary enumerations share (it_boundaries,
- * it_boundaries_native, it_async_boundaries_*): the compat proxy's fault at
+ * boundary: what the command-boundary enumerations share (it_boundaries
+ * and its parts, one per entry point): the compat proxy's fault at
  * one boundary, the other client that writes there, a look at the key on
  * the real server, and the order in which boundaries and faults are run
  * (in full, or reduced under RELOCK_TEST_REDUCED=1, decision 190).

@@ -665,7 +665,7 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         return relock__send(&m->h, b);
     case ST_READ: {
         const char *ttl = (c->conn.caps & RELOCK_CAP_PEXPIRE) ? "PTTL" : "TTL";
-        while (m->at < m->nkeys && m->nsent < RELOCK__BATCH_CMDS / 2 &&
+        while (m->at < m->nkeys && m->nsent < RELOCK__BATCH_OWN / 2 &&
                out->examined < relock__scan_max_keys) {
             size_t k = m->at++;
             out->examined++;

@@ -72,8 +72,8 @@ typedef struct relock__scan_m {
      * one step), and the keys of the batch in flight. */
     char **key;
     size_t *klen, nkeys, at;
-    size_t sent[RELOCK__BATCH_CMDS / 2], nsent;
-    size_t typed[RELOCK__BATCH_CMDS], ntyped;
+    size_t sent[RELOCK__BATCH_OWN / 2], nsent;
+    size_t typed[RELOCK__BATCH_OWN], ntyped;
 } relock__scan_m;
 
 /*

@@ -87,6 +87,38 @@ void relock__a_rq_clear(areq *rq)
             rq->rep[i] = NULL;
         }
     rq->nrep = 0;
+    free(rq->wide);
+    rq->wide = NULL;
+    rq->cmd = rq->own_cmd;
+    rq->len = rq->own_len;
+    rq->rep = rq->own_rep;
+    rq->cap = RELOCK__BATCH_OWN;
+}
+
+int relock__a_rq_room(areq *rq, int n)
+{
+    if (!rq->cmd) {
+        rq->cmd = rq->own_cmd;
+        rq->len = rq->own_len;
+        rq->rep = rq->own_rep;
+        rq->cap = RELOCK__BATCH_OWN;
+    }
+    if (n <= rq->cap)
+        return 0;
+    if (n > RELOCK__BATCH_CMDS || rq->n || rq->nrep)
+        return -1;
+    /* one block: the commands, the replies, then the lengths */
+    size_t k = (size_t)n;
+    char *w = calloc(1, k * (sizeof *rq->cmd + sizeof *rq->rep + sizeof *rq->len));
+    if (!w)
+        return -1;
+    free(rq->wide);
+    rq->wide = w;
+    rq->cmd = (char **)(void *)w;
+    rq->rep = (redisReply **)(void *)(w + k * sizeof *rq->cmd);
+    rq->len = (size_t *)(void *)(w + k * (sizeof *rq->cmd + sizeof *rq->rep));
+    rq->cap = n;
+    return 0;
 }
 
 void relock__a_batch_clear(aop *op)
@@ -259,7 +291,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         relock__a_conn_gone(cn, 1, RELOCK_EIO, why);
     } else if (!op || rq != &op->rq) {
         /* a quorum's request: owed (dropped) or read by its fan machine */
-        if (op && rq->nrep < RELOCK__BATCH_CMDS)
+        if (op && rq->nrep < rq->cap)
             rq->rep[rq->nrep++] = reply_copy(r, 0);
         if (--rq->outstanding == 0) {
             fifo_remove(cn, rq);
@@ -509,6 +541,7 @@ static void role_ask(aop *su)
     const char *argv[2] = {by_info ? "INFO" : "ROLE", "replication"};
     size_t len[2] = {by_info ? 4 : 4, 11};
     relock__a_rq_cmds_free(&su->rq);
+    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
     int fl = redisFormatCommandArgv(&su->rq.cmd[0], by_info ? 2 : 1, argv, len);
     if (fl < 0) {
         relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
@@ -613,6 +646,7 @@ void relock__a_conn_connect(aconn *cn)
     su->cn = cn;
     su->kind = K_SETUP;
     areq *rq = &su->rq;
+    relock__a_rq_room(rq, 2); /* (a request's own room) */
     int n = 0;
     if (srv->password[0]) {
         const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
@@ -816,6 +850,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         return;
     }
     relock__a_rq_cmds_free(&su->rq);
+    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
     const relock__cmd *k = &a->batch.cmd[0];
     int fl = redisFormatCommandArgv(&su->rq.cmd[0], k->argc, (const char **)k->argv, k->len);
     if (fl < 0) {

@@ -109,15 +109,21 @@ typedef struct areq {
     aop *op;             /* whose batch it is; NULL: owed, read and dropped */
     aconn *cn;           /* the connection it goes on */
     struct areq *fnext;  /* the connection's FIFO, oldest first */
-    char *cmd[RELOCK__BATCH_CMDS];
-    size_t len[RELOCK__BATCH_CMDS];
+    /* The commands, their lengths and their replies: room for cap of each
+     * (relock__a_rq_room), in own_* below or, for a batch wider than that,
+     * in wide, allocated until relock__a_rq_clear(); NULL in a request
+     * never formatted. */
+    char **cmd;
+    size_t *len;
+    redisReply **rep;
+    int cap;
+    void *wide;
     int n; /* commands; kept until the batch is answered (a redirection sends some again) */
     /* The commands being sent: base..n-1, or with ask ASKING and cmd[base]
      * alone (a redirection answered the earlier ones' part: see relock__a_follow()). */
     int base;
     int ask;
     int got; /* replies to the current sending */
-    redisReply *rep[RELOCK__BATCH_CMDS];
     int nrep;
     int outstanding;
     int expect; /* replies its batch asks for */
@@ -126,6 +132,9 @@ typedef struct areq {
     /* The server may hold the replies this much longer (a WAIT's own
      * timeout): the command timeout waits it out. */
     long long slow_ms;
+    char *own_cmd[RELOCK__BATCH_OWN];
+    size_t own_len[RELOCK__BATCH_OWN];
+    redisReply *own_rep[RELOCK__BATCH_OWN];
 } areq;
 
 typedef struct afan afan;
@@ -196,7 +205,7 @@ struct aop {
     int clocking;
     relock__clock_m clk;
     int clock_fresh; /* the clock was measured for the next feed */
-    redisReply *held[RELOCK__BATCH_CMDS];
+    redisReply *held[RELOCK__BATCH_OWN]; /* (no wide batch asks for the clock) */
     int nheld;
 };
 
@@ -426,6 +435,9 @@ const char *relock__a_sock_error(const redisAsyncContext *ac);
 void relock__a_enter(relock_async *a);
 void relock__a_leave(relock_async *a);
 void relock__a_rq_clear(areq *rq);
+/* Room in rq, which holds no command or reply, for n commands and their
+ * replies; 0, or -1 without memory or beyond RELOCK__BATCH_CMDS. */
+int relock__a_rq_room(areq *rq, int n);
 void relock__a_batch_clear(aop *op);
 void relock__a_rq_cmds_free(areq *rq);
 void relock__a_queue_remove(aconn *cn, aop *op);

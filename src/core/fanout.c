@@ -299,6 +299,10 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
         return NULL;
     rq->op = op;
     rq->cn = cn;
+    if (relock__a_rq_room(rq, b->n) != 0) {
+        free(rq);
+        return NULL;
+    }
     for (int k = 0; k < b->n; k++) {
         const relock__cmd *cmd = &b->cmd[k];
         int fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv,

@@ -567,11 +567,14 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         return;
     }
     if (op->kind == K_SETUP) {
-        /* the replies move out: the step may send the next batch at once */
-        redisReply *rep[RELOCK__BATCH_CMDS];
-        int nrep = op->rq.nrep;
-        memcpy(rep, op->rq.rep, sizeof rep);
-        memset(op->rq.rep, 0, sizeof op->rq.rep);
+        /* the replies move out: the step may send the next batch at once
+         * (a setup's batches are one or two commands) */
+        redisReply *rep[RELOCK__BATCH_OWN];
+        int nrep = op->rq.nrep < RELOCK__BATCH_OWN ? op->rq.nrep : RELOCK__BATCH_OWN;
+        for (int i = 0; i < nrep; i++) {
+            rep[i] = op->rq.rep[i];
+            op->rq.rep[i] = NULL;
+        }
         op->rq.nrep = 0;
         relock__feed in;
         memset(&in, 0, sizeof in);
@@ -643,9 +646,19 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
                 /* The server's clock is measured first (the clock
                  * machine, on the same connection, inside the
                  * transaction if one is open); these replies wait. */
-                memcpy(op->held, rq->rep, sizeof op->held);
+                if (rq->nrep > RELOCK__BATCH_OWN) { /* a wide batch: engine.h */
+                    relock__a_batch_clear(op);
+                    relock__a_machine_done(op, relock__a_op_fail(op, RELOCK_EPROTO,
+                                                                 "lock %s: internal error: a wide "
+                                                                 "batch waits for the clock",
+                                                                 op->l->name));
+                    return;
+                }
+                for (int i = 0; i < rq->nrep; i++) {
+                    op->held[i] = rq->rep[i];
+                    rq->rep[i] = NULL;
+                }
                 op->nheld = rq->nrep;
-                memset(rq->rep, 0, sizeof rq->rep);
                 rq->nrep = 0;
                 op->clocking = 1;
                 relock__clock_init(&op->clk, op->in_txn);
@@ -697,9 +710,11 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
             /* The clock is known (or its failure is the fault the waiting
              * replies are fed with, as the blocking driver does). */
             op->clocking = 0;
-            memcpy(rq->rep, op->held, sizeof rq->rep);
+            for (int i = 0; i < op->nheld; i++) {
+                rq->rep[i] = op->held[i];
+                op->held[i] = NULL;
+            }
             rq->nrep = op->nheld;
-            memset(op->held, 0, sizeof op->held);
             op->nheld = 0;
             if (op->clk.h.st != RELOCK_OK) {
                 fault = RELOCK__FAULT_UNSENT;
@@ -727,7 +742,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
             return;
         }
         int n = 0;
-        for (; n < b->n; n++) {
+        for (int room = relock__a_rq_room(rq, b->n) == 0; room && n < b->n; n++) {
             const relock__cmd *k = &b->cmd[n];
             int fl = redisFormatCommandArgv(&rq->cmd[n], k->argc, (const char **)k->argv, k->len);
             if (fl < 0)

@@ -173,6 +173,7 @@ static void slots_read(aconn *at)
     rd->kind = K_SLOTS;
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     size_t len[2] = {7, 5};
+    relock__a_rq_room(&rd->rq, 1); /* (a request's own room) */
     int fl = redisFormatCommandArgv(&rd->rq.cmd[0], 2, argv, len);
     if (fl < 0)
         return;

@@ -47,7 +47,7 @@ static void test_batch_limits(void **state)
     relock__batch b;
     relock__batch_reset(&b);
     const char *ping[] = {"PING"};
-    for (int i = 0; i < RELOCK__BATCH_CMDS; i++)
+    for (int i = 0; i < RELOCK__BATCH_OWN; i++)
         assert_int_equal(relock__batch_add(&b, 1, ping), i);
     assert_true(relock__batch_ok(&b));
     assert_int_equal(relock__batch_add(&b, 1, ping), -1);
@@ -56,6 +56,27 @@ static void test_batch_limits(void **state)
     assert_int_equal(relock__batch_add(&b, 1, ping), -1);
     relock__batch_reset(&b);
     assert_true(relock__batch_ok(&b));
+
+    /* A wide batch: the machine's array, up to its room; a reset goes
+     * back to the batch's own; widening a batch that holds commands, or
+     * beyond RELOCK__BATCH_CMDS, marks it. */
+    static relock__cmd wide[RELOCK__BATCH_CMDS];
+    relock__batch_reset(&b);
+    relock__batch_widen(&b, wide, RELOCK__BATCH_CMDS);
+    for (int i = 0; i < RELOCK__BATCH_CMDS; i++)
+        assert_int_equal(relock__batch_add(&b, 1, ping), i);
+    assert_true(relock__batch_ok(&b));
+    assert_ptr_equal(b.cmd, wide);
+    assert_int_equal(relock__batch_add(&b, 1, ping), -1);
+    assert_false(relock__batch_ok(&b));
+    relock__batch_reset(&b);
+    assert_ptr_equal(b.cmd, b.own);
+    relock__batch_add(&b, 1, ping);
+    relock__batch_widen(&b, wide, 20);
+    assert_false(relock__batch_ok(&b));
+    relock__batch_reset(&b);
+    relock__batch_widen(&b, wide, RELOCK__BATCH_CMDS + 1);
+    assert_false(relock__batch_ok(&b));
 
     /* Too many words in one command. */
     const char *many[RELOCK__CMD_ARGS + 1];

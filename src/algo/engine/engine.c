@@ -28,6 +28,8 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out)
 
 void relock__batch_reset(relock__batch *b)
 {
+    b->cmd = b->own;
+    b->cap = RELOCK__BATCH_OWN;
     b->n = 0;
     b->in_txn = 0;
     b->pinned = 0;
@@ -37,13 +39,23 @@ void relock__batch_reset(relock__batch *b)
 
 int relock__batch_ok(const relock__batch *b)
 {
-    return b->n >= 0 && b->n <= RELOCK__BATCH_CMDS && b->used <= sizeof b->scratch;
+    return b->n >= 0 && b->n <= b->cap && b->cap <= RELOCK__BATCH_CMDS &&
+           b->used <= sizeof b->scratch;
+}
+
+void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap)
+{
+    if (b->n != 0 || !cmd || cap < 1 || cap > RELOCK__BATCH_CMDS) {
+        b->n = BAD_N;
+        return;
+    }
+    b->cmd = cmd;
+    b->cap = cap;
 }
 
 int relock__batch_add(relock__batch *b, int argc, const char *const *argv)
 {
-    if (!relock__batch_ok(b) || b->n >= RELOCK__BATCH_CMDS || argc < 1 ||
-        argc > RELOCK__CMD_ARGS) {
+    if (!relock__batch_ok(b) || b->n >= b->cap || argc < 1 || argc > RELOCK__CMD_ARGS) {
         b->n = BAD_N;
         return -1;
     }

@@ -82,6 +82,17 @@ const char *relock__batch_num(relock__batch *b, long long v);
 int relock__batch_words(relock__batch *b, int argc, ...);
 /* Whether the batch was built without overflowing. */
 int relock__batch_ok(const relock__batch *b);
+/*
+ * The empty batch b holds its commands in cmd (cap of them, at most
+ * RELOCK__BATCH_CMDS) until the next reset: for a machine that pipelines
+ * more commands than a batch holds itself (the scan reads a couple of
+ * hundred keys at once).  cmd belongs to the machine and lives as long as
+ * the batch is in flight.  A machine that asks for the fleet's clock
+ * (want_fleet) sends no wide batch: the asynchronous driver keeps the
+ * replies waiting for the clock in RELOCK__BATCH_OWN places.  A bad call
+ * marks the batch (relock__batch_ok).
+ */
+void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap);
 
 /* ------------------------------------------------------------------ replies */
 

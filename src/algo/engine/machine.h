@@ -26,9 +26,16 @@
 
 #include "relock.h"
 
-/* At most this many arguments per command and commands per batch. */
+/* At most this many arguments per command. */
 #define RELOCK__CMD_ARGS 16
-#define RELOCK__BATCH_CMDS 8
+/* The commands a batch holds itself: enough for every lock operation, so
+ * that a batch stays small (a relock__cmd is some 260 bytes). */
+#define RELOCK__BATCH_OWN 8
+/* The commands of one batch at most: a machine that reads many keys (the
+ * scan) gives its batch a wider array of its own (relock__batch_widen).
+ * Drivers size what they keep per command of a batch by this, or
+ * allocate it for a batch wider than RELOCK__BATCH_OWN. */
+#define RELOCK__BATCH_CMDS 512
 /* Bytes for the arguments a machine formats for one batch (numbers,
  * values); keys and names are pointed at where they live. */
 #define RELOCK__BATCH_SCRATCH 512
@@ -41,10 +48,13 @@ typedef struct relock__cmd {
 
 /* What a machine asks to be sent, in order, on one connection.  The
  * commands may be pipelined; the driver feeds back the replies in the
- * same order.  Valid until the next call of the machine. */
+ * same order.  Valid until the next call of the machine.  cmd points into
+ * the batch itself (own) or at a machine's array: a batch is reset
+ * (relock__batch_reset) before use and never copied. */
 typedef struct relock__batch {
-    relock__cmd cmd[RELOCK__BATCH_CMDS];
+    relock__cmd *cmd; /* the n commands: own, or the array of relock__batch_widen */
     int n;
+    int cap; /* the commands cmd has room for */
     /* After the batch the connection is inside WATCH ... EXEC or MULTI ...
      * EXEC: the driver must not replace, reconnect or redirect it before
      * the next batch; losing it is fed back as a fault (design.md §13.3). */
@@ -61,6 +71,7 @@ typedef struct relock__batch {
     long long slow_ms;
     char scratch[RELOCK__BATCH_SCRATCH];
     size_t used;
+    relock__cmd own[RELOCK__BATCH_OWN];
 } relock__batch;
 
 /* How a batch ended, when not every command was answered. */

@@ -24,6 +24,7 @@
  * buckets than a server can hold keys (2^32), so the bound only stops a
  * walk that would otherwise never end (a cursor that never returns to 0). */
 #define MAX_SCAN_CALLS 25000000L
+_Static_assert(2 * RELOCK__SCAN_READS <= RELOCK__BATCH_CMDS, "a read batch fits a wide batch");
 #define MATCH_MAX 1024
 
 /*
@@ -658,6 +659,7 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         relock__batch_words(b, 6, "SCAN", m->cursor, "MATCH", out->match, "COUNT", COUNT);
         return relock__send(&m->h, b);
     case ST_TYPE:
+        relock__batch_widen(b, m->wide, 2 * RELOCK__SCAN_READS);
         for (size_t i = 0; i < m->ntyped; i++) {
             relock__batch_words(b, 2, "TYPE", m->key[m->typed[i]]);
             b->cmd[i].len[1] = m->klen[m->typed[i]];
@@ -665,7 +667,8 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         return relock__send(&m->h, b);
     case ST_READ: {
         const char *ttl = (c->conn.caps & RELOCK_CAP_PEXPIRE) ? "PTTL" : "TTL";
-        while (m->at < m->nkeys && m->nsent < RELOCK__BATCH_OWN / 2 &&
+        relock__batch_widen(b, m->wide, 2 * RELOCK__SCAN_READS);
+        while (m->at < m->nkeys && m->nsent < RELOCK__SCAN_READS &&
                out->examined < relock__scan_max_keys) {
             size_t k = m->at++;
             out->examined++;
@@ -899,6 +902,8 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
     size_t mlen = match ? strlen(match) : strlen(c->s.key_prefix) + 1;
     if (discover && !(m->addr = calloc(RELOCK__SCAN_MASTERS, sizeof *m->addr)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    if (!(m->wide = malloc(2 * RELOCK__SCAN_READS * sizeof *m->wide)))
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     if (!(out->match = malloc(mlen + 1)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     snprintf(out->match, mlen + 1, "%s%s", match ? match : c->s.key_prefix, match ? "" : "*");
@@ -910,6 +915,8 @@ relock_status relock__scan_end(relock__scan_m *m, relock_client *c, relock_statu
     keys_free(m);
     free(m->addr);
     m->addr = NULL;
+    free(m->wide);
+    m->wide = NULL;
     if (st == RELOCK_OK && m->out->nomem)
         st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     if (st != RELOCK_OK) {

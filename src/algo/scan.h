@@ -17,6 +17,10 @@
 #include "engine/engine.h"
 
 #define RELOCK__SCAN_RUN_STEPS 200
+/* The keys one batch reads (GET and TTL each, in a wide batch: see
+ * relock__batch_widen): a whole SCAN page of COUNT 200 as a rule, so that
+ * a round trip over a network reads some hundred keys, not a few. */
+#define RELOCK__SCAN_READS 256
 /* The Cluster masters one walk covers, at most. */
 #define RELOCK__SCAN_MASTERS 64
 
@@ -72,8 +76,9 @@ typedef struct relock__scan_m {
      * one step), and the keys of the batch in flight. */
     char **key;
     size_t *klen, nkeys, at;
-    size_t sent[RELOCK__BATCH_OWN / 2], nsent;
-    size_t typed[RELOCK__BATCH_OWN], ntyped;
+    size_t sent[RELOCK__SCAN_READS], nsent;
+    size_t typed[RELOCK__SCAN_READS], ntyped;
+    relock__cmd *wide; /* the batches' commands (relock__batch_widen) */
 } relock__scan_m;
 
 /*

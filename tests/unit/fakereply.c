@@ -6,7 +6,7 @@
 
 #include "fakereply.h"
 
-#define MAX_TRACKED 256
+#define MAX_TRACKED 4096
 static redisReply *tracked[MAX_TRACKED];
 static int ntracked;
 

@@ -157,12 +157,122 @@ static void test_keys_fallback(void **state)
     fake_free(&f);
 }
 
+/* A key list of n keys, prefix%d, as SCAN and KEYS give it. */
+static redisReply *key_list(int n, const char *prefix)
+{
+    redisReply *a = fr_arr(0);
+    free(a->element);
+    a->element = calloc((size_t)n, sizeof *a->element);
+    a->elements = (size_t)n;
+    for (int i = 0; i < n; i++) {
+        redisReply *e = calloc(1, sizeof *e);
+        char k[64];
+        e->type = REDIS_REPLY_STRING;
+        e->len = (size_t)snprintf(k, sizeof k, "%s%d", prefix, i);
+        e->str = strdup(k);
+        a->element[i] = e;
+    }
+    return a;
+}
+
+/* The replies to a read batch: GET gives a modern token, or for every
+ * other key with wrong the error of a key that is not a string; TTL 5. */
+static relock__feed read_replies(redisReply **rep, int n, const char *wrong)
+{
+    relock__feed in = feed_none(0);
+    for (int i = 0; i + 1 < n; i += 2) {
+        rep[i] = wrong && i % 4 == 2 ? fr_err(wrong) : fr_str(TOKEN);
+        rep[i + 1] = fr_int(5000);
+    }
+    in.reply = rep;
+    in.nreply = n;
+    return in;
+}
+
+/* Whether batch b reads keys from..from + n - 1 of prefix%d: GET, and
+ * ttl, for each. */
+static int reads_keys(const relock__batch *b, const char *prefix, int from, int n,
+                      const char *ttl)
+{
+    if (b->n != 2 * n || !relock__batch_ok(b))
+        return 0;
+    for (int i = 0; i < n; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "%s%d", prefix, from + i);
+        if (!batch_is(b, 2 * i, "GET", k, NULL) || !batch_is(b, 2 * i + 1, ttl, k, NULL))
+            return 0;
+    }
+    return 1;
+}
+
+/* A round trip carries the reads of a whole SCAN page (COUNT 200), and on
+ * servers without SCAN of a couple of hundred keys of the KEYS list; the
+ * TYPE of the keys that are not strings goes in one batch too. */
+static void test_wide_reads(void **state)
+{
+    (void)state;
+    static redisReply *rep[1024];
+    fake f = fake_new();
+    f.c->conn.caps = RELOCK_CAP_SCAN | RELOCK_CAP_PEXPIRE;
+    relock_scan_result *r = calloc(1, sizeof *r);
+    relock__scan_m m;
+    assert_int_equal(relock__scan_init(&m, f.c, "app:*", NULL, NULL, r, 0, 0, 0, 0), RELOCK_OK);
+    relock__batch out;
+    step(&f, &m, feed_none(0), &out);
+    assert_true(batch_is(&out, 0, "SCAN", "0", "MATCH", "app:*", "COUNT", "200", NULL));
+    step(&f, &m, feed_replies(0, 1, fr_arr(2, fr_str("0"), key_list(230, "app:"))), &out);
+    assert_true(reads_keys(&out, "app:", 0, 230, "PTTL"));
+    step(&f, &m, read_replies(rep, out.n, NULL), &out);
+    assert_true(batch_is(&out, 0, "GET", relock_scan_result_marker_key(r), NULL));
+    assert_int_equal(relock_scan_result_count(r, RELOCK_SCAN_MODERN), 230);
+    relock__scan_end(&m, f.c, RELOCK_OK);
+    relock_scan_result_free(r);
+
+    /* Before 2.8: a KEYS list of 1000, read a couple of hundred keys at a
+     * time; half of them are not strings, and their TYPEs follow. */
+    f.c->conn.caps = 0;
+    r = calloc(1, sizeof *r);
+    assert_int_equal(relock__scan_init(&m, f.c, "*", NULL, NULL, r, 0, 0, 0, 0), RELOCK_OK);
+    step(&f, &m, feed_none(0), &out);
+    step(&f, &m, feed_replies(0, 1, fr_int(1000)), &out);
+    assert_true(batch_is(&out, 0, "KEYS", "*", NULL));
+    step(&f, &m, feed_replies(0, 1, key_list(1000, "k")), &out);
+    int batches = 0;
+    const char *wrong = "ERR Operation against a key holding the wrong kind of value";
+    for (int at = 0; at < 1000 && batches < 100; batches++) {
+        int n = out.n / 2;
+        assert_true(n >= 100);
+        assert_true(reads_keys(&out, "k", at, n, "TTL"));
+        step(&f, &m, read_replies(rep, out.n, wrong), &out);
+        assert_int_equal(out.n, n / 2);
+        for (int i = 0; i < n / 2; i++) {
+            char k[64];
+            snprintf(k, sizeof k, "k%d", at + 2 * i + 1);
+            assert_true(batch_is(&out, i, "TYPE", k, NULL));
+            rep[i] = fr_status("hash");
+        }
+        relock__feed in = feed_none(0);
+        in.reply = rep;
+        in.nreply = out.n;
+        step(&f, &m, in, &out);
+        at += n;
+    }
+    assert_true(batches <= 1000 / 100);
+    assert_true(batch_is(&out, 0, "GET", relock_scan_result_marker_key(r), NULL));
+    assert_int_equal(relock_scan_result_count(r, RELOCK_SCAN_EXAMINED), 1000);
+    assert_int_equal(relock_scan_result_signature(r, RELOCK_SIG_HASH), 500);
+    relock__scan_end(&m, f.c, RELOCK_OK);
+    relock_scan_result_free(r);
+    fake_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cluster_runs),
         cmocka_unit_test(test_run_bound),
         cmocka_unit_test(test_keys_fallback),
+        cmocka_unit_test(test_wide_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,8 +87,8 @@ void relock__a_rq_clear(areq *rq)
             rq->rep[i] = NULL;
         }
     rq->nrep = 0;
-    free(rq->wide);
-    rq->wide = NULL;
+    if (rq->cmd != rq->own_cmd)
+        free(rq->cmd); /* a wide batch's room (or NULL) */
     rq->cmd = rq->own_cmd;
     rq->len = rq->own_len;
     rq->rep = rq->own_rep;
@@ -112,8 +112,8 @@ int relock__a_rq_room(areq *rq, int n)
     char *w = calloc(1, k * (sizeof *rq->cmd + sizeof *rq->rep + sizeof *rq->len));
     if (!w)
         return -1;
-    free(rq->wide);
-    rq->wide = w;
+    if (rq->cmd != rq->own_cmd)
+        free(rq->cmd);
     rq->cmd = (char **)(void *)w;
     rq->rep = (redisReply **)(void *)(w + k * sizeof *rq->cmd);
     rq->len = (size_t *)(void *)(w + k * (sizeof *rq->cmd + sizeof *rq->rep));

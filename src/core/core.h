@@ -111,13 +111,12 @@ typedef struct areq {
     struct areq *fnext;  /* the connection's FIFO, oldest first */
     /* The commands, their lengths and their replies: room for cap of each
      * (relock__a_rq_room), in own_* below or, for a batch wider than that,
-     * in wide, allocated until relock__a_rq_clear(); NULL in a request
-     * never formatted. */
+     * in one allocation that cmd points at, kept until relock__a_rq_clear();
+     * NULL in a request never formatted. */
     char **cmd;
     size_t *len;
     redisReply **rep;
     int cap;
-    void *wide;
     int n; /* commands; kept until the batch is answered (a redirection sends some again) */
     /* The commands being sent: base..n-1, or with ask ASKING and cmd[base]
      * alone (a redirection answered the earlier ones' part: see relock__a_follow()). */

@@ -24,7 +24,9 @@
  * buckets than a server can hold keys (2^32), so the bound only stops a
  * walk that would otherwise never end (a cursor that never returns to 0). */
 #define MAX_SCAN_CALLS 25000000L
-_Static_assert(2 * RELOCK__SCAN_READS <= RELOCK__BATCH_CMDS, "a read batch fits a wide batch");
+/* The reads of a batch and the next page's SCAN. */
+#define WIDE (2 * RELOCK__SCAN_READS + 1)
+_Static_assert(WIDE <= RELOCK__BATCH_CMDS, "a read batch fits a wide batch");
 #define MATCH_MAX 1024
 
 /*
@@ -417,6 +419,13 @@ static void keys_free(relock__scan_m *m)
     m->nkeys = m->at = 0;
 }
 
+static void typed_free(relock__scan_m *m)
+{
+    for (size_t i = 0; i < m->ntyped; i++)
+        free(m->typed[i]);
+    m->ntyped = 0;
+}
+
 /* The key list of a SCAN or KEYS reply, copied. */
 static relock_status keys_take(relock__scan_m *m, relock_client *c, const redisReply *arr)
 {
@@ -486,6 +495,19 @@ static int marker_ms(const redisReply *r, long long *ms)
     return 1;
 }
 
+/* A SCAN reply: the cursor, and the page's keys. */
+static relock_status page_take(relock__scan_m *m, relock_client *c, const redisReply *r)
+{
+    m->calls++;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
+        r->element[0]->len >= sizeof m->cursor || r->element[1]->type != REDIS_REPLY_ARRAY)
+        return RELOCK__BAD_REPLY(c, "SCAN", r);
+    snprintf(m->cursor, sizeof m->cursor, "%s", r->element[0]->str);
+    m->last = strcmp(m->cursor, "0") == 0;
+    return keys_take(m, c, r->element[1]);
+}
+
 /* The replies to the batch of stage m->stage. */
 static relock_status take(relock__scan_m *m, relock_client *c, const relock__feed *in,
                           long long now)
@@ -513,34 +535,30 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         m->stage = ST_LIST;
         return RELOCK_OK;
     case ST_LIST:
-        m->calls++;
         if (out->keys_fallback) {
+            m->calls++;
             m->last = 1;
             if (r->type != REDIS_REPLY_ARRAY)
                 return RELOCK__BAD_REPLY(c, "KEYS", r);
             m->stage = ST_READ;
             return keys_take(m, c, r);
         }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
-            r->element[0]->len >= sizeof m->cursor || r->element[1]->type != REDIS_REPLY_ARRAY)
-            return RELOCK__BAD_REPLY(c, "SCAN", r);
-        snprintf(m->cursor, sizeof m->cursor, "%s", r->element[0]->str);
-        m->last = strcmp(m->cursor, "0") == 0;
         m->stage = ST_READ;
-        return keys_take(m, c, r->element[1]);
+        return page_take(m, c, r);
     case ST_READ: {
         /* Every reply is judged, also after a bad one, as the walk read
          * them before it was a machine; the first bad one fails it. */
         relock_status bad = RELOCK_OK;
-        m->ntyped = 0;
-        for (size_t i = 0; i < m->nsent; i++) {
+        size_t nsent = m->nsent;
+        for (size_t i = 0; i < nsent; i++) {
             size_t k = m->sent[i];
             const redisReply *get = in->reply[2 * i], *ttl = in->reply[2 * i + 1];
             if (wrong_type(get)) { /* its type is asked next */
                 out->other_types++;
-                m->typed[m->ntyped++] = k;
                 tell(m, RELOCK_KEY_OTHER_TYPE, m->key[k], m->klen[k]);
+                m->typed_len[m->ntyped] = m->klen[k];
+                m->typed[m->ntyped++] = m->key[k];
+                m->key[k] = NULL;
             } else if (!relock__reply_is(get, "bn")) {
                 if (bad == RELOCK_OK)
                     bad = RELOCK__BAD_REPLY(c, "GET", get);
@@ -555,6 +573,9 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         m->nsent = 0;
         if (bad != RELOCK_OK)
             return bad;
+        if (m->ahead && (bad = page_take(m, c, in->reply[2 * nsent])) != RELOCK_OK)
+            return bad;
+        m->ahead = 0;
         m->stage = m->ntyped ? ST_TYPE : ST_READ;
         return RELOCK_OK;
     }
@@ -567,9 +588,9 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
             relock_key_signature sig = is && strcmp(t->str, "zset") == 0   ? RELOCK_SIG_ZSET
                                        : is && strcmp(t->str, "hash") == 0 ? RELOCK_SIG_HASH
                                                                            : RELOCK_SIG_OTHER;
-            note_signature(out, sig, m->key[m->typed[i]], m->klen[m->typed[i]], "", 0, -1);
+            note_signature(out, sig, m->typed[i], m->typed_len[i], "", 0, -1);
         }
-        m->ntyped = 0;
+        typed_free(m);
         m->stage = ST_READ;
         return RELOCK_OK;
     case ST_MARKER:
@@ -659,15 +680,15 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         relock__batch_words(b, 6, "SCAN", m->cursor, "MATCH", out->match, "COUNT", COUNT);
         return relock__send(&m->h, b);
     case ST_TYPE:
-        relock__batch_widen(b, m->wide, 2 * RELOCK__SCAN_READS);
+        relock__batch_widen(b, m->wide, WIDE);
         for (size_t i = 0; i < m->ntyped; i++) {
-            relock__batch_words(b, 2, "TYPE", m->key[m->typed[i]]);
-            b->cmd[i].len[1] = m->klen[m->typed[i]];
+            relock__batch_words(b, 2, "TYPE", m->typed[i]);
+            b->cmd[i].len[1] = m->typed_len[i];
         }
         return relock__send(&m->h, b);
     case ST_READ: {
         const char *ttl = (c->conn.caps & RELOCK_CAP_PEXPIRE) ? "PTTL" : "TTL";
-        relock__batch_widen(b, m->wide, 2 * RELOCK__SCAN_READS);
+        relock__batch_widen(b, m->wide, WIDE);
         while (m->at < m->nkeys && m->nsent < RELOCK__SCAN_READS &&
                out->examined < relock__scan_max_keys) {
             size_t k = m->at++;
@@ -682,6 +703,11 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
             b->cmd[b->n - 2].len[1] = b->cmd[b->n - 1].len[1] = m->klen[k];
             m->sent[m->nsent++] = k;
         }
+        /* The page's last keys: the next page is asked with them. */
+        m->ahead = m->nsent && m->at == m->nkeys && !m->last && m->calls < MAX_SCAN_CALLS &&
+                   out->examined < relock__scan_max_keys;
+        if (m->ahead)
+            relock__batch_words(b, 6, "SCAN", m->cursor, "MATCH", out->match, "COUNT", COUNT);
         if (m->nsent)
             return relock__send(&m->h, b);
         m->stage = ST_WALKED;
@@ -902,7 +928,7 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
     size_t mlen = match ? strlen(match) : strlen(c->s.key_prefix) + 1;
     if (discover && !(m->addr = calloc(RELOCK__SCAN_MASTERS, sizeof *m->addr)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
-    if (!(m->wide = malloc(2 * RELOCK__SCAN_READS * sizeof *m->wide)))
+    if (!(m->wide = malloc(WIDE * sizeof *m->wide)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     if (!(out->match = malloc(mlen + 1)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
@@ -913,6 +939,7 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
 relock_status relock__scan_end(relock__scan_m *m, relock_client *c, relock_status st)
 {
     keys_free(m);
+    typed_free(m);
     free(m->addr);
     m->addr = NULL;
     free(m->wide);

@@ -18,9 +18,10 @@
 
 #define RELOCK__SCAN_RUN_STEPS 200
 /* The keys one batch reads (GET and TTL each, in a wide batch: see
- * relock__batch_widen): a whole SCAN page of COUNT 200 as a rule, so that
- * a round trip over a network reads some hundred keys, not a few. */
-#define RELOCK__SCAN_READS 256
+ * relock__batch_widen), with the next page's SCAN after them: a whole
+ * SCAN page of COUNT 200 as a rule, so that a round trip over a network
+ * reads a page, not a few keys. */
+#define RELOCK__SCAN_READS 255
 /* The Cluster masters one walk covers, at most. */
 #define RELOCK__SCAN_MASTERS 64
 
@@ -73,11 +74,16 @@ typedef struct relock__scan_m {
     long calls;
     char cursor[32];
     /* The key list of the last SCAN or KEYS, copied (a reply lives for
-     * one step), and the keys of the batch in flight. */
+     * one step), and the keys of the batch in flight; ahead: the next
+     * page's SCAN follows them in the batch. */
     char **key;
     size_t *klen, nkeys, at;
     size_t sent[RELOCK__SCAN_READS], nsent;
-    size_t typed[RELOCK__SCAN_READS], ntyped;
+    int ahead;
+    /* The keys whose TYPE is asked next, taken from the key list (the
+     * next page may have replaced it). */
+    char *typed[RELOCK__SCAN_READS];
+    size_t typed_len[RELOCK__SCAN_READS], ntyped;
     relock__cmd *wide; /* the batches' commands (relock__batch_widen) */
 } relock__scan_m;
 

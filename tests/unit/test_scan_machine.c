@@ -229,7 +229,8 @@ static void test_wide_reads(void **state)
     relock_scan_result_free(r);
 
     /* Before 2.8: a KEYS list of 1000, read a couple of hundred keys at a
-     * time; half of them are not strings, and their TYPEs follow. */
+     * time; every other key of a batch is not a string, and their TYPEs
+     * follow. */
     f.c->conn.caps = 0;
     r = calloc(1, sizeof *r);
     assert_int_equal(relock__scan_init(&m, f.c, "*", NULL, NULL, r, 0, 0, 0, 0), RELOCK_OK);
@@ -237,7 +238,7 @@ static void test_wide_reads(void **state)
     step(&f, &m, feed_replies(0, 1, fr_int(1000)), &out);
     assert_true(batch_is(&out, 0, "KEYS", "*", NULL));
     step(&f, &m, feed_replies(0, 1, key_list(1000, "k")), &out);
-    int batches = 0;
+    int batches = 0, hashes = 0;
     const char *wrong = "ERR Operation against a key holding the wrong kind of value";
     for (int at = 0; at < 1000 && batches < 100; batches++) {
         int n = out.n / 2;
@@ -254,13 +255,60 @@ static void test_wide_reads(void **state)
         relock__feed in = feed_none(0);
         in.reply = rep;
         in.nreply = out.n;
+        hashes += out.n;
         step(&f, &m, in, &out);
         at += n;
     }
     assert_true(batches <= 1000 / 100);
     assert_true(batch_is(&out, 0, "GET", relock_scan_result_marker_key(r), NULL));
     assert_int_equal(relock_scan_result_count(r, RELOCK_SCAN_EXAMINED), 1000);
-    assert_int_equal(relock_scan_result_signature(r, RELOCK_SIG_HASH), 500);
+    assert_int_equal(relock_scan_result_signature(r, RELOCK_SIG_HASH), hashes);
+    assert_true(hashes >= 450);
+    relock__scan_end(&m, f.c, RELOCK_OK);
+    relock_scan_result_free(r);
+    fake_free(&f);
+}
+
+/* The next page's SCAN goes with the reads of the page before it: one
+ * round trip a page; a key of the first page that is not a string gets
+ * its TYPE after the next page came. */
+static void test_scan_ahead(void **state)
+{
+    (void)state;
+    static redisReply *rep[1024];
+    fake f = fake_new();
+    f.c->conn.caps = RELOCK_CAP_SCAN | RELOCK_CAP_PEXPIRE;
+    relock_scan_result *r = calloc(1, sizeof *r);
+    relock__scan_m m;
+    assert_int_equal(relock__scan_init(&m, f.c, "app:*", NULL, NULL, r, 0, 0, 0, 0), RELOCK_OK);
+    relock__batch out;
+    step(&f, &m, feed_none(0), &out);
+    step(&f, &m, feed_replies(0, 1, fr_arr(2, fr_str("17"), key_list(200, "app:a"))), &out);
+    assert_int_equal(out.n, 401);
+    assert_true(relock__batch_ok(&out));
+    assert_true(batch_is(&out, 399, "PTTL", "app:a199", NULL));
+    assert_true(batch_is(&out, 400, "SCAN", "17", "MATCH", "app:*", "COUNT", "200", NULL));
+    relock__feed in = read_replies(rep, 400, "WRONGTYPE Operation against a key holding the "
+                                             "wrong kind of value");
+    rep[400] = fr_arr(2, fr_str("0"), key_list(3, "app:b"));
+    in.nreply = 401;
+    step(&f, &m, in, &out);
+    assert_int_equal(out.n, 100);
+    assert_true(batch_is(&out, 0, "TYPE", "app:a1", NULL));
+    assert_true(batch_is(&out, 99, "TYPE", "app:a199", NULL));
+    for (int i = 0; i < 100; i++)
+        rep[i] = fr_status("zset");
+    in = feed_none(0);
+    in.reply = rep;
+    in.nreply = 100;
+    step(&f, &m, in, &out);
+    /* The last page: no SCAN after it. */
+    assert_true(reads_keys(&out, "app:b", 0, 3, "PTTL"));
+    step(&f, &m, read_replies(rep, 6, NULL), &out);
+    assert_true(batch_is(&out, 0, "GET", relock_scan_result_marker_key(r), NULL));
+    assert_int_equal(relock_scan_result_count(r, RELOCK_SCAN_EXAMINED), 203);
+    assert_int_equal(relock_scan_result_count(r, RELOCK_SCAN_MODERN), 103);
+    assert_int_equal(relock_scan_result_signature(r, RELOCK_SIG_ZSET), 100);
     relock__scan_end(&m, f.c, RELOCK_OK);
     relock_scan_result_free(r);
     fake_free(&f);
@@ -273,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_run_bound),
         cmocka_unit_test(test_keys_fallback),
         cmocka_unit_test(test_wide_reads),
+        cmocka_unit_test(test_scan_ahead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -714,6 +714,123 @@ static char *run_cli(const char *args)
     return out;
 }
 
+#ifdef TEST_BOTH
+/* The slot of MV_KEYS keys "mv:{tag}:i", moved from node `from` to node `to`
+ * with its keys (the migration's steps, as redis-cli --cluster reshard
+ * takes them). */
+#define MV_KEYS 500
+static void move_slot(const char *tag, int from, int to)
+{
+    char *v = testsrv_cmd(&node[0], "CLUSTER KEYSLOT %s", tag);
+    assert_non_null(v);
+    int slot = atoi(v);
+    free(v);
+    v = testsrv_cmd(&node[to], "CLUSTER SETSLOT %d IMPORTING %s", slot, ids[from]);
+    expect_ok(to, v);
+    free(v);
+    v = testsrv_cmd(&node[from], "CLUSTER SETSLOT %d MIGRATING %s", slot, ids[to]);
+    expect_ok(from, v);
+    free(v);
+    struct timeval tv = {5, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[from].port, tv);
+    assert_true(ctx && !ctx->err);
+    for (int i = 0; i < MV_KEYS; i++) {
+        redisReply *r = redisCommand(ctx, "MIGRATE 127.0.0.1 %d mv:{%s}:%d 0 5000", node[to].port,
+                                     tag, i);
+        assert_true(r && r->type == REDIS_REPLY_STATUS); /* OK, or NOKEY */
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+    const int order[N] = {to, from, 3 - to - from};
+    for (int k = 0; k < N; k++) {
+        v = testsrv_cmd(&node[order[k]], "CLUSTER SETSLOT %d NODE %s", slot, ids[to]);
+        expect_ok(order[k], v);
+        free(v);
+    }
+    assert_int_equal(testcluster_owner(&cluster, tag), to);
+}
+
+/* Writes (set) or deletes the keys "mv:{tag}:i" on node i. */
+static void mv_keys(int i, const char *tag, int set)
+{
+    struct timeval tv = {5, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+    assert_true(ctx && !ctx->err);
+    for (int k = 0; k < MV_KEYS; k++) {
+        redisReply *r = set ? redisCommand(ctx, "SET mv:{%s}:%d 1000000000", tag, k)
+                            : redisCommand(ctx, "DEL mv:{%s}:%d", tag, k);
+        assert_true(r && r->type != REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+}
+
+/* The walk's key callback: moves the keys' slot away from the node being
+ * walked at the first key it is told of. */
+typedef struct mover {
+    const char *tag;
+    int told, moved;
+} mover;
+
+static void move_at_first(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    (void)k, (void)key, (void)keylen;
+    mover *mv = arg;
+    mv->told++;
+    if (!mv->moved) {
+        mv->moved = 1;
+        move_slot(mv->tag, 1, 2);
+    }
+}
+
+/*
+ * A slot moved to another master while the walk of its master is under
+ * way (its keys read one batch at a time after each SCAN): the batches
+ * that meet MOVED are read where it says, and the walk goes on with
+ * SCAN on the master whose cursor it carries, to the cursor's end.  With
+ * every key of node 1 moved away at the first key told, node 1 answers a
+ * second SCAN (the continuation of its cursor, which another node would
+ * have been asked).
+ */
+static void test_scan_slot_moved(void **state)
+{
+    (void)state;
+    char tag[64];
+    testcluster_name_on(&cluster, 1, "mvtag", tag, sizeof tag);
+    for (int e = 0; e < 2; e++) {
+        relock_config *cfg = relock_config_new();
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", node[0].port);
+        assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+        assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+        /* more than one SCAN's worth (COUNT 200) of keys on node 1 */
+        mv_keys(1, tag, 1);
+        both_client *b = NULL;
+        assert_int_equal(both_connect(e ? BOTH_ASYNC : BOTH_BLOCKING, cfg, &b), RELOCK_OK);
+        relock_config_free(cfg);
+        long long scans1 = info_num(1, "commandstats", "cmdstat_scan:calls=");
+        mover mv = {tag, 0, 0};
+        relock_scan_result *res = NULL;
+        if (both_scan(b, "mv:*", move_at_first, &mv, &res) != RELOCK_OK)
+            fail_msg("%s scan: %s", e ? "async" : "blocking", both_error(b));
+        assert_int_equal(mv.moved, 1);
+        long long more = info_num(1, "commandstats", "cmdstat_scan:calls=") - scans1;
+        if (more < 2)
+            fail_msg("%s: node 1 answered %lld SCAN (its walk was not finished there); %d keys "
+                     "told",
+                     e ? "async" : "blocking", more, mv.told);
+        assert_true(relock_scan_result_complete(res));
+        /* every key told once at least (the moved ones again on node 2) */
+        assert_true(mv.told >= MV_KEYS);
+        relock_scan_result_free(res);
+        both_free(b);
+        /* the slot goes home empty for the next entry point (or test) */
+        mv_keys(2, tag, 0);
+        move_slot(tag, 2, 1);
+    }
+}
+#endif
+
 /* `relock scan` walks every master, whichever node it is given, and lists
  * keys by node (the map on or off). */
 static void test_scan_every_master(void **state)
@@ -962,6 +1079,9 @@ int main(void)
         cmocka_unit_test(test_bridge_everywhere),
         cmocka_unit_test(test_slot_migration),
         cmocka_unit_test(test_scan_every_master),
+#ifdef TEST_BOTH
+        cmocka_unit_test(test_scan_slot_moved),
+#endif
         cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -549,6 +549,104 @@ static void test_watch_marker(void **state)
     }
 }
 
+/* ------------------------------------------------------------ scans and callbacks */
+
+/* One scan's outcome; what its callback then does to the client. */
+typedef struct scan_seen {
+    long calls;
+    relock_status st;
+    int have_result, complete;
+    long long examined;
+    int then; /* 1: start next's scan; 2: free the client */
+    struct scan_seen *next;
+} scan_seen;
+
+static void scan_cb(relock_async *a, relock_status st, relock_scan_result *r,
+                    const relock_error *e, void *arg)
+{
+    (void)e;
+    scan_seen *s = arg;
+    s->calls++;
+    s->st = st;
+    s->have_result = r != NULL;
+    s->complete = r && relock_scan_result_complete(r);
+    s->examined = r ? relock_scan_result_count(r, RELOCK_SCAN_EXAMINED) : -1;
+    relock_scan_result_free(r);
+    if (s->then == 1)
+        assert_int_equal(relock_async_scan(a, NULL, NULL, NULL, scan_cb, s->next), RELOCK_OK);
+    else if (s->then == 2)
+        relock_async_free(a);
+}
+
+/*
+ * A scan walking many keys (several runs of its machine) while other
+ * callbacks act on its client: an acquire's callback frees the client
+ * (the scan ends once, cancelled, with its partial result); a scan's own
+ * callback starts another scan, whose callback frees the client; a scan's
+ * callback frees the client while another scan waits behind it.  Under
+ * the sanitizers, nothing is used after it is freed or leaked.
+ */
+static void test_scan_reentry(void **state)
+{
+    (void)state;
+    redisContext *r = raw();
+    freeReplyObject(redisCommand(r, "EVAL %s 0",
+                                 "for i = 1, 3000 do redis.call('SET', 'sre:' .. i, "
+                                 "'1000000000') end return 1"));
+    for (int round = 0; round < 3; round++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = client(&lp, modern_or_legacy(), "sre:");
+        scan_seen s1 = {0}, s2 = {0};
+        assert_int_equal(relock_async_scan(a, NULL, NULL, NULL, scan_cb, &s1), RELOCK_OK);
+        if (round == 0) {
+            /* an acquire behind the scan's first batches frees the client */
+            memset(freed, 0, sizeof freed);
+            to_free = a;
+            assert_int_equal(
+                relock_async_try_acquire(a, "x", 5000, free_from_cb, &freed[0], NULL), RELOCK_OK);
+        } else if (round == 1) {
+            s1.then = 1;
+            s1.next = &s2;
+            s2.then = 2;
+        } else {
+            s1.then = 2;
+            assert_int_equal(relock_async_scan(a, NULL, NULL, NULL, scan_cb, &s2), RELOCK_OK);
+        }
+        long done = 0;
+        uint64_t end = tu_now_ms() + 20000;
+        while (tu_now_ms() < end && !(s1.calls && (round == 0 ? freed[0].calls : s2.calls))) {
+            loop_once();
+            done++;
+        }
+        assert_int_equal(s1.calls, 1);
+        assert_true(s1.have_result);
+        if (round == 0) {
+            assert_int_equal(freed[0].calls, 1);
+            assert_null(to_free);
+            if (s1.st != RELOCK_ECANCELED || s1.complete)
+                fail_msg("scan after a free: %s, complete %d", relock_status_name(s1.st),
+                         s1.complete);
+        } else {
+            assert_int_equal(s1.st, RELOCK_OK);
+            assert_true(s1.complete);
+            assert_true(s1.examined >= 3000);
+            assert_int_equal(s2.calls, 1);
+            assert_true(s2.have_result);
+            /* the second: a whole walk, or cancelled by the free before it ran */
+            if (round == 1)
+                assert_int_equal(s2.st, RELOCK_OK);
+            else if (s2.st != RELOCK_ECANCELED)
+                fail_msg("scan queued behind a free: %s", relock_status_name(s2.st));
+        }
+        run_for(50);
+        loop_fini();
+    }
+    freeReplyObject(redisCommand(r, "EVAL %s 0",
+                                 "for i = 1, 3000 do redis.call('DEL', 'sre:' .. i) end return 1"));
+    redisFree(r);
+}
+
 static void test_free_in_flight(void **state)
 {
     (void)state;
@@ -1202,6 +1300,7 @@ int main(void)
         cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),
         cmocka_unit_test(test_keep_after_failed_shorter_extend),
         cmocka_unit_test(test_backoff_grows),
+        cmocka_unit_test(test_scan_reentry),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

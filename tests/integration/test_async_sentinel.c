@@ -170,6 +170,49 @@ static relock_client *blocking(relock_config *cfg)
     return c;
 }
 
+/* A scan through relock_async_scan(): it ends complete and tells of a
+ * key ending with name (the walk ran on the master in use). */
+typedef struct scan_out {
+    long calls;
+    relock_status st;
+    int complete, found;
+    char msg[512];
+    const char *name;
+} scan_out;
+
+static void scan_key(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    (void)k;
+    scan_out *o = arg;
+    size_t n = strlen(o->name);
+    if (keylen >= n && memcmp(key + keylen - n, o->name, n) == 0)
+        o->found = 1;
+}
+
+static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
+                     const relock_error *e, void *arg)
+{
+    (void)a;
+    scan_out *o = arg;
+    o->calls++;
+    o->st = st;
+    o->complete = r && relock_scan_result_complete(r);
+    snprintf(o->msg, sizeof o->msg, "%s", e->message);
+    relock_scan_result_free(r);
+}
+
+static void scan_finds(relock_async *a, const char *name)
+{
+    scan_out o = {0};
+    o.name = name;
+    assert_int_equal(relock_async_scan(a, NULL, scan_key, &o, scan_end, &o), RELOCK_OK);
+    if (run_until(&o.calls, 1, 20000) != 1)
+        fail_msg("a scan did not end within 20 s");
+    if (o.st != RELOCK_OK || !o.complete || !o.found)
+        fail_msg("scan for %s: %s (complete %d, found %d): %s", name, relock_status_name(o.st),
+                 o.complete, o.found, o.msg);
+}
+
 static void test_failover(void **state)
 {
     (void)state;
@@ -255,6 +298,9 @@ static void test_failover(void **state)
     assert_int_equal(exists_on(&replica, "s3"), 1);
     release_ok(l3);
     names_master(a, &replica);
+    /* the audit walks the master in use, where the lock held across the
+     * failover is */
+    scan_finds(a, "held");
 
     /* The waiter has not got "held" while A holds it: it failed clearly
      * during the failover (its attempt met the dead master), or still

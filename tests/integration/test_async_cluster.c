@@ -578,6 +578,146 @@ static void test_map_off(void **state)
     loop_fini();
 }
 
+/* Acquires and releases one after another, on a name of each master in
+ * turn, until told to stop. */
+typedef struct hopper {
+    relock_async *a;
+    const char (*names)[64];
+    int stop, running;
+    long cycles, failed;
+    char msg[512];
+} hopper;
+
+static void hop_acquired(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg);
+
+static void hop_released(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    hopper *h = arg;
+    if (st != RELOCK_OK) {
+        h->failed++;
+        snprintf(h->msg, sizeof h->msg, "release: %s", e->message);
+    }
+    relock_lock_free(l);
+    h->cycles++;
+    if (h->stop || relock_async_try_acquire(a, h->names[h->cycles % N], 10000, hop_acquired, h,
+                                            NULL) != RELOCK_OK)
+        h->running = 0;
+}
+
+static void hop_acquired(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    (void)a;
+    hopper *h = arg;
+    if (st != RELOCK_OK || relock_async_release(l, hop_released, h) != RELOCK_OK) {
+        h->failed++;
+        snprintf(h->msg, sizeof h->msg, "acquire: %s", e->message);
+        h->running = 0;
+    }
+}
+
+typedef struct scan_out {
+    long calls;
+    relock_status st;
+    int complete, masters;
+    long long examined;
+    char msg[512];
+} scan_out;
+
+static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
+                     const relock_error *e, void *arg)
+{
+    (void)a;
+    scan_out *o = arg;
+    o->calls++;
+    o->st = st;
+    o->complete = r && relock_scan_result_complete(r);
+    o->masters = r ? relock_scan_result_cluster_masters(r) : -1;
+    o->examined = r ? relock_scan_result_count(r, RELOCK_SCAN_EXAMINED) : -1;
+    snprintf(o->msg, sizeof o->msg, "%s", e->message);
+    relock_scan_result_free(r);
+}
+
+/*
+ * cluster.slot_map = false: a scan walks every master (a connection to
+ * each as it comes to it) while the same client's acquires and releases
+ * go to each master in turn, the one connection moving at every MOVED and
+ * the connections left behind closing as soon as nothing uses them: the
+ * walk is exact and complete, no operation fails, and afterwards the
+ * client has one connection, to the node of the last MOVED.
+ */
+static void test_map_off_scan(void **state)
+{
+    (void)state;
+    char names[N][64], tags[N][64];
+    for (int i = 0; i < N; i++) {
+        testcluster_name_on(&cluster, i, "aoffs", names[i], sizeof names[i]);
+        testcluster_name_on(&cluster, i, "aofft", tags[i], sizeof tags[i]);
+        struct timeval tv = {5, 0};
+        redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+        assert_true(ctx && !ctx->err);
+        for (int k = 0; k < 300; k++)
+            freeReplyObject(redisCommand(ctx, "SET aso:{%s}:%d 1000000000", tags[i], k));
+        redisFree(ctx);
+    }
+    long long open0[N];
+    for (int i = 0; i < N; i++)
+        open0[i] = clients_on(i);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = cluster_config("true");
+    assert_int_equal(relock_config_set(cfg, "cluster.slot_map", "false"), RELOCK_OK);
+    relock_async *a = NULL;
+    if (relock_async_new(cfg, &lp, &a) != RELOCK_OK)
+        fail_msg("relock_async_new: %s", relock_async_error(a)->message);
+    relock_config_free(cfg);
+    hopper h = {a, (const char (*)[64])names, 0, 1, 0, 0, ""};
+    assert_int_equal(relock_async_try_acquire(a, names[0], 10000, hop_acquired, &h, NULL),
+                     RELOCK_OK);
+    scan_out so = {0};
+    assert_int_equal(relock_async_scan(a, "aso:*", NULL, NULL, scan_end, &so), RELOCK_OK);
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end && !so.calls)
+        loop_once();
+    h.stop = 1;
+    while (tu_now_ms() < end && h.running)
+        loop_once();
+    if (so.st != RELOCK_OK || !so.complete || so.masters != N || so.examined != N * 300)
+        fail_msg("scan: %s (complete %d, %d masters, %lld keys): %s", relock_status_name(so.st),
+                 so.complete, so.masters, so.examined, so.msg);
+    print_message("%ld acquire-release cycles during the scan\n", h.cycles);
+    if (h.failed)
+        fail_msg("%ld cycles failed: %s", h.failed, h.msg);
+    assert_false(h.running);
+    /* one connection left, to the node of the last MOVED (the servers see
+     * the others close within 5 s) */
+    long long extra = 0;
+    uint64_t until = tu_now_ms() + 5000;
+    for (;;) {
+        extra = 0;
+        for (int i = 0; i < N; i++)
+            extra += clients_on(i) - open0[i];
+        if (extra == 1 || tu_now_ms() > until)
+            break;
+        long never = 0;
+        run_until(&never, 1, 50);
+    }
+    if (extra != 1)
+        fail_msg("%lld connections of the client (expected 1)", extra);
+    relock_async_free(a);
+    loop_fini();
+    for (int i = 0; i < N; i++) {
+        struct timeval tv = {5, 0};
+        redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+        assert_true(ctx && !ctx->err);
+        for (int k = 0; k < 300; k++)
+            freeReplyObject(redisCommand(ctx, "DEL aso:{%s}:%d", tags[i], k));
+        redisFree(ctx);
+    }
+}
+
 /* Subscribers to name's release channel on node i (PUBSUB NUMSUB). */
 static long long subscribers_on(int i, const char *name)
 {
@@ -1079,6 +1219,7 @@ int main(void)
         cmocka_unit_test(test_durable_tryagain),
         cmocka_unit_test(test_owner_records),
         cmocka_unit_test(test_map_off),
+        cmocka_unit_test(test_map_off_scan),
         cmocka_unit_test(test_notice_on_master),
         cmocka_unit_test(test_failover),
     };

@@ -783,15 +783,6 @@ static void move_at_first(void *arg, relock_key_class k, const char *key, size_t
     }
 }
 
-/*
- * A slot moved to another master while the walk of its master is under
- * way (its keys read one batch at a time after each SCAN): the batches
- * that meet MOVED are read where it says, and the walk goes on with
- * SCAN on the master whose cursor it carries, to the cursor's end.  With
- * every key of node 1 moved away at the first key told, node 1 answers a
- * second SCAN (the continuation of its cursor, which another node would
- * have been asked).
- */
 /* The first slot node i serves, by CLUSTER SLOTS. */
 static int first_slot_of(int i)
 {
@@ -814,6 +805,18 @@ static int first_slot_of(int i)
     return (int)first;
 }
 
+/*
+ * A slot moved to another master while the walk of its master is under
+ * way (its keys read one batch at a time after each SCAN): the batches
+ * that meet MOVED are read where it says, and the walk goes on with
+ * SCAN on the master whose cursor it carries, to the cursor's end, then
+ * walks the next masters, each found by its address.  The keys (more
+ * than one SCAN's worth) live in node 1's first slot, moved to node 2 at
+ * the first key told: node 1 answers a second SCAN (the continuation of
+ * its cursor, which another node would have been asked), and every key
+ * is told (node 2, which then ranks before node 1 in slot order, is
+ * walked whole).  Both entry points.
+ */
 static void test_scan_slot_moved(void **state)
 {
     (void)state;

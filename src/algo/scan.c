@@ -715,6 +715,11 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
             break; /* the budget ran out: incomplete */
         if (!m->last && m->calls < MAX_SCAN_CALLS) {
             m->stage = ST_LIST;
+            /* Over a Cluster the next SCAN goes to the master whose cursor
+             * it carries: a read that met MOVED (its slot moved meanwhile)
+             * took the driver's connection to another node. */
+            if (m->masters > 0)
+                return run_end(m, RELOCK__SCAN_NODE);
             return emit(m, c, b, now);
         }
         out->complete = m->last;

@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api.h"
 #include "routing.h"
@@ -19,6 +20,25 @@ const char *relock_scan_node(const relock_client *c)
 relock_status relock_scan(relock_client *c, const char *match, relock_scan_result **out)
 {
     return relock_scan_keys(c, match, NULL, NULL, out);
+}
+
+/* Makes the master at (its address as the walk began) c's connection,
+ * wherever the map ranks it now: a slot moved during the walk (a MOVED
+ * updates the map) may change the masters' order by slot, and the walk
+ * must go on with each master's cursor on that master. */
+static relock_status use_master(relock_client *c, const relock__addr *at)
+{
+    int n = 0;
+    relock__cluster_counts(c, &n, NULL, NULL);
+    relock__addr now;
+    for (int i = 0; i < n; i++)
+        if (relock__cluster_master_addr(c, i, &now) == 0 && now.port == at->port &&
+            strcmp(now.host, at->host) == 0)
+            return relock__cluster_use(c, i);
+    return RELOCK__FAIL(&c->err, RELOCK_EIO,
+                        "scan: Cluster master %s:%d serves no slot any more (the cluster was "
+                        "resharded during the walk)",
+                        at->host, at->port);
 }
 
 relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_key_fn fn,
@@ -41,10 +61,16 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
         st = relock__conn_ensure(c);
     int masters = st == RELOCK_OK ? relock__cluster_masters(c) : 0;
     r->cluster_masters = m.masters = masters > 0 ? masters : 0;
+    relock__addr *at = m.masters ? calloc((size_t)m.masters, sizeof *at) : NULL;
+    if (m.masters && !at)
+        st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    for (int i = 0; at && i < m.masters && st == RELOCK_OK; i++)
+        if (relock__cluster_master_addr(c, i, &at[i]) != 0)
+            st = RELOCK__FAIL(&c->err, RELOCK_EPROTO, "cluster: no master %d in the slot map", i);
     relock_lock l = {.c = c, .name = (char *)"scan"};
     while (st == RELOCK_OK && m.next != RELOCK__SCAN_END) {
         if (m.next == RELOCK__SCAN_NODE)
-            st = relock__cluster_use(c, m.node);
+            st = use_master(c, &at[m.node]);
         else if (m.next == RELOCK__SCAN_KEY)
             st = relock__cluster_route(c, m.route);
         if (st != RELOCK_OK)
@@ -54,5 +80,6 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
                      RELOCK__ADDR(c->conn.srv));
         st = relock__drive(&l, relock__scan_step, &m);
     }
+    free(at);
     return relock__scan_end(&m, c, st);
 }

@@ -510,6 +510,24 @@ int relock__cluster_masters(relock_client *c)
     return n;
 }
 
+int relock__cluster_master_addr(const relock_client *c, int i, relock__addr *out)
+{
+    const struct relock__cluster *cl = c->cl;
+    uint8_t seen[MAX_NODES + 1] = {0};
+    for (int s = 0, k = 0; cl && s < RELOCK__CLUSTER_NSLOTS; s++) {
+        int idx = cl->slot[s];
+        if (!idx || seen[idx])
+            continue;
+        seen[idx] = 1;
+        if (k++ == i) {
+            snprintf(out->host, sizeof out->host, "%s", cl->nodes[idx - 1].srv.host);
+            out->port = cl->nodes[idx - 1].srv.port;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int relock__cluster_pick_master(relock_client *c, int i)
 {
     struct relock__cluster *cl = c->cl;

@@ -196,6 +196,9 @@ void relock__cluster_free(relock_client *c);
  * says, and returns how many masters serve slots; 0 when it is no cluster
  * node or the map cannot be read (the walk then covers c's server only). */
 int relock__cluster_masters(relock_client *c);
+/* The address of master i of the map (in slot order), without using it:
+ * 0, or -1 when there is none. */
+int relock__cluster_master_addr(const relock_client *c, int i, relock__addr *out);
 /* Makes master i of the map (0 <= i < relock__cluster_masters(), in slot
  * order) c's connection and connects it. */
 relock_status relock__cluster_use(relock_client *c, int i);

@@ -549,6 +549,211 @@ static void test_watch_marker(void **state)
     }
 }
 
+/* ------------------------------------------------------------ scans and callbacks */
+
+/* One scan's outcome; what its callback then does to the client. */
+typedef struct scan_seen {
+    long calls;
+    relock_status st;
+    int have_result, complete;
+    long long examined;
+    int then; /* 1: start next's scan; 2: free the client */
+    struct scan_seen *next;
+} scan_seen;
+
+static void scan_cb(relock_async *a, relock_status st, relock_scan_result *r,
+                    const relock_error *e, void *arg)
+{
+    (void)e;
+    scan_seen *s = arg;
+    s->calls++;
+    s->st = st;
+    s->have_result = r != NULL;
+    s->complete = r && relock_scan_result_complete(r);
+    s->examined = r ? relock_scan_result_count(r, RELOCK_SCAN_EXAMINED) : -1;
+    relock_scan_result_free(r);
+    if (s->then == 1)
+        assert_int_equal(relock_async_scan(a, NULL, NULL, NULL, scan_cb, s->next), RELOCK_OK);
+    else if (s->then == 2)
+        relock_async_free(a);
+}
+
+/*
+ * A scan walking many keys (several runs of its machine) while other
+ * callbacks act on its client: an acquire's callback frees the client
+ * (the scan ends once, cancelled, with its partial result); a scan's own
+ * callback starts another scan, whose callback frees the client; a scan's
+ * callback frees the client while another scan waits behind it.  Under
+ * the sanitizers, nothing is used after it is freed or leaked.
+ */
+static void test_scan_reentry(void **state)
+{
+    (void)state;
+    redisContext *r = raw();
+    freeReplyObject(redisCommand(r, "EVAL %s 0",
+                                 "for i = 1, 3000 do redis.call('SET', 'sre:' .. i, "
+                                 "'1000000000') end return 1"));
+    for (int round = 0; round < 3; round++) {
+        relock_async_loop lp;
+        loop_init(&lp);
+        relock_async *a = client(&lp, modern_or_legacy(), "sre:");
+        scan_seen s1 = {0}, s2 = {0};
+        assert_int_equal(relock_async_scan(a, NULL, NULL, NULL, scan_cb, &s1), RELOCK_OK);
+        if (round == 0) {
+            /* an acquire behind the scan's first batches frees the client */
+            memset(freed, 0, sizeof freed);
+            to_free = a;
+            assert_int_equal(
+                relock_async_try_acquire(a, "x", 5000, free_from_cb, &freed[0], NULL), RELOCK_OK);
+        } else if (round == 1) {
+            s1.then = 1;
+            s1.next = &s2;
+            s2.then = 2;
+        } else {
+            s1.then = 2;
+            assert_int_equal(relock_async_scan(a, NULL, NULL, NULL, scan_cb, &s2), RELOCK_OK);
+        }
+        long done = 0;
+        uint64_t end = tu_now_ms() + 20000;
+        while (tu_now_ms() < end && !(s1.calls && (round == 0 ? freed[0].calls : s2.calls))) {
+            loop_once();
+            done++;
+        }
+        assert_int_equal(s1.calls, 1);
+        assert_true(s1.have_result);
+        if (round == 0) {
+            assert_int_equal(freed[0].calls, 1);
+            assert_null(to_free);
+            if (s1.st != RELOCK_ECANCELED || s1.complete)
+                fail_msg("scan after a free: %s, complete %d", relock_status_name(s1.st),
+                         s1.complete);
+        } else {
+            assert_int_equal(s1.st, RELOCK_OK);
+            assert_true(s1.complete);
+            assert_true(s1.examined >= 3000);
+            assert_int_equal(s2.calls, 1);
+            assert_true(s2.have_result);
+            /* the second: a whole walk, or cancelled by the free before it ran */
+            if (round == 1)
+                assert_int_equal(s2.st, RELOCK_OK);
+            else if (s2.st != RELOCK_ECANCELED)
+                fail_msg("scan queued behind a free: %s", relock_status_name(s2.st));
+        }
+        run_for(50);
+        loop_fini();
+    }
+    freeReplyObject(redisCommand(r, "EVAL %s 0",
+                                 "for i = 1, 3000 do redis.call('DEL', 'sre:' .. i) end return 1"));
+    redisFree(r);
+}
+
+/* One acquire and release after another on "t" until told to stop. */
+typedef struct cycler {
+    relock_async *a;
+    int stop, running;
+    long cycles, failed;
+    char msg[512];
+} cycler;
+
+static void cycle_acquired(relock_async *a, relock_status st, relock_lock *l,
+                           const relock_error *e, void *arg);
+
+static void cycle_released(relock_async *a, relock_status st, relock_lock *l,
+                           const relock_error *e, void *arg)
+{
+    (void)l;
+    cycler *y = arg;
+    if (st != RELOCK_OK) {
+        y->failed++;
+        snprintf(y->msg, sizeof y->msg, "release: %s", e->message);
+    }
+    relock_lock_free(l);
+    y->cycles++;
+    if (y->stop ||
+        relock_async_try_acquire(a, "t", 10000, cycle_acquired, y, NULL) != RELOCK_OK)
+        y->running = 0;
+}
+
+static void cycle_acquired(relock_async *a, relock_status st, relock_lock *l,
+                           const relock_error *e, void *arg)
+{
+    (void)a;
+    cycler *y = arg;
+    if (st != RELOCK_OK || relock_async_release(l, cycle_released, y) != RELOCK_OK) {
+        y->failed++;
+        snprintf(y->msg, sizeof y->msg, "acquire: %s", e->message);
+        y->running = 0;
+    }
+}
+
+/*
+ * A scan beside a WATCH transaction on its connection (a modern client on
+ * a server without Lua, through the proxy): acquires and releases one
+ * after another, each a WATCH ... EXEC spread over several batches, while
+ * the scan's reads wait for each transaction to end; neither meets the
+ * other's commands (a read queued inside MULTI, a write outside it), the
+ * counts are exact, and no command was refused inside a transaction.
+ */
+static void test_scan_beside_transactions(void **state)
+{
+    (void)state;
+    if (testsrv_target_version() != NULL)
+        return; /* the proxy in front of the server of the day only */
+    redisContext *r = raw();
+    freeReplyObject(redisCommand(r, "EVAL %s 0",
+                                 "for i = 1, 1500 do redis.call('SET', 'stx:k' .. i, "
+                                 "'1000000000') end return 1"));
+    testsrv px;
+    static const char *const nolua[] = {"--no-lua", NULL};
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", nolua), 0);
+    relock_async_loop lp;
+    loop_init(&lp);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", px.port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "key_prefix", "stx:"), RELOCK_OK);
+    relock_async *a = NULL;
+    assert_int_equal(relock_async_new(cfg, &lp, &a), RELOCK_OK);
+    relock_config_free(cfg);
+    cycler y = {a, 0, 1, 0, 0, ""};
+    assert_int_equal(relock_async_try_acquire(a, "t", 10000, cycle_acquired, &y, NULL),
+                     RELOCK_OK);
+    scan_seen s1 = {0};
+    assert_int_equal(relock_async_scan(a, "stx:k*", NULL, NULL, scan_cb, &s1), RELOCK_OK);
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end && !s1.calls)
+        loop_once();
+    y.stop = 1;
+    while (tu_now_ms() < end && y.running)
+        loop_once();
+    assert_int_equal(s1.calls, 1);
+    if (s1.st != RELOCK_OK || !s1.complete || s1.examined != 1500)
+        fail_msg("scan: %s, complete %d, %lld keys", relock_status_name(s1.st), s1.complete,
+                 s1.examined);
+    print_message("%ld acquire-release cycles during the scan\n", y.cycles);
+    if (y.failed)
+        fail_msg("%ld cycles failed: %s", y.failed, y.msg);
+    assert_false(y.running);
+    assert_true(y.cycles >= 2);
+    char *v = testsrv_cmd(&px, "RELOCK-PROXY REFUSED");
+    assert_non_null(v);
+    assert_string_equal(v, "0");
+    free(v);
+    v = testsrv_cmd(&px, "RELOCK-PROXY COMMANDS-LIST");
+    if (!v || !strstr(v, "MULTI"))
+        fail_msg("no transaction ran: %s", v ? v : "?");
+    free(v);
+    relock_async_free(a);
+    run_for(50);
+    loop_fini();
+    testsrv_stop(&px);
+    freeReplyObject(redisCommand(r, "EVAL %s 0",
+                                 "for i = 1, 1500 do redis.call('DEL', 'stx:k' .. i) end return 1"));
+    redisFree(r);
+}
+
 static void test_free_in_flight(void **state)
 {
     (void)state;
@@ -1202,6 +1407,8 @@ int main(void)
         cmocka_unit_test(test_old_servers),  cmocka_unit_test(test_reset),
         cmocka_unit_test(test_keep_after_failed_shorter_extend),
         cmocka_unit_test(test_backoff_grows),
+        cmocka_unit_test(test_scan_reentry),
+        cmocka_unit_test(test_scan_beside_transactions),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

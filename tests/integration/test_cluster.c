@@ -938,6 +938,153 @@ static char *run_cli(const char *args)
     return out;
 }
 
+/* The slot of MV_KEYS keys "mv:{tag}:i", moved from node `from` to node `to`
+ * with its keys (the migration's steps, as redis-cli --cluster reshard
+ * takes them). */
+#define MV_KEYS 500
+static void move_slot(const char *tag, int from, int to)
+{
+    char *v = testsrv_cmd(&node[0], "CLUSTER KEYSLOT %s", tag);
+    assert_non_null(v);
+    int slot = atoi(v);
+    free(v);
+    v = testsrv_cmd(&node[to], "CLUSTER SETSLOT %d IMPORTING %s", slot, ids[from]);
+    expect_ok(to, v);
+    free(v);
+    v = testsrv_cmd(&node[from], "CLUSTER SETSLOT %d MIGRATING %s", slot, ids[to]);
+    expect_ok(from, v);
+    free(v);
+    struct timeval tv = {5, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[from].port, tv);
+    assert_true(ctx && !ctx->err);
+    for (int i = 0; i < MV_KEYS; i++) {
+        redisReply *r = redisCommand(ctx, "MIGRATE 127.0.0.1 %d mv:{%s}:%d 0 5000", node[to].port,
+                                     tag, i);
+        assert_true(r && r->type == REDIS_REPLY_STATUS); /* OK, or NOKEY */
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+    const int order[N] = {to, from, 3 - to - from};
+    for (int k = 0; k < N; k++) {
+        v = testsrv_cmd(&node[order[k]], "CLUSTER SETSLOT %d NODE %s", slot, ids[to]);
+        expect_ok(order[k], v);
+        free(v);
+    }
+    assert_int_equal(testcluster_owner(&cluster, tag), to);
+}
+
+/* Writes (set) or deletes the keys "mv:{tag}:i" on node i. */
+static void mv_keys(int i, const char *tag, int set)
+{
+    struct timeval tv = {5, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+    assert_true(ctx && !ctx->err);
+    for (int k = 0; k < MV_KEYS; k++) {
+        redisReply *r = set ? redisCommand(ctx, "SET mv:{%s}:%d 1000000000", tag, k)
+                            : redisCommand(ctx, "DEL mv:{%s}:%d", tag, k);
+        assert_true(r && r->type != REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+}
+
+/* The walk's key callback: moves the keys' slot away from the node being
+ * walked at the first key it is told of. */
+typedef struct mover {
+    const char *tag;
+    int told, moved;
+} mover;
+
+static void move_at_first(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    (void)k, (void)key, (void)keylen;
+    mover *mv = arg;
+    mv->told++;
+    if (!mv->moved) {
+        mv->moved = 1;
+        move_slot(mv->tag, 1, 2);
+    }
+}
+
+/* The first slot node i serves, by CLUSTER SLOTS. */
+static int first_slot_of(int i)
+{
+    struct timeval tv = {5, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+    assert_true(ctx && !ctx->err);
+    redisReply *r = redisCommand(ctx, "CLUSTER SLOTS");
+    assert_true(r && r->type == REDIS_REPLY_ARRAY);
+    long long first = -1;
+    for (size_t k = 0; k < r->elements; k++) {
+        const redisReply *e = r->element[k];
+        if (e->elements >= 3 && e->element[2]->elements >= 2 &&
+            e->element[2]->element[1]->integer == node[i].port &&
+            (first < 0 || e->element[0]->integer < first))
+            first = e->element[0]->integer;
+    }
+    freeReplyObject(r);
+    redisFree(ctx);
+    assert_true(first >= 0);
+    return (int)first;
+}
+
+/*
+ * A slot moved to another master while the walk of its master is under
+ * way (its keys read one batch at a time after each SCAN): the batches
+ * that meet MOVED are read where it says, and the walk goes on with
+ * SCAN on the master whose cursor it carries, to the cursor's end, then
+ * walks the next masters, each found by its address.  The keys (more
+ * than one SCAN's worth) live in node 1's first slot, moved to node 2 at
+ * the first key told: node 1 answers a second SCAN (the continuation of
+ * its cursor, which another node would have been asked), and every key
+ * is told (node 2, which then ranks before node 1 in slot order, is
+ * walked whole).  Both entry points.
+ */
+static void test_scan_slot_moved(void **state)
+{
+    (void)state;
+    /* The first slot of node 1 moves: in slot order node 2 then comes
+     * before node 1, so the walk must not find its master again by its
+     * rank among the masters. */
+    char tag[64];
+    unsigned want = (unsigned)first_slot_of(1);
+    int found = 0;
+    for (int k = 0; k < 1000000 && !found; k++) {
+        snprintf(tag, sizeof tag, "mvtag%d", k);
+        found = relock__cluster_slot(tag, strlen(tag)) == want;
+    }
+    assert_true(found);
+    relock_config *cfg = relock_config_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", node[0].port);
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    assert_int_equal(relock_config_set(cfg, "mode", "modern"), RELOCK_OK);
+    /* more than one SCAN's worth (COUNT 200) of keys on node 1 */
+    mv_keys(1, tag, 1);
+    both_client *b = NULL;
+    assert_int_equal(both_connect(entry, cfg, &b), RELOCK_OK);
+    relock_config_free(cfg);
+    long long scans1 = info_num(1, "commandstats", "cmdstat_scan:calls=");
+    mover mv = {tag, 0, 0};
+    relock_scan_result *res = NULL;
+    if (both_scan(b, "mv:*", move_at_first, &mv, &res) != RELOCK_OK)
+        fail_msg("%s scan: %s", both_entry_name(entry), both_error(b));
+    assert_int_equal(mv.moved, 1);
+    long long more = info_num(1, "commandstats", "cmdstat_scan:calls=") - scans1;
+    if (more < 2)
+        fail_msg("%s: node 1 answered %lld SCAN (its walk was not finished there); %d keys "
+                 "told",
+                 both_entry_name(entry), more, mv.told);
+    assert_true(relock_scan_result_complete(res));
+    /* every key told once at least (the moved ones again on node 2) */
+    assert_true(mv.told >= MV_KEYS);
+    relock_scan_result_free(res);
+    both_free(b);
+    /* the slot goes home empty for the next test */
+    mv_keys(2, tag, 0);
+    move_slot(tag, 2, 1);
+}
+
 static void scan_cli(const char *legacy);
 
 /* A scan walks every master, whichever node it is given (the map on or
@@ -1458,6 +1605,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_notice_across_nodes),
         cmocka_unit_test(test_map_off),
         cmocka_unit_test(test_scan_every_master),
+        cmocka_unit_test(test_scan_slot_moved),
         cmocka_unit_test(test_modern_everywhere),
         cmocka_unit_test(test_bridge_everywhere),
         cmocka_unit_test(test_slot_migration),

@@ -563,6 +563,60 @@ static void test_old_servers_same_counts(void **state)
     }
 }
 
+/*
+ * Faults in the middle of a walk, through the fault proxy: the connection
+ * closed instead of a reply, a command answered -LOADING, then the setup
+ * of the next connection answered -LOADING.  Each walk fails with the
+ * fault's error (no hang, a partial result), and the client walks whole
+ * afterwards: a refused or failed reconnect makes it unusable for neither
+ * entry point.
+ */
+static void test_faults_mid_walk(void **state)
+{
+    (void)state;
+    cmd("FLUSHALL");
+    cmd("EVAL %s 0", "for i = 1, 2000 do redis.call('SET', 'app:f' .. i, '1000000000') end "
+                     "return 1");
+    testsrv px;
+    assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", NULL), 0);
+    both_client *c = client(px.port, "modern", 7 * DAY_MS);
+    scan_view r;
+    scan_ok(c, NULL, &r); /* connected and probed */
+    assert_int_equal(r.stale, 2000);
+    static const struct {
+        const char *at, *kind, *what;
+    } faults[] = {
+        {"40", "close-before", "the reply to a read lost"},
+        {"40", "error", "a read answered -LOADING"},
+        {"1", "error", "the next connection's first command answered -LOADING"},
+    };
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        if (i == 2) { /* the connection is closed first (by the proxy) */
+            free(testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", "1",
+                             "close-before"));
+            assert_int_not_equal(scan_view_run(c, NULL, &r), RELOCK_OK);
+        }
+        char *v = testsrv_cmd(&px, "RELOCK-PROXY FAULT at-reply %s at-kind %s", faults[i].at,
+                              faults[i].kind);
+        assert_non_null(v);
+        assert_string_equal(v, "OK");
+        free(v);
+        relock_status st = scan_view_run(c, NULL, &r);
+        print_message("%s: %s: %s\n", faults[i].what, relock_status_name(st),
+                      st == RELOCK_OK ? "" : both_error(c));
+        if (st == RELOCK_OK || r.complete)
+            fail_msg("%s: %s, complete %d", faults[i].what, relock_status_name(st), r.complete);
+        if (i > 0 && !strstr(both_error(c), "LOADING"))
+            fail_msg("%s: %s", faults[i].what, both_error(c));
+        free(testsrv_cmd(&px, "RELOCK-PROXY FAULT off"));
+        scan_ok(c, NULL, &r);
+        assert_int_equal(r.stale, 2000);
+        assert_int_equal(r.complete, 1);
+    }
+    both_free(c);
+    testsrv_stop(&px);
+}
+
 /* Without SCAN, a database of more than 10000 keys is not walked with KEYS. */
 static void test_keys_fallback_refused_on_big_db(void **state)
 {
@@ -802,6 +856,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_old_servers_same_counts),
         cmocka_unit_test(test_keys_fallback_refused_on_big_db),
+        cmocka_unit_test(test_faults_mid_walk),
     };
     const struct CMUnitTest alone[] = {cmocka_unit_test(test_cli)};
     return both_run(entry, shared, sizeof shared / sizeof shared[0], alone,

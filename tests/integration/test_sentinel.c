@@ -141,6 +141,36 @@ static void names_master(both_client *c, const testsrv *at)
     free(r);
 }
 
+/* A scan's keys: whether one ends with name. */
+typedef struct scan_find {
+    const char *name;
+    int found;
+} scan_find;
+
+static void scan_key(void *arg, relock_key_class k, const char *key, size_t keylen)
+{
+    (void)k;
+    scan_find *f = arg;
+    size_t n = strlen(f->name);
+    if (keylen >= n && memcmp(key + keylen - n, f->name, n) == 0)
+        f->found = 1;
+}
+
+/* A scan through c (relock_scan_keys() or relock_async_scan()) ends
+ * complete and tells of a key ending with name: the walk ran on the
+ * master in use. */
+static void scan_finds(both_client *c, const char *name)
+{
+    scan_find f = {name, 0};
+    relock_scan_result *r = NULL;
+    relock_status st = both_scan(c, NULL, scan_key, &f, &r);
+    int complete = r && relock_scan_result_complete(r);
+    relock_scan_result_free(r);
+    if (st != RELOCK_OK || !complete || !f.found)
+        fail_msg("scan for %s: %s (complete %d, found %d): %s", name, relock_status_name(st),
+                 complete, f.found, st != RELOCK_OK ? both_error(c) : "");
+}
+
 /* Runs an asynchronous operation of c's loop to its end (bounded by ms). */
 static outcome *await_op(both_client *c, outcome *o, long ms)
 {
@@ -329,6 +359,9 @@ static void test_failover(void **state)
     assert_int_equal(exists_on(&replica, "s3"), 1);
     release_ok(a, l3);
     names_master(a, &replica);
+    /* The audit walks the master in use, where the lock held across the
+     * failover is. */
+    scan_finds(a, "held");
     if (entry == BOTH_BLOCKING)
         assert_int_equal(server_port(a), replica.port);
     lock_unlock(a, "s3", &replica);

@@ -17,7 +17,8 @@
  * libevent, it_cluster_async_libuv on libuv.  The blocking client alone
  * has the counts of its redirections and connections and inspect, and
  * its scan tells the node of each key; the asynchronous one alone runs
- * many operations in flight over every node.
+ * many operations in flight over every node, and a scan beside acquires
+ * and releases without the slot map.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -762,6 +763,146 @@ static void test_map_off(void **state)
     released(c, acquired(c, names[N - 1], 30000));
     assert_int_equal(moved_total(), moved0);
     both_free(c);
+}
+
+/* The asynchronous entry's own: acquires and releases one after another,
+ * on a name of each master in turn, until told to stop. */
+typedef struct hopper {
+    relock_async *a;
+    const char (*names)[64];
+    int stop, running;
+    long cycles, failed;
+    char msg[512];
+} hopper;
+
+static void hop_acquired(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg);
+
+static void hop_released(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    hopper *h = arg;
+    if (st != RELOCK_OK) {
+        h->failed++;
+        snprintf(h->msg, sizeof h->msg, "release: %s", e->message);
+    }
+    relock_lock_free(l);
+    h->cycles++;
+    if (h->stop || relock_async_try_acquire(a, h->names[h->cycles % N], 10000, hop_acquired, h,
+                                            NULL) != RELOCK_OK)
+        h->running = 0;
+}
+
+static void hop_acquired(relock_async *a, relock_status st, relock_lock *l,
+                         const relock_error *e, void *arg)
+{
+    (void)a;
+    hopper *h = arg;
+    if (st != RELOCK_OK || relock_async_release(l, hop_released, h) != RELOCK_OK) {
+        h->failed++;
+        snprintf(h->msg, sizeof h->msg, "acquire: %s", e->message);
+        h->running = 0;
+    }
+}
+
+/* A scan's end through relock_async_scan(). */
+typedef struct scan_out {
+    long calls;
+    relock_status st;
+    int complete, masters;
+    long long examined;
+    char msg[512];
+} scan_out;
+
+static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
+                     const relock_error *e, void *arg)
+{
+    (void)a;
+    scan_out *o = arg;
+    o->calls++;
+    o->st = st;
+    o->complete = r && relock_scan_result_complete(r);
+    o->masters = r ? relock_scan_result_cluster_masters(r) : -1;
+    o->examined = r ? relock_scan_result_count(r, RELOCK_SCAN_EXAMINED) : -1;
+    snprintf(o->msg, sizeof o->msg, "%s", e->message);
+    relock_scan_result_free(r);
+}
+
+/* Writes (set) or deletes 300 keys "aso:{tag}:k" on node i. */
+static void aso_keys(int i, const char *tag, int set)
+{
+    struct timeval tv = {5, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
+    assert_true(ctx && !ctx->err);
+    for (int k = 0; k < 300; k++) {
+        redisReply *r = set ? redisCommand(ctx, "SET aso:{%s}:%d 1000000000", tag, k)
+                            : redisCommand(ctx, "DEL aso:{%s}:%d", tag, k);
+        assert_true(r && r->type != REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+}
+
+/*
+ * cluster.slot_map = false, the asynchronous entry's own (several
+ * operations in flight): a scan walks every master (a connection to each
+ * as it comes to it) while the same client's acquires and releases go to
+ * each master in turn, the one connection moving at every MOVED and the
+ * connections left behind closing as soon as nothing uses them: the walk
+ * is exact and complete, no operation fails, and afterwards the client
+ * has one connection, to the node of the last MOVED.
+ */
+static void test_map_off_scan(void **state)
+{
+    (void)state;
+    char names[N][64], tags[N][64];
+    for (int i = 0; i < N; i++) {
+        testcluster_name_on(&cluster, i, "aoffs", names[i], sizeof names[i]);
+        testcluster_name_on(&cluster, i, "aofft", tags[i], sizeof tags[i]);
+        aso_keys(i, tags[i], 1);
+    }
+    long long open0[N];
+    for (int i = 0; i < N; i++)
+        open0[i] = clients_on(i);
+    const char *const off[] = {"cluster.slot_map", "false", NULL};
+    both_client *c = client_cfg(entry, config_with("modern", "true", off));
+    relock_async *a = both_async(c);
+    assert_non_null(a);
+    hopper h = {a, (const char (*)[64])names, 0, 1, 0, 0, ""};
+    assert_int_equal(relock_async_try_acquire(a, names[0], 10000, hop_acquired, &h, NULL),
+                     RELOCK_OK);
+    scan_out so = {0};
+    assert_int_equal(relock_async_scan(a, "aso:*", NULL, NULL, scan_end, &so), RELOCK_OK);
+    uint64_t end = tu_now_ms() + 30000;
+    while (tu_now_ms() < end && !so.calls)
+        both_turn(c);
+    h.stop = 1;
+    while (tu_now_ms() < end && h.running)
+        both_turn(c);
+    if (so.st != RELOCK_OK || !so.complete || so.masters != N || so.examined != N * 300)
+        fail_msg("scan: %s (complete %d, %d masters, %lld keys): %s", relock_status_name(so.st),
+                 so.complete, so.masters, so.examined, so.msg);
+    print_message("%ld acquire-release cycles during the scan\n", h.cycles);
+    if (h.failed)
+        fail_msg("%ld cycles failed: %s", h.failed, h.msg);
+    assert_false(h.running);
+    /* one connection left, to the node of the last MOVED (the servers see
+     * the others close within 5 s) */
+    long long extra = 0;
+    uint64_t until = tu_now_ms() + 5000;
+    for (;;) {
+        extra = 0;
+        for (int i = 0; i < N; i++)
+            extra += clients_on(i) - open0[i];
+        if (extra == 1 || tu_now_ms() > until)
+            break;
+        both_idle(c, 50);
+    }
+    if (extra != 1)
+        fail_msg("%lld connections of the client (expected 1)", extra);
+    both_free(c);
+    for (int i = 0; i < N; i++)
+        aso_keys(i, tags[i], 0);
 }
 
 /* ------------------------------------------------------------ slot migration */
@@ -1623,6 +1764,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_failover),
     };
     const struct CMUnitTest async[] = {
+        cmocka_unit_test(test_map_off_scan),
         cmocka_unit_test(test_failover),
     };
     return both_run_each(entry, shared, sizeof shared / sizeof *shared, blocking,

@@ -385,6 +385,20 @@ def run_scenario(a, sc, seconds, node_mods):
         p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append([p, argv, env, slot])
 
+    def reseeded(argv):
+        """argv with a new seed after the word before it ("--seed", or the
+        peers' seed argument: the one after the die probability).  A worker
+        casts its dice from its seed alone, so one restarted with the seed
+        it died with dies again in its first section, every time: a worker
+        whose first die came up dead would never hold the lock again."""
+        out = list(argv)
+        for i in range(len(out) - 1):
+            if out[i] == "--seed" or (out[i] == die and i + 1 < len(out) and
+                                      out[i + 1].isdigit() and not out[i - 1].startswith("--")):
+                out[i + 1] = str(rng.getrandbits(31))
+                break
+        return out
+
     me = [sys.executable, os.path.abspath(__file__)]
     # The modern control: sections held longer and one peer client, so
     # that the peer meets relock's tokens while relock holds them.
@@ -447,6 +461,7 @@ def run_scenario(a, sc, seconds, node_mods):
             if rc is None:
                 continue
             if rc == -signal.SIGKILL or rc == 0 and now < until - 500:
+                entry[1] = argv = reseeded(argv)
                 entry[0] = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.PIPE)
             elif rc not in (0, -signal.SIGKILL):

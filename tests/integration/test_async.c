@@ -578,6 +578,23 @@ static void scan_cb(relock_async *a, relock_status st, relock_scan_result *r,
         relock_async_free(a);
 }
 
+/* Sets (to a stale legacy timestamp) or deletes the keys prefix1..prefixn,
+ * pipelined: servers before 2.6 have no EVAL. */
+static void many_keys(redisContext *r, const char *prefix, int n, int set)
+{
+    for (int i = 1; i <= n; i++)
+        if (set)
+            redisAppendCommand(r, "SET %s%d 1000000000", prefix, i);
+        else
+            redisAppendCommand(r, "DEL %s%d", prefix, i);
+    for (int i = 1; i <= n; i++) {
+        redisReply *rep = NULL;
+        assert_int_equal(redisGetReply(r, (void **)&rep), REDIS_OK);
+        assert_true(rep->type != REDIS_REPLY_ERROR);
+        freeReplyObject(rep);
+    }
+}
+
 /*
  * A scan walking many keys (several runs of its machine) while other
  * callbacks act on its client: an acquire's callback frees the client
@@ -590,9 +607,7 @@ static void test_scan_reentry(void **state)
 {
     (void)state;
     redisContext *r = raw();
-    freeReplyObject(redisCommand(r, "EVAL %s 0",
-                                 "for i = 1, 3000 do redis.call('SET', 'sre:' .. i, "
-                                 "'1000000000') end return 1"));
+    many_keys(r, "sre:", 3000, 1);
     for (int round = 0; round < 3; round++) {
         relock_async_loop lp;
         loop_init(&lp);
@@ -642,8 +657,7 @@ static void test_scan_reentry(void **state)
         run_for(50);
         loop_fini();
     }
-    freeReplyObject(redisCommand(r, "EVAL %s 0",
-                                 "for i = 1, 3000 do redis.call('DEL', 'sre:' .. i) end return 1"));
+    many_keys(r, "sre:", 3000, 0);
     redisFree(r);
 }
 
@@ -700,9 +714,7 @@ static void test_scan_beside_transactions(void **state)
     if (testsrv_target_version() != NULL)
         return; /* the proxy in front of the server of the day only */
     redisContext *r = raw();
-    freeReplyObject(redisCommand(r, "EVAL %s 0",
-                                 "for i = 1, 1500 do redis.call('SET', 'stx:k' .. i, "
-                                 "'1000000000') end return 1"));
+    many_keys(r, "stx:k", 1500, 1);
     testsrv px;
     static const char *const nolua[] = {"--no-lua", NULL};
     assert_int_equal(testsrv_start_proxy(&px, srv.port, "7", nolua), 0);
@@ -749,8 +761,7 @@ static void test_scan_beside_transactions(void **state)
     run_for(50);
     loop_fini();
     testsrv_stop(&px);
-    freeReplyObject(redisCommand(r, "EVAL %s 0",
-                                 "for i = 1, 1500 do redis.call('DEL', 'stx:k' .. i) end return 1"));
+    many_keys(r, "stx:k", 1500, 0);
     redisFree(r);
 }
 

@@ -701,7 +701,7 @@ static relock_status walk_scan(relock_client *c, const char *match, walk *w)
         size_t lens[6];
         for (int i = 0; i < 6; i++)
             lens[i] = strlen(argv[i]);
-        redisReply *r = relock__command(c, NULL, 6, argv, lens);
+        redisReply *r = relock__conn_command(c, NULL, 6, argv, lens);
         if (!r)
             return c->err.pub.status;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -772,7 +772,7 @@ static relock_status read_watch(relock_client *c, relock_scan_result *out)
 {
     const char *argv[] = {"GET", out->watch_key};
     size_t lens[] = {3, strlen(out->watch_key)};
-    redisReply *r = relock__command(c, NULL, 2, argv, lens);
+    redisReply *r = relock__conn_command(c, NULL, 2, argv, lens);
     if (!r)
         return c->err.pub.status;
     relock_status st = RELOCK_OK;
@@ -796,7 +796,7 @@ static relock_status read_marker(relock_client *c, relock_scan_result *out)
 {
     const char *argv[] = {"GET", out->marker_key};
     size_t lens[] = {3, strlen(out->marker_key)};
-    redisReply *r = relock__command(c, NULL, 2, argv, lens);
+    redisReply *r = relock__conn_command(c, NULL, 2, argv, lens);
     if (!r)
         return c->err.pub.status;
     relock_status st = RELOCK_OK;

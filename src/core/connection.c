@@ -660,7 +660,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             a->probed = 1;
             relock_client *c = a->c;
             relock__err_clear(&c->err);
-            st = relock__select_mode(c);
+            st = a->select_mode(c);
             if (st == RELOCK_OK)
                 st = relock__durable_check(c);
             a->kit = c->algo ? c->algo->machines : NULL;
@@ -680,7 +680,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             relock__a_queue_flush(cn);
             return;
         }
-    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM &&
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !a->percall &&
                !relock__a_transient_reply(a->c->err.server)) {
         /* the server refuses us (login, ACL) or cannot be used */
         a->fatal = st;
@@ -761,9 +761,11 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         /* the replies to AUTH and SELECT */
         relock__err_clear(&c->err);
         if (in->fault) {
+            /* (a connect that failed says so itself, as without a login) */
+            const char *t = in->fault_text ? in->fault_text : "no reply";
             relock__a_setup_done(
-                cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
-                                 "login: %s", in->fault_text ? in->fault_text : "no reply"));
+                cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO, "%s%s",
+                                 strncmp(t, "connect to ", 11) == 0 ? "" : "login: ", t));
             return;
         }
         for (int i = 0; i < in->nreply; i++) {

@@ -353,6 +353,8 @@ struct relock_async {
      * by relock_async_new()): through a pointer, since the blocking runs
      * the choice names run over this core (pollloop.c). */
     relock_status (*select_mode)(relock_client *c);
+    /* the caller flushes the queue itself at once (pollloop.c): no kick */
+    int direct;
     /* a blocking one-server client's: a setup the server refuses fails the
      * call that waits for it, not the client (the next call tries again) */
     int percall;
@@ -431,6 +433,7 @@ static inline void timer_stop(relock_async *a, void **t)
 
 /* connection.c */
 const char *relock__a_sock_error(const redisAsyncContext *ac);
+void relock__a_take_install(redisAsyncContext *ac);
 void relock__a_enter(relock_async *a);
 void relock__a_leave(relock_async *a);
 void relock__a_rq_clear(areq *rq);

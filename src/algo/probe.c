@@ -196,6 +196,7 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
         int major, minor, patch;
         if (r->type == REDIS_REPLY_STRING && parse_info(r->str, &major, &minor, &patch) == 0) {
             set_version(&c->conn, major, minor, patch);
+            c->conn.cluster = strstr(r->str, "cluster_enabled:1") != NULL;
             return natives(m, c, out);
         }
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0)

@@ -35,6 +35,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     *out = a;
     a->c = c;
     memcpy(&a->loop, loop, loop->size < sizeof a->loop ? loop->size : sizeof a->loop);
+    a->select_mode = relock__select_mode;
     a->loop.size = sizeof a->loop;
     relock__err_clear(&c->err);
     c->s = cfg->s;

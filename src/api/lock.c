@@ -212,7 +212,7 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
         return st;
     uint64_t was_valid = l->valid_until;
     long long was_ttl = l->ttl_ms;
-    relock__durable_mark(c, &l->wmark);
+    relock__durable_mark(l);
     st = foreign(l, c->algo->extend(l, ttl_ms));
     if (st == RELOCK_OK && relock__durable_on(c)) {
         st = relock__durable_wait(l, "extend");

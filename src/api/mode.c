@@ -26,7 +26,7 @@ relock_status relock_client_paths(relock_client *c, relock_paths **out)
                                       : "no mode selected");
     /* The capabilities of the server connected now: after a failover it
      * may be another one than at connect. */
-    relock_status st = relock__conn_ensure(c);
+    relock_status st = relock__drive_ready(c, NULL);
     if (st != RELOCK_OK)
         return st;
     relock_paths *p = calloc(1, sizeof *p);

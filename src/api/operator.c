@@ -99,7 +99,7 @@ static relock_status break_fenced(relock_client *c, const char *name, const char
     relock__notify_channel(&tmp, chan, sizeof chan);
 
     /* The machine chooses its way by the server's capabilities. */
-    st = relock__conn_ensure(c);
+    st = relock__drive_ready(c, lkey);
     if (st != RELOCK_OK)
         return st;
     relock__break_m m;
@@ -172,7 +172,7 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
         return st;
     /* Connected now: the machine asks for PTTL or TTL by the server's
      * capabilities. */
-    st = relock__conn_ready(c);
+    st = relock__drive_ready(c, key);
     if (st != RELOCK_OK)
         return st;
     relock_lock tmp;
@@ -206,7 +206,7 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     relock__err_clear(&c->err);
     if (!out)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "server info: nowhere to put the result");
-    relock_status st = relock__conn_ensure(c);
+    relock_status st = relock__drive_ready(c, NULL);
     if (st != RELOCK_OK)
         return st;
     const char *host = c->conn.srv->host;

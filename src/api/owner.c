@@ -118,7 +118,7 @@ static void owner_note(relock_lock *l, const char *value, int held)
         return;
     relock__err saved = c->err;
     /* The server's capabilities choose the way: connected first. */
-    if (relock__conn_ready(c) != RELOCK_OK) {
+    if (relock__drive_ready(c, l->key) != RELOCK_OK) {
         relock__err_copy(&c->err, &saved);
         return;
     }

@@ -21,6 +21,7 @@ typedef struct relock__conn {
     char version[32];
     int major, minor, patch;
     unsigned caps;
+    int cluster; /* INFO said cluster_enabled:1 (a Redis Cluster node) */
     /* legacy.clock = "server": the server's clock as an offset from our
      * monotonic clock (lease.h). */
     relock__clock_est clock;
@@ -38,8 +39,10 @@ struct relock__machines;
 
 /* The connection a write went out on, for relock__durable_wait(). */
 typedef struct relock__wmark {
-    redisContext *ctx;
+    redisContext *ctx; /* the blocking driver's connection (drive.c) */
     unsigned long connects;
+    const void *cn; /* or the operation core's (pollloop.c), in its generation */
+    unsigned gen;
 } relock__wmark;
 
 struct relock_client {
@@ -59,6 +62,12 @@ struct relock_client {
     /* quorum: the blocking calls' poll loop over the operation core
      * (src/core/pollloop.c), or NULL; installed by relock_connect() */
     struct relock__qpoll *q;
+    /* one server: the blocking calls' poll loop over the operation core
+     * (pollloop.c, relock__poll_single()), or NULL until the first use */
+    struct relock__qpoll *p;
+    /* The server is a Redis Cluster node: the blocking calls run on the
+     * client's own connection (conn.c) instead (relock__poll_single()). */
+    int own_conn;
     /* Courtesy after releasing a lock others wait for (lock.c). */
     uint64_t yield_key; /* hash of that lock's key */
     uint64_t yield_until; /* monotonic ms */

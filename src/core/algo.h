@@ -42,7 +42,7 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms);
 /* Before an operation whose write is to be waited for: makes the
  * connection ready (an idle one replaced now, not between the write and
  * the WAIT) and marks it. */
-void relock__durable_mark(relock_client *c, relock__wmark *m);
+void relock__durable_mark(relock_lock *l);
 /*
  * After l's write of op ("acquire", "extend") succeeded: WAIT (or
  * WAITAOF) on the connection marked in l->wmark, so that the count covers

@@ -15,6 +15,7 @@
 #include <sys/time.h>
 
 #include "routing.h"
+#include "pollloop.h"
 
 relock_status relock__conn_ensure(relock_client *c)
 {
@@ -262,6 +263,14 @@ int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_
 
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen)
+{
+    if (relock__poll_single(c))
+        return relock__poll_command(c, sent, argc, argv, argvlen);
+    return relock__conn_command(c, sent, argc, argv, argvlen);
+}
+
+redisReply *relock__conn_command(relock_client *c, int *sent, int argc, const char **argv,
+                                 const size_t *argvlen)
 {
     if (sent)
         *sent = 0;

@@ -8,6 +8,19 @@
 
 #include "routing.h"
 
+relock_status relock__connect_failed(relock_client *c, const relock__err *why,
+                                    const relock__server *srv)
+{
+    relock__err e;
+    relock__err_copy(&e, why);
+    relock__err_clear(&c->err);
+    if (e.pub.status == RELOCK_OK)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "connect to " RELOCK__ADDR_FMT ": failed",
+                            RELOCK__ADDR(srv));
+    return relock__err_set(&c->err, e.pub.status, __FILE__, __LINE__,
+                           e.server[0] ? e.server : NULL, "%s", e.msg);
+}
+
 relock_status relock__conn_open(relock_client *c, const relock__server *srv)
 {
     relock__conn_close(&c->conn);

@@ -6,6 +6,8 @@
  * connection with everything in flight on it.
  */
 
+#include <pthread.h>
+
 #include "core.h"
 
 static void really_free(relock_async *a);
@@ -70,6 +72,56 @@ static redisReply *reply_copy(const redisReply *r, int depth)
         }
     }
     return c;
+}
+
+/* Replies taken from hiredis rather than copied: hiredis frees a reply
+ * through its reader's freeObject right after the callback that got it,
+ * and a connection of the core has a reader whose freeObject leaves alone
+ * a reply a callback took (this thread's, noted in `taken` until that
+ * free; a few, should a callback read another connection meanwhile). */
+#define TAKEN_MAX 8
+static _Thread_local void *taken[TAKEN_MAX];
+static redisReplyObjectFunctions take_fns;
+static pthread_once_t take_once = PTHREAD_ONCE_INIT;
+
+static void take_free(void *r)
+{
+    for (int i = 0; r && i < TAKEN_MAX; i++)
+        if (taken[i] == r) {
+            taken[i] = NULL;
+            return;
+        }
+    freeReplyObject(r);
+}
+
+static const redisReplyObjectFunctions *take_base;
+
+static void take_init(void)
+{
+    take_fns = *take_base;
+    take_fns.freeObject = take_free;
+}
+
+/* Installs take_free on ac's reader (hiredis's own functions otherwise). */
+void relock__a_take_install(redisAsyncContext *ac)
+{
+    if (!ac->c.reader || !ac->c.reader->fn)
+        return;
+    take_base = ac->c.reader->fn;
+    pthread_once(&take_once, take_init);
+    ac->c.reader->fn = &take_fns;
+}
+
+/* The reply hiredis passes a callback, kept: hiredis will not free it
+ * (or a copy, in the unlikely case that TAKEN_MAX are noted already). */
+static redisReply *reply_take(void *r)
+{
+    for (int i = 0; i < TAKEN_MAX; i++)
+        if (!taken[i]) {
+            taken[i] = r;
+            return r;
+        }
+    return reply_copy(r, 0);
 }
 
 /* Frees a request's commands and the replies it holds. */
@@ -196,7 +248,7 @@ void relock__a_conn_wants(aconn *cn, aop *op)
     queue_push(cn, op);
     if (cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
-    else if (cn->cstate == C_READY && !cn->kick_timer)
+    else if (cn->cstate == C_READY && !cn->kick_timer && !cn->a->direct)
         cn->kick_timer = timer_start(cn->a, 0, relock__a_kick_fire, cn);
 }
 
@@ -292,7 +344,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
     } else if (!op || rq != &op->rq) {
         /* a quorum's request: owed (dropped) or read by its fan machine */
         if (op && rq->nrep < rq->cap)
-            rq->rep[rq->nrep++] = reply_copy(r, 0);
+            rq->rep[rq->nrep++] = reply_take(r);
         if (--rq->outstanding == 0) {
             fifo_remove(cn, rq);
             if (op) {
@@ -305,7 +357,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
     } else if (op->state == S_SENT) {
         /* with ask, the first reply is ASKING's, and goes */
         if (!(rq->ask && rq->got == 0)) {
-            rq->rep[rq->nrep] = reply_copy(r, 0);
+            rq->rep[rq->nrep] = reply_take(r);
             rq->nrep++;
         }
         rq->got++;
@@ -632,6 +684,7 @@ void relock__a_conn_connect(aconn *cn)
     }
     ac->data = cn;
     cn->ac = ac;
+    relock__a_take_install(ac);
     cn->appended = 0;
     a->c->connects++;
     cn->clock.known = 0; /* legacy.clock = "server": measured again */
@@ -694,7 +747,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             a->probed = 1;
             relock_client *c = a->c;
             relock__err_clear(&c->err);
-            st = relock__select_mode(c);
+            st = a->select_mode(c);
             if (st == RELOCK_OK)
                 st = relock__durable_check(c);
             a->kit = c->algo ? c->algo->machines : NULL;
@@ -715,7 +768,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             relock__a_queue_flush(cn);
             return;
         }
-    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM &&
+    } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !a->percall &&
                !relock__a_transient_reply(a->c->err.server)) {
         /* the server refuses us (login, ACL) or cannot be used */
         a->fatal = st;
@@ -796,9 +849,11 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         /* the replies to AUTH and SELECT */
         relock__err_clear(&c->err);
         if (in->fault) {
+            /* (a connect that failed says so itself, as without a login) */
+            const char *t = in->fault_text ? in->fault_text : "no reply";
             relock__a_setup_done(
-                cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO,
-                                 "login: %s", in->fault_text ? in->fault_text : "no reply"));
+                cn, RELOCK__FAIL(&c->err, in->fault_status ? in->fault_status : RELOCK_EIO, "%s%s",
+                                 strncmp(t, "connect to ", 11) == 0 ? "" : "login: ", t));
             return;
         }
         for (int i = 0; i < in->nreply; i++) {

@@ -1,6 +1,8 @@
 /*
  * The event-driven operation core: the asynchronous client's driver of
- * the lock engine's step machines, on hiredis's asynchronous context.
+ * the lock engine's step machines, on hiredis's asynchronous context, and
+ * under the blocking calls (one server, a quorum) as a private poll loop
+ * (pollloop.c: an inner client per blocking client, K_RUN operations).
  * This private header holds the types its files share and the functions
  * they call across; relock_async.h is its public face (src/api/async.c).
  *
@@ -356,6 +358,15 @@ struct relock_async {
     int max_owed;
     /* c is the blocking client's, which owns it (pollloop.c): not freed here */
     int borrowed;
+    /* The mode's choice after the first probe (relock__select_mode, set
+     * by relock_async_new()): through a pointer, since the blocking runs
+     * the choice names run over this core (pollloop.c). */
+    relock_status (*select_mode)(relock_client *c);
+    /* the caller flushes the queue itself at once (pollloop.c): no kick */
+    int direct;
+    /* a blocking one-server client's: a setup the server refuses fails the
+     * call that waits for it, not the client (the next call tries again) */
+    int percall;
     /* freeing */
     int depth;
     int freeing;
@@ -431,6 +442,7 @@ static inline void timer_stop(relock_async *a, void **t)
 
 /* connection.c */
 const char *relock__a_sock_error(const redisAsyncContext *ac);
+void relock__a_take_install(redisAsyncContext *ac);
 void relock__a_enter(relock_async *a);
 void relock__a_leave(relock_async *a);
 void relock__a_rq_clear(areq *rq);
@@ -493,6 +505,8 @@ void relock__a_op_enqueue(aop *op);
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
 relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, void *m,
                             relock_async_fn cb, void *arg);
+relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_fn fn, void *m,
+                                 const relock__wmark *wm, relock_async_fn cb, void *arg);
 
 /* fanout.c */
 void relock__a_fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);

@@ -1,6 +1,8 @@
 /*
- * The blocking driver: runs a step machine on the client's one connection
- * until it ends.  Each batch goes through conn.c, which is where routing,
+ * The blocking driver on the client's own connection (c->conn): runs a
+ * step machine until it ends, for a client through Sentinel, on a Redis
+ * Cluster node or with the slot map off (one server otherwise runs over
+ * the operation core: relock__drive() hands it to pollloop.c).  Each batch goes through conn.c, which is where routing,
  * Cluster redirections, Sentinel's READONLY, the stale-connection check
  * and command_timeout_ms live; a batch that fails part way is fed back as
  * a fault: UNSENT when the commands never left (the connect failed, the
@@ -22,6 +24,7 @@
 #include "drive.h"
 #include "engine/engine.h"
 #include "routing.h"
+#include "pollloop.h"
 
 static void free_replies(redisReply **rep, int n)
 {
@@ -251,5 +254,21 @@ static relock_status drive_loop(relock_lock *l, relock__step_fn fn, void *m, int
 
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
+    /* One server: over the operation core (pollloop.c).  Sentinel and a
+     * Cluster without the slot map keep this driver for now. */
+    if (relock__poll_single(l->c))
+        return relock__poll_drive(l, fn, m);
     return drive_loop(l, fn, m, 0);
+}
+
+relock_status relock__drive_conn(relock_lock *l, relock__step_fn fn, void *m)
+{
+    return drive_loop(l, fn, m, 0);
+}
+
+relock_status relock__drive_ready(relock_client *c, const char *key)
+{
+    if (relock__poll_single(c))
+        return relock__poll_ready(c, key);
+    return relock__conn_ready(c);
 }

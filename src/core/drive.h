@@ -1,5 +1,5 @@
 /*
- * The blocking drivers (src/core/drive.c, src/core/pollloop.c): they run a
+ * The blocking drivers (src/core/pollloop.c, src/core/drive.c): they run a
  * step machine (engine/engine.h) or a fan machine (engine/fan.h) on the
  * client's connections until it is done.  The machines' blocking runs
  * (run.c, run_ts.c) and the public calls that run a machine themselves
@@ -12,14 +12,23 @@
 
 /*
  * The blocking driver: runs machine m (its head zeroed but for its inputs)
- * with step function fn on l's client's connection until it is done, and
- * returns its status (errors on l->c->err).  Each batch goes out through
+ * with step function fn until it is done, and returns its status (errors
+ * on l->c->err).  One server: an operation of the operation core on a
+ * poll loop (pollloop.c, relock__poll_drive()).  Otherwise (Sentinel, a
+ * Cluster node, the slot map off) on the client's own connection (drive.c,
+ * as relock__drive_conn()): each batch goes out through
  * conn.c as every command did before the engine: routing, Cluster
  * redirections, Sentinel's READONLY, stale connections, command_timeout_ms.
  * A batch with in_txn starts a transaction (relock__txn_begin) unless one
  * is open; a batch without it ends the open one after its replies.
  */
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
+/* The blocking driver on the client's own connection (c->conn), whatever
+ * the client: the probe of that connection (relock__probe). */
+relock_status relock__drive_conn(relock_lock *l, relock__step_fn fn, void *m);
+/* The connection key's machine will run on, connected and probed now
+ * (its facts on c->conn); key NULL: the client's server. */
+relock_status relock__drive_ready(relock_client *c, const char *key);
 
 /*
  * The blocking quorum calls: runs fan machine m (initialised) over the

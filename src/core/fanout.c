@@ -261,6 +261,7 @@ static int fan_connect(aconn *cn)
     }
     ac->data = cn;
     cn->ac = ac;
+    relock__a_take_install(ac);
     cn->appended = 0;
     cn->connected = 0;
     cn->cstate = C_READY; /* commands wait in hiredis's buffer until it is up */

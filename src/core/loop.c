@@ -17,11 +17,17 @@
  * relock_async_socket_action() runs on a socket, its memory stays until
  * that call ends, even when hiredis lets go of the context meanwhile.
  *
- * Writes go through relock__write_nopipe() (nopipe.c): a write to a
- * connection the server closed fails with EPIPE instead of raising
- * SIGPIPE in the program.
+ * Writes: relock sends a connected context's output itself with
+ * send(MSG_NOSIGNAL) (send_own); what it cannot send (a connect under
+ * way, a failed send) goes to hiredis's own write() through
+ * relock__write_nopipe() (nopipe.c): a write to a connection the server
+ * closed fails with EPIPE instead of raising SIGPIPE in the program.
  */
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+
+#include <hiredis/sds.h>
 
 #include "loop.h"
 
@@ -125,6 +131,33 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
     return 0;
 }
 
+/* Writes a connected context's output with send(MSG_NOSIGNAL), as
+ * hiredis's redisBufferWrite() would with write(): no SIGPIPE can come of
+ * it, so the signal mask is not touched for a write that goes out (four
+ * system calls fewer per batch).  0 when the output is written, or when
+ * the socket takes no more for now; -1 when the send failed otherwise or
+ * was not tried (not connected yet): hiredis's own write then meets the
+ * failure and ends the connection, with SIGPIPE blocked. */
+static int send_own(redisAsyncContext *ac)
+{
+    redisContext *c = &ac->c;
+    if (c->err || !(c->flags & REDIS_CONNECTED))
+        return -1;
+    size_t len = sdslen(c->obuf);
+    if (len == 0)
+        return 0;
+    ssize_t n = send(c->fd, c->obuf, len, MSG_NOSIGNAL);
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    if ((size_t)n == len) {
+        sdsfree(c->obuf);
+        c->obuf = sdsempty();
+    } else if (n > 0) {
+        sdsrange(c->obuf, (int)n, -1);
+    }
+    return 0;
+}
+
 static void handle_write(void *ac)
 {
     /* ac may be freed inside (a failed write disconnects, and callbacks
@@ -140,8 +173,14 @@ void relock_async_socket_action(relock_async_socket *s, int events)
     if (events & RELOCK_IO_READ)
         redisAsyncHandleRead(s->ac);
     /* The read may have ended the connection (s->ac is then NULL). */
-    if ((events & RELOCK_IO_WRITE) && s->ac)
-        relock__write_nopipe(handle_write, s->ac);
+    if ((events & RELOCK_IO_WRITE) && s->ac) {
+        /* hiredis's handler then only updates what is watched (its write
+         * finds the output empty), or meets the failure itself */
+        if (send_own(s->ac) == 0 && s->ac->c.obuf && sdslen(s->ac->c.obuf) == 0)
+            redisAsyncHandleWrite(s->ac);
+        else
+            relock__write_nopipe(handle_write, s->ac);
+    }
     if (--s->busy == 0 && !s->ac)
         free(s);
 }

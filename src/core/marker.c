@@ -18,7 +18,10 @@
 static void write_now(relock_client *c, const char *verb, const char *key)
 {
     relock__err saved = c->err;
-    redisReply *r = relock__commandf(c, NULL, "%s %s %lld", verb, key, relock__wall_ms());
+    char now[24];
+    snprintf(now, sizeof now, "%lld", relock__wall_ms());
+    const char *argv[3] = {verb, key, now};
+    redisReply *r = relock__command(c, NULL, 3, argv, NULL);
     if (r)
         freeReplyObject(r);
     c->err = saved;

@@ -334,6 +334,21 @@ static void wake(aop *op)
     relock__a_attempt_begin(op);
 }
 
+/* (algo.h; here in the core, which wait.c calls, and not the other way) */
+relock__wait_in relock__wait_in_of(relock_lock *l)
+{
+    relock_client *c = l->c;
+    relock__wait_in in = {
+        .silent_holder = l->legacy_holder,
+        .notify = c->s.wait.notify,
+        .backoff_min_ms = c->s.wait.backoff_min_ms,
+        .backoff_max_ms = c->s.wait.backoff_max_ms,
+        .skew_margin_ms = c->s.legacy.skew_margin_ms,
+        .rnd = relock__rand64(&c->rng),
+    };
+    return in;
+}
+
 /* What a waiter does after an attempt that found the lock held (the wait
  * planner decides, as for the blocking waiter). */
 void relock__a_plan(aop *op, int after_subscribe)

@@ -136,6 +136,8 @@ void relock__a_op_finish(aop *op, relock_status st)
     }
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
+    if (op->kind == K_RUN && !op->ffn)
+        relock__a_err_load(op); /* a blocking call reports it (pollloop.c) */
     if (op->kind == K_KEEP) {
         /* A renewal reports through its lock, however it ended: its
          * machine's outcome, or a connect, setup or client error before it
@@ -157,7 +159,8 @@ static void machine_start(aop *op)
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
-    if (op->a->kit->fan && !op->fencing) {
+    /* (K_RUN: a fan machine when its caller gave one, else a step machine) */
+    if ((op->kind == K_RUN ? op->ffn != NULL : op->a->kit->fan != NULL) && !op->fencing) {
         relock__a_fan_begin(op);
         return;
     }
@@ -985,6 +988,34 @@ relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, 
     op->ffn = fn;
     relock__a_err_save(op);
     relock__a_op_enqueue(op);
+    return RELOCK_OK;
+}
+
+/* Runs step machine m (fn, initialised by the caller, who keeps it) on l
+ * as an operation of a one-server client: no waiting, no phases, the
+ * blocking API's call (pollloop.c).  cb is called once, from the loop; the
+ * machine's errors are then on a->c->err, as the machine left them (an
+ * error already there stays the first).  wm: the connection a write went
+ * out on, for a pinned batch (durability's WAIT), or NULL.
+ * RELOCK_ENOMEM: nothing started. */
+relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_fn fn, void *m,
+                                 const relock__wmark *wm, relock_async_fn cb, void *arg)
+{
+    aop *op = relock__a_op_new(a, K_RUN, cb, arg);
+    if (!op)
+        return RELOCK_ENOMEM;
+    op->l = l;
+    op->m = m;
+    op->fn = fn;
+    relock__a_err_save(op);
+    relock__a_op_enqueue(op); /* routed (op->cn), started from the loop */
+    if (wm && wm->cn) {
+        /* The write's connection as marked before it: a WAIT goes there,
+         * and only while it is the same context (its generation). */
+        op->wset = 1;
+        op->wgen = wm->gen;
+        op->wmoved = wm->cn != op->cn;
+    }
     return RELOCK_OK;
 }
 

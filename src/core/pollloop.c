@@ -1,12 +1,23 @@
 /*
- * The blocking API's quorum calls as a private poll loop over the
- * operation core (core.h), as curl_easy_perform() runs over curl's multi
- * interface: relock_acquire(), relock_release() and relock_extend() on a
- * quorum run their fan machine as an operation of an inner core client,
- * and poll() until it completes.  The rounds, the connections with their
+ * The blocking API's calls as a private poll loop over the operation core
+ * (core.h), as curl_easy_perform() runs over curl's multi interface.
+ *
+ * A quorum: relock_acquire(), relock_release() and relock_extend() run
+ * their fan machine as an operation of an inner core client (c->q), and
+ * poll() until it completes.  The rounds, the connections with their
  * setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier rounds
  * and the deadlines are fanout.c's, the same code the asynchronous
  * client runs.
+ *
+ * One server (relock__poll_single(): not through Sentinel, not a Cluster
+ * node, the slot map on): every step machine the blocking calls run
+ * (relock__drive(), drive.h) is an operation of an inner core client
+ * (c->p) on its one connection, which relock_connect() makes, logs in and
+ * probes (relock__poll_ready()); the connection's rules are the core's
+ * (connection.c: transactions, the command timeout, the WAIT's connection
+ * generation).  A batch is written as soon as it is formed (p_flush), and
+ * a connection idle for IDLE_CHECK_MS is looked at before an operation
+ * starts on it, as the transport did.
  *
  * The inner client is made at the first call and kept with the blocking
  * client (c->q); it shares the blocking client itself (its settings,
@@ -35,6 +46,7 @@
 
 #include "core.h"
 #include "pollloop.h"
+#include "drive.h"
 
 /* A watched descriptor: what relock_async_socket_action() is told about.
  * Let go of (s NULL) when hiredis removes it, and freed after the turn,
@@ -44,6 +56,7 @@ typedef struct pwatch {
     relock_async_socket *s; /* NULL: removed */
     int fd;
     int events; /* RELOCK_IO_READ, RELOCK_IO_WRITE */
+    int up;     /* poll() reported it once: connected (or failed) */
 } pwatch;
 
 typedef struct ptimer {
@@ -54,7 +67,8 @@ typedef struct ptimer {
     unsigned long seq; /* started before a turn's timers ran: may fire in it */
 } ptimer;
 
-/* The blocking client's quorum runner (relock_client.q). */
+/* The blocking client's runner (relock_client.q for a quorum, .p for one
+ * server). */
 struct relock__qpoll {
     relock_async *a; /* the inner core client, made at the first call */
     pwatch *watched;
@@ -63,6 +77,7 @@ struct relock__qpoll {
     /* the operation in flight: its outcome */
     int done;
     relock_status st;
+    uint64_t last; /* monotonic ms a call last ended (one server) */
 };
 
 static int p_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
@@ -143,8 +158,23 @@ static void p_sweep(struct relock__qpoll *q)
  * interrupting poll() ends the wait early, nothing more: every wait of a
  * call is bounded by the core's timers (a round's deadline, the connect
  * and command timeouts). */
+/* What waits to be written goes out, without asking poll() whether the
+ * socket takes it (a connected one nearly always does): a batch leaves at
+ * once, as the blocking transport wrote it, and a connection the server
+ * reset meets the write, as there (EPIPE). */
+static void p_flush(struct relock__qpoll *q)
+{
+    for (pwatch *w = q->watched; w; w = w->next)
+        if (w->s && w->up && (w->events & RELOCK_IO_WRITE))
+            relock_async_socket_action(w->s, RELOCK_IO_WRITE);
+}
+
 static void p_turn(struct relock__qpoll *q, long long max_ms)
 {
+    /* (A read right after the write, before poll(), finds the reply only
+     * when the server ran in between: measured, it costs a system call
+     * more than it saves.) */
+    p_flush(q);
     uint64_t now = relock__mono_ms();
     long long wait = max_ms;
     for (ptimer *t = q->timers; t; t = t->next) {
@@ -180,14 +210,20 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
         p[k].revents = 0;
         pw[k++] = w;
     }
-    int ready = poll(p, (nfds_t)k, (int)(wait < 0 ? 0 : wait));
+    int ready = 0;
+    if (k == 0 && wait > 0)
+        relock__sleep_ms(wait); /* only timers: a sleep, as between attempts */
+    else
+        ready = poll(p, (nfds_t)k, (int)(wait < 0 ? 0 : wait));
     if (ready < 0 && errno != EINTR)
         relock__sleep_ms(wait > 0 && wait < 10 ? wait : 10); /* no busy turns till a deadline */
     for (int i = 0; i < k && ready > 0; i++) {
         int ev = ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) ? RELOCK_IO_READ : 0) |
                  ((p[i].revents & (POLLOUT | POLLERR)) ? RELOCK_IO_WRITE : 0);
-        if (ev && pw[i]->s)
+        if (ev && pw[i]->s) {
+            pw[i]->up = 1;
             relock_async_socket_action(pw[i]->s, ev);
+        }
     }
     if (p != stack_p) {
         free(p);
@@ -212,9 +248,13 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
 }
 
 /* The inner core client over c (c->q's loop), as relock_async_new() makes
- * a quorum's; NULL out of memory. */
+ * one: a quorum's a connection per server, run by fan machines; a single
+ * server's one connection (and Cluster nodes' met through redirections),
+ * run by step machines, its mode chosen by relock_connect().  NULL out of
+ * memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q)
 {
+    int quorum = c->s.nservers > 1;
     relock_async *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
@@ -227,24 +267,32 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q)
     a->loop.timer_start = p_timer_start;
     a->loop.timer_stop = p_timer_stop;
     relock__err_clear(&a->err);
-    a->conns = calloc((size_t)c->s.nservers, sizeof *a->conns);
-    a->fanout = malloc(sizeof *a->fanout);
-    if (!a->conns || !a->fanout) {
+    int n = quorum ? c->s.nservers : 1;
+    a->ncap = quorum ? n : ACONN_NODES;
+    a->conns = calloc((size_t)a->ncap, sizeof *a->conns);
+    a->fanout = quorum ? malloc(sizeof *a->fanout) : NULL;
+    if (!a->conns || (quorum && !a->fanout)) {
         free(a->conns);
         free(a->fanout);
         free(a);
         return NULL;
     }
-    a->ncap = a->nconns = c->s.nservers;
+    a->nconns = n;
     for (int i = 0; i < a->nconns; i++) {
         a->conns[i].a = a;
         a->conns[i].idx = i;
         a->conns[i].srv = &c->s.servers[i];
     }
     a->home = &a->conns[0];
-    a->kit = c->algo->machines;
+    /* (a single server's mode is the blocking client's, chosen after the
+     * first connection's probe: the core chooses none) */
     a->probed = 1;
-    a->max_owed = 8;
+    if (quorum) {
+        a->kit = c->algo->machines;
+        a->max_owed = 8;
+    } else {
+        a->percall = 1;
+    }
     return a;
 }
 
@@ -260,7 +308,10 @@ static void inner_free(relock_async *a)
         for (areq *rq = cn->fifo; rq;) {
             areq *next = rq->fnext;
             relock__a_rq_clear(rq);
-            free(rq);
+            /* owed or a fan machine's: allocated; an operation's own (a
+             * connection's setup still under way) lives in it */
+            if (!rq->op || rq != &rq->op->rq)
+                free(rq);
             rq = next;
         }
         cn->fifo = cn->fifo_tail = NULL;
@@ -274,9 +325,8 @@ int relock__qpoll_new(relock_client *c)
     return c->q ? 0 : -1;
 }
 
-void relock__qpoll_free(relock_client *c)
+static void qpoll_free(struct relock__qpoll *q)
 {
-    struct relock__qpoll *q = c->q;
     if (!q)
         return;
     if (q->a)
@@ -290,7 +340,20 @@ void relock__qpoll_free(relock_client *c)
         w = next;
     }
     free(q);
+}
+
+void relock__qpoll_free_single(relock_client *c)
+{
+    qpoll_free(c->p);
+    c->p = NULL;
+}
+
+void relock__qpoll_free(relock_client *c)
+{
+    qpoll_free(c->q);
     c->q = NULL;
+    qpoll_free(c->p);
+    c->p = NULL;
 }
 
 static void run_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
@@ -369,6 +432,190 @@ static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
 const relock__algo relock__algo_quorum = {
     "quorum", quorum_attempt, quorum_release, quorum_extend, NULL, &relock__quorum_machines,
 };
+
+/* ------------------------------------------------------------------ one server */
+
+/* An idle connection is looked at before use (a turn that reads what
+ * came meanwhile: the server's EOF after its `timeout`, a restart); a
+ * busy one skips that system call, as the transport did. */
+#define IDLE_CHECK_MS 200
+
+int relock__poll_single(const relock_client *c)
+{
+    return c->s.nservers == 1 && !relock__sentinel_on(&c->s) && c->s.cluster.slot_map &&
+           !c->own_conn;
+}
+
+/* c's one-server runner (c->p) with its inner client, made at the first
+ * use; NULL out of memory. */
+static relock_async *single(relock_client *c)
+{
+    if (!c->p && !(c->p = calloc(1, sizeof *c->p)))
+        return NULL;
+    if (!c->p->a)
+        c->p->a = inner_new(c, c->p);
+    return c->p->a;
+}
+
+static int setting_up(const aconn *cn)
+{
+    return cn->cstate == C_CONNECTING || cn->cstate == C_SETUP || cn->cstate == C_LOCATING;
+}
+
+relock_status relock__poll_ready(relock_client *c, const char *key)
+{
+    relock_async *a = single(c);
+    if (!a)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory");
+    struct relock__qpoll *q = c->p;
+    aconn *cn = relock__a_route(a, key);
+    if (cn->cstate == C_READY && relock__mono_ms() - q->last >= IDLE_CHECK_MS)
+        p_turn(q, 0);
+    if (cn->cstate == C_DOWN) {
+        relock__err_clear(&a->err);
+        relock__a_conn_connect(cn);
+    }
+    /* Bounded by the connect timeout and the setup's command timeouts,
+     * each on a timer. */
+    while (setting_up(cn) && (q->timers || q->watched))
+        p_turn(q, 1000);
+    q->last = relock__mono_ms();
+    if (cn->cstate == C_READY) {
+        relock__a_facts_load(c, cn);
+        return RELOCK_OK;
+    }
+    return relock__connect_failed(c, &a->err, cn->srv);
+}
+
+void relock__poll_mark(relock_lock *l)
+{
+    relock_client *c = l->c;
+    if (relock__durable_on(c)) {
+        /* A failure shows in the operation itself, which tries to connect
+         * again: it must not leave its message behind for a call that then
+         * succeeds. */
+        relock__err saved;
+        relock__err_copy(&saved, &c->err);
+        relock__poll_ready(c, l->key);
+        relock__err_copy(&c->err, &saved);
+    }
+    relock_async *a = c->p ? c->p->a : NULL;
+    aconn *cn = a ? relock__a_route(a, l->key) : NULL;
+    l->wmark.cn = cn;
+    l->wmark.gen = cn ? cn->gen : 0;
+}
+
+relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
+{
+    relock_client *c = l->c;
+    relock_async *a = single(c);
+    if (!a)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
+    struct relock__qpoll *q = c->p;
+    q->done = 0;
+    q->st = RELOCK_OK;
+    /* A ready connection in use a moment ago: the operation starts now,
+     * without the turn that would look for what came meanwhile. */
+    aconn *cn = relock__a_route(a, l->key);
+    a->direct = cn->cstate == C_READY && !cn->kick_timer &&
+                relock__mono_ms() - q->last < IDLE_CHECK_MS;
+    relock_status rst = relock__a_run_step(a, l, fn, m, &l->wmark, run_done, q);
+    int direct = a->direct;
+    a->direct = 0;
+    if (rst != RELOCK_OK)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
+    if (direct) {
+        relock__a_enter(a);
+        relock__a_queue_flush(cn);
+        relock__a_leave(a);
+    }
+    /* Bounded: every batch has its command timeout on a timer, a connect
+     * its connect timeout, and the machine ends after
+     * RELOCK__DRIVE_MAX_STEPS steps. */
+    while (!q->done) {
+        if (!q->timers && !q->watched) {
+            /* Cannot happen; the inner client is let go of, as the
+             * quorum's is (relock__fan_drive). */
+            c->p->a = NULL;
+            relock__err_clear(&c->err);
+            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                "lock %s: internal error: an operation was left waiting",
+                                l->name);
+        }
+        p_turn(q, 1000);
+    }
+    /* What the operation wrote last without waiting for its reply (the
+     * legacy marker) leaves before the call returns; its reply is read
+     * and dropped at a later turn. */
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
+    return q->st;
+}
+
+/* One command as a machine: its reply taken from the feed. */
+typedef struct raw_m {
+    relock__mhead h;
+    int argc;
+    const char **argv;
+    const size_t *len;
+    redisReply *reply;
+    int sent;
+} raw_m;
+
+static relock__step raw_step(void *vm, relock_lock *l, const relock__feed *in, relock__batch *out)
+{
+    (void)l;
+    raw_m *m = vm;
+    if (m->h.pc == 0) {
+        m->h.pc = 1;
+        relock__cmd *k = &out->cmd[0];
+        k->argc = m->argc;
+        for (int i = 0; i < m->argc; i++) {
+            k->argv[i] = m->argv[i];
+            k->len[i] = m->len ? m->len[i] : strlen(m->argv[i]);
+        }
+        out->n = 1;
+        return relock__send(&m->h, out);
+    }
+    m->sent = in->fault != RELOCK__FAULT_UNSENT;
+    if (in->nreply < 1 || in->fault != RELOCK__FAULT_NONE)
+        return relock__done(&m->h, in->fault_status ? in->fault_status : RELOCK_EIO);
+    /* Taken, not copied: the feed's array is the core's request's own
+     * (operation.c frees what is left in it after the step). */
+    m->reply = in->reply[0];
+    ((redisReply **)in->reply)[0] = NULL;
+    return relock__done(&m->h, RELOCK_OK);
+}
+
+redisReply *relock__poll_command(relock_client *c, int *sent, int argc, const char **argv,
+                                 const size_t *argvlen)
+{
+    if (sent)
+        *sent = 0;
+    if (argc < 1 || argc > RELOCK__CMD_ARGS) {
+        RELOCK__FAIL(&c->err, RELOCK_EINVAL, "%s: too many arguments", argv[0]);
+        return NULL;
+    }
+    static char name[] = "(command)";
+    relock_lock l;
+    memset(&l, 0, sizeof l);
+    l.c = c;
+    l.name = l.key = l.fence_key = name;
+    /* a key routes the command on a Cluster (the second word, as in every
+     * command sent this way) */
+    if (argc > 1 && (!argvlen || strlen(argv[1]) == argvlen[1]))
+        l.key = (char *)argv[1];
+    raw_m m;
+    memset(&m, 0, sizeof m);
+    m.argc = argc;
+    m.argv = argv;
+    m.len = argvlen;
+    relock__poll_drive(&l, raw_step, &m);
+    if (sent)
+        *sent = m.sent;
+    return m.reply;
+}
 
 relock_status relock__quorum_setup(relock_client *c)
 {

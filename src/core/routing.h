@@ -31,6 +31,10 @@ relock_status relock__conn_ready(relock_client *c);
 /* Connects c's connection to srv (which must outlive it), logs in and
  * probes; on failure the connection stays closed. */
 relock_status relock__conn_open(relock_client *c, const relock__server *srv);
+/* A connection of the operation core (pollloop.c) could not be made
+ * ready: why (its setup's error) becomes c's, recorded here. */
+relock_status relock__connect_failed(relock_client *c, const relock__err *why,
+                                     const relock__server *srv);
 
 /*
  * Runs one command (argv form).  On success returns a reply the caller
@@ -41,6 +45,11 @@ relock_status relock__conn_open(relock_client *c, const relock__server *srv);
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
+/* relock__command() on the client's own connection, whatever the client
+ * (one server runs the other over the operation core): scan's walk, which
+ * reads that connection's Cluster pool and pipelines on it. */
+redisReply *relock__conn_command(relock_client *c, int *sent, int argc, const char **argv,
+                                 const size_t *argvlen);
 /*
  * Runs n formatted commands (cmd[i], len[i] bytes; name[i] for messages)
  * on c's connection as relock__command runs one: with n > 1 written

@@ -16,6 +16,7 @@
 #include "modern.h"
 #include "probe.h"
 #include "quorum.h"
+#include "pollloop.h"
 
 static relock_status modern_attempt(relock_lock *l, long *hint_ms)
 {
@@ -49,9 +50,15 @@ const relock__algo relock__algo_modern = {
     "modern", modern_attempt, modern_release, modern_extend, NULL, &relock__modern_machines,
 };
 
-void relock__durable_mark(relock_client *c, relock__wmark *m)
+void relock__durable_mark(relock_lock *l)
 {
+    relock_client *c = l->c;
+    relock__wmark *m = &l->wmark;
     c->replicas_acked = -1;
+    if (relock__poll_single(c)) {
+        relock__poll_mark(l);
+        return;
+    }
     if (relock__durable_on(c)) {
         /* A failure shows in the operation itself, which tries to connect
          * again: it must not leave its message behind for a call that then
@@ -83,7 +90,7 @@ relock_status relock__fence_seed(relock_lock *l)
      * (and probed) first, since a connection closed by an earlier failure
      * knows none, and would pass for a server before 2.2, whose way only
      * creates a missing counter and never raises one. */
-    relock_status st = relock__conn_ready(l->c);
+    relock_status st = relock__drive_ready(l->c, l->key);
     if (st != RELOCK_OK)
         return st;
     relock__fence_carry_m m;
@@ -103,5 +110,5 @@ relock_status relock__probe(relock_client *c)
     l.fence_key = name;
     relock__probe_m m;
     relock__probe_init(&m);
-    return relock__drive(&l, relock__probe_step, &m);
+    return relock__drive_conn(&l, relock__probe_step, &m);
 }

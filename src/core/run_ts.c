@@ -23,7 +23,7 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
     relock_client *c = l->c;
     /* The path depends on the probed capabilities: probe first if the
      * connection was closed (a closed connection knows none). */
-    if (relock__conn_ensure(c) != RELOCK_OK)
+    if (relock__drive_ready(c, l->key) != RELOCK_OK)
         return c->err.pub.status;
     relock__ts_acquire m;
     relock__ts_acquire_init(&m);
@@ -39,7 +39,7 @@ static relock_status ts_attempt(relock_lock *l, long *hint_ms)
 static relock_status ts_update(relock_lock *l, int extend, long long ttl_ms)
 {
     relock_client *c = l->c;
-    if (relock__conn_ensure(c) != RELOCK_OK) {
+    if (relock__drive_ready(c, l->key) != RELOCK_OK) {
         if (extend)
             cap_unwritten(l, ttl_ms, relock__mono_ms());
         return c->err.pub.status;

@@ -137,20 +137,6 @@ static long long left_ms(uint64_t deadline)
     return now >= deadline ? 0 : (long long)(deadline - now);
 }
 
-relock__wait_in relock__wait_in_of(relock_lock *l)
-{
-    relock_client *c = l->c;
-    relock__wait_in in = {
-        .silent_holder = l->legacy_holder,
-        .notify = c->s.wait.notify,
-        .backoff_min_ms = c->s.wait.backoff_min_ms,
-        .backoff_max_ms = c->s.wait.backoff_max_ms,
-        .skew_margin_ms = c->s.legacy.skew_margin_ms,
-        .rnd = relock__rand64(&c->rng),
-    };
-    return in;
-}
-
 relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
 {
     relock_client *c = l->c;
@@ -182,7 +168,7 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
         st = relock__cluster_route(c, l->key);
         if (st != RELOCK_OK)
             break;
-        relock__durable_mark(c, &l->wmark);
+        relock__durable_mark(l);
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)
             break;

@@ -1,5 +1,9 @@
 /*
- * The blocking driver (src/core/drive.c) against a real redis-server,
+ * The blocking driver on the client's own connection (src/core/drive.c,
+ * relock__drive_conn(): Sentinel and a Cluster without the slot map run
+ * on it; one server runs over the operation core, whose rules the
+ * asynchronous suites and the blocking suites above it check) against a
+ * real redis-server,
  * with a test machine that sends batches given by the test and records
  * every feed: replies in order from one pipelined batch, the transaction
  * rule (a connection lost inside WATCH is never replaced: the batches
@@ -116,7 +120,7 @@ static void run(relock_client *c, tmachine *m, const tbatch *b, int nb)
     m->b = b;
     m->nb = nb;
     relock_lock *l = lock_on(c);
-    assert_int_equal(relock__drive(l, tstep, m), RELOCK_OK);
+    assert_int_equal(relock__drive_conn(l, tstep, m), RELOCK_OK);
     free(l);
     assert_int_equal(m->steps, nb + 1);
 }

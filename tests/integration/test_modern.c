@@ -257,6 +257,19 @@ static void test_errors(void **state)
     assert_string_equal(relock_client_error(c)->file, "connect.c");
     relock_client_free(c);
     relock_config_free(cfg);
+
+    /* With a login to send (AUTH, SELECT) the same words: the connect
+     * failed, not the login. */
+    cfg = relock_config_new();
+    snprintf(url, sizeof url, "redis://:secret@127.0.0.1:%d/3", testsrv_free_port());
+    assert_int_equal(relock_config_set_url(cfg, url), RELOCK_OK);
+    c = NULL;
+    assert_int_equal(relock_connect(cfg, &c), RELOCK_EIO);
+    if (strncmp(relock_client_error(c)->message, "connect to 127.0.0.1:", 21) != 0)
+        fail_msg("unreachable, with a login: \"%s\"", relock_client_error(c)->message);
+    assert_string_equal(relock_client_error(c)->file, "connect.c");
+    relock_client_free(c);
+    relock_config_free(cfg);
 }
 
 static void test_auto_refuses_guessing(void **state)

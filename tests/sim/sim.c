@@ -4,7 +4,7 @@
  * programs and the invariants.
  *
  * The socket calls.  This program defines connect(), read(), write(),
- * poll() and close() (and clock_gettime(), nanosleep(), getrandom(),
+ * send(), poll() and close() (and clock_gettime(), nanosleep(), getrandom(),
  * time()).  hiredis, a shared library, calls them through its PLT, so they
  * reach these definitions: a connection to 127.0.0.1:SIM_PORT made from a
  * simulated client becomes a connection to the model server, and a read
@@ -160,6 +160,7 @@ static struct {
 REAL(connect, int, (int, const struct sockaddr *, socklen_t))
 REAL(read, ssize_t, (int, void *, size_t))
 REAL(write, ssize_t, (int, const void *, size_t))
+REAL(send, ssize_t, (int, const void *, size_t, int))
 REAL(poll, int, (struct pollfd *, nfds_t, int))
 REAL(close, int, (int))
 REAL(nanosleep, int, (const struct timespec *, struct timespec *))
@@ -433,6 +434,17 @@ ssize_t write(int fd, const void *buf, size_t n)
     }
     model_buf_add(&k->in, buf, n);
     return (ssize_t)n;
+}
+
+/* relock's own writes (src/core/loop.c): as write(), the flags aside. */
+ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+    sconn *k = S.cur ? sim_conn(fd) : NULL;
+    if (!k) {
+        load_send();
+        return real_send(fd, buf, n, flags);
+    }
+    return write(fd, buf, n);
 }
 
 ssize_t read(int fd, void *buf, size_t n)

@@ -78,7 +78,7 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
         if (m.next != RELOCK__SCAN_KEY)
             snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT,
                      RELOCK__ADDR(c->conn.srv));
-        st = relock__drive(&l, relock__scan_step, &m);
+        st = relock__drive_conn(&l, relock__scan_step, &m);
     }
     free(at);
     return relock__scan_end(&m, c, st);

@@ -181,9 +181,9 @@ static void p_flush(struct relock__qpoll *q)
  * awaited and no timer falls due within the slice: a read that times out
  * (EAGAIN, which hiredis takes as "nothing yet") or is interrupted by a
  * signal (EINTR) ends the turn as poll() would, so every deadline stays
- * the core's timers'.  Writes never wait on it: relock sends with
- * MSG_DONTWAIT (loop.c), and hiredis's own write, used only when that
- * send failed, gives up after the send timeout. */
+ * the core's timers'.  Writes do not wait on it: relock sends with
+ * MSG_DONTWAIT (loop.c), and hiredis's own write, used when that send
+ * did not take everything or failed, waits at most the send timeout. */
 #define BLOCK_SLICE_MS 20
 
 static int make_blocking(pwatch *w)

@@ -146,7 +146,9 @@ static int send_own(redisAsyncContext *ac)
     size_t len = sdslen(c->obuf);
     if (len == 0)
         return 0;
-    ssize_t n = send(c->fd, c->obuf, len, MSG_NOSIGNAL);
+    /* (MSG_DONTWAIT: the blocking API's socket may be a blocking one,
+     * pollloop.c, BLOCK_SLICE_MS) */
+    ssize_t n = send(c->fd, c->obuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
     if ((size_t)n == len) {

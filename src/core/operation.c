@@ -8,6 +8,8 @@
  * machines are the algorithm's (relock__algo.machines, a->kit).
  */
 
+#include <limits.h>
+
 #include "core.h"
 
 /* The fence carry of a whole-tag key, run before the first attempt. */
@@ -561,6 +563,60 @@ void relock__a_machine_done(aop *op, relock_status st)
 
 /* Feeds op's machine: the replies of its batch (or the fault), then sends
  * its next batch or ends it. */
+/* Writes n's decimal digits ending just before end; returns where they
+ * start. */
+static char *put_dec(char *end, size_t n)
+{
+    do {
+        *--end = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    return end;
+}
+
+/* A command in the protocol's form, in memory from malloc(): what
+ * redisFormatCommandArgv() makes, without its sprintf() per argument
+ * (measured: about a third of a blocking cycle's instructions); its
+ * length, -1 out of memory. */
+static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *len)
+{
+    char num[24];
+    size_t total = 3 + (size_t)(num + sizeof num - put_dec(num + sizeof num, (size_t)argc));
+    for (int i = 0; i < argc; i++) {
+        size_t l = len ? len[i] : strlen(argv[i]);
+        total += 5 + (size_t)(num + sizeof num - put_dec(num + sizeof num, l)) + l;
+    }
+    if (total > INT_MAX)
+        return -1;
+    char *p = malloc(total + 1);
+    if (!p)
+        return -1;
+    char *w = p;
+    *w++ = '*';
+    char *d = put_dec(num + sizeof num, (size_t)argc);
+    memcpy(w, d, (size_t)(num + sizeof num - d));
+    w += num + sizeof num - d;
+    *w++ = '\r';
+    *w++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        size_t l = len ? len[i] : strlen(argv[i]);
+        *w++ = '$';
+        d = put_dec(num + sizeof num, l);
+        memcpy(w, d, (size_t)(num + sizeof num - d));
+        w += num + sizeof num - d;
+        *w++ = '\r';
+        *w++ = '\n';
+        if (l)
+            memcpy(w, argv[i], l);
+        w += l;
+        *w++ = '\r';
+        *w++ = '\n';
+    }
+    *w = '\0';
+    *out = p;
+    return (int)total;
+}
+
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
 {
     relock_async *a = op->a;
@@ -747,7 +803,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         int n = 0;
         for (int room = relock__a_rq_room(rq, b->n) == 0; room && n < b->n; n++) {
             const relock__cmd *k = &b->cmd[n];
-            int fl = redisFormatCommandArgv(&rq->cmd[n], k->argc, (const char **)k->argv, k->len);
+            int fl = fmt_cmd(&rq->cmd[n], k->argc, (const char *const *)k->argv, k->len);
             if (fl < 0)
                 break;
             rq->len[n] = (size_t)fl;

@@ -42,7 +42,10 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "core.h"
 #include "pollloop.h"
@@ -57,6 +60,7 @@ typedef struct pwatch {
     int fd;
     int events; /* RELOCK_IO_READ, RELOCK_IO_WRITE */
     int up;     /* poll() reported it once: connected (or failed) */
+    int blocking; /* 1: made blocking for waits (BLOCK_SLICE_MS); -1: could not be */
 } pwatch;
 
 typedef struct ptimer {
@@ -78,6 +82,7 @@ struct relock__qpoll {
     int done;
     relock_status st;
     uint64_t last; /* monotonic ms a call last ended (one server) */
+    int block;     /* one server: a wait on its one connection is a read (BLOCK_SLICE_MS) */
 };
 
 static int p_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
@@ -169,6 +174,32 @@ static void p_flush(struct relock__qpoll *q)
             relock_async_socket_action(w->s, RELOCK_IO_WRITE);
 }
 
+/* A wait for one server's reply is a blocking read, not poll() and then
+ * a read: a system call fewer per round trip.  The connection's socket is
+ * made blocking once it is connected, with a receive and a send timeout of
+ * BLOCK_SLICE_MS, and is read that way only when nothing but its reply is
+ * awaited and no timer falls due within the slice: a read that times out
+ * (EAGAIN, which hiredis takes as "nothing yet") or is interrupted by a
+ * signal (EINTR) ends the turn as poll() would, so every deadline stays
+ * the core's timers'.  Writes do not wait on it: relock sends with
+ * MSG_DONTWAIT (loop.c), and hiredis's own write, used when that send
+ * did not take everything or failed, waits at most the send timeout. */
+#define BLOCK_SLICE_MS 20
+
+static int make_blocking(pwatch *w)
+{
+    struct timeval tv = {0, BLOCK_SLICE_MS * 1000};
+    int fl = fcntl(w->fd, F_GETFL);
+    if (fl < 0 || setsockopt(w->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        setsockopt(w->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
+        fcntl(w->fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        w->blocking = -1;
+        return -1;
+    }
+    w->blocking = 1;
+    return 0;
+}
+
 static void p_turn(struct relock__qpoll *q, long long max_ms)
 {
     /* (A read right after the write, before poll(), finds the reply only
@@ -183,8 +214,18 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
             wait = left;
     }
     int n = 0;
+    pwatch *one = NULL;
     for (pwatch *w = q->watched; w; w = w->next)
-        n += w->s && w->events;
+        if (w->s && w->events) {
+            n++;
+            one = w;
+        }
+    if (q->block && n == 1 && wait >= BLOCK_SLICE_MS && one->up &&
+        one->events == RELOCK_IO_READ &&
+        (one->blocking == 1 || (one->blocking == 0 && make_blocking(one) == 0))) {
+        relock_async_socket_action(one->s, RELOCK_IO_READ);
+        goto timers;
+    }
     struct pollfd stack_p[RELOCK__MAX_SERVERS * 2];
     pwatch *stack_w[RELOCK__MAX_SERVERS * 2];
     struct pollfd *p = stack_p;
@@ -229,6 +270,7 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
         free(p);
         free(pw);
     }
+timers:;
     unsigned long before = q->seq;
     now = relock__mono_ms();
     for (;;) {
@@ -452,6 +494,7 @@ static relock_async *single(relock_client *c)
 {
     if (!c->p && !(c->p = calloc(1, sizeof *c->p)))
         return NULL;
+    c->p->block = 1;
     if (!c->p->a)
         c->p->a = inner_new(c, c->p);
     return c->p->a;

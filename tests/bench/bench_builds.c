@@ -259,7 +259,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "relock-bench-builds: cannot start redis-server\n");
         return 1;
     }
-    int failed = 0;
+    int failed = 0, missed = 0;
     printf("relock-bench-builds: uncontended acquire+release, median of paired %d ms slices "
            "over %ld x %ld ms; base %s, new %s\n\n",
            SLICE_MS, reps, sample_ms, bs[0].path, bs[1].path);
@@ -288,8 +288,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "relock-bench-builds: %s\n", err);
                 break;
             }
+            /* A missed target does not end the run: every figure is
+             * measured, and the exit status tells. */
             int ok = r.ratio >= RATIO_MIN;
-            failed |= !ok;
+            missed |= !ok;
             printf("| %s | %s | %.0f | %.0f | %.3f | >= %.2f %s |\n",
                    p ? "cross-core" : "same-core", fig_name[fig], r.base, r.fresh, r.ratio,
                    RATIO_MIN, ok ? "met" : "MISSED");
@@ -297,6 +299,7 @@ int main(int argc, char **argv)
         }
     }
     testsrv_stop(&srv);
+    failed |= missed;
     printf("\n%s\n", failed ? "RESULT: FAIL" : "RESULT: PASS");
     return failed ? 1 : 0;
 }

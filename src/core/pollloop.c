@@ -9,11 +9,12 @@
  * and the deadlines are fanout.c's, the same code the asynchronous
  * client runs.
  *
- * One server (relock__poll_single(): not through Sentinel, not a Cluster
- * node, the slot map on): every step machine the blocking calls run
+ * One server (relock__poll_single(): directly or through Sentinel, not a
+ * Cluster node, the slot map on): every step machine the blocking calls run
  * (relock__drive(), drive.h) is an operation of an inner core client
  * (c->p) on its one connection, which relock_connect() makes, logs in and
- * probes (relock__poll_ready()); the connection's rules are the core's
+ * probes (relock__poll_ready(); through Sentinel, after the core's search
+ * for the master, routing.c, and again after a READONLY); the connection's rules are the core's
  * (connection.c: transactions, the command timeout, the WAIT's connection
  * generation).  A batch is written as soon as it is formed (p_flush), and
  * a connection idle for IDLE_CHECK_MS is looked at before an operation
@@ -442,8 +443,7 @@ const relock__algo relock__algo_quorum = {
 
 int relock__poll_single(const relock_client *c)
 {
-    return c->s.nservers == 1 && !relock__sentinel_on(&c->s) && c->s.cluster.slot_map &&
-           !c->own_conn;
+    return c->s.nservers == 1 && c->s.cluster.slot_map && !c->own_conn;
 }
 
 /* c's one-server runner (c->p) with its inner client, made at the first
@@ -485,6 +485,12 @@ relock_status relock__poll_ready(relock_client *c, const char *key)
         return RELOCK_OK;
     }
     return relock__connect_failed(c, &a->err, cn->srv);
+}
+
+const relock__server *relock__poll_server(relock_client *c, const char *key)
+{
+    relock_async *a = relock__poll_single(c) && c->p ? c->p->a : NULL;
+    return a ? relock__a_route(a, key)->srv : c->conn.srv;
 }
 
 void relock__poll_mark(relock_lock *l)

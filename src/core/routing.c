@@ -257,6 +257,13 @@ int relock__a_follow(aop *op)
         if (act == RELOCK__ROUTE_READONLY || act == RELOCK__ROUTE_TOO_MANY) {
             if (act == RELOCK__ROUTE_READONLY && at->ac)
                 relock__a_conn_gone(at, 0, RELOCK_EIO, e.msg);
+            if (act == RELOCK__ROUTE_READONLY) {
+                /* The error with the server's text (READONLY ...) is the
+                 * operation's: the machine's own words for the fault do
+                 * not replace it (relock__err_set keeps the first). */
+                relock__err_copy(&c->err, &e);
+                relock__a_err_save(op);
+            }
             relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
             return 1;
         }

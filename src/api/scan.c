@@ -29,7 +29,7 @@ relock_status relock_scan(relock_client *c, const char *match, relock_scan_resul
 static relock_status use_master(relock_client *c, const relock__addr *at)
 {
     int n = 0;
-    relock__cluster_counts(c, &n, NULL, NULL);
+    relock__cluster_pool_counts(c, &n, NULL, NULL);
     relock__addr now;
     for (int i = 0; i < n; i++)
         if (relock__cluster_master_addr(c, i, &now) == 0 && now.port == at->port &&

@@ -465,8 +465,8 @@ void relock__cluster_free(relock_client *c)
     c->cl = NULL;
 }
 
-void relock__cluster_counts(const relock_client *c, int *masters, int *open,
-                            unsigned long *refreshes)
+void relock__cluster_pool_counts(const relock_client *c, int *masters, int *open,
+                                 unsigned long *refreshes)
 {
     const struct relock__cluster *cl = c->cl;
     int m = 0, o = c->conn.ctx ? 1 : 0;
@@ -506,7 +506,7 @@ int relock__cluster_masters(relock_client *c)
         return 0;
     }
     int n = 0;
-    relock__cluster_counts(c, &n, NULL, NULL);
+    relock__cluster_pool_counts(c, &n, NULL, NULL);
     return n;
 }
 

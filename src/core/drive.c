@@ -1,8 +1,9 @@
 /*
  * The blocking driver on the client's own connection (c->conn): runs a
- * step machine until it ends, for a client on a Redis Cluster node or
- * with the slot map off (one server otherwise, through Sentinel too, runs
- * over the operation core: relock__drive() hands it to pollloop.c).  Each
+ * step machine until it ends, for the blocking scan's walk (src/api/scan.c)
+ * only: every other one-server call, through Sentinel and on a Cluster
+ * too, runs over the operation core (relock__drive() hands it to
+ * pollloop.c).  Each
  * batch goes through conn.c, which is where routing, Cluster
  * redirections, the stale-connection check
  * and command_timeout_ms live; a batch that fails part way is fed back as
@@ -255,9 +256,8 @@ static relock_status drive_loop(relock_lock *l, relock__step_fn fn, void *m, int
 
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
-    /* One server, directly or through Sentinel: over the operation core
-     * (pollloop.c).  A Cluster node and a Cluster without the slot map
-     * keep this driver for now. */
+    /* One server, directly, through Sentinel or on a Cluster: over the
+     * operation core (pollloop.c). */
     if (relock__poll_single(l->c))
         return relock__poll_drive(l, fn, m);
     return drive_loop(l, fn, m, 0);

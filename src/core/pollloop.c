@@ -9,10 +9,11 @@
  * and the deadlines are fanout.c's, the same code the asynchronous
  * client runs.
  *
- * One server (relock__poll_single(): directly or through Sentinel, not a
- * Cluster node, the slot map on): every step machine the blocking calls run
- * (relock__drive(), drive.h) is an operation of an inner core client
- * (c->p) on its one connection, which relock_connect() makes, logs in and
+ * One server (relock__poll_single(): directly, through Sentinel, or a
+ * Redis Cluster with the slot map on or off): every step machine the
+ * blocking calls run (relock__drive(), drive.h) is an operation of an
+ * inner core client (c->p) on its connection (a Cluster's: the key's
+ * node, routing.c), which relock_connect() makes, logs in and
  * probes (relock__poll_ready(); through Sentinel, after the core's search
  * for the master, routing.c, and again after a READONLY); the connection's rules are the core's
  * (connection.c: transactions, the command timeout, the WAIT's connection
@@ -79,6 +80,10 @@ struct relock__qpoll {
     int done;
     relock_status st;
     uint64_t last; /* monotonic ms a call last ended (one server) */
+    /* One server: the connection the last call's key routes to now (a
+     * Cluster node, after its MOVED), the server the client reports; NULL
+     * before the first. */
+    aconn *cur;
 };
 
 static int p_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
@@ -443,7 +448,7 @@ const relock__algo relock__algo_quorum = {
 
 int relock__poll_single(const relock_client *c)
 {
-    return c->s.nservers == 1 && c->s.cluster.slot_map && !c->own_conn;
+    return c->s.nservers == 1;
 }
 
 /* c's one-server runner (c->p) with its inner client, made at the first
@@ -468,7 +473,7 @@ relock_status relock__poll_ready(relock_client *c, const char *key)
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory");
     struct relock__qpoll *q = c->p;
-    aconn *cn = relock__a_route(a, key);
+    aconn *cn = key || !q->cur ? relock__a_route(a, key) : q->cur;
     if (cn->cstate == C_READY && relock__mono_ms() - q->last >= IDLE_CHECK_MS)
         p_turn(q, 0);
     if (cn->cstate == C_DOWN) {
@@ -487,9 +492,21 @@ relock_status relock__poll_ready(relock_client *c, const char *key)
     return relock__connect_failed(c, &a->err, cn->srv);
 }
 
+void relock__cluster_counts(const relock_client *c, int *masters, int *open,
+                            unsigned long *refreshes)
+{
+    /* the blocking calls' connections are the operation core's */
+    if (c->p && c->p->a)
+        relock__a_cluster_counts(c->p->a, masters, open, refreshes);
+    else
+        relock__cluster_pool_counts(c, masters, open, refreshes);
+}
+
 const relock__server *relock__poll_server(relock_client *c, const char *key)
 {
     relock_async *a = relock__poll_single(c) && c->p ? c->p->a : NULL;
+    if (a && !key && c->p->cur)
+        return c->p->cur->srv;
     return a ? relock__a_route(a, key)->srv : c->conn.srv;
 }
 
@@ -543,6 +560,7 @@ relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
             /* Cannot happen; the inner client is let go of, as the
              * quorum's is (relock__fan_drive). */
             c->p->a = NULL;
+            q->cur = NULL;
             relock__err_clear(&c->err);
             return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                 "lock %s: internal error: an operation was left waiting",
@@ -556,6 +574,7 @@ relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
     p_flush(q);
     p_sweep(q);
     q->last = relock__mono_ms();
+    q->cur = relock__a_route(a, l->key);
     return q->st;
 }
 

@@ -19,7 +19,7 @@ void relock__qpoll_free_single(relock_client *c);
 /* relock__fan_drive() (drive.h) runs on this loop. */
 
 /*
- * One server (directly or through Sentinel, the Cluster slot map on): the blocking
+ * One server (directly, through Sentinel, or a Redis Cluster): the blocking
  * calls run their step machines as operations of an inner core client
  * (c->p, made at the first use) on a loop of its own, as the quorum's do.
  */

@@ -126,6 +126,26 @@ aconn *relock__a_route(relock_async *a, const char *key)
     return a->home ? a->home : &a->conns[0];
 }
 
+void relock__a_cluster_counts(const relock_async *a, int *masters, int *open,
+                              unsigned long *reads)
+{
+    int m = 0, o = 0;
+    uint8_t seen[256] = {0};
+    for (int s = 0; a->slots && s < RELOCK__CLUSTER_NSLOTS; s++)
+        if (a->slots[s] && !seen[a->slots[s]]) {
+            seen[a->slots[s]] = 1;
+            m++;
+        }
+    for (int i = 0; i < a->nconns; i++)
+        o += a->conns[i].ac != NULL;
+    if (masters)
+        *masters = m;
+    if (open)
+        *open = o;
+    if (reads)
+        *reads = a->slots_reads;
+}
+
 /* A node that could not be reached leaves the map (a failover may have
  * moved its slots): its slots' operations go home, whose MOVED tells. */
 void relock__a_map_forget(aconn *cn)
@@ -194,6 +214,7 @@ void relock__a_slots_done(aop *rd, relock__fault fault)
         memset(a->slots, 0, RELOCK__CLUSTER_NSLOTS);
         relock__cluster_slots_parse(rq->rep[0], rq->cn->srv->host, map_range, a);
         a->slots_stale = 0;
+        a->slots_reads++;
     }
     relock__a_batch_clear(rd);
 }

@@ -218,6 +218,9 @@ int relock__cluster_pick_master(relock_client *c, int i);
  * the pool (the active one included), full refreshes made. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes);
+/* The same of the client's own connection's pool (the blocking scan's). */
+void relock__cluster_pool_counts(const relock_client *c, int *masters, int *open,
+                                 unsigned long *refreshes);
 
 /* Pure (no I/O), shared by the blocking and the asynchronous client:
  * reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in the

@@ -1,6 +1,8 @@
 /*
  * relock_scan() and relock_scan_keys(): the audit's machine (src/algo/scan.c)
- * on the blocking driver, over every master of a Redis Cluster in turn
+ * as the operation core's scan (src/core/scan.c) on the blocking calls'
+ * poll loop (pollloop.c); a quorum client's, which walks the first server,
+ * on the blocking driver.  Over every master of a Redis Cluster in turn
  * (each holds its slots' keys only), so that the counts and the verdict
  * cover the whole keyspace; complete only when every master's walk was.
  */
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "core/pollloop.h"
 #include "routing.h"
 #include "scan.h"
 
@@ -51,6 +54,10 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
     relock__err_clear(&c->err);
     if (!out)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: no place for the result");
+    /* One server (through Sentinel, a Cluster's every master): the core's
+     * scan operation on the blocking calls' poll loop. */
+    if (relock__poll_single(c))
+        return relock__poll_scan(c, match, fn, arg, out);
     relock_scan_result *r = *out = calloc(1, sizeof *r);
     if (!r)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");

@@ -1,9 +1,9 @@
 /*
  * The blocking driver on the client's own connection (c->conn): runs a
- * step machine until it ends, for the blocking scan's walk (src/api/scan.c)
- * only: every other one-server call, through Sentinel and on a Cluster
- * too, runs over the operation core (relock__drive() hands it to
- * pollloop.c).  Each
+ * step machine until it ends, for a quorum client's scan (src/api/scan.c,
+ * which walks the first server) only: every one-server call, through
+ * Sentinel and on a Cluster too, runs over the operation core
+ * (relock__drive() hands it to pollloop.c).  Each
  * batch goes through conn.c, which is where routing, Cluster
  * redirections, the stale-connection check
  * and command_timeout_ms live; a batch that fails part way is fed back as

@@ -578,6 +578,58 @@ relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
     return q->st;
 }
 
+/* The blocking scan's end: its result and error kept for the call. */
+typedef struct scan_wait {
+    struct relock__qpoll *q;
+    relock_scan_result *r;
+} scan_wait;
+
+static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
+                     const relock_error *e, void *arg)
+{
+    scan_wait *w = arg;
+    relock_client *c = a->c;
+    relock__err_clear(&c->err);
+    if (st != RELOCK_OK)
+        relock__err_set(&c->err, st, e->file ? e->file : "scan", e->line, e->server,
+                        "%s", e->message ? e->message : "");
+    w->r = r;
+    w->q->st = st;
+    w->q->done = 1;
+}
+
+relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
+                                void *arg, relock_scan_result **out)
+{
+    relock_async *a = single(c);
+    if (!a)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    struct relock__qpoll *q = c->p;
+    q->done = 0;
+    q->st = RELOCK_OK;
+    scan_wait w = {q, NULL};
+    relock_status st = relock__a_scan(a, match, fn, arg, scan_end, &w);
+    if (st != RELOCK_OK)
+        return st; /* (its error on c->err, the core's shared client) */
+    /* Bounded: every batch has its command timeout on a timer, a connect
+     * its connect timeout, and the walk its steps' bound. */
+    while (!q->done) {
+        if (!q->timers && !q->watched) {
+            c->p->a = NULL;
+            q->cur = NULL;
+            relock__err_clear(&c->err);
+            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                "scan: internal error: the walk was left waiting");
+        }
+        p_turn(q, 1000);
+    }
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
+    *out = w.r;
+    return q->st;
+}
+
 /* One command as a machine: its reply taken from the feed. */
 typedef struct raw_m {
     relock__mhead h;

@@ -31,6 +31,10 @@ relock_status relock__poll_ready(relock_client *c, const char *key);
 /* The server key routes to (a Sentinel's master, a Cluster node) as the
  * core knows it: c->conn.srv when c does not run over the core. */
 const relock__server *relock__poll_server(relock_client *c, const char *key);
+/* relock_scan_keys() over the core (relock_async_scan()'s operation):
+ * its result in *out, its error on c->err. */
+relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
+                                void *arg, relock_scan_result **out);
 /* Marks the connection l's next write goes out on (relock__durable_mark). */
 void relock__poll_mark(relock_lock *l);
 /* relock__drive() (drive.h) over the core. */

@@ -371,9 +371,3 @@ relock_status relock__cluster_route(relock_client *c, const char *key)
     return relock__conn_ready(c);
 }
 
-relock_status relock__cluster_use(relock_client *c, int i)
-{
-    if (relock__cluster_pick_master(c, i) != 0)
-        return c->err.pub.status;
-    return relock__conn_ready(c);
-}

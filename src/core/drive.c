@@ -1,9 +1,9 @@
 /*
  * The blocking driver on the client's own connection (c->conn): runs a
- * step machine until it ends, for a quorum client's scan (src/api/scan.c,
- * which walks the first server) only: every one-server call, through
- * Sentinel and on a Cluster too, runs over the operation core
- * (relock__drive() hands it to pollloop.c).  Each
+ * step machine until it ends.  No blocking call uses it any more (every
+ * one-server call, through Sentinel and on a Cluster too, and the scan
+ * run over the operation core: relock__drive() hands them to pollloop.c);
+ * it stays until it is deleted with conn.c.  Each
  * batch goes through conn.c, which is where routing, Cluster
  * redirections, the stale-connection check
  * and command_timeout_ms live; a batch that fails part way is fed back as

@@ -496,10 +496,16 @@ void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes)
 {
     /* the blocking calls' connections are the operation core's */
-    if (c->p && c->p->a)
+    if (c->p && c->p->a) {
         relock__a_cluster_counts(c->p->a, masters, open, refreshes);
-    else
-        relock__cluster_pool_counts(c, masters, open, refreshes);
+        return;
+    }
+    if (masters)
+        *masters = 0;
+    if (open)
+        *open = 0;
+    if (refreshes)
+        *refreshes = 0;
 }
 
 const relock__server *relock__poll_server(relock_client *c, const char *key)

@@ -58,17 +58,8 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     }
     /* The connection made, logged in and probed now: the mode is chosen
      * by the server's capabilities.  One server runs over the operation
-     * core (pollloop.c); Sentinel and a Cluster without the slot map on
-     * the client's own connection (conn.c). */
-    relock_status st = relock__poll_single(c) ? relock__poll_ready(c, NULL) : relock__conn_ensure(c);
-    if (st == RELOCK_OK && c->p && c->conn.cluster) {
-        /* A Redis Cluster node: the client's own connection for now (the
-         * server it reports after a MOVED, release notices on the lock's
-         * master); the probed one is closed. */
-        relock__qpoll_free_single(c);
-        c->own_conn = 1;
-        st = relock__conn_ensure(c);
-    }
+     * core (pollloop.c), through Sentinel and on a Cluster too. */
+    relock_status st = relock__poll_ready(c, NULL);
     if (st != RELOCK_OK)
         return st;
     st = relock__select_mode(c);

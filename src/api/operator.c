@@ -12,6 +12,7 @@
 
 #include "api.h"
 #include "break.h"
+#include "core/pollloop.h"
 #include "inspect.h"
 #include "routing.h"
 
@@ -209,7 +210,8 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     relock_status st = relock__drive_ready(c, NULL);
     if (st != RELOCK_OK)
         return st;
-    const char *host = c->conn.srv->host;
+    const relock__server *srv = relock__poll_server(c, NULL);
+    const char *host = srv->host;
     size_t hlen = strlen(host);
     relock_server_info *info = malloc(sizeof *info + hlen + 1);
     if (!info)
@@ -219,7 +221,7 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     info->minor = c->conn.minor;
     info->patch = c->conn.patch;
     info->caps = c->conn.caps;
-    info->port = c->conn.srv->port;
+    info->port = srv->port;
     memcpy(info->host, host, hlen + 1);
     *out = info;
     return RELOCK_OK;

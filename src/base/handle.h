@@ -65,9 +65,6 @@ struct relock_client {
     /* one server: the blocking calls' poll loop over the operation core
      * (pollloop.c, relock__poll_single()), or NULL until the first use */
     struct relock__qpoll *p;
-    /* The server is a Redis Cluster node: the blocking calls run on the
-     * client's own connection (conn.c) instead (relock__poll_single()). */
-    int own_conn;
     /* Courtesy after releasing a lock others wait for (lock.c). */
     uint64_t yield_key; /* hash of that lock's key */
     uint64_t yield_until; /* monotonic ms */

@@ -353,7 +353,7 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
     char words[96];
     type_words(r->str, words, sizeof words);
     freeReplyObject(r);
-    const relock__server *srv = c->conn.srv;
+    const relock__server *srv = relock__poll_server(c, key);
     relock__err_clear(&c->err);
     relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
                     "%s: the key %s on " RELOCK__ADDR_FMT
@@ -371,9 +371,3 @@ relock_status relock__cluster_route(relock_client *c, const char *key)
     return relock__conn_ready(c);
 }
 
-relock_status relock__cluster_use(relock_client *c, int i)
-{
-    if (relock__cluster_pick_master(c, i) != 0)
-        return c->err.pub.status;
-    return relock__conn_ready(c);
-}

@@ -319,6 +319,7 @@ struct relock_async {
     aop slots_rd;     /* CLUSTER SLOTS in flight (K_SLOTS), when state is S_SENT */
     uint64_t slots_at; /* when it was last sent */
     int slots_stale;  /* a master could not be reached: read the map again */
+    unsigned long slots_reads; /* maps read whole (relock__cluster_counts) */
     /* Sentinel: the search for the master (conns[0] connects there) */
     struct {
         relock__sentinel_search q;
@@ -472,6 +473,10 @@ void relock__a_setup_step(aop *su, const relock__feed *in);
 int relock__a_map_on(const relock_async *a);
 aconn *relock__a_node_conn(relock_async *a, const char *host, int port);
 aconn *relock__a_route(relock_async *a, const char *key);
+/* The masters in the slot map, the open connections, the maps read whole
+ * (relock__cluster_counts(), for tests and the benchmark). */
+void relock__a_cluster_counts(const relock_async *a, int *masters, int *open,
+                              unsigned long *reads);
 void relock__a_map_forget(aconn *cn);
 void relock__a_map_trim(relock_async *a);
 void relock__a_slots_done(aop *rd, relock__fault fault);

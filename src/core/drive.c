@@ -1,9 +1,11 @@
 /*
  * The blocking driver on the client's own connection (c->conn): runs a
- * step machine until it ends, for a client through Sentinel, on a Redis
- * Cluster node or with the slot map off (one server otherwise runs over
- * the operation core: relock__drive() hands it to pollloop.c).  Each batch goes through conn.c, which is where routing,
- * Cluster redirections, Sentinel's READONLY, the stale-connection check
+ * step machine until it ends.  No blocking call uses it any more (every
+ * one-server call, through Sentinel and on a Cluster too, and the scan
+ * run over the operation core: relock__drive() hands them to pollloop.c);
+ * it stays until it is deleted with conn.c.  Each
+ * batch goes through conn.c, which is where routing, Cluster
+ * redirections, the stale-connection check
  * and command_timeout_ms live; a batch that fails part way is fed back as
  * a fault: UNSENT when the commands never left (the connect failed, the
  * transaction's connection was gone), LOST when they may have run (the
@@ -254,8 +256,8 @@ static relock_status drive_loop(relock_lock *l, relock__step_fn fn, void *m, int
 
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
-    /* One server: over the operation core (pollloop.c).  Sentinel and a
-     * Cluster without the slot map keep this driver for now. */
+    /* One server, directly, through Sentinel or on a Cluster: over the
+     * operation core (pollloop.c). */
     if (relock__poll_single(l->c))
         return relock__poll_drive(l, fn, m);
     return drive_loop(l, fn, m, 0);

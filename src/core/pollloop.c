@@ -9,11 +9,13 @@
  * and the deadlines are fanout.c's, the same code the asynchronous
  * client runs.
  *
- * One server (relock__poll_single(): not through Sentinel, not a Cluster
- * node, the slot map on): every step machine the blocking calls run
- * (relock__drive(), drive.h) is an operation of an inner core client
- * (c->p) on its one connection, which relock_connect() makes, logs in and
- * probes (relock__poll_ready()); the connection's rules are the core's
+ * One server (relock__poll_single(): directly, through Sentinel, or a
+ * Redis Cluster with the slot map on or off): every step machine the
+ * blocking calls run (relock__drive(), drive.h) is an operation of an
+ * inner core client (c->p) on its connection (a Cluster's: the key's
+ * node, routing.c), which relock_connect() makes, logs in and
+ * probes (relock__poll_ready(); through Sentinel, after the core's search
+ * for the master, routing.c, and again after a READONLY); the connection's rules are the core's
  * (connection.c: transactions, the command timeout, the WAIT's connection
  * generation).  A batch is written as soon as it is formed (p_flush), and
  * a connection idle for IDLE_CHECK_MS is looked at before an operation
@@ -83,6 +85,10 @@ struct relock__qpoll {
     relock_status st;
     uint64_t last; /* monotonic ms a call last ended (one server) */
     int block;     /* one server: a wait on its one connection is a read (BLOCK_SLICE_MS) */
+    /* One server: the connection the last call's key routes to now (a
+     * Cluster node, after its MOVED), the server the client reports; NULL
+     * before the first. */
+    aconn *cur;
 };
 
 static int p_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
@@ -484,8 +490,7 @@ const relock__algo relock__algo_quorum = {
 
 int relock__poll_single(const relock_client *c)
 {
-    return c->s.nservers == 1 && !relock__sentinel_on(&c->s) && c->s.cluster.slot_map &&
-           !c->own_conn;
+    return c->s.nservers == 1;
 }
 
 /* c's one-server runner (c->p) with its inner client, made at the first
@@ -511,7 +516,7 @@ relock_status relock__poll_ready(relock_client *c, const char *key)
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory");
     struct relock__qpoll *q = c->p;
-    aconn *cn = relock__a_route(a, key);
+    aconn *cn = key || !q->cur ? relock__a_route(a, key) : q->cur;
     if (cn->cstate == C_READY && relock__mono_ms() - q->last >= IDLE_CHECK_MS)
         p_turn(q, 0);
     if (cn->cstate == C_DOWN) {
@@ -528,6 +533,30 @@ relock_status relock__poll_ready(relock_client *c, const char *key)
         return RELOCK_OK;
     }
     return relock__connect_failed(c, &a->err, cn->srv);
+}
+
+void relock__cluster_counts(const relock_client *c, int *masters, int *open,
+                            unsigned long *refreshes)
+{
+    /* the blocking calls' connections are the operation core's */
+    if (c->p && c->p->a) {
+        relock__a_cluster_counts(c->p->a, masters, open, refreshes);
+        return;
+    }
+    if (masters)
+        *masters = 0;
+    if (open)
+        *open = 0;
+    if (refreshes)
+        *refreshes = 0;
+}
+
+const relock__server *relock__poll_server(relock_client *c, const char *key)
+{
+    relock_async *a = relock__poll_single(c) && c->p ? c->p->a : NULL;
+    if (a && !key && c->p->cur)
+        return c->p->cur->srv;
+    return a ? relock__a_route(a, key)->srv : c->conn.srv;
 }
 
 void relock__poll_mark(relock_lock *l)
@@ -580,6 +609,7 @@ relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
             /* Cannot happen; the inner client is let go of, as the
              * quorum's is (relock__fan_drive). */
             c->p->a = NULL;
+            q->cur = NULL;
             relock__err_clear(&c->err);
             return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                 "lock %s: internal error: an operation was left waiting",
@@ -593,6 +623,59 @@ relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
     p_flush(q);
     p_sweep(q);
     q->last = relock__mono_ms();
+    q->cur = relock__a_route(a, l->key);
+    return q->st;
+}
+
+/* The blocking scan's end: its result and error kept for the call. */
+typedef struct scan_wait {
+    struct relock__qpoll *q;
+    relock_scan_result *r;
+} scan_wait;
+
+static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
+                     const relock_error *e, void *arg)
+{
+    scan_wait *w = arg;
+    relock_client *c = a->c;
+    relock__err_clear(&c->err);
+    if (st != RELOCK_OK)
+        relock__err_set(&c->err, st, e->file ? e->file : "scan", e->line, e->server,
+                        "%s", e->message ? e->message : "");
+    w->r = r;
+    w->q->st = st;
+    w->q->done = 1;
+}
+
+relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
+                                void *arg, relock_scan_result **out)
+{
+    relock_async *a = single(c);
+    if (!a)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
+    struct relock__qpoll *q = c->p;
+    q->done = 0;
+    q->st = RELOCK_OK;
+    scan_wait w = {q, NULL};
+    relock_status st = relock__a_scan(a, match, fn, arg, scan_end, &w);
+    if (st != RELOCK_OK)
+        return st; /* (its error on c->err, the core's shared client) */
+    /* Bounded: every batch has its command timeout on a timer, a connect
+     * its connect timeout, and the walk its steps' bound. */
+    while (!q->done) {
+        if (!q->timers && !q->watched) {
+            c->p->a = NULL;
+            q->cur = NULL;
+            relock__err_clear(&c->err);
+            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                "scan: internal error: the walk was left waiting");
+        }
+        p_turn(q, 1000);
+    }
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
+    *out = w.r;
     return q->st;
 }
 

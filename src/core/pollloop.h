@@ -19,7 +19,7 @@ void relock__qpoll_free_single(relock_client *c);
 /* relock__fan_drive() (drive.h) runs on this loop. */
 
 /*
- * One server (not through Sentinel, the Cluster slot map on): the blocking
+ * One server (directly, through Sentinel, or a Redis Cluster): the blocking
  * calls run their step machines as operations of an inner core client
  * (c->p, made at the first use) on a loop of its own, as the quorum's do.
  */
@@ -28,6 +28,13 @@ int relock__poll_single(const relock_client *c);
  * (relock_connect(), and before a machine that chooses its way by the
  * server's capabilities), its facts on c->conn; or the error on c->err. */
 relock_status relock__poll_ready(relock_client *c, const char *key);
+/* The server key routes to (a Sentinel's master, a Cluster node) as the
+ * core knows it: c->conn.srv when c does not run over the core. */
+const relock__server *relock__poll_server(relock_client *c, const char *key);
+/* relock_scan_keys() over the core (relock_async_scan()'s operation):
+ * its result in *out, its error on c->err. */
+relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
+                                void *arg, relock_scan_result **out);
 /* Marks the connection l's next write goes out on (relock__durable_mark). */
 void relock__poll_mark(relock_lock *l);
 /* relock__drive() (drive.h) over the core. */

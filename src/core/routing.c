@@ -126,6 +126,26 @@ aconn *relock__a_route(relock_async *a, const char *key)
     return a->home ? a->home : &a->conns[0];
 }
 
+void relock__a_cluster_counts(const relock_async *a, int *masters, int *open,
+                              unsigned long *reads)
+{
+    int m = 0, o = 0;
+    uint8_t seen[256] = {0};
+    for (int s = 0; a->slots && s < RELOCK__CLUSTER_NSLOTS; s++)
+        if (a->slots[s] && !seen[a->slots[s]]) {
+            seen[a->slots[s]] = 1;
+            m++;
+        }
+    for (int i = 0; i < a->nconns; i++)
+        o += a->conns[i].ac != NULL;
+    if (masters)
+        *masters = m;
+    if (open)
+        *open = o;
+    if (reads)
+        *reads = a->slots_reads;
+}
+
 /* A node that could not be reached leaves the map (a failover may have
  * moved its slots): its slots' operations go home, whose MOVED tells. */
 void relock__a_map_forget(aconn *cn)
@@ -194,6 +214,7 @@ void relock__a_slots_done(aop *rd, relock__fault fault)
         memset(a->slots, 0, RELOCK__CLUSTER_NSLOTS);
         relock__cluster_slots_parse(rq->rep[0], rq->cn->srv->host, map_range, a);
         a->slots_stale = 0;
+        a->slots_reads++;
     }
     relock__a_batch_clear(rd);
 }
@@ -257,6 +278,13 @@ int relock__a_follow(aop *op)
         if (act == RELOCK__ROUTE_READONLY || act == RELOCK__ROUTE_TOO_MANY) {
             if (act == RELOCK__ROUTE_READONLY && at->ac)
                 relock__a_conn_gone(at, 0, RELOCK_EIO, e.msg);
+            if (act == RELOCK__ROUTE_READONLY) {
+                /* The error with the server's text (READONLY ...) is the
+                 * operation's: the machine's own words for the fault do
+                 * not replace it (relock__err_set keeps the first). */
+                relock__err_copy(&c->err, &e);
+                relock__a_err_save(op);
+            }
             relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
             return 1;
         }

@@ -200,22 +200,9 @@ int relock__cluster_reroute(relock_client *c);
 int relock__cluster_is_node(const relock_client *c, const relock__server *srv, int *slot_out);
 /* Closes the pool's connections and frees the map. */
 void relock__cluster_free(relock_client *c);
-/* For walks of every master (scan.c): when c's server is a Cluster node
- * (3.0 or later), reads the slot map afresh, whatever cluster.slot_map
- * says, and returns how many masters serve slots; 0 when it is no cluster
- * node or the map cannot be read (the walk then covers c's server only). */
-int relock__cluster_masters(relock_client *c);
-/* The address of master i of the map (in slot order), without using it:
- * 0, or -1 when there is none. */
-int relock__cluster_master_addr(const relock_client *c, int i, relock__addr *out);
-/* Makes master i of the map (0 <= i < relock__cluster_masters(), in slot
- * order) c's connection and connects it. */
-relock_status relock__cluster_use(relock_client *c, int i);
-/* Its first half (cluster.c): makes master i c's connection; 0, or -1
- * with the error recorded. */
-int relock__cluster_pick_master(relock_client *c, int i);
-/* For tests and the benchmark: masters in the map, open connections in
- * the pool (the active one included), full refreshes made. */
+/* For tests and the benchmark: masters in the slot map, open connections
+ * (the blocking calls' core connections, pollloop.c), full reads of the
+ * map made; zeros before the first call. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes);
 

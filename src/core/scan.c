@@ -16,7 +16,22 @@ typedef struct scan_job {
     relock_scan_result *r;
     relock_async_scan_fn cb;
     void *arg;
+    int keyrun; /* this run writes a marker on its key's node */
 } scan_job;
+
+/* The machine's step; a run walking a server names it first
+ * (relock_scan_node(): the blocking client's, whose client the core
+ * shares; operation.c points c->conn.srv at the run's server). */
+static relock__step scan_step(void *vm, relock_lock *l, const relock__feed *in,
+                              relock__batch *out)
+{
+    scan_job *j = vm;
+    relock_client *c = l->c;
+    if (!j->keyrun && c->conn.srv)
+        snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT,
+                 RELOCK__ADDR(c->conn.srv));
+    return relock__scan_step(&j->m, l, in, out);
+}
 
 /* The operation ended (also when the client is freed): the result goes
  * to the program. */
@@ -63,7 +78,7 @@ relock_status relock__a_scan(relock_async *a, const char *match, relock_scan_key
     j->arg = arg;
     op->m = j;
     op->l = &j->l;
-    op->fn = relock__scan_step;
+    op->fn = scan_step;
     /* A run bound for a node walks that node, or fails: never another. */
     op->rerouted = 1;
     relock__a_op_enqueue(op);
@@ -88,6 +103,7 @@ void relock__a_scan_next(aop *op, relock_status st)
         relock__a_op_finish(op, st);
         return;
     }
+    j->keyrun = j->m.next == RELOCK__SCAN_KEY;
     op->state = S_NEW;
     op->cn = to;
     relock__a_conn_wants(to, op);

@@ -20,6 +20,7 @@
 #include "engine/waitplan.h"
 #include "fence.h"
 #include "algo.h"
+#include "pollloop.h"
 
 static void unsubscribe(relock_client *c)
 {
@@ -68,7 +69,9 @@ static void subscribe(relock_lock *l)
     if (!relock__notify_channel(l, chan, sizeof chan))
         return;
     if (!c->q) {
-        subscribe_on(c, c->conn.srv, chan);
+        /* the server the lock is on: the master the sentinels named, the
+         * key's Cluster master */
+        subscribe_on(c, relock__poll_server(c, l->key), chan);
         return;
     }
     for (int i = 0; i < c->s.nservers; i++)

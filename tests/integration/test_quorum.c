@@ -795,6 +795,29 @@ static long scripts_run(int i)
  * holds.  With the default backoff (at most 200 ms between attempts once
  * it has grown) a 3 s wait makes a few dozen attempts, two scripts each
  * on the first server.  Both entry points. */
+/* relock_scan() on a quorum client walks the first server (relock.h; the
+ * asynchronous scan refuses several servers): the blocking client's
+ * alone. */
+static void test_scan_walks_first_server(void **state)
+{
+    (void)state;
+    static const char tok[] = "0123456789abcdef0123456789abcdef";
+    for (int i = 0; i < N; i++)
+        free(testsrv_cmd(&srv[i], "SET %s %s PX 60000", "scanq:a", tok));
+    free(testsrv_cmd(&srv[0], "SET %s %s PX 60000", "scanq:b", tok));
+    free(testsrv_cmd(&srv[1], "SET %s %s PX 60000", "scanq:c", tok));
+    relock_client *c = quorum_client();
+    relock_scan_result *r = NULL;
+    relock_status st = relock_scan(c, "scanq:*", &r);
+    if (st != RELOCK_OK)
+        fail_msg("scan: %s: %s", relock_status_name(st), relock_client_error(c)->message);
+    assert_int_equal(relock_scan_result_count(r, RELOCK_SCAN_MODERN), 2);
+    relock_scan_result_free(r);
+    relock_client_free(c);
+    for (int i = 0; i < N; i++)
+        free(testsrv_cmd(&srv[i], "DEL %s %s %s", "scanq:a", "scanq:b", "scanq:c"));
+}
+
 static void test_waiter_not_woken_by_its_undo(void **state)
 {
     (void)state;
@@ -868,6 +891,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_paused_server_left_alone),
         cmocka_unit_test(test_kept_over_quorum),
         cmocka_unit_test(test_servers_set_without_file),
+        cmocka_unit_test(test_scan_walks_first_server),
     };
     return both_run(entry, shared, sizeof shared / sizeof *shared, blocking,
                     sizeof blocking / sizeof *blocking, setup, teardown);

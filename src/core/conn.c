@@ -285,35 +285,6 @@ redisReply *relock__conn_command(relock_client *c, int *sent, int argc, const ch
     return r;
 }
 
-redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = relock__vcommandf(c, sent, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap)
-{
-    if (sent)
-        *sent = 0;
-    char name[32];
-    size_t n = strcspn(fmt, " ");
-    snprintf(name, sizeof name, "%.*s", (int)(n < 31 ? n : 31), fmt);
-    char *cmd = NULL;
-    int len = redisvFormatCommand(&cmd, fmt, ap);
-    if (len < 0) {
-        /* -1: out of memory; -2: a bad format, which is ours. */
-        RELOCK__FAIL(&c->err, len == -1 ? RELOCK_ENOMEM : RELOCK_EINVAL, "%s: %s", name,
-                     len == -1 ? "out of memory" : "bad command format");
-        return NULL;
-    }
-    redisReply *r = run(c, sent, name, cmd, (size_t)len);
-    redisFreeCommand(cmd);
-    return r;
-}
-
 /* TYPE's answer in words, with its article. */
 static void type_words(const char *type, char *buf, size_t len)
 {

@@ -63,10 +63,6 @@ redisReply *relock__conn_command(relock_client *c, int *sent, int argc, const ch
  */
 int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,
                           const char *const *name, redisReply **rep, int *sent);
-/* printf-like convenience over relock__command for fixed-form commands. */
-redisReply *relock__commandf(relock_client *c, int *sent, const char *fmt, ...);
-redisReply *relock__vcommandf(relock_client *c, int *sent, const char *fmt, va_list ap);
-
 /* When c's error is a WRONGTYPE reply (RELOCK_EFOREIGN): asks the server
  * with TYPE which type key holds, on this error path only, and rewrites
  * the message as "WHAT: the key KEY on HOST:PORT holds a hash, not a lock;

@@ -1,9 +1,11 @@
 /*
  * The blocking driver on the client's own connection (c->conn): runs a
- * step machine until it ends.  No blocking call uses it any more (every
- * one-server call, through Sentinel and on a Cluster too, and the scan
- * run over the operation core: relock__drive() hands them to pollloop.c);
- * it stays until it is deleted with conn.c.  Each
+ * step machine until it ends.  Every one-server call (through Sentinel
+ * and on a Cluster too) and the scan run over the operation core instead
+ * (relock__drive() hands them to pollloop.c); a quorum client's calls on
+ * its first server that are not fan machines still run here: the server
+ * it reports, inspect, the markers' writes and the durable write's mark.
+ * Each
  * batch goes through conn.c, which is where routing, Cluster
  * redirections, the stale-connection check
  * and command_timeout_ms live; a batch that fails part way is fed back as

@@ -14,9 +14,10 @@
  * The blocking driver: runs machine m (its head zeroed but for its inputs)
  * with step function fn until it is done, and returns its status (errors
  * on l->c->err).  One server: an operation of the operation core on a
- * poll loop (pollloop.c, relock__poll_drive()).  Otherwise (Sentinel, a
- * Cluster node, the slot map off) on the client's own connection (drive.c,
- * as relock__drive_conn()): each batch goes out through
+ * poll loop (pollloop.c, relock__poll_drive()), Sentinel and Cluster
+ * included.  Otherwise (a quorum client's calls on its first server that
+ * are not fan machines) on the client's own connection (drive.c, as
+ * relock__drive_conn()): each batch goes out through
  * conn.c as every command did before the engine: routing, Cluster
  * redirections, Sentinel's READONLY, stale connections, command_timeout_ms.
  * A batch with in_txn starts a transaction (relock__txn_begin) unless one

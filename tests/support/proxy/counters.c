@@ -15,20 +15,70 @@
 
 #define MAX_NAMES 512
 
+/* Counts by name, and their total. */
+typedef struct tally {
+    struct {
+        char name[64];
+        long long count;
+    } t[MAX_NAMES];
+    size_t n;
+    long long total;
+} tally;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char name[64];
-    long long count;
-} table[MAX_NAMES];
-static size_t nnames;
-static long long total;
-/* Commands received, by name. */
-static struct {
-    char name[64];
-    long long count;
-} cmds[MAX_NAMES];
-static size_t ncmds;
-static long long cmds_total;
+static tally refused;  /* refusals, by the proxy's names */
+static tally commands; /* commands received, by name */
+
+static void tally_add(tally *y, const char *name)
+{
+    size_t i;
+
+    pthread_mutex_lock(&lock);
+    y->total++;
+    for (i = 0; i < y->n; i++) {
+        if (strcmp(y->t[i].name, name) == 0) {
+            y->t[i].count++;
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+    }
+    if (y->n < MAX_NAMES) {
+        snprintf(y->t[y->n].name, sizeof(y->t[y->n].name), "%s", name);
+        y->t[y->n].count = 1;
+        y->n++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static long long tally_total(const tally *y)
+{
+    long long t;
+
+    pthread_mutex_lock(&lock);
+    t = y->total;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+/* The counts as an array of "NAME COUNT" strings. */
+static int tally_list(const tally *y, pbuf *out)
+{
+    size_t i;
+    int rc = 0;
+
+    pthread_mutex_lock(&lock);
+    if (resp_add_array(out, y->n) < 0)
+        rc = -1;
+    for (i = 0; rc == 0 && i < y->n; i++) {
+        char line[96];
+        int len = snprintf(line, sizeof(line), "%s %lld", y->t[i].name, y->t[i].count);
+
+        if (len < 0 || (size_t)len >= sizeof(line) || resp_add_bulk(out, line, (size_t)len) < 0)
+            rc = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
 
 void counters_command(const proxy_arg *a)
 {
@@ -44,110 +94,40 @@ void counters_command(const proxy_arg *a)
         name[i] = (char)(ch >= 'a' && ch <= 'z' ? ch - 'a' + 'A' : ch);
     }
     name[n] = '\0';
-    pthread_mutex_lock(&lock);
-    cmds_total++;
-    for (i = 0; i < ncmds; i++) {
-        if (strcmp(cmds[i].name, name) == 0) {
-            cmds[i].count++;
-            pthread_mutex_unlock(&lock);
-            return;
-        }
-    }
-    if (ncmds < MAX_NAMES) {
-        memcpy(cmds[ncmds].name, name, n + 1);
-        cmds[ncmds].count = 1;
-        ncmds++;
-    }
-    pthread_mutex_unlock(&lock);
+    tally_add(&commands, name);
 }
 
 long long counters_commands_total(void)
 {
-    long long t;
-
-    pthread_mutex_lock(&lock);
-    t = cmds_total;
-    pthread_mutex_unlock(&lock);
-    return t;
+    return tally_total(&commands);
 }
 
 int counters_commands_list(pbuf *out)
 {
-    size_t i;
-    int rc = 0;
-
-    pthread_mutex_lock(&lock);
-    if (resp_add_array(out, ncmds) < 0)
-        rc = -1;
-    for (i = 0; rc == 0 && i < ncmds; i++) {
-        char line[96];
-        int len = snprintf(line, sizeof(line), "%s %lld", cmds[i].name, cmds[i].count);
-
-        if (len < 0 || (size_t)len >= sizeof(line) || resp_add_bulk(out, line, (size_t)len) < 0)
-            rc = -1;
-    }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return tally_list(&commands, out);
 }
 
 void counters_add(const char *name)
 {
-    size_t i;
-
-    pthread_mutex_lock(&lock);
-    total++;
-    for (i = 0; i < nnames; i++) {
-        if (strcmp(table[i].name, name) == 0) {
-            table[i].count++;
-            pthread_mutex_unlock(&lock);
-            return;
-        }
-    }
-    if (nnames < MAX_NAMES) {
-        snprintf(table[nnames].name, sizeof(table[nnames].name), "%s", name);
-        table[nnames].count = 1;
-        nnames++;
-    }
-    pthread_mutex_unlock(&lock);
+    tally_add(&refused, name);
 }
 
 long long counters_total(void)
 {
-    long long t;
-
-    pthread_mutex_lock(&lock);
-    t = total;
-    pthread_mutex_unlock(&lock);
-    return t;
+    return tally_total(&refused);
 }
 
 int counters_list(pbuf *out)
 {
-    size_t i;
-    int rc = 0;
-
-    pthread_mutex_lock(&lock);
-    if (resp_add_array(out, nnames) < 0)
-        rc = -1;
-    for (i = 0; rc == 0 && i < nnames; i++) {
-        char line[96];
-        int len = snprintf(line, sizeof(line), "%s %lld", table[i].name,
-                           table[i].count);
-
-        if (len < 0 || (size_t)len >= sizeof(line) ||
-            resp_add_bulk(out, line, (size_t)len) < 0)
-            rc = -1;
-    }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return tally_list(&refused, out);
 }
 
 void counters_reset(void)
 {
     pthread_mutex_lock(&lock);
-    nnames = 0;
-    total = 0;
-    ncmds = 0;
-    cmds_total = 0;
+    refused.n = 0;
+    refused.total = 0;
+    commands.n = 0;
+    commands.total = 0;
     pthread_mutex_unlock(&lock);
 }

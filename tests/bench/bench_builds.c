@@ -185,17 +185,6 @@ static int measure(build bs[2], int fig, int reps, long sample_ms, result *r, ch
     return 0;
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: relock-bench-builds --base OLD/librelock.so --new NEW/librelock.so "
@@ -224,10 +213,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--new") == 0 && i + 1 < argc)
             bs[1].path = argv[++i];
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc &&
-                 parse_long(argv[i + 1], 1, 20, &reps) == 0)
+                 bu_parse_long(argv[i + 1], 1, 20, &reps) == 0)
             i++;
         else if (strcmp(argv[i], "--sample-ms") == 0 && i + 1 < argc &&
-                 parse_long(argv[i + 1], SLICE_MS, 10000, &sample_ms) == 0)
+                 bu_parse_long(argv[i + 1], SLICE_MS, 10000, &sample_ms) == 0)
             i++;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);

@@ -244,3 +244,14 @@ int bu_read_deadline(int fd, char *buf, size_t len, uint64_t deadline)
         return (int)got;
     }
 }
+
+int bu_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}

@@ -30,6 +30,9 @@ long long bu_status_bytes(const char *name);
 /* Resets VmHWM to the current RSS (clear_refs 5); 0 on success. */
 int bu_reset_hwm(void);
 
+/* A whole number text in [lo, hi] into *out; 0 on success, -1 otherwise. */
+int bu_parse_long(const char *s, long lo, long hi, long *out);
+
 /* Median of n values (n >= 1); reorders v. */
 double bu_median(double *v, int n);
 /* The p-th percentile (0 < p <= 100) of n values by nearest rank: the

@@ -275,17 +275,6 @@ static void usage(FILE *f)
             MAX_REPS);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -294,21 +283,21 @@ int main(int argc, char **argv)
         if (strcmp(a, "--json") == 0) {
             opt.json = 1;
         } else if (strcmp(a, "--sample-ms") == 0 && i + 1 < argc &&
-                   parse_long(argv[i + 1], 50, 10000, &v) == 0) {
+                   bu_parse_long(argv[i + 1], 50, 10000, &v) == 0) {
             opt.sample_ms = v;
             i++;
         } else if (strcmp(a, "--reps") == 0 && i + 1 < argc &&
-                   parse_long(argv[i + 1], 1, MAX_REPS, &v) == 0) {
+                   bu_parse_long(argv[i + 1], 1, MAX_REPS, &v) == 0) {
             opt.reps = (int)v;
             i++;
         } else if (strcmp(a, "--phase") == 0 && i + 1 < argc) {
             opt.phase = argv[++i];
         } else if (strcmp(a, "--server-cpu") == 0 && i + 1 < argc &&
-                   parse_long(argv[i + 1], 0, 4095, &v) == 0) {
+                   bu_parse_long(argv[i + 1], 0, 4095, &v) == 0) {
             opt.server_cpu = (int)v;
             i++;
         } else if (strcmp(a, "--memory") == 0 && i + 1 < argc &&
-                   parse_long(argv[i + 1], 1, 65535, &v) == 0) {
+                   bu_parse_long(argv[i + 1], 1, 65535, &v) == 0) {
             opt.mem_port = (int)v;
             i++;
         } else if (strcmp(a, "--only") == 0 && i + 1 < argc && strcmp(argv[i + 1], "wait") == 0) {

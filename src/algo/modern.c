@@ -174,13 +174,18 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     /* An error reply (-LOADING from a restarted server that may have kept
      * our write) says nothing about the key: as unreadable as a fault. */
     if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
-        relock__err_clear(&c->err); /* the I/O errors are the lesser news */
+        /* The ambiguity is the news; what lost the acquire's reply (a
+         * timeout, a reset) is kept as its cause. */
+        char cause[200];
+        snprintf(cause, sizeof cause, "%.*s", (int)sizeof cause - 1, c->err.msg);
+        relock__err_clear(&c->err);
         return relock__done(&m->h,
                             RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
                                          "acquire %s: connection lost after the acquire was "
                                          "sent and the key cannot be read back; the lock may "
-                                         "be held by us until its TTL ends",
-                                         l->name));
+                                         "be held by us until its TTL ends%s%s%s",
+                                         l->name, cause[0] ? " (" : "", cause,
+                                         cause[0] ? ")" : ""));
     }
     const redisReply *r = in->reply[0];
     int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;

@@ -384,6 +384,42 @@ static void test_wait_bound_slow_server(void **state)
     testsrv_stop(&px);
 }
 
+/*
+ * A server that stops answering (SIGSTOP) while a blocking call waits for
+ * its reply: the call ends by command_timeout_ms with the core's message,
+ * however its waits are cut into blocking-read slices, and once the server
+ * runs again the next call works on a fresh connection.
+ */
+static void test_command_timeout_stalled_server(void **state)
+{
+    (void)state;
+    testsrv s;
+    assert_int_equal(testsrv_start(&s, NULL), 0);
+    const char *set[] = {"command_timeout_ms", "300", NULL};
+    relock_client *c = tu_client(s.port, "modern", set);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_try_acquire(c, "stall-a", 5000, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    l = NULL;
+    assert_int_equal(kill(s.pid, SIGSTOP), 0);
+    uint64_t t0 = tu_now_ms();
+    relock_status st = relock_try_acquire(c, "stall-b", 5000, &l);
+    uint64_t took = tu_now_ms() - t0;
+    assert_int_equal(kill(s.pid, SIGCONT), 0);
+    if (st == RELOCK_OK || !strstr(relock_client_error(c)->message, "no reply within 300 ms"))
+        fail_msg("a stalled server: %s: %s", relock_status_name(st),
+                 relock_client_error(c)->message);
+    if (took >= 10000) /* a bound on hanging, not a timing target */
+        fail_msg("the call behind a stalled server took %llu ms", (unsigned long long)took);
+    assert_null(l);
+    assert_int_equal(relock_try_acquire(c, "stall-c", 5000, &l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&s);
+}
+
 static volatile int keep_lost_called;
 
 static void keep_on_lost(relock_lock *l, relock_status why, void *arg)
@@ -499,6 +535,7 @@ int main(void)
         cmocka_unit_test(test_auto_refuses_guessing),
         cmocka_unit_test(test_takeover_lost_reply),
         cmocka_unit_test(test_wait_bound_slow_server),
+        cmocka_unit_test(test_command_timeout_stalled_server),
         cmocka_unit_test(test_keep_after_failed_shorter_extend),
         cmocka_unit_test(test_keep_adopted),
     };

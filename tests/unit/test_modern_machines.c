@@ -308,7 +308,8 @@ static void test_lost_acquire_read_back(void **state)
     assert_int_equal(m.h.st, RELOCK_EAMBIGUOUS);
     assert_string_equal(f.c->err.msg,
                         "acquire job: connection lost after the acquire was sent and the key "
-                        "cannot be read back; the lock may be held by us until its TTL ends");
+                        "cannot be read back; the lock may be held by us until its TTL ends "
+                        "(SET on 127.0.0.1:6379: connection lost)");
     relock__err_clear(&f.c->err);
 
     /* Unsent: nothing ran, no read-back. */

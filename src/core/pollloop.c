@@ -413,6 +413,29 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
     q->done = 1;
 }
 
+/* Turns the loop until the call's operation is done (q->done) and returns
+ * its status.  Bounded by the operation's deadlines, each on a timer; a
+ * loop left with nothing to wait for has lost its operation (cannot
+ * happen): the inner client is let go of, never freed or turned again,
+ * since its operation points at the returning call's machine, and the
+ * call fails naming what (its lock, or the scan). */
+static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
+                            const char *name)
+{
+    while (!q->done) {
+        if (!q->timers && !q->watched) {
+            q->a = NULL;
+            q->cur = NULL;
+            relock__err_clear(&c->err);
+            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                "%s%s: internal error: an operation was left waiting", what,
+                                name);
+        }
+        p_turn(q, 1000);
+    }
+    return q->st;
+}
+
 relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
 {
     relock_client *c = l->c;
@@ -429,23 +452,9 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
     relock_status st = relock__a_run(q->a, l, fn, m, run_done, q);
     if (st != RELOCK_OK)
         return RELOCK__FAIL(&c->err, st, "lock %s: out of memory", l->name);
-    /* Bounded: each round has its deadline on a timer, and the machine
-     * ends after RELOCK__FAN_MAX_FEEDS feeds at most; a loop left with
-     * nothing to wait for has lost its operation. */
-    while (!q->done) {
-        if (!q->timers && !q->watched) {
-            /* Cannot happen (a round always has its deadline's timer);
-             * the inner client is let go of, never freed or turned again,
-             * since its operation points at this call's machine. */
-            q->a = NULL;
-            relock__err_clear(&c->err);
-            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                "lock %s: internal error: an operation was left waiting",
-                                l->name);
-        }
-        p_turn(q, 1000);
-    }
-    return q->st;
+    /* Each round has its deadline on a timer, and the machine ends after
+     * RELOCK__FAN_MAX_FEEDS feeds at most. */
+    return p_wait(q, c, "lock ", l->name);
 }
 
 /* The quorum algorithm of the blocking client: its calls run here. */
@@ -601,22 +610,12 @@ relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
         relock__a_queue_flush(cn);
         relock__a_leave(a);
     }
-    /* Bounded: every batch has its command timeout on a timer, a connect
-     * its connect timeout, and the machine ends after
-     * RELOCK__DRIVE_MAX_STEPS steps. */
-    while (!q->done) {
-        if (!q->timers && !q->watched) {
-            /* Cannot happen; the inner client is let go of, as the
-             * quorum's is (relock__fan_drive). */
-            c->p->a = NULL;
-            q->cur = NULL;
-            relock__err_clear(&c->err);
-            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                "lock %s: internal error: an operation was left waiting",
-                                l->name);
-        }
-        p_turn(q, 1000);
-    }
+    /* Every batch has its command timeout on a timer, a connect its
+     * connect timeout, and the machine ends after RELOCK__DRIVE_MAX_STEPS
+     * steps. */
+    relock_status wst = p_wait(q, c, "lock ", l->name);
+    if (!q->done)
+        return wst;
     /* What the operation wrote last without waiting for its reply (the
      * legacy marker) leaves before the call returns; its reply is read
      * and dropped at a later turn. */
@@ -660,18 +659,11 @@ relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan
     relock_status st = relock__a_scan(a, match, fn, arg, scan_end, &w);
     if (st != RELOCK_OK)
         return st; /* (its error on c->err, the core's shared client) */
-    /* Bounded: every batch has its command timeout on a timer, a connect
-     * its connect timeout, and the walk its steps' bound. */
-    while (!q->done) {
-        if (!q->timers && !q->watched) {
-            c->p->a = NULL;
-            q->cur = NULL;
-            relock__err_clear(&c->err);
-            return RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                "scan: internal error: the walk was left waiting");
-        }
-        p_turn(q, 1000);
-    }
+    /* Every batch has its command timeout on a timer, a connect its
+     * connect timeout, and the walk its steps' bound. */
+    relock_status wst = p_wait(q, c, "scan", "");
+    if (!q->done)
+        return wst;
     p_flush(q);
     p_sweep(q);
     q->last = relock__mono_ms();

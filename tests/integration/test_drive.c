@@ -1,16 +1,15 @@
 /*
- * The blocking driver on the client's own connection (src/core/drive.c,
- * relock__drive_conn(): Sentinel and a Cluster without the slot map run
- * on it; one server runs over the operation core, whose rules the
- * asynchronous suites and the blocking suites above it check) against a
- * real redis-server,
- * with a test machine that sends batches given by the test and records
- * every feed: replies in order from one pipelined batch, the transaction
- * rule (a connection lost inside WATCH is never replaced: the batches
- * until the transaction ends are faults, and only then does a new
- * connection open), a timeout part way through a batch (LOST after the
- * replies that came), the fleet's clock on request, and a machine that
- * ends inside a transaction (its connection dropped).
+ * The blocking driver (relock__drive(): on a one-server client an
+ * operation of the operation core on the blocking client's poll loop,
+ * src/core/pollloop.c) against a real redis-server, with a test machine
+ * that sends batches given by the test and records every feed: replies
+ * in order from one pipelined batch, the transaction rule (a connection
+ * lost inside WATCH is never replaced: the batches until the transaction
+ * ends are faults, and only then does a new connection open), a timeout
+ * part way through a batch (LOST after the replies that came), the
+ * fleet's clock on request, a machine that ends inside a transaction
+ * (its connection dropped), and the probe without INFO.  The connection's
+ * facts are read from the core's connection (aconn, src/core/core.h).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -22,7 +21,9 @@
 
 #include <cmocka.h>
 
-#include "engine/engine.h"
+#include "core/core.h"
+#include "core/drive.h"
+#include "core/pollloop.h"
 #include "internal.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -41,16 +42,19 @@ typedef struct tmachine {
     const tbatch *b;
     int nb;
     /* Before sending batch `kill_before`, the server closes every other
-     * client's connection, and the test waits until an idle connection
-     * would be seen closed (if kill_before > 0). */
+     * client's connection, and the test waits until the close has
+     * reached the client (if kill_before > 0). */
     int kill_before;
+    /* The core's connection the machine runs on (core_conn()). */
+    const aconn *cn;
     /* Records, one per step. */
     int steps;
     int nreply[MAXB + 1];
     relock__fault fault[MAXB + 1];
     char text[MAXB + 1][4][64]; /* each reply: its string, or its type and integer */
     char fault_text[MAXB + 1][512];
-    int conn_in_txn[MAXB + 1];
+    int conn_in_txn[MAXB + 1]; /* the connection is held by a transaction */
+    int conn_open[MAXB + 1];
     long long fleet[MAXB + 1];
     unsigned long connects[MAXB + 1];
 } tmachine;
@@ -83,7 +87,8 @@ static relock__step tstep(void *vm, relock_lock *l, const relock__feed *in, relo
     snprintf(m->fault_text[s], sizeof m->fault_text[s], "%s", in->fault_text ? in->fault_text : "");
     for (int i = 0; i < in->nreply && i < 4; i++)
         describe(in->reply[i], m->text[s][i], sizeof m->text[s][i]);
-    m->conn_in_txn[s] = l->c->conn.in_txn;
+    m->conn_in_txn[s] = m->cn->txn_owner != NULL;
+    m->conn_open[s] = m->cn->ac != NULL;
     m->fleet[s] = in->fleet_ms;
     m->connects[s] = l->c->connects;
     relock__err_clear(&l->c->err); /* each batch's error on its own */
@@ -91,7 +96,7 @@ static relock__step tstep(void *vm, relock_lock *l, const relock__feed *in, relo
         return relock__done(&m->h, RELOCK_OK);
     if (m->kill_before == s && s > 0) {
         free(testsrv_cmd(&tu_srv, "CLIENT KILL TYPE normal"));
-        tu_sleep_ms(300); /* past conn.c's idle check (200 ms) */
+        tu_sleep_ms(300); /* the server's close has reached the client */
     }
     relock__batch_reset(out);
     for (int i = 0; i < 4 && m->b[s].cmd[i][0]; i++) {
@@ -115,12 +120,29 @@ static relock_lock *lock_on(relock_client *c)
     return l;
 }
 
+/* The core's connection a lock named "drive" goes on: the one the poll
+ * loop marks for a write (relock__poll_mark(), which reads nothing and
+ * turns no loop while durability is off, as in these tests).  A
+ * connection never moves (core.h), so it stays this one for the client's
+ * life, closed and opened again inside it. */
+static const aconn *core_conn(relock_client *c)
+{
+    relock_lock l;
+    memset(&l, 0, sizeof l);
+    l.c = c;
+    l.name = l.key = l.fence_key = (char *)"drive";
+    relock__poll_mark(&l);
+    assert_non_null(l.wmark.cn);
+    return l.wmark.cn;
+}
+
 static void run(relock_client *c, tmachine *m, const tbatch *b, int nb)
 {
     m->b = b;
     m->nb = nb;
+    m->cn = core_conn(c);
     relock_lock *l = lock_on(c);
-    assert_int_equal(relock__drive_conn(l, tstep, m), RELOCK_OK);
+    assert_int_equal(relock__drive(l, tstep, m), RELOCK_OK);
     free(l);
     assert_int_equal(m->steps, nb + 1);
 }
@@ -149,7 +171,10 @@ static void test_pipelined_batch(void **state)
 
 /* Decision 86 through the driver: inside WATCH a lost connection is not
  * replaced; every batch until the transaction's end is a fault (the one
- * ending it included); the batch after connects again. */
+ * ending it included); the batch after connects again.  The server
+ * closes the connection while the machine holds it: the core writes the
+ * GET on it without looking first (an operation's batches follow one
+ * another at once), so the GET is LOST, and the EXEC after it UNSENT. */
 static void test_transaction_not_replaced(void **state)
 {
     (void)state;
@@ -166,20 +191,26 @@ static void test_transaction_not_replaced(void **state)
     assert_int_equal(m.fault[1], RELOCK__FAULT_NONE);
     assert_string_equal(m.text[1][0], "OK");
     assert_int_equal(m.conn_in_txn[1], 1);
-    /* The GET: the connection was found closed before sending. */
-    assert_int_equal(m.fault[2], RELOCK__FAULT_UNSENT);
+    /* The GET: written on the closed connection, no reply. */
+    assert_int_equal(m.fault[2], RELOCK__FAULT_LOST);
     assert_int_equal(m.nreply[2], 0);
-    assert_non_null(strstr(m.fault_text[2], "lost inside a transaction"));
+    assert_non_null(strstr(m.fault_text[2], "127.0.0.1:"));
     assert_int_equal(m.conn_in_txn[2], 1);
+    assert_int_equal(m.conn_open[2], 0);
     assert_int_equal(m.connects[2], m.connects[1]);
-    /* EXEC, still inside: refused too, and the transaction ends. */
+    /* EXEC, still inside: refused without a new connection.  The
+     * connection stays the operation's until its machine has judged this
+     * feed (core.h), so the transaction ends with the next batch. */
     assert_int_equal(m.fault[3], RELOCK__FAULT_UNSENT);
-    assert_non_null(strstr(m.fault_text[3], "EXEC"));
-    assert_int_equal(m.conn_in_txn[3], 0);
+    assert_int_equal(m.nreply[3], 0);
+    assert_non_null(strstr(m.fault_text[3], "the connection of a transaction was lost before its end"));
+    assert_int_equal(m.conn_open[3], 0);
     assert_int_equal(m.connects[3], m.connects[1]);
     /* Outside: a new connection. */
     assert_int_equal(m.fault[4], RELOCK__FAULT_NONE);
     assert_string_equal(m.text[4][0], "PONG");
+    assert_int_equal(m.conn_in_txn[4], 0);
+    assert_int_equal(m.conn_open[4], 1);
     assert_int_equal(m.connects[4], m.connects[1] + 1);
     relock_client_free(c);
 }
@@ -202,8 +233,9 @@ static void test_timeout_part_way(void **state)
     assert_int_equal(m.nreply[1], 1);
     assert_int_equal(m.fault[1], RELOCK__FAULT_LOST);
     assert_string_equal(m.text[1][0], "OK");
-    assert_non_null(strstr(m.fault_text[1], "BLPOP on 127.0.0.1:"));
+    assert_non_null(strstr(m.fault_text[1], "127.0.0.1:"));
     assert_non_null(strstr(m.fault_text[1], "no reply within 300 ms"));
+    assert_int_equal(m.conn_open[1], 0); /* dropped */
     /* The next batch goes on a new connection. */
     assert_int_equal(m.fault[2], RELOCK__FAULT_NONE);
     assert_string_equal(m.text[2][0], "1");
@@ -243,8 +275,13 @@ static void test_end_inside_transaction(void **state)
     tmachine m = {0};
     run(c, &m, b, 1);
     assert_int_equal(m.conn_in_txn[1], 1);
-    assert_int_equal(c->conn.in_txn, 0);
-    assert_null(c->conn.ctx);
+    assert_int_equal(m.conn_open[1], 1);
+    /* after the call: no transaction holds the connection, which is closed */
+    assert_null(m.cn->txn_owner);
+    assert_null(m.cn->ac);
+    int open = -1;
+    relock__cluster_counts(c, NULL, &open, NULL);
+    assert_int_equal(open, 0);
     relock_client_free(c);
 }
 

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h" /* relock__conn_close: a connection lost */
+#include "handle.h" /* relock_client.connects: the connections it opened */
 #include "relock.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -707,8 +707,39 @@ static void test_owner_info(void **state)
     }
 }
 
+/* The server closes every client connection but the test's own (CLIENT
+ * KILL by address, which servers from 2.4 on know), and the test waits
+ * until a client's connection, idle since, is one it looks at before use
+ * (the poll loop's idle check, 200 ms).  Returns the connections closed. */
+static int kill_clients(void)
+{
+    char *list = testsrv_cmd(&tu_srv, "CLIENT LIST");
+    assert_non_null(list);
+    int killed = 0;
+    for (char *line = list; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        char *addr = strstr(line, "addr=");
+        /* (the listing's own connection, closed by now, says cmd=client) */
+        if (addr && !strstr(line, "cmd=client")) {
+            addr += 5;
+            addr[strcspn(addr, " ")] = '\0';
+            char *r = testsrv_cmd(&tu_srv, "CLIENT KILL %s", addr);
+            killed += r && strcmp(r, "OK") == 0;
+            free(r);
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(list);
+    tu_sleep_ms(300);
+    return killed;
+}
+
 /* After its connection was closed (a server restart, say), a client must
- * probe again before choosing its path: not fall back to the 2.0 one. */
+ * probe again before choosing its path: not fall back to the 2.0 one.
+ * The server closes the client's connection; the client's count of the
+ * connections it opened shows each call after it on a new one. */
 static void test_path_after_reconnect(void **state)
 {
     (void)state;
@@ -718,12 +749,16 @@ static void test_path_after_reconnect(void **state)
     long long f = relock_lock_fence(l);
     assert_int_equal(relock_release(l), RELOCK_OK);
     relock_lock_free(l);
-    relock__conn_close(&c->conn);
+    unsigned long connects = c->connects;
+    assert_true(kill_clients() >= 1);
     assert_int_equal(relock_acquire(c, "reconnect", 5000, 0, &l), RELOCK_OK);
+    assert_int_equal(c->connects, connects + 1);
     assert_int_equal(relock_lock_fence(l), f + 1);
     assert_true(cmd_int("PTTL %s", "reconnect") > 0); /* a bridge value, with its TTL */
-    relock__conn_close(&c->conn);
+    assert_true(kill_clients() >= 1);
     assert_int_equal(relock_release(l), RELOCK_OK);
+    assert_int_equal(c->connects, connects + 2);
+    assert_int_equal(cmd_int("EXISTS %s", "reconnect"), 0);
     relock_lock_free(l);
     relock_client_free(c);
 }

@@ -1,6 +1,7 @@
 /*
- * Reading Redis Cluster redirections (src/core/cluster.c) and the READONLY
- * reply of a demoted master (src/core/sentinel.c), without a server.
+ * Reading Redis Cluster redirections and the READONLY reply of a demoted
+ * master (src/core/route.c), and the operation core's connection to a
+ * node a redirection names (src/core/routing.c), without a server.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,9 +12,8 @@
 
 #include <cmocka.h>
 
+#include "core/core.h"
 #include "internal.h"
-
-static relock_client client;
 
 static redisReply reply_of(int type, const char *text)
 {
@@ -25,13 +25,18 @@ static redisReply reply_of(int type, const char *text)
     return r;
 }
 
+/* The host of the node that answered: an empty host in a redirection
+ * means this one. */
+static const char cur_host[] = "10.1.2.3";
+
 static void redirect(const char *text, enum relock__redir_kind kind, const char *host, int port)
 {
     redisReply r = reply_of(REDIS_REPLY_ERROR, text);
     relock__redirect to;
-    enum relock__redir_kind got = relock__cluster_redirect(&client, &r, &to);
+    enum relock__redir_kind got = relock__redirect_parse(cur_host, &r, &to);
     if (got != kind)
         fail_msg("\"%s\": kind %d, expected %d", text, (int)got, (int)kind);
+    assert_int_equal(to.kind, kind);
     if (kind == RELOCK__REDIR_MOVED || kind == RELOCK__REDIR_ASK) {
         assert_string_equal(to.host, host);
         assert_int_equal(to.port, port);
@@ -41,16 +46,11 @@ static void redirect(const char *text, enum relock__redir_kind kind, const char 
 static void test_redirections(void **state)
 {
     (void)state;
-    memset(&client, 0, sizeof client);
-    snprintf(client.s.servers[0].host, sizeof client.s.servers[0].host, "10.1.2.3");
-    client.s.servers[0].port = 7000;
-    client.conn.srv = &client.s.servers[0];
-
     redirect("MOVED 3999 127.0.0.1:6381", RELOCK__REDIR_MOVED, "127.0.0.1", 6381);
     {
         redisReply r = reply_of(REDIS_REPLY_ERROR, "MOVED 3999 127.0.0.1:6381");
         relock__redirect to;
-        relock__cluster_redirect(&client, &r, &to);
+        relock__redirect_parse(cur_host, &r, &to);
         assert_int_equal(to.slot, 3999);
     }
     redirect("MOVED 16384 127.0.0.1:6381", RELOCK__REDIR_NONE, NULL, 0);
@@ -60,6 +60,7 @@ static void test_redirections(void **state)
     redirect("MOVED 16383 ::1:7001", RELOCK__REDIR_MOVED, "::1", 7001);
     /* 7.0 with an unknown endpoint: the host we are talking to. */
     redirect("MOVED 12 :7002", RELOCK__REDIR_MOVED, "10.1.2.3", 7002);
+    redirect("ASK 12 :7003", RELOCK__REDIR_ASK, "10.1.2.3", 7003);
     redirect("TRYAGAIN Multiple keys request during rehashing of slot", RELOCK__REDIR_TRYAGAIN,
              NULL, 0);
     /* Anything else is the caller's to see. */
@@ -74,30 +75,51 @@ static void test_redirections(void **state)
     redirect("ERR unknown command", RELOCK__REDIR_NONE, NULL, 0);
     redisReply st = reply_of(REDIS_REPLY_STATUS, "MOVED 1 h:1");
     relock__redirect to;
-    assert_int_equal(relock__cluster_redirect(&client, &st, &to), RELOCK__REDIR_NONE);
-    assert_int_equal(relock__cluster_redirect(&client, NULL, &to), RELOCK__REDIR_NONE);
+    assert_int_equal(relock__redirect_parse(cur_host, &st, &to), RELOCK__REDIR_NONE);
+    assert_int_equal(relock__redirect_parse(cur_host, NULL, &to), RELOCK__REDIR_NONE);
 }
 
-static void test_move_keeps_credentials(void **state)
+/* A node a redirection names gets a connection of its own with the
+ * configured server's login (its password), the configured server left
+ * as it is: a new start goes there.  The core's client is built by hand,
+ * with no loop: finding or adding a node's connection does no I/O. */
+static void test_node_keeps_credentials(void **state)
 {
     (void)state;
+    static relock_client client;
     memset(&client, 0, sizeof client);
     snprintf(client.s.servers[0].host, sizeof client.s.servers[0].host, "seed");
     snprintf(client.s.servers[0].password, sizeof client.s.servers[0].password, "pw");
     client.s.servers[0].port = 7000;
-    client.conn.srv = &client.s.servers[0];
-    relock__redirect to = {RELOCK__REDIR_MOVED, "other", 7001, 1};
-    relock__cluster_move(&client, &to);
-    assert_ptr_equal(client.conn.srv, &client.node);
-    assert_string_equal(client.node.host, "other");
-    assert_int_equal(client.node.port, 7001);
-    assert_string_equal(client.node.password, "pw");
+    client.s.nservers = 1;
+    relock_async a;
+    memset(&a, 0, sizeof a);
+    aconn conns[3];
+    memset(conns, 0, sizeof conns);
+    a.c = &client;
+    a.conns = conns;
+    a.ncap = 3;
+    a.nconns = 1;
+    conns[0].a = &a;
+    conns[0].srv = &client.s.servers[0];
+    a.home = &conns[0];
+
+    aconn *other = relock__a_node_conn(&a, "other", 7001);
+    assert_ptr_equal(other, &conns[1]);
+    assert_ptr_equal(other->srv, &other->node);
+    assert_string_equal(other->srv->host, "other");
+    assert_int_equal(other->srv->port, 7001);
+    assert_string_equal(other->srv->password, "pw");
     /* The configured server is unchanged: a new start goes there. */
     assert_string_equal(client.s.servers[0].host, "seed");
-    relock__redirect again = {RELOCK__REDIR_MOVED, "third", 7002, 2};
-    relock__cluster_move(&client, &again);
-    assert_string_equal(client.node.host, "third");
-    assert_string_equal(client.node.password, "pw");
+    assert_ptr_equal(conns[0].srv, &client.s.servers[0]);
+    aconn *third = relock__a_node_conn(&a, "third", 7002);
+    assert_ptr_equal(third, &conns[2]);
+    assert_string_equal(third->srv->host, "third");
+    assert_string_equal(third->srv->password, "pw");
+    /* A node met again: its connection, not a new one. */
+    assert_ptr_equal(relock__a_node_conn(&a, "other", 7001), other);
+    assert_int_equal(a.nconns, 3);
 }
 
 /* The slot of a key, as CLUSTER KEYSLOT answers (values from Redis's
@@ -155,7 +177,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redirections),
-        cmocka_unit_test(test_move_keeps_credentials),
+        cmocka_unit_test(test_node_keeps_credentials),
         cmocka_unit_test(test_readonly),
         cmocka_unit_test(test_slots),
     };

@@ -24,7 +24,6 @@
 #include "core/core.h"
 #include "core/drive.h"
 #include "core/pollloop.h"
-#include "internal.h"
 #include "testclient.h"
 #include "testutil.h"
 

@@ -835,6 +835,9 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         }
         if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
             relock__a_batch_clear(op);
+            /* a batch without in_txn ends the transaction even unsent: the
+             * machine's next one may go on a new connection */
+            txn_ended = !op->in_txn;
             fault = RELOCK__FAULT_UNSENT;
             fst = RELOCK_EIO;
             ftext = "the connection of a transaction was lost before its end";

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "api.h"
-#include "probe.h"
 #include "algo.h"
 #include "core/pollloop.h"
 
@@ -32,7 +31,6 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     relock__err_clear(&c->err);
     c->s = cfg->s;
     c->conn.srv = &c->s.servers[0];
-    c->on_connect = relock__probe;
     relock__scripts_init(c);
     seed_rng(c);
     c->replicas_acked = -1;
@@ -59,7 +57,7 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     /* The connection made, logged in and probed now: the mode is chosen
      * by the server's capabilities.  One server runs over the operation
      * core (pollloop.c), through Sentinel and on a Cluster too. */
-    relock_status st = relock__poll_ready(c, NULL);
+    relock_status st = relock__drive_ready(c, NULL);
     if (st != RELOCK_OK)
         return st;
     st = relock__select_mode(c);
@@ -114,8 +112,6 @@ void relock_client_free(relock_client *c)
 {
     if (!c)
         return;
-    relock__cluster_free(c);
-    relock__conn_close(&c->conn);
     relock__qpoll_free(c);
     if (c->sub)
         redisFree(c->sub);

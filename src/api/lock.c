@@ -78,9 +78,7 @@ static relock_status undo_acquire(relock_lock *l, relock_status st)
     relock__err_copy(&kept, &c->err);
     int acked = c->replicas_acked;
     relock__err_clear(&c->err);
-    relock_status rst = relock__cluster_route(c, l->key);
-    if (rst == RELOCK_OK)
-        rst = c->algo->release(l);
+    relock_status rst = c->algo->release(l);
     c->replicas_acked = acked;
     return relock__durable_undone(c, &kept, st, rst);
 }
@@ -164,9 +162,6 @@ relock_status relock_release(relock_lock *l)
         return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
                             l->name);
     l->waiters = 0;
-    st = relock__cluster_route(c, l->key);
-    if (st != RELOCK_OK)
-        return st;
     /* The owner record goes first, while the lock is still ours: after the
      * release a new holder may already have written its own. */
     relock__owner_note(l, 0);
@@ -207,9 +202,6 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
                             l->name);
     if (ttl_ms == 0)
         ttl_ms = l->ttl_ms;
-    st = relock__cluster_route(c, l->key);
-    if (st != RELOCK_OK)
-        return st;
     uint64_t was_valid = l->valid_until;
     long long was_ttl = l->ttl_ms;
     relock__durable_mark(l);

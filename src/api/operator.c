@@ -168,12 +168,9 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
     relock__fence_key(key, fkey, sizeof fkey);
     if (relock__owner_key(key, okey, sizeof okey) != 0)
         okey[0] = '\0';
-    relock_status st = relock__cluster_route(c, key);
-    if (st != RELOCK_OK)
-        return st;
     /* Connected now: the machine asks for PTTL or TTL by the server's
      * capabilities. */
-    st = relock__drive_ready(c, key);
+    relock_status st = relock__drive_ready(c, key);
     if (st != RELOCK_OK)
         return st;
     relock_lock tmp;

@@ -14,10 +14,11 @@
 
 /* ------------------------------------------------------------------ connections */
 
+/* The facts of the server a step machine runs on (the operation core
+ * loads its connection's into the client before each step). */
 typedef struct relock__conn {
-    redisContext *ctx;
     const relock__server *srv;
-    /* What the probe learned; valid while ctx is. */
+    /* What the probe learned. */
     char version[32];
     int major, minor, patch;
     unsigned caps;
@@ -25,11 +26,6 @@ typedef struct relock__conn {
     /* legacy.clock = "server": the server's clock as an offset from our
      * monotonic clock (lease.h). */
     relock__clock_est clock;
-    uint64_t last_used; /* monotonic ms of the last command */
-    /* Inside WATCH ... EXEC or MULTI ... EXEC (relock__txn_begin): the
-     * connection is never replaced, reconnected or redirected; losing it
-     * fails every command until relock__txn_end (design.md §13.3). */
-    int in_txn;
 } relock__conn;
 
 /* ------------------------------------------------------------------ client and lock */
@@ -39,9 +35,7 @@ struct relock__machines;
 
 /* The connection a write went out on, for relock__durable_wait(). */
 typedef struct relock__wmark {
-    redisContext *ctx; /* the blocking driver's connection (drive.c) */
-    unsigned long connects;
-    const void *cn; /* or the operation core's (pollloop.c), in its generation */
+    const void *cn; /* the operation core's connection, in its generation */
     unsigned gen;
 } relock__wmark;
 
@@ -62,30 +56,19 @@ struct relock_client {
     /* quorum: the blocking calls' poll loop over the operation core
      * (src/core/pollloop.c), or NULL; installed by relock_connect() */
     struct relock__qpoll *q;
-    /* one server: the blocking calls' poll loop over the operation core
-     * (pollloop.c, relock__poll_single()), or NULL until the first use */
+    /* the blocking calls' step machines (one server, a quorum's first):
+     * their poll loop over the operation core (pollloop.c), or NULL until
+     * the first use */
     struct relock__qpoll *p;
     /* Courtesy after releasing a lock others wait for (lock.c). */
     uint64_t yield_key; /* hash of that lock's key */
     uint64_t yield_until; /* monotonic ms */
     relock__err err;
-    /* The server the connection goes to when it is not servers[0]: the
-     * master a sentinel named, or the Cluster node a MOVED named.  Its
-     * credentials and db are servers[0]'s. */
-    relock__server node;
     int sentinel_first; /* the sentinel to ask first: the last that helped */
-    /* Redis Cluster's slot map and connection pool, made at the first
-     * MOVED when cluster.slot_map is on (cluster.c), or NULL. */
-    struct relock__cluster *cl;
     /* Counted for tests and the benchmark: MOVED replies followed, and
      * connections opened (connect, log in, probe). */
     unsigned long moved;
     unsigned long connects;
-    /* Run on every connection just opened and logged in (connect.c): the
-     * server probe, relock__probe, installed by relock_connect(); routing
-     * sits below the drivers the probe runs on, so it calls up only
-     * through this. */
-    relock_status (*on_connect)(relock_client *c);
     /* relock_scan_node(): the server a scan walks, "host:port". */
     char scan_node[RELOCK__HOST_MAX + 8];
     /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */

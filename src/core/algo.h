@@ -21,10 +21,6 @@ extern const relock__algo relock__algo_bridge;
  * servers. */
 relock_status relock__quorum_setup(relock_client *c);
 
-/* Probes the server version into conn (design.md §3.1): the probe's
- * machine (probe.h) on the blocking driver, run on each new connection. */
-relock_status relock__probe(relock_client *c);
-
 /* Raises a whole-tag key's fence counter to its earlier one: the carry's
  * machine (fence.h) on the blocking driver. */
 relock_status relock__fence_seed(relock_lock *l);

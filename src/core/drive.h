@@ -1,9 +1,10 @@
 /*
- * The blocking drivers (src/core/pollloop.c, src/core/drive.c): they run a
- * step machine (engine/engine.h) or a fan machine (engine/fan.h) on the
- * client's connections until it is done.  The machines' blocking runs
- * (run.c, run_ts.c) and the public calls that run a machine themselves
- * (src/api/operator.c, owner.c) call them.
+ * The blocking calls' drivers (src/core/pollloop.c): a private poll loop
+ * over the operation core (core.h) runs a step machine (engine/engine.h)
+ * or a fan machine (engine/fan.h) as an operation of an inner core client
+ * until it is done.  The machines' blocking runs (run.c, run_ts.c) and
+ * the public calls that run a machine themselves (src/api/operator.c,
+ * owner.c) call them.
  */
 #ifndef RELOCK_CORE_DRIVE_H
 #define RELOCK_CORE_DRIVE_H
@@ -11,24 +12,18 @@
 #include "engine/fan.h"
 
 /*
- * The blocking driver: runs machine m (its head zeroed but for its inputs)
- * with step function fn until it is done, and returns its status (errors
- * on l->c->err).  One server: an operation of the operation core on a
- * poll loop (pollloop.c, relock__poll_drive()), Sentinel and Cluster
- * included.  Otherwise (a quorum client's calls on its first server that
- * are not fan machines) on the client's own connection (drive.c, as
- * relock__drive_conn()): each batch goes out through
- * conn.c as every command did before the engine: routing, Cluster
- * redirections, Sentinel's READONLY, stale connections, command_timeout_ms.
- * A batch with in_txn starts a transaction (relock__txn_begin) unless one
- * is open; a batch without it ends the open one after its replies.
+ * Runs machine m (its head zeroed but for its inputs) with step function
+ * fn until it is done, and returns its status (errors on l->c->err).  It
+ * is an operation of the one-server runner's inner core client (c->p) on
+ * the connection l->key routes to: the server (a quorum's first), the
+ * master a Sentinel names, a Cluster node.  The connection's rules are the
+ * core's (connection.c, routing.c): redirections, Sentinel's READONLY,
+ * the transaction rule, command_timeout_ms, the WAIT's connection.
  */
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
-/* The blocking driver on the client's own connection (c->conn), whatever
- * the client: the probe of that connection (relock__probe). */
-relock_status relock__drive_conn(relock_lock *l, relock__step_fn fn, void *m);
-/* The connection key's machine will run on, connected and probed now
- * (its facts on c->conn); key NULL: the client's server. */
+/* The connection key's machine will run on, connected, logged in and
+ * probed now, its facts on c->conn (key NULL: the server the client
+ * reports); or the error on c->err. */
 relock_status relock__drive_ready(relock_client *c, const char *key);
 
 /*

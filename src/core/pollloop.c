@@ -300,9 +300,8 @@ timers:;
  * server's one connection (and Cluster nodes' met through redirections),
  * run by step machines, its mode chosen by relock_connect().  NULL out of
  * memory. */
-static relock_async *inner_new(relock_client *c, struct relock__qpoll *q)
+static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
-    int quorum = c->s.nservers > 1;
     relock_async *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
@@ -444,7 +443,7 @@ relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
         return RELOCK__FAIL(&c->err, RELOCK_EPROTO, "lock %s: internal error: not a quorum",
                             l->name);
     if (!q->a)
-        q->a = inner_new(c, q);
+        q->a = inner_new(c, q, 1);
     if (!q->a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
     q->done = 0;
@@ -497,11 +496,6 @@ const relock__algo relock__algo_quorum = {
  * busy one skips that system call, as the transport did. */
 #define IDLE_CHECK_MS 200
 
-int relock__poll_single(const relock_client *c)
-{
-    return c->s.nservers == 1;
-}
-
 /* c's one-server runner (c->p) with its inner client, made at the first
  * use; NULL out of memory. */
 static relock_async *single(relock_client *c)
@@ -510,7 +504,7 @@ static relock_async *single(relock_client *c)
         return NULL;
     c->p->block = 1;
     if (!c->p->a)
-        c->p->a = inner_new(c, c->p);
+        c->p->a = inner_new(c, c->p, 0);
     return c->p->a;
 }
 
@@ -519,7 +513,7 @@ static int setting_up(const aconn *cn)
     return cn->cstate == C_CONNECTING || cn->cstate == C_SETUP || cn->cstate == C_LOCATING;
 }
 
-relock_status relock__poll_ready(relock_client *c, const char *key)
+relock_status relock__drive_ready(relock_client *c, const char *key)
 {
     relock_async *a = single(c);
     if (!a)
@@ -562,22 +556,23 @@ void relock__cluster_counts(const relock_client *c, int *masters, int *open,
 
 const relock__server *relock__poll_server(relock_client *c, const char *key)
 {
-    relock_async *a = relock__poll_single(c) && c->p ? c->p->a : NULL;
+    relock_async *a = c->p ? c->p->a : NULL;
     if (a && !key && c->p->cur)
         return c->p->cur->srv;
     return a ? relock__a_route(a, key)->srv : c->conn.srv;
 }
 
-void relock__poll_mark(relock_lock *l)
+void relock__durable_mark(relock_lock *l)
 {
     relock_client *c = l->c;
+    c->replicas_acked = -1;
     if (relock__durable_on(c)) {
         /* A failure shows in the operation itself, which tries to connect
          * again: it must not leave its message behind for a call that then
          * succeeds. */
         relock__err saved;
         relock__err_copy(&saved, &c->err);
-        relock__poll_ready(c, l->key);
+        relock__drive_ready(c, l->key);
         relock__err_copy(&c->err, &saved);
     }
     relock_async *a = c->p ? c->p->a : NULL;
@@ -586,7 +581,7 @@ void relock__poll_mark(relock_lock *l)
     l->wmark.gen = cn ? cn->gen : 0;
 }
 
-relock_status relock__poll_drive(relock_lock *l, relock__step_fn fn, void *m)
+relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
     relock_client *c = l->c;
     relock_async *a = single(c);
@@ -706,7 +701,7 @@ static relock__step raw_step(void *vm, relock_lock *l, const relock__feed *in, r
     return relock__done(&m->h, RELOCK_OK);
 }
 
-redisReply *relock__poll_command(relock_client *c, int *sent, int argc, const char **argv,
+redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                                  const size_t *argvlen)
 {
     if (sent)
@@ -729,7 +724,7 @@ redisReply *relock__poll_command(relock_client *c, int *sent, int argc, const ch
     m.argc = argc;
     m.argv = argv;
     m.len = argvlen;
-    relock__poll_drive(&l, raw_step, &m);
+    relock__drive(&l, raw_step, &m);
     if (sent)
         *sent = m.sent;
     return m.reply;
@@ -757,4 +752,66 @@ relock_status relock__quorum_setup(relock_client *c)
              "quorum over %d servers (majority %d), modern values", c->s.nservers, c->s.nservers / 2 + 1);
     c->algo = &relock__algo_quorum;
     return RELOCK_OK;
+}
+
+relock_status relock__connect_failed(relock_client *c, const relock__err *why,
+                                     const relock__server *srv)
+{
+    relock__err e;
+    relock__err_copy(&e, why);
+    relock__err_clear(&c->err);
+    if (e.pub.status == RELOCK_OK)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "connect to " RELOCK__ADDR_FMT ": failed",
+                            RELOCK__ADDR(srv));
+    return relock__err_set(&c->err, e.pub.status, __FILE__, __LINE__,
+                           e.server[0] ? e.server : NULL, "%s", e.msg);
+}
+
+/* TYPE's answer in words, with its article. */
+static void type_words(const char *type, char *buf, size_t len)
+{
+    static const struct {
+        const char *type, *words;
+    } names[] = {{"list", "a list"},     {"set", "a set"},       {"zset", "a sorted set"},
+                 {"hash", "a hash"},     {"stream", "a stream"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(type, names[i].type) == 0) {
+            snprintf(buf, len, "%s", names[i].words);
+            return;
+        }
+    snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
+}
+
+relock_status relock__foreign_type(relock_client *c, const char *what, const char *key)
+{
+    relock_status st = c->err.pub.status;
+    if (st != RELOCK_EFOREIGN ||
+        (strncmp(c->err.server, "WRONGTYPE", 9) != 0 &&
+         !strstr(c->err.server, "wrong kind of value")) ||
+        c->s.nservers > 1)
+        return st;
+    /* The error is kept as it is if the question fails. */
+    relock__err saved = c->err;
+    const char *argv[] = {"TYPE", key};
+    size_t lens[] = {4, strlen(key)};
+    redisReply *r = relock__command(c, NULL, 2, argv, lens);
+    /* A string or nothing: the key changed since; the first answer stands. */
+    if (!r || (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_STRING) ||
+        strcmp(r->str, "string") == 0 || strcmp(r->str, "none") == 0) {
+        if (r)
+            freeReplyObject(r);
+        relock__err_copy(&c->err, &saved);
+        return st;
+    }
+    char words[96];
+    type_words(r->str, words, sizeof words);
+    freeReplyObject(r);
+    const relock__server *srv = relock__poll_server(c, key);
+    relock__err_clear(&c->err);
+    relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
+                    "%s: the key %s on " RELOCK__ADDR_FMT
+                    " holds %s, not a lock; relock never takes over, "
+                    "changes or deletes it",
+                    what, key, RELOCK__ADDR(srv), words);
+    return RELOCK_EFOREIGN;
 }

@@ -1,68 +1,30 @@
 /*
- * Routing: which server a command goes to and running it there (conn.c),
- * opening one server's connection (connect.c), Sentinel (sentinel.c),
- * Cluster (cluster.c); and the helpers that send single commands through
- * it: scripts by EVALSHA (run.c), the legacy-writer marker (marker.c).
+ * Routing's pure parts, which the operation core (core.h) runs: Sentinel's
+ * search (sentinel.c), Cluster's slots and redirections (cluster.c,
+ * route.c); and the blocking calls' single commands over the core
+ * (pollloop.c): the legacy-writer marker (marker.c), TYPE for a foreign
+ * key.
  */
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H
 
 #include "drive.h"
-#include "transport.h"
 
-/* Connects (or reconnects) c's connection and probes the server. */
-relock_status relock__conn_ensure(relock_client *c);
-/*
- * A transaction (WATCH ... EXEC, MULTI ... EXEC) is about to start on c's
- * connection: connects now if needed, and from here until
- * relock__txn_end() no command reconnects, follows a redirection or
- * replaces the connection: a connection lost in between fails each later
- * command with RELOCK_EIO, since a new connection would carry neither the
- * WATCH nor the queued commands, and the rest of the sequence would run
- * unconditionally.
- */
-relock_status relock__txn_begin(relock_client *c);
-void relock__txn_end(relock_client *c);
-/* Outside a transaction: drops c's connection if it went stale while idle
- * and connects it if needed (with a Cluster slot map, once more to a new
- * master when the map read again names one). */
-relock_status relock__conn_ready(relock_client *c);
-
-/* Connects c's connection to srv (which must outlive it), logs in and
- * probes; on failure the connection stays closed. */
-relock_status relock__conn_open(relock_client *c, const relock__server *srv);
 /* A connection of the operation core (pollloop.c) could not be made
  * ready: why (its setup's error) becomes c's, recorded here. */
 relock_status relock__connect_failed(relock_client *c, const relock__err *why,
                                      const relock__server *srv);
 
 /*
- * Runs one command (argv form).  On success returns a reply the caller
- * frees with freeReplyObject().  On failure returns NULL and records
- * RELOCK_EIO in c->err; *sent (if not NULL) tells whether the command may
- * have reached the server (then the outcome is ambiguous).  Error replies
- * are returned as replies: check with relock__reply_error().
+ * Runs one command (argv form) on the connection its second word, a key,
+ * routes to (pollloop.c, over the operation core).  On success returns a
+ * reply the caller frees with freeReplyObject().  On failure returns NULL
+ * with the error on c->err; *sent (if not NULL) tells whether the command
+ * may have reached the server (then the outcome is ambiguous).  Error
+ * replies are returned as replies: check with relock__reply_error().
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
-/* relock__command() on the client's own connection, whatever the client
- * (one server runs the other over the operation core): scan's walk, which
- * reads that connection's Cluster pool and pipelines on it. */
-redisReply *relock__conn_command(relock_client *c, int *sent, int argc, const char **argv,
-                                 const size_t *argvlen);
-/*
- * Runs n formatted commands (cmd[i], len[i] bytes; name[i] for messages)
- * on c's connection as relock__command runs one: with n > 1 written
- * together and their replies read after, a redirection or Sentinel's
- * READONLY followed for the command it answers (and the later ones sent
- * again after it).  Returns how many replies, in order, are in rep (the
- * caller frees them); fewer than n on failure, with RELOCK_EIO (or the
- * connect error) recorded in c->err and *sent telling whether the first
- * unanswered command may have reached the server.  The engine's blocking
- * driver sends every batch here (src/core/drive.c).
- */
-int relock__conn_pipeline(relock_client *c, int n, char *const *cmd, const size_t *len,
-                          const char *const *name, redisReply **rep, int *sent);
 /* When c's error is a WRONGTYPE reply (RELOCK_EFOREIGN): asks the server
  * with TYPE which type key holds, on this error path only, and rewrites
  * the message as "WHAT: the key KEY on HOST:PORT holds a hash, not a lock;
@@ -81,17 +43,12 @@ void relock__note_watching(relock_client *c);
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 
-/* Asks the sentinels in turn for the master's address, connects there and
- * checks it is a master; RELOCK_EIO naming the master and the sentinels
- * tried when none gives a usable one. */
-relock_status relock__sentinel_connect(relock_client *c);
 /* Whether an error reply says the server is a read-only replica (READONLY,
  * also as wrapped by a script error on older servers). */
 int relock__sentinel_readonly(const redisReply *r);
 
 /* The search through the sentinels as pure steps (no I/O), run by the
- * blocking client above and by the asynchronous client over their own
- * connections: begin, then for each sentinel next() says whom to ask;
+ * operation core over its own connections: begin, then for each sentinel next() says whom to ask;
  * its reply to SENTINEL get-master-addr-by-name goes to answer() (or its
  * failure to unreachable()); the master named is connected, logged in and
  * probed, and its reply to ROLE (INFO replication before 2.8.12) read by
@@ -166,43 +123,13 @@ typedef struct relock__redirect {
 /* The Cluster hash slot of a key (CRC16 of the key, or of its hash tag,
  * modulo 16384), as Redis computes it. */
 unsigned relock__cluster_slot(const char *key, size_t len);
-/*
- * Before an operation on key begins (never inside a transaction): with a
- * slot map, makes c's connection the one to the master serving key's slot,
- * parking the one in use, and connects it (the algorithms look at the
- * server's capabilities before they send).  Without a map, or when the
- * slot is unknown, nothing changes and redirections teach the way.
- * RELOCK_EIO when the master cannot be reached, naming it.
- */
-relock_status relock__cluster_route(relock_client *c, const char *key);
-/* Its first half (cluster.c): with a slot map, outside a transaction,
- * makes the master of key's slot c's connection (when known) and returns
- * 1: the connection is then to be readied (conn.c); 0: nothing to do. */
-int relock__cluster_pick(relock_client *c, const char *key);
-/* MOVED with the slot map on: records the slot's new master (and, at most
- * once a second, reads the whole map again), then routes c there.  0 when
- * done; -1 when the map could not be made (out of memory): the caller
- * moves the one connection as without a map. */
-int relock__cluster_moved(relock_client *c, const relock__redirect *to);
-/* A connection to srv could not be opened: when srv is a master of the
- * map, the map is marked for a refresh. */
-void relock__cluster_unreachable(relock_client *c, const relock__server *srv);
-/* After a failed connect, outside a transaction: refreshes a stale map
- * and, when the current operation's slot now has another master, routes
- * c there.  1 when the connection changed (worth one more try). */
-int relock__cluster_reroute(relock_client *c);
-/* Whether srv is a master of c's slot map; then *slot_out (if not NULL)
- * is the current operation's slot, or -1. */
-int relock__cluster_is_node(const relock_client *c, const relock__server *srv, int *slot_out);
-/* Closes the pool's connections and frees the map. */
-void relock__cluster_free(relock_client *c);
 /* For tests and the benchmark: masters in the slot map, open connections
  * (the blocking calls' core connections, pollloop.c), full reads of the
  * map made; zeros before the first call. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes);
 
-/* Pure (no I/O), shared by the blocking and the asynchronous client:
+/* Pure (no I/O):
  * reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in the
  * reply means cur_host, the host of the connection that said it). */
 enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redisReply *r,
@@ -236,18 +163,5 @@ int relock__cluster_slots_parse(const redisReply *r, const char *via_host,
                                 void (*fn)(void *arg, int from, int to, const char *host,
                                            int port),
                                 void *arg);
-
-/* Reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in
- * the reply means the host of the current connection). */
-enum relock__redir_kind relock__cluster_redirect(relock_client *c, const redisReply *r,
-                                                 relock__redirect *out);
-/* MOVED: points c's connection at the node named (closing it; the next
- * command connects there). */
-void relock__cluster_move(relock_client *c, const relock__redirect *to);
-/* ASK: sends ASKING and the formatted command cmd (len bytes) to the node
- * named on a connection of its own, closed afterwards.  As
- * relock__command. */
-redisReply *relock__cluster_ask(relock_client *c, int *sent, const relock__redirect *to,
-                                const char *name, const char *cmd, size_t len);
 
 #endif

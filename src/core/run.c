@@ -1,7 +1,7 @@
 /*
  * The blocking runs of the algorithms' step machines: each function here
- * feeds one machine (src/algo/) through the blocking driver (drive.c, or
- * pollloop.c for the quorum) or makes the connection ready first, so that
+ * feeds one machine (src/algo/) through the blocking driver (drive.h,
+ * pollloop.c) or makes the connection ready first, so that
  * the machine files hold no I/O.  The algorithm tables the blocking API
  * chooses from (relock__algo_modern; the quorum's, relock__algo_quorum,
  * is in pollloop.c) point here.
@@ -14,9 +14,8 @@
 #include "durable.h"
 #include "fence.h"
 #include "modern.h"
-#include "probe.h"
 #include "quorum.h"
-#include "pollloop.h"
+#include "drive.h"
 
 static relock_status modern_attempt(relock_lock *l, long *hint_ms)
 {
@@ -50,28 +49,6 @@ const relock__algo relock__algo_modern = {
     "modern", modern_attempt, modern_release, modern_extend, NULL, &relock__modern_machines,
 };
 
-void relock__durable_mark(relock_lock *l)
-{
-    relock_client *c = l->c;
-    relock__wmark *m = &l->wmark;
-    c->replicas_acked = -1;
-    if (relock__poll_single(c)) {
-        relock__poll_mark(l);
-        return;
-    }
-    if (relock__durable_on(c)) {
-        /* A failure shows in the operation itself, which tries to connect
-         * again: it must not leave its message behind for a call that then
-         * succeeds. */
-        relock__err saved;
-        relock__err_copy(&saved, &c->err);
-        relock__conn_ready(c);
-        relock__err_copy(&c->err, &saved);
-    }
-    m->ctx = c->conn.ctx;
-    m->connects = c->connects;
-}
-
 relock_status relock__durable_wait(relock_lock *l, const char *op)
 {
     relock__durable_m m;
@@ -96,19 +73,4 @@ relock_status relock__fence_seed(relock_lock *l)
     relock__fence_carry_m m;
     relock__fence_carry_init(&m, before);
     return relock__drive(l, relock__fence_carry_step, &m);
-}
-
-/* Runs on the connection conn.c has just opened (and logged in). */
-relock_status relock__probe(relock_client *c)
-{
-    static char name[] = "(probe)";
-    relock_lock l;
-    memset(&l, 0, sizeof l);
-    l.c = c;
-    l.name = name;
-    l.key = name;
-    l.fence_key = name;
-    relock__probe_m m;
-    relock__probe_init(&m);
-    return relock__drive_conn(&l, relock__probe_step, &m);
 }

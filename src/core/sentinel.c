@@ -1,18 +1,19 @@
 /*
  * Redis Sentinel (design.md §9.2): find the master by name.
  *
- * Every (re)connect asks the configured sentinels in turn, starting with
- * the one that helped last, for the master's address
- * (SENTINEL get-master-addr-by-name), connects there and checks that the
- * server really is a master: a sentinel can be stale, or the failover it
- * reports still unfinished.  Only then does the client use the connection;
- * otherwise the next sentinel is asked.  Sentinels get short timeouts of
- * their own, so a dead one costs little.
+ * The search as pure steps, run by the operation core (src/core/routing.c)
+ * on its own connections: every (re)connect asks the configured sentinels
+ * in turn, starting with the one that helped last, for the master's
+ * address (SENTINEL get-master-addr-by-name), connects there and checks
+ * that the server really is a master: a sentinel can be stale, or the
+ * failover it reports still unfinished.  Only then does the client use the
+ * connection; otherwise the next sentinel is asked.  Sentinels get short
+ * timeouts of their own, so a dead one costs little.
  *
  * A failover is noticed in one of two ways: the old master dies (the
- * connection fails, conn.c closes it, and the next command reconnects
- * through here), or it comes back demoted and refuses writes with
- * READONLY (conn.c closes the connection on that reply).
+ * connection fails, and the next operation reconnects through the search),
+ * or it comes back demoted and refuses writes with READONLY (the core
+ * drops the connection on that reply).
  *
  * Sentinels are reached without AUTH: sentinels that require a password
  * are not supported yet.  The master gets servers[0]'s credentials and db.
@@ -182,99 +183,4 @@ relock_status relock__sentinel_readonly_fail(relock__err *err, const relock__set
                             ": the server is now a read-only replica: a failover "
                             "of \"%s\" is under way; the next call asks the sentinels again",
                             name, RELOCK__ADDR(srv), s->sentinel.master);
-}
-
-/* ------------------------------------------------------------------ the blocking client's search */
-
-/* Asks one sentinel; 0 with *out filled, or -1 with the reason noted. */
-static int ask_sentinel(relock_client *c, relock__sentinel_search *q, relock__addr *out)
-{
-    const relock__addr *a = &c->s.sentinel.addrs[q->cur];
-    relock_status st;
-    char err[RELOCK__HOST_MAX + 160];
-    redisContext *ctx = relock__connect_ctx(a->host, a->port,
-                                            relock__sentinel_timeout(c->s.connect_timeout_ms),
-                                            relock__sentinel_timeout(c->s.command_timeout_ms),
-                                            &st, err, sizeof err);
-    if (!ctx) {
-        relock__sentinel_unreachable(q, &c->s, err);
-        return -1;
-    }
-    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", c->s.sentinel.master};
-    redisReply *r = redisCommandArgv(ctx, 3, argv, NULL);
-    int rc = -1;
-    if (!r)
-        relock__sentinel_unreachable(q, &c->s, ctx->errstr[0] ? ctx->errstr : "connection lost");
-    else
-        rc = relock__sentinel_answer(q, &c->s, r, out);
-    if (r)
-        freeReplyObject(r);
-    redisFree(ctx);
-    return rc;
-}
-
-/* Whether the connected server calls itself a master: ROLE from 2.8.12,
- * INFO replication before.  0 yes, 1 no (role in role), -1 error. */
-static int is_master(relock_client *c, char *role, size_t rolelen)
-{
-    int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
-    snprintf(role, rolelen, "unknown");
-    redisReply *r = redisCommand(c->conn.ctx, by_info ? "INFO replication" : "ROLE");
-    if (!r)
-        return -1;
-    int rc = relock__sentinel_role(r, by_info, role, rolelen);
-    freeReplyObject(r);
-    return rc;
-}
-
-/* Connects to the master a sentinel named and checks its role. */
-static relock_status try_master(relock_client *c, const relock__addr *m, char *why, size_t whylen)
-{
-    relock__server *node = &c->node;
-    *node = c->s.servers[0]; /* credentials and db */
-    memcpy(node->host, m->host, sizeof node->host);
-    node->port = m->port;
-    relock_status st = relock__conn_open(c, node);
-    if (st != RELOCK_OK) {
-        snprintf(why, whylen, "%s", relock__sentinel_reason(c->err.msg));
-        return st;
-    }
-    char role[32];
-    int rc = is_master(c, role, sizeof role);
-    if (rc == 0)
-        return RELOCK_OK;
-    if (rc < 0)
-        snprintf(why, whylen, "ROLE: %s",
-                 c->conn.ctx->errstr[0] ? c->conn.ctx->errstr : "unexpected reply");
-    else
-        snprintf(why, whylen, "not a master (role %s)", role);
-    relock__conn_close(&c->conn);
-    return RELOCK_EIO;
-}
-
-relock_status relock__sentinel_connect(relock_client *c)
-{
-    relock__sentinel_search q;
-    relock__sentinel_begin(&q, &c->s, c->sentinel_first);
-    if (q.n < 1)
-        return relock__sentinel_end(&q, &c->s, &c->err);
-    /* Failures along the way are collected in q, not recorded: only the
-     * outcome of the whole search is the call's error. */
-    relock__err saved = c->err;
-    while (relock__sentinel_next(&q) >= 0) {
-        relock__addr m;
-        if (ask_sentinel(c, &q, &m) != 0)
-            continue;
-        char why[RELOCK__HOST_MAX * 2 + 200];
-        relock__err_clear(&c->err);
-        relock_status st = try_master(c, &m, why, sizeof why);
-        if (st == RELOCK_OK) {
-            c->err = saved;
-            c->sentinel_first = q.cur;
-            return RELOCK_OK;
-        }
-        relock__sentinel_bad_master(&q, &c->s, &m, st, why);
-    }
-    c->err = saved;
-    return relock__sentinel_end(&q, &c->s, &c->err);
 }

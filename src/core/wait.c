@@ -13,6 +13,7 @@
  * most one backoff, so correctness never rests on them.
  */
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -29,30 +30,46 @@ static void unsubscribe(relock_client *c)
     c->sub = NULL;
 }
 
-/* Subscribes to chan on srv, every step bounded by the client's timeouts
- * (a paused server must not hold the waiter); 0 on success.  A failure
- * only means waiting without notices: it is said nowhere. */
+static struct timeval tv_ms(long long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+/* Sends cmd on the subscriber; 1 when the reply is not an error. */
+static int sub_ok(redisContext *sub, int argc, const char **argv)
+{
+    redisReply *r = redisCommandArgv(sub, argc, argv, NULL);
+    int ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Subscribes to chan on srv (logged in and its db selected as srv says),
+ * every step bounded by the client's timeouts (a paused server must not
+ * hold the waiter); 0 on success.  A failure only means waiting without
+ * notices: it is said nowhere. */
 static int subscribe_on(relock_client *c, const relock__server *srv, const char *chan)
 {
-    relock_status st;
-    char why[RELOCK__HOST_MAX + 160];
-    redisContext *sub = relock__connect_ctx(srv->host, srv->port, c->s.connect_timeout_ms,
-                                            c->s.command_timeout_ms, &st, why, sizeof why);
+    /* Port 0: host is a unix socket's path. */
+    redisContext *sub = srv->port
+                            ? redisConnectWithTimeout(srv->host, srv->port,
+                                                      tv_ms(c->s.connect_timeout_ms))
+                            : redisConnectUnixWithTimeout(srv->host,
+                                                          tv_ms(c->s.connect_timeout_ms));
     if (!sub)
         return -1;
     c->sub = sub;
-    relock__err saved = c->err;
-    st = relock__conn_login(c, sub, srv);
-    relock__err_copy(&c->err, &saved);
-    if (st != RELOCK_OK) {
-        unsubscribe(c);
-        return -1;
-    }
-    redisReply *r = redisCommand(sub, "SUBSCRIBE %s", chan);
-    int ok = r && r->type == REDIS_REPLY_ARRAY;
-    if (r)
-        freeReplyObject(r);
-    if (!ok) {
+    char db[16];
+    snprintf(db, sizeof db, "%d", srv->db);
+    const char *auth[] = {"AUTH", srv->username[0] ? srv->username : srv->password,
+                          srv->password};
+    const char *sel[] = {"SELECT", db};
+    const char *subs[] = {"SUBSCRIBE", chan};
+    if (sub->err || redisSetTimeout(sub, tv_ms(c->s.command_timeout_ms)) != REDIS_OK ||
+        (srv->password[0] && !sub_ok(sub, srv->username[0] ? 3 : 2, auth)) ||
+        (srv->db != 0 && !sub_ok(sub, 2, sel)) || !sub_ok(sub, 2, subs)) {
         unsubscribe(c);
         return -1;
     }
@@ -146,11 +163,6 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
     uint64_t start = relock__mono_ms();
     uint64_t deadline = wait_ms > 0 ? start + (uint64_t)wait_ms : 0;
     relock_status st = RELOCK_BUSY;
-    /* With a Cluster slot map, every attempt starts on the master of the
-     * lock's slot (a MOVED between attempts updates the map). */
-    st = relock__cluster_route(c, l->key);
-    if (st != RELOCK_OK)
-        return st;
     if (!c->q && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing)) {
         st = relock__fence_seed(l);
         if (st != RELOCK_OK)
@@ -168,9 +180,6 @@ relock_status relock__wait_acquire(relock_lock *l, long long wait_ms)
         l->legacy_holder = 0;
         l->after_notice = notified;
         notified = 0;
-        st = relock__cluster_route(c, l->key);
-        if (st != RELOCK_OK)
-            break;
         relock__durable_mark(l);
         st = c->algo->attempt(l, &hint);
         if (st != RELOCK_BUSY)

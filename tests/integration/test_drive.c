@@ -23,6 +23,7 @@
 
 #include "core/core.h"
 #include "core/drive.h"
+#include "core/algo.h"
 #include "core/pollloop.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -120,7 +121,7 @@ static relock_lock *lock_on(relock_client *c)
 }
 
 /* The core's connection a lock named "drive" goes on: the one the poll
- * loop marks for a write (relock__poll_mark(), which reads nothing and
+ * loop marks for a write (relock__durable_mark(), which reads nothing and
  * turns no loop while durability is off, as in these tests).  A
  * connection never moves (core.h), so it stays this one for the client's
  * life, closed and opened again inside it. */
@@ -130,7 +131,7 @@ static const aconn *core_conn(relock_client *c)
     memset(&l, 0, sizeof l);
     l.c = c;
     l.name = l.key = l.fence_key = (char *)"drive";
-    relock__poll_mark(&l);
+    relock__durable_mark(&l);
     assert_non_null(l.wmark.cn);
     return l.wmark.cn;
 }

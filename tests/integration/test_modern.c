@@ -254,7 +254,7 @@ static void test_errors(void **state)
     assert_int_equal(relock_connect(cfg, &c), RELOCK_EIO);
     assert_non_null(c);
     assert_non_null(strstr(relock_client_error(c)->message, "connect to 127.0.0.1:"));
-    assert_string_equal(relock_client_error(c)->file, "connect.c");
+    assert_string_equal(relock_client_error(c)->file, "pollloop.c");
     relock_client_free(c);
     relock_config_free(cfg);
 
@@ -267,7 +267,7 @@ static void test_errors(void **state)
     assert_int_equal(relock_connect(cfg, &c), RELOCK_EIO);
     if (strncmp(relock_client_error(c)->message, "connect to 127.0.0.1:", 21) != 0)
         fail_msg("unreachable, with a login: \"%s\"", relock_client_error(c)->message);
-    assert_string_equal(relock_client_error(c)->file, "connect.c");
+    assert_string_equal(relock_client_error(c)->file, "pollloop.c");
     relock_client_free(c);
     relock_config_free(cfg);
 }

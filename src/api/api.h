@@ -1,5 +1,5 @@
 /*
- * Between the files of the API layer (src/api/): the owner record
+ * Between the files of the API layer (src/api/): the owner's checks
  * (owner.c) and new lock handles (lock.c).  Nothing below src/api/
  * includes this header.
  */
@@ -8,12 +8,6 @@
 
 #include "base.h"
 
-/* owner.c: with owner_info, write (after acquire and extend) or delete
- * (before release) the holder's host, pid and start time beside the lock,
- * with the lease as its TTL, only while the lock key still holds l's value
- * (and fence): a stale handle never touches another holder's record.
- * Informational: failures are ignored. */
-void relock__owner_note(relock_lock *l, int held);
 /* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
  * RELOCK_EINVAL recorded in e. */
 relock_status relock__owner_check(relock__err *e, long pid, const char *text);

@@ -214,41 +214,13 @@ relock_status relock_async_try_acquire(relock_async *a, const char *name, long l
     return relock_async_acquire(a, name, ttl_ms, 0, cb, arg, op);
 }
 
-static void cancel_fire(void *arg)
-{
-    aop *op = arg;
-    relock_async *a = op->a;
-    op->timer = NULL;
-    relock__a_enter(a);
-    relock__a_op_finish(
-        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
-    relock__a_leave(a);
-}
-
 relock_status relock_async_cancel(relock_async_op *h)
 {
     aop *op = (aop *)h;
     if (!op || op->kind != K_ACQ)
         return RELOCK_EINVAL;
-    if (op->cancelled || op->state == S_DONE)
-        return RELOCK_OK;
-    relock_async *a = op->a;
-    op->cancelled = 1;
-    if (op->state == S_SLEEP || op->state == S_NEW || op->state == S_SUBSCRIBING) {
-        /* nothing of it in flight: it ends at the next turn of the loop */
-        timer_stop(a, &op->timer);
-        if (op->state == S_NEW)
-            relock__a_queue_remove(op->cn, op);
-        relock__a_chan_leave(op);
-        op->state = S_SLEEP;
-        op->timer = timer_start(a, 0, cancel_fire, op);
-    } else if (op->state == S_QUEUED && !op->sent_any) {
-        relock__a_queue_remove(op->redir ? op->redir : op->cn, op);
-        relock__a_batch_clear(op);
-        op->state = S_SLEEP;
-        op->timer = timer_start(a, 0, cancel_fire, op);
-    }
-    /* S_SENT, S_QUEUED after a write, S_SUBSCRIBING: when the step ends */
+    if (!op->cancelled && op->state != S_DONE)
+        relock__a_op_cancel(op);
     return RELOCK_OK;
 }
 

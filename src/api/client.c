@@ -113,8 +113,6 @@ void relock_client_free(relock_client *c)
     if (!c)
         return;
     relock__qpoll_free(c);
-    if (c->sub)
-        redisFree(c->sub);
     /* Settings hold passwords; the pattern also makes use-after-free show. */
     memset(c, 0xa5, sizeof *c);
     free(c);

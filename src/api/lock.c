@@ -5,7 +5,7 @@
 
 #include "api.h"
 #include "algo.h"
-#include "durable.h"
+#include "core/pollloop.h"
 
 static relock_status new_lock(relock_client *c, const char *name, long long ttl_ms,
                               relock_lock **out)
@@ -56,31 +56,14 @@ relock_status relock__lock_new(relock_client *c, const char *name, long long ttl
 
 /* A key of another type than string: say which (one TYPE, on this error
  * path only). */
-static relock_status foreign(relock_lock *l, relock_status st)
+static relock_status foreign(relock_client *c, const char *name, const char *key,
+                             relock_status st)
 {
     if (st != RELOCK_EFOREIGN)
         return st;
     char what[RELOCK__NAME_MAX + 8];
-    snprintf(what, sizeof what, "lock %s", l->name);
-    return relock__foreign_type(l->c, what, l->key);
-}
-
-/*
- * An acquire whose write the replicas did not acknowledge (durability):
- * remove the write by compare-and-delete of our own value, as the release
- * does, and report st with the count.  If the removal fails, the lock may
- * be held until its TTL ends: RELOCK_EAMBIGUOUS says so.
- */
-static relock_status undo_acquire(relock_lock *l, relock_status st)
-{
-    relock_client *c = l->c;
-    relock__err kept;
-    relock__err_copy(&kept, &c->err);
-    int acked = c->replicas_acked;
-    relock__err_clear(&c->err);
-    relock_status rst = c->algo->release(l);
-    c->replicas_acked = acked;
-    return relock__durable_undone(c, &kept, st, rst);
+    snprintf(what, sizeof what, "lock %s", name);
+    return relock__foreign_type(c, what, key);
 }
 
 static relock_status ready(relock_client *c)
@@ -91,6 +74,9 @@ static relock_status ready(relock_client *c)
     return RELOCK_OK;
 }
 
+/* The public lock calls are whole operations of the operation core, run
+ * on the client's private poll loop (src/core/pollloop.c): the attempt and
+ * its waiting, durability and its undo, the owner record, the events. */
 relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms,
                              long long wait_ms, relock_lock **out)
 {
@@ -99,7 +85,6 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
-    uint64_t t0 = relock__mono_ms();
     relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
@@ -114,29 +99,11 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     st = new_lock(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
-    /* The holder that just released usually wins the race back against
-     * the waiters it woke (it needs no wake-up): give them a moment. */
-    long long yield = wait_ms != 0 ? relock__yield_ms(l) : 0;
-    if (yield > 0)
-        relock__sleep_ms(yield);
-    st = relock__wait_acquire(l, wait_ms);
-    if (st != RELOCK_OK) {
-        st = foreign(l, st);
-        relock_lock_free(l);
-        return st;
-    }
-    if (relock__durable_on(c)) {
-        st = relock__durable_wait(l, "acquire");
-        if (st != RELOCK_OK) {
-            st = undo_acquire(l, st);
-            relock_lock_free(l);
-            return st;
-        }
-    }
-    l->owner_since = relock__wall_ms() / 1000;
-    relock__owner_note(l, 1);
-    l->acquired_at = relock__mono_ms();
-    relock__event(c, RELOCK_EVENT_ACQUIRED, l, RELOCK_OK, (long long)(l->acquired_at - t0));
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    snprintf(key, sizeof key, "%s", l->key);
+    st = relock__lock_op(l, RELOCK__OP_ACQUIRE, wait_ms); /* frees l when it fails */
+    if (st != RELOCK_OK)
+        return foreign(c, name, key, st);
     *out = l;
     return RELOCK_OK;
 }
@@ -158,26 +125,7 @@ relock_status relock_release(relock_lock *l)
         return st;
     if (l->keeper && l->keep_ops->end(l) == RELOCK_LOST)
         l->lost = 1;
-    if (l->lost)
-        return RELOCK__FAIL(&c->err, RELOCK_LOST, "release %s: the lock was already lost",
-                            l->name);
-    l->waiters = 0;
-    /* The owner record goes first, while the lock is still ours: after the
-     * release a new holder may already have written its own. */
-    relock__owner_note(l, 0);
-    st = foreign(l, c->algo->release(l));
-    if (st == RELOCK_OK) {
-        if (l->waiters > 0) {
-            /* Others were woken for this lock: if we come straight back
-             * for it, let them go first (fairness; see acquire). */
-            relock__yield_note(l);
-        }
-    }
-    if (st == RELOCK_OK || st == RELOCK_LOST)
-        l->lost = 1; /* either way it is no longer ours */
-    if (st == RELOCK_OK)
-        relock__event(c, RELOCK_EVENT_RELEASED, l, RELOCK_OK, 0);
-    return st;
+    return foreign(c, l->name, l->key, relock__lock_op(l, RELOCK__OP_RELEASE, 0));
 }
 
 relock_status relock_extend(relock_lock *l, long long ttl_ms)
@@ -197,31 +145,8 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
                             "extend %s: the lock is being renewed in the background; call "
                             "relock_keep_stop() first",
                             l->name);
-    if (l->lost)
-        return RELOCK__FAIL(&c->err, RELOCK_LOST, "extend %s: the lock was already lost",
-                            l->name);
-    if (ttl_ms == 0)
-        ttl_ms = l->ttl_ms;
-    uint64_t was_valid = l->valid_until;
-    long long was_ttl = l->ttl_ms;
-    relock__durable_mark(l);
-    st = foreign(l, c->algo->extend(l, ttl_ms));
-    if (st == RELOCK_OK && relock__durable_on(c)) {
-        st = relock__durable_wait(l, "extend");
-        if (st != RELOCK_OK) {
-            /* Still ours, and not deleted (decision 104): but only the
-             * old lease is known to be on the replicas, while the master
-             * holds the new one, so the validity is the earlier of the
-             * two (a shorter extend shortens it). */
-            l->valid_until = relock__valid_min(was_valid, l->valid_until);
-            l->ttl_ms = was_ttl;
-        }
-    }
-    if (st == RELOCK_OK)
-        relock__owner_note(l, 1);
-    if (st == RELOCK_LOST)
-        l->lost = 1;
-    return st;
+    return foreign(c, l->name, l->key,
+                   relock__lock_op(l, RELOCK__OP_EXTEND, ttl_ms ? ttl_ms : l->ttl_ms));
 }
 
 relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,

@@ -100,11 +100,6 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     return RELOCK_OK;
 }
 
-void relock__owner_note(relock_lock *l, int held)
-{
-    owner_note(l, l->value, held);
-}
-
 /* The record of l, written (held) or deleted, while the lock key holds
  * value (l's, or its keeper's newer one): the owner-record machine
  * (ownrec.h) on the blocking driver.  Only while the lock is ours: a

@@ -33,12 +33,6 @@ typedef struct relock__conn {
 struct relock__algo;
 struct relock__machines;
 
-/* The connection a write went out on, for relock__durable_wait(). */
-typedef struct relock__wmark {
-    const void *cn; /* the operation core's connection, in its generation */
-    unsigned gen;
-} relock__wmark;
-
 struct relock_client {
     relock__settings s;
     /* relock_client_cancel_on(): while *cancel is non-zero, a waiting
@@ -52,7 +46,6 @@ struct relock_client {
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     int watch_noted;          /* the watch marker was written (marker.c) */
-    redisContext *sub;        /* subscriber connection while waiting, or NULL */
     /* quorum: the blocking calls' poll loop over the operation core
      * (src/core/pollloop.c), or NULL; installed by relock_connect() */
     struct relock__qpoll *q;
@@ -144,8 +137,6 @@ struct relock_lock {
      * asynchronous client (so the blocking API never calls up into it);
      * 1 when an operation in flight frees the lock when it ends. */
     int (*al_free)(relock_lock *l);
-    /* The connection the last attempt or extend wrote on (durable.c). */
-    struct relock__wmark wmark;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
      * when the lock was won (wall seconds; 0: adopted, the time of each
      * write), and the text (malloc'd, or NULL for none). */
@@ -156,17 +147,11 @@ struct relock_lock {
 
 typedef struct relock__algo {
     const char *name;
-    /* One attempt.  RELOCK_BUSY with *hint_ms = the holder's remaining
-     * time in ms when known, else -1. */
-    relock_status (*attempt)(relock_lock *l, long *hint_ms);
-    relock_status (*release)(relock_lock *l);
-    relock_status (*extend)(relock_lock *l, long long ttl_ms);
     /* Optional: fills what a lock adopted from its value can know (its
      * validity, from a timestamp). */
     void (*adopt)(relock_lock *l);
-    /* The same algorithm's machines, for the operation core, which steps
-     * them on its own connections (engine/fan.h): one table of algorithms
-     * for both drivers. */
+    /* The algorithm's machines, which the operation core steps on its
+     * connections (engine/fan.h) for both APIs. */
     const struct relock__machines *machines;
 } relock__algo;
 

@@ -507,11 +507,15 @@ void relock__a_op_start(aop *op);
 void relock__a_op_schedule(aop *op);
 int relock__a_start_armed(relock_async *a);
 void relock__a_op_enqueue(aop *op);
+/* Cancels acquire op (not cancelled, not done): it ends with
+ * RELOCK_ECANCELED at the next turn when nothing of it is in flight, else
+ * when its step ends (a lock it won is released first). */
+void relock__a_op_cancel(aop *op);
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
 relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, void *m,
                             relock_async_fn cb, void *arg);
 relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_fn fn, void *m,
-                                 const relock__wmark *wm, relock_async_fn cb, void *arg);
+                                 relock_async_fn cb, void *arg);
 
 /* fanout.c */
 void relock__a_fan_gone(aop *op, areq *rq, relock__fault fault, relock_status st, const char *text);

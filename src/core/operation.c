@@ -110,6 +110,13 @@ void relock__a_op_finish(aop *op, relock_status st)
         l = NULL;
         op->l = NULL;
     }
+    /* An extend that failed, whatever stopped it (a refused connect, a
+     * setup that failed, a lost reply): a write never sent cannot have
+     * lengthened the lock, and one that ran may have shortened it, so its
+     * validity ends no later than the new lease from now. */
+    if (l && op->kind == K_EXT && st != RELOCK_OK)
+        l->valid_until =
+            relock__valid_min(l->valid_until, relock__valid_until(now_ms(), op->wait_ms));
     /* The events of relock_acquire() and relock_release(), at the same
      * points: the lock won, the lock released; told from the loop before
      * the callback, while l lives (lock_op_end frees one the program
@@ -848,6 +855,38 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     }
 }
 
+static void cancel_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    relock__a_enter(a);
+    relock__a_op_finish(
+        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+    relock__a_leave(a);
+}
+
+void relock__a_op_cancel(aop *op)
+{
+    relock_async *a = op->a;
+    op->cancelled = 1;
+    if (op->state == S_SLEEP || op->state == S_NEW || op->state == S_SUBSCRIBING) {
+        /* nothing of it in flight: it ends at the next turn of the loop */
+        timer_stop(a, &op->timer);
+        if (op->state == S_NEW)
+            relock__a_queue_remove(op->cn, op);
+        relock__a_chan_leave(op);
+        op->state = S_SLEEP;
+        op->timer = timer_start(a, 0, cancel_fire, op);
+    } else if (op->state == S_QUEUED && !op->sent_any) {
+        relock__a_queue_remove(op->redir ? op->redir : op->cn, op);
+        relock__a_batch_clear(op);
+        op->state = S_SLEEP;
+        op->timer = timer_start(a, 0, cancel_fire, op);
+    }
+    /* S_SENT, S_QUEUED after a write, S_SUBSCRIBING: when the step ends */
+}
+
 /* ------------------------------------------------------------------ starting */
 
 void relock__a_kick_fire(void *arg)
@@ -1054,11 +1093,9 @@ relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, 
  * as an operation of a one-server client: no waiting, no phases, the
  * blocking API's call (pollloop.c).  cb is called once, from the loop; the
  * machine's errors are then on a->c->err, as the machine left them (an
- * error already there stays the first).  wm: the connection a write went
- * out on, for a pinned batch (durability's WAIT), or NULL.
- * RELOCK_ENOMEM: nothing started. */
+ * error already there stays the first).  RELOCK_ENOMEM: nothing started. */
 relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_fn fn, void *m,
-                                 const relock__wmark *wm, relock_async_fn cb, void *arg)
+                                 relock_async_fn cb, void *arg)
 {
     aop *op = relock__a_op_new(a, K_RUN, cb, arg);
     if (!op)
@@ -1068,13 +1105,6 @@ relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_f
     op->fn = fn;
     relock__a_err_save(op);
     relock__a_op_enqueue(op); /* routed (op->cn), started from the loop */
-    if (wm && wm->cn) {
-        /* The write's connection as marked before it: a WAIT goes there,
-         * and only while it is the same context (its generation). */
-        op->wset = 1;
-        op->wgen = wm->gen;
-        op->wmoved = wm->cn != op->cn;
-    }
     return RELOCK_OK;
 }
 

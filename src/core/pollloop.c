@@ -417,10 +417,13 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
  * loop left with nothing to wait for has lost its operation (cannot
  * happen): the inner client is let go of, never freed or turned again,
  * since its operation points at the returning call's machine, and the
- * call fails naming what (its lock, or the scan). */
+ * call fails naming what (its lock, or the scan).  acq: a waiting
+ * acquire, cancelled once relock_client_cancel_on()'s flag is set (a
+ * signal ends poll() early; a blocking read's slice is short). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
-                            const char *name)
+                            const char *name, aop *acq)
 {
+    int cancelled = 0;
     while (!q->done) {
         if (!q->timers && !q->watched) {
             q->a = NULL;
@@ -431,63 +434,15 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
                                 name);
         }
         p_turn(q, 1000);
+        if (acq && !cancelled && !q->done && c->cancel && *c->cancel) {
+            cancelled = 1;
+            relock__a_op_cancel(acq);
+        }
     }
     return q->st;
 }
 
-relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m)
-{
-    relock_client *c = l->c;
-    struct relock__qpoll *q = c->q;
-    if (!q || !c->algo || !c->algo->machines || !c->algo->machines->fan)
-        return RELOCK__FAIL(&c->err, RELOCK_EPROTO, "lock %s: internal error: not a quorum",
-                            l->name);
-    if (!q->a)
-        q->a = inner_new(c, q, 1);
-    if (!q->a)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
-    q->done = 0;
-    q->st = RELOCK_OK;
-    relock_status st = relock__a_run(q->a, l, fn, m, run_done, q);
-    if (st != RELOCK_OK)
-        return RELOCK__FAIL(&c->err, st, "lock %s: out of memory", l->name);
-    /* Each round has its deadline on a timer, and the machine ends after
-     * RELOCK__FAN_MAX_FEEDS feeds at most. */
-    return p_wait(q, c, "lock ", l->name);
-}
-
-/* The quorum algorithm of the blocking client: its calls run here. */
-static relock_status quorum_attempt(relock_lock *l, long *hint_ms)
-{
-    relock_client *c = l->c;
-    relock_status tst = relock__token_for(&c->err, "acquire", l->name, l->value);
-    if (tst != RELOCK_OK)
-        return tst;
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_ACQUIRE, l->ttl_ms);
-    relock_status st = relock__fan_drive(l, relock__quorum_step, &m);
-    if (st == RELOCK_BUSY)
-        *hint_ms = m.h.hint_ms;
-    return st;
-}
-
-static relock_status quorum_release(relock_lock *l)
-{
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_RELEASE, l->ttl_ms);
-    return relock__fan_drive(l, relock__quorum_step, &m);
-}
-
-static relock_status quorum_extend(relock_lock *l, long long ttl_ms)
-{
-    relock__quorum_m m;
-    relock__quorum_init(&m, RELOCK__Q_EXTEND, ttl_ms);
-    return relock__fan_drive(l, relock__quorum_step, &m);
-}
-
-const relock__algo relock__algo_quorum = {
-    "quorum", quorum_attempt, quorum_release, quorum_extend, NULL, &relock__quorum_machines,
-};
+const relock__algo relock__algo_quorum = {"quorum", NULL, &relock__quorum_machines};
 
 /* ------------------------------------------------------------------ one server */
 
@@ -562,23 +517,48 @@ const relock__server *relock__poll_server(relock_client *c, const char *key)
     return a ? relock__a_route(a, key)->srv : c->conn.srv;
 }
 
-void relock__durable_mark(relock_lock *l)
+const aconn *relock__poll_conn(relock_client *c, const char *key)
 {
-    relock_client *c = l->c;
-    c->replicas_acked = -1;
-    if (relock__durable_on(c)) {
-        /* A failure shows in the operation itself, which tries to connect
-         * again: it must not leave its message behind for a call that then
-         * succeeds. */
-        relock__err saved;
-        relock__err_copy(&saved, &c->err);
-        relock__drive_ready(c, l->key);
-        relock__err_copy(&c->err, &saved);
+    relock_async *a = single(c);
+    return a ? relock__a_route(a, key) : NULL;
+}
+
+/* A ready connection of one server in use a moment ago: the operation
+ * about to start on key's connection starts at once, without the turn
+ * that would look for what came meanwhile (a->direct); then returns that
+ * connection, for p_direct_end().  NULL otherwise. */
+static aconn *p_direct_begin(struct relock__qpoll *q, relock_async *a, const char *key)
+{
+    if (a->kit && a->kit->fan)
+        return NULL;
+    aconn *cn = relock__a_route(a, key);
+    a->direct = cn->cstate == C_READY && !cn->kick_timer &&
+                relock__mono_ms() - q->last < IDLE_CHECK_MS;
+    return a->direct ? cn : NULL;
+}
+
+/* The operation was queued: a direct one's batch leaves now. */
+static void p_direct_end(relock_async *a, aconn *cn)
+{
+    a->direct = 0;
+    if (cn) {
+        relock__a_enter(a);
+        relock__a_queue_flush(cn);
+        relock__a_leave(a);
     }
-    relock_async *a = c->p ? c->p->a : NULL;
-    aconn *cn = a ? relock__a_route(a, l->key) : NULL;
-    l->wmark.cn = cn;
-    l->wmark.gen = cn ? cn->gen : 0;
+}
+
+/* The call's operation ended: what it wrote last without waiting for its
+ * reply (the legacy marker) leaves before the call returns (its reply is
+ * read and dropped at a later turn), and the server the client reports is
+ * the one key routes to now. */
+static void p_done(struct relock__qpoll *q, relock_async *a, const char *key)
+{
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
+    if (!(a->kit && a->kit->fan))
+        q->cur = relock__a_route(a, key);
 }
 
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
@@ -590,34 +570,94 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
     struct relock__qpoll *q = c->p;
     q->done = 0;
     q->st = RELOCK_OK;
-    /* A ready connection in use a moment ago: the operation starts now,
-     * without the turn that would look for what came meanwhile. */
-    aconn *cn = relock__a_route(a, l->key);
-    a->direct = cn->cstate == C_READY && !cn->kick_timer &&
-                relock__mono_ms() - q->last < IDLE_CHECK_MS;
-    relock_status rst = relock__a_run_step(a, l, fn, m, &l->wmark, run_done, q);
-    int direct = a->direct;
-    a->direct = 0;
+    aconn *cn = p_direct_begin(q, a, l->key);
+    relock_status rst = relock__a_run_step(a, l, fn, m, run_done, q);
+    p_direct_end(a, cn);
     if (rst != RELOCK_OK)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
-    if (direct) {
-        relock__a_enter(a);
-        relock__a_queue_flush(cn);
-        relock__a_leave(a);
-    }
     /* Every batch has its command timeout on a timer, a connect its
      * connect timeout, and the machine ends after RELOCK__DRIVE_MAX_STEPS
      * steps. */
-    relock_status wst = p_wait(q, c, "lock ", l->name);
+    relock_status wst = p_wait(q, c, "lock ", l->name, NULL);
     if (!q->done)
         return wst;
-    /* What the operation wrote last without waiting for its reply (the
-     * legacy marker) leaves before the call returns; its reply is read
-     * and dropped at a later turn. */
-    p_flush(q);
-    p_sweep(q);
-    q->last = relock__mono_ms();
-    q->cur = relock__a_route(a, l->key);
+    p_done(q, a, l->key);
+    return q->st;
+}
+
+/* ------------------------------------------------------------------ whole operations */
+
+/* A lock operation's end: its error becomes the blocking call's. */
+static void lock_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    (void)l;
+    struct relock__qpoll *q = arg;
+    relock_client *c = a->c;
+    relock__err_clear(&c->err);
+    if (st != RELOCK_OK)
+        relock__err_set(&c->err, st, e->file ? e->file : __FILE__, e->line,
+                        e->server && e->server[0] ? e->server : NULL, "%s",
+                        e->message ? e->message : relock_strerror(st));
+    q->st = st;
+    q->done = 1;
+}
+
+relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
+{
+    relock_client *c = l->c;
+    const char *verb = kind == RELOCK__OP_ACQUIRE ? "acquire" : kind == RELOCK__OP_RELEASE
+                                                                   ? "release"
+                                                                   : "extend";
+    struct relock__qpoll *q = c->q ? c->q : NULL;
+    relock_async *a = NULL;
+    if (q) {
+        if (!q->a)
+            q->a = inner_new(c, q, 1);
+        a = q->a;
+    } else if ((a = single(c)) != NULL) {
+        q = c->p;
+        a->kit = c->algo->machines; /* chosen after the connection's probe */
+    }
+    aop *op = NULL;
+    if (a && relock__a_start_armed(a))
+        op = relock__a_op_new(a, kind == RELOCK__OP_ACQUIRE  ? K_ACQ
+                                 : kind == RELOCK__OP_RELEASE ? K_REL
+                                                              : K_EXT,
+                              lock_done, q);
+    if (!op || !relock__a_alock(a, l)) {
+        free(op);
+        relock__err_clear(&c->err);
+        RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s %s: out of memory", verb, l->name);
+        if (kind == RELOCK__OP_ACQUIRE)
+            relock__lock_destroy(l); /* the lock is the operation's */
+        return RELOCK_ENOMEM;
+    }
+    q->done = 0;
+    q->st = RELOCK_OK;
+    op->l = l;
+    l->al->busy = op;
+    op->wait_ms = ms;
+    if (kind == RELOCK__OP_ACQUIRE) {
+        op->began = relock__mono_ms();
+        op->deadline = ms > 0 ? op->began + (uint64_t)ms : 0;
+    }
+    aconn *cn = p_direct_begin(q, a, l->key);
+    relock__a_op_enqueue(op);
+    p_direct_end(a, cn);
+    /* Every batch has its command timeout on a timer, a connect its
+     * connect timeout, a wait its bound (or relock_client_cancel_on()'s
+     * flag), every machine its bound on steps. */
+    relock_status wst = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
+    if (!q->done)
+        return wst;
+    p_done(q, a, l->key);
+    /* (an acquire that failed took its lock with it) */
+    if (q->st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
+        /* A blocking lock keeps no state of the core between calls. */
+        relock__a_alock_free(l);
+        l->al_free = NULL;
+    }
     return q->st;
 }
 
@@ -656,7 +696,7 @@ relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan
         return st; /* (its error on c->err, the core's shared client) */
     /* Every batch has its command timeout on a timer, a connect its
      * connect timeout, and the walk its steps' bound. */
-    relock_status wst = p_wait(q, c, "scan", "");
+    relock_status wst = p_wait(q, c, "scan", "", NULL);
     if (!q->done)
         return wst;
     p_flush(q);

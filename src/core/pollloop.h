@@ -19,6 +19,20 @@ void relock__qpoll_free(relock_client *c);
 /* Closes the one-server runner's connections and frees c->p. */
 void relock__qpoll_free_single(relock_client *c);
 
+/*
+ * relock_acquire(), relock_release() and relock_extend() as whole
+ * operations of the core (the asynchronous client's: the attempt and its
+ * waiting with release notices, durability's WAIT and the undo, the
+ * owner record, the events), run on c's poll loop until they end: ms is
+ * an acquire's wait bound, an extend's TTL (0 for a release).  An acquire
+ * that fails frees l; its status, with the error on c->err.
+ */
+enum { RELOCK__OP_ACQUIRE = 1, RELOCK__OP_RELEASE, RELOCK__OP_EXTEND };
+relock_status relock__lock_op(relock_lock *l, int kind, long long ms);
+
+/* The core's connection key routes to (for tests). */
+struct aconn;
+const struct aconn *relock__poll_conn(relock_client *c, const char *key);
 /* The server key routes to (a Sentinel's master, a Cluster node) as the
  * core knows it: c->conn.srv before the first call. */
 const relock__server *relock__poll_server(relock_client *c, const char *key);

@@ -33,14 +33,6 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
 relock_status relock__foreign_type(relock_client *c, const char *what, const char *key);
 
 
-/* Records, at most once a second per client, that a value only a legacy
- * client can have written was met (the marker `relock scan` reads).
- * Failures are ignored: the marker informs, it never decides. */
-void relock__note_legacy_writer(relock_client *c);
-/* Records, once per client and only if nobody did before, that upgraded
- * clients watch for legacy writers from now on (the watch marker). */
-void relock__note_watching(relock_client *c);
-
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 
 /* Whether an error reply says the server is a read-only replica (READONLY,

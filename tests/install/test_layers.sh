@@ -115,10 +115,10 @@ nincl=$(wc -l <"$TMP/includes")
 [ "$ndefs" -gt 150 ] || bad "only $ndefs definitions found: the reading of the sources is broken"
 [ "$ncalls" -gt 80 ] || bad "only $ncalls calls between files found: the reading is broken"
 [ "$nincl" -gt 40 ] || bad "only $nincl includes found: the reading is broken"
-grep -q '^src/api/lock.c src/api/owner.c$' "$TMP/calls" ||
-    bad "lock.c's call of relock__owner_note not seen: the reading is broken"
-grep -q '^src/core/run.c src/algo/modern.c$' "$TMP/calls" ||
-    bad "run.c's call of relock__modern_acq_step not seen: the reading is broken"
+grep -q '^src/api/lock.c src/core/pollloop.c$' "$TMP/calls" ||
+    bad "lock.c's call of relock__lock_op not seen: the reading is broken"
+grep -q '^src/core/run_ts.c compat/legacy.c$' "$TMP/calls" ||
+    bad "run_ts.c's call of relock__ts_adopt_init not seen: the reading is broken"
 grep -q '^src/algo/modern.h src/algo/engine/engine.h$' "$TMP/includes" ||
     bad "modern.h's include of engine/engine.h (through the layer folders) not seen: the reading is broken"
 for d in src/base src/algo compat src/core src/api; do

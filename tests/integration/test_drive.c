@@ -23,7 +23,6 @@
 
 #include "core/core.h"
 #include "core/drive.h"
-#include "core/algo.h"
 #include "core/pollloop.h"
 #include "testclient.h"
 #include "testutil.h"
@@ -120,20 +119,14 @@ static relock_lock *lock_on(relock_client *c)
     return l;
 }
 
-/* The core's connection a lock named "drive" goes on: the one the poll
- * loop marks for a write (relock__durable_mark(), which reads nothing and
- * turns no loop while durability is off, as in these tests).  A
- * connection never moves (core.h), so it stays this one for the client's
- * life, closed and opened again inside it. */
+/* The core's connection a lock named "drive" goes on.  A connection
+ * never moves (core.h), so it stays this one for the client's life,
+ * closed and opened again inside it. */
 static const aconn *core_conn(relock_client *c)
 {
-    relock_lock l;
-    memset(&l, 0, sizeof l);
-    l.c = c;
-    l.name = l.key = l.fence_key = (char *)"drive";
-    relock__durable_mark(&l);
-    assert_non_null(l.wmark.cn);
-    return l.wmark.cn;
+    const aconn *cn = relock__poll_conn(c, "drive");
+    assert_non_null(cn);
+    return cn;
 }
 
 static void run(relock_client *c, tmachine *m, const tbatch *b, int nb)

@@ -299,11 +299,12 @@ timers:;
     p_sweep(q);
 }
 
-/* The inner core client over c (c->q's loop), as relock_async_new() makes
- * one: a quorum's a connection per server, run by fan machines; a single
- * server's one connection (and Cluster nodes' met through redirections),
- * run by step machines, its mode chosen by relock_connect().  NULL out of
- * memory. */
+/* The inner core client over c (c->q's or c->p's loop), as
+ * relock_async_new() makes one: a quorum's a connection per server, run by
+ * fan machines; the one-server runner's one connection (to a quorum's
+ * first server, or the single server, and Cluster nodes' met through
+ * redirections), run by step machines, the mode the blocking client's.
+ * NULL out of memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
     relock_async *a = calloc(1, sizeof *a);

@@ -48,7 +48,8 @@
  * The algorithms are step machines of the lock engine (compat/ts.h has
  * their states; compat/cas.c and compat/fenced_write.c the atomic steps they
  * share); src/core/run_ts.c runs them with the blocking driver
- * (src/core/drive.c).
+ * (relock__drive(), src/core/drive.h), the operation core with the
+ * asynchronous one.
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.

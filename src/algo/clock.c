@@ -14,8 +14,8 @@
  * unless they disagree by more than both could err, which is a step.
  * Scripts never call TIME: before Redis 5 a script may not write after it.
  *
- * The measurement is a step machine (clock.h); the drivers decide when it
- * is due and read the estimate (engine/drive.c, core/operation.c).
+ * The measurement is a step machine (clock.h); the operation core decides
+ * when it is due and reads the estimate (src/core/operation.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -152,8 +152,8 @@ static relock__step acq_fail(relock__modern_acq *m, relock_lock *l, const relock
 
 /*
  * The reply to the acquire (SET, a script, EXEC) was lost: read the key
- * back on a fresh connection (conn.c closed the one that failed; the
- * driver opens another): the lock is ours only if it provably holds our
+ * back on a fresh connection (the driver dropped the one that failed and
+ * opens another): the lock is ours only if it provably holds our
  * token (tokens are unique).  Then nobody has acquired since, so the fence
  * counter holds our fence.  The loss's error stays recorded meanwhile.
  */

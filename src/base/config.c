@@ -940,8 +940,8 @@ relock_status relock_config_set_url(relock_config *cfg, const char *url)
     return RELOCK_OK;
 }
 
-/* A fact of the settings, asked by routing (conn.c, connect.c, cluster.c,
- * sentinel.c) and by the checks here. */
+/* A fact of the settings, asked by the operation core's routing
+ * (src/core/), the asynchronous client's setup and the checks here. */
 int relock__sentinel_on(const relock__settings *s)
 {
     return s->sentinel.master[0] != '\0';

@@ -1,7 +1,7 @@
 /*
  * The client and lock handles (struct relock_client, struct relock_lock),
- * the connection they hold and the algorithm table: the data every layer
- * from the transport up reads.  Declares no function.
+ * the facts of the server a machine runs on and the algorithm table: the
+ * data every layer above the leaves reads.  Declares no function.
  */
 #ifndef RELOCK_HANDLE_H
 #define RELOCK_HANDLE_H

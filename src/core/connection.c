@@ -788,8 +788,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             !relock__sentinel_on(&a->c->s)) {
             /* A Cluster node that cannot be reached left the map
              * (map_forget): an operation that sent nothing yet tries once
-             * where its slot leads now, as the blocking client tries once
-             * more after reading the map again. */
+             * more where its slot leads now. */
             aconn *to = relock__a_route(a, q->l ? q->l->key : NULL);
             if (to != cn) {
                 q->rerouted = 1;

@@ -9,20 +9,25 @@
  * and the deadlines are fanout.c's, the same code the asynchronous
  * client runs.
  *
- * One server (relock__poll_single(): directly, through Sentinel, or a
- * Redis Cluster with the slot map on or off): every step machine the
- * blocking calls run (relock__drive(), drive.h) is an operation of an
+ * One server (directly, through Sentinel, or a Redis Cluster with the slot
+ * map on or off): every step machine the blocking calls run
+ * (relock__drive(), drive.h) is an operation of the one-server runner's
  * inner core client (c->p) on its connection (a Cluster's: the key's
- * node, routing.c), which relock_connect() makes, logs in and
- * probes (relock__poll_ready(); through Sentinel, after the core's search
- * for the master, routing.c, and again after a READONLY); the connection's rules are the core's
- * (connection.c: transactions, the command timeout, the WAIT's connection
- * generation).  A batch is written as soon as it is formed (p_flush), and
- * a connection idle for IDLE_CHECK_MS is looked at before an operation
- * starts on it, as the transport did.
+ * node, routing.c), which relock_connect() makes, logs in and probes
+ * (relock__drive_ready(); through Sentinel, after the core's search for
+ * the master, routing.c, and again after a READONLY); the connection's
+ * rules are the core's (connection.c: transactions, the command timeout,
+ * the WAIT's connection generation).  A batch is written as soon as it is
+ * formed (p_flush), and a connection idle for IDLE_CHECK_MS is looked at
+ * before an operation starts on it.  A quorum client runs its calls on
+ * its first server that are not fan machines (the server it reports,
+ * inspect, the markers, the scan) on such a runner too, beside c->q: a
+ * second connection to that server, opened at the first such call, since
+ * the fan's client runs fan machines with owed replies and routes no call
+ * by key.
  *
- * The inner client is made at the first call and kept with the blocking
- * client (c->q); it shares the blocking client itself (its settings,
+ * Each inner client is made at the first call and kept with the blocking
+ * client (c->q, c->p); it shares the blocking client itself (its settings,
  * scripts and error: the machine's messages land where the blocking calls
  * report them) and owns its connections, which stay open between calls.
  * Its loop is here: a list of watched descriptors and a list of timers,
@@ -171,8 +176,7 @@ static void p_sweep(struct relock__qpoll *q)
  * and command timeouts). */
 /* What waits to be written goes out, without asking poll() whether the
  * socket takes it (a connected one nearly always does): a batch leaves at
- * once, as the blocking transport wrote it, and a connection the server
- * reset meets the write, as there (EPIPE). */
+ * once, and a connection the server reset meets the write (EPIPE). */
 static void p_flush(struct relock__qpoll *q)
 {
     for (pwatch *w = q->watched; w; w = w->next)
@@ -295,11 +299,12 @@ timers:;
     p_sweep(q);
 }
 
-/* The inner core client over c (c->q's loop), as relock_async_new() makes
- * one: a quorum's a connection per server, run by fan machines; a single
- * server's one connection (and Cluster nodes' met through redirections),
- * run by step machines, its mode chosen by relock_connect().  NULL out of
- * memory. */
+/* The inner core client over c (c->q's or c->p's loop), as
+ * relock_async_new() makes one: a quorum's a connection per server, run by
+ * fan machines; the one-server runner's one connection (to a quorum's
+ * first server, or the single server, and Cluster nodes' met through
+ * redirections), run by step machines, the mode the blocking client's.
+ * NULL out of memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
     relock_async *a = calloc(1, sizeof *a);
@@ -448,7 +453,7 @@ const relock__algo relock__algo_quorum = {"quorum", NULL, &relock__quorum_machin
 
 /* An idle connection is looked at before use (a turn that reads what
  * came meanwhile: the server's EOF after its `timeout`, a restart); a
- * busy one skips that system call, as the transport did. */
+ * busy one skips that system call. */
 #define IDLE_CHECK_MS 200
 
 /* c's one-server runner (c->p) with its inner client, made at the first

@@ -1,11 +1,8 @@
 /*
  * What a reply asks of the client that sent the command (pure, no I/O):
  * Sentinel's READONLY, a Cluster redirection (both read here, so that this
- * file calls no driver), or nothing.  The blocking client (conn.c) and the
- * asynchronous one (src/core/routing.c) act on the same decisions and give
- * the same messages.  Its own file so that cluster.c does not call into
- * sentinel.c (which opens connections through connect.c, which calls
- * cluster.c).
+ * file calls no driver), or nothing.  The operation core
+ * (src/core/routing.c) acts on the decisions, under both APIs.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,15 +11,15 @@ static void loc_timeout_fire(void *arg);
 
 /* ------------------------------------------------------------------ Cluster and Sentinel replies
  *
- * What a reply asks of the client is decided by the blocking client's
- * rules (relock__route_reply, src/core/cluster.c): MOVED sends the command and
+ * What a reply asks of the client is decided by relock__route_reply
+ * (src/core/route.c): MOVED sends the command and
  * the batch's later ones again to the node named, which serves the slot
  * from then on (the slot map); ASK sends ASKING and the command once to
  * the node named, the later ones going on as before; TRYAGAIN sends them
  * again to the same node a moment later; too many redirections, and
  * Sentinel's READONLY (the connection is then dropped: the next batch asks
- * the sentinels again), end the batch as unsent with the blocking client's
- * message.  Inside a transaction nothing is followed. */
+ * the sentinels again), end the batch as unsent with the message of
+ * route.c or sentinel.c.  Inside a transaction nothing is followed. */
 
 /* Cluster's slot map is on: one server, no Sentinel, cluster.slot_map. */
 int relock__a_map_on(const relock_async *a)

@@ -21,7 +21,7 @@ relock_status relock__connect_failed(relock_client *c, const relock__err *why,
  * reply the caller frees with freeReplyObject().  On failure returns NULL
  * with the error on c->err; *sent (if not NULL) tells whether the command
  * may have reached the server (then the outcome is ambiguous).  Error
- * replies are returned as replies: check with relock__reply_error().
+ * replies are returned as replies (REDIS_REPLY_ERROR).
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);

@@ -1,8 +1,8 @@
 /*
  * The blocking runs of the timestamp algorithms (legacy and bridge,
  * compat/): each attempt, release, extend and adoption feeds the machine
- * of compat/ts.h through the blocking driver (drive.c), after making the
- * connection ready, since the path depends on the probed capabilities.
+ * of compat/ts.h through the blocking driver (relock__drive(), drive.h),
+ * after making the connection ready, since the path depends on the probed capabilities.
  */
 #include <string.h>
 

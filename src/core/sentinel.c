@@ -48,8 +48,8 @@ static void note(char *buf, size_t cap, const char *text)
  *
  * What follows does no I/O: which sentinel to ask next, what its answer
  * and the master's role reply mean, and the message when none helps.  The
- * blocking client (below) and the asynchronous one (src/core/routing.c) run
- * the same search over their own connections. */
+ * operation core (src/core/routing.c) runs it over its own connections,
+ * under both APIs. */
 
 long long relock__sentinel_timeout(long long configured_ms)
 {

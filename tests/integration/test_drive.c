@@ -278,7 +278,7 @@ static void test_end_inside_transaction(void **state)
     relock_client_free(c);
 }
 
-/* The probe is a machine too, run by the driver while conn.c opens a
+/* The probe is a machine too, run by the operation core while it opens a
  * connection.  Where the operator renamed INFO away, the version is told
  * by which harmless commands are refused: TIME and SET NX PX (2.6.12), or
  * without TIME, UNWATCH (2.2). */

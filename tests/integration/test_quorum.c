@@ -818,6 +818,104 @@ static void test_scan_walks_first_server(void **state)
         free(testsrv_cmd(&srv[i], "DEL %s %s %s", "scanq:a", "scanq:b", "scanq:c"));
 }
 
+/* The ids of srv[0]'s normal clients but the asking one (CLIENT LIST's
+ * "id=" of each line without "cmd=client"), at most max; their count. */
+static int first_server_clients(long long *ids, int max)
+{
+    char *list = testsrv_cmd(&srv[0], "CLIENT LIST TYPE normal");
+    assert_non_null(list);
+    int n = 0;
+    for (char *line = list; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        const char *id = strstr(line, "id=");
+        if (id && !strstr(line, "cmd=client")) {
+            assert_true(n < max);
+            ids[n++] = atoll(id + 3);
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(list);
+    return n;
+}
+
+static int has_id(const long long *ids, int n, long long id)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* A look at the lock through the quorum client: it must see our value. */
+static void inspect_sees(relock_client *c, const char *name, const char *value)
+{
+    relock_inspect_info *info = NULL;
+    relock_status st = relock_inspect(c, name, &info);
+    if (st != RELOCK_OK)
+        fail_msg("inspect: %s: %s", relock_status_name(st), relock_client_error(c)->message);
+    assert_int_equal(relock_inspect_info_kind(info), RELOCK_VALUE_TOKEN);
+    assert_string_equal(relock_inspect_info_value(info, NULL), value);
+    assert_true(relock_inspect_info_pttl_ms(info) > 0);
+    relock_inspect_info_free(info);
+}
+
+/* A quorum client's calls on its first server that are not the quorum's
+ * rounds (inspect, the server it reports) run on a connection of their
+ * own to that server, beside the fan-out's: opened at the first such
+ * call, kept for the next, and opened afresh once the server closed it. */
+static void test_first_server_calls_beside_the_fan(void **state)
+{
+    (void)state;
+    relock_client *c = quorum_client();
+    relock_lock *l = NULL;
+    relock_status st = relock_acquire(c, "qfirst", 30000, 0, &l);
+    if (st != RELOCK_OK)
+        fail_msg("acquire: %s: %s", relock_status_name(st), relock_client_error(c)->message);
+    long long fan[8], ids[8], again[8];
+    /* The quorum's rounds alone: one connection to the first server. */
+    assert_int_equal(first_server_clients(fan, 8), 1);
+
+    inspect_sees(c, "qfirst", relock_lock_value(l));
+    assert_int_equal(first_server_clients(ids, 8), 2);
+    assert_true(has_id(ids, 2, fan[0]));
+    long long runner = ids[0] == fan[0] ? ids[1] : ids[0];
+
+    /* The server it reports is the first, on the same connection; and a
+     * second look opens none. */
+    relock_server_info *info = NULL;
+    st = relock_client_server(c, &info);
+    if (st != RELOCK_OK)
+        fail_msg("server: %s: %s", relock_status_name(st), relock_client_error(c)->message);
+    assert_int_equal(relock_server_info_port(info), srv[0].port);
+    assert_string_equal(relock_server_info_host(info), "127.0.0.1");
+    relock_server_info_free(info);
+    inspect_sees(c, "qfirst", relock_lock_value(l));
+    assert_int_equal(first_server_clients(again, 8), 2);
+    assert_true(has_id(again, 2, fan[0]));
+    assert_true(has_id(again, 2, runner));
+
+    /* The server closes that connection (as its `timeout` would): the
+     * next look, once the connection is idle long enough to be looked at
+     * before use (200 ms, pollloop.c; a sleep longer than that, never too
+     * short), opens another and works, and the fan-out's is left as it
+     * was. */
+    char *r = testsrv_cmd(&srv[0], "CLIENT KILL ID %lld", runner);
+    assert_non_null(r);
+    assert_string_equal(r, "1");
+    free(r);
+    tu_sleep_ms(300);
+    inspect_sees(c, "qfirst", relock_lock_value(l));
+    assert_int_equal(first_server_clients(again, 8), 2);
+    assert_true(has_id(again, 2, fan[0]));
+    assert_false(has_id(again, 2, runner));
+
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(c);
+}
+
 static void test_waiter_not_woken_by_its_undo(void **state)
 {
     (void)state;
@@ -892,6 +990,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kept_over_quorum),
         cmocka_unit_test(test_servers_set_without_file),
         cmocka_unit_test(test_scan_walks_first_server),
+        cmocka_unit_test(test_first_server_calls_beside_the_fan),
     };
     return both_run(entry, shared, sizeof shared / sizeof *shared, blocking,
                     sizeof blocking / sizeof *blocking, setup, teardown);

@@ -10,8 +10,8 @@
  * simulated client becomes a connection to the model server, and a read
  * that has no reply yet yields to the scheduler.  Every other descriptor,
  * and every call outside a simulated client, goes to the C library.  The
- * library under test is unchanged: relock's own code, through its
- * transport (conn.c) down to hiredis's parser, runs as in production.
+ * library under test is unchanged: relock's own code, through the
+ * operation core down to hiredis's parser, runs as in production.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -248,8 +248,9 @@ static void test_head_and_faults(void **state)
     assert_int_equal(relock__done(&h, RELOCK_BUSY), RELOCK__STEP_DONE);
     assert_int_equal(h.st, RELOCK_BUSY);
 
-    /* A fault's words are recorded when nothing is yet (a driver without
-     * conn.c), and the driver's own record is kept otherwise. */
+    /* A fault's words are recorded when nothing is yet (a driver that
+     * recorded none of its own), and the driver's own record is kept
+     * otherwise. */
     relock__feed in = feed_fault(9, RELOCK__FAULT_UNSENT, 0);
     assert_int_equal(relock__fault_fail(f.c, &in), RELOCK_EIO);
     assert_string_equal(f.c->err.msg, "connect to 127.0.0.1:6379: refused");

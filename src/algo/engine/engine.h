@@ -1,8 +1,9 @@
 /*
  * The engine's shared parts (design.md §2.1): the head every step machine
  * starts with, building the batch a machine sends, checking the replies it
- * gets, the EVALSHA-then-EVAL transition.  The blocking driver that runs
- * the machines is src/core/drive.c (src/core/drive.h).
+ * gets, the EVALSHA-then-EVAL transition.  The machines run as operations
+ * of the operation core (src/core/), the blocking calls through
+ * src/core/drive.h.
  *
  * Nothing here does I/O, and nothing reads a clock or draws randomness: a machine written with these helpers
  * behaves the same under every driver, the simulator's included.
@@ -148,8 +149,8 @@ int relock__script_again(const relock__feed *in, int idx, int *by_eval);
 /* ------------------------------------------------------------------ drivers */
 
 /* A machine that has not ended after this many batches is stopped with
- * RELOCK_EPROTO (every driver, src/core/drive.c and the asynchronous
- * client): every machine ends in a few, so it is a machine's bug. */
+ * RELOCK_EPROTO (the operation core, src/core/operation.c, under both
+ * APIs): every machine ends in a few, so it is a machine's bug. */
 #define RELOCK__DRIVE_MAX_STEPS 256
 
 /* ------------------------------------------------------------------ bad replies */

@@ -8,8 +8,9 @@
  * sent and not answered) lives in the machine and in the lock state it
  * works on, where a driver can see it and a test can assert it.
  *
- * Drivers: the blocking driver (src/core/drive.c, the blocking API), the
- * asynchronous driver, and the deterministic simulator (tests/sim).
+ * Drivers: the operation core (src/core/), under the asynchronous API and,
+ * through a private poll loop (src/core/pollloop.c), the blocking API; the
+ * simulator (tests/sim) runs both, and the unit tests feed machines by hand.
  *
  * Replies are hiredis's redisReply structures, read only: the engine uses
  * the type, integer, str, len, elements and element fields and never frees

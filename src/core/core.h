@@ -85,8 +85,8 @@
 
 /* ------------------------------------------------------------------ types */
 
-/* K_RUN: one given fan machine on a lock, for the blocking API's poll loop
- * (pollloop.c, relock__a_run()): no waiting, no phases, the caller's machine. */
+/* K_RUN: one given step machine on a lock, for the blocking API's poll loop
+ * (pollloop.c, relock__drive()): no waiting, no phases, the caller's machine. */
 enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS, K_RUN, K_SCAN };
 
 enum op_state {
@@ -183,7 +183,6 @@ struct aop {
     unsigned sub_gen; /* the subscriber connection it joined on */
     relock__probe_m probe; /* K_SETUP */
     afan *fan;             /* a fan machine's round, with a quorum */
-    relock__fan_fn ffn;    /* K_RUN: its fan machine (else the kit's) */
     int due, in_start;     /* in the client's fan_due, starting list */
     struct aop *due_next, *start_next;
     int phase;     /* enum op_phase */
@@ -512,8 +511,6 @@ void relock__a_op_enqueue(aop *op);
  * when its step ends (a lock it won is released first). */
 void relock__a_op_cancel(aop *op);
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg);
-relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, void *m,
-                            relock_async_fn cb, void *arg);
 relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_fn fn, void *m,
                                  relock_async_fn cb, void *arg);
 

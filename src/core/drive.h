@@ -26,15 +26,4 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
  * reports); or the error on c->err. */
 relock_status relock__drive_ready(relock_client *c, const char *key);
 
-/*
- * The blocking quorum calls: runs fan machine m (initialised) over the
- * client's quorum until it is done, and returns its status (errors on
- * l->c->err).  A poll loop over the operation core's fan-out (pollloop.c): the
- * machine runs as an operation of an inner core client, whose new
- * connections are sent AUTH, SELECT and SCRIPT LOAD of the quorum's
- * scripts ahead of the first batch; replies owed to earlier rounds are
- * read and dropped before a server's new ones (decision 44).
- */
-relock_status relock__fan_drive(relock_lock *l, relock__fan_fn fn, void *m);
-
 #endif

@@ -459,7 +459,7 @@ static void fan_step(aop *op)
         fan_flush(op); /* what the socket did not take whole yet */
         F->f.written = fan_written(F, n);
         relock__a_err_load(op);
-        relock__step s = (op->ffn ? op->ffn : a->kit->fan)(op->m, op->l, &F->f, out);
+        relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
         relock__a_err_save(op);
         uint64_t fed_at = F->f.mono_ms;
         fan_reset_feed(op);

@@ -145,7 +145,7 @@ void relock__a_op_finish(aop *op, relock_status st)
     }
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
-    if (op->kind == K_RUN && !op->ffn)
+    if (op->kind == K_RUN)
         relock__a_err_load(op); /* a blocking call reports it (pollloop.c) */
     if (op->kind == K_KEEP) {
         /* A renewal reports through its lock, however it ended: its
@@ -168,8 +168,8 @@ static void machine_start(aop *op)
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
-    /* (K_RUN: a fan machine when its caller gave one, else a step machine) */
-    if ((op->kind == K_RUN ? op->ffn != NULL : op->a->kit->fan != NULL) && !op->fencing) {
+    /* (K_RUN: a step machine) */
+    if (op->kind != K_RUN && op->a->kit->fan && !op->fencing) {
         relock__a_fan_begin(op);
         return;
     }
@@ -1066,27 +1066,6 @@ void relock__a_op_enqueue(aop *op)
     a->pending++;
     op->state = S_NEW;
     relock__a_op_schedule(op);
-}
-
-/* Runs fan machine m (fn, initialised by the caller, who keeps it) on l
- * as an operation of a quorum's client: cb is called once, from the loop,
- * when it ended (m holds its outcome; the errors, as the machine left
- * them, on a->c->err).  An error already on a->c->err stays the first, as
- * for a machine run by itself.  RELOCK_ENOMEM: nothing started. */
-relock_status relock__a_run(relock_async *a, relock_lock *l, relock__fan_fn fn, void *m,
-                            relock_async_fn cb, void *arg)
-{
-    if (!a->kit || !a->kit->fan || !relock__a_start_armed(a))
-        return RELOCK_ENOMEM;
-    aop *op = relock__a_op_new(a, K_RUN, cb, arg);
-    if (!op)
-        return RELOCK_ENOMEM;
-    op->l = l;
-    op->m = m;
-    op->ffn = fn;
-    relock__a_err_save(op);
-    relock__a_op_enqueue(op);
-    return RELOCK_OK;
 }
 
 /* Runs step machine m (fn, initialised by the caller, who keeps it) on l

@@ -394,12 +394,6 @@ static void qpoll_free(struct relock__qpoll *q)
     free(q);
 }
 
-void relock__qpoll_free_single(relock_client *c)
-{
-    qpoll_free(c->p);
-    c->p = NULL;
-}
-
 void relock__qpoll_free(relock_client *c)
 {
     qpoll_free(c->q);

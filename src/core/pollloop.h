@@ -16,8 +16,6 @@
 int relock__qpoll_new(relock_client *c);
 /* Closes the quorum's connections and frees c->q; accepts none. */
 void relock__qpoll_free(relock_client *c);
-/* Closes the one-server runner's connections and frees c->p. */
-void relock__qpoll_free_single(relock_client *c);
 
 /*
  * relock_acquire(), relock_release() and relock_extend() as whole

@@ -583,6 +583,29 @@ void relock__a_conn_timeout(void *arg)
     relock__a_leave(a);
 }
 
+int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
+{
+    int n = 0;
+    if (srv->password[0]) {
+        relock__cmd *k = &cmd[n++];
+        k->argc = srv->username[0] ? 3 : 2;
+        k->argv[0] = "AUTH";
+        k->argv[1] = srv->username[0] ? srv->username : srv->password;
+        k->argv[2] = srv->password;
+    }
+    if (srv->db != 0) {
+        snprintf(db, 16, "%d", srv->db);
+        relock__cmd *k = &cmd[n++];
+        k->argc = 2;
+        k->argv[0] = "SELECT";
+        k->argv[1] = db;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < cmd[i].argc; j++)
+            cmd[i].len[j] = strlen(cmd[i].argv[j]);
+    return n;
+}
+
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
  * the probe machine (setup.attempt: 0 logging in, 1 probing). */
 
@@ -700,22 +723,11 @@ void relock__a_conn_connect(aconn *cn)
     su->kind = K_SETUP;
     areq *rq = &su->rq;
     relock__a_rq_room(rq, 2); /* (a request's own room) */
+    char db[16];
+    relock__cmd login[2];
     int n = 0;
-    if (srv->password[0]) {
-        const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
-                               srv->password};
-        int argc = srv->username[0] ? 3 : 2;
-        size_t len[3] = {4, strlen(argv[1]), strlen(argv[2])};
-        int fl = redisFormatCommandArgv(&rq->cmd[n], argc, argv, len);
-        if (fl > 0)
-            rq->len[n++] = (size_t)fl;
-    }
-    if (srv->db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", srv->db);
-        const char *argv[2] = {"SELECT", db};
-        size_t len[2] = {6, strlen(db)};
-        int fl = redisFormatCommandArgv(&rq->cmd[n], 2, argv, len);
+    for (int i = 0, k = relock__a_login(srv, db, login); i < k; i++) {
+        int fl = redisFormatCommandArgv(&rq->cmd[n], login[i].argc, login[i].argv, login[i].len);
         if (fl > 0)
             rq->len[n++] = (size_t)fl;
     }

@@ -506,6 +506,11 @@ void relock__a_op_start(aop *op);
 void relock__a_op_schedule(aop *op);
 int relock__a_start_armed(relock_async *a);
 void relock__a_op_enqueue(aop *op);
+/* The login srv asks for on a new connection: AUTH (with its username
+ * when set), then SELECT when its db is not 0, as up to two commands in
+ * cmd, whose words point into srv and db; returns how many.  Every
+ * connection of the core sends them (connection.c, fanout.c, notice.c). */
+int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2]);
 /* Cancels acquire op (not cancelled, not done): it ends with
  * RELOCK_ECANCELED at the next turn when nothing of it is in flight, else
  * when its step ends (a lock it won is released first). */

@@ -270,17 +270,10 @@ static int fan_connect(aconn *cn)
     redisAsyncSetDisconnectCallback(ac, relock__a_on_disconnect);
     cn->conn_timer = timer_start(a, a->c->s.connect_timeout_ms, relock__a_conn_timeout, cn);
     int bad = 0;
-    if (srv->password[0]) {
-        const char *argv[3] = {"AUTH", srv->username[0] ? srv->username : srv->password,
-                               srv->password};
-        bad |= fan_setup_cmd(cn, srv->username[0] ? 3 : 2, argv, 1);
-    }
-    if (srv->db) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", srv->db);
-        const char *argv[2] = {"SELECT", db};
-        bad |= fan_setup_cmd(cn, 2, argv, 1);
-    }
+    char db[16];
+    relock__cmd login[2];
+    for (int i = 0, k = relock__a_login(srv, db, login); i < k; i++)
+        bad |= fan_setup_cmd(cn, login[i].argc, login[i].argv, 1);
     for (size_t k = 0; k < sizeof quorum_scripts / sizeof quorum_scripts[0]; k++) {
         const char *argv[3] = {"SCRIPT", "LOAD", relock__script_source(quorum_scripts[k])};
         bad |= fan_setup_cmd(cn, 3, argv, 0);

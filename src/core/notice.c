@@ -224,13 +224,11 @@ static int chan_join(aop *op)
             a->sub = s;
             a->sub_at = at;
             a->sub_gen++;
-            if (srv->password[0]) {
-                if (srv->username[0])
-                    redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s %s", srv->username,
-                                      srv->password);
-                else
-                    redisAsyncCommand(s, on_sub_auth, NULL, "AUTH %s", srv->password);
-            }
+            char db[16];
+            relock__cmd login[2];
+            for (int i = 0, k = relock__a_login(srv, db, login); i < k; i++)
+                redisAsyncCommandArgv(s, on_sub_auth, NULL, login[i].argc, login[i].argv,
+                                      login[i].len);
         }
         ch = calloc(1, sizeof *ch + len + 1);
         if (!ch)

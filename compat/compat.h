@@ -1,8 +1,8 @@
 /*
  * What compat/ offers the layers above it: the legacy settings' check and
- * the bridge value's suffix (the legacy and bridge algorithm tables, which
- * run compat/'s machines through the blocking driver, are src/core/run_ts.c's,
- * declared in src/core/algo.h).  src/api/ and src/core/run_ts.c
+ * the bridge value's suffix (the legacy and bridge algorithm tables, whose
+ * machines are compat/'s, are src/core/run_ts.c's, declared in
+ * src/core/algo.h).  src/api/ and src/core/run_ts.c
  * include this header; src/base/ and src/algo/ never reach into compat/
  * (docs/architecture.md).
  */

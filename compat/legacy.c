@@ -47,9 +47,8 @@
  *
  * The algorithms are step machines of the lock engine (compat/ts.h has
  * their states; compat/cas.c and compat/fenced_write.c the atomic steps they
- * share); src/core/run_ts.c runs them with the blocking driver
- * (relock__drive(), src/core/drive.h), the operation core with the
- * asynchronous one.
+ * share); the operation core runs them for both APIs, through the
+ * legacy and bridge tables of src/core/run_ts.c.
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.

@@ -10,7 +10,7 @@
  *                     EXEC);
  *   compat/legacy.c   the acquire attempt (with the takeover of an expired
  *                     holder), release, extend and adopt machines (run
- *                     with the blocking driver by src/core/run_ts.c).
+ *                     by the operation core; adopt by src/core/run_ts.c).
  *
  * Batches.  Reads that cannot change anything go out together (WATCH with
  * its GETs; GET of the key with the break counter).  A transaction is sent

@@ -9,8 +9,8 @@
  * counter is created from the old one if it does not exist yet (SETNX),
  * never lowered.
  *
- * The carry is a step machine (fence.h) run by the blocking driver from
- * relock__fence_seed() (src/core/run.c).  A lost reply is a plain failure here, never an
+ * The carry is a step machine (fence.h) the operation core runs before an
+ * acquire's first attempt (src/core/operation.c).  A lost reply is a plain failure here, never an
  * ambiguous one: the raise only ever moves the counter up to a value it
  * had to reach anyway, so it may run twice.
  */

@@ -19,8 +19,8 @@
  * Each operation is a step machine (modern.h, src/algo/engine/): it is fed the
  * replies to the commands it asked for, or the fault that cut them off,
  * and the time, and answers with the next commands or its outcome.  The
- * functions of relock__algo_modern (src/core/run.c) run them with the
- * blocking driver.
+ * operation core (src/core/operation.c) runs them for both APIs, through
+ * relock__algo_modern's machines (src/core/run.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /*
  * Modern mode's step machines (modern.c): one acquire attempt, and the
  * compare-and-X that releases or extends.  Public to the engine's drivers
- * and to the tests that feed them replies by hand; lock.c and wait.c reach
- * them through relock__algo_modern, whose functions (src/core/run.c) run
- * them with the blocking driver.
+ * and to the tests that feed them replies by hand; the operation core
+ * (src/core/operation.c) runs them for both APIs through
+ * relock__modern_machines, relock__algo_modern's (src/core/run.c).
  */
 #ifndef RELOCK_MODERN_H
 #define RELOCK_MODERN_H

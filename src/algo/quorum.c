@@ -19,8 +19,7 @@
  * The decisions are a fan machine (engine/fan.h, quorum.h): it is fed each
  * server's reply as it comes and decides each round.  The connections,
  * the replies owed to earlier rounds and the rounds' deadlines are the
- * operation core's fan-out (src/core/fanout.c), which the blocking calls
- * run through relock__fan_drive().
+ * operation core's fan-out (src/core/fanout.c), under both APIs.
  */
 #include <stdio.h>
 #include <string.h>

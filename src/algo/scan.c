@@ -606,7 +606,8 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         return RELOCK_OK;
     case ST_WATCH:
         /* When upgraded clients began to watch for legacy writers (SETNX
-         * by the first of them, marker.c); anything else: no evidence. */
+         * by the first of them, src/core/operation.c); anything else: no
+         * evidence. */
         if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
             return RELOCK__BAD_REPLY(c, "GET (watch marker)", r);
         marker_ms(r, &out->watching_since_ms);

@@ -1,9 +1,10 @@
 /*
  * The migration audit's step machine (scan.c): one walk of the lock keys
  * (SCAN, or KEYS on servers without it), their values, TTLs and types,
- * the two markers, and the verdict.  relock_scan_keys() (src/api/scan.c)
- * runs it on the blocking driver, relock_async_scan() (src/core/scan.c)
- * as an operation of the core.
+ * the two markers, and the verdict.  The operation core's scan
+ * (src/core/scan.c) runs it, for relock_async_scan() on the program's loop
+ * and for relock_scan_keys() (src/api/scan.c) on the blocking calls' poll
+ * loop.
  *
  * A run of the machine is at most RELOCK__SCAN_RUN_STEPS batches, below
  * any driver's bound on one run; the machine then ends with RELOCK_OK

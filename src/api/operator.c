@@ -135,7 +135,7 @@ relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_
 }
 
 /* The waiters of a lock are the subscribers of its release channel
- * (wait.c), counted by PUBSUB NUMSUB (2.8): on the node the key lives on,
+ * (src/core/notice.c), counted by PUBSUB NUMSUB (2.8): on the node the key lives on,
  * which is where releases are published.  -1 when the server cannot say
  * or the count failed; a look, so a failure is not the call's. */
 static long long count_waiters(relock_client *c, const char *key)

@@ -211,7 +211,8 @@ int relock__sentinel_on(const relock__settings *s);
  * seen (milliseconds since the epoch, as a decimal string). */
 #define RELOCK__MARKER_NAME " relock:legacy-seen"
 /* After key_prefix: when upgraded clients began to watch for legacy
- * writers (ms since the epoch, written once with SETNX; marker.c). */
+ * writers (ms since the epoch, written once with SETNX by the operation
+ * core, src/core/operation.c). */
 #define RELOCK__WATCH_NAME " relock:watching-since"
 /* Appended to a lock key to name the channel its releases are told on. */
 #define RELOCK__NOTIFY_SUFFIX " relock:released"

@@ -36,7 +36,8 @@ struct relock__machines;
 struct relock_client {
     relock__settings s;
     /* relock_client_cancel_on(): while *cancel is non-zero, a waiting
-     * acquire gives up at its next step (wait.c); NULL: never. */
+     * acquire is cancelled through the operation core
+     * (src/core/pollloop.c); NULL: never. */
     const volatile sig_atomic_t *cancel;
     relock__conn conn;
     relock_mode mode;
@@ -45,7 +46,7 @@ struct relock_client {
     char sha[RELOCK__NSCRIPTS][41];
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
-    int watch_noted;          /* the watch marker was written (marker.c) */
+    int watch_noted;          /* the watch marker's write (src/core/operation.c) */
     /* quorum: the blocking calls' poll loop over the operation core
      * (src/core/pollloop.c), or NULL; installed by relock_connect() */
     struct relock__qpoll *q;

@@ -102,8 +102,8 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 1, out, len) == 0 ? 1 : -1;
 }
 
-/* relock__fence_seed(), the carry to a whole-tag key's counter from its
- * earlier one: fence.c. */
+/* The carry to a whole-tag key's counter from its earlier one: the
+ * machine of src/algo/fence.c. */
 
 int relock__marker_key(const char *key_prefix, char *out, size_t len)
 {

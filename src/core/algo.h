@@ -16,7 +16,7 @@ extern const relock__algo relock__algo_quorum;
 extern const relock__algo relock__algo_legacy;
 extern const relock__algo relock__algo_bridge;
 
-/* Several servers (run.c, the quorum): checks the mode and prepares the
+/* Several servers (pollloop.c, the quorum): checks the mode and prepares the
  * servers. */
 relock_status relock__quorum_setup(relock_client *c);
 

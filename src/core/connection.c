@@ -485,10 +485,10 @@ void relock__a_submit(aop *op)
             return;
         }
         /* A write that went on to another node: a WAIT after it could not
-         * count it on the connection it started on (as the blocking
-         * client, whose write mark is the connection it began on).  After
-         * TRYAGAIN it goes again on the same one, where WAIT counts it (a
-         * new context there fails the pinned check by its generation). */
+         * count it on the connection it started on (the one the WAIT is
+         * pinned to).  After TRYAGAIN it goes again on the same one, where
+         * WAIT counts it (a new context there fails the pinned check by
+         * its generation). */
         if (op->phase == PH_MAIN && !op->fencing && !op->undoing && to != op->rq.cn)
             op->wmoved = 1;
         op->redir = NULL;

@@ -281,8 +281,8 @@ struct aconn {
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
     long long late_ms;  /* the last round timeout of a request sent on it */
-    /* legacy.clock = "server": this server's clock (a Cluster node's own,
-     * as the blocking client keeps one per node's connection) */
+    /* legacy.clock = "server": this server's clock (a Cluster node's own:
+     * one per node's connection) */
     relock__clock_est clock;
     /* What this server's probe learned (version, capabilities; probed:
      * set once it ran): the facts an operation's machine reads while it

@@ -1,10 +1,12 @@
 /*
- * The blocking calls' drivers (src/core/pollloop.c): a private poll loop
- * over the operation core (core.h) runs a step machine (engine/engine.h)
- * or a fan machine (engine/fan.h) as an operation of an inner core client
- * until it is done.  The machines' blocking runs (run.c, run_ts.c) and
- * the public calls that run a machine themselves (src/api/operator.c,
- * owner.c) call them.
+ * The blocking calls' driver of a single step machine (src/core/pollloop.c):
+ * a private poll loop over the operation core (core.h) runs a step machine
+ * (engine/engine.h) as an operation of an inner core client until it is
+ * done.  The calls that run a machine of their own call it: break,
+ * inspect and the owner record (src/api/operator.c, owner.c), an adoption
+ * (run_ts.c), one command (relock__command(), routing.h).  The lock
+ * operations are not run here: they are whole operations of the core
+ * (relock__lock_op(), pollloop.h).
  */
 #ifndef RELOCK_CORE_DRIVE_H
 #define RELOCK_CORE_DRIVE_H

@@ -1,8 +1,10 @@
 /*
- * Waiting in the operation core (core.h): release notices on the
- * subscriber connection, one channel per lock name with its waiters
- * (chan_*, sub_*, on_sub), and the plan between an acquire's attempts
- * (relock__a_plan(), relock__a_sleep_fire(), wake()).
+ * Waiting in the operation core (core.h), for both APIs: release notices
+ * on the core client's subscriber connection (a->sub: shared by its
+ * waiters, opened when the first subscribes, closed when none waits), one
+ * channel per lock name with its waiters (chan_*, sub_*, on_sub), and the
+ * plan between an acquire's attempts (relock__a_plan(),
+ * relock__a_sleep_fire(), wake()).
  */
 
 #include "core.h"
@@ -89,7 +91,7 @@ void relock__a_chan_leave(aop *op)
     op->ch = NULL;
     relock_async *a = op->a;
     if (--a->nwaiting == 0 && a->sub && !a->freeing)
-        sub_drop(a, 0); /* nobody waits: as the blocking waiter, unsubscribe */
+        sub_drop(a, 0); /* nobody waits: the subscriber connection goes */
 }
 
 static void wake(aop *op);
@@ -194,12 +196,10 @@ static int chan_join(aop *op)
         if (!a->sub) {
             /* With a quorum every server announces releases: the first
              * connected one from where the last failed subscription
-             * leaves off (as the blocking waiter, the first that
-             * accepts).  With one server, the one the attempt ran on: on
-             * a Cluster the master of the lock's slot, where the release
-             * publishes, as the blocking waiter subscribes (waiters on
-             * other masters' locks share it: a classic PUBLISH reaches
-             * every node). */
+             * leaves off.  With one server, the one the attempt ran on:
+             * on a Cluster the master of the lock's slot, where the
+             * release publishes (waiters on other masters' locks share
+             * it: a classic PUBLISH reaches every node). */
             int at = a->sub_from % a->nconns;
             for (int k = 0; k < a->nconns && quorum(a); k++) {
                 int i = (a->sub_from + k) % a->nconns;
@@ -284,8 +284,8 @@ void relock__a_sleep_fire(void *arg)
 static void sub_timeout_fire(void *arg);
 
 /* op's subscription failed (no answer in time, or its connection went):
- * with a quorum it tries the next server, as the blocking waiter tries
- * each in turn within its one subscribe step; then it plans without. */
+ * with a quorum it tries the next server, each in turn; then it plans
+ * without. */
 void relock__a_sub_next(aop *op)
 {
     relock_async *a = op->a;
@@ -332,7 +332,7 @@ static void wake(aop *op)
     relock__a_attempt_begin(op);
 }
 
-/* (algo.h; here in the core, which wait.c calls, and not the other way) */
+/* (algo.h; here in the core, the waiter's) */
 relock__wait_in relock__wait_in_of(relock_lock *l)
 {
     relock_client *c = l->c;
@@ -348,7 +348,7 @@ relock__wait_in relock__wait_in_of(relock_lock *l)
 }
 
 /* What a waiter does after an attempt that found the lock held (the wait
- * planner decides, as for the blocking waiter). */
+ * planner decides, waitplan.h). */
 void relock__a_plan(aop *op, int after_subscribe)
 {
     relock_async *a = op->a;
@@ -383,7 +383,7 @@ void relock__a_plan(aop *op, int after_subscribe)
         in.left_ms = left_ms(op->deadline);
         p = relock__wait_plan_next(&in);
     }
-    /* A modern client meeting a live classic holder says so (wait.c). */
+    /* A modern client meeting a live classic holder says so. */
     const char *classic =
         c->mode == RELOCK_MODE_MODERN && l->legacy_holder ? RELOCK_CLASSIC_HOLDER_NOTE : "";
     switch (p.act) {
@@ -405,8 +405,8 @@ void relock__a_plan(aop *op, int after_subscribe)
         relock__a_op_finish(op, RELOCK_TIMEOUT);
         return;
     case RELOCK__WAIT_SLEEP:
-        /* The next attempt is one more, after a sleep or a notice, as
-         * the blocking waiter counts them: the backoff grows. */
+        /* The next attempt is one more, after a sleep or a notice: the
+         * backoff grows. */
         op->attempt++;
         op->state = S_SLEEP;
         op->timer = timer_start(a, p.sleep_ms, relock__a_sleep_fire, op);

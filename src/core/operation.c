@@ -359,8 +359,8 @@ static int next_phase(aop *op, relock_status *st)
 
 /* The reply to the legacy marker's SET: a MOVED (the map did not know the
  * marker's slot) sends it once to the node named when the client has a
- * ready connection there, as the blocking client's write follows it;
- * anything else is dropped (the marker informs, design.md §5.5). */
+ * ready connection there; anything else is dropped (the marker informs,
+ * design.md §5.5). */
 static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -377,9 +377,9 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
-/* The watch marker (marker.c): written once per bridge or modern client
- * with SETNX before its first attempt, as the blocking client writes it.
- * watch_noted: 1 written, 2 in flight, 3 met a MOVED that could not be
+/* The watch marker (the key relock__watch_key() names, which `relock
+ * scan` reads): written once per bridge or modern client, of either API,
+ * with SETNX before its first attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could not be
  * followed (the marker's node is not connected yet).  A MOVED is followed
  * once, as for the legacy marker (on_marker); a write that did not land is
  * tried again at a later acquire: a missing marker only delays scan's
@@ -733,7 +733,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
                 in.fleet_fresh = op->clock_fresh;
                 /* Just measured: the feed's monotonic time is the moment
-                 * TIME went out, as the blocking driver's is from before
+                 * TIME went out, which is from before
                  * the clock was read.  The server read its clock anywhere
                  * in the round trip, so the estimate may be behind by
                  * half of it; a validity counted from the reply would
@@ -774,7 +774,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         op->redir = NULL;
         if (s == RELOCK__STEP_DONE && op->clocking) {
             /* The clock is known (or its failure is the fault the waiting
-             * replies are fed with, as the blocking driver does). */
+             * replies are fed with). */
             op->clocking = 0;
             for (int i = 0; i < op->nheld; i++) {
                 rq->rep[i] = op->held[i];
@@ -950,7 +950,7 @@ void relock__a_op_start(aop *op)
             return;
         }
         /* The holder that just released usually wins the race back against
-         * the waiters it woke: give them a moment, as the blocking acquire. */
+         * the waiters it woke: give them a moment (relock__yield_ms()). */
         long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
         if (yield > 0) {
             op->state = S_SLEEP;

@@ -2,29 +2,30 @@
  * The blocking API's calls as a private poll loop over the operation core
  * (core.h), as curl_easy_perform() runs over curl's multi interface.
  *
- * A quorum: relock_acquire(), relock_release() and relock_extend() run
- * their fan machine as an operation of an inner core client (c->q), and
- * poll() until it completes.  The rounds, the connections with their
- * setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier rounds
- * and the deadlines are fanout.c's, the same code the asynchronous
- * client runs.
+ * relock_acquire(), relock_release() and relock_extend() are whole
+ * operations of the core (relock__lock_op(): the asynchronous client's,
+ * with their waiting, durability, owner record and events) of an inner
+ * core client, a quorum's (c->q) or the one-server runner's (c->p), and
+ * poll() until they complete.  A quorum's rounds, connections with their
+ * setup (AUTH, SELECT, SCRIPT LOAD), replies owed to earlier rounds and
+ * deadlines are fanout.c's.
  *
  * One server (directly, through Sentinel, or a Redis Cluster with the slot
- * map on or off): every step machine the blocking calls run
- * (relock__drive(), drive.h) is an operation of the one-server runner's
- * inner core client (c->p) on its connection (a Cluster's: the key's
- * node, routing.c), which relock_connect() makes, logs in and probes
- * (relock__drive_ready(); through Sentinel, after the core's search for
- * the master, routing.c, and again after a READONLY); the connection's
- * rules are the core's (connection.c: transactions, the command timeout,
- * the WAIT's connection generation).  A batch is written as soon as it is
- * formed (p_flush), and a connection idle for IDLE_CHECK_MS is looked at
- * before an operation starts on it.  A quorum client runs its calls on
- * its first server that are not fan machines (the server it reports,
- * inspect, the markers, the scan) on such a runner too, beside c->q: a
- * second connection to that server, opened at the first such call, since
- * the fan's client runs fan machines with owed replies and routes no call
- * by key.
+ * map on or off): the lock operations and every step machine the other
+ * blocking calls run (relock__drive(), drive.h) are operations of the
+ * one-server runner's inner core client (c->p) on its connection (a
+ * Cluster's: the key's node, routing.c), which relock_connect() makes,
+ * logs in and probes (relock__drive_ready(); through Sentinel, after the
+ * core's search for the master, routing.c, and again after a READONLY);
+ * the connection's rules are the core's (connection.c: transactions, the
+ * command timeout, the WAIT's connection generation).  A batch is written
+ * as soon as it is formed (p_flush), and a connection idle for
+ * IDLE_CHECK_MS is looked at before an operation starts on it.  A quorum
+ * client runs its calls on its first server that are not fan machines
+ * (the server it reports, inspect, the scan) on such a runner too, beside
+ * c->q: a second connection to that server, opened at the first such
+ * call, since the fan's client runs fan machines with owed replies and
+ * routes no call by key.
  *
  * Each inner client is made at the first call and kept with the blocking
  * client (c->q, c->p); it shares the blocking client itself (its settings,

@@ -2,8 +2,9 @@
  * The blocking API's private poll loops over the operation core
  * (pollloop.c): a quorum's (c->q, made by relock_connect()) and the
  * one-server runner's (c->p, made at the first use; a quorum's first
- * server), freed by relock_client_free().  relock__drive(),
- * relock__drive_ready() and relock__fan_drive() (drive.h) run on them.
+ * server), freed by relock_client_free().  relock__lock_op() runs on
+ * either; relock__drive() and relock__drive_ready() (drive.h) on the
+ * one-server runner.
  */
 #ifndef RELOCK_CORE_POLL_H
 #define RELOCK_CORE_POLL_H

@@ -175,7 +175,7 @@ static void map_range(void *arg, int from, int to, const char *host, int port)
 
 /* After a MOVED from at: the whole map is read from it (CLUSTER SLOTS)
  * the first time, and again at most once a second, or after a master
- * could not be reached, as the blocking client reads it; only when at is
+ * could not be reached; only when at is
  * ready and in no transaction (the request shares the connection), and
  * one at a time.  The MOVED's own slot is recorded already. */
 static void slots_read(aconn *at)
@@ -342,8 +342,7 @@ int relock__a_follow(aop *op)
 /* ------------------------------------------------------------------ Sentinel
  *
  * With Sentinel, conns[0] connects to the master the sentinels name, found
- * as the blocking client finds it (the search's pure steps in
- * src/core/sentinel.c): the sentinels are asked in turn, from the one that
+ * by the search's pure steps (src/core/sentinel.c): the sentinels are asked in turn, from the one that
  * helped last, on a short-lived connection each (SENTINEL
  * get-master-addr-by-name, within relock__sentinel_timeout()); the master
  * named is connected, logged in and probed, and its ROLE checked; only then

@@ -2,8 +2,7 @@
  * Routing's pure parts, which the operation core (core.h) runs: Sentinel's
  * search (sentinel.c), Cluster's slots and redirections (cluster.c,
  * route.c); and the blocking calls' single commands over the core
- * (pollloop.c): the legacy-writer marker (marker.c), TYPE for a foreign
- * key.
+ * (pollloop.c): TYPE for a foreign key, PUBSUB NUMSUB for inspect.
  */
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H

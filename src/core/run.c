@@ -1,10 +1,8 @@
 /*
- * The blocking runs of the algorithms' step machines: each function here
- * feeds one machine (src/algo/) through the blocking driver (drive.h,
- * pollloop.c) or makes the connection ready first, so that
- * the machine files hold no I/O.  The algorithm tables the blocking API
- * chooses from (relock__algo_modern; the quorum's, relock__algo_quorum,
- * is in pollloop.c) point here.
+ * Modern mode's algorithm table: its machines (src/algo/modern.c), which
+ * the operation core runs for both APIs.  The quorum's,
+ * relock__algo_quorum, is in pollloop.c; legacy's and bridge's in
+ * run_ts.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /*
- * The blocking runs of the timestamp algorithms (legacy and bridge,
- * compat/): each attempt, release, extend and adoption feeds the machine
- * of compat/ts.h through the blocking driver (relock__drive(), drive.h),
- * after making the connection ready, since the path depends on the probed capabilities.
+ * The timestamp algorithms' tables (legacy and bridge, compat/): their
+ * machines (compat/ts.h), which the operation core runs for both APIs,
+ * and the adoption of a lock from its value, which feeds its machine
+ * through the blocking driver (relock__drive(), drive.h).
  */
 #include <string.h>
 

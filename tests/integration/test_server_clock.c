@@ -471,7 +471,7 @@ static long long server_ms_exact(void)
  * by a proxy: the server read its clock at the start of the round trip,
  * so the estimate is about 200 ms behind it).  The lease is planned on
  * that estimate, and its validity must be counted from the moment before
- * TIME went out, as the blocking driver counts it: from the moment the
+ * TIME went out, as the operation core counts it: from the moment the
  * reply came, the holder is told of about 200 ms (less the drift
  * allowance) that legacy readers, which judge by the server's clock, do
  * not give it.  Checked right after the acquire: the validity is at most

@@ -308,7 +308,7 @@ static void test_window_edges(void **state)
 }
 
 /*
- * Whole waits against a virtual clock, as the blocking driver runs them
+ * Whole waits against a virtual clock, as the operation core's waiter runs them
  * (attempts take no time; notices never come): a holder whose lease ends
  * at `end` (our reckoning, ms from the start of the wait) and that
  * releases by DEL at `del` (-1: never).  Returns when the lock was

@@ -2,8 +2,8 @@
  * The engine's shared parts (design.md §2.1): the head every step machine
  * starts with, building the batch a machine sends, checking the replies it
  * gets, the EVALSHA-then-EVAL transition.  The machines run as operations
- * of the operation core (src/core/), the blocking calls through
- * src/core/drive.h.
+ * of the operation core (src/core/), the blocking calls' on its private
+ * poll loop (src/core/pollloop.c).
  *
  * Nothing here does I/O, and nothing reads a clock or draws randomness: a machine written with these helpers
  * behaves the same under every driver, the simulator's included.
@@ -26,8 +26,8 @@ typedef struct relock__mhead {
     long hint_ms;     /* acquire attempt BUSY: holder's remaining ms, or -1 */
     /* The connection is inside WATCH/MULTI now: set from the batch last
      * sent (relock__send); a machine that ends with it set left a
-     * transaction open, and the blocking driver then closes the
-     * connection, which discards it. */
+     * transaction open, and the driver (the operation core) then closes
+     * the connection, which discards it. */
     int in_txn;
     /* The next feed must carry fleet_ms (the fleet's clock, legacy.clock):
      * the driver reads it just before it calls the machine.  Set before
@@ -39,8 +39,8 @@ typedef struct relock__mhead {
      * now, whatever the estimate), as a takeover needs (feed.fleet_fresh). */
     int want_fleet;
     /* The machine met a value only a legacy client can have written: the
-     * driver writes the marker `relock scan` reads (marker.c) after the
-     * machine ends.  Informational: a failure is nobody's. */
+     * driver writes the marker `relock scan` reads after the machine ends
+     * (src/core/operation.c).  Informational: a failure is nobody's. */
     int note_legacy;
 } relock__mhead;
 
@@ -123,8 +123,8 @@ int relock__reply_is(const redisReply *r, const char *shape);
 long long relock__reply_elem_int(const redisReply *r, size_t i);
 
 /* A fault ended the batch: records the driver's words for it on c->err
- * (kept if an error is recorded already, as the blocking driver's is) and
- * returns its status. */
+ * (kept if an error is recorded already: the first is the most precise)
+ * and returns its status. */
 relock_status relock__fault_fail(relock_client *c, const relock__feed *in);
 
 /* ------------------------------------------------------------------ scripts */

@@ -12,8 +12,8 @@
  * fence to raise, what to clean up); the driver holds the connections,
  * their setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier
  * rounds and the poll loop: the operation core's fan-out
- * (src/core/fanout.c), which the blocking API runs through
- * relock__fan_drive() (src/core/pollloop.c, declared in src/core/drive.h).
+ * (src/core/fanout.c), under both APIs (the blocking one on its private
+ * poll loop, src/core/pollloop.c).
  */
 #ifndef RELOCK_ENGINE_FAN_H
 #define RELOCK_ENGINE_FAN_H

@@ -1,8 +1,9 @@
 /*
  * The wait planner (design.md §7.1): after an attempt found the lock held, what
  * the waiter does next.  Pure: no I/O, no clock, no randomness (the
- * jitter's random bits come in), so the blocking driver, the asynchronous
- * driver and the simulator take the same decisions from the same inputs.
+ * jitter's random bits come in), so the operation core's waiter
+ * (src/core/notice.c, under both APIs and the simulator) and the unit
+ * tests take the same decisions from the same inputs.
  *
  * The waiter sleeps until the first of a release notice, the holder's
  * known end, or a bounded, jittered, growing backoff; never past the

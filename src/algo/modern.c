@@ -20,7 +20,7 @@
  * replies to the commands it asked for, or the fault that cut them off,
  * and the time, and answers with the next commands or its outcome.  The
  * operation core (src/core/operation.c) runs them for both APIs, through
- * relock__algo_modern's machines (src/core/run.c).
+ * relock__algo_modern's machines (src/core/mode.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * compare-and-X that releases or extends.  Public to the engine's drivers
  * and to the tests that feed them replies by hand; the operation core
  * (src/core/operation.c) runs them for both APIs through
- * relock__modern_machines, relock__algo_modern's (src/core/run.c).
+ * relock__modern_machines, relock__algo_modern's (src/core/mode.c).
  */
 #ifndef RELOCK_MODERN_H
 #define RELOCK_MODERN_H

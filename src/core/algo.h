@@ -1,6 +1,6 @@
 /*
- * What the drivers offer the API (src/api/): the algorithm tables (run.c:
- * modern; pollloop.c: quorum; run_ts.c: legacy and bridge, the timestamp
+ * What the drivers offer the API (src/api/): the algorithm tables (mode.c:
+ * modern and quorum; run_ts.c: legacy and bridge, the timestamp
  * algorithms of compat/), several servers, the choice of mode, the wait
  * planner's input.
  */

@@ -11,6 +11,14 @@
 #include "compat.h"
 #include "caps.h"
 #include "algo.h"
+#include "modern.h"
+#include "quorum.h"
+
+/* The algorithm tables of modern mode and the quorum: their machines,
+ * which the operation core runs for both APIs (legacy's and bridge's are
+ * in run_ts.c). */
+const relock__algo relock__algo_modern = {"modern", NULL, &relock__modern_machines};
+const relock__algo relock__algo_quorum = {"quorum", NULL, &relock__quorum_machines};
 
 /* A server of 2.6.0 or later without EVAL has Lua left out (Valkey 9.1
  * can run so); before 2.6.0 there was no Lua at all. */
@@ -121,4 +129,28 @@ relock_status relock__select_mode(relock_client *c)
     snprintf(why, sizeof why, "auto: server %s has EVAL but not SET NX PX (2.6.12)",
              conn->version);
     return use(c, RELOCK_MODE_BRIDGE, why);
+}
+
+relock_status relock__quorum_setup(relock_client *c)
+{
+    /* Modern values only: tokens are unique across servers, while
+     * timestamps, GETSET losers and legacy clients have no meaning for a
+     * majority of independent masters. */
+    if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
+        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
+        /* The place to change: the file's mode, else its servers. */
+        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
+        char at[sizeof c->s.src_file + 16] = "";
+        if (line && c->s.src_file[0])
+            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "%sservers: quorum over %d servers uses modern values only; set "
+                            "mode = \"modern\" (or auto with migration.legacy_clients = false)",
+                            at, c->s.nservers);
+    }
+    c->mode = RELOCK_MODE_MODERN;
+    snprintf(c->mode_reason, sizeof c->mode_reason,
+             "quorum over %d servers (majority %d), modern values", c->s.nservers, c->s.nservers / 2 + 1);
+    c->algo = &relock__algo_quorum;
+    return RELOCK_OK;
 }

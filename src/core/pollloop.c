@@ -54,6 +54,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "core.h"
 #include "pollloop.h"
@@ -263,9 +264,12 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
         pw[k++] = w;
     }
     int ready = 0;
-    if (k == 0 && wait > 0)
-        relock__sleep_ms(wait); /* only timers: a sleep, as between attempts */
-    else
+    if (k == 0 && wait > 0) {
+        /* only timers: a sleep, which a signal ends early as it ends
+         * poll(), so that p_wait() sees relock_client_cancel_on()'s flag */
+        struct timespec ts = {wait / 1000, (wait % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    } else
         ready = poll(p, (nfds_t)k, (int)(wait < 0 ? 0 : wait));
     if (ready < 0 && errno != EINTR)
         relock__sleep_ms(wait > 0 && wait < 10 ? wait : 10); /* no busy turns till a deadline */
@@ -441,8 +445,6 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
     }
     return q->st;
 }
-
-const relock__algo relock__algo_quorum = {"quorum", NULL, &relock__quorum_machines};
 
 /* ------------------------------------------------------------------ one server */
 
@@ -768,30 +770,6 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
     if (sent)
         *sent = m.sent;
     return m.reply;
-}
-
-relock_status relock__quorum_setup(relock_client *c)
-{
-    /* Modern values only: tokens are unique across servers, while
-     * timestamps, GETSET losers and legacy clients have no meaning for a
-     * majority of independent masters. */
-    if (c->s.mode == RELOCK_MODE_LEGACY || c->s.mode == RELOCK_MODE_BRIDGE ||
-        (c->s.mode == RELOCK_MODE_AUTO && c->s.migration.legacy_clients)) {
-        /* The place to change: the file's mode, else its servers. */
-        int line = c->s.mode_line ? c->s.mode_line : c->s.servers_line;
-        char at[sizeof c->s.src_file + 16] = "";
-        if (line && c->s.src_file[0])
-            snprintf(at, sizeof at, "%s:%d: ", c->s.src_file, line);
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "%sservers: quorum over %d servers uses modern values only; set "
-                            "mode = \"modern\" (or auto with migration.legacy_clients = false)",
-                            at, c->s.nservers);
-    }
-    c->mode = RELOCK_MODE_MODERN;
-    snprintf(c->mode_reason, sizeof c->mode_reason,
-             "quorum over %d servers (majority %d), modern values", c->s.nservers, c->s.nservers / 2 + 1);
-    c->algo = &relock__algo_quorum;
-    return RELOCK_OK;
 }
 
 relock_status relock__connect_failed(relock_client *c, const relock__err *why,

@@ -422,8 +422,9 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
  * happen): the inner client is let go of, never freed or turned again,
  * since its operation points at the returning call's machine, and the
  * call fails naming what (its lock, or the scan).  acq: a waiting
- * acquire, cancelled once relock_client_cancel_on()'s flag is set (a
- * signal ends poll() early; a blocking read's slice is short). */
+ * acquire, cancelled between its attempts once relock_client_cancel_on()'s
+ * flag is set (a signal ends poll() and the sleep early; a blocking
+ * read's slice is short). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
                             const char *name, aop *acq)
 {
@@ -438,7 +439,10 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
                                 name);
         }
         p_turn(q, 1000);
-        if (acq && !cancelled && !q->done && c->cancel && *c->cancel) {
+        /* between attempts only: an attempt on the wire that wins is the
+         * caller's lock, as relock_client_cancel_on() promises */
+        if (acq && !cancelled && !q->done && c->cancel && *c->cancel &&
+            (acq->state == S_SLEEP || acq->state == S_SUBSCRIBING)) {
             cancelled = 1;
             relock__a_op_cancel(acq);
         }

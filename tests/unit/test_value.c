@@ -168,6 +168,28 @@ static void test_side_keys(void **state)
     assert_string_equal(out, "{a} relock:fence");
     assert_int_equal(relock__fence_key_before("a", out, sizeof out), 0);
     assert_int_equal(relock__fence_key_before("{a}x", out, sizeof out), 0);
+    /* Every buffer size, from too small to enough: the names are joined
+     * as snprintf() would, cut short and terminated, -1 when cut. */
+    for (size_t len = 1; len <= 32; len++) {
+        char want[128], got[128];
+        static const char *const keys[] = {"job", "a{tag}b", "{a}"};
+        for (int k = 0; k < 3; k++) {
+            memset(got, 'x', sizeof got);
+            int n = k == 0   ? snprintf(want, len, "{%s} relock:fence", keys[k])
+                    : k == 1 ? snprintf(want, len, "%s relock:fence", keys[k])
+                             : snprintf(want, len, "%s relock:fence:tag", keys[k]);
+            assert_int_equal(relock__fence_key(keys[k], got, len), (size_t)n >= len ? -1 : 0);
+            assert_string_equal(got, want);
+            assert_int_equal(got[len], 'x'); /* nothing written past len */
+        }
+        memset(got, 'x', sizeof got);
+        int n = snprintf(want, len, "%s relock:legacy-seen", "pre:");
+        assert_int_equal(relock__marker_key("pre:", got, len), (size_t)n >= len ? -1 : 0);
+        assert_string_equal(got, want);
+        n = snprintf(want, len, "%s relock:watching-since", "");
+        assert_int_equal(relock__watch_key("", got, len), (size_t)n >= len ? -1 : 0);
+        assert_string_equal(got, want);
+    }
 }
 
 /* CRC16-CCITT (XMODEM) and keyHashSlot() of Redis Cluster. */

@@ -83,6 +83,11 @@ static void op_release(aop *op)
     if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
         free(op->m);
     free(op->err);
+    relock_async *a = op->a;
+    if (!a->spare) {
+        a->spare = op; /* freed with the client (connection.c) */
+        return;
+    }
     free(op);
 }
 
@@ -1077,9 +1082,13 @@ relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_f
 
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
 {
-    aop *op = calloc(1, sizeof *op);
-    if (!op)
+    aop *op = a->spare;
+    if (op) {
+        a->spare = NULL;
+        memset(op, 0, sizeof *op);
+    } else if (!(op = calloc(1, sizeof *op))) {
         return NULL;
+    }
     op->a = a;
     op->cn = &a->conns[0]; /* one server */
     op->kind = kind;

@@ -138,6 +138,7 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
  * the socket takes no more for now; -1 when the send failed otherwise or
  * was not tried (not connected yet): hiredis's own write then meets the
  * failure and ends the connection, with SIGPIPE blocked. */
+#define OBUF_KEEP 16384 /* an output buffer up to this size is kept once written */
 static int send_own(redisAsyncContext *ac)
 {
     redisContext *c = &ac->c;
@@ -151,7 +152,12 @@ static int send_own(redisAsyncContext *ac)
     ssize_t n = send(c->fd, c->obuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
-    if ((size_t)n == len) {
+    if ((size_t)n == len && sdsalloc(c->obuf) <= OBUF_KEEP) {
+        /* kept for the next command: a blocking call sends one or two per
+         * round trip, each an allocation, a reallocation and a free in a
+         * new buffer */
+        sdsclear(c->obuf);
+    } else if ((size_t)n == len) {
         sdsfree(c->obuf);
         c->obuf = sdsempty();
     } else if (n > 0) {

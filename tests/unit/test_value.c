@@ -132,6 +132,30 @@ static void test_neither(void **state)
 static void test_token_generation(void **state)
 {
     (void)state;
+    /* The hex text and the letter check, against a nibble at a time: every
+     * byte value at every place among digits-only bytes, and random bytes. */
+    unsigned char raw[16];
+    char hx[33];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int n = 0; n < 16 * 256 + 4096; n++) {
+        if (n < 16 * 256) {
+            memset(raw, 0x99, sizeof raw);
+            raw[n / 256] = (unsigned char)(n % 256);
+        } else {
+            for (int i = 0; i < 16; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                raw[i] = (unsigned char)(x & (n % 3 ? 0x99 : 0xff));
+            }
+        }
+        int letters = 0;
+        char want[33];
+        for (int i = 0; i < 16; i++) {
+            snprintf(want + 2 * i, 3, "%02x", raw[i]);
+            letters += (raw[i] >> 4) > 9 || (raw[i] & 15) > 9;
+        }
+        assert_int_equal(relock__token_hex(raw, hx), letters > 0);
+        assert_string_equal(hx, want);
+    }
     for (int i = 0; i < 1000; i++) {
         char tok[33];
         assert_int_equal(relock__token(tok), 0);

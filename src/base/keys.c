@@ -17,32 +17,6 @@
 
 #include "handle.h"
 
-/* Whether key has a Cluster hash tag: a '{' followed later by a '}' with
- * at least one byte between them. */
-static int has_hash_tag(const char *key)
-{
-    const char *open = strchr(key, '{');
-    if (!open)
-        return 0;
-    const char *close = strchr(open + 1, '}');
-    return close && close > open + 1;
-}
-
-int relock__key_slot_safe(const char *key)
-{
-    /* Braces around a key without a tag hash exactly the key, unless the
-     * key itself holds a '}' (the tag would end there). */
-    return has_hash_tag(key) || !strchr(key, '}');
-}
-
-/* Whether key is "{X}" with no other '}': the braced form relock gives an
- * untagged key X (which never holds a '}', see relock__key_slot_safe). */
-static int whole_tag(const char *key)
-{
-    size_t n = strlen(key);
-    return n >= 3 && key[0] == '{' && strchr(key, '}') == key + n - 1;
-}
-
 /*
  * Joins the n strings of part into out (len bytes), as snprintf(out, len,
  * "%s%s...") would, cut short and terminated when they do not fit; 0, or
@@ -69,6 +43,32 @@ static int join(char *out, size_t len, int n, const char *const *part)
     if (len > 0)
         out[at] = '\0';
     return fits ? 0 : -1;
+}
+
+/* Whether key has a Cluster hash tag: a '{' followed later by a '}' with
+ * at least one byte between them. */
+static int has_hash_tag(const char *key)
+{
+    const char *open = strchr(key, '{');
+    if (!open)
+        return 0;
+    const char *close = strchr(open + 1, '}');
+    return close && close > open + 1;
+}
+
+int relock__key_slot_safe(const char *key)
+{
+    /* Braces around a key without a tag hash exactly the key, unless the
+     * key itself holds a '}' (the tag would end there). */
+    return has_hash_tag(key) || !strchr(key, '}');
+}
+
+/* Whether key is "{X}" with no other '}': the braced form relock gives an
+ * untagged key X (which never holds a '}', see relock__key_slot_safe). */
+static int whole_tag(const char *key)
+{
+    size_t n = strlen(key);
+    return n >= 3 && key[0] == '{' && strchr(key, '}') == key + n - 1;
 }
 
 /* A key beside lock_key, in its Cluster slot, ending with suffix; with

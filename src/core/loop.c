@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include <hiredis/sds.h>
@@ -131,6 +132,9 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
     return 0;
 }
 
+/* An output buffer up to this size is kept once written whole. */
+#define OBUF_KEEP 16384
+
 /* Writes a connected context's output with send(MSG_NOSIGNAL), as
  * hiredis's redisBufferWrite() would with write(): no SIGPIPE can come of
  * it, so the signal mask is not touched for a write that goes out (four
@@ -138,7 +142,6 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
  * the socket takes no more for now; -1 when the send failed otherwise or
  * was not tried (not connected yet): hiredis's own write then meets the
  * failure and ends the connection, with SIGPIPE blocked. */
-#define OBUF_KEEP 16384 /* an output buffer up to this size is kept once written */
 static int send_own(redisAsyncContext *ac)
 {
     redisContext *c = &ac->c;
@@ -153,9 +156,11 @@ static int send_own(redisAsyncContext *ac)
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
     if ((size_t)n == len && sdsalloc(c->obuf) <= OBUF_KEEP) {
-        /* kept for the next command: a blocking call sends one or two per
-         * round trip, each an allocation, a reallocation and a free in a
-         * new buffer */
+        /* The buffer is kept for the next command: a blocking call sends
+         * one or two per round trip, and each cost an allocation, a
+         * reallocation and a free in a new buffer.  What was sent is wiped
+         * first, as a login's password passes through here. */
+        memset(c->obuf, 0, len);
         sdsclear(c->obuf);
     } else if ((size_t)n == len) {
         sdsfree(c->obuf);

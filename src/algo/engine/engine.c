@@ -98,7 +98,7 @@ const char *relock__batch_fmt(relock__batch *b, const char *fmt, ...)
 const char *relock__batch_num(relock__batch *b, long long v)
 {
     char digits[24], *d = digits + sizeof digits;
-    /* the magnitude as unsigned: LLONG_MIN has no positive long long */
+    /* The magnitude is taken as unsigned: LLONG_MIN has no positive long long. */
     unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
     do {
         *--d = (char)('0' + u % 10);

@@ -18,10 +18,15 @@ static relock_status new_lock(relock_client *c, const char *name, long long ttl_
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "ttl: %lld ms is not from 1 ms to one year",
                             ttl_ms);
     size_t nlen = strlen(name) + 1;
-    size_t klen = strlen(c->s.key_prefix) + nlen;
+    size_t plen = strlen(c->s.key_prefix);
+    size_t klen = plen + nlen;
     size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX + sizeof RELOCK__WHOLE_TAG_MARK;
+    /* Prefix and name always fit (key_prefix is shorter than
+     * RELOCK__PREFIX_MAX, the name was checked); copied, not formatted:
+     * snprintf() was most of new_lock()'s instructions. */
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
-    snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
+    memcpy(key, c->s.key_prefix, plen);
+    memcpy(key + plen, name, nlen);
     if (!relock__key_slot_safe(key))
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
                             "lock name: \"%.60s\" holds a '}' but no {hash tag}, so its fence "
@@ -36,7 +41,7 @@ static relock_status new_lock(relock_client *c, const char *name, long long ttl_
     l->key = l->name + nlen;
     l->fence_key = l->key + klen;
     memcpy(l->name, name, nlen);
-    snprintf(l->key, klen, "%s%s", c->s.key_prefix, name);
+    memcpy(l->key, key, klen);
     relock__fence_key(l->key, l->fence_key, flen);
     l->ttl_ms = ttl_ms ? ttl_ms : c->s.ttl_ms;
     l->owner_pid = c->s.owner_pid;

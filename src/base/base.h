@@ -295,6 +295,9 @@ void relock__sleep_ms(long long ms);
 /* 128 random bits as 32 lowercase hex characters plus NUL, never all
  * digits.  0 on success. */
 int relock__token(char out[33]);
+/* raw as relock__token() writes it; 1 when it holds a letter (a token of
+ * only digits is drawn again). */
+int relock__token_hex(const unsigned char raw[16], char out[33]);
 /* relock__token(), its failure told in e: "OP NAME: no random bytes for a
  * token" (RELOCK_EIO). */
 relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33]);

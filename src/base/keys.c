@@ -12,11 +12,38 @@
  * further mark (RELOCK__WHOLE_TAG_MARK) after the suffix: distinct lock
  * keys never share a side key (decision 82).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "handle.h"
+
+/*
+ * Joins the n strings of part into out (len bytes), as snprintf(out, len,
+ * "%s%s...") would, cut short and terminated when they do not fit; 0, or
+ * -1 when they did not fit.  Every lock call names its keys this way, and
+ * snprintf()'s format parsing was a tenth of a blocking cycle's
+ * instructions (callgrind).
+ */
+static int join(char *out, size_t len, int n, const char *const *part)
+{
+    size_t at = 0;
+    int fits = 1;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(part[i]);
+        if (fits && at + l >= len) {
+            if (len > at)
+                memcpy(out + at, part[i], len - 1 - at);
+            at = len - 1;
+            fits = 0;
+        } else if (fits) {
+            memcpy(out + at, part[i], l);
+            at += l;
+        }
+    }
+    if (len > 0)
+        out[at] = '\0';
+    return fits ? 0 : -1;
+}
 
 /* Whether key has a Cluster hash tag: a '{' followed later by a '}' with
  * at least one byte between them. */
@@ -50,9 +77,12 @@ static int side_key(const char *lock_key, const char *suffix, int as_before, cha
                     size_t len)
 {
     const char *mark = whole_tag(lock_key) && !as_before ? RELOCK__WHOLE_TAG_MARK : "";
-    int n = has_hash_tag(lock_key) ? snprintf(out, len, "%s%s%s", lock_key, suffix, mark)
-                                   : snprintf(out, len, "{%s}%s", lock_key, suffix);
-    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+    if (has_hash_tag(lock_key)) {
+        const char *part[] = {lock_key, suffix, mark};
+        return join(out, len, 3, part);
+    }
+    const char *part[] = {"{", lock_key, "}", suffix};
+    return join(out, len, 4, part);
 }
 
 /*
@@ -107,24 +137,20 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
 
 int relock__marker_key(const char *key_prefix, char *out, size_t len)
 {
-    int n = snprintf(out, len, "%s" RELOCK__MARKER_NAME, key_prefix);
-    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+    const char *part[] = {key_prefix, RELOCK__MARKER_NAME};
+    return join(out, len, 2, part);
 }
 
 int relock__watch_key(const char *key_prefix, char *out, size_t len)
 {
-    int n = snprintf(out, len, "%s" RELOCK__WATCH_NAME, key_prefix);
-    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+    const char *part[] = {key_prefix, RELOCK__WATCH_NAME};
+    return join(out, len, 2, part);
 }
 
 int relock__notify_channel(const relock_lock *l, char *out, size_t len)
 {
-    if (!l->c->s.wait.notify) {
-        out[0] = '\0';
-        return 0;
-    }
-    int n = snprintf(out, len, "%s" RELOCK__NOTIFY_SUFFIX, l->key);
-    if (n < 0 || (size_t)n >= len) {
+    const char *part[] = {l->key, RELOCK__NOTIFY_SUFFIX};
+    if (!l->c->s.wait.notify || join(out, len, 2, part) != 0) {
         out[0] = '\0';
         return 0;
     }

@@ -45,23 +45,34 @@ static int fill_random(void *buf, size_t len)
     return got == len ? 0 : -1;
 }
 
-int relock__token(char out[33])
+int relock__token_hex(const unsigned char raw[16], char out[33])
 {
     static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[32] = '\0';
+    /* A letter is a nibble above 9: one that carries into bit 4 when 6
+     * is added, eight bytes' nibbles at a time (no byte's sum reaches the
+     * next byte); a count per nibble was most of a token's instructions. */
+    const uint64_t low = 0x0f0f0f0f0f0f0f0full, six = 0x0606060606060606ull;
+    uint64_t w[2], sums = 0;
+    memcpy(w, raw, sizeof w);
+    for (int i = 0; i < 2; i++)
+        sums |= ((w[i] & low) + six) | (((w[i] >> 4) & low) + six);
+    return (sums & 0x1010101010101010ull) != 0;
+}
+
+int relock__token(char out[33])
+{
     /* A token of only digits would read as a timestamp (design.md §4.4); the
      * chance is (10/16)^32, so a few tries always suffice. */
     for (int tries = 0; tries < 16; tries++) {
         unsigned char raw[16];
         if (fill_random(raw, sizeof raw) != 0)
             return -1;
-        int letters = 0;
-        for (int i = 0; i < 16; i++) {
-            out[2 * i] = hex[raw[i] >> 4];
-            out[2 * i + 1] = hex[raw[i] & 15];
-            letters += (raw[i] >> 4) > 9 || (raw[i] & 15) > 9;
-        }
-        out[32] = '\0';
-        if (letters)
+        if (relock__token_hex(raw, out))
             return 0;
     }
     return -1;

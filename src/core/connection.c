@@ -960,6 +960,7 @@ static void really_free(relock_async *a)
     }
     relock__a_chan_free_all(a);
     free(a->fanout);
+    free(a->spare);
     relock_client *c = a->c;
     if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
         memset(c, 0xa5, sizeof *c); /* settings hold passwords */

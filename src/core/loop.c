@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include <hiredis/sds.h>
@@ -131,6 +132,9 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
     return 0;
 }
 
+/* An output buffer up to this size is kept once written whole. */
+#define OBUF_KEEP 16384
+
 /* Writes a connected context's output with send(MSG_NOSIGNAL), as
  * hiredis's redisBufferWrite() would with write(): no SIGPIPE can come of
  * it, so the signal mask is not touched for a write that goes out (four
@@ -151,7 +155,14 @@ static int send_own(redisAsyncContext *ac)
     ssize_t n = send(c->fd, c->obuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
-    if ((size_t)n == len) {
+    if ((size_t)n == len && sdsalloc(c->obuf) <= OBUF_KEEP) {
+        /* The buffer is kept for the next command: a blocking call sends
+         * one or two per round trip, and each cost an allocation, a
+         * reallocation and a free in a new buffer.  What was sent is wiped
+         * first, as a login's password passes through here. */
+        memset(c->obuf, 0, len);
+        sdsclear(c->obuf);
+    } else if ((size_t)n == len) {
         sdsfree(c->obuf);
         c->obuf = sdsempty();
     } else if (n > 0) {

@@ -83,6 +83,11 @@ static void op_release(aop *op)
     if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
         free(op->m);
     free(op->err);
+    relock_async *a = op->a;
+    if (!a->spare) {
+        a->spare = op; /* freed with the client (connection.c) */
+        return;
+    }
     free(op);
 }
 
@@ -568,30 +573,42 @@ void relock__a_machine_done(aop *op, relock_status st)
     }
 }
 
-/* Feeds op's machine: the replies of its batch (or the fault), then sends
- * its next batch or ends it. */
-/* Writes n's decimal digits ending just before end; returns where they
- * start. */
-static char *put_dec(char *end, size_t n)
+/* How many decimal digits n has. */
+static size_t dec_len(size_t n)
 {
-    do {
-        *--end = (char)('0' + n % 10);
+    size_t d = 1;
+    while (n >= 10) {
         n /= 10;
-    } while (n);
+        d++;
+    }
+    return d;
+}
+
+/* Writes n's d decimal digits (dec_len(n)) at w; returns the end. */
+static char *put_dec(char *w, size_t n, size_t d)
+{
+    char *end = w + d;
+    for (char *p = end; p > w; n /= 10)
+        *--p = (char)('0' + n % 10);
     return end;
 }
 
 /* A command in the protocol's form, in memory from malloc(): what
  * redisFormatCommandArgv() makes, without its sprintf() per argument
  * (measured: about a third of a blocking cycle's instructions); its
- * length, -1 out of memory. */
+ * length, -1 out of memory.  Each length's digits are counted, then
+ * written once. */
 static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *len)
 {
-    char num[24];
-    size_t total = 3 + (size_t)(num + sizeof num - put_dec(num + sizeof num, (size_t)argc));
+    size_t l[RELOCK__CMD_ARGS], dl[RELOCK__CMD_ARGS];
+    if (argc < 1 || argc > RELOCK__CMD_ARGS) /* a batch's commands never are */
+        return -1;
+    size_t da = dec_len((size_t)argc);
+    size_t total = 3 + da;
     for (int i = 0; i < argc; i++) {
-        size_t l = len ? len[i] : strlen(argv[i]);
-        total += 5 + (size_t)(num + sizeof num - put_dec(num + sizeof num, l)) + l;
+        l[i] = len ? len[i] : strlen(argv[i]);
+        dl[i] = dec_len(l[i]);
+        total += 5 + dl[i] + l[i];
     }
     if (total > INT_MAX)
         return -1;
@@ -600,22 +617,17 @@ static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *
         return -1;
     char *w = p;
     *w++ = '*';
-    char *d = put_dec(num + sizeof num, (size_t)argc);
-    memcpy(w, d, (size_t)(num + sizeof num - d));
-    w += num + sizeof num - d;
+    w = put_dec(w, (size_t)argc, da);
     *w++ = '\r';
     *w++ = '\n';
     for (int i = 0; i < argc; i++) {
-        size_t l = len ? len[i] : strlen(argv[i]);
         *w++ = '$';
-        d = put_dec(num + sizeof num, l);
-        memcpy(w, d, (size_t)(num + sizeof num - d));
-        w += num + sizeof num - d;
+        w = put_dec(w, l[i], dl[i]);
         *w++ = '\r';
         *w++ = '\n';
-        if (l)
-            memcpy(w, argv[i], l);
-        w += l;
+        if (l[i])
+            memcpy(w, argv[i], l[i]);
+        w += l[i];
         *w++ = '\r';
         *w++ = '\n';
     }
@@ -624,6 +636,8 @@ static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *
     return (int)total;
 }
 
+/* Feeds op's machine: the replies of its batch (or the fault), then sends
+ * its next batch or ends it. */
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
 {
     relock_async *a = op->a;
@@ -1089,9 +1103,13 @@ relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_f
 
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
 {
-    aop *op = calloc(1, sizeof *op);
-    if (!op)
+    aop *op = a->spare;
+    if (op) {
+        a->spare = NULL;
+        memset(op, 0, sizeof *op);
+    } else if (!(op = calloc(1, sizeof *op))) {
         return NULL;
+    }
     op->a = a;
     op->cn = &a->conns[0]; /* one server */
     op->kind = kind;

@@ -63,7 +63,8 @@ typedef struct bench_opts {
     const char *phase; /* internal: run one placement */
     int server_cpu;    /* internal: with --phase */
     int mem_port;      /* internal: the memory figure, in a fresh process */
-    const char *only;  /* --only wait: the waiting-load figures alone */
+    const char *only;  /* --only wait: the waiting-load figures alone; --only
+                        * throughput: the uncontended cycles alone */
 } bench_opts;
 
 extern bench_opts opt;

@@ -1329,8 +1329,14 @@ int bench_run_phase(void)
             rc = 1;
         }
     }
-    if (rc == 0 && opt.only) {
+    if (rc == 0 && opt.only && strcmp(opt.only, "wait") == 0) {
         bench_waitload(srv.port);
+    } else if (rc == 0 && opt.only) {
+        /* --only throughput: the uncontended figures, in the same rotation
+         * (the quorum clients included) as a full run's */
+        quorum_setup(&b, srv.pid, extra, nextra);
+        if (uncontended(&b) != 0)
+            rc = 1;
     } else if (rc == 0) {
         quorum_setup(&b, srv.pid, extra, nextra);
         if (uncontended(&b) != 0)

@@ -371,7 +371,8 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
 {
     const bu_kv *kv = &ph->kv;
     t->n = 0;
-    if (opt.only) {
+    int throughput_only = opt.only && strcmp(opt.only, "throughput") == 0;
+    if (opt.only && !throughput_only) {
         waitload_rows(t, kv);
         error_rows(ph, t);
         return;
@@ -418,6 +419,12 @@ void bench_build_table(const bench_phase *ph, bench_table *t)
     ratio_row(t, kv, "relock legacy vs classic SETNX + DEL", "rl_legacy", "raw_setnx_del",
               "rl_legacy_setnx_pratio", 0, scripts_ok);
 
+    if (throughput_only) {
+        quorum_row(t, kv, "quorum, 5 servers vs 1, loopback (modern fenced)", QUORUM_SERVERS, 0);
+        quorum_row(t, kv, "quorum, 3 servers vs 1, loopback (modern fenced)", 3, 0);
+        error_rows(ph, t);
+        return;
+    }
     /* Native compare-and-set against Lua, both through one proxy
      * (valkey-9.0): information only (bench_native.c). */
     ratio_row(t, kv, "native vs Lua via one proxy, fence+notices off", "native_bare",

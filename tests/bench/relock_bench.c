@@ -1,7 +1,7 @@
 /*
  * relock-bench: the figures of docs/performance.md, run by `./dev bench`.
  *
- *   relock-bench [--json] [--sample-ms MS] [--reps N]
+ *   relock-bench [--json] [--sample-ms MS] [--reps N] [--only wait|throughput]
  *
  * On private redis-servers it starts itself, the bench measures a PING
  * round trip; raw hiredis loops of exactly the commands one lock cycle
@@ -266,11 +266,14 @@ static int run_all(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: relock-bench [--json] [--sample-ms MS] [--reps N] [--only wait]\n"
+    fprintf(f, "usage: relock-bench [--json] [--sample-ms MS] [--reps N] [--only wait|throughput]\n"
                "  --json         print the figures as JSON instead of a table\n"
                "  --sample-ms MS length of one throughput or contention sample (default 1000)\n"
                "  --reps N       samples per such figure, median taken (default 3, at most %d)\n"
                "  --only wait    only the waiting-load figures (commands/s of a blocked waiter)\n"
+               "  --only throughput\n"
+               "                 only the uncontended cycles (PING, the raw loops, relock's\n"
+               "                 against them, the loopback quorum)\n"
                "  (the handoff and takeover figures take up to 200 samples in fixed time)\n",
             MAX_REPS);
 }
@@ -300,7 +303,8 @@ int main(int argc, char **argv)
                    bu_parse_long(argv[i + 1], 1, 65535, &v) == 0) {
             opt.mem_port = (int)v;
             i++;
-        } else if (strcmp(a, "--only") == 0 && i + 1 < argc && strcmp(argv[i + 1], "wait") == 0) {
+        } else if (strcmp(a, "--only") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "wait") == 0 || strcmp(argv[i + 1], "throughput") == 0)) {
             opt.only = argv[++i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);

@@ -3,9 +3,11 @@
  * hand: batch building and its limits, the reply-shape check and the
  * messages it records, the EVALSHA-then-EVAL transition, faults.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -35,6 +37,14 @@ static void test_batch_build(void **state)
     assert_string_equal(a, "x-7");
     assert_string_equal(n, "-12");
     assert_string_equal(ttl, "30000");
+    /* Numbers are written as "%lld" writes them, to both ends. */
+    static const long long nums[] = {0, 1, 9, 10, -1, -10, 1234567890123LL, LLONG_MAX,
+                                     LLONG_MIN};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%lld", nums[i]);
+        assert_string_equal(relock__batch_num(&b, nums[i]), want);
+    }
     relock__batch_reset(&b);
     assert_int_equal(b.n, 0);
     assert_int_equal(b.used, 0);
@@ -102,6 +112,17 @@ static void test_batch_limits(void **state)
     assert_true(relock__batch_ok(&b));
     const char *none = relock__batch_num(&b, 1);
     assert_null(none);
+    /* A number that fits exactly, and one byte short of fitting. */
+    relock__batch_reset(&b);
+    big[RELOCK__BATCH_SCRATCH - 5] = '\0';
+    assert_non_null(relock__batch_fmt(&b, "%s", big));
+    assert_string_equal(relock__batch_num(&b, -12), "-12"); /* 4 bytes with its NUL */
+    assert_int_equal(b.used, RELOCK__BATCH_SCRATCH);
+    relock__batch_reset(&b);
+    assert_non_null(relock__batch_fmt(&b, "%s", big));
+    assert_null(relock__batch_num(&b, -123));
+    assert_false(relock__batch_ok(&b));
+    relock__batch_reset(&b);
     const char *cmd[] = {"GET", none};
     assert_int_equal(relock__batch_add(&b, 2, cmd), -1);
     assert_false(relock__batch_ok(&b));

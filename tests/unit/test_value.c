@@ -132,6 +132,30 @@ static void test_neither(void **state)
 static void test_token_generation(void **state)
 {
     (void)state;
+    /* The hex text and the letter check, against a nibble at a time: every
+     * byte value at every place among digits-only bytes, and random bytes. */
+    unsigned char raw[16];
+    char hx[33];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int n = 0; n < 16 * 256 + 4096; n++) {
+        if (n < 16 * 256) {
+            memset(raw, 0x99, sizeof raw);
+            raw[n / 256] = (unsigned char)(n % 256);
+        } else {
+            for (int i = 0; i < 16; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                raw[i] = (unsigned char)(x & (n % 3 ? 0x99 : 0xff));
+            }
+        }
+        int letters = 0;
+        char want[33];
+        for (int i = 0; i < 16; i++) {
+            snprintf(want + 2 * i, 3, "%02x", raw[i]);
+            letters += (raw[i] >> 4) > 9 || (raw[i] & 15) > 9;
+        }
+        assert_int_equal(relock__token_hex(raw, hx), letters > 0);
+        assert_string_equal(hx, want);
+    }
     for (int i = 0; i < 1000; i++) {
         char tok[33];
         assert_int_equal(relock__token(tok), 0);
@@ -168,6 +192,28 @@ static void test_side_keys(void **state)
     assert_string_equal(out, "{a} relock:fence");
     assert_int_equal(relock__fence_key_before("a", out, sizeof out), 0);
     assert_int_equal(relock__fence_key_before("{a}x", out, sizeof out), 0);
+    /* Every buffer size, from too small to enough: the names are joined
+     * as snprintf() would, cut short and terminated, -1 when cut. */
+    for (size_t len = 1; len <= 32; len++) {
+        char want[128], got[128];
+        static const char *const keys[] = {"job", "a{tag}b", "{a}"};
+        for (int k = 0; k < 3; k++) {
+            memset(got, 'x', sizeof got);
+            int n = k == 0   ? snprintf(want, len, "{%s} relock:fence", keys[k])
+                    : k == 1 ? snprintf(want, len, "%s relock:fence", keys[k])
+                             : snprintf(want, len, "%s relock:fence:tag", keys[k]);
+            assert_int_equal(relock__fence_key(keys[k], got, len), (size_t)n >= len ? -1 : 0);
+            assert_string_equal(got, want);
+            assert_int_equal(got[len], 'x'); /* nothing written past len */
+        }
+        memset(got, 'x', sizeof got);
+        int n = snprintf(want, len, "%s relock:legacy-seen", "pre:");
+        assert_int_equal(relock__marker_key("pre:", got, len), (size_t)n >= len ? -1 : 0);
+        assert_string_equal(got, want);
+        n = snprintf(want, len, "%s relock:watching-since", "");
+        assert_int_equal(relock__watch_key("", got, len), (size_t)n >= len ? -1 : 0);
+        assert_string_equal(got, want);
+    }
 }
 
 /* CRC16-CCITT (XMODEM) and keyHashSlot() of Redis Cluster. */

@@ -93,9 +93,29 @@ const char *relock__batch_fmt(relock__batch *b, const char *fmt, ...)
     return at;
 }
 
+/* As relock__batch_fmt(b, "%lld", v), without vsnprintf()'s format
+ * parsing: every step that sends a TTL or a key count writes a number. */
 const char *relock__batch_num(relock__batch *b, long long v)
 {
-    return relock__batch_fmt(b, "%lld", v);
+    char digits[24], *d = digits + sizeof digits;
+    /* The magnitude is taken as unsigned: LLONG_MIN has no positive long long. */
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--d = '-';
+    size_t n = (size_t)(digits + sizeof digits - d);
+    if (b->used >= sizeof b->scratch || n >= sizeof b->scratch - b->used) {
+        b->used = sizeof b->scratch + 1;
+        return NULL;
+    }
+    char *at = b->scratch + b->used;
+    memcpy(at, d, n);
+    at[n] = '\0';
+    b->used += n + 1;
+    return at;
 }
 
 int relock__batch_words(relock__batch *b, int argc, ...)

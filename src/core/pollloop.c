@@ -648,6 +648,10 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
         op->began = relock__mono_ms();
         op->deadline = ms > 0 ? op->began + (uint64_t)ms : 0;
     }
+    /* an acquire that fails frees l: the key the client then reports */
+    char key[RELOCK__KEY_MAX];
+    if (kind == RELOCK__OP_ACQUIRE)
+        memcpy(key, l->key, strlen(l->key) + 1); /* (shorter, new_lock()) */
     aconn *cn = p_direct_begin(q, a, l->key);
     relock__a_op_enqueue(op);
     p_direct_end(a, cn);
@@ -657,7 +661,7 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     relock_status wst = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
     if (!q->done)
         return wst;
-    p_done(q, a, l->key);
+    p_done(q, a, kind == RELOCK__OP_ACQUIRE ? key : l->key);
     /* (an acquire that failed took its lock with it) */
     if (q->st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
         /* A blocking lock keeps no state of the core between calls. */

@@ -537,12 +537,27 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
 
 enum { U_START = 0, U_CAS, U_READ, U_DEL, U_PUBLISH, U_GETSET };
 
+/* A 2.0 extend's GETSET whose reply was lost may have written v: kept
+ * (l->unsure_value) until the next read of the key.  Without memory for
+ * it, a later renewal that finds v reports the lock lost: the safe side. */
+static void unsure_note(relock_lock *l, const char *v)
+{
+    free(l->unsure_value);
+    l->unsure_value = strdup(v);
+}
+
+static void unsure_forget(relock_lock *l)
+{
+    free(l->unsure_value);
+    l->unsure_value = NULL;
+}
+
 /* The extend succeeded: the new value and lease are the lock's. */
 static relock__step u_ok(relock__ts_update *m, relock_lock *l)
 {
     if (m->extend) {
         snprintf(l->value, sizeof l->value, "%s", m->newv);
-        l->unsure_value[0] = '\0';
+        unsure_forget(l);
         l->ttl_ms = m->ttl_ms;
         l->valid_until = m->start + (uint64_t)m->ls.valid_ms;
     }
@@ -655,10 +670,10 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
      * seen in its counter below), so the value that GETSET carried is
      * ours.  Without this a renewal after a lost reply found its own
      * write and reported the lock lost. */
-    if (l->unsure_value[0] && strcmp(found, l->unsure_value) == 0 && l->valid_until &&
+    if (l->unsure_value && strcmp(found, l->unsure_value) == 0 && l->valid_until &&
         in->mono_ms < l->valid_until)
         snprintf(l->value, sizeof l->value, "%s", found);
-    l->unsure_value[0] = '\0';
+    unsure_forget(l);
     /* A different value is never followed here: on 2.0 a GETSET loser's
      * write cannot be told from a new holder's (see the top of the file). */
     if (strcmp(found, l->value) != 0)
@@ -800,7 +815,7 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
         return relock__done(&m->head, RELOCK_OK);
     case U_GETSET: {
         if (in->fault == RELOCK__FAULT_LOST)
-            snprintf(l->unsure_value, sizeof l->unsure_value, "%s", m->newv);
+            unsure_note(l, m->newv);
         if (in->fault)
             return relock__done(&m->head, in->fault == RELOCK__FAULT_LOST
                                               ? ambiguous(l, "extend")

@@ -82,6 +82,7 @@ void relock__lock_destroy(relock_lock *l)
     if (l->keeper)
         l->keep_ops->end(l);
     free(l->owner_text);
+    free(l->unsure_value);
     memset(l, 0xa5, sizeof *l); /* makes a use after free show */
     free(l);
 }

@@ -102,33 +102,14 @@ struct relock_lock {
     long long fence;
     long long ttl_ms;
     uint64_t valid_until; /* monotonic ms; 0 when unknown (adopted) */
-    int lost;
-    /* Legacy and bridge: how often a legacy GETSET loser's write was found
-     * in the key and acted on (design.md §4.7). */
-    int loser_writes;
+    uint64_t acquired_at; /* monotonic ms of the acquisition; 0: adopted */
     /* 2.0: the lock's break counter read in the transaction that won it;
      * breaks_known 0 when not read (adopted, or another server). */
     long long breaks;
-    int breaks_known;
     /* 2.0: the value an extend's GETSET wrote if it ran, when its reply was
-     * lost ("" otherwise); found in the key while the lock is valid, it is
-     * ours (compat/legacy.c). */
-    char unsure_value[RELOCK__VALUE_MAX];
-    int acquired; /* won by this handle (or its keeper's shadow), not adopted */
-    uint64_t acquired_at; /* monotonic ms of the acquisition; 0: adopted */
-    /* Set by a busy attempt that met a holder who never announces its
-     * release (a legacy value without TTL): the waiter polls it often
-     * near its end (src/algo/engine/waitplan.c). */
-    int legacy_holder;
-    /* Set by a waiter for the attempt that follows a release notice: with
-     * several servers the release may be half-way through them, and the
-     * attempt looks again soon rather than after a backoff (src/algo/quorum.c). */
-    int after_notice;
-    /* An acquire attempt of this handle found the lock held: on 2.0 its
-     * next attempts read the key before they write (compat/legacy.c). */
-    int looked;
-    /* Set by a release: how many waiters its notice reached. */
-    int waiters;
+     * lost (malloc'd; NULL otherwise); found in the key while the lock is
+     * valid, it is ours (compat/legacy.c). */
+    char *unsure_value;
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
     /* A lock of an asynchronous client (src/core/renewal.c): its operation in flight
@@ -138,6 +119,27 @@ struct relock_lock {
      * asynchronous client (so the blocking API never calls up into it);
      * 1 when an operation in flight frees the lock when it ends. */
     int (*al_free)(relock_lock *l);
+    /* Legacy and bridge: how often a legacy GETSET loser's write was found
+     * in the key and acted on (design.md §4.7). */
+    int loser_writes;
+    /* Set by a release: how many waiters its notice reached. */
+    int waiters;
+    /* The flags, a byte each (a process holding many locks pays for each
+     * handle). */
+    unsigned char lost;
+    unsigned char breaks_known;
+    unsigned char acquired; /* won by this handle (or its keeper's shadow), not adopted */
+    /* Set by a busy attempt that met a holder who never announces its
+     * release (a legacy value without TTL): the waiter polls it often
+     * near its end (src/algo/engine/waitplan.c). */
+    unsigned char legacy_holder;
+    /* Set by a waiter for the attempt that follows a release notice: with
+     * several servers the release may be half-way through them, and the
+     * attempt looks again soon rather than after a backoff (src/algo/quorum.c). */
+    unsigned char after_notice;
+    /* An acquire attempt of this handle found the lock held: on 2.0 its
+     * next attempts read the key before they write (compat/legacy.c). */
+    unsigned char looked;
     /* Owner metadata (owner.c): the pid the record names (0: getpid()),
      * when the lock was won (wall seconds; 0: adopted, the time of each
      * write), and the text (malloc'd, or NULL for none). */

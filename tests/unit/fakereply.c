@@ -117,6 +117,8 @@ fake fake_new(void)
 
 void fake_rekey(fake *f)
 {
+    if (f->l)
+        free(f->l->unsure_value); /* (a 2.0 extend's lost reply) */
     free(f->l);
     relock_lock *l = calloc(1, sizeof *l + 3 * 2048);
     if (!l)
@@ -135,6 +137,8 @@ void fake_rekey(fake *f)
 void fake_free(fake *f)
 {
     fr_free_all();
+    if (f->l)
+        free(f->l->unsure_value); /* (a 2.0 extend's lost reply) */
     free(f->l);
     free(f->c);
     f->l = NULL;

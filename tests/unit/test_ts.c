@@ -618,7 +618,7 @@ static void test_plain_extend_lost_then_found(void **state)
     assert_int_equal(upd(feed_replies(2120, 1, fr_str("1795317551"))), RELOCK__STEP_DONE);
     assert_int_equal(um.head.st, RELOCK_OK);
     assert_string_equal(f.l->value, "1795317552");
-    assert_string_equal(f.l->unsure_value, "");
+    assert_null(f.l->unsure_value);
 }
 
 /* The same value found after the validity ended: LOST, not taken. */
@@ -626,7 +626,7 @@ static void test_plain_extend_lost_then_expired(void **state)
 {
     (void)state;
     held_lock("1795317550", 5, 5000);
-    snprintf(f.l->unsure_value, sizeof f.l->unsure_value, "%s", "1795317551");
+    f.l->unsure_value = strdup("1795317551");
     memset(&um, 0, sizeof um); /* a release, after the validity */
     assert_int_equal(upd(feed_none(6000)), RELOCK__STEP_SEND);
     assert_int_equal(upd(feed_replies(6010, 1, fr_str("1795317551"))), RELOCK__STEP_DONE);

@@ -639,6 +639,10 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
             relock__lock_destroy(l); /* the lock is the operation's */
         return RELOCK_ENOMEM;
     }
+    /* An acquire that fails frees l within the operation: the key the
+     * call ends on is kept here. */
+    char key[RELOCK__KEY_MAX];
+    snprintf(key, sizeof key, "%s", l->key);
     q->done = 0;
     q->st = RELOCK_OK;
     op->l = l;
@@ -657,7 +661,7 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     relock_status wst = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
     if (!q->done)
         return wst;
-    p_done(q, a, l->key);
+    p_done(q, a, key);
     /* (an acquire that failed took its lock with it) */
     if (q->st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
         /* A blocking lock keeps no state of the core between calls. */

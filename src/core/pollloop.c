@@ -689,10 +689,9 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     op->l = l;
     l->al->busy = op;
     op->wait_ms = ms;
-    if (kind == RELOCK__OP_ACQUIRE) {
-        op->began = relock__mono_ms();
+    op->began = relock__mono_ms(); /* (a failed extend's validity counts from it) */
+    if (kind == RELOCK__OP_ACQUIRE)
         op->deadline = ms > 0 ? op->began + (uint64_t)ms : 0;
-    }
     aconn *cn = p_direct_begin(q, a, l->key);
     relock__a_op_enqueue(op);
     p_direct_end(a, cn);

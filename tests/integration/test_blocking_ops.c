@@ -416,6 +416,42 @@ static void test_fork_child_owed_reply(void **state)
     relock_client_free(h);
 }
 
+/* An extend that fails before its machine runs (its connection, closed by
+ * the server, is opened again to a server that stopped: connected, but its
+ * setup unanswered) leaves no more validity than its lease counted from
+ * the extend's start, as relock_extend() promises, not from its end. */
+static void test_failed_extend_counts_from_start(void **state)
+{
+    (void)state;
+    testsrv s;
+    assert_int_equal(testsrv_start(&s, NULL), 0);
+    const char *const set[] = {"command_timeout_ms", "1500", "connect_timeout_ms", "1500", NULL};
+    relock_client *c = client_of(&s, 1, NULL, set);
+    relock_lock *l = NULL;
+    assert_int_equal(relock_try_acquire(c, "fx", 60000, &l), RELOCK_OK);
+    char *r = testsrv_cmd(&s, "CLIENT KILL TYPE normal SKIPME yes");
+    free(r);
+    assert_int_equal(kill(s.pid, SIGSTOP), 0);
+    tu_sleep_ms(300); /* past the idle check: the closed connection is seen */
+    enum { TTL = 3000 };
+    uint64_t t0 = tu_now_ms();
+    relock_status st = relock_extend(l, TTL);
+    long long left = relock_lock_validity_ms(l);
+    uint64_t took = tu_now_ms() - t0;
+    assert_int_equal(kill(s.pid, SIGCONT), 0);
+    if (st == RELOCK_OK)
+        fail_msg("an extend on a stopped server succeeded");
+    /* from the start: TTL - took at most (the drift allowance only lowers it) */
+    if (left > (long long)TTL - (long long)took)
+        fail_msg("an extend to %d ms that failed after %llu ms (%s: %s) left %lld ms of validity, "
+                 "more than its lease from its start",
+                 TTL, (unsigned long long)took, relock_status_name(st),
+                 relock_client_error(c)->message, left);
+    relock_lock_free(l);
+    relock_client_free(c);
+    testsrv_stop(&s);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -448,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_fork_child_modern),
         cmocka_unit_test(test_fork_child_bridge),
         cmocka_unit_test(test_fork_child_owed_reply),
+        cmocka_unit_test(test_failed_extend_counts_from_start),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -452,6 +452,65 @@ static void test_failed_extend_counts_from_start(void **state)
     testsrv_stop(&s);
 }
 
+static void on_lost_none(relock_lock *l, relock_status why, void *arg)
+{
+    (void)l, (void)why, (void)arg;
+}
+
+/* Each blocking call tells its event once: acquired for each acquire won
+ * (none for busy, a timeout, or one undone for durability), released for
+ * each release that deleted the lock (none for RELOCK_LOST), also for a
+ * kept lock; relock_client_replicas_acked() says -1 after calls that sent
+ * no WAIT, and the count after one that did. */
+static void test_events_and_acks(void **state)
+{
+    (void)state;
+    counts k = {{0}}, kd = {{0}};
+    relock_client *c = client_of(&one, 1, &k, NULL);
+    relock_client *o = client_of(&one, 1, NULL, NULL);
+    relock_lock *l = NULL, *m = NULL;
+    assert_int_equal(relock_try_acquire(c, "ev", 30000, &l), RELOCK_OK);
+    assert_int_equal(relock_client_replicas_acked(c), -1);
+    assert_int_equal(relock_extend(l, 30000), RELOCK_OK);
+    assert_int_equal(relock_client_replicas_acked(c), -1);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    assert_int_equal(relock_release(l), RELOCK_LOST);
+    relock_lock_free(l);
+    assert_int_equal(relock_try_acquire(o, "ev", 30000, &m), RELOCK_OK);
+    assert_int_equal(relock_try_acquire(c, "ev", 30000, &l), RELOCK_BUSY);
+    assert_int_equal(relock_acquire(c, "ev", 30000, 100, &l), RELOCK_TIMEOUT);
+    assert_int_equal(relock_release(m), RELOCK_OK);
+    relock_lock_free(m);
+    assert_int_equal(k.n[RELOCK_EVENT_ACQUIRED], 1);
+    assert_int_equal(k.n[RELOCK_EVENT_RELEASED], 1);
+    /* kept, then released: one of each more, and renewals told apart */
+    assert_int_equal(relock_try_acquire(c, "ev", 900, &l), RELOCK_OK);
+    assert_int_equal(relock_keep(l, on_lost_none, NULL), RELOCK_OK);
+    tu_sleep_ms(700);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    assert_int_equal(k.n[RELOCK_EVENT_ACQUIRED], 2);
+    assert_int_equal(k.n[RELOCK_EVENT_RELEASED], 2);
+    assert_int_equal(k.n[RELOCK_EVENT_LOST], 0);
+    /* durability with no replica: the acquire is undone, nothing told */
+    const char *const durable[] = {"durability.replicas", "1", "durability.timeout_ms", "100",
+                                   NULL};
+    relock_client *d = client_of(&one, 1, &kd, durable);
+    assert_int_equal(relock_try_acquire(d, "evd", 30000, &l), RELOCK_EDURABILITY);
+    assert_null(l);
+    assert_int_equal(relock_client_replicas_acked(d), 0);
+    assert_int_equal(holders(&one, 1, "evd", ""), 0);
+    assert_int_equal(relock_try_acquire(o, "evd", 30000, &m), RELOCK_OK);
+    assert_int_equal(relock_try_acquire(d, "evd", 30000, &l), RELOCK_BUSY);
+    assert_int_equal(relock_client_replicas_acked(d), -1);
+    assert_int_equal(kd.n[RELOCK_EVENT_ACQUIRED], 0);
+    assert_int_equal(relock_release(m), RELOCK_OK);
+    relock_lock_free(m);
+    relock_client_free(d);
+    relock_client_free(o);
+    relock_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -485,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_fork_child_bridge),
         cmocka_unit_test(test_fork_child_owed_reply),
         cmocka_unit_test(test_failed_extend_counts_from_start),
+        cmocka_unit_test(test_events_and_acks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -511,6 +511,43 @@ static void test_events_and_acks(void **state)
     relock_client_free(c);
 }
 
+/* A quorum client's child: the same as fork_child() over the quorum's
+ * loop (whose rounds may leave replies owed by the slower servers). */
+static void test_fork_child_quorum(void **state)
+{
+    (void)state;
+    relock_client *c = client_of(qs, NQ, NULL, NULL);
+    relock_lock *l = NULL;
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(relock_try_acquire(c, "fq", 30000, &l), RELOCK_OK);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            relock_lock *m = NULL;
+            int code = relock_extend(l, 20000) != RELOCK_OK                     ? 1
+                       : relock_release(l) != RELOCK_OK                         ? 2
+                       : relock_try_acquire(c, "fq-child", 30000, &m) != RELOCK_OK ? 3
+                       : relock_release(m) != RELOCK_OK                         ? 4
+                                                                                : 0;
+            _exit(code);
+        }
+        int status = tu_wait_child(pid, 30000);
+        assert_true(status != -1 && WIFEXITED(status));
+        if (WEXITSTATUS(status) != 0)
+            fail_msg("round %d: the child's call %d on its parent's quorum client failed", round,
+                     WEXITSTATUS(status));
+        assert_int_equal(holders(qs, NQ, "fq", ""), 0);
+        relock_status st = relock_release(l);
+        if (st != RELOCK_LOST)
+            fail_msg("round %d: the parent's release of the lock its child released: %s: %s", round,
+                     relock_status_name(st), relock_client_error(c)->message);
+        relock_lock_free(l);
+    }
+    relock_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -543,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_fork_child_modern),
         cmocka_unit_test(test_fork_child_bridge),
         cmocka_unit_test(test_fork_child_owed_reply),
+        cmocka_unit_test(test_fork_child_quorum),
         cmocka_unit_test(test_failed_extend_counts_from_start),
         cmocka_unit_test(test_events_and_acks),
     };

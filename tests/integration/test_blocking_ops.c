@@ -548,6 +548,48 @@ static void test_fork_child_quorum(void **state)
     relock_client_free(c);
 }
 
+/* The cancel flag on a quorum client's waiting acquire (sleeping or
+ * subscribed on one of the servers): RELOCK_ECANCELED, nothing held on any
+ * server, and the client's next acquire is won. */
+static volatile sig_atomic_t q_flag;
+
+static void *set_q_flag_later(void *arg)
+{
+    (void)arg;
+    tu_sleep_ms(400);
+    q_flag = 1;
+    return NULL;
+}
+
+static void test_cancel_quorum_wait(void **state)
+{
+    (void)state;
+    relock_client *h = client_of(qs, NQ, NULL, NULL);
+    relock_client *w = client_of(qs, NQ, NULL, NULL);
+    relock_lock *held = NULL, *l = NULL;
+    assert_int_equal(relock_try_acquire(h, "cq", 60000, &held), RELOCK_OK);
+    q_flag = 0;
+    assert_int_equal(relock_client_cancel_on(w, &q_flag), RELOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, set_q_flag_later, NULL), 0);
+    relock_status st = relock_acquire(w, "cq", 60000, 60000, &l);
+    pthread_join(t, NULL);
+    if (st != RELOCK_ECANCELED)
+        fail_msg("a quorum's waiting acquire, cancelled: %s: %s", relock_status_name(st),
+                 relock_client_error(w)->message);
+    assert_null(l);
+    assert_int_equal(relock_client_cancel_on(w, NULL), RELOCK_OK);
+    assert_int_equal(holders(qs, NQ, "cq", relock_lock_value(held)), NQ);
+    assert_int_equal(relock_release(held), RELOCK_OK);
+    relock_lock_free(held);
+    assert_int_equal(relock_acquire(w, "cq", 60000, 10000, &l), RELOCK_OK);
+    assert_int_equal(holders(qs, NQ, "cq", relock_lock_value(l)), NQ);
+    assert_int_equal(relock_release(l), RELOCK_OK);
+    relock_lock_free(l);
+    relock_client_free(w);
+    relock_client_free(h);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -577,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_adopted_quorum),
         cmocka_unit_test(test_free_after_failures),
         cmocka_unit_test(test_cancel_while_subscribing),
+        cmocka_unit_test(test_cancel_quorum_wait),
         cmocka_unit_test(test_fork_child_modern),
         cmocka_unit_test(test_fork_child_bridge),
         cmocka_unit_test(test_fork_child_owed_reply),

@@ -441,8 +441,10 @@ static void test_failed_extend_counts_from_start(void **state)
     assert_int_equal(kill(s.pid, SIGCONT), 0);
     if (st == RELOCK_OK)
         fail_msg("an extend on a stopped server succeeded");
-    /* from the start: TTL - took at most (the drift allowance only lowers it) */
-    if (left > (long long)TTL - (long long)took)
+    /* From the start: about TTL - took (less the drift allowance); 500 ms
+     * of slack for a loaded machine's scheduling between the clock reads
+     * and the call's, far below the 1500 ms a bound from the end adds. */
+    if (left > (long long)TTL - (long long)took + 500)
         fail_msg("an extend to %d ms that failed after %llu ms (%s: %s) left %lld ms of validity, "
                  "more than its lease from its start",
                  TTL, (unsigned long long)took, relock_status_name(st),
@@ -484,9 +486,9 @@ static void test_events_and_acks(void **state)
     assert_int_equal(k.n[RELOCK_EVENT_ACQUIRED], 1);
     assert_int_equal(k.n[RELOCK_EVENT_RELEASED], 1);
     /* kept, then released: one of each more, and renewals told apart */
-    assert_int_equal(relock_try_acquire(c, "ev", 900, &l), RELOCK_OK);
+    assert_int_equal(relock_try_acquire(c, "ev", 3000, &l), RELOCK_OK);
     assert_int_equal(relock_keep(l, on_lost_none, NULL), RELOCK_OK);
-    tu_sleep_ms(700);
+    tu_sleep_ms(1200); /* a renewal or so (every third of the lease) */
     assert_int_equal(relock_release(l), RELOCK_OK);
     relock_lock_free(l);
     assert_int_equal(k.n[RELOCK_EVENT_ACQUIRED], 2);

@@ -262,6 +262,7 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
         return refuse(a, RELOCK_ENOMEM, "%s: out of memory", l->name);
     op->l = l;
     op->wait_ms = ttl_ms;
+    op->began = now_ms(); /* a failed extend's validity counts from here */
     if (kind == K_REL) {
         int was_lost = al->keep_lost;
         timer_stop(a, &al->keep_timer);

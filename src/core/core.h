@@ -172,7 +172,8 @@ struct aop {
     /* acquire */
     long long wait_ms;
     uint64_t deadline;
-    uint64_t began; /* when it was asked: its acquired event's waited_ms */
+    uint64_t began; /* when it was asked: its acquired event's waited_ms, a
+                     * failed extend's bound */
     unsigned attempt;
     void *timer;
     achan *ch;

@@ -118,10 +118,11 @@ void relock__a_op_finish(aop *op, relock_status st)
     /* An extend that failed, whatever stopped it (a refused connect, a
      * setup that failed, a lost reply): a write never sent cannot have
      * lengthened the lock, and one that ran may have shortened it, so its
-     * validity ends no later than the new lease from now. */
+     * validity ends no later than the new lease from the extend's start
+     * (relock_extend() promises that bound), not from its end. */
     if (l && op->kind == K_EXT && st != RELOCK_OK)
-        l->valid_until =
-            relock__valid_min(l->valid_until, relock__valid_until(now_ms(), op->wait_ms));
+        l->valid_until = relock__valid_min(
+            l->valid_until, relock__valid_until(op->began ? op->began : now_ms(), op->wait_ms));
     /* The events of relock_acquire() and relock_release(), at the same
      * points: the lock won, the lock released; told from the loop before
      * the callback, while l lives (lock_op_end frees one the program

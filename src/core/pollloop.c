@@ -44,14 +44,18 @@
  * round's timeout) when a later round would use it.
  *
  * Nothing here is shared between clients or threads: a renewal thread's
- * client (src/api/renew.c) has its own loop, and a forked child's copy of
- * the loop is its own (its connections are the parent's descriptors, as
- * they always were).
+ * client (src/api/renew.c) has its own loop.  A forked child's copy of a
+ * runner made before the fork is let go of at the child's first call on
+ * it, and the child opens connections of its own: the copy's descriptors
+ * are its parent's sockets, on which a reply owed to either process
+ * (the legacy marker's, a quorum's late server's) would be read by the
+ * other, as the answer to a request of its own.
  */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -96,7 +100,24 @@ struct relock__qpoll {
      * Cluster node, after its MOVED), the server the client reports; NULL
      * before the first. */
     aconn *cur;
+    unsigned long forks; /* the process's count of forks when a was made */
 };
+
+/* How many forks made this process (counted in each child as it starts):
+ * a runner whose inner client was made at another count is a copy of its
+ * parent's.  Only a child writes it, before its fork() returns. */
+static unsigned long forks;
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+    forks++;
+}
+
+static void forks_watch(void)
+{
+    pthread_atfork(NULL, NULL, fork_child);
+}
 
 static int p_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
 {
@@ -312,9 +333,11 @@ timers:;
  * NULL out of memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
+    pthread_once(&forks_once, forks_watch);
     relock_async *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
+    q->forks = forks;
     a->c = c;
     a->borrowed = 1;
     a->loop.size = sizeof a->loop;
@@ -374,6 +397,22 @@ static void inner_free(relock_async *a)
         cn->fifo = cn->fifo_tail = NULL;
     }
     relock__a_leave(a);
+}
+
+/* A forked child's first call on q: the inner client copied from its
+ * parent is freed, which closes this process's copies of its descriptors
+ * (the parent's sockets stay open, and nothing is written or read on
+ * them), and the call makes a new one with connections of its own. */
+static void p_forked(struct relock__qpoll *q)
+{
+    if (!q->a || q->forks == forks)
+        return;
+    inner_free(q->a);
+    q->a = NULL;
+    q->cur = NULL;
+    while (q->timers)
+        p_timer_stop(q, q->timers);
+    p_sweep(q);
 }
 
 int relock__qpoll_new(relock_client *c)
@@ -463,6 +502,7 @@ static relock_async *single(relock_client *c)
 {
     if (!c->p && !(c->p = calloc(1, sizeof *c->p)))
         return NULL;
+    p_forked(c->p);
     c->p->block = 1;
     if (!c->p->a)
         c->p->a = inner_new(c, c->p, 0);
@@ -618,6 +658,7 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     struct relock__qpoll *q = c->q ? c->q : NULL;
     relock_async *a = NULL;
     if (q) {
+        p_forked(q);
         if (!q->a)
             q->a = inner_new(c, q, 1);
         a = q->a;
@@ -644,10 +685,9 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     op->l = l;
     l->al->busy = op;
     op->wait_ms = ms;
-    if (kind == RELOCK__OP_ACQUIRE) {
-        op->began = relock__mono_ms();
+    op->began = relock__mono_ms(); /* (a failed extend's validity counts from it) */
+    if (kind == RELOCK__OP_ACQUIRE)
         op->deadline = ms > 0 ? op->began + (uint64_t)ms : 0;
-    }
     /* an acquire that fails frees l: the key the client then reports */
     char key[RELOCK__KEY_MAX];
     if (kind == RELOCK__OP_ACQUIRE)

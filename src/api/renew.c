@@ -1,35 +1,32 @@
 /*
- * Automatic renewal (relock_keep): a thread extends a shadow of the lock,
- * on a connection of its own, every third of the lease (sooner while the
- * validity left is shorter).  The caller's
- * client is never touched from the thread, so the rule "one client, one
- * thread" holds; the two meet only under the keeper's mutex.
- *
- * A second thread, the watch, keeps the loss deadline: when the validity
- * of the last successful renewal ends before another succeeded, it
- * reports the lock lost at once, while the renewal thread may still be
- * inside a call that waits for a stalled server (command_timeout_ms) or a
- * connect; that call's end then changes nothing.
+ * Automatic renewal (relock_keep): a thread renews a shadow of the lock,
+ * on a client of its own, with the operation core's renewal, which the
+ * asynchronous client's relock_async_keep() runs too (src/core/renewal.c,
+ * on the thread's poll loop, relock__poll_keep()): every third of the
+ * lease (sooner while the validity left is shorter), a failed renewal
+ * again soon, and the loss reported at the end of the validity even while
+ * a renewal waits for a stalled server.  The caller's client is never
+ * touched from the thread, so the rule "one client, one thread" holds;
+ * the two meet only under the keeper's mutex, and the owner's thread
+ * wakes the loop through a pipe.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "handle.h"
+#include "core/pollloop.h"
 
 struct relock__keeper {
     pthread_t thread;
-    pthread_t watch; /* the loss deadline (keeper_watch) */
-    int watching;    /* the watch thread was started */
-    /* the last failed renewal's status, for a loss the watch reports
-     * (RELOCK_OK: none failed since the last success) */
-    relock_status fail_st;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_mutex_t ev_mu; /* orders the events (keeper_event, keeper_lose) */
+    int wake[2];          /* a pipe: the owner ends the loop's turn */
     int stop;             /* set by the owner: end the thread */
     int lost;             /* set by the thread: the lock is gone */
     uint64_t valid_until; /* the shadow's validity, for the owner to read */
@@ -47,141 +44,78 @@ struct relock__keeper {
      * modes each renewal writes a new one), for owner writes made from
      * the owner's thread. */
     char value[RELOCK__VALUE_MAX];
-    /* The two never write at once: a renewal under way (renewing) holds
-     * back the owner's record write, which holds back the next renewal
-     * (owner_writing), so that the record written is conditional on the
-     * value the key holds, and no renewal's note with the old text
-     * lands after it.  Both are signalled on cv. */
+    /* The two never write at once: a renewal under way (renewing: a turn
+     * of the loop, or a renewal in flight) holds back the owner's record
+     * write, which holds back the next renewal (owner_writing), so that
+     * the record written is conditional on the value the key holds, and
+     * no renewal's note with the old text lands after it.  Both are
+     * signalled on cv. */
     int renewing;
     int owner_writing;
+    int owner_asking; /* the owner waits to write: the loop pauses between turns */
 };
 
-static void deadline_in(struct timespec *ts, long long ms)
+/* Ends the thread's turn of its loop now (the pipe is non-blocking: a
+ * full pipe has a wake pending already). */
+static void keeper_wake(struct relock__keeper *k)
 {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
+    char x = 0;
+    if (write(k->wake[1], &x, 1) < 0) {
+        /* (full: a wake is pending) */
     }
 }
 
-/* A renewal's event (renewed, failed), unless the loss was reported
- * first: a renewal that ends after the watch reported the lock lost says
- * nothing more.  Under ev_mu, which the loss's report takes after setting
- * lost, so that no renewal's event follows the lost one. */
-static void keeper_event(struct relock__keeper *k, relock_event_kind kind, relock_status st)
+/* Before each turn of the thread's loop (relock__poll_keep()): the shadow
+ * as the last turn left it, for the owner's thread; the owner's record
+ * write waited for, and its new owner taken, when no renewal is in
+ * flight; non-zero to stop. */
+static int keeper_turn(void *p, int busy)
 {
-    pthread_mutex_lock(&k->ev_mu);
+    struct relock__keeper *k = p;
     pthread_mutex_lock(&k->mu);
-    int lost = k->lost;
+    if (!k->lost)
+        k->valid_until = k->shadow->valid_until;
+    memcpy(k->value, k->shadow->value, sizeof k->value);
+    k->renewing = busy;
+    pthread_cond_broadcast(&k->cv);
+    while (!busy && !k->stop && !k->lost && (k->owner_writing || k->owner_asking))
+        pthread_cond_wait(&k->cv, &k->mu);
+    if (!busy && k->owner_pending) {
+        free(k->shadow->owner_text);
+        k->shadow->owner_text = k->owner_next;
+        k->shadow->owner_pid = k->owner_next_pid;
+        k->owner_next = NULL;
+        k->owner_pending = 0;
+    }
+    int stop = k->stop || k->lost;
+    k->renewing = 1; /* a renewal may start within the turn */
     pthread_mutex_unlock(&k->mu);
-    if (!lost)
-        relock__event(k->c, kind, k->shadow, st, 0);
-    pthread_mutex_unlock(&k->ev_mu);
+    return stop;
 }
 
-/* Reports the loss once (the first of the two threads to see it): the
- * lost event, then on_lost; k->mu held on entry, released on return. */
-static void keeper_lose(struct relock__keeper *k, relock_status why)
+/* The core reports the loss once (its event already told). */
+static void keeper_lost(void *p, relock_status why)
 {
+    struct relock__keeper *k = p;
+    pthread_mutex_lock(&k->mu);
     k->lost = 1;
     k->valid_until = 0;
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    /* (the event reads the shadow's name and acquisition time, which a
-     * renewal under way does not change) */
-    pthread_mutex_lock(&k->ev_mu);
-    relock__event(k->c, RELOCK_EVENT_LOST, k->shadow, why, 0);
-    pthread_mutex_unlock(&k->ev_mu);
     if (k->on_lost)
         k->on_lost(k->user, why, k->arg);
-}
-
-/* The loss deadline: the end of the validity relock computed for the last
- * successful renewal (k->valid_until, moved by each one). */
-static void *keeper_watch(void *p)
-{
-    struct relock__keeper *k = p;
-    pthread_mutex_lock(&k->mu);
-    while (!k->stop && !k->lost) {
-        if (k->valid_until == 0) {
-            /* unknown (an adopted lock whose value tells no expiry): no
-             * deadline before the first renewal computes one */
-            pthread_cond_wait(&k->cv, &k->mu);
-            continue;
-        }
-        uint64_t now = relock__mono_ms();
-        if (now >= k->valid_until) {
-            keeper_lose(k, k->fail_st != RELOCK_OK ? k->fail_st : RELOCK_EIO);
-            return NULL;
-        }
-        struct timespec ts;
-        deadline_in(&ts, (long long)(k->valid_until - now));
-        (void)pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-    }
-    pthread_mutex_unlock(&k->mu);
-    return NULL;
 }
 
 static void *keeper_main(void *p)
 {
     struct relock__keeper *k = p;
-    long long period = k->shadow->ttl_ms / 3 > 0 ? k->shadow->ttl_ms / 3 : 1;
-    /* after a failed renewal: again soon, while validity remains */
-    long long retry = k->shadow->ttl_ms / 10 > 10 ? k->shadow->ttl_ms / 10 : 10;
-    long long wait_ms = period;
+    relock__keep_hooks h = {keeper_turn, keeper_lost, k, k->wake[0]};
+    relock__poll_keep(k->shadow, &h);
     pthread_mutex_lock(&k->mu);
-    while (!k->stop && !k->lost) {
-        struct timespec ts;
-        /* Every third of the ttl (a tenth after a failure), and sooner
-         * while the validity left is short: a failed extend to a shorter
-         * lease may have put that lease on the server, which a renewal a
-         * third of the ttl later would come after. */
-        long long wait = relock__renew_wait_ms(k->shadow->ttl_ms, k->shadow->valid_until,
-                                               relock__mono_ms());
-        deadline_in(&ts, wait < wait_ms ? wait : wait_ms);
-        int rc = 0;
-        while (!k->stop && !k->lost && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-        while (!k->stop && !k->lost && k->owner_writing)
-            pthread_cond_wait(&k->cv, &k->mu);
-        if (k->stop || k->lost)
-            break;
-        if (k->owner_pending) {
-            free(k->shadow->owner_text);
-            k->shadow->owner_text = k->owner_next;
-            k->shadow->owner_pid = k->owner_next_pid;
-            k->owner_next = NULL;
-            k->owner_pending = 0;
-        }
-        k->renewing = 1;
-        pthread_mutex_unlock(&k->mu);
-        relock_status st = relock_extend(k->shadow, k->shadow->ttl_ms);
-        /* A failure, whatever it was (no answer, a refused connect, a
-         * transient error), is retried soon while validity remains; only
-         * a definite loss, or a failure that outlives the validity, ends
-         * the lock (the watch may have ended it meanwhile). */
-        int gone = st == RELOCK_LOST ||
-                   (st != RELOCK_OK && relock__mono_ms() >= k->shadow->valid_until);
-        pthread_mutex_lock(&k->mu);
-        k->renewing = 0;
-        pthread_cond_broadcast(&k->cv);
-        memcpy(k->value, k->shadow->value, sizeof k->value);
-        if (k->lost)
-            break; /* reported by the watch (its event and on_lost) */
+    k->renewing = 0;
+    if (!k->lost)
         k->valid_until = k->shadow->valid_until;
-        k->fail_st = st;
-        if (gone) {
-            keeper_lose(k, st == RELOCK_OK ? RELOCK_LOST : st);
-            return NULL;
-        }
-        wait_ms = st == RELOCK_OK ? period : retry;
-        pthread_mutex_unlock(&k->mu);
-        keeper_event(k, st == RELOCK_OK ? RELOCK_EVENT_RENEWED : RELOCK_EVENT_RENEW_FAILED, st);
-        pthread_mutex_lock(&k->mu);
-    }
+    pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
     return NULL;
 }
@@ -200,9 +134,10 @@ static void keeper_free(struct relock__keeper *k)
     free(k->owner_next);
     relock_lock_free(k->shadow);
     relock_client_free(k->c);
+    close(k->wake[0]);
+    close(k->wake[1]);
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
-    pthread_mutex_destroy(&k->ev_mu);
     free(k);
 }
 
@@ -224,8 +159,12 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     struct relock__keeper *k = calloc(1, sizeof *k);
     if (!k)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
+    if (pipe2(k->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        free(k);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: no pipe: %s", l->name,
+                            strerror(errno));
+    }
     pthread_mutex_init(&k->mu, NULL);
-    pthread_mutex_init(&k->ev_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -279,18 +218,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&k->watch, NULL, keeper_watch, k);
-    if (rc == 0) {
-        k->watching = 1;
-        rc = pthread_create(&k->thread, NULL, keeper_main, k);
-        if (rc != 0) {
-            pthread_mutex_lock(&k->mu);
-            k->stop = 1;
-            pthread_cond_broadcast(&k->cv);
-            pthread_mutex_unlock(&k->mu);
-            pthread_join(k->watch, NULL);
-        }
-    }
+    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         keeper_free(k);
@@ -310,9 +238,8 @@ static relock_status keep_end(relock_lock *l)
     k->stop = 1;
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
+    keeper_wake(k);
     pthread_join(k->thread, NULL);
-    if (k->watching)
-        pthread_join(k->watch, NULL);
     /* The shadow is now the truth: its value (renewals change it in
      * legacy and bridge modes) and its validity come home. */
     memcpy(l->value, k->shadow->value, sizeof l->value);
@@ -351,8 +278,11 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
     if (text[0] && !(dup = strdup(text)))
         return RELOCK_ENOMEM;
     pthread_mutex_lock(&k->mu);
+    k->owner_asking++;
+    keeper_wake(k); /* the turn ends, and the loop waits before the next */
     while (k->renewing && !k->lost)
         pthread_cond_wait(&k->cv, &k->mu);
+    k->owner_asking--;
     int lost = k->lost;
     if (!lost) {
         k->owner_writing = 1;

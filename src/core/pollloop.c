@@ -59,6 +59,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "pollloop.h"
@@ -101,6 +102,10 @@ struct relock__qpoll {
      * before the first. */
     aconn *cur;
     unsigned long forks; /* the process's count of forks when a was made */
+    /* relock__poll_keep(): a descriptor that, readable, ends a turn early
+     * (the owner's thread writes to it) */
+    int waking;
+    int wake_fd;
 };
 
 /* How many forks made this process (counted in each child as it starts):
@@ -253,19 +258,19 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
             n++;
             one = w;
         }
-    if (q->block && n == 1 && wait >= BLOCK_SLICE_MS && one->up &&
+    if (q->block && !q->waking && n == 1 && wait >= BLOCK_SLICE_MS && one->up &&
         one->events == RELOCK_IO_READ &&
         (one->blocking == 1 || (one->blocking == 0 && make_blocking(one) == 0))) {
         relock_async_socket_action(one->s, RELOCK_IO_READ);
         goto timers;
     }
-    struct pollfd stack_p[RELOCK__MAX_SERVERS * 2];
-    pwatch *stack_w[RELOCK__MAX_SERVERS * 2];
+    struct pollfd stack_p[RELOCK__MAX_SERVERS * 2 + 1];
+    pwatch *stack_w[RELOCK__MAX_SERVERS * 2 + 1];
     struct pollfd *p = stack_p;
     pwatch **pw = stack_w;
     if (n > RELOCK__MAX_SERVERS * 2) {
-        p = malloc((size_t)n * sizeof *p);
-        pw = malloc((size_t)n * sizeof *pw);
+        p = malloc((size_t)(n + 1) * sizeof *p);
+        pw = malloc((size_t)(n + 1) * sizeof *pw);
         if (!p || !pw) {
             free(p);
             free(pw);
@@ -284,6 +289,12 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
         p[k].revents = 0;
         pw[k++] = w;
     }
+    if (q->waking) {
+        p[k].fd = q->wake_fd;
+        p[k].events = POLLIN;
+        p[k].revents = 0;
+        pw[k++] = NULL;
+    }
     int ready = 0;
     if (k == 0 && wait > 0) {
         /* only timers: a sleep, which a signal ends early as it ends
@@ -295,6 +306,12 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
     if (ready < 0 && errno != EINTR)
         relock__sleep_ms(wait > 0 && wait < 10 ? wait : 10); /* no busy turns till a deadline */
     for (int i = 0; i < k && ready > 0; i++) {
+        if (!pw[i]) { /* the wake: drained, the turn ends */
+            char drain[64];
+            while (p[i].revents && read(p[i].fd, drain, sizeof drain) > 0)
+                ;
+            continue;
+        }
         int ev = ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) ? RELOCK_IO_READ : 0) |
                  ((p[i].revents & (POLLOUT | POLLERR)) ? RELOCK_IO_WRITE : 0);
         if (ev && pw[i]->s) {
@@ -649,13 +666,11 @@ static void lock_done(relock_async *a, relock_status st, relock_lock *l, const r
     q->done = 1;
 }
 
-relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
+/* The inner client a lock operation of c runs on, with its loop in *qp:
+ * a quorum's, or the one-server runner's; NULL out of memory. */
+static relock_async *runner(relock_client *c, struct relock__qpoll **qp)
 {
-    relock_client *c = l->c;
-    const char *verb = kind == RELOCK__OP_ACQUIRE ? "acquire" : kind == RELOCK__OP_RELEASE
-                                                                   ? "release"
-                                                                   : "extend";
-    struct relock__qpoll *q = c->q ? c->q : NULL;
+    struct relock__qpoll *q = c->q;
     relock_async *a = NULL;
     if (q) {
         p_forked(q);
@@ -666,6 +681,18 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
         q = c->p;
         a->kit = c->algo->machines; /* chosen after the connection's probe */
     }
+    *qp = q;
+    return a;
+}
+
+relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
+{
+    relock_client *c = l->c;
+    const char *verb = kind == RELOCK__OP_ACQUIRE ? "acquire" : kind == RELOCK__OP_RELEASE
+                                                                   ? "release"
+                                                                   : "extend";
+    struct relock__qpoll *q;
+    relock_async *a = runner(c, &q);
     aop *op = NULL;
     if (a && relock__a_start_armed(a))
         op = relock__a_op_new(a, kind == RELOCK__OP_ACQUIRE  ? K_ACQ
@@ -709,6 +736,61 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
         l->al_free = NULL;
     }
     return q->st;
+}
+
+/* ------------------------------------------------------------------ renewal */
+
+/* The core told a kept lock's loss (renewal.c): relock_keep()'s hook. */
+static void keep_lost(relock_async *a, relock_lock *l, relock_status why, const relock_error *e,
+                      void *arg)
+{
+    (void)a, (void)l, (void)e;
+    const relock__keep_hooks *h = arg;
+    h->lost(h->arg, why);
+}
+
+void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
+{
+    relock_client *c = l->c;
+    struct relock__qpoll *q;
+    relock_async *a = runner(c, &q);
+    if (!a || !relock__a_alock(a, l)) {
+        h->lost(h->arg, RELOCK_ENOMEM);
+        return;
+    }
+    struct relock__alock *al = l->al;
+    al->kept = 1;
+    al->keep_lost = 0;
+    al->on_lost = keep_lost;
+    al->lost_arg = (void *)h;
+    al->keep_valid = l->valid_until;
+    al->fail_st = RELOCK_OK;
+    relock__a_keep_arm(al, l);
+    /* (a validity not known, an adopted lock's, has no deadline before the
+     * first renewal computes one) */
+    if (al->keep_valid)
+        relock__a_deadline_arm(al, l);
+    q->wake_fd = h->wake_fd;
+    q->waking = 1;
+    /* Bounded by the owner's stop and the lock's loss; a renewal in flight
+     * at the stop by its command timeout (a timer) and its machine's
+     * steps. */
+    for (;;) {
+        int busy = al->busy != NULL;
+        int stop = h->turn(h->arg, busy);
+        if ((stop || al->keep_lost) && !busy)
+            break;
+        p_turn(q, 1000);
+    }
+    q->waking = 0;
+    timer_stop(a, &al->keep_timer);
+    timer_stop(a, &al->lost_timer);
+    al->kept = 0;
+    relock__a_alock_free(l);
+    l->al_free = NULL;
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
 }
 
 /* The blocking scan's end: its result and error kept for the call. */

@@ -29,6 +29,25 @@ void relock__qpoll_free(relock_client *c);
 enum { RELOCK__OP_ACQUIRE = 1, RELOCK__OP_RELEASE, RELOCK__OP_EXTEND };
 relock_status relock__lock_op(relock_lock *l, int kind, long long ms);
 
+/*
+ * relock_keep()'s thread (src/api/renew.c): renews l, a lock of that
+ * thread's own client, with the core's renewal (renewal.c: every third of
+ * the lease, sooner while the validity left is short, a failed renewal
+ * again soon, the loss at the end of the validity even while a renewal
+ * waits for a stalled server) on the client's poll loop, until turn()
+ * asks to stop or the lock is lost, with no renewal in flight.  On the
+ * thread: turn(arg, busy) before each turn of the loop (busy: a renewal is
+ * in flight; it may block, and returns non-zero to stop), lost(arg, why)
+ * once when the lock is lost; wake_fd, readable, ends a turn early.
+ */
+typedef struct relock__keep_hooks {
+    int (*turn)(void *arg, int busy);
+    void (*lost)(void *arg, relock_status why);
+    void *arg;
+    int wake_fd;
+} relock__keep_hooks;
+void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h);
+
 /* The core's connection key routes to (for tests). */
 struct aconn;
 const struct aconn *relock__poll_conn(relock_client *c, const char *key);

@@ -12,7 +12,8 @@
 # load (14: a quorum's undo announcing a release, which woke the waiter
 # itself), or one of the asynchronous client's operation core, found by
 # its simulated client (15: an unacknowledged extend's validity bound in
-# the core's phases, 16: the loss deadline's timer, 17: a renewal retried
+# the core's phases, with the cap of a failed extend at its new lease, which
+# alone keeps it too, 16: the loss deadline's timer, 17: a renewal retried
 # after a refused connect or failed setup, 18: a transient error to a
 # reconnect's setup leaving the client usable, 19: a quorum's clean-up
 # following late servers, 23: a release that waited behind a renewal, its

@@ -650,20 +650,27 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 
 /* ------------------------------------------------------------------ whole operations */
 
-/* A lock operation's end: its error becomes the blocking call's. */
-static void lock_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                      void *arg)
+/* An operation of the core ended with st (e its detail): its status and
+ * error become the blocking call's (c->err), with the status's words when
+ * the detail has no message. */
+static void p_result(struct relock__qpoll *q, relock_client *c, relock_status st,
+                     const relock_error *e)
 {
-    (void)l;
-    struct relock__qpoll *q = arg;
-    relock_client *c = a->c;
     relock__err_clear(&c->err);
     if (st != RELOCK_OK)
         relock__err_set(&c->err, st, e->file ? e->file : __FILE__, e->line,
                         e->server && e->server[0] ? e->server : NULL, "%s",
-                        e->message ? e->message : relock_strerror(st));
+                        e->message && e->message[0] ? e->message : relock_strerror(st));
     q->st = st;
     q->done = 1;
+}
+
+/* A lock operation's end. */
+static void lock_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                      void *arg)
+{
+    (void)l;
+    p_result(arg, a->c, st, e);
 }
 
 /* The inner client a lock operation of c runs on, with its loop in *qp:
@@ -712,7 +719,10 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     op->l = l;
     l->al->busy = op;
     op->wait_ms = ms;
-    op->began = relock__mono_ms(); /* (a failed extend's validity counts from it) */
+    /* (an acquire's wait and a failed extend's validity count from it; a
+     * release reads no clock) */
+    if (kind != RELOCK__OP_RELEASE)
+        op->began = relock__mono_ms();
     if (kind == RELOCK__OP_ACQUIRE)
         op->deadline = ms > 0 ? op->began + (uint64_t)ms : 0;
     /* an acquire that fails frees l: the key the client then reports */
@@ -803,14 +813,8 @@ static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
                      const relock_error *e, void *arg)
 {
     scan_wait *w = arg;
-    relock_client *c = a->c;
-    relock__err_clear(&c->err);
-    if (st != RELOCK_OK)
-        relock__err_set(&c->err, st, e->file ? e->file : "scan", e->line, e->server,
-                        "%s", e->message ? e->message : "");
     w->r = r;
-    w->q->st = st;
-    w->q->done = 1;
+    p_result(w->q, a->c, st, e);
 }
 
 relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,

@@ -302,6 +302,30 @@ static void test_cancel_while_subscribing(void **state)
     testsrv_stop(&px);
 }
 
+/* Forks a child that extends and releases l on its parent's client c,
+ * then takes and releases child_name: the child's exit status is the
+ * first call that failed (1 extend, 2 release, 3 acquire, 4 its release),
+ * 0 when none did.  Returns it. */
+static int child_calls(relock_client *c, relock_lock *l, const char *child_name)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        relock_lock *m = NULL;
+        int code = relock_extend(l, 20000) != RELOCK_OK                          ? 1
+                   : relock_release(l) != RELOCK_OK                              ? 2
+                   : relock_try_acquire(c, child_name, 30000, &m) != RELOCK_OK ? 3
+                   : relock_release(m) != RELOCK_OK                              ? 4
+                                                                                 : 0;
+        _exit(code);
+    }
+    int status = tu_wait_child(pid, 30000);
+    assert_true(status != -1 && WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
 /* A forked child using its parent's client and lock (pollloop.c: the
  * child's copy of the loop is its own, on the parent's descriptors): the
  * child extends and releases the parent's lock and takes another; the
@@ -328,24 +352,9 @@ static void fork_child(const char *mode, const char *const *set, int legacy_left
         free(r);
     }
     assert_int_equal(relock_try_acquire(c, "fk", 30000, &l), RELOCK_OK);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        relock_lock *m = NULL;
-        int code = relock_extend(l, 20000) != RELOCK_OK ? 1
-                   : relock_release(l) != RELOCK_OK     ? 2
-                   : relock_try_acquire(c, "fk-child", 30000, &m) != RELOCK_OK ? 3
-                   : relock_release(m) != RELOCK_OK ? 4
-                                                     : 0;
-        _exit(code);
-    }
-    int status = tu_wait_child(pid, 30000);
-    assert_true(status != -1 && WIFEXITED(status));
-    if (WEXITSTATUS(status) != 0)
-        fail_msg("%s: the child's call %d on its parent's client failed", mode,
-                 WEXITSTATUS(status));
+    int code = child_calls(c, l, "fk-child");
+    if (code != 0)
+        fail_msg("%s: the child's call %d on its parent's client failed", mode, code);
     assert_int_equal(holders(&one, 1, "fk", ""), 0);
     relock_status st = relock_release(l);
     if (st != RELOCK_LOST)
@@ -522,24 +531,10 @@ static void test_fork_child_quorum(void **state)
     relock_lock *l = NULL;
     for (int round = 0; round < 3; round++) {
         assert_int_equal(relock_try_acquire(c, "fq", 30000, &l), RELOCK_OK);
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            relock_lock *m = NULL;
-            int code = relock_extend(l, 20000) != RELOCK_OK                     ? 1
-                       : relock_release(l) != RELOCK_OK                         ? 2
-                       : relock_try_acquire(c, "fq-child", 30000, &m) != RELOCK_OK ? 3
-                       : relock_release(m) != RELOCK_OK                         ? 4
-                                                                                : 0;
-            _exit(code);
-        }
-        int status = tu_wait_child(pid, 30000);
-        assert_true(status != -1 && WIFEXITED(status));
-        if (WEXITSTATUS(status) != 0)
+        int code = child_calls(c, l, "fq-child");
+        if (code != 0)
             fail_msg("round %d: the child's call %d on its parent's quorum client failed", round,
-                     WEXITSTATUS(status));
+                     code);
         assert_int_equal(holders(qs, NQ, "fq", ""), 0);
         relock_status st = relock_release(l);
         if (st != RELOCK_LOST)

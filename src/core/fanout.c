@@ -1,43 +1,32 @@
 /*
- * The quorum's fan-out in the operation core (core.h): a fan machine run
- * over a connection per server, its rounds, its timers and the replies a
- * server still owes.
+ * The quorum's fan-out in the operation core (core.h), for both APIs (the
+ * blocking calls turn a private poll loop over it, pollloop.c): the fan
+ * machine (engine/fan.h, quorum.c) runs over a connection per server; a
+ * round's batches go out at once, each server's replies are fed as soon
+ * as they are complete, one timer per round feeds the time at the round's
+ * deadline, and the machine decides.
+ *
+ * A server still silent when a round is decided owes its replies (its
+ * request stays in the connection's FIFO without an operation, read and
+ * dropped) if its batch was written, in time or late, else its connection
+ * is dropped.  A connection owing a reply older than the round's timeout,
+ * or max_owed requests, is dropped when a round would use it, and left
+ * alone for one timeout, except for a clean-up (a failed acquire's
+ * delete), which goes behind the owed request on its connection, however
+ * late, so that the server runs it after the request it undoes.  A
+ * quorum's connections run no probe (the quorum is modern values only):
+ * AUTH, SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead
+ * of the first batch.
  */
 
 #include "core.h"
 
-/* ------------------------------------------------------------------ the quorum's fan driver */
-
-/*
- * A quorum (several servers) runs the fan machine (engine/fan.h, quorum.c)
- * over a connection per server, for both APIs (the blocking calls turn a
- * private poll loop over this, pollloop.c): a round's batches go out at
- * once, each server's replies are fed as soon as they are complete, one
- * timer per round feeds the time at the round's deadline, and the machine
- * decides.  What the driver keeps is decision 44's part: a server still
- * silent when a round is decided owes its replies (its request stays in
- * the connection's FIFO without an operation, read and dropped) if its
- * batch was written, in time or late, else its connection is dropped; a
- * connection owing a reply older than the round's timeout, or
- * MAX_OWED_REQUESTS requests, is dropped when a round would use it, and
- * left alone for one timeout, except for a clean-up (a failed acquire's
- * delete), which goes behind the owed request on its connection, however
- * late, so that the server runs it after the request it undoes.  Pipelined
- * operations leave a server slightly slower than the majority owing many
- * replies at once, as a matter of course: lateness is judged by the age of
- * the oldest, and the count only bounds the memory (the blocking client,
- * one operation at a time, stops at 8: its max_owed; decision 211).  A quorum's
- * connections run no probe (the quorum is modern values only): AUTH,
- * SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead of
- * the first batch.
- */
-
-/* Requests a connection may owe (kept in its FIFO so that their replies
- * are read and dropped) before it is dropped when a round would use it,
- * unless the client sets its own (max_owed).  With operations pipelined,
- * hundreds owed is normal and lateness is the oldest one's age: this count
- * bounds the memory the owed requests hold, not how far behind a server
- * may fall (the blocking client's 8 is that, pollloop.c; decision 211). */
+/* Requests a connection may owe before it is dropped, unless the client
+ * sets its own (max_owed: the blocking client's 8, pollloop.c).  With
+ * operations pipelined, a server slightly slower than the majority owes
+ * hundreds as a matter of course, and lateness is the oldest one's age:
+ * this count bounds the memory the owed requests hold, not how far behind
+ * a server may fall. */
 #define MAX_OWED_REQUESTS 4096
 
 /* The scripts a quorum sends, loaded on every new connection. */
@@ -46,15 +35,21 @@ static const int quorum_scripts[] = {RELOCK__SCRIPT_MODERN_ACQUIRE, RELOCK__SCRI
 
 static void fan_step(aop *op);
 
-/* Writes what a quorum connection has buffered now, as far as the socket
- * takes it, rather than at the loop's next turn: a request is written (it
- * may run) or not when its round is decided, and the machine counts the
- * servers left owing by that.  Done when a round's batches are sent (a
- * round may be decided at its first feed: a clean-up that waits for
- * nobody), and again before a feed for a
- * request the socket did not take whole.  A write error is left in the
- * context, where hiredis's next write event finds it and disconnects. */
-static int rq_written(const areq *rq);
+/* Whether rq's bytes were all handed to the socket. */
+static int rq_written(const areq *rq)
+{
+    const aconn *cn = rq->cn;
+    if (!cn->ac || !cn->connected)
+        return 0;
+    uint64_t wrote = cn->appended - (cn->ac->c.obuf ? sdslen(cn->ac->c.obuf) : 0);
+    return wrote >= rq->end_off;
+}
+
+/* Whether rq, live, still has bytes its connected socket did not take. */
+static int rq_unwritten(const areq *rq)
+{
+    return rq && rq->outstanding > 0 && rq->cn->ac && rq->cn->connected && !rq_written(rq);
+}
 
 /* Writes cn's buffered output as far as the socket takes it.  When all of
  * it went, the loop stops watching for writability, as hiredis does after
@@ -72,35 +67,26 @@ static void flush_unwritten(void *arg)
     aop *op = arg;
     for (int i = 0; i < op->a->nconns; i++) {
         areq *rq = op->fan->rq[i];
-        if (!rq || rq->outstanding <= 0 || rq_written(rq))
-            continue;
-        aconn *cn = rq->cn;
-        if (cn->ac && cn->connected && !cn->ac->c.err)
-            fan_write(cn);
+        if (rq_unwritten(rq) && !rq->cn->ac->c.err)
+            fan_write(rq->cn);
     }
 }
 
-/* Flushes the connections of op's live requests not wholly written, all
- * under one SIGPIPE block (decision 241: every write of the client). */
+/* Writes what op's quorum connections have buffered now, as far as the
+ * sockets take it, rather than at the loop's next turn, under one SIGPIPE
+ * block: a request is written (it may run) or not when its round is
+ * decided, and the machine counts the servers left owing by that.  Done
+ * when a round's batches are sent (a round may be decided at its first
+ * feed: a clean-up that waits for nobody), and again before a feed for a
+ * request the socket did not take whole.  A write error is left in the
+ * context, where hiredis's next write event finds it and disconnects. */
 static void fan_flush(aop *op)
 {
     int any = 0;
-    for (int i = 0; i < op->a->nconns && !any; i++) {
-        areq *rq = op->fan->rq[i];
-        any = rq && rq->outstanding > 0 && !rq_written(rq) && rq->cn->connected;
-    }
+    for (int i = 0; i < op->a->nconns && !any; i++)
+        any = rq_unwritten(op->fan->rq[i]);
     if (any)
         relock__write_nopipe(flush_unwritten, op);
-}
-
-/* Whether rq's bytes were all handed to the socket. */
-static int rq_written(const areq *rq)
-{
-    const aconn *cn = rq->cn;
-    if (!cn->ac || !cn->connected)
-        return 0;
-    uint64_t wrote = cn->appended - (cn->ac->c.obuf ? sdslen(cn->ac->c.obuf) : 0);
-    return wrote >= rq->end_off;
 }
 
 static unsigned fan_written(const afan *F, int n)
@@ -161,28 +147,22 @@ void relock__a_fan_reply(aop *op, areq *rq)
 {
     afan *F = op->fan;
     int i = rq->cn->idx;
-    if (!F || F->rq[i] != rq) {
-        relock__a_rq_clear(rq);
-        free(rq);
-        return;
-    }
-    F->rq[i] = NULL;
+    int ours = F && F->rq[i] == rq;
     int missing = rq->nrep < rq->expect;
     for (int k = 0; k < rq->nrep; k++)
         missing |= !rq->rep[k];
-    if (missing) {
+    if (!ours || missing) {
         relock__a_rq_clear(rq);
         free(rq);
+        if (!ours)
+            return;
+        F->rq[i] = NULL;
         fan_fault(op, i, RELOCK__FAULT_LOST, RELOCK_ENOMEM, "out of memory for a reply");
     } else {
-        relock__feed *sf = &F->f.srv[i];
+        /* the replies stay in rq (F->rq[i]) until the machine has read them */
         F->f.from |= 1u << i;
-        memset(sf, 0, sizeof *sf);
-        /* the replies stay in rq until the machine has read them */
-        F->rq[i] = rq;
+        F->f.srv[i] = (relock__feed){.reply = rq->rep, .nreply = rq->nrep};
         rq->outstanding = -1; /* answered: fed, then freed */
-        sf->reply = rq->rep;
-        sf->nreply = rq->nrep;
     }
     F->f.mono_ms = now_ms();
     fan_step(op);
@@ -456,24 +436,20 @@ static void fan_step(aop *op)
         relock__a_err_save(op);
         uint64_t fed_at = F->f.mono_ms;
         fan_reset_feed(op);
-        if (s == RELOCK__STEP_DONE) {
-            fan_close_round(op, fed_at);
-            op->state = S_RUN;
-            relock__a_machine_done(op, h->st);
-            return;
-        }
-        int bad = ++F->feeds >= RELOCK__FAN_MAX_FEEDS;
+        int bad = s != RELOCK__STEP_DONE && ++F->feeds >= RELOCK__FAN_MAX_FEEDS;
         for (int i = 0; s == RELOCK__STEP_SEND && i < n; i++)
             if ((out->mask >> i) & 1u)
                 bad |= !relock__batch_ok(&out->b[i]) || out->b[i].n < 1;
-        if (bad) {
+        if (s == RELOCK__STEP_DONE || bad) {
             fan_close_round(op, fed_at);
             op->state = S_RUN;
-            relock__a_machine_done(op, relock__a_op_fail(op, RELOCK_EPROTO,
-                                                         "lock %s: internal error: %s", op->l->name,
-                                                         F->feeds >= RELOCK__FAN_MAX_FEEDS
-                                                             ? "an operation did not end"
-                                                             : "a command batch overflowed"));
+            relock_status st = h->st;
+            if (bad)
+                st = relock__a_op_fail(op, RELOCK_EPROTO, "lock %s: internal error: %s",
+                                       op->l->name, F->feeds >= RELOCK__FAN_MAX_FEEDS
+                                                        ? "an operation did not end"
+                                                        : "a command batch overflowed");
+            relock__a_machine_done(op, st);
             return;
         }
         if (s == RELOCK__STEP_SEND && out->round) {

@@ -1,14 +1,15 @@
 /*
  * Redis Sentinel (design.md §9.2): find the master by name.
  *
- * The search as pure steps, run by the operation core (src/core/routing.c)
- * on its own connections: every (re)connect asks the configured sentinels
- * in turn, starting with the one that helped last, for the master's
- * address (SENTINEL get-master-addr-by-name), connects there and checks
- * that the server really is a master: a sentinel can be stale, or the
- * failover it reports still unfinished.  Only then does the client use the
- * connection; otherwise the next sentinel is asked.  Sentinels get short
- * timeouts of their own, so a dead one costs little.
+ * The search as pure steps (no I/O), run by the operation core
+ * (src/core/routing.c) on its own connections under both APIs: every
+ * (re)connect asks the configured sentinels in turn, starting with the one
+ * that helped last, for the master's address (SENTINEL
+ * get-master-addr-by-name), connects there and checks that the server
+ * really is a master: a sentinel can be stale, or the failover it reports
+ * still unfinished.  Only then does the client use the connection;
+ * otherwise the next sentinel is asked.  Sentinels get short timeouts of
+ * their own, so a dead one costs little.
  *
  * A failover is noticed in one of two ways: the old master dies (the
  * connection fails, and the next operation reconnects through the search),
@@ -18,6 +19,7 @@
  * Sentinels are reached without AUTH: sentinels that require a password
  * are not supported yet.  The master gets servers[0]'s credentials and db.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,28 +30,25 @@
  * down, and the next one is asked. */
 #define SENTINEL_TIMEOUT_MS 500
 
-/* Appends ", text" (or text first) to the list of what was tried. */
-static void note(char *buf, size_t cap, const char *text)
+/* Appends "sentinel HOST:PORT" (the one being asked) and fmt's text to
+ * the list of what was tried. */
+static void note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
 {
-    size_t n = strlen(buf);
-    const char *sep = n ? "; " : "";
-    size_t sl = strlen(sep), tl = strlen(text);
-    if (n + sl + 1 >= cap)
+    const relock__addr *a = &s->sentinel.addrs[q->cur];
+    size_t len = strlen(q->tried), cap = sizeof q->tried;
+    if (len > 0 && len + 3 >= cap)
         return; /* full: the message shows what fits */
-    memcpy(buf + n, sep, sl);
-    n += sl;
-    if (tl > cap - 1 - n)
-        tl = cap - 1 - n;
-    memcpy(buf + n, text, tl);
-    buf[n + tl] = '\0';
+    int n = snprintf(q->tried + len, cap - len, "%ssentinel %s:%d", len ? "; " : "", a->host,
+                     a->port);
+    if (n < 0 || (size_t)n >= cap - len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->tried + len + (size_t)n, cap - len - (size_t)n, fmt, ap);
+    va_end(ap);
 }
-
-/* ------------------------------------------------------------------ the search, pure
- *
- * What follows does no I/O: which sentinel to ask next, what its answer
- * and the master's role reply mean, and the message when none helps.  The
- * operation core (src/core/routing.c) runs it over its own connections,
- * under both APIs. */
 
 long long relock__sentinel_timeout(long long configured_ms)
 {
@@ -84,42 +83,35 @@ int relock__sentinel_next(relock__sentinel_search *q)
 void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,
                                   const char *reason)
 {
-    const relock__addr *a = &s->sentinel.addrs[q->cur];
-    char why[RELOCK__HOST_MAX * 2 + 200];
-    snprintf(why, sizeof why, "sentinel %s:%d: %s", a->host, a->port,
-             relock__sentinel_reason(reason));
-    note(q->tried, sizeof q->tried, why);
+    note(q, s, ": %s", relock__sentinel_reason(reason));
 }
 
 int relock__sentinel_answer(relock__sentinel_search *q, const relock__settings *s,
                             const redisReply *r, relock__addr *out)
 {
-    const relock__addr *a = &s->sentinel.addrs[q->cur];
-    char why[RELOCK__HOST_MAX * 2 + 200];
     if (r->type == REDIS_REPLY_NIL) {
-        snprintf(why, sizeof why, "sentinel %s:%d does not know master \"%s\"", a->host,
-                 a->port, s->sentinel.master);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(why, sizeof why, "sentinel %s:%d: %.120s", a->host, a->port, r->str);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_STRING ||
-               r->element[1]->type != REDIS_REPLY_STRING ||
-               r->element[0]->len >= sizeof out->host || r->element[0]->len == 0) {
-        snprintf(why, sizeof why, "sentinel %s:%d: unexpected reply", a->host, a->port);
-    } else {
-        char *end = NULL;
-        long port = strtol(r->element[1]->str, &end, 10);
-        if (!*r->element[1]->str || *end || port < 1 || port > 65535) {
-            snprintf(why, sizeof why, "sentinel %s:%d: bad port \"%.16s\"", a->host, a->port,
-                     r->element[1]->str);
-        } else {
-            memcpy(out->host, r->element[0]->str, r->element[0]->len + 1);
-            out->port = (int)port;
-            return 0;
-        }
+        note(q, s, " does not know master \"%s\"", s->sentinel.master);
+        return -1;
     }
-    note(q->tried, sizeof q->tried, why);
-    return -1;
+    if (r->type == REDIS_REPLY_ERROR) {
+        note(q, s, ": %.120s", r->str);
+        return -1;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len >= sizeof out->host || r->element[0]->len == 0) {
+        note(q, s, ": unexpected reply");
+        return -1;
+    }
+    char *end = NULL;
+    long port = strtol(r->element[1]->str, &end, 10);
+    if (!*r->element[1]->str || *end || port < 1 || port > 65535) {
+        note(q, s, ": bad port \"%.16s\"", r->element[1]->str);
+        return -1;
+    }
+    memcpy(out->host, r->element[0]->str, r->element[0]->len + 1);
+    out->port = (int)port;
+    return 0;
 }
 
 int relock__sentinel_role_by_info(int major, int minor, int patch)
@@ -153,14 +145,10 @@ int relock__sentinel_role(const redisReply *r, int by_info, char *role, size_t r
 void relock__sentinel_bad_master(relock__sentinel_search *q, const relock__settings *s,
                                  const relock__addr *m, relock_status st, const char *why)
 {
-    const relock__addr *a = &s->sentinel.addrs[q->cur];
     /* Our credentials refused by the master: say so, not "unreachable". */
     if (st == RELOCK_ECONFIG || st == RELOCK_ENOMEM)
         q->worst = st;
-    char line[RELOCK__HOST_MAX * 4 + 400];
-    snprintf(line, sizeof line, "sentinel %s:%d: master at %s:%d: %s", a->host, a->port,
-             m->host, m->port, why);
-    note(q->tried, sizeof q->tried, line);
+    note(q, s, ": master at %s:%d: %s", m->host, m->port, why);
 }
 
 relock_status relock__sentinel_end(const relock__sentinel_search *q, const relock__settings *s,

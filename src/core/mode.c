@@ -5,6 +5,7 @@
  * an expired timestamp and takes the lock over), so modern is chosen only
  * when the operator has declared that no legacy client remains.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,22 +42,24 @@ static void note_paths(relock_client *c)
              p.path[RELOCK_PATH_RELEASE], p.path[RELOCK_PATH_EXTEND], p.path[RELOCK_PATH_SCRIPTS]);
 }
 
-static relock_status use(relock_client *c, relock_mode m, const char *why)
+/* Uses mode m, the reason why (a format) shown by `relock probe`. */
+static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
+    __attribute__((format(printf, 3, 4)));
+static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
 {
     c->mode = m;
-    snprintf(c->mode_reason, sizeof c->mode_reason, "%s", why);
+    va_list ap;
+    va_start(ap, why);
+    vsnprintf(c->mode_reason, sizeof c->mode_reason, why, ap);
+    va_end(ap);
     switch (m) {
     case RELOCK_MODE_MODERN:
         c->algo = &relock__algo_modern;
         note_paths(c);
         return RELOCK_OK;
     case RELOCK_MODE_LEGACY:
-        c->algo = &relock__algo_legacy;
-        if (relock__legacy_check(c) != RELOCK_OK)
-            c->algo = NULL;
-        return c->err.pub.status;
     case RELOCK_MODE_BRIDGE:
-        c->algo = &relock__algo_bridge;
+        c->algo = m == RELOCK_MODE_LEGACY ? &relock__algo_legacy : &relock__algo_bridge;
         if (relock__legacy_check(c) != RELOCK_OK)
             c->algo = NULL;
         return c->err.pub.status;
@@ -69,7 +72,6 @@ static relock_status use(relock_client *c, relock_mode m, const char *why)
 relock_status relock__select_mode(relock_client *c)
 {
     const relock__conn *conn = &c->conn;
-    char why[200];
     switch (c->s.mode) {
     case RELOCK_MODE_MODERN:
         if (!(conn->caps & RELOCK_CAP_SET_NX_PX))
@@ -98,37 +100,27 @@ relock_status relock__select_mode(relock_client *c)
         break;
     }
     if (lua_left_out(conn)) {
-        if (!c->s.migration.legacy_clients && (conn->caps & RELOCK_CAP_SET_NX_PX)) {
-            snprintf(why, sizeof why,
-                     "auto: server %s has SET NX PX and migration.legacy_clients = false "
-                     "(it runs without Lua)",
-                     conn->version);
-            return use(c, RELOCK_MODE_MODERN, why);
-        }
-        snprintf(why, sizeof why,
-                 "auto: server %s runs without Lua (EVAL is an unknown command), which "
-                 "bridge needs",
-                 conn->version);
-        return use(c, RELOCK_MODE_LEGACY, why);
+        if (!c->s.migration.legacy_clients && (conn->caps & RELOCK_CAP_SET_NX_PX))
+            return use(c, RELOCK_MODE_MODERN,
+                       "auto: server %s has SET NX PX and migration.legacy_clients = false "
+                       "(it runs without Lua)",
+                       conn->version);
+        return use(c, RELOCK_MODE_LEGACY,
+                   "auto: server %s runs without Lua (EVAL is an unknown command), which "
+                   "bridge needs",
+                   conn->version);
     }
-    if (!(conn->caps & RELOCK_CAP_EVAL)) {
-        snprintf(why, sizeof why, "auto: server %s is older than 2.6.0", conn->version);
-        return use(c, RELOCK_MODE_LEGACY, why);
-    }
-    if (c->s.migration.legacy_clients) {
-        snprintf(why, sizeof why,
-                 "auto: migration.legacy_clients = true (legacy clients may share these keys)");
-        return use(c, RELOCK_MODE_BRIDGE, why);
-    }
-    if (conn->caps & RELOCK_CAP_SET_NX_PX) {
-        snprintf(why, sizeof why,
-                 "auto: server %s has SET NX PX and migration.legacy_clients = false",
-                 conn->version);
-        return use(c, RELOCK_MODE_MODERN, why);
-    }
-    snprintf(why, sizeof why, "auto: server %s has EVAL but not SET NX PX (2.6.12)",
-             conn->version);
-    return use(c, RELOCK_MODE_BRIDGE, why);
+    if (!(conn->caps & RELOCK_CAP_EVAL))
+        return use(c, RELOCK_MODE_LEGACY, "auto: server %s is older than 2.6.0", conn->version);
+    if (c->s.migration.legacy_clients)
+        return use(c, RELOCK_MODE_BRIDGE,
+                   "auto: migration.legacy_clients = true (legacy clients may share these keys)");
+    if (conn->caps & RELOCK_CAP_SET_NX_PX)
+        return use(c, RELOCK_MODE_MODERN,
+                   "auto: server %s has SET NX PX and migration.legacy_clients = false",
+                   conn->version);
+    return use(c, RELOCK_MODE_BRIDGE, "auto: server %s has EVAL but not SET NX PX (2.6.12)",
+               conn->version);
 }
 
 relock_status relock__quorum_setup(relock_client *c)

@@ -1,10 +1,8 @@
 /*
  * The blocking API's private poll loops over the operation core
  * (pollloop.c): a quorum's (c->q, made by relock_connect()) and the
- * one-server runner's (c->p, made at the first use; a quorum's first
- * server), freed by relock_client_free().  relock__lock_op() runs on
- * either; relock__drive() and relock__drive_ready() (drive.h) on the
- * one-server runner.
+ * one-server runner's (c->p, made at the first use), freed by
+ * relock_client_free().
  */
 #ifndef RELOCK_CORE_POLL_H
 #define RELOCK_CORE_POLL_H
@@ -20,25 +18,22 @@ void relock__qpoll_free(relock_client *c);
 
 /*
  * relock_acquire(), relock_release() and relock_extend() as whole
- * operations of the core (the asynchronous client's: the attempt and its
- * waiting with release notices, durability's WAIT and the undo, the
- * owner record, the events), run on c's poll loop until they end: ms is
- * an acquire's wait bound, an extend's TTL (0 for a release).  An acquire
- * that fails frees l; its status, with the error on c->err.
+ * operations of the core (the asynchronous client's, with their waiting,
+ * durability, owner record and events), run on c's poll loop until they
+ * end: ms is an acquire's wait bound, an extend's TTL (0 for a release).
+ * An acquire that fails frees l; its status, with the error on c->err.
  */
 enum { RELOCK__OP_ACQUIRE = 1, RELOCK__OP_RELEASE, RELOCK__OP_EXTEND };
 relock_status relock__lock_op(relock_lock *l, int kind, long long ms);
 
 /*
  * relock_keep()'s thread (src/api/renew.c): renews l, a lock of that
- * thread's own client, with the core's renewal (renewal.c: every third of
- * the lease, sooner while the validity left is short, a failed renewal
- * again soon, the loss at the end of the validity even while a renewal
- * waits for a stalled server) on the client's poll loop, until turn()
- * asks to stop or the lock is lost, with no renewal in flight.  On the
- * thread: turn(arg, busy) before each turn of the loop (busy: a renewal is
- * in flight; it may block, and returns non-zero to stop), lost(arg, why)
- * once when the lock is lost; wake_fd, readable, ends a turn early.
+ * thread's own client, with the core's renewal (renewal.c) on the
+ * client's poll loop, until turn() asks to stop or the lock is lost, with
+ * no renewal in flight.  On the thread: turn(arg, busy) before each turn
+ * of the loop (busy: a renewal is in flight; it may block, and returns
+ * non-zero to stop), lost(arg, why) once when the lock is lost; wake_fd,
+ * readable, ends a turn early.
  */
 typedef struct relock__keep_hooks {
     int (*turn)(void *arg, int busy);

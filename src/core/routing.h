@@ -1,8 +1,7 @@
 /*
  * Routing's pure parts, which the operation core (core.h) runs: Sentinel's
  * search (sentinel.c), Cluster's slots and redirections (cluster.c,
- * route.c); and the blocking calls' single commands over the core
- * (pollloop.c): TYPE for a foreign key, PUBSUB NUMSUB for inspect.
+ * route.c); and the blocking calls' single commands (pollloop.c).
  */
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H
@@ -16,19 +15,17 @@ relock_status relock__connect_failed(relock_client *c, const relock__err *why,
 
 /*
  * Runs one command (argv form) on the connection its second word, a key,
- * routes to (pollloop.c, over the operation core).  On success returns a
- * reply the caller frees with freeReplyObject().  On failure returns NULL
- * with the error on c->err; *sent (if not NULL) tells whether the command
- * may have reached the server (then the outcome is ambiguous).  Error
- * replies are returned as replies (REDIS_REPLY_ERROR).
+ * routes to.  Returns its reply (an error reply too), which the caller
+ * frees with freeReplyObject(); or NULL with the error on c->err, and
+ * *sent (if not NULL) telling whether the command may have reached the
+ * server (then the outcome is ambiguous).
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
 /* When c's error is a WRONGTYPE reply (RELOCK_EFOREIGN): asks the server
- * with TYPE which type key holds, on this error path only, and rewrites
- * the message as "WHAT: the key KEY on HOST:PORT holds a hash, not a lock;
- * ...".  Leaves any other error, and this one when TYPE fails, as it is.
- * Returns c's status. */
+ * with TYPE which type key holds and rewrites the message as "WHAT: the
+ * key KEY on HOST:PORT holds a hash, not a lock; ...".  Leaves any other
+ * error, and this one when TYPE fails, as it is.  Returns c's status. */
 relock_status relock__foreign_type(relock_client *c, const char *what, const char *key);
 
 
@@ -38,13 +35,13 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
  * also as wrapped by a script error on older servers). */
 int relock__sentinel_readonly(const redisReply *r);
 
-/* The search through the sentinels as pure steps (no I/O), run by the
- * operation core over its own connections: begin, then for each sentinel next() says whom to ask;
- * its reply to SENTINEL get-master-addr-by-name goes to answer() (or its
- * failure to unreachable()); the master named is connected, logged in and
- * probed, and its reply to ROLE (INFO replication before 2.8.12) read by
- * role(); a master that fails goes to bad_master(); when next() says -1,
- * end() records the error naming the master and every sentinel asked. */
+/* The search through the sentinels as pure steps (no I/O): begin, then
+ * for each sentinel next() says whom to ask; its reply to SENTINEL
+ * get-master-addr-by-name goes to answer() (or its failure to
+ * unreachable()); the master named is connected, logged in and probed,
+ * and its reply to ROLE read by role(); a master that fails goes to
+ * bad_master(); when next() says -1, end() records the error naming the
+ * master and every sentinel asked. */
 typedef struct relock__sentinel_search {
     int n;     /* sentinels configured */
     int first; /* asked first: the one that helped last */
@@ -57,8 +54,8 @@ typedef struct relock__sentinel_search {
 void relock__sentinel_begin(relock__sentinel_search *q, const relock__settings *s, int first);
 /* The index of the next sentinel to ask, or -1 when every one was asked. */
 int relock__sentinel_next(relock__sentinel_search *q);
-/* The current sentinel could not be reached or did not answer (reason, as
- * a connect failure's message or the connection's error). */
+/* The current sentinel could not be reached or did not answer (reason: a
+ * connect failure's message or the connection's error). */
 void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,
                                   const char *reason);
 /* The current sentinel's reply: 0 with the master's address in *out, or
@@ -114,15 +111,13 @@ typedef struct relock__redirect {
 /* The Cluster hash slot of a key (CRC16 of the key, or of its hash tag,
  * modulo 16384), as Redis computes it. */
 unsigned relock__cluster_slot(const char *key, size_t len);
-/* For tests and the benchmark: masters in the slot map, open connections
- * (the blocking calls' core connections, pollloop.c), full reads of the
- * map made; zeros before the first call. */
+/* For tests and the benchmark: the blocking calls' masters in the slot
+ * map, open connections and full reads of the map made. */
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes);
 
-/* Pure (no I/O):
- * reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in the
- * reply means cur_host, the host of the connection that said it). */
+/* Reads a MOVED, ASK or TRYAGAIN error reply into out (an empty host in
+ * the reply means cur_host, the host of the connection that said it). */
 enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redisReply *r,
                                                relock__redirect *out);
 

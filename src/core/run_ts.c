@@ -22,10 +22,5 @@ static void ts_adopt(relock_lock *l)
     relock__drive(l, relock__ts_adopt_step, &m);
 }
 
-const relock__algo relock__algo_legacy = {
-    "legacy", ts_adopt, &relock__ts_machines,
-};
-
-const relock__algo relock__algo_bridge = {
-    "bridge", ts_adopt, &relock__ts_machines,
-};
+const relock__algo relock__algo_legacy = {"legacy", ts_adopt, &relock__ts_machines};
+const relock__algo relock__algo_bridge = {"bridge", ts_adopt, &relock__ts_machines};

@@ -2,54 +2,24 @@
  * The blocking API's calls as a private poll loop over the operation core
  * (core.h), as curl_easy_perform() runs over curl's multi interface.
  *
- * relock_acquire(), relock_release() and relock_extend() are whole
- * operations of the core (relock__lock_op(): the asynchronous client's,
- * with their waiting, durability, owner record and events) of an inner
- * core client, a quorum's (c->q) or the one-server runner's (c->p), and
- * poll() until they complete.  A quorum's rounds, connections with their
- * setup (AUTH, SELECT, SCRIPT LOAD), replies owed to earlier rounds and
- * deadlines are fanout.c's.
+ * Each call is an operation of an inner core client, a quorum's (c->q: a
+ * connection per server, fan machines, fanout.c) or the one-server
+ * runner's (c->p: one connection, a Cluster's key's node or a Sentinel's
+ * master, routing.c), and poll() turns until it completes.  A quorum
+ * client runs its calls that are not fan machines (the server it reports,
+ * inspect, the scan) on a one-server runner to its first server too,
+ * since the fan's client runs fan machines with owed replies and routes no
+ * call by key.
  *
- * One server (directly, through Sentinel, or a Redis Cluster with the slot
- * map on or off): the lock operations and every step machine the other
- * blocking calls run (relock__drive(), drive.h) are operations of the
- * one-server runner's inner core client (c->p) on its connection (a
- * Cluster's: the key's node, routing.c), which relock_connect() makes,
- * logs in and probes (relock__drive_ready(); through Sentinel, after the
- * core's search for the master, routing.c, and again after a READONLY);
- * the connection's rules are the core's (connection.c: transactions, the
- * command timeout, the WAIT's connection generation).  A batch is written
- * as soon as it is formed (p_flush), and a connection idle for
- * IDLE_CHECK_MS is looked at before an operation starts on it.  A quorum
- * client runs its calls on its first server that are not fan machines
- * (the server it reports, inspect, the scan) on such a runner too, beside
- * c->q: a second connection to that server, opened at the first such
- * call, since the fan's client runs fan machines with owed replies and
- * routes no call by key.
- *
- * Each inner client is made at the first call and kept with the blocking
- * client (c->q, c->p); it shares the blocking client itself (its settings,
- * scripts and error: the machine's messages land where the blocking calls
- * report them) and owns its connections, which stay open between calls.
- * Its loop is here: a list of watched descriptors and a list of timers,
- * turned only while a blocking call runs.  Between calls nothing is read;
- * the first turn of a call reads what arrived meanwhile before anything
- * is sent (a connection the server closed while idle is noticed and
- * opened afresh, owed replies that came are dropped), as the timers that
- * fell due meanwhile then fire.
- *
- * A server may owe 8 replies at most (fanout.c's max_owed): a blocking
- * client runs one operation at a time, so a server owing more than a
- * round or two is not keeping up, and is dropped (and left alone for one
- * round's timeout) when a later round would use it.
- *
- * Nothing here is shared between clients or threads: a renewal thread's
- * client (src/api/renew.c) has its own loop.  A forked child's copy of a
- * runner made before the fork is let go of at the child's first call on
- * it, and the child opens connections of its own: the copy's descriptors
- * are its parent's sockets, on which a reply owed to either process
- * (the legacy marker's, a quorum's late server's) would be read by the
- * other, as the answer to a request of its own.
+ * An inner client is made at the first call and kept with the blocking
+ * client; it shares the blocking client itself (its settings, scripts and
+ * error: the machine's messages land where the blocking calls report
+ * them) and owns its connections, which stay open between calls.  The
+ * loop turns only while a call runs: the first turn of a call reads what
+ * arrived meanwhile before anything is sent (a connection the server
+ * closed while idle is opened afresh, owed replies that came are
+ * dropped), as the timers that fell due meanwhile then fire.  Nothing
+ * here is shared between clients or threads.
  */
 
 #include <errno.h>
@@ -97,9 +67,8 @@ struct relock__qpoll {
     relock_status st;
     uint64_t last; /* monotonic ms a call last ended (one server) */
     int block;     /* one server: a wait on its one connection is a read (BLOCK_SLICE_MS) */
-    /* One server: the connection the last call's key routes to now (a
-     * Cluster node, after its MOVED), the server the client reports; NULL
-     * before the first. */
+    /* one server: the connection the last call's key routes to now, the
+     * server the client reports (NULL before the first) */
     aconn *cur;
     unsigned long forks; /* the process's count of forks when a was made */
     /* relock__poll_keep(): a descriptor that, readable, ends a turn early
@@ -134,12 +103,10 @@ static int p_watch(void *data, relock_async_socket *s, int fd, int events, void 
         return 0;
     }
     if (!w) {
-        w = calloc(1, sizeof *w);
+        w = malloc(sizeof *w);
         if (!w)
             return -1;
-        w->s = s;
-        w->fd = fd;
-        w->next = q->watched;
+        *w = (pwatch){.next = q->watched, .s = s, .fd = fd};
         q->watched = w;
         *sockp = w;
     }
@@ -150,34 +117,27 @@ static int p_watch(void *data, relock_async_socket *s, int fd, int events, void 
 static void *p_timer_start(void *data, long long ms, void (*fn)(void *arg), void *arg)
 {
     struct relock__qpoll *q = data;
-    ptimer *t = calloc(1, sizeof *t);
+    ptimer *t = malloc(sizeof *t);
     if (!t)
         return NULL;
-    t->fn = fn;
-    t->arg = arg;
-    t->due = relock__mono_ms() + (uint64_t)(ms > 0 ? ms : 0);
-    t->seq = q->seq++;
-    t->next = q->timers;
+    *t = (ptimer){.next = q->timers, .fn = fn, .arg = arg, .seq = q->seq++,
+                  .due = relock__mono_ms() + (uint64_t)(ms > 0 ? ms : 0)};
     if (q->timers)
         q->timers->prev = t;
     q->timers = t;
     return t;
 }
 
-static void p_unlink(struct relock__qpoll *q, ptimer *t)
+static void p_timer_stop(void *data, void *timer)
 {
+    struct relock__qpoll *q = data;
+    ptimer *t = timer;
     if (t->prev)
         t->prev->next = t->next;
     else
         q->timers = t->next;
     if (t->next)
         t->next->prev = t->prev;
-}
-
-static void p_timer_stop(void *data, void *timer)
-{
-    ptimer *t = timer;
-    p_unlink(data, t);
     free(t);
 }
 
@@ -195,13 +155,6 @@ static void p_sweep(struct relock__qpoll *q)
     }
 }
 
-/* One turn of the loop: waits at most max_ms for a descriptor or the
- * nearest timer, reports the ready descriptors, then runs the timers that
- * are due (those started within this turn's callbacks wait for the next
- * turn, so that a timer of 0 ms cannot keep a turn going).  A signal
- * interrupting poll() ends the wait early, nothing more: every wait of a
- * call is bounded by the core's timers (a round's deadline, the connect
- * and command timeouts). */
 /* What waits to be written goes out, without asking poll() whether the
  * socket takes it (a connected one nearly always does): a batch leaves at
  * once, and a connection the server reset meets the write (EPIPE). */
@@ -238,6 +191,13 @@ static int make_blocking(pwatch *w)
     return 0;
 }
 
+/* One turn of the loop: waits at most max_ms for a descriptor or the
+ * nearest timer, reports the ready descriptors, then runs the timers that
+ * are due (those started within this turn's callbacks wait for the next
+ * turn, so that a timer of 0 ms cannot keep a turn going).  A signal
+ * interrupting poll() ends the wait early, nothing more: every wait of a
+ * call is bounded by the core's timers (a round's deadline, the connect
+ * and command timeouts). */
 static void p_turn(struct relock__qpoll *q, long long max_ms)
 {
     /* (A read right after the write, before poll(), finds the reply only
@@ -264,35 +224,23 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
         relock_async_socket_action(one->s, RELOCK_IO_READ);
         goto timers;
     }
-    struct pollfd stack_p[RELOCK__MAX_SERVERS * 2 + 1];
-    pwatch *stack_w[RELOCK__MAX_SERVERS * 2 + 1];
-    struct pollfd *p = stack_p;
-    pwatch **pw = stack_w;
-    if (n > RELOCK__MAX_SERVERS * 2) {
-        p = malloc((size_t)(n + 1) * sizeof *p);
-        pw = malloc((size_t)(n + 1) * sizeof *pw);
-        if (!p || !pw) {
-            free(p);
-            free(pw);
-            p = stack_p;
-            pw = stack_w;
-            n = RELOCK__MAX_SERVERS * 2; /* the rest wait for the next turn */
-        }
-    }
+    /* A loop watches at most 16 connections (a quorum's servers, or
+     * ACONN_NODES), a subscription's and a sentinel's: a turn's arrays hold
+     * twice that, and any beyond would wait for the next turn. */
+    _Static_assert(ACONN_NODES <= RELOCK__MAX_SERVERS, "a turn's arrays hold every connection");
+    struct pollfd p[RELOCK__MAX_SERVERS * 2 + 1];
+    pwatch *pw[RELOCK__MAX_SERVERS * 2 + 1];
     int k = 0;
-    for (pwatch *w = q->watched; w && k < n; w = w->next) {
+    for (pwatch *w = q->watched; w && k < RELOCK__MAX_SERVERS * 2; w = w->next) {
         if (!w->s || !w->events)
             continue;
-        p[k].fd = w->fd;
-        p[k].events = (short)(((w->events & RELOCK_IO_READ) ? POLLIN : 0) |
-                              ((w->events & RELOCK_IO_WRITE) ? POLLOUT : 0));
-        p[k].revents = 0;
+        p[k] = (struct pollfd){.fd = w->fd,
+                               .events = (short)(((w->events & RELOCK_IO_READ) ? POLLIN : 0) |
+                                                 ((w->events & RELOCK_IO_WRITE) ? POLLOUT : 0))};
         pw[k++] = w;
     }
     if (q->waking) {
-        p[k].fd = q->wake_fd;
-        p[k].events = POLLIN;
-        p[k].revents = 0;
+        p[k] = (struct pollfd){.fd = q->wake_fd, .events = POLLIN};
         pw[k++] = NULL;
     }
     int ready = 0;
@@ -319,10 +267,6 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
             relock_async_socket_action(pw[i]->s, ev);
         }
     }
-    if (p != stack_p) {
-        free(p);
-        free(pw);
-    }
 timers:;
     unsigned long before = q->seq;
     now = relock__mono_ms();
@@ -335,19 +279,16 @@ timers:;
             break;
         void (*fn)(void *) = due->fn;
         void *arg = due->arg;
-        p_unlink(q, due);
-        free(due); /* fired: the core never stops it */
+        p_timer_stop(q, due); /* fired: the core never stops it */
         fn(arg);
     }
     p_sweep(q);
 }
 
-/* The inner core client over c (c->q's or c->p's loop), as
- * relock_async_new() makes one: a quorum's a connection per server, run by
- * fan machines; the one-server runner's one connection (to a quorum's
- * first server, or the single server, and Cluster nodes' met through
- * redirections), run by step machines, the mode the blocking client's.
- * NULL out of memory. */
+/* The inner core client over c on q's loop, as relock_async_new() makes
+ * one: a quorum's, a connection per server run by fan machines; or the
+ * one-server runner's, one connection (and Cluster nodes' met through
+ * redirections) run by step machines.  NULL out of memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
     pthread_once(&forks_once, forks_watch);
@@ -357,12 +298,9 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
     q->forks = forks;
     a->c = c;
     a->borrowed = 1;
-    a->loop.size = sizeof a->loop;
-    a->loop.version = RELOCK_ASYNC_LOOP_VERSION;
-    a->loop.data = q;
-    a->loop.watch = p_watch;
-    a->loop.timer_start = p_timer_start;
-    a->loop.timer_stop = p_timer_stop;
+    a->loop = (relock_async_loop){.size = sizeof a->loop, .version = RELOCK_ASYNC_LOOP_VERSION,
+                                  .data = q, .watch = p_watch, .timer_start = p_timer_start,
+                                  .timer_stop = p_timer_stop};
     relock__err_clear(&a->err);
     int n = quorum ? c->s.nservers : 1;
     a->ncap = quorum ? n : ACONN_NODES;
@@ -386,6 +324,8 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
     a->probed = 1;
     if (quorum) {
         a->kit = c->algo->machines;
+        /* one operation at a time: a server owing more than a round or two
+         * is not keeping up */
         a->max_owed = 8;
     } else {
         a->percall = 1;
@@ -416,20 +356,29 @@ static void inner_free(relock_async *a)
     relock__a_leave(a);
 }
 
-/* A forked child's first call on q: the inner client copied from its
- * parent is freed, which closes this process's copies of its descriptors
- * (the parent's sockets stay open, and nothing is written or read on
- * them), and the call makes a new one with connections of its own. */
-static void p_forked(struct relock__qpoll *q)
+/* Frees q's inner client, which closes its connections (their
+ * descriptors removed), and its timers. */
+static void p_reset(struct relock__qpoll *q)
 {
-    if (!q->a || q->forks == forks)
-        return;
-    inner_free(q->a);
+    if (q->a)
+        inner_free(q->a);
     q->a = NULL;
     q->cur = NULL;
     while (q->timers)
         p_timer_stop(q, q->timers);
     p_sweep(q);
+}
+
+/* A forked child's first call on q: the inner client copied from its
+ * parent is freed, which closes this process's copies of its descriptors,
+ * and the call makes a new one with connections of its own: on the
+ * parent's sockets a reply owed to either process (the legacy marker's, a
+ * quorum's late server's) would be read by the other as the answer to its
+ * own request. */
+static void p_forked(struct relock__qpoll *q)
+{
+    if (q->a && q->forks != forks)
+        p_reset(q);
 }
 
 int relock__qpoll_new(relock_client *c)
@@ -438,29 +387,25 @@ int relock__qpoll_new(relock_client *c)
     return c->q ? 0 : -1;
 }
 
-static void qpoll_free(struct relock__qpoll *q)
+static void qpoll_free(struct relock__qpoll **qp)
 {
+    struct relock__qpoll *q = *qp;
     if (!q)
         return;
-    if (q->a)
-        inner_free(q->a); /* closes its connections: their descriptors removed */
-    while (q->timers)
-        p_timer_stop(q, q->timers);
-    p_sweep(q);
+    p_reset(q);
     for (pwatch *w = q->watched; w;) { /* none should be left */
         pwatch *next = w->next;
         free(w);
         w = next;
     }
     free(q);
+    *qp = NULL;
 }
 
 void relock__qpoll_free(relock_client *c)
 {
-    qpoll_free(c->q);
-    c->q = NULL;
-    qpoll_free(c->p);
-    c->p = NULL;
+    qpoll_free(&c->q);
+    qpoll_free(&c->p);
 }
 
 static void run_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
@@ -473,14 +418,14 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
 }
 
 /* Turns the loop until the call's operation is done (q->done) and returns
- * its status.  Bounded by the operation's deadlines, each on a timer; a
- * loop left with nothing to wait for has lost its operation (cannot
- * happen): the inner client is let go of, never freed or turned again,
- * since its operation points at the returning call's machine, and the
- * call fails naming what (its lock, or the scan).  acq: a waiting
- * acquire, cancelled between its attempts once relock_client_cancel_on()'s
- * flag is set (a signal ends poll() and the sleep early; a blocking
- * read's slice is short). */
+ * its status.  Bounded by the operation's deadlines, each on a timer (a
+ * batch's command timeout, a connect's, a wait's bound), and its
+ * machine's bound on steps.  A loop left with nothing to wait for has lost
+ * its operation (cannot happen): the inner client is let go of, never
+ * freed or turned again, since its operation points at the returning
+ * call's machine.  acq: a waiting acquire, cancelled between its attempts
+ * once relock_client_cancel_on()'s flag is set (a signal ends poll() and
+ * the sleep early; a blocking read's slice is short). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
                             const char *name, aop *acq)
 {
@@ -526,11 +471,6 @@ static relock_async *single(relock_client *c)
     return c->p->a;
 }
 
-static int setting_up(const aconn *cn)
-{
-    return cn->cstate == C_CONNECTING || cn->cstate == C_SETUP || cn->cstate == C_LOCATING;
-}
-
 relock_status relock__drive_ready(relock_client *c, const char *key)
 {
     relock_async *a = single(c);
@@ -546,30 +486,32 @@ relock_status relock__drive_ready(relock_client *c, const char *key)
     }
     /* Bounded by the connect timeout and the setup's command timeouts,
      * each on a timer. */
-    while (setting_up(cn) && (q->timers || q->watched))
+    while ((cn->cstate == C_CONNECTING || cn->cstate == C_SETUP || cn->cstate == C_LOCATING) &&
+           (q->timers || q->watched))
         p_turn(q, 1000);
     q->last = relock__mono_ms();
     if (cn->cstate == C_READY) {
         relock__a_facts_load(c, cn);
         return RELOCK_OK;
     }
-    return relock__connect_failed(c, &a->err, cn->srv);
+    /* the setup's error becomes c's */
+    relock__err e;
+    relock__err_copy(&e, &a->err);
+    relock__err_clear(&c->err);
+    if (e.pub.status == RELOCK_OK)
+        return RELOCK__FAIL(&c->err, RELOCK_EIO, "connect to " RELOCK__ADDR_FMT ": failed",
+                            RELOCK__ADDR(cn->srv));
+    return relock__err_set(&c->err, e.pub.status, __FILE__, __LINE__,
+                           e.server[0] ? e.server : NULL, "%s", e.msg);
 }
 
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes)
 {
-    /* the blocking calls' connections are the operation core's */
-    if (c->p && c->p->a) {
-        relock__a_cluster_counts(c->p->a, masters, open, refreshes);
-        return;
-    }
-    if (masters)
-        *masters = 0;
-    if (open)
-        *open = 0;
-    if (refreshes)
-        *refreshes = 0;
+    /* the blocking calls' connections are the operation core's: none
+     * before the first call */
+    static const relock_async none;
+    relock__a_cluster_counts(c->p && c->p->a ? c->p->a : &none, masters, open, refreshes);
 }
 
 const relock__server *relock__poll_server(relock_client *c, const char *key)
@@ -613,14 +555,14 @@ static void p_direct_end(relock_async *a, aconn *cn)
 
 /* The call's operation ended: what it wrote last without waiting for its
  * reply (the legacy marker) leaves before the call returns (its reply is
- * read and dropped at a later turn), and the server the client reports is
- * the one key routes to now. */
+ * read and dropped at a later turn), and with a (not a quorum's) the
+ * server the client reports is the one key routes to now. */
 static void p_done(struct relock__qpoll *q, relock_async *a, const char *key)
 {
     p_flush(q);
     p_sweep(q);
     q->last = relock__mono_ms();
-    if (!(a->kit && a->kit->fan))
+    if (a && !(a->kit && a->kit->fan))
         q->cur = relock__a_route(a, key);
 }
 
@@ -632,20 +574,15 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
     struct relock__qpoll *q = c->p;
     q->done = 0;
-    q->st = RELOCK_OK;
     aconn *cn = p_direct_begin(q, a, l->key);
-    relock_status rst = relock__a_run_step(a, l, fn, m, run_done, q);
+    relock_status st = relock__a_run_step(a, l, fn, m, run_done, q);
     p_direct_end(a, cn);
-    if (rst != RELOCK_OK)
+    if (st != RELOCK_OK)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
-    /* Every batch has its command timeout on a timer, a connect its
-     * connect timeout, and the machine ends after RELOCK__DRIVE_MAX_STEPS
-     * steps. */
-    relock_status wst = p_wait(q, c, "lock ", l->name, NULL);
-    if (!q->done)
-        return wst;
-    p_done(q, a, l->key);
-    return q->st;
+    st = p_wait(q, c, "lock ", l->name, NULL);
+    if (q->done)
+        p_done(q, a, l->key);
+    return st;
 }
 
 /* ------------------------------------------------------------------ whole operations */
@@ -694,28 +631,22 @@ static relock_async *runner(relock_client *c, struct relock__qpoll **qp)
 
 relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
 {
+    static const char *const verbs[] = {"", "acquire", "release", "extend"};
+    static const int kinds[] = {0, K_ACQ, K_REL, K_EXT};
     relock_client *c = l->c;
-    const char *verb = kind == RELOCK__OP_ACQUIRE ? "acquire" : kind == RELOCK__OP_RELEASE
-                                                                   ? "release"
-                                                                   : "extend";
     struct relock__qpoll *q;
     relock_async *a = runner(c, &q);
-    aop *op = NULL;
-    if (a && relock__a_start_armed(a))
-        op = relock__a_op_new(a, kind == RELOCK__OP_ACQUIRE  ? K_ACQ
-                                 : kind == RELOCK__OP_RELEASE ? K_REL
-                                                              : K_EXT,
-                              lock_done, q);
+    aop *op = a && relock__a_start_armed(a) ? relock__a_op_new(a, kinds[kind], lock_done, q)
+                                            : NULL;
     if (!op || !relock__a_alock(a, l)) {
         free(op);
         relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s %s: out of memory", verb, l->name);
+        RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s %s: out of memory", verbs[kind], l->name);
         if (kind == RELOCK__OP_ACQUIRE)
             relock__lock_destroy(l); /* the lock is the operation's */
         return RELOCK_ENOMEM;
     }
     q->done = 0;
-    q->st = RELOCK_OK;
     op->l = l;
     l->al->busy = op;
     op->wait_ms = ms;
@@ -732,20 +663,17 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     aconn *cn = p_direct_begin(q, a, l->key);
     relock__a_op_enqueue(op);
     p_direct_end(a, cn);
-    /* Every batch has its command timeout on a timer, a connect its
-     * connect timeout, a wait its bound (or relock_client_cancel_on()'s
-     * flag), every machine its bound on steps. */
-    relock_status wst = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
+    relock_status st = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
     if (!q->done)
-        return wst;
+        return st;
     p_done(q, a, kind == RELOCK__OP_ACQUIRE ? key : l->key);
-    /* (an acquire that failed took its lock with it) */
-    if (q->st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
-        /* A blocking lock keeps no state of the core between calls. */
+    /* A blocking lock keeps no state of the core between calls (an acquire
+     * that failed took its lock with it). */
+    if (st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
         relock__a_alock_free(l);
         l->al_free = NULL;
     }
-    return q->st;
+    return st;
 }
 
 /* ------------------------------------------------------------------ renewal */
@@ -798,9 +726,7 @@ void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
     al->kept = 0;
     relock__a_alock_free(l);
     l->al_free = NULL;
-    p_flush(q);
-    p_sweep(q);
-    q->last = relock__mono_ms();
+    p_done(q, NULL, NULL);
 }
 
 /* The blocking scan's end: its result and error kept for the call. */
@@ -825,21 +751,16 @@ relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     struct relock__qpoll *q = c->p;
     q->done = 0;
-    q->st = RELOCK_OK;
     scan_wait w = {q, NULL};
     relock_status st = relock__a_scan(a, match, fn, arg, scan_end, &w);
     if (st != RELOCK_OK)
         return st; /* (its error on c->err, the core's shared client) */
-    /* Every batch has its command timeout on a timer, a connect its
-     * connect timeout, and the walk its steps' bound. */
-    relock_status wst = p_wait(q, c, "scan", "", NULL);
+    st = p_wait(q, c, "scan", "", NULL);
     if (!q->done)
-        return wst;
-    p_flush(q);
-    p_sweep(q);
-    q->last = relock__mono_ms();
+        return st;
+    p_done(q, NULL, NULL);
     *out = w.r;
-    return q->st;
+    return st;
 }
 
 /* One command as a machine: its reply taken from the feed. */
@@ -887,36 +808,16 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
         return NULL;
     }
     static char name[] = "(command)";
-    relock_lock l;
-    memset(&l, 0, sizeof l);
-    l.c = c;
-    l.name = l.key = l.fence_key = name;
+    relock_lock l = {.c = c, .name = name, .key = name, .fence_key = name};
     /* a key routes the command on a Cluster (the second word, as in every
      * command sent this way) */
     if (argc > 1 && (!argvlen || strlen(argv[1]) == argvlen[1]))
         l.key = (char *)argv[1];
-    raw_m m;
-    memset(&m, 0, sizeof m);
-    m.argc = argc;
-    m.argv = argv;
-    m.len = argvlen;
+    raw_m m = {.argc = argc, .argv = argv, .len = argvlen};
     relock__drive(&l, raw_step, &m);
     if (sent)
         *sent = m.sent;
     return m.reply;
-}
-
-relock_status relock__connect_failed(relock_client *c, const relock__err *why,
-                                     const relock__server *srv)
-{
-    relock__err e;
-    relock__err_copy(&e, why);
-    relock__err_clear(&c->err);
-    if (e.pub.status == RELOCK_OK)
-        return RELOCK__FAIL(&c->err, RELOCK_EIO, "connect to " RELOCK__ADDR_FMT ": failed",
-                            RELOCK__ADDR(srv));
-    return relock__err_set(&c->err, e.pub.status, __FILE__, __LINE__,
-                           e.server[0] ? e.server : NULL, "%s", e.msg);
 }
 
 /* TYPE's answer in words, with its article. */

@@ -8,11 +8,6 @@
 
 #include "drive.h"
 
-/* A connection of the operation core (pollloop.c) could not be made
- * ready: why (its setup's error) becomes c's, recorded here. */
-relock_status relock__connect_failed(relock_client *c, const relock__err *why,
-                                     const relock__server *srv);
-
 /*
  * Runs one command (argv form) on the connection its second word, a key,
  * routes to.  Returns its reply (an error reply too), which the caller
@@ -27,7 +22,6 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
  * key KEY on HOST:PORT holds a hash, not a lock; ...".  Leaves any other
  * error, and this one when TYPE fails, as it is.  Returns c's status. */
 relock_status relock__foreign_type(relock_client *c, const char *what, const char *key);
-
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 

@@ -7,19 +7,16 @@
 
 #include "core.h"
 
-static void loc_timeout_fire(void *arg);
-
 /* ------------------------------------------------------------------ Cluster and Sentinel replies
  *
  * What a reply asks of the client is decided by relock__route_reply
- * (src/core/route.c): MOVED sends the command and
- * the batch's later ones again to the node named, which serves the slot
- * from then on (the slot map); ASK sends ASKING and the command once to
- * the node named, the later ones going on as before; TRYAGAIN sends them
- * again to the same node a moment later; too many redirections, and
- * Sentinel's READONLY (the connection is then dropped: the next batch asks
- * the sentinels again), end the batch as unsent with the message of
- * route.c or sentinel.c.  Inside a transaction nothing is followed. */
+ * (route.c): MOVED sends the command and the batch's later ones again to
+ * the node named, which serves the slot from then on (the slot map); ASK
+ * sends ASKING and the command once to the node named, the later ones
+ * going on as before; TRYAGAIN sends them again to the same node a moment
+ * later; too many redirections, and Sentinel's READONLY (the connection is
+ * then dropped: the next batch asks the sentinels again), end the batch
+ * as unsent.  Inside a transaction nothing is followed. */
 
 /* Cluster's slot map is on: one server, no Sentinel, cluster.slot_map. */
 int relock__a_map_on(const relock_async *a)
@@ -77,8 +74,8 @@ static aconn *node_idle(relock_async *a)
     }
     if (pick) {
         relock__a_conn_drop(pick);
-        /* node_conn() clears the struct: a kick left from an operation
-         * cancelled in its queue would be lost to really_free() */
+        /* relock__a_node_conn() clears the struct: a kick left from an
+         * operation cancelled in its queue would be lost to really_free() */
         timer_stop(a, &pick->kick_timer);
         relock__a_map_forget(pick);
         relock__a_batch_clear(&pick->setup);
@@ -89,7 +86,7 @@ static aconn *node_idle(relock_async *a)
 
 /* The connection to the Cluster node host:port, added when new (with
  * servers[0]'s login and db); NULL when ncap are in use and busy. */
-static aconn *node_conn(relock_async *a, const char *host, int port)
+aconn *relock__a_node_conn(relock_async *a, const char *host, int port)
 {
     aconn *cn = relock__a_conn_find(a, host, port);
     if (cn || strlen(host) >= sizeof cn->node.host)
@@ -98,20 +95,11 @@ static aconn *node_conn(relock_async *a, const char *host, int port)
         cn = &a->conns[a->nconns++];
     else if (!(cn = node_idle(a)))
         return NULL;
-    int idx = (int)(cn - a->conns);
-    memset(cn, 0, sizeof *cn);
-    cn->a = a;
-    cn->idx = idx;
-    cn->node = a->c->s.servers[0];
+    *cn = (aconn){.a = a, .idx = (int)(cn - a->conns), .node = a->c->s.servers[0]};
     snprintf(cn->node.host, sizeof cn->node.host, "%s", host);
     cn->node.port = port;
     cn->srv = &cn->node;
     return cn;
-}
-
-aconn *relock__a_node_conn(relock_async *a, const char *host, int port)
-{
-    return node_conn(a, host, port);
 }
 
 /* The connection an operation on key starts on: its slot's master when
@@ -168,16 +156,15 @@ static void map_range(void *arg, int from, int to, const char *host, int port)
     relock_async *a = arg;
     aconn *cn = relock__a_conn_find(a, host, port);
     if (!cn && a->nconns < a->ncap)
-        cn = node_conn(a, host, port);
+        cn = relock__a_node_conn(a, host, port);
     if (cn)
         memset(&a->slots[from], cn->idx + 1, (size_t)(to - from + 1));
 }
 
 /* After a MOVED from at: the whole map is read from it (CLUSTER SLOTS)
  * the first time, and again at most once a second, or after a master
- * could not be reached; only when at is
- * ready and in no transaction (the request shares the connection), and
- * one at a time.  The MOVED's own slot is recorded already. */
+ * could not be reached; only when at is ready and in no transaction (the
+ * request shares the connection), and one at a time. */
 static void slots_read(aconn *at)
 {
     relock_async *a = at->a;
@@ -187,10 +174,7 @@ static void slots_read(aconn *at)
         (a->slots_at && !a->slots_stale && now - a->slots_at < 1000))
         return;
     relock__a_batch_clear(rd);
-    memset(rd, 0, sizeof *rd);
-    rd->a = a;
-    rd->cn = at;
-    rd->kind = K_SLOTS;
+    *rd = (aop){.a = a, .cn = at, .kind = K_SLOTS};
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     size_t len[2] = {7, 5};
     relock__a_rq_room(&rd->rq, 1); /* (a request's own room) */
@@ -275,23 +259,23 @@ int relock__a_follow(aop *op)
         rq->base = i;
         rq->ask = 0;
         op->hops++;
-        if (act == RELOCK__ROUTE_READONLY || act == RELOCK__ROUTE_TOO_MANY) {
-            if (act == RELOCK__ROUTE_READONLY && at->ac)
+        if (act == RELOCK__ROUTE_READONLY) {
+            if (at->ac)
                 relock__a_conn_gone(at, 0, RELOCK_EIO, e.msg);
-            if (act == RELOCK__ROUTE_READONLY) {
-                /* The error with the server's text (READONLY ...) is the
-                 * operation's: the machine's own words for the fault do
-                 * not replace it (relock__err_set keeps the first). */
-                relock__err_copy(&c->err, &e);
-                relock__a_err_save(op);
-            }
+            /* The error with the server's text (READONLY ...) is the
+             * operation's: the machine's own words for the fault do not
+             * replace it (relock__err_set keeps the first). */
+            relock__err_copy(&c->err, &e);
+            relock__a_err_save(op);
+        }
+        if (act == RELOCK__ROUTE_READONLY || act == RELOCK__ROUTE_TOO_MANY) {
             relock__a_op_feed(op, RELOCK__FAULT_UNSENT, RELOCK_EIO, e.msg);
             return 1;
         }
         aconn *next = at;
         if (act != RELOCK__ROUTE_TRYAGAIN) {
-            op->redir = at; /* at is in use: node_conn must not reuse it */
-            next = node_conn(a, to.host, to.port);
+            op->redir = at; /* at is in use: relock__a_node_conn must not reuse it */
+            next = relock__a_node_conn(a, to.host, to.port);
             op->redir = NULL;
             if (!next) {
                 snprintf(e.msg, sizeof e.msg,
@@ -342,11 +326,8 @@ int relock__a_follow(aop *op)
 /* ------------------------------------------------------------------ Sentinel
  *
  * With Sentinel, conns[0] connects to the master the sentinels name, found
- * by the search's pure steps (src/core/sentinel.c): the sentinels are asked in turn, from the one that
- * helped last, on a short-lived connection each (SENTINEL
- * get-master-addr-by-name, within relock__sentinel_timeout()); the master
- * named is connected, logged in and probed, and its ROLE checked; only then
- * is the connection ready.  Operations wait meanwhile; when no sentinel
+ * by the search's pure steps (sentinel.c) over a short-lived connection to
+ * each sentinel in turn.  Operations wait meanwhile; when no sentinel
  * gives a usable master they fail with the search's message.  Every later
  * connect (after a lost connection, or a READONLY) searches again. */
 
@@ -372,36 +353,56 @@ static void loc_failed(relock_async *a, const char *reason)
     relock__a_loc_next(a);
 }
 
-static void loc_on_connect(const redisAsyncContext *ac, int status)
+static void loc_timeout_fire(void *arg)
+{
+    relock_async *a = arg;
+    a->loc.timer = NULL;
+    relock__a_enter(a);
+    int up = a->loc.ac && (a->loc.ac->c.flags & REDIS_CONNECTED);
+    const char *se = a->loc.ac && !up ? relock__a_sock_error(a->loc.ac) : NULL;
+    char why[96];
+    if (se)
+        snprintf(why, sizeof why, "%s", se);
+    else
+        snprintf(why, sizeof why, "no answer within %lld ms",
+                 relock__sentinel_timeout(up ? a->c->s.command_timeout_ms
+                                             : a->c->s.connect_timeout_ms));
+    loc_failed(a, why);
+    relock__a_leave(a);
+}
+
+/* The sentinel's connection failed (what: the words when hiredis has
+ * none); hiredis frees the context after this callback. */
+static void loc_lost(const redisAsyncContext *ac, const char *what)
 {
     relock_async *a = ac->data;
     if (!a)
         return;
     relock__a_enter(a);
-    if (status != REDIS_OK) {
-        /* hiredis frees the context after this callback */
-        a->loc.ac->data = NULL;
-        a->loc.ac = NULL;
-        loc_failed(a, ac->errstr[0] ? ac->errstr : "connect failed");
-    } else {
-        timer_stop(a, &a->loc.timer);
-        a->loc.timer = timer_start(a, relock__sentinel_timeout(a->c->s.command_timeout_ms),
-                                   loc_timeout_fire, a);
+    a->loc.ac->data = NULL;
+    a->loc.ac = NULL;
+    loc_failed(a, ac->errstr[0] ? ac->errstr : what);
+    relock__a_leave(a);
+}
+
+static void loc_on_connect(const redisAsyncContext *ac, int status)
+{
+    relock_async *a = ac->data;
+    if (!a || status != REDIS_OK) {
+        loc_lost(ac, "connect failed");
+        return;
     }
+    relock__a_enter(a);
+    timer_stop(a, &a->loc.timer);
+    a->loc.timer = timer_start(a, relock__sentinel_timeout(a->c->s.command_timeout_ms),
+                               loc_timeout_fire, a);
     relock__a_leave(a);
 }
 
 static void loc_on_disconnect(const redisAsyncContext *ac, int status)
 {
     (void)status;
-    relock_async *a = ac->data;
-    if (!a)
-        return;
-    relock__a_enter(a);
-    a->loc.ac->data = NULL;
-    a->loc.ac = NULL; /* hiredis frees it */
-    loc_failed(a, ac->errstr[0] ? ac->errstr : "connection lost");
-    relock__a_leave(a);
+    loc_lost(ac, "connection lost");
 }
 
 static void loc_on_reply(redisAsyncContext *ac, void *rr, void *priv)
@@ -428,26 +429,6 @@ static void loc_on_reply(redisAsyncContext *ac, void *rr, void *priv)
         a->loc.go = 1;
         relock__a_conn_connect(cn);
     }
-    relock__a_leave(a);
-}
-
-static void loc_timeout_fire(void *arg)
-{
-    relock_async *a = arg;
-    a->loc.timer = NULL;
-    relock__a_enter(a);
-    char why[96];
-    const char *se = a->loc.ac && !(a->loc.ac->c.flags & REDIS_CONNECTED)
-                         ? relock__a_sock_error(a->loc.ac)
-                         : NULL;
-    if (se)
-        snprintf(why, sizeof why, "%s", se);
-    else
-        snprintf(why, sizeof why, "no answer within %lld ms",
-                 a->loc.ac && a->loc.ac->c.flags & REDIS_CONNECTED
-                     ? relock__sentinel_timeout(a->c->s.command_timeout_ms)
-                     : relock__sentinel_timeout(a->c->s.connect_timeout_ms));
-    loc_failed(a, why);
     relock__a_leave(a);
 }
 
@@ -516,6 +497,3 @@ void relock__a_loc_bad_master(aconn *cn, relock_status st, const char *why)
     relock__a_conn_drop(cn);
     relock__a_loc_next(a);
 }
-
-/* The probe of the master named is done: ROLE (INFO replication before
- * 2.8.12) goes next (setup.attempt 2). */

@@ -8,15 +8,13 @@
  *
  * A server still silent when a round is decided owes its replies (its
  * request stays in the connection's FIFO without an operation, read and
- * dropped) if its batch was written, in time or late, else its connection
- * is dropped.  A connection owing a reply older than the round's timeout,
+ * dropped).  A connection owing a reply older than the round's timeout,
  * or max_owed requests, is dropped when a round would use it, and left
  * alone for one timeout, except for a clean-up (a failed acquire's
- * delete), which goes behind the owed request on its connection, however
- * late, so that the server runs it after the request it undoes.  A
- * quorum's connections run no probe (the quorum is modern values only):
- * AUTH, SELECT and SCRIPT LOAD of the quorum's scripts are pipelined ahead
- * of the first batch.
+ * delete), which goes behind the owed request however late, so that the
+ * server runs it after the request it undoes.  A quorum's connections run
+ * no probe (the quorum is modern values only): AUTH, SELECT and SCRIPT
+ * LOAD of its scripts are pipelined ahead of the first batch.
  */
 
 #include "core.h"
@@ -295,9 +293,8 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
 /* A new round's batch to server i: the connection checked (owed replies,
  * lateness), opened if needed, and the batch written; 0, or -1 when the
  * server is not reached (down, left alone after being late, failing).
- * after: the batch undoes what earlier requests may have done (fan.h): it
- * goes behind them on their connection however late they are, and to a
- * new one only when that connection is gone. */
+ * after: the batch is a clean-up (fan.h), which goes to a new connection
+ * only when the one it follows is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
                          long long timeout_ms, int after)
 {
@@ -329,10 +326,8 @@ static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
 }
 
 /* The round is decided at now: a server still silent owes its replies if
- * its batch was written, in time or late (it may still run the request,
- * and a clean-up must follow it on this connection; a server too far
- * behind is dropped when a later round would use it), else its connection
- * is dropped. */
+ * its batch was written (it may still run the request, and a clean-up must
+ * follow it on this connection), else its connection is dropped. */
 static void fan_close_round(aop *op, uint64_t now)
 {
     relock_async *a = op->a;
@@ -530,9 +525,8 @@ static void flush_all(void *arg)
 
 /* The first feeds of the quorum rounds started together: every connection
  * flushed once (under one SIGPIPE block), then each round fed, in the
- * order started, with what was written.  As fan_step's own flush before
- * a round's first feed, for many rounds at the cost of one write per
- * connection. */
+ * order started, with what was written: fan_step's own flush, for many
+ * rounds at the cost of one write per connection. */
 void relock__a_fan_due_run(relock_async *a)
 {
     if (!a->fan_due || a->freeing)

@@ -65,6 +65,7 @@ struct relock__qpoll {
     /* the operation in flight: its outcome */
     int done;
     relock_status st;
+    relock_scan_result *scan; /* a scan's result */
     uint64_t last; /* monotonic ms a call last ended (one server) */
     int block;     /* one server: a wait on its one connection is a read (BLOCK_SLICE_MS) */
     /* one server: the connection the last call's key routes to now, the
@@ -166,15 +167,14 @@ static void p_flush(struct relock__qpoll *q)
 }
 
 /* A wait for one server's reply is a blocking read, not poll() and then
- * a read: a system call fewer per round trip.  The connection's socket is
- * made blocking once it is connected, with a receive and a send timeout of
- * BLOCK_SLICE_MS, and is read that way only when nothing but its reply is
- * awaited and no timer falls due within the slice: a read that times out
- * (EAGAIN, which hiredis takes as "nothing yet") or is interrupted by a
- * signal (EINTR) ends the turn as poll() would, so every deadline stays
- * the core's timers'.  Writes do not wait on it: relock sends with
- * MSG_DONTWAIT (loop.c), and hiredis's own write, used when that send
- * did not take everything or failed, waits at most the send timeout. */
+ * a read: a system call fewer per round trip.  The socket, once connected,
+ * is made blocking with receive and send timeouts of BLOCK_SLICE_MS, and
+ * read so only when nothing but its reply is awaited and no timer falls
+ * due within the slice: a read that times out (EAGAIN: "nothing yet" to
+ * hiredis) or is interrupted (EINTR) ends the turn as poll() would, so
+ * every deadline stays the core's timers'.  Writes do not wait on it:
+ * relock sends with MSG_DONTWAIT (loop.c), and hiredis's own write waits
+ * at most the send timeout. */
 #define BLOCK_SLICE_MS 20
 
 static int make_blocking(pwatch *w)
@@ -494,15 +494,14 @@ relock_status relock__drive_ready(relock_client *c, const char *key)
         relock__a_facts_load(c, cn);
         return RELOCK_OK;
     }
-    /* the setup's error becomes c's */
-    relock__err e;
-    relock__err_copy(&e, &a->err);
+    /* the setup's error (the inner client's) becomes c's */
+    const relock__err *e = &a->err;
     relock__err_clear(&c->err);
-    if (e.pub.status == RELOCK_OK)
+    if (e->pub.status == RELOCK_OK)
         return RELOCK__FAIL(&c->err, RELOCK_EIO, "connect to " RELOCK__ADDR_FMT ": failed",
                             RELOCK__ADDR(cn->srv));
-    return relock__err_set(&c->err, e.pub.status, __FILE__, __LINE__,
-                           e.server[0] ? e.server : NULL, "%s", e.msg);
+    return relock__err_set(&c->err, e->pub.status, __FILE__, __LINE__,
+                           e->server[0] ? e->server : NULL, "%s", e->msg);
 }
 
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
@@ -730,17 +729,12 @@ void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
 }
 
 /* The blocking scan's end: its result and error kept for the call. */
-typedef struct scan_wait {
-    struct relock__qpoll *q;
-    relock_scan_result *r;
-} scan_wait;
-
 static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
                      const relock_error *e, void *arg)
 {
-    scan_wait *w = arg;
-    w->r = r;
-    p_result(w->q, a->c, st, e);
+    struct relock__qpoll *q = arg;
+    q->scan = r;
+    p_result(q, a->c, st, e);
 }
 
 relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
@@ -751,15 +745,15 @@ relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     struct relock__qpoll *q = c->p;
     q->done = 0;
-    scan_wait w = {q, NULL};
-    relock_status st = relock__a_scan(a, match, fn, arg, scan_end, &w);
+    q->scan = NULL;
+    relock_status st = relock__a_scan(a, match, fn, arg, scan_end, q);
     if (st != RELOCK_OK)
         return st; /* (its error on c->err, the core's shared client) */
     st = p_wait(q, c, "scan", "", NULL);
     if (!q->done)
         return st;
     p_done(q, NULL, NULL);
-    *out = w.r;
+    *out = q->scan;
     return st;
 }
 
@@ -823,16 +817,13 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
 /* TYPE's answer in words, with its article. */
 static void type_words(const char *type, char *buf, size_t len)
 {
-    static const struct {
-        const char *type, *words;
-    } names[] = {{"list", "a list"},     {"set", "a set"},       {"zset", "a sorted set"},
-                 {"hash", "a hash"},     {"stream", "a stream"}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(type, names[i].type) == 0) {
-            snprintf(buf, len, "%s", names[i].words);
-            return;
-        }
-    snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
+    if (strcmp(type, "zset") == 0)
+        snprintf(buf, len, "a sorted set");
+    else if (strcmp(type, "list") == 0 || strcmp(type, "set") == 0 ||
+             strcmp(type, "hash") == 0 || strcmp(type, "stream") == 0)
+        snprintf(buf, len, "a %s", type);
+    else
+        snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
 }
 
 relock_status relock__foreign_type(relock_client *c, const char *what, const char *key)

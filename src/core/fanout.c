@@ -112,16 +112,11 @@ static void fan_kick_fire(void *arg)
 static void fan_fault(aop *op, int i, relock__fault fault, relock_status st, const char *text)
 {
     afan *F = op->fan;
-    relock__feed *sf = &F->f.srv[i];
     F->f.from |= 1u << i;
-    sf->nreply = 0;
-    sf->fault = fault;
-    sf->fault_status = st ? st : RELOCK_EIO;
-    sf->fault_text = NULL;
-    if (text) {
+    if (text)
         snprintf(F->text[i], sizeof F->text[0], "%s", text);
-        sf->fault_text = F->text[i];
-    }
+    F->f.srv[i] = (relock__feed){.fault = fault, .fault_status = st ? st : RELOCK_EIO,
+                                 .fault_text = text ? F->text[i] : NULL};
 }
 
 /* Server i's connection failed under op's live request rq (already out of

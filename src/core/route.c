@@ -64,15 +64,12 @@ static int parse_target(const char *cur_host, const char *p, relock__redirect *o
     long v = strtol(port, NULL, 10);
     if (v < 1 || v > 65535)
         return -1;
-    if (hl == 0) {
-        /* 7.0 without a known endpoint: the same address as this node. */
+    if (hl >= sizeof out->host)
+        return -1;
+    if (hl == 0) /* 7.0 without a known endpoint: the same address as this node */
         snprintf(out->host, sizeof out->host, "%s", cur_host);
-    } else {
-        if (hl >= sizeof out->host)
-            return -1;
-        memcpy(out->host, p, hl);
-        out->host[hl] = '\0';
-    }
+    else
+        snprintf(out->host, sizeof out->host, "%.*s", (int)hl, p);
     out->port = (int)v;
     return 0;
 }
@@ -83,20 +80,14 @@ enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redis
     memset(out, 0, sizeof *out);
     if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
         return RELOCK__REDIR_NONE;
-    enum relock__redir_kind kind;
-    const char *p;
-    if (strncmp(r->str, "MOVED ", 6) == 0) {
-        kind = RELOCK__REDIR_MOVED;
-        p = r->str + 6;
-    } else if (strncmp(r->str, "ASK ", 4) == 0) {
-        kind = RELOCK__REDIR_ASK;
-        p = r->str + 4;
-    } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
+    if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
         out->kind = RELOCK__REDIR_TRYAGAIN;
         return RELOCK__REDIR_TRYAGAIN;
-    } else {
-        return RELOCK__REDIR_NONE;
     }
+    int moved = strncmp(r->str, "MOVED ", 6) == 0;
+    if (!moved && strncmp(r->str, "ASK ", 4) != 0)
+        return RELOCK__REDIR_NONE;
+    const char *p = r->str + (moved ? 6 : 4);
     /* The slot, then one space, then the address. */
     size_t digits = strspn(p, "0123456789");
     if (digits == 0 || digits > 5 || p[digits] != ' ' ||
@@ -105,8 +96,8 @@ enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redis
     out->slot = atoi(p);
     if (out->slot >= RELOCK__CLUSTER_NSLOTS)
         return RELOCK__REDIR_NONE;
-    out->kind = kind;
-    return kind;
+    out->kind = moved ? RELOCK__REDIR_MOVED : RELOCK__REDIR_ASK;
+    return out->kind;
 }
 
 int relock__sentinel_readonly(const redisReply *r)

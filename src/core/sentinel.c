@@ -130,16 +130,12 @@ int relock__sentinel_role(const redisReply *r, int by_info, char *role, size_t r
         }
         return -1;
     }
-    if (r->type == REDIS_REPLY_STRING) {
-        const char *p = strstr(r->str, "role:");
-        if (p) {
-            p += 5;
-            size_t n = strcspn(p, "\r\n");
-            snprintf(role, rolelen, "%.*s", (int)(n < 31 ? n : 31), p);
-            return strcmp(role, "master") == 0 ? 0 : 1;
-        }
-    }
-    return -1;
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "role:") : NULL;
+    if (!p)
+        return -1;
+    size_t n = strcspn(p + 5, "\r\n");
+    snprintf(role, rolelen, "%.*s", (int)(n < 31 ? n : 31), p + 5);
+    return strcmp(role, "master") == 0 ? 0 : 1;
 }
 
 void relock__sentinel_bad_master(relock__sentinel_search *q, const relock__settings *s,

@@ -1,8 +1,7 @@
 /*
  * What the drivers offer the API (src/api/): the algorithm tables (mode.c:
- * modern and quorum; run_ts.c: legacy and bridge, the timestamp
- * algorithms of compat/), several servers, the choice of mode, the wait
- * planner's input.
+ * modern and quorum; run_ts.c: legacy and bridge, of compat/), the choice
+ * of mode, the wait planner's input.
  */
 #ifndef RELOCK_ALGO_H
 #define RELOCK_ALGO_H

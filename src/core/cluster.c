@@ -1,10 +1,8 @@
 /*
  * Redis Cluster (design.md §9.3), the pure parts: the hash slot of a key
- * and reading CLUSTER SLOTS.  No I/O here: the operation core
- * (src/core/routing.c) follows the redirections (MOVED moves the key's
- * slot, ASK asks once on the importing node, TRYAGAIN sends again after a
- * pause; route.c decides which a reply asks for) and keeps the slot map
- * and a connection per master in use.
+ * and reading CLUSTER SLOTS.  The operation core (src/core/routing.c)
+ * follows the redirections and keeps the slot map and a connection per
+ * master in use.
  */
 #include <stddef.h>
 #include <string.h>

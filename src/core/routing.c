@@ -1,22 +1,16 @@
 /*
  * Routing in the operation core (core.h): the Redis Cluster slot map and
- * its node connections, following MOVED and ASK (relock__a_follow()), and the
- * search for the master the sentinels name (loc_*), made before every
- * connect of the first connection with Sentinel.
+ * its node connections, following MOVED and ASK (relock__a_follow()), and
+ * the search for the master the sentinels name (loc_*).
  */
 
 #include "core.h"
 
 /* ------------------------------------------------------------------ Cluster and Sentinel replies
  *
- * What a reply asks of the client is decided by relock__route_reply
- * (route.c): MOVED sends the command and the batch's later ones again to
- * the node named, which serves the slot from then on (the slot map); ASK
- * sends ASKING and the command once to the node named, the later ones
- * going on as before; TRYAGAIN sends them again to the same node a moment
- * later; too many redirections, and Sentinel's READONLY (the connection is
- * then dropped: the next batch asks the sentinels again), end the batch
- * as unsent.  Inside a transaction nothing is followed. */
+ * relock__route_reply (route.c) decides what a reply asks; MOVED's node
+ * serves the slot from then on (the slot map); too many redirections, and
+ * Sentinel's READONLY, end the batch as unsent. */
 
 /* Cluster's slot map is on: one server, no Sentinel, cluster.slot_map. */
 int relock__a_map_on(const relock_async *a)
@@ -491,9 +485,8 @@ void relock__a_loc_bad_master(aconn *cn, relock_status st, const char *why)
     relock_async *a = cn->a;
     /* "connect to HOST:PORT: reason" within a longer message: the reason */
     const char *p = strstr(why, "connect to ");
-    char text[sizeof a->c->err.msg];
-    snprintf(text, sizeof text, "%s", relock__sentinel_reason(p ? p : why));
-    relock__sentinel_bad_master(&a->loc.q, &a->c->s, &a->loc.m, st, text);
+    relock__sentinel_bad_master(&a->loc.q, &a->c->s, &a->loc.m, st,
+                                relock__sentinel_reason(p ? p : why));
     relock__a_conn_drop(cn);
     relock__a_loc_next(a);
 }

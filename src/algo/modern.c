@@ -30,37 +30,40 @@ static int has_lua(const relock_client *c)
     return (c->conn.caps & RELOCK_CAP_EVAL) != 0;
 }
 
-enum cad { CAD_DELIFEQ, CAD_DELEX, CAD_SCRIPT, CAD_WATCH };
-enum cas { CAS_SET_IFEQ, CAS_SCRIPT, CAS_WATCH };
-
-static enum cad release_path(const relock_client *c)
+/* The best way of the server's to release, and to extend (a way of
+ * enum relock__modern_way). */
+static int release_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_DELIFEQ)
-        return CAD_DELIFEQ;
+        return RELOCK__MW_DELIFEQ;
     if (c->conn.caps & RELOCK__CAP_DELEX)
-        return CAD_DELEX;
-    return has_lua(c) ? CAD_SCRIPT : CAD_WATCH;
+        return RELOCK__MW_DELEX;
+    return has_lua(c) ? RELOCK__MW_SCRIPT : RELOCK__MW_WATCH;
 }
 
-static enum cas extend_path(const relock_client *c)
+static int extend_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_SET_IFEQ)
-        return CAS_SET_IFEQ;
-    return has_lua(c) ? CAS_SCRIPT : CAS_WATCH;
+        return RELOCK__MW_SET_IFEQ;
+    return has_lua(c) ? RELOCK__MW_SCRIPT : RELOCK__MW_WATCH;
 }
+
+/* The release's and the extend's ways by name. */
+static const char *const way_name[] = {
+    [RELOCK__MW_SCRIPT] = "script",      [RELOCK__MW_WATCH] = "WATCH/MULTI",
+    [RELOCK__MW_DELIFEQ] = "DELIFEQ",    [RELOCK__MW_DELEX] = "DELEX IFEQ",
+    [RELOCK__MW_SET_IFEQ] = "SET IFEQ PX",
+};
 
 void relock__modern_paths(const relock_client *c, relock_paths *out)
 {
-    static const char *const rel[] = {"DELIFEQ", "DELEX IFEQ", "script", "WATCH/MULTI"};
-    static const char *const ext[] = {"SET IFEQ PX", "script", "WATCH/MULTI"};
-    enum cad r = release_path(c);
-    enum cas e = extend_path(c);
-    int scripts = (c->s.fencing && has_lua(c)) || r == CAD_SCRIPT || e == CAS_SCRIPT;
+    int r = release_path(c), e = extend_path(c);
+    int scripts = (c->s.fencing && has_lua(c)) || r == RELOCK__MW_SCRIPT || e == RELOCK__MW_SCRIPT;
     out->path[RELOCK_PATH_ACQUIRE] = !c->s.fencing ? "SET NX PX"
                                      : has_lua(c)  ? "script (SET NX PX, INCR)"
                                                    : "WATCH/MULTI (SET PX, INCR)";
-    out->path[RELOCK_PATH_RELEASE] = rel[r];
-    out->path[RELOCK_PATH_EXTEND] = ext[e];
+    out->path[RELOCK_PATH_RELEASE] = way_name[r];
+    out->path[RELOCK_PATH_EXTEND] = way_name[e];
     out->path[RELOCK_PATH_SCRIPTS] = scripts      ? "used"
                                      : has_lua(c) ? "none"
                                                   : "none (the server runs without Lua)";
@@ -189,8 +192,7 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     if (c->s.fencing)
         return send1(&m->h, out, R_FENCE, 0, "GET", l->fence_key, NULL);
     relock__err_clear(&c->err);
-    l->valid_until = relock__valid_until(m->start, l->ttl_ms);
-    return relock__done(&m->h, RELOCK_OK);
+    return acq_won(m, l, 0);
 }
 
 static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
@@ -598,53 +600,38 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
          * extend fails before it writes. */
         l->valid_until = relock__valid_min(l->valid_until,
                                            relock__valid_until(m->start, m->ttl_ms));
-        switch (extend_path(c)) {
-        case CAS_SET_IFEQ: {
-            /* SET IFEQ with the new TTL: OK when it was ours, nil when the
-             * key is absent or holds another value (IFEQ never creates a
-             * key). */
-            m->way = RELOCK__MW_SET_IFEQ;
-            relock__batch_words(out, 7, "SET", l->key, l->value, "IFEQ", l->value, "PX",
-                                key_ttl(out, c, m->ttl_ms));
-            m->h.pc = X_NATIVE;
-            return relock__send(&m->h, out);
-        }
-        case CAS_WATCH:
-            m->way = RELOCK__MW_WATCH;
-            return cx_watch(m, l, out);
-        case CAS_SCRIPT:
-        default:
-            m->way = RELOCK__MW_SCRIPT;
-            return cx_send_script(m, l, out);
-        }
+        m->way = extend_path(c);
+    } else {
+        m->notify = relock__notify_channel(l, m->chan, sizeof m->chan);
+        m->way = release_path(c);
     }
-    m->notify = relock__notify_channel(l, m->chan, sizeof m->chan);
-    switch (release_path(c)) {
-    case CAD_DELIFEQ:
-    case CAD_DELEX: {
+    switch (m->way) {
+    case RELOCK__MW_WATCH:
+        m->notify = m->notify && m->chan[0];
+        return cx_watch(m, l, out);
+    case RELOCK__MW_SCRIPT:
+        return cx_send_script(m, l, out);
+    case RELOCK__MW_SET_IFEQ:
+        /* SET IFEQ with the new TTL: OK when it was ours, nil when the
+         * key is absent or holds another value (IFEQ never creates a
+         * key). */
+        relock__batch_words(out, 7, "SET", l->key, l->value, "IFEQ", l->value, "PX",
+                            key_ttl(out, c, m->ttl_ms));
+        break;
+    default:
         /* DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
          * (the reply does not say which).  The notice rides in the same
          * round trip; it is sent even when the lock turns out lost, which
          * at worst wakes waiters for one look. */
-        m->way = release_path(c) == CAD_DELIFEQ ? RELOCK__MW_DELIFEQ : RELOCK__MW_DELEX;
         if (m->way == RELOCK__MW_DELIFEQ)
             relock__batch_words(out, 3, "DELIFEQ", l->key, l->value);
         else
             relock__batch_words(out, 4, "DELEX", l->key, "IFEQ", l->value);
         if (m->notify)
             relock__batch_words(out, 3, "PUBLISH", m->chan, "1");
-        m->h.pc = X_NATIVE;
-        return relock__send(&m->h, out);
     }
-    case CAD_WATCH:
-        m->way = RELOCK__MW_WATCH;
-        m->notify = m->notify && m->chan[0];
-        return cx_watch(m, l, out);
-    case CAD_SCRIPT:
-    default:
-        m->way = RELOCK__MW_SCRIPT;
-        return cx_send_script(m, l, out);
-    }
+    m->h.pc = X_NATIVE;
+    return relock__send(&m->h, out);
 }
 
 static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
@@ -664,8 +651,7 @@ static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock
             return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
         return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
     }
-    const char *what = m->way == RELOCK__MW_DELIFEQ ? "DELIFEQ" : "DELEX IFEQ";
-    relock_status st = relock__reply_check(c, r, "i", what);
+    relock_status st = relock__reply_check(c, r, "i", way_name[m->way]);
     if (st != RELOCK_OK)
         return relock__done(&m->h, st);
     if (r->integer != 1)
@@ -704,8 +690,8 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
  * Without Lua and without a native command: WATCH the key, GET it, and
  * only if it holds our token, MULTI, the write (DEL and the notice, or
  * PEXPIRE), EXEC.  A write by anyone between our GET and EXEC makes EXEC
- * fail and we look again (a few times: our own lock's key is written by
- * nobody else while it is ours).  From WATCH to EXEC on one connection.
+ * fail and we look again (RELOCK__MODERN_WATCH_TRIES).  From WATCH to
+ * EXEC on one connection.
  */
 static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
                                relock__batch *out)

@@ -200,11 +200,14 @@ static int refused(const relock_client *c, int said_no)
 }
 
 /* Too few servers answered to decide: st, or RELOCK_ECONFIG when a server
- * refused AUTH or SELECT; the first server error is part of the message. */
+ * refused AUTH or SELECT; the first server error is part of the message,
+ * after the consequence (NULL: a majority is needed). */
 static relock_status undecided(relock_client *c, relock_status st, const char *what,
                                const relock_lock *l, const relock__qround *f,
                                const char *consequence)
 {
+    char need[64];
+    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
     if (f->config)
         return RELOCK__FAIL(&c->err, RELOCK_ECONFIG, "%s %s: %s", what, l->name, f->error);
     if (f->nolua)
@@ -215,7 +218,7 @@ static relock_status undecided(relock_client *c, relock_status st, const char *w
     int reachable = f->reached < majority(c);
     return RELOCK__FAIL(&c->err, st, "%s %s: only %d of %d servers %s; %s%s%s", what, l->name,
                         reachable ? f->reached : f->answered, c->s.nservers,
-                        reachable ? "reachable" : "answered", consequence,
+                        reachable ? "reachable" : "answered", consequence ? consequence : need,
                         f->error[0] ? "; first error: " : "", f->error);
 }
 
@@ -309,9 +312,7 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
                                 "their fence counters%s%s",
                                 l->name, m->nwon, c->s.nservers,
                                 f->error[0] ? "; first error: " : "", f->error));
-    char need[64];
-    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
-    return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, need));
+    return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, NULL));
 }
 
 void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
@@ -434,9 +435,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             out->after = m->first.owing;
             return s;
         }
-        char need[64];
-        snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
-        return relock__done(&m->h, undecided(c, RELOCK_EIO, "extend", l, r, need));
+        return relock__done(&m->h, undecided(c, RELOCK_EIO, "extend", l, r, NULL));
     }
     case Q_EXT_DEL:
         relock__err_clear(&c->err);

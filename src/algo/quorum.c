@@ -250,35 +250,6 @@ static relock__step won(relock__quorum_m *m, relock_lock *l)
     return relock__done(&m->h, RELOCK_OK);
 }
 
-/* The acquire has no majority in time: leave no partial hold behind,
- * wherever our token may be: where we won, where the request was written
- * and no reply came (late servers run the acquire all the same), and where
- * the connection failed after the request was written.  The delete follows
- * the acquire on each connection still open (out->after); a failed
- * connection's server is sent it on a new one, where the old one's
- * request has run or never will. */
-static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
-{
-    unsigned maybe = m->won | m->first.owing | m->first.unsure;
-    if (maybe) {
-        /* The delete announces a release only when the attempt won a
-         * majority (too slowly, or its counters could not be raised):
-         * then others found the lock held, and it is free now.  Short of
-         * a majority nobody held anything the delete frees, and a notice
-         * would wake every waiter for nothing, this one first: it would
-         * try again, undo and wake itself at network speed.  Contenders
-         * that split the servers so undo in silence and sleep their own
-         * jittered backoff instead of waking each other without end; a
-         * waiter a late server refused finds the lock free within one
-         * backoff. */
-        relock__step s =
-            delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
-        out->after = maybe;
-        return s;
-    }
-    return RELOCK__STEP_DONE; /* the caller ends it (acquire_end) */
-}
-
 static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
 {
     relock_client *c = l->c;
@@ -313,6 +284,32 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
                                 l->name, m->nwon, c->s.nservers,
                                 f->error[0] ? "; first error: " : "", f->error));
     return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, NULL));
+}
+
+/* The acquire has no majority in time: leave no partial hold behind,
+ * wherever our token may be: where we won, where the request was written
+ * and no reply came (late servers run the acquire all the same), and where
+ * the connection failed after the request was written.  The delete follows
+ * the acquire on each connection still open (out->after); a failed
+ * connection's server is sent it on a new one, where the old one's
+ * request has run or never will. */
+static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
+{
+    unsigned maybe = m->won | m->first.owing | m->first.unsure;
+    if (!maybe)
+        return acquire_end(m, l);
+    /* The delete announces a release only when the attempt won a majority
+     * (too slowly, or its counters could not be raised): then others found
+     * the lock held, and it is free now.  Short of a majority nobody held
+     * anything the delete frees, and a notice would wake every waiter for
+     * nothing, this one first: it would try again, undo and wake itself at
+     * network speed.  Contenders that split the servers so undo in silence
+     * and sleep their own jittered backoff instead of waking each other
+     * without end; a waiter a late server refused finds the lock free
+     * within one backoff. */
+    relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
+    out->after = maybe;
+    return s;
 }
 
 void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
@@ -454,10 +451,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
                                                 l->name, m->h.pc));
     }
     /* Q_ACQ or Q_RAISE without the lock. */
-    s = acquire_failed(m, l, out);
-    if (s == RELOCK__STEP_DONE)
-        return acquire_end(m, l);
-    return s;
+    return acquire_failed(m, l, out);
 }
 
 /* The operation core's machines: one fan machine for every operation. */

@@ -89,11 +89,6 @@ static relock__step send1(relock__mhead *h, relock__batch *out, int pc, int in_t
     return relock__send(h, out);
 }
 
-static long clamp_hint(long long ms)
-{
-    return ms > 0x7fffffffLL ? 0x7fffffffL : ms < 0 ? 0 : (long)ms;
-}
-
 /* Copies a reply's string into a value buffer (a longer one cut to fit: it
  * then equals no value of ours, which are shorter). */
 static void copy_value(char out[RELOCK__VALUE_MAX], const redisReply *r)
@@ -139,7 +134,7 @@ static relock__step acq_won(relock__modern_acq *m, relock_lock *l, long long fen
 
 static relock__step busy(relock__modern_acq *m, long long hint)
 {
-    m->h.hint_ms = clamp_hint(hint);
+    m->h.hint_ms = hint > 0x7fffffffLL ? 0x7fffffffL : hint < 0 ? 0 : (long)hint;
     return relock__done(&m->h, RELOCK_BUSY);
 }
 

@@ -287,8 +287,6 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
 {
     relock_client *c = l->c;
     m->h.want_fleet = 0;
-    if (in->fault)
-        return acq_fail(m, l, in);
     relock__value v;
     relock__classify(m->expected, strlen(m->expected), &v);
     int unit = relock__ts_unit_guess(v.ts_digits);
@@ -340,12 +338,6 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
-    /* A fault before EXEC: nothing was written; the transaction's
-     * connection is gone (the driver never replaces it), so the attempt
-     * fails.  A lost EXEC may have run: read back. */
-    if (in->fault)
-        return m->h.pc == W_EXEC && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
-                                                                    : acq_fail(m, l, in);
     switch (m->h.pc) {
     case W_WATCH:
         if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
@@ -409,6 +401,17 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
+    /* A fault ends the attempt with its error (in a transaction before
+     * EXEC nothing was written, and the driver never replaces its
+     * connection), except that a lost write (SET, a script, EXEC) may have
+     * run: it is read back, whose own faults readback_got() and
+     * readback_fence() judge. */
+    if (in->fault && m->h.pc != R_GET && m->h.pc != R_FENCE) {
+        int pc = m->h.pc, wrote = pc == A_SET || pc == A_SCRIPT || pc == A_TAKE || pc == W_EXEC;
+        m->h.want_fleet = 0;
+        return wrote && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
+                                                        : acq_fail(m, l, in);
+    }
     switch (m->h.pc) {
     case A_START:
         m->start = in->mono_ms;
@@ -428,8 +431,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return relock__send(&m->h, out);
 
     case A_SET:
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
         if (r->type == REDIS_REPLY_STATUS)
             return acq_won(m, l, 0);
         if ((st = relock__reply_check(c, r, "n", "SET NX PX")) != RELOCK_OK)
@@ -438,8 +439,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return send1(&m->h, out, A_PTTL, 0, "PTTL", l->key, NULL);
 
     case A_PTTL:
-        if (in->fault)
-            return acq_fail(m, l, in);
         if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
             return relock__done(&m->h, st);
         m->pttl = r->integer;
@@ -448,8 +447,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return send1(&m->h, out, A_GET, 0, "GET", l->key, NULL);
 
     case A_GET:
-        if (in->fault)
-            return acq_fail(m, l, in);
         m->has = r->type == REDIS_REPLY_STRING;
         copy_value(m->found, r);
         return held_by(m, l, m->has ? m->found : NULL, -1, out);
@@ -460,8 +457,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
          * trip). */
         if (relock__script_again(in, 0, &m->by_eval))
             return send_script(m, l, out);
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
         if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
@@ -477,15 +472,10 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     case A_TAKE:
         if (relock__script_again(in, 0, &m->by_eval))
             return send_script(m, l, out);
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
         if ((st = relock__reply_check(c, r, "a[i]", "takeover script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
-            return acq_won(m, l,
-                           r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER
-                               ? r->element[1]->integer
-                               : 0);
+            return acq_won(m, l, relock__reply_elem_int(r, 1));
         return busy(m, 0);
 
     case R_GET:

@@ -30,8 +30,8 @@ static int has_lua(const relock_client *c)
     return (c->conn.caps & RELOCK_CAP_EVAL) != 0;
 }
 
-/* The best way of the server's to release, and to extend (a way of
- * enum relock__modern_way). */
+/* The best way the server offers to release, and to extend (an enum
+ * relock__modern_way). */
 static int release_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_DELIFEQ)

@@ -15,12 +15,6 @@
  * The fence is incremented with a successful acquisition only: by the
  * acquire script, or without Lua inside the MULTI that sets the key, under
  * a WATCH of the key (decisions 97-100).
- *
- * Each operation is a step machine (modern.h, src/algo/engine/): it is fed the
- * replies to the commands it asked for, or the fault that cut them off,
- * and the time, and answers with the next commands or its outcome.  The
- * operation core (src/core/operation.c) runs them for both APIs, through
- * relock__algo_modern's machines (src/core/mode.c).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -36,37 +30,40 @@ static int has_lua(const relock_client *c)
     return (c->conn.caps & RELOCK_CAP_EVAL) != 0;
 }
 
-enum cad { CAD_DELIFEQ, CAD_DELEX, CAD_SCRIPT, CAD_WATCH };
-enum cas { CAS_SET_IFEQ, CAS_SCRIPT, CAS_WATCH };
-
-static enum cad release_path(const relock_client *c)
+/* The best way the server offers to release, and to extend (an enum
+ * relock__modern_way). */
+static int release_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_DELIFEQ)
-        return CAD_DELIFEQ;
+        return RELOCK__MW_DELIFEQ;
     if (c->conn.caps & RELOCK__CAP_DELEX)
-        return CAD_DELEX;
-    return has_lua(c) ? CAD_SCRIPT : CAD_WATCH;
+        return RELOCK__MW_DELEX;
+    return has_lua(c) ? RELOCK__MW_SCRIPT : RELOCK__MW_WATCH;
 }
 
-static enum cas extend_path(const relock_client *c)
+static int extend_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_SET_IFEQ)
-        return CAS_SET_IFEQ;
-    return has_lua(c) ? CAS_SCRIPT : CAS_WATCH;
+        return RELOCK__MW_SET_IFEQ;
+    return has_lua(c) ? RELOCK__MW_SCRIPT : RELOCK__MW_WATCH;
 }
+
+/* The release's and the extend's ways by name. */
+static const char *const way_name[] = {
+    [RELOCK__MW_SCRIPT] = "script",      [RELOCK__MW_WATCH] = "WATCH/MULTI",
+    [RELOCK__MW_DELIFEQ] = "DELIFEQ",    [RELOCK__MW_DELEX] = "DELEX IFEQ",
+    [RELOCK__MW_SET_IFEQ] = "SET IFEQ PX",
+};
 
 void relock__modern_paths(const relock_client *c, relock_paths *out)
 {
-    static const char *const rel[] = {"DELIFEQ", "DELEX IFEQ", "script", "WATCH/MULTI"};
-    static const char *const ext[] = {"SET IFEQ PX", "script", "WATCH/MULTI"};
-    enum cad r = release_path(c);
-    enum cas e = extend_path(c);
-    int scripts = (c->s.fencing && has_lua(c)) || r == CAD_SCRIPT || e == CAS_SCRIPT;
+    int r = release_path(c), e = extend_path(c);
+    int scripts = (c->s.fencing && has_lua(c)) || r == RELOCK__MW_SCRIPT || e == RELOCK__MW_SCRIPT;
     out->path[RELOCK_PATH_ACQUIRE] = !c->s.fencing ? "SET NX PX"
                                      : has_lua(c)  ? "script (SET NX PX, INCR)"
                                                    : "WATCH/MULTI (SET PX, INCR)";
-    out->path[RELOCK_PATH_RELEASE] = rel[r];
-    out->path[RELOCK_PATH_EXTEND] = ext[e];
+    out->path[RELOCK_PATH_RELEASE] = way_name[r];
+    out->path[RELOCK_PATH_EXTEND] = way_name[e];
     out->path[RELOCK_PATH_SCRIPTS] = scripts      ? "used"
                                      : has_lua(c) ? "none"
                                                   : "none (the server runs without Lua)";
@@ -80,19 +77,16 @@ static const char *key_ttl(relock__batch *b, const relock_client *c, long long t
     return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
 }
 
-/* Sends one command; in_txn as relock__batch says. */
-static relock__step send1(relock__mhead *h, relock__batch *out, int in_txn, int argc,
-                          const char *const *argv)
+/* Sends one command of up to three words (the rest NULL) and goes to pc;
+ * in_txn as relock__batch says. */
+static relock__step send1(relock__mhead *h, relock__batch *out, int pc, int in_txn,
+                          const char *w0, const char *w1, const char *w2)
 {
     relock__batch_reset(out);
-    relock__batch_add(out, argc, argv);
+    relock__batch_words(out, w2 ? 3 : w1 ? 2 : 1, w0, w1, w2);
     out->in_txn = in_txn;
+    h->pc = pc;
     return relock__send(h, out);
-}
-
-static long clamp_hint(long long ms)
-{
-    return ms > 0x7fffffffLL ? 0x7fffffffL : ms < 0 ? 0 : (long)ms;
 }
 
 /* Copies a reply's string into a value buffer (a longer one cut to fit: it
@@ -140,7 +134,7 @@ static relock__step acq_won(relock__modern_acq *m, relock_lock *l, long long fen
 
 static relock__step busy(relock__modern_acq *m, long long hint)
 {
-    m->h.hint_ms = clamp_hint(hint);
+    m->h.hint_ms = hint > 0x7fffffffLL ? 0x7fffffffL : hint < 0 ? 0 : (long)hint;
     return relock__done(&m->h, RELOCK_BUSY);
 }
 
@@ -163,9 +157,7 @@ static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock
 {
     relock__fault_fail(l->c, in);
     m->readback = 1;
-    m->h.pc = R_GET;
-    const char *g[] = {"GET", l->key};
-    return send1(&m->h, out, 0, 2, g);
+    return send1(&m->h, out, R_GET, 0, "GET", l->key, NULL);
 }
 
 static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
@@ -192,14 +184,10 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
     if (!ours) /* the write never took effect: keep its I/O error */
         return relock__done(&m->h, c->err.pub.status);
-    if (c->s.fencing) {
-        m->h.pc = R_FENCE;
-        const char *g[] = {"GET", l->fence_key};
-        return send1(&m->h, out, 0, 2, g);
-    }
+    if (c->s.fencing)
+        return send1(&m->h, out, R_FENCE, 0, "GET", l->fence_key, NULL);
     relock__err_clear(&c->err);
-    l->valid_until = relock__valid_until(m->start, l->ttl_ms);
-    return relock__done(&m->h, RELOCK_OK);
+    return acq_won(m, l, 0);
 }
 
 static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
@@ -222,8 +210,43 @@ static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const 
     return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
 }
 
-static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out);
-static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock__batch *out);
+/* The fenced acquire script, or with the way TAKEOVER the takeover
+ * script: it sets our token where the key still holds the expired leftover
+ * without a TTL (and raises the fence with fencing). */
+static relock__step send_script(relock__modern_acq *m, relock_lock *l, relock__batch *out)
+{
+    relock_client *c = l->c;
+    relock__batch_reset(out);
+    const char *ttl = key_ttl(out, c, l->ttl_ms);
+    if (m->way == RELOCK__MW_TAKEOVER) {
+        const char *args[] = {l->key, l->fence_key, m->expected,
+                              l->value, ttl,        c->s.fencing ? "1" : "0"};
+        relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
+        m->h.pc = A_TAKE;
+    } else {
+        const char *args[] = {l->key, l->fence_key, l->value, ttl};
+        relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, m->by_eval);
+        m->h.pc = A_SCRIPT;
+    }
+    return relock__send(&m->h, out);
+}
+
+/*
+ * Without Lua: set our token where the key holds m->expected (a legacy
+ * leftover, which must still have no TTL) or, not taking over, where it is
+ * absent, with the fence incremented in the same MULTI, under a WATCH of
+ * the key: a write by anyone between our look and EXEC makes EXEC fail
+ * (nil), and then nothing was written and the attempt is busy.  Only a
+ * success increments the fence, as the scripts do.  From WATCH to EXEC on
+ * one connection (the batches are marked in_txn): a new one would run the
+ * rest unwatched.
+ */
+static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out)
+{
+    if (m->way != RELOCK__MW_TAKEOVER)
+        m->way = RELOCK__MW_WATCH;
+    return send1(&m->h, out, W_WATCH, 1, "WATCH", l->key, NULL);
+}
 
 /*
  * The key is held by `found` (NULL: nothing was read) with TTL pttl.  A
@@ -264,8 +287,6 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
 {
     relock_client *c = l->c;
     m->h.want_fleet = 0;
-    if (in->fault)
-        return acq_fail(m, l, in);
     relock__value v;
     relock__classify(m->expected, strlen(m->expected), &v);
     int unit = relock__ts_unit_guess(v.ts_digits);
@@ -299,64 +320,16 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
         m->takeover = 1;
         return watch_begin(m, l, out);
     }
-    return send_takeover(m, l, out);
-}
-
-/* The takeover script: sets our token where the key still holds the
- * expired leftover without a TTL (and raises the fence with fencing). */
-static relock__step send_takeover(relock__modern_acq *m, relock_lock *l, relock__batch *out)
-{
-    relock_client *c = l->c;
-    relock__batch_reset(out);
-    const char *args[] = {l->key, l->fence_key, m->expected, l->value,
-                          key_ttl(out, c, l->ttl_ms), c->s.fencing ? "1" : "0"};
-    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
-    m->h.pc = A_TAKE;
-    return relock__send(&m->h, out);
-}
-
-static relock__step send_acquire_script(relock__modern_acq *m, relock_lock *l,
-                                        relock__batch *out)
-{
-    relock_client *c = l->c;
-    relock__batch_reset(out);
-    const char *args[] = {l->key, l->fence_key, l->value, key_ttl(out, c, l->ttl_ms)};
-    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, m->by_eval);
-    m->h.pc = A_SCRIPT;
-    return relock__send(&m->h, out);
-}
-
-/*
- * Without Lua: set our token where the key holds m->expected (a legacy
- * leftover, which must still have no TTL) or, not taking over, where it is
- * absent, with the fence incremented in the same MULTI, under a WATCH of
- * the key: a write by anyone between our look and EXEC makes EXEC fail
- * (nil), and then nothing was written and the attempt is busy.  Only a
- * success increments the fence, as the scripts do.  From WATCH to EXEC on
- * one connection (the batches are marked in_txn): a new one would run the
- * rest unwatched.
- */
-static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out)
-{
-    if (m->way != RELOCK__MW_TAKEOVER)
-        m->way = RELOCK__MW_WATCH;
-    m->h.pc = W_WATCH;
-    const char *w[] = {"WATCH", l->key};
-    return send1(&m->h, out, 1, 2, w);
+    return send_script(m, l, out);
 }
 
 /* After WATCH, GET (and PTTL): go on to MULTI, or UNWATCH. */
 static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
 {
     int go = m->takeover ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
-    if (!go) {
-        m->h.pc = W_UNWATCH;
-        const char *u[] = {"UNWATCH"};
-        return send1(&m->h, out, 0, 1, u);
-    }
-    m->h.pc = W_MULTI;
-    const char *mu[] = {"MULTI"};
-    return send1(&m->h, out, 1, 1, mu);
+    if (!go)
+        return send1(&m->h, out, W_UNWATCH, 0, "UNWATCH", NULL, NULL);
+    return send1(&m->h, out, W_MULTI, 1, "MULTI", NULL, NULL);
 }
 
 static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
@@ -365,37 +338,22 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
-    /* A fault before EXEC: nothing was written; the transaction's
-     * connection is gone (the driver never replaces it), so the attempt
-     * fails.  A lost EXEC may have run: read back. */
-    if (in->fault)
-        return m->h.pc == W_EXEC && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
-                                                                    : acq_fail(m, l, in);
     switch (m->h.pc) {
-    case W_WATCH: {
-        st = relock__reply_check(c, r, "s", "WATCH");
-        if (st != RELOCK_OK)
+    case W_WATCH:
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        m->h.pc = W_GET;
-        const char *g[] = {"GET", l->key};
-        return send1(&m->h, out, 1, 2, g);
-    }
-    case W_GET: {
-        st = relock__reply_check(c, r, "bn", "GET");
-        if (st != RELOCK_OK)
+        return send1(&m->h, out, W_GET, 1, "GET", l->key, NULL);
+    case W_GET:
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
         m->has = r->type == REDIS_REPLY_STRING;
         copy_value(m->found, r);
         m->pttl = -2;
         if (!m->has)
             return watch_decide(m, out);
-        m->h.pc = W_PTTL;
-        const char *p[] = {"PTTL", l->key};
-        return send1(&m->h, out, 1, 2, p);
-    }
+        return send1(&m->h, out, W_PTTL, 1, "PTTL", l->key, NULL);
     case W_PTTL:
-        st = relock__reply_check(c, r, "i", "PTTL");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
             return relock__done(&m->h, st);
         m->pttl = r->integer;
         return watch_decide(m, out);
@@ -406,31 +364,21 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
         if (m->takeover)
             return busy(m, 0);
         return held_by(m, l, m->found, m->pttl, out);
-    case W_MULTI: {
-        st = relock__reply_check(c, r, "s", "MULTI");
-        if (st != RELOCK_OK)
+    case W_MULTI:
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
             return relock__done(&m->h, st);
         m->h.pc = W_SET;
         relock__batch_reset(out);
-        const char *sx[] = {"SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms)};
-        relock__batch_add(out, 5, sx);
+        relock__batch_words(out, 5, "SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms));
         out->in_txn = 1;
         return relock__send(&m->h, out);
-    }
     case W_SET:
     case W_INCR:
-        st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        if (m->h.pc == W_SET && c->s.fencing) {
-            m->h.pc = W_INCR;
-            const char *in2[] = {"INCR", l->fence_key};
-            return send1(&m->h, out, 1, 2, in2);
-        } else {
-            m->h.pc = W_EXEC;
-            const char *e[] = {"EXEC"};
-            return send1(&m->h, out, 0, 1, e);
-        }
+        if (m->h.pc == W_SET && c->s.fencing)
+            return send1(&m->h, out, W_INCR, 1, "INCR", l->fence_key, NULL);
+        return send1(&m->h, out, W_EXEC, 0, "EXEC", NULL, NULL);
     case W_EXEC:
         if (r->type == REDIS_REPLY_NIL)
             return busy(m, 0); /* someone wrote the key meanwhile: look again */
@@ -453,6 +401,17 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
+    /* A fault ends the attempt with its error (in a transaction before
+     * EXEC nothing was written, and the driver never replaces its
+     * connection), except that a lost write (SET, a script, EXEC) may have
+     * run: it is read back, whose own faults readback_got() and
+     * readback_fence() judge. */
+    if (in->fault && m->h.pc != R_GET && m->h.pc != R_FENCE) {
+        int pc = m->h.pc, wrote = pc == A_SET || pc == A_SCRIPT || pc == A_TAKE || pc == W_EXEC;
+        m->h.want_fleet = 0;
+        return wrote && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
+                                                        : acq_fail(m, l, in);
+    }
     switch (m->h.pc) {
     case A_START:
         m->start = in->mono_ms;
@@ -460,53 +419,34 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
             return watch_begin(m, l, out);
         if (c->s.fencing) {
             m->way = RELOCK__MW_SCRIPT;
-            return send_acquire_script(m, l, out);
+            return send_script(m, l, out);
         }
+        /* Without fencing: the plain SET NX PX, the fastest acquire there
+         * is. */
         m->way = RELOCK__MW_PLAIN;
         m->h.pc = A_SET;
         relock__batch_reset(out);
-        {
-            /* Without fencing: the plain SET NX PX, the fastest acquire
-             * there is. */
-            const char *argv[] = {"SET", l->key, l->value, "NX", "PX",
-                                  key_ttl(out, c, l->ttl_ms)};
-            relock__batch_add(out, 6, argv);
-        }
+        relock__batch_words(out, 6, "SET", l->key, l->value, "NX", "PX",
+                            key_ttl(out, c, l->ttl_ms));
         return relock__send(&m->h, out);
 
     case A_SET:
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
         if (r->type == REDIS_REPLY_STATUS)
             return acq_won(m, l, 0);
-        st = relock__reply_check(c, r, "n", "SET NX PX");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "n", "SET NX PX")) != RELOCK_OK)
             return relock__done(&m->h, st);
         /* Busy: learn when the holder's lease ends, to sleep until then. */
-        m->h.pc = A_PTTL;
-        {
-            const char *p[] = {"PTTL", l->key};
-            return send1(&m->h, out, 0, 2, p);
-        }
+        return send1(&m->h, out, A_PTTL, 0, "PTTL", l->key, NULL);
 
     case A_PTTL:
-        if (in->fault)
-            return acq_fail(m, l, in);
-        st = relock__reply_check(c, r, "i", "PTTL");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
             return relock__done(&m->h, st);
         m->pttl = r->integer;
         if (m->pttl != -1)
             return held_by(m, l, "", m->pttl, out);
-        m->h.pc = A_GET;
-        {
-            const char *g[] = {"GET", l->key};
-            return send1(&m->h, out, 0, 2, g);
-        }
+        return send1(&m->h, out, A_GET, 0, "GET", l->key, NULL);
 
     case A_GET:
-        if (in->fault)
-            return acq_fail(m, l, in);
         m->has = r->type == REDIS_REPLY_STRING;
         copy_value(m->found, r);
         return held_by(m, l, m->has ? m->found : NULL, -1, out);
@@ -516,11 +456,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
          * returns the holder's PTTL and value when busy (no second round
          * trip). */
         if (relock__script_again(in, 0, &m->by_eval))
-            return send_acquire_script(m, l, out);
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
-        st = relock__reply_check(c, r, "a[ii]", "acquire script");
-        if (st != RELOCK_OK)
+            return send_script(m, l, out);
+        if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
             return acq_won(m, l, r->element[1]->integer);
@@ -534,17 +471,11 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
 
     case A_TAKE:
         if (relock__script_again(in, 0, &m->by_eval))
-            return send_takeover(m, l, out);
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out) : acq_fail(m, l, in);
-        st = relock__reply_check(c, r, "a[i]", "takeover script");
-        if (st != RELOCK_OK)
+            return send_script(m, l, out);
+        if ((st = relock__reply_check(c, r, "a[i]", "takeover script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
-            return acq_won(m, l,
-                           r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER
-                               ? r->element[1]->integer
-                               : 0);
+            return acq_won(m, l, relock__reply_elem_int(r, 1));
         return busy(m, 0);
 
     case R_GET:
@@ -574,8 +505,7 @@ enum cx_pc {
 void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms)
 {
     /* The channel's name is read only as the string the release writes
-     * there (cx_start): its first byte is cleared, not its whole 1.3 KB,
-     * which every release cleared before. */
+     * there (cx_start): its first byte is cleared, not its whole 1.3 KB. */
     memset(m, 0, offsetof(relock__modern_cx, chan));
     m->chan[0] = '\0';
     m->h.hint_ms = -1;
@@ -629,13 +559,9 @@ static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock_
 {
     relock_client *c = l->c;
     relock__batch_reset(out);
-    if (m->extend) {
-        const char *args[] = {l->key, l->value, key_ttl(out, c, m->ttl_ms)};
-        relock__batch_script(out, c, RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3, args, m->by_eval);
-    } else {
-        const char *args[] = {l->key, l->value, m->chan};
-        relock__batch_script(out, c, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args, m->by_eval);
-    }
+    const char *args[] = {l->key, l->value, m->extend ? key_ttl(out, c, m->ttl_ms) : m->chan};
+    int id = m->extend ? RELOCK__SCRIPT_PEXPIRE_IF_EQ : RELOCK__SCRIPT_DEL_IF_EQ;
+    relock__batch_script(out, c, id, 1, 3, args, m->by_eval);
     m->h.pc = X_SCRIPT;
     return relock__send(&m->h, out);
 }
@@ -643,9 +569,7 @@ static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock_
 static relock__step cx_watch(relock__modern_cx *m, relock_lock *l, relock__batch *out)
 {
     m->tries++;
-    m->h.pc = C_WATCH;
-    const char *w[] = {"WATCH", l->key};
-    return send1(&m->h, out, 1, 2, w);
+    return send1(&m->h, out, C_WATCH, 1, "WATCH", l->key, NULL);
 }
 
 static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
@@ -661,58 +585,38 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
          * extend fails before it writes. */
         l->valid_until = relock__valid_min(l->valid_until,
                                            relock__valid_until(m->start, m->ttl_ms));
-        switch (extend_path(c)) {
-        case CAS_SET_IFEQ: {
-            /* SET IFEQ with the new TTL: OK when it was ours, nil when the
-             * key is absent or holds another value (IFEQ never creates a
-             * key). */
-            m->way = RELOCK__MW_SET_IFEQ;
-            const char *argv[] = {"SET", l->key,  l->value, "IFEQ",
-                                  l->value, "PX", key_ttl(out, c, m->ttl_ms)};
-            relock__batch_add(out, 7, argv);
-            m->h.pc = X_NATIVE;
-            return relock__send(&m->h, out);
-        }
-        case CAS_WATCH:
-            m->way = RELOCK__MW_WATCH;
-            return cx_watch(m, l, out);
-        case CAS_SCRIPT:
-        default:
-            m->way = RELOCK__MW_SCRIPT;
-            return cx_send_script(m, l, out);
-        }
+        m->way = extend_path(c);
+    } else {
+        m->notify = relock__notify_channel(l, m->chan, sizeof m->chan);
+        m->way = release_path(c);
     }
-    m->notify = relock__notify_channel(l, m->chan, sizeof m->chan);
-    switch (release_path(c)) {
-    case CAD_DELIFEQ:
-    case CAD_DELEX: {
+    switch (m->way) {
+    case RELOCK__MW_WATCH:
+        m->notify = m->notify && m->chan[0];
+        return cx_watch(m, l, out);
+    case RELOCK__MW_SCRIPT:
+        return cx_send_script(m, l, out);
+    case RELOCK__MW_SET_IFEQ:
+        /* SET IFEQ with the new TTL: OK when it was ours, nil when the
+         * key is absent or holds another value (IFEQ never creates a
+         * key). */
+        relock__batch_words(out, 7, "SET", l->key, l->value, "IFEQ", l->value, "PX",
+                            key_ttl(out, c, m->ttl_ms));
+        break;
+    default:
         /* DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
          * (the reply does not say which).  The notice rides in the same
          * round trip; it is sent even when the lock turns out lost, which
          * at worst wakes waiters for one look. */
-        m->way = release_path(c) == CAD_DELIFEQ ? RELOCK__MW_DELIFEQ : RELOCK__MW_DELEX;
-        const char *delifeq[] = {"DELIFEQ", l->key, l->value};
-        const char *delex[] = {"DELEX", l->key, "IFEQ", l->value};
         if (m->way == RELOCK__MW_DELIFEQ)
-            relock__batch_add(out, 3, delifeq);
+            relock__batch_words(out, 3, "DELIFEQ", l->key, l->value);
         else
-            relock__batch_add(out, 4, delex);
-        if (m->notify) {
-            const char *pub[] = {"PUBLISH", m->chan, "1"};
-            relock__batch_add(out, 3, pub);
-        }
-        m->h.pc = X_NATIVE;
-        return relock__send(&m->h, out);
+            relock__batch_words(out, 4, "DELEX", l->key, "IFEQ", l->value);
+        if (m->notify)
+            relock__batch_words(out, 3, "PUBLISH", m->chan, "1");
     }
-    case CAD_WATCH:
-        m->way = RELOCK__MW_WATCH;
-        m->notify = m->notify && m->chan[0];
-        return cx_watch(m, l, out);
-    case CAD_SCRIPT:
-    default:
-        m->way = RELOCK__MW_SCRIPT;
-        return cx_send_script(m, l, out);
-    }
+    m->h.pc = X_NATIVE;
+    return relock__send(&m->h, out);
 }
 
 static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
@@ -725,7 +629,6 @@ static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock
     if (in->fault)
         relock__err_clear(&c->err);
     const redisReply *r = in->reply[0];
-    relock_status st;
     if (m->way == RELOCK__MW_SET_IFEQ) {
         if (r->type == REDIS_REPLY_STATUS)
             return cx_ok(m, l);
@@ -733,8 +636,7 @@ static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock
             return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
         return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
     }
-    const char *what = m->way == RELOCK__MW_DELIFEQ ? "DELIFEQ" : "DELEX IFEQ";
-    st = relock__reply_check(c, r, "i", what);
+    relock_status st = relock__reply_check(c, r, "i", way_name[m->way]);
     if (st != RELOCK_OK)
         return relock__done(&m->h, st);
     if (r->integer != 1)
@@ -755,8 +657,7 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
     if (in->fault)
         return cx_fault(m, l, in);
     const redisReply *r = in->reply[0];
-    relock_status st;
-    st = relock__reply_check(c, r, "i", cx_op(m));
+    relock_status st = relock__reply_check(c, r, "i", cx_op(m));
     if (st != RELOCK_OK)
         return relock__done(&m->h, st);
     if (r->integer >= 1) {
@@ -774,8 +675,8 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
  * Without Lua and without a native command: WATCH the key, GET it, and
  * only if it holds our token, MULTI, the write (DEL and the notice, or
  * PEXPIRE), EXEC.  A write by anyone between our GET and EXEC makes EXEC
- * fail and we look again (a few times: our own lock's key is written by
- * nobody else while it is ours).  From WATCH to EXEC on one connection.
+ * fail and we look again (RELOCK__MODERN_WATCH_TRIES).  From WATCH to
+ * EXEC on one connection.
  */
 static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
                                relock__batch *out)
@@ -787,68 +688,46 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         if (m->h.pc == C_EXEC && in->fault == RELOCK__FAULT_LOST)
             return cx_ambiguous(m, l);
         st = relock__fault_fail(c, in);
-        if (m->h.pc == C_UNWATCH) /* the lock was lost all the same */
-            return cx_lost(m, l, in,
-                           m->absent ? "the key was deleted or expired" : "taken by another value");
-        return relock__done(&m->h, st);
+        if (m->h.pc != C_UNWATCH)
+            return relock__done(&m->h, st);
+        /* the lock was lost all the same */
     }
     switch (m->h.pc) {
-    case C_WATCH: {
-        st = relock__reply_check(c, r, "s", "WATCH");
-        if (st != RELOCK_OK)
+    case C_WATCH:
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        m->h.pc = C_GET;
-        const char *g[] = {"GET", l->key};
-        return send1(&m->h, out, 1, 2, g);
-    }
+        return send1(&m->h, out, C_GET, 1, "GET", l->key, NULL);
     case C_GET: {
-        st = relock__reply_check(c, r, "bn", "GET");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
         m->absent = r->type != REDIS_REPLY_STRING;
         char found[RELOCK__VALUE_MAX];
         copy_value(found, r);
-        if (m->absent || strcmp(found, l->value) != 0) {
-            m->h.pc = C_UNWATCH;
-            const char *u[] = {"UNWATCH"};
-            return send1(&m->h, out, 0, 1, u);
-        }
-        m->h.pc = C_MULTI;
-        const char *mu[] = {"MULTI"};
-        return send1(&m->h, out, 1, 1, mu);
+        if (m->absent || strcmp(found, l->value) != 0)
+            return send1(&m->h, out, C_UNWATCH, 0, "UNWATCH", NULL, NULL);
+        return send1(&m->h, out, C_MULTI, 1, "MULTI", NULL, NULL);
     }
     case C_UNWATCH:
         return cx_lost(m, l, in,
                        m->absent ? "the key was deleted or expired" : "taken by another value");
-    case C_MULTI: {
-        st = relock__reply_check(c, r, "s", "MULTI");
-        if (st != RELOCK_OK)
+    case C_MULTI:
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
             return relock__done(&m->h, st);
+        if (!m->extend)
+            return send1(&m->h, out, C_WRITE, 1, "DEL", l->key, NULL);
         m->h.pc = C_WRITE;
-        if (m->extend) {
-            relock__batch_reset(out);
-            const char *px[] = {"PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms)};
-            relock__batch_add(out, 3, px);
-            out->in_txn = 1;
-            return relock__send(&m->h, out);
-        }
-        const char *del[] = {"DEL", l->key};
-        return send1(&m->h, out, 1, 2, del);
-    }
+        relock__batch_reset(out);
+        relock__batch_words(out, 3, "PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms));
+        out->in_txn = 1;
+        return relock__send(&m->h, out);
     case C_WRITE:
     case C_PUBLISH: {
         const char *what = m->h.pc == C_PUBLISH ? "PUBLISH" : m->extend ? "PEXPIRE" : "DEL";
-        st = relock__reply_check(c, r, "s", what);
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
             return relock__done(&m->h, st);
-        if (m->h.pc == C_WRITE && !m->extend && m->notify) {
-            m->h.pc = C_PUBLISH;
-            const char *pub[] = {"PUBLISH", m->chan, "1"};
-            return send1(&m->h, out, 1, 3, pub);
-        }
-        m->h.pc = C_EXEC;
-        const char *e[] = {"EXEC"};
-        return send1(&m->h, out, 0, 1, e);
+        if (m->h.pc == C_WRITE && !m->extend && m->notify)
+            return send1(&m->h, out, C_PUBLISH, 1, "PUBLISH", m->chan, "1");
+        return send1(&m->h, out, C_EXEC, 0, "EXEC", NULL, NULL);
     }
     case C_EXEC:
         if (r->type == REDIS_REPLY_NIL) {
@@ -900,7 +779,6 @@ static relock_status modern_acq_init(void *m, relock_lock *l)
     if (st != RELOCK_OK)
         return st;
     relock__modern_acq_init(m);
-    ((relock__modern_acq *)m)->h.hint_ms = -1;
     return RELOCK_OK;
 }
 

@@ -1,9 +1,7 @@
 /*
  * Modern mode's step machines (modern.c): one acquire attempt, and the
- * compare-and-X that releases or extends.  Public to the engine's drivers
- * and to the tests that feed them replies by hand; the operation core
- * (src/core/operation.c) runs them for both APIs through
- * relock__modern_machines, relock__algo_modern's (src/core/mode.c).
+ * compare-and-X that releases or extends.  The operation core runs them
+ * through relock__modern_machines; the tests feed them replies by hand.
  */
 #ifndef RELOCK_MODERN_H
 #define RELOCK_MODERN_H

@@ -16,10 +16,9 @@
  * server with this one, whose counter is then at least our token, so the
  * next holder's token is larger.
  *
- * The decisions are a fan machine (engine/fan.h, quorum.h): it is fed each
- * server's reply as it comes and decides each round.  The connections,
- * the replies owed to earlier rounds and the rounds' deadlines are the
- * operation core's fan-out (src/core/fanout.c), under both APIs.
+ * The machine is fed each server's reply as it comes and decides each
+ * round; the connections, the replies owed to earlier rounds and the
+ * rounds' deadlines are the operation core's fan-out (src/core/fanout.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -37,14 +36,6 @@ static int majority(const relock_client *c)
 static unsigned all_servers(const relock_client *c)
 {
     return (1u << c->s.nservers) - 1;
-}
-
-static int popcount(unsigned v)
-{
-    int n = 0;
-    for (; v; v &= v - 1)
-        n++;
-    return n;
 }
 
 long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms)
@@ -79,23 +70,11 @@ static int said_yes(int pc, long long v0)
     }
 }
 
-/* Notes the first error of a round. */
-static void note(relock__qround *r, const char *text)
-{
-    if (!r->error[0])
-        snprintf(r->error, sizeof r->error, "%s", text);
-}
-
-static void note_server(relock__qround *r, const relock__server *srv, const char *text)
-{
-    if (!r->error[0])
-        snprintf(r->error, sizeof r->error, "%.255s:%d: %.150s", srv->host, srv->port, text);
-}
-
-/* Starts a round: script id with m->args to the servers in mask, decided
- * once `need` said yes. */
+/* Starts a round: script id with args (kept in m->args, for NOSCRIPT's
+ * EVAL) to the servers in mask, decided once `need` said yes. */
 static relock__step round_begin(relock__quorum_m *m, relock_client *c, int pc, unsigned mask,
-                                int id, int nkeys, int nargs, int need, relock__fanout *out)
+                                int id, int nkeys, int nargs, const char *const *args, int need,
+                                relock__fanout *out)
 {
     m->h.pc = pc;
     memset(&m->r, 0, sizeof m->r);
@@ -104,6 +83,7 @@ static relock__step round_begin(relock__quorum_m *m, relock_client *c, int pc, u
     m->id = id;
     m->nkeys = nkeys;
     m->nargs = nargs;
+    memcpy(m->args, args, (size_t)nargs * sizeof *args);
     out->mask = mask;
     out->round = 1;
     out->timeout_ms = m->tmo;
@@ -126,7 +106,7 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
     if (first) {
         r->started = 1;
         r->live = in->reached & r->asked;
-        r->reached = popcount(r->live);
+        r->reached = __builtin_popcount(r->live);
         r->start = in->mono_ms;
         r->deadline = in->mono_ms + (uint64_t)m->tmo;
     }
@@ -139,7 +119,9 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         if (s->fault != RELOCK__FAULT_NONE) {
             if (s->fault_status == RELOCK_ECONFIG) {
                 r->config = 1;
-                note(r, s->fault_text ? s->fault_text : "AUTH/SELECT refused");
+                if (!r->error[0]) /* the round's first error */
+                    snprintf(r->error, sizeof r->error, "%s",
+                             s->fault_text ? s->fault_text : "AUTH/SELECT refused");
                 if (first)
                     continue; /* met on an earlier use: it was connected afresh */
             }
@@ -172,14 +154,17 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
             }
         } else {
             int err = rep && rep->type == REDIS_REPLY_ERROR && rep->str;
-            note_server(r, &c->s.servers[i], err ? rep->str : "a reply of the wrong type");
+            const relock__server *srv = &c->s.servers[i];
+            if (!r->error[0])
+                snprintf(r->error, sizeof r->error, "%.255s:%d: %.150s", srv->host, srv->port,
+                         err ? rep->str : "a reply of the wrong type");
             /* A server without Lua (Valkey 9.1 can run so): the quorum's
              * scripts have no fallback there. */
             if (err && strncmp(rep->str, "ERR unknown command 'EVAL", 25) == 0)
                 r->nolua = 1;
         }
     }
-    int asked = popcount(r->asked);
+    int asked = __builtin_popcount(r->asked);
     /* A delete round (a release, or the clean-up of a failed acquire or
      * of an extend found lost) is not decided while one of its deletes is
      * not wholly written (a new connection still connecting): the driver
@@ -215,11 +200,14 @@ static int refused(const relock_client *c, int said_no)
 }
 
 /* Too few servers answered to decide: st, or RELOCK_ECONFIG when a server
- * refused AUTH or SELECT; the first server error is part of the message. */
+ * refused AUTH or SELECT; the first server error is part of the message,
+ * after the consequence (NULL: a majority is needed). */
 static relock_status undecided(relock_client *c, relock_status st, const char *what,
                                const relock_lock *l, const relock__qround *f,
                                const char *consequence)
 {
+    char need[64];
+    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
     if (f->config)
         return RELOCK__FAIL(&c->err, RELOCK_ECONFIG, "%s %s: %s", what, l->name, f->error);
     if (f->nolua)
@@ -230,7 +218,7 @@ static relock_status undecided(relock_client *c, relock_status st, const char *w
     int reachable = f->reached < majority(c);
     return RELOCK__FAIL(&c->err, st, "%s %s: only %d of %d servers %s; %s%s%s", what, l->name,
                         reachable ? f->reached : f->answered, c->s.nservers,
-                        reachable ? "reachable" : "answered", consequence,
+                        reachable ? "reachable" : "answered", consequence ? consequence : need,
                         f->error[0] ? "; first error: " : "", f->error);
 }
 
@@ -242,21 +230,16 @@ static relock__step delete_round(relock__quorum_m *m, relock_lock *l, int pc, un
     m->chan[0] = '\0'; /* '': the script publishes nothing */
     if (announce)
         relock__notify_channel(l, m->chan, sizeof m->chan);
-    m->args[0] = l->key;
-    m->args[1] = l->value;
-    m->args[2] = m->chan;
-    return round_begin(m, l->c, pc, mask, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, need, out);
+    const char *args[] = {l->key, l->value, m->chan};
+    return round_begin(m, l->c, pc, mask, RELOCK__SCRIPT_DEL_IF_EQ, 1, 3, args, need, out);
 }
 
 static relock__step acquire_round(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
 {
     snprintf(m->num, sizeof m->num, "%lld", l->ttl_ms);
-    m->args[0] = l->key;
-    m->args[1] = l->fence_key;
-    m->args[2] = l->value;
-    m->args[3] = m->num;
+    const char *args[] = {l->key, l->fence_key, l->value, m->num};
     return round_begin(m, l->c, Q_ACQ, all_servers(l->c), RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4,
-                       majority(l->c), out);
+                       args, majority(l->c), out);
 }
 
 static relock__step won(relock__quorum_m *m, relock_lock *l)
@@ -265,45 +248,6 @@ static relock__step won(relock__quorum_m *m, relock_lock *l)
     l->valid_until = m->valid_until;
     l->acquired = 1;
     return relock__done(&m->h, RELOCK_OK);
-}
-
-/* The acquire has no majority in time: leave no partial hold behind,
- * wherever our token may be: where we won, where the request was written
- * and no reply came (in time or not: a round decided by its deadline
- * leaves the late servers running the acquire all the same), and where the
- * connection failed after the request was written.  The delete follows
- * the acquire on each connection still open, so it applies after it
- * (out->after, late or not); a failed connection's server is sent it on a new one,
- * where the old one's request has run or never will (the server has
- * closed it, or it went with the connection's failure). */
-static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
-{
-    unsigned maybe = m->won | m->first.owing | m->first.unsure;
-    if (maybe) {
-        /* The delete announces a release only when the attempt won a
-         * majority (too slowly, or its counters could not be raised):
-         * then others found the lock held, and it is free now.  Short of
-         * a majority nobody held anything that the delete frees, and a
-         * notice would wake every waiter for nothing, this one first (it
-         * listens on one of the servers, maybe one it won): it would try
-         * again at once, undo, and wake itself again, at network speed,
-         * for as long as a holder keeps the lock on part of the servers.
-         * Contenders that split the servers between them (each short of
-         * a majority) so each undo in silence and sleep their own
-         * jittered backoff (at most wait.backoff_max_ms, shorter when a
-         * holder's end is known), which also keeps them from meeting
-         * again in lockstep; a notice from each undo would instead wake
-         * the others at once, and two such waiters behind a holder on a
-         * majority would wake each other without end.  A late server
-         * that took our token (the round did not wait for it) is cleaned
-         * up in silence too: a waiter it refused meanwhile finds the lock
-         * free within one backoff. */
-        relock__step s =
-            delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
-        out->after = maybe;
-        return s;
-    }
-    return RELOCK__STEP_DONE; /* the caller ends it (acquire_end) */
 }
 
 static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
@@ -315,21 +259,17 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
         /* Held elsewhere, or won too slowly, or a majority answered and
          * some of it said held (a holder, or a release half-way, while
          * another server is silent): wait and try again.  Only fewer
-         * answers than a majority is an error.  No TTL known (all holders
-         * without one): the backoff decides. */
+         * answers than a majority is an error.  No TTL known: the backoff
+         * decides. */
         m->h.hint_ms = m->shortest >= 0
                            ? (m->shortest > 0x7fffffffLL ? 0x7fffffffL : (long)m->shortest)
                            : -1;
         /* A release may be half-way through the servers: some said yes
-         * while too few said held to refuse (a server was silent), or a
-         * release notice came just before this attempt (from one server;
-         * the releasing client reaches the others a moment later, and a
-         * round decided by a majority of "held" does not wait for the
-         * server that announced).  Look again after a server's timeout
-         * rather than a whole backoff: once per notice, so a waiter that
-         * another waiter beat to the lock costs one attempt more.
-         * Without a notice, a majority that says held is a holder, and
-         * the backoff stands. */
+         * while too few said held to refuse, or a release notice came just
+         * before this attempt (the releasing client reaches the other
+         * servers a moment later).  Look again after a server's timeout
+         * rather than a whole backoff, once per notice.  Without a notice,
+         * a majority that says held is a holder, and the backoff stands. */
         if (((m->nwon > 0 && m->nwon < majority(c) && !refused(c, f->answered - m->nwon)) ||
              l->after_notice) &&
             (m->h.hint_ms < 0 || m->tmo < m->h.hint_ms))
@@ -343,9 +283,33 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
                                 "their fence counters%s%s",
                                 l->name, m->nwon, c->s.nservers,
                                 f->error[0] ? "; first error: " : "", f->error));
-    char need[64];
-    snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
-    return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, need));
+    return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, NULL));
+}
+
+/* The acquire has no majority in time: leave no partial hold behind,
+ * wherever our token may be: where we won, where the request was written
+ * and no reply came (late servers run the acquire all the same), and where
+ * the connection failed after the request was written.  The delete follows
+ * the acquire on each connection still open (out->after); a failed
+ * connection's server is sent it on a new one, where the old one's
+ * request has run or never will. */
+static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
+{
+    unsigned maybe = m->won | m->first.owing | m->first.unsure;
+    if (!maybe)
+        return acquire_end(m, l);
+    /* The delete announces a release only when the attempt won a majority
+     * (too slowly, or its counters could not be raised): then others found
+     * the lock held, and it is free now.  Short of a majority nobody held
+     * anything the delete frees, and a notice would wake every waiter for
+     * nothing, this one first: it would try again, undo and wake itself at
+     * network speed.  Contenders that split the servers so undo in silence
+     * and sleep their own jittered backoff instead of waking each other
+     * without end; a waiter a late server refused finds the lock free
+     * within one backoff. */
+    relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
+    out->after = maybe;
+    return s;
 }
 
 void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
@@ -363,22 +327,21 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
     relock__quorum_m *m = vm;
     relock_client *c = l->c;
     if (m->h.pc == Q_START) {
+        long long lease = m->op == RELOCK__Q_EXTEND ? m->ttl_ms : l->ttl_ms;
+        m->tmo = relock__quorum_server_timeout(c, lease);
         switch (m->op) {
         case RELOCK__Q_ACQUIRE:
-            m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
             if (relock__fence_key_before(l->key, m->before, sizeof m->before) == 1) {
                 /* A whole-tag key: carry its earlier counter over first
                  * (keys.c).  Best effort: a server it does not reach
                  * keeps the lower counter until a later acquisition
                  * carries it over there. */
-                m->args[0] = l->fence_key;
-                m->args[1] = m->before;
+                const char *args[] = {l->fence_key, m->before};
                 return round_begin(m, c, Q_CARRY, all_servers(c), RELOCK__SCRIPT_FENCE_CARRY, 2,
-                                   2, c->s.nservers, out);
+                                   2, args, c->s.nservers, out);
             }
             return acquire_round(m, l, out);
         case RELOCK__Q_RELEASE:
-            m->tmo = relock__quorum_server_timeout(c, l->ttl_ms);
             return delete_round(m, l, Q_REL, all_servers(c), majority(c), 1, out);
         default:
             /* The servers may hold the new lease from now on whatever we
@@ -386,13 +349,10 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
              * stays so unless a majority extends in time. */
             l->valid_until = relock__valid_min(l->valid_until,
                                                relock__valid_until(in->mono_ms, m->ttl_ms));
-            m->tmo = relock__quorum_server_timeout(c, m->ttl_ms);
             snprintf(m->num, sizeof m->num, "%lld", m->ttl_ms);
-            m->args[0] = l->key;
-            m->args[1] = l->value;
-            m->args[2] = m->num;
+            const char *args[] = {l->key, l->value, m->num};
             return round_begin(m, c, Q_EXT, all_servers(c), RELOCK__SCRIPT_PEXPIRE_IF_EQ, 1, 3,
-                               majority(c), out);
+                               args, majority(c), out);
         }
     }
     int d = round_feed(m, c, in, out);
@@ -428,9 +388,8 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
         if (m->nwon >= majority(c) && now < m->valid_until) {
             /* Raise the majority's counters to the token before claiming it. */
             snprintf(m->num, sizeof m->num, "%lld", m->fence);
-            m->args[0] = l->fence_key;
-            m->args[1] = m->num;
-            return round_begin(m, c, Q_RAISE, m->won, RELOCK__SCRIPT_FENCE_RAISE, 1, 2,
+            const char *args[] = {l->fence_key, m->num};
+            return round_begin(m, c, Q_RAISE, m->won, RELOCK__SCRIPT_FENCE_RAISE, 1, 2, args,
                                majority(c), out);
         }
         break;
@@ -473,9 +432,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             out->after = m->first.owing;
             return s;
         }
-        char need[64];
-        snprintf(need, sizeof need, "a majority (%d) is needed", majority(c));
-        return relock__done(&m->h, undecided(c, RELOCK_EIO, "extend", l, r, need));
+        return relock__done(&m->h, undecided(c, RELOCK_EIO, "extend", l, r, NULL));
     }
     case Q_EXT_DEL:
         relock__err_clear(&c->err);
@@ -494,10 +451,7 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
                                                 l->name, m->h.pc));
     }
     /* Q_ACQ or Q_RAISE without the lock. */
-    s = acquire_failed(m, l, out);
-    if (s == RELOCK__STEP_DONE)
-        return acquire_end(m, l);
-    return s;
+    return acquire_failed(m, l, out);
 }
 
 /* The operation core's machines: one fan machine for every operation. */

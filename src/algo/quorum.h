@@ -2,7 +2,6 @@
  * The quorum's fan machine (quorum.c, design.md §9.1): acquire, extend and
  * release over several independent masters, with the fence raise on the
  * majority, as one step machine run by a fan driver (engine/fan.h).
- * Public to the drivers and to tests.
  */
 #ifndef RELOCK_QUORUM_H
 #define RELOCK_QUORUM_H

@@ -29,11 +29,8 @@
 _Static_assert(WIDE <= RELOCK__BATCH_CMDS, "a read batch fits a wide batch");
 #define MATCH_MAX 1024
 
-/*
- * The bound on keys examined by one walk.  Not in a header on purpose:
- * only the tests change it (they declare it themselves), to reach the
- * incomplete path without ten million keys.
- */
+/* The bound on keys examined by one walk.  Not in a header: only the
+ * tests change it, to reach the incomplete path without ten million keys. */
 extern long long relock__scan_max_keys;
 long long relock__scan_max_keys = RELOCK_SCAN_MAX_KEYS;
 
@@ -359,6 +356,130 @@ static void describe_families(relock_scan_result *out)
                       out->fam_example[f] ? out->fam_example[f] : "");
 }
 
+/* UTC, ISO 8601. */
+static void fmt_time(long long ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, len, "%lld ms since the epoch", ms);
+}
+
+/* Where a time (a sighting, the start of the watch) sits relative to
+ * now, for the verdict text; ahead: another client's clock runs ahead of
+ * ours. */
+static void fmt_sighting(const relock_scan_result *out, long long ms, char *buf, size_t len)
+{
+    char when[64], age[32];
+    fmt_time(ms, when, sizeof when);
+    long long d = out->now_ms - ms;
+    relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
+    snprintf(buf, len, "%s (%s %s)", when, age, d >= 0 ? "ago" : "ahead of this clock");
+}
+
+/* The phases are legacy -> bridge -> modern (docs/migration.md). */
+static void judge(const relock_client *c, relock_scan_result *out)
+{
+    char window[32], seen[128] = "";
+    relockx_format_duration(out->quiet_window_ms, window, sizeof window);
+    if (out->legacy_seen_ms >= 0)
+        fmt_sighting(out, out->legacy_seen_ms, seen, sizeof seen);
+    int recent =
+        out->legacy_seen_ms >= 0 && out->now_ms - out->legacy_seen_ms < out->quiet_window_ms;
+    char **t = &out->verdict_text;
+
+    if (out->legacy > 0 || recent || out->marker_unreadable) {
+        out->verdict = RELOCK_SCAN_STAY_BRIDGE;
+        text_addf(out, t, "stay in bridge: modern mode is NOT safe");
+        if (out->legacy > 0)
+            text_addf(out, t, "; %lld live legacy lock%s (timestamp without TTL), e.g. \"%s\"",
+                      out->legacy, out->legacy == 1 ? "" : "s",
+                      relock_scan_result_legacy_example(out, NULL));
+        if (out->marker_unreadable)
+            text_addf(out, t,
+                      "; the marker key \"%s\" holds no time in milliseconds (repair or "
+                      "delete it, then let bridge clients run for the quiet window)",
+                      out->marker_key);
+        else if (out->legacy_seen_ms >= 0)
+            text_addf(out, t, "; a legacy writer was last seen %s, %s the quiet window of %s", seen,
+                      recent ? "within" : "before", window);
+        else
+            text_addf(out, t, "; no legacy writer was recorded yet (marker \"%s\" absent)",
+                      out->marker_key);
+        /* Say it loudly when this very configuration writes modern values. */
+        if (c->s.mode == RELOCK_MODE_MODERN ||
+            (c->s.mode == RELOCK_MODE_AUTO && !c->s.migration.legacy_clients))
+            text_addf(out, t,
+                      "; this configuration (mode %s, migration.legacy_clients = %s) lets "
+                      "clients write modern values beside legacy ones: go back to bridge "
+                      "(migration.legacy_clients = true)",
+                      relock_mode_name(c->s.mode),
+                      c->s.migration.legacy_clients ? "true" : "false");
+        return;
+    }
+    if (!out->complete) {
+        out->verdict = RELOCK_SCAN_INCOMPLETE;
+        text_addf(out, t,
+                  "no conclusion: the scan stopped after %lld keys, before it saw every key "
+                  "matching \"%s\"; nothing seen so far blocks modern mode, but the keys not "
+                  "seen may hold live legacy locks: scan narrower patterns",
+                  out->examined, out->match);
+        return;
+    }
+    char stale[160] = "";
+    if (out->stale > 0)
+        snprintf(stale, sizeof stale,
+                 " (%lld expired legacy key%s of dead holders do not block: modern clients "
+                 "take them over)",
+                 out->stale, out->stale == 1 ? "" : "s");
+    /* A sighting shows that someone was watching then, also before the
+     * watch marker existed. */
+    if (out->legacy_seen_ms >= 0 &&
+        (out->watching_since_ms < 0 || out->legacy_seen_ms < out->watching_since_ms))
+        out->watching_since_ms = out->legacy_seen_ms;
+    if (out->watching_since_ms < 0 ||
+        out->now_ms - out->watching_since_ms < out->quiet_window_ms) {
+        /* Silence proves something only after a whole window of watching. */
+        out->verdict = RELOCK_SCAN_NO_EVIDENCE;
+        text_addf(out, t, "no evidence yet: modern mode is NOT known to be safe; no live legacy "
+                          "lock%s, ",
+                  stale);
+        if (out->watching_since_ms < 0) {
+            text_addf(out, t,
+                      "but no upgraded client has recorded that it watches for legacy writers "
+                      "(\"%s\" absent): run bridge clients on these locks for the quiet window "
+                      "(%s) and scan again",
+                      out->watch_key, window);
+        } else {
+            char since[128], left[32];
+            fmt_sighting(out, out->watching_since_ms, since, sizeof since);
+            relockx_format_duration(out->quiet_window_ms -
+                                        (out->now_ms - out->watching_since_ms),
+                                    left, sizeof left);
+            text_addf(out, t,
+                      "but upgraded clients have watched for legacy writers only since %s, "
+                      "less than the quiet window of %s (%s to go)",
+                      since, window, left);
+        }
+        return;
+    }
+    out->verdict = RELOCK_SCAN_MODERN_SAFE;
+    if (out->legacy_seen_ms < 0) {
+        char since[128];
+        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
+        text_addf(out, t,
+                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, "
+                  "and no legacy writer met since upgraded clients began watching %s, longer "
+                  "than the quiet window of %s",
+                  stale, since, window);
+        return;
+    }
+    text_addf(out, t,
+              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
+              "the last legacy writer was seen %s, before the quiet window of %s",
+              stale, seen, window);
+}
+
 /* ------------------------------------------------------------ the walk */
 
 static void tell(relock__scan_m *m, relock_key_class k, const char *key, size_t keylen)
@@ -535,19 +656,17 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         m->stage = ST_LIST;
         return RELOCK_OK;
     case ST_LIST:
-        if (out->keys_fallback) {
-            m->calls++;
-            m->last = 1;
-            if (r->type != REDIS_REPLY_ARRAY)
-                return RELOCK__BAD_REPLY(c, "KEYS", r);
-            m->stage = ST_READ;
-            return keys_take(m, c, r);
-        }
-        m->stage = ST_READ;
-        return page_take(m, c, r);
+        m->stage = ST_READ; /* (a bad reply fails the walk) */
+        if (!out->keys_fallback)
+            return page_take(m, c, r);
+        m->calls++;
+        m->last = 1;
+        if (r->type != REDIS_REPLY_ARRAY)
+            return RELOCK__BAD_REPLY(c, "KEYS", r);
+        return keys_take(m, c, r);
     case ST_READ: {
-        /* Every reply is judged, also after a bad one, as the walk read
-         * them before it was a machine; the first bad one fails it. */
+        /* Every reply is judged, also after a bad one; the first bad one
+         * fails the walk. */
         relock_status bad = RELOCK_OK;
         size_t nsent = m->nsent;
         for (size_t i = 0; i < nsent; i++) {
@@ -629,8 +748,6 @@ static int own_key(const char *k, size_t len)
             return 1;
     return 0;
 }
-
-static void judge(const relock_client *c, relock_scan_result *out);
 
 /* Ends the run: the driver does next before the next one. */
 static relock__step run_end(relock__scan_m *m, relock__scan_next next)
@@ -779,130 +896,6 @@ relock__step relock__scan_step(void *vm, relock_lock *l, const relock__feed *in,
     return emit(m, c, out, now);
 }
 
-/* UTC, ISO 8601. */
-static void fmt_time(long long ms, char *buf, size_t len)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(buf, len, "%lld ms since the epoch", ms);
-}
-
-/* Where a time (a sighting, the start of the watch) sits relative to
- * now, for the verdict text; ahead: another client's clock runs ahead of
- * ours. */
-static void fmt_sighting(const relock_scan_result *out, long long ms, char *buf, size_t len)
-{
-    char when[64], age[32];
-    fmt_time(ms, when, sizeof when);
-    long long d = out->now_ms - ms;
-    relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
-    snprintf(buf, len, "%s (%s %s)", when, age, d >= 0 ? "ago" : "ahead of this clock");
-}
-
-/* The phases are legacy -> bridge -> modern (docs/migration.md). */
-static void judge(const relock_client *c, relock_scan_result *out)
-{
-    char window[32], seen[128] = "";
-    relockx_format_duration(out->quiet_window_ms, window, sizeof window);
-    if (out->legacy_seen_ms >= 0)
-        fmt_sighting(out, out->legacy_seen_ms, seen, sizeof seen);
-    int recent =
-        out->legacy_seen_ms >= 0 && out->now_ms - out->legacy_seen_ms < out->quiet_window_ms;
-    char **t = &out->verdict_text;
-
-    if (out->legacy > 0 || recent || out->marker_unreadable) {
-        out->verdict = RELOCK_SCAN_STAY_BRIDGE;
-        text_addf(out, t, "stay in bridge: modern mode is NOT safe");
-        if (out->legacy > 0)
-            text_addf(out, t, "; %lld live legacy lock%s (timestamp without TTL), e.g. \"%s\"",
-                      out->legacy, out->legacy == 1 ? "" : "s",
-                      relock_scan_result_legacy_example(out, NULL));
-        if (out->marker_unreadable)
-            text_addf(out, t,
-                      "; the marker key \"%s\" holds no time in milliseconds (repair or "
-                      "delete it, then let bridge clients run for the quiet window)",
-                      out->marker_key);
-        else if (out->legacy_seen_ms >= 0)
-            text_addf(out, t, "; a legacy writer was last seen %s, %s the quiet window of %s", seen,
-                      recent ? "within" : "before", window);
-        else
-            text_addf(out, t, "; no legacy writer was recorded yet (marker \"%s\" absent)",
-                      out->marker_key);
-        /* Say it loudly when this very configuration writes modern values. */
-        if (c->s.mode == RELOCK_MODE_MODERN ||
-            (c->s.mode == RELOCK_MODE_AUTO && !c->s.migration.legacy_clients))
-            text_addf(out, t,
-                      "; this configuration (mode %s, migration.legacy_clients = %s) lets "
-                      "clients write modern values beside legacy ones: go back to bridge "
-                      "(migration.legacy_clients = true)",
-                      relock_mode_name(c->s.mode),
-                      c->s.migration.legacy_clients ? "true" : "false");
-        return;
-    }
-    if (!out->complete) {
-        out->verdict = RELOCK_SCAN_INCOMPLETE;
-        text_addf(out, t,
-                  "no conclusion: the scan stopped after %lld keys, before it saw every key "
-                  "matching \"%s\"; nothing seen so far blocks modern mode, but the keys not "
-                  "seen may hold live legacy locks: scan narrower patterns",
-                  out->examined, out->match);
-        return;
-    }
-    char stale[160] = "";
-    if (out->stale > 0)
-        snprintf(stale, sizeof stale,
-                 " (%lld expired legacy key%s of dead holders do not block: modern clients "
-                 "take them over)",
-                 out->stale, out->stale == 1 ? "" : "s");
-    /* A sighting shows that someone was watching then, also before the
-     * watch marker existed. */
-    if (out->legacy_seen_ms >= 0 &&
-        (out->watching_since_ms < 0 || out->legacy_seen_ms < out->watching_since_ms))
-        out->watching_since_ms = out->legacy_seen_ms;
-    if (out->watching_since_ms < 0 ||
-        out->now_ms - out->watching_since_ms < out->quiet_window_ms) {
-        /* Silence proves something only after a whole window of watching. */
-        out->verdict = RELOCK_SCAN_NO_EVIDENCE;
-        text_addf(out, t, "no evidence yet: modern mode is NOT known to be safe; no live legacy "
-                          "lock%s, ",
-                  stale);
-        if (out->watching_since_ms < 0) {
-            text_addf(out, t,
-                      "but no upgraded client has recorded that it watches for legacy writers "
-                      "(\"%s\" absent): run bridge clients on these locks for the quiet window "
-                      "(%s) and scan again",
-                      out->watch_key, window);
-        } else {
-            char since[128], left[32];
-            fmt_sighting(out, out->watching_since_ms, since, sizeof since);
-            relockx_format_duration(out->quiet_window_ms -
-                                        (out->now_ms - out->watching_since_ms),
-                                    left, sizeof left);
-            text_addf(out, t,
-                      "but upgraded clients have watched for legacy writers only since %s, "
-                      "less than the quiet window of %s (%s to go)",
-                      since, window, left);
-        }
-        return;
-    }
-    out->verdict = RELOCK_SCAN_MODERN_SAFE;
-    if (out->legacy_seen_ms < 0) {
-        char since[128];
-        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
-        text_addf(out, t,
-                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, "
-                  "and no legacy writer met since upgraded clients began watching %s, longer "
-                  "than the quiet window of %s",
-                  stale, since, window);
-        return;
-    }
-    text_addf(out, t,
-              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
-              "the last legacy writer was seen %s, before the quiet window of %s",
-              stale, seen, window);
-}
-
 relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char *match,
                                 relock_scan_key_fn fn, void *arg, relock_scan_result *out,
                                 int masters, int discover, long long wall_ms, uint64_t mono_ms)
@@ -932,11 +925,8 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: pattern longer than %d bytes",
                             MATCH_MAX);
     size_t mlen = match ? strlen(match) : strlen(c->s.key_prefix) + 1;
-    if (discover && !(m->addr = calloc(RELOCK__SCAN_MASTERS, sizeof *m->addr)))
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
-    if (!(m->wide = malloc(WIDE * sizeof *m->wide)))
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
-    if (!(out->match = malloc(mlen + 1)))
+    if ((discover && !(m->addr = calloc(RELOCK__SCAN_MASTERS, sizeof *m->addr))) ||
+        !(m->wide = malloc(WIDE * sizeof *m->wide)) || !(out->match = malloc(mlen + 1)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     snprintf(out->match, mlen + 1, "%s%s", match ? match : c->s.key_prefix, match ? "" : "*");
     return RELOCK_OK;

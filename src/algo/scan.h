@@ -1,10 +1,8 @@
 /*
  * The migration audit's step machine (scan.c): one walk of the lock keys
  * (SCAN, or KEYS on servers without it), their values, TTLs and types,
- * the two markers, and the verdict.  The operation core's scan
- * (src/core/scan.c) runs it, for relock_async_scan() on the program's loop
- * and for relock_scan_keys() (src/api/scan.c) on the blocking calls' poll
- * loop.
+ * the two markers, and the verdict, run by the operation core's scan
+ * (src/core/scan.c) under both APIs.
  *
  * A run of the machine is at most RELOCK__SCAN_RUN_STEPS batches, below
  * any driver's bound on one run; the machine then ends with RELOCK_OK

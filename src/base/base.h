@@ -49,6 +49,10 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
     relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
 #define RELOCK__FAIL_SRV(errp, st, srv, ...)                                                  \
     relock__err_set((errp), (st), __FILE__, __LINE__, (srv), __VA_ARGS__)
+/* Writes a reason into why (whylen bytes) and returns -1, so that a parser
+ * can write "return relock__reason(why, whylen, ...)". */
+int relock__reason(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------------ settings */
 

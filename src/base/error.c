@@ -91,3 +91,12 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
     e->pub.line = line;
     return st;
 }
+
+int relock__reason(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return -1;
+}

@@ -39,18 +39,15 @@ static const char *const clock_names[] = {"local", "server", NULL};
 static const char *const values_names[] = {"integer", "fractional", NULL};
 static const char *const reader_names[] = {"whole", "fractional", "both", NULL};
 
-/* One year: longer leases or waits are far more likely typos than wishes. */
-#define YEAR_MS 31536000000LL
-
 static const setting settings[] = {
     {"mode", T_ENUM, OFF(mode), 0, 0, 0, mode_names},
     {"key_prefix", T_STR, OFF(key_prefix), 0, 0, RELOCK__PREFIX_MAX, NULL},
-    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, YEAR_MS, 0, NULL},
+    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, RELOCK_DURATION_MAX_MS, 0, NULL},
     {"servers", T_SERVERS, OFF(servers), 0, 0, 0, NULL},
     {"connect_timeout_ms", T_LLONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL},
     {"command_timeout_ms", T_LLONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL},
     {"wait", T_GROUP, 0, 0, 0, 0, NULL},
-    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, YEAR_MS, 0, NULL},
+    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, RELOCK_DURATION_MAX_MS, 0, NULL},
     {"wait.backoff_min_ms", T_LLONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL},
     {"wait.backoff_max_ms", T_LLONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
     {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
@@ -60,7 +57,7 @@ static const setting settings[] = {
     {"durability.replicas", T_LONG, OFF(durability.replicas), 0, 1000, 0, NULL},
     {"durability.aof", T_BOOL, OFF(durability.aof), 0, 1, 0, NULL},
     {"durability.timeout_ms", T_LLONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL},
-    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, YEAR_MS, 0, NULL},
+    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, RELOCK_DURATION_MAX_MS, 0, NULL},
     {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
     {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
     {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},
@@ -74,8 +71,8 @@ static const setting settings[] = {
     {"bridge.value_suffix", T_BOOL, OFF(bridge.value_suffix), 0, 1, 0, NULL},
     {"migration", T_GROUP, 0, 0, 0, 0, NULL},
     {"migration.legacy_clients", T_BOOL, OFF(migration.legacy_clients), 0, 1, 0, NULL},
-    {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0, 100 * YEAR_MS, 0,
-     NULL},
+    {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0,
+     100 * RELOCK_DURATION_MAX_MS, 0, NULL},
     {"sentinel", T_GROUP, 0, 0, 0, 0, NULL},
     {"sentinel.master", T_STR, OFF(sentinel.master), 0, 0, RELOCK__MASTER_NAME_MAX, NULL},
     {"sentinel.addrs", T_ADDRS, OFF(sentinel), 0, 0, 0, NULL},

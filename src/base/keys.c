@@ -17,13 +17,10 @@
 
 #include "handle.h"
 
-/*
- * Joins the n strings of part into out (len bytes), as snprintf(out, len,
+/* Joins the n strings of part into out (len bytes), as snprintf(out, len,
  * "%s%s...") would, cut short and terminated when they do not fit; 0, or
- * -1 when they did not fit.  Every lock call names its keys this way, and
- * snprintf()'s format parsing was a tenth of a blocking cycle's
- * instructions (callgrind).
- */
+ * -1 when they did not fit.  Every lock call names its keys, and snprintf()
+ * would parse a format each time. */
 static int join(char *out, size_t len, int n, const char *const *part)
 {
     size_t at = 0;
@@ -131,9 +128,6 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
         return 0;
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 1, out, len) == 0 ? 1 : -1;
 }
-
-/* The carry to a whole-tag key's counter from its earlier one: the
- * machine of src/algo/fence.c. */
 
 int relock__marker_key(const char *key_prefix, char *out, size_t len)
 {

@@ -125,23 +125,21 @@ int relockx_parse_duration(const char *s, long long *ms, char *why, size_t whyle
 
 void relockx_format_duration(long long ms, char *buf, size_t len)
 {
+    static const long long size[] = {86400000, 3600000, 60000, 1000};
+    static const char *const name[] = {"d", "h", "m", "s"};
     if (ms < 0)
         ms = -ms;
-    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
-    if (d > 0 && h % 24)
-        snprintf(buf, len, "%lldd %lldh", d, h % 24);
-    else if (d > 0)
-        snprintf(buf, len, "%lldd", d);
-    else if (h > 0 && m % 60)
-        snprintf(buf, len, "%lldh %lldm", h, m % 60);
-    else if (h > 0)
-        snprintf(buf, len, "%lldh", h);
-    else if (m > 0 && s % 60)
-        snprintf(buf, len, "%lldm %llds", m, s % 60);
-    else if (m > 0)
-        snprintf(buf, len, "%lldm", m);
-    else if (s > 0)
-        snprintf(buf, len, "%llds", s);
-    else
-        snprintf(buf, len, "%lldms", ms);
+    /* The largest unit that fits, and the next one below it unless 0;
+     * seconds alone. */
+    for (int i = 0; i < 4; i++) {
+        if (ms < size[i])
+            continue;
+        long long next = i < 3 ? ms % size[i] / size[i + 1] : 0;
+        if (next)
+            snprintf(buf, len, "%lld%s %lld%s", ms / size[i], name[i], next, name[i + 1]);
+        else
+            snprintf(buf, len, "%lld%s", ms / size[i], name[i]);
+        return;
+    }
+    snprintf(buf, len, "%lldms", ms);
 }

@@ -37,10 +37,16 @@ long long relock__drift_ms(long long ttl_ms)
     return ttl_ms / 100 + 2;
 }
 
+/* A lease of ms milliseconds, less the drift allowance (never negative). */
+static long long less_drift(long long ms)
+{
+    long long v = ms - relock__drift_ms(ms);
+    return v > 0 ? v : 0;
+}
+
 uint64_t relock__valid_until(uint64_t start, long long ttl_ms)
 {
-    long long v = ttl_ms - relock__drift_ms(ttl_ms);
-    return start + (uint64_t)(v > 0 ? v : 0);
+    return start + (uint64_t)less_drift(ttl_ms);
 }
 
 uint64_t relock__valid_min(uint64_t was, uint64_t until)
@@ -56,13 +62,6 @@ long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t
     if ((long long)((valid_until - now) / 2) < wait)
         wait = (long long)((valid_until - now) / 2);
     return wait > 0 ? wait : 1;
-}
-
-/* A lease of ms milliseconds, less the drift allowance (never negative). */
-static long long less_drift(long long ms)
-{
-    long long v = ms - (ms / 100 + 2);
-    return v > 0 ? v : 0;
 }
 
 static long long min_ll(long long a, long long b)

@@ -8,7 +8,6 @@
  * misspelt name is never silently ignored.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -83,24 +82,19 @@ static const setting settings[] = {
 /* Every field not named here is 0 by default (mode "auto", no replicas...). */
 void relock__settings_default(relock__settings *s)
 {
-    memset(s, 0, sizeof *s);
-    s->ttl_ms = 30000;
-    s->nservers = 1;
-    snprintf(s->servers[0].host, sizeof s->servers[0].host, "127.0.0.1");
-    s->servers[0].port = 6379;
-    s->connect_timeout_ms = 1000;
-    s->command_timeout_ms = 1000;
-    s->wait.max_ms = -1;
-    s->wait.backoff_min_ms = 2;
-    s->wait.backoff_max_ms = 200;
-    s->wait.notify = 1;
-    s->fencing = 1;
-    s->durability.timeout_ms = 1000;
-    s->legacy.expiry_offset = 1;
-    s->legacy.readers = RELOCK__READER_WHOLE;
-    s->migration.legacy_clients = 1;
-    s->migration.quiet_window_ms = 604800000LL;
-    s->cluster.slot_map = 1;
+    *s = (relock__settings){
+        .ttl_ms = 30000,
+        .servers = {{.host = "127.0.0.1", .port = 6379}},
+        .nservers = 1,
+        .connect_timeout_ms = 1000,
+        .command_timeout_ms = 1000,
+        .wait = {.max_ms = -1, .backoff_min_ms = 2, .backoff_max_ms = 200, .notify = 1},
+        .fencing = 1,
+        .durability.timeout_ms = 1000,
+        .legacy = {.expiry_offset = 1, .readers = RELOCK__READER_WHOLE},
+        .migration = {.legacy_clients = 1, .quiet_window_ms = 604800000LL},
+        .cluster.slot_map = 1,
+    };
 }
 
 relock_config *relock_config_new(void)

@@ -24,22 +24,21 @@
 static int join(char *out, size_t len, int n, const char *const *part)
 {
     size_t at = 0;
-    int fits = 1;
     for (int i = 0; i < n; i++) {
         size_t l = strlen(part[i]);
-        if (fits && at + l >= len) {
+        if (at + l >= len) {
             if (len > at)
                 memcpy(out + at, part[i], len - 1 - at);
-            at = len - 1;
-            fits = 0;
-        } else if (fits) {
-            memcpy(out + at, part[i], l);
-            at += l;
+            if (len > 0)
+                out[len - 1] = '\0';
+            return -1;
         }
+        memcpy(out + at, part[i], l);
+        at += l;
     }
     if (len > 0)
         out[at] = '\0';
-    return fits ? 0 : -1;
+    return 0;
 }
 
 /* Whether key has a Cluster hash tag: a '{' followed later by a '}' with

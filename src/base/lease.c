@@ -147,9 +147,7 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
         long long left = out->ours_end_ms - now;
         out->gc_s = (left > 0 ? (left + 999) / 1000 : 0) + 1;
     }
-    if (ttl < first)
-        first = ttl;
-    out->valid_ms = less_drift(first);
+    out->valid_ms = less_drift(min_ll(first, ttl));
 }
 
 long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, const relock__stamp *v,

@@ -163,15 +163,10 @@ static int add_peer(relock__settings *s, const char *name, size_t len, char *why
 {
     int i = relock__peer_find(name, len);
     if (i < 0) {
-        /* The known names written straight into why, after the start. */
-        int n = snprintf(why, whylen, "legacy.peer: no profile \"%.*s\" (known: ",
-                         (int)(len < 60 ? len : 60), name);
-        if (n > 0 && (size_t)n + 2 < whylen) {
-            relock__peer_names(why + n, whylen - (size_t)n - 1);
-            size_t used = strlen(why);
-            snprintf(why + used, whylen - used, ")");
-        }
-        return -1;
+        char known[512];
+        relock__peer_names(known, sizeof known);
+        return relock__reason(why, whylen, "legacy.peer: no profile \"%.*s\" (known: %s)",
+                              (int)(len < 60 ? len : 60), name, known);
     }
     if (s->legacy.npeers == RELOCK__PEERS_MAX)
         return relock__reason(why, whylen, "legacy.peer names more than %d profiles",

@@ -58,11 +58,8 @@ void relock__err_clear(relock__err *e)
 {
     e->msg[0] = '\0';
     e->server[0] = '\0';
-    e->pub.status = RELOCK_OK;
-    e->pub.message = e->msg;
-    e->pub.server = e->server;
-    e->pub.file = "";
-    e->pub.line = 0;
+    e->pub = (relock_error){.status = RELOCK_OK, .message = e->msg, .server = e->server,
+                            .file = ""};
 }
 
 void relock__err_copy(relock__err *dst, const relock__err *src)
@@ -84,11 +81,8 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
     va_end(ap);
     snprintf(e->server, sizeof e->server, "%s", server ? server : "");
     const char *base = strrchr(file, '/');
-    e->pub.status = st;
-    e->pub.message = e->msg;
-    e->pub.server = e->server;
-    e->pub.file = base ? base + 1 : file;
-    e->pub.line = line;
+    e->pub = (relock_error){.status = st, .message = e->msg, .server = e->server,
+                            .file = base ? base + 1 : file, .line = line};
     return st;
 }
 

@@ -429,24 +429,13 @@ static int load_fail(loader *ld, const config_setting_t *at, const char *fmt, ..
 
 static const char *type_word(int t)
 {
-    switch (t) {
-    case CONFIG_TYPE_GROUP:
-        return "a group";
-    case CONFIG_TYPE_INT:
-    case CONFIG_TYPE_INT64:
-        return "an integer";
-    case CONFIG_TYPE_FLOAT:
-        return "a float";
-    case CONFIG_TYPE_STRING:
-        return "a string";
-    case CONFIG_TYPE_BOOL:
-        return "a boolean";
-    case CONFIG_TYPE_ARRAY:
-        return "an array";
-    case CONFIG_TYPE_LIST:
-        return "a list";
-    }
-    return "something else";
+    static const char *const words[] = {
+        [CONFIG_TYPE_GROUP] = "a group",   [CONFIG_TYPE_INT] = "an integer",
+        [CONFIG_TYPE_INT64] = "an integer", [CONFIG_TYPE_FLOAT] = "a float",
+        [CONFIG_TYPE_STRING] = "a string",  [CONFIG_TYPE_BOOL] = "a boolean",
+        [CONFIG_TYPE_ARRAY] = "an array",   [CONFIG_TYPE_LIST] = "a list"};
+    int known = t >= 0 && t < (int)(sizeof words / sizeof words[0]) && words[t];
+    return known ? words[t] : "something else";
 }
 
 /* host, username or password of a server in the file into srv. */
@@ -591,28 +580,21 @@ static int load_peers(loader *ld, config_setting_t *m)
     return 0;
 }
 
-/* The type a setting of st's type takes in the file, and the words of its
- * refusal ("must be an integer"); NULL for the types loaded on their own. */
-static const char *load_check(const setting *st, int t)
-{
-    switch (st->type) {
-    case T_GROUP:
-        return t == CONFIG_TYPE_GROUP ? NULL : "a group";
-    case T_LONG:
-    case T_LLONG:
-        return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 ? NULL : "an integer";
-    case T_BOOL:
-        return t == CONFIG_TYPE_BOOL ? NULL : "true or false";
-    case T_STR:
-    case T_ENUM:
-        return t == CONFIG_TYPE_STRING ? NULL : "a string";
-    case T_SERVERS:
-    case T_ADDRS:
-    case T_PEERS:
-        break;
-    }
-    return NULL;
-}
+/* The libconfig types a setting of each kind takes in the file, and the
+ * words of its refusal ("must be an integer"); the lists, without words,
+ * are checked as they are loaded. */
+static const struct {
+    int type, type2;
+    const char *words;
+} file_types[] = {
+    [T_LONG] = {CONFIG_TYPE_INT, CONFIG_TYPE_INT64, "an integer"},
+    [T_LLONG] = {CONFIG_TYPE_INT, CONFIG_TYPE_INT64, "an integer"},
+    [T_BOOL] = {CONFIG_TYPE_BOOL, CONFIG_TYPE_BOOL, "true or false"},
+    [T_STR] = {CONFIG_TYPE_STRING, CONFIG_TYPE_STRING, "a string"},
+    [T_ENUM] = {CONFIG_TYPE_STRING, CONFIG_TYPE_STRING, "a string"},
+    [T_GROUP] = {CONFIG_TYPE_GROUP, CONFIG_TYPE_GROUP, "a group"},
+    [T_PEERS] = {0, 0, NULL},
+};
 
 static int load_group(loader *ld, config_setting_t *g, const char *prefix)
 {
@@ -625,33 +607,31 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
         if (!st)
             return load_fail(ld, m, "unknown setting \"%s\"", name);
         int t = config_setting_type(m);
-        const char *want = load_check(st, t);
-        if (want) {
+        const char *want = file_types[st->type].words;
+        if (want && t != file_types[st->type].type && t != file_types[st->type].type2) {
             /* Only integers have names ending in _ms. */
             size_t nl = strlen(name);
             int is_ms = nl > 3 && strcmp(name + nl - 3, "_ms") == 0;
             return load_fail(ld, m, "%s must be %s, not %s%s", name, want, type_word(t),
                              is_ms ? " (whole milliseconds, such as 30000)" : "");
         }
+        /* The lists and groups report their own refusals (ld->failed). */
         int rc = 0;
         relock__settings *s = &ld->cfg->s;
         switch (st->type) {
         case T_GROUP:
-            if (load_group(ld, m, name) != 0)
-                return -1;
+            rc = load_group(ld, m, name);
             break;
         case T_SERVERS:
-            if (load_servers(ld, m) != 0)
-                return -1;
-            s->servers_line = (int)config_setting_source_line(m);
+            rc = load_servers(ld, m);
+            if (rc == 0)
+                s->servers_line = (int)config_setting_source_line(m);
             break;
         case T_ADDRS:
-            if (load_addrs(ld, m) != 0)
-                return -1;
+            rc = load_addrs(ld, m);
             break;
         case T_PEERS:
-            if (load_peers(ld, m) != 0)
-                return -1;
+            rc = load_peers(ld, m);
             break;
         case T_LONG:
         case T_LLONG:
@@ -666,7 +646,7 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             break;
         }
         if (rc != 0)
-            return load_fail(ld, m, "%s", why);
+            return ld->failed ? -1 : load_fail(ld, m, "%s", why);
         if (strcmp(name, "mode") == 0)
             s->mode_line = (int)config_setting_source_line(m);
         mark_set(s, name);

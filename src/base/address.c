@@ -170,8 +170,7 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 {
     static const char scheme[] = "redis://";
     static const char unix_scheme[] = "unix://";
-    memset(srv, 0, sizeof *srv);
-    srv->port = 6379;
+    *srv = (relock__server){.port = 6379};
     if (url && strncmp(url, unix_scheme, sizeof unix_scheme - 1) == 0)
         return parse_unix_url(url + sizeof unix_scheme - 1, srv, why, whylen);
     if (url && strncmp(url, "rediss://", 9) == 0)

@@ -472,9 +472,7 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return load_fail(ld, g,
                          "each entry of servers must be a group { host = ...; port = ...; }");
-    memset(srv, 0, sizeof *srv);
-    snprintf(srv->host, sizeof srv->host, "127.0.0.1");
-    srv->port = 6379;
+    *srv = (relock__server){.host = "127.0.0.1", .port = 6379};
     config_setting_t *path = config_setting_get_member(g, "path");
     if (path && (config_setting_get_member(g, "host") || config_setting_get_member(g, "port")))
         return load_fail(ld, path, "servers: path (a unix socket) excludes host and port");

@@ -748,19 +748,16 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
      * directory): only regular files and pipes (`-c <(...)`) are read, and
      * they are read here, whole, so that an error can quote its line. */
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode))) {
-        fclose(f);
-        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: not a configuration file (%s)", path,
-                            S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-    }
-    char *text = malloc(CONFIG_FILE_MAX + 1);
-    if (!text) {
-        fclose(f);
-        return RELOCK__FAIL(&cfg->err, RELOCK_ENOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(text, 1, CONFIG_FILE_MAX + 1, f);
+    int readable = fstat(fileno(f), &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode));
+    char *text = readable ? malloc(CONFIG_FILE_MAX + 1) : NULL;
+    size_t got = text ? fread(text, 1, CONFIG_FILE_MAX + 1, f) : 0;
     int read_err = ferror(f);
     fclose(f);
+    if (!readable)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: not a configuration file (%s)", path,
+                            S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    if (!text)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ENOMEM, "%s: out of memory", path);
     if (read_err || got > CONFIG_FILE_MAX) {
         free(text);
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: %s", path,

@@ -122,10 +122,7 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
     relock__stamp st = {0, 0, 0, 1};
     if (cfg->frac_values && u > 1) {
         out->v_ms = now + ttl + cfg->offset * u;
-        st.ts = out->v_ms / u;
-        st.frac = 1;
-        st.frac_num = out->v_ms % u;
-        st.frac_den = u;
+        st = (relock__stamp){out->v_ms / u, 1, out->v_ms % u, u};
     } else {
         st.ts = reads_frac(cfg) ? (now + ttl + u - 1) / u + cfg->offset
                                 : now / u + (ttl + u - 1) / u + cfg->offset;

@@ -35,17 +35,10 @@ const char *relock_version(void)
 
 const char *relock_mode_name(relock_mode m)
 {
-    switch (m) {
-    case RELOCK_MODE_AUTO:
-        return "auto";
-    case RELOCK_MODE_LEGACY:
-        return "legacy";
-    case RELOCK_MODE_BRIDGE:
-        return "bridge";
-    case RELOCK_MODE_MODERN:
-        return "modern";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [RELOCK_MODE_AUTO] = "auto", [RELOCK_MODE_LEGACY] = "legacy",
+        [RELOCK_MODE_BRIDGE] = "bridge", [RELOCK_MODE_MODERN] = "modern"};
+    return (unsigned)m < sizeof names / sizeof names[0] ? names[m] : "unknown";
 }
 
 /* What relock_client_error() and relock_config_error() return for a NULL

@@ -183,10 +183,8 @@ int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long 
         if (apart <= kept + fresh && fresh > kept)
             return 0;
     }
-    e->offset_ms = offset;
-    e->rtt_ms = rtt;
-    e->at = t1;
-    e->known = 1;
+    *e = (relock__clock_est){.offset_ms = offset, .rtt_ms = rtt, .at = t1, .tried_at = t1,
+                             .known = 1};
     return 1;
 }
 

@@ -52,8 +52,7 @@ void relock__sha1_hex(const char *data, size_t len, char out[41])
         p += 64;
         left -= 64;
     }
-    unsigned char tail[128];
-    memset(tail, 0, sizeof tail);
+    unsigned char tail[128] = {0};
     memcpy(tail, p, left);
     tail[left] = 0x80;
     size_t tlen = left + 1 + 8 <= 64 ? 64 : 128;

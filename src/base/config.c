@@ -710,20 +710,15 @@ static void ms_hint(const char *line, char *out, size_t len)
         while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
         const char *start = end;
-        while (start > line && (start[-1] == '_' || (start[-1] >= 'a' && start[-1] <= 'z') ||
-                                (start[-1] >= '0' && start[-1] <= '9')))
+        while (start > line && strchr("_abcdefghijklmnopqrstuvwxyz0123456789", start[-1]))
             start--;
         if (end - start < 4 || strncmp(end - 3, "_ms", 3) != 0)
             continue;
-        const char *v = eq + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
+        const char *v = eq + 1 + strspn(eq + 1, " \t");
         size_t digits = strspn(v, "0123456789.");
         if (digits == 0)
             continue;
-        const char *u = v + digits;
-        while (*u == ' ' || *u == '\t')
-            u++;
+        const char *u = v + digits + strspn(v + digits, " \t");
         if (*u < 'a' || *u > 'z')
             continue;
         snprintf(out, len,

@@ -1,9 +1,10 @@
 /*
- * Names of the keys relock keeps beside lock keys.
+ * Names of the keys relock keeps beside lock keys, and the rules of lock
+ * names.
  *
- * Lock names never contain a space (lock.c refuses them) and key_prefix may
- * not either (config.c), so every key below, which contains one, lives in a
- * namespace no lock can collide with, and `relock scan` can skip them.
+ * Lock names never contain a space (relock__check_name()) and key_prefix
+ * may not either (config.c), so every key below, which contains one, lives
+ * in a namespace no lock can collide with, and `relock scan` can skip them.
  *
  * A side key shares its lock key's Redis Cluster slot: a lock key with a
  * hash tag keeps it, and one without is wrapped in braces so that only it
@@ -81,13 +82,9 @@ static int side_key(const char *lock_key, const char *suffix, int as_before, cha
     return join(out, len, 4, part);
 }
 
-/*
- * The rules of lock names, for every call that takes one (lock.c, break.c).
- * Names are binary-safe for Redis, but a space or control character is
+/* Names are binary-safe for Redis, but a space or control character is
  * almost always a mistake in a script and unprintable in messages; above
- * all, no name has a space, so no lock key is ever one of relock's own
- * (fence counters, the marker), whose names have one.
- */
+ * all, no lock key may be one of relock's own (see the top of this file). */
 relock_status relock__check_name(relock_client *c, const char *name)
 {
     if (!name || !*name)

@@ -26,6 +26,12 @@ int relock__parse_ll(const char *v, long long *out)
     return 0;
 }
 
+/* A reason about the address text[0..len), shown up to 80 bytes; -1. */
+static int bad_addr(const char *text, size_t len, const char *fault, char *why, size_t whylen)
+{
+    return relock__reason(why, whylen, "\"%.*s\"%s", (int)(len < 80 ? len : 80), text, fault);
+}
+
 int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen)
 {
     memset(a, 0, sizeof *a);
@@ -33,39 +39,26 @@ int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why,
     const char *hs = text, *he, *colon;
     if (len > 0 && *text == '[') {
         const char *rb = memchr(text, ']', len);
-        if (!rb) {
-            snprintf(why, whylen, "\"%.*s\": unclosed [", (int)(len < 80 ? len : 80), text);
-            return -1;
-        }
+        if (!rb)
+            return bad_addr(text, len, ": unclosed [", why, whylen);
         hs = text + 1;
         he = rb;
         colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
-        if (!colon) {
-            snprintf(why, whylen, "\"%.*s\" is not [host]:port", (int)(len < 80 ? len : 80),
-                     text);
-            return -1;
-        }
+        if (!colon)
+            return bad_addr(text, len, " is not [host]:port", why, whylen);
     } else {
         colon = memchr(text, ':', len);
         he = colon;
-        if (!colon || memchr(colon + 1, ':', (size_t)(end - colon - 1))) {
-            snprintf(why, whylen,
-                     "\"%.*s\" is not host:port (an IPv6 host goes in brackets: [::1]:26379)",
-                     (int)(len < 80 ? len : 80), text);
-            return -1;
-        }
+        if (!colon || memchr(colon + 1, ':', (size_t)(end - colon - 1)))
+            return bad_addr(text, len,
+                            " is not host:port (an IPv6 host goes in brackets: [::1]:26379)",
+                            why, whylen);
     }
-    if (he == hs || (size_t)(he - hs) >= sizeof a->host) {
-        snprintf(why, whylen, "\"%.*s\": the host is empty or too long", (int)(len < 80 ? len : 80),
-                 text);
-        return -1;
-    }
+    if (he == hs || (size_t)(he - hs) >= sizeof a->host)
+        return bad_addr(text, len, ": the host is empty or too long", why, whylen);
     for (const char *p = hs; p < he; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '[' || *p == ']') {
-            snprintf(why, whylen, "\"%.*s\": bad character in the host",
-                     (int)(len < 80 ? len : 80), text);
-            return -1;
-        }
+        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '[' || *p == ']')
+            return bad_addr(text, len, ": bad character in the host", why, whylen);
     const char *pp = colon + 1;
     size_t plen = (size_t)(end - pp);
     long port = 0;
@@ -73,11 +66,8 @@ int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why,
         for (size_t i = 0; i < plen && port >= 0; i++)
             port = (pp[i] >= '0' && pp[i] <= '9') ? port * 10 + (pp[i] - '0') : -1;
     }
-    if (port < 1 || port > 65535) {
-        snprintf(why, whylen, "\"%.*s\": the port must be a number from 1 to 65535",
-                 (int)(len < 80 ? len : 80), text);
-        return -1;
-    }
+    if (port < 1 || port > 65535)
+        return bad_addr(text, len, ": the port must be a number from 1 to 65535", why, whylen);
     memcpy(a->host, hs, (size_t)(he - hs));
     a->host[he - hs] = '\0';
     a->port = (int)port;
@@ -114,17 +104,12 @@ static int parse_credentials(const char *p, const char *auth_end, relock__server
                              size_t whylen)
 {
     const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-    if (colon) {
-        if (copy_part(srv->username, sizeof srv->username, p, colon) != 0 ||
-            copy_part(srv->password, sizeof srv->password, colon + 1, auth_end) != 0) {
-            snprintf(why, whylen, "user name or password too long");
-            return -1;
-        }
-    } else if (copy_part(srv->password, sizeof srv->password, p, auth_end) != 0) {
-        /* redis://secret@host: a bare word is a password, as redis-cli reads it */
-        snprintf(why, whylen, "password too long");
-        return -1;
-    }
+    if (colon && (copy_part(srv->username, sizeof srv->username, p, colon) != 0 ||
+                  copy_part(srv->password, sizeof srv->password, colon + 1, auth_end) != 0))
+        return relock__reason(why, whylen, "user name or password too long");
+    /* redis://secret@host: a bare word is a password, as redis-cli reads it */
+    if (!colon && copy_part(srv->password, sizeof srv->password, p, auth_end) != 0)
+        return relock__reason(why, whylen, "password too long");
     return 0;
 }
 
@@ -132,18 +117,13 @@ static int parse_credentials(const char *p, const char *auth_end, relock__server
 static int parse_db(const char *s, relock__server *srv, char *why, size_t whylen, const char *how)
 {
     long long db = -1;
-    int digits = *s && strspn(s, "0123456789") == strlen(s);
-    if (!digits || relock__parse_ll(s, &db) != 0)
-        db = -1;
-    if (db < 0) {
-        snprintf(why, whylen, "the database must be a number %s", how);
-        return -1;
-    }
-    if (db > 1000000) {
-        snprintf(why, whylen, "database %.20s is out of range (a server has 16 unless "
-                              "its `databases` setting says more)", s);
-        return -1;
-    }
+    if (!*s || strspn(s, "0123456789") != strlen(s) || relock__parse_ll(s, &db) != 0)
+        return relock__reason(why, whylen, "the database must be a number %s", how);
+    if (db > 1000000)
+        return relock__reason(why, whylen,
+                              "database %.20s is out of range (a server has 16 unless its "
+                              "`databases` setting says more)",
+                              s);
     srv->db = (int)db;
     return 0;
 }
@@ -161,33 +141,25 @@ static int parse_unix_url(const char *p, relock__server *srv, char *why, size_t 
         const char *at = NULL;
         for (const char *q = strstr(p, "@/"); q; q = strstr(q + 1, "@/"))
             at = q;
-        if (!at) {
-            snprintf(why, whylen, "a unix URL names the socket's absolute path: "
-                                  "unix:///run/redis/redis.sock");
-            return -1;
-        }
+        if (!at)
+            return relock__reason(why, whylen, "a unix URL names the socket's absolute path: "
+                                               "unix:///run/redis/redis.sock");
         if (parse_credentials(p, at, srv, why, whylen) != 0)
             return -1;
         path = at + 1;
     }
     const char *query = strchr(path, '?');
     const char *pend = query ? query : path + strlen(path);
-    if (pend - path < 2) {
-        snprintf(why, whylen, "the unix URL names no socket path");
-        return -1;
-    }
+    if (pend - path < 2)
+        return relock__reason(why, whylen, "the unix URL names no socket path");
     /* sun_path holds 108 bytes with its terminating NUL. */
-    if (pend - path > 107 || copy_part(srv->host, sizeof srv->host, path, pend) != 0) {
-        snprintf(why, whylen, "the socket path is too long (a unix socket's path has at most "
-                              "107 bytes)");
-        return -1;
-    }
+    if (pend - path > 107 || copy_part(srv->host, sizeof srv->host, path, pend) != 0)
+        return relock__reason(why, whylen, "the socket path is too long (a unix socket's path "
+                                           "has at most 107 bytes)");
     srv->port = 0;
     if (query) {
-        if (strncmp(query + 1, "db=", 3) != 0) {
-            snprintf(why, whylen, "a unix URL takes only ?db=N after the path");
-            return -1;
-        }
+        if (strncmp(query + 1, "db=", 3) != 0)
+            return relock__reason(why, whylen, "a unix URL takes only ?db=N after the path");
         if (parse_db(query + 4, srv, why, whylen, "after ?db=") != 0)
             return -1;
     }
@@ -198,29 +170,24 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
 {
     static const char scheme[] = "redis://";
     static const char unix_scheme[] = "unix://";
-    memset(srv, 0, sizeof *srv);
-    srv->port = 6379;
+    *srv = (relock__server){.port = 6379};
     if (url && strncmp(url, unix_scheme, sizeof unix_scheme - 1) == 0)
         return parse_unix_url(url + sizeof unix_scheme - 1, srv, why, whylen);
-    if (!url || strncmp(url, scheme, sizeof scheme - 1) != 0) {
-        if (url && strncmp(url, "rediss://", 9) == 0)
-            snprintf(why, whylen, "rediss:// (TLS) is not available in this build: a local TLS "
-                                  "tunnel (stunnel, spiped) reached by redis:// or unix:// "
-                                  "serves instead");
-        else
-            snprintf(why, whylen, "the URL must start with redis:// or unix://");
-        return -1;
-    }
+    if (url && strncmp(url, "rediss://", 9) == 0)
+        return relock__reason(why, whylen, "rediss:// (TLS) is not available in this build: a "
+                                           "local TLS tunnel (stunnel, spiped) reached by "
+                                           "redis:// or unix:// serves instead");
+    if (!url || strncmp(url, scheme, sizeof scheme - 1) != 0)
+        return relock__reason(why, whylen, "the URL must start with redis:// or unix://");
     const char *p = url + sizeof scheme - 1;
     const char *end = p + strlen(p);
     /* After the credentials, which may hold any byte. */
     const char *at = strrchr(p, '@');
     const char *rest = at ? at + 1 : p;
-    if (strchr(rest, '?') || strchr(rest, '#')) {
-        snprintf(why, whylen, "query parameters (?...) are not supported: set timeouts and "
-                              "other options in the configuration file");
-        return -1;
-    }
+    if (strchr(rest, '?') || strchr(rest, '#'))
+        return relock__reason(why, whylen, "query parameters (?...) are not supported: set "
+                                           "timeouts and other options in the configuration "
+                                           "file");
     const char *slash = strchr(p, '/');
     const char *auth_end = NULL;
     for (const char *q = p; q < (slash ? slash : end); q++)
@@ -236,17 +203,13 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
     const char *portp = NULL;
     if (*p == '[') {
         const char *rb = memchr(p, ']', (size_t)(hostend - p));
-        if (!rb) {
-            snprintf(why, whylen, "unclosed [ in the host");
-            return -1;
-        }
+        if (!rb)
+            return relock__reason(why, whylen, "unclosed [ in the host");
         hs = p + 1;
         he = rb;
         if (rb + 1 < hostend) {
-            if (rb[1] != ':') {
-                snprintf(why, whylen, "junk after ] in the host");
-                return -1;
-            }
+            if (rb[1] != ':')
+                return relock__reason(why, whylen, "junk after ] in the host");
             portp = rb + 2;
         }
     } else {
@@ -254,14 +217,10 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
         he = colon ? colon : hostend;
         portp = colon ? colon + 1 : NULL;
     }
-    if (he == hs) {
-        snprintf(why, whylen, "the URL names no host");
-        return -1;
-    }
-    if (copy_part(srv->host, sizeof srv->host, hs, he) != 0) {
-        snprintf(why, whylen, "host name too long");
-        return -1;
-    }
+    if (he == hs)
+        return relock__reason(why, whylen, "the URL names no host");
+    if (copy_part(srv->host, sizeof srv->host, hs, he) != 0)
+        return relock__reason(why, whylen, "host name too long");
     if (portp) {
         char buf[16];
         size_t len = (size_t)(hostend - portp);
@@ -272,10 +231,8 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
             if (strspn(buf, "0123456789") != len || relock__parse_ll(buf, &v) != 0)
                 v = -1;
         }
-        if (v < 1 || v > 65535) {
-            snprintf(why, whylen, "the port must be a number from 1 to 65535");
-            return -1;
-        }
+        if (v < 1 || v > 65535)
+            return relock__reason(why, whylen, "the port must be a number from 1 to 65535");
         srv->port = (int)v;
     }
     if (slash && slash[1] && parse_db(slash + 1, srv, why, whylen, "after the /") != 0)

@@ -1,9 +1,7 @@
 /*
- * The leaves every layer uses (prefix relock__; nothing here is exported):
- * limits, errors (error.c), settings (config.c), addresses and URLs
- * (address.c), key names (keys.c), values (value.c), time and randomness
- * (util.c, sha1.c), the scripts' ids and texts (scripts.c).  The functions declared here call nothing
- * above them; the handles (relock_client, relock_lock) are opaque here.
+ * The leaves every layer uses (prefix relock__; nothing here is exported).
+ * The functions declared here call nothing above them; the handles
+ * (relock_client, relock_lock) are opaque here.
  */
 #ifndef RELOCK_BASE_H
 #define RELOCK_BASE_H
@@ -49,6 +47,10 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
     relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
 #define RELOCK__FAIL_SRV(errp, st, srv, ...)                                                  \
     relock__err_set((errp), (st), __FILE__, __LINE__, (srv), __VA_ARGS__)
+/* Writes a reason into why (whylen bytes) and returns -1, so that a parser
+ * can write "return relock__reason(why, whylen, ...)". */
+int relock__reason(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------------ settings */
 
@@ -110,10 +112,8 @@ typedef struct relock__settings {
         long long skew_margin_ms;
         int gc_expire;
         int clock_server;
-        /* How the fleet's readers compare values with their clocks
-         * (RELOCK__READER_* bits, lease.h), and whether relock writes
-         * values with a fraction: legacy.reader_clock, legacy.values,
-         * or what the profiles of legacy.peer say (peers.c). */
+        /* RELOCK__READER_* bits (lease.h): legacy.reader_clock, or what
+         * the profiles of legacy.peer say (peers.c). */
         int readers;
         int frac_values;  /* legacy.values: 0 "integer", 1 "fractional" */
         int reader_clock; /* legacy.reader_clock: 0 "whole", 1 "fractional", 2 "both" */
@@ -240,9 +240,9 @@ int relock__sentinel_on(const relock__settings *s);
  * different part of it). */
 int relock__key_slot_safe(const char *key);
 
-/* The fence counter's key for a lock key; -1 when out is too small. */
 /* The rules of a lock name (keys.c): RELOCK_OK, or RELOCK_EINVAL said on c. */
 relock_status relock__check_name(relock_client *c, const char *name);
+/* The fence counter's key for a lock key; -1 when out is too small. */
 int relock__fence_key(const char *lock_key, char *out, size_t len);
 /* The break counter's key for a lock key (2.0); -1 when out is too small. */
 int relock__breaks_key(const char *lock_key, char *out, size_t len);
@@ -250,15 +250,13 @@ int relock__breaks_key(const char *lock_key, char *out, size_t len);
  * written into out for such a key, 0 for any other, -1 when out is too
  * small. */
 int relock__fence_key_before(const char *lock_key, char *out, size_t len);
-/* The owner metadata's key for a lock key. */
+/* The owner metadata's key for a lock key; the marker's and the watch
+ * marker's keys for a key prefix. */
 int relock__owner_key(const char *lock_key, char *out, size_t len);
-
-/* The legacy-writer marker's key for a key prefix. */
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
-/* The watch marker's key for a key prefix. */
 int relock__watch_key(const char *key_prefix, char *out, size_t len);
 /* The pub/sub channel on which a release of l's key is announced to
- * waiters (design.md §7.2), keys.c.  Writes "" and returns 0 when wait.notify is off. */
+ * waiters (design.md §7.2); "" and 0 when wait.notify is off. */
 int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* ------------------------------------------------------------------ values */
@@ -298,8 +296,7 @@ int relock__token(char out[33]);
 /* raw as relock__token() writes it; 1 when it holds a letter (a token of
  * only digits is drawn again). */
 int relock__token_hex(const unsigned char raw[16], char out[33]);
-/* relock__token(), its failure told in e: "OP NAME: no random bytes for a
- * token" (RELOCK_EIO). */
+/* relock__token(), its failure told in e (RELOCK_EIO). */
 relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33]);
 uint64_t relock__rand64(uint64_t *state);
 void relock__sha1_hex(const char *data, size_t len, char out[41]);
@@ -320,10 +317,8 @@ enum relock__script_id {
     RELOCK__NSCRIPTS
 };
 
-/* A script's text by id (scripts.c). */
+/* A script's text by id (scripts.c); their SHA-1 into c->sha. */
 const char *relock__script_source(int id);
-
-/* Computes the scripts' SHA-1 into c->sha. */
 void relock__scripts_init(relock_client *c);
 
 #endif

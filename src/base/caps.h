@@ -1,9 +1,7 @@
 /*
  * Capabilities the probe learns by asking the server rather than from its
  * version (design.md §3.3: forks renumber, and Lua may be left out): the
- * native compare-and-set commands of newer servers, public in relock.h as
- * RELOCK_CAP_SET_IFEQ, RELOCK_CAP_DELIFEQ and RELOCK_CAP_DELEX; the
- * library's files use these names.
+ * native compare-and-set commands of newer servers, public in relock.h.
  */
 #ifndef RELOCK_CAPS_H
 #define RELOCK_CAPS_H

@@ -8,7 +8,7 @@
  * misspelt name is never silently ignored.
  */
 #include <errno.h>
-#include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,18 +38,15 @@ static const char *const clock_names[] = {"local", "server", NULL};
 static const char *const values_names[] = {"integer", "fractional", NULL};
 static const char *const reader_names[] = {"whole", "fractional", "both", NULL};
 
-/* One year: longer leases or waits are far more likely typos than wishes. */
-#define YEAR_MS 31536000000LL
-
 static const setting settings[] = {
     {"mode", T_ENUM, OFF(mode), 0, 0, 0, mode_names},
     {"key_prefix", T_STR, OFF(key_prefix), 0, 0, RELOCK__PREFIX_MAX, NULL},
-    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, YEAR_MS, 0, NULL},
+    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, RELOCK_DURATION_MAX_MS, 0, NULL},
     {"servers", T_SERVERS, OFF(servers), 0, 0, 0, NULL},
     {"connect_timeout_ms", T_LLONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL},
     {"command_timeout_ms", T_LLONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL},
     {"wait", T_GROUP, 0, 0, 0, 0, NULL},
-    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, YEAR_MS, 0, NULL},
+    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, RELOCK_DURATION_MAX_MS, 0, NULL},
     {"wait.backoff_min_ms", T_LLONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL},
     {"wait.backoff_max_ms", T_LLONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
     {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
@@ -59,7 +56,7 @@ static const setting settings[] = {
     {"durability.replicas", T_LONG, OFF(durability.replicas), 0, 1000, 0, NULL},
     {"durability.aof", T_BOOL, OFF(durability.aof), 0, 1, 0, NULL},
     {"durability.timeout_ms", T_LLONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL},
-    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, YEAR_MS, 0, NULL},
+    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, RELOCK_DURATION_MAX_MS, 0, NULL},
     {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
     {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
     {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},
@@ -73,8 +70,8 @@ static const setting settings[] = {
     {"bridge.value_suffix", T_BOOL, OFF(bridge.value_suffix), 0, 1, 0, NULL},
     {"migration", T_GROUP, 0, 0, 0, 0, NULL},
     {"migration.legacy_clients", T_BOOL, OFF(migration.legacy_clients), 0, 1, 0, NULL},
-    {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0, 100 * YEAR_MS, 0,
-     NULL},
+    {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0,
+     100 * RELOCK_DURATION_MAX_MS, 0, NULL},
     {"sentinel", T_GROUP, 0, 0, 0, 0, NULL},
     {"sentinel.master", T_STR, OFF(sentinel.master), 0, 0, RELOCK__MASTER_NAME_MAX, NULL},
     {"sentinel.addrs", T_ADDRS, OFF(sentinel), 0, 0, 0, NULL},
@@ -82,35 +79,22 @@ static const setting settings[] = {
     {"cluster.slot_map", T_BOOL, OFF(cluster.slot_map), 0, 1, 0, NULL},
 };
 
+/* Every field not named here is 0 by default (mode "auto", no replicas...). */
 void relock__settings_default(relock__settings *s)
 {
-    memset(s, 0, sizeof *s);
-    s->mode = RELOCK_MODE_AUTO;
-    s->ttl_ms = 30000;
-    s->nservers = 1;
-    snprintf(s->servers[0].host, sizeof s->servers[0].host, "127.0.0.1");
-    s->servers[0].port = 6379;
-    s->connect_timeout_ms = 1000;
-    s->command_timeout_ms = 1000;
-    s->wait.max_ms = -1;
-    s->wait.backoff_min_ms = 2;
-    s->wait.backoff_max_ms = 200;
-    s->wait.notify = 1;
-    s->fencing = 1;
-    s->durability.replicas = 0;
-    s->durability.aof = 0;
-    s->durability.timeout_ms = 1000;
-    s->lock_delay_ms = 0;
-    s->legacy.unit_ms = 0;
-    s->legacy.expiry_offset = 1;
-    s->legacy.skew_margin_ms = 0;
-    s->legacy.gc_expire = 0;
-    s->legacy.clock_server = 0;
-    s->legacy.readers = RELOCK__READER_WHOLE;
-    s->bridge.value_suffix = 0;
-    s->migration.legacy_clients = 1;
-    s->migration.quiet_window_ms = 604800000LL;
-    s->cluster.slot_map = 1;
+    *s = (relock__settings){
+        .ttl_ms = 30000,
+        .servers = {{.host = "127.0.0.1", .port = 6379}},
+        .nservers = 1,
+        .connect_timeout_ms = 1000,
+        .command_timeout_ms = 1000,
+        .wait = {.max_ms = -1, .backoff_min_ms = 2, .backoff_max_ms = 200, .notify = 1},
+        .fencing = 1,
+        .durability.timeout_ms = 1000,
+        .legacy = {.expiry_offset = 1, .readers = RELOCK__READER_WHOLE},
+        .migration = {.legacy_clients = 1, .quiet_window_ms = 604800000LL},
+        .cluster.slot_map = 1,
+    };
 }
 
 relock_config *relock_config_new(void)
@@ -179,20 +163,14 @@ static int add_peer(relock__settings *s, const char *name, size_t len, char *why
 {
     int i = relock__peer_find(name, len);
     if (i < 0) {
-        /* The known names written straight into why, after the start. */
-        int n = snprintf(why, whylen, "legacy.peer: no profile \"%.*s\" (known: ",
-                         (int)(len < 60 ? len : 60), name);
-        if (n > 0 && (size_t)n + 2 < whylen) {
-            relock__peer_names(why + n, whylen - (size_t)n - 1);
-            size_t used = strlen(why);
-            snprintf(why + used, whylen - used, ")");
-        }
-        return -1;
+        char known[512];
+        relock__peer_names(known, sizeof known);
+        return relock__reason(why, whylen, "legacy.peer: no profile \"%.*s\" (known: %s)",
+                              (int)(len < 60 ? len : 60), name, known);
     }
-    if (s->legacy.npeers == RELOCK__PEERS_MAX) {
-        snprintf(why, whylen, "legacy.peer names more than %d profiles", RELOCK__PEERS_MAX);
-        return -1;
-    }
+    if (s->legacy.npeers == RELOCK__PEERS_MAX)
+        return relock__reason(why, whylen, "legacy.peer names more than %d profiles",
+                              RELOCK__PEERS_MAX);
     s->legacy.peers[s->legacy.npeers++] = i;
     return 0;
 }
@@ -238,11 +216,9 @@ static const setting *find_setting(const char *name)
 static int store_number(relock__settings *s, const setting *st, long long v, char *why,
                         size_t whylen)
 {
-    if (v < st->min || v > st->max) {
-        snprintf(why, whylen, "%s must be between %lld and %lld, not %lld", st->name, st->min,
-                 st->max, v);
-        return -1;
-    }
+    if (v < st->min || v > st->max)
+        return relock__reason(why, whylen, "%s must be between %lld and %lld, not %lld",
+                              st->name, st->min, st->max, v);
     char *field = (char *)s + st->off;
     if (st->type == T_LONG)
         *(long *)(void *)field = (long)v;
@@ -263,11 +239,9 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
     if (st->type == T_STR &&
         (strcmp(st->name, "key_prefix") == 0 || strcmp(st->name, "sentinel.master") == 0))
         for (const char *p = v; *p; p++)
-            if ((unsigned char)*p <= ' ' || *p == 0x7f) {
-                snprintf(why, whylen, "%s may not contain spaces or control characters",
-                         st->name);
-                return -1;
-            }
+            if ((unsigned char)*p <= ' ' || *p == 0x7f)
+                return relock__reason(why, whylen,
+                                      "%s may not contain spaces or control characters", st->name);
     if (st->type == T_ENUM) {
         for (int i = 0; st->names[i]; i++) {
             if (strcmp(st->names[i], v) == 0) {
@@ -283,11 +257,9 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
         return -1;
     }
     size_t len = strlen(v);
-    if (len >= st->size) {
-        snprintf(why, whylen, "%s is too long (%zu bytes, at most %zu)", st->name, len,
-                 st->size - 1);
-        return -1;
-    }
+    if (len >= st->size)
+        return relock__reason(why, whylen, "%s is too long (%zu bytes, at most %zu)", st->name,
+                              len, st->size - 1);
     memcpy(field, v, len + 1);
     return 0;
 }
@@ -301,15 +273,11 @@ static int set_addrs(relock__settings *s, const char *value, char *why, size_t w
     for (const char *p = value; *value;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n == RELOCK__MAX_SENTINELS) {
-            snprintf(why, whylen, "sentinel.addrs lists more than %d addresses",
-                     RELOCK__MAX_SENTINELS);
-            return -1;
-        }
-        if (relock__parse_addr(p, len, &addrs[n], one, sizeof one) != 0) {
-            snprintf(why, whylen, "sentinel.addrs: %s", one);
-            return -1;
-        }
+        if (n == RELOCK__MAX_SENTINELS)
+            return relock__reason(why, whylen, "sentinel.addrs lists more than %d addresses",
+                                  RELOCK__MAX_SENTINELS);
+        if (relock__parse_addr(p, len, &addrs[n], one, sizeof one) != 0)
+            return relock__reason(why, whylen, "sentinel.addrs: %s", one);
         n++;
         if (!comma)
             break;
@@ -329,53 +297,45 @@ static int set_addrs(relock__settings *s, const char *value, char *why, size_t w
 static int set_servers(relock__settings *s, const char *value, char *why, size_t whylen)
 {
     relock__server servers[RELOCK__MAX_SERVERS];
-    int n = 0;
-    for (const char *next = value; next;) {
+    int n = 0, rc = 0;
+    for (const char *next = value; next && rc == 0; n++) {
         const char *p, *e;
         next = list_entry(next, &p, &e);
         char one[1024], reason[192];
-        if (e == p) {
-            snprintf(why, whylen, "servers: entry %d is empty (URLs separated by commas)", n + 1);
-            goto refused;
-        }
-        if (n == RELOCK__MAX_SERVERS) {
-            snprintf(why, whylen, "servers lists more than %d servers", RELOCK__MAX_SERVERS);
-            goto refused;
-        }
-        if ((size_t)(e - p) >= sizeof one) {
-            snprintf(why, whylen, "servers: entry %d is too long", n + 1);
-            goto refused;
-        }
+        if (e == p)
+            rc = relock__reason(why, whylen,
+                                "servers: entry %d is empty (URLs separated by commas)", n + 1);
+        else if (n == RELOCK__MAX_SERVERS)
+            rc = relock__reason(why, whylen, "servers lists more than %d servers",
+                                RELOCK__MAX_SERVERS);
+        else if ((size_t)(e - p) >= sizeof one)
+            rc = relock__reason(why, whylen, "servers: entry %d is too long", n + 1);
+        if (rc != 0)
+            break;
         memcpy(one, p, (size_t)(e - p));
         one[e - p] = '\0';
-        int rc = relock__parse_url(one, &servers[n], reason, sizeof reason);
+        if (relock__parse_url(one, &servers[n], reason, sizeof reason) != 0)
+            rc = relock__reason(why, whylen, "servers: entry %d: %s", n + 1, reason);
         memset(one, 0, sizeof one); /* it may hold a password */
-        if (rc != 0) {
-            snprintf(why, whylen, "servers: entry %d: %s", n + 1, reason);
-            goto refused;
-        }
-        n++;
     }
-    memset(s->servers, 0, sizeof s->servers);
-    memcpy(s->servers, servers, (size_t)n * sizeof servers[0]);
-    s->nservers = n;
+    if (rc == 0) {
+        memset(s->servers, 0, sizeof s->servers);
+        memcpy(s->servers, servers, (size_t)n * sizeof servers[0]);
+        s->nservers = n;
+    }
     memset(servers, 0, sizeof servers);
-    return 0;
-refused:
-    memset(servers, 0, sizeof servers);
-    return -1;
+    return rc;
 }
 
 /* A sentinel-monitored master is one server found by name: it does not
  * mix with a quorum of several. */
 static int sentinel_conflict(const relock__settings *s, char *why, size_t whylen)
 {
-    if (relock__sentinel_on(s) && s->nservers > 1) {
-        snprintf(why, whylen,
-                 "sentinel cannot be combined with several servers (%d listed): list one or none",
-                 s->nservers);
-        return -1;
-    }
+    if (relock__sentinel_on(s) && s->nservers > 1)
+        return relock__reason(
+            why, whylen,
+            "sentinel cannot be combined with several servers (%d listed): list one or none",
+            s->nservers);
     return 0;
 }
 
@@ -383,35 +343,26 @@ static int set_text(relock__settings *s, const char *name, const char *value, ch
                     size_t whylen)
 {
     const setting *st = find_setting(name);
-    if (!st) {
-        snprintf(why, whylen, "unknown setting \"%.80s\"", name);
-        return -1;
-    }
+    if (!st)
+        return relock__reason(why, whylen, "unknown setting \"%.80s\"", name);
     long long n;
     switch (st->type) {
     case T_LONG:
     case T_LLONG:
-        if (relock__parse_ll(value, &n) != 0) {
-            snprintf(why, whylen, "%s must be a whole number, not \"%.40s\"", name, value);
-            return -1;
-        }
+        if (relock__parse_ll(value, &n) != 0)
+            return relock__reason(why, whylen, "%s must be a whole number, not \"%.40s\"", name,
+                                  value);
         return store_number(s, st, n, why, whylen);
     case T_BOOL:
-        if (strcmp(value, "true") == 0)
-            n = 1;
-        else if (strcmp(value, "false") == 0)
-            n = 0;
-        else {
-            snprintf(why, whylen, "%s must be true or false, not \"%.40s\"", name, value);
-            return -1;
-        }
-        return store_number(s, st, n, why, whylen);
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+            return relock__reason(why, whylen, "%s must be true or false, not \"%.40s\"", name,
+                                  value);
+        return store_number(s, st, strcmp(value, "true") == 0, why, whylen);
     case T_STR:
     case T_ENUM:
         return store_string(s, st, value, why, whylen);
     case T_GROUP:
-        snprintf(why, whylen, "%s is a group, set its members", name);
-        return -1;
+        return relock__reason(why, whylen, "%s is a group, set its members", name);
     case T_SERVERS:
         return set_servers(s, value, why, whylen);
     case T_ADDRS:
@@ -459,120 +410,99 @@ typedef struct loader {
     int failed;
 } loader;
 
-static relock_status load_fail(loader *ld, const config_setting_t *at, const char *why)
+/* Records "FILE:LINE: reason" at setting at (NULL: the file as a whole);
+ * returns -1. */
+static int load_fail(loader *ld, const config_setting_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int load_fail(loader *ld, const config_setting_t *at, const char *fmt, ...)
 {
+    char why[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
     ld->failed = 1;
-    unsigned line = at ? config_setting_source_line(at) : 1; /* the file as a whole */
-    return RELOCK__FAIL(&ld->cfg->err, RELOCK_ECONFIG, "%s:%u: %s", ld->path, line, why);
+    unsigned line = at ? config_setting_source_line(at) : 1;
+    RELOCK__FAIL(&ld->cfg->err, RELOCK_ECONFIG, "%s:%u: %s", ld->path, line, why);
+    return -1;
 }
 
 static const char *type_word(int t)
 {
-    switch (t) {
-    case CONFIG_TYPE_GROUP:
-        return "a group";
-    case CONFIG_TYPE_INT:
-    case CONFIG_TYPE_INT64:
-        return "an integer";
-    case CONFIG_TYPE_FLOAT:
-        return "a float";
-    case CONFIG_TYPE_STRING:
-        return "a string";
-    case CONFIG_TYPE_BOOL:
-        return "a boolean";
-    case CONFIG_TYPE_ARRAY:
-        return "an array";
-    case CONFIG_TYPE_LIST:
-        return "a list";
+    static const char *const words[] = {
+        [CONFIG_TYPE_GROUP] = "a group",   [CONFIG_TYPE_INT] = "an integer",
+        [CONFIG_TYPE_INT64] = "an integer", [CONFIG_TYPE_FLOAT] = "a float",
+        [CONFIG_TYPE_STRING] = "a string",  [CONFIG_TYPE_BOOL] = "a boolean",
+        [CONFIG_TYPE_ARRAY] = "an array",   [CONFIG_TYPE_LIST] = "a list"};
+    int known = t >= 0 && t < (int)(sizeof words / sizeof words[0]) && words[t];
+    return known ? words[t] : "something else";
+}
+
+/* host, username or password of a server in the file into srv. */
+static int load_server_text(loader *ld, config_setting_t *m, const char *name,
+                            relock__server *srv)
+{
+    int t = config_setting_type(m);
+    if (t != CONFIG_TYPE_STRING)
+        return load_fail(ld, m, "servers: %s must be a string, not %s", name, type_word(t));
+    const char *v = config_setting_get_string(m);
+    int is_host = strcmp(name, "host") == 0;
+    char *dst = is_host ? srv->host : strcmp(name, "username") == 0 ? srv->username : srv->password;
+    size_t cap = is_host ? sizeof srv->host : sizeof srv->username;
+    if (strlen(v) >= cap || (is_host && !*v))
+        return load_fail(ld, m, "servers: %s is empty or too long", name);
+    /* "127.0.0.1:6472" would be looked up as a host name and fail only at
+     * connect, far from the line; one colon is no IPv6 address (those have
+     * two or more).  "[::1]:6472", as a URL writes it, is no host either:
+     * the address is what the brackets hold. */
+    const char *colon = is_host ? strchr(v, ':') : NULL;
+    const char *bracket = is_host && v[0] == '[' ? strstr(v, "]:") : NULL;
+    if (bracket || (colon && !strchr(colon + 1, ':'))) {
+        const char *h = bracket ? v + 1 : v, *end = bracket ? bracket : colon;
+        return load_fail(ld, m, "servers: host \"%.80s\" holds a port: write host = \"%.*s\"; "
+                                "port = %.8s;",
+                         v, (int)(end - h < 80 ? end - h : 80), h, end + (bracket ? 2 : 1));
     }
-    return "something else";
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
 }
 
 static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
 {
-    char why[256];
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        load_fail(ld, g, "each entry of servers must be a group { host = ...; port = ...; }");
-        return -1;
-    }
-    memset(srv, 0, sizeof *srv);
-    snprintf(srv->host, sizeof srv->host, "127.0.0.1");
-    srv->port = 6379;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return load_fail(ld, g,
+                         "each entry of servers must be a group { host = ...; port = ...; }");
+    *srv = (relock__server){.host = "127.0.0.1", .port = 6379};
+    config_setting_t *path = config_setting_get_member(g, "path");
+    if (path && (config_setting_get_member(g, "host") || config_setting_get_member(g, "port")))
+        return load_fail(ld, path, "servers: path (a unix socket) excludes host and port");
     int n = config_setting_length(g);
-    /* path (a unix socket) excludes host and port. */
-    if (config_setting_get_member(g, "path") &&
-        (config_setting_get_member(g, "host") || config_setting_get_member(g, "port"))) {
-        load_fail(ld, config_setting_get_member(g, "path"),
-                  "servers: path (a unix socket) excludes host and port");
-        return -1;
-    }
     for (int i = 0; i < n; i++) {
         config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
         const char *name = config_setting_name(m);
         int t = config_setting_type(m);
-        int is_int = (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64);
         if (strcmp(name, "path") == 0) {
             const char *v = t == CONFIG_TYPE_STRING ? config_setting_get_string(m) : NULL;
-            if (!v || v[0] != '/' || strlen(v) < 2 || strlen(v) > 107) {
-                load_fail(ld, m, "servers: path must be a unix socket's absolute path, as a "
-                                 "string of at most 107 bytes");
-                return -1;
-            }
+            if (!v || v[0] != '/' || strlen(v) < 2 || strlen(v) > 107)
+                return load_fail(ld, m, "servers: path must be a unix socket's absolute path, "
+                                        "as a string of at most 107 bytes");
             memcpy(srv->host, v, strlen(v) + 1);
             srv->port = 0;
         } else if (strcmp(name, "host") == 0 || strcmp(name, "username") == 0 ||
-            strcmp(name, "password") == 0) {
-            if (t != CONFIG_TYPE_STRING) {
-                snprintf(why, sizeof why, "servers: %s must be a string, not %s", name,
-                         type_word(t));
-                load_fail(ld, m, why);
+                   strcmp(name, "password") == 0) {
+            if (load_server_text(ld, m, name, srv) != 0)
                 return -1;
-            }
-            const char *v = config_setting_get_string(m);
-            char *dst = strcmp(name, "host") == 0       ? srv->host
-                        : strcmp(name, "username") == 0 ? srv->username
-                                                        : srv->password;
-            size_t cap = strcmp(name, "host") == 0 ? sizeof srv->host : sizeof srv->username;
-            if (strlen(v) >= cap || (dst == srv->host && !*v)) {
-                snprintf(why, sizeof why, "servers: %s is empty or too long", name);
-                load_fail(ld, m, why);
-                return -1;
-            }
-            /* "127.0.0.1:6472" would be looked up as a host name and fail
-             * only at connect, far from the line; one colon is no IPv6
-             * address (those have two or more).  "[::1]:6472", as a URL
-             * writes it, is no host either: the address is what the
-             * brackets hold. */
-            const char *colon = dst == srv->host ? strchr(v, ':') : NULL;
-            const char *bracket = dst == srv->host && v[0] == '[' ? strstr(v, "]:") : NULL;
-            if (bracket || (colon && !strchr(colon + 1, ':'))) {
-                const char *h = bracket ? v + 1 : v, *end = bracket ? bracket : colon;
-                snprintf(why, sizeof why,
-                         "servers: host \"%.80s\" holds a port: write host = \"%.*s\"; port = "
-                         "%.8s;",
-                         v, (int)(end - h < 80 ? end - h : 80), h, end + (bracket ? 2 : 1));
-                load_fail(ld, m, why);
-                return -1;
-            }
-            memcpy(dst, v, strlen(v) + 1);
         } else if (strcmp(name, "port") == 0 || strcmp(name, "db") == 0) {
+            int is_int = t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
             long long v = is_int ? config_setting_get_int64(m) : 0;
             int isport = strcmp(name, "port") == 0;
             if (!is_int || (isport && (v < 1 || v > 65535)) ||
-                (!isport && (v < 0 || v > 1000000))) {
-                snprintf(why, sizeof why, "servers: %s must be an integer %s", name,
-                         isport ? "from 1 to 65535" : "from 0");
-                load_fail(ld, m, why);
-                return -1;
-            }
-            if (isport)
-                srv->port = (int)v;
-            else
-                srv->db = (int)v;
+                (!isport && (v < 0 || v > 1000000)))
+                return load_fail(ld, m, "servers: %s must be an integer %s", name,
+                                 isport ? "from 1 to 65535" : "from 0");
+            *(isport ? &srv->port : &srv->db) = (int)v;
         } else {
-            snprintf(why, sizeof why, "unknown setting \"servers.%.60s\"", name);
-            load_fail(ld, m, why);
-            return -1;
+            return load_fail(ld, m, "unknown setting \"servers.%.60s\"", name);
         }
     }
     return 0;
@@ -580,23 +510,17 @@ static int load_server(loader *ld, config_setting_t *g, relock__server *srv)
 
 static int load_servers(loader *ld, config_setting_t *list)
 {
-    int t = config_setting_type(list);
-    if (t != CONFIG_TYPE_LIST) {
-        load_fail(ld, list, "servers must be a list: ( { host = \"...\"; port = 6379; } )");
-        return -1;
-    }
+    if (config_setting_type(list) != CONFIG_TYPE_LIST)
+        return load_fail(ld, list, "servers must be a list: ( { host = \"...\"; port = 6379; } )");
     int n = config_setting_length(list);
-    if (n < 1 || n > RELOCK__MAX_SERVERS) {
-        char why[128];
-        snprintf(why, sizeof why, "servers must list 1 to %d servers, not %d", RELOCK__MAX_SERVERS,
-                 n);
-        load_fail(ld, list, why);
-        return -1;
-    }
-    for (int i = 0; i < n; i++)
-        if (load_server(ld, config_setting_get_elem(list, (unsigned)i), &ld->cfg->s.servers[i]) !=
-            0)
+    if (n < 1 || n > RELOCK__MAX_SERVERS)
+        return load_fail(ld, list, "servers must list 1 to %d servers, not %d",
+                         RELOCK__MAX_SERVERS, n);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+        if (load_server(ld, e, &ld->cfg->s.servers[i]) != 0)
             return -1;
+    }
     ld->cfg->s.nservers = n;
     return 0;
 }
@@ -604,39 +528,26 @@ static int load_servers(loader *ld, config_setting_t *list)
 /* sentinel.addrs in the file: ( "host:port", ... ), or [ ... ]. */
 static int load_addrs(loader *ld, config_setting_t *list)
 {
-    char why[256];
     int t = config_setting_type(list);
-    if (t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY) {
-        snprintf(why, sizeof why,
-                 "sentinel.addrs must be a list: ( \"host:port\", ... ), not %s", type_word(t));
-        load_fail(ld, list, why);
-        return -1;
-    }
+    if (t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY)
+        return load_fail(ld, list, "sentinel.addrs must be a list: ( \"host:port\", ... ), not %s",
+                         type_word(t));
     int n = config_setting_length(list);
-    if (n < 1 || n > RELOCK__MAX_SENTINELS) {
-        snprintf(why, sizeof why, "sentinel.addrs must list 1 to %d addresses, not %d",
-                 RELOCK__MAX_SENTINELS, n);
-        load_fail(ld, list, why);
-        return -1;
-    }
+    if (n < 1 || n > RELOCK__MAX_SENTINELS)
+        return load_fail(ld, list, "sentinel.addrs must list 1 to %d addresses, not %d",
+                         RELOCK__MAX_SENTINELS, n);
     relock__settings *s = &ld->cfg->s;
     memset(s->sentinel.addrs, 0, sizeof s->sentinel.addrs);
     for (int i = 0; i < n; i++) {
         config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
         int et = config_setting_type(e);
         char one[200];
-        if (et != CONFIG_TYPE_STRING) {
-            snprintf(why, sizeof why, "sentinel.addrs: each entry must be a string \"host:port\", "
-                     "not %s", type_word(et));
-            load_fail(ld, e, why);
-            return -1;
-        }
+        if (et != CONFIG_TYPE_STRING)
+            return load_fail(ld, e, "sentinel.addrs: each entry must be a string \"host:port\", "
+                                    "not %s", type_word(et));
         const char *v = config_setting_get_string(e);
-        if (relock__parse_addr(v, strlen(v), &s->sentinel.addrs[i], one, sizeof one) != 0) {
-            snprintf(why, sizeof why, "sentinel.addrs: %s", one);
-            load_fail(ld, e, why);
-            return -1;
-        }
+        if (relock__parse_addr(v, strlen(v), &s->sentinel.addrs[i], one, sizeof one) != 0)
+            return load_fail(ld, e, "sentinel.addrs: %s", one);
     }
     s->sentinel.naddrs = n;
     return 0;
@@ -648,40 +559,40 @@ static int load_peers(loader *ld, config_setting_t *m)
     char why[768];
     relock__settings *s = &ld->cfg->s;
     int t = config_setting_type(m);
-    if (t == CONFIG_TYPE_STRING) {
-        s->legacy.npeers = 0;
-        const char *v = config_setting_get_string(m);
-        if (add_peer(s, v, strlen(v), why, sizeof why) != 0) {
-            load_fail(ld, m, why);
-            return -1;
-        }
-        return 0;
-    }
-    if (t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY) {
-        snprintf(why, sizeof why,
-                 "legacy.peer must be a profile's name or a list of them: [ \"redis-mutex\", "
-                 "\"resque-lock-timeout\" ], not %s",
-                 type_word(t));
-        load_fail(ld, m, why);
-        return -1;
-    }
+    if (t != CONFIG_TYPE_STRING && t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY)
+        return load_fail(ld, m, "legacy.peer must be a profile's name or a list of them: "
+                                "[ \"redis-mutex\", \"resque-lock-timeout\" ], not %s",
+                         type_word(t));
     s->legacy.npeers = 0;
-    int n = config_setting_length(m);
+    /* One name is a list of one. */
+    int n = t == CONFIG_TYPE_STRING ? 1 : config_setting_length(m);
     for (int i = 0; i < n; i++) {
-        config_setting_t *e = config_setting_get_elem(m, (unsigned)i);
+        config_setting_t *e = t == CONFIG_TYPE_STRING ? m : config_setting_get_elem(m, (unsigned)i);
         const char *v =
             config_setting_type(e) == CONFIG_TYPE_STRING ? config_setting_get_string(e) : NULL;
-        if (!v) {
-            load_fail(ld, e, "legacy.peer: each entry must be a profile's name, a string");
-            return -1;
-        }
-        if (add_peer(s, v, strlen(v), why, sizeof why) != 0) {
-            load_fail(ld, e, why);
-            return -1;
-        }
+        if (!v)
+            return load_fail(ld, e, "legacy.peer: each entry must be a profile's name, a string");
+        if (add_peer(s, v, strlen(v), why, sizeof why) != 0)
+            return load_fail(ld, e, "%s", why);
     }
     return 0;
 }
+
+/* The libconfig types a setting of each kind takes in the file, and the
+ * words of its refusal ("must be an integer"); the lists, without words,
+ * are checked as they are loaded. */
+static const struct {
+    int type, type2;
+    const char *words;
+} file_types[] = {
+    [T_LONG] = {CONFIG_TYPE_INT, CONFIG_TYPE_INT64, "an integer"},
+    [T_LLONG] = {CONFIG_TYPE_INT, CONFIG_TYPE_INT64, "an integer"},
+    [T_BOOL] = {CONFIG_TYPE_BOOL, CONFIG_TYPE_BOOL, "true or false"},
+    [T_STR] = {CONFIG_TYPE_STRING, CONFIG_TYPE_STRING, "a string"},
+    [T_ENUM] = {CONFIG_TYPE_STRING, CONFIG_TYPE_STRING, "a string"},
+    [T_GROUP] = {CONFIG_TYPE_GROUP, CONFIG_TYPE_GROUP, "a group"},
+    [T_PEERS] = {0, 0, NULL},
+};
 
 static int load_group(loader *ld, config_setting_t *g, const char *prefix)
 {
@@ -691,73 +602,81 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
         char name[128], why[256];
         snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", config_setting_name(m));
         const setting *st = find_setting(name);
-        if (!st) {
-            snprintf(why, sizeof why, "unknown setting \"%s\"", name);
-            load_fail(ld, m, why);
-            return -1;
-        }
+        if (!st)
+            return load_fail(ld, m, "unknown setting \"%s\"", name);
         int t = config_setting_type(m);
+        const char *want = file_types[st->type].words;
+        if (want && t != file_types[st->type].type && t != file_types[st->type].type2) {
+            /* Only integers have names ending in _ms. */
+            size_t nl = strlen(name);
+            int is_ms = nl > 3 && strcmp(name + nl - 3, "_ms") == 0;
+            return load_fail(ld, m, "%s must be %s, not %s%s", name, want, type_word(t),
+                             is_ms ? " (whole milliseconds, such as 30000)" : "");
+        }
+        /* The lists and groups report their own refusals (ld->failed). */
         int rc = 0;
+        relock__settings *s = &ld->cfg->s;
         switch (st->type) {
         case T_GROUP:
-            if (t != CONFIG_TYPE_GROUP) {
-                snprintf(why, sizeof why, "%s must be a group, not %s", name, type_word(t));
-                rc = -1;
-            } else if (load_group(ld, m, name) != 0) {
-                return -1;
-            }
+            rc = load_group(ld, m, name);
             break;
         case T_SERVERS:
-            if (load_servers(ld, m) != 0)
-                return -1;
-            ld->cfg->s.servers_line = (int)config_setting_source_line(m);
+            rc = load_servers(ld, m);
+            if (rc == 0)
+                s->servers_line = (int)config_setting_source_line(m);
             break;
         case T_ADDRS:
-            if (load_addrs(ld, m) != 0)
-                return -1;
+            rc = load_addrs(ld, m);
             break;
         case T_PEERS:
-            if (load_peers(ld, m) != 0)
-                return -1;
+            rc = load_peers(ld, m);
             break;
         case T_LONG:
         case T_LLONG:
-            if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
-                size_t nl = strlen(name);
-                int is_ms = nl > 3 && strcmp(name + nl - 3, "_ms") == 0;
-                snprintf(why, sizeof why, "%s must be an integer, not %s%s", name, type_word(t),
-                         is_ms ? " (whole milliseconds, such as 30000)" : "");
-                rc = -1;
-            } else {
-                rc = store_number(&ld->cfg->s, st, config_setting_get_int64(m), why, sizeof why);
-            }
+            rc = store_number(s, st, config_setting_get_int64(m), why, sizeof why);
             break;
         case T_BOOL:
-            if (t != CONFIG_TYPE_BOOL) {
-                snprintf(why, sizeof why, "%s must be true or false, not %s", name, type_word(t));
-                rc = -1;
-            } else {
-                rc = store_number(&ld->cfg->s, st, config_setting_get_bool(m), why, sizeof why);
-            }
+            rc = store_number(s, st, config_setting_get_bool(m), why, sizeof why);
             break;
         case T_STR:
         case T_ENUM:
-            if (t != CONFIG_TYPE_STRING) {
-                snprintf(why, sizeof why, "%s must be a string, not %s", name, type_word(t));
-                rc = -1;
-            } else {
-                rc = store_string(&ld->cfg->s, st, config_setting_get_string(m), why, sizeof why);
-            }
+            rc = store_string(s, st, config_setting_get_string(m), why, sizeof why);
             break;
         }
-        if (rc == 0 && strcmp(name, "mode") == 0)
-            ld->cfg->s.mode_line = (int)config_setting_source_line(m);
-        if (rc != 0) {
-            load_fail(ld, m, why);
-            return -1;
-        }
-        mark_set(&ld->cfg->s, name);
+        if (rc != 0)
+            return ld->failed ? -1 : load_fail(ld, m, "%s", why);
+        if (strcmp(name, "mode") == 0)
+            s->mode_line = (int)config_setting_source_line(m);
+        mark_set(s, name);
     }
+    return 0;
+}
+
+/* The checks of the file's settings together, each said where the file
+ * gives what is at fault. */
+static int load_whole(loader *ld, config_setting_t *top)
+{
+    relock__settings *s = &ld->cfg->s;
+    char why[512];
+    if (s->wait.backoff_min_ms > s->wait.backoff_max_ms)
+        return load_fail(ld, config_setting_get_member(top, "wait"),
+                         "wait.backoff_min_ms (%lld) exceeds wait.backoff_max_ms (%lld)",
+                         s->wait.backoff_min_ms, s->wait.backoff_max_ms);
+    /* What legacy.peer implies, and what contradicts it: said at
+     * legacy.peer, else at the group. */
+    if (relock__peers_apply(s, why, sizeof why) != 0) {
+        config_setting_t *g = config_setting_get_member(top, "legacy");
+        config_setting_t *p = g ? config_setting_get_member(g, "peer") : NULL;
+        config_setting_t *b = config_setting_get_member(top, "bridge");
+        return load_fail(ld, p ? p : g ? g : b, "%s", why);
+    }
+    /* A sentinel's name and where to ask for it go together, and not with
+     * a quorum. */
+    config_setting_t *g = config_setting_get_member(top, "sentinel");
+    if (g && relock__sentinel_on(s) != (s->sentinel.naddrs > 0))
+        return load_fail(ld, g, "sentinel needs both master and addrs");
+    if (sentinel_conflict(s, why, sizeof why) != 0)
+        return load_fail(ld, g ? g : config_setting_get_member(top, "servers"), "%s", why);
     return 0;
 }
 
@@ -791,20 +710,15 @@ static void ms_hint(const char *line, char *out, size_t len)
         while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
         const char *start = end;
-        while (start > line && (start[-1] == '_' || (start[-1] >= 'a' && start[-1] <= 'z') ||
-                                (start[-1] >= '0' && start[-1] <= '9')))
+        while (start > line && strchr("_abcdefghijklmnopqrstuvwxyz0123456789", start[-1]))
             start--;
         if (end - start < 4 || strncmp(end - 3, "_ms", 3) != 0)
             continue;
-        const char *v = eq + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
+        const char *v = eq + 1 + strspn(eq + 1, " \t");
         size_t digits = strspn(v, "0123456789.");
         if (digits == 0)
             continue;
-        const char *u = v + digits;
-        while (*u == ' ' || *u == '\t')
-            u++;
+        const char *u = v + digits + strspn(v + digits, " \t");
         if (*u < 'a' || *u > 'z')
             continue;
         snprintf(out, len,
@@ -829,19 +743,16 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
      * directory): only regular files and pipes (`-c <(...)`) are read, and
      * they are read here, whole, so that an error can quote its line. */
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode))) {
-        fclose(f);
-        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: not a configuration file (%s)", path,
-                            S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-    }
-    char *text = malloc(CONFIG_FILE_MAX + 1);
-    if (!text) {
-        fclose(f);
-        return RELOCK__FAIL(&cfg->err, RELOCK_ENOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(text, 1, CONFIG_FILE_MAX + 1, f);
+    int readable = fstat(fileno(f), &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode));
+    char *text = readable ? malloc(CONFIG_FILE_MAX + 1) : NULL;
+    size_t got = text ? fread(text, 1, CONFIG_FILE_MAX + 1, f) : 0;
     int read_err = ferror(f);
     fclose(f);
+    if (!readable)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: not a configuration file (%s)", path,
+                            S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    if (!text)
+        return RELOCK__FAIL(&cfg->err, RELOCK_ENOMEM, "%s: out of memory", path);
     if (read_err || got > CONFIG_FILE_MAX) {
         free(text);
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s: %s", path,
@@ -871,53 +782,18 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
     config_setting_t *top = NULL;
     for (int i = 0; i < n && !ld.failed; i++) {
         config_setting_t *m = config_setting_get_elem(root, (unsigned)i);
-        if (strcmp(config_setting_name(m), "relock") != 0) {
-            char why[160];
-            snprintf(why, sizeof why,
-                     "unknown setting \"%.60s\" (settings belong in relock = { ... })",
-                     config_setting_name(m));
-            load_fail(&ld, m, why);
-        } else if (config_setting_type(m) != CONFIG_TYPE_GROUP) {
+        if (strcmp(config_setting_name(m), "relock") != 0)
+            load_fail(&ld, m, "unknown setting \"%.60s\" (settings belong in relock = { ... })",
+                      config_setting_name(m));
+        else if (config_setting_type(m) != CONFIG_TYPE_GROUP)
             load_fail(&ld, m, "relock must be a group: relock = { ... };");
-        } else {
+        else
             top = m;
-        }
     }
     if (!ld.failed && !top)
         load_fail(&ld, NULL, "no relock = { ... } group in the file");
-    if (!ld.failed)
-        load_group(&ld, top, "");
-    if (!ld.failed && cfg->s.wait.backoff_min_ms > cfg->s.wait.backoff_max_ms) {
-        config_setting_t *w = config_setting_get_member(top, "wait");
-        char why[160];
-        snprintf(why, sizeof why, "wait.backoff_min_ms (%lld) exceeds wait.backoff_max_ms (%lld)",
-                 cfg->s.wait.backoff_min_ms, cfg->s.wait.backoff_max_ms);
-        load_fail(&ld, w, why);
-    }
-    if (!ld.failed) {
-        /* The legacy group as a whole: what legacy.peer implies, and what
-         * contradicts it.  Said at legacy.peer, else at the group. */
-        char why[512];
-        if (relock__peers_apply(&cfg->s, why, sizeof why) != 0) {
-            config_setting_t *g = config_setting_get_member(top, "legacy");
-            config_setting_t *p = g ? config_setting_get_member(g, "peer") : NULL;
-            config_setting_t *b = config_setting_get_member(top, "bridge");
-            load_fail(&ld, p ? p : g ? g : b, why);
-        }
-    }
-    if (!ld.failed) {
-        /* The sentinel group as a whole: a name and where to ask for it
-         * go together, and not with a quorum. */
-        const relock__settings *s = &cfg->s;
-        config_setting_t *g = config_setting_get_member(top, "sentinel");
-        char why[200];
-        if (g && relock__sentinel_on(s) != (s->sentinel.naddrs > 0)) {
-            snprintf(why, sizeof why, "sentinel needs both master and addrs");
-            load_fail(&ld, g, why);
-        } else if (sentinel_conflict(s, why, sizeof why) != 0) {
-            load_fail(&ld, g ? g : config_setting_get_member(top, "servers"), why);
-        }
-    }
+    if (!ld.failed && load_group(&ld, top, "") == 0)
+        load_whole(&ld, top);
     config_destroy(&lc);
     return ld.failed ? RELOCK_ECONFIG : RELOCK_OK;
 }

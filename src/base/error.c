@@ -35,17 +35,10 @@ const char *relock_version(void)
 
 const char *relock_mode_name(relock_mode m)
 {
-    switch (m) {
-    case RELOCK_MODE_AUTO:
-        return "auto";
-    case RELOCK_MODE_LEGACY:
-        return "legacy";
-    case RELOCK_MODE_BRIDGE:
-        return "bridge";
-    case RELOCK_MODE_MODERN:
-        return "modern";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [RELOCK_MODE_AUTO] = "auto", [RELOCK_MODE_LEGACY] = "legacy",
+        [RELOCK_MODE_BRIDGE] = "bridge", [RELOCK_MODE_MODERN] = "modern"};
+    return (unsigned)m < sizeof names / sizeof names[0] ? names[m] : "unknown";
 }
 
 /* What relock_client_error() and relock_config_error() return for a NULL
@@ -58,11 +51,8 @@ void relock__err_clear(relock__err *e)
 {
     e->msg[0] = '\0';
     e->server[0] = '\0';
-    e->pub.status = RELOCK_OK;
-    e->pub.message = e->msg;
-    e->pub.server = e->server;
-    e->pub.file = "";
-    e->pub.line = 0;
+    e->pub = (relock_error){.status = RELOCK_OK, .message = e->msg, .server = e->server,
+                            .file = ""};
 }
 
 void relock__err_copy(relock__err *dst, const relock__err *src)
@@ -84,10 +74,16 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
     va_end(ap);
     snprintf(e->server, sizeof e->server, "%s", server ? server : "");
     const char *base = strrchr(file, '/');
-    e->pub.status = st;
-    e->pub.message = e->msg;
-    e->pub.server = e->server;
-    e->pub.file = base ? base + 1 : file;
-    e->pub.line = line;
+    e->pub = (relock_error){.status = st, .message = e->msg, .server = e->server,
+                            .file = base ? base + 1 : file, .line = line};
     return st;
+}
+
+int relock__reason(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return -1;
 }

@@ -17,7 +17,13 @@
  * round trips, enough for a woken waiter to take it. */
 #define YIELD_MS 2
 
-static uint64_t key_hash(const char *key);
+static uint64_t key_hash(const char *key)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *key; key++)
+        h = (h ^ (unsigned char)*key) * 1099511628211ull;
+    return h;
+}
 
 void relock__yield_note(relock_lock *l)
 {
@@ -33,27 +39,14 @@ long long relock__yield_ms(const relock_lock *l)
     return 0;
 }
 
-static uint64_t key_hash(const char *key)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *key; key++)
-        h = (h ^ (unsigned char)*key) * 1099511628211ull;
-    return h;
-}
-
 void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
                    relock_status st, long long waited_ms)
 {
     if (!c || !c->s.event_fn)
         return;
     uint64_t now = relock__mono_ms();
-    relock_event ev;
-    ev.kind = kind;
-    ev.name = l->name;
-    ev.status = st;
-    ev.waited_ms = waited_ms;
-    ev.held_ms = l->acquired_at ? (long long)(now - l->acquired_at) : -1;
-    ev.validity_ms = 0;
+    relock_event ev = {.kind = kind, .name = l->name, .status = st, .waited_ms = waited_ms,
+                       .held_ms = l->acquired_at ? (long long)(now - l->acquired_at) : -1};
     if (kind == RELOCK_EVENT_ACQUIRED || kind == RELOCK_EVENT_RENEWED ||
         kind == RELOCK_EVENT_RENEW_FAILED)
         ev.validity_ms = l->valid_until > now ? (long long)(l->valid_until - now) : 0;

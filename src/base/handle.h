@@ -1,7 +1,7 @@
 /*
- * The client and lock handles (struct relock_client, struct relock_lock),
- * the facts of the server a machine runs on and the algorithm table: the
- * data every layer above the leaves reads.  Declares no function.
+ * The client and lock handles, the facts of the server a machine runs on
+ * and the algorithm table: the data every layer above the leaves reads,
+ * and what handle.c does with it alone.
  */
 #ifndef RELOCK_HANDLE_H
 #define RELOCK_HANDLE_H
@@ -47,12 +47,10 @@ struct relock_client {
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     int watch_noted;          /* the watch marker's write (src/core/operation.c) */
-    /* quorum: the blocking calls' poll loop over the operation core
-     * (src/core/pollloop.c), or NULL; installed by relock_connect() */
+    /* The blocking calls' poll loops over the operation core
+     * (src/core/pollloop.c): q a quorum's, installed by relock_connect();
+     * p one server's (or a quorum's first), made at its first use. */
     struct relock__qpoll *q;
-    /* the blocking calls' step machines (one server, a quorum's first):
-     * their poll loop over the operation core (pollloop.c), or NULL until
-     * the first use */
     struct relock__qpoll *p;
     /* Courtesy after releasing a lock others wait for (lock.c). */
     uint64_t yield_key; /* hash of that lock's key */
@@ -69,13 +67,9 @@ struct relock_client {
     int replicas_acked;
 };
 
-/*
- * What a lock asks of its keeper (background renewal, src/api/renew.c).
- * renew.c sits above the blocking API (its thread calls relock_extend), so
- * lock.c and owner.c do not call it: relock_keep() installs these
- * operations beside l->keeper, and they are called only while l->keeper
- * is set.
- */
+/* What a lock asks of its keeper (background renewal, src/api/renew.c,
+ * which sits above lock.c and owner.c): relock_keep() installs these
+ * beside l->keeper, and they are called only while l->keeper is set. */
 typedef struct relock__keep_ops {
     /* Stops the renewal; RELOCK_LOST if the lock was lost meanwhile. */
     relock_status (*end)(relock_lock *l);
@@ -158,7 +152,6 @@ typedef struct relock__algo {
     const struct relock__machines *machines;
 } relock__algo;
 
-/* src/base/handle.c: what is done with a handle's data alone. */
 /* Tells the event callback of c's settings, if any, what happened to l
  * (relock_config_set_event_fn()). */
 void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,

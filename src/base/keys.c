@@ -1,9 +1,10 @@
 /*
- * Names of the keys relock keeps beside lock keys.
+ * Names of the keys relock keeps beside lock keys, and the rules of lock
+ * names.
  *
- * Lock names never contain a space (lock.c refuses them) and key_prefix may
- * not either (config.c), so every key below, which contains one, lives in a
- * namespace no lock can collide with, and `relock scan` can skip them.
+ * Lock names never contain a space (relock__check_name()) and key_prefix
+ * may not either (config.c), so every key below, which contains one, lives
+ * in a namespace no lock can collide with, and `relock scan` can skip them.
  *
  * A side key shares its lock key's Redis Cluster slot: a lock key with a
  * hash tag keeps it, and one without is wrapped in braces so that only it
@@ -17,32 +18,28 @@
 
 #include "handle.h"
 
-/*
- * Joins the n strings of part into out (len bytes), as snprintf(out, len,
+/* Joins the n strings of part into out (len bytes), as snprintf(out, len,
  * "%s%s...") would, cut short and terminated when they do not fit; 0, or
- * -1 when they did not fit.  Every lock call names its keys this way, and
- * snprintf()'s format parsing was a tenth of a blocking cycle's
- * instructions (callgrind).
- */
+ * -1 when they did not fit.  Every lock call names its keys, and snprintf()
+ * would parse a format each time. */
 static int join(char *out, size_t len, int n, const char *const *part)
 {
     size_t at = 0;
-    int fits = 1;
     for (int i = 0; i < n; i++) {
         size_t l = strlen(part[i]);
-        if (fits && at + l >= len) {
+        if (at + l >= len) {
             if (len > at)
                 memcpy(out + at, part[i], len - 1 - at);
-            at = len - 1;
-            fits = 0;
-        } else if (fits) {
-            memcpy(out + at, part[i], l);
-            at += l;
+            if (len > 0)
+                out[len - 1] = '\0';
+            return -1;
         }
+        memcpy(out + at, part[i], l);
+        at += l;
     }
     if (len > 0)
         out[at] = '\0';
-    return fits ? 0 : -1;
+    return 0;
 }
 
 /* Whether key has a Cluster hash tag: a '{' followed later by a '}' with
@@ -85,13 +82,9 @@ static int side_key(const char *lock_key, const char *suffix, int as_before, cha
     return join(out, len, 4, part);
 }
 
-/*
- * The rules of lock names, for every call that takes one (lock.c, break.c).
- * Names are binary-safe for Redis, but a space or control character is
+/* Names are binary-safe for Redis, but a space or control character is
  * almost always a mistake in a script and unprintable in messages; above
- * all, no name has a space, so no lock key is ever one of relock's own
- * (fence counters, the marker), whose names have one.
- */
+ * all, no lock key may be one of relock's own (see the top of this file). */
 relock_status relock__check_name(relock_client *c, const char *name)
 {
     if (!name || !*name)
@@ -131,9 +124,6 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
         return 0;
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 1, out, len) == 0 ? 1 : -1;
 }
-
-/* The carry to a whole-tag key's counter from its earlier one: the
- * machine of src/algo/fence.c. */
 
 int relock__marker_key(const char *key_prefix, char *out, size_t len)
 {

@@ -37,10 +37,16 @@ long long relock__drift_ms(long long ttl_ms)
     return ttl_ms / 100 + 2;
 }
 
+/* A lease of ms milliseconds, less the drift allowance (never negative). */
+static long long less_drift(long long ms)
+{
+    long long v = ms - relock__drift_ms(ms);
+    return v > 0 ? v : 0;
+}
+
 uint64_t relock__valid_until(uint64_t start, long long ttl_ms)
 {
-    long long v = ttl_ms - relock__drift_ms(ttl_ms);
-    return start + (uint64_t)(v > 0 ? v : 0);
+    return start + (uint64_t)less_drift(ttl_ms);
 }
 
 uint64_t relock__valid_min(uint64_t was, uint64_t until)
@@ -56,13 +62,6 @@ long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t
     if ((long long)((valid_until - now) / 2) < wait)
         wait = (long long)((valid_until - now) / 2);
     return wait > 0 ? wait : 1;
-}
-
-/* A lease of ms milliseconds, less the drift allowance (never negative). */
-static long long less_drift(long long ms)
-{
-    long long v = ms - (ms / 100 + 2);
-    return v > 0 ? v : 0;
 }
 
 static long long min_ll(long long a, long long b)
@@ -123,10 +122,7 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
     relock__stamp st = {0, 0, 0, 1};
     if (cfg->frac_values && u > 1) {
         out->v_ms = now + ttl + cfg->offset * u;
-        st.ts = out->v_ms / u;
-        st.frac = 1;
-        st.frac_num = out->v_ms % u;
-        st.frac_den = u;
+        st = (relock__stamp){out->v_ms / u, 1, out->v_ms % u, u};
     } else {
         st.ts = reads_frac(cfg) ? (now + ttl + u - 1) / u + cfg->offset
                                 : now / u + (ttl + u - 1) / u + cfg->offset;
@@ -148,9 +144,7 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
         long long left = out->ours_end_ms - now;
         out->gc_s = (left > 0 ? (left + 999) / 1000 : 0) + 1;
     }
-    if (ttl < first)
-        first = ttl;
-    out->valid_ms = less_drift(first);
+    out->valid_ms = less_drift(min_ll(first, ttl));
 }
 
 long long relock__lease_adopted_ms(const relock__lease_cfg *cfg, const relock__stamp *v,
@@ -189,10 +183,8 @@ int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long 
         if (apart <= kept + fresh && fresh > kept)
             return 0;
     }
-    e->offset_ms = offset;
-    e->rtt_ms = rtt;
-    e->at = t1;
-    e->known = 1;
+    *e = (relock__clock_est){.offset_ms = offset, .rtt_ms = rtt, .at = t1, .tried_at = t1,
+                             .known = 1};
     return 1;
 }
 

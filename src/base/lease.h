@@ -1,19 +1,13 @@
-/*
- * Lease and clock arithmetic of the timestamp modes (legacy, bridge):
+/* Lease and clock arithmetic of the timestamp modes (legacy, bridge):
  * pure functions, no I/O, no clock reads, so that every unit, offset, TTL
- * and phase of the clock can be checked by a property test.  Private to
- * the library.
- */
+ * and phase of the clock can be checked by a property test. */
 #ifndef RELOCK_LEASE_H
 #define RELOCK_LEASE_H
 
 #include <stdint.h>
 
 /* How the fleet's readers compare a stored value V with their clock
- * (legacy.reader_clock): a whole reader truncates its clock to units and
- * holds V until the clock passes it, so it takes over at (floor(V) + 1)·u;
- * a fractional reader compares with a fractional clock and takes over at
- * V·u exactly (docs/legacy.md, the expiry rule). */
+ * (legacy.reader_clock; lease.c says when each takes over). */
 #define RELOCK__READER_WHOLE 1
 #define RELOCK__READER_FRAC 2
 
@@ -36,11 +30,10 @@ typedef struct relock__stamp {
     long long frac_num, frac_den; /* frac_den >= 1 */
 } relock__stamp;
 
-/* V·u in ms, rounded up (up) or down; a stamp beyond this (16 digits and
- * more, read as seconds) saturates to it, still far enough below
- * LLONG_MAX to add a unit and a skew margin. */
+/* V·u in ms, rounded up (up) or down; a stamp beyond RELOCK__STAMP_MAX_MS
+ * (16 digits and more, read as seconds) saturates to it, still far enough
+ * below LLONG_MAX to add a unit and a skew margin. */
 #define RELOCK__STAMP_MAX_MS (1LL << 62)
-/* V·u in ms, rounded up (up) or down. */
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up);
 
 /* What one write of a lease of ttl_ms at fleet time now puts in the key,
@@ -109,11 +102,9 @@ typedef struct relock__clock_est {
 /* Whether the estimate should be measured again at monotonic time mono. */
 int relock__clock_due(const relock__clock_est *e, uint64_t mono);
 /* Takes a measurement: TIME sent at monotonic t0, its reply (server ms)
- * read at t1.  Keeps whichever of the old estimate (aged) and the new one
- * is the more certain (uncertainty is half the round trip plus the age
- * allowance), unless they disagree by more than both uncertainties
- * together: then the server's clock stepped and the new one is taken.
- * Returns 1 if the new one was kept. */
+ * read at t1.  Keeps the more certain of the old estimate (aged) and the
+ * new one, unless the server's clock stepped (lease.c).  Returns 1 if the
+ * new one was kept. */
 int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms);
 /* The server's clock now by the estimate (e->known). */
 long long relock__clock_server_ms(const relock__clock_est *e, uint64_t mono);

@@ -98,19 +98,16 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
         const relock__peer *p = relock__peer_at(s->legacy.peers[i]);
         if (!p)
             continue;
-        if (first && p->unit_ms != first->unit_ms) {
-            snprintf(why, whylen,
-                     "legacy.peer: \"%s\" writes %s and \"%s\" %s: clients that share lock "
-                     "keys must share a unit",
-                     first->name, first->unit_ms ? "milliseconds" : "seconds", p->name,
-                     p->unit_ms ? "milliseconds" : "seconds");
-            return -1;
-        }
-        if (first && (template_prefix(p->key_template) != template_prefix(first->key_template) ||
-                      strncmp(p->key_template, first->key_template,
-                              (size_t)(template_prefix(p->key_template) > 0
-                                           ? template_prefix(p->key_template)
-                                           : 0)) != 0))
+        if (first && p->unit_ms != first->unit_ms)
+            return relock__reason(why, whylen,
+                                  "legacy.peer: \"%s\" writes %s and \"%s\" %s: clients that share "
+                                  "lock keys must share a unit",
+                                  first->name, first->unit_ms ? "milliseconds" : "seconds", p->name,
+                                  p->unit_ms ? "milliseconds" : "seconds");
+        int plen = template_prefix(p->key_template);
+        size_t cmp = (size_t)(plen > 0 ? plen : 0);
+        if (first && (plen != template_prefix(first->key_template) ||
+                      strncmp(p->key_template, first->key_template, cmp) != 0))
             same_prefix = 0;
         if (!first)
             first = p;
@@ -122,60 +119,49 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
                         (p->frac_reader != 1 ? RELOCK__READER_WHOLE : 0);
         if (p->offset > want.offset)
             want.offset = p->offset;
-        if (p->suffix_fails && s->bridge.value_suffix) {
-            snprintf(why, whylen,
-                     "bridge.value_suffix: \"%s\" parses lock values with a parser that "
-                     "fails on \"V:token\" (leave the suffix off)",
-                     p->name);
-            return -1;
-        }
+        if (p->suffix_fails && s->bridge.value_suffix)
+            return relock__reason(why, whylen,
+                                  "bridge.value_suffix: \"%s\" parses lock values with a parser "
+                                  "that fails on \"V:token\" (leave the suffix off)",
+                                  p->name);
     }
-    if (!first) {
-        /* No profile: the explicit settings (or their defaults) describe
-         * the fleet. */
-        s->legacy.readers = s->legacy.reader_clock + 1;
-    } else {
+    /* With no profile, the explicit settings (or their defaults) alone
+     * describe the fleet. */
+    if (first) {
         unsigned set = s->legacy.set;
         if (set & RELOCK__SET_UNIT) {
-            if (s->legacy.unit_ms != want.unit_ms) {
-                snprintf(why, whylen,
-                         "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", which "
-                         "writes %s",
-                         s->legacy.unit_ms ? "ms" : "s", first->name,
-                         want.unit_ms ? "milliseconds" : "seconds");
-                return -1;
-            }
+            if (s->legacy.unit_ms != want.unit_ms)
+                return relock__reason(why, whylen,
+                                      "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", "
+                                      "which writes %s",
+                                      s->legacy.unit_ms ? "ms" : "s", first->name,
+                                      want.unit_ms ? "milliseconds" : "seconds");
         } else {
             s->legacy.unit_ms = want.unit_ms;
         }
         if (!(set & RELOCK__SET_OFFSET))
             s->legacy.expiry_offset = want.offset;
         if (set & RELOCK__SET_VALUES) {
-            if (s->legacy.frac_values && !want.frac_values) {
-                snprintf(why, whylen,
-                         "legacy.values = \"fractional\": a peer of legacy.peer parses whole "
-                         "numbers only (use \"integer\")");
-                return -1;
-            }
+            if (s->legacy.frac_values && !want.frac_values)
+                return relock__reason(why, whylen,
+                                      "legacy.values = \"fractional\": a peer of legacy.peer "
+                                      "parses whole numbers only (use \"integer\")");
         } else {
             s->legacy.frac_values = want.frac_values;
         }
         if (set & RELOCK__SET_READER) {
             int have = s->legacy.reader_clock + 1;
-            if ((have & want.readers) != want.readers) {
-                snprintf(why, whylen,
-                         "legacy.reader_clock = \"%s\" leaves out a peer of legacy.peer, whose "
-                         "clock compares %s (use \"%s\")",
-                         reader_words[s->legacy.reader_clock],
-                         (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
-                                                                       : "whole units",
-                         reader_words[(have | want.readers) - 1]);
-                return -1;
-            }
+            if ((have & want.readers) != want.readers)
+                return relock__reason(why, whylen,
+                                      "legacy.reader_clock = \"%s\" leaves out a peer of "
+                                      "legacy.peer, whose clock compares %s (use \"%s\")",
+                                      reader_words[s->legacy.reader_clock],
+                                      (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
+                                                                                    : "whole units",
+                                      reader_words[(have | want.readers) - 1]);
         } else {
             s->legacy.reader_clock = want.readers - 1;
         }
-        s->legacy.readers = s->legacy.reader_clock + 1;
         /* A prefix not given is the peers' common one, or none (also when
          * an earlier legacy.peer had implied another). */
         int plen = template_prefix(first->key_template);
@@ -183,17 +169,15 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
             snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",
                      same_prefix && plen > 0 ? plen : 0, first->key_template);
     }
-    if (s->legacy.frac_values && s->legacy.unit_ms) {
-        snprintf(why, whylen,
-                 "legacy.values = \"fractional\" needs legacy.clock_unit = \"s\" (a fraction "
-                 "of a millisecond is finer than any clock here)");
-        return -1;
-    }
-    if (s->legacy.frac_values && s->bridge.value_suffix) {
-        snprintf(why, whylen,
-                 "bridge.value_suffix cannot be combined with legacy.values = \"fractional\": "
-                 "a value is a fraction or carries a suffix, not both");
-        return -1;
-    }
+    s->legacy.readers = s->legacy.reader_clock + 1;
+    if (s->legacy.frac_values && s->legacy.unit_ms)
+        return relock__reason(why, whylen,
+                              "legacy.values = \"fractional\" needs legacy.clock_unit = \"s\" (a "
+                              "fraction of a millisecond is finer than any clock here)");
+    if (s->legacy.frac_values && s->bridge.value_suffix)
+        return relock__reason(why, whylen,
+                              "bridge.value_suffix cannot be combined with legacy.values = "
+                              "\"fractional\": a value is a fraction or carries a suffix, not "
+                              "both");
     return 0;
 }

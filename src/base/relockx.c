@@ -7,26 +7,22 @@
 
 #include "relockx.h"
 
-/* The units of a duration, largest first: a compound duration gives
+/* The units of a duration in ms, largest first: a compound duration gives
  * each at most once, in this order ("1h30m", "1m30.5s"). */
-static const struct {
-    const char *suffix;
-    unsigned long long factor;
-} units[] = {{"w", 604800000ULL}, {"d", 86400000ULL}, {"h", 3600000ULL}, {"m", 60000ULL},
-             {"s", 1000ULL},      {"ms", 1ULL}};
-#define NUNITS (sizeof units / sizeof units[0])
-#define UNIT_S 4 /* units[UNIT_S] is "s" */
+static const unsigned long long factor[] = {604800000ULL, 86400000ULL, 3600000ULL,
+                                            60000ULL,     1000ULL,     1ULL};
+#define UNIT_S 4 /* factor[UNIT_S] is a second */
 
-/* The other spellings of each unit, as systemd writes time spans
- * (systemd.time(7)): "5min", "30sec", "2hours".  "m" is minutes, as
- * there; months and years are not taken. */
+/* The spellings of each unit: the first six in the order above, then
+ * others as systemd writes time spans (systemd.time(7)): "5min", "30sec",
+ * "2hours".  "m" is minutes, as there; months and years are not taken. */
 static const struct {
     const char *suffix;
-    int unit; /* index in units */
-} aliases[] = {{"weeks", 0},   {"week", 0},    {"days", 1},    {"day", 1},   {"hours", 2},
-               {"hour", 2},    {"hr", 2},      {"minutes", 3}, {"minute", 3}, {"min", 3},
-               {"seconds", 4}, {"second", 4},  {"sec", 4},     {"msec", 5}};
-#define NALIASES (sizeof aliases / sizeof aliases[0])
+    int unit; /* index in factor */
+} spellings[] = {{"w", 0},       {"d", 1},      {"h", 2},       {"m", 3},      {"s", 4},
+                 {"ms", 5},      {"weeks", 0},  {"week", 0},    {"days", 1},   {"day", 1},
+                 {"hours", 2},   {"hour", 2},   {"hr", 2},      {"minutes", 3}, {"minute", 3},
+                 {"min", 3},     {"seconds", 4}, {"second", 4}, {"sec", 4},     {"msec", 5}};
 
 /* The unit at p, its longest spelling ("ms" before "m", "min" before
  * "m"), not followed by a letter; its index, or -1. */
@@ -34,13 +30,11 @@ static int unit_at(const char *p, size_t *len)
 {
     int best = -1;
     size_t best_len = 0;
-    for (size_t i = 0; i < NUNITS + NALIASES; i++) {
-        const char *suf = i < NUNITS ? units[i].suffix : aliases[i - NUNITS].suffix;
-        int u = i < NUNITS ? (int)i : aliases[i - NUNITS].unit;
-        size_t n = strlen(suf);
-        if (strncmp(p, suf, n) == 0 && n > best_len &&
+    for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
+        size_t n = strlen(spellings[i].suffix);
+        if (strncmp(p, spellings[i].suffix, n) == 0 && n > best_len &&
             !(p[n] >= 'a' && p[n] <= 'z')) {
-            best = u;
+            best = spellings[i].unit;
             best_len = n;
         }
     }
@@ -105,14 +99,12 @@ int relockx_parse_duration(const char *s, long long *ms, char *why, size_t whyle
         }
         last = u;
         p += ulen;
-        unsigned long long f = units[u].factor;
-        if (ip > (unsigned long long)LLONG_MAX / f) {
-            snprintf(why, whylen, "\"%.32s\" is too large", s);
-            return -1;
-        }
+        unsigned long long f = factor[u];
         /* The fraction in ms, rounded up: a nonzero duration never
-         * becomes 0. */
-        unsigned long long part = ip * f + (frac * f + den - 1) / den;
+         * becomes 0.  Beyond LLONG_MAX, the part is as large as can be. */
+        unsigned long long part = ip <= (unsigned long long)LLONG_MAX / f
+                                      ? ip * f + (frac * f + den - 1) / den
+                                      : ULLONG_MAX;
         if (part > (unsigned long long)LLONG_MAX - total) {
             snprintf(why, whylen, "\"%.32s\" is too large", s);
             return -1;
@@ -127,21 +119,19 @@ void relockx_format_duration(long long ms, char *buf, size_t len)
 {
     if (ms < 0)
         ms = -ms;
-    long long s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
-    if (d > 0 && h % 24)
-        snprintf(buf, len, "%lldd %lldh", d, h % 24);
-    else if (d > 0)
-        snprintf(buf, len, "%lldd", d);
-    else if (h > 0 && m % 60)
-        snprintf(buf, len, "%lldh %lldm", h, m % 60);
-    else if (h > 0)
-        snprintf(buf, len, "%lldh", h);
-    else if (m > 0 && s % 60)
-        snprintf(buf, len, "%lldm %llds", m, s % 60);
-    else if (m > 0)
-        snprintf(buf, len, "%lldm", m);
-    else if (s > 0)
-        snprintf(buf, len, "%llds", s);
-    else
-        snprintf(buf, len, "%lldms", ms);
+    /* The largest unit from days down that fits, and the next one below it
+     * unless 0; seconds alone. */
+    for (int i = 1; i <= UNIT_S; i++) {
+        long long size = (long long)factor[i];
+        if (ms < size)
+            continue;
+        long long next = i < UNIT_S ? ms % size / (long long)factor[i + 1] : 0;
+        if (next)
+            snprintf(buf, len, "%lld%s %lld%s", ms / size, spellings[i].suffix, next,
+                     spellings[i + 1].suffix);
+        else
+            snprintf(buf, len, "%lld%s", ms / size, spellings[i].suffix);
+        return;
+    }
+    snprintf(buf, len, "%lldms", ms);
 }

@@ -21,23 +21,14 @@ static void block(uint32_t h[5], const unsigned char *p)
                (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
     for (int i = 16; i < 80; i++)
         w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    static const uint32_t k[4] = {0x5a827999u, 0x6ed9eba1u, 0x8f1bbcdcu, 0xca62c1d6u};
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
     for (int i = 0; i < 80; i++) {
-        uint32_t f, k;
-        if (i < 20) {
-            f = (b & c) | (~b & d);
-            k = 0x5a827999u;
-        } else if (i < 40) {
-            f = b ^ c ^ d;
-            k = 0x6ed9eba1u;
-        } else if (i < 60) {
-            f = (b & c) | (b & d) | (c & d);
-            k = 0x8f1bbcdcu;
-        } else {
-            f = b ^ c ^ d;
-            k = 0xca62c1d6u;
-        }
-        uint32_t t = rol(a, 5) + f + e + k + w[i];
+        uint32_t f = i < 20   ? (b & c) | (~b & d)
+                     : i < 40 ? b ^ c ^ d
+                     : i < 60 ? (b & c) | (b & d) | (c & d)
+                              : b ^ c ^ d;
+        uint32_t t = rol(a, 5) + f + e + k[i / 20] + w[i];
         e = d;
         d = c;
         c = rol(b, 30);
@@ -61,8 +52,7 @@ void relock__sha1_hex(const char *data, size_t len, char out[41])
         p += 64;
         left -= 64;
     }
-    unsigned char tail[128];
-    memset(tail, 0, sizeof tail);
+    unsigned char tail[128] = {0};
     memcpy(tail, p, left);
     tail[left] = 0x80;
     size_t tlen = left + 1 + 8 <= 64 ? 64 : 128;

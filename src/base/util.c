@@ -55,7 +55,7 @@ int relock__token_hex(const unsigned char raw[16], char out[33])
     out[32] = '\0';
     /* A letter is a nibble above 9: one that carries into bit 4 when 6
      * is added, eight bytes' nibbles at a time (no byte's sum reaches the
-     * next byte); a count per nibble was most of a token's instructions. */
+     * next byte). */
     const uint64_t low = 0x0f0f0f0f0f0f0f0full, six = 0x0606060606060606ull;
     uint64_t w[2], sums = 0;
     memcpy(w, raw, sizeof w);

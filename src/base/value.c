@@ -25,12 +25,9 @@ static int is_token(const char *v, size_t len)
 
 void relock__classify(const char *v, size_t len, relock__value *out)
 {
-    memset(out, 0, sizeof *out);
-    out->kind = RELOCK_VALUE_UNKNOWN;
-    if (!v) {
-        out->kind = RELOCK_VALUE_NONE;
+    *out = (relock__value){.kind = v ? RELOCK_VALUE_UNKNOWN : RELOCK_VALUE_NONE};
+    if (!v)
         return;
-    }
     size_t digits = 0;
     while (digits < len && v[digits] >= '0' && v[digits] <= '9')
         digits++;
@@ -48,11 +45,8 @@ void relock__classify(const char *v, size_t len, relock__value *out)
         long long ts = 0;
         for (size_t i = 0; i < digits; i++)
             ts = ts * 10 + (v[i] - '0');
-        out->kind = RELOCK_VALUE_TIMESTAMP;
-        out->ts = ts;
-        out->ts_digits = (int)digits;
-        out->has_suffix = suffix_ok;
-        out->frac_den = 1;
+        *out = (relock__value){.kind = RELOCK_VALUE_TIMESTAMP, .ts = ts, .ts_digits = (int)digits,
+                               .has_suffix = suffix_ok, .frac_den = 1};
         if (frac_ok) {
             /* Nine digits are a nanosecond of a second: the rest only
              * rounds the fraction up (never down, which would end the
@@ -88,10 +82,7 @@ int relock__ts_unit_guess(int ndigits)
 
 void relock__value_stamp(const relock__value *v, relock__stamp *out)
 {
-    out->ts = v->ts;
-    out->frac = v->frac;
-    out->frac_num = v->frac_num;
-    out->frac_den = v->frac_den > 0 ? v->frac_den : 1;
+    *out = (relock__stamp){v->ts, v->frac, v->frac_num, v->frac_den > 0 ? v->frac_den : 1};
 }
 
 void relock__value_text(char *dst, size_t n, const char *v, size_t len)

@@ -120,15 +120,6 @@ static void *keeper_main(void *p)
     return NULL;
 }
 
-/* The operations the lock calls while kept (relock__keep_ops). */
-static relock_status keep_end(relock_lock *l);
-static uint64_t keep_valid_until(const relock_lock *l);
-static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
-                                    char value[RELOCK__VALUE_MAX]);
-static void keep_owner_done(relock_lock *l);
-static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner,
-                                          keep_owner_done};
-
 static void keeper_free(struct relock__keeper *k)
 {
     free(k->owner_next);
@@ -139,94 +130,6 @@ static void keeper_free(struct relock__keeper *k)
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
     free(k);
-}
-
-relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
-{
-    if (!l)
-        return RELOCK_EINVAL;
-    relock_client *c = l->c;
-    relock__err_clear(&c->err);
-    if (l->al) /* an asynchronous client's lock: relock_async_keep() */
-        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                            "keep %s: the lock belongs to an asynchronous client; use "
-                            "relock_async_keep()",
-                            l->name);
-    if (l->keeper)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep %s: already kept", l->name);
-    if (l->lost)
-        return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was already lost", l->name);
-    struct relock__keeper *k = calloc(1, sizeof *k);
-    if (!k)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
-    if (pipe2(k->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
-        free(k);
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: no pipe: %s", l->name,
-                            strerror(errno));
-    }
-    pthread_mutex_init(&k->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    k->user = l;
-    k->on_lost = on_lost;
-    k->arg = arg;
-
-    /* The thread's connection: the same settings, and the mode already
-     * chosen (auto must not decide differently for the same lock). */
-    relock_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.s = c->s;
-    cfg.s.mode = c->mode;
-    cfg.s.wait.notify = c->s.wait.notify;
-    relock__err_clear(&cfg.err);
-    relock_status st = relock_connect(&cfg, &k->c);
-    memset(&cfg, 0, sizeof cfg); /* it held the password */
-    if (st == RELOCK_OK)
-        st = relock_lock_adopt(k->c, l->name, l->value, l->fence, l->ttl_ms, &k->shadow);
-    if (st != RELOCK_OK) {
-        RELOCK__FAIL_SRV(&c->err, st, k->c ? relock_client_error(k->c)->server : "",
-                         "keep %s: %s", l->name,
-                         k->c ? relock_client_error(k->c)->message : "out of memory");
-        keeper_free(k);
-        return st;
-    }
-    k->shadow->valid_until = l->valid_until;
-    memcpy(k->value, l->value, sizeof k->value);
-    k->shadow->loser_writes = l->loser_writes;
-    k->shadow->breaks = l->breaks;
-    k->shadow->breaks_known = l->breaks_known;
-    k->shadow->acquired = l->acquired;
-    k->shadow->acquired_at = l->acquired_at;
-    /* The record the renewals write is the lock's, not the connection's. */
-    k->shadow->owner_pid = l->owner_pid;
-    k->shadow->owner_since = l->owner_since;
-    free(k->shadow->owner_text);
-    k->shadow->owner_text = NULL;
-    if (l->owner_text && !(k->shadow->owner_text = strdup(l->owner_text))) {
-        keeper_free(k);
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
-    }
-    k->valid_until = l->valid_until;
-    /* The thread starts with every signal blocked: the program's signals
-     * belong to the program's threads, and a SIGPIPE raised by a write to
-     * a connection the server closed (hiredis writes with write()) must not
-     * kill a program that never ignored it; the write fails with EPIPE
-     * instead, and the renewal reconnects. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        keeper_free(k);
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: cannot start a thread", l->name);
-    }
-    l->keeper = k;
-    l->keep_ops = &keep_ops;
-    return RELOCK_OK;
 }
 
 static relock_status keep_end(relock_lock *l)
@@ -314,4 +217,96 @@ static uint64_t keep_valid_until(const relock_lock *l)
     uint64_t v = k->valid_until;
     pthread_mutex_unlock(&k->mu);
     return v;
+}
+
+/* The operations the lock calls while kept (relock__keep_ops). */
+static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner,
+                                          keep_owner_done};
+
+relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
+{
+    if (!l)
+        return RELOCK_EINVAL;
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    if (l->al) /* an asynchronous client's lock: relock_async_keep() */
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "keep %s: the lock belongs to an asynchronous client; use "
+                            "relock_async_keep()",
+                            l->name);
+    if (l->keeper)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep %s: already kept", l->name);
+    if (l->lost)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was already lost", l->name);
+    struct relock__keeper *k = calloc(1, sizeof *k);
+    if (!k)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
+    if (pipe2(k->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        free(k);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: no pipe: %s", l->name,
+                            strerror(errno));
+    }
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    k->user = l;
+    k->on_lost = on_lost;
+    k->arg = arg;
+
+    /* The thread's connection: the same settings, and the mode already
+     * chosen (auto must not decide differently for the same lock). */
+    relock_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.s = c->s;
+    cfg.s.mode = c->mode;
+    cfg.s.wait.notify = c->s.wait.notify;
+    relock__err_clear(&cfg.err);
+    relock_status st = relock_connect(&cfg, &k->c);
+    memset(&cfg, 0, sizeof cfg); /* it held the password */
+    if (st == RELOCK_OK)
+        st = relock_lock_adopt(k->c, l->name, l->value, l->fence, l->ttl_ms, &k->shadow);
+    if (st != RELOCK_OK) {
+        RELOCK__FAIL_SRV(&c->err, st, k->c ? relock_client_error(k->c)->server : "",
+                         "keep %s: %s", l->name,
+                         k->c ? relock_client_error(k->c)->message : "out of memory");
+        keeper_free(k);
+        return st;
+    }
+    k->shadow->valid_until = l->valid_until;
+    memcpy(k->value, l->value, sizeof k->value);
+    k->shadow->loser_writes = l->loser_writes;
+    k->shadow->breaks = l->breaks;
+    k->shadow->breaks_known = l->breaks_known;
+    k->shadow->acquired = l->acquired;
+    k->shadow->acquired_at = l->acquired_at;
+    /* The record the renewals write is the lock's, not the connection's. */
+    k->shadow->owner_pid = l->owner_pid;
+    k->shadow->owner_since = l->owner_since;
+    free(k->shadow->owner_text);
+    k->shadow->owner_text = NULL;
+    if (l->owner_text && !(k->shadow->owner_text = strdup(l->owner_text))) {
+        keeper_free(k);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
+    }
+    k->valid_until = l->valid_until;
+    /* The thread starts with every signal blocked: the program's signals
+     * belong to the program's threads, and a SIGPIPE raised by a write to
+     * a connection the server closed (hiredis writes with write()) must not
+     * kill a program that never ignored it; the write fails with EPIPE
+     * instead, and the renewal reconnects. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        keeper_free(k);
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: cannot start a thread", l->name);
+    }
+    l->keeper = k;
+    l->keep_ops = &keep_ops;
+    return RELOCK_OK;
 }

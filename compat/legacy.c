@@ -1,16 +1,6 @@
 /*
  * The timestamp algorithms (design.md §4-5): legacy mode, and bridge mode, which
- * writes the same values plus a TTL.
- *
- *   acquire   SETNX key <expiry> (with the fence increment and, in bridge
- *             mode, the TTL in the same step); if busy, look at the value;
- *             if that timestamp has passed, take the lock over: by
- *             compare-and-set where the server can (EVAL from 2.6.0, WATCH
- *             from 2.2), else by GETSET, won only if the value GETSET
- *             returns has itself passed.
- *   release   compare-and-delete of our value and fence (EVAL or WATCH);
- *             on 2.0, GET then DEL, and only while our validity remains.
- *   extend    compare-and-set of a new timestamp (the value changes).
+ * writes the same values plus a TTL.  compat/ts.h draws each machine's steps.
  *
  * The stored value is the expiry time in the fleet's unit:
  * now + timeout + expiry_offset.  A legacy reader holds value V until its
@@ -44,9 +34,6 @@
  * What remains: a classic client's DEL of a key it no longer owns, followed
  * by a classic SETNX, moves no fence, and looks like a loser's write
  * (docs/legacy.md).
- *
- * The algorithms are step machines of the lock engine (compat/ts.h has
- * their states), which the operation core runs for both APIs.
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -198,18 +185,8 @@ static relock__step send1(relock__mhead *h, int pc, relock__batch *out, const ch
 
 /* ------------------------------------------------------------ acquire */
 
-enum {
-    A_START = 0,
-    A_SCRIPT,
-    A_READBACK,
-    A_SETNX_CAS,
-    A_SETNX_FW,
-    A_GET,
-    A_LOOK,
-    A_TAKE_CAS,
-    A_TAKE_GETSET,
-    A_FRESH
-};
+enum { A_START = 0, A_SCRIPT, A_READBACK, A_SETNX_CAS, A_SETNX_FW, A_GET, A_LOOK, A_TAKE_CAS,
+       A_TAKE_GETSET, A_FRESH };
 
 /* Wins the lock: records the fence and the validity the value and TTL
  * written allow, counted from the moment before the clock was read. */
@@ -365,16 +342,12 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
     m->tok[32] = '\0';
     format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
     m->path = relock__ts_path_of(c);
-    switch (m->path) {
-    case RELOCK__TS_EVAL:
+    if (m->path == RELOCK__TS_EVAL)
         return a_script(m, l, out);
-    case RELOCK__TS_WATCH:
-        /* SETNX under WATCH: set only if absent, with the fence in the
-         * same transaction, so the fence counts acquisitions only. */
+    /* SETNX under WATCH: set only if absent, with the fence in the same
+     * transaction, so the fence counts acquisitions only. */
+    if (m->path == RELOCK__TS_WATCH)
         return a_cas(m, l, NULL, A_SETNX_CAS, out);
-    case RELOCK__TS_PLAIN:
-        break;
-    }
     /* 2.0: the fence rides in the MULTI with SETNX (design.md §6.3), so a
      * failed SETNX moves it too.  A waiter that has seen the lock held
      * looks first, and writes only when the key is free. */
@@ -629,8 +602,7 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
     /* Our own GETSET whose reply was lost: while the lock is valid nobody
      * else can have written since (no takeover of a live lock, a break is
      * seen in its counter below), so the value that GETSET carried is
-     * ours.  Without this a renewal after a lost reply found its own
-     * write and reported the lock lost. */
+     * ours. */
     if (l->unsure_value && strcmp(found, l->unsure_value) == 0 && l->valid_until &&
         in->mono_ms < l->valid_until)
         snprintf(l->value, sizeof l->value, "%s", found);

@@ -8,13 +8,6 @@
 #include "api.h"
 #include "core/core.h"
 
-/* ------------------------------------------------------------------ public */
-
-static const relock_error *null_err(void)
-{
-    return &relock__null_handle_error;
-}
-
 relock_status relock_async_new(const relock_config *cfg, const relock_async_loop *loop,
                                relock_async **out)
 {
@@ -89,7 +82,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
 
 const relock_error *relock_async_error(const relock_async *a)
 {
-    return a ? &a->err.pub : null_err();
+    return a ? &a->err.pub : &relock__null_handle_error;
 }
 
 relock_mode relock_async_mode(const relock_async *a)

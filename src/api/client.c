@@ -65,9 +65,8 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
      * by the server's capabilities.  One server runs over the operation
      * core (pollloop.c), through Sentinel and on a Cluster too. */
     st = relock__drive_ready(c, NULL);
-    if (st != RELOCK_OK)
-        return st;
-    st = relock__select_mode(c);
+    if (st == RELOCK_OK)
+        st = relock__select_mode(c);
     if (st != RELOCK_OK)
         return st;
     /* Settings the mode or the server cannot honour: no lock is taken

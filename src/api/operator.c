@@ -168,12 +168,10 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     relock_server_info *info = malloc(sizeof *info + hlen + 1);
     if (!info)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "server info: out of memory");
+    *info = (relock_server_info){.major = c->conn.major, .minor = c->conn.minor,
+                                 .patch = c->conn.patch, .caps = c->conn.caps,
+                                 .port = srv->port};
     snprintf(info->version, sizeof info->version, "%s", c->conn.version);
-    info->major = c->conn.major;
-    info->minor = c->conn.minor;
-    info->patch = c->conn.patch;
-    info->caps = c->conn.caps;
-    info->port = srv->port;
     memcpy(info->host, host, hlen + 1);
     *out = info;
     return RELOCK_OK;

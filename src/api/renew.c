@@ -148,14 +148,12 @@ static relock_status keep_end(relock_lock *l)
     memcpy(l->value, k->shadow->value, sizeof l->value);
     l->valid_until = k->shadow->valid_until;
     l->loser_writes = k->shadow->loser_writes;
-    int lost = k->lost;
+    relock_status st = k->lost ? RELOCK_LOST : RELOCK_OK;
+    if (k->lost)
+        l->lost = 1;
     l->keeper = NULL;
     keeper_free(k);
-    if (lost) {
-        l->lost = 1;
-        return RELOCK_LOST;
-    }
-    return RELOCK_OK;
+    return st;
 }
 
 relock_status relock_keep_stop(relock_lock *l)

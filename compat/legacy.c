@@ -293,11 +293,9 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
     snprintf(m->old, sizeof m->old, "%s", found);
     if (!m->fresh && c->s.legacy.clock_server) {
         /* Never on a reading of the server's clock taken before the value
-         * was: the clock may have stepped back since, and a value written
-         * on the stepped clock would look expired (a live lock taken
-         * over).  The clock is read again now and the value judged again
-         * on it (A_FRESH); a value written after that reading is not the
-         * one found, and the compare-and-set refuses it. */
+         * was (see the machines' starts, below): the value is judged again
+         * on a new reading (A_FRESH); a value written after that reading is
+         * not the one found, and the compare-and-set refuses it. */
         m->pttl = pttl;
         m->head.want_fleet = RELOCK__FLEET_FRESH;
         m->head.pc = A_FRESH;
@@ -348,9 +346,8 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
      * transaction, so the fence counts acquisitions only. */
     if (m->path == RELOCK__TS_WATCH)
         return a_cas(m, l, NULL, A_SETNX_CAS, out);
-    /* 2.0: the fence rides in the MULTI with SETNX (design.md §6.3), so a
-     * failed SETNX moves it too.  A waiter that has seen the lock held
-     * looks first, and writes only when the key is free. */
+    /* 2.0: a waiter that has seen the lock held looks before it writes
+     * (compat/ts.h says why). */
     if (l->looked)
         return send1(&m->head, A_LOOK, out, "GET", l->key, NULL);
     return a_fwrite(m, l, "SETNX", A_SETNX_FW, out);
@@ -376,15 +373,14 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         relock_status st = relock__reply_check(c, r, "a[??]", "SETNX script");
         if (st != RELOCK_OK)
             return relock__done(&m->head, st);
-        const redisReply *e1 = r->element[1];
-        if (r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
-            return won(m, l, e1->type == REDIS_REPLY_INTEGER ? e1->integer : 0);
+        /* {1, fence} when won, else {0, the PTTL, the value found} */
+        if (relock__reply_elem_int(r, 0) == 1)
+            return won(m, l, relock__reply_elem_int(r, 1));
         char found[RELOCK__VALUE_MAX];
         int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
         if (has)
             relock__value_text(found, sizeof found, r->element[2]->str, r->element[2]->len);
-        return held_by(m, l, has ? found : NULL, e1->type == REDIS_REPLY_INTEGER ? e1->integer : 0,
-                       out);
+        return held_by(m, l, has ? found : NULL, relock__reply_elem_int(r, 1), out);
     }
     case A_READBACK: {
         /* An error reply (-LOADING from a restarted server that may have

@@ -23,7 +23,7 @@ relock_status relock__lock_new(relock_client *c, const char *name, long long ttl
     size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX + sizeof RELOCK__WHOLE_TAG_MARK;
     /* Prefix and name always fit (key_prefix is shorter than
      * RELOCK__PREFIX_MAX, the name was checked); copied, not formatted:
-     * snprintf() was most of this function's instructions. */
+     * snprintf() would be most of this function's instructions. */
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     memcpy(key, c->s.key_prefix, plen);
     memcpy(key + plen, name, nlen);

@@ -29,7 +29,6 @@ int relock__cas_discard_failed(const relock__feed *in)
     return in->fault || !relock__reply_is(in->reply[0], "s");
 }
 
-
 /* ------------------------------------------------------------ compare-and-set */
 
 static relock__step cas_end(relock__cas *c, relock_status st)
@@ -70,11 +69,6 @@ static relock__step cas_script(relock__cas *c, relock_lock *l, relock__batch *ou
 
 relock__step relock__cas_start(relock__cas *c, relock_lock *l, relock__batch *out)
 {
-    c->st = RELOCK_OK;
-    c->ambiguous = c->done = c->beaten = c->drop = 0;
-    c->fence_out = 0;
-    c->found[0] = '\0';
-    c->by_eval = 0;
     relock__notify_channel(l, c->chan, sizeof c->chan);
     if (c->script)
         return cas_script(c, l, out);
@@ -185,16 +179,15 @@ relock__step relock__cas_step(relock__cas *c, relock_lock *l, const relock__feed
     case CAS_QUEUE: {
         if (in->fault)
             return cas_fault(c, l, in, 0); /* no EXEC sent: nothing ran */
-        static const char *const names[] = {"SET", "DEL", "EXPIRE", "INCR", "PUBLISH"};
-        int i = 0;
-        const char *what[4];
-        what[i++] = c->newv ? names[0] : names[1];
+        /* The commands cas_queue() queued, in its order. */
+        const char *what[4] = {c->newv ? "SET" : "DEL"};
+        int i = 1;
         if (c->newv && c->gc > 0)
-            what[i++] = names[2];
+            what[i++] = "EXPIRE";
         if (c->incr)
-            what[i++] = names[3];
+            what[i++] = "INCR";
         if (!c->newv && c->chan[0])
-            what[i++] = names[4];
+            what[i++] = "PUBLISH";
         for (int j = 0; j < i; j++) {
             relock_status st = relock__reply_check(cl, in->reply[j], "s", what[j]);
             if (st != RELOCK_OK)

@@ -1,14 +1,8 @@
 /*
  * The compare-and-set / compare-and-delete of a lock key with its fence
- * counter (cas.c): a step sub-machine that other machines run inside their
- * own (the legacy and bridge machines in compat/ use it for acquire
- * takeover, release and extend).  No I/O, no clock.
- *
- * Batches.  WATCH goes out with its GETs; a transaction as three batches:
- * MULTI alone, then the queued commands (each must answer +QUEUED), then
- * EXEC alone (compat/ts.h says why).  A failure between WATCH and EXEC
- * leaves the connection inside the transaction: the caller's driver drops
- * it.  An EXEC refused with an error reply is followed by DISCARD.
+ * counter (cas.c): a step sub-machine that the legacy and bridge machines
+ * run inside their own for acquire takeover, release and extend.  No I/O,
+ * no clock.  Its batches follow the rules of compat/ts.h.
  */
 #ifndef RELOCK_CAS_H
 #define RELOCK_CAS_H

@@ -32,7 +32,6 @@ long long relock__ts_counter(const redisReply *r)
     return atoll(r->str);
 }
 
-
 /* ------------------------------------------------------------ 2.0's fenced write */
 
 static relock__step fw_end(relock__ts_fwrite *w, relock_status st)
@@ -44,14 +43,6 @@ static relock__step fw_end(relock__ts_fwrite *w, relock_status st)
 
 relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, relock__batch *out)
 {
-    w->st = RELOCK_OK;
-    w->ambiguous = 0;
-    w->drop = 0;
-    w->n0 = 0;
-    w->old_nil = 0;
-    w->old[0] = '\0';
-    memset(&w->old_v, 0, sizeof w->old_v);
-    w->fence = 0;
     w->breaks = -1;
     if (relock__breaks_key(l->key, w->bkey, sizeof w->bkey) != 0)
         w->bkey[0] = '\0';

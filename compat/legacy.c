@@ -1,16 +1,6 @@
 /*
  * The timestamp algorithms (design.md §4-5): legacy mode, and bridge mode, which
- * writes the same values plus a TTL.
- *
- *   acquire   SETNX key <expiry> (with the fence increment and, in bridge
- *             mode, the TTL in the same step); if busy, look at the value;
- *             if that timestamp has passed, take the lock over: by
- *             compare-and-set where the server can (EVAL from 2.6.0, WATCH
- *             from 2.2), else by GETSET, won only if the value GETSET
- *             returns has itself passed.
- *   release   compare-and-delete of our value and fence (EVAL or WATCH);
- *             on 2.0, GET then DEL, and only while our validity remains.
- *   extend    compare-and-set of a new timestamp (the value changes).
+ * writes the same values plus a TTL.  compat/ts.h draws each machine's steps.
  *
  * The stored value is the expiry time in the fleet's unit:
  * now + timeout + expiry_offset.  A legacy reader holds value V until its
@@ -45,11 +35,6 @@
  * by a classic SETNX, moves no fence, and looks like a loser's write
  * (docs/legacy.md).
  *
- * The algorithms are step machines of the lock engine (compat/ts.h has
- * their states; compat/cas.c and compat/fenced_write.c the atomic steps they
- * share); the operation core runs them for both APIs, through the
- * legacy and bridge tables of src/core/run_ts.c.
- *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
  */
@@ -71,14 +56,12 @@ static long long unit_ms(const relock_client *c)
     return c->s.legacy.unit_ms ? 1 : 1000;
 }
 
-/* The lease settings of this client (lease.h). */
 static relock__lease_cfg lease_cfg(const relock_client *c)
 {
-    relock__lease_cfg cfg = {unit_ms(c),         c->s.legacy.expiry_offset,
-                             c->s.legacy.skew_margin_ms, is_bridge(c),
-                             c->s.legacy.gc_expire,      c->s.legacy.readers,
-                             c->s.legacy.frac_values};
-    return cfg;
+    return (relock__lease_cfg){unit_ms(c),         c->s.legacy.expiry_offset,
+                               c->s.legacy.skew_margin_ms, is_bridge(c),
+                               c->s.legacy.gc_expire,      c->s.legacy.readers,
+                               c->s.legacy.frac_values};
 }
 
 /* What to write for a lease of ttl_ms starting at fleet time now (ms). */
@@ -189,29 +172,21 @@ static relock_status lost(relock_lock *l, const char *op, const char *found)
                         l->name, found);
 }
 
-static relock__step send1(relock__mhead *h, relock__batch *out, const char *w0, const char *w1,
-                          const char *w2)
+/* Sends one command of two or three words (w2 NULL) from step pc. */
+static relock__step send1(relock__mhead *h, int pc, relock__batch *out, const char *w0,
+                          const char *w1, const char *w2)
 {
     relock__batch_reset(out);
     const char *argv[] = {w0, w1, w2};
-    relock__batch_add(out, w2 ? 3 : w1 ? 2 : 1, argv);
+    relock__batch_add(out, w2 ? 3 : 2, argv);
+    h->pc = pc;
     return relock__send(h, out);
 }
 
 /* ------------------------------------------------------------ acquire */
 
-enum {
-    A_START = 0,
-    A_SCRIPT,
-    A_READBACK,
-    A_SETNX_CAS,
-    A_SETNX_FW,
-    A_GET,
-    A_LOOK,
-    A_TAKE_CAS,
-    A_TAKE_GETSET,
-    A_FRESH
-};
+enum { A_START = 0, A_SCRIPT, A_READBACK, A_SETNX_CAS, A_SETNX_FW, A_GET, A_LOOK, A_TAKE_CAS,
+       A_TAKE_GETSET, A_FRESH };
 
 /* Wins the lock: records the fence and the validity the value and TTL
  * written allow, counted from the moment before the clock was read. */
@@ -221,13 +196,6 @@ static relock__step won(relock__ts_acquire *m, relock_lock *l, long long fence)
     l->fence = fence;
     l->valid_until = m->start + (uint64_t)m->ls.valid_ms;
     return relock__done(&m->head, RELOCK_OK);
-}
-
-/* 2.0: records the break counter read in the transaction that won. */
-static void note_breaks(relock_lock *l, const relock__ts_fwrite *w)
-{
-    l->breaks = w->breaks;
-    l->breaks_known = w->breaks >= 0;
 }
 
 static relock__step busy(relock__ts_acquire *m, relock_lock *l, long long hint)
@@ -256,13 +224,9 @@ static relock__step a_script(relock__ts_acquire *m, relock_lock *l, relock__batc
 static relock__step a_cas(relock__ts_acquire *m, relock_lock *l, const char *expected, int pc,
                           relock__batch *out)
 {
-    memset(&m->cas, 0, sizeof m->cas);
-    m->cas.script = m->path == RELOCK__TS_EVAL;
-    m->cas.expected = expected;
-    m->cas.newv = l->value;
-    m->cas.px = expected ? m->ls.px_ms : 0;
-    m->cas.gc = m->ls.gc_s;
-    m->cas.incr = 1;
+    m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .expected = expected,
+                           .newv = l->value, .px = expected ? m->ls.px_ms : 0,
+                           .gc = m->ls.gc_s, .incr = 1};
     m->head.pc = pc;
     relock__cas_start(&m->cas, l, out);
     return relock__send(&m->head, out);
@@ -271,8 +235,7 @@ static relock__step a_cas(relock__ts_acquire *m, relock_lock *l, const char *exp
 static relock__step a_fwrite(relock__ts_acquire *m, relock_lock *l, const char *cmd, int pc,
                              relock__batch *out)
 {
-    memset(&m->fw, 0, sizeof m->fw);
-    m->fw.cmd = cmd;
+    m->fw = (relock__ts_fwrite){.cmd = cmd};
     m->head.pc = pc;
     relock__ts_fwrite_start(&m->fw, l, out);
     return relock__send(&m->head, out);
@@ -282,8 +245,7 @@ static relock__step a_fwrite(relock__ts_acquire *m, relock_lock *l, const char *
  * value in the key proves nothing; read it back to report the ambiguity. */
 static relock__step a_readback(relock__ts_acquire *m, relock_lock *l, relock__batch *out)
 {
-    m->head.pc = A_READBACK;
-    return send1(&m->head, out, "GET", l->key, NULL);
+    return send1(&m->head, A_READBACK, out, "GET", l->key, NULL);
 }
 
 /* The lock is held with value `found` (NULL: gone meanwhile) and TTL pttl
@@ -331,11 +293,9 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
     snprintf(m->old, sizeof m->old, "%s", found);
     if (!m->fresh && c->s.legacy.clock_server) {
         /* Never on a reading of the server's clock taken before the value
-         * was: the clock may have stepped back since, and a value written
-         * on the stepped clock would look expired (a live lock taken
-         * over).  The clock is read again now and the value judged again
-         * on it (A_FRESH); a value written after that reading is not the
-         * one found, and the compare-and-set refuses it. */
+         * was (see the machines' starts, below): the value is judged again
+         * on a new reading (A_FRESH); a value written after that reading is
+         * not the one found, and the compare-and-set refuses it. */
         m->pttl = pttl;
         m->head.want_fleet = RELOCK__FLEET_FRESH;
         m->head.pc = A_FRESH;
@@ -380,23 +340,16 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
     m->tok[32] = '\0';
     format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
     m->path = relock__ts_path_of(c);
-    switch (m->path) {
-    case RELOCK__TS_EVAL:
+    if (m->path == RELOCK__TS_EVAL)
         return a_script(m, l, out);
-    case RELOCK__TS_WATCH:
-        /* SETNX under WATCH: set only if absent, with the fence in the
-         * same transaction, so the fence counts acquisitions only. */
+    /* SETNX under WATCH: set only if absent, with the fence in the same
+     * transaction, so the fence counts acquisitions only. */
+    if (m->path == RELOCK__TS_WATCH)
         return a_cas(m, l, NULL, A_SETNX_CAS, out);
-    case RELOCK__TS_PLAIN:
-        break;
-    }
-    /* 2.0: the fence rides in the MULTI with SETNX (design.md §6.3), so a
-     * failed SETNX moves it too.  A waiter that has seen the lock held
-     * looks first, and writes only when the key is free. */
-    if (l->looked) {
-        m->head.pc = A_LOOK;
-        return send1(&m->head, out, "GET", l->key, NULL);
-    }
+    /* 2.0: a waiter that has seen the lock held looks before it writes
+     * (compat/ts.h says why). */
+    if (l->looked)
+        return send1(&m->head, A_LOOK, out, "GET", l->key, NULL);
     return a_fwrite(m, l, "SETNX", A_SETNX_FW, out);
 }
 
@@ -405,7 +358,6 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
 {
     relock__ts_acquire *m = mm;
     relock_client *c = l->c;
-    relock__step s;
     switch (m->head.pc) {
     case A_START:
         return a_start(m, l, in, out);
@@ -421,15 +373,14 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         relock_status st = relock__reply_check(c, r, "a[??]", "SETNX script");
         if (st != RELOCK_OK)
             return relock__done(&m->head, st);
-        const redisReply *e1 = r->element[1];
-        if (r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
-            return won(m, l, e1->type == REDIS_REPLY_INTEGER ? e1->integer : 0);
+        /* {1, fence} when won, else {0, the PTTL, the value found} */
+        if (relock__reply_elem_int(r, 0) == 1)
+            return won(m, l, relock__reply_elem_int(r, 1));
         char found[RELOCK__VALUE_MAX];
         int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
         if (has)
             relock__value_text(found, sizeof found, r->element[2]->str, r->element[2]->len);
-        return held_by(m, l, has ? found : NULL, e1->type == REDIS_REPLY_INTEGER ? e1->integer : 0,
-                       out);
+        return held_by(m, l, has ? found : NULL, relock__reply_elem_int(r, 1), out);
     }
     case A_READBACK: {
         /* An error reply (-LOADING from a restarted server that may have
@@ -450,8 +401,7 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
     }
     case A_SETNX_CAS:
     case A_TAKE_CAS:
-        s = relock__cas_step(&m->cas, l, in, out);
-        if (s == RELOCK__STEP_SEND)
+        if (relock__cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
         if (m->cas.drop)
             m->head.in_txn = 1; /* the driver drops the connection */
@@ -464,52 +414,42 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
             return busy(m, l, 0); /* someone else was first; look again soon */
         return held_by(m, l, m->cas.found[0] ? m->cas.found : NULL, -3, out);
     case A_SETNX_FW:
-        s = relock__ts_fwrite_step(&m->fw, l, in, out);
-        if (s == RELOCK__STEP_SEND)
+    case A_TAKE_GETSET: {
+        if (relock__ts_fwrite_step(&m->fw, l, in, out) == RELOCK__STEP_SEND)
             return relock__send(&m->head, out);
         if (m->fw.drop)
             m->head.in_txn = 1; /* the driver drops the connection */
-        if (m->fw.st != RELOCK_OK) {
-            if (!m->fw.ambiguous)
-                return relock__done(&m->head, m->fw.st);
+        if (m->fw.st != RELOCK_OK && m->fw.ambiguous && m->head.pc == A_SETNX_FW) {
             m->io_st = m->fw.st;
             return a_readback(m, l, out);
         }
-        if (m->fw.n0 == 1) {
-            note_breaks(l, &m->fw);
-            return won(m, l, m->fw.fence);
-        }
-        m->head.pc = A_GET;
-        return send1(&m->head, out, "GET", l->key, NULL);
-    case A_GET:
-    case A_LOOK:
-        return a_got(m, l, in, out);
-    case A_TAKE_GETSET: {
-        s = relock__ts_fwrite_step(&m->fw, l, in, out);
-        if (s == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->fw.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
         if (m->fw.st != RELOCK_OK)
             return relock__done(&m->head,
                                 m->fw.ambiguous ? ambiguous(l, "acquire") : m->fw.st);
+        if (m->head.pc == A_SETNX_FW && m->fw.n0 != 1)
+            return send1(&m->head, A_GET, out, "GET", l->key, NULL);
         /*
-         * We won only if what we replaced had itself expired (or was
+         * A GETSET won only if what it replaced had itself expired (or was
          * gone: our write created the key); otherwise another client won
          * just before us and our write merely moved its expiry a little
          * (it treats that as a GETSET loser's write).  A timestamp of the
          * other unit, written since our GET, proves nothing.
          */
         const relock__value *v = &m->fw.old_v;
-        int win = m->fw.old_nil ||
+        int win = m->head.pc == A_SETNX_FW || m->fw.old_nil ||
                   (m->fw.old[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
                    relock__ts_unit_guess(v->ts_digits) == c->s.legacy.unit_ms &&
                    m->now >= ends_at(c, v));
         if (!win)
             return busy(m, l, 0);
-        note_breaks(l, &m->fw);
+        /* 2.0: the break counter read in the transaction that won. */
+        l->breaks = m->fw.breaks;
+        l->breaks_known = m->fw.breaks >= 0;
         return won(m, l, m->fw.fence);
     }
+    case A_GET:
+    case A_LOOK:
+        return a_got(m, l, in, out);
     case A_FRESH: {
         /* The server's clock, read afresh: the lease is planned on it
          * (nothing was written with the earlier plan) and the value found
@@ -574,29 +514,19 @@ static void cap_validity(const relock__ts_update *m, relock_lock *l)
     l->valid_until = relock__valid_min(l->valid_until, m->start + (uint64_t)m->ls.valid_ms);
 }
 
-/* An extend that fails before it writes (the fleet's clock unreadable, no
- * connection) is held to the lease it asked for all the same, counted
- * from now: a failed extend never leaves more, whatever stopped it. */
-static void cap_unwritten(relock_lock *l, long long ttl_ms, uint64_t now)
-{
-    l->valid_until = relock__valid_min(l->valid_until, relock__valid_until(now, ttl_ms));
-}
-
 static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *out)
 {
-    memset(&m->cas, 0, sizeof m->cas);
-    m->cas.script = m->path == RELOCK__TS_EVAL;
-    m->cas.expected = m->expected;
     /* The fence proves nobody acquired since us (acquisitions alone count
      * it with WATCH or EVAL).  A loser's write carries no TTL; ours
      * (bridge) always does. */
-    m->cas.fence = l->fence;
-    m->cas.require_ttl = is_bridge(l->c) && !m->following;
-    m->cas.newv = m->extend ? m->newv : NULL;
-    m->cas.px = m->extend ? m->ls.px_ms : 0;
-    m->cas.gc = m->extend ? m->ls.gc_s : 0;
-    if (m->extend)
+    m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .expected = m->expected,
+                           .fence = l->fence, .require_ttl = is_bridge(l->c) && !m->following};
+    if (m->extend) {
+        m->cas.newv = m->newv;
+        m->cas.px = m->ls.px_ms;
+        m->cas.gc = m->ls.gc_s;
         cap_validity(m, l);
+    }
     m->head.pc = U_CAS;
     relock__cas_start(&m->cas, l, out);
     return relock__send(&m->head, out);
@@ -668,8 +598,7 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
     /* Our own GETSET whose reply was lost: while the lock is valid nobody
      * else can have written since (no takeover of a live lock, a break is
      * seen in its counter below), so the value that GETSET carried is
-     * ours.  Without this a renewal after a lost reply found its own
-     * write and reported the lock lost. */
+     * ours. */
     if (l->unsure_value && strcmp(found, l->unsure_value) == 0 && l->valid_until &&
         in->mono_ms < l->valid_until)
         snprintf(l->value, sizeof l->value, "%s", found);
@@ -704,18 +633,15 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
                                          "since we acquired it; the key's value is another "
                                          "holder's",
                                          m->op, l->name));
-    if (m->extend) {
-        m->head.pc = U_GETSET;
-        return send1(&m->head, out, "GETSET", l->key, m->newv);
-    }
+    if (m->extend)
+        return send1(&m->head, U_GETSET, out, "GETSET", l->key, m->newv);
     if (!l->valid_until || in->mono_ms >= l->valid_until)
         return relock__done(&m->head,
                             RELOCK__FAIL(&c->err, RELOCK_LOST,
                                          "release %s: lock lost: it expired; not deleted, since "
                                          "without WATCH a delete could hit a new holder",
                                          l->name));
-    m->head.pc = U_DEL;
-    return send1(&m->head, out, "DEL", l->key, NULL);
+    return send1(&m->head, U_DEL, out, "DEL", l->key, NULL);
 }
 
 static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__feed *in,
@@ -726,7 +652,8 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     m->op = m->extend ? "extend" : "release";
     if (in->fault) { /* the fleet's clock could not be read */
         if (m->extend) /* nothing written, but a failed extend is held to its lease */
-            cap_unwritten(l, m->ttl_ms, in->mono_ms);
+            l->valid_until = relock__valid_min(l->valid_until,
+                                               relock__valid_until(in->mono_ms, m->ttl_ms));
         return relock__done(&m->head, relock__fault_fail(c, in));
     }
     m->path = relock__ts_path_of(c);
@@ -762,16 +689,11 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     m->read_breaks = l->breaks_known && relock__breaks_key(l->key, m->bkey, sizeof m->bkey) == 0;
     m->read_epoch = l->fence > 0;
     relock__batch_reset(out);
-    const char *get[] = {"GET", l->key};
-    relock__batch_add(out, 2, get);
-    if (m->read_breaks) {
-        const char *getb[] = {"GET", m->bkey};
-        relock__batch_add(out, 2, getb);
-    }
-    if (m->read_epoch) {
-        const char *getf[] = {"GET", l->fence_key};
-        relock__batch_add(out, 2, getf);
-    }
+    relock__batch_words(out, 2, "GET", l->key);
+    if (m->read_breaks)
+        relock__batch_words(out, 2, "GET", m->bkey);
+    if (m->read_epoch)
+        relock__batch_words(out, 2, "GET", l->fence_key);
     m->head.pc = U_READ;
     return relock__send(&m->head, out);
 }
@@ -805,8 +727,7 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
         if (!relock__notify_channel(l, m->chan, sizeof m->chan))
             return relock__done(&m->head, RELOCK_OK);
         /* Best effort: waiters also wake at the expiry they know. */
-        m->head.pc = U_PUBLISH;
-        return send1(&m->head, out, "PUBLISH", m->chan, "1");
+        return send1(&m->head, U_PUBLISH, out, "PUBLISH", m->chan, "1");
     }
     case U_PUBLISH:
         if (!in->fault && in->reply[0]->type == REDIS_REPLY_INTEGER)
@@ -885,41 +806,39 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
  * live lock), a step forward would make us write a lease that had ended
  * already while we count its validity.
  */
-void relock__ts_acquire_init(relock__ts_acquire *m)
-{
-    memset(m, 0, sizeof *m);
-    m->head.want_fleet = RELOCK__FLEET_FRESH;
-    m->head.hint_ms = -1;
-}
-
-void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms, const char *tok)
-{
-    memset(m, 0, sizeof *m);
-    m->extend = extend;
-    m->ttl_ms = ttl_ms;
-    /* the extend plans a new lease */
-    m->head.want_fleet = extend ? RELOCK__FLEET_FRESH : 0;
-    m->head.hint_ms = -1;
-    if (tok)
-        snprintf(m->tok, sizeof m->tok, "%s", tok);
-}
-
 void relock__ts_adopt_init(relock__ts_adopt *m)
 {
-    memset(m, 0, sizeof *m);
-    m->head.want_fleet = RELOCK__FLEET_FRESH;
-    m->head.hint_ms = -1;
+    *m = (relock__ts_adopt){.head = {.want_fleet = RELOCK__FLEET_FRESH, .hint_ms = -1}};
 }
 
-/* ------------------------------------------------------------ entry points */
-
-relock_status relock__bridge_suffix(relock_lock *l, const char *op, char *out)
+/* A bridge value's suffix token into out (33 bytes) when bridge.value_suffix
+ * asks for one, else ""; a failure is "OP NAME: no random bytes ...". */
+static relock_status bridge_suffix(relock_lock *l, const char *op, char *out)
 {
     const relock_client *c = l->c;
     out[0] = '\0';
     if (!is_bridge(c) || !c->s.bridge.value_suffix)
         return RELOCK_OK;
     return relock__token_for(&l->c->err, op, l->name, out);
+}
+
+/* The operation core's machines; the driver draws the randomness (engine
+ * conventions): bridge.value_suffix's token. */
+static relock_status ts_acq_init(void *mm, relock_lock *l)
+{
+    relock__ts_acquire *m = mm;
+    *m = (relock__ts_acquire){.head = {.want_fleet = RELOCK__FLEET_FRESH, .hint_ms = -1}};
+    return bridge_suffix(l, "acquire", l->value);
+}
+
+static relock_status ts_upd_init(void *mm, relock_lock *l, int extend, long long ttl_ms)
+{
+    relock__ts_update *m = mm;
+    /* The extend plans a new lease. */
+    *m = (relock__ts_update){.head = {.want_fleet = extend ? RELOCK__FLEET_FRESH : 0,
+                                      .hint_ms = -1},
+                             .extend = extend, .ttl_ms = ttl_ms};
+    return extend ? bridge_suffix(l, "extend", m->tok) : RELOCK_OK;
 }
 
 relock_status relock__legacy_check(relock_client *c)
@@ -936,26 +855,6 @@ relock_status relock__legacy_check(relock_client *c)
                             "legacy.clock = \"server\" needs the TIME command (Redis 2.6.0), "
                             "and server %s lacks it",
                             conn->version);
-    return RELOCK_OK;
-}
-
-/* The operation core's machines; the driver draws the randomness (engine
- * conventions): bridge.value_suffix's token. */
-static relock_status ts_acq_init(void *m, relock_lock *l)
-{
-    relock__ts_acquire_init(m);
-    return relock__bridge_suffix(l, "acquire", l->value);
-}
-
-static relock_status ts_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)
-{
-    char tok[33];
-    if (extend) {
-        relock_status st = relock__bridge_suffix(l, "extend", tok);
-        if (st != RELOCK_OK)
-            return st;
-    }
-    relock__ts_update_init(m, extend, ttl_ms, extend ? tok : NULL);
     return RELOCK_OK;
 }
 

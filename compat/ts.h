@@ -3,15 +3,6 @@
  * machines of the lock engine (src/algo/engine/engine.h): no I/O, no clock, no
  * randomness.  Private to compat/; the unit tests feed them by hand.
  *
- * Files:
- *   compat/cas.c         the compare-and-set step (script, or WATCH ... EXEC),
- *                     which every other machine uses (compat/cas.h);
- *   compat/fenced_write.c   2.0's fenced write (MULTI, SETNX or GETSET, INCR,
- *                     EXEC);
- *   compat/legacy.c   the acquire attempt (with the takeover of an expired
- *                     holder), release, extend and adopt machines (run
- *                     by the operation core; adopt by src/core/run_ts.c).
- *
  * Batches.  Reads that cannot change anything go out together (WATCH with
  * its GETs; GET of the key with the break counter).  A transaction is sent
  * as three batches: MULTI alone; then the queued commands, each of which
@@ -73,6 +64,8 @@ typedef struct relock__ts_fwrite {
     char bkey[RELOCK__KEY_MAX];
 } relock__ts_fwrite;
 
+/* Fills the first batch of the fenced write w (its cmd set, the rest zeroed
+ * by the caller). */
 relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, relock__batch *out);
 relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const relock__feed *in,
                                     relock__batch *out);
@@ -83,10 +76,10 @@ long long relock__ts_counter(const redisReply *r);
 /* ------------------------------------------------------------ the operations */
 
 /*
- * One acquire attempt (relock__algo.attempt).  Start with
- * relock__ts_acquire_init; with bridge.value_suffix, l->value holds a fresh token
- * (32 hex characters) that the value written carries.  The first feed
- * carries the times: start (mono_ms) and now (fleet_ms) plan the lease.
+ * One acquire attempt (relock__algo.attempt).  With bridge.value_suffix,
+ * l->value holds a fresh token (32 hex characters) that the value written
+ * carries.  The first feed carries the times: start (mono_ms) and now
+ * (fleet_ms) plan the lease.
  *
  *   EVAL   the SETNX script                        [A_SCRIPT]
  *          -> lost reply: GET key (read-back)       [A_READBACK]
@@ -129,14 +122,12 @@ typedef struct relock__ts_acquire {
 
 relock__step relock__ts_acquire_step(void *m, relock_lock *l, const relock__feed *in,
                                      relock__batch *out);
-/* Zeroes m and asks for the fleet's clock in the first feed. */
-void relock__ts_acquire_init(relock__ts_acquire *m);
 
 /*
- * Release (newv unset) or extend (relock__algo.release, .extend).  Start
- * with relock__ts_update_init (an extend asks for the fleet's clock: it
- * plans a new lease from the first feed's times); with
- * bridge.value_suffix, tok holds a fresh token for the new value.
+ * Release (newv unset) or extend (relock__algo.release, .extend).  An
+ * extend asks for the fleet's clock: it plans a new lease from the first
+ * feed's times; with bridge.value_suffix, tok holds a fresh token for the
+ * new value.
  *
  *   EVAL, WATCH  compare-and-delete / -set of our value and fence [U_CAS],
  *                following a GETSET loser's write once, under the fence;
@@ -169,10 +160,6 @@ typedef struct relock__ts_update {
 
 relock__step relock__ts_update_step(void *m, relock_lock *l, const relock__feed *in,
                                     relock__batch *out);
-/* Zeroes m for a release (extend 0) or an extend of ttl_ms with token tok
- * for a value suffix (NULL or "" when none). */
-void relock__ts_update_init(relock__ts_update *m, int extend, long long ttl_ms,
-                            const char *tok);
 
 /* Adopt: no command; from the first feed's times, the validity a lock
  * adopted from its timestamp value can claim.  Start with

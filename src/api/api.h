@@ -1,6 +1,5 @@
 /*
- * Between the files of the API layer (src/api/): the owner's checks
- * (owner.c) and new lock handles (lock.c).  Nothing below src/api/
+ * Between the files of the API layer (src/api/).  Nothing below src/api/
  * includes this header.
  */
 #ifndef RELOCK_API_H
@@ -15,5 +14,18 @@ relock_status relock__owner_check(relock__err *e, long pid, const char *text);
 /* A new lock handle for NAME (checked as relock_acquire() checks it). */
 relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
                                relock_lock **out);
+
+/* st, or for RELOCK_EFOREIGN the type of the key that is not a lock, as
+ * "OP NAME: the key ... holds a hash" (one TYPE, on this error path only). */
+relock_status relock__foreign(relock_client *c, const char *op, const char *name,
+                              const char *key, relock_status st);
+
+/* Fills a new client (zeroed) from cfg: its settings, scripts and random
+ * seed (salt tells apart clients made in the same millisecond). */
+void relock__client_init(relock_client *c, const relock_config *cfg, const void *salt);
+
+/* Refuses, on a quorum, the settings it cannot honour (durability,
+ * lock_delay_ms). */
+relock_status relock__quorum_check(relock_client *c);
 
 #endif

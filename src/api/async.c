@@ -8,13 +8,6 @@
 #include "api.h"
 #include "core/core.h"
 
-/* ------------------------------------------------------------------ public */
-
-static const relock_error *null_err(void)
-{
-    return &relock__null_handle_error;
-}
-
 relock_status relock_async_new(const relock_config *cfg, const relock_async_loop *loop,
                                relock_async **out)
 {
@@ -37,17 +30,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     memcpy(&a->loop, loop, loop->size < sizeof a->loop ? loop->size : sizeof a->loop);
     a->select_mode = relock__select_mode;
     a->loop.size = sizeof a->loop;
-    relock__err_clear(&c->err);
-    c->s = cfg->s;
-    c->conn.srv = &c->s.servers[0];
-    relock__scripts_init(c);
-    char tok[33];
-    uint64_t seed = relock__mono_ms() ^ (uint64_t)(uintptr_t)a;
-    if (relock__token(tok) == 0)
-        for (int i = 0; i < 16; i++)
-            seed = seed * 31u + (unsigned char)tok[i];
-    c->rng = seed ? seed : 1;
-    c->replicas_acked = -1;
+    relock__client_init(c, cfg, a);
     snprintf(c->mode_reason, sizeof c->mode_reason,
              "this lock belongs to an asynchronous client: use relock_async_*()");
     /* A connection per server, none open yet; one server may be a Cluster
@@ -76,12 +59,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         /* A quorum: the blocking client's checks (relock_connect), the
          * mode fixed (modern values), no probe; connections open as the
          * first round needs them. */
-        relock_status st = RELOCK_OK;
-        if (relock__durable_on(c) || c->s.lock_delay_ms > 0)
-            st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                              "%s: not with several servers (a quorum); configure one server, "
-                              "or turn it off",
-                              relock__durable_on(c) ? "durability" : "lock_delay_ms");
+        relock_status st = relock__quorum_check(c);
         if (st == RELOCK_OK)
             st = relock__quorum_setup(c);
         a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
@@ -104,7 +82,7 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
 
 const relock_error *relock_async_error(const relock_async *a)
 {
-    return a ? &a->err.pub : null_err();
+    return a ? &a->err.pub : &relock__null_handle_error;
 }
 
 relock_mode relock_async_mode(const relock_async *a)
@@ -144,20 +122,25 @@ static relock_status refuse(relock_async *a, relock_status st, const char *fmt, 
     return RELOCK__FAIL(&a->err, st, "%s", msg);
 }
 
+/* Clears a's error for a new call, or sets it to the error that made the
+ * client unusable and returns that error's status. */
+static relock_status usable(relock_async *a)
+{
+    relock__err_clear(&a->err);
+    if (a->fatal)
+        relock__err_copy(&a->err, &a->fatal_err);
+    return a->fatal;
+}
+
 relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms, long long wait_ms,
                                    relock_async_fn cb, void *arg, relock_async_op **opp)
 {
     if (opp)
         *opp = NULL;
-    if (!a)
+    if (!a || a->freeing)
         return RELOCK_EINVAL;
-    if (a->freeing)
-        return RELOCK_EINVAL;
-    relock__err_clear(&a->err);
-    if (a->fatal) {
-        relock__err_copy(&a->err, &a->fatal_err);
+    if (usable(a) != RELOCK_OK)
         return a->fatal;
-    }
     if (!cb)
         return refuse(a, RELOCK_EINVAL, "acquire: no callback");
     if (wait_ms == RELOCK_WAIT_DEFAULT)
@@ -231,15 +214,13 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
         return RELOCK_EINVAL;
     struct relock__alock *al = l->al;
     relock_async *a = al->a;
+    const char *what = kind == K_REL ? "release" : "extend";
     if (a->freeing)
         return RELOCK_EINVAL;
-    relock__err_clear(&a->err);
-    if (a->fatal) {
-        relock__err_copy(&a->err, &a->fatal_err);
+    if (usable(a) != RELOCK_OK)
         return a->fatal;
-    }
     if (!cb)
-        return refuse(a, RELOCK_EINVAL, "%s: no callback", kind == K_REL ? "release" : "extend");
+        return refuse(a, RELOCK_EINVAL, "%s: no callback", what);
     if (kind == K_EXT) {
         if (ttl_ms < 0 || ttl_ms > RELOCK__TTL_MAX_MS)
             return refuse(a, RELOCK_EINVAL, "ttl: %lld ms is not from 1 ms to one year", ttl_ms);
@@ -253,10 +234,9 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     }
     if (al->after || (al->busy && (kind != K_REL || al->busy->kind != K_KEEP)))
         return refuse(a, RELOCK_EINVAL, "%s %s: another operation on this lock is in flight",
-                      kind == K_REL ? "release" : "extend", l->name);
+                      what, l->name);
     if (!relock__a_start_armed(a))
-        return refuse(a, RELOCK_ENOMEM, "%s %s: out of memory for a timer",
-                      kind == K_REL ? "release" : "extend", l->name);
+        return refuse(a, RELOCK_ENOMEM, "%s %s: out of memory for a timer", what, l->name);
     aop *op = relock__a_op_new(a, kind, cb, arg);
     if (!op)
         return refuse(a, RELOCK_ENOMEM, "%s: out of memory", l->name);

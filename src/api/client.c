@@ -7,14 +7,31 @@
 #include "algo.h"
 #include "core/pollloop.h"
 
-static void seed_rng(relock_client *c)
+void relock__client_init(relock_client *c, const relock_config *cfg, const void *salt)
 {
+    relock__err_clear(&c->err);
+    c->s = cfg->s;
+    c->conn.srv = &c->s.servers[0];
+    relock__scripts_init(c);
     char tok[33];
-    uint64_t seed = relock__mono_ms() ^ (uint64_t)(uintptr_t)c;
+    uint64_t seed = relock__mono_ms() ^ (uint64_t)(uintptr_t)salt;
     if (relock__token(tok) == 0)
         for (int i = 0; i < 16; i++)
             seed = seed * 31u + (unsigned char)tok[i];
     c->rng = seed ? seed : 1;
+    c->replicas_acked = -1;
+}
+
+/* WAIT would have to be counted per server, and the quorum's validity
+ * rules extended for lock_delay_ms (decisions 105 and 106). */
+relock_status relock__quorum_check(relock_client *c)
+{
+    if (c->s.nservers > 1 && (relock__durable_on(c) || c->s.lock_delay_ms > 0))
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "%s: not with several servers (a quorum); configure one server, "
+                            "or turn it off",
+                            relock__durable_on(c) ? "durability" : "lock_delay_ms");
+    return RELOCK_OK;
 }
 
 relock_status relock_connect(const relock_config *cfg, relock_client **out)
@@ -28,26 +45,16 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     if (!c)
         return RELOCK_ENOMEM;
     *out = c;
-    relock__err_clear(&c->err);
-    c->s = cfg->s;
-    c->conn.srv = &c->s.servers[0];
-    relock__scripts_init(c);
-    seed_rng(c);
-    c->replicas_acked = -1;
+    relock__client_init(c, cfg, c);
     /* Several servers: a quorum, whose servers connect on first use (a
-     * minority of them may be down).  WAIT would have to be counted per
-     * server and the quorum's validity rules extended for lock_delay_ms:
-     * both are refused there (decisions 105 and 106). */
-    if (c->s.nservers > 1 && (relock__durable_on(c) || c->s.lock_delay_ms > 0)) {
-        relock_status st = RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                        "%s: not with several servers (a quorum); configure "
-                                        "one server, or turn it off",
-                                        relock__durable_on(c) ? "durability" : "lock_delay_ms");
+     * minority of them may be down). */
+    relock_status st = relock__quorum_check(c);
+    if (st != RELOCK_OK) {
         snprintf(c->mode_reason, sizeof c->mode_reason, "%.255s", c->err.msg);
         return st;
     }
     if (c->s.nservers > 1) {
-        relock_status st = relock__quorum_setup(c);
+        st = relock__quorum_setup(c);
         if (st == RELOCK_OK && relock__qpoll_new(c) != 0) {
             c->algo = NULL;
             st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
@@ -57,10 +64,9 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
     /* The connection made, logged in and probed now: the mode is chosen
      * by the server's capabilities.  One server runs over the operation
      * core (pollloop.c), through Sentinel and on a Cluster too. */
-    relock_status st = relock__drive_ready(c, NULL);
-    if (st != RELOCK_OK)
-        return st;
-    st = relock__select_mode(c);
+    st = relock__drive_ready(c, NULL);
+    if (st == RELOCK_OK)
+        st = relock__select_mode(c);
     if (st != RELOCK_OK)
         return st;
     /* Settings the mode or the server cannot honour: no lock is taken

@@ -7,8 +7,8 @@
 #include "algo.h"
 #include "core/pollloop.h"
 
-static relock_status new_lock(relock_client *c, const char *name, long long ttl_ms,
-                              relock_lock **out)
+relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
+                               relock_lock **out)
 {
     *out = NULL;
     relock_status st = relock__check_name(c, name);
@@ -23,7 +23,7 @@ static relock_status new_lock(relock_client *c, const char *name, long long ttl_
     size_t flen = klen + 2 + sizeof RELOCK__FENCE_SUFFIX + sizeof RELOCK__WHOLE_TAG_MARK;
     /* Prefix and name always fit (key_prefix is shorter than
      * RELOCK__PREFIX_MAX, the name was checked); copied, not formatted:
-     * snprintf() was most of new_lock()'s instructions. */
+     * snprintf() would be most of this function's instructions. */
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     memcpy(key, c->s.key_prefix, plen);
     memcpy(key + plen, name, nlen);
@@ -53,26 +53,20 @@ static relock_status new_lock(relock_client *c, const char *name, long long ttl_
     return RELOCK_OK;
 }
 
-relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
-                               relock_lock **out)
-{
-    return new_lock(c, name, ttl_ms, out);
-}
-
-/* A key of another type than string: say which (one TYPE, on this error
- * path only). */
-static relock_status foreign(relock_client *c, const char *name, const char *key,
-                             relock_status st)
+relock_status relock__foreign(relock_client *c, const char *op, const char *name,
+                              const char *key, relock_status st)
 {
     if (st != RELOCK_EFOREIGN)
         return st;
     char what[RELOCK__NAME_MAX + 8];
-    snprintf(what, sizeof what, "lock %s", name);
+    snprintf(what, sizeof what, "%s %s", op, name);
     return relock__foreign_type(c, what, key);
 }
 
+/* Clears c's error; refuses a client without a lock mode. */
 static relock_status ready(relock_client *c)
 {
+    relock__err_clear(&c->err);
     if (!c->algo)
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED, "no lock mode selected: %s",
                             c->mode_reason[0] ? c->mode_reason : "connect failed");
@@ -90,7 +84,6 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
-    relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
@@ -101,14 +94,14 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
                             "wait: %lld ms is not a valid bound (0 to one year, or forever)",
                             wait_ms);
     relock_lock *l;
-    st = new_lock(c, name, ttl_ms, &l);
+    st = relock__lock_new(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     snprintf(key, sizeof key, "%s", l->key);
     st = relock__lock_op(l, RELOCK__OP_ACQUIRE, wait_ms); /* frees l when it fails */
     if (st != RELOCK_OK)
-        return foreign(c, name, key, st);
+        return relock__foreign(c, "lock", name, key, st);
     *out = l;
     return RELOCK_OK;
 }
@@ -124,13 +117,12 @@ relock_status relock_release(relock_lock *l)
     if (!l)
         return RELOCK_EINVAL;
     relock_client *c = l->c;
-    relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
     if (l->keeper && l->keep_ops->end(l) == RELOCK_LOST)
         l->lost = 1;
-    return foreign(c, l->name, l->key, relock__lock_op(l, RELOCK__OP_RELEASE, 0));
+    return relock__foreign(c, "lock", l->name, l->key, relock__lock_op(l, RELOCK__OP_RELEASE, 0));
 }
 
 relock_status relock_extend(relock_lock *l, long long ttl_ms)
@@ -138,7 +130,6 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
     if (!l)
         return RELOCK_EINVAL;
     relock_client *c = l->c;
-    relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
@@ -150,8 +141,8 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
                             "extend %s: the lock is being renewed in the background; call "
                             "relock_keep_stop() first",
                             l->name);
-    return foreign(c, l->name, l->key,
-                   relock__lock_op(l, RELOCK__OP_EXTEND, ttl_ms ? ttl_ms : l->ttl_ms));
+    return relock__foreign(c, "lock", l->name, l->key,
+                           relock__lock_op(l, RELOCK__OP_EXTEND, ttl_ms ? ttl_ms : l->ttl_ms));
 }
 
 relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,
@@ -162,7 +153,6 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
     *out = NULL;
     if (!c)
         return RELOCK_EINVAL;
-    relock__err_clear(&c->err);
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
@@ -172,7 +162,7 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
     if (fence < 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "fence: %lld is negative", fence);
     relock_lock *l;
-    st = new_lock(c, name, ttl_ms, &l);
+    st = relock__lock_new(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
     snprintf(l->value, sizeof l->value, "%s", value);

@@ -26,22 +26,6 @@ struct relock_server_info {
     char host[]; /* NUL-terminated, at its length */
 };
 
-static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
-                                  long long if_fence, char *key, size_t keylen);
-static relock_status inspect(relock_client *c, const char *name, relock_inspect_info *info);
-
-/* The lock name's rules (relock__check_name), and break's own. */
-static relock_status check_args(relock_client *c, const char *name, const char *if_value)
-{
-    relock_status st = relock__check_name(c, name);
-    if (st != RELOCK_OK)
-        return st;
-    if (if_value && (!*if_value || strlen(if_value) > RELOCK__BREAK_VALUE_MAX))
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "break %s: the value is empty or longer "
-                            "than %d bytes", name, RELOCK__BREAK_VALUE_MAX);
-    return RELOCK_OK;
-}
-
 relock_status relock_break(relock_client *c, const char *name, const char *if_value)
 {
     return relock_break_fenced(c, name, if_value, 0);
@@ -50,25 +34,15 @@ relock_status relock_break(relock_client *c, const char *name, const char *if_va
 relock_status relock_break_fenced(relock_client *c, const char *name, const char *if_value,
                                   long long if_fence)
 {
-    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1] = "";
-    relock_status st = break_fenced(c, name, if_value, if_fence, key, sizeof key);
-    if (st == RELOCK_EFOREIGN && key[0]) {
-        char what[RELOCK__NAME_MAX + 8];
-        snprintf(what, sizeof what, "break %s", name);
-        st = relock__foreign_type(c, what, key);
-    }
-    return st;
-}
-
-static relock_status break_fenced(relock_client *c, const char *name, const char *if_value,
-                                  long long if_fence, char *key, size_t keylen)
-{
     if (!c)
         return RELOCK_EINVAL;
     relock__err_clear(&c->err);
-    relock_status st = check_args(c, name, if_value);
+    relock_status st = relock__check_name(c, name);
     if (st != RELOCK_OK)
         return st;
+    if (if_value && (!*if_value || strlen(if_value) > RELOCK__BREAK_VALUE_MAX))
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "break %s: the value is empty or longer "
+                            "than %d bytes", name, RELOCK__BREAK_VALUE_MAX);
     if (if_fence < 0 || (if_fence > 0 && !if_value))
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL,
                             "break %s: a fence to compare needs the value too, and is above 0",
@@ -78,60 +52,29 @@ static relock_status break_fenced(relock_client *c, const char *name, const char
                             "break %s: not with several servers; break it on each server "
                             "with its own URL (quorum values always expire with their TTL)",
                             name);
-    char lkey[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
+    char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     char fence_key[RELOCK__KEY_MAX], breaks_key[RELOCK__KEY_MAX];
     char chan[RELOCK__KEY_MAX], okey[RELOCK__KEY_MAX];
-    snprintf(lkey, sizeof lkey, "%s%s", c->s.key_prefix, name);
-    snprintf(key, keylen, "%s", lkey);
-    if (relock__fence_key(lkey, fence_key, sizeof fence_key) != 0 ||
-        relock__breaks_key(lkey, breaks_key, sizeof breaks_key) != 0)
+    snprintf(key, sizeof key, "%s%s", c->s.key_prefix, name);
+    if (relock__fence_key(key, fence_key, sizeof fence_key) != 0 ||
+        relock__breaks_key(key, breaks_key, sizeof breaks_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
-    if (relock__owner_key(lkey, okey, sizeof okey) != 0)
+    if (relock__owner_key(key, okey, sizeof okey) != 0)
         okey[0] = '\0';
     /* A handle naming the key, for the machine and for
      * relock__notify_channel(), which read the key and the client from
      * one. */
-    relock_lock tmp;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.c = c;
-    tmp.name = (char *)name;
-    tmp.key = lkey;
-    tmp.fence_key = fence_key;
+    relock_lock tmp = {.c = c, .name = (char *)name, .key = key, .fence_key = fence_key};
     relock__notify_channel(&tmp, chan, sizeof chan);
-
     /* The machine chooses its way by the server's capabilities. */
-    st = relock__drive_ready(c, lkey);
-    if (st != RELOCK_OK)
-        return st;
-    relock__break_m m;
-    relock__break_init(&m, if_value, if_fence, breaks_key, chan, okey);
-    st = relock__drive(&tmp, relock__break_step, &m);
-    relock__break_free(&m);
-    return st;
-}
-
-relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c)
-        return RELOCK_EINVAL;
-    relock__err_clear(&c->err);
-    if (!out)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no place for the result");
-    if (!name || !*name)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
-    relock_inspect_info *info = calloc(1, sizeof *info);
-    if (!info)
-        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
-    info->waiters = -1;
-    relock_status st = inspect(c, name, info);
-    if (st != RELOCK_OK) {
-        relock_inspect_info_free(info);
-        return st;
+    st = relock__drive_ready(c, key);
+    if (st == RELOCK_OK) {
+        relock__break_m m;
+        relock__break_init(&m, if_value, if_fence, breaks_key, chan, okey);
+        st = relock__drive(&tmp, relock__break_step, &m);
+        relock__break_free(&m);
     }
-    *out = info;
-    return RELOCK_OK;
+    return relock__foreign(c, "break", name, key, st);
 }
 
 /* The waiters of a lock are the subscribers of its release channel
@@ -153,8 +96,7 @@ static long long count_waiters(relock_client *c, const char *key)
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[1]->type == REDIS_REPLY_INTEGER)
         w = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
+    freeReplyObject(r);
     c->err = saved;
     return w;
 }
@@ -173,26 +115,39 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
     relock_status st = relock__drive_ready(c, key);
     if (st != RELOCK_OK)
         return st;
-    relock_lock tmp;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.c = c;
-    tmp.name = (char *)name;
-    tmp.key = key;
-    tmp.fence_key = fkey;
+    relock_lock tmp = {.c = c, .name = (char *)name, .key = key, .fence_key = fkey};
     relock__inspect_m m;
     relock__inspect_init(&m, okey, info);
-    st = relock__drive(&tmp, relock__inspect_step, &m);
-    if (st == RELOCK_EFOREIGN) {
-        char what[RELOCK__NAME_MAX + 16];
-        snprintf(what, sizeof what, "lock %s", name);
-        return relock__foreign_type(c, what, key);
-    }
+    st = relock__foreign(c, "lock", name, key, relock__drive(&tmp, relock__inspect_step, &m));
     if (st != RELOCK_OK)
         return st;
     if (!(info->key = strdup(key)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
     info->waiters = count_waiters(c, key);
     return RELOCK_OK;
+}
+
+relock_status relock_inspect(relock_client *c, const char *name, relock_inspect_info **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "inspect: no place for the result");
+    if (!name || !*name)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: empty");
+    relock_inspect_info *info = calloc(1, sizeof *info);
+    if (!info)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory");
+    info->waiters = -1;
+    relock_status st = inspect(c, name, info);
+    if (st != RELOCK_OK)
+        relock_inspect_info_free(info);
+    else
+        *out = info;
+    return st;
 }
 
 relock_status relock_client_server(relock_client *c, relock_server_info **out)
@@ -213,12 +168,10 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     relock_server_info *info = malloc(sizeof *info + hlen + 1);
     if (!info)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "server info: out of memory");
+    *info = (relock_server_info){.major = c->conn.major, .minor = c->conn.minor,
+                                 .patch = c->conn.patch, .caps = c->conn.caps,
+                                 .port = srv->port};
     snprintf(info->version, sizeof info->version, "%s", c->conn.version);
-    info->major = c->conn.major;
-    info->minor = c->conn.minor;
-    info->patch = c->conn.patch;
-    info->caps = c->conn.caps;
-    info->port = srv->port;
     memcpy(info->host, host, hlen + 1);
     *out = info;
     return RELOCK_OK;

@@ -53,7 +53,27 @@ relock_status relock_config_set_owner(relock_config *cfg, long pid, const char *
     return RELOCK_OK;
 }
 
-static void owner_note(relock_lock *l, const char *value, int held);
+/* The record of l, written while the lock key holds value (l's, or its
+ * keeper's newer one): the owner-record machine (ownrec.h) on the
+ * blocking driver.  Only while the lock is ours: a handle whose lock
+ * passed to another holder (a paused process, a release that raced a new
+ * holder) must not overwrite that holder's record. */
+static void owner_note(relock_lock *l, const char *value)
+{
+    relock_client *c = l->c;
+    if (!c->s.owner_info || c->q)
+        return;
+    relock__err saved = c->err;
+    /* The server's capabilities choose the way: connected first. */
+    if (relock__drive_ready(c, l->key) == RELOCK_OK) {
+        char info[RELOCK__OWNER_INFO_MAX] = "";
+        relock__owner_info(l, info, sizeof info);
+        relock__owner_m m;
+        if (relock__owner_init(&m, l, value, 1, info))
+            relock__drive(l, relock__owner_step, &m);
+    }
+    relock__err_copy(&c->err, &saved);
+}
 
 relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
 {
@@ -94,34 +114,8 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     free(l->owner_text);
     l->owner_text = dup;
     l->owner_pid = pid;
-    owner_note(l, value, 1);
+    owner_note(l, value);
     if (l->keeper)
         l->keep_ops->owner_done(l);
     return RELOCK_OK;
-}
-
-/* The record of l, written (held) or deleted, while the lock key holds
- * value (l's, or its keeper's newer one): the owner-record machine
- * (ownrec.h) on the blocking driver.  Only while the lock is ours: a
- * handle whose lock passed to another holder (a paused process, a release
- * that raced a new holder) must not overwrite or delete that holder's
- * record. */
-static void owner_note(relock_lock *l, const char *value, int held)
-{
-    relock_client *c = l->c;
-    if (!c->s.owner_info || c->q)
-        return;
-    relock__err saved = c->err;
-    /* The server's capabilities choose the way: connected first. */
-    if (relock__drive_ready(c, l->key) != RELOCK_OK) {
-        relock__err_copy(&c->err, &saved);
-        return;
-    }
-    char info[RELOCK__OWNER_INFO_MAX] = "";
-    if (held)
-        relock__owner_info(l, info, sizeof info);
-    relock__owner_m m;
-    if (relock__owner_init(&m, l, value, held, info))
-        relock__drive(l, relock__owner_step, &m);
-    relock__err_copy(&c->err, &saved);
 }

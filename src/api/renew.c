@@ -120,15 +120,6 @@ static void *keeper_main(void *p)
     return NULL;
 }
 
-/* The operations the lock calls while kept (relock__keep_ops). */
-static relock_status keep_end(relock_lock *l);
-static uint64_t keep_valid_until(const relock_lock *l);
-static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
-                                    char value[RELOCK__VALUE_MAX]);
-static void keep_owner_done(relock_lock *l);
-static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner,
-                                          keep_owner_done};
-
 static void keeper_free(struct relock__keeper *k)
 {
     free(k->owner_next);
@@ -140,6 +131,95 @@ static void keeper_free(struct relock__keeper *k)
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
+
+static relock_status keep_end(relock_lock *l)
+{
+    struct relock__keeper *k = l->keeper;
+    if (!k)
+        return RELOCK_OK;
+    pthread_mutex_lock(&k->mu);
+    k->stop = 1;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    keeper_wake(k);
+    pthread_join(k->thread, NULL);
+    /* The shadow is now the truth: its value (renewals change it in
+     * legacy and bridge modes) and its validity come home. */
+    memcpy(l->value, k->shadow->value, sizeof l->value);
+    l->valid_until = k->shadow->valid_until;
+    l->loser_writes = k->shadow->loser_writes;
+    relock_status st = k->lost ? RELOCK_LOST : RELOCK_OK;
+    if (k->lost)
+        l->lost = 1;
+    l->keeper = NULL;
+    keeper_free(k);
+    return st;
+}
+
+relock_status relock_keep_stop(relock_lock *l)
+{
+    if (!l)
+        return RELOCK_EINVAL;
+    relock_client *c = l->c;
+    relock__err_clear(&c->err);
+    if (!l->keeper)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep_stop %s: the lock is not kept",
+                            l->name);
+    if (keep_end(l) == RELOCK_LOST)
+        return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was lost while kept",
+                            l->name);
+    return RELOCK_OK;
+}
+
+static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
+                                    char value[RELOCK__VALUE_MAX])
+{
+    struct relock__keeper *k = l->keeper;
+    char *dup = NULL;
+    if (text[0] && !(dup = strdup(text)))
+        return RELOCK_ENOMEM;
+    pthread_mutex_lock(&k->mu);
+    k->owner_asking++;
+    keeper_wake(k); /* the turn ends, and the loop waits before the next */
+    while (k->renewing && !k->lost)
+        pthread_cond_wait(&k->cv, &k->mu);
+    k->owner_asking--;
+    int lost = k->lost;
+    if (!lost) {
+        k->owner_writing = 1;
+        free(k->owner_next);
+        k->owner_next = dup;
+        k->owner_next_pid = pid;
+        k->owner_pending = 1;
+        dup = NULL;
+        memcpy(value, k->value, RELOCK__VALUE_MAX);
+    }
+    pthread_mutex_unlock(&k->mu);
+    free(dup);
+    return lost ? RELOCK_LOST : RELOCK_OK;
+}
+
+static void keep_owner_done(relock_lock *l)
+{
+    struct relock__keeper *k = l->keeper;
+    pthread_mutex_lock(&k->mu);
+    k->owner_writing = 0;
+    pthread_cond_broadcast(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+static uint64_t keep_valid_until(const relock_lock *l)
+{
+    struct relock__keeper *k = l->keeper;
+    pthread_mutex_lock(&k->mu);
+    uint64_t v = k->valid_until;
+    pthread_mutex_unlock(&k->mu);
+    return v;
+}
+
+/* The operations the lock calls while kept (relock__keep_ops). */
+static const relock__keep_ops keep_ops = {keep_end, keep_valid_until, keep_set_owner,
+                                          keep_owner_done};
 
 relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
 {
@@ -227,91 +307,4 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     l->keeper = k;
     l->keep_ops = &keep_ops;
     return RELOCK_OK;
-}
-
-static relock_status keep_end(relock_lock *l)
-{
-    struct relock__keeper *k = l->keeper;
-    if (!k)
-        return RELOCK_OK;
-    pthread_mutex_lock(&k->mu);
-    k->stop = 1;
-    pthread_cond_broadcast(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-    keeper_wake(k);
-    pthread_join(k->thread, NULL);
-    /* The shadow is now the truth: its value (renewals change it in
-     * legacy and bridge modes) and its validity come home. */
-    memcpy(l->value, k->shadow->value, sizeof l->value);
-    l->valid_until = k->shadow->valid_until;
-    l->loser_writes = k->shadow->loser_writes;
-    int lost = k->lost;
-    l->keeper = NULL;
-    keeper_free(k);
-    if (lost) {
-        l->lost = 1;
-        return RELOCK_LOST;
-    }
-    return RELOCK_OK;
-}
-
-relock_status relock_keep_stop(relock_lock *l)
-{
-    if (!l)
-        return RELOCK_EINVAL;
-    relock_client *c = l->c;
-    relock__err_clear(&c->err);
-    if (!l->keeper)
-        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "keep_stop %s: the lock is not kept",
-                            l->name);
-    if (keep_end(l) == RELOCK_LOST)
-        return RELOCK__FAIL(&c->err, RELOCK_LOST, "keep %s: the lock was lost while kept",
-                            l->name);
-    return RELOCK_OK;
-}
-
-static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
-                                    char value[RELOCK__VALUE_MAX])
-{
-    struct relock__keeper *k = l->keeper;
-    char *dup = NULL;
-    if (text[0] && !(dup = strdup(text)))
-        return RELOCK_ENOMEM;
-    pthread_mutex_lock(&k->mu);
-    k->owner_asking++;
-    keeper_wake(k); /* the turn ends, and the loop waits before the next */
-    while (k->renewing && !k->lost)
-        pthread_cond_wait(&k->cv, &k->mu);
-    k->owner_asking--;
-    int lost = k->lost;
-    if (!lost) {
-        k->owner_writing = 1;
-        free(k->owner_next);
-        k->owner_next = dup;
-        k->owner_next_pid = pid;
-        k->owner_pending = 1;
-        dup = NULL;
-        memcpy(value, k->value, RELOCK__VALUE_MAX);
-    }
-    pthread_mutex_unlock(&k->mu);
-    free(dup);
-    return lost ? RELOCK_LOST : RELOCK_OK;
-}
-
-static void keep_owner_done(relock_lock *l)
-{
-    struct relock__keeper *k = l->keeper;
-    pthread_mutex_lock(&k->mu);
-    k->owner_writing = 0;
-    pthread_cond_broadcast(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-}
-
-static uint64_t keep_valid_until(const relock_lock *l)
-{
-    struct relock__keeper *k = l->keeper;
-    pthread_mutex_lock(&k->mu);
-    uint64_t v = k->valid_until;
-    pthread_mutex_unlock(&k->mu);
-    return v;
 }

@@ -33,7 +33,6 @@ relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_
     relock__err_clear(&c->err);
     if (!out)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: no place for the result");
-    /* The core's scan operation on the blocking calls' poll loop (a
-     * quorum client's walks the first server). */
+    /* (A quorum client's walks the first server.) */
     return relock__poll_scan(c, match, fn, arg, out);
 }

@@ -97,8 +97,11 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     st = relock__lock_new(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
+    /* Kept for the error of a failed acquire, which frees l; copied, not
+     * formatted (it fits: relock__lock_new() built it in a buffer this
+     * size). */
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
-    snprintf(key, sizeof key, "%s", l->key);
+    memcpy(key, l->key, strlen(l->key) + 1);
     st = relock__lock_op(l, RELOCK__OP_ACQUIRE, wait_ms); /* frees l when it fails */
     if (st != RELOCK_OK)
         return relock__foreign(c, "lock", name, key, st);

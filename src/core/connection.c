@@ -124,8 +124,8 @@ static redisReply *reply_take(void *r)
     return reply_copy(r, 0);
 }
 
-/* Frees a request's commands and the replies it holds. */
-void relock__a_rq_clear(areq *rq)
+/* Frees a request's commands and the replies it holds; its room stays. */
+void relock__a_rq_reset(areq *rq)
 {
     for (int i = 0; i < rq->n; i++) {
         free(rq->cmd[i]);
@@ -139,22 +139,29 @@ void relock__a_rq_clear(areq *rq)
             rq->rep[i] = NULL;
         }
     rq->nrep = 0;
-    if (rq->cmd != rq->own_cmd)
-        free(rq->cmd); /* a wide batch's room (or NULL) */
+}
+
+static void rq_own_room(areq *rq)
+{
     rq->cmd = rq->own_cmd;
     rq->len = rq->own_len;
     rq->rep = rq->own_rep;
     rq->cap = RELOCK__BATCH_OWN;
 }
 
+/* Frees a request's commands, its replies and a wide batch's room. */
+void relock__a_rq_clear(areq *rq)
+{
+    relock__a_rq_reset(rq);
+    if (rq->cmd != rq->own_cmd)
+        free(rq->cmd); /* a wide batch's room (or NULL) */
+    rq_own_room(rq);
+}
+
 int relock__a_rq_room(areq *rq, int n)
 {
-    if (!rq->cmd) {
-        rq->cmd = rq->own_cmd;
-        rq->len = rq->own_len;
-        rq->rep = rq->own_rep;
-        rq->cap = RELOCK__BATCH_OWN;
-    }
+    if (!rq->cmd)
+        rq_own_room(rq);
     if (n <= rq->cap)
         return 0;
     if (n > RELOCK__BATCH_CMDS || rq->n || rq->nrep)
@@ -178,16 +185,6 @@ void relock__a_batch_clear(aop *op)
     relock__a_rq_clear(&op->rq);
 }
 
-/* Frees a request's commands (answered: the next batch comes). */
-void relock__a_rq_cmds_free(areq *rq)
-{
-    for (int i = 0; i < rq->n; i++) {
-        free(rq->cmd[i]);
-        rq->cmd[i] = NULL;
-    }
-    rq->n = 0;
-    rq->base = rq->ask = 0;
-}
 /* ------------------------------------------------------------------ the connection */
 
 static void fifo_push(aconn *cn, areq *rq)
@@ -609,23 +606,29 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
  * the probe machine (setup.attempt: 0 logging in, 1 probing). */
 
+/* Sends the setup's next command, its only one; 0, or -1 out of memory. */
+static int setup_send(aop *su, int argc, const char **argv, const size_t *len)
+{
+    relock__a_rq_reset(&su->rq);
+    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
+    int fl = redisFormatCommandArgv(&su->rq.cmd[0], argc, argv, len);
+    if (fl < 0)
+        return -1;
+    su->rq.len[0] = (size_t)fl;
+    su->rq.n = 1;
+    relock__a_send_now(su);
+    return 0;
+}
+
 static void role_ask(aop *su)
 {
     relock_client *c = su->a->c;
     int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
     const char *argv[2] = {by_info ? "INFO" : "ROLE", "replication"};
-    size_t len[2] = {by_info ? 4 : 4, 11};
-    relock__a_rq_cmds_free(&su->rq);
-    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
-    int fl = redisFormatCommandArgv(&su->rq.cmd[0], by_info ? 2 : 1, argv, len);
-    if (fl < 0) {
-        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
-        return;
-    }
-    su->rq.len[0] = (size_t)fl;
-    su->rq.n = 1;
+    size_t len[2] = {4, 11};
     su->attempt = 2;
-    relock__a_send_now(su);
+    if (setup_send(su, by_info ? 2 : 1, argv, len) < 0)
+        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
 }
 
 static void role_check(aop *su, const relock__feed *in)
@@ -915,17 +918,9 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
             relock__a_setup_done(cn, su->probe.h.st);
         return;
     }
-    relock__a_rq_cmds_free(&su->rq);
-    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
     const relock__cmd *k = &a->batch.cmd[0];
-    int fl = redisFormatCommandArgv(&su->rq.cmd[0], k->argc, (const char **)k->argv, k->len);
-    if (fl < 0) {
+    if (setup_send(su, k->argc, (const char **)k->argv, k->len) < 0)
         relock__a_setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
-        return;
-    }
-    su->rq.len[0] = (size_t)fl;
-    su->rq.n = 1;
-    relock__a_send_now(su);
 }
 
 /* ------------------------------------------------------------------ freeing */

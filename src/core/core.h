@@ -445,6 +445,13 @@ static inline void timer_stop(relock_async *a, void **t)
     }
 }
 
+/* Forgets op's error (a new attempt or phase has its own). */
+static inline void op_err_drop(aop *op)
+{
+    free(op->err);
+    op->err = NULL;
+}
+
 /* connection.c */
 const char *relock__a_sock_error(const redisAsyncContext *ac);
 void relock__a_take_install(redisAsyncContext *ac);
@@ -455,7 +462,7 @@ void relock__a_rq_clear(areq *rq);
  * replies; 0, or -1 without memory or beyond RELOCK__BATCH_CMDS. */
 int relock__a_rq_room(areq *rq, int n);
 void relock__a_batch_clear(aop *op);
-void relock__a_rq_cmds_free(areq *rq);
+void relock__a_rq_reset(areq *rq);
 void relock__a_queue_remove(aconn *cn, aop *op);
 void relock__a_conn_wants(aconn *cn, aop *op);
 aconn *relock__a_conn_find(relock_async *a, const char *host, int port);
@@ -503,6 +510,7 @@ void relock__a_err_load(aop *op);
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void relock__a_op_finish(aop *op, relock_status st);
+void relock__a_op_cancelled(aop *op);
 void relock__a_attempt_begin(aop *op);
 void relock__a_machine_done(aop *op, relock_status st);
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);

@@ -1,11 +1,7 @@
 /*
- * An operation's life in the operation core (core.h): its error,
- * starting (relock__a_op_start, relock__a_op_schedule), the attempts, the
- * phases after the main machine (durability's WAIT, the owner record, the
- * undo of an unacknowledged acquire), the legacy marker and WATCH
- * evidence, feeding replies to its machine (relock__a_op_feed,
- * relock__a_machine_done) and finishing (relock__a_op_finish).  The
- * machines are the algorithm's (relock__algo.machines, a->kit).
+ * An operation's life in the operation core (core.h): starting, its
+ * attempts and phases, the legacy marker and WATCH evidence, feeding its
+ * machine (the algorithm's, a->kit) and finishing.
  */
 
 #include <limits.h>
@@ -54,6 +50,13 @@ relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
     relock__a_err_save(op);
     return st;
+}
+
+/* Ends acquire op as cancelled. */
+void relock__a_op_cancelled(aop *op)
+{
+    relock__a_op_finish(
+        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
 }
 
 /* ------------------------------------------------------------------ completing */
@@ -169,12 +172,9 @@ void relock__a_op_finish(aop *op, relock_status st)
 
 static void machine_start(aop *op)
 {
-    relock__feed in;
-    memset(&in, 0, sizeof in);
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
-    /* (K_RUN: a step machine) */
     if (op->kind != K_RUN && op->a->kit->fan && !op->fencing) {
         relock__a_fan_begin(op);
         return;
@@ -185,12 +185,9 @@ static void machine_start(aop *op)
 void relock__a_attempt_begin(aop *op)
 {
     relock_async *a = op->a;
-    relock_client *c = a->c;
     op->l->legacy_holder = 0;
-    relock__a_err_load(op);
-    relock__err_clear(&c->err);
-    free(op->err);
-    op->err = NULL;
+    relock__err_clear(&a->c->err);
+    op_err_drop(op);
     op->wset = op->wmoved = 0;
     relock_status st = a->kit->acq_init(op->m, op->l);
     if (st != RELOCK_OK) {
@@ -204,6 +201,15 @@ void relock__a_attempt_begin(aop *op)
 
 static int owner_phase(aop *op, int held);
 
+/* A cancelled acquire that won could not release its lock. */
+static void undo_failed(aop *op)
+{
+    relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
+                                              "acquire %s: cancelled after it won, and the release "
+                                              "failed: the lock may stay held until its TTL ends",
+                                              op->l->name));
+}
+
 /* The undo of a cancelled acquire that won: release by the machine.  When
  * the cancel came during the owner record's write, the record may be on
  * the server: it is deleted first (undoing 2), while the lock holds the
@@ -212,8 +218,7 @@ static void undo_begin(aop *op)
 {
     relock_async *a = op->a;
     if (op->phase == PH_OWNER && !op->undoing) {
-        free(op->err);
-        op->err = NULL;
+        op_err_drop(op);
         op->undoing = 2;
         if (owner_phase(op, 0))
             return;
@@ -221,11 +226,7 @@ static void undo_begin(aop *op)
     void *m = malloc(a->kit->upd_size);
     if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
         free(m);
-        relock__a_op_finish(
-            op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
-                                  "acquire %s: cancelled after it won, and the release failed: the "
-                                  "lock may stay held until its TTL ends",
-                                  op->l->name));
+        undo_failed(op);
         return;
     }
     free(op->m);
@@ -233,6 +234,15 @@ static void undo_begin(aop *op)
     op->fn = a->kit->upd_step;
     op->undoing = 1;
     machine_start(op);
+}
+
+/* Allocates op's acquire machine; 0 when op ended for want of memory. */
+static int acq_alloc(aop *op)
+{
+    if ((op->m = malloc(op->a->kit->acq_size)) != NULL)
+        return 1;
+    relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+    return 0;
 }
 
 /* Runs machine m (allocated, op's from now) with step fn as op's phase. */
@@ -286,8 +296,7 @@ static int next_phase(aop *op, relock_status *st)
         if (op->phase != PH_OWNER)
             return 0;
         /* the record is deleted (or not ours): the release itself now */
-        free(op->err);
-        op->err = NULL;
+        op_err_drop(op);
         free(op->m);
         op->m = NULL;
         op->phase = PH_MAIN;
@@ -321,8 +330,7 @@ static int next_phase(aop *op, relock_status *st)
         break;
     case PH_OWNER:
         /* the record informs: its outcome is nobody's */
-        free(op->err);
-        op->err = NULL;
+        op_err_drop(op);
         *st = RELOCK_OK;
         return 0;
     case PH_UNDO: {
@@ -357,10 +365,15 @@ static int next_phase(aop *op, relock_status *st)
     relock__a_err_load(op);
     relock__err_copy(op->kept, &c->err);
     op->kept_st = *st;
-    free(op->err);
-    op->err = NULL;
+    op_err_drop(op);
     phase_run(op, PH_UNDO, a->kit->upd_step, m);
     return 1;
+}
+
+/* cn takes a command now: set up, and no transaction of another open. */
+static int conn_open(const aconn *cn)
+{
+    return cn->ac && cn->cstate == C_READY && !cn->txn_owner;
 }
 
 /* The reply to the legacy marker's SET: a MOVED (the map did not know the
@@ -378,15 +391,15 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
     relock_client *c = cn->a->c;
     aconn *at = relock__a_conn_find(cn->a, to.host, to.port);
     char key[RELOCK__KEY_MAX];
-    if (at && at->ac && at->cstate == C_READY && !at->txn_owner &&
-        relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
+    if (at && conn_open(at) && relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
 /* The watch marker (the key relock__watch_key() names, which `relock
  * scan` reads): written once per bridge or modern client, of either API,
- * with SETNX before its first attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could not be
- * followed (the marker's node is not connected yet).  A MOVED is followed
+ * with SETNX before its first attempt.  watch_noted: 1 written, 2 in
+ * flight, 3 met a MOVED that could not be followed (the marker's node is
+ * not connected yet).  A MOVED is followed
  * once, as for the legacy marker (on_marker); a write that did not land is
  * tried again at a later acquire: a missing marker only delays scan's
  * verdict. */
@@ -403,8 +416,7 @@ static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
     int moved = r && r->type == REDIS_REPLY_ERROR && !priv &&
                 relock__redirect_parse(cn->srv->host, r, &to) == RELOCK__REDIR_MOVED;
     c->watch_noted = r && r->type != REDIS_REPLY_ERROR ? 1 : moved ? 3 : 0;
-    if (moved && (at = relock__a_conn_find(cn->a, to.host, to.port)) && at->ac &&
-        at->cstate == C_READY && !at->txn_owner &&
+    if (moved && (at = relock__a_conn_find(cn->a, to.host, to.port)) && conn_open(at) &&
         relock__watch_key(c->s.key_prefix, key, sizeof key) == 0 &&
         redisAsyncCommand(at->ac, on_watch, at, "SETNX %s %lld", key, relock__wall_ms()) ==
             REDIS_OK)
@@ -425,14 +437,14 @@ static void note_watching(relock_async *a, aconn *cn)
         return;
     aconn *mc = relock__a_route(a, key);
     if (a->slots && a->slots[relock__cluster_slot(key, strlen(key))]) {
-        if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+        if (!conn_open(mc))
             return;
     } else if (c->watch_noted == 3 && relock__a_map_on(a)) {
         return;
-    } else if (!mc->ac || mc->cstate != C_READY || mc->txn_owner) {
+    } else if (!conn_open(mc)) {
         mc = cn;
     }
-    if (mc->ac && mc->cstate == C_READY && !mc->txn_owner &&
+    if (conn_open(mc) &&
         redisAsyncCommand(mc->ac, on_watch, NULL, "SETNX %s %lld", key, relock__wall_ms()) ==
             REDIS_OK)
         c->watch_noted = 2;
@@ -460,13 +472,12 @@ void relock__a_machine_done(aop *op, relock_status st)
         /* Over a Cluster the marker goes where its own slot lives: the
          * node the map names when its connection is up, else op's, whose
          * MOVED is followed (on_marker). */
-        aconn *mc;
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
-            mc = relock__a_route(a, key);
-            if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+            aconn *mc = relock__a_route(a, key);
+            if (!conn_open(mc))
                 mc = cn;
-            if (mc->ac && mc->cstate == C_READY && !mc->txn_owner) {
+            if (conn_open(mc)) {
                 c->legacy_noted_at = now;
                 redisAsyncCommand(mc->ac, on_marker, NULL, "SET %s %lld", key,
                                   relock__wall_ms());
@@ -497,66 +508,40 @@ void relock__a_machine_done(aop *op, relock_status st)
             op->fencing = 0;
             free(op->m);
             op->m = NULL;
-            if (st != RELOCK_OK || op->cancelled) {
-                relock__a_op_finish(op, st != RELOCK_OK
-                                            ? st
-                                            : relock__a_op_fail(op, RELOCK_ECANCELED,
-                                                                "acquire %s: cancelled", l->name));
-                return;
-            }
-            op->m = malloc(a->kit->acq_size);
-            if (!op->m) {
-                relock__a_op_finish(op,
-                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
-                return;
-            }
-            relock__a_attempt_begin(op);
+            if (st != RELOCK_OK)
+                relock__a_op_finish(op, st);
+            else if (op->cancelled)
+                relock__a_op_cancelled(op);
+            else if (acq_alloc(op))
+                relock__a_attempt_begin(op);
             return;
         }
         if (op->undoing == 2) {
             /* the record deleted (or not ours, or not reached: it informs) */
-            free(op->err);
-            op->err = NULL;
+            op_err_drop(op);
             undo_begin(op);
-            return;
-        }
-        if (op->undoing) {
-            if (st == RELOCK_OK || st == RELOCK_LOST) {
-                free(op->err);
-                op->err = NULL;
-                relock__a_op_finish(
-                    op, relock__a_op_fail(
-                            op, RELOCK_ECANCELED,
-                            "acquire %s: cancelled (the lock it had won was released)", l->name));
-            } else {
-                relock__a_op_finish(
-                    op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
-                                          "acquire %s: cancelled after it won, and the release "
-                                          "failed: the lock may stay held until its TTL ends",
-                                          l->name));
-            }
-            return;
-        }
-        if (op->cancelled) {
-            if (st == RELOCK_OK) {
-                undo_begin(op);
-                return;
-            }
-            if (st != RELOCK_EAMBIGUOUS) {
-                free(op->err);
-                op->err = NULL;
-                st = relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name);
-            }
+        } else if (op->undoing && st != RELOCK_OK && st != RELOCK_LOST) {
+            undo_failed(op);
+        } else if (op->undoing) {
+            op_err_drop(op);
+            relock__a_op_finish(
+                op, relock__a_op_fail(op, RELOCK_ECANCELED,
+                                      "acquire %s: cancelled (the lock it had won was released)",
+                                      l->name));
+        } else if (op->cancelled && st == RELOCK_OK) {
+            undo_begin(op);
+        } else if (op->cancelled && st != RELOCK_EAMBIGUOUS) {
+            op_err_drop(op);
+            relock__a_op_cancelled(op);
+        } else if (op->cancelled) {
             relock__a_op_finish(op, st);
-            return;
-        }
-        if (st == RELOCK_BUSY) {
+        } else if (st == RELOCK_BUSY) {
             relock__a_plan(op, 0);
-            return;
+        } else {
+            if (st == RELOCK_OK)
+                l->owner_since = relock__wall_ms() / 1000;
+            relock__a_op_finish(op, st);
         }
-        if (st == RELOCK_OK)
-            l->owner_since = relock__wall_ms() / 1000;
-        relock__a_op_finish(op, st);
         return;
     case K_REL:
         if (st == RELOCK_OK && l->waiters > 0)
@@ -637,6 +622,15 @@ static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *
     return (int)total;
 }
 
+/* Moves n replies from `from` to `to`, leaving NULL behind. */
+static void replies_move(redisReply **to, redisReply **from, int n)
+{
+    for (int i = 0; i < n; i++) {
+        to[i] = from[i];
+        from[i] = NULL;
+    }
+}
+
 /* Feeds op's machine: the replies of its batch (or the fault), then sends
  * its next batch or ends it. */
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
@@ -652,21 +646,11 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
          * (a setup's batches are one or two commands) */
         redisReply *rep[RELOCK__BATCH_OWN];
         int nrep = op->rq.nrep < RELOCK__BATCH_OWN ? op->rq.nrep : RELOCK__BATCH_OWN;
-        for (int i = 0; i < nrep; i++) {
-            rep[i] = op->rq.rep[i];
-            op->rq.rep[i] = NULL;
-        }
+        replies_move(rep, op->rq.rep, nrep);
         op->rq.nrep = 0;
-        relock__feed in;
-        memset(&in, 0, sizeof in);
-        in.reply = rep;
-        in.nreply = nrep;
-        in.fault = fault;
-        in.fault_status = fst;
-        in.fault_text = ftext;
-        in.mono_ms = now_ms();
-        if (fault != RELOCK__FAULT_NONE)
-            in.nreply = 0;
+        relock__feed in = {.reply = rep, .nreply = fault != RELOCK__FAULT_NONE ? 0 : nrep,
+                           .fault = fault, .fault_status = fst, .fault_text = ftext,
+                           .mono_ms = now_ms()};
         op->state = S_SENT;
         relock__a_setup_step(op, &in);
         for (int i = 0; i < nrep; i++)
@@ -700,20 +684,14 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         relock__mhead *h = op->m;
         relock__step_fn fn = op->clocking ? relock__clock_step : op->fn;
         void *m = op->clocking ? (void *)&op->clk : op->m;
-        relock__feed in;
-        memset(&in, 0, sizeof in);
-        in.reply = rq->rep;
-        in.nreply = rq->nrep;
+        relock__feed in = {.reply = rq->rep, .nreply = rq->nrep, .fault = fault,
+                           .fault_status = fst, .fault_text = ftext};
         if (fault != RELOCK__FAULT_NONE) {
             /* replies come only in full or up to a fault */
-            int k = 0;
-            while (k < rq->nrep && rq->rep[k])
-                k++;
-            in.nreply = k;
+            in.nreply = 0;
+            while (in.nreply < rq->nrep && rq->rep[in.nreply])
+                in.nreply++;
         }
-        in.fault = fault;
-        in.fault_status = fst;
-        in.fault_text = ftext;
         in.mono_ms = now_ms();
         relock__a_err_load(op);
         if (fault != RELOCK__FAULT_NONE && ftext)
@@ -735,10 +713,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
                                                                  op->l->name));
                     return;
                 }
-                for (int i = 0; i < rq->nrep; i++) {
-                    op->held[i] = rq->rep[i];
-                    rq->rep[i] = NULL;
-                }
+                replies_move(op->held, rq->rep, rq->nrep);
                 op->nheld = rq->nrep;
                 rq->nrep = 0;
                 op->clocking = 1;
@@ -778,23 +753,14 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         if (op->clocking)
             cn->clock = c->conn.clock;
         relock__a_err_save(op);
-        for (int i = 0; i < rq->nrep; i++)
-            if (rq->rep[i]) {
-                freeReplyObject(rq->rep[i]);
-                rq->rep[i] = NULL;
-            }
-        rq->nrep = 0;
-        relock__a_rq_cmds_free(rq);
+        relock__a_rq_reset(rq);
         op->hops = 0;
         op->redir = NULL;
         if (s == RELOCK__STEP_DONE && op->clocking) {
             /* The clock is known (or its failure is the fault the waiting
              * replies are fed with). */
             op->clocking = 0;
-            for (int i = 0; i < op->nheld; i++) {
-                rq->rep[i] = op->held[i];
-                op->held[i] = NULL;
-            }
+            replies_move(rq->rep, op->held, op->nheld);
             rq->nrep = op->nheld;
             op->nheld = 0;
             if (op->clk.h.st != RELOCK_OK) {
@@ -876,30 +842,27 @@ static void cancel_fire(void *arg)
     relock_async *a = op->a;
     op->timer = NULL;
     relock__a_enter(a);
-    relock__a_op_finish(
-        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+    relock__a_op_cancelled(op);
     relock__a_leave(a);
 }
 
 void relock__a_op_cancel(aop *op)
 {
-    relock_async *a = op->a;
     op->cancelled = 1;
     if (op->state == S_SLEEP || op->state == S_NEW || op->state == S_SUBSCRIBING) {
-        /* nothing of it in flight: it ends at the next turn of the loop */
-        timer_stop(a, &op->timer);
+        timer_stop(op->a, &op->timer);
         if (op->state == S_NEW)
             relock__a_queue_remove(op->cn, op);
         relock__a_chan_leave(op);
-        op->state = S_SLEEP;
-        op->timer = timer_start(a, 0, cancel_fire, op);
     } else if (op->state == S_QUEUED && !op->sent_any) {
         relock__a_queue_remove(op->redir ? op->redir : op->cn, op);
         relock__a_batch_clear(op);
-        op->state = S_SLEEP;
-        op->timer = timer_start(a, 0, cancel_fire, op);
+    } else {
+        return; /* S_SENT, S_QUEUED after a write: it ends when its step ends */
     }
-    /* S_SENT, S_QUEUED after a write, S_SUBSCRIBING: when the step ends */
+    /* nothing of it in flight: it ends at the next turn of the loop */
+    op->state = S_SLEEP;
+    op->timer = timer_start(op->a, 0, cancel_fire, op);
 }
 
 /* ------------------------------------------------------------------ starting */
@@ -959,11 +922,8 @@ void relock__a_op_start(aop *op)
             machine_start(op);
             return;
         }
-        op->m = malloc(a->kit->acq_size);
-        if (!op->m) {
-            relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+        if (!acq_alloc(op))
             return;
-        }
         /* The holder that just released usually wins the race back against
          * the waiters it woke: give them a moment (relock__yield_ms()). */
         long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
@@ -976,16 +936,11 @@ void relock__a_op_start(aop *op)
         relock__a_attempt_begin(op);
         return;
     }
-    relock_lock *l = op->l;
-    if (op->kind == K_REL && l->lost) {
-        relock__a_op_finish(
-            op,
-            relock__a_op_fail(op, RELOCK_LOST, "release %s: the lock was already lost", l->name));
-        return;
-    }
-    if ((op->kind == K_EXT || op->kind == K_KEEP) && l->lost) {
+    relock_lock *l = op->l; /* a release, an extend or a renewal */
+    if (l->lost) {
         relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
-                                                  "extend %s: the lock was already lost", l->name));
+                                                  "%s %s: the lock was already lost",
+                                                  op->kind == K_REL ? "release" : "extend", l->name));
         return;
     }
     if (op->kind == K_REL && !op->owner_gone) {
@@ -1045,9 +1000,7 @@ void relock__a_op_schedule(aop *op)
 {
     relock_async *a = op->a;
     if (a->kit && a->kit->fan) {
-        if (!a->start_timer)
-            a->start_timer = timer_start(a, 0, start_fire, a);
-        if (!a->start_timer) {
+        if (!relock__a_start_armed(a)) {
             relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "out of memory"));
             return;
         }

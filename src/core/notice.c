@@ -1,23 +1,23 @@
 /*
  * Waiting in the operation core (core.h), for both APIs: release notices
- * on the core client's subscriber connection (a->sub: shared by its
- * waiters, opened when the first subscribes, closed when none waits), one
- * channel per lock name with its waiters (chan_*, sub_*, on_sub), and the
- * plan between an acquire's attempts (relock__a_plan(),
- * relock__a_sleep_fire(), wake()).
+ * on the client's subscriber connection (a->sub: shared by its waiters,
+ * opened when the first subscribes, closed when none waits), one channel
+ * per lock name with its waiters, and the plan between an acquire's
+ * attempts.
  */
 
 #include "core.h"
 
 /* ------------------------------------------------------------------ release notices */
 
+/* Frees every channel; their waiters have left them already. */
 void relock__a_chan_free_all(relock_async *a)
 {
     achan *ch = a->chans;
     a->chans = NULL;
     a->chans_gen++;
     while (ch) {
-        achan *next = ch->next; /* its waiters have ended already */
+        achan *next = ch->next;
         free(ch);
         ch = next;
     }
@@ -33,31 +33,21 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     s->data = NULL;
     if (!hiredis_frees)
         redisAsyncFree(s);
-    /* Waiters keep waiting, by their timers only; one waiting for its
-     * subscription plans again without it. */
-    achan *ch = a->chans;
-    a->chans = NULL;
-    a->chans_gen++;
+    /* Waiters keep waiting, by their timers only; those waiting for their
+     * subscription plan again without it. */
     a->nwaiting = 0;
     aop *replan = NULL;
-    while (ch) {
-        achan *next = ch->next;
-        aop *w = ch->waiters;
-        while (w) {
-            aop *wn = w->cnext;
+    for (achan *ch = a->chans; ch; ch = ch->next)
+        for (aop *w = ch->waiters, *wn; w; w = wn) {
+            wn = w->cnext;
             w->ch = NULL;
-            w->cprev = NULL;
-            w->cnext = NULL;
+            w->cprev = w->cnext = NULL;
             if (w->state == S_SUBSCRIBING) {
                 w->cnext = replan;
                 replan = w;
             }
-            w = wn;
         }
-        free(ch);
-        ch = next;
-    }
-    /* those waiting for a subscription plan again without it */
+    relock__a_chan_free_all(a);
     while (replan && !a->freeing) {
         aop *next = replan->cnext;
         replan->cnext = NULL;
@@ -106,34 +96,28 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     achan *ch = priv;
     /* A waiter fed below may end (its bound ran out) and leave the
      * channel; the last to leave drops the subscription, which frees every
-     * channel, ch among them: the walks stop as soon as that happened. */
+     * channel, ch among them: the walk stops as soon as that happened. */
     unsigned gen = a->chans_gen;
     if (!r) {
         sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                r->element[0]->type == REDIS_REPLY_STRING) {
-        const char *kind = r->element[0]->str;
-        if (strcmp(kind, "subscribe") == 0) {
+        /* subscribed: each waiter for it plans again; a notice: each
+         * sleeper wakes */
+        int sub = strcmp(r->element[0]->str, "subscribe") == 0;
+        int want = sub ? S_SUBSCRIBING : strcmp(r->element[0]->str, "message") == 0 ? S_SLEEP : -1;
+        if (sub)
             ch->confirmed = 1;
-            /* each waiter plans again (and may leave the channel) */
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
-                aop *w = ch->waiters;
-                while (w && w->state != S_SUBSCRIBING)
-                    w = w->cnext;
-                if (!w)
-                    break;
+        for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
+            aop *w = ch->waiters;
+            while (w && w->state != want)
+                w = w->cnext;
+            if (!w)
+                break;
+            if (sub)
                 relock__a_op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
-            }
-        } else if (strcmp(kind, "message") == 0) {
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
-                 guard++) {
-                aop *w = ch->waiters;
-                while (w && w->state != S_SLEEP)
-                    w = w->cnext;
-                if (!w)
-                    break;
+            else
                 wake(w);
-            }
         }
     } else if (r->type == REDIS_REPLY_ERROR) {
         sub_failed(a, 0);
@@ -141,37 +125,36 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     relock__a_leave(a);
 }
 
-static void on_sub_disconnect(const redisAsyncContext *ac, int status)
+/* The subscriber connection ac failed, seen from one of hiredis's
+ * callbacks (hiredis_frees: hiredis is freeing it). */
+static void sub_failed_cb(const redisAsyncContext *ac, int hiredis_frees)
 {
-    (void)status;
     relock_async *a = ac->data;
     if (!a)
         return;
     relock__a_enter(a);
-    sub_failed(a, 1);
+    sub_failed(a, hiredis_frees);
     relock__a_leave(a);
+}
+
+static void on_sub_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    sub_failed_cb(ac, 1);
 }
 
 static void on_sub_connect(const redisAsyncContext *ac, int status)
 {
-    relock_async *a = ac->data;
-    if (!a || status == REDIS_OK)
-        return;
-    relock__a_enter(a);
-    sub_failed(a, 1);
-    relock__a_leave(a);
+    if (status != REDIS_OK)
+        sub_failed_cb(ac, 1);
 }
 
 static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
 {
     (void)priv;
-    relock_async *a = ac->data;
-    redisReply *r = rr;
-    if (!a || !r || r->type != REDIS_REPLY_ERROR)
-        return;
-    relock__a_enter(a);
-    sub_failed(a, 0);
-    relock__a_leave(a);
+    const redisReply *r = rr;
+    if (r && r->type == REDIS_REPLY_ERROR)
+        sub_failed_cb(ac, 0);
 }
 
 /* Several servers, each announcing releases (a quorum), rather than one
@@ -270,13 +253,10 @@ void relock__a_sleep_fire(void *arg)
     relock_async *a = op->a;
     op->timer = NULL;
     relock__a_enter(a);
-    if (op->state == S_SLEEP) {
-        if (op->cancelled)
-            relock__a_op_finish(
-                op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
-        else
-            relock__a_attempt_begin(op);
-    }
+    if (op->state == S_SLEEP && op->cancelled)
+        relock__a_op_cancelled(op);
+    else if (op->state == S_SLEEP)
+        relock__a_attempt_begin(op);
     relock__a_leave(a);
 }
 
@@ -357,8 +337,7 @@ void relock__a_plan(aop *op, int after_subscribe)
     relock__mhead *h = op->m;
     l->after_notice = 0;
     if (op->cancelled) {
-        relock__a_op_finish(
-            op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
+        relock__a_op_cancelled(op);
         return;
     }
     relock__wait_in in = relock__wait_in_of(l);
@@ -388,21 +367,16 @@ void relock__a_plan(aop *op, int after_subscribe)
         c->mode == RELOCK_MODE_MODERN && l->legacy_holder ? RELOCK_CLASSIC_HOLDER_NOTE : "";
     switch (p.act) {
     case RELOCK__WAIT_BUSY:
-        relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
-        free(op->err);
-        op->err = NULL;
-        relock__a_err_save(op);
-        relock__a_op_finish(op, RELOCK_BUSY);
-        return;
     case RELOCK__WAIT_TIMEOUT:
         relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
-                     op->wait_ms, classic);
-        free(op->err);
-        op->err = NULL;
+        if (p.act == RELOCK__WAIT_BUSY)
+            RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
+        else
+            RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
+                         op->wait_ms, classic);
+        op_err_drop(op);
         relock__a_err_save(op);
-        relock__a_op_finish(op, RELOCK_TIMEOUT);
+        relock__a_op_finish(op, c->err.pub.status);
         return;
     case RELOCK__WAIT_SLEEP:
         /* The next attempt is one more, after a sleep or a notice: the
@@ -421,4 +395,3 @@ void relock__a_plan(aop *op, int after_subscribe)
     }
 }
 
-/* Runs op's machine from its start (feed without replies). */

@@ -1,9 +1,7 @@
 /*
- * A connection of the operation core (core.h): connecting, the setup's
- * login and probe (and a Sentinel master's role check), the timers, the
- * queue of operations waiting for the connection, the FIFO of requests in
- * flight, their replies and the command timeout, and dropping a
- * connection with everything in flight on it.
+ * A connection of the operation core (core.h): connecting, the setup
+ * (login, probe, a Sentinel master's role check), the operations waiting
+ * for it, the requests in flight and their replies, and dropping it.
  */
 
 #include <pthread.h>
@@ -11,7 +9,6 @@
 #include "core.h"
 
 static void really_free(relock_async *a);
-static void queue_push(aconn *cn, aop *op);
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -187,21 +184,6 @@ void relock__a_batch_clear(aop *op)
 
 /* ------------------------------------------------------------------ the connection */
 
-static void fifo_push(aconn *cn, areq *rq)
-{
-    fifo_push_(&cn->fifo, &cn->fifo_tail, rq);
-}
-
-static void fifo_remove(aconn *cn, areq *rq)
-{
-    fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
-}
-
-static void queue_push(aconn *cn, aop *op)
-{
-    queue_push_(&cn->queue, &cn->queue_tail, op);
-}
-
 void relock__a_queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
@@ -242,7 +224,7 @@ static aop *walk_next(aconn *cn)
 /* op waits for cn: queued, and the connection opened or kicked. */
 void relock__a_conn_wants(aconn *cn, aop *op)
 {
-    queue_push(cn, op);
+    queue_push_(&cn->queue, &cn->queue_tail, op);
     if (cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
     else if (cn->cstate == C_READY && !cn->kick_timer && !cn->a->direct)
@@ -343,7 +325,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         if (op && rq->nrep < rq->cap)
             rq->rep[rq->nrep++] = reply_take(r);
         if (--rq->outstanding == 0) {
-            fifo_remove(cn, rq);
+            fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
             if (op) {
                 relock__a_fan_reply(op, rq);
             } else {
@@ -353,10 +335,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         }
     } else if (op->state == S_SENT) {
         /* with ask, the first reply is ASKING's, and goes */
-        if (!(rq->ask && rq->got == 0)) {
-            rq->rep[rq->nrep] = reply_take(r);
-            rq->nrep++;
-        }
+        if (!(rq->ask && rq->got == 0))
+            rq->rep[rq->nrep++] = reply_take(r);
         rq->got++;
         if (--rq->outstanding == 0) {
             /* The requests behind a slow one (WAIT) waited for it: their
@@ -366,7 +346,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                 if (rq->fnext->sent_at < now)
                     rq->fnext->sent_at = now;
             }
-            fifo_remove(cn, rq);
+            fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
             int missing = 0;
             for (int i = 0; i < rq->nrep; i++)
                 if (!rq->rep[i])
@@ -417,7 +397,7 @@ void relock__a_rq_send(areq *rq)
     rq->expect = rq->n - rq->base;
     rq->sent_at = now_ms();
     rq->start_off = cn->appended;
-    fifo_push(cn, rq);
+    fifo_push_(&cn->fifo, &cn->fifo_tail, rq);
     if (rq->ask) {
         static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
         rq->outstanding = 2;
@@ -439,6 +419,15 @@ void relock__a_rq_send(areq *rq)
     }
     if (!cn->tmo_timer)
         cn->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, cn);
+}
+
+/* op's batch waits in cn's queue, which connects when down. */
+static void queue_wait(aconn *cn, aop *op)
+{
+    op->state = S_QUEUED;
+    queue_push_(&cn->queue, &cn->queue_tail, op);
+    if (cn->cstate == C_DOWN)
+        relock__a_conn_connect(cn);
 }
 
 /* Writes op's batch on its connection. */
@@ -475,10 +464,7 @@ void relock__a_submit(aop *op)
         /* the rest of a redirected batch (never inside a transaction) */
         aconn *to = op->redir;
         if (to->cstate != C_READY || to->txn_owner) {
-            op->state = S_QUEUED;
-            queue_push(to, op);
-            if (to->cstate == C_DOWN)
-                relock__a_conn_connect(to);
+            queue_wait(to, op);
             return;
         }
         /* A write that went on to another node: a WAIT after it could not
@@ -506,10 +492,7 @@ void relock__a_submit(aop *op)
         return;
     }
     if (op->kind != K_SETUP && (cn->cstate != C_READY || cn->txn_owner)) {
-        op->state = S_QUEUED;
-        queue_push(cn, op);
-        if (cn->cstate == C_DOWN)
-            relock__a_conn_connect(cn);
+        queue_wait(cn, op);
         return;
     }
     if (op->in_txn) {
@@ -702,7 +685,7 @@ void relock__a_conn_connect(aconn *cn)
          * reports it */
         timer_stop(a, &cn->conn_timer);
         cn->conn_timer = timer_start(a, 0, connect_failed, cn);
-        if (!cn->conn_timer) { /* no timer: at once, as before */
+        if (!cn->conn_timer) { /* no timer: at once */
             cn->cstate = C_DOWN;
             relock__a_setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
         }

@@ -1,28 +1,12 @@
 /*
  * The event-driven operation core: the asynchronous client's driver of
- * the lock engine's step machines, on hiredis's asynchronous context, and
- * under the blocking calls (one server, a quorum) as a private poll loop
- * (pollloop.c: an inner client per blocking client, K_RUN operations).
- * This private header holds the types its files share and the functions
- * they call across; relock_async.h is its public face (src/api/async.c).
+ * the lock engine's step machines on hiredis's asynchronous context, and
+ * under the blocking calls a private poll loop (pollloop.c: an inner
+ * client per blocking client, K_RUN operations).  This private header
+ * holds what its files share; relock_async.h is its public face
+ * (src/api/async.c).
  *
- * The files, by concern:
- *   connection.c  a connection: connect, login and probe (setup), its
- *                 timers, the queue of operations waiting for it, the FIFO
- *                 of requests in flight, replies and the command timeout;
- *   routing.c     the Cluster slot map and node pool, following MOVED and
- *                 ASK, and the search for the Sentinel master (loc_*);
- *   notice.c      release notices (the subscriber connection, one channel
- *                 per lock name) and waiting between attempts (plan, sleep);
- *   operation.c   an operation's life: starting, the phases after the
- *                 main machine (durability, owner record, undo), the
- *                 legacy marker and WATCH evidence, feeding replies and
- *                 finishing;
- *   fanout.c      a quorum's fan-out over a connection per server;
- *   renewal.c     a lock's operation in flight, its renewal and the loss
- *                 deadline.
- *
- * One connection carries every operation, pipelined: a machine's batch is
+ * A connection carries every operation, pipelined: a machine's batch is
  * formatted when the machine asks for it and written at once; its replies
  * come back in order and, once the batch is complete, feed the machine's
  * next step.  A second connection, opened only while someone waits,
@@ -40,24 +24,8 @@
  * decide (EAMBIGUOUS where a write may have run, a read-back where they
  * have one).  The next batch connects afresh, logs in and probes again.
  *
- * Connections: a connection (aconn) is one server's hiredis context with
- * its setup, its requests in flight (areq, in the order the server
- * answers), the operations waiting for it and its timers; the client has
- * one per server in its settings, and on a Redis Cluster one per node met
- * (MOVED and ASK move a batch's unanswered rest there; see relock__a_follow()).
- * With Sentinel the first connection goes to the master the sentinels
- * name, searched for before every connect (see relock__a_loc_next()).
- *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
- *
- * Phases (next_phase): after an acquire or extend wrote, the same
- * operation runs durability's WAIT (pinned to the connection generation
- * the write went out on) and then the owner record's machine; a release
- * deletes the record first; an acquire whose write was not acknowledged
- * runs the release machine.  A machine that asks for the fleet's clock
- * when the estimate is due has its replies held while the clock machine's
- * TIME goes out first.  All of them are the blocking API's machines.
  */
 
 #ifndef RELOCK_CORE_H

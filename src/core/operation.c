@@ -126,10 +126,8 @@ void relock__a_op_finish(aop *op, relock_status st)
     if (l && op->kind == K_EXT && st != RELOCK_OK)
         l->valid_until = relock__valid_min(
             l->valid_until, relock__valid_until(op->began ? op->began : now_ms(), op->wait_ms));
-    /* The events of relock_acquire() and relock_release(), at the same
-     * points: the lock won, the lock released; told from the loop before
-     * the callback, while l lives (lock_op_end frees one the program
-     * freed meanwhile). */
+    /* The lock won or released: told before the callback, while l lives
+     * (lock_op_end frees one the program freed meanwhile). */
     if (l && st == RELOCK_OK && op->kind == K_ACQ) {
         l->acquired_at = now_ms();
         relock__event(a->c, RELOCK_EVENT_ACQUIRED, l, RELOCK_OK,
@@ -157,16 +155,13 @@ void relock__a_op_finish(aop *op, relock_status st)
     if (op->kind == K_RUN)
         relock__a_err_load(op); /* a blocking call reports it (pollloop.c) */
     if (op->kind == K_KEEP) {
-        /* A renewal reports through its lock, however it ended: its
-         * machine's outcome, or a connect, setup or client error before it
-         * ran (keep_after; e points into op, freed after). */
+        /* A renewal reports through its lock, however it ended (e points
+         * into op, freed after). */
         if (l && !a->freeing)
             relock__a_keep_after(a, l, st, &e);
-        op_release(op);
-        return;
-    }
-    if (op->cb)
+    } else if (op->cb) {
         op->cb(a, st, l, &e, op->arg);
+    }
     op_release(op);
 }
 
@@ -278,15 +273,13 @@ static int owner_phase(aop *op, int held)
     return 1;
 }
 
-/*
- * After a phase of op ended with *st: starts the next (returns 1), or
+/* After a phase of op ended with *st: starts the next (returns 1), or
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, then durability's WAIT on the write's connection, then the
  * owner record; an acquire whose write was not acknowledged is released
  * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
- * validity (decision 104).
- * Release: the owner record is deleted first, while the lock is ours.
- */
+ * validity (decision 104).  Release: the owner record is deleted first,
+ * while the lock is ours. */
 static int next_phase(aop *op, relock_status *st)
 {
     relock_async *a = op->a;
@@ -395,14 +388,12 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
-/* The watch marker (the key relock__watch_key() names, which `relock
- * scan` reads): written once per bridge or modern client, of either API,
- * with SETNX before its first attempt.  watch_noted: 1 written, 2 in
- * flight, 3 met a MOVED that could not be followed (the marker's node is
- * not connected yet).  A MOVED is followed
- * once, as for the legacy marker (on_marker); a write that did not land is
- * tried again at a later acquire: a missing marker only delays scan's
- * verdict. */
+/* The watch marker (relock__watch_key(), which `relock scan` reads):
+ * written once per bridge or modern client with SETNX before its first
+ * attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could
+ * not be followed (the marker's node is not connected yet).  A MOVED is
+ * followed once, as by on_marker; a write that did not land is tried again
+ * at a later acquire: a missing marker only delays scan's verdict. */
 static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -570,13 +561,16 @@ static size_t dec_len(size_t n)
     return d;
 }
 
-/* Writes n's d decimal digits (dec_len(n)) at w; returns the end. */
-static char *put_dec(char *w, size_t n, size_t d)
+/* Writes c, n's d decimal digits (dec_len(n)) and CRLF at w; returns the end. */
+static char *put_head(char *w, char c, size_t n, size_t d)
 {
-    char *end = w + d;
-    for (char *p = end; p > w; n /= 10)
+    *w++ = c;
+    for (char *p = w + d; p > w; n /= 10)
         *--p = (char)('0' + n % 10);
-    return end;
+    w += d;
+    *w++ = '\r';
+    *w++ = '\n';
+    return w;
 }
 
 /* A command in the protocol's form, in memory from malloc(): what
@@ -601,16 +595,9 @@ static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *
     char *p = malloc(total + 1);
     if (!p)
         return -1;
-    char *w = p;
-    *w++ = '*';
-    w = put_dec(w, (size_t)argc, da);
-    *w++ = '\r';
-    *w++ = '\n';
+    char *w = put_head(p, '*', (size_t)argc, da);
     for (int i = 0; i < argc; i++) {
-        *w++ = '$';
-        w = put_dec(w, l[i], dl[i]);
-        *w++ = '\r';
-        *w++ = '\n';
+        w = put_head(w, '$', l[i], dl[i]);
         if (l[i])
             memcpy(w, argv[i], l[i]);
         w += l[i];
@@ -677,8 +664,8 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     /* The batch that ended the transaction was answered.  The connection
      * stays the operation's until its machine has judged the replies: an
      * error reply to EXEC leaves the server's connection inside MULTI
-     * (h->in_txn), and relock__a_machine_done() then drops it; another operation's
-     * batch sent before that would be queued inside the transaction. */
+     * (h->in_txn), and relock__a_machine_done() then drops it; another
+     * operation's batch sent before would be queued inside the transaction. */
     int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
         relock__mhead *h = op->m;
@@ -723,11 +710,10 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
                 in.fleet_fresh = op->clock_fresh;
                 /* Just measured: the feed's monotonic time is the moment
-                 * TIME went out, which is from before
-                 * the clock was read.  The server read its clock anywhere
-                 * in the round trip, so the estimate may be behind by
-                 * half of it; a validity counted from the reply would
-                 * outlast the lease planned on it by as much. */
+                 * TIME went out, before the clock was read.  The server
+                 * read its clock anywhere in the round trip, so the
+                 * estimate may be behind by half of it; a validity counted
+                 * from the reply would outlast the lease by as much. */
                 if (op->clock_fresh)
                     in.mono_ms = op->clk.t0;
             }
@@ -741,9 +727,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         if (op->clocking)
             c->conn.clock = cn->clock;
         /* the facts of the server it runs on (a Cluster node's own), and
-         * its address for the machine's messages (a Cluster node, the
-         * master the sentinels named: the server the blocking client
-         * names, its connection's) */
+         * its address for the machine's messages */
         if (cn->probed)
             relock__a_facts_load(c, cn);
         const relock__server *was_srv = c->conn.srv;
@@ -1013,7 +997,7 @@ void relock__a_op_schedule(aop *op)
 }
 
 /* Before a call starts a quorum's operation: the shared start timer armed,
- * so that relock__a_op_schedule() cannot fail and end the operation (its callback)
+ * so that relock__a_op_schedule() cannot end the operation (its callback)
  * from within the call.  0 when the loop refuses the timer. */
 int relock__a_start_armed(relock_async *a)
 {

@@ -502,14 +502,6 @@ void relock__a_submit(aop *op)
     relock__a_send_now(op);
 }
 
-/* A "not now" error reply (relock__reply_transient) to a connection's
- * setup fails what waits for it, as a lost connection does, and the next
- * operation connects again; it never makes the client unusable. */
-int relock__a_transient_reply(const char *text)
-{
-    return relock__reply_transient(text);
-}
-
 void relock__a_on_connect(const redisAsyncContext *ac, int status)
 {
     aconn *cn = ac->data;
@@ -703,10 +695,7 @@ void relock__a_conn_connect(aconn *cn)
     cn->cstate = C_SETUP;
     aop *su = &cn->setup;
     relock__a_batch_clear(su);
-    memset(su, 0, sizeof *su);
-    su->a = a;
-    su->cn = cn;
-    su->kind = K_SETUP;
+    *su = (aop){.a = a, .cn = cn, .kind = K_SETUP};
     areq *rq = &su->rq;
     relock__a_rq_room(rq, 2); /* (a request's own room) */
     char db[16];
@@ -767,8 +756,9 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             return;
         }
     } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !a->percall &&
-               !relock__a_transient_reply(a->c->err.server)) {
-        /* the server refuses us (login, ACL) or cannot be used */
+               !relock__reply_transient(a->c->err.server)) {
+        /* The server refuses us (login, ACL) or cannot be used.  A "not
+         * now" error reply fails what waits, as a lost connection does. */
         a->fatal = st;
         relock__err_copy(&a->fatal_err, &a->c->err);
     }
@@ -836,7 +826,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     relock_async *a = su->a;
     relock_client *c = a->c;
     const relock__server *srv = cn->srv;
-    relock__feed first;
+    relock__feed first = {0};
     if (su->attempt == 2) {
         relock__a_facts_load(c, cn); /* this master's, for ROLE's form and the mode */
         role_check(su, in);
@@ -876,10 +866,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         cn->major = cn->minor = cn->patch = 0;
         cn->caps = 0;
         static char pname[] = "(probe)";
-        memset(&cn->probe_l, 0, sizeof cn->probe_l);
-        cn->probe_l.c = c;
-        cn->probe_l.name = cn->probe_l.key = cn->probe_l.fence_key = pname;
-        memset(&first, 0, sizeof first);
+        cn->probe_l = (relock_lock){.c = c, .name = pname, .key = pname, .fence_key = pname};
         in = &first;
     }
     relock__err_clear(&c->err);

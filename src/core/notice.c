@@ -29,7 +29,6 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     if (!s)
         return;
     a->sub = NULL;
-    a->sub_up = 0;
     s->data = NULL;
     if (!hiredis_frees)
         redisAsyncFree(s);
@@ -183,7 +182,7 @@ static int chan_join(aop *op)
              * on a Cluster the master of the lock's slot, where the
              * release publishes (waiters on other masters' locks share
              * it: a classic PUBLISH reaches every node). */
-            int at = a->sub_from % a->nconns;
+            int at = quorum(a) ? a->sub_from % a->nconns : op->cn->idx;
             for (int k = 0; k < a->nconns && quorum(a); k++) {
                 int i = (a->sub_from + k) % a->nconns;
                 if (a->conns[i].connected) {
@@ -191,8 +190,6 @@ static int chan_join(aop *op)
                     break;
                 }
             }
-            if (!quorum(a))
-                at = op->cn->idx;
             const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);

@@ -922,9 +922,9 @@ void relock__a_op_start(aop *op)
     }
     relock_lock *l = op->l; /* a release, an extend or a renewal */
     if (l->lost) {
+        const char *what = op->kind == K_REL ? "release" : "extend";
         relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
-                                                  "%s %s: the lock was already lost",
-                                                  op->kind == K_REL ? "release" : "extend", l->name));
+                                                  "%s %s: the lock was already lost", what, l->name));
         return;
     }
     if (op->kind == K_REL && !op->owner_gone) {
@@ -1042,17 +1042,11 @@ relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_f
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
 {
     aop *op = a->spare;
-    if (op) {
+    if (op)
         a->spare = NULL;
-        memset(op, 0, sizeof *op);
-    } else if (!(op = calloc(1, sizeof *op))) {
+    else if (!(op = malloc(sizeof *op)))
         return NULL;
-    }
-    op->a = a;
-    op->cn = &a->conns[0]; /* one server */
-    op->kind = kind;
-    op->cb = cb;
-    op->arg = arg;
-    op->acked = -1;
+    /* (conns[0]: one server's connection) */
+    *op = (aop){.a = a, .cn = &a->conns[0], .kind = kind, .cb = cb, .arg = arg, .acked = -1};
     return op;
 }

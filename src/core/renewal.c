@@ -12,17 +12,14 @@ static int async_lock_free(relock_lock *l);
 
 struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
 {
-    if (!l->al) {
-        l->al = calloc(1, sizeof *l->al);
-        if (l->al) {
-            l->al_free = async_lock_free;
-            l->al->a = a;
-            l->al->next = a->alocks;
-            if (a->alocks)
-                a->alocks->prev = l->al;
-            a->alocks = l->al;
-        }
-    }
+    if (l->al || !(l->al = calloc(1, sizeof *l->al)))
+        return l->al;
+    l->al_free = async_lock_free;
+    l->al->a = a;
+    l->al->next = a->alocks;
+    if (a->alocks)
+        a->alocks->prev = l->al;
+    a->alocks = l->al;
     return l->al;
 }
 

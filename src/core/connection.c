@@ -190,14 +190,13 @@ void relock__a_queue_remove(aconn *cn, aop *op)
     walk_remove_(&cn->walk, &cn->walk_tail, op);
 }
 
-/* The queue's operations join those being walked, and the next to walk
- * is taken out, or NULL.  The walks of the queue (queue_flush,
- * setup_done) run callbacks, which may cancel, release or free what is
- * still to walk: each operation is taken out only when its turn comes,
- * so one cancelled meanwhile (queue_remove) is never sent nor fed.  Those
- * queued again during the walk wait in the queue for the next one; a walk
- * started within a walk of the same connection goes on with the outer's
- * rest. */
+/* The queue's operations join those being walked.  The walks of the
+ * queue (queue_flush, setup_done) run callbacks, which may cancel, release
+ * or free what is still to walk: each operation is taken out only when its
+ * turn comes (walk_next), so one cancelled meanwhile (queue_remove) is
+ * never sent nor fed.  Those queued again during the walk wait in the
+ * queue for the next one; a walk started within a walk of the same
+ * connection goes on with the outer's rest. */
 static void walk_take(aconn *cn)
 {
     aop *q = cn->queue;
@@ -212,12 +211,7 @@ static void walk_take(aconn *cn)
 static aop *walk_next(aconn *cn)
 {
     aop *q = cn->walk;
-    if (!q)
-        return NULL;
-    cn->walk = q->qnext;
-    if (!cn->walk)
-        cn->walk_tail = NULL;
-    q->qnext = NULL;
+    walk_remove_(&cn->walk, &cn->walk_tail, q);
     return q;
 }
 
@@ -579,7 +573,8 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 }
 
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
- * the probe machine (setup.attempt: 0 logging in, 1 probing). */
+ * the probe machine (setup.attempt: 0 logging in, 1 probing, 2 asking a
+ * master the sentinels named for its role). */
 
 /* Sends the setup's next command, its only one; 0, or -1 out of memory. */
 static int setup_send(aop *su, int argc, const char **argv, const size_t *len)

@@ -427,14 +427,11 @@ static void note_watching(relock_async *a, aconn *cn)
         relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
         return;
     aconn *mc = relock__a_route(a, key);
-    if (a->slots && a->slots[relock__cluster_slot(key, strlen(key))]) {
-        if (!conn_open(mc))
-            return;
-    } else if (c->watch_noted == 3 && relock__a_map_on(a)) {
+    int mapped = a->slots && a->slots[relock__cluster_slot(key, strlen(key))];
+    if (!mapped && c->watch_noted == 3 && relock__a_map_on(a))
         return;
-    } else if (!conn_open(mc)) {
+    if (!mapped && !conn_open(mc))
         mc = cn;
-    }
     if (conn_open(mc) &&
         redisAsyncCommand(mc->ac, on_watch, NULL, "SETNX %s %lld", key, relock__wall_ms()) ==
             REDIS_OK)
@@ -962,11 +959,8 @@ static void start_fire(void *arg)
     a->batching++;
     while (a->starting && !a->freeing) {
         aop *op = a->starting;
-        a->starting = op->start_next;
-        if (!a->starting)
-            a->starting_tail = NULL;
+        start_remove_(&a->starting, &a->starting_tail, op);
         op->in_start = 0;
-        op->start_next = NULL;
         if (op->state == S_NEW)
             relock__a_op_start(op);
         if (op == last)

@@ -192,9 +192,7 @@ struct relock__alock {
     void *lost_arg;
     int keep_lost;
     uint64_t keep_valid; /* validity as of the last renewal */
-    /* The loss deadline: fires at keep_valid, when no renewal succeeded
-     * by then, whatever the one in flight is waiting for. */
-    void *lost_timer;
+    void *lost_timer; /* the loss deadline, at keep_valid (lost_fire()) */
     /* the last failed renewal's outcome, reported if the deadline comes
      * first (RELOCK_OK: none failed since the last success); its detail is
      * allocated at the first failure (a relock__err is some 800 bytes) */

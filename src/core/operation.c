@@ -445,14 +445,12 @@ void relock__a_machine_done(aop *op, relock_status st)
     aconn *cn = op->cn;
     relock__mhead *h = op->m;
     relock_lock *l = op->l;
-    if (h->in_txn && cn->txn_owner == op) {
-        /* A transaction left open: its connection goes (design.md §13.3). */
+    if (cn->txn_owner == op) {
         cn->txn_owner = NULL;
-        if (cn->ac)
+        /* A transaction left open: its connection goes (design.md §13.3). */
+        if (h->in_txn && cn->ac)
             relock__a_conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");
     }
-    if (cn->txn_owner == op)
-        cn->txn_owner = NULL;
     if (h->note_legacy) {
         relock_client *c = a->c;
         uint64_t now = now_ms();
@@ -536,15 +534,14 @@ void relock__a_machine_done(aop *op, relock_status st)
             relock__yield_note(l); /* let the waiters it woke go first */
         if (st == RELOCK_OK || st == RELOCK_LOST)
             l->lost = 1;
-        relock__a_op_finish(op, st);
-        return;
+        break;
     case K_EXT:
     case K_KEEP:
         if (st == RELOCK_LOST)
             l->lost = 1;
-        relock__a_op_finish(op, st); /* a renewal goes on in relock__a_keep_after() */
-        return;
+        break;
     }
+    relock__a_op_finish(op, st); /* a renewal goes on in relock__a_keep_after() */
 }
 
 /* How many decimal digits n has. */

@@ -702,13 +702,10 @@ void relock__a_conn_connect(aconn *cn)
             rq->len[n++] = (size_t)fl;
     }
     rq->n = n;
-    if (n == 0) {
-        relock__feed in; /* no login: straight to the probe */
-        memset(&in, 0, sizeof in);
-        relock__a_setup_step(su, &in);
-        return;
-    }
-    relock__a_send_now(su);
+    if (n > 0)
+        relock__a_send_now(su);
+    else /* no login: straight to the probe */
+        relock__a_setup_step(su, &(relock__feed){0});
 }
 
 /* The setup ended: with RELOCK_OK the connection is ready and the queue

@@ -258,7 +258,16 @@ void relock__a_sleep_fire(void *arg)
 }
 
 /* A subscription not answered within command_timeout_ms: wait without it. */
-static void sub_timeout_fire(void *arg);
+static void sub_timeout_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    relock__a_enter(a);
+    if (op->state == S_SUBSCRIBING)
+        relock__a_sub_next(op);
+    relock__a_leave(a);
+}
 
 /* op's subscription failed (no answer in time, or its connection went):
  * with a quorum it tries the next server, each in turn; then it plans
@@ -270,34 +279,17 @@ void relock__a_sub_next(aop *op)
     unsigned gen = op->sub_gen;
     relock__a_chan_leave(op);
     if (quorum(a) && ++op->sub_tries < a->nconns && !a->freeing) {
-        if (a->sub_gen == gen) { /* the connection it waited on: not answering */
-            a->sub_from = (a->sub_at + 1) % a->nconns;
-            if (a->sub)
-                sub_drop(a, 0);
-        }
+        if (a->sub_gen == gen) /* the connection it waited on: not answering */
+            sub_failed(a, 0);
         int j = chan_join(op);
         if (j == 0) {
             op->timer = timer_start(a, a->c->s.command_timeout_ms, sub_timeout_fire, op);
             return;
         }
-        if (j == 1) {
+        if (j == 1)
             op->state = S_RUN;
-            relock__a_plan(op, 1);
-            return;
-        }
     }
     relock__a_plan(op, 1);
-}
-
-static void sub_timeout_fire(void *arg)
-{
-    aop *op = arg;
-    relock_async *a = op->a;
-    op->timer = NULL;
-    relock__a_enter(a);
-    if (op->state == S_SUBSCRIBING)
-        relock__a_sub_next(op);
-    relock__a_leave(a);
 }
 
 /* A release notice ends op's sleep: its attempt says so (src/algo/quorum.c

@@ -302,11 +302,9 @@ void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const c
 static void on_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     aconn *cn = ac->data;
-    if (!cn)
+    if (!cn || cn->a->freeing)
         return;
     relock_async *a = cn->a;
-    if (a->freeing)
-        return;
     areq *rq = priv;
     aop *op = rq->op;
     relock__a_enter(a);
@@ -778,10 +776,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             }
         }
         if (q->state == S_NEW || a->fatal) {
-            if (!q->err)
-                q->err = malloc(sizeof *q->err);
-            if (q->err)
-                relock__err_copy(q->err, &why);
+            relock__a_err_keep(q, &why);
             relock__a_op_finish(q, st);
         } else {
             /* a redirected batch keeps the replies its first commands had */

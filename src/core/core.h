@@ -447,6 +447,9 @@ void relock__a_sub_next(aop *op);
 void relock__a_plan(aop *op, int after_subscribe);
 
 /* operation.c */
+/* op's error becomes a copy of e (stays as it was out of memory). */
+void relock__a_err_keep(aop *op, const relock__err *e);
+/* op's error becomes the client's, when the client has one. */
 void relock__a_err_save(aop *op);
 void relock__a_err_load(aop *op);
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)

@@ -1,9 +1,8 @@
 /*
  * Waiting in the operation core (core.h), for both APIs: release notices
- * on the client's subscriber connection (a->sub: shared by its waiters,
- * opened when the first subscribes, closed when none waits), one channel
- * per lock name with its waiters, and the plan between an acquire's
- * attempts.
+ * on the client's subscriber connection (shared by its waiters, opened
+ * when the first subscribes, closed when none waits), one channel per lock
+ * name, and the plan between an acquire's attempts.
  */
 
 #include "core.h"

@@ -16,16 +16,18 @@ typedef struct fence_wrap {
 
 /* ------------------------------------------------------------------ errors */
 
-void relock__a_err_save(aop *op)
+void relock__a_err_keep(aop *op, const relock__err *e)
 {
-    relock_client *c = op->a->c;
-    if (c->err.pub.status == RELOCK_OK)
-        return;
     if (!op->err)
         op->err = malloc(sizeof *op->err);
-    if (!op->err)
-        return;
-    relock__err_copy(op->err, &c->err);
+    if (op->err)
+        relock__err_copy(op->err, e);
+}
+
+void relock__a_err_save(aop *op)
+{
+    if (op->a->c->err.pub.status != RELOCK_OK)
+        relock__a_err_keep(op, &op->a->c->err);
 }
 
 void relock__a_err_load(aop *op)
@@ -861,10 +863,7 @@ void relock__a_op_start(aop *op)
 {
     relock_async *a = op->a;
     if (a->fatal && !(op->kind == K_SCAN && a->fatal_mode)) {
-        if (!op->err)
-            op->err = malloc(sizeof *op->err);
-        if (op->err)
-            relock__err_copy(op->err, &a->fatal_err);
+        relock__a_err_keep(op, &a->fatal_err);
         relock__a_op_finish(op, a->fatal);
         return;
     }

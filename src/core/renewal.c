@@ -1,7 +1,6 @@
 /*
- * Locks of the operation core (core.h): a lock's operation in flight
- * (relock__alock), its renewal (keep_*) and the loss deadline
- * (relock__a_deadline_arm(), lost_fire()).
+ * Locks of the operation core (core.h): a lock's operation in flight, its
+ * renewal and the loss deadline.
  */
 
 #include "core.h"

@@ -1,9 +1,7 @@
 /*
- * A connection of the operation core (core.h): connecting, the setup's
- * login and probe (and a Sentinel master's role check), the timers, the
- * queue of operations waiting for the connection, the FIFO of requests in
- * flight, their replies and the command timeout, and dropping a
- * connection with everything in flight on it.
+ * A connection of the operation core (core.h): connecting, the setup
+ * (login, probe, a Sentinel master's role check), the operations waiting
+ * for it, the requests in flight and their replies, and dropping it.
  */
 
 #include <pthread.h>
@@ -11,7 +9,6 @@
 #include "core.h"
 
 static void really_free(relock_async *a);
-static void queue_push(aconn *cn, aop *op);
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -124,8 +121,8 @@ static redisReply *reply_take(void *r)
     return reply_copy(r, 0);
 }
 
-/* Frees a request's commands and the replies it holds. */
-void relock__a_rq_clear(areq *rq)
+/* Frees a request's commands and the replies it holds; its room stays. */
+void relock__a_rq_reset(areq *rq)
 {
     for (int i = 0; i < rq->n; i++) {
         free(rq->cmd[i]);
@@ -139,22 +136,29 @@ void relock__a_rq_clear(areq *rq)
             rq->rep[i] = NULL;
         }
     rq->nrep = 0;
-    if (rq->cmd != rq->own_cmd)
-        free(rq->cmd); /* a wide batch's room (or NULL) */
+}
+
+static void rq_own_room(areq *rq)
+{
     rq->cmd = rq->own_cmd;
     rq->len = rq->own_len;
     rq->rep = rq->own_rep;
     rq->cap = RELOCK__BATCH_OWN;
 }
 
+/* Frees a request's commands, its replies and a wide batch's room. */
+void relock__a_rq_clear(areq *rq)
+{
+    relock__a_rq_reset(rq);
+    if (rq->cmd != rq->own_cmd)
+        free(rq->cmd); /* a wide batch's room (or NULL) */
+    rq_own_room(rq);
+}
+
 int relock__a_rq_room(areq *rq, int n)
 {
-    if (!rq->cmd) {
-        rq->cmd = rq->own_cmd;
-        rq->len = rq->own_len;
-        rq->rep = rq->own_rep;
-        rq->cap = RELOCK__BATCH_OWN;
-    }
+    if (!rq->cmd)
+        rq_own_room(rq);
     if (n <= rq->cap)
         return 0;
     if (n > RELOCK__BATCH_CMDS || rq->n || rq->nrep)
@@ -178,32 +182,7 @@ void relock__a_batch_clear(aop *op)
     relock__a_rq_clear(&op->rq);
 }
 
-/* Frees a request's commands (answered: the next batch comes). */
-void relock__a_rq_cmds_free(areq *rq)
-{
-    for (int i = 0; i < rq->n; i++) {
-        free(rq->cmd[i]);
-        rq->cmd[i] = NULL;
-    }
-    rq->n = 0;
-    rq->base = rq->ask = 0;
-}
 /* ------------------------------------------------------------------ the connection */
-
-static void fifo_push(aconn *cn, areq *rq)
-{
-    fifo_push_(&cn->fifo, &cn->fifo_tail, rq);
-}
-
-static void fifo_remove(aconn *cn, areq *rq)
-{
-    fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
-}
-
-static void queue_push(aconn *cn, aop *op)
-{
-    queue_push_(&cn->queue, &cn->queue_tail, op);
-}
 
 void relock__a_queue_remove(aconn *cn, aop *op)
 {
@@ -211,14 +190,13 @@ void relock__a_queue_remove(aconn *cn, aop *op)
     walk_remove_(&cn->walk, &cn->walk_tail, op);
 }
 
-/* The queue's operations join those being walked, and the next to walk
- * is taken out, or NULL.  The walks of the queue (queue_flush,
- * setup_done) run callbacks, which may cancel, release or free what is
- * still to walk: each operation is taken out only when its turn comes,
- * so one cancelled meanwhile (queue_remove) is never sent nor fed.  Those
- * queued again during the walk wait in the queue for the next one; a walk
- * started within a walk of the same connection goes on with the outer's
- * rest. */
+/* The queue's operations join those being walked.  The walks of the
+ * queue (queue_flush, setup_done) run callbacks, which may cancel, release
+ * or free what is still to walk: each operation is taken out only when its
+ * turn comes (walk_next), so one cancelled meanwhile (queue_remove) is
+ * never sent nor fed.  Those queued again during the walk wait in the
+ * queue for the next one; a walk started within a walk of the same
+ * connection goes on with the outer's rest. */
 static void walk_take(aconn *cn)
 {
     aop *q = cn->queue;
@@ -233,19 +211,14 @@ static void walk_take(aconn *cn)
 static aop *walk_next(aconn *cn)
 {
     aop *q = cn->walk;
-    if (!q)
-        return NULL;
-    cn->walk = q->qnext;
-    if (!cn->walk)
-        cn->walk_tail = NULL;
-    q->qnext = NULL;
+    walk_remove_(&cn->walk, &cn->walk_tail, q);
     return q;
 }
 
 /* op waits for cn: queued, and the connection opened or kicked. */
 void relock__a_conn_wants(aconn *cn, aop *op)
 {
-    queue_push(cn, op);
+    queue_push_(&cn->queue, &cn->queue_tail, op);
     if (cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
     else if (cn->cstate == C_READY && !cn->kick_timer && !cn->a->direct)
@@ -329,11 +302,9 @@ void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const c
 static void on_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     aconn *cn = ac->data;
-    if (!cn)
+    if (!cn || cn->a->freeing)
         return;
     relock_async *a = cn->a;
-    if (a->freeing)
-        return;
     areq *rq = priv;
     aop *op = rq->op;
     relock__a_enter(a);
@@ -346,7 +317,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         if (op && rq->nrep < rq->cap)
             rq->rep[rq->nrep++] = reply_take(r);
         if (--rq->outstanding == 0) {
-            fifo_remove(cn, rq);
+            fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
             if (op) {
                 relock__a_fan_reply(op, rq);
             } else {
@@ -356,10 +327,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
         }
     } else if (op->state == S_SENT) {
         /* with ask, the first reply is ASKING's, and goes */
-        if (!(rq->ask && rq->got == 0)) {
-            rq->rep[rq->nrep] = reply_take(r);
-            rq->nrep++;
-        }
+        if (!(rq->ask && rq->got == 0))
+            rq->rep[rq->nrep++] = reply_take(r);
         rq->got++;
         if (--rq->outstanding == 0) {
             /* The requests behind a slow one (WAIT) waited for it: their
@@ -369,7 +338,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                 if (rq->fnext->sent_at < now)
                     rq->fnext->sent_at = now;
             }
-            fifo_remove(cn, rq);
+            fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
             int missing = 0;
             for (int i = 0; i < rq->nrep; i++)
                 if (!rq->rep[i])
@@ -420,7 +389,7 @@ void relock__a_rq_send(areq *rq)
     rq->expect = rq->n - rq->base;
     rq->sent_at = now_ms();
     rq->start_off = cn->appended;
-    fifo_push(cn, rq);
+    fifo_push_(&cn->fifo, &cn->fifo_tail, rq);
     if (rq->ask) {
         static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
         rq->outstanding = 2;
@@ -442,6 +411,15 @@ void relock__a_rq_send(areq *rq)
     }
     if (!cn->tmo_timer)
         cn->tmo_timer = timer_start(a, a->c->s.command_timeout_ms, tmo_fire, cn);
+}
+
+/* op's batch waits in cn's queue, which connects when down. */
+static void queue_wait(aconn *cn, aop *op)
+{
+    op->state = S_QUEUED;
+    queue_push_(&cn->queue, &cn->queue_tail, op);
+    if (cn->cstate == C_DOWN)
+        relock__a_conn_connect(cn);
 }
 
 /* Writes op's batch on its connection. */
@@ -478,10 +456,7 @@ void relock__a_submit(aop *op)
         /* the rest of a redirected batch (never inside a transaction) */
         aconn *to = op->redir;
         if (to->cstate != C_READY || to->txn_owner) {
-            op->state = S_QUEUED;
-            queue_push(to, op);
-            if (to->cstate == C_DOWN)
-                relock__a_conn_connect(to);
+            queue_wait(to, op);
             return;
         }
         /* A write that went on to another node: a WAIT after it could not
@@ -509,10 +484,7 @@ void relock__a_submit(aop *op)
         return;
     }
     if (op->kind != K_SETUP && (cn->cstate != C_READY || cn->txn_owner)) {
-        op->state = S_QUEUED;
-        queue_push(cn, op);
-        if (cn->cstate == C_DOWN)
-            relock__a_conn_connect(cn);
+        queue_wait(cn, op);
         return;
     }
     if (op->in_txn) {
@@ -520,14 +492,6 @@ void relock__a_submit(aop *op)
         op->txn_gen = cn->gen;
     }
     relock__a_send_now(op);
-}
-
-/* A "not now" error reply (relock__reply_transient) to a connection's
- * setup fails what waits for it, as a lost connection does, and the next
- * operation connects again; it never makes the client unusable. */
-int relock__a_transient_reply(const char *text)
-{
-    return relock__reply_transient(text);
 }
 
 void relock__a_on_connect(const redisAsyncContext *ac, int status)
@@ -607,25 +571,32 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 }
 
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
- * the probe machine (setup.attempt: 0 logging in, 1 probing). */
+ * the probe machine (setup.attempt: 0 logging in, 1 probing, 2 asking a
+ * master the sentinels named for its role). */
+
+/* Sends the setup's next command, its only one; 0, or -1 out of memory. */
+static int setup_send(aop *su, int argc, const char **argv, const size_t *len)
+{
+    relock__a_rq_reset(&su->rq);
+    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
+    int fl = redisFormatCommandArgv(&su->rq.cmd[0], argc, argv, len);
+    if (fl < 0)
+        return -1;
+    su->rq.len[0] = (size_t)fl;
+    su->rq.n = 1;
+    relock__a_send_now(su);
+    return 0;
+}
 
 static void role_ask(aop *su)
 {
     relock_client *c = su->a->c;
     int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
     const char *argv[2] = {by_info ? "INFO" : "ROLE", "replication"};
-    size_t len[2] = {by_info ? 4 : 4, 11};
-    relock__a_rq_cmds_free(&su->rq);
-    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
-    int fl = redisFormatCommandArgv(&su->rq.cmd[0], by_info ? 2 : 1, argv, len);
-    if (fl < 0) {
-        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
-        return;
-    }
-    su->rq.len[0] = (size_t)fl;
-    su->rq.n = 1;
+    size_t len[2] = {4, 11};
     su->attempt = 2;
-    relock__a_send_now(su);
+    if (setup_send(su, by_info ? 2 : 1, argv, len) < 0)
+        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
 }
 
 static void role_check(aop *su, const relock__feed *in)
@@ -699,7 +670,7 @@ void relock__a_conn_connect(aconn *cn)
          * reports it */
         timer_stop(a, &cn->conn_timer);
         cn->conn_timer = timer_start(a, 0, connect_failed, cn);
-        if (!cn->conn_timer) { /* no timer: at once, as before */
+        if (!cn->conn_timer) { /* no timer: at once */
             cn->cstate = C_DOWN;
             relock__a_setup_done(cn, RELOCK__FAIL(&a->c->err, RELOCK_EIO, "%s", cn->fail_why));
         }
@@ -717,10 +688,7 @@ void relock__a_conn_connect(aconn *cn)
     cn->cstate = C_SETUP;
     aop *su = &cn->setup;
     relock__a_batch_clear(su);
-    memset(su, 0, sizeof *su);
-    su->a = a;
-    su->cn = cn;
-    su->kind = K_SETUP;
+    *su = (aop){.a = a, .cn = cn, .kind = K_SETUP};
     areq *rq = &su->rq;
     relock__a_rq_room(rq, 2); /* (a request's own room) */
     char db[16];
@@ -732,13 +700,10 @@ void relock__a_conn_connect(aconn *cn)
             rq->len[n++] = (size_t)fl;
     }
     rq->n = n;
-    if (n == 0) {
-        relock__feed in; /* no login: straight to the probe */
-        memset(&in, 0, sizeof in);
-        relock__a_setup_step(su, &in);
-        return;
-    }
-    relock__a_send_now(su);
+    if (n > 0)
+        relock__a_send_now(su);
+    else /* no login: straight to the probe */
+        relock__a_setup_step(su, &(relock__feed){0});
 }
 
 /* The setup ended: with RELOCK_OK the connection is ready and the queue
@@ -781,8 +746,9 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             return;
         }
     } else if (st != RELOCK_EIO && st != RELOCK_ENOMEM && !a->percall &&
-               !relock__a_transient_reply(a->c->err.server)) {
-        /* the server refuses us (login, ACL) or cannot be used */
+               !relock__reply_transient(a->c->err.server)) {
+        /* The server refuses us (login, ACL) or cannot be used.  A "not
+         * now" error reply fails what waits, as a lost connection does. */
         a->fatal = st;
         relock__err_copy(&a->fatal_err, &a->c->err);
     }
@@ -810,10 +776,7 @@ void relock__a_setup_done(aconn *cn, relock_status st)
             }
         }
         if (q->state == S_NEW || a->fatal) {
-            if (!q->err)
-                q->err = malloc(sizeof *q->err);
-            if (q->err)
-                relock__err_copy(q->err, &why);
+            relock__a_err_keep(q, &why);
             relock__a_op_finish(q, st);
         } else {
             /* a redirected batch keeps the replies its first commands had */
@@ -850,7 +813,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     relock_async *a = su->a;
     relock_client *c = a->c;
     const relock__server *srv = cn->srv;
-    relock__feed first;
+    relock__feed first = {0};
     if (su->attempt == 2) {
         relock__a_facts_load(c, cn); /* this master's, for ROLE's form and the mode */
         role_check(su, in);
@@ -890,10 +853,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         cn->major = cn->minor = cn->patch = 0;
         cn->caps = 0;
         static char pname[] = "(probe)";
-        memset(&cn->probe_l, 0, sizeof cn->probe_l);
-        cn->probe_l.c = c;
-        cn->probe_l.name = cn->probe_l.key = cn->probe_l.fence_key = pname;
-        memset(&first, 0, sizeof first);
+        cn->probe_l = (relock_lock){.c = c, .name = pname, .key = pname, .fence_key = pname};
         in = &first;
     }
     relock__err_clear(&c->err);
@@ -915,17 +875,9 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
             relock__a_setup_done(cn, su->probe.h.st);
         return;
     }
-    relock__a_rq_cmds_free(&su->rq);
-    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
     const relock__cmd *k = &a->batch.cmd[0];
-    int fl = redisFormatCommandArgv(&su->rq.cmd[0], k->argc, (const char **)k->argv, k->len);
-    if (fl < 0) {
+    if (setup_send(su, k->argc, (const char **)k->argv, k->len) < 0)
         relock__a_setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
-        return;
-    }
-    su->rq.len[0] = (size_t)fl;
-    su->rq.n = 1;
-    relock__a_send_now(su);
 }
 
 /* ------------------------------------------------------------------ freeing */

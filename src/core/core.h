@@ -1,28 +1,12 @@
 /*
  * The event-driven operation core: the asynchronous client's driver of
- * the lock engine's step machines, on hiredis's asynchronous context, and
- * under the blocking calls (one server, a quorum) as a private poll loop
- * (pollloop.c: an inner client per blocking client, K_RUN operations).
- * This private header holds the types its files share and the functions
- * they call across; relock_async.h is its public face (src/api/async.c).
+ * the lock engine's step machines on hiredis's asynchronous context, and
+ * under the blocking calls a private poll loop (pollloop.c: an inner
+ * client per blocking client, K_RUN operations).  This private header
+ * holds what its files share; relock_async.h is its public face
+ * (src/api/async.c).
  *
- * The files, by concern:
- *   connection.c  a connection: connect, login and probe (setup), its
- *                 timers, the queue of operations waiting for it, the FIFO
- *                 of requests in flight, replies and the command timeout;
- *   routing.c     the Cluster slot map and node pool, following MOVED and
- *                 ASK, and the search for the Sentinel master (loc_*);
- *   notice.c      release notices (the subscriber connection, one channel
- *                 per lock name) and waiting between attempts (plan, sleep);
- *   operation.c   an operation's life: starting, the phases after the
- *                 main machine (durability, owner record, undo), the
- *                 legacy marker and WATCH evidence, feeding replies and
- *                 finishing;
- *   fanout.c      a quorum's fan-out over a connection per server;
- *   renewal.c     a lock's operation in flight, its renewal and the loss
- *                 deadline.
- *
- * One connection carries every operation, pipelined: a machine's batch is
+ * A connection carries every operation, pipelined: a machine's batch is
  * formatted when the machine asks for it and written at once; its replies
  * come back in order and, once the batch is complete, feed the machine's
  * next step.  A second connection, opened only while someone waits,
@@ -40,24 +24,8 @@
  * decide (EAMBIGUOUS where a write may have run, a read-back where they
  * have one).  The next batch connects afresh, logs in and probes again.
  *
- * Connections: a connection (aconn) is one server's hiredis context with
- * its setup, its requests in flight (areq, in the order the server
- * answers), the operations waiting for it and its timers; the client has
- * one per server in its settings, and on a Redis Cluster one per node met
- * (MOVED and ASK move a batch's unanswered rest there; see relock__a_follow()).
- * With Sentinel the first connection goes to the master the sentinels
- * name, searched for before every connect (see relock__a_loc_next()).
- *
  * The machines record errors on the client's error; operations interleave,
  * so each keeps its own and the driver moves it in and out around a step.
- *
- * Phases (next_phase): after an acquire or extend wrote, the same
- * operation runs durability's WAIT (pinned to the connection generation
- * the write went out on) and then the owner record's machine; a release
- * deletes the record first; an acquire whose write was not acknowledged
- * runs the release machine.  A machine that asks for the fleet's clock
- * when the estimate is due has its replies held while the clock machine's
- * TIME goes out first.  All of them are the blocking API's machines.
  */
 
 #ifndef RELOCK_CORE_H
@@ -87,7 +55,7 @@
 
 /* K_RUN: one given step machine on a lock, for the blocking API's poll loop
  * (pollloop.c, relock__drive()): no waiting, no phases, the caller's machine. */
-enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_UNDO, K_SLOTS, K_RUN, K_SCAN };
+enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_SLOTS, K_RUN, K_SCAN };
 
 enum op_state {
     S_NEW = 0,    /* started, first step not run */
@@ -98,7 +66,6 @@ enum op_state {
     S_RUN,        /* its machine is being stepped */
     S_DONE
 };
-
 
 typedef struct achan achan;
 typedef struct aconn aconn;
@@ -140,10 +107,7 @@ typedef struct areq {
 
 typedef struct afan afan;
 
-/* What an operation's machine is doing: the operation's own machine
- * first, then those that follow a success (durability's WAIT, the owner
- * record), or that come before it (a release deletes the owner record
- * first), or that undo it (an acquire whose write was not acknowledged). */
+/* What an operation's machine is doing (next_phase(), operation.c). */
 enum op_phase { PH_MAIN = 0, PH_DURABLE, PH_OWNER, PH_UNDO };
 
 struct aop {
@@ -172,8 +136,7 @@ struct aop {
     /* acquire */
     long long wait_ms;
     uint64_t deadline;
-    uint64_t began; /* when it was asked: its acquired event's waited_ms, a
-                     * failed extend's bound */
+    uint64_t began; /* when it was asked: the acquired event's wait, a failed extend's bound */
     unsigned attempt;
     void *timer;
     achan *ch;
@@ -189,13 +152,12 @@ struct aop {
     int phase;     /* enum op_phase */
     int pinned;    /* its batch must go on the connection of the write */
     /* The connection generation the main machine's batches went out on
-     * (wset once one did; wmoved when they went on more than one): the
-     * WAIT after the write must go on the same. */
+     * (wset once one did; wmoved when on more than one): WAIT goes there. */
     unsigned wgen;
     int wset, wmoved;
     int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
-    /* extend: the validity before, the bound on it when the replicas did
-     * not acknowledge the new one (decision 104) */
+    /* extend: the validity before, its bound when the new one was not
+     * acknowledged by the replicas (decision 104) */
     uint64_t was_valid;
     long long was_ttl;
     int owner_gone; /* release: the owner record was deleted first */
@@ -230,13 +192,10 @@ struct relock__alock {
     void *lost_arg;
     int keep_lost;
     uint64_t keep_valid; /* validity as of the last renewal */
-    /* The loss deadline: fires at keep_valid, when no renewal succeeded
-     * by then, whatever the one in flight is waiting for. */
-    void *lost_timer;
+    void *lost_timer; /* the loss deadline, at keep_valid (lost_fire()) */
     /* the last failed renewal's outcome, reported if the deadline comes
-     * first (RELOCK_OK: none failed since the last success); its detail
-     * is allocated at the first failure (a held lock's state stays
-     * small: a relock__err is some 800 bytes), NULL out of memory */
+     * first (RELOCK_OK: none failed since the last success); its detail is
+     * allocated at the first failure (a relock__err is some 800 bytes) */
     relock_status fail_st;
     relock__err *fail_err;
 };
@@ -247,10 +206,9 @@ struct relock__alock {
 
 enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY, C_LOCATING };
 
-/* One connection to one server: the hiredis context, its setup (login and
- * probe), its requests in flight, the operations waiting for it, its
- * timers.  A client has one per server it talks to (conns[i] for
- * c->s.servers[i]); relock__a_conn_find() looks one up by address. */
+/* One connection to one server.  A client has one per server it talks to
+ * (conns[i] for c->s.servers[i]), and on a Redis Cluster one per node met
+ * (MOVED and ASK move a batch's unanswered rest there). */
 struct aconn {
     relock_async *a;
     int idx;                   /* its index in a->conns */
@@ -264,9 +222,9 @@ struct aconn {
     void *conn_timer;
     void *tmo_timer;
     /* A connect that failed at once (a name that does not resolve, the
-     * loop refusing the context): its failure is reported from the loop
-     * (connect_failed), never from within the call that started an
-     * operation, whose callback must not run there. */
+     * loop refusing the context) is reported from the loop, never from
+     * within the call that started an operation, whose callback must not
+     * run there. */
     char fail_why[300];
     void *kick_timer;
     aop setup;
@@ -282,13 +240,10 @@ struct aconn {
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
     long long late_ms;  /* the last round timeout of a request sent on it */
-    /* legacy.clock = "server": this server's clock (a Cluster node's own:
-     * one per node's connection) */
-    relock__clock_est clock;
-    /* What this server's probe learned (version, capabilities; probed:
-     * set once it ran): the facts an operation's machine reads while it
-     * runs on this connection.  A Cluster's nodes need not be alike (a
-     * rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
+    relock__clock_est clock; /* legacy.clock = "server": this server's (node's) clock */
+    /* What this server's probe learned (probed: once it ran), which a
+     * machine reads while it runs here.  A Cluster's nodes need not be
+     * alike (a rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
     int probed;
     char version[32];
     int major, minor, patch;
@@ -299,9 +254,7 @@ struct relock_async {
     relock_client *c; /* settings, server facts, scripts: what machines read */
     relock_async_loop loop;
     relock__err err;
-    /* the machines of the client's algorithm (relock__algo.machines), once
-     * chosen: after the probe, or at once with a quorum */
-    const relock__machines *kit;
+    const relock__machines *kit; /* the algorithm's machines, once chosen */
     relock_status fatal; /* the probe or the mode failed: every operation fails */
     int fatal_mode;      /* the mode (not the server) failed: scans run (scan.c) */
     relock__err fatal_err;
@@ -312,8 +265,7 @@ struct relock_async {
     int nconns;
     int ncap;
     /* Cluster: the slot map (1 + the index of the master's connection; 0
-     * unknown), made at the first MOVED; home: where an operation whose
-     * slot is unknown goes */
+     * unknown), made at the first MOVED; home: where an unknown slot goes */
     uint8_t *slots;
     aconn *home;
     aop slots_rd;     /* CLUSTER SLOTS in flight (K_SLOTS), when state is S_SENT */
@@ -330,22 +282,18 @@ struct relock_async {
         int checking;   /* connecting to m and checking its role */
         int go;         /* conn_connect: connect to m now */
     } loc;
-    /* every live operation, every lock */
-    aop *ops;
+    aop *ops; /* every live operation, every lock */
     struct relock__alock *alocks;
     long pending;
-    /* release notices */
-    redisAsyncContext *sub;
-    int sub_up;
+    redisAsyncContext *sub; /* release notices */
     int sub_at, sub_from; /* its server; where the next one starts looking */
     unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
-    /* counts the times the channels were freed (sub_drop, chan_free_all):
-     * a walk of a channel's waiters stops when it changes under it */
+    /* counts the times the channels were freed: a walk of a channel's
+     * waiters stops when it changes under it */
     unsigned chans_gen;
     int nwaiting;
-    /* the batch a machine fills */
-    relock__batch batch;
+    relock__batch batch; /* the batch a machine fills */
     relock__fanout *fanout; /* what a fan machine fills, with a quorum */
     /* A quorum's new operations start together from one timer (starting);
      * the rounds they open meanwhile (batching) wait for their first feed
@@ -359,29 +307,24 @@ struct relock_async {
     int max_owed;
     /* c is the blocking client's, which owns it (pollloop.c): not freed here */
     int borrowed;
-    /* The mode's choice after the first probe (relock__select_mode, set
-     * by relock_async_new()): through a pointer, since the blocking runs
-     * the choice names run over this core (pollloop.c). */
+    /* The mode's choice after the first probe: through a pointer, since
+     * the blocking runs the choice names run over this core (pollloop.c). */
     relock_status (*select_mode)(relock_client *c);
     /* the caller flushes the queue itself at once (pollloop.c): no kick */
     int direct;
     /* a blocking one-server client's: a setup the server refuses fails the
      * call that waits for it, not the client (the next call tries again) */
     int percall;
-    /* A finished operation's memory, for the next one (operation.c): a
-     * blocking call runs an operation or two, and their calloc() and
-     * free() were a tenth of its instructions. */
+    /* A finished operation's memory, for the next one: a blocking call
+     * runs an operation or two, and their calloc() and free() cost a tenth
+     * of its instructions. */
     aop *spare;
-    /* freeing */
-    int depth;
+    int depth; /* callbacks of this client running (relock__a_enter()) */
     int freeing;
 };
 
-/* Singly linked lists with a tail, their push and remove written once
- * for each: a connection's requests in flight (areq, by fnext) and the
- * operations waiting for it (aop, by qnext); the quorum operations about
- * to start together (start_next) and those whose first round waits for the
- * shared flush (due_next). */
+/* Singly linked lists with a tail (head and tail pointers, a link field):
+ * their push and remove. */
 #define SLIST_FNS(name, type, link)                                                    \
     static inline void name##_push_(type **head, type **tail, type *n)                 \
     {                                                                                  \
@@ -445,6 +388,13 @@ static inline void timer_stop(relock_async *a, void **t)
     }
 }
 
+/* Forgets op's error (a new attempt or phase has its own). */
+static inline void op_err_drop(aop *op)
+{
+    free(op->err);
+    op->err = NULL;
+}
+
 /* connection.c */
 const char *relock__a_sock_error(const redisAsyncContext *ac);
 void relock__a_take_install(redisAsyncContext *ac);
@@ -455,7 +405,7 @@ void relock__a_rq_clear(areq *rq);
  * replies; 0, or -1 without memory or beyond RELOCK__BATCH_CMDS. */
 int relock__a_rq_room(areq *rq, int n);
 void relock__a_batch_clear(aop *op);
-void relock__a_rq_cmds_free(areq *rq);
+void relock__a_rq_reset(areq *rq);
 void relock__a_queue_remove(aconn *cn, aop *op);
 void relock__a_conn_wants(aconn *cn, aop *op);
 aconn *relock__a_conn_find(relock_async *a, const char *host, int port);
@@ -464,7 +414,6 @@ void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const c
 void relock__a_rq_send(areq *rq);
 void relock__a_send_now(aop *op);
 void relock__a_submit(aop *op);
-int relock__a_transient_reply(const char *text);
 void relock__a_on_connect(const redisAsyncContext *ac, int status);
 void relock__a_on_disconnect(const redisAsyncContext *ac, int status);
 void relock__a_conn_timeout(void *arg);
@@ -498,11 +447,15 @@ void relock__a_sub_next(aop *op);
 void relock__a_plan(aop *op, int after_subscribe);
 
 /* operation.c */
+/* op's error becomes a copy of e (stays as it was out of memory). */
+void relock__a_err_keep(aop *op, const relock__err *e);
+/* op's error becomes the client's, when the client has one. */
 void relock__a_err_save(aop *op);
 void relock__a_err_load(aop *op);
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void relock__a_op_finish(aop *op, relock_status st);
+void relock__a_op_cancelled(aop *op);
 void relock__a_attempt_begin(aop *op);
 void relock__a_machine_done(aop *op, relock_status st);
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
@@ -513,8 +466,7 @@ int relock__a_start_armed(relock_async *a);
 void relock__a_op_enqueue(aop *op);
 /* The login srv asks for on a new connection: AUTH (with its username
  * when set), then SELECT when its db is not 0, as up to two commands in
- * cmd, whose words point into srv and db; returns how many.  Every
- * connection of the core sends them (connection.c, fanout.c, notice.c). */
+ * cmd, whose words point into srv and db; returns how many. */
 int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2]);
 /* Cancels acquire op (not cancelled, not done): it ends with
  * RELOCK_ECANCELED at the next turn when nothing of it is in flight, else

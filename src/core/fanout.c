@@ -197,7 +197,7 @@ static void on_fan_setup(redisAsyncContext *ac, void *rr, void *priv)
     char why[300];
     snprintf(why, sizeof why, "AUTH/SELECT: %.150s", r->str ? r->str : "");
     /* a transient error is a connection that failed, not a refusal */
-    relock__a_conn_gone(cn, 0, relock__a_transient_reply(r->str) ? RELOCK_EIO : RELOCK_ECONFIG,
+    relock__a_conn_gone(cn, 0, relock__reply_transient(r->str) ? RELOCK_EIO : RELOCK_ECONFIG,
                         why);
     relock__a_leave(a);
 }

@@ -3,11 +3,8 @@
  *
  * relock_async_loop asks the program's loop to watch descriptors and to
  * run timers, as curl's socket and timer callbacks do; nothing public
- * names hiredis.  Each connection is a hiredis asynchronous context whose
- * event hooks (addRead, delRead, addWrite, delWrite, cleanup) are
- * installed here: each keeps what the loop watches for the descriptor and
- * tells the loop when that changes, and cleanup tells it the descriptor is
- * removed.  The loop reports a ready descriptor through
+ * names hiredis.  A context's event hooks, installed here, tell the loop
+ * what to watch; the loop reports a ready descriptor through
  * relock_async_socket_action(), which reads and writes through hiredis.
  *
  * A socket's memory is its own, not the client's: hiredis may free a
@@ -16,12 +13,6 @@
  * a copy of the loop's watch function and data.  While
  * relock_async_socket_action() runs on a socket, its memory stays until
  * that call ends, even when hiredis lets go of the context meanwhile.
- *
- * Writes: relock sends a connected context's output itself with
- * send(MSG_NOSIGNAL) (send_own); what it cannot send (a connect under
- * way, a failed send) goes to hiredis's own write() through
- * relock__write_nopipe() (nopipe.c): a write to a connection the server
- * closed fails with EPIPE instead of raising SIGPIPE in the program.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -68,26 +59,22 @@ static void tell(relock_async_socket *s, int events)
 
 static void add_read(void *p)
 {
-    relock_async_socket *s = p;
-    tell(s, s->events | RELOCK_IO_READ);
+    tell(p, ((relock_async_socket *)p)->events | RELOCK_IO_READ);
 }
 
 static void del_read(void *p)
 {
-    relock_async_socket *s = p;
-    tell(s, s->events & ~RELOCK_IO_READ);
+    tell(p, ((relock_async_socket *)p)->events & ~RELOCK_IO_READ);
 }
 
 static void add_write(void *p)
 {
-    relock_async_socket *s = p;
-    tell(s, s->events | RELOCK_IO_WRITE);
+    tell(p, ((relock_async_socket *)p)->events | RELOCK_IO_WRITE);
 }
 
 static void del_write(void *p)
 {
-    relock_async_socket *s = p;
-    tell(s, s->events & ~RELOCK_IO_WRITE);
+    tell(p, ((relock_async_socket *)p)->events & ~RELOCK_IO_WRITE);
 }
 
 /* hiredis lets go of the context; the descriptor is closed right after. */
@@ -141,7 +128,7 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
  * system calls fewer per batch).  0 when the output is written, or when
  * the socket takes no more for now; -1 when the send failed otherwise or
  * was not tried (not connected yet): hiredis's own write then meets the
- * failure and ends the connection, with SIGPIPE blocked. */
+ * failure and ends the connection, through relock__write_nopipe(). */
 static int send_own(redisAsyncContext *ac)
 {
     redisContext *c = &ac->c;

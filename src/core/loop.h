@@ -1,8 +1,5 @@
-/*
- * The asynchronous client's connections on the program's loop (loop.c):
- * hiredis's event hooks of a context, translated into the watch calls of
- * relock_async_loop; and relock's own writes without SIGPIPE (nopipe.c).
- */
+/* The asynchronous client's connections on the program's loop (loop.c),
+ * and its writes without SIGPIPE (nopipe.c). */
 #ifndef RELOCK_CORE_LOOP_H
 #define RELOCK_CORE_LOOP_H
 
@@ -22,9 +19,7 @@ int relock__loop_valid(const relock_async_loop *loop);
 int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac);
 
 /* Runs fn(arg), a write to a socket, with SIGPIPE blocked in the calling
- * thread, and takes back a SIGPIPE it raised (nopipe.c):
- * relock_async_socket_action() and the quorum's flush of a round's batches
- * (async.c) write through it. */
+ * thread, and takes back a SIGPIPE it raised. */
 void relock__write_nopipe(void (*fn)(void *), void *arg);
 
 #endif

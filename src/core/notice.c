@@ -1,23 +1,22 @@
 /*
  * Waiting in the operation core (core.h), for both APIs: release notices
- * on the core client's subscriber connection (a->sub: shared by its
- * waiters, opened when the first subscribes, closed when none waits), one
- * channel per lock name with its waiters (chan_*, sub_*, on_sub), and the
- * plan between an acquire's attempts (relock__a_plan(),
- * relock__a_sleep_fire(), wake()).
+ * on the client's subscriber connection (shared by its waiters, opened
+ * when the first subscribes, closed when none waits), one channel per lock
+ * name, and the plan between an acquire's attempts.
  */
 
 #include "core.h"
 
 /* ------------------------------------------------------------------ release notices */
 
+/* Frees every channel; their waiters have left them already. */
 void relock__a_chan_free_all(relock_async *a)
 {
     achan *ch = a->chans;
     a->chans = NULL;
     a->chans_gen++;
     while (ch) {
-        achan *next = ch->next; /* its waiters have ended already */
+        achan *next = ch->next;
         free(ch);
         ch = next;
     }
@@ -29,35 +28,24 @@ static void sub_drop(relock_async *a, int hiredis_frees)
     if (!s)
         return;
     a->sub = NULL;
-    a->sub_up = 0;
     s->data = NULL;
     if (!hiredis_frees)
         redisAsyncFree(s);
-    /* Waiters keep waiting, by their timers only; one waiting for its
-     * subscription plans again without it. */
-    achan *ch = a->chans;
-    a->chans = NULL;
-    a->chans_gen++;
+    /* Waiters keep waiting, by their timers only; those waiting for their
+     * subscription plan again without it. */
     a->nwaiting = 0;
     aop *replan = NULL;
-    while (ch) {
-        achan *next = ch->next;
-        aop *w = ch->waiters;
-        while (w) {
-            aop *wn = w->cnext;
+    for (achan *ch = a->chans; ch; ch = ch->next)
+        for (aop *w = ch->waiters, *wn; w; w = wn) {
+            wn = w->cnext;
             w->ch = NULL;
-            w->cprev = NULL;
-            w->cnext = NULL;
+            w->cprev = w->cnext = NULL;
             if (w->state == S_SUBSCRIBING) {
                 w->cnext = replan;
                 replan = w;
             }
-            w = wn;
         }
-        free(ch);
-        ch = next;
-    }
-    /* those waiting for a subscription plan again without it */
+    relock__a_chan_free_all(a);
     while (replan && !a->freeing) {
         aop *next = replan->cnext;
         replan->cnext = NULL;
@@ -106,34 +94,28 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     achan *ch = priv;
     /* A waiter fed below may end (its bound ran out) and leave the
      * channel; the last to leave drops the subscription, which frees every
-     * channel, ch among them: the walks stop as soon as that happened. */
+     * channel, ch among them: the walk stops as soon as that happened. */
     unsigned gen = a->chans_gen;
     if (!r) {
         sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                r->element[0]->type == REDIS_REPLY_STRING) {
-        const char *kind = r->element[0]->str;
-        if (strcmp(kind, "subscribe") == 0) {
+        /* subscribed: each waiter for it plans again; a notice: each
+         * sleeper wakes */
+        int sub = strcmp(r->element[0]->str, "subscribe") == 0;
+        int want = sub ? S_SUBSCRIBING : strcmp(r->element[0]->str, "message") == 0 ? S_SLEEP : -1;
+        if (sub)
             ch->confirmed = 1;
-            /* each waiter plans again (and may leave the channel) */
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
-                aop *w = ch->waiters;
-                while (w && w->state != S_SUBSCRIBING)
-                    w = w->cnext;
-                if (!w)
-                    break;
+        for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen; guard++) {
+            aop *w = ch->waiters;
+            while (w && w->state != want)
+                w = w->cnext;
+            if (!w)
+                break;
+            if (sub)
                 relock__a_op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
-            }
-        } else if (strcmp(kind, "message") == 0) {
-            for (int guard = 0; guard < 1000000 && !a->freeing && a->chans_gen == gen;
-                 guard++) {
-                aop *w = ch->waiters;
-                while (w && w->state != S_SLEEP)
-                    w = w->cnext;
-                if (!w)
-                    break;
+            else
                 wake(w);
-            }
         }
     } else if (r->type == REDIS_REPLY_ERROR) {
         sub_failed(a, 0);
@@ -141,37 +123,36 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     relock__a_leave(a);
 }
 
-static void on_sub_disconnect(const redisAsyncContext *ac, int status)
+/* The subscriber connection ac failed, seen from one of hiredis's
+ * callbacks (hiredis_frees: hiredis is freeing it). */
+static void sub_failed_cb(const redisAsyncContext *ac, int hiredis_frees)
 {
-    (void)status;
     relock_async *a = ac->data;
     if (!a)
         return;
     relock__a_enter(a);
-    sub_failed(a, 1);
+    sub_failed(a, hiredis_frees);
     relock__a_leave(a);
+}
+
+static void on_sub_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    sub_failed_cb(ac, 1);
 }
 
 static void on_sub_connect(const redisAsyncContext *ac, int status)
 {
-    relock_async *a = ac->data;
-    if (!a || status == REDIS_OK)
-        return;
-    relock__a_enter(a);
-    sub_failed(a, 1);
-    relock__a_leave(a);
+    if (status != REDIS_OK)
+        sub_failed_cb(ac, 1);
 }
 
 static void on_sub_auth(redisAsyncContext *ac, void *rr, void *priv)
 {
     (void)priv;
-    relock_async *a = ac->data;
-    redisReply *r = rr;
-    if (!a || !r || r->type != REDIS_REPLY_ERROR)
-        return;
-    relock__a_enter(a);
-    sub_failed(a, 0);
-    relock__a_leave(a);
+    const redisReply *r = rr;
+    if (r && r->type == REDIS_REPLY_ERROR)
+        sub_failed_cb(ac, 0);
 }
 
 /* Several servers, each announcing releases (a quorum), rather than one
@@ -200,7 +181,7 @@ static int chan_join(aop *op)
              * on a Cluster the master of the lock's slot, where the
              * release publishes (waiters on other masters' locks share
              * it: a classic PUBLISH reaches every node). */
-            int at = a->sub_from % a->nconns;
+            int at = quorum(a) ? a->sub_from % a->nconns : op->cn->idx;
             for (int k = 0; k < a->nconns && quorum(a); k++) {
                 int i = (a->sub_from + k) % a->nconns;
                 if (a->conns[i].connected) {
@@ -208,8 +189,6 @@ static int chan_join(aop *op)
                     break;
                 }
             }
-            if (!quorum(a))
-                at = op->cn->idx;
             const relock__server *srv = a->conns[at].srv;
             redisAsyncContext *s = srv->port ? redisAsyncConnect(srv->host, srv->port)
                                              : redisAsyncConnectUnix(srv->host);
@@ -270,18 +249,24 @@ void relock__a_sleep_fire(void *arg)
     relock_async *a = op->a;
     op->timer = NULL;
     relock__a_enter(a);
-    if (op->state == S_SLEEP) {
-        if (op->cancelled)
-            relock__a_op_finish(
-                op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
-        else
-            relock__a_attempt_begin(op);
-    }
+    if (op->state == S_SLEEP && op->cancelled)
+        relock__a_op_cancelled(op);
+    else if (op->state == S_SLEEP)
+        relock__a_attempt_begin(op);
     relock__a_leave(a);
 }
 
 /* A subscription not answered within command_timeout_ms: wait without it. */
-static void sub_timeout_fire(void *arg);
+static void sub_timeout_fire(void *arg)
+{
+    aop *op = arg;
+    relock_async *a = op->a;
+    op->timer = NULL;
+    relock__a_enter(a);
+    if (op->state == S_SUBSCRIBING)
+        relock__a_sub_next(op);
+    relock__a_leave(a);
+}
 
 /* op's subscription failed (no answer in time, or its connection went):
  * with a quorum it tries the next server, each in turn; then it plans
@@ -293,34 +278,17 @@ void relock__a_sub_next(aop *op)
     unsigned gen = op->sub_gen;
     relock__a_chan_leave(op);
     if (quorum(a) && ++op->sub_tries < a->nconns && !a->freeing) {
-        if (a->sub_gen == gen) { /* the connection it waited on: not answering */
-            a->sub_from = (a->sub_at + 1) % a->nconns;
-            if (a->sub)
-                sub_drop(a, 0);
-        }
+        if (a->sub_gen == gen) /* the connection it waited on: not answering */
+            sub_failed(a, 0);
         int j = chan_join(op);
         if (j == 0) {
             op->timer = timer_start(a, a->c->s.command_timeout_ms, sub_timeout_fire, op);
             return;
         }
-        if (j == 1) {
+        if (j == 1)
             op->state = S_RUN;
-            relock__a_plan(op, 1);
-            return;
-        }
     }
     relock__a_plan(op, 1);
-}
-
-static void sub_timeout_fire(void *arg)
-{
-    aop *op = arg;
-    relock_async *a = op->a;
-    op->timer = NULL;
-    relock__a_enter(a);
-    if (op->state == S_SUBSCRIBING)
-        relock__a_sub_next(op);
-    relock__a_leave(a);
 }
 
 /* A release notice ends op's sleep: its attempt says so (src/algo/quorum.c
@@ -357,8 +325,7 @@ void relock__a_plan(aop *op, int after_subscribe)
     relock__mhead *h = op->m;
     l->after_notice = 0;
     if (op->cancelled) {
-        relock__a_op_finish(
-            op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name));
+        relock__a_op_cancelled(op);
         return;
     }
     relock__wait_in in = relock__wait_in_of(l);
@@ -388,21 +355,16 @@ void relock__a_plan(aop *op, int after_subscribe)
         c->mode == RELOCK_MODE_MODERN && l->legacy_holder ? RELOCK_CLASSIC_HOLDER_NOTE : "";
     switch (p.act) {
     case RELOCK__WAIT_BUSY:
-        relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
-        free(op->err);
-        op->err = NULL;
-        relock__a_err_save(op);
-        relock__a_op_finish(op, RELOCK_BUSY);
-        return;
     case RELOCK__WAIT_TIMEOUT:
         relock__err_clear(&c->err);
-        RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
-                     op->wait_ms, classic);
-        free(op->err);
-        op->err = NULL;
+        if (p.act == RELOCK__WAIT_BUSY)
+            RELOCK__FAIL(&c->err, RELOCK_BUSY, "lock %s is held%s", l->name, classic);
+        else
+            RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
+                         op->wait_ms, classic);
+        op_err_drop(op);
         relock__a_err_save(op);
-        relock__a_op_finish(op, RELOCK_TIMEOUT);
+        relock__a_op_finish(op, c->err.pub.status);
         return;
     case RELOCK__WAIT_SLEEP:
         /* The next attempt is one more, after a sleep or a notice: the
@@ -421,4 +383,3 @@ void relock__a_plan(aop *op, int after_subscribe)
     }
 }
 
-/* Runs op's machine from its start (feed without replies). */

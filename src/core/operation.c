@@ -1,11 +1,7 @@
 /*
- * An operation's life in the operation core (core.h): its error,
- * starting (relock__a_op_start, relock__a_op_schedule), the attempts, the
- * phases after the main machine (durability's WAIT, the owner record, the
- * undo of an unacknowledged acquire), the legacy marker and WATCH
- * evidence, feeding replies to its machine (relock__a_op_feed,
- * relock__a_machine_done) and finishing (relock__a_op_finish).  The
- * machines are the algorithm's (relock__algo.machines, a->kit).
+ * An operation's life in the operation core (core.h): starting, its
+ * attempts and phases, the legacy marker and WATCH evidence, feeding its
+ * machine (the algorithm's, a->kit) and finishing.
  */
 
 #include <limits.h>
@@ -20,16 +16,18 @@ typedef struct fence_wrap {
 
 /* ------------------------------------------------------------------ errors */
 
-void relock__a_err_save(aop *op)
+void relock__a_err_keep(aop *op, const relock__err *e)
 {
-    relock_client *c = op->a->c;
-    if (c->err.pub.status == RELOCK_OK)
-        return;
     if (!op->err)
         op->err = malloc(sizeof *op->err);
-    if (!op->err)
-        return;
-    relock__err_copy(op->err, &c->err);
+    if (op->err)
+        relock__err_copy(op->err, e);
+}
+
+void relock__a_err_save(aop *op)
+{
+    if (op->a->c->err.pub.status != RELOCK_OK)
+        relock__a_err_keep(op, &op->a->c->err);
 }
 
 void relock__a_err_load(aop *op)
@@ -54,6 +52,13 @@ relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
     relock__a_err_save(op);
     return st;
+}
+
+/* Ends acquire op as cancelled. */
+void relock__a_op_cancelled(aop *op)
+{
+    relock__a_op_finish(
+        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
 }
 
 /* ------------------------------------------------------------------ completing */
@@ -123,10 +128,8 @@ void relock__a_op_finish(aop *op, relock_status st)
     if (l && op->kind == K_EXT && st != RELOCK_OK)
         l->valid_until = relock__valid_min(
             l->valid_until, relock__valid_until(op->began ? op->began : now_ms(), op->wait_ms));
-    /* The events of relock_acquire() and relock_release(), at the same
-     * points: the lock won, the lock released; told from the loop before
-     * the callback, while l lives (lock_op_end frees one the program
-     * freed meanwhile). */
+    /* The lock won or released: told before the callback, while l lives
+     * (lock_op_end frees one the program freed meanwhile). */
     if (l && st == RELOCK_OK && op->kind == K_ACQ) {
         l->acquired_at = now_ms();
         relock__event(a->c, RELOCK_EVENT_ACQUIRED, l, RELOCK_OK,
@@ -154,27 +157,21 @@ void relock__a_op_finish(aop *op, relock_status st)
     if (op->kind == K_RUN)
         relock__a_err_load(op); /* a blocking call reports it (pollloop.c) */
     if (op->kind == K_KEEP) {
-        /* A renewal reports through its lock, however it ended: its
-         * machine's outcome, or a connect, setup or client error before it
-         * ran (keep_after; e points into op, freed after). */
+        /* A renewal reports through its lock, however it ended (e points
+         * into op, freed after). */
         if (l && !a->freeing)
             relock__a_keep_after(a, l, st, &e);
-        op_release(op);
-        return;
-    }
-    if (op->cb)
+    } else if (op->cb) {
         op->cb(a, st, l, &e, op->arg);
+    }
     op_release(op);
 }
 
 static void machine_start(aop *op)
 {
-    relock__feed in;
-    memset(&in, 0, sizeof in);
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
-    /* (K_RUN: a step machine) */
     if (op->kind != K_RUN && op->a->kit->fan && !op->fencing) {
         relock__a_fan_begin(op);
         return;
@@ -185,12 +182,9 @@ static void machine_start(aop *op)
 void relock__a_attempt_begin(aop *op)
 {
     relock_async *a = op->a;
-    relock_client *c = a->c;
     op->l->legacy_holder = 0;
-    relock__a_err_load(op);
-    relock__err_clear(&c->err);
-    free(op->err);
-    op->err = NULL;
+    relock__err_clear(&a->c->err);
+    op_err_drop(op);
     op->wset = op->wmoved = 0;
     relock_status st = a->kit->acq_init(op->m, op->l);
     if (st != RELOCK_OK) {
@@ -204,6 +198,15 @@ void relock__a_attempt_begin(aop *op)
 
 static int owner_phase(aop *op, int held);
 
+/* A cancelled acquire that won could not release its lock. */
+static void undo_failed(aop *op)
+{
+    relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
+                                              "acquire %s: cancelled after it won, and the release "
+                                              "failed: the lock may stay held until its TTL ends",
+                                              op->l->name));
+}
+
 /* The undo of a cancelled acquire that won: release by the machine.  When
  * the cancel came during the owner record's write, the record may be on
  * the server: it is deleted first (undoing 2), while the lock holds the
@@ -212,8 +215,7 @@ static void undo_begin(aop *op)
 {
     relock_async *a = op->a;
     if (op->phase == PH_OWNER && !op->undoing) {
-        free(op->err);
-        op->err = NULL;
+        op_err_drop(op);
         op->undoing = 2;
         if (owner_phase(op, 0))
             return;
@@ -221,11 +223,7 @@ static void undo_begin(aop *op)
     void *m = malloc(a->kit->upd_size);
     if (!m || a->kit->upd_init(m, op->l, 0, 0) != RELOCK_OK) {
         free(m);
-        relock__a_op_finish(
-            op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
-                                  "acquire %s: cancelled after it won, and the release failed: the "
-                                  "lock may stay held until its TTL ends",
-                                  op->l->name));
+        undo_failed(op);
         return;
     }
     free(op->m);
@@ -233,6 +231,15 @@ static void undo_begin(aop *op)
     op->fn = a->kit->upd_step;
     op->undoing = 1;
     machine_start(op);
+}
+
+/* Allocates op's acquire machine; 0 when op ended for want of memory. */
+static int acq_alloc(aop *op)
+{
+    if ((op->m = malloc(op->a->kit->acq_size)) != NULL)
+        return 1;
+    relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+    return 0;
 }
 
 /* Runs machine m (allocated, op's from now) with step fn as op's phase. */
@@ -268,15 +275,13 @@ static int owner_phase(aop *op, int held)
     return 1;
 }
 
-/*
- * After a phase of op ended with *st: starts the next (returns 1), or
+/* After a phase of op ended with *st: starts the next (returns 1), or
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, then durability's WAIT on the write's connection, then the
  * owner record; an acquire whose write was not acknowledged is released
  * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
- * validity (decision 104).
- * Release: the owner record is deleted first, while the lock is ours.
- */
+ * validity (decision 104).  Release: the owner record is deleted first,
+ * while the lock is ours. */
 static int next_phase(aop *op, relock_status *st)
 {
     relock_async *a = op->a;
@@ -286,8 +291,7 @@ static int next_phase(aop *op, relock_status *st)
         if (op->phase != PH_OWNER)
             return 0;
         /* the record is deleted (or not ours): the release itself now */
-        free(op->err);
-        op->err = NULL;
+        op_err_drop(op);
         free(op->m);
         op->m = NULL;
         op->phase = PH_MAIN;
@@ -321,8 +325,7 @@ static int next_phase(aop *op, relock_status *st)
         break;
     case PH_OWNER:
         /* the record informs: its outcome is nobody's */
-        free(op->err);
-        op->err = NULL;
+        op_err_drop(op);
         *st = RELOCK_OK;
         return 0;
     case PH_UNDO: {
@@ -357,10 +360,15 @@ static int next_phase(aop *op, relock_status *st)
     relock__a_err_load(op);
     relock__err_copy(op->kept, &c->err);
     op->kept_st = *st;
-    free(op->err);
-    op->err = NULL;
+    op_err_drop(op);
     phase_run(op, PH_UNDO, a->kit->upd_step, m);
     return 1;
+}
+
+/* cn takes a command now: set up, and no transaction of another open. */
+static int conn_open(const aconn *cn)
+{
+    return cn->ac && cn->cstate == C_READY && !cn->txn_owner;
 }
 
 /* The reply to the legacy marker's SET: a MOVED (the map did not know the
@@ -378,18 +386,16 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
     relock_client *c = cn->a->c;
     aconn *at = relock__a_conn_find(cn->a, to.host, to.port);
     char key[RELOCK__KEY_MAX];
-    if (at && at->ac && at->cstate == C_READY && !at->txn_owner &&
-        relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
+    if (at && conn_open(at) && relock__marker_key(c->s.key_prefix, key, sizeof key) == 0)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
-/* The watch marker (the key relock__watch_key() names, which `relock
- * scan` reads): written once per bridge or modern client, of either API,
- * with SETNX before its first attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could not be
- * followed (the marker's node is not connected yet).  A MOVED is followed
- * once, as for the legacy marker (on_marker); a write that did not land is
- * tried again at a later acquire: a missing marker only delays scan's
- * verdict. */
+/* The watch marker (relock__watch_key(), which `relock scan` reads):
+ * written once per bridge or modern client with SETNX before its first
+ * attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could
+ * not be followed (the marker's node is not connected yet).  A MOVED is
+ * followed once, as by on_marker; a write that did not land is tried again
+ * at a later acquire: a missing marker only delays scan's verdict. */
 static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -403,8 +409,7 @@ static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
     int moved = r && r->type == REDIS_REPLY_ERROR && !priv &&
                 relock__redirect_parse(cn->srv->host, r, &to) == RELOCK__REDIR_MOVED;
     c->watch_noted = r && r->type != REDIS_REPLY_ERROR ? 1 : moved ? 3 : 0;
-    if (moved && (at = relock__a_conn_find(cn->a, to.host, to.port)) && at->ac &&
-        at->cstate == C_READY && !at->txn_owner &&
+    if (moved && (at = relock__a_conn_find(cn->a, to.host, to.port)) && conn_open(at) &&
         relock__watch_key(c->s.key_prefix, key, sizeof key) == 0 &&
         redisAsyncCommand(at->ac, on_watch, at, "SETNX %s %lld", key, relock__wall_ms()) ==
             REDIS_OK)
@@ -424,15 +429,12 @@ static void note_watching(relock_async *a, aconn *cn)
         relock__watch_key(c->s.key_prefix, key, sizeof key) != 0)
         return;
     aconn *mc = relock__a_route(a, key);
-    if (a->slots && a->slots[relock__cluster_slot(key, strlen(key))]) {
-        if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
-            return;
-    } else if (c->watch_noted == 3 && relock__a_map_on(a)) {
+    int mapped = a->slots && a->slots[relock__cluster_slot(key, strlen(key))];
+    if (!mapped && c->watch_noted == 3 && relock__a_map_on(a))
         return;
-    } else if (!mc->ac || mc->cstate != C_READY || mc->txn_owner) {
+    if (!mapped && !conn_open(mc))
         mc = cn;
-    }
-    if (mc->ac && mc->cstate == C_READY && !mc->txn_owner &&
+    if (conn_open(mc) &&
         redisAsyncCommand(mc->ac, on_watch, NULL, "SETNX %s %lld", key, relock__wall_ms()) ==
             REDIS_OK)
         c->watch_noted = 2;
@@ -445,14 +447,12 @@ void relock__a_machine_done(aop *op, relock_status st)
     aconn *cn = op->cn;
     relock__mhead *h = op->m;
     relock_lock *l = op->l;
-    if (h->in_txn && cn->txn_owner == op) {
-        /* A transaction left open: its connection goes (design.md §13.3). */
+    if (cn->txn_owner == op) {
         cn->txn_owner = NULL;
-        if (cn->ac)
+        /* A transaction left open: its connection goes (design.md §13.3). */
+        if (h->in_txn && cn->ac)
             relock__a_conn_gone(cn, 0, RELOCK_EIO, "a transaction was left open");
     }
-    if (cn->txn_owner == op)
-        cn->txn_owner = NULL;
     if (h->note_legacy) {
         relock_client *c = a->c;
         uint64_t now = now_ms();
@@ -460,13 +460,12 @@ void relock__a_machine_done(aop *op, relock_status st)
         /* Over a Cluster the marker goes where its own slot lives: the
          * node the map names when its connection is up, else op's, whose
          * MOVED is followed (on_marker). */
-        aconn *mc;
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
-            mc = relock__a_route(a, key);
-            if (!mc->ac || mc->cstate != C_READY || mc->txn_owner)
+            aconn *mc = relock__a_route(a, key);
+            if (!conn_open(mc))
                 mc = cn;
-            if (mc->ac && mc->cstate == C_READY && !mc->txn_owner) {
+            if (conn_open(mc)) {
                 c->legacy_noted_at = now;
                 redisAsyncCommand(mc->ac, on_marker, NULL, "SET %s %lld", key,
                                   relock__wall_ms());
@@ -497,81 +496,54 @@ void relock__a_machine_done(aop *op, relock_status st)
             op->fencing = 0;
             free(op->m);
             op->m = NULL;
-            if (st != RELOCK_OK || op->cancelled) {
-                relock__a_op_finish(op, st != RELOCK_OK
-                                            ? st
-                                            : relock__a_op_fail(op, RELOCK_ECANCELED,
-                                                                "acquire %s: cancelled", l->name));
-                return;
-            }
-            op->m = malloc(a->kit->acq_size);
-            if (!op->m) {
-                relock__a_op_finish(op,
-                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
-                return;
-            }
-            relock__a_attempt_begin(op);
+            if (st != RELOCK_OK)
+                relock__a_op_finish(op, st);
+            else if (op->cancelled)
+                relock__a_op_cancelled(op);
+            else if (acq_alloc(op))
+                relock__a_attempt_begin(op);
             return;
         }
         if (op->undoing == 2) {
             /* the record deleted (or not ours, or not reached: it informs) */
-            free(op->err);
-            op->err = NULL;
+            op_err_drop(op);
             undo_begin(op);
-            return;
-        }
-        if (op->undoing) {
-            if (st == RELOCK_OK || st == RELOCK_LOST) {
-                free(op->err);
-                op->err = NULL;
-                relock__a_op_finish(
-                    op, relock__a_op_fail(
-                            op, RELOCK_ECANCELED,
-                            "acquire %s: cancelled (the lock it had won was released)", l->name));
-            } else {
-                relock__a_op_finish(
-                    op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
-                                          "acquire %s: cancelled after it won, and the release "
-                                          "failed: the lock may stay held until its TTL ends",
-                                          l->name));
-            }
-            return;
-        }
-        if (op->cancelled) {
-            if (st == RELOCK_OK) {
-                undo_begin(op);
-                return;
-            }
-            if (st != RELOCK_EAMBIGUOUS) {
-                free(op->err);
-                op->err = NULL;
-                st = relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", l->name);
-            }
+        } else if (op->undoing && st != RELOCK_OK && st != RELOCK_LOST) {
+            undo_failed(op);
+        } else if (op->undoing) {
+            op_err_drop(op);
+            relock__a_op_finish(
+                op, relock__a_op_fail(op, RELOCK_ECANCELED,
+                                      "acquire %s: cancelled (the lock it had won was released)",
+                                      l->name));
+        } else if (op->cancelled && st == RELOCK_OK) {
+            undo_begin(op);
+        } else if (op->cancelled && st != RELOCK_EAMBIGUOUS) {
+            op_err_drop(op);
+            relock__a_op_cancelled(op);
+        } else if (op->cancelled) {
             relock__a_op_finish(op, st);
-            return;
-        }
-        if (st == RELOCK_BUSY) {
+        } else if (st == RELOCK_BUSY) {
             relock__a_plan(op, 0);
-            return;
+        } else {
+            if (st == RELOCK_OK)
+                l->owner_since = relock__wall_ms() / 1000;
+            relock__a_op_finish(op, st);
         }
-        if (st == RELOCK_OK)
-            l->owner_since = relock__wall_ms() / 1000;
-        relock__a_op_finish(op, st);
         return;
     case K_REL:
         if (st == RELOCK_OK && l->waiters > 0)
             relock__yield_note(l); /* let the waiters it woke go first */
         if (st == RELOCK_OK || st == RELOCK_LOST)
             l->lost = 1;
-        relock__a_op_finish(op, st);
-        return;
+        break;
     case K_EXT:
     case K_KEEP:
         if (st == RELOCK_LOST)
             l->lost = 1;
-        relock__a_op_finish(op, st); /* a renewal goes on in relock__a_keep_after() */
-        return;
+        break;
     }
+    relock__a_op_finish(op, st); /* a renewal goes on in relock__a_keep_after() */
 }
 
 /* How many decimal digits n has. */
@@ -585,13 +557,16 @@ static size_t dec_len(size_t n)
     return d;
 }
 
-/* Writes n's d decimal digits (dec_len(n)) at w; returns the end. */
-static char *put_dec(char *w, size_t n, size_t d)
+/* Writes c, n's d decimal digits (dec_len(n)) and CRLF at w; returns the end. */
+static char *put_head(char *w, char c, size_t n, size_t d)
 {
-    char *end = w + d;
-    for (char *p = end; p > w; n /= 10)
+    *w++ = c;
+    for (char *p = w + d; p > w; n /= 10)
         *--p = (char)('0' + n % 10);
-    return end;
+    w += d;
+    *w++ = '\r';
+    *w++ = '\n';
+    return w;
 }
 
 /* A command in the protocol's form, in memory from malloc(): what
@@ -616,16 +591,9 @@ static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *
     char *p = malloc(total + 1);
     if (!p)
         return -1;
-    char *w = p;
-    *w++ = '*';
-    w = put_dec(w, (size_t)argc, da);
-    *w++ = '\r';
-    *w++ = '\n';
+    char *w = put_head(p, '*', (size_t)argc, da);
     for (int i = 0; i < argc; i++) {
-        *w++ = '$';
-        w = put_dec(w, l[i], dl[i]);
-        *w++ = '\r';
-        *w++ = '\n';
+        w = put_head(w, '$', l[i], dl[i]);
         if (l[i])
             memcpy(w, argv[i], l[i]);
         w += l[i];
@@ -635,6 +603,15 @@ static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *
     *w = '\0';
     *out = p;
     return (int)total;
+}
+
+/* Moves n replies from `from` to `to`, leaving NULL behind. */
+static void replies_move(redisReply **to, redisReply **from, int n)
+{
+    for (int i = 0; i < n; i++) {
+        to[i] = from[i];
+        from[i] = NULL;
+    }
 }
 
 /* Feeds op's machine: the replies of its batch (or the fault), then sends
@@ -652,21 +629,11 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
          * (a setup's batches are one or two commands) */
         redisReply *rep[RELOCK__BATCH_OWN];
         int nrep = op->rq.nrep < RELOCK__BATCH_OWN ? op->rq.nrep : RELOCK__BATCH_OWN;
-        for (int i = 0; i < nrep; i++) {
-            rep[i] = op->rq.rep[i];
-            op->rq.rep[i] = NULL;
-        }
+        replies_move(rep, op->rq.rep, nrep);
         op->rq.nrep = 0;
-        relock__feed in;
-        memset(&in, 0, sizeof in);
-        in.reply = rep;
-        in.nreply = nrep;
-        in.fault = fault;
-        in.fault_status = fst;
-        in.fault_text = ftext;
-        in.mono_ms = now_ms();
-        if (fault != RELOCK__FAULT_NONE)
-            in.nreply = 0;
+        relock__feed in = {.reply = rep, .nreply = fault != RELOCK__FAULT_NONE ? 0 : nrep,
+                           .fault = fault, .fault_status = fst, .fault_text = ftext,
+                           .mono_ms = now_ms()};
         op->state = S_SENT;
         relock__a_setup_step(op, &in);
         for (int i = 0; i < nrep; i++)
@@ -693,27 +660,21 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     /* The batch that ended the transaction was answered.  The connection
      * stays the operation's until its machine has judged the replies: an
      * error reply to EXEC leaves the server's connection inside MULTI
-     * (h->in_txn), and relock__a_machine_done() then drops it; another operation's
-     * batch sent before that would be queued inside the transaction. */
+     * (h->in_txn), and relock__a_machine_done() then drops it; another
+     * operation's batch sent before would be queued inside the transaction. */
     int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
         relock__mhead *h = op->m;
         relock__step_fn fn = op->clocking ? relock__clock_step : op->fn;
         void *m = op->clocking ? (void *)&op->clk : op->m;
-        relock__feed in;
-        memset(&in, 0, sizeof in);
-        in.reply = rq->rep;
-        in.nreply = rq->nrep;
+        relock__feed in = {.reply = rq->rep, .nreply = rq->nrep, .fault = fault,
+                           .fault_status = fst, .fault_text = ftext};
         if (fault != RELOCK__FAULT_NONE) {
             /* replies come only in full or up to a fault */
-            int k = 0;
-            while (k < rq->nrep && rq->rep[k])
-                k++;
-            in.nreply = k;
+            in.nreply = 0;
+            while (in.nreply < rq->nrep && rq->rep[in.nreply])
+                in.nreply++;
         }
-        in.fault = fault;
-        in.fault_status = fst;
-        in.fault_text = ftext;
         in.mono_ms = now_ms();
         relock__a_err_load(op);
         if (fault != RELOCK__FAULT_NONE && ftext)
@@ -735,10 +696,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
                                                                  op->l->name));
                     return;
                 }
-                for (int i = 0; i < rq->nrep; i++) {
-                    op->held[i] = rq->rep[i];
-                    rq->rep[i] = NULL;
-                }
+                replies_move(op->held, rq->rep, rq->nrep);
                 op->nheld = rq->nrep;
                 rq->nrep = 0;
                 op->clocking = 1;
@@ -748,11 +706,10 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
                 in.fleet_ms = relock__clock_server_ms(&cn->clock, in.mono_ms);
                 in.fleet_fresh = op->clock_fresh;
                 /* Just measured: the feed's monotonic time is the moment
-                 * TIME went out, which is from before
-                 * the clock was read.  The server read its clock anywhere
-                 * in the round trip, so the estimate may be behind by
-                 * half of it; a validity counted from the reply would
-                 * outlast the lease planned on it by as much. */
+                 * TIME went out, before the clock was read.  The server
+                 * read its clock anywhere in the round trip, so the
+                 * estimate may be behind by half of it; a validity counted
+                 * from the reply would outlast the lease by as much. */
                 if (op->clock_fresh)
                     in.mono_ms = op->clk.t0;
             }
@@ -766,9 +723,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         if (op->clocking)
             c->conn.clock = cn->clock;
         /* the facts of the server it runs on (a Cluster node's own), and
-         * its address for the machine's messages (a Cluster node, the
-         * master the sentinels named: the server the blocking client
-         * names, its connection's) */
+         * its address for the machine's messages */
         if (cn->probed)
             relock__a_facts_load(c, cn);
         const relock__server *was_srv = c->conn.srv;
@@ -778,23 +733,14 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         if (op->clocking)
             cn->clock = c->conn.clock;
         relock__a_err_save(op);
-        for (int i = 0; i < rq->nrep; i++)
-            if (rq->rep[i]) {
-                freeReplyObject(rq->rep[i]);
-                rq->rep[i] = NULL;
-            }
-        rq->nrep = 0;
-        relock__a_rq_cmds_free(rq);
+        relock__a_rq_reset(rq);
         op->hops = 0;
         op->redir = NULL;
         if (s == RELOCK__STEP_DONE && op->clocking) {
             /* The clock is known (or its failure is the fault the waiting
              * replies are fed with). */
             op->clocking = 0;
-            for (int i = 0; i < op->nheld; i++) {
-                rq->rep[i] = op->held[i];
-                op->held[i] = NULL;
-            }
+            replies_move(rq->rep, op->held, op->nheld);
             rq->nrep = op->nheld;
             op->nheld = 0;
             if (op->clk.h.st != RELOCK_OK) {
@@ -876,30 +822,27 @@ static void cancel_fire(void *arg)
     relock_async *a = op->a;
     op->timer = NULL;
     relock__a_enter(a);
-    relock__a_op_finish(
-        op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
+    relock__a_op_cancelled(op);
     relock__a_leave(a);
 }
 
 void relock__a_op_cancel(aop *op)
 {
-    relock_async *a = op->a;
     op->cancelled = 1;
     if (op->state == S_SLEEP || op->state == S_NEW || op->state == S_SUBSCRIBING) {
-        /* nothing of it in flight: it ends at the next turn of the loop */
-        timer_stop(a, &op->timer);
+        timer_stop(op->a, &op->timer);
         if (op->state == S_NEW)
             relock__a_queue_remove(op->cn, op);
         relock__a_chan_leave(op);
-        op->state = S_SLEEP;
-        op->timer = timer_start(a, 0, cancel_fire, op);
     } else if (op->state == S_QUEUED && !op->sent_any) {
         relock__a_queue_remove(op->redir ? op->redir : op->cn, op);
         relock__a_batch_clear(op);
-        op->state = S_SLEEP;
-        op->timer = timer_start(a, 0, cancel_fire, op);
+    } else {
+        return; /* S_SENT, S_QUEUED after a write: it ends when its step ends */
     }
-    /* S_SENT, S_QUEUED after a write, S_SUBSCRIBING: when the step ends */
+    /* nothing of it in flight: it ends at the next turn of the loop */
+    op->state = S_SLEEP;
+    op->timer = timer_start(op->a, 0, cancel_fire, op);
 }
 
 /* ------------------------------------------------------------------ starting */
@@ -920,10 +863,7 @@ void relock__a_op_start(aop *op)
 {
     relock_async *a = op->a;
     if (a->fatal && !(op->kind == K_SCAN && a->fatal_mode)) {
-        if (!op->err)
-            op->err = malloc(sizeof *op->err);
-        if (op->err)
-            relock__err_copy(op->err, &a->fatal_err);
+        relock__a_err_keep(op, &a->fatal_err);
         relock__a_op_finish(op, a->fatal);
         return;
     }
@@ -959,11 +899,8 @@ void relock__a_op_start(aop *op)
             machine_start(op);
             return;
         }
-        op->m = malloc(a->kit->acq_size);
-        if (!op->m) {
-            relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+        if (!acq_alloc(op))
             return;
-        }
         /* The holder that just released usually wins the race back against
          * the waiters it woke: give them a moment (relock__yield_ms()). */
         long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
@@ -976,16 +913,11 @@ void relock__a_op_start(aop *op)
         relock__a_attempt_begin(op);
         return;
     }
-    relock_lock *l = op->l;
-    if (op->kind == K_REL && l->lost) {
-        relock__a_op_finish(
-            op,
-            relock__a_op_fail(op, RELOCK_LOST, "release %s: the lock was already lost", l->name));
-        return;
-    }
-    if ((op->kind == K_EXT || op->kind == K_KEEP) && l->lost) {
+    relock_lock *l = op->l; /* a release, an extend or a renewal */
+    if (l->lost) {
+        const char *what = op->kind == K_REL ? "release" : "extend";
         relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
-                                                  "extend %s: the lock was already lost", l->name));
+                                                  "%s %s: the lock was already lost", what, l->name));
         return;
     }
     if (op->kind == K_REL && !op->owner_gone) {
@@ -1023,11 +955,8 @@ static void start_fire(void *arg)
     a->batching++;
     while (a->starting && !a->freeing) {
         aop *op = a->starting;
-        a->starting = op->start_next;
-        if (!a->starting)
-            a->starting_tail = NULL;
+        start_remove_(&a->starting, &a->starting_tail, op);
         op->in_start = 0;
-        op->start_next = NULL;
         if (op->state == S_NEW)
             relock__a_op_start(op);
         if (op == last)
@@ -1045,9 +974,7 @@ void relock__a_op_schedule(aop *op)
 {
     relock_async *a = op->a;
     if (a->kit && a->kit->fan) {
-        if (!a->start_timer)
-            a->start_timer = timer_start(a, 0, start_fire, a);
-        if (!a->start_timer) {
+        if (!relock__a_start_armed(a)) {
             relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "out of memory"));
             return;
         }
@@ -1060,7 +987,7 @@ void relock__a_op_schedule(aop *op)
 }
 
 /* Before a call starts a quorum's operation: the shared start timer armed,
- * so that relock__a_op_schedule() cannot fail and end the operation (its callback)
+ * so that relock__a_op_schedule() cannot end the operation (its callback)
  * from within the call.  0 when the loop refuses the timer. */
 int relock__a_start_armed(relock_async *a)
 {
@@ -1105,17 +1032,11 @@ relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_f
 aop *relock__a_op_new(relock_async *a, int kind, relock_async_fn cb, void *arg)
 {
     aop *op = a->spare;
-    if (op) {
+    if (op)
         a->spare = NULL;
-        memset(op, 0, sizeof *op);
-    } else if (!(op = calloc(1, sizeof *op))) {
+    else if (!(op = malloc(sizeof *op)))
         return NULL;
-    }
-    op->a = a;
-    op->cn = &a->conns[0]; /* one server */
-    op->kind = kind;
-    op->cb = cb;
-    op->arg = arg;
-    op->acked = -1;
+    /* (conns[0]: one server's connection) */
+    *op = (aop){.a = a, .cn = &a->conns[0], .kind = kind, .cb = cb, .arg = arg, .acked = -1};
     return op;
 }

@@ -1,7 +1,6 @@
 /*
- * Locks of the operation core (core.h): a lock's operation in flight
- * (relock__alock), its renewal (keep_*) and the loss deadline
- * (relock__a_deadline_arm(), lost_fire()).
+ * Locks of the operation core (core.h): a lock's operation in flight, its
+ * renewal and the loss deadline.
  */
 
 #include "core.h"
@@ -12,17 +11,14 @@ static int async_lock_free(relock_lock *l);
 
 struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
 {
-    if (!l->al) {
-        l->al = calloc(1, sizeof *l->al);
-        if (l->al) {
-            l->al_free = async_lock_free;
-            l->al->a = a;
-            l->al->next = a->alocks;
-            if (a->alocks)
-                a->alocks->prev = l->al;
-            a->alocks = l->al;
-        }
-    }
+    if (l->al || !(l->al = calloc(1, sizeof *l->al)))
+        return l->al;
+    l->al_free = async_lock_free;
+    l->al->a = a;
+    l->al->next = a->alocks;
+    if (a->alocks)
+        a->alocks->prev = l->al;
+    a->alocks = l->al;
     return l->al;
 }
 

@@ -26,6 +26,13 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out)
 /* A marked batch: relock__batch_ok() says no, every later add fails. */
 #define BAD_N (RELOCK__BATCH_CMDS + 1)
 
+/* Marks the scratch space overflowed (relock__batch_ok() says no). */
+static const char *scratch_full(relock__batch *b)
+{
+    b->used = sizeof b->scratch + 1;
+    return NULL;
+}
+
 void relock__batch_reset(relock__batch *b)
 {
     b->cmd = b->own;
@@ -75,20 +82,16 @@ int relock__batch_add(relock__batch *b, int argc, const char *const *argv)
 
 const char *relock__batch_fmt(relock__batch *b, const char *fmt, ...)
 {
-    if (b->used >= sizeof b->scratch) {
-        b->used = sizeof b->scratch + 1;
-        return NULL;
-    }
+    if (b->used >= sizeof b->scratch)
+        return scratch_full(b);
     char *at = b->scratch + b->used;
     size_t room = sizeof b->scratch - b->used;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(at, room, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= room) {
-        b->used = sizeof b->scratch + 1;
-        return NULL;
-    }
+    if (n < 0 || (size_t)n >= room)
+        return scratch_full(b);
     b->used += (size_t)n + 1;
     return at;
 }
@@ -107,10 +110,8 @@ const char *relock__batch_num(relock__batch *b, long long v)
     if (v < 0)
         *--d = '-';
     size_t n = (size_t)(digits + sizeof digits - d);
-    if (b->used >= sizeof b->scratch || n >= sizeof b->scratch - b->used) {
-        b->used = sizeof b->scratch + 1;
-        return NULL;
-    }
+    if (b->used >= sizeof b->scratch || n >= sizeof b->scratch - b->used)
+        return scratch_full(b);
     char *at = b->scratch + b->used;
     memcpy(at, d, n);
     at[n] = '\0';
@@ -118,15 +119,34 @@ const char *relock__batch_num(relock__batch *b, long long v)
     return at;
 }
 
-int relock__batch_words(relock__batch *b, int argc, ...)
+static int add_words(relock__batch *b, int argc, va_list ap)
 {
     const char *argv[RELOCK__CMD_ARGS];
-    va_list ap;
-    va_start(ap, argc);
     for (int i = 0; i < argc && i < RELOCK__CMD_ARGS; i++)
         argv[i] = va_arg(ap, const char *);
-    va_end(ap);
     return relock__batch_add(b, argc, argv);
+}
+
+int relock__batch_words(relock__batch *b, int argc, ...)
+{
+    va_list ap;
+    va_start(ap, argc);
+    int i = add_words(b, argc, ap);
+    va_end(ap);
+    return i;
+}
+
+relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, int in_txn,
+                                int argc, ...)
+{
+    relock__batch_reset(out);
+    va_list ap;
+    va_start(ap, argc);
+    add_words(out, argc, ap);
+    va_end(ap);
+    out->in_txn = in_txn;
+    h->pc = pc;
+    return relock__send(h, out);
 }
 
 long long relock__reply_elem_int(const redisReply *r, size_t i)
@@ -139,26 +159,17 @@ long long relock__reply_elem_int(const redisReply *r, size_t i)
 
 /* ------------------------------------------------------------------ replies */
 
+/* Each reply type's letter in a shape (engine.h). */
+static const char type_letter[] = {
+    [REDIS_REPLY_STATUS] = 's', [REDIS_REPLY_STRING] = 'b', [REDIS_REPLY_INTEGER] = 'i',
+    [REDIS_REPLY_NIL] = 'n',    [REDIS_REPLY_ARRAY] = 'a',  [REDIS_REPLY_ERROR] = 'e',
+};
+
 static int letter_is(char letter, const redisReply *r)
 {
-    switch (letter) {
-    case 's':
-        return r->type == REDIS_REPLY_STATUS;
-    case 'b':
-        return r->type == REDIS_REPLY_STRING;
-    case 'i':
-        return r->type == REDIS_REPLY_INTEGER;
-    case 'n':
-        return r->type == REDIS_REPLY_NIL;
-    case 'a':
-        return r->type == REDIS_REPLY_ARRAY;
-    case 'e':
-        return r->type == REDIS_REPLY_ERROR;
-    case '?':
+    if (letter == '?')
         return 1;
-    default:
-        return 0;
-    }
+    return r->type > 0 && (size_t)r->type < sizeof type_letter && type_letter[r->type] == letter;
 }
 
 /* One element's group at *p: a letter, or letters in parentheses.

@@ -180,7 +180,6 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
                             relock__batch *out)
 {
     relock_client *c = l->c;
-    size_t di = m->with_get ? 1 : 0;
     if (r->type == REDIS_REPLY_NIL) { /* a WATCHed key changed: again */
         if (m->tries < RELOCK__BREAK_WATCH_TRIES)
             return watch_begin(m, l, out);
@@ -188,8 +187,7 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
                                       "break %s: nothing deleted: the key kept changing",
                                       l->name));
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements <= di ||
-        r->element[di]->type != REDIS_REPLY_INTEGER) {
+    if (!relock__reply_is(r, m->with_get ? "a[?i]" : "a[i]")) {
         /* An error in place of EXEC's reply (-LOADING, a refused EXEC)
          * may leave the server's MULTI open, the queued DEL with it: the
          * connection is dropped, or the next command would be queued
@@ -197,7 +195,7 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
         m->h.in_txn = 1;
         return finish(m, RELOCK__BAD_REPLY(c, "EXEC", r));
     }
-    int deleted = r->element[di]->integer > 0;
+    int deleted = r->element[m->with_get]->integer > 0;
     if (m->way != RELOCK__BW_PLAIN)
         return deleted ? notify(m, l, out, 0) : absent(m, l);
     const redisReply *g = r->element[0];

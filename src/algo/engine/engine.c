@@ -23,8 +23,12 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out)
 
 /* ------------------------------------------------------------------ batches */
 
-/* A marked batch: relock__batch_ok() says no, every later add fails. */
-#define BAD_N (RELOCK__BATCH_CMDS + 1)
+/* Marks the batch: relock__batch_ok() says no, every later add fails. */
+static int mark_bad(relock__batch *b)
+{
+    b->n = RELOCK__BATCH_CMDS + 1;
+    return -1;
+}
 
 /* Marks the scratch space overflowed (relock__batch_ok() says no). */
 static const char *scratch_full(relock__batch *b)
@@ -53,7 +57,7 @@ int relock__batch_ok(const relock__batch *b)
 void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap)
 {
     if (b->n != 0 || !cmd || cap < 1 || cap > RELOCK__BATCH_CMDS) {
-        b->n = BAD_N;
+        mark_bad(b);
         return;
     }
     b->cmd = cmd;
@@ -62,21 +66,16 @@ void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap)
 
 int relock__batch_add(relock__batch *b, int argc, const char *const *argv)
 {
-    if (!relock__batch_ok(b) || b->n >= b->cap || argc < 1 || argc > RELOCK__CMD_ARGS) {
-        b->n = BAD_N;
-        return -1;
-    }
-    for (int i = 0; i < argc; i++)
-        if (!argv[i]) { /* a failed relock__batch_fmt */
-            b->n = BAD_N;
-            return -1;
-        }
+    if (!relock__batch_ok(b) || b->n >= b->cap || argc < 1 || argc > RELOCK__CMD_ARGS)
+        return mark_bad(b);
     relock__cmd *cmd = &b->cmd[b->n];
-    cmd->argc = argc;
     for (int i = 0; i < argc; i++) {
+        if (!argv[i]) /* a failed relock__batch_fmt */
+            return mark_bad(b);
         cmd->argv[i] = argv[i];
         cmd->len[i] = strlen(argv[i]);
     }
+    cmd->argc = argc;
     return b->n++;
 }
 
@@ -243,10 +242,8 @@ int relock__batch_script(relock__batch *b, const relock_client *c, int id, int n
                          const char *const *args, int by_eval)
 {
     const char *argv[RELOCK__CMD_ARGS];
-    if (nargs < nkeys || nargs + 3 > RELOCK__CMD_ARGS || id < 0 || id >= RELOCK__NSCRIPTS) {
-        b->n = BAD_N;
-        return -1;
-    }
+    if (nargs < nkeys || nargs + 3 > RELOCK__CMD_ARGS || id < 0 || id >= RELOCK__NSCRIPTS)
+        return mark_bad(b);
     argv[0] = by_eval ? "EVAL" : "EVALSHA";
     argv[1] = by_eval ? relock__script_source(id) : c->sha[id];
     argv[2] = relock__batch_num(b, nkeys);
@@ -294,10 +291,9 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     if (r && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
         return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
-                               "%s on " RELOCK__ADDR_FMT
-                               ": the key holds a value that is not a string, so "
-                               "it is not a lock; relock never takes over, changes or deletes "
-                               "it",
+                               "%s on " RELOCK__ADDR_FMT ": the key holds a value that is not a "
+                               "string, so it is not a lock; relock never takes over, changes or "
+                               "deletes it",
                                what, RELOCK__ADDR(srv));
     if (r && r->type == REDIS_REPLY_ERROR)
         return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,

@@ -33,9 +33,7 @@ typedef struct relock__mhead {
      * the first call for the first feed.  A failure to read it is fed as
      * a fault UNSENT (after the batch's replies, if any; a batch that
      * failed is fed its own fault, without the clock).  A batch may be
-     * empty (no command): the feed then brings only the times.
-     * RELOCK__FLEET_FRESH: the server's clock must be read afresh (TIME
-     * now, whatever the estimate), as a takeover needs (feed.fleet_fresh). */
+     * empty (no command): the feed then brings only the times. */
     int want_fleet;
     /* The machine met a value only a legacy client can have written: the
      * driver writes the marker `relock scan` reads after the machine ends
@@ -43,7 +41,8 @@ typedef struct relock__mhead {
     int note_legacy;
 } relock__mhead;
 
-/* mhead.want_fleet: the fleet's clock read afresh (a takeover rests on it). */
+/* mhead.want_fleet: the server's clock must be read afresh (TIME now,
+ * whatever the estimate), as a takeover needs (feed.fleet_fresh). */
 #define RELOCK__FLEET_FRESH 2
 
 /* A machine's step function (docs/architecture.md).  The first call has

@@ -34,7 +34,6 @@
  *
  * relock_break_fenced() (src/api/operator.c) runs this step machine.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -15,7 +15,6 @@
  * Scripts never call TIME: before Redis 5 a script may not write after it.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "clock.h"
 

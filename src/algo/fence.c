@@ -14,7 +14,6 @@
  * ever moves the counter up to a value it had to reach anyway, so it may
  * run twice.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,7 +4,6 @@
  * value and its TTL, read in one batch by a step machine (inspect.h) that
  * relock_inspect() (src/api/operator.c) runs with the blocking driver.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

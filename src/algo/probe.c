@@ -4,7 +4,6 @@
  * lacks it.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 

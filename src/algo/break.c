@@ -119,44 +119,36 @@ static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batc
     return relock__send(&m->h, out);
 }
 
+/* One command of the transaction. */
+typedef struct {
+    int argc;
+    const char *argv[3];
+} tx_cmd;
+
 /* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence,
  * and before 2.2 INCR breaks, with the fence raised into its next epoch
- * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Its word count (argv
- * filled), or 0 when there is none. */
-static int queued(const relock__break_m *m, relock_lock *l, int k, const char **argv,
-                  const char **what)
+ * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Put in out when out is
+ * given; returns its name, or NULL when there is none. */
+static const char *queued(const relock__break_m *m, relock_lock *l, int k, relock__batch *out)
 {
-    const char *cmd[4][3];
-    int argc[4];
-    int n = 0;
+    tx_cmd cmd[4] = {{2, {"GET", l->key}}, {2, {"DEL", l->key}}};
+    int n = 2;
     int no_watch = !(l->c->conn.caps & RELOCK_CAP_WATCH);
-    if (m->with_get) {
-        cmd[n][0] = "GET";
-        cmd[n][1] = l->key;
-        argc[n++] = 2;
-    }
-    cmd[n][0] = "DEL";
-    cmd[n][1] = l->key;
-    argc[n++] = 2;
     if (no_watch) {
-        cmd[n][0] = "INCRBY";
-        cmd[n][1] = l->fence_key;
-        cmd[n][2] = RELOCK__BREAK_EPOCH_WORD;
-        argc[n++] = 3;
-        cmd[n][0] = "INCR";
-        cmd[n][1] = m->breaks_key;
-        argc[n++] = 2;
+        cmd[n++] = (tx_cmd){3, {"INCRBY", l->fence_key, RELOCK__BREAK_EPOCH_WORD}};
+        cmd[n++] = (tx_cmd){2, {"INCR", m->breaks_key}};
     } else {
-        cmd[n][0] = "INCR";
-        cmd[n][1] = l->fence_key;
-        argc[n++] = 2;
+        cmd[n++] = (tx_cmd){2, {"INCR", l->fence_key}};
     }
-    if (k < 0 || k >= n)
-        return 0;
-    for (int i = 0; i < argc[k]; i++)
-        argv[i] = cmd[k][i];
-    *what = cmd[k][0];
-    return argc[k];
+    k += !m->with_get; /* the GET only where the transaction reads the value */
+    if (k < !m->with_get || k >= n)
+        return NULL;
+    if (out) {
+        relock__batch_reset(out);
+        relock__batch_add(out, cmd[k].argc, cmd[k].argv);
+        out->in_txn = 1;
+    }
+    return cmd[k].argv[0];
 }
 
 /* MULTI, [GET key,] DEL key, INCR fence(s), EXEC: inside the WATCH's
@@ -326,24 +318,16 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return m->was_absent ? absent(m, l) : m->moved ? fence_moved(m, l) : mismatch(m, l);
 
     case T_MULTI:
-    case T_QUEUED: {
-        const char *argv[3], *what = "MULTI";
-        if (m->h.pc == T_QUEUED)
-            queued(m, l, m->next - 1, argv, &what);
-        st = relock__reply_check(c, r, "s", what);
+    case T_QUEUED:
+        st = relock__reply_check(c, r, "s",
+                                 m->h.pc == T_MULTI ? "MULTI" : queued(m, l, m->next - 1, NULL));
         if (st != RELOCK_OK)
             return finish(m, st);
-        int argc = queued(m, l, m->next, argv, &what);
-        if (argc) {
-            m->next++;
-            relock__batch_reset(out);
-            relock__batch_add(out, argc, argv);
-            out->in_txn = 1;
-            m->h.pc = T_QUEUED;
-            return relock__send(&m->h, out);
-        }
-        return relock__send_words(&m->h, out, T_EXEC, 0, 1, "EXEC");
-    }
+        if (!queued(m, l, m->next, out))
+            return relock__send_words(&m->h, out, T_EXEC, 0, 1, "EXEC");
+        m->next++;
+        m->h.pc = T_QUEUED;
+        return relock__send(&m->h, out);
 
     case T_EXEC:
         return tx_done(m, l, r, out);

@@ -97,9 +97,7 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
         }
         /* 2.0: no WATCH, no script.  The look narrows the window to one
          * round trip; the record informs, it decides nothing. */
-        relock__batch_words(out, 2, "GET", l->key);
-        m->h.pc = P_LOOK;
-        return relock__send(&m->h, out);
+        return relock__send_words(&m->h, out, P_LOOK, 0, 2, "GET", l->key);
     case P_SCRIPT:
         if (!answered)
             return finish(m, 0, 0);

@@ -32,17 +32,12 @@
  * attempts, so there a second counter, of breaks alone, is incremented as
  * well, and holders compare that one (compat/legacy.c).
  *
- * The delete is a step machine (break.h, src/algo/engine/): relock_break_fenced()
- * (src/api/operator.c) checks the arguments, connects, and runs it with the
- * blocking driver.
+ * relock_break_fenced() (src/api/operator.c) runs this step machine.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "break.h"
-
-/* ------------------------------------------------------------------ the machine */
 
 enum break_pc {
     B_START = 0,
@@ -63,13 +58,8 @@ enum break_pc {
 void relock__break_init(relock__break_m *m, const char *if_value, long long if_fence,
                         const char *breaks_key, const char *chan, const char *okey)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->if_value = if_value;
-    m->if_fence = if_fence;
-    m->breaks_key = breaks_key;
-    m->chan = chan;
-    m->okey = okey;
+    *m = (relock__break_m){.h.hint_ms = -1, .if_value = if_value, .if_fence = if_fence,
+                           .breaks_key = breaks_key, .chan = chan, .okey = okey};
 }
 
 void relock__break_free(relock__break_m *m)
@@ -82,15 +72,6 @@ static relock__step finish(relock__break_m *m, relock_status st)
 {
     relock__break_free(m);
     return relock__done(&m->h, st);
-}
-
-static relock__step ambiguous(relock__break_m *m, relock_lock *l)
-{
-    relock__err_clear(&l->c->err); /* the I/O error is the lesser news */
-    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_EAMBIGUOUS,
-                                  "break %s: connection lost after the request was sent; "
-                                  "whether the key was deleted is unknown",
-                                  l->name));
 }
 
 static relock__step absent(relock__break_m *m, relock_lock *l)
@@ -115,35 +96,16 @@ static relock__step fence_moved(relock__break_m *m, relock_lock *l)
                                   l->name, m->if_fence));
 }
 
-static relock__step fail(relock__break_m *m, relock_lock *l, const relock__feed *in)
-{
-    return finish(m, relock__fault_fail(l->c, in));
-}
-
-static relock__step send1(relock__break_m *m, relock__batch *out, int pc, int in_txn, int argc,
-                          const char *const *argv)
-{
-    relock__batch_reset(out);
-    relock__batch_add(out, argc, argv);
-    out->in_txn = in_txn;
-    m->h.pc = pc;
-    return relock__send(&m->h, out);
-}
-
 /* Announces a delete to waiters, and drops the broken holder's owner
  * metadata (owner_info); best effort (see the top of the file): every
  * failure here is forgotten. */
 static relock__step notify(relock__break_m *m, relock_lock *l, relock__batch *out, int from)
 {
     relock__err_clear(&l->c->err);
-    if (from < N_OWNER && m->okey[0]) {
-        const char *d[] = {"DEL", m->okey};
-        return send1(m, out, N_OWNER, 0, 2, d);
-    }
-    if (from < N_PUBLISH && m->chan[0]) {
-        const char *p[] = {"PUBLISH", m->chan, "1"};
-        return send1(m, out, N_PUBLISH, 0, 3, p);
-    }
+    if (from < N_OWNER && m->okey[0])
+        return relock__send_words(&m->h, out, N_OWNER, 0, 2, "DEL", m->okey);
+    if (from < N_PUBLISH && m->chan[0])
+        return relock__send_words(&m->h, out, N_PUBLISH, 0, 3, "PUBLISH", m->chan, "1");
     return finish(m, RELOCK_OK);
 }
 
@@ -157,44 +119,36 @@ static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batc
     return relock__send(&m->h, out);
 }
 
+/* One command of the transaction. */
+typedef struct {
+    int argc;
+    const char *argv[3];
+} tx_cmd;
+
 /* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence,
  * and before 2.2 INCR breaks, with the fence raised into its next epoch
- * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Its word count (argv
- * filled), or 0 when there is none. */
-static int queued(const relock__break_m *m, relock_lock *l, int k, const char **argv,
-                  const char **what)
+ * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Put in out when out is
+ * given; returns its name, or NULL when there is none. */
+static const char *queued(const relock__break_m *m, relock_lock *l, int k, relock__batch *out)
 {
-    const char *cmd[4][3];
-    int argc[4];
-    int n = 0;
+    tx_cmd cmd[4] = {{2, {"GET", l->key}}, {2, {"DEL", l->key}}};
+    int n = 2;
     int no_watch = !(l->c->conn.caps & RELOCK_CAP_WATCH);
-    if (m->with_get) {
-        cmd[n][0] = "GET";
-        cmd[n][1] = l->key;
-        argc[n++] = 2;
-    }
-    cmd[n][0] = "DEL";
-    cmd[n][1] = l->key;
-    argc[n++] = 2;
     if (no_watch) {
-        cmd[n][0] = "INCRBY";
-        cmd[n][1] = l->fence_key;
-        cmd[n][2] = RELOCK__BREAK_EPOCH_WORD;
-        argc[n++] = 3;
-        cmd[n][0] = "INCR";
-        cmd[n][1] = m->breaks_key;
-        argc[n++] = 2;
+        cmd[n++] = (tx_cmd){3, {"INCRBY", l->fence_key, RELOCK__BREAK_EPOCH_WORD}};
+        cmd[n++] = (tx_cmd){2, {"INCR", m->breaks_key}};
     } else {
-        cmd[n][0] = "INCR";
-        cmd[n][1] = l->fence_key;
-        argc[n++] = 2;
+        cmd[n++] = (tx_cmd){2, {"INCR", l->fence_key}};
     }
-    if (k < 0 || k >= n)
-        return 0;
-    for (int i = 0; i < argc[k]; i++)
-        argv[i] = cmd[k][i];
-    *what = cmd[k][0];
-    return argc[k];
+    k += !m->with_get; /* the GET only where the transaction reads the value */
+    if (k < !m->with_get || k >= n)
+        return NULL;
+    if (out) {
+        relock__batch_reset(out);
+        relock__batch_add(out, cmd[k].argc, cmd[k].argv);
+        out->in_txn = 1;
+    }
+    return cmd[k].argv[0];
 }
 
 /* MULTI, [GET key,] DEL key, INCR fence(s), EXEC: inside the WATCH's
@@ -202,17 +156,14 @@ static int queued(const relock__break_m *m, relock_lock *l, int k, const char **
 static relock__step tx_begin(relock__break_m *m, relock__batch *out)
 {
     m->next = 0;
-    m->deleted = 0;
-    const char *mu[] = {"MULTI"};
-    return send1(m, out, T_MULTI, 1, 1, mu);
+    return relock__send_words(&m->h, out, T_MULTI, 1, 1, "MULTI");
 }
 
 static relock__step watch_begin(relock__break_m *m, relock_lock *l, relock__batch *out)
 {
     m->tries++;
     m->was_absent = m->moved = 0;
-    const char *w[] = {"WATCH", l->key, l->fence_key};
-    return send1(m, out, B_WATCH, 1, 3, w);
+    return relock__send_words(&m->h, out, B_WATCH, 1, 3, "WATCH", l->key, l->fence_key);
 }
 
 /* The transaction's EXEC answered: the way decides what follows. */
@@ -220,7 +171,6 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
                             relock__batch *out)
 {
     relock_client *c = l->c;
-    size_t di = m->with_get ? 1 : 0;
     if (r->type == REDIS_REPLY_NIL) { /* a WATCHed key changed: again */
         if (m->tries < RELOCK__BREAK_WATCH_TRIES)
             return watch_begin(m, l, out);
@@ -228,8 +178,7 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
                                       "break %s: nothing deleted: the key kept changing",
                                       l->name));
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements <= di ||
-        r->element[di]->type != REDIS_REPLY_INTEGER) {
+    if (!relock__reply_is(r, m->with_get ? "a[?i]" : "a[i]")) {
         /* An error in place of EXEC's reply (-LOADING, a refused EXEC)
          * may leave the server's MULTI open, the queued DEL with it: the
          * connection is dropped, or the next command would be queued
@@ -237,9 +186,9 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
         m->h.in_txn = 1;
         return finish(m, RELOCK__BAD_REPLY(c, "EXEC", r));
     }
-    m->deleted = r->element[di]->integer > 0;
+    int deleted = r->element[m->with_get]->integer > 0;
     if (m->way != RELOCK__BW_PLAIN)
-        return m->deleted ? notify(m, l, out, 0) : absent(m, l);
+        return deleted ? notify(m, l, out, 0) : absent(m, l);
     const redisReply *g = r->element[0];
     if (g->type == REDIS_REPLY_STRING) {
         m->got = malloc(g->len + 1);
@@ -247,22 +196,19 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
             memcpy(m->got, g->str, g->len);
             m->got[g->len] = '\0';
         }
-    } else if (g->type == REDIS_REPLY_NIL) {
-        m->got_absent = 1;
     }
     if (m->got && strcmp(m->got, m->if_value) == 0)
         return notify(m, l, out, 0);
-    if (m->got_absent) /* gone between the GET and the transaction */
+    if (g->type == REDIS_REPLY_NIL) /* gone between the GET and the transaction */
         return absent(m, l);
     if (!m->got)
         return finish(m, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                       "break %s: the GET inside the transaction failed; the key "
                                       "was %s",
-                                      l->name, m->deleted ? "deleted" : "not deleted"));
+                                      l->name, deleted ? "deleted" : "not deleted"));
     /* Another value arrived in the window and was deleted: put it back,
      * unless someone has taken the free key since. */
-    const char *s[] = {"SETNX", l->key, m->got};
-    return send1(m, out, P_RESTORE, 0, 3, s);
+    return relock__send_words(&m->h, out, P_RESTORE, 0, 3, "SETNX", l->key, m->got);
 }
 
 static relock__step start(relock__break_m *m, relock_lock *l, relock__batch *out)
@@ -289,8 +235,7 @@ static relock__step start(relock__break_m *m, relock_lock *l, relock__batch *out
                                       l->name, c->conn.version));
     m->way = RELOCK__BW_PLAIN;
     m->with_get = 1;
-    const char *g[] = {"GET", l->key};
-    return send1(m, out, B_GET, 0, 2, g);
+    return relock__send_words(&m->h, out, B_GET, 0, 2, "GET", l->key);
 }
 
 relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in,
@@ -300,15 +245,26 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
+    if (m->h.pc == B_SCRIPT && relock__script_again(in, 0, &m->by_eval))
+        return send_script(m, l, out);
+    /* A fault before the outcome is known fails the call; a lost reply to
+     * the script or to EXEC leaves unknown whether the key was deleted.
+     * Any fault or refusal before EXEC leaves the transaction open, and the
+     * driver drops its connection, which discards it. */
+    if (in->fault && m->h.pc > B_START && m->h.pc < N_OWNER) {
+        if (in->fault != RELOCK__FAULT_LOST || (m->h.pc != B_SCRIPT && m->h.pc != T_EXEC))
+            return finish(m, relock__fault_fail(c, in));
+        relock__err_clear(&c->err); /* the I/O error is the lesser news */
+        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                      "break %s: connection lost after the request was sent; "
+                                      "whether the key was deleted is unknown",
+                                      l->name));
+    }
     switch (m->h.pc) {
     case B_START:
         return start(m, l, out);
 
     case B_SCRIPT:
-        if (relock__script_again(in, 0, &m->by_eval))
-            return send_script(m, l, out);
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
         st = relock__reply_check(c, r, "i", "compare-and-delete");
         if (st != RELOCK_OK)
             return finish(m, st);
@@ -319,8 +275,6 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return r->integer == -2 ? fence_moved(m, l) : mismatch(m, l);
 
     case B_GET: /* 2.0 (see the top of the file) */
-        if (in->fault)
-            return fail(m, l, in);
         st = relock__reply_check(c, r, "bn", "GET");
         if (st != RELOCK_OK)
             return finish(m, st); /* WRONGTYPE: not a lock */
@@ -331,20 +285,13 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return tx_begin(m, out);
 
     case B_WATCH:
-        if (in->fault)
-            return fail(m, l, in);
         st = relock__reply_check(c, r, "s", "WATCH");
         if (st != RELOCK_OK)
             return finish(m, st);
-        {
-            const char *g[] = {"GET", l->key};
-            return send1(m, out, B_WGET, 1, 2, g);
-        }
+        return relock__send_words(&m->h, out, B_WGET, 1, 2, "GET", l->key);
 
     case B_WGET:
     case B_WFENCE: {
-        if (in->fault)
-            return fail(m, l, in);
         st = relock__reply_check(c, r, "bn", "GET");
         if (st != RELOCK_OK)
             return finish(m, st);
@@ -352,23 +299,17 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         if (m->h.pc == B_WGET) {
             m->was_absent = r->type == REDIS_REPLY_NIL;
             same = !m->was_absent && relock__value_is(r->str, r->len, m->if_value);
-            if (same && m->if_fence > 0) {
-                const char *g[] = {"GET", l->fence_key};
-                return send1(m, out, B_WFENCE, 1, 2, g);
-            }
+            if (same && m->if_fence > 0)
+                return relock__send_words(&m->h, out, B_WFENCE, 1, 2, "GET", l->fence_key);
         } else {
             m->moved = r->type != REDIS_REPLY_STRING || atoll(r->str) != m->if_fence;
         }
-        if (!same || m->moved) {
-            const char *u[] = {"UNWATCH"};
-            return send1(m, out, B_UNWATCH, 0, 1, u);
-        }
+        if (!same || m->moved)
+            return relock__send_words(&m->h, out, B_UNWATCH, 0, 1, "UNWATCH");
         return tx_begin(m, out);
     }
 
     case B_UNWATCH:
-        if (in->fault)
-            return fail(m, l, in);
         st = relock__reply_check(c, r, "s", "UNWATCH");
         if (st != RELOCK_OK) {
             m->h.in_txn = 1; /* the connection is dropped */
@@ -377,29 +318,18 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return m->was_absent ? absent(m, l) : m->moved ? fence_moved(m, l) : mismatch(m, l);
 
     case T_MULTI:
-    case T_QUEUED: {
-        /* Any fault or refusal before EXEC: the transaction is left open
-         * and the driver drops its connection, which discards it. */
-        if (in->fault)
-            return fail(m, l, in);
-        const char *argv[3], *what = "MULTI";
-        if (m->h.pc == T_QUEUED)
-            queued(m, l, m->next - 1, argv, &what);
-        st = relock__reply_check(c, r, "s", what);
+    case T_QUEUED:
+        st = relock__reply_check(c, r, "s",
+                                 m->h.pc == T_MULTI ? "MULTI" : queued(m, l, m->next - 1, NULL));
         if (st != RELOCK_OK)
             return finish(m, st);
-        int argc = queued(m, l, m->next, argv, &what);
-        if (argc) {
-            m->next++;
-            return send1(m, out, T_QUEUED, 1, argc, argv);
-        }
-        const char *e[] = {"EXEC"};
-        return send1(m, out, T_EXEC, 0, 1, e);
-    }
+        if (!queued(m, l, m->next, out))
+            return relock__send_words(&m->h, out, T_EXEC, 0, 1, "EXEC");
+        m->next++;
+        m->h.pc = T_QUEUED;
+        return relock__send(&m->h, out);
 
     case T_EXEC:
-        if (in->fault)
-            return in->fault == RELOCK__FAULT_LOST ? ambiguous(m, l) : fail(m, l, in);
         return tx_done(m, l, r, out);
 
     case N_OWNER:

@@ -1,8 +1,6 @@
 /*
  * relock_break()'s step machine (break.c): an operator's delete of a
  * stuck lock, with or without the value (and fence) it must still hold.
- * Public to the engine's drivers and to the tests that feed it replies by
- * hand.
  */
 #ifndef RELOCK_BREAK_H
 #define RELOCK_BREAK_H
@@ -26,7 +24,7 @@ enum relock__break_way {
 
 /*
  * Runs on a lock handle that names the key (l->name, l->key, l->fence_key;
- * break.c makes one on the stack).  Inputs set before the first step
+ * the caller makes one on the stack).  Inputs set before the first step
  * (relock__break_init): if_value (NULL: whatever the key holds), if_fence
  * (0: not compared), breaks_key (counted on servers without WATCH), chan
  * (the release notice's channel, or "") and okey (the owner metadata's
@@ -49,8 +47,6 @@ typedef struct relock__break_m {
     int was_absent; /* WATCH: the key was absent at the GET */
     int moved;      /* WATCH: the value matched, the fence did not */
     int next;       /* the transaction's next queued command */
-    int got_absent; /* 2.0: the GET in the transaction found nothing */
-    int deleted;    /* the DEL's count */
     /* 2.0: the value the transaction deleted (malloc'd; freed at the
      * machine's end), to be put back when it was not the one named. */
     char *got;

@@ -13,20 +13,14 @@
  * more certain of the old (aged) and new measurement is kept (lease.c)
  * unless they disagree by more than both could err, which is a step.
  * Scripts never call TIME: before Redis 5 a script may not write after it.
- *
- * The measurement is a step machine (clock.h); the operation core decides
- * when it is due and reads the estimate (src/core/operation.c).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "clock.h"
 
 void relock__clock_init(relock__clock_m *m, int in_txn)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->in_txn = in_txn;
+    *m = (relock__clock_m){.h.hint_ms = -1, .in_txn = in_txn};
 }
 
 relock__step relock__clock_step(void *mv, relock_lock *l, const relock__feed *in,
@@ -34,13 +28,9 @@ relock__step relock__clock_step(void *mv, relock_lock *l, const relock__feed *in
 {
     relock__clock_m *m = mv;
     relock_client *c = l->c;
-    relock__batch_reset(out);
     if (m->h.pc == 0) {
         m->t0 = in->mono_ms;
-        relock__batch_words(out, 1, "TIME");
-        out->in_txn = m->in_txn;
-        m->h.pc = 1;
-        return relock__send(&m->h, out);
+        return relock__send_words(&m->h, out, 1, m->in_txn, 1, "TIME");
     }
     if (in->fault != RELOCK__FAULT_NONE || in->nreply < 1)
         return relock__done(&m->h, relock__fault_fail(c, in));

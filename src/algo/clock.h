@@ -1,10 +1,9 @@
 /*
- * legacy.clock = "server": the measurement of the server's clock as a
- * step machine (clock.c).  One TIME, sent at the feed's mono_ms and read
- * at the next feed's, updates the estimate on the connection
- * (c->conn.clock, lease.h).  No I/O, no clock of its own: the operation
- * core (src/core/operation.c) runs it when a machine asks for the fleet's
- * clock and the estimate is due.
+ * legacy.clock = "server": the measurement of the server's clock (clock.c).
+ * One TIME, sent at the feed's mono_ms and read at the next feed's, updates
+ * the estimate on the connection (c->conn.clock, lease.h).  The operation
+ * core runs it when a machine asks for the fleet's clock and the estimate
+ * is due.
  */
 #ifndef RELOCK_CLOCK_H
 #define RELOCK_CLOCK_H

@@ -11,9 +11,7 @@
  * WAIT would count every replica at once.  It is never sent inside
  * WATCH/MULTI (decision 86): the algorithms' transactions have ended
  * before it is sent.  Settings the mode or the server cannot honour are
- * refused, never ignored: lock_delay_ms outside modern mode (decision
- * 106), durability with several servers, WAIT before 3.0, WAITAOF before
- * 7.2.
+ * refused, never ignored (decision 106).
  */
 #include <stdio.h>
 #include <string.h>
@@ -52,9 +50,7 @@ relock_status relock__durable_check(relock_client *c)
 
 void relock__durable_init(relock__durable_m *m, const char *op)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->op = op;
+    *m = (relock__durable_m){.h.hint_ms = -1, .op = op};
 }
 
 relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *in,
@@ -77,9 +73,8 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
             relock__batch_words(out, 4, "WAITAOF", "1", nrep, ntmo);
         else
             relock__batch_words(out, 3, "WAIT", nrep, ntmo);
-        /* WAIT counts the replicas that acknowledged the offset of the
-         * connection's own last write: only the write's connection can
-         * ask.  The server answers after at most timeout_ms. */
+        /* Only the write's connection can ask (see the top of the file);
+         * the server answers after at most timeout_ms. */
         out->pinned = 1;
         out->slow_ms = tmo;
         m->h.pc = 1;
@@ -95,7 +90,6 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
                                                 m->op, l->name, want));
     }
     if (in->fault != RELOCK__FAULT_NONE || in->nreply < 1) {
-        const relock__server *srv = c->conn.srv;
         char why[200];
         snprintf(why, sizeof why, "%s",
                  in->fault_text && in->fault_text[0] ? in->fault_text : "connection lost");
@@ -104,27 +98,25 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
         return relock__done(&m->h, RELOCK__FAIL(&c->err, st,
                                                 "%s %s: %s on " RELOCK__ADDR_FMT
                                                 ": %s; the replicas' acknowledgement is unknown",
-                                                m->op, l->name, what, RELOCK__ADDR(srv), why));
+                                                m->op, l->name, what,
+                                                RELOCK__ADDR(c->conn.srv), why));
     }
     const redisReply *r = in->reply[0];
     long long got = -1, local = 1;
-    relock_status st = RELOCK_OK;
-    if (r->type == REDIS_REPLY_INTEGER && !c->s.durability.aof) {
+    relock_status st;
+    if (!c->s.durability.aof && relock__reply_is(r, "i")) {
         got = r->integer;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-               r->element[0]->type == REDIS_REPLY_INTEGER &&
-               r->element[1]->type == REDIS_REPLY_INTEGER && c->s.durability.aof) {
+    } else if (c->s.durability.aof && relock__reply_is(r, "a[ii$]")) {
         local = r->element[0]->integer;
         got = r->element[1]->integer;
     } else if (r->type == REDIS_REPLY_ERROR &&
                (strstr(r->str, "unknown command") || strstr(r->str, "appendonly"))) {
-        st = RELOCK__FAIL_SRV(&c->err, RELOCK_EUNSUPPORTED, r->str,
-                              "%s %s: the server refused %s: %s", m->op, l->name, what, r->str);
+        return relock__done(&m->h, RELOCK__FAIL_SRV(&c->err, RELOCK_EUNSUPPORTED, r->str,
+                                                    "%s %s: the server refused %s: %s", m->op,
+                                                    l->name, what, r->str));
     } else {
-        st = RELOCK__BAD_REPLY(c, what, r);
+        return relock__done(&m->h, RELOCK__BAD_REPLY(c, what, r));
     }
-    if (st != RELOCK_OK)
-        return relock__done(&m->h, st);
     m->acked = got < 0 ? 0 : got > 0x7fffffffLL ? 0x7fffffff : (int)got;
     /* Acknowledged too late: the lease the write made may have ended while
      * the replicas caught up, and another client may hold the lock now.

@@ -1,10 +1,8 @@
 /*
  * Durability as a step machine (durable.c): the WAIT, or WAITAOF, after an
- * acquire or an extend wrote the lock key, and its verdict.  No I/O, no
- * clock: the time a late acknowledgement is judged by comes in the feed,
- * and the connection the write went out on is the driver's to keep (the
- * batch is pinned, engine/machine.h).  The blocking API (lock.c) and the
- * asynchronous client (core/operation.c) both run it.
+ * acquire or an extend wrote the lock key, and its verdict.  The time a
+ * late acknowledgement is judged by comes in the feed, and the connection
+ * the write went out on is the driver's to keep (the batch is pinned).
  */
 #ifndef RELOCK_DURABLE_H
 #define RELOCK_DURABLE_H

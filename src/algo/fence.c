@@ -9,12 +9,11 @@
  * counter is created from the old one if it does not exist yet (SETNX),
  * never lowered.
  *
- * The carry is a step machine (fence.h) the operation core runs before an
- * acquire's first attempt (src/core/operation.c).  A lost reply is a plain failure here, never an
- * ambiguous one: the raise only ever moves the counter up to a value it
- * had to reach anyway, so it may run twice.
+ * The operation core runs the carry before an acquire's first attempt.  A
+ * lost reply is a plain failure, never an ambiguous one: the raise only
+ * ever moves the counter up to a value it had to reach anyway, so it may
+ * run twice.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,9 +35,7 @@ enum fence_pc {
 
 void relock__fence_carry_init(relock__fence_carry_m *m, const char *before)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->before = before;
+    *m = (relock__fence_carry_m){.h.hint_ms = -1, .before = before};
 }
 
 /* A counter read under WATCH: its value, 0 when absent or not a number;
@@ -54,16 +51,6 @@ static long long counter(relock_client *c, const redisReply *r)
     return 0;
 }
 
-static relock__step send1(relock__fence_carry_m *m, relock__batch *out, int pc, int in_txn,
-                          int argc, const char *const *argv)
-{
-    relock__batch_reset(out);
-    relock__batch_add(out, argc, argv);
-    out->in_txn = in_txn;
-    m->h.pc = pc;
-    return relock__send(&m->h, out);
-}
-
 static relock__step send_script(relock__fence_carry_m *m, relock_lock *l, relock__batch *out)
 {
     relock__batch_reset(out);
@@ -76,8 +63,7 @@ static relock__step send_script(relock__fence_carry_m *m, relock_lock *l, relock
 static relock__step watch_begin(relock__fence_carry_m *m, relock_lock *l, relock__batch *out)
 {
     m->tries++;
-    const char *w[] = {"WATCH", l->fence_key, m->before};
-    return send1(m, out, F_WATCH, 1, 3, w);
+    return relock__send_words(&m->h, out, F_WATCH, 1, 3, "WATCH", l->fence_key, m->before);
 }
 
 /* The transaction failed (a fault, or a reply refused with the server's
@@ -87,11 +73,6 @@ static relock__step watch_failed(relock__fence_carry_m *m, relock_status st)
 {
     m->h.in_txn = 1;
     return relock__done(&m->h, st);
-}
-
-static relock__step written(relock__fence_carry_m *m, relock_lock *l, const redisReply *r)
-{
-    return relock__done(&m->h, relock__reply_check(l->c, r, "i", "raising the fence counter"));
 }
 
 relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__feed *in,
@@ -111,8 +92,7 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
             return watch_begin(m, l, out);
         }
         m->way = RELOCK__FW_SETNX;
-        const char *g[] = {"GET", m->before};
-        return send1(m, out, F_GET, 0, 2, g);
+        return relock__send_words(&m->h, out, F_GET, 0, 2, "GET", m->before);
     }
     if (m->h.pc == F_SCRIPT && relock__script_again(in, 0, &m->by_eval))
         return send_script(m, l, out);
@@ -125,42 +105,31 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
     switch (m->h.pc) {
     case F_SCRIPT:
     case F_SETNX:
-        return written(m, l, r);
+        return relock__done(&m->h, relock__reply_check(c, r, "i", "raising the fence counter"));
     case F_GET:
         if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < sizeof m->old_text &&
             strspn(r->str, "0123456789") == r->len)
             memcpy(m->old_text, r->str, r->len + 1);
         if (!m->old_text[0]) /* no counter under the old name: nothing to carry */
             return relock__done(&m->h, RELOCK_OK);
-        {
-            const char *s[] = {"SETNX", l->fence_key, m->old_text};
-            return send1(m, out, F_SETNX, 0, 3, s);
-        }
-    case F_WATCH: {
+        return relock__send_words(&m->h, out, F_SETNX, 0, 3, "SETNX", l->fence_key, m->old_text);
+    case F_WATCH:
         st = relock__reply_check(c, r, "s", "WATCH of the fence counters");
         if (st != RELOCK_OK)
             return watch_failed(m, st);
-        const char *g[] = {"GET", m->before};
-        return send1(m, out, F_OLD, 1, 2, g);
-    }
-    case F_OLD: {
+        return relock__send_words(&m->h, out, F_OLD, 1, 2, "GET", m->before);
+    case F_OLD:
         m->old = counter(c, r);
         if (m->old < 0)
             return watch_failed(m, c->err.pub.status);
-        const char *g[] = {"GET", l->fence_key};
-        return send1(m, out, F_NOW, 1, 2, g);
-    }
+        return relock__send_words(&m->h, out, F_NOW, 1, 2, "GET", l->fence_key);
     case F_NOW:
         now = counter(c, r);
         if (now < 0)
             return watch_failed(m, c->err.pub.status);
-        if (now >= m->old) {
-            const char *u[] = {"UNWATCH"};
-            return send1(m, out, F_UNWATCH, 0, 1, u);
-        } else {
-            const char *mu[] = {"MULTI"};
-            return send1(m, out, F_MULTI, 1, 1, mu);
-        }
+        if (now >= m->old)
+            return relock__send_words(&m->h, out, F_UNWATCH, 0, 1, "UNWATCH");
+        return relock__send_words(&m->h, out, F_MULTI, 1, 1, "MULTI");
     case F_UNWATCH:
         st = relock__reply_check(c, r, "s", "UNWATCH");
         if (st != RELOCK_OK)
@@ -177,15 +146,13 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
         m->h.pc = F_SET;
         return relock__send(&m->h, out);
     }
-    case F_SET: {
+    case F_SET:
         /* A SET refused inside MULTI (an ACL, memory) is an error with the
          * server's words, not a race (EXEC would answer EXECABORT). */
         st = relock__reply_check(c, r, "s", "raising the fence counter (SET in MULTI)");
         if (st != RELOCK_OK)
             return watch_failed(m, st);
-        const char *e[] = {"EXEC"};
-        return send1(m, out, F_EXEC, 0, 1, e);
-    }
+        return relock__send_words(&m->h, out, F_EXEC, 0, 1, "EXEC");
     case F_EXEC:
         if (r->type == REDIS_REPLY_NIL) { /* beaten: the only outcome worth another look */
             if (m->tries < RELOCK__FENCE_WATCH_TRIES)

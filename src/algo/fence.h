@@ -1,8 +1,7 @@
 /*
  * The fence carry's step machine (fence.c): before each acquisition of a
  * whole-tag key such as "{a}", its fence counter is raised to the counter
- * earlier versions kept for it, never lowered (decision 82).  Public to the
- * engine's drivers and to tests.
+ * earlier versions kept for it, never lowered (decision 82).
  */
 #ifndef RELOCK_FENCE_H
 #define RELOCK_FENCE_H

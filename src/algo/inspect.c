@@ -4,7 +4,6 @@
  * value and its TTL, read in one batch by a step machine (inspect.h) that
  * relock_inspect() (src/api/operator.c) runs with the blocking driver.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,10 +21,7 @@ static char *copy_bytes(const char *s, size_t len)
 
 void relock__inspect_init(relock__inspect_m *m, const char *okey, relock_inspect_info *info)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->okey = okey;
-    m->info = info;
+    *m = (relock__inspect_m){.h.hint_ms = -1, .okey = okey, .info = info};
 }
 
 relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *in,
@@ -39,37 +35,25 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     int has_owner = m->okey[0] != '\0';
     if (m->h.pc == 0) {
         relock__batch_reset(out);
-        const char *f[] = {"GET", l->fence_key};
-        const char *o[] = {"GET", m->okey};
-        const char *k[] = {"GET", l->key};
-        const char *t[] = {ms ? "PTTL" : "TTL", l->key};
-        relock__batch_add(out, 2, f);
+        relock__batch_words(out, 2, "GET", l->fence_key);
         if (has_owner)
-            relock__batch_add(out, 2, o);
-        relock__batch_add(out, 2, k);
-        relock__batch_add(out, 2, t);
+            relock__batch_words(out, 2, "GET", m->okey);
+        relock__batch_words(out, 2, "GET", l->key);
+        relock__batch_words(out, 2, ms ? "PTTL" : "TTL", l->key);
         m->h.pc = 1;
         return relock__send(&m->h, out);
     }
-    /* The replies in order; a fault fails the call where a reply it
-     * needs is missing. */
-    int at = 0;
-    if (in->nreply <= at)
+    /* The replies in order: a fault fails the call where a reply it needs
+     * is missing (a free lock needs no TTL). */
+    if (in->nreply < 2 + has_owner)
         return relock__done(&m->h, relock__fault_fail(c, in));
-    const redisReply *r = in->reply[at++];
+    const redisReply *r = in->reply[0];
     if (r->type == REDIS_REPLY_STRING)
         info->fence = atoll(r->str);
-    if (has_owner) {
-        if (in->nreply <= at)
-            return relock__done(&m->h, relock__fault_fail(c, in));
-        r = in->reply[at++];
-        if (r->type == REDIS_REPLY_STRING && !(info->owner = copy_bytes(r->str, r->len)))
-            return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_ENOMEM,
-                                                    "inspect: out of memory"));
-    }
-    if (in->nreply <= at)
-        return relock__done(&m->h, relock__fault_fail(c, in));
-    r = in->reply[at++];
+    r = in->reply[has_owner];
+    if (has_owner && r->type == REDIS_REPLY_STRING && !(info->owner = copy_bytes(r->str, r->len)))
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "inspect: out of memory"));
+    r = in->reply[1 + has_owner];
     if (r->type == REDIS_REPLY_NIL) {
         info->kind = RELOCK_VALUE_NONE;
         info->pttl_ms = -2;
@@ -96,9 +80,9 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
         relock__value_stamp(&v, &stamp);
         info->ts_ms = relock__stamp_ms(&stamp, unit ? 1 : 1000, 1);
     }
-    if (in->nreply <= at)
+    if (in->nreply < 3 + has_owner)
         return relock__done(&m->h, relock__fault_fail(c, in));
-    r = in->reply[at];
+    r = in->reply[2 + has_owner];
     st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL");
     if (st != RELOCK_OK)
         return relock__done(&m->h, st);

@@ -1,18 +1,12 @@
 /*
  * relock_inspect()'s step machine (inspect.c): one batch of reads of a
- * lock's key, TTL, fence counter and owner record.  Public to the engine's
- * drivers and to tests.
+ * lock's key, TTL, fence counter and owner record.
  */
 #ifndef RELOCK_INSPECT_H
 #define RELOCK_INSPECT_H
 
 #include "engine/engine.h"
 
-/*
- * Runs on a handle naming the key (l->name, l->key, l->fence_key); okey is
- * the owner record's key or "".  Fills *info; RELOCK_OK, or a failure
- * (RELOCK_EFOREIGN for a key of another type: the caller names the type).
- */
 /* The result behind relock_inspect_info (opaque to users).  Every string
  * is whole: copied at its length, never cut. */
 struct relock_inspect_info {
@@ -28,6 +22,11 @@ struct relock_inspect_info {
     long long waiters; /* subscribers of the release channel; -1 unknown */
 };
 
+/*
+ * Runs on a handle naming the key (l->name, l->key, l->fence_key); okey is
+ * the owner record's key or "".  Fills *info; RELOCK_OK, or a failure
+ * (RELOCK_EFOREIGN for a key of another type: the caller names the type).
+ */
 typedef struct relock__inspect_m {
     relock__mhead h;
     const char *okey;

@@ -9,16 +9,6 @@
 
 enum { P_START = 0, P_SCRIPT, P_READ, P_UNWATCH, P_MULTI, P_QUEUED, P_EXEC, P_LOOK, P_WRITE };
 
-/* Whether the fence counter is compared too: in the timestamp modes, whose
- * values can repeat from one holder to the next (decision 87), on servers
- * whose counter counts acquisitions only (not 2.0's), for a lock whose
- * fence is known. */
-static int check_fence(const relock_lock *l)
-{
-    const relock_client *c = l->c;
-    return c->mode != RELOCK_MODE_MODERN && (c->conn.caps & RELOCK_CAP_WATCH) && l->fence > 0;
-}
-
 int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *value, int held,
                        const char *info)
 {
@@ -31,7 +21,11 @@ int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *val
     if (relock__owner_key(l->key, m->key, sizeof m->key) != 0)
         return 0;
     m->held = held;
-    m->fence = check_fence(l);
+    /* The fence counter is compared too in the timestamp modes, whose
+     * values can repeat from one holder to the next (decision 87), on
+     * servers whose counter counts acquisitions only (not 2.0's), for a
+     * lock whose fence is known. */
+    m->fence = c->mode != RELOCK_MODE_MODERN && (c->conn.caps & RELOCK_CAP_WATCH) && l->fence > 0;
     snprintf(m->value, sizeof m->value, "%s", value);
     if (held)
         snprintf(m->info, sizeof m->info, "%s", info);
@@ -93,10 +87,7 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
         if (c->conn.caps & RELOCK_CAP_EVAL)
             return send_script(m, l, out);
         if (c->conn.caps & RELOCK_CAP_WATCH) {
-            if (m->fence)
-                relock__batch_words(out, 3, "WATCH", l->key, l->fence_key);
-            else
-                relock__batch_words(out, 2, "WATCH", l->key);
+            relock__batch_words(out, m->fence ? 3 : 2, "WATCH", l->key, l->fence_key);
             relock__batch_words(out, 2, "GET", l->key);
             if (m->fence)
                 relock__batch_words(out, 2, "GET", l->fence_key);
@@ -106,9 +97,7 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
         }
         /* 2.0: no WATCH, no script.  The look narrows the window to one
          * round trip; the record informs, it decides nothing. */
-        relock__batch_words(out, 2, "GET", l->key);
-        m->h.pc = P_LOOK;
-        return relock__send(&m->h, out);
+        return relock__send_words(&m->h, out, P_LOOK, 0, 2, "GET", l->key);
     case P_SCRIPT:
         if (!answered)
             return finish(m, 0, 0);
@@ -121,16 +110,9 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
         int ours = relock__reply_is(in->reply[0], "s") && holds(in->reply[1], m->value);
         if (ours && m->fence)
             ours = holds(in->reply[2], relock__batch_num(out, l->fence));
-        relock__batch_reset(out);
-        if (!ours) {
-            relock__batch_words(out, 1, "UNWATCH");
-            m->h.pc = P_UNWATCH;
-            return relock__send(&m->h, out);
-        }
-        relock__batch_words(out, 1, "MULTI");
-        out->in_txn = 1;
-        m->h.pc = P_MULTI;
-        return relock__send(&m->h, out);
+        if (!ours)
+            return relock__send_words(&m->h, out, P_UNWATCH, 0, 1, "UNWATCH");
+        return relock__send_words(&m->h, out, P_MULTI, 1, 1, "MULTI");
     }
     case P_UNWATCH:
         return finish(m, 0, !answered || !relock__reply_is(in->reply[0], "s"));
@@ -142,11 +124,9 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
         m->h.pc = P_QUEUED;
         return relock__send(&m->h, out);
     case P_QUEUED:
-            if (!answered || !relock__reply_is(in->reply[0], "s"))
+        if (!answered || !relock__reply_is(in->reply[0], "s"))
             return finish(m, 0, 1);
-        relock__batch_words(out, 1, "EXEC");
-        m->h.pc = P_EXEC;
-        return relock__send(&m->h, out);
+        return relock__send_words(&m->h, out, P_EXEC, 0, 1, "EXEC");
     case P_EXEC:
         /* nil: the lock was written meanwhile, the record not. */
         if (!answered || !relock__reply_is(in->reply[0], "an"))

@@ -1,10 +1,8 @@
 /*
  * The owner record (owner_info) written or deleted beside a lock, as a
  * step machine (ownrec.c), only while the lock key holds the holder's
- * value (decision 108).  No I/O, no clock: the record's text (host, pid,
- * time) is made by the driver's side before the start
- * (relock__owner_info, base/handle.c).  The blocking API (api/owner.c) and
- * the asynchronous client (core/operation.c) both run it.
+ * value (decision 108).  The record's text (host, pid, time) is made by
+ * the driver's side before the start (relock__owner_info).
  *
  *   EVAL:  EVALSHA owner_if_held (EVAL on NOSCRIPT)
  *   WATCH: WATCH key [fence]; GET key; [GET fence]

@@ -4,41 +4,38 @@
  * lacks it.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "caps.h"
 #include "probe.h"
 
-static unsigned caps_for(int major, int minor, int patch)
-{
-    long v = (long)major * 10000 + minor * 100 + patch;
-    unsigned caps = 0;
-    if (v >= 20200)
-        caps |= RELOCK_CAP_WATCH;
-    if (v >= 20600)
-        caps |= RELOCK_CAP_EVAL | RELOCK_CAP_PEXPIRE | RELOCK_CAP_TIME;
-    if (v >= 20612)
-        caps |= RELOCK_CAP_SET_NX_PX;
-    if (v >= 20800)
-        caps |= RELOCK_CAP_SCAN;
-    if (v >= 30000)
-        caps |= RELOCK_CAP_WAIT;
-    if (v >= 50000)
-        caps |= RELOCK_CAP_SCRIPT_TIME_WRITE;
-    if (v >= 70200)
-        caps |= RELOCK_CAP_WAITAOF;
-    return caps;
-}
+/* The version (major * 10000 + minor * 100 + patch) from which each
+ * capability is there. */
+static const struct {
+    long since;
+    unsigned caps;
+} caps_since[] = {
+    {20200, RELOCK_CAP_WATCH},
+    {20600, RELOCK_CAP_EVAL | RELOCK_CAP_PEXPIRE | RELOCK_CAP_TIME},
+    {20612, RELOCK_CAP_SET_NX_PX},
+    {20800, RELOCK_CAP_SCAN},
+    {30000, RELOCK_CAP_WAIT},
+    {50000, RELOCK_CAP_SCRIPT_TIME_WRITE},
+    {70200, RELOCK_CAP_WAITAOF},
+};
 
 static void set_version(relock__conn *conn, int major, int minor, int patch)
 {
+    long v = (long)major * 10000 + minor * 100 + patch;
     conn->major = major;
     conn->minor = minor;
     conn->patch = patch;
     snprintf(conn->version, sizeof conn->version, "%d.%d.%d", major, minor, patch);
-    conn->caps = caps_for(major, minor, patch);
+    conn->caps = 0;
+    for (size_t i = 0; i < sizeof caps_since / sizeof caps_since[0]; i++)
+        if (v >= caps_since[i].since)
+            conn->caps |= caps_since[i].caps;
 }
 
 /* Reads "redis_version:X.Y.Z" from an INFO text; 0 on success. */
@@ -46,11 +43,8 @@ static int parse_info(const char *text, int *major, int *minor, int *patch)
 {
     const char *p = text;
     for (int lines = 0; p && *p && lines < 10000; lines++) {
-        if (strncmp(p, "redis_version:", 14) == 0) {
-            if (sscanf(p + 14, "%d.%d.%d", major, minor, patch) == 3)
-                return 0;
-            return -1;
-        }
+        if (strncmp(p, "redis_version:", 14) == 0)
+            return sscanf(p + 14, "%d.%d.%d", major, minor, patch) == 3 ? 0 : -1;
         p = strchr(p, '\n');
         if (p)
             p++;
@@ -69,9 +63,8 @@ static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r
     if (r->type != REDIS_REPLY_ERROR ||
         (strncmp(r->str, "NOAUTH", 6) != 0 && strncmp(r->str, "NOPERM", 6) != 0))
         return 0;
-    const relock__server *srv = c->conn.srv;
     RELOCK__FAIL_SRV(&c->err, RELOCK_ECONFIG, r->str, "%s on " RELOCK__ADDR_FMT " refused: %s%s",
-                     cmd, RELOCK__ADDR(srv), r->str,
+                     cmd, RELOCK__ADDR(c->conn.srv), r->str,
                      r->str[2] == 'A' ? " (set a password in the URL or the configuration)"
                                       : " (the user needs permission for it)");
     return 1;
@@ -88,17 +81,7 @@ enum probe_pc {
 
 void relock__probe_init(relock__probe_m *m)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-}
-
-static relock__step send1(relock__probe_m *m, relock__batch *out, int pc, int argc,
-                          const char *const *argv)
-{
-    relock__batch_reset(out);
-    relock__batch_add(out, argc, argv);
-    m->h.pc = pc;
-    return relock__send(&m->h, out);
+    *m = (relock__probe_m){.h.hint_ms = -1};
 }
 
 /* Whether a COMMAND DOCS reply (or part of it) holds the string word,
@@ -131,12 +114,10 @@ static int mentions(const redisReply *r, const char *word, int depth)
  */
 static relock__step natives(relock__probe_m *m, relock_client *c, relock__batch *out)
 {
-    relock__conn *conn = &c->conn;
-    long v = (long)conn->major * 10000 + conn->minor * 100 + conn->patch;
-    if (v < 20813)
+    if ((long)c->conn.major * 10000 + c->conn.minor * 100 + c->conn.patch < 20813)
         return relock__done(&m->h, RELOCK_OK);
-    const char *d[] = {"COMMAND", "DOCS", "SET", "EVAL", "DELIFEQ", "DELEX"};
-    return send1(m, out, P_DOCS, 6, d);
+    return relock__send_words(&m->h, out, P_DOCS, 0, 6, "COMMAND", "DOCS", "SET", "EVAL",
+                              "DELIFEQ", "DELEX");
 }
 
 static void natives_read(relock__conn *conn, const redisReply *r)
@@ -184,11 +165,8 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
     relock__probe_m *m = vm;
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
-    if (m->h.pc == P_START) {
-        /* Plain INFO: 2.0 knows no sections. */
-        const char *i[] = {"INFO"};
-        return send1(m, out, P_INFO, 1, i);
-    }
+    if (m->h.pc == P_START) /* plain INFO: 2.0 knows no sections */
+        return relock__send_words(&m->h, out, P_INFO, 0, 1, "INFO");
     if (in->fault)
         return relock__done(&m->h, relock__fault_fail(c, in));
     switch (m->h.pc) {
@@ -209,23 +187,19 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
         /* Without INFO (renamed by the operator, say): tell the version
          * apart by which commands are refused.  Only harmless commands
          * are tried. */
-        const char *t[] = {"TIME"};
-        return send1(m, out, P_TIME, 1, t);
+        return relock__send_words(&m->h, out, P_TIME, 0, 1, "TIME");
     }
     case P_TIME:
         if (refused_by_acl(c, "TIME", r))
             return relock__done(&m->h, c->err.pub.status);
         if (r->type != REDIS_REPLY_ARRAY && !lacks(r, 0))
             return relock__done(&m->h, RELOCK__BAD_REPLY(c, "TIME (probe)", r));
-        if (r->type == REDIS_REPLY_ARRAY) {
-            /* SET with options on a key of our own namespace that expires
-             * at once. */
-            const char *s[] = {"SET", "relock:{probe}", "1", "NX", "PX", "1"};
-            return send1(m, out, P_SET, 6, s);
-        } else {
-            const char *u[] = {"UNWATCH"};
-            return send1(m, out, P_UNWATCH, 1, u);
-        }
+        if (r->type != REDIS_REPLY_ARRAY)
+            return relock__send_words(&m->h, out, P_UNWATCH, 0, 1, "UNWATCH");
+        /* SET with options on a key of our own namespace that expires at
+         * once. */
+        return relock__send_words(&m->h, out, P_SET, 0, 6, "SET", "relock:{probe}", "1", "NX",
+                                  "PX", "1");
     case P_SET:
         if (r->type == REDIS_REPLY_ERROR && !lacks(r, 1))
             return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET NX PX (probe)", r));
@@ -255,31 +229,25 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
 
 const char *relock_cap_name(unsigned bit)
 {
-    switch (bit) {
-    case RELOCK_CAP_WATCH:
-        return "watch";
-    case RELOCK_CAP_EVAL:
-        return "eval";
-    case RELOCK_CAP_PEXPIRE:
-        return "pexpire";
-    case RELOCK_CAP_TIME:
-        return "time";
-    case RELOCK_CAP_SET_NX_PX:
-        return "set-nx-px";
-    case RELOCK_CAP_SCAN:
-        return "scan";
-    case RELOCK_CAP_SCRIPT_TIME_WRITE:
-        return "script-time-write";
-    case RELOCK__CAP_SET_IFEQ:
-        return "set-ifeq";
-    case RELOCK__CAP_DELIFEQ:
-        return "delifeq";
-    case RELOCK__CAP_DELEX:
-        return "delex";
-    case RELOCK_CAP_WAIT:
-        return "wait";
-    case RELOCK_CAP_WAITAOF:
-        return "waitaof";
-    }
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {
+        {RELOCK_CAP_WATCH, "watch"},
+        {RELOCK_CAP_EVAL, "eval"},
+        {RELOCK_CAP_PEXPIRE, "pexpire"},
+        {RELOCK_CAP_TIME, "time"},
+        {RELOCK_CAP_SET_NX_PX, "set-nx-px"},
+        {RELOCK_CAP_SCAN, "scan"},
+        {RELOCK_CAP_SCRIPT_TIME_WRITE, "script-time-write"},
+        {RELOCK__CAP_SET_IFEQ, "set-ifeq"},
+        {RELOCK__CAP_DELIFEQ, "delifeq"},
+        {RELOCK__CAP_DELEX, "delex"},
+        {RELOCK_CAP_WAIT, "wait"},
+        {RELOCK_CAP_WAITAOF, "waitaof"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].bit == bit)
+            return names[i].name;
     return NULL;
 }

@@ -3,9 +3,6 @@
  * version (or, where INFO is refused, which harmless commands are), then
  * COMMAND DOCS for Lua and the native compare-and-set commands.  It writes
  * what it learns into l->c->conn (version, major, minor, patch, caps).
- * Public to the engine's drivers and to tests; the simulator can run it
- * against a model server to derive a client's capabilities as a real
- * client would.
  */
 #ifndef RELOCK_PROBE_H
 #define RELOCK_PROBE_H

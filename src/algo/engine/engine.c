@@ -23,8 +23,19 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out)
 
 /* ------------------------------------------------------------------ batches */
 
-/* A marked batch: relock__batch_ok() says no, every later add fails. */
-#define BAD_N (RELOCK__BATCH_CMDS + 1)
+/* Marks the batch: relock__batch_ok() says no, every later add fails. */
+static int mark_bad(relock__batch *b)
+{
+    b->n = RELOCK__BATCH_CMDS + 1;
+    return -1;
+}
+
+/* Marks the scratch space overflowed (relock__batch_ok() says no). */
+static const char *scratch_full(relock__batch *b)
+{
+    b->used = sizeof b->scratch + 1;
+    return NULL;
+}
 
 void relock__batch_reset(relock__batch *b)
 {
@@ -46,7 +57,7 @@ int relock__batch_ok(const relock__batch *b)
 void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap)
 {
     if (b->n != 0 || !cmd || cap < 1 || cap > RELOCK__BATCH_CMDS) {
-        b->n = BAD_N;
+        mark_bad(b);
         return;
     }
     b->cmd = cmd;
@@ -55,40 +66,31 @@ void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap)
 
 int relock__batch_add(relock__batch *b, int argc, const char *const *argv)
 {
-    if (!relock__batch_ok(b) || b->n >= b->cap || argc < 1 || argc > RELOCK__CMD_ARGS) {
-        b->n = BAD_N;
-        return -1;
-    }
-    for (int i = 0; i < argc; i++)
-        if (!argv[i]) { /* a failed relock__batch_fmt */
-            b->n = BAD_N;
-            return -1;
-        }
+    if (!relock__batch_ok(b) || b->n >= b->cap || argc < 1 || argc > RELOCK__CMD_ARGS)
+        return mark_bad(b);
     relock__cmd *cmd = &b->cmd[b->n];
-    cmd->argc = argc;
     for (int i = 0; i < argc; i++) {
+        if (!argv[i]) /* a failed relock__batch_fmt */
+            return mark_bad(b);
         cmd->argv[i] = argv[i];
         cmd->len[i] = strlen(argv[i]);
     }
+    cmd->argc = argc;
     return b->n++;
 }
 
 const char *relock__batch_fmt(relock__batch *b, const char *fmt, ...)
 {
-    if (b->used >= sizeof b->scratch) {
-        b->used = sizeof b->scratch + 1;
-        return NULL;
-    }
+    if (b->used >= sizeof b->scratch)
+        return scratch_full(b);
     char *at = b->scratch + b->used;
     size_t room = sizeof b->scratch - b->used;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(at, room, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= room) {
-        b->used = sizeof b->scratch + 1;
-        return NULL;
-    }
+    if (n < 0 || (size_t)n >= room)
+        return scratch_full(b);
     b->used += (size_t)n + 1;
     return at;
 }
@@ -107,10 +109,8 @@ const char *relock__batch_num(relock__batch *b, long long v)
     if (v < 0)
         *--d = '-';
     size_t n = (size_t)(digits + sizeof digits - d);
-    if (b->used >= sizeof b->scratch || n >= sizeof b->scratch - b->used) {
-        b->used = sizeof b->scratch + 1;
-        return NULL;
-    }
+    if (b->used >= sizeof b->scratch || n >= sizeof b->scratch - b->used)
+        return scratch_full(b);
     char *at = b->scratch + b->used;
     memcpy(at, d, n);
     at[n] = '\0';
@@ -118,15 +118,34 @@ const char *relock__batch_num(relock__batch *b, long long v)
     return at;
 }
 
-int relock__batch_words(relock__batch *b, int argc, ...)
+static int add_words(relock__batch *b, int argc, va_list ap)
 {
     const char *argv[RELOCK__CMD_ARGS];
-    va_list ap;
-    va_start(ap, argc);
     for (int i = 0; i < argc && i < RELOCK__CMD_ARGS; i++)
         argv[i] = va_arg(ap, const char *);
-    va_end(ap);
     return relock__batch_add(b, argc, argv);
+}
+
+int relock__batch_words(relock__batch *b, int argc, ...)
+{
+    va_list ap;
+    va_start(ap, argc);
+    int i = add_words(b, argc, ap);
+    va_end(ap);
+    return i;
+}
+
+relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, int in_txn,
+                                int argc, ...)
+{
+    relock__batch_reset(out);
+    va_list ap;
+    va_start(ap, argc);
+    add_words(out, argc, ap);
+    va_end(ap);
+    out->in_txn = in_txn;
+    h->pc = pc;
+    return relock__send(h, out);
 }
 
 long long relock__reply_elem_int(const redisReply *r, size_t i)
@@ -139,26 +158,17 @@ long long relock__reply_elem_int(const redisReply *r, size_t i)
 
 /* ------------------------------------------------------------------ replies */
 
+/* Each reply type's letter in a shape (engine.h). */
+static const char type_letter[] = {
+    [REDIS_REPLY_STATUS] = 's', [REDIS_REPLY_STRING] = 'b', [REDIS_REPLY_INTEGER] = 'i',
+    [REDIS_REPLY_NIL] = 'n',    [REDIS_REPLY_ARRAY] = 'a',  [REDIS_REPLY_ERROR] = 'e',
+};
+
 static int letter_is(char letter, const redisReply *r)
 {
-    switch (letter) {
-    case 's':
-        return r->type == REDIS_REPLY_STATUS;
-    case 'b':
-        return r->type == REDIS_REPLY_STRING;
-    case 'i':
-        return r->type == REDIS_REPLY_INTEGER;
-    case 'n':
-        return r->type == REDIS_REPLY_NIL;
-    case 'a':
-        return r->type == REDIS_REPLY_ARRAY;
-    case 'e':
-        return r->type == REDIS_REPLY_ERROR;
-    case '?':
+    if (letter == '?')
         return 1;
-    default:
-        return 0;
-    }
+    return r->type > 0 && (size_t)r->type < sizeof type_letter && type_letter[r->type] == letter;
 }
 
 /* One element's group at *p: a letter, or letters in parentheses.
@@ -232,10 +242,8 @@ int relock__batch_script(relock__batch *b, const relock_client *c, int id, int n
                          const char *const *args, int by_eval)
 {
     const char *argv[RELOCK__CMD_ARGS];
-    if (nargs < nkeys || nargs + 3 > RELOCK__CMD_ARGS || id < 0 || id >= RELOCK__NSCRIPTS) {
-        b->n = BAD_N;
-        return -1;
-    }
+    if (nargs < nkeys || nargs + 3 > RELOCK__CMD_ARGS || id < 0 || id >= RELOCK__NSCRIPTS)
+        return mark_bad(b);
     argv[0] = by_eval ? "EVAL" : "EVALSHA";
     argv[1] = by_eval ? relock__script_source(id) : c->sha[id];
     argv[2] = relock__batch_num(b, nkeys);
@@ -283,10 +291,9 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     if (r && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
         return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,
-                               "%s on " RELOCK__ADDR_FMT
-                               ": the key holds a value that is not a string, so "
-                               "it is not a lock; relock never takes over, changes or deletes "
-                               "it",
+                               "%s on " RELOCK__ADDR_FMT ": the key holds a value that is not a "
+                               "string, so it is not a lock; relock never takes over, changes or "
+                               "deletes it",
                                what, RELOCK__ADDR(srv));
     if (r && r->type == REDIS_REPLY_ERROR)
         return relock__err_set(&c->err, RELOCK_EPROTO, file, line, r->str,

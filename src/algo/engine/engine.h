@@ -1,12 +1,11 @@
 /*
  * The engine's shared parts (design.md §2.1): the head every step machine
  * starts with, building the batch a machine sends, checking the replies it
- * gets, the EVALSHA-then-EVAL transition.  The machines run as operations
- * of the operation core (src/core/), the blocking calls' on its private
- * poll loop (src/core/pollloop.c).
+ * gets, the EVALSHA-then-EVAL transition.
  *
- * Nothing here does I/O, and nothing reads a clock or draws randomness: a machine written with these helpers
- * behaves the same under every driver, the simulator's included.
+ * Nothing here does I/O, and nothing reads a clock or draws randomness: a
+ * machine written with these helpers behaves the same under every driver,
+ * the simulator's included.
  */
 #ifndef RELOCK_ENGINE_ENGINE_H
 #define RELOCK_ENGINE_ENGINE_H
@@ -34,9 +33,7 @@ typedef struct relock__mhead {
      * the first call for the first feed.  A failure to read it is fed as
      * a fault UNSENT (after the batch's replies, if any; a batch that
      * failed is fed its own fault, without the clock).  A batch may be
-     * empty (no command): the feed then brings only the times.
-     * RELOCK__FLEET_FRESH: the server's clock must be read afresh (TIME
-     * now, whatever the estimate), as a takeover needs (feed.fleet_fresh). */
+     * empty (no command): the feed then brings only the times. */
     int want_fleet;
     /* The machine met a value only a legacy client can have written: the
      * driver writes the marker `relock scan` reads after the machine ends
@@ -44,7 +41,8 @@ typedef struct relock__mhead {
     int note_legacy;
 } relock__mhead;
 
-/* mhead.want_fleet: the fleet's clock read afresh (a takeover rests on it). */
+/* mhead.want_fleet: the server's clock must be read afresh (TIME now,
+ * whatever the estimate), as a takeover needs (feed.fleet_fresh). */
 #define RELOCK__FLEET_FRESH 2
 
 /* A machine's step function (docs/architecture.md).  The first call has
@@ -60,6 +58,15 @@ typedef relock__step (*relock__step_fn)(void *m, relock_lock *l, const relock__f
 relock__step relock__done(relock__mhead *h, relock_status st);
 /* The batch in *out is ready to send: records out->in_txn in the head. */
 relock__step relock__send(relock__mhead *h, const relock__batch *out);
+/* A machine that has not ended after this many batches is stopped with
+ * RELOCK_EPROTO by the operation core: every machine ends in a few, so it
+ * is a machine's bug. */
+#define RELOCK__DRIVE_MAX_STEPS 256
+/* Resets *out to one command of the argc words that follow, marks it
+ * inside a transaction or not (in_txn), moves the machine to pc and sends
+ * it. */
+relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, int in_txn,
+                                int argc, ...);
 
 /* ------------------------------------------------------------------ batches */
 
@@ -126,6 +133,17 @@ long long relock__reply_elem_int(const redisReply *r, size_t i);
  * (kept if an error is recorded already: the first is the most precise)
  * and returns its status. */
 relock_status relock__fault_fail(relock_client *c, const relock__feed *in);
+/* Records RELOCK_EPROTO for a reply of an unexpected type or an error
+ * reply, naming the command. */
+relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
+                                const redisReply *r);
+#define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
+/* Whether a server's error text says "not now" rather than "never": a
+ * restarted server loading its data (LOADING), one busy in a long script
+ * (BUSY), a replica cut off from its master (MASTERDOWN), a Cluster slot
+ * moving (TRYAGAIN).  Such a reply tells nothing about what the server
+ * can do. */
+int relock__reply_transient(const char *text);
 
 /* ------------------------------------------------------------------ scripts */
 
@@ -145,27 +163,5 @@ int relock__batch_script(relock__batch *b, const relock_client *c, int id, int n
  * Returns 0 otherwise (the reply is the script's, or an error to judge).
  */
 int relock__script_again(const relock__feed *in, int idx, int *by_eval);
-
-/* ------------------------------------------------------------------ drivers */
-
-/* A machine that has not ended after this many batches is stopped with
- * RELOCK_EPROTO (the operation core, src/core/operation.c, under both
- * APIs): every machine ends in a few, so it is a machine's bug. */
-#define RELOCK__DRIVE_MAX_STEPS 256
-
-/* ------------------------------------------------------------------ bad replies */
-
-/* Records RELOCK_EPROTO for a reply of an unexpected type or an error
- * reply, naming the command. */
-relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
-                                const redisReply *r);
-#define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
-
-/* Whether a server's error text says "not now" rather than "never": a
- * restarted server loading its data (LOADING), one busy in a long script
- * (BUSY), a replica cut off from its master (MASTERDOWN), a Cluster slot
- * moving (TRYAGAIN).  Such a reply tells nothing about what the server
- * can do. */
-int relock__reply_transient(const char *text);
 
 #endif

@@ -7,13 +7,10 @@
  * round, or ends); servers that have not answered by then are the
  * driver's business (it reads their owed replies later, or drops them).
  *
- * The machine holds every decision (who answered, what counts as a yes,
- * when a majority is reached or out of reach, NOSCRIPT then EVAL, the
- * fence to raise, what to clean up); the driver holds the connections,
- * their setup (AUTH, SELECT, SCRIPT LOAD), the replies owed to earlier
- * rounds and the poll loop: the operation core's fan-out
- * (src/core/fanout.c), under both APIs (the blocking one on its private
- * poll loop, src/core/pollloop.c).
+ * The machine holds every decision (what counts as a yes, when a majority
+ * is reached or out of reach, NOSCRIPT then EVAL, the fence to raise, what
+ * to clean up); the driver (src/core/fanout.c) holds the connections,
+ * their setup, the replies owed to earlier rounds and the poll loop.
  */
 #ifndef RELOCK_ENGINE_FAN_H
 #define RELOCK_ENGINE_FAN_H

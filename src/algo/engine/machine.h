@@ -1,21 +1,16 @@
 /*
  * The lock engine: every operation is a step machine that does no I/O and
- * reads no clock (design.md §2.1).  A driver starts a machine, sends the batch
- * of commands it asks for, and feeds back the replies (or the fault that
- * ended the batch) with the current time; the machine answers with the
- * next batch or with its outcome.  The state that matters (the value and
- * fence we own, whether the connection is inside WATCH or MULTI, what was
- * sent and not answered) lives in the machine and in the lock state it
- * works on, where a driver can see it and a test can assert it.
- *
- * Drivers: the operation core (src/core/), under the asynchronous API and,
- * through a private poll loop (src/core/pollloop.c), the blocking API; the
- * simulator (tests/sim) runs both, and the unit tests feed machines by hand.
+ * reads no clock (design.md §2.1).  A driver sends the batch of commands
+ * it asks for and feeds back the replies (or the fault that ended the
+ * batch) with the time; the machine answers with the next batch or its
+ * outcome.  The state that matters (the value and fence we own, whether
+ * the connection is inside WATCH or MULTI) lives in the machine and the
+ * lock state, where a driver can see it and a test can assert it.
  *
  * Replies are hiredis's redisReply structures, read only: the engine uses
  * the type, integer, str, len, elements and element fields and never frees
- * them.  A driver that has no hiredis reader (the simulator) builds them
- * itself.
+ * them, so a driver without a hiredis reader (the simulator) can build
+ * them.
  */
 #ifndef RELOCK_ENGINE_MACHINE_H
 #define RELOCK_ENGINE_MACHINE_H

@@ -1,7 +1,8 @@
 /* The wait planner: see waitplan.h.  Pure; reads nothing but its inputs. */
 #include "engine/waitplan.h"
 
-long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms, uint64_t rnd)
+long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms,
+                          uint64_t rnd)
 {
     long long d = min_ms;
     for (unsigned i = 0; i < attempt && d < max_ms; i++)
@@ -25,13 +26,14 @@ long long relock__legacy_poll_ms(long long backoff_min_ms)
     return 2 * backoff_min_ms;
 }
 
-/* How long long to sleep before the next attempt (>= 1 ms, not yet clamped to
+/* How long to sleep before the next attempt (>= 1 ms, not yet clamped to
  * the bound); *window set when polling a silent holder near its end. */
 static long long delay_of(const relock__wait_in *in, int *window)
 {
     unsigned a = in->attempt < RELOCK__BACKOFF_ATTEMPTS_MAX ? in->attempt
                                                             : RELOCK__BACKOFF_ATTEMPTS_MAX;
-    long long d = relock__backoff(in->backoff_min_ms, in->backoff_max_ms, a, in->holder_ms, in->rnd);
+    long long d =
+        relock__backoff(in->backoff_min_ms, in->backoff_max_ms, a, in->holder_ms, in->rnd);
     *window = 0;
     if (!in->silent_holder)
         return d;
@@ -56,25 +58,17 @@ static long long delay_of(const relock__wait_in *in, int *window)
 
 relock__wait_plan relock__wait_plan_next(const relock__wait_in *in)
 {
-    relock__wait_plan p = {RELOCK__WAIT_SLEEP, 0, 0};
-    if (in->bound_ms == 0) {
-        p.act = RELOCK__WAIT_BUSY;
-        return p;
-    }
+    if (in->bound_ms == 0)
+        return (relock__wait_plan){RELOCK__WAIT_BUSY, 0, 0};
     /* No new step once the bound has passed (decision 83). */
     int bounded = in->bound_ms > 0;
-    if (bounded && in->left_ms <= 0) {
-        p.act = RELOCK__WAIT_TIMEOUT;
-        return p;
-    }
-    if (!in->after_subscribe && in->attempt == 0 && in->notify && !in->subscribed) {
-        p.act = RELOCK__WAIT_SUBSCRIBE;
-        return p;
-    }
-    if (in->after_subscribe && in->subscribed) {
-        p.act = RELOCK__WAIT_RETRY;
-        return p;
-    }
+    if (bounded && in->left_ms <= 0)
+        return (relock__wait_plan){RELOCK__WAIT_TIMEOUT, 0, 0};
+    if (!in->after_subscribe && in->attempt == 0 && in->notify && !in->subscribed)
+        return (relock__wait_plan){RELOCK__WAIT_SUBSCRIBE, 0, 0};
+    if (in->after_subscribe && in->subscribed)
+        return (relock__wait_plan){RELOCK__WAIT_RETRY, 0, 0};
+    relock__wait_plan p = {RELOCK__WAIT_SLEEP, 0, 0};
     p.sleep_ms = delay_of(in, &p.window);
     if (bounded && p.sleep_ms > in->left_ms)
         p.sleep_ms = in->left_ms;

@@ -1,9 +1,8 @@
 /*
- * The wait planner (design.md §7.1): after an attempt found the lock held, what
- * the waiter does next.  Pure: no I/O, no clock, no randomness (the
- * jitter's random bits come in), so the operation core's waiter
- * (src/core/notice.c, under both APIs and the simulator) and the unit
- * tests take the same decisions from the same inputs.
+ * The wait planner (design.md §7.1): after an attempt found the lock held,
+ * what the waiter does next.  Pure: no I/O, no clock, no randomness (the
+ * jitter's random bits come in), so the waiter and the unit tests take the
+ * same decisions from the same inputs.
  *
  * The waiter sleeps until the first of a release notice, the holder's
  * known end, or a bounded, jittered, growing backoff; never past the
@@ -19,12 +18,12 @@
 
 #include <stdint.h>
 
-/* The expiry window of a silent holder starts this long long, plus twice the
+/* The expiry window of a silent holder starts this long, plus twice the
  * skew margin, before the holder's end as the waiter reckons it. */
 #define RELOCK__LEGACY_WINDOW_MS 100L
 
 /* Attempts beyond this count back off no further (the doubling is capped
- * long long before: 2 << 30 ms exceeds any backoff_max_ms). */
+ * long before: 2 << 30 ms exceeds any backoff_max_ms). */
 #define RELOCK__BACKOFF_ATTEMPTS_MAX 30u
 
 typedef enum relock__wait_act {
@@ -77,7 +76,7 @@ typedef struct relock__wait_in {
 
 typedef struct relock__wait_plan {
     relock__wait_act act;
-    long long sleep_ms; /* RELOCK__WAIT_SLEEP: how long long, >= 1 */
+    long long sleep_ms; /* RELOCK__WAIT_SLEEP: how long, >= 1 */
     int window;    /* RELOCK__WAIT_SLEEP: 1 when polling a silent holder near its expiry */
 } relock__wait_plan;
 
@@ -87,7 +86,8 @@ relock__wait_plan relock__wait_plan_next(const relock__wait_in *in);
 /* Backoff before the next attempt: exponential from min to max with
  * jitter in [d/2, d], but no later than just after the holder's known end
  * (hint_ms >= 0).  At least 1 ms. */
-long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms, uint64_t rnd);
+long long relock__backoff(long long min_ms, long long max_ms, unsigned attempt, long long hint_ms,
+                          uint64_t rnd);
 
 /* The poll interval near a silent holder's expiry: about as often as
  * classic clients look (design.md §7.3). */

@@ -64,7 +64,7 @@ relock_status relock__a_scan(relock_async *a, const char *match, relock_scan_key
                                     : RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     if (st != RELOCK_OK) {
         relock__err_copy(&a->err, &c->err);
-        if (j)
+        if (j && r && op) /* the machine began: what it allocated */
             relock__scan_end(&j->m, c, st);
         relock_scan_result_free(r);
         free(j);

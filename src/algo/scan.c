@@ -482,16 +482,16 @@ static void judge(const relock_client *c, relock_scan_result *out)
 
 /* ------------------------------------------------------------ the walk */
 
-static void tell(relock__scan_m *m, relock_key_class k, const char *key, size_t keylen)
+static void tell(relock__scan_m *m, relock_key_class k, const struct relock__scan_key *key)
 {
     if (m->fn)
-        m->fn(m->arg, k, key, keylen);
+        m->fn(m->arg, k, key->s, key->len);
 }
 
 /* Counts one key from its GET reply and its TTL in ms (-1 none, -2
  * absent). */
-static void count_value(relock__scan_m *m, const char *key, size_t keylen, const redisReply *get,
-                        long long ttl, long long now_ms)
+static void count_value(relock__scan_m *m, const struct relock__scan_key *key,
+                        const redisReply *get, long long ttl, long long now_ms)
 {
     relock_scan_result *out = m->out;
     if (get->type == REDIS_REPLY_NIL || ttl == -2) {
@@ -499,15 +499,15 @@ static void count_value(relock__scan_m *m, const char *key, size_t keylen, const
         return;
     }
     relock_key_class k = relock_key_classify(get->str, get->len, ttl, now_ms);
-    note_signature(out, sign_string(get->str, get->len, ttl), key, keylen, get->str, get->len,
-                   ttl);
-    tell(m, k, key, keylen);
+    note_signature(out, sign_string(get->str, get->len, ttl), key->s, key->len, get->str,
+                   get->len, ttl);
+    tell(m, k, key);
     long long *n[] = {&out->legacy, &out->bridge, &out->modern, &out->stale, &out->unknown,
                       &out->unknown};
     (*n[k])++;
     if (k == RELOCK_KEY_LEGACY && !out->legacy_example &&
-        (out->legacy_example = copy(out, key, keylen)))
-        out->legacy_example_len = keylen;
+        (out->legacy_example = copy(out, key->s, key->len)))
+        out->legacy_example_len = key->len;
 }
 
 /* Where the machine is: a stage whose replies the next feed brings, or
@@ -520,7 +520,6 @@ enum {
     ST_LIST, /* SCAN or KEYS */
     ST_READ, /* GET and TTL of the keys in sent[] */
     ST_TYPE, /* TYPE of the keys in typed[] */
-    ST_WALKED,
     ST_TO_MARKER,
     ST_MARKER,
     ST_MARKED,
@@ -532,18 +531,16 @@ enum {
 static void keys_free(relock__scan_m *m)
 {
     for (size_t i = 0; i < m->nkeys; i++)
-        free(m->key[i]);
+        free(m->key[i].s);
     free(m->key);
-    free(m->klen);
     m->key = NULL;
-    m->klen = NULL;
     m->nkeys = m->at = 0;
 }
 
 static void typed_free(relock__scan_m *m)
 {
     for (size_t i = 0; i < m->ntyped; i++)
-        free(m->typed[i]);
+        free(m->typed[i].s);
     m->ntyped = 0;
 }
 
@@ -555,15 +552,13 @@ static relock_status keys_take(relock__scan_m *m, relock_client *c, const redisR
         if (arr->element[i]->type != REDIS_REPLY_STRING)
             return RELOCK__BAD_REPLY(c, "SCAN/KEYS (key list)", arr->element[i]);
     size_t n = arr->elements;
-    m->key = calloc(n ? n : 1, sizeof *m->key);
-    m->klen = calloc(n ? n : 1, sizeof *m->klen);
-    if (!m->key || !m->klen)
+    if (!(m->key = calloc(n ? n : 1, sizeof *m->key)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     for (; m->nkeys < n; m->nkeys++) {
         const redisReply *e = arr->element[m->nkeys];
-        if (!(m->key[m->nkeys] = copy(m->out, e->str, e->len)))
+        if (!(m->key[m->nkeys].s = copy(m->out, e->str, e->len)))
             return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
-        m->klen[m->nkeys] = e->len;
+        m->key[m->nkeys].len = e->len;
     }
     return RELOCK_OK;
 }
@@ -670,14 +665,13 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         relock_status bad = RELOCK_OK;
         size_t nsent = m->nsent;
         for (size_t i = 0; i < nsent; i++) {
-            size_t k = m->sent[i];
+            struct relock__scan_key *k = &m->key[m->sent[i]];
             const redisReply *get = in->reply[2 * i], *ttl = in->reply[2 * i + 1];
             if (wrong_type(get)) { /* its type is asked next */
                 out->other_types++;
-                tell(m, RELOCK_KEY_OTHER_TYPE, m->key[k], m->klen[k]);
-                m->typed_len[m->ntyped] = m->klen[k];
-                m->typed[m->ntyped++] = m->key[k];
-                m->key[k] = NULL;
+                tell(m, RELOCK_KEY_OTHER_TYPE, k);
+                m->typed[m->ntyped++] = *k;
+                k->s = NULL;
             } else if (!relock__reply_is(get, "bn")) {
                 if (bad == RELOCK_OK)
                     bad = RELOCK__BAD_REPLY(c, "GET", get);
@@ -686,7 +680,7 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
                     bad = RELOCK__BAD_REPLY(c, ms ? "PTTL" : "TTL", ttl);
             } else {
                 long long t = ttl->integer >= 0 && !ms ? ttl->integer * 1000 : ttl->integer;
-                count_value(m, m->key[k], m->klen[k], get, t, now);
+                count_value(m, k, get, t, now);
             }
         }
         m->nsent = 0;
@@ -707,31 +701,27 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
             relock_key_signature sig = is && strcmp(t->str, "zset") == 0   ? RELOCK_SIG_ZSET
                                        : is && strcmp(t->str, "hash") == 0 ? RELOCK_SIG_HASH
                                                                            : RELOCK_SIG_OTHER;
-            note_signature(out, sig, m->typed[i], m->typed_len[i], "", 0, -1);
+            note_signature(out, sig, m->typed[i].s, m->typed[i].len, "", 0, -1);
         }
         typed_free(m);
         m->stage = ST_READ;
         return RELOCK_OK;
     case ST_MARKER:
-        /* Anything but a time in ms is unreadable, which the verdict
-         * treats as a recent sighting rather than guess. */
-        if (r->type == REDIS_REPLY_NIL)
-            out->legacy_seen_ms = -1;
-        else if (!marker_ms(r, &out->legacy_seen_ms))
+    case ST_WATCH: {
+        /* The legacy marker: anything but a time in ms is unreadable,
+         * which the verdict treats as a recent sighting rather than
+         * guess.  The watch marker (when upgraded clients began to watch
+         * for legacy writers, SETNX by the first of them,
+         * src/core/operation.c): anything else is no evidence. */
+        int legacy = m->stage == ST_MARKER;
+        if (!marker_ms(r, legacy ? &out->legacy_seen_ms : &out->watching_since_ms) && legacy &&
+            r->type != REDIS_REPLY_NIL)
             out->marker_unreadable = 1;
-        m->stage = ST_MARKED;
+        m->stage = legacy ? ST_MARKED : ST_JUDGE;
         if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
-            return RELOCK__BAD_REPLY(c, "GET (legacy marker)", r);
+            return RELOCK__BAD_REPLY(c, legacy ? "GET (legacy marker)" : "GET (watch marker)", r);
         return RELOCK_OK;
-    case ST_WATCH:
-        /* When upgraded clients began to watch for legacy writers (SETNX
-         * by the first of them, src/core/operation.c); anything else: no
-         * evidence. */
-        if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
-            return RELOCK__BAD_REPLY(c, "GET (watch marker)", r);
-        marker_ms(r, &out->watching_since_ms);
-        m->stage = ST_JUDGE;
-        return RELOCK_OK;
+    }
     }
     return RELOCK_OK;
 }
@@ -790,7 +780,6 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         if (!(c->conn.caps & RELOCK_CAP_SCAN))
             return send1(m, b, ST_DBSIZE, 1, "DBSIZE", NULL);
         /* fall through */
-    case ST_DBSIZE:
     case ST_LIST:
         m->stage = ST_LIST;
         if (out->keys_fallback)
@@ -800,8 +789,8 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
     case ST_TYPE:
         relock__batch_widen(b, m->wide, WIDE);
         for (size_t i = 0; i < m->ntyped; i++) {
-            relock__batch_words(b, 2, "TYPE", m->typed[i]);
-            b->cmd[i].len[1] = m->typed_len[i];
+            relock__batch_words(b, 2, "TYPE", m->typed[i].s);
+            b->cmd[i].len[1] = m->typed[i].len;
         }
         return relock__send(&m->h, b);
     case ST_READ: {
@@ -811,14 +800,14 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
                out->examined < relock__scan_max_keys) {
             size_t k = m->at++;
             out->examined++;
-            if (own_key(m->key[k], m->klen[k])) {
+            if (own_key(m->key[k].s, m->key[k].len)) {
                 out->skipped++;
                 continue;
             }
-            relock__batch_words(b, 2, "GET", m->key[k]);
-            relock__batch_words(b, 2, ttl, m->key[k]);
+            relock__batch_words(b, 2, "GET", m->key[k].s);
+            relock__batch_words(b, 2, ttl, m->key[k].s);
             /* (keys are bytes: their lengths, not strlen) */
-            b->cmd[b->n - 2].len[1] = b->cmd[b->n - 1].len[1] = m->klen[k];
+            b->cmd[b->n - 2].len[1] = b->cmd[b->n - 1].len[1] = m->key[k].len;
             m->sent[m->nsent++] = k;
         }
         /* The page's last keys: the next page is asked with them. */
@@ -828,7 +817,6 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
             relock__batch_words(b, 6, "SCAN", m->cursor, "MATCH", out->match, "COUNT", COUNT);
         if (m->nsent)
             return relock__send(&m->h, b);
-        m->stage = ST_WALKED;
         if (m->at < m->nkeys)
             break; /* the budget ran out: incomplete */
         if (!m->last && m->calls < MAX_SCAN_CALLS) {
@@ -847,8 +835,6 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         }
         break;
     }
-    case ST_WALKED:
-        break;
     case ST_TO_MARKER:
         return send1(m, b, ST_MARKER, 2, "GET", out->marker_key);
     case ST_MARKED:
@@ -900,22 +886,13 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
                                 relock_scan_key_fn fn, void *arg, relock_scan_result *out,
                                 int masters, int discover, long long wall_ms, uint64_t mono_ms)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->out = out;
-    m->fn = fn;
-    m->arg = arg;
-    m->wall0 = wall_ms;
-    m->mono0 = mono_ms;
-    m->masters = masters > 0 ? masters : 0;
-    m->discover = discover;
-    m->next = RELOCK__SCAN_MORE;
-    out->legacy_seen_ms = -1;
-    out->watching_since_ms = -1;
-    out->now_ms = -1;
-    out->verdict = RELOCK_SCAN_INCOMPLETE;
-    out->quiet_window_ms = c->s.migration.quiet_window_ms;
-    out->cluster_masters = m->masters;
+    *m = (relock__scan_m){.h.hint_ms = -1, .out = out, .fn = fn, .arg = arg, .wall0 = wall_ms,
+                          .mono0 = mono_ms, .masters = masters > 0 ? masters : 0,
+                          .discover = discover, .next = RELOCK__SCAN_MORE};
+    *out = (relock_scan_result){.legacy_seen_ms = -1, .watching_since_ms = -1, .now_ms = -1,
+                                .verdict = RELOCK_SCAN_INCOMPLETE,
+                                .quiet_window_ms = c->s.migration.quiet_window_ms,
+                                .cluster_masters = m->masters};
     if (relock__marker_key(c->s.key_prefix, out->marker_key, sizeof out->marker_key) != 0 ||
         relock__watch_key(c->s.key_prefix, out->watch_key, sizeof out->watch_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: key_prefix too long");
@@ -925,8 +902,7 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: pattern longer than %d bytes",
                             MATCH_MAX);
     size_t mlen = match ? strlen(match) : strlen(c->s.key_prefix) + 1;
-    if ((discover && !(m->addr = calloc(RELOCK__SCAN_MASTERS, sizeof *m->addr))) ||
-        !(m->wide = malloc(WIDE * sizeof *m->wide)) || !(out->match = malloc(mlen + 1)))
+    if (!(m->wide = malloc(WIDE * sizeof *m->wide)) || !(out->match = malloc(mlen + 1)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     snprintf(out->match, mlen + 1, "%s%s", match ? match : c->s.key_prefix, match ? "" : "*");
     return RELOCK_OK;
@@ -936,8 +912,6 @@ relock_status relock__scan_end(relock__scan_m *m, relock_client *c, relock_statu
 {
     keys_free(m);
     typed_free(m);
-    free(m->addr);
-    m->addr = NULL;
     free(m->wide);
     m->wide = NULL;
     if (st == RELOCK_OK && m->out->nomem)

@@ -68,21 +68,21 @@ typedef struct relock__scan_m {
     struct relock__scan_addr {
         char host[RELOCK__HOST_MAX];
         int port;
-    } *addr;
+    } addr[RELOCK__SCAN_MASTERS];
     int stage, steps, last;
     long calls;
     char cursor[32];
     /* The key list of the last SCAN or KEYS, copied (a reply lives for
      * one step), and the keys of the batch in flight; ahead: the next
-     * page's SCAN follows them in the batch. */
-    char **key;
-    size_t *klen, nkeys, at;
-    size_t sent[RELOCK__SCAN_READS], nsent;
+     * page's SCAN follows them in the batch.  typed: the keys whose TYPE
+     * is asked next, taken from the key list (the next page may have
+     * replaced it). */
+    struct relock__scan_key {
+        char *s;
+        size_t len;
+    } *key, typed[RELOCK__SCAN_READS];
+    size_t nkeys, at, sent[RELOCK__SCAN_READS], nsent, ntyped;
     int ahead;
-    /* The keys whose TYPE is asked next, taken from the key list (the
-     * next page may have replaced it). */
-    char *typed[RELOCK__SCAN_READS];
-    size_t typed_len[RELOCK__SCAN_READS], ntyped;
     relock__cmd *wide; /* the batches' commands (relock__batch_widen) */
 } relock__scan_m;
 

@@ -89,30 +89,19 @@ long long relock_scan_result_signature(const relock_scan_result *r, relock_key_s
     return r && (int)sig >= 0 && sig < RELOCK_SIG_COUNT ? r->sig[sig] : 0;
 }
 
-/* The names of the enumerations' values, in their order. */
-#define NAME_OF(names, v, other)                                                            \
-    ((int)(v) >= 0 && (size_t)(v) < sizeof(names) / sizeof(names)[0] ? (names)[v] : (other))
-
-const char *relock_key_signature_name(relock_key_signature sig)
-{
-    static const char *const names[] = {"ts-s",  "ts-s-frac",   "ts-ms", "setnx-no-ttl",
-                                        "token", "other-token", "zset",  "hash"};
-    return NAME_OF(names, sig, "other");
-}
-
-const char *relock_scan_verdict_name(relock_scan_verdict v)
-{
-    static const char *const names[] = {"stay-bridge", "modern-safe", "modern-safe-unseen",
-                                        "incomplete", "no-evidence-yet"};
-    return NAME_OF(names, v, "unknown");
-}
-
-const char *relock_key_class_name(relock_key_class k)
-{
-    static const char *const names[] = {"legacy", "bridge",  "modern",
-                                        "stale",  "unknown", "other"};
-    return NAME_OF(names, k, "unknown");
-}
+/* The names of an enumeration's values, in their order; other beyond them. */
+#define NAMES(fn, type, other, ...)                                                         \
+    const char *fn(type v)                                                                  \
+    {                                                                                       \
+        static const char *const names[] = {__VA_ARGS__};                                   \
+        return (int)v >= 0 && (size_t)v < sizeof names / sizeof names[0] ? names[v] : other; \
+    }
+NAMES(relock_key_signature_name, relock_key_signature, "other", "ts-s", "ts-s-frac", "ts-ms",
+      "setnx-no-ttl", "token", "other-token", "zset", "hash")
+NAMES(relock_scan_verdict_name, relock_scan_verdict, "unknown", "stay-bridge", "modern-safe",
+      "modern-safe-unseen", "incomplete", "no-evidence-yet")
+NAMES(relock_key_class_name, relock_key_class, "unknown", "legacy", "bridge", "modern", "stale",
+      "unknown", "other")
 
 /* Appends to a growing string; on a failed allocation sets r->nomem and
  * leaves the string as it was. */
@@ -437,6 +426,9 @@ static void judge(const relock_client *c, relock_scan_result *out)
     if (out->legacy_seen_ms >= 0 &&
         (out->watching_since_ms < 0 || out->legacy_seen_ms < out->watching_since_ms))
         out->watching_since_ms = out->legacy_seen_ms;
+    char since[128] = "";
+    if (out->watching_since_ms >= 0)
+        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
     if (out->watching_since_ms < 0 ||
         out->now_ms - out->watching_since_ms < out->quiet_window_ms) {
         /* Silence proves something only after a whole window of watching. */
@@ -450,34 +442,29 @@ static void judge(const relock_client *c, relock_scan_result *out)
                       "(\"%s\" absent): run bridge clients on these locks for the quiet window "
                       "(%s) and scan again",
                       out->watch_key, window);
-        } else {
-            char since[128], left[32];
-            fmt_sighting(out, out->watching_since_ms, since, sizeof since);
-            relockx_format_duration(out->quiet_window_ms -
-                                        (out->now_ms - out->watching_since_ms),
-                                    left, sizeof left);
-            text_addf(out, t,
-                      "but upgraded clients have watched for legacy writers only since %s, "
-                      "less than the quiet window of %s (%s to go)",
-                      since, window, left);
+            return;
         }
+        char left[32];
+        relockx_format_duration(out->quiet_window_ms - (out->now_ms - out->watching_since_ms),
+                                left, sizeof left);
+        text_addf(out, t,
+                  "but upgraded clients have watched for legacy writers only since %s, less "
+                  "than the quiet window of %s (%s to go)",
+                  since, window, left);
         return;
     }
     out->verdict = RELOCK_SCAN_MODERN_SAFE;
-    if (out->legacy_seen_ms < 0) {
-        char since[128];
-        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
+    text_addf(out, t,
+              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, ",
+              stale);
+    if (out->legacy_seen_ms < 0)
         text_addf(out, t,
-                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, "
                   "and no legacy writer met since upgraded clients began watching %s, longer "
                   "than the quiet window of %s",
-                  stale, since, window);
-        return;
-    }
-    text_addf(out, t,
-              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
-              "the last legacy writer was seen %s, before the quiet window of %s",
-              stale, seen, window);
+                  since, window);
+    else
+        text_addf(out, t, "and the last legacy writer was seen %s, before the quiet window of %s",
+                  seen, window);
 }
 
 /* ------------------------------------------------------------ the walk */

@@ -1,13 +1,10 @@
 /*
  * The migration audit (`relock scan`, docs/migration.md): walk the lock
  * keys, tell from each value and TTL which kind of client wrote it, read
- * the marker in which upgraded clients record their last sighting of a
- * legacy writer, and judge whether the fleet may leave bridge mode.  A
- * step machine (scan.h): it does no I/O and reads no clock, so that the
- * blocking API and the asynchronous one run the same walk.
- *
- * Read-only: nothing is written, so the audit may run at any time, with
- * any mode, against the live servers.
+ * the markers upgraded clients write, and judge whether the fleet may
+ * leave bridge mode.  A step machine (scan.h) that does no I/O and reads
+ * no clock, so that both APIs run the same walk.  It writes nothing, so
+ * that it may run at any time, with any mode, against the live servers.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -345,22 +342,16 @@ static void describe_families(relock_scan_result *out)
                       out->fam_example[f] ? out->fam_example[f] : "");
 }
 
-/* UTC, ISO 8601. */
-static void fmt_time(long long ms, char *buf, size_t len)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(buf, len, "%lld ms since the epoch", ms);
-}
-
-/* Where a time (a sighting, the start of the watch) sits relative to
- * now, for the verdict text; ahead: another client's clock runs ahead of
- * ours. */
+/* A time (a sighting, the start of the watch) in UTC, ISO 8601, and
+ * where it sits relative to now; ahead: another client's clock runs
+ * ahead of ours. */
 static void fmt_sighting(const relock_scan_result *out, long long ms, char *buf, size_t len)
 {
     char when[64], age[32];
-    fmt_time(ms, when, sizeof when);
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(when, sizeof when, "%lld ms since the epoch", ms);
     long long d = out->now_ms - ms;
     relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
     snprintf(buf, len, "%s (%s %s)", when, age, d >= 0 ? "ago" : "ahead of this clock");

@@ -102,9 +102,8 @@ NAMES(relock_key_class_name, relock_key_class, "unknown", "legacy", "bridge", "m
 
 /* Appends to a growing string; on a failed allocation sets r->nomem and
  * leaves the string as it was. */
-static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void text_addf(relock_scan_result *r, char **text,
+                                                              const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -164,31 +163,23 @@ relock_key_class relock_key_classify(const char *value, size_t len, long long pt
     return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
 }
 
-/* ------------------------------------------------------------ signatures */
+/* ---------------------------------------------------------- signatures
+ * The values are replies' strings, which end with a NUL (for strspn). */
 
 /* "host:pid" (resque-scheduler) or "host|pid" (phpredis sessions): a
  * word, the separator, digits. */
 static int host_pid(const char *v, size_t len, char sep)
 {
     const char *at = len ? memchr(v, sep, len) : NULL;
-    if (!at || at == v || (size_t)(at - v) + 1 >= len)
-        return 0;
-    for (const char *p = at + 1; p < v + len; p++)
-        if (*p < '0' || *p > '9')
-            return 0;
-    return 1;
+    return at && at > v && (size_t)(at - v) + 1 < len &&
+           strspn(at + 1, "0123456789") == len - (size_t)(at - v) - 1;
 }
 
 /* Laravel's owner: 16 letters and digits (Str::random(16)). */
 static int owner16(const char *v, size_t len)
 {
-    if (len != 16)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
-              (v[i] >= '0' && v[i] <= '9')))
-            return 0;
-    return 1;
+    return len == 16 &&
+           strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == 16;
 }
 
 static relock_key_signature sign_string(const char *v, size_t len, long long pttl)

@@ -310,27 +310,22 @@ static void note_signature(relock_scan_result *out, relock_key_signature sig, co
         out->fam_example[f] = copy(out, key, keylen);
 }
 
-static const char *family_name(int f, char *buf, size_t len)
-{
-    if (f < FAM_PEER)
-        return family_names[f];
-    const relock__peer *p = relock__peer_at(f - FAM_PEER);
-    const char *at = strstr(p->key_template, "{name}");
-    snprintf(buf, len, "%s (%.*s<name>%s)", p->family, (int)(at - p->key_template),
-             p->key_template, at + 6);
-    return buf;
-}
-
-/* The families met, one per line. */
+/* The families met, one per line; a peer's named with its key template. */
 static void describe_families(relock_scan_result *out)
 {
     char buf[160];
-    for (int f = 0; f < RELOCK__SCAN_FAMILIES; f++)
-        if (out->fam_keys[f] && (f < FAM_PEER || relock__peer_at(f - FAM_PEER)))
-            text_addf(out, &out->families_text, "%s%s: %lld key%s, e.g. %s",
-                      out->families_text ? "\n" : "", family_name(f, buf, sizeof buf),
-                      out->fam_keys[f], out->fam_keys[f] == 1 ? "" : "s",
-                      out->fam_example[f] ? out->fam_example[f] : "");
+    for (int f = 0; f < RELOCK__SCAN_FAMILIES; f++) {
+        const relock__peer *p = f < FAM_PEER ? NULL : relock__peer_at(f - FAM_PEER);
+        if (!out->fam_keys[f] || (f >= FAM_PEER && !p))
+            continue;
+        const char *at = p ? strstr(p->key_template, "{name}") : NULL;
+        if (p)
+            snprintf(buf, sizeof buf, "%s (%.*s<name>%s)", p->family,
+                     (int)(at - p->key_template), p->key_template, at + 6);
+        text_addf(out, &out->families_text, "%s%s: %lld key%s, e.g. %s",
+                  out->families_text ? "\n" : "", p ? buf : family_names[f], out->fam_keys[f],
+                  out->fam_keys[f] == 1 ? "" : "s", out->fam_example[f] ? out->fam_example[f] : "");
+    }
 }
 
 /* A time (a sighting, the start of the watch) in UTC, ISO 8601, and
@@ -451,12 +446,6 @@ static void judge(const relock_client *c, relock_scan_result *out)
 
 /* ------------------------------------------------------------ the walk */
 
-static void tell(relock__scan_m *m, relock_key_class k, const struct relock__scan_key *key)
-{
-    if (m->fn)
-        m->fn(m->arg, k, key->s, key->len);
-}
-
 /* Counts one key from its GET reply and its TTL in ms (-1 none, -2
  * absent). */
 static void count_value(relock__scan_m *m, const struct relock__scan_key *key,
@@ -470,7 +459,8 @@ static void count_value(relock__scan_m *m, const struct relock__scan_key *key,
     relock_key_class k = relock_key_classify(get->str, get->len, ttl, now_ms);
     note_signature(out, sign_string(get->str, get->len, ttl), key->s, key->len, get->str,
                    get->len, ttl);
-    tell(m, k, key);
+    if (m->fn)
+        m->fn(m->arg, k, key->s, key->len);
     long long *n[] = {&out->legacy, &out->bridge, &out->modern, &out->stale, &out->unknown,
                       &out->unknown};
     (*n[k])++;
@@ -638,7 +628,8 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
             const redisReply *get = in->reply[2 * i], *ttl = in->reply[2 * i + 1];
             if (wrong_type(get)) { /* its type is asked next */
                 out->other_types++;
-                tell(m, RELOCK_KEY_OTHER_TYPE, k);
+                if (m->fn)
+                    m->fn(m->arg, RELOCK_KEY_OTHER_TYPE, k->s, k->len);
                 m->typed[m->ntyped++] = *k;
                 k->s = NULL;
             } else if (!relock__reply_is(get, "bn")) {

@@ -570,10 +570,14 @@ static int marker_ms(const redisReply *r, long long *ms)
     return 1;
 }
 
-/* A SCAN reply: the cursor, and the page's keys. */
+/* A SCAN reply (the cursor, and the page's keys), or KEYS's (every key). */
 static relock_status page_take(relock__scan_m *m, relock_client *c, const redisReply *r)
 {
     m->calls++;
+    if (m->out->keys_fallback) {
+        m->last = 1;
+        return r->type == REDIS_REPLY_ARRAY ? keys_take(m, c, r) : RELOCK__BAD_REPLY(c, "KEYS", r);
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
         r->element[0]->len >= sizeof m->cursor || r->element[1]->type != REDIS_REPLY_ARRAY)
@@ -611,13 +615,7 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         return RELOCK_OK;
     case ST_LIST:
         m->stage = ST_READ; /* (a bad reply fails the walk) */
-        if (!out->keys_fallback)
-            return page_take(m, c, r);
-        m->calls++;
-        m->last = 1;
-        if (r->type != REDIS_REPLY_ARRAY)
-            return RELOCK__BAD_REPLY(c, "KEYS", r);
-        return keys_take(m, c, r);
+        return page_take(m, c, r);
     case ST_READ: {
         /* Every reply is judged, also after a bad one; the first bad one
          * fails the walk. */

@@ -134,13 +134,10 @@ static char *copy(relock_scan_result *r, const char *s, size_t len)
     return d;
 }
 
-/*
- * A timestamp is judged as legacy readers judge it: an integer V holds
- * until the clock passes V, i.e. it is expired once now >= V + 1 in its
- * unit, which its number of digits tells; a fraction, written only by
- * clients that compare fractions, once now >= V (a fraction of zero, a
- * whole clock's time as a float, as an integer).
- */
+/* A timestamp is judged as legacy readers judge it: an integer V, in the
+ * unit its digits tell, holds until the clock passes V (expired once
+ * now >= V + 1); a fraction, written only by clients that compare
+ * fractions, until now >= V (a fraction of zero as an integer). */
 relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
                                      long long now_ms)
 {
@@ -667,10 +664,9 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
     case ST_MARKER:
     case ST_WATCH: {
         /* The legacy marker: anything but a time in ms is unreadable,
-         * which the verdict treats as a recent sighting rather than
-         * guess.  The watch marker (when upgraded clients began to watch
-         * for legacy writers, SETNX by the first of them,
-         * src/core/operation.c): anything else is no evidence. */
+         * which the verdict treats as a recent sighting rather than guess.
+         * The watch marker (when upgraded clients began to watch, SETNX by
+         * the first of them, src/core/operation.c): else no evidence. */
         int legacy = m->stage == ST_MARKER;
         if (!marker_ms(r, legacy ? &out->legacy_seen_ms : &out->watching_since_ms) && legacy &&
             r->type != REDIS_REPLY_NIL)

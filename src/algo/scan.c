@@ -1,13 +1,10 @@
 /*
  * The migration audit (`relock scan`, docs/migration.md): walk the lock
  * keys, tell from each value and TTL which kind of client wrote it, read
- * the marker in which upgraded clients record their last sighting of a
- * legacy writer, and judge whether the fleet may leave bridge mode.  A
- * step machine (scan.h): it does no I/O and reads no clock, so that the
- * blocking API and the asynchronous one run the same walk.
- *
- * Read-only: nothing is written, so the audit may run at any time, with
- * any mode, against the live servers.
+ * the markers upgraded clients write, and judge whether the fleet may
+ * leave bridge mode.  A step machine (scan.h) that does no I/O and reads
+ * no clock, so that both APIs run the same walk.  It writes nothing, so
+ * that it may run at any time, with any mode, against the live servers.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,36 +86,24 @@ long long relock_scan_result_signature(const relock_scan_result *r, relock_key_s
     return r && (int)sig >= 0 && sig < RELOCK_SIG_COUNT ? r->sig[sig] : 0;
 }
 
-/* The names of the enumerations' values, in their order. */
-#define NAME_OF(names, v, other)                                                            \
-    ((int)(v) >= 0 && (size_t)(v) < sizeof(names) / sizeof(names)[0] ? (names)[v] : (other))
-
-const char *relock_key_signature_name(relock_key_signature sig)
-{
-    static const char *const names[] = {"ts-s",  "ts-s-frac",   "ts-ms", "setnx-no-ttl",
-                                        "token", "other-token", "zset",  "hash"};
-    return NAME_OF(names, sig, "other");
-}
-
-const char *relock_scan_verdict_name(relock_scan_verdict v)
-{
-    static const char *const names[] = {"stay-bridge", "modern-safe", "modern-safe-unseen",
-                                        "incomplete", "no-evidence-yet"};
-    return NAME_OF(names, v, "unknown");
-}
-
-const char *relock_key_class_name(relock_key_class k)
-{
-    static const char *const names[] = {"legacy", "bridge",  "modern",
-                                        "stale",  "unknown", "other"};
-    return NAME_OF(names, k, "unknown");
-}
+/* The names of an enumeration's values, in their order; other beyond them. */
+#define NAMES(fn, type, other, ...)                                                         \
+    const char *fn(type v)                                                                  \
+    {                                                                                       \
+        static const char *const names[] = {__VA_ARGS__};                                   \
+        return (int)v >= 0 && (size_t)v < sizeof names / sizeof names[0] ? names[v] : other; \
+    }
+NAMES(relock_key_signature_name, relock_key_signature, "other", "ts-s", "ts-s-frac", "ts-ms",
+      "setnx-no-ttl", "token", "other-token", "zset", "hash")
+NAMES(relock_scan_verdict_name, relock_scan_verdict, "unknown", "stay-bridge", "modern-safe",
+      "modern-safe-unseen", "incomplete", "no-evidence-yet")
+NAMES(relock_key_class_name, relock_key_class, "unknown", "legacy", "bridge", "modern", "stale",
+      "unknown", "other")
 
 /* Appends to a growing string; on a failed allocation sets r->nomem and
  * leaves the string as it was. */
-static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void text_addf(relock_scan_result *r, char **text, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void text_addf(relock_scan_result *r, char **text,
+                                                              const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -149,13 +134,10 @@ static char *copy(relock_scan_result *r, const char *s, size_t len)
     return d;
 }
 
-/*
- * A timestamp is judged as legacy readers judge it: an integer V holds
- * until the clock passes V, i.e. it is expired once now >= V + 1 in its
- * unit, which its number of digits tells; a fraction, written only by
- * clients that compare fractions, once now >= V (a fraction of zero, a
- * whole clock's time as a float, as an integer).
- */
+/* A timestamp is judged as legacy readers judge it: an integer V, in the
+ * unit its digits tell, holds until the clock passes V (expired once
+ * now >= V + 1); a fraction, written only by clients that compare
+ * fractions, until now >= V (a fraction of zero as an integer). */
 relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
                                      long long now_ms)
 {
@@ -178,31 +160,23 @@ relock_key_class relock_key_classify(const char *value, size_t len, long long pt
     return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
 }
 
-/* ------------------------------------------------------------ signatures */
+/* ---------------------------------------------------------- signatures
+ * The values are replies' strings, which end with a NUL (for strspn). */
 
 /* "host:pid" (resque-scheduler) or "host|pid" (phpredis sessions): a
  * word, the separator, digits. */
 static int host_pid(const char *v, size_t len, char sep)
 {
     const char *at = len ? memchr(v, sep, len) : NULL;
-    if (!at || at == v || (size_t)(at - v) + 1 >= len)
-        return 0;
-    for (const char *p = at + 1; p < v + len; p++)
-        if (*p < '0' || *p > '9')
-            return 0;
-    return 1;
+    return at && at > v && (size_t)(at - v) + 1 < len &&
+           strspn(at + 1, "0123456789") == len - (size_t)(at - v) - 1;
 }
 
 /* Laravel's owner: 16 letters and digits (Str::random(16)). */
 static int owner16(const char *v, size_t len)
 {
-    if (len != 16)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
-              (v[i] >= '0' && v[i] <= '9')))
-            return 0;
-    return 1;
+    return len == 16 &&
+           strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == 16;
 }
 
 static relock_key_signature sign_string(const char *v, size_t len, long long pttl)
@@ -333,45 +307,34 @@ static void note_signature(relock_scan_result *out, relock_key_signature sig, co
         out->fam_example[f] = copy(out, key, keylen);
 }
 
-static const char *family_name(int f, char *buf, size_t len)
-{
-    if (f < FAM_PEER)
-        return family_names[f];
-    const relock__peer *p = relock__peer_at(f - FAM_PEER);
-    const char *at = strstr(p->key_template, "{name}");
-    snprintf(buf, len, "%s (%.*s<name>%s)", p->family, (int)(at - p->key_template),
-             p->key_template, at + 6);
-    return buf;
-}
-
-/* The families met, one per line. */
+/* The families met, one per line; a peer's named with its key template. */
 static void describe_families(relock_scan_result *out)
 {
     char buf[160];
-    for (int f = 0; f < RELOCK__SCAN_FAMILIES; f++)
-        if (out->fam_keys[f] && (f < FAM_PEER || relock__peer_at(f - FAM_PEER)))
-            text_addf(out, &out->families_text, "%s%s: %lld key%s, e.g. %s",
-                      out->families_text ? "\n" : "", family_name(f, buf, sizeof buf),
-                      out->fam_keys[f], out->fam_keys[f] == 1 ? "" : "s",
-                      out->fam_example[f] ? out->fam_example[f] : "");
+    for (int f = 0; f < RELOCK__SCAN_FAMILIES; f++) {
+        const relock__peer *p = f < FAM_PEER ? NULL : relock__peer_at(f - FAM_PEER);
+        if (!out->fam_keys[f] || (f >= FAM_PEER && !p))
+            continue;
+        const char *at = p ? strstr(p->key_template, "{name}") : NULL;
+        if (p)
+            snprintf(buf, sizeof buf, "%s (%.*s<name>%s)", p->family,
+                     (int)(at - p->key_template), p->key_template, at + 6);
+        text_addf(out, &out->families_text, "%s%s: %lld key%s, e.g. %s",
+                  out->families_text ? "\n" : "", p ? buf : family_names[f], out->fam_keys[f],
+                  out->fam_keys[f] == 1 ? "" : "s", out->fam_example[f] ? out->fam_example[f] : "");
+    }
 }
 
-/* UTC, ISO 8601. */
-static void fmt_time(long long ms, char *buf, size_t len)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(buf, len, "%lld ms since the epoch", ms);
-}
-
-/* Where a time (a sighting, the start of the watch) sits relative to
- * now, for the verdict text; ahead: another client's clock runs ahead of
- * ours. */
+/* A time (a sighting, the start of the watch) in UTC, ISO 8601, and
+ * where it sits relative to now; ahead: another client's clock runs
+ * ahead of ours. */
 static void fmt_sighting(const relock_scan_result *out, long long ms, char *buf, size_t len)
 {
     char when[64], age[32];
-    fmt_time(ms, when, sizeof when);
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(when, sizeof when, "%lld ms since the epoch", ms);
     long long d = out->now_ms - ms;
     relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
     snprintf(buf, len, "%s (%s %s)", when, age, d >= 0 ? "ago" : "ahead of this clock");
@@ -437,6 +400,9 @@ static void judge(const relock_client *c, relock_scan_result *out)
     if (out->legacy_seen_ms >= 0 &&
         (out->watching_since_ms < 0 || out->legacy_seen_ms < out->watching_since_ms))
         out->watching_since_ms = out->legacy_seen_ms;
+    char since[128] = "";
+    if (out->watching_since_ms >= 0)
+        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
     if (out->watching_since_ms < 0 ||
         out->now_ms - out->watching_since_ms < out->quiet_window_ms) {
         /* Silence proves something only after a whole window of watching. */
@@ -450,48 +416,37 @@ static void judge(const relock_client *c, relock_scan_result *out)
                       "(\"%s\" absent): run bridge clients on these locks for the quiet window "
                       "(%s) and scan again",
                       out->watch_key, window);
-        } else {
-            char since[128], left[32];
-            fmt_sighting(out, out->watching_since_ms, since, sizeof since);
-            relockx_format_duration(out->quiet_window_ms -
-                                        (out->now_ms - out->watching_since_ms),
-                                    left, sizeof left);
-            text_addf(out, t,
-                      "but upgraded clients have watched for legacy writers only since %s, "
-                      "less than the quiet window of %s (%s to go)",
-                      since, window, left);
+            return;
         }
+        char left[32];
+        relockx_format_duration(out->quiet_window_ms - (out->now_ms - out->watching_since_ms),
+                                left, sizeof left);
+        text_addf(out, t,
+                  "but upgraded clients have watched for legacy writers only since %s, less "
+                  "than the quiet window of %s (%s to go)",
+                  since, window, left);
         return;
     }
     out->verdict = RELOCK_SCAN_MODERN_SAFE;
-    if (out->legacy_seen_ms < 0) {
-        char since[128];
-        fmt_sighting(out, out->watching_since_ms, since, sizeof since);
+    text_addf(out, t,
+              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, ",
+              stale);
+    if (out->legacy_seen_ms < 0)
         text_addf(out, t,
-                  "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, "
                   "and no legacy writer met since upgraded clients began watching %s, longer "
                   "than the quiet window of %s",
-                  stale, since, window);
-        return;
-    }
-    text_addf(out, t,
-              "modern is safe: set migration.legacy_clients = false; no live legacy lock%s, and "
-              "the last legacy writer was seen %s, before the quiet window of %s",
-              stale, seen, window);
+                  since, window);
+    else
+        text_addf(out, t, "and the last legacy writer was seen %s, before the quiet window of %s",
+                  seen, window);
 }
 
 /* ------------------------------------------------------------ the walk */
 
-static void tell(relock__scan_m *m, relock_key_class k, const char *key, size_t keylen)
-{
-    if (m->fn)
-        m->fn(m->arg, k, key, keylen);
-}
-
 /* Counts one key from its GET reply and its TTL in ms (-1 none, -2
  * absent). */
-static void count_value(relock__scan_m *m, const char *key, size_t keylen, const redisReply *get,
-                        long long ttl, long long now_ms)
+static void count_value(relock__scan_m *m, const struct relock__scan_key *key,
+                        const redisReply *get, long long ttl, long long now_ms)
 {
     relock_scan_result *out = m->out;
     if (get->type == REDIS_REPLY_NIL || ttl == -2) {
@@ -499,15 +454,16 @@ static void count_value(relock__scan_m *m, const char *key, size_t keylen, const
         return;
     }
     relock_key_class k = relock_key_classify(get->str, get->len, ttl, now_ms);
-    note_signature(out, sign_string(get->str, get->len, ttl), key, keylen, get->str, get->len,
-                   ttl);
-    tell(m, k, key, keylen);
+    note_signature(out, sign_string(get->str, get->len, ttl), key->s, key->len, get->str,
+                   get->len, ttl);
+    if (m->fn)
+        m->fn(m->arg, k, key->s, key->len);
     long long *n[] = {&out->legacy, &out->bridge, &out->modern, &out->stale, &out->unknown,
                       &out->unknown};
     (*n[k])++;
     if (k == RELOCK_KEY_LEGACY && !out->legacy_example &&
-        (out->legacy_example = copy(out, key, keylen)))
-        out->legacy_example_len = keylen;
+        (out->legacy_example = copy(out, key->s, key->len)))
+        out->legacy_example_len = key->len;
 }
 
 /* Where the machine is: a stage whose replies the next feed brings, or
@@ -520,7 +476,6 @@ enum {
     ST_LIST, /* SCAN or KEYS */
     ST_READ, /* GET and TTL of the keys in sent[] */
     ST_TYPE, /* TYPE of the keys in typed[] */
-    ST_WALKED,
     ST_TO_MARKER,
     ST_MARKER,
     ST_MARKED,
@@ -532,18 +487,16 @@ enum {
 static void keys_free(relock__scan_m *m)
 {
     for (size_t i = 0; i < m->nkeys; i++)
-        free(m->key[i]);
+        free(m->key[i].s);
     free(m->key);
-    free(m->klen);
     m->key = NULL;
-    m->klen = NULL;
     m->nkeys = m->at = 0;
 }
 
 static void typed_free(relock__scan_m *m)
 {
     for (size_t i = 0; i < m->ntyped; i++)
-        free(m->typed[i]);
+        free(m->typed[i].s);
     m->ntyped = 0;
 }
 
@@ -555,15 +508,13 @@ static relock_status keys_take(relock__scan_m *m, relock_client *c, const redisR
         if (arr->element[i]->type != REDIS_REPLY_STRING)
             return RELOCK__BAD_REPLY(c, "SCAN/KEYS (key list)", arr->element[i]);
     size_t n = arr->elements;
-    m->key = calloc(n ? n : 1, sizeof *m->key);
-    m->klen = calloc(n ? n : 1, sizeof *m->klen);
-    if (!m->key || !m->klen)
+    if (!(m->key = calloc(n ? n : 1, sizeof *m->key)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     for (; m->nkeys < n; m->nkeys++) {
         const redisReply *e = arr->element[m->nkeys];
-        if (!(m->key[m->nkeys] = copy(m->out, e->str, e->len)))
+        if (!(m->key[m->nkeys].s = copy(m->out, e->str, e->len)))
             return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
-        m->klen[m->nkeys] = e->len;
+        m->key[m->nkeys].len = e->len;
     }
     return RELOCK_OK;
 }
@@ -616,10 +567,14 @@ static int marker_ms(const redisReply *r, long long *ms)
     return 1;
 }
 
-/* A SCAN reply: the cursor, and the page's keys. */
+/* A SCAN reply (the cursor, and the page's keys), or KEYS's (every key). */
 static relock_status page_take(relock__scan_m *m, relock_client *c, const redisReply *r)
 {
     m->calls++;
+    if (m->out->keys_fallback) {
+        m->last = 1;
+        return r->type == REDIS_REPLY_ARRAY ? keys_take(m, c, r) : RELOCK__BAD_REPLY(c, "KEYS", r);
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
         r->element[0]->len >= sizeof m->cursor || r->element[1]->type != REDIS_REPLY_ARRAY)
@@ -657,27 +612,21 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
         return RELOCK_OK;
     case ST_LIST:
         m->stage = ST_READ; /* (a bad reply fails the walk) */
-        if (!out->keys_fallback)
-            return page_take(m, c, r);
-        m->calls++;
-        m->last = 1;
-        if (r->type != REDIS_REPLY_ARRAY)
-            return RELOCK__BAD_REPLY(c, "KEYS", r);
-        return keys_take(m, c, r);
+        return page_take(m, c, r);
     case ST_READ: {
         /* Every reply is judged, also after a bad one; the first bad one
          * fails the walk. */
         relock_status bad = RELOCK_OK;
         size_t nsent = m->nsent;
         for (size_t i = 0; i < nsent; i++) {
-            size_t k = m->sent[i];
+            struct relock__scan_key *k = &m->key[m->sent[i]];
             const redisReply *get = in->reply[2 * i], *ttl = in->reply[2 * i + 1];
             if (wrong_type(get)) { /* its type is asked next */
                 out->other_types++;
-                tell(m, RELOCK_KEY_OTHER_TYPE, m->key[k], m->klen[k]);
-                m->typed_len[m->ntyped] = m->klen[k];
-                m->typed[m->ntyped++] = m->key[k];
-                m->key[k] = NULL;
+                if (m->fn)
+                    m->fn(m->arg, RELOCK_KEY_OTHER_TYPE, k->s, k->len);
+                m->typed[m->ntyped++] = *k;
+                k->s = NULL;
             } else if (!relock__reply_is(get, "bn")) {
                 if (bad == RELOCK_OK)
                     bad = RELOCK__BAD_REPLY(c, "GET", get);
@@ -686,7 +635,7 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
                     bad = RELOCK__BAD_REPLY(c, ms ? "PTTL" : "TTL", ttl);
             } else {
                 long long t = ttl->integer >= 0 && !ms ? ttl->integer * 1000 : ttl->integer;
-                count_value(m, m->key[k], m->klen[k], get, t, now);
+                count_value(m, k, get, t, now);
             }
         }
         m->nsent = 0;
@@ -707,31 +656,26 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
             relock_key_signature sig = is && strcmp(t->str, "zset") == 0   ? RELOCK_SIG_ZSET
                                        : is && strcmp(t->str, "hash") == 0 ? RELOCK_SIG_HASH
                                                                            : RELOCK_SIG_OTHER;
-            note_signature(out, sig, m->typed[i], m->typed_len[i], "", 0, -1);
+            note_signature(out, sig, m->typed[i].s, m->typed[i].len, "", 0, -1);
         }
         typed_free(m);
         m->stage = ST_READ;
         return RELOCK_OK;
     case ST_MARKER:
-        /* Anything but a time in ms is unreadable, which the verdict
-         * treats as a recent sighting rather than guess. */
-        if (r->type == REDIS_REPLY_NIL)
-            out->legacy_seen_ms = -1;
-        else if (!marker_ms(r, &out->legacy_seen_ms))
+    case ST_WATCH: {
+        /* The legacy marker: anything but a time in ms is unreadable,
+         * which the verdict treats as a recent sighting rather than guess.
+         * The watch marker (when upgraded clients began to watch, SETNX by
+         * the first of them, src/core/operation.c): else no evidence. */
+        int legacy = m->stage == ST_MARKER;
+        if (!marker_ms(r, legacy ? &out->legacy_seen_ms : &out->watching_since_ms) && legacy &&
+            r->type != REDIS_REPLY_NIL)
             out->marker_unreadable = 1;
-        m->stage = ST_MARKED;
+        m->stage = legacy ? ST_MARKED : ST_JUDGE;
         if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
-            return RELOCK__BAD_REPLY(c, "GET (legacy marker)", r);
+            return RELOCK__BAD_REPLY(c, legacy ? "GET (legacy marker)" : "GET (watch marker)", r);
         return RELOCK_OK;
-    case ST_WATCH:
-        /* When upgraded clients began to watch for legacy writers (SETNX
-         * by the first of them, src/core/operation.c); anything else: no
-         * evidence. */
-        if (r->type == REDIS_REPLY_ERROR && !wrong_type(r))
-            return RELOCK__BAD_REPLY(c, "GET (watch marker)", r);
-        marker_ms(r, &out->watching_since_ms);
-        m->stage = ST_JUDGE;
-        return RELOCK_OK;
+    }
     }
     return RELOCK_OK;
 }
@@ -790,7 +734,6 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         if (!(c->conn.caps & RELOCK_CAP_SCAN))
             return send1(m, b, ST_DBSIZE, 1, "DBSIZE", NULL);
         /* fall through */
-    case ST_DBSIZE:
     case ST_LIST:
         m->stage = ST_LIST;
         if (out->keys_fallback)
@@ -800,8 +743,8 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
     case ST_TYPE:
         relock__batch_widen(b, m->wide, WIDE);
         for (size_t i = 0; i < m->ntyped; i++) {
-            relock__batch_words(b, 2, "TYPE", m->typed[i]);
-            b->cmd[i].len[1] = m->typed_len[i];
+            relock__batch_words(b, 2, "TYPE", m->typed[i].s);
+            b->cmd[i].len[1] = m->typed[i].len;
         }
         return relock__send(&m->h, b);
     case ST_READ: {
@@ -811,14 +754,14 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
                out->examined < relock__scan_max_keys) {
             size_t k = m->at++;
             out->examined++;
-            if (own_key(m->key[k], m->klen[k])) {
+            if (own_key(m->key[k].s, m->key[k].len)) {
                 out->skipped++;
                 continue;
             }
-            relock__batch_words(b, 2, "GET", m->key[k]);
-            relock__batch_words(b, 2, ttl, m->key[k]);
+            relock__batch_words(b, 2, "GET", m->key[k].s);
+            relock__batch_words(b, 2, ttl, m->key[k].s);
             /* (keys are bytes: their lengths, not strlen) */
-            b->cmd[b->n - 2].len[1] = b->cmd[b->n - 1].len[1] = m->klen[k];
+            b->cmd[b->n - 2].len[1] = b->cmd[b->n - 1].len[1] = m->key[k].len;
             m->sent[m->nsent++] = k;
         }
         /* The page's last keys: the next page is asked with them. */
@@ -828,7 +771,6 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
             relock__batch_words(b, 6, "SCAN", m->cursor, "MATCH", out->match, "COUNT", COUNT);
         if (m->nsent)
             return relock__send(&m->h, b);
-        m->stage = ST_WALKED;
         if (m->at < m->nkeys)
             break; /* the budget ran out: incomplete */
         if (!m->last && m->calls < MAX_SCAN_CALLS) {
@@ -847,8 +789,6 @@ static relock__step emit(relock__scan_m *m, relock_client *c, relock__batch *b, 
         }
         break;
     }
-    case ST_WALKED:
-        break;
     case ST_TO_MARKER:
         return send1(m, b, ST_MARKER, 2, "GET", out->marker_key);
     case ST_MARKED:
@@ -900,22 +840,13 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
                                 relock_scan_key_fn fn, void *arg, relock_scan_result *out,
                                 int masters, int discover, long long wall_ms, uint64_t mono_ms)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->out = out;
-    m->fn = fn;
-    m->arg = arg;
-    m->wall0 = wall_ms;
-    m->mono0 = mono_ms;
-    m->masters = masters > 0 ? masters : 0;
-    m->discover = discover;
-    m->next = RELOCK__SCAN_MORE;
-    out->legacy_seen_ms = -1;
-    out->watching_since_ms = -1;
-    out->now_ms = -1;
-    out->verdict = RELOCK_SCAN_INCOMPLETE;
-    out->quiet_window_ms = c->s.migration.quiet_window_ms;
-    out->cluster_masters = m->masters;
+    *m = (relock__scan_m){.h.hint_ms = -1, .out = out, .fn = fn, .arg = arg, .wall0 = wall_ms,
+                          .mono0 = mono_ms, .masters = masters > 0 ? masters : 0,
+                          .discover = discover, .next = RELOCK__SCAN_MORE};
+    *out = (relock_scan_result){.legacy_seen_ms = -1, .watching_since_ms = -1, .now_ms = -1,
+                                .verdict = RELOCK_SCAN_INCOMPLETE,
+                                .quiet_window_ms = c->s.migration.quiet_window_ms,
+                                .cluster_masters = m->masters};
     if (relock__marker_key(c->s.key_prefix, out->marker_key, sizeof out->marker_key) != 0 ||
         relock__watch_key(c->s.key_prefix, out->watch_key, sizeof out->watch_key) != 0)
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: key_prefix too long");
@@ -925,8 +856,7 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: pattern longer than %d bytes",
                             MATCH_MAX);
     size_t mlen = match ? strlen(match) : strlen(c->s.key_prefix) + 1;
-    if ((discover && !(m->addr = calloc(RELOCK__SCAN_MASTERS, sizeof *m->addr))) ||
-        !(m->wide = malloc(WIDE * sizeof *m->wide)) || !(out->match = malloc(mlen + 1)))
+    if (!(m->wide = malloc(WIDE * sizeof *m->wide)) || !(out->match = malloc(mlen + 1)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     snprintf(out->match, mlen + 1, "%s%s", match ? match : c->s.key_prefix, match ? "" : "*");
     return RELOCK_OK;
@@ -936,8 +866,6 @@ relock_status relock__scan_end(relock__scan_m *m, relock_client *c, relock_statu
 {
     keys_free(m);
     typed_free(m);
-    free(m->addr);
-    m->addr = NULL;
     free(m->wide);
     m->wide = NULL;
     if (st == RELOCK_OK && m->out->nomem)

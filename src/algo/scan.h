@@ -1,14 +1,11 @@
 /*
- * The migration audit's step machine (scan.c): one walk of the lock keys
- * (SCAN, or KEYS on servers without it), their values, TTLs and types,
- * the two markers, and the verdict, run by the operation core's scan
- * (src/core/scan.c) under both APIs.
- *
- * A run of the machine is at most RELOCK__SCAN_RUN_STEPS batches, below
- * any driver's bound on one run; the machine then ends with RELOCK_OK
- * and says in next what its driver does before it runs it again: run it
- * on (MORE), walk Cluster master node (NODE), or route to key (KEY: the
- * markers live in their own slots).  END: the result is whole.
+ * The migration audit's step machine (scan.c), run by the operation
+ * core's scan (src/core/scan.c) under both APIs.  A run is at most
+ * RELOCK__SCAN_RUN_STEPS batches, below any driver's bound on one run;
+ * it ends with RELOCK_OK, and next says what the driver does before the
+ * next run: run on (MORE), walk Cluster master node (NODE), route to key
+ * (KEY: the markers live in their own slots), or nothing (END: the
+ * result is whole).
  */
 #ifndef RELOCK_SCAN_H
 #define RELOCK_SCAN_H
@@ -16,15 +13,14 @@
 #include "engine/engine.h"
 
 #define RELOCK__SCAN_RUN_STEPS 200
-/* The keys one batch reads (GET and TTL each, in a wide batch: see
- * relock__batch_widen), with the next page's SCAN after them: a whole
- * SCAN page of COUNT 200 as a rule, so that a round trip over a network
- * reads a page, not a few keys. */
+/* The keys one wide batch reads (GET and TTL each), with the next page's
+ * SCAN after them: a whole page of COUNT 200, so that a round trip reads
+ * a page, not a few keys. */
 #define RELOCK__SCAN_READS 255
 /* The Cluster masters one walk covers, at most. */
 #define RELOCK__SCAN_MASTERS 64
 
-/* The lock families scan names (see family_of): the fixed ones and one per
+/* The lock families scan names (family_of): the fixed ones and one per
  * peer profile (peers.c), with room to spare. */
 #define RELOCK__SCAN_FAMILIES 32
 
@@ -42,7 +38,7 @@ struct relock_scan_result {
     char *verdict_text; /* NULL: no verdict (an error) */
     int nomem;          /* an allocation failed during the walk */
     long long sig[RELOCK_SIG_COUNT];
-    /* The families met (see families[]): keys, and the first key's name. */
+    /* The families met (family_of): keys, and the first key's name. */
     long long fam_keys[RELOCK__SCAN_FAMILIES];
     char *fam_example[RELOCK__SCAN_FAMILIES];
     char *families_text;
@@ -68,30 +64,29 @@ typedef struct relock__scan_m {
     struct relock__scan_addr {
         char host[RELOCK__HOST_MAX];
         int port;
-    } *addr;
+    } addr[RELOCK__SCAN_MASTERS];
     int stage, steps, last;
     long calls;
     char cursor[32];
     /* The key list of the last SCAN or KEYS, copied (a reply lives for
      * one step), and the keys of the batch in flight; ahead: the next
-     * page's SCAN follows them in the batch. */
-    char **key;
-    size_t *klen, nkeys, at;
-    size_t sent[RELOCK__SCAN_READS], nsent;
+     * page's SCAN follows them in the batch.  typed: the keys whose TYPE
+     * is asked next, taken from the key list (the next page may have
+     * replaced it). */
+    struct relock__scan_key {
+        char *s;
+        size_t len;
+    } *key, typed[RELOCK__SCAN_READS];
+    size_t nkeys, at, sent[RELOCK__SCAN_READS], nsent, ntyped;
     int ahead;
-    /* The keys whose TYPE is asked next, taken from the key list (the
-     * next page may have replaced it). */
-    char *typed[RELOCK__SCAN_READS];
-    size_t typed_len[RELOCK__SCAN_READS], ntyped;
     relock__cmd *wide; /* the batches' commands (relock__batch_widen) */
 } relock__scan_m;
 
 /*
- * Starts a walk into out (zeroed) of match (NULL: key_prefix + "*"):
- * checks the arguments and fills what the result tells before any
- * command.  masters: the Cluster masters the driver walks (discover 0),
- * or discover 1 for the machine to ask.  RELOCK_OK, or the failure
- * recorded on c->err.
+ * Starts a walk into out (zeroed) of match (NULL: key_prefix + "*"),
+ * filling what the result tells before any command.  masters: the Cluster
+ * masters the driver walks, or discover 1 for the machine to ask.
+ * RELOCK_OK, or the failure recorded on c->err.
  */
 relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char *match,
                                 relock_scan_key_fn fn, void *arg, relock_scan_result *out,

@@ -1,9 +1,8 @@
 /*
- * relock_scan() and relock_scan_keys(): the audit's machine (src/algo/scan.c)
- * as the operation core's scan (src/core/scan.c) on the blocking calls'
- * poll loop (pollloop.c), over every master of a Redis Cluster in turn
- * (each holds its slots' keys only), so that the counts and the verdict
- * cover the whole keyspace; complete only when every master's walk was.
+ * relock_scan() and relock_scan_keys(): the operation core's scan
+ * (src/core/scan.c) on the blocking calls' poll loop (pollloop.c), over
+ * every master of a Redis Cluster in turn (each holds its slots' keys
+ * only); complete only when every master's walk was.
  */
 #include <stdio.h>
 #include <stdlib.h>

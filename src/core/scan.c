@@ -1,9 +1,8 @@
 /*
  * relock_async_scan() in the operation core (core.h): the audit's machine
  * (src/algo/scan.c) as an operation, run again after each of its runs
- * where it asks: on the same connection, on the next Cluster master's
- * (the addresses its CLUSTER SLOTS read), or on the node of a marker's
- * slot (a MOVED is followed there as for any batch).
+ * where it asks: on the same connection, on the next Cluster master's, or
+ * on the node of a marker's slot (a MOVED is followed as for any batch).
  */
 
 #include "core.h"
@@ -13,21 +12,20 @@
 typedef struct scan_job {
     relock__scan_m m;
     relock_lock l;
-    relock_scan_result *r;
     relock_async_scan_fn cb;
     void *arg;
-    int keyrun; /* this run writes a marker on its key's node */
 } scan_job;
 
-/* The machine's step; a run walking a server names it first
- * (relock_scan_node(): the blocking client's, whose client the core
- * shares; operation.c points c->conn.srv at the run's server). */
+/* The machine's step; a run walking a server, not routed to a marker's
+ * key, names it first (relock_scan_node(): the blocking client's, whose
+ * client the core shares; operation.c points c->conn.srv at the run's
+ * server). */
 static relock__step scan_step(void *vm, relock_lock *l, const relock__feed *in,
                               relock__batch *out)
 {
     scan_job *j = vm;
     relock_client *c = l->c;
-    if (!j->keyrun && c->conn.srv)
+    if (j->m.next != RELOCK__SCAN_KEY && c->conn.srv)
         snprintf(c->scan_node, sizeof c->scan_node, RELOCK__ADDR_FMT,
                  RELOCK__ADDR(c->conn.srv));
     return relock__scan_step(&j->m, l, in, out);
@@ -47,7 +45,7 @@ static void scan_done(relock_async *a, relock_status st, relock_lock *l, const r
     if (end != st)
         relock__err_copy(&e, &a->c->err);
     e.pub.status = end;
-    j->cb(a, end, j->r, &e.pub, j->arg);
+    j->cb(a, end, j->m.out, &e.pub, j->arg);
 }
 
 relock_status relock__a_scan(relock_async *a, const char *match, relock_scan_key_fn fn,
@@ -64,16 +62,14 @@ relock_status relock__a_scan(relock_async *a, const char *match, relock_scan_key
                                     : RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     if (st != RELOCK_OK) {
         relock__err_copy(&a->err, &c->err);
-        if (j)
+        if (j && r && op) /* the machine began: what it allocated */
             relock__scan_end(&j->m, c, st);
         relock_scan_result_free(r);
         free(j);
         free(op);
         return st;
     }
-    j->l.c = c;
-    j->l.name = (char *)"scan";
-    j->r = r;
+    j->l = (relock_lock){.c = c, .name = (char *)"scan"};
     j->cb = cb;
     j->arg = arg;
     op->m = j;
@@ -88,22 +84,20 @@ relock_status relock__a_scan(relock_async *a, const char *match, relock_scan_key
 void relock__a_scan_next(aop *op, relock_status st)
 {
     scan_job *j = op->m;
-    relock_async *a = op->a;
     aconn *to = op->cn;
     if (st == RELOCK_OK && j->m.next == RELOCK__SCAN_NODE) {
         const struct relock__scan_addr *n = &j->m.addr[j->m.node];
-        if (!(to = relock__a_node_conn(a, n->host, n->port)))
+        if (!(to = relock__a_node_conn(op->a, n->host, n->port)))
             st = relock__a_op_fail(op, RELOCK_EUNSUPPORTED,
                                    "scan: no connection left for Cluster master %s:%d (at most %d)",
-                                   n->host, n->port, a->ncap);
+                                   n->host, n->port, op->a->ncap);
     } else if (st == RELOCK_OK && j->m.next == RELOCK__SCAN_KEY) {
-        to = relock__a_route(a, j->m.route);
+        to = relock__a_route(op->a, j->m.route);
     }
     if (st != RELOCK_OK || j->m.next == RELOCK__SCAN_END) {
         relock__a_op_finish(op, st);
         return;
     }
-    j->keyrun = j->m.next == RELOCK__SCAN_KEY;
     op->state = S_NEW;
     op->cn = to;
     relock__a_conn_wants(to, op);

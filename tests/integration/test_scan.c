@@ -22,6 +22,7 @@
 #include "internal.h" /* relock__fence_key, relock__marker_key: the real key names */
 #include "both.h"
 #include "relock.h"
+#include "scan.h" /* the size of a relock_scan_result, whose allocation is refused below */
 #include "testsrv.h"
 
 /* The walk's bound (src/api/scan.c); lowered here to reach the incomplete path. */
@@ -503,6 +504,40 @@ static void test_match_and_bad_arguments(void **state)
     both_free(c);
 }
 
+/* The program is linked with -Wl,--wrap=calloc (tests/CMakeLists.txt):
+ * while refuse_result is set, the allocation of a scan's result fails
+ * and every other allocation, its operation's among them, succeeds. */
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static int refuse_result;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (refuse_result && n == 1 && size == sizeof(relock_scan_result))
+        return NULL;
+    return __real_calloc(n, size);
+}
+
+/* No memory for the result, with memory for the operation: the scan
+ * starts nothing and says so, and the handle scans on. */
+static void test_no_memory_for_the_result(void **state)
+{
+    (void)state;
+    fixture(0, NULL);
+    both_client *c = client(srv.port, "modern", 7 * DAY_MS);
+    relock_scan_result *res = NULL;
+    refuse_result = 1;
+    relock_status st = both_scan(c, NULL, NULL, NULL, &res);
+    refuse_result = 0;
+    assert_int_equal(st, RELOCK_ENOMEM);
+    assert_null(res);
+    assert_has(both_error(c), "scan: out of memory");
+    scan_view r;
+    scan_ok(c, NULL, &r);
+    assert_int_equal(r.complete, 1);
+    both_free(c);
+}
+
 /* Many keys: several SCAN batches and pipelines, counts still exact. */
 static void test_many_keys(void **state)
 {
@@ -853,6 +888,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unreadable_marker_stays),
         cmocka_unit_test(test_bound_makes_incomplete),
         cmocka_unit_test(test_match_and_bad_arguments),
+        cmocka_unit_test(test_no_memory_for_the_result),
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_old_servers_same_counts),
         cmocka_unit_test(test_keys_fallback_refused_on_big_db),

@@ -840,9 +840,19 @@ relock_status relock__scan_init(relock__scan_m *m, relock_client *c, const char 
                                 relock_scan_key_fn fn, void *arg, relock_scan_result *out,
                                 int masters, int discover, long long wall_ms, uint64_t mono_ms)
 {
-    *m = (relock__scan_m){.h.hint_ms = -1, .out = out, .fn = fn, .arg = arg, .wall0 = wall_ms,
-                          .mono0 = mono_ms, .masters = masters > 0 ? masters : 0,
-                          .discover = discover, .next = RELOCK__SCAN_MORE};
+    /* Cleared, then set: the machine holds its masters' addresses (some
+     * 17 KB), which an initializer would build on the stack first in an
+     * unoptimized build. */
+    memset(m, 0, sizeof *m);
+    m->h.hint_ms = -1;
+    m->out = out;
+    m->fn = fn;
+    m->arg = arg;
+    m->wall0 = wall_ms;
+    m->mono0 = mono_ms;
+    m->masters = masters > 0 ? masters : 0;
+    m->discover = discover;
+    m->next = RELOCK__SCAN_MORE;
     *out = (relock_scan_result){.legacy_seen_ms = -1, .watching_since_ms = -1, .now_ms = -1,
                                 .verdict = RELOCK_SCAN_INCOMPLETE,
                                 .quiet_window_ms = c->s.migration.quiet_window_ms,

@@ -51,6 +51,15 @@ static int is_bridge(const relock_client *c)
     return c->mode == RELOCK_MODE_BRIDGE;
 }
 
+static relock__ts_path path_of(const relock_client *c)
+{
+    if (c->conn.caps & RELOCK_CAP_EVAL)
+        return RELOCK__TS_EVAL;
+    if (c->conn.caps & RELOCK_CAP_WATCH)
+        return RELOCK__TS_WATCH;
+    return RELOCK__TS_PLAIN;
+}
+
 static long long unit_ms(const relock_client *c)
 {
     return c->s.legacy.unit_ms ? 1 : 1000;
@@ -220,25 +229,15 @@ static relock__step a_script(relock__ts_acquire *m, relock_lock *l, relock__batc
 }
 
 /* A compare-and-set of the lock key from `expected` (NULL: absent) to our
- * value, with the fence increment. */
-static relock__step a_cas(relock__ts_acquire *m, relock_lock *l, const char *expected, int pc,
-                          relock__batch *out)
+ * value, with the fence increment; on 2.0 the fenced write plain. */
+static relock__step a_write(relock__ts_acquire *m, relock_lock *l, const char *expected,
+                            const char *plain, int pc, relock__batch *out)
 {
-    m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .expected = expected,
-                           .newv = l->value, .px = expected ? m->ls.px_ms : 0,
-                           .gc = m->ls.gc_s, .incr = 1};
+    m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .plain = plain,
+                           .expected = expected, .newv = l->value,
+                           .px = expected ? m->ls.px_ms : 0, .gc = m->ls.gc_s, .incr = 1};
     m->head.pc = pc;
-    relock__cas_start(&m->cas, l, out);
-    return relock__send(&m->head, out);
-}
-
-static relock__step a_fwrite(relock__ts_acquire *m, relock_lock *l, const char *cmd, int pc,
-                             relock__batch *out)
-{
-    m->fw = (relock__ts_fwrite){.cmd = cmd};
-    m->head.pc = pc;
-    relock__ts_fwrite_start(&m->fw, l, out);
-    return relock__send(&m->head, out);
+    return relock__cas_start(&m->cas, &m->head, l, out);
 }
 
 /* After a lost reply to SETNX: timestamps are not unique, so finding our
@@ -303,8 +302,8 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
         return relock__send(&m->head, out);
     }
     if (m->path != RELOCK__TS_PLAIN)
-        return a_cas(m, l, m->old, A_TAKE_CAS, out);
-    return a_fwrite(m, l, "GETSET", A_TAKE_GETSET, out);
+        return a_write(m, l, m->old, NULL, A_TAKE_CAS, out);
+    return a_write(m, l, NULL, "GETSET", A_TAKE_GETSET, out);
 }
 
 /* The reply to a GET of the key (A_GET, A_LOOK). */
@@ -319,7 +318,7 @@ static relock__step a_got(relock__ts_acquire *m, relock_lock *l, const relock__f
     if (st != RELOCK_OK)
         return relock__done(&m->head, st);
     if (r->type == REDIS_REPLY_NIL && m->head.pc == A_LOOK)
-        return a_fwrite(m, l, "SETNX", A_SETNX_FW, out); /* free: now write */
+        return a_write(m, l, NULL, "SETNX", A_SETNX_FW, out); /* free: now write */
     char found[RELOCK__VALUE_MAX];
     if (r->type == REDIS_REPLY_STRING)
         relock__value_text(found, sizeof found, r->str, r->len);
@@ -339,18 +338,18 @@ static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock_
     memcpy(m->tok, l->value, 32); /* the caller's token (suffix), if any */
     m->tok[32] = '\0';
     format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
-    m->path = relock__ts_path_of(c);
+    m->path = path_of(c);
     if (m->path == RELOCK__TS_EVAL)
         return a_script(m, l, out);
     /* SETNX under WATCH: set only if absent, with the fence in the same
      * transaction, so the fence counts acquisitions only. */
     if (m->path == RELOCK__TS_WATCH)
-        return a_cas(m, l, NULL, A_SETNX_CAS, out);
+        return a_write(m, l, NULL, NULL, A_SETNX_CAS, out);
     /* 2.0: a waiter that has seen the lock held looks before it writes
      * (compat/ts.h says why). */
     if (l->looked)
         return send1(&m->head, A_LOOK, out, "GET", l->key, NULL);
-    return a_fwrite(m, l, "SETNX", A_SETNX_FW, out);
+    return a_write(m, l, NULL, "SETNX", A_SETNX_FW, out);
 }
 
 relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__feed *in,
@@ -401,10 +400,8 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
     }
     case A_SETNX_CAS:
     case A_TAKE_CAS:
-        if (relock__cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->cas.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
+        if (relock__cas_step(&m->cas, &m->head, l, in, out) == RELOCK__STEP_SEND)
+            return RELOCK__STEP_SEND;
         if (m->cas.st != RELOCK_OK)
             return relock__done(&m->head, m->cas.ambiguous ? ambiguous(l, "acquire")
                                                             : m->cas.st);
@@ -415,18 +412,16 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         return held_by(m, l, m->cas.found[0] ? m->cas.found : NULL, -3, out);
     case A_SETNX_FW:
     case A_TAKE_GETSET: {
-        if (relock__ts_fwrite_step(&m->fw, l, in, out) == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->fw.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
-        if (m->fw.st != RELOCK_OK && m->fw.ambiguous && m->head.pc == A_SETNX_FW) {
-            m->io_st = m->fw.st;
+        if (relock__cas_step(&m->cas, &m->head, l, in, out) == RELOCK__STEP_SEND)
+            return RELOCK__STEP_SEND;
+        if (m->cas.st != RELOCK_OK && m->cas.ambiguous && m->head.pc == A_SETNX_FW) {
+            m->io_st = m->cas.st;
             return a_readback(m, l, out);
         }
-        if (m->fw.st != RELOCK_OK)
+        if (m->cas.st != RELOCK_OK)
             return relock__done(&m->head,
-                                m->fw.ambiguous ? ambiguous(l, "acquire") : m->fw.st);
-        if (m->head.pc == A_SETNX_FW && m->fw.n0 != 1)
+                                m->cas.ambiguous ? ambiguous(l, "acquire") : m->cas.st);
+        if (m->head.pc == A_SETNX_FW && !m->cas.done)
             return send1(&m->head, A_GET, out, "GET", l->key, NULL);
         /*
          * A GETSET won only if what it replaced had itself expired (or was
@@ -435,17 +430,17 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
          * (it treats that as a GETSET loser's write).  A timestamp of the
          * other unit, written since our GET, proves nothing.
          */
-        const relock__value *v = &m->fw.old_v;
-        int win = m->head.pc == A_SETNX_FW || m->fw.old_nil ||
-                  (m->fw.old[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
+        const relock__value *v = &m->cas.old_v;
+        int win = m->head.pc == A_SETNX_FW || m->cas.old_nil ||
+                  (m->cas.found[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
                    relock__ts_unit_guess(v->ts_digits) == c->s.legacy.unit_ms &&
                    m->now >= ends_at(c, v));
         if (!win)
             return busy(m, l, 0);
         /* 2.0: the break counter read in the transaction that won. */
-        l->breaks = m->fw.breaks;
-        l->breaks_known = m->fw.breaks >= 0;
-        return won(m, l, m->fw.fence);
+        l->breaks = m->cas.breaks;
+        l->breaks_known = m->cas.breaks >= 0;
+        return won(m, l, m->cas.fence_out);
     }
     case A_GET:
     case A_LOOK:
@@ -528,8 +523,7 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
         cap_validity(m, l);
     }
     m->head.pc = U_CAS;
-    relock__cas_start(&m->cas, l, out);
-    return relock__send(&m->head, out);
+    return relock__cas_start(&m->cas, &m->head, l, out);
 }
 
 /* Another round of the compare-and-set, four in all. */
@@ -656,7 +650,7 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
                                                relock__valid_until(in->mono_ms, m->ttl_ms));
         return relock__done(&m->head, relock__fault_fail(c, in));
     }
-    m->path = relock__ts_path_of(c);
+    m->path = path_of(c);
     if (m->extend) {
         m->start = in->mono_ms;
         plan(c, in->fleet_ms, m->ttl_ms, &m->ls);
@@ -707,10 +701,8 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
     case U_START:
         return u_start(m, l, in, out);
     case U_CAS:
-        if (relock__cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->cas.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
+        if (relock__cas_step(&m->cas, &m->head, l, in, out) == RELOCK__STEP_SEND)
+            return RELOCK__STEP_SEND;
         return u_cas_done(m, l, in, out);
     case U_READ:
         return u_read(m, l, in, out);

@@ -30,7 +30,8 @@ static relock__step cas_end(relock__cas *c, relock_status st)
 }
 
 /* A fault ended the batch: the error, ambiguous when the batch held the
- * write (EXEC, the script) and its reply was lost. */
+ * write (EXEC, the script) and its reply was lost (for the fenced write,
+ * whatever the fault's status; else an I/O error's). */
 static relock__step cas_fault(relock__cas *c, relock_lock *l, const relock__feed *in,
                               int holds_write)
 {

@@ -1,15 +1,12 @@
 /*
- * The compare-and-set / compare-and-delete of a lock key with its fence
- * counter (cas.c): a step sub-machine that the legacy and bridge machines
- * run inside their own for acquire takeover, release and extend.  No I/O,
- * no clock.  Its batches follow the rules of compat/ts.h.
+ * The writes of the timestamp algorithms (cas.c): a step sub-machine that
+ * the legacy and bridge machines run inside their own.  No I/O, no clock.
+ * Its batches follow the rules of compat/ts.h.
  */
 #ifndef RELOCK_CAS_H
 #define RELOCK_CAS_H
 
 #include "engine/engine.h"
-
-/* ------------------------------------------------------------ compare-and-set */
 
 /*
  * A compare-and-set (newv) or compare-and-delete (newv NULL) of the lock
@@ -27,16 +24,24 @@
  *                       EXEC                                     [CAS_EXEC]
  *                       (refused: DISCARD)                       [CAS_DISCARD]
  *
- * Outcome: st RELOCK_OK with done (1 written), fence_out (the fence after
- * an increment, or the waiters told by a delete), found (the value seen
- * on a mismatch, "" absent) and beaten (EXEC refused: the key or the fence
- * changed under WATCH); or st an error (recorded on c->err), ambiguous
- * when the write may have run (a lost reply to EXEC or to the script).
+ * Or, with plain set, 2.0's fenced write (no WATCH, no EVAL): from MULTI,
+ * `plain key value` (SETNX or GETSET of l->value), INCR fence and GET of the
+ * break counter queued.  The INCR runs whatever plain did (2.0 cannot make
+ * it conditional).
+ *
+ * Outcome: st RELOCK_OK with done (1 written; plain: SETNX answered 1),
+ * fence_out (the fence after an increment, or the waiters told by a
+ * delete), found (the value seen on a mismatch, or that GETSET replaced;
+ * "" absent) and beaten (EXEC refused: the key or the fence changed under
+ * WATCH); plain also old_nil, old_v and breaks (-1 unreadable); or st an
+ * error (recorded on c->err), ambiguous when the write may have run (a
+ * lost reply to EXEC or to the script).
  */
 typedef struct relock__cas {
     int pc;
     /* the request */
     int script; /* by script (EVAL), else by WATCH */
+    const char *plain;
     const char *expected;
     long long fence;
     int require_ttl;
@@ -50,26 +55,27 @@ typedef struct relock__cas {
     long long fence_out;
     char found[RELOCK__VALUE_MAX];
     int beaten;
-    /* EXEC and then DISCARD were refused: the server may still hold the
-     * transaction open, so the connection must be dropped (the caller
-     * sets its head's in_txn). */
-    int drop;
+    int old_nil;
+    relock__value old_v;
+    long long breaks;
+    int drop; /* DISCARD refused too: the head's in_txn is left set */
     /* state */
     int by_eval;
     char chan[RELOCK__KEY_MAX];
+    char bkey[RELOCK__KEY_MAX];
+    const char *queued[4]; /* the commands queued, whose +QUEUED is checked */
+    int nqueued;
 } relock__cas;
 
-/* Fills the first batch of the compare-and-set c (its request set, the
- * rest zeroed by the caller). */
-relock__step relock__cas_start(relock__cas *c, relock_lock *l, relock__batch *out);
+/* Fills the first batch of c (its request set, the rest zeroed by the
+ * caller), run as part of the machine whose head is h. */
+relock__step relock__cas_start(relock__cas *c, relock__mhead *h, relock_lock *l,
+                               relock__batch *out);
 /* One step: SEND with the next batch, or DONE with the outcome in c. */
-relock__step relock__cas_step(relock__cas *c, relock_lock *l, const relock__feed *in,
-                                 relock__batch *out);
+relock__step relock__cas_step(relock__cas *c, relock__mhead *h, relock_lock *l,
+                              const relock__feed *in, relock__batch *out);
 
-/* A transaction's EXEC was refused: out becomes DISCARD alone. */
-void relock__cas_discard(relock__batch *out);
-/* Whether DISCARD's answer (in) leaves the transaction open for all we
- * know, so that the connection must be dropped. */
-int relock__cas_discard_failed(const relock__feed *in);
+/* A counter as GET returns it (nil: 0); -1 for anything else. */
+long long relock__ts_counter(const redisReply *r);
 
 #endif

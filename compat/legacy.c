@@ -6,31 +6,28 @@
  * now + timeout + expiry_offset.  A legacy reader holds value V until its
  * clock passes V, i.e. until V + 1 units; our clients wait skew_margin_ms
  * longer still.  Bridge values also carry a TTL ending half a unit after V
- * (exactly V in ms), inside that window, so the server cleans up after dead
- * holders while legacy readers still see the lock as held.  The validity
- * reported is the first of those ends and the ttl, less drift: the lease
- * arithmetic is src/base/lease.c.
+ * (exactly V in ms), so the server cleans up after dead holders while
+ * legacy readers still see the lock as held.  The lease arithmetic is
+ * src/base/lease.c.
  *
  * Ownership.  Timestamps repeat (two holders in one second write the same
  * value), so release and extend also compare the fence counter of
- * design.md §6.3 (nobody acquired since us) and, in bridge mode, require the TTL (a
- * legacy writer leaves none).
+ * design.md §6.3 (nobody acquired since us) and, in bridge mode, require
+ * the TTL (a legacy writer leaves none).
  *
  * GETSET losers.  A legacy client that lost a takeover race still wrote its
  * own timestamp over ours (clearing any TTL).  While our validity remains,
  * release and extend may act on a different timestamp found in the key,
  * but only where the fence proves that nobody acquired since: a TTL-less
- * timestamp is also what anyone's SETNX writes after the key was deleted
- * (`relock break`, a classic client's DEL).  Every relock acquisition and
- * every break increments the fence, so after either the compare fails and
- * the holder reports LOST, writing nothing.  On 2.0 the fence also counts
- * failed attempts and proves nothing: a different value there is LOST, and
- * so is our own value once the lock's break counter (kept on 2.0 only, see
- * src/algo/break.c) has moved since we won, or the fence counter has entered a
- * later epoch than our fence (a 2.0 break raises it by RELOCK__BREAK_EPOCH,
- * an attempt by one; a handle adopted from value and fence has only the
- * fence to go by): the same timestamp written again by whoever took the
- * broken lock in the same unit.
+ * timestamp is also what anyone's SETNX writes after a DEL (`relock
+ * break`, a classic client's).  Every relock acquisition and break
+ * increments the fence, so after either the compare fails and the holder
+ * reports LOST, writing nothing.  On 2.0 the fence also counts failed
+ * attempts and proves nothing: a different value there is LOST, and so is
+ * our own value once the break counter (src/algo/break.c) has moved since
+ * we won, or the fence has entered a later epoch than ours (a 2.0 break
+ * raises it by RELOCK__BREAK_EPOCH, an attempt by one): the same timestamp
+ * written again by whoever took the broken lock.
  * What remains: a classic client's DEL of a key it no longer owns, followed
  * by a classic SETNX, moves no fence, and looks like a loser's write
  * (docs/legacy.md).
@@ -51,6 +48,15 @@ static int is_bridge(const relock_client *c)
     return c->mode == RELOCK_MODE_BRIDGE;
 }
 
+static relock__ts_path path_of(const relock_client *c)
+{
+    if (c->conn.caps & RELOCK_CAP_EVAL)
+        return RELOCK__TS_EVAL;
+    if (c->conn.caps & RELOCK_CAP_WATCH)
+        return RELOCK__TS_WATCH;
+    return RELOCK__TS_PLAIN;
+}
+
 static long long unit_ms(const relock_client *c)
 {
     return c->s.legacy.unit_ms ? 1 : 1000;
@@ -62,13 +68,6 @@ static relock__lease_cfg lease_cfg(const relock_client *c)
                                c->s.legacy.skew_margin_ms, is_bridge(c),
                                c->s.legacy.gc_expire,      c->s.legacy.readers,
                                c->s.legacy.frac_values};
-}
-
-/* What to write for a lease of ttl_ms starting at fleet time now (ms). */
-static void plan(const relock_client *c, long long now, long long ttl_ms, relock__lease *out)
-{
-    relock__lease_cfg cfg = lease_cfg(c);
-    relock__lease_plan(&cfg, now, ttl_ms, out);
 }
 
 /* The value to store for the lease ls: the timestamp alone (with its
@@ -220,42 +219,28 @@ static relock__step a_script(relock__ts_acquire *m, relock_lock *l, relock__batc
 }
 
 /* A compare-and-set of the lock key from `expected` (NULL: absent) to our
- * value, with the fence increment. */
-static relock__step a_cas(relock__ts_acquire *m, relock_lock *l, const char *expected, int pc,
-                          relock__batch *out)
+ * value, with the fence increment; on 2.0 the fenced write plain. */
+static relock__step a_write(relock__ts_acquire *m, relock_lock *l, const char *expected,
+                            const char *plain, int pc, relock__batch *out)
 {
-    m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .expected = expected,
-                           .newv = l->value, .px = expected ? m->ls.px_ms : 0,
-                           .gc = m->ls.gc_s, .incr = 1};
+    m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .plain = plain,
+                           .expected = expected, .newv = l->value,
+                           .px = expected ? m->ls.px_ms : 0, .gc = m->ls.gc_s, .incr = 1};
     m->head.pc = pc;
-    relock__cas_start(&m->cas, l, out);
-    return relock__send(&m->head, out);
+    return relock__cas_start(&m->cas, &m->head, l, out);
 }
 
-static relock__step a_fwrite(relock__ts_acquire *m, relock_lock *l, const char *cmd, int pc,
-                             relock__batch *out)
-{
-    m->fw = (relock__ts_fwrite){.cmd = cmd};
-    m->head.pc = pc;
-    relock__ts_fwrite_start(&m->fw, l, out);
-    return relock__send(&m->head, out);
-}
-
-/* After a lost reply to SETNX: timestamps are not unique, so finding our
- * value in the key proves nothing; read it back to report the ambiguity. */
-static relock__step a_readback(relock__ts_acquire *m, relock_lock *l, relock__batch *out)
-{
-    return send1(&m->head, A_READBACK, out, "GET", l->key, NULL);
-}
-
-/* The lock is held with value `found` (NULL: gone meanwhile) and TTL pttl
- * (-1 none, -3 unknown): wait, or take it over if it has expired. */
-static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *found,
+/* The lock is held with the value of len bytes at v (NULL: gone meanwhile),
+ * kept in m->old, and TTL pttl (-1 none, -3 unknown): wait, or take it over
+ * if it has expired. */
+static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *v, size_t len,
                             long long pttl, relock__batch *out)
 {
     relock_client *c = l->c;
-    if (!found)
+    if (!v)
         return busy(m, l, 0); /* released meanwhile: try again at once */
+    relock__value_text(m->old, sizeof m->old, v, len);
+    const char *found = m->old;
     relock__value val;
     relock__classify(found, strlen(found), &val);
     /* PTTL 0: the key ends within the millisecond (a script sees the
@@ -290,7 +275,6 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
     }
     /* Expired: take it over, atomically from the value read where the
      * server can; on 2.0 by GETSET, the classic way. */
-    snprintf(m->old, sizeof m->old, "%s", found);
     if (!m->fresh && c->s.legacy.clock_server) {
         /* Never on a reading of the server's clock taken before the value
          * was (see the machines' starts, below): the value is judged again
@@ -303,8 +287,8 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *f
         return relock__send(&m->head, out);
     }
     if (m->path != RELOCK__TS_PLAIN)
-        return a_cas(m, l, m->old, A_TAKE_CAS, out);
-    return a_fwrite(m, l, "GETSET", A_TAKE_GETSET, out);
+        return a_write(m, l, m->old, NULL, A_TAKE_CAS, out);
+    return a_write(m, l, NULL, "GETSET", A_TAKE_GETSET, out);
 }
 
 /* The reply to a GET of the key (A_GET, A_LOOK). */
@@ -319,38 +303,47 @@ static relock__step a_got(relock__ts_acquire *m, relock_lock *l, const relock__f
     if (st != RELOCK_OK)
         return relock__done(&m->head, st);
     if (r->type == REDIS_REPLY_NIL && m->head.pc == A_LOOK)
-        return a_fwrite(m, l, "SETNX", A_SETNX_FW, out); /* free: now write */
-    char found[RELOCK__VALUE_MAX];
-    if (r->type == REDIS_REPLY_STRING)
-        relock__value_text(found, sizeof found, r->str, r->len);
-    return held_by(m, l, r->type == REDIS_REPLY_STRING ? found : NULL, -3, out);
+        return a_write(m, l, NULL, "SETNX", A_SETNX_FW, out); /* free: now write */
+    return held_by(m, l, r->type == REDIS_REPLY_STRING ? r->str : NULL, r->len, -3, out);
+}
+
+/* Plans the lease on the feed's times and puts the value to write in
+ * l->value; the error when the fleet's clock could not be read. */
+static relock_status a_plan(relock__ts_acquire *m, relock_lock *l, const relock__feed *in)
+{
+    relock_client *c = l->c;
+    m->head.want_fleet = 0;
+    if (in->fault)
+        return relock__fault_fail(c, in);
+    m->start = in->mono_ms;
+    m->now = in->fleet_ms;
+    relock__lease_cfg cfg = lease_cfg(c);
+    relock__lease_plan(&cfg, m->now, l->ttl_ms, &m->ls);
+    format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
+    return RELOCK_OK;
 }
 
 static relock__step a_start(relock__ts_acquire *m, relock_lock *l, const relock__feed *in,
                             relock__batch *out)
 {
     relock_client *c = l->c;
-    m->head.want_fleet = 0;
-    if (in->fault) /* the fleet's clock could not be read */
-        return relock__done(&m->head, relock__fault_fail(c, in));
-    m->start = in->mono_ms;
-    m->now = in->fleet_ms;
-    plan(c, m->now, l->ttl_ms, &m->ls);
     memcpy(m->tok, l->value, 32); /* the caller's token (suffix), if any */
     m->tok[32] = '\0';
-    format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
-    m->path = relock__ts_path_of(c);
+    relock_status st = a_plan(m, l, in);
+    if (st != RELOCK_OK)
+        return relock__done(&m->head, st);
+    m->path = path_of(c);
     if (m->path == RELOCK__TS_EVAL)
         return a_script(m, l, out);
     /* SETNX under WATCH: set only if absent, with the fence in the same
      * transaction, so the fence counts acquisitions only. */
     if (m->path == RELOCK__TS_WATCH)
-        return a_cas(m, l, NULL, A_SETNX_CAS, out);
+        return a_write(m, l, NULL, NULL, A_SETNX_CAS, out);
     /* 2.0: a waiter that has seen the lock held looks before it writes
      * (compat/ts.h says why). */
     if (l->looked)
         return send1(&m->head, A_LOOK, out, "GET", l->key, NULL);
-    return a_fwrite(m, l, "SETNX", A_SETNX_FW, out);
+    return a_write(m, l, NULL, "SETNX", A_SETNX_FW, out);
 }
 
 relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__feed *in,
@@ -366,8 +359,9 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
             return a_script(m, l, out);
         if (in->fault) {
             m->io_st = relock__fault_fail(c, in);
-            return in->fault == RELOCK__FAULT_LOST ? a_readback(m, l, out)
-                                                    : relock__done(&m->head, m->io_st);
+            if (in->fault != RELOCK__FAULT_LOST)
+                return relock__done(&m->head, m->io_st);
+            return send1(&m->head, A_READBACK, out, "GET", l->key, NULL);
         }
         const redisReply *r = in->reply[0];
         relock_status st = relock__reply_check(c, r, "a[??]", "SETNX script");
@@ -376,15 +370,16 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         /* {1, fence} when won, else {0, the PTTL, the value found} */
         if (relock__reply_elem_int(r, 0) == 1)
             return won(m, l, relock__reply_elem_int(r, 1));
-        char found[RELOCK__VALUE_MAX];
-        int has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
-        if (has)
-            relock__value_text(found, sizeof found, r->element[2]->str, r->element[2]->len);
-        return held_by(m, l, has ? found : NULL, relock__reply_elem_int(r, 1), out);
+        const redisReply *v = r->elements > 2 ? r->element[2] : NULL;
+        int has = v && v->type == REDIS_REPLY_STRING;
+        return held_by(m, l, has ? v->str : NULL, has ? v->len : 0, relock__reply_elem_int(r, 1),
+                       out);
     }
     case A_READBACK: {
-        /* An error reply (-LOADING from a restarted server that may have
-         * kept the SETNX) says nothing about the key: ambiguous too. */
+        /* After a lost reply to SETNX: timestamps are not unique, so
+         * finding our value in the key proves nothing.  An error reply
+         * (-LOADING from a restarted server that may have kept the SETNX)
+         * says nothing about the key: ambiguous too. */
         if (in->fault || !relock__reply_is(in->reply[0], "bn"))
             return relock__done(&m->head, ambiguous(l, "acquire"));
         const redisReply *r = in->reply[0];
@@ -401,33 +396,17 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
     }
     case A_SETNX_CAS:
     case A_TAKE_CAS:
-        if (relock__cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->cas.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
-        if (m->cas.st != RELOCK_OK)
-            return relock__done(&m->head, m->cas.ambiguous ? ambiguous(l, "acquire")
-                                                            : m->cas.st);
-        if (m->cas.done)
-            return won(m, l, m->cas.fence_out);
-        if (m->cas.beaten || m->head.pc == A_TAKE_CAS)
-            return busy(m, l, 0); /* someone else was first; look again soon */
-        return held_by(m, l, m->cas.found[0] ? m->cas.found : NULL, -3, out);
     case A_SETNX_FW:
     case A_TAKE_GETSET: {
-        if (relock__ts_fwrite_step(&m->fw, l, in, out) == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->fw.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
-        if (m->fw.st != RELOCK_OK && m->fw.ambiguous && m->head.pc == A_SETNX_FW) {
-            m->io_st = m->fw.st;
-            return a_readback(m, l, out);
+        if (relock__cas_step(&m->cas, &m->head, l, in, out) == RELOCK__STEP_SEND)
+            return RELOCK__STEP_SEND;
+        if (m->cas.st != RELOCK_OK && m->cas.ambiguous && m->head.pc == A_SETNX_FW) {
+            m->io_st = m->cas.st;
+            return send1(&m->head, A_READBACK, out, "GET", l->key, NULL);
         }
-        if (m->fw.st != RELOCK_OK)
+        if (m->cas.st != RELOCK_OK)
             return relock__done(&m->head,
-                                m->fw.ambiguous ? ambiguous(l, "acquire") : m->fw.st);
-        if (m->head.pc == A_SETNX_FW && m->fw.n0 != 1)
-            return send1(&m->head, A_GET, out, "GET", l->key, NULL);
+                                m->cas.ambiguous ? ambiguous(l, "acquire") : m->cas.st);
         /*
          * A GETSET won only if what it replaced had itself expired (or was
          * gone: our write created the key); otherwise another client won
@@ -435,17 +414,26 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
          * (it treats that as a GETSET loser's write).  A timestamp of the
          * other unit, written since our GET, proves nothing.
          */
-        const relock__value *v = &m->fw.old_v;
-        int win = m->head.pc == A_SETNX_FW || m->fw.old_nil ||
-                  (m->fw.old[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
-                   relock__ts_unit_guess(v->ts_digits) == c->s.legacy.unit_ms &&
-                   m->now >= ends_at(c, v));
-        if (!win)
-            return busy(m, l, 0);
-        /* 2.0: the break counter read in the transaction that won. */
-        l->breaks = m->fw.breaks;
-        l->breaks_known = m->fw.breaks >= 0;
-        return won(m, l, m->fw.fence);
+        const char *found = m->cas.found;
+        const relock__value *v = &m->cas.old_v;
+        int win = m->head.pc != A_TAKE_GETSET
+                      ? m->cas.done
+                      : m->cas.old_nil ||
+                            (found[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
+                             relock__ts_unit_guess(v->ts_digits) == c->s.legacy.unit_ms &&
+                             m->now >= ends_at(c, v));
+        if (win && m->cas.plain) {
+            /* 2.0: the break counter read in the transaction that won. */
+            l->breaks = m->cas.breaks;
+            l->breaks_known = m->cas.breaks >= 0;
+        }
+        if (win)
+            return won(m, l, m->cas.fence_out);
+        if (m->head.pc == A_SETNX_FW)
+            return send1(&m->head, A_GET, out, "GET", l->key, NULL);
+        if (m->cas.beaten || m->head.pc != A_SETNX_CAS)
+            return busy(m, l, 0); /* someone else was first; look again soon */
+        return held_by(m, l, found[0] ? found : NULL, strlen(found), -3, out);
     }
     case A_GET:
     case A_LOOK:
@@ -454,17 +442,11 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         /* The server's clock, read afresh: the lease is planned on it
          * (nothing was written with the earlier plan) and the value found
          * judged again. */
-        m->head.want_fleet = 0;
-        if (in->fault)
-            return relock__done(&m->head, relock__fault_fail(c, in));
+        relock_status st = a_plan(m, l, in);
+        if (st != RELOCK_OK)
+            return relock__done(&m->head, st);
         m->fresh = 1;
-        m->start = in->mono_ms;
-        m->now = in->fleet_ms;
-        plan(c, m->now, l->ttl_ms, &m->ls);
-        format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
-        char found[RELOCK__VALUE_MAX];
-        snprintf(found, sizeof found, "%s", m->old);
-        return held_by(m, l, found, m->pttl, out);
+        return held_by(m, l, m->old, strlen(m->old), m->pttl, out);
     }
     default:
         return relock__done(&m->head, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
@@ -478,18 +460,13 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
 enum { U_START = 0, U_CAS, U_READ, U_DEL, U_PUBLISH, U_GETSET };
 
 /* A 2.0 extend's GETSET whose reply was lost may have written v: kept
- * (l->unsure_value) until the next read of the key.  Without memory for
- * it, a later renewal that finds v reports the lock lost: the safe side. */
+ * (l->unsure_value) until the next read of the key (v NULL: forgotten).
+ * Without memory for it, a later renewal that finds v reports the lock
+ * lost: the safe side. */
 static void unsure_note(relock_lock *l, const char *v)
 {
     free(l->unsure_value);
-    l->unsure_value = strdup(v);
-}
-
-static void unsure_forget(relock_lock *l)
-{
-    free(l->unsure_value);
-    l->unsure_value = NULL;
+    l->unsure_value = v ? strdup(v) : NULL;
 }
 
 /* The extend succeeded: the new value and lease are the lock's. */
@@ -497,7 +474,7 @@ static relock__step u_ok(relock__ts_update *m, relock_lock *l)
 {
     if (m->extend) {
         snprintf(l->value, sizeof l->value, "%s", m->newv);
-        unsure_forget(l);
+        unsure_note(l, NULL);
         l->ttl_ms = m->ttl_ms;
         l->valid_until = m->start + (uint64_t)m->ls.valid_ms;
     }
@@ -520,16 +497,13 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
      * it with WATCH or EVAL).  A loser's write carries no TTL; ours
      * (bridge) always does. */
     m->cas = (relock__cas){.script = m->path == RELOCK__TS_EVAL, .expected = m->expected,
-                           .fence = l->fence, .require_ttl = is_bridge(l->c) && !m->following};
-    if (m->extend) {
-        m->cas.newv = m->newv;
-        m->cas.px = m->ls.px_ms;
-        m->cas.gc = m->ls.gc_s;
+                           .fence = l->fence, .require_ttl = is_bridge(l->c) && !m->following,
+                           .newv = m->extend ? m->newv : NULL, .px = m->ls.px_ms,
+                           .gc = m->ls.gc_s};
+    if (m->extend)
         cap_validity(m, l);
-    }
     m->head.pc = U_CAS;
-    relock__cas_start(&m->cas, l, out);
-    return relock__send(&m->head, out);
+    return relock__cas_start(&m->cas, &m->head, l, out);
 }
 
 /* Another round of the compare-and-set, four in all. */
@@ -602,7 +576,7 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
     if (l->unsure_value && strcmp(found, l->unsure_value) == 0 && l->valid_until &&
         in->mono_ms < l->valid_until)
         snprintf(l->value, sizeof l->value, "%s", found);
-    unsure_forget(l);
+    unsure_note(l, NULL);
     /* A different value is never followed here: on 2.0 a GETSET loser's
      * write cannot be told from a new holder's (see the top of the file). */
     if (strcmp(found, l->value) != 0)
@@ -656,10 +630,11 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
                                                relock__valid_until(in->mono_ms, m->ttl_ms));
         return relock__done(&m->head, relock__fault_fail(c, in));
     }
-    m->path = relock__ts_path_of(c);
+    m->path = path_of(c);
     if (m->extend) {
         m->start = in->mono_ms;
-        plan(c, in->fleet_ms, m->ttl_ms, &m->ls);
+        relock__lease_cfg cfg = lease_cfg(c);
+        relock__lease_plan(&cfg, in->fleet_ms, m->ttl_ms, &m->ls);
         format_value(c, &m->ls, m->tok, m->newv, sizeof m->newv);
     }
     if (m->path != RELOCK__TS_PLAIN) {
@@ -707,10 +682,8 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
     case U_START:
         return u_start(m, l, in, out);
     case U_CAS:
-        if (relock__cas_step(&m->cas, l, in, out) == RELOCK__STEP_SEND)
-            return relock__send(&m->head, out);
-        if (m->cas.drop)
-            m->head.in_txn = 1; /* the driver drops the connection */
+        if (relock__cas_step(&m->cas, &m->head, l, in, out) == RELOCK__STEP_SEND)
+            return RELOCK__STEP_SEND;
         return u_cas_done(m, l, in, out);
     case U_READ:
         return u_read(m, l, in, out);
@@ -799,12 +772,10 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
 /*
  * Every lease these machines write, and every validity they derive from a
  * timestamp, rests on a reading of the fleet's clock taken within the same
- * operation (RELOCK__FLEET_FRESH): with legacy.clock = "server" the
- * server's TIME, read afresh.  An estimate kept from an earlier
- * measurement is wrong by the step after the server's clock stepped: a
- * step back would make a lock written since look expired (a takeover of a
- * live lock), a step forward would make us write a lease that had ended
- * already while we count its validity.
+ * operation (RELOCK__FLEET_FRESH; legacy.clock = "server": TIME read
+ * afresh).  An earlier estimate is wrong by any step of the server's clock
+ * since: a step back makes a lock written since look expired (a takeover of
+ * a live lock), a step forward makes us write a lease that had ended.
  */
 void relock__ts_adopt_init(relock__ts_adopt *m)
 {

@@ -5,18 +5,15 @@
  *
  * Batches.  Reads that cannot change anything go out together (WATCH with
  * its GETs; GET of the key with the break counter).  A transaction is sent
- * as three batches: MULTI alone; then the queued commands, each of which
- * must answer +QUEUED; then EXEC alone.  MULTI first, because a refused
- * MULTI would leave the queued writes to run at once, unconditionally;
- * EXEC last, because before 2.6 a refused queued command does not abort
- * the transaction (docs/design.md §3.4) and EXEC would run the
- * rest.  A machine that fails between WATCH (or MULTI) and EXEC ends with
- * the connection inside the transaction: the driver closes it, which
- * discards the transaction and the watches; an EXEC refused with an error
- * reply (the server loading) is followed by DISCARD, since the server may
- * still hold the transaction open.  Only a fault on the batch
- * holding EXEC (or the script) can leave a write behind: that is where
- * RELOCK_EAMBIGUOUS comes from.
+ * as three batches, MULTI, the queued commands (each must answer +QUEUED),
+ * EXEC: a refused MULTI would leave the queued writes to run at once, and
+ * before 2.6 a refused queued command does not abort the transaction
+ * (docs/design.md §3.4).  A machine that fails between WATCH (or MULTI)
+ * and EXEC ends inside the transaction: the driver closes the connection,
+ * which discards it; an EXEC refused (the server loading) is followed by
+ * DISCARD, since the server may still hold the transaction open.  Only a
+ * fault on the batch holding EXEC (or the script) can leave a write
+ * behind: that is where RELOCK_EAMBIGUOUS comes from.
  */
 #ifndef RELOCK_COMPAT_TS_H
 #define RELOCK_COMPAT_TS_H
@@ -31,47 +28,6 @@ typedef enum relock__ts_path {
     RELOCK__TS_WATCH,
     RELOCK__TS_PLAIN
 } relock__ts_path;
-
-relock__ts_path relock__ts_path_of(const relock_client *c);
-
-/* ------------------------------------------------------------ 2.0's fenced write */
-
-/*
- * 2.0 (no WATCH, no EVAL): `cmd key value` (SETNX or GETSET) with the
- * fence increment and a read of the break counter in one transaction:
- *   MULTI                                     [FW_MULTI]
- *   cmd key value; INCR fence; [GET breaks]   [FW_QUEUE]
- *   EXEC                                      [FW_EXEC]
- *   (refused: DISCARD)                        [FW_DISCARD]
- * The INCR runs whatever cmd did (2.0 cannot make it conditional).
- * Outcome: st RELOCK_OK with the first result (n0 for SETNX; old_nil,
- * old for GETSET, old_v its classification), the fence and the break
- * counter (-1 unreadable); or st an error, ambiguous when EXEC was sent
- * and its reply lost.
- */
-typedef struct relock__ts_fwrite {
-    int pc;
-    const char *cmd;   /* "SETNX" or "GETSET" */
-    relock_status st;
-    int ambiguous;
-    long long n0;
-    int old_nil;
-    char old[RELOCK__VALUE_MAX];
-    relock__value old_v;
-    long long fence;
-    long long breaks;
-    int drop; /* as relock__cas's */
-    char bkey[RELOCK__KEY_MAX];
-} relock__ts_fwrite;
-
-/* Fills the first batch of the fenced write w (its cmd set, the rest zeroed
- * by the caller). */
-relock__step relock__ts_fwrite_start(relock__ts_fwrite *w, relock_lock *l, relock__batch *out);
-relock__step relock__ts_fwrite_step(relock__ts_fwrite *w, relock_lock *l, const relock__feed *in,
-                                    relock__batch *out);
-
-/* A counter as GET returns it (nil: 0); -1 for anything else. */
-long long relock__ts_counter(const redisReply *r);
 
 /* ------------------------------------------------------------ the operations */
 
@@ -116,8 +72,7 @@ typedef struct relock__ts_acquire {
     int by_eval;
     relock_status io_st; /* the fault that sent us to the read-back */
     char old[RELOCK__VALUE_MAX];
-    relock__cas cas;
-    relock__ts_fwrite fw;
+    relock__cas cas; /* the write: a compare-and-set or 2.0's fenced write */
 } relock__ts_acquire;
 
 relock__step relock__ts_acquire_step(void *m, relock_lock *l, const relock__feed *in,

@@ -1,20 +1,11 @@
 /*
- * Redis Sentinel (design.md §9.2): find the master by name.
- *
- * The search as pure steps (no I/O), run by the operation core
- * (src/core/routing.c) on its own connections under both APIs: every
- * (re)connect asks the configured sentinels in turn, starting with the one
- * that helped last, for the master's address (SENTINEL
- * get-master-addr-by-name), connects there and checks that the server
- * really is a master: a sentinel can be stale, or the failover it reports
- * still unfinished.  Only then does the client use the connection;
- * otherwise the next sentinel is asked.  Sentinels get short timeouts of
- * their own, so a dead one costs little.
- *
- * A failover is noticed in one of two ways: the old master dies (the
- * connection fails, and the next operation reconnects through the search),
- * or it comes back demoted and refuses writes with READONLY (the core
- * drops the connection on that reply).
+ * Redis Sentinel (design.md §9.2): the search for the master by name, as
+ * pure steps (no I/O) that the operation core (routing.c) runs on every
+ * (re)connect under both APIs.  The sentinels are asked in turn, starting
+ * with the one that helped last; the master named is checked to really be
+ * a master (a sentinel can be stale, or its failover unfinished) before
+ * it is used.  A failover shows as the old master's death or, demoted, its
+ * READONLY refusals (the core drops the connection on that reply).
  *
  * Sentinels are reached without AUTH: sentinels that require a password
  * are not supported yet.  The master gets servers[0]'s credentials and db.

@@ -434,22 +434,23 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
  * busy one skips that system call. */
 #define IDLE_CHECK_MS 200
 
-/* c's one-server runner (c->p) with its inner client, made at the first
- * use; NULL out of memory. */
-static relock_async *single(relock_client *c)
+/* The inner client on the loop *qp, c->q (a quorum's) or c->p (the
+ * one-server runner's), the loop made at the first use; NULL out of
+ * memory. */
+static relock_async *inner(relock_client *c, struct relock__qpoll **qp, int quorum)
 {
-    if (!c->p && !(c->p = calloc(1, sizeof *c->p)))
+    if (!*qp && !(*qp = calloc(1, sizeof **qp)))
         return NULL;
-    p_forked(c->p);
-    c->p->block = 1;
-    if (!c->p->a)
-        c->p->a = inner_new(c, c->p, 0);
-    return c->p->a;
+    p_forked(*qp);
+    (*qp)->block = !quorum;
+    if (!(*qp)->a)
+        (*qp)->a = inner_new(c, *qp, quorum);
+    return (*qp)->a;
 }
 
 relock_status relock__drive_ready(relock_client *c, const char *key)
 {
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory");
     struct relock__qpoll *q = c->p;
@@ -499,7 +500,7 @@ const relock__server *relock__poll_server(relock_client *c, const char *key)
 
 const aconn *relock__poll_conn(relock_client *c, const char *key)
 {
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     return a ? relock__a_route(a, key) : NULL;
 }
 
@@ -544,7 +545,7 @@ static void p_done(struct relock__qpoll *q, relock_async *a, const char *key)
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
     relock_client *c = l->c;
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
     struct relock__qpoll *q = c->p;
@@ -589,18 +590,11 @@ static void lock_done(relock_async *a, relock_status st, relock_lock *l, const r
  * a quorum's, or the one-server runner's; NULL out of memory. */
 static relock_async *runner(relock_client *c, struct relock__qpoll **qp)
 {
-    struct relock__qpoll *q = c->q;
-    relock_async *a = NULL;
-    if (q) {
-        p_forked(q);
-        if (!q->a)
-            q->a = inner_new(c, q, 1);
-        a = q->a;
-    } else if ((a = single(c)) != NULL) {
-        q = c->p;
+    int quorum = c->q != NULL;
+    relock_async *a = inner(c, quorum ? &c->q : &c->p, quorum);
+    *qp = quorum ? c->q : c->p;
+    if (a && !quorum)
         a->kit = c->algo->machines; /* chosen after the connection's probe */
-    }
-    *qp = q;
     return a;
 }
 
@@ -716,7 +710,7 @@ static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
 relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
                                 void *arg, relock_scan_result **out)
 {
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     struct relock__qpoll *q = c->p;

@@ -169,10 +169,8 @@ static void slots_read(aconn *at)
         return;
     relock__a_batch_clear(rd);
     *rd = (aop){.a = a, .cn = at, .kind = K_SLOTS};
-    const char *argv[2] = {"CLUSTER", "SLOTS"};
-    size_t len[2] = {7, 5};
     relock__a_rq_room(&rd->rq, 1); /* (a request's own room) */
-    int fl = redisFormatCommandArgv(&rd->rq.cmd[0], 2, argv, len);
+    int fl = redisFormatCommand(&rd->rq.cmd[0], "CLUSTER SLOTS");
     if (fl < 0)
         return;
     rd->rq.len[0] = (size_t)fl;

@@ -259,21 +259,17 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
         return NULL;
     rq->op = op;
     rq->cn = cn;
-    if (relock__a_rq_room(rq, b->n) != 0) {
+    int fl = relock__a_rq_room(rq, b->n);
+    for (int k = 0; fl >= 0 && k < b->n; k++) {
+        const relock__cmd *cmd = &b->cmd[k];
+        fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv, cmd->len);
+        rq->len[k] = (size_t)fl;
+        rq->n = k + 1; /* (a command that failed is left NULL) */
+    }
+    if (fl < 0) {
+        relock__a_rq_clear(rq);
         free(rq);
         return NULL;
-    }
-    for (int k = 0; k < b->n; k++) {
-        const relock__cmd *cmd = &b->cmd[k];
-        int fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv,
-                                        cmd->len);
-        if (fl < 0) {
-            relock__a_rq_clear(rq);
-            free(rq);
-            return NULL;
-        }
-        rq->len[k] = (size_t)fl;
-        rq->n = k + 1;
     }
     return rq;
 }

@@ -42,7 +42,7 @@ typedef struct pwatch {
 } pwatch;
 
 typedef struct ptimer {
-    struct ptimer *prev, *next;
+    struct ptimer *next;
     void (*fn)(void *arg);
     void *arg;
     uint64_t due;    /* monotonic ms */
@@ -117,23 +117,19 @@ static void *p_timer_start(void *data, long long ms, void (*fn)(void *arg), void
         return NULL;
     *t = (ptimer){.next = q->timers, .fn = fn, .arg = arg, .seq = q->seq++,
                   .due = relock__mono_ms() + (uint64_t)(ms > 0 ? ms : 0)};
-    if (q->timers)
-        q->timers->prev = t;
     q->timers = t;
     return t;
 }
 
+/* (A loop holds a few timers: the one to stop is found by a walk.) */
 static void p_timer_stop(void *data, void *timer)
 {
     struct relock__qpoll *q = data;
-    ptimer *t = timer;
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        q->timers = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
-    free(t);
+    ptimer **pp = &q->timers;
+    while (*pp != timer)
+        pp = &(*pp)->next;
+    *pp = (*pp)->next;
+    free(timer);
 }
 
 /* Frees the descriptors hiredis let go of. */

@@ -279,8 +279,8 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
                                   .data = q, .watch = p_watch, .timer_start = p_timer_start,
                                   .timer_stop = p_timer_stop};
     relock__err_clear(&a->err);
-    int n = quorum ? c->s.nservers : 1;
-    a->ncap = quorum ? n : ACONN_NODES;
+    a->nconns = quorum ? c->s.nservers : 1;
+    a->ncap = quorum ? a->nconns : ACONN_NODES;
     a->conns = calloc((size_t)a->ncap, sizeof *a->conns);
     a->fanout = quorum ? malloc(sizeof *a->fanout) : NULL;
     if (!a->conns || (quorum && !a->fanout)) {
@@ -289,24 +289,17 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
         free(a);
         return NULL;
     }
-    a->nconns = n;
-    for (int i = 0; i < a->nconns; i++) {
-        a->conns[i].a = a;
-        a->conns[i].idx = i;
-        a->conns[i].srv = &c->s.servers[i];
-    }
+    for (int i = 0; i < a->nconns; i++)
+        a->conns[i] = (aconn){.a = a, .idx = i, .srv = &c->s.servers[i]};
     a->home = &a->conns[0];
     /* (a single server's mode is the blocking client's, chosen after the
      * first connection's probe: the core chooses none) */
     a->probed = 1;
-    if (quorum) {
-        a->kit = c->algo->machines;
-        /* one operation at a time: a server owing more than a round or two
-         * is not keeping up */
-        a->max_owed = 8;
-    } else {
-        a->percall = 1;
-    }
+    a->kit = quorum ? c->algo->machines : NULL;
+    /* a quorum runs one operation at a time: a server owing more than a
+     * round or two is not keeping up */
+    a->max_owed = quorum ? 8 : 0;
+    a->percall = !quorum;
     return a;
 }
 

@@ -339,16 +339,6 @@ static void p_reset(struct relock__qpoll *q)
     p_sweep(q);
 }
 
-/* A forked child's first call on q frees the inner client copied from its
- * parent (closing its copies of the descriptors) and makes its own: on
- * shared sockets a reply owed to one process (the legacy marker's, a
- * quorum's late server's) would be read by the other as its own. */
-static void p_forked(struct relock__qpoll *q)
-{
-    if (q->a && q->forks != forks)
-        p_reset(q);
-}
-
 int relock__qpoll_new(relock_client *c)
 {
     c->q = calloc(1, sizeof *c->q);
@@ -425,12 +415,16 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
 
 /* The inner client on the loop *qp, c->q (a quorum's) or c->p (the
  * one-server runner's), the loop made at the first use; NULL out of
- * memory. */
+ * memory.  A forked child's first call frees the inner client copied from
+ * its parent (closing its copies of the descriptors) and makes its own: on
+ * shared sockets a reply owed to one process (the legacy marker's, a
+ * quorum's late server's) would be read by the other as its own. */
 static relock_async *inner(relock_client *c, struct relock__qpoll **qp, int quorum)
 {
     if (!*qp && !(*qp = calloc(1, sizeof **qp)))
         return NULL;
-    p_forked(*qp);
+    if ((*qp)->a && (*qp)->forks != forks)
+        p_reset(*qp);
     (*qp)->block = !quorum;
     if (!(*qp)->a)
         (*qp)->a = inner_new(c, *qp, quorum);

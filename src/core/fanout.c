@@ -44,10 +44,9 @@ static int rq_unwritten(const areq *rq)
     return rq && rq->outstanding > 0 && rq->cn->ac && rq->cn->connected && !rq_written(rq);
 }
 
-/* Writes cn's buffered output as far as the socket takes it.  When all of
- * it went, the loop stops watching for writability, as hiredis does after
- * a write of its own: else the next turn would wake at once for a write
- * event with nothing left to write. */
+/* Writes cn's buffered output as far as the socket takes it; when all of
+ * it went, the loop stops watching for writability as hiredis does after
+ * its own write (else the next turn wakes at once for nothing). */
 static void fan_write(aconn *cn)
 {
     int done = 0;
@@ -276,9 +275,8 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
 
 /* A new round's batch to server i: the connection checked (owed replies,
  * lateness), opened if needed, and the batch written; 0, or -1 when the
- * server is not reached (down, left alone after being late, failing).
- * after: the batch is a clean-up (fan.h), which goes to a new connection
- * only when the one it follows is gone. */
+ * server is not reached.  after: the batch is a clean-up (fan.h), which
+ * goes to a new connection only when the one it follows is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
                          long long timeout_ms, int after)
 {
@@ -508,9 +506,8 @@ static void flush_all(void *arg)
 }
 
 /* The first feeds of the quorum rounds started together: every connection
- * flushed once (under one SIGPIPE block), then each round fed, in the
- * order started, with what was written: fan_step's own flush, for many
- * rounds at the cost of one write per connection. */
+ * flushed once (one SIGPIPE block, one write each), then each round fed
+ * in the order started, with what was written. */
 void relock__a_fan_due_run(relock_async *a)
 {
     if (!a->fan_due || a->freeing)

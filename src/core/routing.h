@@ -120,9 +120,8 @@ enum relock__route {
     RELOCK__ROUTE_ASK,       /* send ASKING and it once to next's node */
     RELOCK__ROUTE_TRYAGAIN   /* send it again to the same node after relock__route_tryagain_ms */
 };
-/* Decides for reply r to a command sent after hops redirections, on a
- * connection to cur_host, inside a transaction or not; *next is the
- * redirection's target. */
+/* Decides for reply r to a command sent after hops redirections on a
+ * connection to cur_host; *next is the redirection's target. */
 enum relock__route relock__route_reply(const relock__settings *s, int in_txn, int hops,
                                        const char *cur_host, const redisReply *r,
                                        relock__redirect *next);

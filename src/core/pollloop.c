@@ -49,8 +49,7 @@ typedef struct ptimer {
     unsigned long seq; /* started before a turn's timers ran: may fire in it */
 } ptimer;
 
-/* The blocking client's runner (relock_client.q for a quorum, .p for one
- * server). */
+/* A blocking client's loop (c->q for a quorum, c->p for one server). */
 struct relock__qpoll {
     relock_async *a; /* the inner core client, made at the first call */
     pwatch *watched;

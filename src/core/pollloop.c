@@ -11,9 +11,9 @@
  * An inner client shares the blocking client itself (its settings, scripts
  * and error, where the blocking calls report) and owns its connections,
  * which stay open between calls.  The loop turns only while a call runs:
- * its first turn reads what arrived meanwhile (a close, owed replies) and
- * fires the timers that fell due before anything is sent.  Nothing here is
- * shared between clients or threads.
+ * its first turn reads what arrived meanwhile (a close, then reopened;
+ * owed replies, dropped) and fires the timers that fell due, before
+ * anything is sent.  Nothing here is shared between clients or threads.
  */
 
 #include <errno.h>
@@ -120,7 +120,8 @@ static void *p_timer_start(void *data, long long ms, void (*fn)(void *arg), void
     return t;
 }
 
-/* (A loop holds a few timers: the one to stop is found by a walk.) */
+/* (A loop holds a few timers, the newest first, as a command's timeout
+ * usually is when it is stopped: a walk finds it.) */
 static void p_timer_stop(void *data, void *timer)
 {
     struct relock__qpoll *q = data;
@@ -376,8 +377,8 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
  * status; bounded by the operation's timers (command, connect and wait
  * bounds) and its machine's bound on steps.  A loop left with nothing to
  * wait for has lost its operation (cannot happen): the inner client is let
- * go of, never freed, since its operation points at the returning call's
- * machine.  acq: a waiting acquire, cancelled between its attempts once
+ * go of, never freed or turned again, since its operation points at the
+ * returning call's machine.  acq: a waiting acquire, cancelled between its attempts once
  * relock_client_cancel_on()'s flag is set (a signal, or the blocking
  * read's short slice, ends each wait). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,

@@ -1,7 +1,6 @@
 /*
- * The blocking calls' driver of a single step machine (src/core/pollloop.c),
- * for the calls that run a machine of their own: break, inspect and the
- * owner record (src/api/operator.c, owner.c), an adoption (run_ts.c), one
+ * The blocking calls' driver of a single step machine (pollloop.c): break,
+ * inspect and the owner record (src/api/), an adoption (run_ts.c), one
  * command (relock__command(), routing.h).
  */
 #ifndef RELOCK_CORE_DRIVE_H
@@ -11,10 +10,9 @@
 
 /*
  * Runs machine m (its head zeroed but for its inputs) with step function
- * fn until it is done, and returns its status (errors on l->c->err), as an
- * operation of the one-server runner's inner core client (c->p) on the
- * connection l->key routes to (a quorum's first server, a Sentinel's
- * master, a Cluster node), under the core's connection rules.
+ * fn until it is done, and returns its status (errors on l->c->err), on
+ * the one-server runner's connection l->key routes to (a quorum's first
+ * server, a Sentinel's master, a Cluster node).
  */
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
 /* The connection key's machine will run on, connected, logged in and

@@ -1,30 +1,25 @@
 /*
- * The quorum's fan-out in the operation core (core.h), for both APIs (the
- * blocking calls turn a private poll loop over it, pollloop.c): the fan
- * machine (engine/fan.h, quorum.c) runs over a connection per server; a
- * round's batches go out at once, each server's replies are fed as soon
- * as they are complete, one timer per round feeds the time at the round's
+ * The quorum's fan-out in the operation core (core.h), for both APIs: the
+ * fan machine (engine/fan.h, quorum.c) runs over a connection per server;
+ * a round's batches go out at once, each server's replies are fed as soon
+ * as they are complete, one timer per round feeds the time at its
  * deadline, and the machine decides.
  *
  * A server still silent when a round is decided owes its replies (its
- * request stays in the connection's FIFO without an operation, read and
- * dropped).  A connection owing a reply older than the round's timeout,
- * or max_owed requests, is dropped when a round would use it, and left
- * alone for one timeout, except for a clean-up (a failed acquire's
- * delete), which goes behind the owed request however late, so that the
- * server runs it after the request it undoes.  A quorum's connections run
- * no probe (the quorum is modern values only): AUTH, SELECT and SCRIPT
- * LOAD of its scripts are pipelined ahead of the first batch.
+ * request stays in the FIFO without an operation, read and dropped).  A
+ * connection owing a reply older than the round's timeout, or max_owed
+ * requests, is dropped when a round would use it and left alone for one
+ * timeout; a clean-up (a failed acquire's delete) goes behind the owed
+ * request however late, so that the server runs it after what it undoes.
+ * A quorum's connections run no probe (modern values only): AUTH, SELECT
+ * and SCRIPT LOAD of its scripts are pipelined ahead of the first batch.
  */
-
 #include "core.h"
 
 /* Requests a connection may owe before it is dropped, unless the client
- * sets its own (max_owed: the blocking client's 8, pollloop.c).  With
- * operations pipelined, a server slightly slower than the majority owes
- * hundreds as a matter of course, and lateness is the oldest one's age:
- * this count bounds the memory the owed requests hold, not how far behind
- * a server may fall. */
+ * sets max_owed (the blocking client's 8).  Pipelined, a server slightly
+ * slower than the majority owes hundreds as a matter of course, and
+ * lateness is the oldest one's age: this bounds the owed requests' memory. */
 #define MAX_OWED_REQUESTS 4096
 
 /* The scripts a quorum sends, loaded on every new connection. */
@@ -49,10 +44,9 @@ static int rq_unwritten(const areq *rq)
     return rq && rq->outstanding > 0 && rq->cn->ac && rq->cn->connected && !rq_written(rq);
 }
 
-/* Writes cn's buffered output as far as the socket takes it.  When all of
- * it went, the loop stops watching for writability, as hiredis does after
- * a write of its own: else the next turn would wake at once for a write
- * event with nothing left to write. */
+/* Writes cn's buffered output as far as the socket takes it; when all of
+ * it went, the loop stops watching for writability as hiredis does after
+ * its own write (else the next turn wakes at once for nothing). */
 static void fan_write(aconn *cn)
 {
     int done = 0;
@@ -70,14 +64,12 @@ static void flush_unwritten(void *arg)
     }
 }
 
-/* Writes what op's quorum connections have buffered now, as far as the
- * sockets take it, rather than at the loop's next turn, under one SIGPIPE
- * block: a request is written (it may run) or not when its round is
- * decided, and the machine counts the servers left owing by that.  Done
- * when a round's batches are sent (a round may be decided at its first
- * feed: a clean-up that waits for nobody), and again before a feed for a
- * request the socket did not take whole.  A write error is left in the
- * context, where hiredis's next write event finds it and disconnects. */
+/* Writes what op's connections have buffered now, not at the loop's next
+ * turn, under one SIGPIPE block: the machine counts the servers left owing
+ * by whether their request was written (it may run) when the round is
+ * decided.  Done when a round's batches are sent (a clean-up may be
+ * decided at its first feed) and before a feed for a request not taken
+ * whole.  A write error stays in the context for hiredis's next write. */
 static void fan_flush(aop *op)
 {
     int any = 0;
@@ -266,30 +258,25 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
         return NULL;
     rq->op = op;
     rq->cn = cn;
-    if (relock__a_rq_room(rq, b->n) != 0) {
+    int fl = relock__a_rq_room(rq, b->n);
+    for (int k = 0; fl >= 0 && k < b->n; k++) {
+        const relock__cmd *cmd = &b->cmd[k];
+        fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv, cmd->len);
+        rq->len[k] = (size_t)fl;
+        rq->n = k + 1; /* (a command that failed is left NULL) */
+    }
+    if (fl < 0) {
+        relock__a_rq_clear(rq);
         free(rq);
         return NULL;
-    }
-    for (int k = 0; k < b->n; k++) {
-        const relock__cmd *cmd = &b->cmd[k];
-        int fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv,
-                                        cmd->len);
-        if (fl < 0) {
-            relock__a_rq_clear(rq);
-            free(rq);
-            return NULL;
-        }
-        rq->len[k] = (size_t)fl;
-        rq->n = k + 1;
     }
     return rq;
 }
 
 /* A new round's batch to server i: the connection checked (owed replies,
  * lateness), opened if needed, and the batch written; 0, or -1 when the
- * server is not reached (down, left alone after being late, failing).
- * after: the batch is a clean-up (fan.h), which goes to a new connection
- * only when the one it follows is gone. */
+ * server is not reached.  after: the batch is a clean-up (fan.h), which
+ * goes to a new connection only when the one it follows is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
                          long long timeout_ms, int after)
 {
@@ -519,9 +506,8 @@ static void flush_all(void *arg)
 }
 
 /* The first feeds of the quorum rounds started together: every connection
- * flushed once (under one SIGPIPE block), then each round fed, in the
- * order started, with what was written: fan_step's own flush, for many
- * rounds at the cost of one write per connection. */
+ * flushed once (one SIGPIPE block, one write each), then each round fed
+ * in the order started, with what was written. */
 void relock__a_fan_due_run(relock_async *a)
 {
     if (!a->fan_due || a->freeing)

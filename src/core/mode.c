@@ -15,9 +15,8 @@
 #include "modern.h"
 #include "quorum.h"
 
-/* The algorithm tables of modern mode and the quorum: their machines,
- * which the operation core runs for both APIs (legacy's and bridge's are
- * in run_ts.c). */
+/* Their machines run in the operation core for both APIs (legacy's and
+ * bridge's tables are in run_ts.c). */
 const relock__algo relock__algo_modern = {"modern", NULL, &relock__modern_machines};
 const relock__algo relock__algo_quorum = {"quorum", NULL, &relock__quorum_machines};
 
@@ -29,20 +28,9 @@ static int lua_left_out(const relock__conn *conn)
     return v >= 20600 && !(conn->caps & RELOCK_CAP_EVAL);
 }
 
-/* Modern mode: how release, extend and the fenced acquire are done on
- * this server, appended to the reason so that `relock probe` shows it
- * (relock__modern_paths in modern.c decides). */
-static void note_paths(relock_client *c)
-{
-    relock_paths p;
-    relock__modern_paths(c, &p);
-    size_t n = strlen(c->mode_reason);
-    snprintf(c->mode_reason + n, sizeof c->mode_reason - n,
-             "; acquire: %s, release: %s, extend: %s, scripts: %s", p.path[RELOCK_PATH_ACQUIRE],
-             p.path[RELOCK_PATH_RELEASE], p.path[RELOCK_PATH_EXTEND], p.path[RELOCK_PATH_SCRIPTS]);
-}
-
-/* Uses mode m, the reason why (a format) shown by `relock probe`. */
+/* Uses mode m (never auto), the reason why (a format) shown by `relock
+ * probe`; modern's reason names how it releases, extends and fences on
+ * this server (relock__modern_paths() decides). */
 static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
     __attribute__((format(printf, 3, 4)));
 static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
@@ -52,21 +40,21 @@ static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
     va_start(ap, why);
     vsnprintf(c->mode_reason, sizeof c->mode_reason, why, ap);
     va_end(ap);
-    switch (m) {
-    case RELOCK_MODE_MODERN:
+    if (m == RELOCK_MODE_MODERN) {
         c->algo = &relock__algo_modern;
-        note_paths(c);
+        relock_paths p;
+        relock__modern_paths(c, &p);
+        size_t n = strlen(c->mode_reason);
+        snprintf(c->mode_reason + n, sizeof c->mode_reason - n,
+                 "; acquire: %s, release: %s, extend: %s, scripts: %s",
+                 p.path[RELOCK_PATH_ACQUIRE], p.path[RELOCK_PATH_RELEASE],
+                 p.path[RELOCK_PATH_EXTEND], p.path[RELOCK_PATH_SCRIPTS]);
         return RELOCK_OK;
-    case RELOCK_MODE_LEGACY:
-    case RELOCK_MODE_BRIDGE:
-        c->algo = m == RELOCK_MODE_LEGACY ? &relock__algo_legacy : &relock__algo_bridge;
-        if (relock__legacy_check(c) != RELOCK_OK)
-            c->algo = NULL;
-        return c->err.pub.status;
-    case RELOCK_MODE_AUTO:
-        break;
     }
-    return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "mode: no algorithm for auto");
+    c->algo = m == RELOCK_MODE_LEGACY ? &relock__algo_legacy : &relock__algo_bridge;
+    if (relock__legacy_check(c) != RELOCK_OK)
+        c->algo = NULL;
+    return c->err.pub.status;
 }
 
 relock_status relock__select_mode(relock_client *c)

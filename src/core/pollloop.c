@@ -1,25 +1,19 @@
 /*
  * The blocking API's calls as a private poll loop over the operation core
- * (core.h), as curl_easy_perform() runs over curl's multi interface.
+ * (core.h), as curl_easy_perform() runs over curl's multi interface: each
+ * call is an operation of an inner core client, a quorum's (c->q, fan
+ * machines, fanout.c) or the one-server runner's (c->p: one connection, a
+ * Cluster's key's node or a Sentinel's master, routing.c), and poll()
+ * turns until it completes.  A quorum client runs its calls that are not
+ * fan machines (the server it reports, inspect, the scan) on a one-server
+ * runner to its first server, since the fan's client routes no call by key.
  *
- * Each call is an operation of an inner core client, a quorum's (c->q: a
- * connection per server, fan machines, fanout.c) or the one-server
- * runner's (c->p: one connection, a Cluster's key's node or a Sentinel's
- * master, routing.c), and poll() turns until it completes.  A quorum
- * client runs its calls that are not fan machines (the server it reports,
- * inspect, the scan) on a one-server runner to its first server too,
- * since the fan's client runs fan machines with owed replies and routes no
- * call by key.
- *
- * An inner client is made at the first call and kept with the blocking
- * client; it shares the blocking client itself (its settings, scripts and
- * error: the machine's messages land where the blocking calls report
- * them) and owns its connections, which stay open between calls.  The
- * loop turns only while a call runs: the first turn of a call reads what
- * arrived meanwhile before anything is sent (a connection the server
- * closed while idle is opened afresh, owed replies that came are
- * dropped), as the timers that fell due meanwhile then fire.  Nothing
- * here is shared between clients or threads.
+ * An inner client shares the blocking client itself (its settings, scripts
+ * and error, where the blocking calls report) and owns its connections,
+ * which stay open between calls.  The loop turns only while a call runs:
+ * its first turn reads what arrived meanwhile (a close, then reopened;
+ * owed replies, dropped) and fires the timers that fell due, before
+ * anything is sent.  Nothing here is shared between clients or threads.
  */
 
 #include <errno.h>
@@ -48,15 +42,14 @@ typedef struct pwatch {
 } pwatch;
 
 typedef struct ptimer {
-    struct ptimer *prev, *next;
+    struct ptimer *next;
     void (*fn)(void *arg);
     void *arg;
     uint64_t due;    /* monotonic ms */
     unsigned long seq; /* started before a turn's timers ran: may fire in it */
 } ptimer;
 
-/* The blocking client's runner (relock_client.q for a quorum, .p for one
- * server). */
+/* A blocking client's loop (c->q for a quorum, c->p for one server). */
 struct relock__qpoll {
     relock_async *a; /* the inner core client, made at the first call */
     pwatch *watched;
@@ -123,23 +116,20 @@ static void *p_timer_start(void *data, long long ms, void (*fn)(void *arg), void
         return NULL;
     *t = (ptimer){.next = q->timers, .fn = fn, .arg = arg, .seq = q->seq++,
                   .due = relock__mono_ms() + (uint64_t)(ms > 0 ? ms : 0)};
-    if (q->timers)
-        q->timers->prev = t;
     q->timers = t;
     return t;
 }
 
+/* (A loop holds a few timers, the newest first, as a command's timeout
+ * usually is when it is stopped: a walk finds it.) */
 static void p_timer_stop(void *data, void *timer)
 {
     struct relock__qpoll *q = data;
-    ptimer *t = timer;
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        q->timers = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
-    free(t);
+    ptimer **pp = &q->timers;
+    while (*pp != timer)
+        pp = &(*pp)->next;
+    *pp = (*pp)->next;
+    free(timer);
 }
 
 /* Frees the descriptors hiredis let go of. */
@@ -166,15 +156,13 @@ static void p_flush(struct relock__qpoll *q)
             relock_async_socket_action(w->s, RELOCK_IO_WRITE);
 }
 
-/* A wait for one server's reply is a blocking read, not poll() and then
- * a read: a system call fewer per round trip.  The socket, once connected,
- * is made blocking with receive and send timeouts of BLOCK_SLICE_MS, and
- * read so only when nothing but its reply is awaited and no timer falls
- * due within the slice: a read that times out (EAGAIN: "nothing yet" to
- * hiredis) or is interrupted (EINTR) ends the turn as poll() would, so
- * every deadline stays the core's timers'.  Writes do not wait on it:
- * relock sends with MSG_DONTWAIT (loop.c), and hiredis's own write waits
- * at most the send timeout. */
+/* A wait for one server's reply is a blocking read with receive and send
+ * timeouts of BLOCK_SLICE_MS, not poll() and a read: a system call fewer
+ * per round trip.  Only when nothing else is awaited and no timer falls
+ * due within the slice: a read that times out (EAGAIN, "nothing yet" to
+ * hiredis) or is interrupted ends the turn as poll() would, so every
+ * deadline stays the core's timers'.  Writes do not wait on it: relock
+ * sends with MSG_DONTWAIT (loop.c), hiredis waits at most the timeout. */
 #define BLOCK_SLICE_MS 20
 
 static int make_blocking(pwatch *w)
@@ -192,17 +180,14 @@ static int make_blocking(pwatch *w)
 }
 
 /* One turn of the loop: waits at most max_ms for a descriptor or the
- * nearest timer, reports the ready descriptors, then runs the timers that
- * are due (those started within this turn's callbacks wait for the next
- * turn, so that a timer of 0 ms cannot keep a turn going).  A signal
- * interrupting poll() ends the wait early, nothing more: every wait of a
- * call is bounded by the core's timers (a round's deadline, the connect
- * and command timeouts). */
+ * nearest timer, reports the ready descriptors, then runs the timers due
+ * (not those started in this turn, so that a 0 ms timer cannot keep a
+ * turn going).  A signal ends the wait early, nothing more: every wait of
+ * a call is bounded by the core's timers. */
 static void p_turn(struct relock__qpoll *q, long long max_ms)
 {
-    /* (A read right after the write, before poll(), finds the reply only
-     * when the server ran in between: measured, it costs a system call
-     * more than it saves.) */
+    /* (Measured: a read right after the write, before poll(), costs a
+     * system call more than it saves.) */
     p_flush(q);
     uint64_t now = relock__mono_ms();
     long long wait = max_ms;
@@ -210,19 +195,6 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
         long long left = t->due > now ? (long long)(t->due - now) : 0;
         if (left < wait)
             wait = left;
-    }
-    int n = 0;
-    pwatch *one = NULL;
-    for (pwatch *w = q->watched; w; w = w->next)
-        if (w->s && w->events) {
-            n++;
-            one = w;
-        }
-    if (q->block && !q->waking && n == 1 && wait >= BLOCK_SLICE_MS && one->up &&
-        one->events == RELOCK_IO_READ &&
-        (one->blocking == 1 || (one->blocking == 0 && make_blocking(one) == 0))) {
-        relock_async_socket_action(one->s, RELOCK_IO_READ);
-        goto timers;
     }
     /* A loop watches at most 16 connections (a quorum's servers, or
      * ACONN_NODES), a subscription's and a sentinel's: a turn's arrays hold
@@ -238,6 +210,13 @@ static void p_turn(struct relock__qpoll *q, long long max_ms)
                                .events = (short)(((w->events & RELOCK_IO_READ) ? POLLIN : 0) |
                                                  ((w->events & RELOCK_IO_WRITE) ? POLLOUT : 0))};
         pw[k++] = w;
+    }
+    pwatch *one = k == 1 ? pw[0] : NULL;
+    if (one && q->block && !q->waking && wait >= BLOCK_SLICE_MS && one->up &&
+        one->events == RELOCK_IO_READ &&
+        (one->blocking == 1 || (one->blocking == 0 && make_blocking(one) == 0))) {
+        relock_async_socket_action(one->s, RELOCK_IO_READ);
+        goto timers;
     }
     if (q->waking) {
         p[k] = (struct pollfd){.fd = q->wake_fd, .events = POLLIN};
@@ -286,9 +265,7 @@ timers:;
 }
 
 /* The inner core client over c on q's loop, as relock_async_new() makes
- * one: a quorum's, a connection per server run by fan machines; or the
- * one-server runner's, one connection (and Cluster nodes' met through
- * redirections) run by step machines.  NULL out of memory. */
+ * one: a quorum's or the one-server runner's; NULL out of memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
     pthread_once(&forks_once, forks_watch);
@@ -302,8 +279,8 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
                                   .data = q, .watch = p_watch, .timer_start = p_timer_start,
                                   .timer_stop = p_timer_stop};
     relock__err_clear(&a->err);
-    int n = quorum ? c->s.nservers : 1;
-    a->ncap = quorum ? n : ACONN_NODES;
+    a->nconns = quorum ? c->s.nservers : 1;
+    a->ncap = quorum ? a->nconns : ACONN_NODES;
     a->conns = calloc((size_t)a->ncap, sizeof *a->conns);
     a->fanout = quorum ? malloc(sizeof *a->fanout) : NULL;
     if (!a->conns || (quorum && !a->fanout)) {
@@ -312,24 +289,17 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
         free(a);
         return NULL;
     }
-    a->nconns = n;
-    for (int i = 0; i < a->nconns; i++) {
-        a->conns[i].a = a;
-        a->conns[i].idx = i;
-        a->conns[i].srv = &c->s.servers[i];
-    }
+    for (int i = 0; i < a->nconns; i++)
+        a->conns[i] = (aconn){.a = a, .idx = i, .srv = &c->s.servers[i]};
     a->home = &a->conns[0];
     /* (a single server's mode is the blocking client's, chosen after the
      * first connection's probe: the core chooses none) */
     a->probed = 1;
-    if (quorum) {
-        a->kit = c->algo->machines;
-        /* one operation at a time: a server owing more than a round or two
-         * is not keeping up */
-        a->max_owed = 8;
-    } else {
-        a->percall = 1;
-    }
+    a->kit = quorum ? c->algo->machines : NULL;
+    /* a quorum runs one operation at a time: a server owing more than a
+     * round or two is not keeping up */
+    a->max_owed = quorum ? 8 : 0;
+    a->percall = !quorum;
     return a;
 }
 
@@ -369,18 +339,6 @@ static void p_reset(struct relock__qpoll *q)
     p_sweep(q);
 }
 
-/* A forked child's first call on q: the inner client copied from its
- * parent is freed, which closes this process's copies of its descriptors,
- * and the call makes a new one with connections of its own: on the
- * parent's sockets a reply owed to either process (the legacy marker's, a
- * quorum's late server's) would be read by the other as the answer to its
- * own request. */
-static void p_forked(struct relock__qpoll *q)
-{
-    if (q->a && q->forks != forks)
-        p_reset(q);
-}
-
 int relock__qpoll_new(relock_client *c)
 {
     c->q = calloc(1, sizeof *c->q);
@@ -393,11 +351,9 @@ static void qpoll_free(struct relock__qpoll **qp)
     if (!q)
         return;
     p_reset(q);
-    for (pwatch *w = q->watched; w;) { /* none should be left */
-        pwatch *next = w->next;
-        free(w);
-        w = next;
-    }
+    for (pwatch *w = q->watched; w; w = w->next) /* none should be left */
+        w->s = NULL;
+    p_sweep(q);
     free(q);
     *qp = NULL;
 }
@@ -417,15 +373,14 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
     q->done = 1;
 }
 
-/* Turns the loop until the call's operation is done (q->done) and returns
- * its status.  Bounded by the operation's deadlines, each on a timer (a
- * batch's command timeout, a connect's, a wait's bound), and its
- * machine's bound on steps.  A loop left with nothing to wait for has lost
- * its operation (cannot happen): the inner client is let go of, never
- * freed or turned again, since its operation points at the returning
- * call's machine.  acq: a waiting acquire, cancelled between its attempts
- * once relock_client_cancel_on()'s flag is set (a signal ends poll() and
- * the sleep early; a blocking read's slice is short). */
+/* Turns the loop until the call's operation is done and returns its
+ * status; bounded by the operation's timers (command, connect and wait
+ * bounds) and its machine's bound on steps.  A loop left with nothing to
+ * wait for has lost its operation (cannot happen): the inner client is let
+ * go of, never freed or turned again, since its operation points at the
+ * returning call's machine.  acq: a waiting acquire, cancelled between its attempts once
+ * relock_client_cancel_on()'s flag is set (a signal, or the blocking
+ * read's short slice, ends each wait). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
                             const char *name, aop *acq)
 {
@@ -458,22 +413,27 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
  * busy one skips that system call. */
 #define IDLE_CHECK_MS 200
 
-/* c's one-server runner (c->p) with its inner client, made at the first
- * use; NULL out of memory. */
-static relock_async *single(relock_client *c)
+/* The inner client on the loop *qp, c->q (a quorum's) or c->p (the
+ * one-server runner's), the loop made at the first use; NULL out of
+ * memory.  A forked child's first call frees the inner client copied from
+ * its parent (closing its copies of the descriptors) and makes its own: on
+ * shared sockets a reply owed to one process (the legacy marker's, a
+ * quorum's late server's) would be read by the other as its own. */
+static relock_async *inner(relock_client *c, struct relock__qpoll **qp, int quorum)
 {
-    if (!c->p && !(c->p = calloc(1, sizeof *c->p)))
+    if (!*qp && !(*qp = calloc(1, sizeof **qp)))
         return NULL;
-    p_forked(c->p);
-    c->p->block = 1;
-    if (!c->p->a)
-        c->p->a = inner_new(c, c->p, 0);
-    return c->p->a;
+    if ((*qp)->a && (*qp)->forks != forks)
+        p_reset(*qp);
+    (*qp)->block = !quorum;
+    if (!(*qp)->a)
+        (*qp)->a = inner_new(c, *qp, quorum);
+    return (*qp)->a;
 }
 
 relock_status relock__drive_ready(relock_client *c, const char *key)
 {
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory");
     struct relock__qpoll *q = c->p;
@@ -523,7 +483,7 @@ const relock__server *relock__poll_server(relock_client *c, const char *key)
 
 const aconn *relock__poll_conn(relock_client *c, const char *key)
 {
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     return a ? relock__a_route(a, key) : NULL;
 }
 
@@ -568,7 +528,7 @@ static void p_done(struct relock__qpoll *q, relock_async *a, const char *key)
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
     relock_client *c = l->c;
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
     struct relock__qpoll *q = c->p;
@@ -613,18 +573,11 @@ static void lock_done(relock_async *a, relock_status st, relock_lock *l, const r
  * a quorum's, or the one-server runner's; NULL out of memory. */
 static relock_async *runner(relock_client *c, struct relock__qpoll **qp)
 {
-    struct relock__qpoll *q = c->q;
-    relock_async *a = NULL;
-    if (q) {
-        p_forked(q);
-        if (!q->a)
-            q->a = inner_new(c, q, 1);
-        a = q->a;
-    } else if ((a = single(c)) != NULL) {
-        q = c->p;
+    int quorum = c->q != NULL;
+    relock_async *a = inner(c, quorum ? &c->q : &c->p, quorum);
+    *qp = quorum ? c->q : c->p;
+    if (a && !quorum)
         a->kit = c->algo->machines; /* chosen after the connection's probe */
-    }
-    *qp = q;
     return a;
 }
 
@@ -740,7 +693,7 @@ static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
 relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
                                 void *arg, relock_scan_result **out)
 {
-    relock_async *a = single(c);
+    relock_async *a = inner(c, &c->p, 0);
     if (!a)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "scan: out of memory");
     struct relock__qpoll *q = c->p;

@@ -1,8 +1,6 @@
 /*
  * The blocking API's private poll loops over the operation core
- * (pollloop.c): a quorum's (c->q, made by relock_connect()) and the
- * one-server runner's (c->p, made at the first use), freed by
- * relock_client_free().
+ * (pollloop.c): a quorum's (c->q) and the one-server runner's (c->p).
  */
 #ifndef RELOCK_CORE_POLL_H
 #define RELOCK_CORE_POLL_H
@@ -17,9 +15,8 @@ int relock__qpoll_new(relock_client *c);
 void relock__qpoll_free(relock_client *c);
 
 /*
- * relock_acquire(), relock_release() and relock_extend() as whole
- * operations of the core (the asynchronous client's, with their waiting,
- * durability, owner record and events), run on c's poll loop until they
+ * relock_acquire(), relock_release() and relock_extend() as the
+ * asynchronous client's whole operations, run on c's poll loop until they
  * end: ms is an acquire's wait bound, an extend's TTL (0 for a release).
  * An acquire that fails frees l; its status, with the error on c->err.
  */

@@ -1,8 +1,7 @@
 /*
  * What a reply asks of the client that sent the command (pure, no I/O):
- * Sentinel's READONLY, a Cluster redirection (both read here, so that this
- * file calls no driver), or nothing.  The operation core
- * (src/core/routing.c) acts on the decisions, under both APIs.
+ * Sentinel's READONLY, a Cluster redirection, or nothing.  The operation
+ * core (routing.c) acts on the decisions.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,9 +61,7 @@ static int parse_target(const char *cur_host, const char *p, relock__redirect *o
     if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
         return -1;
     long v = strtol(port, NULL, 10);
-    if (v < 1 || v > 65535)
-        return -1;
-    if (hl >= sizeof out->host)
+    if (v < 1 || v > 65535 || hl >= sizeof out->host)
         return -1;
     if (hl == 0) /* 7.0 without a known endpoint: the same address as this node */
         snprintf(out->host, sizeof out->host, "%s", cur_host);
@@ -80,10 +77,8 @@ enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redis
     memset(out, 0, sizeof *out);
     if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
         return RELOCK__REDIR_NONE;
-    if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
-        out->kind = RELOCK__REDIR_TRYAGAIN;
-        return RELOCK__REDIR_TRYAGAIN;
-    }
+    if (strncmp(r->str, "TRYAGAIN", 8) == 0)
+        return out->kind = RELOCK__REDIR_TRYAGAIN;
     int moved = strncmp(r->str, "MOVED ", 6) == 0;
     if (!moved && strncmp(r->str, "ASK ", 4) != 0)
         return RELOCK__REDIR_NONE;
@@ -96,8 +91,7 @@ enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redis
     out->slot = atoi(p);
     if (out->slot >= RELOCK__CLUSTER_NSLOTS)
         return RELOCK__REDIR_NONE;
-    out->kind = moved ? RELOCK__REDIR_MOVED : RELOCK__REDIR_ASK;
-    return out->kind;
+    return out->kind = moved ? RELOCK__REDIR_MOVED : RELOCK__REDIR_ASK;
 }
 
 int relock__sentinel_readonly(const redisReply *r)

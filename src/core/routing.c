@@ -169,10 +169,8 @@ static void slots_read(aconn *at)
         return;
     relock__a_batch_clear(rd);
     *rd = (aop){.a = a, .cn = at, .kind = K_SLOTS};
-    const char *argv[2] = {"CLUSTER", "SLOTS"};
-    size_t len[2] = {7, 5};
     relock__a_rq_room(&rd->rq, 1); /* (a request's own room) */
-    int fl = redisFormatCommandArgv(&rd->rq.cmd[0], 2, argv, len);
+    int fl = redisFormatCommand(&rd->rq.cmd[0], "CLUSTER SLOTS");
     if (fl < 0)
         return;
     rd->rq.len[0] = (size_t)fl;
@@ -319,11 +317,9 @@ int relock__a_follow(aop *op)
 
 /* ------------------------------------------------------------------ Sentinel
  *
- * With Sentinel, conns[0] connects to the master the sentinels name, found
- * by the search's pure steps (sentinel.c) over a short-lived connection to
- * each sentinel in turn.  Operations wait meanwhile; when no sentinel
- * gives a usable master they fail with the search's message.  Every later
- * connect (after a lost connection, or a READONLY) searches again. */
+ * conns[0] connects to the master the search (sentinel.c) finds over a
+ * short-lived connection to each sentinel in turn; operations wait
+ * meanwhile, and fail with the search's message when it finds none. */
 
 /* Closes the connection to the sentinel being asked, if any. */
 void relock__a_loc_stop(relock_async *a)
@@ -355,13 +351,9 @@ static void loc_timeout_fire(void *arg)
     int up = a->loc.ac && (a->loc.ac->c.flags & REDIS_CONNECTED);
     const char *se = a->loc.ac && !up ? relock__a_sock_error(a->loc.ac) : NULL;
     char why[96];
-    if (se)
-        snprintf(why, sizeof why, "%s", se);
-    else
-        snprintf(why, sizeof why, "no answer within %lld ms",
-                 relock__sentinel_timeout(up ? a->c->s.command_timeout_ms
-                                             : a->c->s.connect_timeout_ms));
-    loc_failed(a, why);
+    long long tmo = up ? a->c->s.command_timeout_ms : a->c->s.connect_timeout_ms;
+    snprintf(why, sizeof why, "no answer within %lld ms", relock__sentinel_timeout(tmo));
+    loc_failed(a, se ? se : why); /* (copied before the context goes) */
     relock__a_leave(a);
 }
 

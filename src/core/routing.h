@@ -29,13 +29,9 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
  * also as wrapped by a script error on older servers). */
 int relock__sentinel_readonly(const redisReply *r);
 
-/* The search through the sentinels as pure steps (no I/O): begin, then
- * for each sentinel next() says whom to ask; its reply to SENTINEL
- * get-master-addr-by-name goes to answer() (or its failure to
- * unreachable()); the master named is connected, logged in and probed,
- * and its reply to ROLE read by role(); a master that fails goes to
- * bad_master(); when next() says -1, end() records the error naming the
- * master and every sentinel asked. */
+/* The search through the sentinels (begin(), then next() names whom to
+ * ask, answer() reads the reply to SENTINEL get-master-addr-by-name, role()
+ * the master's to ROLE; end() once next() says -1). */
 typedef struct relock__sentinel_search {
     int n;     /* sentinels configured */
     int first; /* asked first: the one that helped last */
@@ -53,7 +49,7 @@ int relock__sentinel_next(relock__sentinel_search *q);
 void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,
                                   const char *reason);
 /* The current sentinel's reply: 0 with the master's address in *out, or
- * -1 with what was wrong noted. */
+ * -1, noted. */
 int relock__sentinel_answer(relock__sentinel_search *q, const relock__settings *s,
                             const redisReply *r, relock__addr *out);
 /* Whether the role is asked with INFO replication (servers before 2.8.12)
@@ -66,11 +62,10 @@ int relock__sentinel_role(const redisReply *r, int by_info, char *role, size_t r
  * reason, without the address). */
 void relock__sentinel_bad_master(relock__sentinel_search *q, const relock__settings *s,
                                  const relock__addr *m, relock_status st, const char *why);
-/* Records the search's failure on err and returns its status. */
+/* Records the search's failure (the master and every sentinel asked). */
 relock_status relock__sentinel_end(const relock__sentinel_search *q, const relock__settings *s,
                                    relock__err *err);
-/* A sentinel's connect and command timeout: the configured one, at most
- * 500 ms (sentinels answer from memory). */
+/* A sentinel's connect and command timeout: the configured one, capped. */
 long long relock__sentinel_timeout(long long configured_ms);
 /* The reason in a "connect to HOST:PORT: reason" message, for messages
  * that name the address themselves. */
@@ -125,9 +120,8 @@ enum relock__route {
     RELOCK__ROUTE_ASK,       /* send ASKING and it once to next's node */
     RELOCK__ROUTE_TRYAGAIN   /* send it again to the same node after relock__route_tryagain_ms */
 };
-/* Decides for reply r to a command sent after hops redirections, on a
- * connection to cur_host, inside a transaction or not; *next is the
- * redirection's target. */
+/* Decides for reply r to a command sent after hops redirections on a
+ * connection to cur_host; *next is the redirection's target. */
 enum relock__route relock__route_reply(const relock__settings *s, int in_txn, int hops,
                                        const char *cur_host, const redisReply *r,
                                        relock__redirect *next);

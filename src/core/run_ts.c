@@ -1,8 +1,7 @@
 /*
- * The timestamp algorithms' tables (legacy and bridge, compat/): their
- * machines (compat/ts.h), which the operation core runs for both APIs,
- * and the adoption of a lock from its value, which feeds its machine
- * through the blocking driver (relock__drive(), drive.h).
+ * The timestamp algorithms' tables (legacy and bridge): their machines
+ * (compat/ts.h), and the adoption of a lock from its value, whose machine
+ * runs on the blocking driver (relock__drive(), drive.h).
  */
 #include <string.h>
 

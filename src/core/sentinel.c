@@ -1,20 +1,11 @@
 /*
- * Redis Sentinel (design.md §9.2): find the master by name.
- *
- * The search as pure steps (no I/O), run by the operation core
- * (src/core/routing.c) on its own connections under both APIs: every
- * (re)connect asks the configured sentinels in turn, starting with the one
- * that helped last, for the master's address (SENTINEL
- * get-master-addr-by-name), connects there and checks that the server
- * really is a master: a sentinel can be stale, or the failover it reports
- * still unfinished.  Only then does the client use the connection;
- * otherwise the next sentinel is asked.  Sentinels get short timeouts of
- * their own, so a dead one costs little.
- *
- * A failover is noticed in one of two ways: the old master dies (the
- * connection fails, and the next operation reconnects through the search),
- * or it comes back demoted and refuses writes with READONLY (the core
- * drops the connection on that reply).
+ * Redis Sentinel (design.md §9.2): the search for the master by name, as
+ * pure steps (no I/O) that the operation core (routing.c) runs on every
+ * (re)connect under both APIs.  The sentinels are asked in turn, starting
+ * with the one that helped last; the master named is checked to really be
+ * a master (a sentinel can be stale, or its failover unfinished) before
+ * it is used.  A failover shows as the old master's death or, demoted, its
+ * READONLY refusals (the core drops the connection on that reply).
  *
  * Sentinels are reached without AUTH: sentinels that require a password
  * are not supported yet.  The master gets servers[0]'s credentials and db.
@@ -31,23 +22,24 @@
 #define SENTINEL_TIMEOUT_MS 500
 
 /* Appends "sentinel HOST:PORT" (the one being asked) and fmt's text to
- * the list of what was tried. */
-static void note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
+ * the list of what was tried; returns -1, a refused answer's result. */
+static int note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
+static int note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
 {
     const relock__addr *a = &s->sentinel.addrs[q->cur];
     size_t len = strlen(q->tried), cap = sizeof q->tried;
     if (len > 0 && len + 3 >= cap)
-        return; /* full: the message shows what fits */
+        return -1; /* full: the message shows what fits */
     int n = snprintf(q->tried + len, cap - len, "%ssentinel %s:%d", len ? "; " : "", a->host,
                      a->port);
     if (n < 0 || (size_t)n >= cap - len)
-        return;
+        return -1;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(q->tried + len + (size_t)n, cap - len - (size_t)n, fmt, ap);
     va_end(ap);
+    return -1;
 }
 
 long long relock__sentinel_timeout(long long configured_ms)
@@ -89,26 +81,18 @@ void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__sett
 int relock__sentinel_answer(relock__sentinel_search *q, const relock__settings *s,
                             const redisReply *r, relock__addr *out)
 {
-    if (r->type == REDIS_REPLY_NIL) {
-        note(q, s, " does not know master \"%s\"", s->sentinel.master);
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        note(q, s, ": %.120s", r->str);
-        return -1;
-    }
+    if (r->type == REDIS_REPLY_NIL)
+        return note(q, s, " does not know master \"%s\"", s->sentinel.master);
+    if (r->type == REDIS_REPLY_ERROR)
+        return note(q, s, ": %.120s", r->str);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        r->element[0]->len >= sizeof out->host || r->element[0]->len == 0) {
-        note(q, s, ": unexpected reply");
-        return -1;
-    }
+        r->element[0]->len >= sizeof out->host || r->element[0]->len == 0)
+        return note(q, s, ": unexpected reply");
     char *end = NULL;
     long port = strtol(r->element[1]->str, &end, 10);
-    if (!*r->element[1]->str || *end || port < 1 || port > 65535) {
-        note(q, s, ": bad port \"%.16s\"", r->element[1]->str);
-        return -1;
-    }
+    if (!*r->element[1]->str || *end || port < 1 || port > 65535)
+        return note(q, s, ": bad port \"%.16s\"", r->element[1]->str);
     memcpy(out->host, r->element[0]->str, r->element[0]->len + 1);
     out->port = (int)port;
     return 0;

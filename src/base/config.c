@@ -562,9 +562,8 @@ static int load_peers(loader *ld, config_setting_t *m)
     return 0;
 }
 
-/* The libconfig types a setting of each kind takes in the file, and the
- * words of its refusal ("must be an integer"); the lists, without words,
- * are checked as they are loaded. */
+/* The libconfig types each kind of setting takes in the file, and the
+ * words of its refusal; the lists check their own as they load. */
 static const struct {
     int type, type2;
     const char *words;
@@ -636,8 +635,7 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
     return 0;
 }
 
-/* The checks of the file's settings together, each said where the file
- * gives what is at fault. */
+/* The checks of the settings together, each said at the fault's line. */
 static int load_whole(loader *ld, config_setting_t *top)
 {
     relock__settings *s = &ld->cfg->s;
@@ -800,8 +798,6 @@ relock_status relock_config_set_url(relock_config *cfg, const char *url)
     return RELOCK_OK;
 }
 
-/* A fact of the settings, asked by the operation core's routing
- * (src/core/), the asynchronous client's setup and the checks here. */
 int relock__sentinel_on(const relock__settings *s)
 {
     return s->sentinel.master[0] != '\0';

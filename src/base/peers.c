@@ -1,23 +1,19 @@
 /*
  * The lock formats of the classic libraries fleets run beside relock
- * (legacy.peer, docs/legacy.md "Peers"): for each family, the unit and
- * kind of the values it writes, how it compares a value with its clock,
- * what it adds to now + timeout, and where its keys live.  The settings
- * they imply (legacy.clock_unit, legacy.expiry_offset, legacy.values,
- * legacy.reader_clock, key_prefix) are filled in from the profiles named,
- * unless the configuration gives them itself.
+ * (legacy.peer, docs/legacy.md "Peers"): the unit and kind of the values
+ * each writes, how it compares one with its clock, what it adds to now +
+ * timeout, and its keys.  They fill in the legacy settings and key_prefix
+ * the configuration does not give.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "base.h"
 
-/* Read from each library's own code; the comments say what decides each
- * field.  The last says whether its parser fails on a suffixed value
- * "V:token" (bridge.value_suffix): Ruby's to_i and to_f, JavaScript's
- * parseFloat read the leading number, .NET's TryParse reads none (the
- * value is never taken over, and the bridge key's TTL ends it), while
- * Java's Long.parseLong and Python's float() throw. */
+/* Read from each library's own code.  The last field: its parser fails on
+ * "V:token" (bridge.value_suffix).  Ruby's to_i and to_f and JavaScript's
+ * parseFloat read the leading number, .NET's TryParse none (the bridge
+ * key's TTL ends it); Java's Long.parseLong and Python's float() throw. */
 static const relock__peer profiles[] = {
     /* The old SETNX documentation's pattern: now + timeout + 1 in whole
      * seconds, expired once the value is below the (whole) clock.  The
@@ -125,8 +121,7 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
                                   "that fails on \"V:token\" (leave the suffix off)",
                                   p->name);
     }
-    /* With no profile, the explicit settings (or their defaults) alone
-     * describe the fleet. */
+    /* With no profile, the settings given (or defaults) describe the fleet. */
     if (first) {
         unsigned set = s->legacy.set;
         if (set & RELOCK__SET_UNIT) {
@@ -162,8 +157,7 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
         } else {
             s->legacy.reader_clock = want.readers - 1;
         }
-        /* A prefix not given is the peers' common one, or none (also when
-         * an earlier legacy.peer had implied another). */
+        /* A prefix not given is the peers' common one, or none. */
         int plen = template_prefix(first->key_template);
         if (!(set & RELOCK__SET_PREFIX))
             snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",

@@ -161,16 +161,16 @@ static int add_peer(relock__settings *s, const char *name, size_t len, char *why
     return 0;
 }
 
-/* One entry of a comma-separated list starting at p: its text, without
- * surrounding blanks, in [*b, *e); returns where the next entry starts,
- * or NULL after the last. */
-static const char *list_entry(const char *p, const char **b, const char **e)
+/* One entry of a comma-separated list starting at p: its text, with trim
+ * without surrounding blanks, in [*b, *e); returns where the next entry
+ * starts, or NULL after the last. */
+static const char *list_entry(const char *p, int trim, const char **b, const char **e)
 {
     const char *comma = strchr(p, ',');
     const char *end = comma ? comma : p + strlen(p);
-    while (p < end && (*p == ' ' || *p == '\t'))
+    while (trim && p < end && (*p == ' ' || *p == '\t'))
         p++;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+    while (trim && end > p && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
     *b = p;
     *e = end;
@@ -183,7 +183,7 @@ static int set_peers(relock__settings *s, const char *value, char *why, size_t w
     s->legacy.npeers = 0;
     for (const char *next = value; next;) {
         const char *p, *e;
-        next = list_entry(next, &p, &e);
+        next = list_entry(next, 1, &p, &e);
         if (add_peer(s, p, (size_t)(e - p), why, whylen) != 0)
             return -1;
     }
@@ -248,24 +248,21 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
     return 0;
 }
 
-/* sentinel.addrs as text: "host:port,host:port", or "" for none. */
+/* sentinel.addrs as text: "host:port,host:port" (a blank is refused as
+ * the host's), or "" for none. */
 static int set_addrs(relock__settings *s, const char *value, char *why, size_t whylen)
 {
     relock__addr addrs[RELOCK__MAX_SENTINELS];
     int n = 0;
     char one[160];
-    for (const char *p = value; *value;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    for (const char *next = *value ? value : NULL; next; n++) {
+        const char *p, *e;
+        next = list_entry(next, 0, &p, &e);
         if (n == RELOCK__MAX_SENTINELS)
             return relock__reason(why, whylen, "sentinel.addrs lists more than %d addresses",
                                   RELOCK__MAX_SENTINELS);
-        if (relock__parse_addr(p, len, &addrs[n], one, sizeof one) != 0)
+        if (relock__parse_addr(p, (size_t)(e - p), &addrs[n], one, sizeof one) != 0)
             return relock__reason(why, whylen, "sentinel.addrs: %s", one);
-        n++;
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     memset(s->sentinel.addrs, 0, sizeof s->sentinel.addrs);
     memcpy(s->sentinel.addrs, addrs, (size_t)n * sizeof addrs[0]);
@@ -284,7 +281,7 @@ static int set_servers(relock__settings *s, const char *value, char *why, size_t
     int n = 0, rc = 0;
     for (const char *next = value; next && rc == 0; n++) {
         const char *p, *e;
-        next = list_entry(next, &p, &e);
+        next = list_entry(next, 1, &p, &e);
         char one[1024], reason[192];
         if (e == p)
             rc = relock__reason(why, whylen,

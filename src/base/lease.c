@@ -49,19 +49,17 @@ uint64_t relock__valid_min(uint64_t was, uint64_t until)
     return was && until < was ? until : was;
 }
 
-long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now)
-{
-    long long wait = ttl_ms / 3;
-    if (valid_until <= now)
-        return 1; /* unknown (an adopted lock) or over: the server may hold less */
-    if ((long long)((valid_until - now) / 2) < wait)
-        wait = (long long)((valid_until - now) / 2);
-    return wait > 0 ? wait : 1;
-}
-
 static long long min_ll(long long a, long long b)
 {
     return a < b ? a : b;
+}
+
+long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now)
+{
+    if (valid_until <= now)
+        return 1; /* unknown (an adopted lock) or over: the server may hold less */
+    long long wait = min_ll(ttl_ms / 3, (long long)((valid_until - now) / 2));
+    return wait > 0 ? wait : 1;
 }
 
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up)

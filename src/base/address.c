@@ -1,9 +1,5 @@
-/*
- * Server addresses as text: "host:port" (settings such as sentinel.addrs
- * and servers) and redis:// and unix:// URLs (relock_config_set_url(),
- * design.md §11), read strictly into the settings' server records, with a
- * reason on error.
- */
+/* Server addresses as text, read strictly with a reason on error:
+ * "host:port" (sentinel.addrs) and redis:// and unix:// URLs (design.md §11). */
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +8,6 @@
 
 #include "base.h"
 
-/* Parses a whole decimal integer; 0 on success. */
 int relock__parse_ll(const char *v, long long *out)
 {
     if (!*v)

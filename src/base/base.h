@@ -1,8 +1,5 @@
-/*
- * The leaves every layer uses (prefix relock__; nothing here is exported).
- * The functions declared here call nothing above them; the handles
- * (relock_client, relock_lock) are opaque here.
- */
+/* The leaves every layer uses (prefix relock__, none exported): they call
+ * nothing above them, and the handles are opaque here. */
 #ifndef RELOCK_BASE_H
 #define RELOCK_BASE_H
 
@@ -36,9 +33,8 @@ void relock__err_clear(relock__err *e);
 void relock__err_copy(relock__err *dst, const relock__err *src);
 /* The detail reported for a NULL handle (RELOCK_EINVAL). */
 extern const relock_error relock__null_handle_error;
-/* Records an error unless one is already recorded for this call (the first
- * error is the most precise).  Returns st, so callers can write
- * "return RELOCK__FAIL(...)". */
+/* Records an error unless this call has one (the first is the most
+ * precise); returns st: "return RELOCK__FAIL(...)". */
 relock_status relock__err_set(relock__err *e, relock_status st, const char *file, int line,
                               const char *server, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
@@ -47,8 +43,7 @@ relock_status relock__err_set(relock__err *e, relock_status st, const char *file
     relock__err_set((errp), (st), __FILE__, __LINE__, NULL, __VA_ARGS__)
 #define RELOCK__FAIL_SRV(errp, st, srv, ...)                                                  \
     relock__err_set((errp), (st), __FILE__, __LINE__, (srv), __VA_ARGS__)
-/* Writes a reason into why (whylen bytes) and returns -1, so that a parser
- * can write "return relock__reason(why, whylen, ...)". */
+/* Writes a reason into why and returns -1: "return relock__reason(...)". */
 int relock__reason(char *why, size_t whylen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -67,7 +62,7 @@ typedef struct relock__server {
 #define RELOCK__ADDR_FMT "%s%s%.0d"
 #define RELOCK__ADDR(srv) (srv)->host, (srv)->port ? ":" : "", (srv)->port
 
-/* Sentinel (design.md §9.2): at most this many sentinel addresses. */
+/* Sentinel (design.md §9.2). */
 #define RELOCK__MAX_SENTINELS 8
 #define RELOCK__MASTER_NAME_MAX 256
 
@@ -112,16 +107,14 @@ typedef struct relock__settings {
         long long skew_margin_ms;
         int gc_expire;
         int clock_server;
-        /* RELOCK__READER_* bits (lease.h): legacy.reader_clock, or what
-         * the profiles of legacy.peer say (peers.c). */
+        /* RELOCK__READER_* bits (lease.h): legacy.reader_clock + 1. */
         int readers;
         int frac_values;  /* legacy.values: 0 "integer", 1 "fractional" */
         int reader_clock; /* legacy.reader_clock: 0 "whole", 1 "fractional", 2 "both" */
         /* legacy.peer: the profiles named, by index (peers.c). */
         int peers[RELOCK__PEERS_MAX];
         int npeers;
-        /* The settings given explicitly (RELOCK__SET_* bits), which
-         * legacy.peer does not override. */
+        /* RELOCK__SET_* bits: given, so legacy.peer does not override. */
         unsigned set;
     } legacy;
     struct {
@@ -131,22 +124,20 @@ typedef struct relock__settings {
         int legacy_clients;
         long long quiet_window_ms;
     } migration;
-    /* Sentinel: when master is not empty, every (re)connect asks these
-     * sentinels for the master's address; servers[0] then gives only the
-     * credentials and db. */
+    /* Sentinel: with a master, every (re)connect asks these for its
+     * address; servers[0] then gives only the credentials and db. */
     struct {
         char master[RELOCK__MASTER_NAME_MAX];
         relock__addr addrs[RELOCK__MAX_SENTINELS];
         int naddrs;
     } sentinel;
-    /* Redis Cluster: slot_map 1 keeps a map of the slots learned with
-     * CLUSTER SLOTS and a connection per master (cluster.c); 0 follows
-     * each MOVED with the client's one connection. */
+    /* Redis Cluster: slot_map 1 keeps the slots from CLUSTER SLOTS and a
+     * connection per master; 0 follows each MOVED on one connection. */
     struct {
         int slot_map;
     } cluster;
-    /* Where a file set mode and servers (0: not a file), so that a quorum's
-     * refusal of the mode can name FILE:LINE. */
+    /* Where a file set mode and servers (0: not a file), for FILE:LINE in
+     * a quorum's refusal of the mode. */
     char src_file[256];
     int mode_line, servers_line;
     /* relock_config_set_event_fn(): the callback and its argument. */
@@ -154,8 +145,8 @@ typedef struct relock__settings {
     void *event_arg;
 } relock__settings;
 
-/* A peer profile (peers.c): what one family of classic clients writes
- * and how it reads (legacy.peer). */
+/* A profile of legacy.peer (peers.c): how a family of classic clients
+ * writes and reads. */
 typedef struct relock__peer {
     const char *name;         /* as legacy.peer names it */
     const char *family;       /* the library, for messages and scan */
@@ -175,8 +166,7 @@ int relock__peer_find(const char *name, size_t len);
 /* The profiles' names, quoted and separated by commas, into out. */
 void relock__peer_names(char *out, size_t len);
 /* Fills the legacy settings legacy.peer implies and the configuration
- * does not give, and checks what it gives against them; -1 with a reason
- * in why on a contradiction. */
+ * does not give; -1 with a reason when what it gives contradicts them. */
 int relock__peers_apply(relock__settings *s, char *why, size_t whylen);
 
 /* Settings given explicitly (relock__settings.legacy.set). */
@@ -193,14 +183,13 @@ struct relock_config {
 
 void relock__settings_default(relock__settings *s);
 /* Parses a whole decimal integer (strtoll, nothing left over); 0 on
- * success (address.c). */
+ * success. */
 int relock__parse_ll(const char *v, long long *out);
-/* Parses "host:port" (IPv6 hosts in brackets) strictly into a; on error
- * writes a reason into why.  0 on success. */
+/* Parse "host:port" (IPv6 hosts in brackets) or a redis:// or unix://
+ * URL strictly; 0, or -1 with a reason in why. */
 int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why, size_t whylen);
-/* Parses a redis:// URL into srv; on error writes a reason into why. */
 int relock__parse_url(const char *url, relock__server *srv, char *why, size_t whylen);
-/* Whether the settings name a sentinel-monitored master (config.c). */
+/* Whether the settings name a sentinel-monitored master. */
 int relock__sentinel_on(const relock__settings *s);
 
 /* ------------------------------------------------------------------ keys */
@@ -211,18 +200,17 @@ int relock__sentinel_on(const relock__settings *s);
  * seen (milliseconds since the epoch, as a decimal string). */
 #define RELOCK__MARKER_NAME " relock:legacy-seen"
 /* After key_prefix: when upgraded clients began to watch for legacy
- * writers (ms since the epoch, written once with SETNX by the operation
- * core, src/core/operation.c). */
+ * writers (ms since the epoch, written once with SETNX). */
 #define RELOCK__WATCH_NAME " relock:watching-since"
 /* Appended to a lock key to name the channel its releases are told on. */
 #define RELOCK__NOTIFY_SUFFIX " relock:released"
 #define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
 
-/* Appended likewise to name the owner metadata beside a lock (owner_info). */
+/* Appended likewise: the owner metadata beside a lock (owner_info). */
 #define RELOCK__OWNER_SUFFIX " relock:owner"
-/* Appended likewise, on servers without WATCH (2.0) only: how often the
- * lock was broken (break.c), which a holder compares to tell that its lock
- * was broken and taken again, even with the same timestamp. */
+/* Appended likewise, on servers without WATCH (2.0): how often the lock
+ * was broken, so a holder can tell it was taken again with the same
+ * timestamp. */
 #define RELOCK__BREAKS_SUFFIX " relock:breaks"
 /* On servers without WATCH (2.0) a break raises the fence counter by this
  * much, where an attempt raises it by one: the counter's epoch (its value
@@ -231,13 +219,10 @@ int relock__sentinel_on(const relock__settings *s);
  * that its lock was broken since (compat/legacy.c). */
 #define RELOCK__BREAK_EPOCH 4294967296LL
 #define RELOCK__BREAK_EPOCH_WORD "4294967296" /* the same, as a command's word */
-/* Appended after either suffix for a key that is nothing but a hash tag,
- * "{a}": without it, its side keys would be those of "a" (keys.c). */
+/* After the suffix for a key that is only a hash tag (keys.c). */
 #define RELOCK__WHOLE_TAG_MARK ":tag"
 
-/* Whether relock's side keys can share the lock key's Cluster slot: the
- * key has a hash tag, or holds no '}' (else a braced copy would hash a
- * different part of it). */
+/* Whether relock's side keys can share the lock key's Cluster slot. */
 int relock__key_slot_safe(const char *key);
 
 /* The rules of a lock name (keys.c): RELOCK_OK, or RELOCK_EINVAL said on c. */
@@ -246,17 +231,16 @@ relock_status relock__check_name(relock_client *c, const char *name);
 int relock__fence_key(const char *lock_key, char *out, size_t len);
 /* The break counter's key for a lock key (2.0); -1 when out is too small. */
 int relock__breaks_key(const char *lock_key, char *out, size_t len);
-/* A whole-tag key's earlier fence counter name (before the mark): 1 and
- * written into out for such a key, 0 for any other, -1 when out is too
- * small. */
+/* A whole-tag key's fence counter name without the mark: 1 and written
+ * into out for such a key, 0 for any other, -1 when out is too small. */
 int relock__fence_key_before(const char *lock_key, char *out, size_t len);
 /* The owner metadata's key for a lock key; the marker's and the watch
  * marker's keys for a key prefix. */
 int relock__owner_key(const char *lock_key, char *out, size_t len);
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 int relock__watch_key(const char *key_prefix, char *out, size_t len);
-/* The pub/sub channel on which a release of l's key is announced to
- * waiters (design.md §7.2); "" and 0 when wait.notify is off. */
+/* The channel a release of l's key is told on (design.md §7.2); "" and 0
+ * when wait.notify is off. */
 int relock__notify_channel(const relock_lock *l, char *out, size_t len);
 
 /* ------------------------------------------------------------------ values */
@@ -278,9 +262,8 @@ void relock__value_stamp(const relock__value *v, relock__stamp *out);
 /* For a timestamp of ndigits digits: 0 seconds, 1 milliseconds, -1 neither
  * (too short or too long for a present-day date in either unit). */
 int relock__ts_unit_guess(int ndigits);
-/* A stored value of len bytes as a C string in dst (n bytes): cut to fit,
- * each NUL byte written as '?', so that a value with one inside never
- * reads as the text before it ("1700000000\0junk" is no timestamp). */
+/* A stored value as a C string in dst (n bytes): cut to fit, a NUL byte
+ * written as '?' ("1700000000\0junk" must not read as a timestamp). */
 void relock__value_text(char *dst, size_t n, const char *v, size_t len);
 /* Whether the stored value v (len bytes) is exactly the string s. */
 int relock__value_is(const char *v, size_t len, const char *s);
@@ -293,8 +276,7 @@ void relock__sleep_ms(long long ms);
 /* 128 random bits as 32 lowercase hex characters plus NUL, never all
  * digits.  0 on success. */
 int relock__token(char out[33]);
-/* raw as relock__token() writes it; 1 when it holds a letter (a token of
- * only digits is drawn again). */
+/* raw as relock__token() writes it; 1 when it holds a letter. */
 int relock__token_hex(const unsigned char raw[16], char out[33]);
 /* relock__token(), its failure told in e (RELOCK_EIO). */
 relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33]);

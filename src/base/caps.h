@@ -1,8 +1,5 @@
-/*
- * Capabilities the probe learns by asking the server rather than from its
- * version (design.md §3.3: forks renumber, and Lua may be left out): the
- * native compare-and-set commands of newer servers, public in relock.h.
- */
+/* Capabilities the probe learns by asking the server, not from its version
+ * (design.md §3.3: forks renumber, Lua may be left out). */
 #ifndef RELOCK_CAPS_H
 #define RELOCK_CAPS_H
 

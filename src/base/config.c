@@ -28,6 +28,7 @@ typedef struct setting {
     long long min, max;
     size_t size;      /* T_STR: buffer size */
     const char *const *names; /* T_ENUM: accepted words, index = value */
+    unsigned set; /* a RELOCK__SET_* bit: legacy.peer leaves the setting as given */
 } setting;
 
 #define OFF(f) offsetof(relock__settings, f)
@@ -39,44 +40,46 @@ static const char *const values_names[] = {"integer", "fractional", NULL};
 static const char *const reader_names[] = {"whole", "fractional", "both", NULL};
 
 static const setting settings[] = {
-    {"mode", T_ENUM, OFF(mode), 0, 0, 0, mode_names},
-    {"key_prefix", T_STR, OFF(key_prefix), 0, 0, RELOCK__PREFIX_MAX, NULL},
-    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, RELOCK_DURATION_MAX_MS, 0, NULL},
-    {"servers", T_SERVERS, OFF(servers), 0, 0, 0, NULL},
-    {"connect_timeout_ms", T_LLONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL},
-    {"command_timeout_ms", T_LLONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL},
-    {"wait", T_GROUP, 0, 0, 0, 0, NULL},
-    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, RELOCK_DURATION_MAX_MS, 0, NULL},
-    {"wait.backoff_min_ms", T_LLONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL},
-    {"wait.backoff_max_ms", T_LLONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL},
-    {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL},
-    {"fencing", T_BOOL, OFF(fencing), 0, 1, 0, NULL},
-    {"owner_info", T_BOOL, OFF(owner_info), 0, 1, 0, NULL},
-    {"durability", T_GROUP, 0, 0, 0, 0, NULL},
-    {"durability.replicas", T_LONG, OFF(durability.replicas), 0, 1000, 0, NULL},
-    {"durability.aof", T_BOOL, OFF(durability.aof), 0, 1, 0, NULL},
-    {"durability.timeout_ms", T_LLONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL},
-    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, RELOCK_DURATION_MAX_MS, 0, NULL},
-    {"legacy", T_GROUP, 0, 0, 0, 0, NULL},
-    {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names},
-    {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL},
-    {"legacy.skew_margin_ms", T_LLONG, OFF(legacy.skew_margin_ms), 0, 3600000, 0, NULL},
-    {"legacy.gc_expire", T_BOOL, OFF(legacy.gc_expire), 0, 1, 0, NULL},
-    {"legacy.clock", T_ENUM, OFF(legacy.clock_server), 0, 0, 0, clock_names},
-    {"legacy.peer", T_PEERS, OFF(legacy.peers), 0, 0, 0, NULL},
-    {"legacy.values", T_ENUM, OFF(legacy.frac_values), 0, 0, 0, values_names},
-    {"legacy.reader_clock", T_ENUM, OFF(legacy.reader_clock), 0, 0, 0, reader_names},
-    {"bridge", T_GROUP, 0, 0, 0, 0, NULL},
-    {"bridge.value_suffix", T_BOOL, OFF(bridge.value_suffix), 0, 1, 0, NULL},
-    {"migration", T_GROUP, 0, 0, 0, 0, NULL},
-    {"migration.legacy_clients", T_BOOL, OFF(migration.legacy_clients), 0, 1, 0, NULL},
+    {"mode", T_ENUM, OFF(mode), 0, 0, 0, mode_names, 0},
+    {"key_prefix", T_STR, OFF(key_prefix), 0, 0, RELOCK__PREFIX_MAX, NULL, RELOCK__SET_PREFIX},
+    {"ttl_ms", T_LLONG, OFF(ttl_ms), 1, RELOCK_DURATION_MAX_MS, 0, NULL, 0},
+    {"servers", T_SERVERS, OFF(servers), 0, 0, 0, NULL, 0},
+    {"connect_timeout_ms", T_LLONG, OFF(connect_timeout_ms), 1, 3600000, 0, NULL, 0},
+    {"command_timeout_ms", T_LLONG, OFF(command_timeout_ms), 1, 3600000, 0, NULL, 0},
+    {"wait", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"wait.max_ms", T_LLONG, OFF(wait.max_ms), -1, RELOCK_DURATION_MAX_MS, 0, NULL, 0},
+    {"wait.backoff_min_ms", T_LLONG, OFF(wait.backoff_min_ms), 1, 3600000, 0, NULL, 0},
+    {"wait.backoff_max_ms", T_LLONG, OFF(wait.backoff_max_ms), 1, 3600000, 0, NULL, 0},
+    {"wait.notify", T_BOOL, OFF(wait.notify), 0, 1, 0, NULL, 0},
+    {"fencing", T_BOOL, OFF(fencing), 0, 1, 0, NULL, 0},
+    {"owner_info", T_BOOL, OFF(owner_info), 0, 1, 0, NULL, 0},
+    {"durability", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"durability.replicas", T_LONG, OFF(durability.replicas), 0, 1000, 0, NULL, 0},
+    {"durability.aof", T_BOOL, OFF(durability.aof), 0, 1, 0, NULL, 0},
+    {"durability.timeout_ms", T_LLONG, OFF(durability.timeout_ms), 1, 3600000, 0, NULL, 0},
+    {"lock_delay_ms", T_LLONG, OFF(lock_delay_ms), 0, RELOCK_DURATION_MAX_MS, 0, NULL, 0},
+    {"legacy", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"legacy.clock_unit", T_ENUM, OFF(legacy.unit_ms), 0, 0, 0, unit_names, RELOCK__SET_UNIT},
+    {"legacy.expiry_offset", T_LONG, OFF(legacy.expiry_offset), 0, 1000000, 0, NULL,
+     RELOCK__SET_OFFSET},
+    {"legacy.skew_margin_ms", T_LLONG, OFF(legacy.skew_margin_ms), 0, 3600000, 0, NULL, 0},
+    {"legacy.gc_expire", T_BOOL, OFF(legacy.gc_expire), 0, 1, 0, NULL, 0},
+    {"legacy.clock", T_ENUM, OFF(legacy.clock_server), 0, 0, 0, clock_names, 0},
+    {"legacy.peer", T_PEERS, OFF(legacy.peers), 0, 0, 0, NULL, 0},
+    {"legacy.values", T_ENUM, OFF(legacy.frac_values), 0, 0, 0, values_names, RELOCK__SET_VALUES},
+    {"legacy.reader_clock", T_ENUM, OFF(legacy.reader_clock), 0, 0, 0, reader_names,
+     RELOCK__SET_READER},
+    {"bridge", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"bridge.value_suffix", T_BOOL, OFF(bridge.value_suffix), 0, 1, 0, NULL, 0},
+    {"migration", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"migration.legacy_clients", T_BOOL, OFF(migration.legacy_clients), 0, 1, 0, NULL, 0},
     {"migration.quiet_window_ms", T_LLONG, OFF(migration.quiet_window_ms), 0,
-     100 * RELOCK_DURATION_MAX_MS, 0, NULL},
-    {"sentinel", T_GROUP, 0, 0, 0, 0, NULL},
-    {"sentinel.master", T_STR, OFF(sentinel.master), 0, 0, RELOCK__MASTER_NAME_MAX, NULL},
-    {"sentinel.addrs", T_ADDRS, OFF(sentinel), 0, 0, 0, NULL},
-    {"cluster", T_GROUP, 0, 0, 0, 0, NULL},
-    {"cluster.slot_map", T_BOOL, OFF(cluster.slot_map), 0, 1, 0, NULL},
+     100 * RELOCK_DURATION_MAX_MS, 0, NULL, 0},
+    {"sentinel", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"sentinel.master", T_STR, OFF(sentinel.master), 0, 0, RELOCK__MASTER_NAME_MAX, NULL, 0},
+    {"sentinel.addrs", T_ADDRS, OFF(sentinel), 0, 0, 0, NULL, 0},
+    {"cluster", T_GROUP, 0, 0, 0, 0, NULL, 0},
+    {"cluster.slot_map", T_BOOL, OFF(cluster.slot_map), 0, 1, 0, NULL, 0},
 };
 
 /* Every field not named here is 0 by default (mode "auto", no replicas...). */
@@ -141,23 +144,6 @@ const char *relock_config_key_prefix(const relock_config *cfg)
     return cfg ? cfg->s.key_prefix : "";
 }
 
-/* Records that the configuration gave a setting legacy.peer would
- * otherwise fill in (peers.c). */
-static void mark_set(relock__settings *s, const char *name)
-{
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } bits[] = {{"legacy.clock_unit", RELOCK__SET_UNIT},
-                {"legacy.expiry_offset", RELOCK__SET_OFFSET},
-                {"legacy.values", RELOCK__SET_VALUES},
-                {"legacy.reader_clock", RELOCK__SET_READER},
-                {"key_prefix", RELOCK__SET_PREFIX}};
-    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
-        if (strcmp(bits[i].name, name) == 0)
-            s->legacy.set |= bits[i].bit;
-}
-
 /* Adds the profile named name[0..len) to legacy.peer. */
 static int add_peer(relock__settings *s, const char *name, size_t len, char *why, size_t whylen)
 {
@@ -175,16 +161,16 @@ static int add_peer(relock__settings *s, const char *name, size_t len, char *why
     return 0;
 }
 
-/* One entry of a comma-separated list starting at p: its text, without
- * surrounding blanks, in [*b, *e); returns where the next entry starts,
- * or NULL after the last. */
-static const char *list_entry(const char *p, const char **b, const char **e)
+/* One entry of a comma-separated list starting at p: its text, with trim
+ * without surrounding blanks, in [*b, *e); returns where the next entry
+ * starts, or NULL after the last. */
+static const char *list_entry(const char *p, int trim, const char **b, const char **e)
 {
     const char *comma = strchr(p, ',');
     const char *end = comma ? comma : p + strlen(p);
-    while (p < end && (*p == ' ' || *p == '\t'))
+    while (trim && p < end && (*p == ' ' || *p == '\t'))
         p++;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+    while (trim && end > p && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
     *b = p;
     *e = end;
@@ -197,7 +183,7 @@ static int set_peers(relock__settings *s, const char *value, char *why, size_t w
     s->legacy.npeers = 0;
     for (const char *next = value; next;) {
         const char *p, *e;
-        next = list_entry(next, &p, &e);
+        next = list_entry(next, 1, &p, &e);
         if (add_peer(s, p, (size_t)(e - p), why, whylen) != 0)
             return -1;
     }
@@ -233,11 +219,9 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
                         size_t whylen)
 {
     char *field = (char *)s + st->off;
-    /* relock's own keys (fence counters, the legacy marker) contain a space:
-     * a prefix without one keeps them apart from every lock key.  Sentinel
-     * master names are single words too. */
-    if (st->type == T_STR &&
-        (strcmp(st->name, "key_prefix") == 0 || strcmp(st->name, "sentinel.master") == 0))
+    /* Both strings, key_prefix and sentinel.master, are single words: a
+     * prefix without a space keeps relock's own keys apart (keys.c). */
+    if (st->type == T_STR)
         for (const char *p = v; *p; p++)
             if ((unsigned char)*p <= ' ' || *p == 0x7f)
                 return relock__reason(why, whylen,
@@ -264,24 +248,21 @@ static int store_string(relock__settings *s, const setting *st, const char *v, c
     return 0;
 }
 
-/* sentinel.addrs as text: "host:port,host:port", or "" for none. */
+/* sentinel.addrs as text: "host:port,host:port" (a blank is refused as
+ * the host's), or "" for none. */
 static int set_addrs(relock__settings *s, const char *value, char *why, size_t whylen)
 {
     relock__addr addrs[RELOCK__MAX_SENTINELS];
     int n = 0;
     char one[160];
-    for (const char *p = value; *value;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    for (const char *next = *value ? value : NULL; next; n++) {
+        const char *p, *e;
+        next = list_entry(next, 0, &p, &e);
         if (n == RELOCK__MAX_SENTINELS)
             return relock__reason(why, whylen, "sentinel.addrs lists more than %d addresses",
                                   RELOCK__MAX_SENTINELS);
-        if (relock__parse_addr(p, len, &addrs[n], one, sizeof one) != 0)
+        if (relock__parse_addr(p, (size_t)(e - p), &addrs[n], one, sizeof one) != 0)
             return relock__reason(why, whylen, "sentinel.addrs: %s", one);
-        n++;
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     memset(s->sentinel.addrs, 0, sizeof s->sentinel.addrs);
     memcpy(s->sentinel.addrs, addrs, (size_t)n * sizeof addrs[0]);
@@ -300,7 +281,7 @@ static int set_servers(relock__settings *s, const char *value, char *why, size_t
     int n = 0, rc = 0;
     for (const char *next = value; next && rc == 0; n++) {
         const char *p, *e;
-        next = list_entry(next, &p, &e);
+        next = list_entry(next, 1, &p, &e);
         char one[1024], reason[192];
         if (e == p)
             rc = relock__reason(why, whylen,
@@ -389,7 +370,7 @@ relock_status relock_config_set(relock_config *cfg, const char *name, const char
         next.servers_line = 0;
     if (set_text(&next, name, value, why, sizeof why) != 0)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
-    mark_set(&next, name);
+    next.legacy.set |= find_setting(name)->set; /* set_text() found it */
     if (sentinel_conflict(&next, why, sizeof why) != 0 ||
         relock__peers_apply(&next, why, sizeof why) != 0)
         return RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "config: %s", why);
@@ -578,9 +559,8 @@ static int load_peers(loader *ld, config_setting_t *m)
     return 0;
 }
 
-/* The libconfig types a setting of each kind takes in the file, and the
- * words of its refusal ("must be an integer"); the lists, without words,
- * are checked as they are loaded. */
+/* The libconfig types each kind of setting takes in the file, and the
+ * words of its refusal; the lists check their own as they load. */
 static const struct {
     int type, type2;
     const char *words;
@@ -647,13 +627,12 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             return ld->failed ? -1 : load_fail(ld, m, "%s", why);
         if (strcmp(name, "mode") == 0)
             s->mode_line = (int)config_setting_source_line(m);
-        mark_set(s, name);
+        s->legacy.set |= st->set;
     }
     return 0;
 }
 
-/* The checks of the file's settings together, each said where the file
- * gives what is at fault. */
+/* The checks of the settings together, each said at the fault's line. */
 static int load_whole(loader *ld, config_setting_t *top)
 {
     relock__settings *s = &ld->cfg->s;
@@ -816,8 +795,6 @@ relock_status relock_config_set_url(relock_config *cfg, const char *url)
     return RELOCK_OK;
 }
 
-/* A fact of the settings, asked by the operation core's routing
- * (src/core/), the asynchronous client's setup and the checks here. */
 int relock__sentinel_on(const relock__settings *s)
 {
     return s->sentinel.master[0] != '\0';

@@ -1,10 +1,6 @@
-/*
- * What is done with a handle's data alone, for every layer above: the
- * event told to the program's callback, the text of the owner record, the
- * releaser's step aside after waking waiters, and freeing a lock handle.
- * Calls nothing above src/base/ (the program's callback and the handle's
- * own hooks are pointers).
- */
+/* What is done with a handle's data alone, for every layer above; calls
+ * nothing above src/base/ (the callback and the handle's hooks are
+ * pointers). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,5 @@
-/*
- * The client and lock handles, the facts of the server a machine runs on
- * and the algorithm table: the data every layer above the leaves reads,
- * and what handle.c does with it alone.
- */
+/* The client and lock handles, the facts of a machine's server and the
+ * algorithm table: the data every layer above the leaves reads. */
 #ifndef RELOCK_HANDLE_H
 #define RELOCK_HANDLE_H
 
@@ -14,11 +11,10 @@
 
 /* ------------------------------------------------------------------ connections */
 
-/* The facts of the server a step machine runs on (the operation core
- * loads its connection's into the client before each step). */
+/* The facts of the server a step machine runs on, as the probe learned
+ * them (the operation core loads its connection's before each step). */
 typedef struct relock__conn {
     const relock__server *srv;
-    /* What the probe learned. */
     char version[32];
     int major, minor, patch;
     unsigned caps;
@@ -36,8 +32,7 @@ struct relock__machines;
 struct relock_client {
     relock__settings s;
     /* relock_client_cancel_on(): while *cancel is non-zero, a waiting
-     * acquire is cancelled through the operation core
-     * (src/core/pollloop.c); NULL: never. */
+     * acquire is cancelled (src/core/pollloop.c); NULL: never. */
     const volatile sig_atomic_t *cancel;
     relock__conn conn;
     relock_mode mode;
@@ -47,9 +42,8 @@ struct relock_client {
     uint64_t rng;
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     int watch_noted;          /* the watch marker's write (src/core/operation.c) */
-    /* The blocking calls' poll loops over the operation core
-     * (src/core/pollloop.c): q a quorum's, installed by relock_connect();
-     * p one server's (or a quorum's first), made at its first use. */
+    /* The blocking calls' poll loops (src/core/pollloop.c): q a quorum's,
+     * from relock_connect(); p one server's, made at its first use. */
     struct relock__qpoll *q;
     struct relock__qpoll *p;
     /* Courtesy after releasing a lock others wait for (lock.c). */
@@ -57,8 +51,8 @@ struct relock_client {
     uint64_t yield_until; /* monotonic ms */
     relock__err err;
     int sentinel_first; /* the sentinel to ask first: the last that helped */
-    /* Counted for tests and the benchmark: MOVED replies followed, and
-     * connections opened (connect, log in, probe). */
+    /* For tests and the benchmark: MOVED replies followed, connections
+     * opened. */
     unsigned long moved;
     unsigned long connects;
     /* relock_scan_node(): the server a scan walks, "host:port". */
@@ -68,16 +62,15 @@ struct relock_client {
 };
 
 /* What a lock asks of its keeper (background renewal, src/api/renew.c,
- * which sits above lock.c and owner.c): relock_keep() installs these
- * beside l->keeper, and they are called only while l->keeper is set. */
+ * above lock.c and owner.c), installed by relock_keep() beside l->keeper
+ * and called only while it is set. */
 typedef struct relock__keep_ops {
     /* Stops the renewal; RELOCK_LOST if the lock was lost meanwhile. */
     relock_status (*end)(relock_lock *l);
     /* The validity of the kept lock, from the renewal thread's view. */
     uint64_t (*valid_until)(const relock_lock *l);
-    /* A new owner pid and text for the renewals, and in value the value
-     * the last renewal wrote: RELOCK_LOST when the renewals found the
-     * lock lost. */
+    /* A new owner pid and text for the renewals; value: what the last
+     * renewal wrote.  RELOCK_LOST when the renewals found the lock lost. */
     relock_status (*set_owner)(relock_lock *l, long pid, const char *text,
                                char value[RELOCK__VALUE_MAX]);
     /* After set_owner returned RELOCK_OK, no renewal starts until the
@@ -100,43 +93,38 @@ struct relock_lock {
     /* 2.0: the lock's break counter read in the transaction that won it;
      * breaks_known 0 when not read (adopted, or another server). */
     long long breaks;
-    /* 2.0: the value an extend's GETSET wrote if it ran, when its reply was
-     * lost (malloc'd; NULL otherwise); found in the key while the lock is
-     * valid, it is ours (compat/legacy.c). */
+    /* 2.0: what an extend's GETSET wrote if it ran, its reply lost
+     * (malloc'd, or NULL); found in the key while valid, it is ours. */
     char *unsure_value;
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
-    /* A lock of an asynchronous client (src/core/renewal.c): its operation in flight
-     * and its renewal; NULL for the blocking API's locks. */
+    /* An asynchronous client's lock (src/core/renewal.c): its operation
+     * in flight and its renewal; NULL for the blocking API's locks. */
     struct relock__alock *al;
-    /* With al: what relock_lock_free() calls first, installed by the
-     * asynchronous client (so the blocking API never calls up into it);
-     * 1 when an operation in flight frees the lock when it ends. */
+    /* With al: what relock_lock_free() calls first (so the blocking API
+     * never calls up); 1 when an operation in flight frees it later. */
     int (*al_free)(relock_lock *l);
     /* Legacy and bridge: how often a legacy GETSET loser's write was found
      * in the key and acted on (design.md §4.7). */
     int loser_writes;
     /* Set by a release: how many waiters its notice reached. */
     int waiters;
-    /* The flags, a byte each (a process holding many locks pays for each
-     * handle). */
+    /* Flags, a byte each (a process may hold many locks). */
     unsigned char lost;
     unsigned char breaks_known;
     unsigned char acquired; /* won by this handle (or its keeper's shadow), not adopted */
-    /* Set by a busy attempt that met a holder who never announces its
-     * release (a legacy value without TTL): the waiter polls it often
-     * near its end (src/algo/engine/waitplan.c). */
+    /* A busy attempt met a holder who never announces its release (a
+     * legacy value without TTL): the waiter polls often near its end. */
     unsigned char legacy_holder;
-    /* Set by a waiter for the attempt that follows a release notice: with
-     * several servers the release may be half-way through them, and the
-     * attempt looks again soon rather than after a backoff (src/algo/quorum.c). */
+    /* The attempt after a release notice: with several servers the release
+     * may be half-way through them, so it retries soon, not after a backoff. */
     unsigned char after_notice;
-    /* An acquire attempt of this handle found the lock held: on 2.0 its
-     * next attempts read the key before they write (compat/legacy.c). */
+    /* An attempt found the lock held: on 2.0 the next ones read the key
+     * before they write (compat/legacy.c). */
     unsigned char looked;
-    /* Owner metadata (owner.c): the pid the record names (0: getpid()),
-     * when the lock was won (wall seconds; 0: adopted, the time of each
-     * write), and the text (malloc'd, or NULL for none). */
+    /* Owner metadata (owner.c): the pid (0: getpid()), when the lock was
+     * won (wall seconds; 0, adopted: each write's time) and the text
+     * (malloc'd, or NULL). */
     long owner_pid;
     long long owner_since;
     char *owner_text;
@@ -144,11 +132,9 @@ struct relock_lock {
 
 typedef struct relock__algo {
     const char *name;
-    /* Optional: fills what a lock adopted from its value can know (its
-     * validity, from a timestamp). */
+    /* Optional: what a lock adopted from its value can know (validity). */
     void (*adopt)(relock_lock *l);
-    /* The algorithm's machines, which the operation core steps on its
-     * connections (engine/fan.h) for both APIs. */
+    /* Its machines, stepped by the operation core (engine/fan.h). */
     const struct relock__machines *machines;
 } relock__algo;
 
@@ -157,16 +143,15 @@ typedef struct relock__algo {
 void relock__event(const relock_client *c, relock_event_kind kind, const relock_lock *l,
                    relock_status st, long long waited_ms);
 /* The text of l's owner record (owner_info): host, pid, the time the lock
- * was won (or now) and the owner's text, for the owner-record machine
- * (ownrec.h).  Reads the host name, the pid and the wall clock. */
+ * was won (or now) and the owner's text (ownrec.h). */
 void relock__owner_info(const relock_lock *l, char *info, size_t n);
 /* Fairness after a release that woke waiters: the releaser stays away
  * from that lock for a moment.  relock__yield_note() after such a
  * release; relock__yield_ms(): how long an acquire of l waits first. */
 void relock__yield_note(relock_lock *l);
 long long relock__yield_ms(const relock_lock *l);
-/* relock_lock_free()'s work: a lock handle the asynchronous client still
- * uses is freed by it later (l->al_free); a kept one stops its keeper. */
+/* relock_lock_free()'s work: one the asynchronous client still uses is
+ * freed by it later (l->al_free); a kept one stops its keeper. */
 void relock__lock_destroy(relock_lock *l);
 
 #endif

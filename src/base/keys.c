@@ -1,27 +1,23 @@
 /*
  * Names of the keys relock keeps beside lock keys, and the rules of lock
- * names.
+ * names.  Lock names never contain a space (relock__check_name()), nor does
+ * key_prefix (config.c), so every key below, which has one, lives where no
+ * lock can collide with it, and `relock scan` can skip them.
  *
- * Lock names never contain a space (relock__check_name()) and key_prefix
- * may not either (config.c), so every key below, which contains one, lives
- * in a namespace no lock can collide with, and `relock scan` can skip them.
- *
- * A side key shares its lock key's Redis Cluster slot: a lock key with a
- * hash tag keeps it, and one without is wrapped in braces so that only it
- * is hashed.  A key that is nothing but a tag, such as "{a}", is exactly
- * the braced form of the key inside it ("a"), so its side keys carry a
- * further mark (RELOCK__WHOLE_TAG_MARK) after the suffix: distinct lock
- * keys never share a side key (decision 82).
+ * A side key shares its lock key's Cluster slot: a key with a hash tag
+ * keeps it, one without is wrapped in braces.  A key that is only a tag,
+ * "{a}", is the braced form of the key inside it ("a"), so its side keys
+ * carry RELOCK__WHOLE_TAG_MARK after the suffix: distinct lock keys never
+ * share a side key.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "handle.h"
 
-/* Joins the n strings of part into out (len bytes), as snprintf(out, len,
- * "%s%s...") would, cut short and terminated when they do not fit; 0, or
- * -1 when they did not fit.  Every lock call names its keys, and snprintf()
- * would parse a format each time. */
+/* Joins the n strings of part into out as snprintf(out, len, "%s%s...")
+ * would (0, or -1 when cut short), without parsing a format on every
+ * lock call. */
 static int join(char *out, size_t len, int n, const char *const *part)
 {
     size_t at = 0;
@@ -82,9 +78,8 @@ static int side_key(const char *lock_key, const char *suffix, int as_before, cha
     return join(out, len, 4, part);
 }
 
-/* Names are binary-safe for Redis, but a space or control character is
- * almost always a mistake in a script and unprintable in messages; above
- * all, no lock key may be one of relock's own (see the top of this file). */
+/* A space or control character is almost always a mistake and unprintable
+ * in messages; above all, no lock key may be one of relock's own. */
 relock_status relock__check_name(relock_client *c, const char *name)
 {
     if (!name || !*name)

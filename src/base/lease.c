@@ -1,34 +1,29 @@
 /*
- * Lease and clock arithmetic of the timestamp modes (lease.h).  A leaf: no
- * I/O, no clock reads; compat/legacy.c asks it what to write and how long
- * that write lets us rely on the lock.
+ * Lease and clock arithmetic of the timestamp modes (lease.h), asked by
+ * compat/legacy.c what to write and how long that lets us rely on a lock.
  *
  * A lease written at fleet time now (ms) for ttl_ms stores, with whole
- * readers only (the classic fleet, and the default),
+ * readers only (the default),
  *
  *     V = floor(now / u) + ceil(ttl / u) + offset          (u: 1 or 1000 ms)
  *
- * and, where some reader compares with a fractional clock (it takes V
- * over at V·u, one unit before a whole reader), V = ceil((now + ttl) / u)
- * + offset, so that V·u is never before now + ttl whatever the offset; with
- * legacy.values = "fractional" (seconds), V = (now + ttl) / u + offset
- * written to the millisecond.  The lease ends, for the holder, at the
+ * and, where a reader compares with a fractional clock (taking V over at
+ * V·u, a unit before a whole reader), V = ceil((now + ttl) / u) + offset,
+ * so V·u is never before now + ttl; legacy.values = "fractional" writes
+ * V = (now + ttl) / u + offset to the millisecond.  The lease ends at the
  * first of:
- *   - a legacy reader's takeover: a whole reader holds V until its clock
- *     passes floor(V), so it takes over at (floor(V) + 1)·u; a fractional
- *     reader at V·u;
- *   - our clients' takeover (relock__lease_ours_end), skew_margin_ms later
- *     than the readers' moment, never earlier;
- *   - bridge: the key's PEXPIRE, V·u + u/2 - now from now with whole
- *     readers only (exactly V in ms), V·u - now where a fractional reader
- *     or a fractional value is involved, so that the server removes the
- *     key while no reader has yet taken it over;
- *   - gc_expire: the key's EXPIRE, a whole second or more after our
- *     clients' takeover, so never first.
- * The validity is the shortest of those and the ttl asked for, less the
- * drift allowance.  With offset 0 in seconds and whole readers the PEXPIRE
- * can end up to half a second before now + ttl (late in a second): the
- * validity then is shorter than the ttl, never longer than the key.
+ *   - a legacy reader's takeover: (floor(V) + 1)·u for a whole reader (it
+ *     holds V until its clock passes floor(V)), V·u for a fractional one;
+ *   - our clients' takeover (relock__lease_ours_end), skew_margin_ms later;
+ *   - bridge: the key's PEXPIRE, V·u + u/2 - now with whole readers only,
+ *     V·u - now where a fraction is involved, so the server removes the
+ *     key before any reader takes it over;
+ *   - gc_expire: the key's EXPIRE, a second or more after our clients'
+ *     takeover, so never first.
+ * The validity is the shortest of those and the ttl, less the drift
+ * allowance.  With offset 0 in seconds and whole readers the PEXPIRE can
+ * come half a second before now + ttl: the validity is then shorter than
+ * the ttl, never longer than the key.
  */
 #include "lease.h"
 
@@ -54,19 +49,17 @@ uint64_t relock__valid_min(uint64_t was, uint64_t until)
     return was && until < was ? until : was;
 }
 
-long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now)
-{
-    long long wait = ttl_ms / 3;
-    if (valid_until <= now)
-        return 1; /* unknown (an adopted lock) or over: the server may hold less */
-    if ((long long)((valid_until - now) / 2) < wait)
-        wait = (long long)((valid_until - now) / 2);
-    return wait > 0 ? wait : 1;
-}
-
 static long long min_ll(long long a, long long b)
 {
     return a < b ? a : b;
+}
+
+long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now)
+{
+    if (valid_until <= now)
+        return 1; /* unknown (an adopted lock) or over: the server may hold less */
+    long long wait = min_ll(ttl_ms / 3, (long long)((valid_until - now) / 2));
+    return wait > 0 ? wait : 1;
 }
 
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up)

@@ -1,13 +1,11 @@
-/* Lease and clock arithmetic of the timestamp modes (legacy, bridge):
- * pure functions, no I/O, no clock reads, so that every unit, offset, TTL
- * and phase of the clock can be checked by a property test. */
+/* Lease and clock arithmetic of the timestamp modes: pure functions, so
+ * that every unit, offset, TTL and clock phase can be property-tested. */
 #ifndef RELOCK_LEASE_H
 #define RELOCK_LEASE_H
 
 #include <stdint.h>
 
-/* How the fleet's readers compare a stored value V with their clock
- * (legacy.reader_clock; lease.c says when each takes over). */
+/* How the fleet's readers compare a value V with their clock (lease.c). */
 #define RELOCK__READER_WHOLE 1
 #define RELOCK__READER_FRAC 2
 
@@ -22,8 +20,7 @@ typedef struct relock__lease_cfg {
     int frac_values;          /* legacy.values = "fractional": V written to the ms */
 } relock__lease_cfg;
 
-/* A stored timestamp: its integer part in units, and the fraction written
- * after it, if any (value.c reads one from a key). */
+/* A stored timestamp: its integer part in units, and its fraction. */
 typedef struct relock__stamp {
     long long ts;
     int frac;
@@ -36,8 +33,7 @@ typedef struct relock__stamp {
 #define RELOCK__STAMP_MAX_MS (1LL << 62)
 long long relock__stamp_ms(const relock__stamp *s, long long unit_ms, int up);
 
-/* What one write of a lease of ttl_ms at fleet time now puts in the key,
- * and when each of its ends comes. */
+/* What a lease written at fleet time now puts in the key, and its ends. */
 typedef struct relock__lease {
     long long ts;            /* the timestamp written (the value V; its integer part) */
     long long v_ms;          /* V·u in ms (V with its fraction, when written with one) */
@@ -64,25 +60,19 @@ long long relock__drift_ms(long long ttl_ms);
 /* The monotonic time at which a lease of ttl_ms requested at start stops
  * being safe to rely on (never before start). */
 uint64_t relock__valid_until(uint64_t start, long long ttl_ms);
-/* The validity a lock may claim while an extend is under way and after it
- * fails (is refused, unanswered, ambiguous or unacknowledged): the earlier
- * of was (its validity before; 0 when unknown, which stays unknown) and
- * until (the new lease's, counted from the extend's start).  The server
- * may hold either lease, and an extend to a shorter one shortens it. */
+/* The validity a lock may claim during an extend and after it fails: the
+ * earlier of was (before; 0, unknown, stays so) and until (the new lease's
+ * from the extend's start), since the server may hold either lease. */
 uint64_t relock__valid_min(uint64_t was, uint64_t until);
-/* How long automatic renewal waits, at monotonic time now, before it
- * extends a lock of ttl_ms valid until valid_until (0: unknown): a third
- * of the ttl, but never more than half of the validity left (at least
- * 1 ms), and 1 ms when the validity is unknown or over.  The lease on the
- * server can be far shorter than the ttl: after an extend to a shorter
- * lease failed (the server may hold that lease), when renewal starts late
- * in a lease, or for an adopted lock. */
+/* How long renewal waits at monotonic now before extending a lock of
+ * ttl_ms valid until valid_until (0: unknown): a third of the ttl, at
+ * most half the validity left (at least 1 ms); 1 ms when unknown or over.
+ * The server's lease can be far shorter than the ttl (a failed shorter
+ * extend, a late start, an adopted lock). */
 long long relock__renew_wait_ms(long long ttl_ms, uint64_t valid_until, uint64_t now);
 
-/*
- * legacy.clock = "server": the server's clock as an offset from our
- * monotonic clock, so that a step of the local wall clock changes nothing.
- */
+/* legacy.clock = "server": the server's clock as an offset from our
+ * monotonic clock, so that a step of the local wall clock changes nothing. */
 typedef struct relock__clock_est {
     long long offset_ms; /* server ms minus monotonic ms */
     long long rtt_ms;    /* the round trip of the measurement kept */
@@ -91,8 +81,7 @@ typedef struct relock__clock_est {
     int known;
 } relock__clock_est;
 
-/* How often (ms of monotonic time, checked on use) the offset is measured
- * again. */
+/* How often (monotonic ms, checked on use) the offset is measured again. */
 #define RELOCK__CLOCK_REMEASURE_MS 5000
 /* How fast an estimate is assumed to age: the monotonic clock and the
  * server's may drift apart by this much per second (1000 ppm, generous
@@ -101,10 +90,9 @@ typedef struct relock__clock_est {
 
 /* Whether the estimate should be measured again at monotonic time mono. */
 int relock__clock_due(const relock__clock_est *e, uint64_t mono);
-/* Takes a measurement: TIME sent at monotonic t0, its reply (server ms)
- * read at t1.  Keeps the more certain of the old estimate (aged) and the
- * new one, unless the server's clock stepped (lease.c).  Returns 1 if the
- * new one was kept. */
+/* TIME sent at monotonic t0, its reply (server ms) read at t1: keeps the
+ * more certain of the old (aged) and new estimates, unless the server's
+ * clock stepped.  1 if the new one was kept. */
 int relock__clock_measured(relock__clock_est *e, uint64_t t0, uint64_t t1, long long server_ms);
 /* The server's clock now by the estimate (e->known). */
 long long relock__clock_server_ms(const relock__clock_est *e, uint64_t mono);

@@ -1,23 +1,19 @@
 /*
  * The lock formats of the classic libraries fleets run beside relock
- * (legacy.peer, docs/legacy.md "Peers"): for each family, the unit and
- * kind of the values it writes, how it compares a value with its clock,
- * what it adds to now + timeout, and where its keys live.  The settings
- * they imply (legacy.clock_unit, legacy.expiry_offset, legacy.values,
- * legacy.reader_clock, key_prefix) are filled in from the profiles named,
- * unless the configuration gives them itself.
+ * (legacy.peer, docs/legacy.md "Peers"): the unit and kind of the values
+ * each writes, how it compares one with its clock, what it adds to now +
+ * timeout, and its keys.  They fill in the legacy settings and key_prefix
+ * the configuration does not give.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "base.h"
 
-/* Read from each library's own code; the comments say what decides each
- * field.  The last says whether its parser fails on a suffixed value
- * "V:token" (bridge.value_suffix): Ruby's to_i and to_f, JavaScript's
- * parseFloat read the leading number, .NET's TryParse reads none (the
- * value is never taken over, and the bridge key's TTL ends it), while
- * Java's Long.parseLong and Python's float() throw. */
+/* Read from each library's own code.  The last field: its parser fails on
+ * "V:token" (bridge.value_suffix).  Ruby's to_i and to_f and JavaScript's
+ * parseFloat read the leading number, .NET's TryParse none (the bridge
+ * key's TTL ends it); Java's Long.parseLong and Python's float() throw. */
 static const relock__peer profiles[] = {
     /* The old SETNX documentation's pattern: now + timeout + 1 in whole
      * seconds, expired once the value is below the (whole) clock.  The
@@ -76,12 +72,11 @@ void relock__peer_names(char *out, size_t len)
         n += snprintf(out + n, len - (size_t)n, "%s\"%s\"", i ? ", " : "", profiles[i].name);
 }
 
-/* The part of a key template before "{name}" (the key prefix it implies):
- * its length, or -1 when the template has none. */
-static int template_prefix(const char *tmpl)
+/* The length of the key prefix p implies: its template's part before
+ * "{name}", which every template holds. */
+static size_t template_prefix(const relock__peer *p)
 {
-    const char *at = strstr(tmpl, "{name}");
-    return at ? (int)(at - tmpl) : -1;
+    return (size_t)(strstr(p->key_template, "{name}") - p->key_template);
 }
 
 static const char *const reader_words[] = {"whole", "fractional", "both"};
@@ -95,22 +90,18 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
     const relock__peer *first = NULL;
     int same_prefix = 1;
     for (int i = 0; i < s->legacy.npeers; i++) {
-        const relock__peer *p = relock__peer_at(s->legacy.peers[i]);
-        if (!p)
-            continue;
+        const relock__peer *p = &profiles[s->legacy.peers[i]]; /* relock__peer_find()'s */
         if (first && p->unit_ms != first->unit_ms)
             return relock__reason(why, whylen,
                                   "legacy.peer: \"%s\" writes %s and \"%s\" %s: clients that share "
                                   "lock keys must share a unit",
                                   first->name, first->unit_ms ? "milliseconds" : "seconds", p->name,
                                   p->unit_ms ? "milliseconds" : "seconds");
-        int plen = template_prefix(p->key_template);
-        size_t cmp = (size_t)(plen > 0 ? plen : 0);
-        if (first && (plen != template_prefix(first->key_template) ||
-                      strncmp(p->key_template, first->key_template, cmp) != 0))
+        size_t plen = template_prefix(p);
+        if (first && (plen != template_prefix(first) ||
+                      strncmp(p->key_template, first->key_template, plen) != 0))
             same_prefix = 0;
-        if (!first)
-            first = p;
+        first = first ? first : p;
         want.unit_ms = p->unit_ms;
         /* Fractions only where every peer parses them (a Java parseLong
          * throws on "1795812032.473"). */
@@ -125,8 +116,7 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
                                   "that fails on \"V:token\" (leave the suffix off)",
                                   p->name);
     }
-    /* With no profile, the explicit settings (or their defaults) alone
-     * describe the fleet. */
+    /* With no profile, the settings given (or defaults) describe the fleet. */
     if (first) {
         unsigned set = s->legacy.set;
         if (set & RELOCK__SET_UNIT) {
@@ -162,12 +152,10 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
         } else {
             s->legacy.reader_clock = want.readers - 1;
         }
-        /* A prefix not given is the peers' common one, or none (also when
-         * an earlier legacy.peer had implied another). */
-        int plen = template_prefix(first->key_template);
+        /* A prefix not given is the peers' common one, or none. */
         if (!(set & RELOCK__SET_PREFIX))
             snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",
-                     same_prefix && plen > 0 ? plen : 0, first->key_template);
+                     same_prefix ? (int)template_prefix(first) : 0, first->key_template);
     }
     s->legacy.readers = s->legacy.reader_clock + 1;
     if (s->legacy.frac_values && s->legacy.unit_ms)

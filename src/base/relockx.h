@@ -1,8 +1,5 @@
-/*
- * Helpers shared by the library and the relock command (prefix relockx_):
- * one source, compiled into each, since the shared library exports only
- * relock_*.
- */
+/* Helpers of the library and the relock command, compiled into each: the
+ * shared library exports only relock_*. */
 #ifndef RELOCK_RELOCKX_H
 #define RELOCK_RELOCKX_H
 

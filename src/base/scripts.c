@@ -1,17 +1,13 @@
 /*
- * The Lua scripts of every algorithm, in one table, run by EVALSHA with a
- * fallback to EVAL when the server does not have them cached (NOSCRIPT:
- * first use, a restart or SCRIPT FLUSH).  Their SHA-1 is computed locally,
- * so no SCRIPT LOAD round trip is ever needed.
+ * The Lua scripts of every algorithm, run by EVALSHA with a fallback to
+ * EVAL on NOSCRIPT (first use, a restart, SCRIPT FLUSH); their SHA-1 is
+ * computed here, so no SCRIPT LOAD round trip is needed.  They return 1
+ * for done, 0 for "the key is absent", -1 for "it holds another value".
  *
- * Scripts return integers: 1 for done, 0 for "the key is absent", -1 for
- * "the key holds another value".
- *
- * Release notices are sent with redis.pcall: an ACL user without channel
- * permissions (Redis 7 defaults to acl-pubsub-default resetchannels) gets
- * an error from PUBLISH, which with redis.call would abort the script
- * after its DEL and report a release that happened as a failure.  The
- * notice only wakes waiters early, so losing it is harmless.
+ * Release notices use redis.pcall: PUBLISH fails for an ACL user without
+ * channel permissions (Redis 7's default resetchannels), and redis.call
+ * would then report a release that happened as a failure.  A lost notice
+ * only wakes waiters later.
  */
 #include <stdio.h>
 #include <string.h>
@@ -45,8 +41,8 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
      * ARGV[6] EXPIRE s or '0', ARGV[7] '1' to increment the fence,
      * ARGV[8] the channel to tell waiters on after a delete, or ''.
      * Returns {1, fence or 0} when done ({1, waiters told} for a delete),
-     * {0, value found} on a mismatch
-     * (so the caller can tell a GETSET loser's write), {0} when absent. */
+     * {0, value found} on a mismatch (a GETSET loser's write shows), {0}
+     * when absent. */
     "local v = redis.call('get', KEYS[1])\n"
     "if v == ARGV[1] and (ARGV[2] == '0' or redis.call('get', KEYS[2]) == ARGV[2])\n"
     "   and (ARGV[3] == '0' or redis.call('pttl', KEYS[1]) > 0) then\n"

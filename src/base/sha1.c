@@ -1,8 +1,5 @@
-/*
- * SHA-1 of a script's text, so that EVALSHA can be sent without first
- * asking the server (SCRIPT LOAD) and without a round trip.  Not used for
- * anything that needs a secure hash.
- */
+/* SHA-1 of a script's text, so that EVALSHA needs no SCRIPT LOAD round
+ * trip.  Not for anything that needs a secure hash. */
 #include <stdint.h>
 #include <string.h>
 

@@ -1,9 +1,6 @@
-/*
- * Classifying what a lock key holds (design.md §4.2): a decimal expiry
- * timestamp, optionally followed by ":token" (legacy and bridge values) or
- * by a fraction (the float-second peers, docs/legacy.md), a
- * 32-character lowercase hex token (modern values), or neither.
- */
+/* Classifying what a lock key holds (design.md §4.2): a decimal expiry
+ * timestamp, maybe followed by ":token" or by a fraction (docs/legacy.md),
+ * a 32-character lowercase hex token (modern values), or neither. */
 #include <string.h>
 
 #include "base.h"
@@ -31,8 +28,8 @@ void relock__classify(const char *v, size_t len, relock__value *out)
     size_t digits = 0;
     while (digits < len && v[digits] >= '0' && v[digits] <= '9')
         digits++;
-    /* 18 digits still fit a long long; no present-day time needs more. */
-    /* The suffix, if any, is ":" and a token (bridge.value_suffix). */
+    /* 18 digits still fit a long long; no present-day time needs more.
+     * A suffix is ":" and a token (bridge.value_suffix). */
     int suffix_ok = digits < len && v[digits] == ':' && is_token(v + digits + 1, len - digits - 1);
     /* Or a fraction: the float-second peers write "1795812032.47337". */
     size_t fdigits = 0;

@@ -77,18 +77,6 @@ static const char *key_ttl(relock__batch *b, const relock_client *c, long long t
     return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
 }
 
-/* Sends one command of up to three words (the rest NULL) and goes to pc;
- * in_txn as relock__batch says. */
-static relock__step send1(relock__mhead *h, relock__batch *out, int pc, int in_txn,
-                          const char *w0, const char *w1, const char *w2)
-{
-    relock__batch_reset(out);
-    relock__batch_words(out, w2 ? 3 : w1 ? 2 : 1, w0, w1, w2);
-    out->in_txn = in_txn;
-    h->pc = pc;
-    return relock__send(h, out);
-}
-
 /* Copies a reply's string into a value buffer (a longer one cut to fit: it
  * then equals no value of ours, which are shorter). */
 static void copy_value(char out[RELOCK__VALUE_MAX], const redisReply *r)
@@ -157,7 +145,7 @@ static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock
 {
     relock__fault_fail(l->c, in);
     m->readback = 1;
-    return send1(&m->h, out, R_GET, 0, "GET", l->key, NULL);
+    return relock__send_words(&m->h, out, R_GET, 0, 2, "GET", l->key);
 }
 
 static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
@@ -185,7 +173,7 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     if (!ours) /* the write never took effect: keep its I/O error */
         return relock__done(&m->h, c->err.pub.status);
     if (c->s.fencing)
-        return send1(&m->h, out, R_FENCE, 0, "GET", l->fence_key, NULL);
+        return relock__send_words(&m->h, out, R_FENCE, 0, 2, "GET", l->fence_key);
     relock__err_clear(&c->err);
     return acq_won(m, l, 0);
 }
@@ -245,7 +233,7 @@ static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__b
 {
     if (m->way != RELOCK__MW_TAKEOVER)
         m->way = RELOCK__MW_WATCH;
-    return send1(&m->h, out, W_WATCH, 1, "WATCH", l->key, NULL);
+    return relock__send_words(&m->h, out, W_WATCH, 1, 2, "WATCH", l->key);
 }
 
 /*
@@ -328,8 +316,8 @@ static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
 {
     int go = m->takeover ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
     if (!go)
-        return send1(&m->h, out, W_UNWATCH, 0, "UNWATCH", NULL, NULL);
-    return send1(&m->h, out, W_MULTI, 1, "MULTI", NULL, NULL);
+        return relock__send_words(&m->h, out, W_UNWATCH, 0, 1, "UNWATCH");
+    return relock__send_words(&m->h, out, W_MULTI, 1, 1, "MULTI");
 }
 
 static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
@@ -342,7 +330,7 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
     case W_WATCH:
         if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        return send1(&m->h, out, W_GET, 1, "GET", l->key, NULL);
+        return relock__send_words(&m->h, out, W_GET, 1, 2, "GET", l->key);
     case W_GET:
         if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
@@ -351,7 +339,7 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
         m->pttl = -2;
         if (!m->has)
             return watch_decide(m, out);
-        return send1(&m->h, out, W_PTTL, 1, "PTTL", l->key, NULL);
+        return relock__send_words(&m->h, out, W_PTTL, 1, 2, "PTTL", l->key);
     case W_PTTL:
         if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
             return relock__done(&m->h, st);
@@ -377,8 +365,8 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
         if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (m->h.pc == W_SET && c->s.fencing)
-            return send1(&m->h, out, W_INCR, 1, "INCR", l->fence_key, NULL);
-        return send1(&m->h, out, W_EXEC, 0, "EXEC", NULL, NULL);
+            return relock__send_words(&m->h, out, W_INCR, 1, 2, "INCR", l->fence_key);
+        return relock__send_words(&m->h, out, W_EXEC, 0, 1, "EXEC");
     case W_EXEC:
         if (r->type == REDIS_REPLY_NIL)
             return busy(m, 0); /* someone wrote the key meanwhile: look again */
@@ -436,7 +424,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         if ((st = relock__reply_check(c, r, "n", "SET NX PX")) != RELOCK_OK)
             return relock__done(&m->h, st);
         /* Busy: learn when the holder's lease ends, to sleep until then. */
-        return send1(&m->h, out, A_PTTL, 0, "PTTL", l->key, NULL);
+        return relock__send_words(&m->h, out, A_PTTL, 0, 2, "PTTL", l->key);
 
     case A_PTTL:
         if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
@@ -444,7 +432,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         m->pttl = r->integer;
         if (m->pttl != -1)
             return held_by(m, l, "", m->pttl, out);
-        return send1(&m->h, out, A_GET, 0, "GET", l->key, NULL);
+        return relock__send_words(&m->h, out, A_GET, 0, 2, "GET", l->key);
 
     case A_GET:
         m->has = r->type == REDIS_REPLY_STRING;
@@ -569,7 +557,7 @@ static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock_
 static relock__step cx_watch(relock__modern_cx *m, relock_lock *l, relock__batch *out)
 {
     m->tries++;
-    return send1(&m->h, out, C_WATCH, 1, "WATCH", l->key, NULL);
+    return relock__send_words(&m->h, out, C_WATCH, 1, 2, "WATCH", l->key);
 }
 
 static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
@@ -696,7 +684,7 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
     case C_WATCH:
         if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        return send1(&m->h, out, C_GET, 1, "GET", l->key, NULL);
+        return relock__send_words(&m->h, out, C_GET, 1, 2, "GET", l->key);
     case C_GET: {
         if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
@@ -704,8 +692,8 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         char found[RELOCK__VALUE_MAX];
         copy_value(found, r);
         if (m->absent || strcmp(found, l->value) != 0)
-            return send1(&m->h, out, C_UNWATCH, 0, "UNWATCH", NULL, NULL);
-        return send1(&m->h, out, C_MULTI, 1, "MULTI", NULL, NULL);
+            return relock__send_words(&m->h, out, C_UNWATCH, 0, 1, "UNWATCH");
+        return relock__send_words(&m->h, out, C_MULTI, 1, 1, "MULTI");
     }
     case C_UNWATCH:
         return cx_lost(m, l, in,
@@ -714,7 +702,7 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (!m->extend)
-            return send1(&m->h, out, C_WRITE, 1, "DEL", l->key, NULL);
+            return relock__send_words(&m->h, out, C_WRITE, 1, 2, "DEL", l->key);
         m->h.pc = C_WRITE;
         relock__batch_reset(out);
         relock__batch_words(out, 3, "PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms));
@@ -726,8 +714,8 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (m->h.pc == C_WRITE && !m->extend && m->notify)
-            return send1(&m->h, out, C_PUBLISH, 1, "PUBLISH", m->chan, "1");
-        return send1(&m->h, out, C_EXEC, 0, "EXEC", NULL, NULL);
+            return relock__send_words(&m->h, out, C_PUBLISH, 1, 3, "PUBLISH", m->chan, "1");
+        return relock__send_words(&m->h, out, C_EXEC, 0, 1, "EXEC");
     }
     case C_EXEC:
         if (r->type == REDIS_REPLY_NIL) {

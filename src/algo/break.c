@@ -115,8 +115,7 @@ static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batc
     const char *args[] = {l->key, l->fence_key, m->if_value ? m->if_value : "", m->chan,
                           relock__batch_num(out, m->if_fence)};
     relock__batch_script(out, l->c, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 5, args, m->by_eval);
-    m->h.pc = B_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, B_SCRIPT, 0);
 }
 
 /* One command of the transaction. */
@@ -146,7 +145,6 @@ static const char *queued(const relock__break_m *m, relock_lock *l, int k, reloc
     if (out) {
         relock__batch_reset(out);
         relock__batch_add(out, cmd[k].argc, cmd[k].argv);
-        out->in_txn = 1;
     }
     return cmd[k].argv[0];
 }
@@ -326,8 +324,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         if (!queued(m, l, m->next, out))
             return relock__send_words(&m->h, out, T_EXEC, 0, 1, "EXEC");
         m->next++;
-        m->h.pc = T_QUEUED;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, T_QUEUED, 1);
 
     case T_EXEC:
         return tx_done(m, l, r, out);

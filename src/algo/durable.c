@@ -77,8 +77,7 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
          * the server answers after at most timeout_ms. */
         out->pinned = 1;
         out->slow_ms = tmo;
-        m->h.pc = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, 1, 0);
     }
     if (in->fault == RELOCK__FAULT_UNSENT && in->fault_status == RELOCK_EDURABILITY) {
         relock__err_clear(&c->err);

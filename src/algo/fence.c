@@ -56,8 +56,7 @@ static relock__step send_script(relock__fence_carry_m *m, relock_lock *l, relock
     relock__batch_reset(out);
     const char *args[] = {l->fence_key, m->before};
     relock__batch_script(out, l->c, RELOCK__SCRIPT_FENCE_CARRY, 2, 2, args, m->by_eval);
-    m->h.pc = F_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, F_SCRIPT, 0);
 }
 
 static relock__step watch_begin(relock__fence_carry_m *m, relock_lock *l, relock__batch *out)
@@ -142,9 +141,7 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
         relock__batch_reset(out);
         const char *s[] = {"SET", l->fence_key, relock__batch_num(out, m->old)};
         relock__batch_add(out, 3, s);
-        out->in_txn = 1;
-        m->h.pc = F_SET;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, F_SET, 1);
     }
     case F_SET:
         /* A SET refused inside MULTI (an ACL, memory) is an error with the

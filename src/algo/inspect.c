@@ -40,8 +40,7 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
             relock__batch_words(out, 2, "GET", m->okey);
         relock__batch_words(out, 2, "GET", l->key);
         relock__batch_words(out, 2, ms ? "PTTL" : "TTL", l->key);
-        m->h.pc = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, 1, 0);
     }
     /* The replies in order: a fault fails the call where a reply it needs
      * is missing (a free lock needs no TTL). */

@@ -206,17 +206,15 @@ static relock__step send_script(relock__modern_acq *m, relock_lock *l, relock__b
     relock_client *c = l->c;
     relock__batch_reset(out);
     const char *ttl = key_ttl(out, c, l->ttl_ms);
-    if (m->way == RELOCK__MW_TAKEOVER) {
-        const char *args[] = {l->key, l->fence_key, m->expected,
-                              l->value, ttl,        c->s.fencing ? "1" : "0"};
-        relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
-        m->h.pc = A_TAKE;
-    } else {
+    if (m->way != RELOCK__MW_TAKEOVER) {
         const char *args[] = {l->key, l->fence_key, l->value, ttl};
         relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, m->by_eval);
-        m->h.pc = A_SCRIPT;
+        return relock__send_at(&m->h, out, A_SCRIPT, 0);
     }
-    return relock__send(&m->h, out);
+    const char *args[] = {l->key, l->fence_key, m->expected,
+                          l->value, ttl,        c->s.fencing ? "1" : "0"};
+    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
+    return relock__send_at(&m->h, out, A_TAKE, 0);
 }
 
 /*
@@ -262,10 +260,9 @@ static relock__step held_by(relock__modern_acq *m, relock_lock *l, const char *f
                                          l->key, found));
     if (found != m->expected)
         snprintf(m->expected, sizeof m->expected, "%s", found);
-    m->h.pc = A_FLEET;
     m->h.want_fleet = 1;
     relock__batch_reset(out);
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, A_FLEET, 0);
 }
 
 /* The fleet's clock is in: the leftover in m->expected is live (busy) or
@@ -355,11 +352,9 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
     case W_MULTI:
         if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        m->h.pc = W_SET;
         relock__batch_reset(out);
         relock__batch_words(out, 5, "SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms));
-        out->in_txn = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, W_SET, 1);
     case W_SET:
     case W_INCR:
         if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
@@ -412,11 +407,10 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         /* Without fencing: the plain SET NX PX, the fastest acquire there
          * is. */
         m->way = RELOCK__MW_PLAIN;
-        m->h.pc = A_SET;
         relock__batch_reset(out);
         relock__batch_words(out, 6, "SET", l->key, l->value, "NX", "PX",
                             key_ttl(out, c, l->ttl_ms));
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, A_SET, 0);
 
     case A_SET:
         if (r->type == REDIS_REPLY_STATUS)
@@ -550,8 +544,7 @@ static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock_
     const char *args[] = {l->key, l->value, m->extend ? key_ttl(out, c, m->ttl_ms) : m->chan};
     int id = m->extend ? RELOCK__SCRIPT_PEXPIRE_IF_EQ : RELOCK__SCRIPT_DEL_IF_EQ;
     relock__batch_script(out, c, id, 1, 3, args, m->by_eval);
-    m->h.pc = X_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, X_SCRIPT, 0);
 }
 
 static relock__step cx_watch(relock__modern_cx *m, relock_lock *l, relock__batch *out)
@@ -603,8 +596,7 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
         if (m->notify)
             relock__batch_words(out, 3, "PUBLISH", m->chan, "1");
     }
-    m->h.pc = X_NATIVE;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, X_NATIVE, 0);
 }
 
 static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
@@ -703,11 +695,9 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
             return relock__done(&m->h, st);
         if (!m->extend)
             return relock__send_words(&m->h, out, C_WRITE, 1, 2, "DEL", l->key);
-        m->h.pc = C_WRITE;
         relock__batch_reset(out);
         relock__batch_words(out, 3, "PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms));
-        out->in_txn = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, C_WRITE, 1);
     case C_WRITE:
     case C_PUBLISH: {
         const char *what = m->h.pc == C_PUBLISH ? "PUBLISH" : m->extend ? "PEXPIRE" : "DEL";

@@ -21,6 +21,13 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out)
     return RELOCK__STEP_SEND;
 }
 
+relock__step relock__send_at(relock__mhead *h, relock__batch *out, int pc, int in_txn)
+{
+    out->in_txn = in_txn;
+    h->pc = pc;
+    return relock__send(h, out);
+}
+
 /* ------------------------------------------------------------------ batches */
 
 /* Marks the batch: relock__batch_ok() says no, every later add fails. */
@@ -143,9 +150,7 @@ relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, in
     va_start(ap, argc);
     add_words(out, argc, ap);
     va_end(ap);
-    out->in_txn = in_txn;
-    h->pc = pc;
-    return relock__send(h, out);
+    return relock__send_at(h, out, pc, in_txn);
 }
 
 long long relock__reply_elem_int(const redisReply *r, size_t i)

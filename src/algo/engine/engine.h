@@ -62,9 +62,11 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out);
  * RELOCK_EPROTO by the operation core: every machine ends in a few, so it
  * is a machine's bug. */
 #define RELOCK__DRIVE_MAX_STEPS 256
-/* Resets *out to one command of the argc words that follow, marks it
- * inside a transaction or not (in_txn), moves the machine to pc and sends
- * it. */
+/* Marks the batch in *out inside a transaction or not (in_txn), moves the
+ * machine to pc and sends it. */
+relock__step relock__send_at(relock__mhead *h, relock__batch *out, int pc, int in_txn);
+/* relock__send_at() of a batch reset to one command of the argc words
+ * that follow. */
 relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, int in_txn,
                                 int argc, ...);
 

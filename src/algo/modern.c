@@ -1,20 +1,16 @@
 /*
  * Modern mode (servers >= 2.6.12, design.md §5.3): SET key token NX PX ttl to
  * acquire; compare-and-delete and compare-and-set to release and extend,
- * so a holder can never delete or prolong a lock that has passed to
- * someone else.
+ * so a holder never deletes or prolongs a lock passed to someone else.
  *
- * The compare-and-X has three ways, the best the server has first
- * (design.md §3.3, found by the probe, caps.h):
+ * The compare-and-X goes the best way the server has (design.md §3.3):
  *   native   release DELIFEQ (Valkey 9.0) or DELEX IFEQ (Redis 8.4), its
- *            release notice PUBLISHed in the same round trip; extend
- *            SET IFEQ PX (Valkey 8.1, Redis 8.4): one command each;
+ *            notice PUBLISHed in the same round trip; extend SET IFEQ PX
+ *            (Valkey 8.1, Redis 8.4);
  *   script   EVALSHA of a compare-and-X script (2.6 and later);
- *   WATCH    WATCH, GET, MULTI, the write, EXEC, for servers that run
- *            without Lua (Valkey 9.1 can) and have no native command.
- * The fence is incremented with a successful acquisition only: by the
- * acquire script, or without Lua inside the MULTI that sets the key, under
- * a WATCH of the key (decisions 97-100).
+ *   WATCH    WATCH, GET, MULTI, the write, EXEC: without Lua (Valkey 9.1).
+ * Only a successful acquisition increments the fence: in the acquire
+ * script, or without Lua in the MULTI that sets the key (decisions 97-100).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -30,8 +26,7 @@ static int has_lua(const relock_client *c)
     return (c->conn.caps & RELOCK_CAP_EVAL) != 0;
 }
 
-/* The best way the server offers to release, and to extend (an enum
- * relock__modern_way). */
+/* The best way the server offers to release, and to extend. */
 static int release_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_DELIFEQ)
@@ -134,11 +129,10 @@ static relock__step acq_fail(relock__modern_acq *m, relock_lock *l, const relock
 }
 
 /*
- * The reply to the acquire (SET, a script, EXEC) was lost: read the key
- * back on a fresh connection (the driver dropped the one that failed and
- * opens another): the lock is ours only if it provably holds our
- * token (tokens are unique).  Then nobody has acquired since, so the fence
- * counter holds our fence.  The loss's error stays recorded meanwhile.
+ * The reply to the acquire was lost: read the key back on a fresh
+ * connection.  The lock is ours only if it holds our (unique) token; then
+ * nobody acquired since, and the fence counter holds our fence.  The
+ * loss's error stays recorded meanwhile.
  */
 static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
                              relock__batch *out)
@@ -155,8 +149,7 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     /* An error reply (-LOADING from a restarted server that may have kept
      * our write) says nothing about the key: as unreadable as a fault. */
     if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
-        /* The ambiguity is the news; what lost the acquire's reply (a
-         * timeout, a reset) is kept as its cause. */
+        /* The ambiguity is the news; what lost the reply is its cause. */
         char cause[200];
         snprintf(cause, sizeof cause, "%.*s", (int)sizeof cause - 1, c->err.msg);
         relock__err_clear(&c->err);
@@ -182,9 +175,9 @@ static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const 
 {
     relock_client *c = l->c;
     if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
-        /* The lock is ours (our token is in the key) but its fence is
-         * unknown: no success (a fence of 0 would undercut every earlier
-         * holder's), and no "nothing happened" either. */
+        /* The lock is ours but its fence unknown: no success (a fence of
+         * 0 would undercut every earlier holder's), nor "nothing
+         * happened". */
         relock__err_clear(&c->err);
         return relock__done(&m->h,
                             RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
@@ -198,9 +191,8 @@ static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const 
     return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
 }
 
-/* The fenced acquire script, or with the way TAKEOVER the takeover
- * script: it sets our token where the key still holds the expired leftover
- * without a TTL (and raises the fence with fencing). */
+/* The fenced acquire script, or the takeover script (way TAKEOVER), which
+ * sets our token where the key still holds the expired leftover. */
 static relock__step send_script(relock__modern_acq *m, relock_lock *l, relock__batch *out)
 {
     relock_client *c = l->c;
@@ -218,14 +210,11 @@ static relock__step send_script(relock__modern_acq *m, relock_lock *l, relock__b
 }
 
 /*
- * Without Lua: set our token where the key holds m->expected (a legacy
- * leftover, which must still have no TTL) or, not taking over, where it is
- * absent, with the fence incremented in the same MULTI, under a WATCH of
- * the key: a write by anyone between our look and EXEC makes EXEC fail
- * (nil), and then nothing was written and the attempt is busy.  Only a
- * success increments the fence, as the scripts do.  From WATCH to EXEC on
- * one connection (the batches are marked in_txn): a new one would run the
- * rest unwatched.
+ * Without Lua: set our token where the key is absent (or, taking over,
+ * still holds m->expected without a TTL), with the fence incremented in
+ * the same MULTI, under a WATCH of the key: a write by anyone before EXEC
+ * makes EXEC fail, nothing written, and the attempt busy.  From WATCH to
+ * EXEC on one connection: a new one would run the rest unwatched.
  */
 static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out)
 {
@@ -237,10 +226,8 @@ static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__b
 /*
  * The key is held by `found` (NULL: nothing was read) with TTL pttl.  A
  * value with a TTL is waited for.  A timestamp without one is a legacy
- * holder (design.md §5.3): a dead one is taken over once expired, so a
- * migrated fleet never waits forever on a leftover; a live one means a
- * legacy writer is still active.  Which it is needs the fleet's clock
- * (legacy.clock), asked of the driver for the next step.
+ * holder (design.md §5.3), taken over once expired so a migrated fleet
+ * never waits forever on a leftover: that needs the fleet's clock.
  */
 static relock__step held_by(relock__modern_acq *m, relock_lock *l, const char *found,
                             long long pttl, relock__batch *out)
@@ -285,17 +272,15 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
     long long end = (v.frac && v.frac_num > 0 ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
                     c->s.legacy.skew_margin_ms;
     long long now = in->fleet_ms;
-    /* Live or a dead holder's leftover: a legacy writer's value, a
-     * sighting either way (docs/migration.md, the marker key). */
+    /* A legacy writer's value, live or not: a sighting (docs/migration.md). */
     m->h.note_legacy = 1;
     if (now < end) {
         l->legacy_holder = 1;
         return busy(m, end - now);
     }
     if (!in->fleet_fresh && c->s.legacy.clock_server) {
-        /* A takeover never rests on the estimate of the server's clock
-         * kept from an earlier measurement (wrong by the step after a step
-         * of the server's clock): judged again on a fresh reading. */
+        /* A takeover never rests on an earlier estimate of the server's
+         * clock (wrong after a step of it): judged on a fresh reading. */
         m->h.want_fleet = RELOCK__FLEET_FRESH;
         relock__batch_reset(out);
         return relock__send(&m->h, out);
@@ -344,8 +329,7 @@ static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relo
         return watch_decide(m, out);
     case W_UNWATCH:
         /* Any reply ends the WATCH.  Taking over, the leftover changed:
-         * look again; else the key is held: judge the holder, outside the
-         * transaction. */
+         * look again; else judge the holder. */
         if (m->takeover)
             return busy(m, 0);
         return held_by(m, l, m->found, m->pttl, out);
@@ -384,11 +368,9 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
-    /* A fault ends the attempt with its error (in a transaction before
-     * EXEC nothing was written, and the driver never replaces its
-     * connection), except that a lost write (SET, a script, EXEC) may have
-     * run: it is read back, whose own faults readback_got() and
-     * readback_fence() judge. */
+    /* A fault ends the attempt with its error (before EXEC nothing was
+     * written), except that a lost write (SET, a script, EXEC) may have
+     * run: it is read back. */
     if (in->fault && m->h.pc != R_GET && m->h.pc != R_FENCE) {
         int pc = m->h.pc, wrote = pc == A_SET || pc == A_SCRIPT || pc == A_TAKE || pc == W_EXEC;
         m->h.want_fleet = 0;
@@ -404,8 +386,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
             m->way = RELOCK__MW_SCRIPT;
             return send_script(m, l, out);
         }
-        /* Without fencing: the plain SET NX PX, the fastest acquire there
-         * is. */
+        /* Without fencing: the plain SET NX PX, the fastest acquire. */
         m->way = RELOCK__MW_PLAIN;
         relock__batch_reset(out);
         relock__batch_words(out, 6, "SET", l->key, l->value, "NX", "PX",
@@ -434,9 +415,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return held_by(m, l, m->has ? m->found : NULL, -1, out);
 
     case A_SCRIPT:
-        /* With fencing: SET NX PX and INCR in one script, which also
-         * returns the holder's PTTL and value when busy (no second round
-         * trip). */
+        /* SET NX PX and INCR in one script, which also returns the
+         * holder's PTTL and value when busy. */
         if (relock__script_again(in, 0, &m->by_eval))
             return send_script(m, l, out);
         if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
@@ -486,8 +466,8 @@ enum cx_pc {
 
 void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms)
 {
-    /* The channel's name is read only as the string the release writes
-     * there (cx_start): its first byte is cleared, not its whole 1.3 KB. */
+    /* The channel is read only as the string cx_start() writes: its first
+     * byte is cleared, not its whole 1.3 KB. */
     memset(m, 0, offsetof(relock__modern_cx, chan));
     m->chan[0] = '\0';
     m->h.hint_ms = -1;
@@ -578,17 +558,15 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
     case RELOCK__MW_SCRIPT:
         return cx_send_script(m, l, out);
     case RELOCK__MW_SET_IFEQ:
-        /* SET IFEQ with the new TTL: OK when it was ours, nil when the
-         * key is absent or holds another value (IFEQ never creates a
-         * key). */
+        /* OK when it was ours, nil when absent or another value (IFEQ
+         * never creates a key). */
         relock__batch_words(out, 7, "SET", l->key, l->value, "IFEQ", l->value, "PX",
                             key_ttl(out, c, m->ttl_ms));
         break;
     default:
-        /* DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
-         * (the reply does not say which).  The notice rides in the same
-         * round trip; it is sent even when the lock turns out lost, which
-         * at worst wakes waiters for one look. */
+        /* 1 deleted, 0 absent or another value.  The notice rides in the
+         * same round trip, even when the lock turns out lost: at worst
+         * waiters wake for one look. */
         if (m->way == RELOCK__MW_DELIFEQ)
             relock__batch_words(out, 3, "DELIFEQ", l->key, l->value);
         else
@@ -652,11 +630,9 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
 }
 
 /*
- * Without Lua and without a native command: WATCH the key, GET it, and
- * only if it holds our token, MULTI, the write (DEL and the notice, or
- * PEXPIRE), EXEC.  A write by anyone between our GET and EXEC makes EXEC
- * fail and we look again (RELOCK__MODERN_WATCH_TRIES).  From WATCH to
- * EXEC on one connection.
+ * Without Lua or a native command: WATCH, GET, and only if it holds our
+ * token, MULTI, the write (DEL and the notice, or PEXPIRE), EXEC.  A write
+ * by anyone before EXEC makes it fail, and we look again.
  */
 static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
                                relock__batch *out)

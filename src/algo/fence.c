@@ -1,18 +1,10 @@
 /*
- * Earlier versions counted the fences of a whole-tag key such as "{a}" in the
- * counter of "a" (its name without the mark).  Its own counter is raised
- * to that one before each acquisition, so no token handed out under the
- * old name is ever handed out again or undercut (decision 82).  With
- * EVAL the raise is a script that only ever increases the counter; on a
- * server that runs without Lua but has WATCH (a Valkey 9.1 without its Lua
- * engine), a transaction that does the same; before 2.6 (legacy mode) the
- * counter is created from the old one if it does not exist yet (SETNX),
- * never lowered.
- *
- * The operation core runs the carry before an acquire's first attempt.  A
- * lost reply is a plain failure, never an ambiguous one: the raise only
- * ever moves the counter up to a value it had to reach anyway, so it may
- * run twice.
+ * Earlier versions counted the fences of a whole-tag key such as "{a}" in
+ * the counter of "a".  Its own counter is raised to that one before each
+ * acquisition, so no token handed out under the old name is handed out
+ * again or undercut (decision 82): by a script, by a transaction on a
+ * server without Lua, or before 2.6 by a SETNX of the old value.  A lost
+ * reply is a plain failure, not an ambiguous one: the raise may run twice.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -302,65 +302,6 @@ static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
     return relock__send_words(&m->h, out, W_MULTI, 1, 1, "MULTI");
 }
 
-static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
-                               relock__batch *out)
-{
-    relock_client *c = l->c;
-    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
-    relock_status st;
-    switch (m->h.pc) {
-    case W_WATCH:
-        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        return relock__send_words(&m->h, out, W_GET, 1, 2, "GET", l->key);
-    case W_GET:
-        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        m->has = r->type == REDIS_REPLY_STRING;
-        copy_value(m->found, r);
-        m->pttl = -2;
-        if (!m->has)
-            return watch_decide(m, out);
-        return relock__send_words(&m->h, out, W_PTTL, 1, 2, "PTTL", l->key);
-    case W_PTTL:
-        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        m->pttl = r->integer;
-        return watch_decide(m, out);
-    case W_UNWATCH:
-        /* Any reply ends the WATCH.  Taking over, the leftover changed:
-         * look again; else judge the holder. */
-        if (m->takeover)
-            return busy(m, 0);
-        return held_by(m, l, m->found, m->pttl, out);
-    case W_MULTI:
-        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        relock__batch_reset(out);
-        relock__batch_words(out, 5, "SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms));
-        return relock__send_at(&m->h, out, W_SET, 1);
-    case W_SET:
-    case W_INCR:
-        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        if (m->h.pc == W_SET && c->s.fencing)
-            return relock__send_words(&m->h, out, W_INCR, 1, 2, "INCR", l->fence_key);
-        return relock__send_words(&m->h, out, W_EXEC, 0, 1, "EXEC");
-    case W_EXEC:
-        if (r->type == REDIS_REPLY_NIL)
-            return busy(m, 0); /* someone wrote the key meanwhile: look again */
-        if (relock__reply_is(r, c->s.fencing ? "a[si$]" : "a[s$]"))
-            return acq_won(m, l, c->s.fencing ? r->element[1]->integer : 0);
-        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
-        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
-        return relock__done(&m->h, st);
-    default:
-        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                                "acquire %s: internal error (step %d)", l->name,
-                                                m->h.pc));
-    }
-}
-
 relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__feed *in,
                                      relock__batch *out)
 {
@@ -444,8 +385,55 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return readback_got(m, l, in, out);
     case R_FENCE:
         return readback_fence(m, l, in);
+    case W_WATCH:
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        return relock__send_words(&m->h, out, W_GET, 1, 2, "GET", l->key);
+    case W_GET:
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->has = r->type == REDIS_REPLY_STRING;
+        copy_value(m->found, r);
+        m->pttl = -2;
+        if (!m->has)
+            return watch_decide(m, out);
+        return relock__send_words(&m->h, out, W_PTTL, 1, 2, "PTTL", l->key);
+    case W_PTTL:
+        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->pttl = r->integer;
+        return watch_decide(m, out);
+    case W_UNWATCH:
+        /* Any reply ends the WATCH.  Taking over, the leftover changed:
+         * look again; else judge the holder. */
+        if (m->takeover)
+            return busy(m, 0);
+        return held_by(m, l, m->found, m->pttl, out);
+    case W_MULTI:
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        relock__batch_reset(out);
+        relock__batch_words(out, 5, "SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms));
+        return relock__send_at(&m->h, out, W_SET, 1);
+    case W_SET:
+    case W_INCR:
+        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (m->h.pc == W_SET && c->s.fencing)
+            return relock__send_words(&m->h, out, W_INCR, 1, 2, "INCR", l->fence_key);
+        return relock__send_words(&m->h, out, W_EXEC, 0, 1, "EXEC");
+    case W_EXEC:
+        if (r->type == REDIS_REPLY_NIL)
+            return busy(m, 0); /* someone wrote the key meanwhile: look again */
+        if (relock__reply_is(r, c->s.fencing ? "a[si$]" : "a[s$]"))
+            return acq_won(m, l, c->s.fencing ? r->element[1]->integer : 0);
+        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
+        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
+        return relock__done(&m->h, st);
     default:
-        return watch_step(m, l, in, out);
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "acquire %s: internal error (step %d)", l->name,
+                                                m->h.pc));
     }
 }
 
@@ -629,14 +617,19 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
                                             cx_op(m), l->name));
 }
 
-/*
- * Without Lua or a native command: WATCH, GET, and only if it holds our
- * token, MULTI, the write (DEL and the notice, or PEXPIRE), EXEC.  A write
- * by anyone before EXEC makes it fail, and we look again.
- */
-static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
-                               relock__batch *out)
+relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed *in,
+                                    relock__batch *out)
 {
+    relock__modern_cx *m = vm;
+    if (m->h.pc == X_START)
+        return cx_start(m, l, in, out);
+    if (m->h.pc == X_NATIVE)
+        return cx_native(m, l, in);
+    if (m->h.pc == X_SCRIPT)
+        return cx_script(m, l, in, out);
+    /* Without Lua or a native command: WATCH, GET, and only if it holds
+     * our token, MULTI, the write (DEL and the notice, or PEXPIRE), EXEC.
+     * A write by anyone before EXEC makes it fail, and we look again. */
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
@@ -707,22 +700,6 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                                 "%s %s: internal error (step %d)", cx_op(m),
                                                 l->name, m->h.pc));
-    }
-}
-
-relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed *in,
-                                    relock__batch *out)
-{
-    relock__modern_cx *m = vm;
-    switch (m->h.pc) {
-    case X_START:
-        return cx_start(m, l, in, out);
-    case X_NATIVE:
-        return cx_native(m, l, in);
-    case X_SCRIPT:
-        return cx_script(m, l, in, out);
-    default:
-        return cx_watched(m, l, in, out);
     }
 }
 

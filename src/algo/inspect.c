@@ -1,8 +1,7 @@
 /*
- * Read-only inspection of a lock key (`relock inspect`): the fence counter
- * (it outlives its lock: shown even for a free one), the owner record, the
- * value and its TTL, read in one batch by a step machine (inspect.h) that
- * relock_inspect() (src/api/operator.c) runs with the blocking driver.
+ * Read-only inspection of a lock key (`relock inspect`) in one batch: the
+ * fence counter (it outlives its lock: shown even for a free one), the
+ * owner record, the value and its TTL.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -241,8 +241,7 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
 {
     relock_client *c = l->c;
     const relock__qround *f = &m->first;
-    if (refused(c, f->answered - m->nwon) || (m->nwon >= majority(c) && !m->raise_failed) ||
-        (f->answered >= majority(c) && !m->raise_failed)) {
+    if (refused(c, f->answered - m->nwon) || (f->answered >= majority(c) && !m->raise_failed)) {
         /* Held elsewhere, won too slowly, or a majority answered and some
          * said held: wait and try again.  Only fewer answers than a
          * majority is an error.  No TTL known: the backoff decides. */

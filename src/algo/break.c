@@ -1,38 +1,25 @@
 /*
  * relock_break(): an operator deletes a stuck lock by hand (`relock break`).
  *
- * With a value, the delete happens only while the key still holds exactly
- * that value, so an operator who looked at a stuck lock never deletes the
- * lock of whoever took it over since:
+ * With a value, the delete happens only while the key still holds it, so
+ * an operator never deletes the lock of whoever took it over since:
+ *   - with EVAL (2.6.0): a compare-and-delete script, atomic;
+ *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, INCR, EXEC, atomic;
+ *   - 2.0: GET, compare, then MULTI, GET, DEL, INCR, EXEC.  Another client
+ *     may replace the value before the transaction, whose GET shows it:
+ *     the value is put back with SETNX unless the key was taken meanwhile,
+ *     and the call reports RELOCK_BUSY.
+ * Without a value the key is deleted whatever it holds.  Either way the
+ * release is announced to waiters (in the script, else by a PUBLISH after
+ * the delete), best effort: an ACL user without channel permissions
+ * (Redis 7's default) still breaks the lock.
  *
- *   - servers with EVAL (2.6.0): a compare-and-delete script
- *     (RELOCK__SCRIPT_BREAK_IF_EQ), atomic;
- *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, INCR, EXEC, atomic (a
- *     transaction beaten by another client is retried a few times);
- *   - 2.0 (neither): GET, compare, then MULTI, GET, DEL, INCR, EXEC.  Between the
- *     first GET and the transaction another client may replace the value,
- *     and the DEL then removes its lock.  The GET inside the transaction
- *     shows it; the value is then put back with SETNX unless someone else
- *     has taken the key meanwhile, and the call reports RELOCK_BUSY.
- *
- * Without a value the key is deleted whatever it holds (the same script
- * told to match anything, or MULTI, DEL, INCR, EXEC before 2.6).  Either
- * way the release is announced on the lock's channel so that waiters wake
- * at once: inside the script where there is one, else by a PUBLISH right
- * after the delete.  The notice only wakes waiters early, so it is best
- * effort: an ACL user without channel permissions (Redis 7's default
- * acl-pubsub-default) still breaks the lock.
- *
- * Every delete increments the lock's fence counter in the same atomic step
- * (the script, or the transaction).  The broken holder's extend and
- * release compare that counter, so they report the lock lost and write
- * nothing, even when the key has meanwhile been taken by a classic client
- * whose TTL-less timestamp looks like a GETSET loser's write (design.md §4.7).
- * The counter only ever goes up.  On 2.0 the fence also counts failed
- * attempts, so there a second counter, of breaks alone, is incremented as
- * well, and holders compare that one (compat/legacy.c).
- *
- * relock_break_fenced() (src/api/operator.c) runs this step machine.
+ * Every delete increments the fence counter in the same atomic step, so
+ * the broken holder's extend and release report the lock lost and write
+ * nothing, even when a classic client has taken the key meanwhile with a
+ * TTL-less timestamp that looks like a GETSET loser's (design.md §4.7).
+ * On 2.0 the fence also counts failed attempts, so a second counter, of
+ * breaks alone, is incremented too, and holders compare that one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +83,8 @@ static relock__step fence_moved(relock__break_m *m, relock_lock *l)
                                   l->name, m->if_fence));
 }
 
-/* Announces a delete to waiters, and drops the broken holder's owner
- * metadata (owner_info); best effort (see the top of the file): every
- * failure here is forgotten. */
+/* Announces a delete to waiters and drops the broken holder's owner
+ * record, best effort: every failure here is forgotten. */
 static relock__step notify(relock__break_m *m, relock_lock *l, relock__batch *out, int from)
 {
     relock__err_clear(&l->c->err);
@@ -115,8 +101,7 @@ static relock__step send_script(relock__break_m *m, relock_lock *l, relock__batc
     const char *args[] = {l->key, l->fence_key, m->if_value ? m->if_value : "", m->chan,
                           relock__batch_num(out, m->if_fence)};
     relock__batch_script(out, l->c, RELOCK__SCRIPT_BREAK_IF_EQ, 2, 5, args, m->by_eval);
-    m->h.pc = B_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, B_SCRIPT, 0);
 }
 
 /* One command of the transaction. */
@@ -125,10 +110,9 @@ typedef struct {
     const char *argv[3];
 } tx_cmd;
 
-/* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence,
- * and before 2.2 INCR breaks, with the fence raised into its next epoch
- * instead (INCRBY fence RELOCK__BREAK_EPOCH).  Put in out when out is
- * given; returns its name, or NULL when there is none. */
+/* The k-th command queued after MULTI: [GET key,] DEL key, INCR fence
+ * (before 2.2 INCRBY fence RELOCK__BREAK_EPOCH and INCR breaks).  Put in
+ * out when given; returns its name, or NULL when there is none. */
 static const char *queued(const relock__break_m *m, relock_lock *l, int k, relock__batch *out)
 {
     tx_cmd cmd[4] = {{2, {"GET", l->key}}, {2, {"DEL", l->key}}};
@@ -146,7 +130,6 @@ static const char *queued(const relock__break_m *m, relock_lock *l, int k, reloc
     if (out) {
         relock__batch_reset(out);
         relock__batch_add(out, cmd[k].argc, cmd[k].argv);
-        out->in_txn = 1;
     }
     return cmd[k].argv[0];
 }
@@ -179,8 +162,7 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
                                       l->name));
     }
     if (!relock__reply_is(r, m->with_get ? "a[?i]" : "a[i]")) {
-        /* An error in place of EXEC's reply (-LOADING, a refused EXEC)
-         * may leave the server's MULTI open, the queued DEL with it: the
+        /* An error for EXEC (-LOADING) may leave the MULTI open: the
          * connection is dropped, or the next command would be queued
          * there (a SET NX PX answering +QUEUED, read as a win). */
         m->h.in_txn = 1;
@@ -247,10 +229,9 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     relock_status st;
     if (m->h.pc == B_SCRIPT && relock__script_again(in, 0, &m->by_eval))
         return send_script(m, l, out);
-    /* A fault before the outcome is known fails the call; a lost reply to
-     * the script or to EXEC leaves unknown whether the key was deleted.
-     * Any fault or refusal before EXEC leaves the transaction open, and the
-     * driver drops its connection, which discards it. */
+    /* A fault fails the call; a lost reply to the script or to EXEC
+     * leaves unknown whether the key was deleted.  A transaction left open
+     * is discarded with its connection by the driver. */
     if (in->fault && m->h.pc > B_START && m->h.pc < N_OWNER) {
         if (in->fault != RELOCK__FAULT_LOST || (m->h.pc != B_SCRIPT && m->h.pc != T_EXEC))
             return finish(m, relock__fault_fail(c, in));
@@ -326,8 +307,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         if (!queued(m, l, m->next, out))
             return relock__send_words(&m->h, out, T_EXEC, 0, 1, "EXEC");
         m->next++;
-        m->h.pc = T_QUEUED;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, T_QUEUED, 1);
 
     case T_EXEC:
         return tx_done(m, l, r, out);

@@ -23,15 +23,13 @@ enum relock__break_way {
 };
 
 /*
- * Runs on a lock handle that names the key (l->name, l->key, l->fence_key;
- * the caller makes one on the stack).  Inputs set before the first step
- * (relock__break_init): if_value (NULL: whatever the key holds), if_fence
- * (0: not compared), breaks_key (counted on servers without WATCH), chan
- * (the release notice's channel, or "") and okey (the owner metadata's
- * key, or "").  Outcome: RELOCK_OK deleted; RELOCK_LOST absent;
- * RELOCK_BUSY another value, a fence no longer current, or (2.0) a value
- * that arrived just before the delete; RELOCK_EAMBIGUOUS when the delete
- * may have run; or a failure.
+ * Runs on a handle that names the key.  Inputs (relock__break_init):
+ * if_value (NULL: whatever the key holds), if_fence (0: not compared),
+ * breaks_key (counted without WATCH), chan (the notice's channel, or "")
+ * and okey (the owner record's key, or "").  RELOCK_OK deleted;
+ * RELOCK_LOST absent; RELOCK_BUSY another value, a fence no longer
+ * current, or (2.0) a value that arrived just before the delete;
+ * RELOCK_EAMBIGUOUS when the delete may have run; or a failure.
  */
 typedef struct relock__break_m {
     relock__mhead h;

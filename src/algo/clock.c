@@ -1,17 +1,12 @@
 /*
  * The fleet's clock for the timestamp modes: ours, or (legacy.clock =
- * "server") the server's TIME.
- *
- * The server's clock is kept as an offset from CLOCK_MONOTONIC, never from
- * the wall clock: an NTP step of the local wall clock after the offset was
- * learned would otherwise shift every later decision by the step (and take
- * live locks over).  The offset is measured on first use of a connection
- * and again every RELOCK__CLOCK_REMEASURE_MS of use, and whenever a machine
- * asks for a fresh reading (RELOCK__FLEET_FRESH: the timestamp modes
- * before every lease they write and before a takeover, so that a step of
- * the server's clock is never met with an estimate from before it); the
- * more certain of the old (aged) and new measurement is kept (lease.c)
- * unless they disagree by more than both could err, which is a step.
+ * "server") the server's TIME, kept as an offset from CLOCK_MONOTONIC,
+ * never from the wall clock, whose NTP step would shift every later
+ * decision (and take live locks over).  The offset is measured on a
+ * connection's first use, every RELOCK__CLOCK_REMEASURE_MS of use, and
+ * when a machine asks for a fresh reading (RELOCK__FLEET_FRESH: before a
+ * lease is written or taken over, so a step of the server's clock is
+ * never met with an older estimate); lease.c keeps the more certain one.
  * Scripts never call TIME: before Redis 5 a script may not write after it.
  */
 #include <stdlib.h>

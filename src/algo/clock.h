@@ -1,9 +1,7 @@
 /*
- * legacy.clock = "server": the measurement of the server's clock (clock.c).
- * One TIME, sent at the feed's mono_ms and read at the next feed's, updates
- * the estimate on the connection (c->conn.clock, lease.h).  The operation
- * core runs it when a machine asks for the fleet's clock and the estimate
- * is due.
+ * legacy.clock = "server": one TIME, sent at the feed's mono_ms and read at
+ * the next feed's, updates the estimate of the server's clock on the
+ * connection (c->conn.clock, lease.h) when a machine asks for it.
  */
 #ifndef RELOCK_CLOCK_H
 #define RELOCK_CLOCK_H

@@ -1,17 +1,14 @@
 /*
- * Durability (settings durability.*, design.md §10.1, decisions 102-105):
- * after an acquire or an extend has written the lock key, WAIT until
- * durability.replicas replicas acknowledge the write, or with
- * durability.aof WAITAOF until the master and that many replicas have
- * written it to their append-only files, at most durability.timeout_ms.
+ * Durability (durability.*, design.md §10.1, decisions 102-105): after an
+ * acquire or an extend wrote the lock key, WAIT until durability.replicas
+ * replicas acknowledge it (with durability.aof WAITAOF, until the master
+ * and they wrote it to their append-only files), at most timeout_ms.
  *
- * WAIT counts the replicas that acknowledged the replication offset of the
- * connection's own last write, so it must go out on the very connection
- * the write went out on: a new connection has written nothing, and its
- * WAIT would count every replica at once.  It is never sent inside
- * WATCH/MULTI (decision 86): the algorithms' transactions have ended
- * before it is sent.  Settings the mode or the server cannot honour are
- * refused, never ignored (decision 106).
+ * WAIT counts the replicas that acknowledged the connection's own last
+ * write, so it goes out on the very connection the write did: a new one
+ * has written nothing, and its WAIT would count every replica at once.
+ * It is never sent inside WATCH/MULTI (decision 86).  Settings the mode or
+ * the server cannot honour are refused, never ignored (decision 106).
  */
 #include <stdio.h>
 #include <string.h>
@@ -73,12 +70,11 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
             relock__batch_words(out, 4, "WAITAOF", "1", nrep, ntmo);
         else
             relock__batch_words(out, 3, "WAIT", nrep, ntmo);
-        /* Only the write's connection can ask (see the top of the file);
-         * the server answers after at most timeout_ms. */
+        /* Only the write's connection can ask; the server answers within
+         * timeout_ms. */
         out->pinned = 1;
         out->slow_ms = tmo;
-        m->h.pc = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, 1, 0);
     }
     if (in->fault == RELOCK__FAULT_UNSENT && in->fault_status == RELOCK_EDURABILITY) {
         relock__err_clear(&c->err);
@@ -118,9 +114,8 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
         return relock__done(&m->h, RELOCK__BAD_REPLY(c, what, r));
     }
     m->acked = got < 0 ? 0 : got > 0x7fffffffLL ? 0x7fffffff : (int)got;
-    /* Acknowledged too late: the lease the write made may have ended while
-     * the replicas caught up, and another client may hold the lock now.
-     * Never OK with no validity left (the caller undoes an acquire by
+    /* Acknowledged after the lease may have ended: another client may
+     * hold the lock now, so never OK (the caller undoes an acquire by
      * compare-and-delete, which cannot touch another holder's value). */
     if (got >= want && local >= 1 && in->mono_ms >= l->valid_until)
         st = RELOCK__FAIL(&c->err, RELOCK_EDURABILITY,

@@ -1,18 +1,10 @@
 /*
- * Earlier versions counted the fences of a whole-tag key such as "{a}" in the
- * counter of "a" (its name without the mark).  Its own counter is raised
- * to that one before each acquisition, so no token handed out under the
- * old name is ever handed out again or undercut (decision 82).  With
- * EVAL the raise is a script that only ever increases the counter; on a
- * server that runs without Lua but has WATCH (a Valkey 9.1 without its Lua
- * engine), a transaction that does the same; before 2.6 (legacy mode) the
- * counter is created from the old one if it does not exist yet (SETNX),
- * never lowered.
- *
- * The operation core runs the carry before an acquire's first attempt.  A
- * lost reply is a plain failure, never an ambiguous one: the raise only
- * ever moves the counter up to a value it had to reach anyway, so it may
- * run twice.
+ * Earlier versions counted the fences of a whole-tag key such as "{a}" in
+ * the counter of "a".  Its own counter is raised to that one before each
+ * acquisition, so no token handed out under the old name is handed out
+ * again or undercut (decision 82): by a script, by a transaction on a
+ * server without Lua, or before 2.6 by a SETNX of the old value.  A lost
+ * reply is a plain failure, not an ambiguous one: the raise may run twice.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +48,7 @@ static relock__step send_script(relock__fence_carry_m *m, relock_lock *l, relock
     relock__batch_reset(out);
     const char *args[] = {l->fence_key, m->before};
     relock__batch_script(out, l->c, RELOCK__SCRIPT_FENCE_CARRY, 2, 2, args, m->by_eval);
-    m->h.pc = F_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, F_SCRIPT, 0);
 }
 
 static relock__step watch_begin(relock__fence_carry_m *m, relock_lock *l, relock__batch *out)
@@ -142,9 +133,7 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
         relock__batch_reset(out);
         const char *s[] = {"SET", l->fence_key, relock__batch_num(out, m->old)};
         relock__batch_add(out, 3, s);
-        out->in_txn = 1;
-        m->h.pc = F_SET;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, F_SET, 1);
     }
     case F_SET:
         /* A SET refused inside MULTI (an ACL, memory) is an error with the

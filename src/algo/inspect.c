@@ -1,8 +1,7 @@
 /*
- * Read-only inspection of a lock key (`relock inspect`): the fence counter
- * (it outlives its lock: shown even for a free one), the owner record, the
- * value and its TTL, read in one batch by a step machine (inspect.h) that
- * relock_inspect() (src/api/operator.c) runs with the blocking driver.
+ * Read-only inspection of a lock key (`relock inspect`) in one batch: the
+ * fence counter (it outlives its lock: shown even for a free one), the
+ * owner record, the value and its TTL.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +39,7 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
             relock__batch_words(out, 2, "GET", m->okey);
         relock__batch_words(out, 2, "GET", l->key);
         relock__batch_words(out, 2, ms ? "PTTL" : "TTL", l->key);
-        m->h.pc = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, 1, 0);
     }
     /* The replies in order: a fault fails the call where a reply it needs
      * is missing (a free lock needs no TTL). */

@@ -1,20 +1,16 @@
 /*
  * Modern mode (servers >= 2.6.12, design.md §5.3): SET key token NX PX ttl to
  * acquire; compare-and-delete and compare-and-set to release and extend,
- * so a holder can never delete or prolong a lock that has passed to
- * someone else.
+ * so a holder never deletes or prolongs a lock passed to someone else.
  *
- * The compare-and-X has three ways, the best the server has first
- * (design.md §3.3, found by the probe, caps.h):
+ * The compare-and-X goes the best way the server has (design.md §3.3):
  *   native   release DELIFEQ (Valkey 9.0) or DELEX IFEQ (Redis 8.4), its
- *            release notice PUBLISHed in the same round trip; extend
- *            SET IFEQ PX (Valkey 8.1, Redis 8.4): one command each;
+ *            notice PUBLISHed in the same round trip; extend SET IFEQ PX
+ *            (Valkey 8.1, Redis 8.4);
  *   script   EVALSHA of a compare-and-X script (2.6 and later);
- *   WATCH    WATCH, GET, MULTI, the write, EXEC, for servers that run
- *            without Lua (Valkey 9.1 can) and have no native command.
- * The fence is incremented with a successful acquisition only: by the
- * acquire script, or without Lua inside the MULTI that sets the key, under
- * a WATCH of the key (decisions 97-100).
+ *   WATCH    WATCH, GET, MULTI, the write, EXEC: without Lua (Valkey 9.1).
+ * Only a successful acquisition increments the fence: in the acquire
+ * script, or without Lua in the MULTI that sets the key (decisions 97-100).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -30,8 +26,7 @@ static int has_lua(const relock_client *c)
     return (c->conn.caps & RELOCK_CAP_EVAL) != 0;
 }
 
-/* The best way the server offers to release, and to extend (an enum
- * relock__modern_way). */
+/* The best way the server offers to release, and to extend. */
 static int release_path(const relock_client *c)
 {
     if (c->conn.caps & RELOCK__CAP_DELIFEQ)
@@ -75,18 +70,6 @@ void relock__modern_paths(const relock_client *c, relock_paths *out)
 static const char *key_ttl(relock__batch *b, const relock_client *c, long long ttl_ms)
 {
     return relock__batch_num(b, (long long)ttl_ms + c->s.lock_delay_ms);
-}
-
-/* Sends one command of up to three words (the rest NULL) and goes to pc;
- * in_txn as relock__batch says. */
-static relock__step send1(relock__mhead *h, relock__batch *out, int pc, int in_txn,
-                          const char *w0, const char *w1, const char *w2)
-{
-    relock__batch_reset(out);
-    relock__batch_words(out, w2 ? 3 : w1 ? 2 : 1, w0, w1, w2);
-    out->in_txn = in_txn;
-    h->pc = pc;
-    return relock__send(h, out);
 }
 
 /* Copies a reply's string into a value buffer (a longer one cut to fit: it
@@ -146,18 +129,17 @@ static relock__step acq_fail(relock__modern_acq *m, relock_lock *l, const relock
 }
 
 /*
- * The reply to the acquire (SET, a script, EXEC) was lost: read the key
- * back on a fresh connection (the driver dropped the one that failed and
- * opens another): the lock is ours only if it provably holds our
- * token (tokens are unique).  Then nobody has acquired since, so the fence
- * counter holds our fence.  The loss's error stays recorded meanwhile.
+ * The reply to the acquire was lost: read the key back on a fresh
+ * connection.  The lock is ours only if it holds our (unique) token; then
+ * nobody acquired since, and the fence counter holds our fence.  The
+ * loss's error stays recorded meanwhile.
  */
 static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
                              relock__batch *out)
 {
     relock__fault_fail(l->c, in);
     m->readback = 1;
-    return send1(&m->h, out, R_GET, 0, "GET", l->key, NULL);
+    return relock__send_words(&m->h, out, R_GET, 0, 2, "GET", l->key);
 }
 
 static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
@@ -167,8 +149,7 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     /* An error reply (-LOADING from a restarted server that may have kept
      * our write) says nothing about the key: as unreadable as a fault. */
     if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
-        /* The ambiguity is the news; what lost the acquire's reply (a
-         * timeout, a reset) is kept as its cause. */
+        /* The ambiguity is the news; what lost the reply is its cause. */
         char cause[200];
         snprintf(cause, sizeof cause, "%.*s", (int)sizeof cause - 1, c->err.msg);
         relock__err_clear(&c->err);
@@ -185,7 +166,7 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
     if (!ours) /* the write never took effect: keep its I/O error */
         return relock__done(&m->h, c->err.pub.status);
     if (c->s.fencing)
-        return send1(&m->h, out, R_FENCE, 0, "GET", l->fence_key, NULL);
+        return relock__send_words(&m->h, out, R_FENCE, 0, 2, "GET", l->fence_key);
     relock__err_clear(&c->err);
     return acq_won(m, l, 0);
 }
@@ -194,9 +175,9 @@ static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const 
 {
     relock_client *c = l->c;
     if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
-        /* The lock is ours (our token is in the key) but its fence is
-         * unknown: no success (a fence of 0 would undercut every earlier
-         * holder's), and no "nothing happened" either. */
+        /* The lock is ours but its fence unknown: no success (a fence of
+         * 0 would undercut every earlier holder's), nor "nothing
+         * happened". */
         relock__err_clear(&c->err);
         return relock__done(&m->h,
                             RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
@@ -210,51 +191,43 @@ static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const 
     return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
 }
 
-/* The fenced acquire script, or with the way TAKEOVER the takeover
- * script: it sets our token where the key still holds the expired leftover
- * without a TTL (and raises the fence with fencing). */
+/* The fenced acquire script, or the takeover script (way TAKEOVER), which
+ * sets our token where the key still holds the expired leftover. */
 static relock__step send_script(relock__modern_acq *m, relock_lock *l, relock__batch *out)
 {
     relock_client *c = l->c;
     relock__batch_reset(out);
     const char *ttl = key_ttl(out, c, l->ttl_ms);
-    if (m->way == RELOCK__MW_TAKEOVER) {
-        const char *args[] = {l->key, l->fence_key, m->expected,
-                              l->value, ttl,        c->s.fencing ? "1" : "0"};
-        relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
-        m->h.pc = A_TAKE;
-    } else {
+    if (m->way != RELOCK__MW_TAKEOVER) {
         const char *args[] = {l->key, l->fence_key, l->value, ttl};
         relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_ACQUIRE, 2, 4, args, m->by_eval);
-        m->h.pc = A_SCRIPT;
+        return relock__send_at(&m->h, out, A_SCRIPT, 0);
     }
-    return relock__send(&m->h, out);
+    const char *args[] = {l->key, l->fence_key, m->expected,
+                          l->value, ttl,        c->s.fencing ? "1" : "0"};
+    relock__batch_script(out, c, RELOCK__SCRIPT_MODERN_TAKEOVER, 2, 6, args, m->by_eval);
+    return relock__send_at(&m->h, out, A_TAKE, 0);
 }
 
 /*
- * Without Lua: set our token where the key holds m->expected (a legacy
- * leftover, which must still have no TTL) or, not taking over, where it is
- * absent, with the fence incremented in the same MULTI, under a WATCH of
- * the key: a write by anyone between our look and EXEC makes EXEC fail
- * (nil), and then nothing was written and the attempt is busy.  Only a
- * success increments the fence, as the scripts do.  From WATCH to EXEC on
- * one connection (the batches are marked in_txn): a new one would run the
- * rest unwatched.
+ * Without Lua: set our token where the key is absent (or, taking over,
+ * still holds m->expected without a TTL), with the fence incremented in
+ * the same MULTI, under a WATCH of the key: a write by anyone before EXEC
+ * makes EXEC fail, nothing written, and the attempt busy.  From WATCH to
+ * EXEC on one connection: a new one would run the rest unwatched.
  */
 static relock__step watch_begin(relock__modern_acq *m, relock_lock *l, relock__batch *out)
 {
     if (m->way != RELOCK__MW_TAKEOVER)
         m->way = RELOCK__MW_WATCH;
-    return send1(&m->h, out, W_WATCH, 1, "WATCH", l->key, NULL);
+    return relock__send_words(&m->h, out, W_WATCH, 1, 2, "WATCH", l->key);
 }
 
 /*
  * The key is held by `found` (NULL: nothing was read) with TTL pttl.  A
  * value with a TTL is waited for.  A timestamp without one is a legacy
- * holder (design.md §5.3): a dead one is taken over once expired, so a
- * migrated fleet never waits forever on a leftover; a live one means a
- * legacy writer is still active.  Which it is needs the fleet's clock
- * (legacy.clock), asked of the driver for the next step.
+ * holder (design.md §5.3), taken over once expired so a migrated fleet
+ * never waits forever on a leftover: that needs the fleet's clock.
  */
 static relock__step held_by(relock__modern_acq *m, relock_lock *l, const char *found,
                             long long pttl, relock__batch *out)
@@ -274,10 +247,9 @@ static relock__step held_by(relock__modern_acq *m, relock_lock *l, const char *f
                                          l->key, found));
     if (found != m->expected)
         snprintf(m->expected, sizeof m->expected, "%s", found);
-    m->h.pc = A_FLEET;
     m->h.want_fleet = 1;
     relock__batch_reset(out);
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, A_FLEET, 0);
 }
 
 /* The fleet's clock is in: the leftover in m->expected is live (busy) or
@@ -300,17 +272,15 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
     long long end = (v.frac && v.frac_num > 0 ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
                     c->s.legacy.skew_margin_ms;
     long long now = in->fleet_ms;
-    /* Live or a dead holder's leftover: a legacy writer's value, a
-     * sighting either way (docs/migration.md, the marker key). */
+    /* A legacy writer's value, live or not: a sighting (docs/migration.md). */
     m->h.note_legacy = 1;
     if (now < end) {
         l->legacy_holder = 1;
         return busy(m, end - now);
     }
     if (!in->fleet_fresh && c->s.legacy.clock_server) {
-        /* A takeover never rests on the estimate of the server's clock
-         * kept from an earlier measurement (wrong by the step after a step
-         * of the server's clock): judged again on a fresh reading. */
+        /* A takeover never rests on an earlier estimate of the server's
+         * clock (wrong after a step of it): judged on a fresh reading. */
         m->h.want_fleet = RELOCK__FLEET_FRESH;
         relock__batch_reset(out);
         return relock__send(&m->h, out);
@@ -328,70 +298,8 @@ static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
 {
     int go = m->takeover ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
     if (!go)
-        return send1(&m->h, out, W_UNWATCH, 0, "UNWATCH", NULL, NULL);
-    return send1(&m->h, out, W_MULTI, 1, "MULTI", NULL, NULL);
-}
-
-static relock__step watch_step(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
-                               relock__batch *out)
-{
-    relock_client *c = l->c;
-    const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
-    relock_status st;
-    switch (m->h.pc) {
-    case W_WATCH:
-        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        return send1(&m->h, out, W_GET, 1, "GET", l->key, NULL);
-    case W_GET:
-        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        m->has = r->type == REDIS_REPLY_STRING;
-        copy_value(m->found, r);
-        m->pttl = -2;
-        if (!m->has)
-            return watch_decide(m, out);
-        return send1(&m->h, out, W_PTTL, 1, "PTTL", l->key, NULL);
-    case W_PTTL:
-        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        m->pttl = r->integer;
-        return watch_decide(m, out);
-    case W_UNWATCH:
-        /* Any reply ends the WATCH.  Taking over, the leftover changed:
-         * look again; else the key is held: judge the holder, outside the
-         * transaction. */
-        if (m->takeover)
-            return busy(m, 0);
-        return held_by(m, l, m->found, m->pttl, out);
-    case W_MULTI:
-        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        m->h.pc = W_SET;
-        relock__batch_reset(out);
-        relock__batch_words(out, 5, "SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms));
-        out->in_txn = 1;
-        return relock__send(&m->h, out);
-    case W_SET:
-    case W_INCR:
-        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
-            return relock__done(&m->h, st);
-        if (m->h.pc == W_SET && c->s.fencing)
-            return send1(&m->h, out, W_INCR, 1, "INCR", l->fence_key, NULL);
-        return send1(&m->h, out, W_EXEC, 0, "EXEC", NULL, NULL);
-    case W_EXEC:
-        if (r->type == REDIS_REPLY_NIL)
-            return busy(m, 0); /* someone wrote the key meanwhile: look again */
-        if (relock__reply_is(r, c->s.fencing ? "a[si$]" : "a[s$]"))
-            return acq_won(m, l, c->s.fencing ? r->element[1]->integer : 0);
-        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
-        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
-        return relock__done(&m->h, st);
-    default:
-        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                                "acquire %s: internal error (step %d)", l->name,
-                                                m->h.pc));
-    }
+        return relock__send_words(&m->h, out, W_UNWATCH, 0, 1, "UNWATCH");
+    return relock__send_words(&m->h, out, W_MULTI, 1, 1, "MULTI");
 }
 
 relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__feed *in,
@@ -401,11 +309,9 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
-    /* A fault ends the attempt with its error (in a transaction before
-     * EXEC nothing was written, and the driver never replaces its
-     * connection), except that a lost write (SET, a script, EXEC) may have
-     * run: it is read back, whose own faults readback_got() and
-     * readback_fence() judge. */
+    /* A fault ends the attempt with its error (before EXEC nothing was
+     * written), except that a lost write (SET, a script, EXEC) may have
+     * run: it is read back. */
     if (in->fault && m->h.pc != R_GET && m->h.pc != R_FENCE) {
         int pc = m->h.pc, wrote = pc == A_SET || pc == A_SCRIPT || pc == A_TAKE || pc == W_EXEC;
         m->h.want_fleet = 0;
@@ -421,14 +327,12 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
             m->way = RELOCK__MW_SCRIPT;
             return send_script(m, l, out);
         }
-        /* Without fencing: the plain SET NX PX, the fastest acquire there
-         * is. */
+        /* Without fencing: the plain SET NX PX, the fastest acquire. */
         m->way = RELOCK__MW_PLAIN;
-        m->h.pc = A_SET;
         relock__batch_reset(out);
         relock__batch_words(out, 6, "SET", l->key, l->value, "NX", "PX",
                             key_ttl(out, c, l->ttl_ms));
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, A_SET, 0);
 
     case A_SET:
         if (r->type == REDIS_REPLY_STATUS)
@@ -436,7 +340,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         if ((st = relock__reply_check(c, r, "n", "SET NX PX")) != RELOCK_OK)
             return relock__done(&m->h, st);
         /* Busy: learn when the holder's lease ends, to sleep until then. */
-        return send1(&m->h, out, A_PTTL, 0, "PTTL", l->key, NULL);
+        return relock__send_words(&m->h, out, A_PTTL, 0, 2, "PTTL", l->key);
 
     case A_PTTL:
         if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
@@ -444,7 +348,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         m->pttl = r->integer;
         if (m->pttl != -1)
             return held_by(m, l, "", m->pttl, out);
-        return send1(&m->h, out, A_GET, 0, "GET", l->key, NULL);
+        return relock__send_words(&m->h, out, A_GET, 0, 2, "GET", l->key);
 
     case A_GET:
         m->has = r->type == REDIS_REPLY_STRING;
@@ -452,9 +356,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return held_by(m, l, m->has ? m->found : NULL, -1, out);
 
     case A_SCRIPT:
-        /* With fencing: SET NX PX and INCR in one script, which also
-         * returns the holder's PTTL and value when busy (no second round
-         * trip). */
+        /* SET NX PX and INCR in one script, which also returns the
+         * holder's PTTL and value when busy. */
         if (relock__script_again(in, 0, &m->by_eval))
             return send_script(m, l, out);
         if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
@@ -482,8 +385,55 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return readback_got(m, l, in, out);
     case R_FENCE:
         return readback_fence(m, l, in);
+    case W_WATCH:
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        return relock__send_words(&m->h, out, W_GET, 1, 2, "GET", l->key);
+    case W_GET:
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->has = r->type == REDIS_REPLY_STRING;
+        copy_value(m->found, r);
+        m->pttl = -2;
+        if (!m->has)
+            return watch_decide(m, out);
+        return relock__send_words(&m->h, out, W_PTTL, 1, 2, "PTTL", l->key);
+    case W_PTTL:
+        if ((st = relock__reply_check(c, r, "i", "PTTL")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        m->pttl = r->integer;
+        return watch_decide(m, out);
+    case W_UNWATCH:
+        /* Any reply ends the WATCH.  Taking over, the leftover changed:
+         * look again; else judge the holder. */
+        if (m->takeover)
+            return busy(m, 0);
+        return held_by(m, l, m->found, m->pttl, out);
+    case W_MULTI:
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        relock__batch_reset(out);
+        relock__batch_words(out, 5, "SET", l->key, l->value, "PX", key_ttl(out, c, l->ttl_ms));
+        return relock__send_at(&m->h, out, W_SET, 1);
+    case W_SET:
+    case W_INCR:
+        if ((st = relock__reply_check(c, r, "s", m->h.pc == W_SET ? "SET" : "INCR")) != RELOCK_OK)
+            return relock__done(&m->h, st);
+        if (m->h.pc == W_SET && c->s.fencing)
+            return relock__send_words(&m->h, out, W_INCR, 1, 2, "INCR", l->fence_key);
+        return relock__send_words(&m->h, out, W_EXEC, 0, 1, "EXEC");
+    case W_EXEC:
+        if (r->type == REDIS_REPLY_NIL)
+            return busy(m, 0); /* someone wrote the key meanwhile: look again */
+        if (relock__reply_is(r, c->s.fencing ? "a[si$]" : "a[s$]"))
+            return acq_won(m, l, c->s.fencing ? r->element[1]->integer : 0);
+        st = RELOCK__BAD_REPLY(c, "EXEC of the acquire", r);
+        m->h.in_txn = 1; /* the connection's state is unknown: dropped */
+        return relock__done(&m->h, st);
     default:
-        return watch_step(m, l, in, out);
+        return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
+                                                "acquire %s: internal error (step %d)", l->name,
+                                                m->h.pc));
     }
 }
 
@@ -504,8 +454,8 @@ enum cx_pc {
 
 void relock__modern_cx_init(relock__modern_cx *m, int extend, long long ttl_ms)
 {
-    /* The channel's name is read only as the string the release writes
-     * there (cx_start): its first byte is cleared, not its whole 1.3 KB. */
+    /* The channel is read only as the string cx_start() writes: its first
+     * byte is cleared, not its whole 1.3 KB. */
     memset(m, 0, offsetof(relock__modern_cx, chan));
     m->chan[0] = '\0';
     m->h.hint_ms = -1;
@@ -562,14 +512,13 @@ static relock__step cx_send_script(relock__modern_cx *m, relock_lock *l, relock_
     const char *args[] = {l->key, l->value, m->extend ? key_ttl(out, c, m->ttl_ms) : m->chan};
     int id = m->extend ? RELOCK__SCRIPT_PEXPIRE_IF_EQ : RELOCK__SCRIPT_DEL_IF_EQ;
     relock__batch_script(out, c, id, 1, 3, args, m->by_eval);
-    m->h.pc = X_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, X_SCRIPT, 0);
 }
 
 static relock__step cx_watch(relock__modern_cx *m, relock_lock *l, relock__batch *out)
 {
     m->tries++;
-    return send1(&m->h, out, C_WATCH, 1, "WATCH", l->key, NULL);
+    return relock__send_words(&m->h, out, C_WATCH, 1, 2, "WATCH", l->key);
 }
 
 static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
@@ -597,17 +546,15 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
     case RELOCK__MW_SCRIPT:
         return cx_send_script(m, l, out);
     case RELOCK__MW_SET_IFEQ:
-        /* SET IFEQ with the new TTL: OK when it was ours, nil when the
-         * key is absent or holds another value (IFEQ never creates a
-         * key). */
+        /* OK when it was ours, nil when absent or another value (IFEQ
+         * never creates a key). */
         relock__batch_words(out, 7, "SET", l->key, l->value, "IFEQ", l->value, "PX",
                             key_ttl(out, c, m->ttl_ms));
         break;
     default:
-        /* DELIFEQ or DELEX IFEQ: 1 deleted, 0 absent or another value
-         * (the reply does not say which).  The notice rides in the same
-         * round trip; it is sent even when the lock turns out lost, which
-         * at worst wakes waiters for one look. */
+        /* 1 deleted, 0 absent or another value.  The notice rides in the
+         * same round trip, even when the lock turns out lost: at worst
+         * waiters wake for one look. */
         if (m->way == RELOCK__MW_DELIFEQ)
             relock__batch_words(out, 3, "DELIFEQ", l->key, l->value);
         else
@@ -615,8 +562,7 @@ static relock__step cx_start(relock__modern_cx *m, relock_lock *l, const relock_
         if (m->notify)
             relock__batch_words(out, 3, "PUBLISH", m->chan, "1");
     }
-    m->h.pc = X_NATIVE;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, X_NATIVE, 0);
 }
 
 static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock__feed *in)
@@ -671,16 +617,19 @@ static relock__step cx_script(relock__modern_cx *m, relock_lock *l, const relock
                                             cx_op(m), l->name));
 }
 
-/*
- * Without Lua and without a native command: WATCH the key, GET it, and
- * only if it holds our token, MULTI, the write (DEL and the notice, or
- * PEXPIRE), EXEC.  A write by anyone between our GET and EXEC makes EXEC
- * fail and we look again (RELOCK__MODERN_WATCH_TRIES).  From WATCH to
- * EXEC on one connection.
- */
-static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const relock__feed *in,
-                               relock__batch *out)
+relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed *in,
+                                    relock__batch *out)
 {
+    relock__modern_cx *m = vm;
+    if (m->h.pc == X_START)
+        return cx_start(m, l, in, out);
+    if (m->h.pc == X_NATIVE)
+        return cx_native(m, l, in);
+    if (m->h.pc == X_SCRIPT)
+        return cx_script(m, l, in, out);
+    /* Without Lua or a native command: WATCH, GET, and only if it holds
+     * our token, MULTI, the write (DEL and the notice, or PEXPIRE), EXEC.
+     * A write by anyone before EXEC makes it fail, and we look again. */
     relock_client *c = l->c;
     const redisReply *r = in->nreply > 0 ? in->reply[0] : NULL;
     relock_status st;
@@ -696,7 +645,7 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
     case C_WATCH:
         if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        return send1(&m->h, out, C_GET, 1, "GET", l->key, NULL);
+        return relock__send_words(&m->h, out, C_GET, 1, 2, "GET", l->key);
     case C_GET: {
         if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
@@ -704,8 +653,8 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         char found[RELOCK__VALUE_MAX];
         copy_value(found, r);
         if (m->absent || strcmp(found, l->value) != 0)
-            return send1(&m->h, out, C_UNWATCH, 0, "UNWATCH", NULL, NULL);
-        return send1(&m->h, out, C_MULTI, 1, "MULTI", NULL, NULL);
+            return relock__send_words(&m->h, out, C_UNWATCH, 0, 1, "UNWATCH");
+        return relock__send_words(&m->h, out, C_MULTI, 1, 1, "MULTI");
     }
     case C_UNWATCH:
         return cx_lost(m, l, in,
@@ -714,20 +663,18 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (!m->extend)
-            return send1(&m->h, out, C_WRITE, 1, "DEL", l->key, NULL);
-        m->h.pc = C_WRITE;
+            return relock__send_words(&m->h, out, C_WRITE, 1, 2, "DEL", l->key);
         relock__batch_reset(out);
         relock__batch_words(out, 3, "PEXPIRE", l->key, key_ttl(out, c, m->ttl_ms));
-        out->in_txn = 1;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, C_WRITE, 1);
     case C_WRITE:
     case C_PUBLISH: {
         const char *what = m->h.pc == C_PUBLISH ? "PUBLISH" : m->extend ? "PEXPIRE" : "DEL";
         if ((st = relock__reply_check(c, r, "s", what)) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (m->h.pc == C_WRITE && !m->extend && m->notify)
-            return send1(&m->h, out, C_PUBLISH, 1, "PUBLISH", m->chan, "1");
-        return send1(&m->h, out, C_EXEC, 0, "EXEC", NULL, NULL);
+            return relock__send_words(&m->h, out, C_PUBLISH, 1, 3, "PUBLISH", m->chan, "1");
+        return relock__send_words(&m->h, out, C_EXEC, 0, 1, "EXEC");
     }
     case C_EXEC:
         if (r->type == REDIS_REPLY_NIL) {
@@ -753,22 +700,6 @@ static relock__step cx_watched(relock__modern_cx *m, relock_lock *l, const reloc
         return relock__done(&m->h, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
                                                 "%s %s: internal error (step %d)", cx_op(m),
                                                 l->name, m->h.pc));
-    }
-}
-
-relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed *in,
-                                    relock__batch *out)
-{
-    relock__modern_cx *m = vm;
-    switch (m->h.pc) {
-    case X_START:
-        return cx_start(m, l, in, out);
-    case X_NATIVE:
-        return cx_native(m, l, in);
-    case X_SCRIPT:
-        return cx_script(m, l, in, out);
-    default:
-        return cx_watched(m, l, in, out);
     }
 }
 

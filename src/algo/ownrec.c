@@ -21,10 +21,9 @@ int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *val
     if (relock__owner_key(l->key, m->key, sizeof m->key) != 0)
         return 0;
     m->held = held;
-    /* The fence counter is compared too in the timestamp modes, whose
-     * values can repeat from one holder to the next (decision 87), on
-     * servers whose counter counts acquisitions only (not 2.0's), for a
-     * lock whose fence is known. */
+    /* The fence is compared too where values can repeat from one holder
+     * to the next (the timestamp modes, decision 87) and the counter
+     * counts acquisitions only (not 2.0's), when it is known. */
     m->fence = c->mode != RELOCK_MODE_MODERN && (c->conn.caps & RELOCK_CAP_WATCH) && l->fence > 0;
     snprintf(m->value, sizeof m->value, "%s", value);
     if (held)
@@ -71,8 +70,7 @@ static relock__step send_script(relock__owner_m *m, relock_lock *l, relock__batc
     const char *px = relock__batch_num(out, m->ms);
     const char *args[] = {l->key, l->fence_key, m->key, m->value, f, m->held ? m->info : "", px};
     relock__batch_script(out, c, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args, m->by_eval);
-    m->h.pc = P_SCRIPT;
-    return relock__send(&m->h, out);
+    return relock__send_at(&m->h, out, P_SCRIPT, 0);
 }
 
 relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in,
@@ -91,9 +89,7 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
             relock__batch_words(out, 2, "GET", l->key);
             if (m->fence)
                 relock__batch_words(out, 2, "GET", l->fence_key);
-            out->in_txn = 1;
-            m->h.pc = P_READ;
-            return relock__send(&m->h, out);
+            return relock__send_at(&m->h, out, P_READ, 1);
         }
         /* 2.0: no WATCH, no script.  The look narrows the window to one
          * round trip; the record informs, it decides nothing. */
@@ -117,16 +113,13 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
     case P_UNWATCH:
         return finish(m, 0, !answered || !relock__reply_is(in->reply[0], "s"));
     case P_MULTI:
-        if (!answered || !relock__reply_is(in->reply[0], "s"))
-            return finish(m, 0, 1);
-        record_cmd(m, c, out);
-        out->in_txn = 1;
-        m->h.pc = P_QUEUED;
-        return relock__send(&m->h, out);
     case P_QUEUED:
         if (!answered || !relock__reply_is(in->reply[0], "s"))
             return finish(m, 0, 1);
-        return relock__send_words(&m->h, out, P_EXEC, 0, 1, "EXEC");
+        if (m->h.pc == P_QUEUED)
+            return relock__send_words(&m->h, out, P_EXEC, 0, 1, "EXEC");
+        record_cmd(m, c, out);
+        return relock__send_at(&m->h, out, P_QUEUED, 1);
     case P_EXEC:
         /* nil: the lock was written meanwhile, the record not. */
         if (!answered || !relock__reply_is(in->reply[0], "an"))
@@ -136,8 +129,7 @@ relock__step relock__owner_step(void *mv, relock_lock *l, const relock__feed *in
         if (!answered || !holds(in->reply[0], m->value))
             return finish(m, 0, 0);
         record_cmd(m, c, out);
-        m->h.pc = P_WRITE;
-        return relock__send(&m->h, out);
+        return relock__send_at(&m->h, out, P_WRITE, 0);
     default: /* P_WRITE */
         return finish(m, answered && relock__reply_is(in->reply[0], "si"), 0);
     }

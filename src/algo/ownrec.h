@@ -1,19 +1,9 @@
 /*
- * The owner record (owner_info) written or deleted beside a lock, as a
- * step machine (ownrec.c), only while the lock key holds the holder's
- * value (decision 108).  The record's text (host, pid, time) is made by
- * the driver's side before the start (relock__owner_info).
- *
- *   EVAL:  EVALSHA owner_if_held (EVAL on NOSCRIPT)
- *   WATCH: WATCH key [fence]; GET key; [GET fence]
- *          -> not ours: UNWATCH
- *          -> ours:     MULTI | PSETEX (SETEX before 2.6) or DEL | EXEC
- *   2.0:   GET key -> ours: PSETEX/SETEX or DEL (a look, then the write)
- *
- * The record informs and decides nothing: the outcome (st) says whether
- * it was written, and callers keep their own outcome and error.  A
- * transaction that did not end cleanly is left marked in the head
- * (in_txn), so the driver drops the connection.
+ * The owner record (owner_info) written or deleted beside a lock, only
+ * while the lock key holds the holder's value (decision 108): by script,
+ * by WATCH of the key (and fence), GET, MULTI, the write, EXEC, or on 2.0
+ * by a look and then the write.  The record informs and decides nothing:
+ * st says whether it was written; callers keep their own outcome.
  */
 #ifndef RELOCK_OWNREC_H
 #define RELOCK_OWNREC_H

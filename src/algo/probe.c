@@ -52,12 +52,9 @@ static int parse_info(const char *text, int *major, int *minor, int *patch)
     return -1;
 }
 
-/*
- * A refusal for want of a password (NOAUTH) or of an ACL permission
- * (NOPERM) says nothing about the server's version: taken for "unknown
- * command", it would make a 7.x server look like 2.0.  It is a
- * configuration error.
- */
+/* A refusal for want of a password (NOAUTH) or permission (NOPERM) is a
+ * configuration error: taken for "unknown command", it would make a 7.x
+ * server look like 2.0. */
 static int refused_by_acl(relock_client *c, const char *cmd, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ERROR ||
@@ -101,16 +98,13 @@ static int mentions(const redisReply *r, const char *word, int depth)
 }
 
 /*
- * What the version cannot tell (design.md §3.3): whether Lua is there at all
- * (Valkey 9.1 may run without it: EVAL is then an unknown command), and the
- * native compare-and-set commands.  One COMMAND DOCS (Redis 7.0 and later,
- * Valkey) answers both: it leaves out commands the server does not have,
- * and SET's documented arguments name its IFEQ condition where it exists.
- * A read-only command without keys: harmless on a replica and in a
- * Cluster.  A refusal (COMMAND DOCS before 7.0, an ACL without COMMAND)
- * leaves what the version said: Lua present, no native commands, the path
- * of every earlier server.  Servers before 2.8.13 have no COMMAND at all
- * and are not asked.
+ * What the version cannot tell (design.md §3.3): whether Lua is there
+ * (Valkey 9.1 may run without it), and the native compare-and-set
+ * commands.  One COMMAND DOCS (Redis 7.0, Valkey) answers both: it leaves
+ * out commands the server lacks, and SET's arguments name IFEQ where it
+ * exists; read-only and keyless, so harmless on a replica and in a
+ * Cluster.  A refusal leaves what the version said (Lua, no native
+ * commands).  Servers before 2.8.13 have no COMMAND and are not asked.
  */
 static relock__step natives(relock__probe_m *m, relock_client *c, relock__batch *out)
 {
@@ -146,9 +140,8 @@ static void natives_read(relock__conn *conn, const redisReply *r)
 
 /* Whether an error reply says the server lacks the command (or, with
  * syntax, the form tried): only that is evidence about the version.  Any
- * other error (-LOADING while a restarted server reads its data, -BUSY,
- * -MASTERDOWN) says nothing about it, and fails the probe (RELOCK_EPROTO)
- * rather than make a 2.2 server look like 2.0. */
+ * other error (-LOADING, -BUSY) fails the probe rather than make a 2.2
+ * server look like 2.0. */
 static int lacks(const redisReply *r, int syntax)
 {
     if (r->type != REDIS_REPLY_ERROR)
@@ -213,10 +206,9 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
         set_version(&c->conn, 2, r->type == REDIS_REPLY_STATUS ? 2 : 0, 0);
         return natives(m, c, out);
     case P_DOCS:
-        /* A "not now" error tells nothing of the commands: the version's
-         * guess (EVAL from 2.6) must not stand for the server's answer, on
-         * a server without Lua say.  Any other error (an older COMMAND
-         * without DOCS, an ACL refusal) leaves the version's guess. */
+        /* A "not now" error tells nothing of the commands, and the
+         * version's guess (EVAL from 2.6) must not stand for an answer;
+         * any other error (no DOCS, an ACL) leaves the guess. */
         if (r->type == REDIS_REPLY_ERROR && relock__reply_transient(r->str))
             return relock__done(&m->h, RELOCK__BAD_REPLY(c, "COMMAND DOCS (probe)", r));
         natives_read(&c->conn, r);

@@ -1,8 +1,6 @@
 /*
- * The server probe's step machine (probe.c, design.md §3.1): INFO for the
- * version (or, where INFO is refused, which harmless commands are), then
- * COMMAND DOCS for Lua and the native compare-and-set commands.  It writes
- * what it learns into l->c->conn (version, major, minor, patch, caps).
+ * The server probe's step machine (probe.c, design.md §3.1): it writes the
+ * version and capabilities it learns into l->c->conn.
  */
 #ifndef RELOCK_PROBE_H
 #define RELOCK_PROBE_H

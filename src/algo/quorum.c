@@ -1,24 +1,17 @@
 /*
- * Quorum locks over independent masters (design.md §9.1, the Redlock scheme),
- * used whenever `servers` lists more than one.
+ * Quorum locks over independent masters (design.md §9.1, the Redlock
+ * scheme), used whenever `servers` lists more than one.
  *
- * Every request goes to all servers at once, each server with a short
- * timeout of its own, so one slow or dead server costs its timeout once,
- * not once per server.  A request is decided as soon as a majority has
- * done what it asked (every server has been sent it by then), or so many
- * said no that no majority can say yes: one slow or paused server does not
- * slow a quorum that does not need it.  Values are modern tokens (unique),
- * so ownership needs no timestamps.
+ * Every request goes to all servers at once, each with a short timeout of
+ * its own, so a dead server costs its timeout once, not once per server.
+ * A request is decided as soon as a majority did what it asked, or so many
+ * said no that no majority can say yes: a slow server does not slow a
+ * quorum that does not need it.  Values are unique tokens.
  *
  * Acquire wins on a majority within the validity time.  The fencing token
- * is the largest counter of that majority, and before success is declared
- * the majority's counters are raised to it: any later majority shares a
- * server with this one, whose counter is then at least our token, so the
- * next holder's token is larger.
- *
- * The machine is fed each server's reply as it comes and decides each
- * round; the connections, the replies owed to earlier rounds and the
- * rounds' deadlines are the operation core's fan-out (src/core/fanout.c).
+ * is the largest counter of that majority, whose counters are raised to it
+ * before success is declared: any later majority shares a server with this
+ * one, so the next holder's token is larger.
  */
 #include <stdio.h>
 #include <string.h>
@@ -40,15 +33,13 @@ static unsigned all_servers(const relock_client *c)
 
 long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms)
 {
-    /* Short against the lease (design.md §9.1), so a dead server cannot eat
-     * the validity. */
+    /* Short against the lease, so a dead server cannot eat the validity. */
     long long t = ttl_ms / 10 > 10 ? ttl_ms / 10 : 10;
     return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;
 }
 
-/* What a server that ran the round's script answers: an integer, or
- * (acquire) an array of two integers.  Errors and anything else are not
- * answers. */
+/* The answer of a server that ran the round's script: an integer, or
+ * (acquire) an array of two. */
 static const char *shape_of(int pc)
 {
     return pc == Q_ACQ ? "a[ii]" : "i";
@@ -134,8 +125,8 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         if (!(r->live & bit))
             continue; /* nothing asked of it */
         if (relock__script_again(s, 0, &r->by_eval[i])) {
-            /* Its script cache was emptied (SCRIPT FLUSH) since it was
-             * connected: send the text, at once and to it alone. */
+            /* Its script cache was emptied since it was connected: send the
+             * text, at once and to it alone. */
             relock__batch_reset(&out->b[i]);
             relock__batch_script(&out->b[i], c, m->id, m->nkeys, m->nargs, m->args, 1);
             again |= bit;
@@ -165,22 +156,18 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         }
     }
     int asked = __builtin_popcount(r->asked);
-    /* A delete round (a release, or the clean-up of a failed acquire or
-     * of an extend found lost) is not decided while one of its deletes is
-     * not wholly written (a new connection still connecting): the driver
-     * would drop it unsent, and our token could stay there for the lease,
-     * however many other servers deleted theirs.  Its deadline still
-     * bounds it. */
+    /* A delete round is not decided, short of its deadline, while one of
+     * its deletes is not wholly written (a connection still connecting):
+     * the driver would drop it unsent, and our token stay there for the
+     * lease. */
     int unwritten = (m->h.pc == Q_REL || m->h.pc == Q_ACQ_DEL || m->h.pc == Q_EXT_DEL) &&
                     (r->live & ~in->written) != 0;
-    /* Decided: enough said yes, or so many said no that the rest cannot
-     * make up `need` (a dead or silent server decides nothing: its reply,
-     * or its timeout, is waited for). */
+    /* Decided: enough said yes, or so many no that the rest cannot make up
+     * `need` (a silent server's reply, or timeout, is waited for). */
     if (r->live == 0 || in->mono_ms >= r->deadline ||
         (!unwritten && (r->good >= r->need || r->answered - r->good > asked - r->need))) {
-        /* Late or not, a server whose request was written may run it:
-         * it owes its reply, and a failed acquire's clean-up goes to it
-         * (behind that request, on its connection). */
+        /* A server whose request was written may run it, late or not: it
+         * owes its reply, and a failed acquire's clean-up goes behind it. */
         r->owing = r->live & in->written;
         return 1;
     }
@@ -199,9 +186,9 @@ static int refused(const relock_client *c, int said_no)
     return c->s.nservers - said_no < majority(c);
 }
 
-/* Too few servers answered to decide: st, or RELOCK_ECONFIG when a server
- * refused AUTH or SELECT; the first server error is part of the message,
- * after the consequence (NULL: a majority is needed). */
+/* Too few servers answered to decide: st (or RELOCK_ECONFIG for a refused
+ * AUTH or SELECT), the consequence (NULL: a majority is needed) and the
+ * first server error in the message. */
 static relock_status undecided(relock_client *c, relock_status st, const char *what,
                                const relock_lock *l, const relock__qround *f,
                                const char *consequence)
@@ -254,22 +241,17 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
 {
     relock_client *c = l->c;
     const relock__qround *f = &m->first;
-    if (refused(c, f->answered - m->nwon) || (m->nwon >= majority(c) && !m->raise_failed) ||
-        (f->answered >= majority(c) && !m->raise_failed)) {
-        /* Held elsewhere, or won too slowly, or a majority answered and
-         * some of it said held (a holder, or a release half-way, while
-         * another server is silent): wait and try again.  Only fewer
-         * answers than a majority is an error.  No TTL known: the backoff
-         * decides. */
+    if (refused(c, f->answered - m->nwon) || (f->answered >= majority(c) && !m->raise_failed)) {
+        /* Held elsewhere, won too slowly, or a majority answered and some
+         * said held: wait and try again.  Only fewer answers than a
+         * majority is an error.  No TTL known: the backoff decides. */
         m->h.hint_ms = m->shortest >= 0
                            ? (m->shortest > 0x7fffffffLL ? 0x7fffffffL : (long)m->shortest)
                            : -1;
-        /* A release may be half-way through the servers: some said yes
-         * while too few said held to refuse, or a release notice came just
-         * before this attempt (the releasing client reaches the other
-         * servers a moment later).  Look again after a server's timeout
-         * rather than a whole backoff, once per notice.  Without a notice,
-         * a majority that says held is a holder, and the backoff stands. */
+        /* A release may be half-way through the servers (some said yes,
+         * too few held to refuse, or a notice came just before): look again
+         * after a server's timeout rather than a backoff, once per notice.
+         * Without one, a majority that says held is a holder. */
         if (((m->nwon > 0 && m->nwon < majority(c) && !refused(c, f->answered - m->nwon)) ||
              l->after_notice) &&
             (m->h.hint_ms < 0 || m->tmo < m->h.hint_ms))
@@ -286,27 +268,21 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
     return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, NULL));
 }
 
-/* The acquire has no majority in time: leave no partial hold behind,
- * wherever our token may be: where we won, where the request was written
- * and no reply came (late servers run the acquire all the same), and where
- * the connection failed after the request was written.  The delete follows
- * the acquire on each connection still open (out->after); a failed
- * connection's server is sent it on a new one, where the old one's
- * request has run or never will. */
+/* The acquire has no majority in time: delete our token wherever it may
+ * be (won, written without a reply, or written before the connection
+ * failed), behind the acquire on each connection still open; a failed
+ * one's server gets it on a new one, where the old request ran or never
+ * will. */
 static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
 {
     unsigned maybe = m->won | m->first.owing | m->first.unsure;
     if (!maybe)
         return acquire_end(m, l);
-    /* The delete announces a release only when the attempt won a majority
-     * (too slowly, or its counters could not be raised): then others found
-     * the lock held, and it is free now.  Short of a majority nobody held
-     * anything the delete frees, and a notice would wake every waiter for
-     * nothing, this one first: it would try again, undo and wake itself at
-     * network speed.  Contenders that split the servers so undo in silence
-     * and sleep their own jittered backoff instead of waking each other
-     * without end; a waiter a late server refused finds the lock free
-     * within one backoff. */
+    /* The delete announces a release only after a majority was won: then
+     * others found the lock held.  Short of one, a notice would wake every
+     * waiter for nothing, this one first, and contenders that split the
+     * servers would wake each other without end; they undo in silence and
+     * sleep their jittered backoff. */
     relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
     out->after = maybe;
     return s;
@@ -333,9 +309,8 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
         case RELOCK__Q_ACQUIRE:
             if (relock__fence_key_before(l->key, m->before, sizeof m->before) == 1) {
                 /* A whole-tag key: carry its earlier counter over first
-                 * (keys.c).  Best effort: a server it does not reach
-                 * keeps the lower counter until a later acquisition
-                 * carries it over there. */
+                 * (keys.c), best effort: a later acquisition carries it to
+                 * a server this one does not reach. */
                 const char *args[] = {l->fence_key, m->before};
                 return round_begin(m, c, Q_CARRY, all_servers(c), RELOCK__SCRIPT_FENCE_CARRY, 2,
                                    2, args, c->s.nservers, out);
@@ -344,9 +319,8 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
         case RELOCK__Q_RELEASE:
             return delete_round(m, l, Q_REL, all_servers(c), majority(c), 1, out);
         default:
-            /* The servers may hold the new lease from now on whatever we
-             * hear back: a shorter one shortens our validity now, and it
-             * stays so unless a majority extends in time. */
+            /* The servers may hold the new lease from now on: a shorter
+             * one shortens our validity unless a majority extends in time. */
             l->valid_until = relock__valid_min(l->valid_until,
                                                relock__valid_until(in->mono_ms, m->ttl_ms));
             snprintf(m->num, sizeof m->num, "%lld", m->ttl_ms);
@@ -420,15 +394,12 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             return relock__done(&m->h, RELOCK_OK);
         }
         if (r->good >= majority(c) || refused(c, r->answered - r->good)) {
-            /* Lost: the handle will not be released, so our value goes
-             * now from the servers that did extend it, rather than block
-             * others for a whole ttl (our token is unique: nobody else's
-             * is hit). */
+            /* Lost: the handle will not be released, so our (unique) value
+             * goes now from the servers that extended it. */
             m->first = *r;
             m->tmo = relock__quorum_server_timeout(c, l->ttl_ms); /* the lease held */
             s = delete_round(m, l, Q_EXT_DEL, all_servers(c), majority(c), 1, out);
-            /* A server still owing the extend's reply is not left alone
-             * for being late: the delete goes behind the extend there. */
+            /* The delete goes behind the extend on a server owing its reply. */
             out->after = m->first.owing;
             return s;
         }

@@ -21,6 +21,13 @@ relock__step relock__send(relock__mhead *h, const relock__batch *out)
     return RELOCK__STEP_SEND;
 }
 
+relock__step relock__send_at(relock__mhead *h, relock__batch *out, int pc, int in_txn)
+{
+    out->in_txn = in_txn;
+    h->pc = pc;
+    return relock__send(h, out);
+}
+
 /* ------------------------------------------------------------------ batches */
 
 /* Marks the batch: relock__batch_ok() says no, every later add fails. */
@@ -143,9 +150,7 @@ relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, in
     va_start(ap, argc);
     add_words(out, argc, ap);
     va_end(ap);
-    out->in_txn = in_txn;
-    h->pc = pc;
-    return relock__send(h, out);
+    return relock__send_at(h, out, pc, in_txn);
 }
 
 long long relock__reply_elem_int(const redisReply *r, size_t i)
@@ -284,10 +289,9 @@ relock_status relock__bad_reply(relock_client *c, const char *file, int line, co
     /* No server: a machine run by a driver without connections. */
     static const relock__server nowhere = {.host = "(no server)"};
     const relock__server *srv = c->conn.srv ? c->conn.srv : &nowhere;
-    /* WRONGTYPE since 2.8; "ERR Operation against a key holding the wrong
-     * kind of value" before: a key of another program, not a lock.  The
-     * reply does not say which key or type; the public calls that know the
-     * key name the type afterwards (relock__foreign_type()). */
+    /* WRONGTYPE since 2.8, "wrong kind of value" before: a key of another
+     * program.  The public calls that know the key name its type
+     * afterwards (relock__foreign_type()). */
     if (r && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "WRONGTYPE", 9) == 0 || strstr(r->str, "wrong kind of value")))
         return relock__err_set(&c->err, RELOCK_EFOREIGN, file, line, r->str,

@@ -1,11 +1,7 @@
 /*
- * The engine's shared parts (design.md §2.1): the head every step machine
- * starts with, building the batch a machine sends, checking the replies it
- * gets, the EVALSHA-then-EVAL transition.
- *
- * Nothing here does I/O, and nothing reads a clock or draws randomness: a
- * machine written with these helpers behaves the same under every driver,
- * the simulator's included.
+ * The engine's shared parts (design.md §2.1).  Nothing here does I/O, reads
+ * a clock or draws randomness: a machine written with these helpers behaves
+ * the same under every driver, the simulator's included.
  */
 #ifndef RELOCK_ENGINE_ENGINE_H
 #define RELOCK_ENGINE_ENGINE_H
@@ -15,29 +11,25 @@
 
 /* ------------------------------------------------------------------ machines */
 
-/*
- * The first member of every machine.  A machine is started by zeroing it
- * (and setting its own inputs); the driver reads the head, never the rest.
- */
+/* The first member of every machine, started by zeroing it (and setting
+ * its inputs); the driver reads the head, never the rest. */
 typedef struct relock__mhead {
     int pc;           /* where the machine is; 0 = not started */
     relock_status st; /* the outcome, once DONE */
     long hint_ms;     /* acquire attempt BUSY: holder's remaining ms, or -1 */
-    /* The connection is inside WATCH/MULTI now: set from the batch last
-     * sent (relock__send); a machine that ends with it set left a
-     * transaction open, and the driver (the operation core) then closes
-     * the connection, which discards it. */
+    /* The connection is inside WATCH/MULTI now (from the batch last sent);
+     * a machine that ends with it set left a transaction open, and the
+     * driver closes the connection, which discards it. */
     int in_txn;
-    /* The next feed must carry fleet_ms (the fleet's clock, legacy.clock):
-     * the driver reads it just before it calls the machine.  Set before
-     * the first call for the first feed.  A failure to read it is fed as
-     * a fault UNSENT (after the batch's replies, if any; a batch that
-     * failed is fed its own fault, without the clock).  A batch may be
-     * empty (no command): the feed then brings only the times. */
+    /* The next feed must carry fleet_ms (the fleet's clock, legacy.clock),
+     * read just before the call (set before the first call for the first
+     * feed).  A failure to read it is fed as a fault UNSENT after the
+     * batch's replies; a failed batch is fed its own fault.  The batch may
+     * be empty: the feed then brings only the times. */
     int want_fleet;
     /* The machine met a value only a legacy client can have written: the
-     * driver writes the marker `relock scan` reads after the machine ends
-     * (src/core/operation.c).  Informational: a failure is nobody's. */
+     * driver writes the marker `relock scan` reads (src/core/operation.c);
+     * a failure to write it is nobody's. */
     int note_legacy;
 } relock__mhead;
 
@@ -46,11 +38,10 @@ typedef struct relock__mhead {
 #define RELOCK__FLEET_FRESH 2
 
 /* A machine's step function (docs/architecture.md).  The first call has
- * in->nreply == 0, no fault, and the times; each later call has the
- * replies to the batch the previous call filled.  Returns
- * RELOCK__STEP_SEND with *out filled (relock__send), or RELOCK__STEP_DONE
- * with the head's st set and any error recorded on l->c->err
- * (relock__done). */
+ * no reply, no fault, and the times; each later one the replies to the
+ * batch the previous call filled.  Returns RELOCK__STEP_SEND with *out
+ * filled, or RELOCK__STEP_DONE with the head's st set and any error on
+ * l->c->err. */
 typedef relock__step (*relock__step_fn)(void *m, relock_lock *l, const relock__feed *in,
                                         relock__batch *out);
 
@@ -58,13 +49,14 @@ typedef relock__step (*relock__step_fn)(void *m, relock_lock *l, const relock__f
 relock__step relock__done(relock__mhead *h, relock_status st);
 /* The batch in *out is ready to send: records out->in_txn in the head. */
 relock__step relock__send(relock__mhead *h, const relock__batch *out);
-/* A machine that has not ended after this many batches is stopped with
- * RELOCK_EPROTO by the operation core: every machine ends in a few, so it
- * is a machine's bug. */
+/* A machine not ended after this many batches is stopped with
+ * RELOCK_EPROTO: every machine ends in a few, so it is a machine's bug. */
 #define RELOCK__DRIVE_MAX_STEPS 256
-/* Resets *out to one command of the argc words that follow, marks it
- * inside a transaction or not (in_txn), moves the machine to pc and sends
- * it. */
+/* Marks the batch in *out inside a transaction or not (in_txn), moves the
+ * machine to pc and sends it. */
+relock__step relock__send_at(relock__mhead *h, relock__batch *out, int pc, int in_txn);
+/* relock__send_at() of a batch reset to one command of the argc words
+ * that follow. */
 relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, int in_txn,
                                 int argc, ...);
 
@@ -72,12 +64,11 @@ relock__step relock__send_words(relock__mhead *h, relock__batch *out, int pc, in
 
 void relock__batch_reset(relock__batch *b);
 /*
- * Appends a command of argc words (NUL-terminated; the words are pointed
- * at, so they must live until the batch is sent: literals, the lock's key
- * and value, the client's script SHA-1s, or text from relock__batch_fmt).
- * Returns the command's index in the batch, or -1 when the batch or the
- * command is too large, which also marks the batch so that a driver
- * refuses it (relock__batch_ok): a machine's fault, caught by its tests.
+ * Appends a command of argc NUL-terminated words, pointed at: they must
+ * live until the batch is sent (literals, the lock's strings, the script
+ * SHA-1s, relock__batch_fmt's text).  Returns the command's index, or -1
+ * when the batch or the command is too large, which also marks the batch
+ * for the driver to refuse (relock__batch_ok): a machine's fault.
  */
 int relock__batch_add(relock__batch *b, int argc, const char *const *argv);
 /* Formats text into the batch's scratch space and returns it, valid as
@@ -91,34 +82,25 @@ int relock__batch_words(relock__batch *b, int argc, ...);
 /* Whether the batch was built without overflowing. */
 int relock__batch_ok(const relock__batch *b);
 /*
- * The empty batch b holds its commands in cmd (cap of them, at most
- * RELOCK__BATCH_CMDS) until the next reset: for a machine that pipelines
- * more commands than a batch holds itself (the scan reads a couple of
- * hundred keys at once).  cmd belongs to the machine and lives as long as
- * the batch is in flight.  A machine that asks for the fleet's clock
- * (want_fleet) sends no wide batch: the asynchronous driver keeps the
- * replies waiting for the clock in RELOCK__BATCH_OWN places.  A bad call
- * marks the batch (relock__batch_ok).
+ * The empty batch b holds its commands in the machine's cmd (cap of them,
+ * at most RELOCK__BATCH_CMDS) until the next reset, for a machine that
+ * pipelines more than a batch holds (the scan).  cmd lives as long as the
+ * batch is in flight.  A wide batch never asks for the fleet's clock: the
+ * asynchronous driver keeps replies waiting for it in RELOCK__BATCH_OWN
+ * places.  A bad call marks the batch.
  */
 void relock__batch_widen(relock__batch *b, relock__cmd *cmd, int cap);
 
 /* ------------------------------------------------------------------ replies */
 
 /*
- * Checks a reply's shape against shape, a short description:
- *   one or more letters, the types allowed at the top:
- *     s status, b bulk string, i integer, n nil, a array, e error reply,
- *     ? any type;
- *   after 'a', optionally "[...]": one letter (or a group of letters in
- *   parentheses, any of them) per leading element the array must have,
- *   and '$' before ']' when it must have no more.
- * Examples: "bn" (GET), "i", "na[si$]" (EXEC of MULTI, SET, INCR),
- * "a[ii]" (at least two integers), "a[(in)b]".
- * An error reply that shape does not allow is recorded as the server's
- * error (RELOCK_EPROTO, or RELOCK_EFOREIGN for WRONGTYPE), any other
- * mismatch as "WHAT on HOST:PORT: unexpected T reply" (RELOCK_EPROTO),
- * both on c->err as RELOCK__BAD_REPLY does.  A NULL reply never matches.
- * Returns RELOCK_OK or the status recorded.
+ * Checks a reply against shape: the letters of the types allowed at the
+ * top (s status, b bulk string, i integer, n nil, a array, e error, ? any);
+ * after 'a', optionally "[...]": one letter, or a group in parentheses,
+ * per leading element the array must have, and '$' before ']' when it
+ * must have no more.  Examples: "bn" (GET), "na[si$]" (EXEC of MULTI, SET,
+ * INCR), "a[(in)b]".  A NULL reply never matches; a mismatch is recorded
+ * on c->err as RELOCK__BAD_REPLY does.  Returns RELOCK_OK or its status.
  */
 relock_status relock__reply_check_at(relock_client *c, const char *file, int line,
                                      const redisReply *r, const char *shape, const char *what);
@@ -130,38 +112,27 @@ int relock__reply_is(const redisReply *r, const char *shape);
 long long relock__reply_elem_int(const redisReply *r, size_t i);
 
 /* A fault ended the batch: records the driver's words for it on c->err
- * (kept if an error is recorded already: the first is the most precise)
- * and returns its status. */
+ * (unless an error, the more precise, is there) and returns its status. */
 relock_status relock__fault_fail(relock_client *c, const relock__feed *in);
-/* Records RELOCK_EPROTO for a reply of an unexpected type or an error
- * reply, naming the command. */
+/* Records a reply of an unexpected type or an error reply, naming the
+ * command: RELOCK_EPROTO, or RELOCK_EFOREIGN for a WRONGTYPE error. */
 relock_status relock__bad_reply(relock_client *c, const char *file, int line, const char *what,
                                 const redisReply *r);
 #define RELOCK__BAD_REPLY(c, what, r) relock__bad_reply((c), __FILE__, __LINE__, (what), (r))
-/* Whether a server's error text says "not now" rather than "never": a
- * restarted server loading its data (LOADING), one busy in a long script
- * (BUSY), a replica cut off from its master (MASTERDOWN), a Cluster slot
- * moving (TRYAGAIN).  Such a reply tells nothing about what the server
- * can do. */
+/* Whether a server's error says "not now" (LOADING, BUSY, MASTERDOWN,
+ * TRYAGAIN) rather than "never": it tells nothing of what the server can
+ * do. */
 int relock__reply_transient(const char *text);
 
 /* ------------------------------------------------------------------ scripts */
 
-/*
- * Appends a script call: EVALSHA of the script's SHA-1 (c->sha[id]), or
- * with by_eval the script's text by EVAL, with nkeys keys first among the
- * nargs arguments.  Returns the command's index, or -1 as
- * relock__batch_add.
- */
+/* Appends EVALSHA of script id (or with by_eval EVAL of its text) with
+ * nkeys keys first among nargs arguments; returns as relock__batch_add. */
 int relock__batch_script(relock__batch *b, const relock_client *c, int id, int nkeys, int nargs,
                          const char *const *args, int by_eval);
-/*
- * The EVALSHA-then-EVAL transition, called with the feed of a batch whose
- * command idx was a script call: when its reply is a NOSCRIPT error and
- * the call was by EVALSHA (*by_eval 0), sets *by_eval and returns 1: the
- * machine sends the same call again (now by EVAL) and stays where it is.
- * Returns 0 otherwise (the reply is the script's, or an error to judge).
- */
+/* Called with the feed of a batch whose command idx was a script call:
+ * when it answered NOSCRIPT to EVALSHA, sets *by_eval and returns 1 (the
+ * machine sends the call again by EVAL); else 0, the reply to judge. */
 int relock__script_again(const relock__feed *in, int idx, int *by_eval);
 
 #endif

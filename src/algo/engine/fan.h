@@ -1,16 +1,11 @@
 /*
  * The engine over several connections (design.md §9.1, the quorum): a fan
- * machine sends one batch per server, and is fed back each server's
- * replies as they arrive, with the time.  Its work goes in rounds: a round
- * sends a request to a set of servers, each with a deadline of its own,
- * and the machine says when the round is decided (it returns the next
- * round, or ends); servers that have not answered by then are the
- * driver's business (it reads their owed replies later, or drops them).
- *
- * The machine holds every decision (what counts as a yes, when a majority
- * is reached or out of reach, NOSCRIPT then EVAL, the fence to raise, what
- * to clean up); the driver (src/core/fanout.c) holds the connections,
- * their setup, the replies owed to earlier rounds and the poll loop.
+ * machine sends one batch per server and is fed each server's replies as
+ * they arrive.  It works in rounds, each a request to a set of servers with
+ * a deadline, and says when a round is decided; servers that have not
+ * answered by then are the driver's (src/core/fanout.c) to read later or
+ * drop.  The machine holds every decision; the driver the connections,
+ * their setup, the replies owed and the poll loop.
  */
 #ifndef RELOCK_ENGINE_FAN_H
 #define RELOCK_ENGINE_FAN_H
@@ -26,21 +21,16 @@
 typedef struct relock__fanout {
     relock__batch b[RELOCK__MAX_SERVERS]; /* b[i] for each server i in mask */
     unsigned mask;
-    /* 1: these batches start a new round, and the previous one is
-     * decided; 0: they belong to the round under way (a server is sent
-     * its request again, by EVAL after NOSCRIPT), in place of its first
-     * batch, whose replies it has fed. */
+    /* 1: these batches start a new round; 0: they are sent again in the
+     * round under way (by EVAL after NOSCRIPT). */
     int round;
     long long timeout_ms; /* a new round: each server's time to answer */
-    /* A new round: the servers of mask whose batch undoes what the
-     * operation's earlier requests may have done there (a failed
-     * acquire's clean-up).  Their batch goes on the connection that
-     * carried those requests, behind them, however late their replies
-     * are: a server runs one connection's commands in order, so the
-     * undoing runs after what it undoes.  (On a new connection it could
-     * run first, and the late request then set what was meant to be
-     * deleted.)  Only when that connection is gone does the driver open
-     * another, even to a server it would otherwise leave alone. */
+    /* A new round: the servers whose batch undoes what earlier requests
+     * may have done there (a failed acquire's clean-up).  It goes behind
+     * those requests on their connection, however late: a server runs one
+     * connection's commands in order, so the undoing runs after what it
+     * undoes, where on a new connection it could run first.  Only when
+     * that connection is gone does the driver open another. */
     unsigned after;
 } relock__fanout;
 
@@ -49,26 +39,21 @@ typedef struct relock__fanfeed {
     /* The servers whose replies (or fault) this feed brings, in srv[];
      * 0 in the first feed of a round and when only the time moved. */
     unsigned from;
-    /* srv[i], for i in from: all the replies to server i's batch, or a
-     * fault: UNSENT or LOST when the server was dropped (its connection
-     * failed); fault_status RELOCK_ECONFIG, fault_text
-     * "HOST:PORT: AUTH/SELECT: ..." when it refused AUTH or SELECT.  In
-     * the first feed of a round, a refusal was met on the connection's
-     * earlier use and only informs (the server was connected afresh
-     * since: `reached` says whether it was sent the round's batch); any
-     * other fault there dropped a reached server before its batch was
-     * written. */
+    /* srv[i], for i in from: the replies to server i's batch, or a fault:
+     * UNSENT or LOST when it was dropped; fault_status RELOCK_ECONFIG when
+     * it refused AUTH or SELECT.  In a round's first feed, such a refusal
+     * was met on the connection's earlier use and only informs (`reached`
+     * says whether the new one was sent the batch); any other fault there
+     * dropped a reached server before its batch was written. */
     relock__feed srv[RELOCK__MAX_SERVERS];
-    /* The first feed of a round (from the call that returned it): the
-     * round's servers that were connected (or are connecting) and sent
-     * their batch; the others were not reached (down, or left alone
-     * after being late). */
+    /* A round's first feed: its servers connected (or connecting) and
+     * sent their batch; the others are down or left alone after being
+     * late. */
     unsigned reached;
-    /* The round's servers whose batch is wholly written to the socket:
-     * when the round is decided, a server that has not answered is left
-     * owing its reply if written, in time or late (the server may still
-     * run the request; its connection is kept for what must follow it);
-     * otherwise the driver drops it. */
+    /* The round's servers whose batch is wholly written: one that has not
+     * answered when the round is decided is left owing its reply (it may
+     * still run the request; its connection is kept for what must follow),
+     * any other is dropped. */
     unsigned written;
     /* The time: in the first feed of a round, when the round started
      * (its deadlines count from it); else when the replies were read. */
@@ -81,12 +66,10 @@ typedef struct relock__fanfeed {
 typedef relock__step (*relock__fan_fn)(void *m, relock_lock *l, const relock__fanfeed *in,
                                        relock__fanout *out);
 
-/* The machines of an algorithm (relock__algo.machines), for a driver that
- * steps them itself, the operation core (src/core/): the acquire machine
- * and the update machine (release and extend), each with its size and an
- * init that draws what the machine needs (the token; engine conventions:
- * the driver draws the randomness); a quorum has one fan machine for
- * every operation instead (acq_step and upd_step NULL). */
+/* An algorithm's machines for the operation core: the acquire and the
+ * update (release, extend) machines, each with its size and an init that
+ * draws the token (the driver draws randomness); a quorum has one fan
+ * machine for every operation instead (acq_step and upd_step NULL). */
 typedef struct relock__machines {
     size_t acq_size;
     relock_status (*acq_init)(void *m, relock_lock *l);

@@ -1,16 +1,12 @@
 /*
- * The lock engine: every operation is a step machine that does no I/O and
- * reads no clock (design.md §2.1).  A driver sends the batch of commands
- * it asks for and feeds back the replies (or the fault that ended the
- * batch) with the time; the machine answers with the next batch or its
- * outcome.  The state that matters (the value and fence we own, whether
- * the connection is inside WATCH or MULTI) lives in the machine and the
- * lock state, where a driver can see it and a test can assert it.
+ * The lock engine (design.md §2.1): every operation is a step machine that
+ * does no I/O and reads no clock.  A driver sends the batch it asks for and
+ * feeds back the replies (or the fault that ended the batch) with the
+ * time; the machine answers with the next batch or its outcome.
  *
- * Replies are hiredis's redisReply structures, read only: the engine uses
- * the type, integer, str, len, elements and element fields and never frees
- * them, so a driver without a hiredis reader (the simulator) can build
- * them.
+ * Replies are hiredis's redisReply, read only (type, integer, str, len,
+ * elements, element), so a driver without a hiredis reader (the
+ * simulator) can build them.
  */
 #ifndef RELOCK_ENGINE_MACHINE_H
 #define RELOCK_ENGINE_MACHINE_H
@@ -24,13 +20,12 @@
 
 /* At most this many arguments per command. */
 #define RELOCK__CMD_ARGS 16
-/* The commands a batch holds itself: enough for every lock operation, so
- * that a batch stays small (a relock__cmd is some 260 bytes). */
+/* The commands a batch holds itself: enough for every lock operation, and
+ * small (a relock__cmd is some 260 bytes). */
 #define RELOCK__BATCH_OWN 8
-/* The commands of one batch at most: a machine that reads many keys (the
- * scan) gives its batch a wider array of its own (relock__batch_widen).
- * Drivers size what they keep per command of a batch by this, or
- * allocate it for a batch wider than RELOCK__BATCH_OWN. */
+/* The commands of one batch at most, in an array of the machine's own
+ * beyond RELOCK__BATCH_OWN (relock__batch_widen); drivers size what they
+ * keep per command by it. */
 #define RELOCK__BATCH_CMDS 512
 /* Bytes for the arguments a machine formats for one batch (numbers,
  * values); keys and names are pointed at where they live. */
@@ -42,25 +37,22 @@ typedef struct relock__cmd {
     size_t len[RELOCK__CMD_ARGS];
 } relock__cmd;
 
-/* What a machine asks to be sent, in order, on one connection.  The
- * commands may be pipelined; the driver feeds back the replies in the
- * same order.  Valid until the next call of the machine.  cmd points into
- * the batch itself (own) or at a machine's array: a batch is reset
- * (relock__batch_reset) before use and never copied. */
+/* What a machine asks to be sent, pipelined, on one connection; the
+ * replies come back in order.  Valid until the machine's next call.  cmd
+ * may point into the batch itself: a batch is reset before use and never
+ * copied. */
 typedef struct relock__batch {
     relock__cmd *cmd; /* the n commands: own, or the array of relock__batch_widen */
     int n;
     int cap; /* the commands cmd has room for */
-    /* After the batch the connection is inside WATCH ... EXEC or MULTI ...
-     * EXEC: the driver must not replace, reconnect or redirect it before
-     * the next batch; losing it is fed back as a fault (design.md §13.3). */
+    /* The connection is inside WATCH or MULTI after the batch: the driver
+     * must not replace it before the next one; losing it is fed back as a
+     * fault (design.md §13.3). */
     int in_txn;
-    /* The batch is about the lock's last write and must go out on the
-     * very connection that write went out on (WAIT counts the replicas
-     * that acknowledged that connection's writes): the driver never
-     * connects, reconnects or redirects for it; when that connection is
-     * gone or was replaced, it sends nothing and feeds back the fault
-     * UNSENT with fault_status RELOCK_EDURABILITY. */
+    /* The batch must go out on the connection of the lock's last write
+     * (WAIT counts the replicas that acknowledged that connection's
+     * writes): when it is gone or replaced, the driver sends nothing and
+     * feeds back UNSENT with fault_status RELOCK_EDURABILITY. */
     int pinned;
     /* The server may hold the replies this many ms beyond
      * command_timeout_ms (a WAIT's own timeout); 0 for most batches. */
@@ -81,9 +73,8 @@ typedef enum relock__fault {
     RELOCK__FAULT_LOST
 } relock__fault;
 
-/* What a driver feeds to a machine: the replies to its last batch (the
- * first nreply of them; fewer than asked only with a fault), and the time
- * when they were read. */
+/* The replies to a machine's last batch (fewer than asked only with a
+ * fault), and the time they were read. */
 typedef struct relock__feed {
     redisReply *const *reply;
     int nreply;

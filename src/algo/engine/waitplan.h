@@ -1,17 +1,13 @@
 /*
- * The wait planner (design.md §7.1): after an attempt found the lock held,
- * what the waiter does next.  Pure: no I/O, no clock, no randomness (the
- * jitter's random bits come in), so the waiter and the unit tests take the
- * same decisions from the same inputs.
+ * The wait planner (design.md §7.1): what a waiter does after an attempt
+ * found the lock held.  Pure (the jitter's random bits come in), so the
+ * waiter and the unit tests take the same decisions from the same inputs.
  *
  * The waiter sleeps until the first of a release notice, the holder's
- * known end, or a bounded, jittered, growing backoff; never past the
- * caller's bound.  A holder that never announces its release (a legacy
- * value without TTL: classic clients release by a silent DEL, and their
- * waiters poll every few ms) is polled at the legacy rate only in a window
- * around its expiry, where classic clients race for the lock; before that
- * window the waiter backs off as for any holder, and wakes at the
- * window's start at the latest (decision 150).
+ * known end, or a jittered, growing backoff, never past the caller's
+ * bound.  A holder that never announces its release (a legacy value
+ * without TTL) is polled at the classic clients' rate only in a window
+ * around its expiry, where they race for the lock (decision 150).
  */
 #ifndef RELOCK_ENGINE_WAITPLAN_H
 #define RELOCK_ENGINE_WAITPLAN_H
@@ -45,13 +41,12 @@ typedef enum relock__wait_act {
 typedef struct relock__wait_in {
     /* Busy attempts before the one that just failed (0: it was the first). */
     unsigned attempt;
-    /* The holder's remaining time in ms as the last attempt learned it
-     * (from PTTL, or the timestamp by the fleet's clock with the skew
-     * margin: when this waiter may take over), or -1 when unknown.  0:
-     * look again soon (released or taken over meanwhile). */
+    /* The holder's remaining ms as the last attempt learned it (PTTL, or
+     * when this waiter may take over a timestamp), -1 unknown, 0 look
+     * again soon. */
     long long holder_ms;
-    /* The holder never announces its release: a legacy value without TTL
-     * (in legacy mode every holder, since it cannot tell). */
+    /* The holder never announces its release (a legacy value without TTL;
+     * in legacy mode every holder). */
     int silent_holder;
     /* wait.notify: release notices are wanted. */
     int notify;
@@ -66,9 +61,8 @@ typedef struct relock__wait_in {
     /* wait.backoff_min_ms and wait.backoff_max_ms (1 <= min <= max). */
     long long backoff_min_ms;
     long long backoff_max_ms;
-    /* legacy.skew_margin_ms (>= 0): how far the fleet's clocks may differ
-     * from the waiter's, so how early a classic client may find the
-     * holder expired. */
+    /* legacy.skew_margin_ms (>= 0): how early a classic client may find
+     * the holder expired. */
     long long skew_margin_ms;
     /* Random bits for the jitter. */
     uint64_t rnd;

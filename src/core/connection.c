@@ -108,8 +108,7 @@ void relock__a_take_install(redisAsyncContext *ac)
     ac->c.reader->fn = &take_fns;
 }
 
-/* The reply hiredis passes a callback, kept: hiredis will not free it
- * (or a copy, in the unlikely case that TAKEN_MAX are noted already). */
+/* The reply hiredis passes a callback, kept (a copy when TAKEN_MAX are noted already). */
 static redisReply *reply_take(void *r)
 {
     for (int i = 0; i < TAKEN_MAX; i++)
@@ -222,8 +221,7 @@ void relock__a_conn_wants(aconn *cn, aop *op)
         cn->kick_timer = timer_start(cn->a, 0, relock__a_kick_fire, cn);
 }
 
-/* The connection to host:port (a Unix socket: port 0), or NULL; for
- * redirections to a server by its address. */
+/* The connection to host:port (a Unix socket: port 0), or NULL. */
 aconn *relock__a_conn_find(relock_async *a, const char *host, int port)
 {
     for (int i = 0; i < a->nconns; i++)
@@ -306,9 +304,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
     aop *op = rq->op;
     relock__a_enter(a);
     if (!r) {
-        char why[200];
-        snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
-        relock__a_conn_gone(cn, 1, RELOCK_EIO, why);
+        relock__a_conn_gone(cn, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection lost");
     } else if (!op || rq != &op->rq) {
         /* a quorum's request: owed (dropped) or read by its fan machine */
         if (op && rq->nrep < rq->cap)
@@ -565,8 +561,7 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
  * the probe machine (setup.attempt: 0 logging in, 1 probing, 2 asking a
  * master the sentinels named for its role). */
 
-/* Sends the setup's next commands (two at most), those that could be
- * formatted; returns how many (0: none sent, out of memory or n 0). */
+/* Sends those of the setup's next commands (two at most) that format; how many. */
 static int setup_send(aop *su, int n, const relock__cmd *k)
 {
     areq *rq = &su->rq;
@@ -661,8 +656,7 @@ void relock__a_conn_connect(aconn *cn)
                  RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
             redisAsyncFree(ac);
-        /* still "connecting" (no second connect meanwhile) until the loop
-         * reports it */
+        /* "connecting" (no second connect) until the loop reports it */
         timer_stop(a, &cn->conn_timer);
         cn->conn_timer = timer_start(a, 0, connect_failed, cn);
         if (!cn->conn_timer) { /* no timer: at once */

@@ -43,8 +43,7 @@
 
 /* ------------------------------------------------------------------ types */
 
-/* K_RUN: the caller's step machine on a lock, for the blocking API
- * (relock__a_run_step()). */
+/* K_RUN: the caller's step machine, for the blocking API (relock__a_run_step()). */
 enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_SLOTS, K_RUN, K_SCAN };
 
 enum op_state {
@@ -293,8 +292,7 @@ struct relock_async {
     int freeing;
 };
 
-/* Singly linked lists with a tail (head and tail pointers, a link field):
- * their push and remove. */
+/* Singly linked lists by head, tail and a link field: push at the tail, remove. */
 #define SLIST_FNS(name, type, link)                                                    \
     static inline void name##_push_(type **head, type **tail, type *n)                 \
     {                                                                                  \
@@ -326,8 +324,7 @@ SLIST_FNS(walk, aop, qnext) /* an operation is in its connection's queue or walk
 SLIST_FNS(start, aop, start_next)
 SLIST_FNS(due, aop, due_next)
 
-/* Doubly linked lists by their head (two link fields): a push at the head,
- * and the removal of a member. */
+/* Doubly linked lists by head and two link fields: push at the head, remove. */
 #define DLIST_FNS(name, type, prev, next)                                              \
     static inline void name##_add_(type **head, type *n)                               \
     {                                                                                  \

@@ -63,26 +63,6 @@ void relock__a_op_cancelled(aop *op)
 
 /* ------------------------------------------------------------------ completing */
 
-static void op_release(aop *op)
-{
-    relock__a_fan_end(op);
-    free(op->fan);
-    relock__a_batch_clear(op);
-    for (int i = 0; i < op->nheld; i++)
-        if (op->held[i])
-            freeReplyObject(op->held[i]);
-    free(op->kept);
-    if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
-        free(op->m);
-    free(op->err);
-    relock_async *a = op->a;
-    if (!a->spare) {
-        a->spare = op; /* freed with the client (connection.c) */
-        return;
-    }
-    free(op);
-}
-
 /* The operation ends with st: its callback is called, once. */
 void relock__a_op_finish(aop *op, relock_status st)
 {
@@ -150,7 +130,20 @@ void relock__a_op_finish(aop *op, relock_status st)
     } else if (op->cb) {
         op->cb(a, st, l, &e, op->arg);
     }
-    op_release(op);
+    relock__a_fan_end(op);
+    free(op->fan);
+    relock__a_batch_clear(op);
+    for (int i = 0; i < op->nheld; i++)
+        if (op->held[i])
+            freeReplyObject(op->held[i]);
+    free(op->kept);
+    if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
+        free(op->m);
+    free(op->err);
+    if (a->spare)
+        free(op);
+    else
+        a->spare = op; /* freed with the client (connection.c) */
 }
 
 static void machine_start(aop *op)
@@ -218,8 +211,7 @@ static void undo_begin(aop *op)
     machine_start(op);
 }
 
-/* Allocates n bytes for acquire op's machine, as op->m; 0 when op ended
- * for want of memory. */
+/* op->m: n bytes for acquire op's machine; 0 when op ended for want of memory. */
 static int acq_alloc(aop *op, size_t n)
 {
     if ((op->m = malloc(n)) != NULL)
@@ -245,8 +237,7 @@ static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
 static int owner_phase(aop *op, int held)
 {
     relock_lock *l = op->l;
-    /* (a quorum's record would be one server's view: not written, as by
-     * the blocking client) */
+    /* (a quorum's record would be one server's view) */
     if (!op->a->c->s.owner_info || op->a->kit->fan)
         return 0;
     char info[RELOCK__OWNER_INFO_MAX] = "";
@@ -284,24 +275,23 @@ static int next_phase(aop *op, relock_status *st)
         return 1;
     }
     switch (op->phase) {
-    case PH_MAIN:
+    case PH_MAIN: {
         if (*st != RELOCK_OK || op->cancelled)
             return 0;
         if (op->kind == K_ACQ)
             l->owner_since = relock__wall_ms() / 1000;
-        if (relock__durable_on(c)) {
-            relock__durable_m *m = malloc(sizeof *m);
-            if (m) {
-                relock__durable_init(m, op->kind == K_ACQ ? "acquire" : "extend");
-                phase_run(op, PH_DURABLE, relock__durable_step, m);
-                return 1;
-            }
-            *st = relock__a_op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT",
-                                    op->kind == K_ACQ ? "acquire" : "extend", l->name);
-        } else {
+        if (!relock__durable_on(c))
             return owner_phase(op, 1);
+        const char *what = op->kind == K_ACQ ? "acquire" : "extend";
+        relock__durable_m *m = malloc(sizeof *m);
+        if (m) {
+            relock__durable_init(m, what);
+            phase_run(op, PH_DURABLE, relock__durable_step, m);
+            return 1;
         }
+        *st = relock__a_op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT", what, l->name);
         break;
+    }
     case PH_DURABLE:
         op->acked = ((relock__durable_m *)op->m)->acked;
         if (*st == RELOCK_OK)
@@ -588,8 +578,7 @@ static void replies_move(redisReply **to, redisReply **from, int n)
     }
 }
 
-/* Feeds op's machine: the replies of its batch (or the fault), then sends
- * its next batch or ends it. */
+/* Feeds op's machine its batch's replies (or the fault); sends its next batch or ends it. */
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
 {
     relock_async *a = op->a;
@@ -824,6 +813,8 @@ void relock__a_kick_fire(void *arg)
 void relock__a_op_start(aop *op)
 {
     relock_async *a = op->a;
+    relock_client *c = a->c;
+    relock_lock *l = op->l;
     if (a->fatal && !(op->kind == K_SCAN && a->fatal_mode)) {
         relock__a_err_keep(op, &a->fatal_err);
         relock__a_op_finish(op, a->fatal);
@@ -834,8 +825,6 @@ void relock__a_op_start(aop *op)
         return;
     }
     if (op->kind == K_ACQ) {
-        relock_client *c = a->c;
-        relock_lock *l = op->l;
         char before[RELOCK__KEY_MAX];
         note_watching(a, op->cn); /* scan's evidence, before the first attempt */
         /* (a quorum's machine carries the counter over itself) */
@@ -865,8 +854,7 @@ void relock__a_op_start(aop *op)
         relock__a_attempt_begin(op);
         return;
     }
-    relock_lock *l = op->l; /* a release, an extend or a renewal */
-    if (l->lost) {
+    if (l->lost) { /* a release, an extend or a renewal */
         const char *what = op->kind == K_REL ? "release" : "extend";
         relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
                                                   "%s %s: the lock was already lost", what, l->name));
@@ -882,7 +870,7 @@ void relock__a_op_start(aop *op)
     op->was_valid = l->valid_until;
     op->was_ttl = l->ttl_ms;
     op->m = malloc(a->kit->upd_size);
-    relock__err_clear(&a->c->err);
+    relock__err_clear(&c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
                              : RELOCK_ENOMEM;
     if (st != RELOCK_OK) {

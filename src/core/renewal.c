@@ -53,8 +53,6 @@ static int async_lock_free(relock_lock *l)
     return 0;
 }
 
-static void keep_tick(void *arg);
-
 /* An operation on l ended: the next one on it may start; a lock the
  * program freed meanwhile is freed now. */
 void relock__a_lock_op_end(aop *op)
@@ -122,17 +120,6 @@ void relock__a_keep_arm(struct relock__alock *al, relock_lock *l)
                                  keep_tick, l);
 }
 
-static void lost_fire(void *arg);
-
-/* The loss deadline at the end of the validity as of the last renewal. */
-void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l)
-{
-    timer_stop(al->a, &al->lost_timer);
-    uint64_t now = now_ms();
-    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
-    al->lost_timer = timer_start(al->a, left, lost_fire, l);
-}
-
 /* The renewal stops for good; the program hears of it once. */
 static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
 {
@@ -181,6 +168,15 @@ static void lost_fire(void *arg)
     }
     keep_lose(a, l, why, &e.pub);
     relock__a_leave(a);
+}
+
+/* The loss deadline at the end of the validity as of the last renewal. */
+void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->lost_timer);
+    uint64_t now = now_ms();
+    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
+    al->lost_timer = timer_start(al->a, left, lost_fire, l);
 }
 
 /* A renewal of l ended with st (e its detail): the next one is timed, a

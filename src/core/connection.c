@@ -8,8 +8,6 @@
 
 #include "core.h"
 
-static void really_free(relock_async *a);
-
 /* ------------------------------------------------------------------ helpers */
 
 /* Why a connect under way failed, when the loop's adapter did not tell
@@ -22,6 +20,46 @@ const char *relock__a_sock_error(const redisAsyncContext *ac)
     if (ac && ac->c.fd >= 0 && getsockopt(ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
         return strerror(err);
     return NULL;
+}
+
+/* Frees the client once no callback of it runs (relock__a_leave()). */
+static void really_free(relock_async *a)
+{
+    timer_stop(a, &a->start_timer);
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        timer_stop(a, &cn->conn_timer);
+        timer_stop(a, &cn->tmo_timer);
+        timer_stop(a, &cn->kick_timer);
+        if (cn->ac) {
+            redisAsyncContext *ac = cn->ac;
+            cn->ac = NULL;
+            ac->data = NULL;
+            redisAsyncFree(ac);
+        }
+        relock__a_batch_clear(&cn->setup);
+    }
+    relock__a_loc_stop(a);
+    relock__a_batch_clear(&a->slots_rd);
+    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
+    free(a->conns);
+    free(a->slots);
+    if (a->sub) {
+        redisAsyncContext *s = a->sub;
+        a->sub = NULL;
+        s->data = NULL;
+        redisAsyncFree(s);
+    }
+    relock__a_chan_free_all(a);
+    free(a->fanout);
+    free(a->spare);
+    relock_client *c = a->c;
+    if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
+        memset(c, 0xa5, sizeof *c); /* settings hold passwords */
+        free(c);
+    }
+    memset(a, 0xa5, sizeof *a);
+    free(a);
 }
 
 void relock__a_enter(relock_async *a)
@@ -853,46 +891,4 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     }
     if (!setup_send(su, 1, &a->batch.cmd[0]))
         relock__a_setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
-}
-
-/* ------------------------------------------------------------------ freeing */
-
-/* Frees the client once no callback of it runs (relock__a_leave()). */
-static void really_free(relock_async *a)
-{
-    timer_stop(a, &a->start_timer);
-    for (int i = 0; i < a->nconns; i++) {
-        aconn *cn = &a->conns[i];
-        timer_stop(a, &cn->conn_timer);
-        timer_stop(a, &cn->tmo_timer);
-        timer_stop(a, &cn->kick_timer);
-        if (cn->ac) {
-            redisAsyncContext *ac = cn->ac;
-            cn->ac = NULL;
-            ac->data = NULL;
-            redisAsyncFree(ac);
-        }
-        relock__a_batch_clear(&cn->setup);
-    }
-    relock__a_loc_stop(a);
-    relock__a_batch_clear(&a->slots_rd);
-    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
-    free(a->conns);
-    free(a->slots);
-    if (a->sub) {
-        redisAsyncContext *s = a->sub;
-        a->sub = NULL;
-        s->data = NULL;
-        redisAsyncFree(s);
-    }
-    relock__a_chan_free_all(a);
-    free(a->fanout);
-    free(a->spare);
-    relock_client *c = a->c;
-    if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
-        memset(c, 0xa5, sizeof *c); /* settings hold passwords */
-        free(c);
-    }
-    memset(a, 0xa5, sizeof *a);
-    free(a);
 }

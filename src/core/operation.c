@@ -175,7 +175,37 @@ void relock__a_attempt_begin(aop *op)
     machine_start(op);
 }
 
-static int owner_phase(aop *op, int held);
+/* Runs machine m (allocated, op's from now) with step fn as op's phase. */
+static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
+{
+    free(op->m);
+    op->m = m;
+    op->fn = fn;
+    op->phase = phase;
+    op->steps = 0;
+    op->state = S_RUN;
+    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+}
+
+/* The owner record of op's lock written (held) or deleted by its machine
+ * as op's PH_OWNER; 0 when there is none to write (owner_info off). */
+static int owner_phase(aop *op, int held)
+{
+    relock_lock *l = op->l;
+    /* (a quorum's record would be one server's view) */
+    if (!op->a->c->s.owner_info || op->a->kit->fan)
+        return 0;
+    char info[RELOCK__OWNER_INFO_MAX] = "";
+    if (held)
+        relock__owner_info(l, info, sizeof info);
+    relock__owner_m *m = malloc(sizeof *m);
+    if (!m || !relock__owner_init(m, l, l->value, held, info)) {
+        free(m); /* the record informs: no memory for it fails nothing */
+        return 0;
+    }
+    phase_run(op, PH_OWNER, relock__owner_step, m);
+    return 1;
+}
 
 /* A cancelled acquire that won could not release its lock. */
 static void undo_failed(aop *op)
@@ -218,38 +248,6 @@ static int acq_alloc(aop *op, size_t n)
         return 1;
     relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
     return 0;
-}
-
-/* Runs machine m (allocated, op's from now) with step fn as op's phase. */
-static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
-{
-    free(op->m);
-    op->m = m;
-    op->fn = fn;
-    op->phase = phase;
-    op->steps = 0;
-    op->state = S_RUN;
-    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
-}
-
-/* The owner record of op's lock written (held) or deleted by its machine
- * as op's PH_OWNER; 0 when there is none to write (owner_info off). */
-static int owner_phase(aop *op, int held)
-{
-    relock_lock *l = op->l;
-    /* (a quorum's record would be one server's view) */
-    if (!op->a->c->s.owner_info || op->a->kit->fan)
-        return 0;
-    char info[RELOCK__OWNER_INFO_MAX] = "";
-    if (held)
-        relock__owner_info(l, info, sizeof info);
-    relock__owner_m *m = malloc(sizeof *m);
-    if (!m || !relock__owner_init(m, l, l->value, held, info)) {
-        free(m); /* the record informs: no memory for it fails nothing */
-        return 0;
-    }
-    phase_run(op, PH_OWNER, relock__owner_step, m);
-    return 1;
 }
 
 /* After a phase of op ended with *st: starts the next (returns 1), or

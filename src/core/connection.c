@@ -8,8 +8,6 @@
 
 #include "core.h"
 
-static void really_free(relock_async *a);
-
 /* ------------------------------------------------------------------ helpers */
 
 /* Why a connect under way failed, when the loop's adapter did not tell
@@ -22,6 +20,46 @@ const char *relock__a_sock_error(const redisAsyncContext *ac)
     if (ac && ac->c.fd >= 0 && getsockopt(ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
         return strerror(err);
     return NULL;
+}
+
+/* Frees the client once no callback of it runs (relock__a_leave()). */
+static void really_free(relock_async *a)
+{
+    timer_stop(a, &a->start_timer);
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *cn = &a->conns[i];
+        timer_stop(a, &cn->conn_timer);
+        timer_stop(a, &cn->tmo_timer);
+        timer_stop(a, &cn->kick_timer);
+        if (cn->ac) {
+            redisAsyncContext *ac = cn->ac;
+            cn->ac = NULL;
+            ac->data = NULL;
+            redisAsyncFree(ac);
+        }
+        relock__a_batch_clear(&cn->setup);
+    }
+    relock__a_loc_stop(a);
+    relock__a_batch_clear(&a->slots_rd);
+    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
+    free(a->conns);
+    free(a->slots);
+    if (a->sub) {
+        redisAsyncContext *s = a->sub;
+        a->sub = NULL;
+        s->data = NULL;
+        redisAsyncFree(s);
+    }
+    relock__a_chan_free_all(a);
+    free(a->fanout);
+    free(a->spare);
+    relock_client *c = a->c;
+    if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
+        memset(c, 0xa5, sizeof *c); /* settings hold passwords */
+        free(c);
+    }
+    memset(a, 0xa5, sizeof *a);
+    free(a);
 }
 
 void relock__a_enter(relock_async *a)
@@ -73,9 +111,8 @@ static redisReply *reply_copy(const redisReply *r, int depth)
 
 /* Replies taken from hiredis rather than copied: hiredis frees a reply
  * through its reader's freeObject right after the callback that got it,
- * and a connection of the core has a reader whose freeObject leaves alone
- * a reply a callback took (this thread's, noted in `taken` until that
- * free; a few, should a callback read another connection meanwhile). */
+ * and the core's readers' freeObject leaves alone one a callback took
+ * (noted in this thread's `taken` until that free). */
 #define TAKEN_MAX 8
 static _Thread_local void *taken[TAKEN_MAX];
 static redisReplyObjectFunctions take_fns;
@@ -109,8 +146,7 @@ void relock__a_take_install(redisAsyncContext *ac)
     ac->c.reader->fn = &take_fns;
 }
 
-/* The reply hiredis passes a callback, kept: hiredis will not free it
- * (or a copy, in the unlikely case that TAKEN_MAX are noted already). */
+/* The reply hiredis passes a callback, kept (a copy when TAKEN_MAX are noted already). */
 static redisReply *reply_take(void *r)
 {
     for (int i = 0; i < TAKEN_MAX; i++)
@@ -190,13 +226,11 @@ void relock__a_queue_remove(aconn *cn, aop *op)
     walk_remove_(&cn->walk, &cn->walk_tail, op);
 }
 
-/* The queue's operations join those being walked.  The walks of the
- * queue (queue_flush, setup_done) run callbacks, which may cancel, release
- * or free what is still to walk: each operation is taken out only when its
- * turn comes (walk_next), so one cancelled meanwhile (queue_remove) is
- * never sent nor fed.  Those queued again during the walk wait in the
- * queue for the next one; a walk started within a walk of the same
- * connection goes on with the outer's rest. */
+/* The queue's operations join those being walked.  A walk runs callbacks,
+ * which may cancel or free what is still to walk: each operation is taken
+ * out only at its turn (walk_next), so one cancelled meanwhile
+ * (queue_remove) is never sent nor fed.  Those queued again wait for the
+ * next walk; a walk within a walk goes on with the outer's rest. */
 static void walk_take(aconn *cn)
 {
     aop *q = cn->queue;
@@ -225,8 +259,7 @@ void relock__a_conn_wants(aconn *cn, aop *op)
         cn->kick_timer = timer_start(cn->a, 0, relock__a_kick_fire, cn);
 }
 
-/* The connection to host:port (a Unix socket: port 0), or NULL; for
- * redirections to a server by its address. */
+/* The connection to host:port (a Unix socket: port 0), or NULL. */
 aconn *relock__a_conn_find(relock_async *a, const char *host, int port)
 {
     for (int i = 0; i < a->nconns; i++)
@@ -309,9 +342,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
     aop *op = rq->op;
     relock__a_enter(a);
     if (!r) {
-        char why[200];
-        snprintf(why, sizeof why, "%s", ac->errstr[0] ? ac->errstr : "connection lost");
-        relock__a_conn_gone(cn, 1, RELOCK_EIO, why);
+        relock__a_conn_gone(cn, 1, RELOCK_EIO, ac->errstr[0] ? ac->errstr : "connection lost");
     } else if (!op || rq != &op->rq) {
         /* a quorum's request: owed (dropped) or read by its fan machine */
         if (op && rq->nrep < rq->cap)
@@ -390,23 +421,20 @@ void relock__a_rq_send(areq *rq)
     rq->sent_at = now_ms();
     rq->start_off = cn->appended;
     fifo_push_(&cn->fifo, &cn->fifo_tail, rq);
+    int end = rq->ask ? rq->base + 1 : rq->n; /* ASK: ASKING and cmd[base] alone */
+    rq->outstanding = end - rq->base + rq->ask;
     if (rq->ask) {
         static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
-        rq->outstanding = 2;
-        cn->appended += sizeof asking - 1 + rq->len[rq->base];
-        rq->end_off = cn->appended;
+        cn->appended += sizeof asking - 1;
         redisAsyncFormattedCommand(cn->ac, on_reply, rq, asking, sizeof asking - 1);
-        redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[rq->base], rq->len[rq->base]);
-    } else {
-        rq->outstanding = rq->n - rq->base;
-        for (int i = rq->base; i < rq->n; i++) {
-            cn->appended += rq->len[i];
-            rq->end_off = cn->appended;
-            redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[i], rq->len[i]);
-            if (fan) {
-                free(rq->cmd[i]);
-                rq->cmd[i] = NULL;
-            }
+    }
+    for (int i = rq->base; i < end; i++) {
+        cn->appended += rq->len[i];
+        rq->end_off = cn->appended;
+        redisAsyncFormattedCommand(cn->ac, on_reply, rq, rq->cmd[i], rq->len[i]);
+        if (fan) {
+            free(rq->cmd[i]);
+            rq->cmd[i] = NULL;
         }
     }
     if (!cn->tmo_timer)
@@ -459,11 +487,9 @@ void relock__a_submit(aop *op)
             queue_wait(to, op);
             return;
         }
-        /* A write that went on to another node: a WAIT after it could not
-         * count it on the connection it started on (the one the WAIT is
-         * pinned to).  After TRYAGAIN it goes again on the same one, where
-         * WAIT counts it (a new context there fails the pinned check by
-         * its generation). */
+        /* A write that went on to another node: a WAIT pinned to the
+         * connection it started on could not count it (after TRYAGAIN it
+         * goes on the same one, where WAIT counts it). */
         if (op->phase == PH_MAIN && !op->fencing && !op->undoing && to != op->rq.cn)
             op->wmoved = 1;
         op->redir = NULL;
@@ -494,6 +520,15 @@ void relock__a_submit(aop *op)
     relock__a_send_now(op);
 }
 
+/* The connect under way failed, as detail says. */
+static void connect_lost(aconn *cn, int hiredis_frees, const char *detail)
+{
+    char why[300];
+    snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), detail);
+    relock__a_map_forget(cn);
+    relock__a_conn_gone(cn, hiredis_frees, RELOCK_EIO, why);
+}
+
 void relock__a_on_connect(const redisAsyncContext *ac, int status)
 {
     aconn *cn = ac->data;
@@ -505,11 +540,7 @@ void relock__a_on_connect(const redisAsyncContext *ac, int status)
         cn->connected = 1;
         timer_stop(a, &cn->conn_timer);
     } else {
-        char why[300];
-        snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
-                 ac->errstr[0] ? ac->errstr : "failed");
-        relock__a_map_forget(cn);
-        relock__a_conn_gone(cn, 1, RELOCK_EIO, why);
+        connect_lost(cn, 1, ac->errstr[0] ? ac->errstr : "failed");
     }
     relock__a_leave(a);
 }
@@ -533,16 +564,10 @@ void relock__a_conn_timeout(void *arg)
     cn->conn_timer = NULL;
     relock__a_enter(a);
     if (cn->ac && !cn->connected) {
-        char why[300];
+        char late[64];
+        snprintf(late, sizeof late, "timed out after %lld ms", a->c->s.connect_timeout_ms);
         const char *se = relock__a_sock_error(cn->ac);
-        if (se)
-            snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv),
-                     se);
-        else
-            snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": timed out after %lld ms",
-                     RELOCK__ADDR(cn->srv), a->c->s.connect_timeout_ms);
-        relock__a_map_forget(cn);
-        relock__a_conn_gone(cn, 0, RELOCK_EIO, why);
+        connect_lost(cn, 0, se ? se : late);
     }
     relock__a_leave(a);
 }
@@ -574,28 +599,31 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
  * the probe machine (setup.attempt: 0 logging in, 1 probing, 2 asking a
  * master the sentinels named for its role). */
 
-/* Sends the setup's next command, its only one; 0, or -1 out of memory. */
-static int setup_send(aop *su, int argc, const char **argv, const size_t *len)
+/* Sends those of the setup's next commands (two at most) that format; how many. */
+static int setup_send(aop *su, int n, const relock__cmd *k)
 {
-    relock__a_rq_reset(&su->rq);
-    relock__a_rq_room(&su->rq, 1); /* (a request's own room) */
-    int fl = redisFormatCommandArgv(&su->rq.cmd[0], argc, argv, len);
-    if (fl < 0)
-        return -1;
-    su->rq.len[0] = (size_t)fl;
-    su->rq.n = 1;
-    relock__a_send_now(su);
-    return 0;
+    areq *rq = &su->rq;
+    relock__a_rq_reset(rq);
+    relock__a_rq_room(rq, 2); /* (a request's own room) */
+    for (int i = 0; i < n; i++) {
+        int fl = redisFormatCommandArgv(&rq->cmd[rq->n], k[i].argc, (const char **)k[i].argv,
+                                        k[i].len);
+        if (fl > 0)
+            rq->len[rq->n++] = (size_t)fl;
+    }
+    if (rq->n > 0)
+        relock__a_send_now(su);
+    return rq->n;
 }
 
 static void role_ask(aop *su)
 {
     relock_client *c = su->a->c;
     int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
-    const char *argv[2] = {by_info ? "INFO" : "ROLE", "replication"};
-    size_t len[2] = {4, 11};
+    relock__cmd k = {.argc = by_info ? 2 : 1, .argv = {by_info ? "INFO" : "ROLE", "replication"},
+                     .len = {4, 11}};
     su->attempt = 2;
-    if (setup_send(su, by_info ? 2 : 1, argv, len) < 0)
+    if (!setup_send(su, 1, &k))
         relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
 }
 
@@ -666,8 +694,7 @@ void relock__a_conn_connect(aconn *cn)
                  RELOCK__ADDR(srv), ac && ac->err ? ac->errstr : "cannot attach to the loop");
         if (ac)
             redisAsyncFree(ac);
-        /* still "connecting" (no second connect meanwhile) until the loop
-         * reports it */
+        /* "connecting" (no second connect) until the loop reports it */
         timer_stop(a, &cn->conn_timer);
         cn->conn_timer = timer_start(a, 0, connect_failed, cn);
         if (!cn->conn_timer) { /* no timer: at once */
@@ -689,27 +716,15 @@ void relock__a_conn_connect(aconn *cn)
     aop *su = &cn->setup;
     relock__a_batch_clear(su);
     *su = (aop){.a = a, .cn = cn, .kind = K_SETUP};
-    areq *rq = &su->rq;
-    relock__a_rq_room(rq, 2); /* (a request's own room) */
     char db[16];
     relock__cmd login[2];
-    int n = 0;
-    for (int i = 0, k = relock__a_login(srv, db, login); i < k; i++) {
-        int fl = redisFormatCommandArgv(&rq->cmd[n], login[i].argc, login[i].argv, login[i].len);
-        if (fl > 0)
-            rq->len[n++] = (size_t)fl;
-    }
-    rq->n = n;
-    if (n > 0)
-        relock__a_send_now(su);
-    else /* no login: straight to the probe */
+    if (!setup_send(su, relock__a_login(srv, db, login), login)) /* no login: the probe */
         relock__a_setup_step(su, &(relock__feed){0});
 }
 
-/* The setup ended: with RELOCK_OK the connection is ready and the queue
- * goes out; otherwise the connection is dropped, and the operations waiting
- * fail with the error when it says the server is unusable (the first probe,
- * a refused login), else they are fed the fault. */
+/* The setup ended: with RELOCK_OK the queue goes out; otherwise the
+ * connection is dropped, and what waits fails when the error says the
+ * server is unusable, else it is fed the fault. */
 void relock__a_setup_done(aconn *cn, relock_status st)
 {
     relock_async *a = cn->a;
@@ -764,9 +779,9 @@ void relock__a_setup_done(aconn *cn, relock_status st)
         aop *q = walk_next(cn);
         if (q->state == S_NEW && !a->fatal && !q->rerouted && cn->srv == &cn->node &&
             !relock__sentinel_on(&a->c->s)) {
-            /* A Cluster node that cannot be reached left the map
-             * (map_forget): an operation that sent nothing yet tries once
-             * more where its slot leads now. */
+            /* A Cluster node that cannot be reached left the map: an
+             * operation that sent nothing tries once more where its slot
+             * leads now. */
             aconn *to = relock__a_route(a, q->l ? q->l->key : NULL);
             if (to != cn) {
                 q->rerouted = 1;
@@ -857,10 +872,9 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         in = &first;
     }
     relock__err_clear(&c->err);
-    /* Each connection's probe learns into its own facts, around each of
-     * its steps (other connections may probe meanwhile); the client's stay
-     * those of this probe's last step, for the mode's choice and the role
-     * check that follow it. */
+    /* Each connection's probe learns into its own facts, around each step
+     * (others may probe meanwhile); the client's keep this probe's last,
+     * for the mode's choice and the role check. */
     relock__a_facts_load(c, cn);
     const relock__server *was_srv = c->conn.srv; /* named by its messages */
     c->conn.srv = cn->srv;
@@ -875,49 +889,6 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
             relock__a_setup_done(cn, su->probe.h.st);
         return;
     }
-    const relock__cmd *k = &a->batch.cmd[0];
-    if (setup_send(su, k->argc, (const char **)k->argv, k->len) < 0)
+    if (!setup_send(su, 1, &a->batch.cmd[0]))
         relock__a_setup_done(cn, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "probe: out of memory"));
-}
-
-/* ------------------------------------------------------------------ freeing */
-
-/* Frees the client once no callback of it runs (relock__a_leave()). */
-static void really_free(relock_async *a)
-{
-    timer_stop(a, &a->start_timer);
-    for (int i = 0; i < a->nconns; i++) {
-        aconn *cn = &a->conns[i];
-        timer_stop(a, &cn->conn_timer);
-        timer_stop(a, &cn->tmo_timer);
-        timer_stop(a, &cn->kick_timer);
-        if (cn->ac) {
-            redisAsyncContext *ac = cn->ac;
-            cn->ac = NULL;
-            ac->data = NULL;
-            redisAsyncFree(ac);
-        }
-        relock__a_batch_clear(&cn->setup);
-    }
-    relock__a_loc_stop(a);
-    relock__a_batch_clear(&a->slots_rd);
-    memset(a->conns, 0, (size_t)a->ncap * sizeof *a->conns); /* node entries hold passwords */
-    free(a->conns);
-    free(a->slots);
-    if (a->sub) {
-        redisAsyncContext *s = a->sub;
-        a->sub = NULL;
-        s->data = NULL;
-        redisAsyncFree(s);
-    }
-    relock__a_chan_free_all(a);
-    free(a->fanout);
-    free(a->spare);
-    relock_client *c = a->c;
-    if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
-        memset(c, 0xa5, sizeof *c); /* settings hold passwords */
-        free(c);
-    }
-    memset(a, 0xa5, sizeof *a);
-    free(a);
 }

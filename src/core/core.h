@@ -1,31 +1,21 @@
 /*
- * The event-driven operation core: the asynchronous client's driver of
- * the lock engine's step machines on hiredis's asynchronous context, and
- * under the blocking calls a private poll loop (pollloop.c: an inner
- * client per blocking client, K_RUN operations).  This private header
- * holds what its files share; relock_async.h is its public face
- * (src/api/async.c).
+ * The event-driven operation core: it drives the lock engine's step
+ * machines on hiredis's asynchronous contexts, for the asynchronous client
+ * (src/api/async.c) and, through a private poll loop, the blocking calls
+ * (pollloop.c, K_RUN operations).
  *
- * A connection carries every operation, pipelined: a machine's batch is
- * formatted when the machine asks for it and written at once; its replies
- * come back in order and, once the batch is complete, feed the machine's
- * next step.  A second connection, opened only while someone waits,
- * carries release notices (SUBSCRIBE), one subscription per lock name.
+ * A connection carries every operation, pipelined: a batch is written when
+ * its machine asks, and its complete replies feed the machine's next step.
+ * Release notices (SUBSCRIBE) use a second connection, open while someone
+ * waits.  A batch marked in_txn makes its operation the connection's owner
+ * (design.md §13.3): the others' batches wait, since the server would queue
+ * them inside the transaction, and a connection lost meanwhile is never
+ * replaced under it.  A connection that fails, or whose oldest batch gets
+ * no reply within command_timeout_ms, is dropped: its batches are fed back
+ * as LOST (UNSENT when it never came up) and the machines decide.
  *
- * Transactions (design.md §13.3): a batch marked in_txn makes its operation the
- * owner of the connection; the other operations' batches wait until the
- * transaction ends (a command of theirs would be queued inside it), and a
- * connection lost meanwhile is never replaced under it: its next batch is
- * fed back as UNSENT.
- *
- * Faults: a connection that fails, or whose oldest batch gets no reply
- * within command_timeout_ms, is dropped; every batch in flight on it is fed
- * back as LOST (UNSENT when the connection never came up), and the machines
- * decide (EAMBIGUOUS where a write may have run, a read-back where they
- * have one).  The next batch connects afresh, logs in and probes again.
- *
- * The machines record errors on the client's error; operations interleave,
- * so each keeps its own and the driver moves it in and out around a step.
+ * Operations interleave, so each keeps its own error, moved onto the
+ * client's (where machines write) around each of its steps.
  */
 
 #ifndef RELOCK_CORE_H
@@ -53,8 +43,7 @@
 
 /* ------------------------------------------------------------------ types */
 
-/* K_RUN: one given step machine on a lock, for the blocking API's poll loop
- * (pollloop.c, relock__drive()): no waiting, no phases, the caller's machine. */
+/* K_RUN: the caller's step machine, for the blocking API (relock__a_run_step()). */
 enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_SLOTS, K_RUN, K_SCAN };
 
 enum op_state {
@@ -71,17 +60,15 @@ typedef struct achan achan;
 typedef struct aconn aconn;
 typedef struct aop aop;
 
-/* One request in flight: a batch written on a connection, its replies as
- * they come.  A connection's requests in flight form its FIFO, in the
- * order the server answers them. */
+/* A batch written on a connection and its replies as they come; a
+ * connection's requests in flight form its FIFO, in the server's order. */
 typedef struct areq {
     aop *op;             /* whose batch it is; NULL: owed, read and dropped */
     aconn *cn;           /* the connection it goes on */
     struct areq *fnext;  /* the connection's FIFO, oldest first */
-    /* The commands, their lengths and their replies: room for cap of each
-     * (relock__a_rq_room), in own_* below or, for a batch wider than that,
-     * in one allocation that cmd points at, kept until relock__a_rq_clear();
-     * NULL in a request never formatted. */
+    /* Room for cap commands, lengths and replies: own_* below, or one
+     * allocation for a wider batch until relock__a_rq_clear(); NULL in a
+     * request never formatted. */
     char **cmd;
     size_t *len;
     redisReply **rep;
@@ -97,9 +84,7 @@ typedef struct areq {
     int expect; /* replies its batch asks for */
     uint64_t sent_at;
     uint64_t start_off, end_off; /* its bytes in the connection's output */
-    /* The server may hold the replies this much longer (a WAIT's own
-     * timeout): the command timeout waits it out. */
-    long long slow_ms;
+    long long slow_ms; /* a WAIT's own timeout, added to the command timeout */
     char *own_cmd[RELOCK__BATCH_OWN];
     size_t own_len[RELOCK__BATCH_OWN];
     redisReply *own_rep[RELOCK__BATCH_OWN];
@@ -151,20 +136,20 @@ struct aop {
     struct aop *due_next, *start_next;
     int phase;     /* enum op_phase */
     int pinned;    /* its batch must go on the connection of the write */
-    /* The connection generation the main machine's batches went out on
-     * (wset once one did; wmoved when on more than one): WAIT goes there. */
+    /* The connection generation the write went out on, which WAIT must use
+     * (wset once known; wmoved when on more than one). */
     unsigned wgen;
     int wset, wmoved;
     int acked; /* replicas that acknowledged the write; -1: no WAIT sent */
-    /* extend: the validity before, its bound when the new one was not
-     * acknowledged by the replicas (decision 104) */
+    /* extend: the validity before, the bound when the replicas did not
+     * acknowledge the new one (decision 104) */
     uint64_t was_valid;
     long long was_ttl;
     int owner_gone; /* release: the owner record was deleted first */
     relock__err *kept; /* the undone acquire's error, during PH_UNDO */
     relock_status kept_st;
-    /* legacy.clock = "server": the clock machine runs inside the main
-     * one's step, whose replies wait in held meanwhile */
+    /* legacy.clock = "server": the clock machine runs first; the main
+     * machine's replies wait in held */
     int clocking;
     relock__clock_m clk;
     int clock_fresh; /* the clock was measured for the next feed */
@@ -193,9 +178,9 @@ struct relock__alock {
     int keep_lost;
     uint64_t keep_valid; /* validity as of the last renewal */
     void *lost_timer; /* the loss deadline, at keep_valid (lost_fire()) */
-    /* the last failed renewal's outcome, reported if the deadline comes
-     * first (RELOCK_OK: none failed since the last success); its detail is
-     * allocated at the first failure (a relock__err is some 800 bytes) */
+    /* the last failed renewal's outcome (RELOCK_OK: none since the last
+     * success), reported if the deadline comes first; its detail is
+     * allocated at the first failure (some 800 bytes) */
     relock_status fail_st;
     relock__err *fail_err;
 };
@@ -206,9 +191,8 @@ struct relock__alock {
 
 enum conn_state { C_DOWN = 0, C_CONNECTING, C_SETUP, C_READY, C_LOCATING };
 
-/* One connection to one server.  A client has one per server it talks to
- * (conns[i] for c->s.servers[i]), and on a Redis Cluster one per node met
- * (MOVED and ASK move a batch's unanswered rest there). */
+/* One connection to one server: conns[i] for c->s.servers[i], then on a
+ * Redis Cluster one per node met through MOVED and ASK. */
 struct aconn {
     relock_async *a;
     int idx;                   /* its index in a->conns */
@@ -221,10 +205,8 @@ struct aconn {
     unsigned gen;  /* counts the contexts it had: a transaction's must not change */
     void *conn_timer;
     void *tmo_timer;
-    /* A connect that failed at once (a name that does not resolve, the
-     * loop refusing the context) is reported from the loop, never from
-     * within the call that started an operation, whose callback must not
-     * run there. */
+    /* A connect that failed at once is reported from the loop: an
+     * operation's callback must not run inside the call that started it. */
     char fail_why[300];
     void *kick_timer;
     aop setup;
@@ -232,18 +214,14 @@ struct aconn {
     aop *txn_owner;
     areq *fifo, *fifo_tail; /* requests in flight, oldest first */
     aop *queue, *queue_tail; /* operations waiting for it */
-    /* Operations taken from the queue and being walked (walk_take): a
-     * callback run by the walk may cancel one of them, which then leaves
-     * this list as it would leave the queue. */
-    aop *walk, *walk_tail;
+    aop *walk, *walk_tail; /* taken from the queue, being walked (walk_take()) */
     /* a quorum's connection (no probe; its setup pipelined ahead) */
     uint64_t appended;  /* bytes given to hiredis on this context */
     uint64_t retry_at;  /* dropped for lateness: not reconnected before this */
     long long late_ms;  /* the last round timeout of a request sent on it */
     relock__clock_est clock; /* legacy.clock = "server": this server's (node's) clock */
-    /* What this server's probe learned (probed: once it ran), which a
-     * machine reads while it runs here.  A Cluster's nodes need not be
-     * alike (a rolling upgrade): one node's DELIFEQ or EVAL is not another's. */
+    /* What this server's probe learned (probed: once it ran), read by a
+     * machine running here: Cluster nodes may differ (a rolling upgrade). */
     int probed;
     char version[32];
     int major, minor, patch;
@@ -289,42 +267,32 @@ struct relock_async {
     int sub_at, sub_from; /* its server; where the next one starts looking */
     unsigned sub_gen;     /* counts the subscriber connections */
     achan *chans;
-    /* counts the times the channels were freed: a walk of a channel's
-     * waiters stops when it changes under it */
-    unsigned chans_gen;
+    unsigned chans_gen; /* counts the channels' frees: a walk of waiters stops at one */
     int nwaiting;
     relock__batch batch; /* the batch a machine fills */
     relock__fanout *fanout; /* what a fan machine fills, with a quorum */
     /* A quorum's new operations start together from one timer (starting);
-     * the rounds they open meanwhile (batching) wait for their first feed
-     * (fan_due) until every connection was flushed once (fan_due_run). */
+     * their rounds' first feeds wait in fan_due until every connection was
+     * flushed once (fan_due_run). */
     void *start_timer;
     aop *starting, *starting_tail;
     int batching;
     aop *fan_due, *fan_due_tail;
-    /* A quorum's connection owing this many requests is too far behind
-     * (fanout.c); 0: MAX_OWED_REQUESTS. */
-    int max_owed;
-    /* c is the blocking client's, which owns it (pollloop.c): not freed here */
-    int borrowed;
-    /* The mode's choice after the first probe: through a pointer, since
-     * the blocking runs the choice names run over this core (pollloop.c). */
-    relock_status (*select_mode)(relock_client *c);
-    /* the caller flushes the queue itself at once (pollloop.c): no kick */
-    int direct;
+    int max_owed; /* owed requests putting a quorum's connection behind; 0: fanout.c's */
+    int borrowed; /* c is the blocking client's, which owns it (pollloop.c) */
+    relock_status (*select_mode)(relock_client *c); /* after the first probe */
+    int direct; /* the caller flushes the queue itself at once (pollloop.c): no kick */
     /* a blocking one-server client's: a setup the server refuses fails the
      * call that waits for it, not the client (the next call tries again) */
     int percall;
-    /* A finished operation's memory, for the next one: a blocking call
-     * runs an operation or two, and their calloc() and free() cost a tenth
-     * of its instructions. */
+    /* A finished operation's memory, for the next one (a blocking call's
+     * allocations cost a tenth of its instructions). */
     aop *spare;
     int depth; /* callbacks of this client running (relock__a_enter()) */
     int freeing;
 };
 
-/* Singly linked lists with a tail (head and tail pointers, a link field):
- * their push and remove. */
+/* Singly linked lists by head, tail and a link field: push at the tail, remove. */
 #define SLIST_FNS(name, type, link)                                                    \
     static inline void name##_push_(type **head, type **tail, type *n)                 \
     {                                                                                  \
@@ -355,6 +323,30 @@ SLIST_FNS(queue, aop, qnext)
 SLIST_FNS(walk, aop, qnext) /* an operation is in its connection's queue or walk, never both */
 SLIST_FNS(start, aop, start_next)
 SLIST_FNS(due, aop, due_next)
+
+/* Doubly linked lists by head and two link fields: push at the head, remove. */
+#define DLIST_FNS(name, type, prev, next)                                              \
+    static inline void name##_add_(type **head, type *n)                               \
+    {                                                                                  \
+        n->prev = NULL;                                                                \
+        n->next = *head;                                                               \
+        if (*head)                                                                     \
+            (*head)->prev = n;                                                         \
+        *head = n;                                                                     \
+    }                                                                                  \
+    static inline void name##_del_(type **head, type *n)                               \
+    {                                                                                  \
+        if (n->prev)                                                                   \
+            n->prev->next = n->next;                                                   \
+        else                                                                           \
+            *head = n->next;                                                           \
+        if (n->next)                                                                   \
+            n->next->prev = n->prev;                                                   \
+        n->prev = n->next = NULL;                                                      \
+    }
+DLIST_FNS(ops, aop, prev, next)
+DLIST_FNS(waiters, aop, cprev, cnext)
+DLIST_FNS(alocks, struct relock__alock, prev, next)
 /* A fan operation's round, as the driver sees it. */
 struct afan {
     relock__fanfeed f;                 /* the next feed, filled as replies come */
@@ -442,7 +434,7 @@ void relock__a_loc_bad_master(aconn *cn, relock_status st, const char *why);
 /* notice.c */
 void relock__a_chan_free_all(relock_async *a);
 void relock__a_chan_leave(aop *op);
-void relock__a_sleep_fire(void *arg);
+void relock__a_op_timer(void *arg);
 void relock__a_sub_next(aop *op);
 void relock__a_plan(aop *op, int after_subscribe);
 

@@ -1,18 +1,14 @@
 /*
- * The asynchronous client's connections on the program's loop.
+ * The asynchronous client's connections on the program's loop, which
+ * watches descriptors and runs timers as curl's socket and timer callbacks
+ * do (nothing public names hiredis): a context's event hooks tell it what
+ * to watch, and it reports a ready descriptor through
+ * relock_async_socket_action().
  *
- * relock_async_loop asks the program's loop to watch descriptors and to
- * run timers, as curl's socket and timer callbacks do; nothing public
- * names hiredis.  A context's event hooks, installed here, tell the loop
- * what to watch; the loop reports a ready descriptor through
- * relock_async_socket_action(), which reads and writes through hiredis.
- *
- * A socket's memory is its own, not the client's: hiredis may free a
- * context after the client that owned it (a free asked for from within a
- * reply's callback waits until that callback returns), so a socket keeps
- * a copy of the loop's watch function and data.  While
- * relock_async_socket_action() runs on a socket, its memory stays until
- * that call ends, even when hiredis lets go of the context meanwhile.
+ * hiredis may free a context after the client that owned it (a free asked
+ * for within a reply's callback waits for its return), so a socket keeps
+ * its own copy of the loop's watch function and data, and lives until a
+ * relock_async_socket_action() running on it ends.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,10 +31,8 @@ struct relock_async_socket {
 
 int relock__loop_valid(const relock_async_loop *loop)
 {
-    /* size: the interface as the program was built; fields added later
-     * read as NULL for an older one (decision 242).  version: a loop built
-     * for relock 0.3 (attach, a hiredis context) is refused, as its size
-     * is below the smallest one taken. */
+    /* size: fields added later read as NULL for an older program (decision
+     * 242); a loop built for relock 0.3 is below the smallest size taken. */
     return loop && loop->size >= RELOCK_ASYNC_LOOP_SIZE_2 &&
            loop->version == RELOCK_ASYNC_LOOP_VERSION && loop->watch && loop->timer_start &&
            loop->timer_stop;
@@ -51,9 +45,8 @@ static void tell(relock_async_socket *s, int events)
     if (events == s->events)
         return;
     s->events = events;
-    /* After the first call a failure cannot be acted on here (hooks
-     * return nothing to hiredis); the interface says it should not
-     * happen. */
+    /* A failure after the first call cannot be acted on (hooks return
+     * nothing to hiredis); the interface says it should not happen. */
     (void)s->watch(s->data, s, s->fd, events, &s->sockp);
 }
 
@@ -123,12 +116,10 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
 #define OBUF_KEEP 16384
 
 /* Writes a connected context's output with send(MSG_NOSIGNAL), as
- * hiredis's redisBufferWrite() would with write(): no SIGPIPE can come of
- * it, so the signal mask is not touched for a write that goes out (four
- * system calls fewer per batch).  0 when the output is written, or when
- * the socket takes no more for now; -1 when the send failed otherwise or
- * was not tried (not connected yet): hiredis's own write then meets the
- * failure and ends the connection, through relock__write_nopipe(). */
+ * redisBufferWrite() would with write(), but without touching the signal
+ * mask (four system calls fewer per batch).  0 when written, or when the
+ * socket takes no more for now; -1 when the send failed or was not tried:
+ * hiredis's own write then meets the failure (relock__write_nopipe()). */
 static int send_own(redisAsyncContext *ac)
 {
     redisContext *c = &ac->c;
@@ -143,10 +134,9 @@ static int send_own(redisAsyncContext *ac)
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
     if ((size_t)n == len && sdsalloc(c->obuf) <= OBUF_KEEP) {
-        /* The buffer is kept for the next command: a blocking call sends
-         * one or two per round trip, and each cost an allocation, a
-         * reallocation and a free in a new buffer.  What was sent is wiped
-         * first, as a login's password passes through here. */
+        /* The buffer is kept for the next command, saving a blocking round
+         * trip three allocator calls; wiped first, as a login's password
+         * passes through here. */
         memset(c->obuf, 0, len);
         sdsclear(c->obuf);
     } else if ((size_t)n == len) {

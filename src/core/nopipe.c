@@ -2,15 +2,11 @@
  * The asynchronous client's writes without SIGPIPE (decision 241), in a
  * file of their own so that a test can link the library without them.
  *
- * hiredis 0.14 writes a context's output with write(), from
- * redisAsyncHandleWrite() and redisBufferWrite().  With SIGPIPE blocked in
- * the calling thread, a write to a connection the server closed fails
- * with EPIPE and leaves SIGPIPE pending on this thread, where it is taken
- * back with a zero-timeout sigtimedwait() before the mask is restored.  A
- * SIGPIPE pending before the call (one the program blocked and has not
- * taken yet) is left alone: it is not ours; so is one raised in a thread
- * that blocks SIGPIPE itself.  No disposition is changed, so the
- * program's choice about SIGPIPE stays its own.
+ * hiredis 0.14 writes with write().  With SIGPIPE blocked in the calling
+ * thread, a write to a closed connection fails with EPIPE and leaves
+ * SIGPIPE pending here, taken back with a zero-timeout sigtimedwait()
+ * before the mask is restored.  A SIGPIPE pending before the call is not
+ * ours and stays; no disposition is changed: the program's choice stays.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -69,20 +69,12 @@ void relock__a_chan_leave(aop *op)
     achan *ch = op->ch;
     if (!ch)
         return;
-    if (op->cprev)
-        op->cprev->cnext = op->cnext;
-    else
-        ch->waiters = op->cnext;
-    if (op->cnext)
-        op->cnext->cprev = op->cprev;
-    op->cprev = op->cnext = NULL;
+    waiters_del_(&ch->waiters, op);
     op->ch = NULL;
     relock_async *a = op->a;
     if (--a->nwaiting == 0 && a->sub && !a->freeing)
         sub_drop(a, 0); /* nobody waits: the subscriber connection goes */
 }
-
-static void wake(aop *op);
 
 static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
 {
@@ -92,16 +84,16 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
     relock__a_enter(a);
     redisReply *r = rr;
     achan *ch = priv;
-    /* A waiter fed below may end (its bound ran out) and leave the
-     * channel; the last to leave drops the subscription, which frees every
-     * channel, ch among them: the walk stops as soon as that happened. */
+    /* A waiter fed below may end and leave; the last to leave frees every
+     * channel, ch among them: the walk stops when that happened. */
     unsigned gen = a->chans_gen;
     if (!r) {
         sub_failed(a, 1);
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                r->element[0]->type == REDIS_REPLY_STRING) {
         /* subscribed: each waiter for it plans again; a notice: each
-         * sleeper wakes */
+         * sleeper's attempt begins, and says so (src/algo/quorum.c looks
+         * again soon after a release half-way through the servers) */
         int sub = strcmp(r->element[0]->str, "subscribe") == 0;
         int want = sub ? S_SUBSCRIBING : strcmp(r->element[0]->str, "message") == 0 ? S_SLEEP : -1;
         if (sub)
@@ -112,10 +104,13 @@ static void on_sub(redisAsyncContext *ac, void *rr, void *priv)
                 w = w->cnext;
             if (!w)
                 break;
-            if (sub)
+            if (sub) {
                 relock__a_op_feed(w, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
-            else
-                wake(w);
+                continue;
+            }
+            timer_stop(a, &w->timer);
+            w->l->after_notice = 1; /* until the attempt ends (plan) */
+            relock__a_attempt_begin(w);
         }
     } else if (r->type == REDIS_REPLY_ERROR) {
         sub_failed(a, 0);
@@ -175,12 +170,11 @@ static int chan_join(aop *op)
         ch = ch->next;
     if (!ch) {
         if (!a->sub) {
-            /* With a quorum every server announces releases: the first
-             * connected one from where the last failed subscription
-             * leaves off.  With one server, the one the attempt ran on:
-             * on a Cluster the master of the lock's slot, where the
-             * release publishes (waiters on other masters' locks share
-             * it: a classic PUBLISH reaches every node). */
+            /* With a quorum, the first connected server from where the
+             * last failed subscription left off (each announces releases).
+             * With one, the attempt's: on a Cluster the lock's master,
+             * where the release publishes (a classic PUBLISH reaches every
+             * node, so other locks' waiters share it). */
             int at = quorum(a) ? a->sub_from % a->nconns : op->cn->idx;
             for (int k = 0; k < a->nconns && quorum(a); k++) {
                 int i = (a->sub_from + k) % a->nconns;
@@ -224,11 +218,7 @@ static int chan_join(aop *op)
     }
     op->ch = ch;
     op->sub_gen = a->sub_gen;
-    op->cprev = NULL;
-    op->cnext = ch->waiters;
-    if (ch->waiters)
-        ch->waiters->cprev = op;
-    ch->waiters = op;
+    waiters_add_(&ch->waiters, op);
     a->nwaiting++;
     return ch->confirmed ? 1 : 0;
 }
@@ -243,7 +233,9 @@ static long long left_ms(uint64_t deadline)
     return now >= deadline ? 0 : (long long)(deadline - now);
 }
 
-void relock__a_sleep_fire(void *arg)
+/* An acquire's timer: its sleep ended (a cancelled one's ends it), or its
+ * subscription was not answered within command_timeout_ms. */
+void relock__a_op_timer(void *arg)
 {
     aop *op = arg;
     relock_async *a = op->a;
@@ -253,24 +245,13 @@ void relock__a_sleep_fire(void *arg)
         relock__a_op_cancelled(op);
     else if (op->state == S_SLEEP)
         relock__a_attempt_begin(op);
-    relock__a_leave(a);
-}
-
-/* A subscription not answered within command_timeout_ms: wait without it. */
-static void sub_timeout_fire(void *arg)
-{
-    aop *op = arg;
-    relock_async *a = op->a;
-    op->timer = NULL;
-    relock__a_enter(a);
-    if (op->state == S_SUBSCRIBING)
+    else if (op->state == S_SUBSCRIBING)
         relock__a_sub_next(op);
     relock__a_leave(a);
 }
 
-/* op's subscription failed (no answer in time, or its connection went):
- * with a quorum it tries the next server, each in turn; then it plans
- * without. */
+/* op's subscription failed: with a quorum it tries the next server, each
+ * in turn; then it plans without. */
 void relock__a_sub_next(aop *op)
 {
     relock_async *a = op->a;
@@ -282,22 +263,13 @@ void relock__a_sub_next(aop *op)
             sub_failed(a, 0);
         int j = chan_join(op);
         if (j == 0) {
-            op->timer = timer_start(a, a->c->s.command_timeout_ms, sub_timeout_fire, op);
+            op->timer = timer_start(a, a->c->s.command_timeout_ms, relock__a_op_timer, op);
             return;
         }
         if (j == 1)
             op->state = S_RUN;
     }
     relock__a_plan(op, 1);
-}
-
-/* A release notice ends op's sleep: its attempt says so (src/algo/quorum.c
- * looks again soon after a release half-way through the servers). */
-static void wake(aop *op)
-{
-    timer_stop(op->a, &op->timer);
-    op->l->after_notice = 1; /* until the attempt ends (plan) */
-    relock__a_attempt_begin(op);
 }
 
 /* (algo.h; here in the core, the waiter's) */
@@ -342,7 +314,7 @@ void relock__a_plan(aop *op, int after_subscribe)
         if (j == 0) {
             /* plans again when the subscription is answered, or without it */
             op->state = S_SUBSCRIBING;
-            op->timer = timer_start(a, c->s.command_timeout_ms, sub_timeout_fire, op);
+            op->timer = timer_start(a, c->s.command_timeout_ms, relock__a_op_timer, op);
             return;
         }
         in.after_subscribe = 1;
@@ -362,7 +334,6 @@ void relock__a_plan(aop *op, int after_subscribe)
         else
             RELOCK__FAIL(&c->err, RELOCK_TIMEOUT, "lock %s: still held after %lld ms%s", l->name,
                          op->wait_ms, classic);
-        op_err_drop(op);
         relock__a_err_save(op);
         relock__a_op_finish(op, c->err.pub.status);
         return;
@@ -371,7 +342,7 @@ void relock__a_plan(aop *op, int after_subscribe)
          * backoff grows. */
         op->attempt++;
         op->state = S_SLEEP;
-        op->timer = timer_start(a, p.sleep_ms, relock__a_sleep_fire, op);
+        op->timer = timer_start(a, p.sleep_ms, relock__a_op_timer, op);
         if (!op->timer)
             relock__a_op_finish(
                 op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire %s: out of memory", l->name));

@@ -63,39 +63,6 @@ void relock__a_op_cancelled(aop *op)
 
 /* ------------------------------------------------------------------ completing */
 
-static void op_unlink(aop *op)
-{
-    relock_async *a = op->a;
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        a->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    op->prev = op->next = NULL;
-    a->pending--;
-}
-
-static void op_release(aop *op)
-{
-    relock__a_fan_end(op);
-    free(op->fan);
-    relock__a_batch_clear(op);
-    for (int i = 0; i < op->nheld; i++)
-        if (op->held[i])
-            freeReplyObject(op->held[i]);
-    free(op->kept);
-    if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
-        free(op->m);
-    free(op->err);
-    relock_async *a = op->a;
-    if (!a->spare) {
-        a->spare = op; /* freed with the client (connection.c) */
-        return;
-    }
-    free(op);
-}
-
 /* The operation ends with st: its callback is called, once. */
 void relock__a_op_finish(aop *op, relock_status st)
 {
@@ -105,7 +72,8 @@ void relock__a_op_finish(aop *op, relock_status st)
     if (op->cn && op->cn->txn_owner == op)
         op->cn->txn_owner = NULL;
     op->state = S_DONE;
-    op_unlink(op);
+    ops_del_(&a->ops, op);
+    a->pending--;
     relock__a_map_trim(a); /* cluster.slot_map = false: one connection */
     relock__a_fan_undue(op);
     if (op->in_start) {
@@ -120,11 +88,9 @@ void relock__a_op_finish(aop *op, relock_status st)
         l = NULL;
         op->l = NULL;
     }
-    /* An extend that failed, whatever stopped it (a refused connect, a
-     * setup that failed, a lost reply): a write never sent cannot have
-     * lengthened the lock, and one that ran may have shortened it, so its
-     * validity ends no later than the new lease from the extend's start
-     * (relock_extend() promises that bound), not from its end. */
+    /* A failed extend, whatever stopped it, may have shortened the lock
+     * and cannot have lengthened it: its validity ends no later than the
+     * new lease from the extend's start, the bound relock_extend() promises. */
     if (l && op->kind == K_EXT && st != RELOCK_OK)
         l->valid_until = relock__valid_min(
             l->valid_until, relock__valid_until(op->began ? op->began : now_ms(), op->wait_ms));
@@ -164,7 +130,20 @@ void relock__a_op_finish(aop *op, relock_status st)
     } else if (op->cb) {
         op->cb(a, st, l, &e, op->arg);
     }
-    op_release(op);
+    relock__a_fan_end(op);
+    free(op->fan);
+    relock__a_batch_clear(op);
+    for (int i = 0; i < op->nheld; i++)
+        if (op->held[i])
+            freeReplyObject(op->held[i]);
+    free(op->kept);
+    if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
+        free(op->m);
+    free(op->err);
+    if (a->spare)
+        free(op);
+    else
+        a->spare = op; /* freed with the client (connection.c) */
 }
 
 static void machine_start(aop *op)
@@ -172,7 +151,7 @@ static void machine_start(aop *op)
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
-    if (op->kind != K_RUN && op->a->kit->fan && !op->fencing) {
+    if (op->kind != K_RUN && op->kind != K_SCAN && op->a->kit->fan && !op->fencing) {
         relock__a_fan_begin(op);
         return;
     }
@@ -196,7 +175,37 @@ void relock__a_attempt_begin(aop *op)
     machine_start(op);
 }
 
-static int owner_phase(aop *op, int held);
+/* Runs machine m (allocated, op's from now) with step fn as op's phase. */
+static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
+{
+    free(op->m);
+    op->m = m;
+    op->fn = fn;
+    op->phase = phase;
+    op->steps = 0;
+    op->state = S_RUN;
+    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
+}
+
+/* The owner record of op's lock written (held) or deleted by its machine
+ * as op's PH_OWNER; 0 when there is none to write (owner_info off). */
+static int owner_phase(aop *op, int held)
+{
+    relock_lock *l = op->l;
+    /* (a quorum's record would be one server's view) */
+    if (!op->a->c->s.owner_info || op->a->kit->fan)
+        return 0;
+    char info[RELOCK__OWNER_INFO_MAX] = "";
+    if (held)
+        relock__owner_info(l, info, sizeof info);
+    relock__owner_m *m = malloc(sizeof *m);
+    if (!m || !relock__owner_init(m, l, l->value, held, info)) {
+        free(m); /* the record informs: no memory for it fails nothing */
+        return 0;
+    }
+    phase_run(op, PH_OWNER, relock__owner_step, m);
+    return 1;
+}
 
 /* A cancelled acquire that won could not release its lock. */
 static void undo_failed(aop *op)
@@ -207,10 +216,9 @@ static void undo_failed(aop *op)
                                               op->l->name));
 }
 
-/* The undo of a cancelled acquire that won: release by the machine.  When
- * the cancel came during the owner record's write, the record may be on
- * the server: it is deleted first (undoing 2), while the lock holds the
- * handle's value, as a release deletes it (decision 108). */
+/* The undo of a cancelled acquire that won: a release.  A cancel during the
+ * owner record's write deletes the record first (undoing 2), while the lock
+ * is ours, as a release does (decision 108). */
 static void undo_begin(aop *op)
 {
     relock_async *a = op->a;
@@ -233,55 +241,20 @@ static void undo_begin(aop *op)
     machine_start(op);
 }
 
-/* Allocates op's acquire machine; 0 when op ended for want of memory. */
-static int acq_alloc(aop *op)
+/* op->m: n bytes for acquire op's machine; 0 when op ended for want of memory. */
+static int acq_alloc(aop *op, size_t n)
 {
-    if ((op->m = malloc(op->a->kit->acq_size)) != NULL)
+    if ((op->m = malloc(n)) != NULL)
         return 1;
     relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
     return 0;
 }
 
-/* Runs machine m (allocated, op's from now) with step fn as op's phase. */
-static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
-{
-    free(op->m);
-    op->m = m;
-    op->fn = fn;
-    op->phase = phase;
-    op->steps = 0;
-    op->state = S_RUN;
-    relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
-}
-
-/* The owner record of op's lock written (held) or deleted by its machine
- * as op's PH_OWNER; 0 when there is none to write (owner_info off). */
-static int owner_phase(aop *op, int held)
-{
-    relock_lock *l = op->l;
-    /* (a quorum's record would be one server's view: not written, as by
-     * the blocking client) */
-    if (!op->a->c->s.owner_info || op->a->kit->fan)
-        return 0;
-    char info[RELOCK__OWNER_INFO_MAX] = "";
-    if (held)
-        relock__owner_info(l, info, sizeof info);
-    relock__owner_m *m = malloc(sizeof *m);
-    if (!m || !relock__owner_init(m, l, l->value, held, info)) {
-        free(m); /* the record informs: no memory for it fails nothing */
-        return 0;
-    }
-    phase_run(op, PH_OWNER, relock__owner_step, m);
-    return 1;
-}
-
 /* After a phase of op ended with *st: starts the next (returns 1), or
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
- * the write, then durability's WAIT on the write's connection, then the
- * owner record; an acquire whose write was not acknowledged is released
- * (PH_UNDO) and fails; an extend's keeps the earlier of its old and new
- * validity (decision 104).  Release: the owner record is deleted first,
- * while the lock is ours. */
+ * the write, durability's WAIT, the owner record; an unacknowledged
+ * acquire is released (PH_UNDO) and fails.  Release: the owner record
+ * first, while the lock is ours. */
 static int next_phase(aop *op, relock_status *st)
 {
     relock_async *a = op->a;
@@ -300,24 +273,23 @@ static int next_phase(aop *op, relock_status *st)
         return 1;
     }
     switch (op->phase) {
-    case PH_MAIN:
+    case PH_MAIN: {
         if (*st != RELOCK_OK || op->cancelled)
             return 0;
         if (op->kind == K_ACQ)
             l->owner_since = relock__wall_ms() / 1000;
-        if (relock__durable_on(c)) {
-            relock__durable_m *m = malloc(sizeof *m);
-            if (m) {
-                relock__durable_init(m, op->kind == K_ACQ ? "acquire" : "extend");
-                phase_run(op, PH_DURABLE, relock__durable_step, m);
-                return 1;
-            }
-            *st = relock__a_op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT",
-                                    op->kind == K_ACQ ? "acquire" : "extend", l->name);
-        } else {
+        if (!relock__durable_on(c))
             return owner_phase(op, 1);
+        const char *what = op->kind == K_ACQ ? "acquire" : "extend";
+        relock__durable_m *m = malloc(sizeof *m);
+        if (m) {
+            relock__durable_init(m, what);
+            phase_run(op, PH_DURABLE, relock__durable_step, m);
+            return 1;
         }
+        *st = relock__a_op_fail(op, RELOCK_ENOMEM, "%s %s: out of memory for WAIT", what, l->name);
         break;
+    }
     case PH_DURABLE:
         op->acked = ((relock__durable_m *)op->m)->acked;
         if (*st == RELOCK_OK)
@@ -337,9 +309,8 @@ static int next_phase(aop *op, relock_status *st)
         return 0;
     }
     }
-    /* the write was not acknowledged (or no WAIT could be sent): an
-     * extend's lease is the earlier of the old one, which the replicas
-     * know of, and the new one, which the master holds */
+    /* the write was not acknowledged (or no WAIT went): an extend keeps the
+     * earlier of the old lease, which the replicas know, and the new one */
     if (op->kind != K_ACQ) {
         l->valid_until = relock__valid_min(op->was_valid, l->valid_until);
         l->ttl_ms = op->was_ttl;
@@ -371,10 +342,9 @@ static int conn_open(const aconn *cn)
     return cn->ac && cn->cstate == C_READY && !cn->txn_owner;
 }
 
-/* The reply to the legacy marker's SET: a MOVED (the map did not know the
- * marker's slot) sends it once to the node named when the client has a
- * ready connection there; anything else is dropped (the marker informs,
- * design.md §5.5). */
+/* The reply to the legacy marker's SET: a MOVED sends it once to the node
+ * named, when its connection is ready; anything else is dropped (the marker
+ * informs, design.md §5.5). */
 static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -393,9 +363,8 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
 /* The watch marker (relock__watch_key(), which `relock scan` reads):
  * written once per bridge or modern client with SETNX before its first
  * attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could
- * not be followed (the marker's node is not connected yet).  A MOVED is
- * followed once, as by on_marker; a write that did not land is tried again
- * at a later acquire: a missing marker only delays scan's verdict. */
+ * not be followed.  A write that did not land is tried again at a later
+ * acquire: a missing marker only delays scan's verdict. */
 static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -416,10 +385,8 @@ static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
         c->watch_noted = 2;
 }
 
-/* cn is the acquire's connection.  Where Cluster's slot map names the
- * marker's node, the marker goes there once that connection is up; after
- * a MOVED it could not follow, it waits for the map rather than meet the
- * same MOVED at every acquire. */
+/* cn is the acquire's connection.  After a MOVED it could not follow, the
+ * marker waits for the slot map rather than meet it at every acquire. */
 static void note_watching(relock_async *a, aconn *cn)
 {
     relock_client *c = a->c;
@@ -457,9 +424,8 @@ void relock__a_machine_done(aop *op, relock_status st)
         relock_client *c = a->c;
         uint64_t now = now_ms();
         char key[RELOCK__KEY_MAX];
-        /* Over a Cluster the marker goes where its own slot lives: the
-         * node the map names when its connection is up, else op's, whose
-         * MOVED is followed (on_marker). */
+        /* Over a Cluster: the node of its slot when ready, else op's,
+         * whose MOVED is followed (on_marker). */
         if ((!c->legacy_noted_at || now - c->legacy_noted_at >= 1000) &&
             relock__marker_key(c->s.key_prefix, key, sizeof key) == 0) {
             aconn *mc = relock__a_route(a, key);
@@ -500,7 +466,7 @@ void relock__a_machine_done(aop *op, relock_status st)
                 relock__a_op_finish(op, st);
             else if (op->cancelled)
                 relock__a_op_cancelled(op);
-            else if (acq_alloc(op))
+            else if (acq_alloc(op, a->kit->acq_size))
                 relock__a_attempt_begin(op);
             return;
         }
@@ -511,7 +477,6 @@ void relock__a_machine_done(aop *op, relock_status st)
         } else if (op->undoing && st != RELOCK_OK && st != RELOCK_LOST) {
             undo_failed(op);
         } else if (op->undoing) {
-            op_err_drop(op);
             relock__a_op_finish(
                 op, relock__a_op_fail(op, RELOCK_ECANCELED,
                                       "acquire %s: cancelled (the lock it had won was released)",
@@ -519,7 +484,6 @@ void relock__a_machine_done(aop *op, relock_status st)
         } else if (op->cancelled && st == RELOCK_OK) {
             undo_begin(op);
         } else if (op->cancelled && st != RELOCK_EAMBIGUOUS) {
-            op_err_drop(op);
             relock__a_op_cancelled(op);
         } else if (op->cancelled) {
             relock__a_op_finish(op, st);
@@ -570,10 +534,8 @@ static char *put_head(char *w, char c, size_t n, size_t d)
 }
 
 /* A command in the protocol's form, in memory from malloc(): what
- * redisFormatCommandArgv() makes, without its sprintf() per argument
- * (measured: about a third of a blocking cycle's instructions); its
- * length, -1 out of memory.  Each length's digits are counted, then
- * written once. */
+ * redisFormatCommandArgv() makes, without its sprintf() per argument (a
+ * third of a blocking cycle's instructions); its length, -1 out of memory. */
 static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *len)
 {
     size_t l[RELOCK__CMD_ARGS], dl[RELOCK__CMD_ARGS];
@@ -614,8 +576,7 @@ static void replies_move(redisReply **to, redisReply **from, int n)
     }
 }
 
-/* Feeds op's machine: the replies of its batch (or the fault), then sends
- * its next batch or ends it. */
+/* Feeds op's machine its batch's replies (or the fault); sends its next batch or ends it. */
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext)
 {
     relock_async *a = op->a;
@@ -657,11 +618,10 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     }
     aconn *cn = op->cn;
     areq *rq = &op->rq;
-    /* The batch that ended the transaction was answered.  The connection
-     * stays the operation's until its machine has judged the replies: an
-     * error reply to EXEC leaves the server's connection inside MULTI
-     * (h->in_txn), and relock__a_machine_done() then drops it; another
-     * operation's batch sent before would be queued inside the transaction. */
+    /* The batch that ended the transaction was answered; the connection
+     * stays the operation's until its machine judged the replies: an error
+     * to EXEC leaves the server inside MULTI (h->in_txn, dropped by
+     * relock__a_machine_done()). */
     int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
         relock__mhead *h = op->m;
@@ -718,8 +678,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         relock__batch *b = &a->batch;
         relock__batch_reset(b);
         /* the clock machine measures into the client's estimate: the
-         * connection's own, around each of its steps (operations on other
-         * connections may measure meanwhile) */
+         * connection's own, around each of its steps */
         if (op->clocking)
             c->conn.clock = cn->clock;
         /* the facts of the server it runs on (a Cluster node's own), and
@@ -816,16 +775,6 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     }
 }
 
-static void cancel_fire(void *arg)
-{
-    aop *op = arg;
-    relock_async *a = op->a;
-    op->timer = NULL;
-    relock__a_enter(a);
-    relock__a_op_cancelled(op);
-    relock__a_leave(a);
-}
-
 void relock__a_op_cancel(aop *op)
 {
     op->cancelled = 1;
@@ -842,7 +791,7 @@ void relock__a_op_cancel(aop *op)
     }
     /* nothing of it in flight: it ends at the next turn of the loop */
     op->state = S_SLEEP;
-    op->timer = timer_start(op->a, 0, cancel_fire, op);
+    op->timer = timer_start(op->a, 0, relock__a_op_timer, op);
 }
 
 /* ------------------------------------------------------------------ starting */
@@ -862,59 +811,48 @@ void relock__a_kick_fire(void *arg)
 void relock__a_op_start(aop *op)
 {
     relock_async *a = op->a;
+    relock_client *c = a->c;
+    relock_lock *l = op->l;
     if (a->fatal && !(op->kind == K_SCAN && a->fatal_mode)) {
         relock__a_err_keep(op, &a->fatal_err);
         relock__a_op_finish(op, a->fatal);
         return;
     }
-    if (op->kind == K_RUN) {
+    if (op->kind == K_RUN || op->kind == K_SCAN) {
         machine_start(op);
         return;
     }
-    if (op->kind == K_SCAN) {
-        op->steps = 0;
-        op->state = S_RUN;
-        relock__a_op_feed(op, RELOCK__FAULT_NONE, RELOCK_OK, NULL);
-        return;
-    }
     if (op->kind == K_ACQ) {
-        relock_client *c = a->c;
-        relock_lock *l = op->l;
         char before[RELOCK__KEY_MAX];
         note_watching(a, op->cn); /* scan's evidence, before the first attempt */
         /* (a quorum's machine carries the counter over itself) */
         if (!a->kit->fan && !(c->mode == RELOCK_MODE_MODERN && !c->s.fencing) &&
             relock__fence_key_before(l->key, before, sizeof before) == 1) {
-            fence_wrap *w = malloc(sizeof *w);
-            if (!w) {
-                relock__a_op_finish(op,
-                                    relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+            if (!acq_alloc(op, sizeof(fence_wrap)))
                 return;
-            }
+            fence_wrap *w = op->m;
             memcpy(w->before, before, sizeof before);
             relock__fence_carry_init(&w->m, w->before);
-            op->m = w;
             op->fn = relock__fence_carry_step;
             op->fencing = 1;
             machine_start(op);
             return;
         }
-        if (!acq_alloc(op))
+        if (!acq_alloc(op, a->kit->acq_size))
             return;
         /* The holder that just released usually wins the race back against
          * the waiters it woke: give them a moment (relock__yield_ms()). */
         long long yield = op->wait_ms != 0 ? relock__yield_ms(l) : 0;
         if (yield > 0) {
             op->state = S_SLEEP;
-            op->timer = timer_start(a, yield, relock__a_sleep_fire, op);
+            op->timer = timer_start(a, yield, relock__a_op_timer, op);
             if (op->timer)
                 return;
         }
         relock__a_attempt_begin(op);
         return;
     }
-    relock_lock *l = op->l; /* a release, an extend or a renewal */
-    if (l->lost) {
+    if (l->lost) { /* a release, an extend or a renewal */
         const char *what = op->kind == K_REL ? "release" : "extend";
         relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
                                                   "%s %s: the lock was already lost", what, l->name));
@@ -930,7 +868,7 @@ void relock__a_op_start(aop *op)
     op->was_valid = l->valid_until;
     op->was_ttl = l->ttl_ms;
     op->m = malloc(a->kit->upd_size);
-    relock__err_clear(&a->c->err);
+    relock__err_clear(&c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
                              : RELOCK_ENOMEM;
     if (st != RELOCK_OK) {
@@ -968,8 +906,7 @@ static void start_fire(void *arg)
 }
 
 /* A new operation starts from the loop: with one server when its
- * connection is ready; with a quorum at the next turn (the fan driver
- * connects each server as a round needs it). */
+ * connection is ready; with a quorum at the next turn. */
 void relock__a_op_schedule(aop *op)
 {
     relock_async *a = op->a;
@@ -1001,20 +938,16 @@ int relock__a_start_armed(relock_async *a)
 void relock__a_op_enqueue(aop *op)
 {
     relock_async *a = op->a;
-    op->next = a->ops;
-    if (a->ops)
-        a->ops->prev = op;
-    a->ops = op;
+    ops_add_(&a->ops, op);
     a->pending++;
     op->state = S_NEW;
     relock__a_op_schedule(op);
 }
 
-/* Runs step machine m (fn, initialised by the caller, who keeps it) on l
- * as an operation of a one-server client: no waiting, no phases, the
- * blocking API's call (pollloop.c).  cb is called once, from the loop; the
- * machine's errors are then on a->c->err, as the machine left them (an
- * error already there stays the first).  RELOCK_ENOMEM: nothing started. */
+/* Runs step machine m (fn, initialised and kept by the caller) on l for
+ * the blocking API (pollloop.c): no waiting, no phases.  cb is called once,
+ * from the loop, with the machine's errors on a->c->err (an error already
+ * there stays the first).  RELOCK_ENOMEM: nothing started. */
 relock_status relock__a_run_step(relock_async *a, relock_lock *l, relock__step_fn fn, void *m,
                                  relock_async_fn cb, void *arg)
 {

@@ -15,10 +15,7 @@ struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
         return l->al;
     l->al_free = async_lock_free;
     l->al->a = a;
-    l->al->next = a->alocks;
-    if (a->alocks)
-        a->alocks->prev = l->al;
-    a->alocks = l->al;
+    alocks_add_(&a->alocks, l->al);
     return l->al;
 }
 
@@ -27,14 +24,8 @@ void relock__a_alock_free(relock_lock *l)
     struct relock__alock *al = l->al;
     if (!al)
         return;
-    if (al->a) {
-        if (al->prev)
-            al->prev->next = al->next;
-        else
-            al->a->alocks = al->next;
-        if (al->next)
-            al->next->prev = al->prev;
-    }
+    if (al->a)
+        alocks_del_(&al->a->alocks, al);
     free(al->fail_err);
     free(al);
     l->al = NULL;
@@ -62,8 +53,6 @@ static int async_lock_free(relock_lock *l)
     return 0;
 }
 
-static void keep_tick(void *arg);
-
 /* An operation on l ended: the next one on it may start; a lock the
  * program freed meanwhile is freed now. */
 void relock__a_lock_op_end(aop *op)
@@ -73,40 +62,31 @@ void relock__a_lock_op_end(aop *op)
     if (!al)
         return;
     if (al->after == op) {
-        /* The release waiting for the renewal in flight ends before it
-         * (the client is being freed): the renewal's end, which frees a
-         * lock the program freed meanwhile, finds no release to start. */
+        /* The release behind the renewal ends first (the client is being
+         * freed): the renewal's end finds no release to start. */
         al->after = NULL;
         return;
     }
     if (al->busy == op)
         al->busy = NULL;
-    if (op->lock_gone) {
-        aop *after = al->after;
+    aop *after = al->after;
+    if (after && !op->a->freeing) {
+        /* The release behind a renewal starts now, even when the program
+         * freed the lock meanwhile: the lock goes when it ends (lock_gone). */
         al->after = NULL;
-        if (after && !op->a->freeing) {
-            /* The release asked for before the program freed the lock
-             * runs now, as one in flight when it was freed does: the lock
-             * goes when it ends (its lock_gone), its callback gets NULL. */
-            al->busy = after;
-            relock__a_op_schedule(after);
-            return;
-        }
-        if (after) /* the client is being freed: it ends unsent */
-            after->l = NULL;
-        relock__a_alock_free(l);
-        relock__lock_destroy(l);
-        if (after)
-            relock__a_op_finish(after, RELOCK_ECANCELED);
+        al->busy = after;
+        relock__a_op_schedule(after);
         return;
     }
-    if (al->after && !op->a->freeing) {
-        /* the release that waited for a renewal in flight starts now */
-        aop *next = al->after;
-        al->after = NULL;
-        al->busy = next;
-        relock__a_op_schedule(next);
-    }
+    if (!op->lock_gone)
+        return;
+    al->after = NULL;
+    if (after) /* the client is being freed: it ends unsent */
+        after->l = NULL;
+    relock__a_alock_free(l);
+    relock__lock_destroy(l);
+    if (after)
+        relock__a_op_finish(after, RELOCK_ECANCELED);
 }
 
 /* ------------------------------------------------------------------ renewal */
@@ -140,17 +120,6 @@ void relock__a_keep_arm(struct relock__alock *al, relock_lock *l)
                                  keep_tick, l);
 }
 
-static void lost_fire(void *arg);
-
-/* The loss deadline at the end of the validity as of the last renewal. */
-void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l)
-{
-    timer_stop(al->a, &al->lost_timer);
-    uint64_t now = now_ms();
-    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
-    al->lost_timer = timer_start(al->a, left, lost_fire, l);
-}
-
 /* The renewal stops for good; the program hears of it once. */
 static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
 {
@@ -167,9 +136,8 @@ static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const 
         al->on_lost(a, l, why, e, al->lost_arg);
 }
 
-/* The validity ran out and no renewal succeeded since it was computed:
- * the lock is reported lost now, not when the renewal in flight (a stalled
- * server, a connect that hangs) ends; its end changes nothing any more. */
+/* The validity ran out with no renewal since: the lock is lost now, not
+ * when the renewal in flight (a stalled server) ends. */
 static void lost_fire(void *arg)
 {
     relock_lock *l = arg;
@@ -202,6 +170,15 @@ static void lost_fire(void *arg)
     relock__a_leave(a);
 }
 
+/* The loss deadline at the end of the validity as of the last renewal. */
+void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->lost_timer);
+    uint64_t now = now_ms();
+    long long left = al->keep_valid > now ? (long long)(al->keep_valid - now) : 0;
+    al->lost_timer = timer_start(al->a, left, lost_fire, l);
+}
+
 /* A renewal of l ended with st (e its detail): the next one is timed, a
  * failed one retried soon while validity remains, a loss reported. */
 void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e)
@@ -217,9 +194,8 @@ void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, con
         relock__a_deadline_arm(al, l);
         return;
     }
-    /* A failed extend may have lowered the validity (one whose outcome is
-     * unknown counts the shorter of the old and the new lease): the
-     * deadline follows it down, never up. */
+    /* A failed extend may have lowered the validity: the deadline follows
+     * it down, never up. */
     if (l->valid_until < al->keep_valid) {
         al->keep_valid = l->valid_until;
         relock__a_deadline_arm(al, l);

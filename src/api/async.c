@@ -8,6 +8,14 @@
 #include "api.h"
 #include "core/core.h"
 
+/* The client cannot be used: st and c's error answer every call from now on. */
+static relock_status unusable(relock_async *a, relock_status st)
+{
+    relock__err_copy(&a->err, &a->c->err);
+    relock__err_copy(&a->fatal_err, &a->err);
+    return a->fatal = st;
+}
+
 relock_status relock_async_new(const relock_config *cfg, const relock_async_loop *loop,
                                relock_async **out)
 {
@@ -17,14 +25,12 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!cfg || !relock__loop_valid(loop))
         return RELOCK_EINVAL;
     relock_async *a = calloc(1, sizeof *a);
-    if (!a)
-        return RELOCK_ENOMEM;
-    relock__err_clear(&a->err);
-    relock_client *c = calloc(1, sizeof *c);
+    relock_client *c = a ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         free(a);
         return RELOCK_ENOMEM;
     }
+    relock__err_clear(&a->err);
     *out = a;
     a->c = c;
     memcpy(&a->loop, loop, loop->size < sizeof a->loop ? loop->size : sizeof a->loop);
@@ -38,11 +44,8 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     int nconns = c->s.nservers > 0 ? c->s.nservers : 1;
     a->ncap = nconns == 1 && !relock__sentinel_on(&c->s) ? ACONN_NODES : nconns;
     a->conns = calloc((size_t)a->ncap, sizeof *a->conns);
-    if (!a->conns) {
-        a->fatal = RELOCK__FAIL(&a->err, RELOCK_ENOMEM, "out of memory");
-        relock__err_copy(&a->fatal_err, &a->err);
-        return a->fatal;
-    }
+    if (!a->conns)
+        return unusable(a, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory"));
     a->nconns = nconns;
     for (int i = 0; i < nconns; i++) {
         a->conns[i].a = a;
@@ -55,28 +58,24 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         a->conns[0].node = c->s.servers[0];
         a->conns[0].srv = &a->conns[0].node;
     }
-    if (c->s.nservers > 1) {
-        /* A quorum: the blocking client's checks (relock_connect), the
-         * mode fixed (modern values), no probe; connections open as the
-         * first round needs them. */
-        relock_status st = relock__quorum_check(c);
-        if (st == RELOCK_OK)
-            st = relock__quorum_setup(c);
-        a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
-        if (st == RELOCK_OK && !a->fanout)
-            st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
-        c->algo = NULL; /* the blocking calls must not run on this client's locks */
-        if (st != RELOCK_OK) {
-            relock__err_copy(&a->err, &c->err);
-            a->fatal = st;
-            relock__err_copy(&a->fatal_err, &a->err);
-            return st;
-        }
-        a->kit = relock__algo_quorum.machines;
-        a->probed = 1;
-    }
-    if (!a->kit)
+    if (c->s.nservers <= 1) {
         relock__a_conn_connect(&a->conns[0]);
+        return RELOCK_OK;
+    }
+    /* A quorum: the blocking client's checks (relock_connect), the mode
+     * fixed (modern values), no probe; connections open as the first round
+     * needs them. */
+    relock_status st = relock__quorum_check(c);
+    if (st == RELOCK_OK)
+        st = relock__quorum_setup(c);
+    a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
+    if (st == RELOCK_OK && !a->fanout)
+        st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
+    c->algo = NULL; /* the blocking calls must not run on this client's locks */
+    if (st != RELOCK_OK)
+        return unusable(a, st);
+    a->kit = relock__algo_quorum.machines;
+    a->probed = 1;
     return RELOCK_OK;
 }
 
@@ -207,6 +206,17 @@ relock_status relock_async_cancel(relock_async_op *h)
     return RELOCK_OK;
 }
 
+/* Stops l's renewal; a loss it saw marks the handle lost (non-zero). */
+static int keep_end(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->keep_timer);
+    timer_stop(al->a, &al->lost_timer);
+    al->kept = 0;
+    if (al->keep_lost)
+        l->lost = 1;
+    return al->keep_lost;
+}
+
 static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_async_fn cb,
                              void *arg)
 {
@@ -243,14 +253,8 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     op->l = l;
     op->wait_ms = ttl_ms;
     op->began = now_ms(); /* a failed extend's validity counts from here */
-    if (kind == K_REL) {
-        int was_lost = al->keep_lost;
-        timer_stop(a, &al->keep_timer);
-        timer_stop(a, &al->lost_timer);
-        al->kept = 0;
-        if (was_lost)
-            l->lost = 1;
-    }
+    if (kind == K_REL)
+        keep_end(al, l);
     if (al->busy) { /* a renewal in flight: the release follows it */
         op->next = a->ops;
         if (a->ops)
@@ -305,14 +309,8 @@ relock_status relock_async_keep_stop(relock_lock *l)
 {
     if (!l || !l->al || !l->al->a)
         return RELOCK_EINVAL;
-    struct relock__alock *al = l->al;
-    timer_stop(al->a, &al->keep_timer);
-    timer_stop(al->a, &al->lost_timer);
-    al->kept = 0;
-    if (al->keep_lost) {
-        l->lost = 1;
-        return RELOCK__FAIL(&al->a->err, RELOCK_LOST, "keep %s: the lock was lost", l->name);
-    }
+    if (keep_end(l->al, l))
+        return RELOCK__FAIL(&l->al->a->err, RELOCK_LOST, "keep %s: the lock was lost", l->name);
     return RELOCK_OK;
 }
 

@@ -16,17 +16,14 @@ relock_status relock_config_set_event_fn(relock_config *cfg, relock_event_fn fn,
 
 const char *relock_event_name(relock_event_kind kind)
 {
-    switch (kind) {
-    case RELOCK_EVENT_ACQUIRED:
-        return "acquired";
-    case RELOCK_EVENT_RENEWED:
-        return "renewed";
-    case RELOCK_EVENT_RENEW_FAILED:
-        return "renew_failed";
-    case RELOCK_EVENT_LOST:
-        return "lost";
-    case RELOCK_EVENT_RELEASED:
-        return "released";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [RELOCK_EVENT_ACQUIRED] = "acquired",
+        [RELOCK_EVENT_RENEWED] = "renewed",
+        [RELOCK_EVENT_RENEW_FAILED] = "renew_failed",
+        [RELOCK_EVENT_LOST] = "lost",
+        [RELOCK_EVENT_RELEASED] = "released",
+    };
+    if ((unsigned)kind >= sizeof names / sizeof *names || !names[kind])
+        return "unknown";
+    return names[kind];
 }

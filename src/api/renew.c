@@ -1,14 +1,10 @@
 /*
- * Automatic renewal (relock_keep): a thread renews a shadow of the lock,
- * on a client of its own, with the operation core's renewal, which the
- * asynchronous client's relock_async_keep() runs too (src/core/renewal.c,
- * on the thread's poll loop, relock__poll_keep()): every third of the
- * lease (sooner while the validity left is shorter), a failed renewal
- * again soon, and the loss reported at the end of the validity even while
- * a renewal waits for a stalled server.  The caller's client is never
- * touched from the thread, so the rule "one client, one thread" holds;
- * the two meet only under the keeper's mutex, and the owner's thread
- * wakes the loop through a pipe.
+ * Automatic renewal (relock_keep): a thread renews a shadow of the lock on
+ * a client of its own, with the operation core's renewal (src/core/
+ * renewal.c) on the thread's poll loop (relock__poll_keep()).  The
+ * caller's client is never touched from the thread, so "one client, one
+ * thread" holds; the two meet only under the keeper's mutex, and the
+ * owner's thread wakes the loop through a pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +12,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "handle.h"
@@ -44,12 +39,11 @@ struct relock__keeper {
      * modes each renewal writes a new one), for owner writes made from
      * the owner's thread. */
     char value[RELOCK__VALUE_MAX];
-    /* The two never write at once: a renewal under way (renewing: a turn
-     * of the loop, or a renewal in flight) holds back the owner's record
-     * write, which holds back the next renewal (owner_writing), so that
-     * the record written is conditional on the value the key holds, and
-     * no renewal's note with the old text lands after it.  Both are
-     * signalled on cv. */
+    /* A renewal under way (renewing: a turn of the loop, or a renewal in
+     * flight) holds back the owner's record write, which holds back the
+     * next renewal (owner_writing): the record is conditional on the value
+     * the key holds, and no renewal's note with the old text lands after
+     * it.  Both are signalled on cv. */
     int renewing;
     int owner_writing;
     int owner_asking; /* the owner waits to write: the loop pauses between turns */
@@ -245,11 +239,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
                             strerror(errno));
     }
     pthread_mutex_init(&k->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&k->cv, NULL); /* (waited on without a timeout) */
     k->user = l;
     k->on_lost = on_lost;
     k->arg = arg;
@@ -260,7 +250,6 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
     memset(&cfg, 0, sizeof cfg);
     cfg.s = c->s;
     cfg.s.mode = c->mode;
-    cfg.s.wait.notify = c->s.wait.notify;
     relock__err_clear(&cfg.err);
     relock_status st = relock_connect(&cfg, &k->c);
     memset(&cfg, 0, sizeof cfg); /* it held the password */
@@ -290,11 +279,10 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
     }
     k->valid_until = l->valid_until;
-    /* The thread starts with every signal blocked: the program's signals
-     * belong to the program's threads, and a SIGPIPE raised by a write to
-     * a connection the server closed (hiredis writes with write()) must not
-     * kill a program that never ignored it; the write fails with EPIPE
-     * instead, and the renewal reconnects. */
+    /* Every signal blocked on the thread: the program's signals belong to
+     * its own threads, and a write to a connection the server closed fails
+     * with EPIPE instead of raising a SIGPIPE that kills a program that
+     * never ignored it; the renewal reconnects. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -91,15 +91,10 @@ static relock_status connect_with(relock_status (*fill)(relock_config *, const c
     if (!cfg)
         return RELOCK_ENOMEM;
     relock_status st = fill(cfg, arg);
-    if (st == RELOCK_OK) {
+    if (st == RELOCK_OK)
         st = relock_connect(cfg, out);
-    } else {
-        relock_client *c = calloc(1, sizeof *c);
-        if (c) {
-            relock__err_copy(&c->err, &cfg->err);
-        }
-        *out = c;
-    }
+    else if ((*out = calloc(1, sizeof **out)))
+        relock__err_copy(&(*out)->err, &cfg->err);
     relock_config_free(cfg);
     return st;
 }

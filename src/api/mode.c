@@ -2,9 +2,7 @@
  * How modern mode works on the server connected now (relock_client_paths);
  * the choice of algorithm itself is the drivers' (src/core/mode.c).
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "caps.h"
 #include "algo.h"

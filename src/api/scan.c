@@ -4,10 +4,6 @@
  * every master of a Redis Cluster in turn (each holds its slots' keys
  * only); complete only when every master's walk was.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "api.h"
 #include "core/pollloop.h"
 #include "scan.h"

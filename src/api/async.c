@@ -1,8 +1,6 @@
 /*
- * The asynchronous client's public entry points (relock_async.h):
- * creating and freeing a client, starting acquires, releases, extensions
- * and renewals, cancelling.  The operations themselves run in the
- * event-driven operation core, src/core/ (core.h describes its files).
+ * The asynchronous client's public entry points (relock_async.h); the
+ * operations run in the operation core, src/core/ (core.h).
  */
 
 #include "api.h"
@@ -345,9 +343,8 @@ void relock_async_free(relock_async *a)
         cn->txn_owner = NULL;
     }
     /* A quorum's lists of operations starting together and of first
-     * rounds awaiting the shared flush go whole, as the queues above:
-     * taking each operation out of them alone would walk them once per
-     * operation (a->ops is newest first, these oldest first). */
+     * rounds awaiting the shared flush go whole: taking each operation out
+     * alone would walk them once per operation. */
     for (aop *op = a->starting; op;) {
         aop *next = op->start_next;
         op->start_next = NULL;

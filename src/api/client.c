@@ -62,8 +62,7 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
         return st;
     }
     /* The connection made, logged in and probed now: the mode is chosen
-     * by the server's capabilities.  One server runs over the operation
-     * core (pollloop.c), through Sentinel and on a Cluster too. */
+     * by the server's capabilities. */
     st = relock__drive_ready(c, NULL);
     if (st == RELOCK_OK)
         st = relock__select_mode(c);

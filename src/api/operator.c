@@ -1,10 +1,8 @@
 /*
- * The operator's calls: relock_break() and relock_break_fenced() (the
- * delete of a stuck lock), relock_inspect() (one look at a lock) and
- * relock_client_server() (what the probe learnt of the server).  Each
- * makes the connection ready and runs its machine (src/algo/break.c,
- * inspect.c, probe.c) through the blocking driver, so that the machine
- * files hold no I/O.
+ * The operator's calls: break, inspect and what the probe learnt of the
+ * server.  Each makes the connection ready first (its machine chooses its
+ * way by the server's capabilities) and runs the machine (src/algo/)
+ * through the blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,12 +59,10 @@ relock_status relock_break_fenced(relock_client *c, const char *name, const char
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
     if (relock__owner_key(key, okey, sizeof okey) != 0)
         okey[0] = '\0';
-    /* A handle naming the key, for the machine and for
-     * relock__notify_channel(), which read the key and the client from
-     * one. */
+    /* The machine and relock__notify_channel() read the key and the
+     * client from a handle. */
     relock_lock tmp = {.c = c, .name = (char *)name, .key = key, .fence_key = fence_key};
     relock__notify_channel(&tmp, chan, sizeof chan);
-    /* The machine chooses its way by the server's capabilities. */
     st = relock__drive_ready(c, key);
     if (st == RELOCK_OK) {
         relock__break_m m;
@@ -110,8 +106,6 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
     relock__fence_key(key, fkey, sizeof fkey);
     if (relock__owner_key(key, okey, sizeof okey) != 0)
         okey[0] = '\0';
-    /* Connected now: the machine asks for PTTL or TTL by the server's
-     * capabilities. */
     relock_status st = relock__drive_ready(c, key);
     if (st != RELOCK_OK)
         return st;

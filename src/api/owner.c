@@ -59,7 +59,6 @@ static void owner_note(relock_lock *l, const char *value)
     if (!c->s.owner_info || c->q)
         return;
     relock__err saved = c->err;
-    /* The server's capabilities choose the way: connected first. */
     if (relock__drive_ready(c, l->key) == RELOCK_OK) {
         char info[RELOCK__OWNER_INFO_MAX] = "";
         relock__owner_info(l, info, sizeof info);

@@ -30,20 +30,17 @@ struct relock__keeper {
     relock_lock *user;
     relock_lost_fn on_lost;
     void *arg;
-    /* relock_lock_set_owner() on the kept lock: the shadow takes it
-     * before its next renewal (owner_next malloc'd, or NULL for none). */
-    int owner_pending;
-    long owner_next_pid;
-    char *owner_next;
     /* The shadow's value as of its last renewal (in legacy and bridge
      * modes each renewal writes a new one), for owner writes made from
      * the owner's thread. */
     char value[RELOCK__VALUE_MAX];
-    /* A renewal under way (renewing: a turn of the loop, or a renewal in
-     * flight) holds back the owner's record write, which holds back the
-     * next renewal (owner_writing): the record is conditional on the value
-     * the key holds, and no renewal's note with the old text lands after
-     * it.  Both are signalled on cv. */
+    /* A renewal under way (renewing: the thread's start, a turn of the
+     * loop, or a renewal in flight) holds back the owner's record write,
+     * which holds back the next renewal (owner_writing): the record is
+     * conditional on the value the key holds, and no renewal's note with
+     * the old text lands after it.  In between, the loop waits in
+     * keeper_turn() and the owner's thread sets the shadow's owner.  Both
+     * are signalled on cv. */
     int renewing;
     int owner_writing;
     int owner_asking; /* the owner waits to write: the loop pauses between turns */
@@ -61,8 +58,7 @@ static void keeper_wake(struct relock__keeper *k)
 
 /* Before each turn of the thread's loop (relock__poll_keep()): the shadow
  * as the last turn left it, for the owner's thread; the owner's record
- * write waited for, and its new owner taken, when no renewal is in
- * flight; non-zero to stop. */
+ * write waited for when no renewal is in flight; non-zero to stop. */
 static int keeper_turn(void *p, int busy)
 {
     struct relock__keeper *k = p;
@@ -74,13 +70,6 @@ static int keeper_turn(void *p, int busy)
     pthread_cond_broadcast(&k->cv);
     while (!busy && !k->stop && !k->lost && (k->owner_writing || k->owner_asking))
         pthread_cond_wait(&k->cv, &k->mu);
-    if (!busy && k->owner_pending) {
-        free(k->shadow->owner_text);
-        k->shadow->owner_text = k->owner_next;
-        k->shadow->owner_pid = k->owner_next_pid;
-        k->owner_next = NULL;
-        k->owner_pending = 0;
-    }
     int stop = k->stop || k->lost;
     k->renewing = 1; /* a renewal may start within the turn */
     pthread_mutex_unlock(&k->mu);
@@ -116,7 +105,6 @@ static void *keeper_main(void *p)
 
 static void keeper_free(struct relock__keeper *k)
 {
-    free(k->owner_next);
     relock_lock_free(k->shadow);
     relock_client_free(k->c);
     close(k->wake[0]);
@@ -181,10 +169,9 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
     int lost = k->lost;
     if (!lost) {
         k->owner_writing = 1;
-        free(k->owner_next);
-        k->owner_next = dup;
-        k->owner_next_pid = pid;
-        k->owner_pending = 1;
+        free(k->shadow->owner_text);
+        k->shadow->owner_text = dup;
+        k->shadow->owner_pid = pid;
         dup = NULL;
         memcpy(value, k->value, RELOCK__VALUE_MAX);
     }
@@ -279,6 +266,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
     }
     k->valid_until = l->valid_until;
+    k->renewing = 1; /* until the thread's first turn */
     /* Every signal blocked on the thread: the program's signals belong to
      * its own threads, and a write to a connection the server closed fails
      * with EPIPE instead of raising a SIGPIPE that kills a program that

@@ -176,37 +176,16 @@ void relock_server_info_free(relock_server_info *info)
     free(info);
 }
 
-const char *relock_server_info_version(const relock_server_info *info)
-{
-    return info ? info->version : "";
-}
-
-int relock_server_info_major(const relock_server_info *info)
-{
-    return info ? info->major : 0;
-}
-
-int relock_server_info_minor(const relock_server_info *info)
-{
-    return info ? info->minor : 0;
-}
-
-int relock_server_info_patch(const relock_server_info *info)
-{
-    return info ? info->patch : 0;
-}
-
-unsigned relock_server_info_caps(const relock_server_info *info)
-{
-    return info ? info->caps : 0;
-}
-
-const char *relock_server_info_host(const relock_server_info *info)
-{
-    return info ? info->host : "";
-}
-
-int relock_server_info_port(const relock_server_info *info)
-{
-    return info ? info->port : 0;
-}
+/* The getters of relock.h: a NULL info answers "" or 0. */
+#define INFO_GETTER(type, field, none)                                                         \
+    type relock_server_info_##field(const relock_server_info *info)                           \
+    {                                                                                          \
+        return info ? info->field : none;                                                      \
+    }
+INFO_GETTER(const char *, version, "")
+INFO_GETTER(int, major, 0)
+INFO_GETTER(int, minor, 0)
+INFO_GETTER(int, patch, 0)
+INFO_GETTER(unsigned, caps, 0)
+INFO_GETTER(const char *, host, "")
+INFO_GETTER(int, port, 0)

@@ -30,17 +30,14 @@ struct relock__keeper {
     relock_lock *user;
     relock_lost_fn on_lost;
     void *arg;
-    /* The shadow's value as of its last renewal (in legacy and bridge
-     * modes each renewal writes a new one), for owner writes made from
-     * the owner's thread. */
-    char value[RELOCK__VALUE_MAX];
     /* A renewal under way (renewing: the thread's start, a turn of the
      * loop, or a renewal in flight) holds back the owner's record write,
      * which holds back the next renewal (owner_writing): the record is
-     * conditional on the value the key holds, and no renewal's note with
-     * the old text lands after it.  In between, the loop waits in
-     * keeper_turn() and the owner's thread sets the shadow's owner.  Both
-     * are signalled on cv. */
+     * conditional on the value the key holds (in legacy and bridge modes
+     * each renewal writes a new one), and no renewal's note with the old
+     * text lands after it.  In between, the loop waits in keeper_turn(),
+     * and the owner's thread reads the shadow's value and sets its owner.
+     * Both are signalled on cv. */
     int renewing;
     int owner_writing;
     int owner_asking; /* the owner waits to write: the loop pauses between turns */
@@ -56,16 +53,16 @@ static void keeper_wake(struct relock__keeper *k)
     }
 }
 
-/* Before each turn of the thread's loop (relock__poll_keep()): the shadow
- * as the last turn left it, for the owner's thread; the owner's record
- * write waited for when no renewal is in flight; non-zero to stop. */
+/* Before each turn of the thread's loop (relock__poll_keep()): the
+ * shadow's validity as the last turn left it, for the owner's thread; the
+ * owner's record write waited for when no renewal is in flight; non-zero
+ * to stop. */
 static int keeper_turn(void *p, int busy)
 {
     struct relock__keeper *k = p;
     pthread_mutex_lock(&k->mu);
     if (!k->lost)
         k->valid_until = k->shadow->valid_until;
-    memcpy(k->value, k->shadow->value, sizeof k->value);
     k->renewing = busy;
     pthread_cond_broadcast(&k->cv);
     while (!busy && !k->stop && !k->lost && (k->owner_writing || k->owner_asking))
@@ -173,7 +170,7 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
         k->shadow->owner_text = dup;
         k->shadow->owner_pid = pid;
         dup = NULL;
-        memcpy(value, k->value, RELOCK__VALUE_MAX);
+        memcpy(value, k->shadow->value, RELOCK__VALUE_MAX);
     }
     pthread_mutex_unlock(&k->mu);
     free(dup);
@@ -250,7 +247,6 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return st;
     }
     k->shadow->valid_until = l->valid_until;
-    memcpy(k->value, l->value, sizeof k->value);
     k->shadow->loser_writes = l->loser_writes;
     k->shadow->breaks = l->breaks;
     k->shadow->breaks_known = l->breaks_known;

@@ -361,21 +361,18 @@ void relock_async_free(relock_async *a)
     a->fan_due = a->fan_due_tail = NULL;
     while (a->ops) {
         aop *op = a->ops;
-        relock_status st = RELOCK_ECANCELED;
+        /* (a quorum's attempt that reached no server sent nothing; a scan
+         * only reads) */
+        int sent = ((op->state == S_SENT && (!op->fan || op->sent_any)) ||
+                    (op->state == S_QUEUED && op->sent_any) || op->undoing) &&
+                   op->kind != K_KEEP && op->kind != K_SCAN;
+        relock_status st = sent ? RELOCK_EAMBIGUOUS : RELOCK_ECANCELED;
         const char *why = "cancelled: the client was freed";
-        /* (a quorum's attempt that reached no server sent nothing) */
-        if ((op->state == S_SENT && (!op->fan || op->sent_any)) ||
-            (op->state == S_QUEUED && op->sent_any) || op->undoing) {
-            if (op->kind == K_ACQ) {
-                st = RELOCK_EAMBIGUOUS;
-                why = "the client was freed while an attempt was in flight: the lock may be "
-                      "held until its TTL ends";
-            } else if (op->kind != K_KEEP && op->kind != K_SCAN) { /* (a scan only reads) */
-                st = RELOCK_EAMBIGUOUS;
-                why = "the client was freed while the request was in flight: its outcome is "
-                      "unknown";
-            }
-        }
+        if (sent && op->kind == K_ACQ)
+            why = "the client was freed while an attempt was in flight: the lock may be held "
+                  "until its TTL ends";
+        else if (sent)
+            why = "the client was freed while the request was in flight: its outcome is unknown";
         free(op->err);
         op->err = NULL;
         relock__a_op_fail(op, st, "%s %s: %s",

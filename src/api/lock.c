@@ -177,9 +177,8 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
 
 void relock_lock_free(relock_lock *l)
 {
-    if (!l)
-        return;
-    relock__lock_destroy(l);
+    if (l)
+        relock__lock_destroy(l);
 }
 
 const char *relock_lock_name(const relock_lock *l)

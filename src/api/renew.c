@@ -32,15 +32,15 @@ struct relock__keeper {
     void *arg;
     /* A renewal under way (renewing: the thread's start, a turn of the
      * loop, or a renewal in flight) holds back the owner's record write,
-     * which holds back the next renewal (owner_writing): the record is
-     * conditional on the value the key holds (in legacy and bridge modes
-     * each renewal writes a new one), and no renewal's note with the old
-     * text lands after it.  In between, the loop waits in keeper_turn(),
-     * and the owner's thread reads the shadow's value and sets its owner.
-     * Both are signalled on cv. */
+     * which holds back the next renewal (owner_writing: from the owner's
+     * call to the write's end): the record is conditional on the value
+     * the key holds (in legacy and bridge modes each renewal writes a new
+     * one), and no renewal's note with the old text lands after it.  In
+     * between, the loop waits in keeper_turn(), and the owner's thread
+     * reads the shadow's value and sets its owner.  Both are signalled on
+     * cv. */
     int renewing;
     int owner_writing;
-    int owner_asking; /* the owner waits to write: the loop pauses between turns */
 };
 
 /* Ends the thread's turn of its loop now (the pipe is non-blocking: a
@@ -65,7 +65,7 @@ static int keeper_turn(void *p, int busy)
         k->valid_until = k->shadow->valid_until;
     k->renewing = busy;
     pthread_cond_broadcast(&k->cv);
-    while (!busy && !k->stop && !k->lost && (k->owner_writing || k->owner_asking))
+    while (!busy && !k->stop && !k->lost && k->owner_writing)
         pthread_cond_wait(&k->cv, &k->mu);
     int stop = k->stop || k->lost;
     k->renewing = 1; /* a renewal may start within the turn */
@@ -158,14 +158,13 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
     if (text[0] && !(dup = strdup(text)))
         return RELOCK_ENOMEM;
     pthread_mutex_lock(&k->mu);
-    k->owner_asking++;
+    k->owner_writing = 1;
     keeper_wake(k); /* the turn ends, and the loop waits before the next */
     while (k->renewing && !k->lost)
         pthread_cond_wait(&k->cv, &k->mu);
-    k->owner_asking--;
     int lost = k->lost;
+    k->owner_writing = !lost;
     if (!lost) {
-        k->owner_writing = 1;
         free(k->shadow->owner_text);
         k->shadow->owner_text = dup;
         k->shadow->owner_pid = pid;
@@ -230,9 +229,7 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
 
     /* The thread's connection: the same settings, and the mode already
      * chosen (auto must not decide differently for the same lock). */
-    relock_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.s = c->s;
+    relock_config cfg = {.s = c->s};
     cfg.s.mode = c->mode;
     relock__err_clear(&cfg.err);
     relock_status st = relock_connect(&cfg, &k->c);

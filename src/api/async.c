@@ -312,8 +312,6 @@ relock_status relock_async_keep_stop(relock_lock *l)
     return RELOCK_OK;
 }
 
-/* ------------------------------------------------------------------ freeing */
-
 void relock_async_free(relock_async *a)
 {
     if (!a || a->freeing)

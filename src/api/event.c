@@ -1,7 +1,5 @@
-/*
- * Events (relock_config_set_event_fn()): the program's callback and the
- * names of the kinds; src/base/handle.c fills each event and calls it.
- */
+/* Events: the program's callback and the names of the kinds; src/base/
+ * handle.c fills each event and calls it. */
 #include "handle.h"
 
 relock_status relock_config_set_event_fn(relock_config *cfg, relock_event_fn fn, void *arg)

@@ -1,7 +1,5 @@
-/*
- * How modern mode works on the server connected now (relock_client_paths);
- * the choice of algorithm itself is the drivers' (src/core/mode.c).
- */
+/* How modern mode works on the server connected now (relock_client_paths);
+ * the choice of algorithm itself is the core's (src/core/mode.c). */
 #include <stdlib.h>
 
 #include "caps.h"

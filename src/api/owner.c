@@ -91,7 +91,7 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     if (text[0] && !(dup = strdup(text)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "owner %s: out of memory", l->name);
     /* The value the record is conditional on: a kept lock's last renewal
-     * may have written a newer one than the handle shows (legacy, bridge). */
+     * may have written a newer one than the handle shows. */
     char value[RELOCK__VALUE_MAX];
     memcpy(value, l->value, sizeof value);
     if (l->keeper) {

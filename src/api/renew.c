@@ -122,8 +122,7 @@ static relock_status keep_end(relock_lock *l)
     pthread_mutex_unlock(&k->mu);
     keeper_wake(k);
     pthread_join(k->thread, NULL);
-    /* The shadow is now the truth: its value (renewals change it in
-     * legacy and bridge modes) and its validity come home. */
+    /* The shadow is now the truth: its value and validity come home. */
     memcpy(l->value, k->shadow->value, sizeof l->value);
     l->valid_until = k->shadow->valid_until;
     l->loser_writes = k->shadow->loser_writes;

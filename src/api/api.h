@@ -1,7 +1,4 @@
-/*
- * Between the files of the API layer (src/api/).  Nothing below src/api/
- * includes this header.
- */
+/* Between the files of the API layer (src/api/); no lower layer includes it. */
 #ifndef RELOCK_API_H
 #define RELOCK_API_H
 

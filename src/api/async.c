@@ -1,12 +1,18 @@
 /*
- * The asynchronous client's public entry points (relock_async.h):
- * creating and freeing a client, starting acquires, releases, extensions
- * and renewals, cancelling.  The operations themselves run in the
- * event-driven operation core, src/core/ (core.h describes its files).
+ * The asynchronous client's public entry points (relock_async.h); the
+ * operations run in the operation core, src/core/ (core.h).
  */
 
 #include "api.h"
 #include "core/core.h"
+
+/* The client cannot be used: st and c's error answer every call from now on. */
+static relock_status unusable(relock_async *a, relock_status st)
+{
+    relock__err_copy(&a->err, &a->c->err);
+    relock__err_copy(&a->fatal_err, &a->err);
+    return a->fatal = st;
+}
 
 relock_status relock_async_new(const relock_config *cfg, const relock_async_loop *loop,
                                relock_async **out)
@@ -17,14 +23,12 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!cfg || !relock__loop_valid(loop))
         return RELOCK_EINVAL;
     relock_async *a = calloc(1, sizeof *a);
-    if (!a)
-        return RELOCK_ENOMEM;
-    relock__err_clear(&a->err);
-    relock_client *c = calloc(1, sizeof *c);
+    relock_client *c = a ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         free(a);
         return RELOCK_ENOMEM;
     }
+    relock__err_clear(&a->err);
     *out = a;
     a->c = c;
     memcpy(&a->loop, loop, loop->size < sizeof a->loop ? loop->size : sizeof a->loop);
@@ -38,11 +42,8 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     int nconns = c->s.nservers > 0 ? c->s.nservers : 1;
     a->ncap = nconns == 1 && !relock__sentinel_on(&c->s) ? ACONN_NODES : nconns;
     a->conns = calloc((size_t)a->ncap, sizeof *a->conns);
-    if (!a->conns) {
-        a->fatal = RELOCK__FAIL(&a->err, RELOCK_ENOMEM, "out of memory");
-        relock__err_copy(&a->fatal_err, &a->err);
-        return a->fatal;
-    }
+    if (!a->conns)
+        return unusable(a, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory"));
     a->nconns = nconns;
     for (int i = 0; i < nconns; i++) {
         a->conns[i].a = a;
@@ -55,28 +56,24 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
         a->conns[0].node = c->s.servers[0];
         a->conns[0].srv = &a->conns[0].node;
     }
-    if (c->s.nservers > 1) {
-        /* A quorum: the blocking client's checks (relock_connect), the
-         * mode fixed (modern values), no probe; connections open as the
-         * first round needs them. */
-        relock_status st = relock__quorum_check(c);
-        if (st == RELOCK_OK)
-            st = relock__quorum_setup(c);
-        a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
-        if (st == RELOCK_OK && !a->fanout)
-            st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
-        c->algo = NULL; /* the blocking calls must not run on this client's locks */
-        if (st != RELOCK_OK) {
-            relock__err_copy(&a->err, &c->err);
-            a->fatal = st;
-            relock__err_copy(&a->fatal_err, &a->err);
-            return st;
-        }
-        a->kit = relock__algo_quorum.machines;
-        a->probed = 1;
-    }
-    if (!a->kit)
+    if (c->s.nservers <= 1) {
         relock__a_conn_connect(&a->conns[0]);
+        return RELOCK_OK;
+    }
+    /* A quorum: the blocking client's checks (relock_connect), the mode
+     * fixed (modern values), no probe; connections open as the first round
+     * needs them. */
+    relock_status st = relock__quorum_check(c);
+    if (st == RELOCK_OK)
+        st = relock__quorum_setup(c);
+    a->fanout = st == RELOCK_OK ? malloc(sizeof *a->fanout) : NULL;
+    if (st == RELOCK_OK && !a->fanout)
+        st = RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "servers: out of memory");
+    c->algo = NULL; /* the blocking calls must not run on this client's locks */
+    if (st != RELOCK_OK)
+        return unusable(a, st);
+    a->kit = relock__algo_quorum.machines;
+    a->probed = 1;
     return RELOCK_OK;
 }
 
@@ -207,6 +204,17 @@ relock_status relock_async_cancel(relock_async_op *h)
     return RELOCK_OK;
 }
 
+/* Stops l's renewal; a loss it saw marks the handle lost (non-zero). */
+static int keep_end(struct relock__alock *al, relock_lock *l)
+{
+    timer_stop(al->a, &al->keep_timer);
+    timer_stop(al->a, &al->lost_timer);
+    al->kept = 0;
+    if (al->keep_lost)
+        l->lost = 1;
+    return al->keep_lost;
+}
+
 static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_async_fn cb,
                              void *arg)
 {
@@ -243,14 +251,8 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     op->l = l;
     op->wait_ms = ttl_ms;
     op->began = now_ms(); /* a failed extend's validity counts from here */
-    if (kind == K_REL) {
-        int was_lost = al->keep_lost;
-        timer_stop(a, &al->keep_timer);
-        timer_stop(a, &al->lost_timer);
-        al->kept = 0;
-        if (was_lost)
-            l->lost = 1;
-    }
+    if (kind == K_REL)
+        keep_end(al, l);
     if (al->busy) { /* a renewal in flight: the release follows it */
         op->next = a->ops;
         if (a->ops)
@@ -305,18 +307,10 @@ relock_status relock_async_keep_stop(relock_lock *l)
 {
     if (!l || !l->al || !l->al->a)
         return RELOCK_EINVAL;
-    struct relock__alock *al = l->al;
-    timer_stop(al->a, &al->keep_timer);
-    timer_stop(al->a, &al->lost_timer);
-    al->kept = 0;
-    if (al->keep_lost) {
-        l->lost = 1;
-        return RELOCK__FAIL(&al->a->err, RELOCK_LOST, "keep %s: the lock was lost", l->name);
-    }
+    if (keep_end(l->al, l))
+        return RELOCK__FAIL(&l->al->a->err, RELOCK_LOST, "keep %s: the lock was lost", l->name);
     return RELOCK_OK;
 }
-
-/* ------------------------------------------------------------------ freeing */
 
 void relock_async_free(relock_async *a)
 {
@@ -347,9 +341,8 @@ void relock_async_free(relock_async *a)
         cn->txn_owner = NULL;
     }
     /* A quorum's lists of operations starting together and of first
-     * rounds awaiting the shared flush go whole, as the queues above:
-     * taking each operation out of them alone would walk them once per
-     * operation (a->ops is newest first, these oldest first). */
+     * rounds awaiting the shared flush go whole: taking each operation out
+     * alone would walk them once per operation. */
     for (aop *op = a->starting; op;) {
         aop *next = op->start_next;
         op->start_next = NULL;
@@ -366,21 +359,18 @@ void relock_async_free(relock_async *a)
     a->fan_due = a->fan_due_tail = NULL;
     while (a->ops) {
         aop *op = a->ops;
-        relock_status st = RELOCK_ECANCELED;
+        /* (a quorum's attempt that reached no server sent nothing; a scan
+         * only reads) */
+        int sent = ((op->state == S_SENT && (!op->fan || op->sent_any)) ||
+                    (op->state == S_QUEUED && op->sent_any) || op->undoing) &&
+                   op->kind != K_KEEP && op->kind != K_SCAN;
+        relock_status st = sent ? RELOCK_EAMBIGUOUS : RELOCK_ECANCELED;
         const char *why = "cancelled: the client was freed";
-        /* (a quorum's attempt that reached no server sent nothing) */
-        if ((op->state == S_SENT && (!op->fan || op->sent_any)) ||
-            (op->state == S_QUEUED && op->sent_any) || op->undoing) {
-            if (op->kind == K_ACQ) {
-                st = RELOCK_EAMBIGUOUS;
-                why = "the client was freed while an attempt was in flight: the lock may be "
-                      "held until its TTL ends";
-            } else if (op->kind != K_KEEP && op->kind != K_SCAN) { /* (a scan only reads) */
-                st = RELOCK_EAMBIGUOUS;
-                why = "the client was freed while the request was in flight: its outcome is "
-                      "unknown";
-            }
-        }
+        if (sent && op->kind == K_ACQ)
+            why = "the client was freed while an attempt was in flight: the lock may be held "
+                  "until its TTL ends";
+        else if (sent)
+            why = "the client was freed while the request was in flight: its outcome is unknown";
         free(op->err);
         op->err = NULL;
         relock__a_op_fail(op, st, "%s %s: %s",

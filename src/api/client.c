@@ -62,8 +62,7 @@ relock_status relock_connect(const relock_config *cfg, relock_client **out)
         return st;
     }
     /* The connection made, logged in and probed now: the mode is chosen
-     * by the server's capabilities.  One server runs over the operation
-     * core (pollloop.c), through Sentinel and on a Cluster too. */
+     * by the server's capabilities. */
     st = relock__drive_ready(c, NULL);
     if (st == RELOCK_OK)
         st = relock__select_mode(c);
@@ -91,15 +90,10 @@ static relock_status connect_with(relock_status (*fill)(relock_config *, const c
     if (!cfg)
         return RELOCK_ENOMEM;
     relock_status st = fill(cfg, arg);
-    if (st == RELOCK_OK) {
+    if (st == RELOCK_OK)
         st = relock_connect(cfg, out);
-    } else {
-        relock_client *c = calloc(1, sizeof *c);
-        if (c) {
-            relock__err_copy(&c->err, &cfg->err);
-        }
-        *out = c;
-    }
+    else if ((*out = calloc(1, sizeof **out)))
+        relock__err_copy(&(*out)->err, &cfg->err);
     relock_config_free(cfg);
     return st;
 }

@@ -1,7 +1,5 @@
-/*
- * Events (relock_config_set_event_fn()): the program's callback and the
- * names of the kinds; src/base/handle.c fills each event and calls it.
- */
+/* Events: the program's callback and the names of the kinds; src/base/
+ * handle.c fills each event and calls it. */
 #include "handle.h"
 
 relock_status relock_config_set_event_fn(relock_config *cfg, relock_event_fn fn, void *arg)
@@ -16,17 +14,14 @@ relock_status relock_config_set_event_fn(relock_config *cfg, relock_event_fn fn,
 
 const char *relock_event_name(relock_event_kind kind)
 {
-    switch (kind) {
-    case RELOCK_EVENT_ACQUIRED:
-        return "acquired";
-    case RELOCK_EVENT_RENEWED:
-        return "renewed";
-    case RELOCK_EVENT_RENEW_FAILED:
-        return "renew_failed";
-    case RELOCK_EVENT_LOST:
-        return "lost";
-    case RELOCK_EVENT_RELEASED:
-        return "released";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [RELOCK_EVENT_ACQUIRED] = "acquired",
+        [RELOCK_EVENT_RENEWED] = "renewed",
+        [RELOCK_EVENT_RENEW_FAILED] = "renew_failed",
+        [RELOCK_EVENT_LOST] = "lost",
+        [RELOCK_EVENT_RELEASED] = "released",
+    };
+    if ((unsigned)kind >= sizeof names / sizeof *names || !names[kind])
+        return "unknown";
+    return names[kind];
 }

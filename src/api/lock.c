@@ -1,4 +1,6 @@
-/* Lock handles and the public lock calls; the algorithms do the work. */
+/* Lock handles and the public lock calls, each a whole operation of the
+ * operation core (the attempt and its waiting, durability and its undo,
+ * the owner record, the events) on the client's private poll loop. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +75,6 @@ static relock_status ready(relock_client *c)
     return RELOCK_OK;
 }
 
-/* The public lock calls are whole operations of the operation core, run
- * on the client's private poll loop (src/core/pollloop.c): the attempt and
- * its waiting, durability and its undo, the owner record, the events. */
 relock_status relock_acquire(relock_client *c, const char *name, long long ttl_ms,
                              long long wait_ms, relock_lock **out)
 {
@@ -97,9 +96,8 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     st = relock__lock_new(c, name, ttl_ms, &l);
     if (st != RELOCK_OK)
         return st;
-    /* Kept for the error of a failed acquire, which frees l; copied, not
-     * formatted (it fits: relock__lock_new() built it in a buffer this
-     * size). */
+    /* For the error of a failed acquire, which frees l (it fits:
+     * relock__lock_new() built it in a buffer this size). */
     char key[RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 1];
     memcpy(key, l->key, strlen(l->key) + 1);
     st = relock__lock_op(l, RELOCK__OP_ACQUIRE, wait_ms); /* frees l when it fails */
@@ -179,9 +177,8 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
 
 void relock_lock_free(relock_lock *l)
 {
-    if (!l)
-        return;
-    relock__lock_destroy(l);
+    if (l)
+        relock__lock_destroy(l);
 }
 
 const char *relock_lock_name(const relock_lock *l)

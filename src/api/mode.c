@@ -1,10 +1,6 @@
-/*
- * How modern mode works on the server connected now (relock_client_paths);
- * the choice of algorithm itself is the drivers' (src/core/mode.c).
- */
-#include <stdio.h>
+/* How modern mode works on the server connected now (relock_client_paths);
+ * the choice of algorithm itself is the core's (src/core/mode.c). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "caps.h"
 #include "algo.h"

@@ -1,10 +1,8 @@
 /*
- * The operator's calls: relock_break() and relock_break_fenced() (the
- * delete of a stuck lock), relock_inspect() (one look at a lock) and
- * relock_client_server() (what the probe learnt of the server).  Each
- * makes the connection ready and runs its machine (src/algo/break.c,
- * inspect.c, probe.c) through the blocking driver, so that the machine
- * files hold no I/O.
+ * The operator's calls: break, inspect and what the probe learnt of the
+ * server.  Each makes the connection ready first (its machine chooses its
+ * way by the server's capabilities) and runs the machine (src/algo/)
+ * through the blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,12 +59,10 @@ relock_status relock_break_fenced(relock_client *c, const char *name, const char
         return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "lock name: too long");
     if (relock__owner_key(key, okey, sizeof okey) != 0)
         okey[0] = '\0';
-    /* A handle naming the key, for the machine and for
-     * relock__notify_channel(), which read the key and the client from
-     * one. */
+    /* The machine and relock__notify_channel() read the key and the
+     * client from a handle. */
     relock_lock tmp = {.c = c, .name = (char *)name, .key = key, .fence_key = fence_key};
     relock__notify_channel(&tmp, chan, sizeof chan);
-    /* The machine chooses its way by the server's capabilities. */
     st = relock__drive_ready(c, key);
     if (st == RELOCK_OK) {
         relock__break_m m;
@@ -110,8 +106,6 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
     relock__fence_key(key, fkey, sizeof fkey);
     if (relock__owner_key(key, okey, sizeof okey) != 0)
         okey[0] = '\0';
-    /* Connected now: the machine asks for PTTL or TTL by the server's
-     * capabilities. */
     relock_status st = relock__drive_ready(c, key);
     if (st != RELOCK_OK)
         return st;
@@ -182,37 +176,16 @@ void relock_server_info_free(relock_server_info *info)
     free(info);
 }
 
-const char *relock_server_info_version(const relock_server_info *info)
-{
-    return info ? info->version : "";
-}
-
-int relock_server_info_major(const relock_server_info *info)
-{
-    return info ? info->major : 0;
-}
-
-int relock_server_info_minor(const relock_server_info *info)
-{
-    return info ? info->minor : 0;
-}
-
-int relock_server_info_patch(const relock_server_info *info)
-{
-    return info ? info->patch : 0;
-}
-
-unsigned relock_server_info_caps(const relock_server_info *info)
-{
-    return info ? info->caps : 0;
-}
-
-const char *relock_server_info_host(const relock_server_info *info)
-{
-    return info ? info->host : "";
-}
-
-int relock_server_info_port(const relock_server_info *info)
-{
-    return info ? info->port : 0;
-}
+/* The getters of relock.h: a NULL info answers "" or 0. */
+#define INFO_GETTER(type, field, none)                                                         \
+    type relock_server_info_##field(const relock_server_info *info)                           \
+    {                                                                                          \
+        return info ? info->field : none;                                                      \
+    }
+INFO_GETTER(const char *, version, "")
+INFO_GETTER(int, major, 0)
+INFO_GETTER(int, minor, 0)
+INFO_GETTER(int, patch, 0)
+INFO_GETTER(unsigned, caps, 0)
+INFO_GETTER(const char *, host, "")
+INFO_GETTER(int, port, 0)

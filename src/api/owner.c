@@ -1,19 +1,14 @@
 /*
- * Owner metadata (owner_info = true): beside each lock, the holder's host,
- * pid, the time the lock was won and an optional text, with the lease as
- * its TTL, so that an operator looking at a stuck lock (`relock inspect`)
- * can tell a dead holder from a slow one.  It is written after the lock is
- * won and on every extension, and deleted after a release; it only
- * informs, so its failures never change a call's outcome.  Off by default
- * in the library: it costs a round trip per acquire and extend (the CLI
- * turns it on, decision 88).
+ * Owner metadata (owner_info = true): the holder's host, pid, the time the
+ * lock was won and an optional text beside each lock, with the lease as
+ * its TTL, so that an operator (`relock inspect`) can tell a dead holder
+ * from a slow one.  Off by default in the library: it costs a round trip
+ * per acquire and extend (the CLI turns it on, decision 88).
  */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "api.h"
 #include "engine/engine.h"
@@ -64,7 +59,6 @@ static void owner_note(relock_lock *l, const char *value)
     if (!c->s.owner_info || c->q)
         return;
     relock__err saved = c->err;
-    /* The server's capabilities choose the way: connected first. */
     if (relock__drive_ready(c, l->key) == RELOCK_OK) {
         char info[RELOCK__OWNER_INFO_MAX] = "";
         relock__owner_info(l, info, sizeof info);
@@ -97,18 +91,16 @@ relock_status relock_lock_set_owner(relock_lock *l, long pid, const char *text)
     if (text[0] && !(dup = strdup(text)))
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "owner %s: out of memory", l->name);
     /* The value the record is conditional on: a kept lock's last renewal
-     * may have written a newer one than the handle shows (legacy, bridge). */
+     * may have written a newer one than the handle shows. */
     char value[RELOCK__VALUE_MAX];
     memcpy(value, l->value, sizeof value);
     if (l->keeper) {
         st = l->keep_ops->set_owner(l, pid, text, value);
         if (st != RELOCK_OK) {
             free(dup);
-            return st == RELOCK_LOST ? RELOCK__FAIL(&c->err, st,
-                                                    "owner %s: the lock was lost while kept",
-                                                    l->name)
-                                     : RELOCK__FAIL(&c->err, st, "owner %s: out of memory",
-                                                    l->name);
+            return RELOCK__FAIL(&c->err, st, "owner %s: %s", l->name,
+                                st == RELOCK_LOST ? "the lock was lost while kept"
+                                                  : "out of memory");
         }
     }
     free(l->owner_text);

@@ -1,14 +1,10 @@
 /*
- * Automatic renewal (relock_keep): a thread renews a shadow of the lock,
- * on a client of its own, with the operation core's renewal, which the
- * asynchronous client's relock_async_keep() runs too (src/core/renewal.c,
- * on the thread's poll loop, relock__poll_keep()): every third of the
- * lease (sooner while the validity left is shorter), a failed renewal
- * again soon, and the loss reported at the end of the validity even while
- * a renewal waits for a stalled server.  The caller's client is never
- * touched from the thread, so the rule "one client, one thread" holds;
- * the two meet only under the keeper's mutex, and the owner's thread
- * wakes the loop through a pipe.
+ * Automatic renewal (relock_keep): a thread renews a shadow of the lock on
+ * a client of its own, with the operation core's renewal (src/core/
+ * renewal.c) on the thread's poll loop (relock__poll_keep()).  The
+ * caller's client is never touched from the thread, so "one client, one
+ * thread" holds; the two meet only under the keeper's mutex, and the
+ * owner's thread wakes the loop through a pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +12,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "handle.h"
@@ -35,24 +30,17 @@ struct relock__keeper {
     relock_lock *user;
     relock_lost_fn on_lost;
     void *arg;
-    /* relock_lock_set_owner() on the kept lock: the shadow takes it
-     * before its next renewal (owner_next malloc'd, or NULL for none). */
-    int owner_pending;
-    long owner_next_pid;
-    char *owner_next;
-    /* The shadow's value as of its last renewal (in legacy and bridge
-     * modes each renewal writes a new one), for owner writes made from
-     * the owner's thread. */
-    char value[RELOCK__VALUE_MAX];
-    /* The two never write at once: a renewal under way (renewing: a turn
-     * of the loop, or a renewal in flight) holds back the owner's record
-     * write, which holds back the next renewal (owner_writing), so that
-     * the record written is conditional on the value the key holds, and
-     * no renewal's note with the old text lands after it.  Both are
-     * signalled on cv. */
+    /* A renewal under way (renewing: the thread's start, a turn of the
+     * loop, or a renewal in flight) holds back the owner's record write,
+     * which holds back the next renewal (owner_writing: from the owner's
+     * call to the write's end): the record is conditional on the value
+     * the key holds (in legacy and bridge modes each renewal writes a new
+     * one), and no renewal's note with the old text lands after it.  In
+     * between, the loop waits in keeper_turn(), and the owner's thread
+     * reads the shadow's value and sets its owner.  Both are signalled on
+     * cv. */
     int renewing;
     int owner_writing;
-    int owner_asking; /* the owner waits to write: the loop pauses between turns */
 };
 
 /* Ends the thread's turn of its loop now (the pipe is non-blocking: a
@@ -65,28 +53,20 @@ static void keeper_wake(struct relock__keeper *k)
     }
 }
 
-/* Before each turn of the thread's loop (relock__poll_keep()): the shadow
- * as the last turn left it, for the owner's thread; the owner's record
- * write waited for, and its new owner taken, when no renewal is in
- * flight; non-zero to stop. */
+/* Before each turn of the thread's loop (relock__poll_keep()): the
+ * shadow's validity as the last turn left it, for the owner's thread; the
+ * owner's record write waited for when no renewal is in flight; non-zero
+ * to stop. */
 static int keeper_turn(void *p, int busy)
 {
     struct relock__keeper *k = p;
     pthread_mutex_lock(&k->mu);
     if (!k->lost)
         k->valid_until = k->shadow->valid_until;
-    memcpy(k->value, k->shadow->value, sizeof k->value);
     k->renewing = busy;
     pthread_cond_broadcast(&k->cv);
-    while (!busy && !k->stop && !k->lost && (k->owner_writing || k->owner_asking))
+    while (!busy && !k->stop && !k->lost && k->owner_writing)
         pthread_cond_wait(&k->cv, &k->mu);
-    if (!busy && k->owner_pending) {
-        free(k->shadow->owner_text);
-        k->shadow->owner_text = k->owner_next;
-        k->shadow->owner_pid = k->owner_next_pid;
-        k->owner_next = NULL;
-        k->owner_pending = 0;
-    }
     int stop = k->stop || k->lost;
     k->renewing = 1; /* a renewal may start within the turn */
     pthread_mutex_unlock(&k->mu);
@@ -122,7 +102,6 @@ static void *keeper_main(void *p)
 
 static void keeper_free(struct relock__keeper *k)
 {
-    free(k->owner_next);
     relock_lock_free(k->shadow);
     relock_client_free(k->c);
     close(k->wake[0]);
@@ -143,8 +122,7 @@ static relock_status keep_end(relock_lock *l)
     pthread_mutex_unlock(&k->mu);
     keeper_wake(k);
     pthread_join(k->thread, NULL);
-    /* The shadow is now the truth: its value (renewals change it in
-     * legacy and bridge modes) and its validity come home. */
+    /* The shadow is now the truth: its value and validity come home. */
     memcpy(l->value, k->shadow->value, sizeof l->value);
     l->valid_until = k->shadow->valid_until;
     l->loser_writes = k->shadow->loser_writes;
@@ -179,20 +157,18 @@ static relock_status keep_set_owner(relock_lock *l, long pid, const char *text,
     if (text[0] && !(dup = strdup(text)))
         return RELOCK_ENOMEM;
     pthread_mutex_lock(&k->mu);
-    k->owner_asking++;
+    k->owner_writing = 1;
     keeper_wake(k); /* the turn ends, and the loop waits before the next */
     while (k->renewing && !k->lost)
         pthread_cond_wait(&k->cv, &k->mu);
-    k->owner_asking--;
     int lost = k->lost;
+    k->owner_writing = !lost;
     if (!lost) {
-        k->owner_writing = 1;
-        free(k->owner_next);
-        k->owner_next = dup;
-        k->owner_next_pid = pid;
-        k->owner_pending = 1;
+        free(k->shadow->owner_text);
+        k->shadow->owner_text = dup;
+        k->shadow->owner_pid = pid;
         dup = NULL;
-        memcpy(value, k->value, RELOCK__VALUE_MAX);
+        memcpy(value, k->shadow->value, RELOCK__VALUE_MAX);
     }
     pthread_mutex_unlock(&k->mu);
     free(dup);
@@ -245,22 +221,15 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
                             strerror(errno));
     }
     pthread_mutex_init(&k->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&k->cv, NULL); /* (waited on without a timeout) */
     k->user = l;
     k->on_lost = on_lost;
     k->arg = arg;
 
     /* The thread's connection: the same settings, and the mode already
      * chosen (auto must not decide differently for the same lock). */
-    relock_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.s = c->s;
+    relock_config cfg = {.s = c->s};
     cfg.s.mode = c->mode;
-    cfg.s.wait.notify = c->s.wait.notify;
     relock__err_clear(&cfg.err);
     relock_status st = relock_connect(&cfg, &k->c);
     memset(&cfg, 0, sizeof cfg); /* it held the password */
@@ -274,7 +243,6 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return st;
     }
     k->shadow->valid_until = l->valid_until;
-    memcpy(k->value, l->value, sizeof k->value);
     k->shadow->loser_writes = l->loser_writes;
     k->shadow->breaks = l->breaks;
     k->shadow->breaks_known = l->breaks_known;
@@ -290,11 +258,11 @@ relock_status relock_keep(relock_lock *l, relock_lost_fn on_lost, void *arg)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "keep %s: out of memory", l->name);
     }
     k->valid_until = l->valid_until;
-    /* The thread starts with every signal blocked: the program's signals
-     * belong to the program's threads, and a SIGPIPE raised by a write to
-     * a connection the server closed (hiredis writes with write()) must not
-     * kill a program that never ignored it; the write fails with EPIPE
-     * instead, and the renewal reconnects. */
+    k->renewing = 1; /* until the thread's first turn */
+    /* Every signal blocked on the thread: the program's signals belong to
+     * its own threads, and a write to a connection the server closed fails
+     * with EPIPE instead of raising a SIGPIPE that kills a program that
+     * never ignored it; the renewal reconnects. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -1,13 +1,8 @@
 /*
- * relock_scan() and relock_scan_keys(): the operation core's scan
- * (src/core/scan.c) on the blocking calls' poll loop (pollloop.c), over
- * every master of a Redis Cluster in turn (each holds its slots' keys
- * only); complete only when every master's walk was.
+ * relock_scan(), relock_scan_keys(): the core's scan (src/core/scan.c) on
+ * the poll loop, over every master of a Redis Cluster in turn (each holds
+ * its slots' keys only); complete only when every master's walk was.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "api.h"
 #include "core/pollloop.h"
 #include "scan.h"

@@ -98,36 +98,24 @@ void relock_inspect_info_free(relock_inspect_info *info)
     free(info);
 }
 
-relock_value_kind relock_inspect_info_kind(const relock_inspect_info *info)
-{
-    return info ? info->kind : RELOCK_VALUE_NONE;
-}
+/* The getters of relock.h: a NULL info answers none. */
+#define INSPECT_GETTER(type, field, none)                                                      \
+    type relock_inspect_info_##field(const relock_inspect_info *info)                         \
+    {                                                                                          \
+        return info ? info->field : none;                                                      \
+    }
+INSPECT_GETTER(relock_value_kind, kind, RELOCK_VALUE_NONE)
+INSPECT_GETTER(long long, pttl_ms, -2)
+INSPECT_GETTER(long long, ts_ms, 0)
+INSPECT_GETTER(int, ts_unit_ms, 0)
+INSPECT_GETTER(long long, fence, 0)
+INSPECT_GETTER(long long, waiters, -1)
 
 const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len)
 {
     if (len)
         *len = info && info->value ? info->value_len : 0;
     return info && info->value ? info->value : "";
-}
-
-long long relock_inspect_info_pttl_ms(const relock_inspect_info *info)
-{
-    return info ? info->pttl_ms : -2;
-}
-
-long long relock_inspect_info_ts_ms(const relock_inspect_info *info)
-{
-    return info ? info->ts_ms : 0;
-}
-
-int relock_inspect_info_ts_unit_ms(const relock_inspect_info *info)
-{
-    return info ? info->ts_unit_ms : 0;
-}
-
-long long relock_inspect_info_fence(const relock_inspect_info *info)
-{
-    return info ? info->fence : 0;
 }
 
 const char *relock_inspect_info_owner(const relock_inspect_info *info)
@@ -138,9 +126,4 @@ const char *relock_inspect_info_owner(const relock_inspect_info *info)
 const char *relock_inspect_info_key(const relock_inspect_info *info)
 {
     return info && info->key ? info->key : "";
-}
-
-long long relock_inspect_info_waiters(const relock_inspect_info *info)
-{
-    return info ? info->waiters : -1;
 }

@@ -1,7 +1,6 @@
 /*
- * What the drivers offer the API (src/api/): the algorithm tables (mode.c:
- * modern and quorum; run_ts.c: legacy and bridge, of compat/), the choice
- * of mode, the wait planner's input.
+ * What the drivers offer the API (src/api/): the algorithm tables and the
+ * choice of mode (mode.c), the wait planner's input.
  */
 #ifndef RELOCK_ALGO_H
 #define RELOCK_ALGO_H

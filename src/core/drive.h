@@ -1,6 +1,6 @@
 /*
  * The blocking calls' driver of a single step machine (pollloop.c): break,
- * inspect and the owner record (src/api/), an adoption (run_ts.c), one
+ * inspect and the owner record (src/api/), an adoption (mode.c), one
  * command (relock__command(), routing.h).
  */
 #ifndef RELOCK_CORE_DRIVE_H

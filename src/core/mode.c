@@ -14,11 +14,26 @@
 #include "algo.h"
 #include "modern.h"
 #include "quorum.h"
+#include "ts.h"
 
-/* Their machines run in the operation core for both APIs (legacy's and
- * bridge's tables are in run_ts.c). */
+/* A timestamp lock adopted from its value: the timestamp says how long it
+ * is valid (its machine runs on the blocking driver, relock__drive()). */
+static void ts_adopt(relock_lock *l)
+{
+    relock__value val;
+    relock__classify(l->value, strlen(l->value), &val);
+    if (val.kind != RELOCK_VALUE_TIMESTAMP)
+        return; /* nothing to learn, and no clock to read */
+    relock__ts_adopt m;
+    relock__ts_adopt_init(&m);
+    relock__drive(l, relock__ts_adopt_step, &m);
+}
+
+/* The algorithms: their machines run in the operation core for both APIs. */
 const relock__algo relock__algo_modern = {"modern", NULL, &relock__modern_machines};
 const relock__algo relock__algo_quorum = {"quorum", NULL, &relock__quorum_machines};
+const relock__algo relock__algo_legacy = {"legacy", ts_adopt, &relock__ts_machines};
+const relock__algo relock__algo_bridge = {"bridge", ts_adopt, &relock__ts_machines};
 
 /* A server of 2.6.0 or later without EVAL has Lua left out (Valkey 9.1
  * can run so); before 2.6.0 there was no Lua at all. */

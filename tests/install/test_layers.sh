@@ -116,8 +116,8 @@ nincl=$(wc -l <"$TMP/includes")
 [ "$nincl" -gt 40 ] || bad "only $nincl includes found: the reading is broken"
 grep -q '^src/api/lock.c src/core/pollloop.c$' "$TMP/calls" ||
     bad "lock.c's call of relock__lock_op not seen: the reading is broken"
-grep -q '^src/core/run_ts.c compat/legacy.c$' "$TMP/calls" ||
-    bad "run_ts.c's call of relock__ts_adopt_init not seen: the reading is broken"
+grep -q '^src/core/mode.c compat/legacy.c$' "$TMP/calls" ||
+    bad "mode.c's call of relock__ts_adopt_init not seen: the reading is broken"
 grep -q '^src/algo/modern.h src/algo/engine/engine.h$' "$TMP/includes" ||
     bad "modern.h's include of engine/engine.h (through the layer folders) not seen: the reading is broken"
 for d in src/base src/algo compat src/core src/api; do

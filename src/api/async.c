@@ -254,12 +254,7 @@ static relock_status lock_op(relock_lock *l, int kind, long long ttl_ms, relock_
     if (kind == K_REL)
         keep_end(al, l);
     if (al->busy) { /* a renewal in flight: the release follows it */
-        op->next = a->ops;
-        if (a->ops)
-            a->ops->prev = op;
-        a->ops = op;
-        a->pending++;
-        op->state = S_NEW;
+        relock__a_op_link(op);
         al->after = op;
         return RELOCK_OK;
     }
@@ -292,14 +287,7 @@ relock_status relock_async_keep(relock_lock *l, relock_async_lost_fn on_lost, vo
     if (al->busy)
         return refuse(a, RELOCK_EINVAL, "keep %s: another operation on this lock is in flight",
                       l->name);
-    al->kept = 1;
-    al->keep_lost = 0;
-    al->on_lost = on_lost;
-    al->lost_arg = arg;
-    al->keep_valid = l->valid_until;
-    al->fail_st = RELOCK_OK;
-    relock__a_keep_arm(al, l);
-    relock__a_deadline_arm(al, l);
+    relock__a_keep_start(al, l, on_lost, arg, 1);
     return RELOCK_OK;
 }
 

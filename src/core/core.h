@@ -455,6 +455,7 @@ void relock__a_kick_fire(void *arg);
 void relock__a_op_start(aop *op);
 void relock__a_op_schedule(aop *op);
 int relock__a_start_armed(relock_async *a);
+void relock__a_op_link(aop *op);
 void relock__a_op_enqueue(aop *op);
 /* The login srv asks for on a new connection: AUTH (with its username
  * when set), then SELECT when its db is not 0, as up to two commands in
@@ -485,8 +486,9 @@ void relock__a_scan_next(aop *op, relock_status st);
 struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l);
 void relock__a_alock_free(relock_lock *l);
 void relock__a_lock_op_end(aop *op);
-void relock__a_keep_arm(struct relock__alock *al, relock_lock *l);
 void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l);
+void relock__a_keep_start(struct relock__alock *al, relock_lock *l, relock_async_lost_fn on_lost,
+                          void *arg, int deadline);
 void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
 #endif

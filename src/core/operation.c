@@ -934,13 +934,18 @@ int relock__a_start_armed(relock_async *a)
     return a->start_timer != NULL;
 }
 
+/* Lists a new operation; when it starts is the caller's choice. */
+void relock__a_op_link(aop *op)
+{
+    ops_add_(&op->a->ops, op);
+    op->a->pending++;
+    op->state = S_NEW;
+}
+
 /* Queues a new operation; it starts from the loop. */
 void relock__a_op_enqueue(aop *op)
 {
-    relock_async *a = op->a;
-    ops_add_(&a->ops, op);
-    a->pending++;
-    op->state = S_NEW;
+    relock__a_op_link(op);
     relock__a_op_schedule(op);
 }
 

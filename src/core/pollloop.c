@@ -649,17 +649,9 @@ void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
         return;
     }
     struct relock__alock *al = l->al;
-    al->kept = 1;
-    al->keep_lost = 0;
-    al->on_lost = keep_lost;
-    al->lost_arg = (void *)h;
-    al->keep_valid = l->valid_until;
-    al->fail_st = RELOCK_OK;
-    relock__a_keep_arm(al, l);
     /* (a validity not known, an adopted lock's, has no deadline before the
      * first renewal computes one) */
-    if (al->keep_valid)
-        relock__a_deadline_arm(al, l);
+    relock__a_keep_start(al, l, keep_lost, (void *)h, l->valid_until != 0);
     q->wake_fd = h->wake_fd;
     q->waking = 1;
     /* Bounded by the owner's stop and the lock's loss; a renewal in flight

@@ -114,10 +114,26 @@ static void keep_tick(void *arg)
 
 /* The next renewal: a third of the ttl from now, or sooner while the
  * validity left is short (lease.h), as relock_keep()'s thread does. */
-void relock__a_keep_arm(struct relock__alock *al, relock_lock *l)
+static void keep_arm(struct relock__alock *al, relock_lock *l)
 {
     al->keep_timer = timer_start(al->a, relock__renew_wait_ms(l->ttl_ms, l->valid_until, now_ms()),
                                  keep_tick, l);
+}
+
+/* l is kept from now: renewed on its timer, and lost, when deadline is
+ * set, at the end of its validity unless a renewal comes first. */
+void relock__a_keep_start(struct relock__alock *al, relock_lock *l, relock_async_lost_fn on_lost,
+                          void *arg, int deadline)
+{
+    al->kept = 1;
+    al->keep_lost = 0;
+    al->on_lost = on_lost;
+    al->lost_arg = arg;
+    al->keep_valid = l->valid_until;
+    al->fail_st = RELOCK_OK;
+    keep_arm(al, l);
+    if (deadline)
+        relock__a_deadline_arm(al, l);
 }
 
 /* The renewal stops for good; the program hears of it once. */
@@ -190,7 +206,7 @@ void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, con
         al->keep_valid = l->valid_until;
         al->fail_st = RELOCK_OK;
         relock__event(a->c, RELOCK_EVENT_RENEWED, l, RELOCK_OK, 0);
-        relock__a_keep_arm(al, l);
+        keep_arm(al, l);
         relock__a_deadline_arm(al, l);
         return;
     }

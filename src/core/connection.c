@@ -523,7 +523,7 @@ void relock__a_submit(aop *op)
 /* The connect under way failed, as detail says. */
 static void connect_lost(aconn *cn, int hiredis_frees, const char *detail)
 {
-    char why[300];
+    char why[400]; /* the address and a socket error fit whole */
     snprintf(why, sizeof why, "connect to " RELOCK__ADDR_FMT ": %s", RELOCK__ADDR(cn->srv), detail);
     relock__a_map_forget(cn);
     relock__a_conn_gone(cn, hiredis_frees, RELOCK_EIO, why);

@@ -606,8 +606,8 @@ static int setup_send(aop *su, int n, const relock__cmd *k)
     relock__a_rq_reset(rq);
     relock__a_rq_room(rq, 2); /* (a request's own room) */
     for (int i = 0; i < n; i++) {
-        int fl = redisFormatCommandArgv(&rq->cmd[rq->n], k[i].argc, (const char **)k[i].argv,
-                                        k[i].len);
+        int fl = relock__a_fmt_cmd(&rq->cmd[rq->n], k[i].argc, (const char *const *)k[i].argv,
+                                   k[i].len);
         if (fl > 0)
             rq->len[rq->n++] = (size_t)fl;
     }

@@ -439,6 +439,12 @@ void relock__a_sub_next(aop *op);
 void relock__a_plan(aop *op, int after_subscribe);
 
 /* operation.c */
+/* A command in the protocol's form, in memory from malloc(), as
+ * redisFormatCommandArgv() makes it but without its sprintf() per argument
+ * (a third of a blocking cycle's instructions); its length, or -1 out of
+ * memory or beyond RELOCK__CMD_ARGS words. */
+int relock__a_fmt_cmd(char **out, int argc, const char *const *argv, const size_t *len);
+
 /* op's error becomes a copy of e (stays as it was out of memory). */
 void relock__a_err_keep(aop *op, const relock__err *e);
 /* op's error becomes the client's, when the client has one. */

@@ -201,7 +201,7 @@ static int fan_setup_cmd(aconn *cn, int argc, const char **argv, int login)
     for (int i = 0; i < argc; i++)
         len[i] = strlen(argv[i]);
     char *cmd = NULL;
-    int fl = redisFormatCommandArgv(&cmd, argc, argv, len);
+    int fl = relock__a_fmt_cmd(&cmd, argc, argv, len);
     if (fl < 0)
         return -1;
     cn->appended += (uint64_t)fl;
@@ -261,7 +261,7 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
     int fl = relock__a_rq_room(rq, b->n);
     for (int k = 0; fl >= 0 && k < b->n; k++) {
         const relock__cmd *cmd = &b->cmd[k];
-        fl = redisFormatCommandArgv(&rq->cmd[k], cmd->argc, (const char **)cmd->argv, cmd->len);
+        fl = relock__a_fmt_cmd(&rq->cmd[k], cmd->argc, (const char *const *)cmd->argv, cmd->len);
         rq->len[k] = (size_t)fl;
         rq->n = k + 1; /* (a command that failed is left NULL) */
     }

@@ -533,10 +533,7 @@ static char *put_head(char *w, char c, size_t n, size_t d)
     return w;
 }
 
-/* A command in the protocol's form, in memory from malloc(): what
- * redisFormatCommandArgv() makes, without its sprintf() per argument (a
- * third of a blocking cycle's instructions); its length, -1 out of memory. */
-static int fmt_cmd(char **out, int argc, const char *const *argv, const size_t *len)
+int relock__a_fmt_cmd(char **out, int argc, const char *const *argv, const size_t *len)
 {
     size_t l[RELOCK__CMD_ARGS], dl[RELOCK__CMD_ARGS];
     if (argc < 1 || argc > RELOCK__CMD_ARGS) /* a batch's commands never are */
@@ -730,7 +727,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         int n = 0;
         for (int room = relock__a_rq_room(rq, b->n) == 0; room && n < b->n; n++) {
             const relock__cmd *k = &b->cmd[n];
-            int fl = fmt_cmd(&rq->cmd[n], k->argc, (const char *const *)k->argv, k->len);
+            int fl = relock__a_fmt_cmd(&rq->cmd[n], k->argc, (const char *const *)k->argv, k->len);
             if (fl < 0)
                 break;
             rq->len[n] = (size_t)fl;

@@ -207,9 +207,7 @@ relock_status relock_async_cancel(relock_async_op *h)
 /* Stops l's renewal; a loss it saw marks the handle lost (non-zero). */
 static int keep_end(struct relock__alock *al, relock_lock *l)
 {
-    timer_stop(al->a, &al->keep_timer);
-    timer_stop(al->a, &al->lost_timer);
-    al->kept = 0;
+    relock__a_keep_stop(al);
     if (al->keep_lost)
         l->lost = 1;
     return al->keep_lost;
@@ -373,9 +371,7 @@ void relock_async_free(relock_async *a)
     /* Locks outlive the client: their renewals stop; they can be freed. */
     for (struct relock__alock *al = a->alocks; al;) {
         struct relock__alock *next = al->next;
-        timer_stop(a, &al->keep_timer);
-        timer_stop(a, &al->lost_timer);
-        al->kept = 0;
+        relock__a_keep_stop(al);
         al->a = NULL;
         al->prev = al->next = NULL;
         al = next;

@@ -495,6 +495,7 @@ void relock__a_lock_op_end(aop *op);
 void relock__a_deadline_arm(struct relock__alock *al, relock_lock *l);
 void relock__a_keep_start(struct relock__alock *al, relock_lock *l, relock_async_lost_fn on_lost,
                           void *arg, int deadline);
+void relock__a_keep_stop(struct relock__alock *al);
 void relock__a_keep_after(relock_async *a, relock_lock *l, relock_status st, const relock_error *e);
 
 #endif

@@ -665,9 +665,7 @@ void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
         p_turn(q, 1000);
     }
     q->waking = 0;
-    timer_stop(a, &al->keep_timer);
-    timer_stop(a, &al->lost_timer);
-    al->kept = 0;
+    relock__a_keep_stop(al);
     relock__a_alock_free(l);
     l->al_free = NULL;
     p_done(q, NULL, NULL);

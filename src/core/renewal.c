@@ -37,9 +37,7 @@ static int async_lock_free(relock_lock *l)
 {
     struct relock__alock *al = l->al;
     if (al->a) {
-        timer_stop(al->a, &al->keep_timer);
-        timer_stop(al->a, &al->lost_timer);
-        al->kept = 0;
+        relock__a_keep_stop(al);
         if (al->after) {
             al->after->lock_gone = 1;
             al->after->l = l;
@@ -136,13 +134,19 @@ void relock__a_keep_start(struct relock__alock *al, relock_lock *l, relock_async
         relock__a_deadline_arm(al, l);
 }
 
+/* l is kept no more: its renewal's timer and its loss deadline stopped. */
+void relock__a_keep_stop(struct relock__alock *al)
+{
+    timer_stop(al->a, &al->keep_timer);
+    timer_stop(al->a, &al->lost_timer);
+    al->kept = 0;
+}
+
 /* The renewal stops for good; the program hears of it once. */
 static void keep_lose(relock_async *a, relock_lock *l, relock_status why, const relock_error *e)
 {
     struct relock__alock *al = l->al;
-    timer_stop(a, &al->keep_timer);
-    timer_stop(a, &al->lost_timer);
-    al->kept = 0;
+    relock__a_keep_stop(al);
     al->keep_lost = 1;
     /* Lost is valid no more, whatever lease the last renewal wrote (an
      * unacknowledged one leaves its lease on the master alone). */

@@ -53,6 +53,8 @@ static void really_free(relock_async *a)
     relock__a_chan_free_all(a);
     free(a->fanout);
     free(a->spare);
+    while (a->nspare_m > 0)
+        free(a->spare_m[--a->nspare_m]);
     relock_client *c = a->c;
     if (!a->borrowed) { /* (the blocking client's own, pollloop.c) */
         memset(c, 0xa5, sizeof *c); /* settings hold passwords */

@@ -109,6 +109,7 @@ struct aop {
     void *arg;
     relock__step_fn fn;
     void *m;
+    size_t m_size;    /* m's bytes when it is the client's to keep (m_get()), else 0 */
     relock__err *err; /* this operation's error, when it has one */
     areq rq;          /* the batch */
     int in_txn;
@@ -288,6 +289,12 @@ struct relock_async {
     /* A finished operation's memory, for the next one (a blocking call's
      * allocations cost a tenth of its instructions). */
     aop *spare;
+    /* Finished operations' machines of spare_m_size bytes: a machine is
+     * over a kilobyte, past malloc's per-thread caches, and an allocation
+     * of that size costs an uncontended cycle some 4 % of its instructions. */
+    void *spare_m[4];
+    int nspare_m;
+    size_t spare_m_size;
     int depth; /* callbacks of this client running (relock__a_enter()) */
     int freeing;
 };

@@ -54,6 +54,34 @@ relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     return st;
 }
 
+/* op->m: a machine of at least n bytes, a spare of the client's when one
+ * is that size; NULL when there is no memory. */
+static void *m_get(aop *op, size_t n)
+{
+    relock_async *a = op->a;
+    if (n > a->spare_m_size) { /* a larger machine: the smaller spares go */
+        while (a->nspare_m > 0)
+            free(a->spare_m[--a->nspare_m]);
+        a->spare_m_size = n;
+    }
+    op->m = a->nspare_m > 0 ? a->spare_m[--a->nspare_m] : malloc(a->spare_m_size);
+    op->m_size = op->m ? a->spare_m_size : 0;
+    return op->m;
+}
+
+/* op's machine freed, or kept for the client's next operation. */
+static void m_drop(aop *op)
+{
+    relock_async *a = op->a;
+    if (op->m_size && op->m_size == a->spare_m_size &&
+        a->nspare_m < (int)(sizeof a->spare_m / sizeof *a->spare_m))
+        a->spare_m[a->nspare_m++] = op->m;
+    else
+        free(op->m);
+    op->m = NULL;
+    op->m_size = 0;
+}
+
 /* Ends acquire op as cancelled. */
 void relock__a_op_cancelled(aop *op)
 {
@@ -138,7 +166,7 @@ void relock__a_op_finish(aop *op, relock_status st)
             freeReplyObject(op->held[i]);
     free(op->kept);
     if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
-        free(op->m);
+        m_drop(op);
     free(op->err);
     if (a->spare)
         free(op);
@@ -178,7 +206,7 @@ void relock__a_attempt_begin(aop *op)
 /* Runs machine m (allocated, op's from now) with step fn as op's phase. */
 static void phase_run(aop *op, int phase, relock__step_fn fn, void *m)
 {
-    free(op->m);
+    m_drop(op);
     op->m = m;
     op->fn = fn;
     op->phase = phase;
@@ -234,7 +262,7 @@ static void undo_begin(aop *op)
         undo_failed(op);
         return;
     }
-    free(op->m);
+    m_drop(op);
     op->m = m;
     op->fn = a->kit->upd_step;
     op->undoing = 1;
@@ -244,7 +272,7 @@ static void undo_begin(aop *op)
 /* op->m: n bytes for acquire op's machine; 0 when op ended for want of memory. */
 static int acq_alloc(aop *op, size_t n)
 {
-    if ((op->m = malloc(n)) != NULL)
+    if (m_get(op, n))
         return 1;
     relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
     return 0;
@@ -265,8 +293,7 @@ static int next_phase(aop *op, relock_status *st)
             return 0;
         /* the record is deleted (or not ours): the release itself now */
         op_err_drop(op);
-        free(op->m);
-        op->m = NULL;
+        m_drop(op);
         op->phase = PH_MAIN;
         op->owner_gone = 1;
         relock__a_op_start(op);
@@ -460,8 +487,7 @@ void relock__a_machine_done(aop *op, relock_status st)
     case K_ACQ:
         if (op->fencing) {
             op->fencing = 0;
-            free(op->m);
-            op->m = NULL;
+            m_drop(op);
             if (st != RELOCK_OK)
                 relock__a_op_finish(op, st);
             else if (op->cancelled)
@@ -864,7 +890,7 @@ void relock__a_op_start(aop *op)
     }
     op->was_valid = l->valid_until;
     op->was_ttl = l->ttl_ms;
-    op->m = malloc(a->kit->upd_size);
+    m_get(op, a->kit->upd_size);
     relock__err_clear(&c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
                              : RELOCK_ENOMEM;

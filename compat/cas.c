@@ -175,10 +175,8 @@ static relock__step cas_next(relock__cas *c, relock_lock *l, const relock__feed 
                              relock__batch *out)
 {
     relock_client *cl = l->c;
-    /* A fault before EXEC leaves nothing written (a connection found lost
-     * before EXEC was sent: the server discarded it all); a lost reply to
-     * EXEC or the script leaves the outcome unknown.  A batch of one
-     * command has no reply with a fault: no NOSCRIPT to retry on. */
+    /* Only a fault on EXEC or the script can leave a write behind (ts.h);
+     * a batch of one command has no reply with a fault, so no NOSCRIPT. */
     if (in->fault && c->pc >= CAS_SCRIPT && c->pc <= CAS_EXEC)
         return cas_fault(c, l, in, c->pc == CAS_SCRIPT || c->pc == CAS_EXEC);
     switch (c->pc) {

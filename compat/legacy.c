@@ -395,13 +395,11 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         if (m->cas.st != RELOCK_OK)
             return relock__done(&m->head,
                                 m->cas.ambiguous ? ambiguous(l, "acquire") : m->cas.st);
-        /*
-         * A GETSET won only if what it replaced had itself expired (or was
+        /* A GETSET won only if what it replaced had itself expired (or was
          * gone: our write created the key); otherwise another client won
          * just before us and our write merely moved its expiry a little
          * (it treats that as a GETSET loser's write).  A timestamp of the
-         * other unit, written since our GET, proves nothing.
-         */
+         * other unit, written since our GET, proves nothing. */
         const char *found = m->cas.found;
         const relock__value *v = &m->cas.old_v;
         int win = m->head.pc != A_TAKE_GETSET
@@ -466,11 +464,8 @@ static relock__step u_ok(relock__ts_update *m, relock_lock *l)
     return relock__done(&m->head, RELOCK_OK);
 }
 
-/* An extend has begun: the key may hold its new timestamp from its write
- * on, whatever we hear back, so a shorter lease shortens our validity now
- * (counted from the extend's start), and it stays so unless the extend
- * succeeds (u_ok).  Also when the extend fails before it writes: a failed
- * extend never leaves more than the lease it asked for. */
+/* An extend has begun: its lease caps our validity (relock__valid_min()),
+ * until it succeeds (u_ok), even when it fails before it writes. */
 static void cap_validity(const relock__ts_update *m, relock_lock *l)
 {
     l->valid_until = relock__valid_min(l->valid_until, m->start + (uint64_t)m->ls.valid_ms);
@@ -500,11 +495,8 @@ static relock__step u_again(relock__ts_update *m, relock_lock *l, relock__batch 
     return u_cas(m, l, out);
 }
 
-/*
- * The compare-and-set (or -delete) of our value answered.  Bounded: a
- * beaten WATCH is retried, and a loser's write followed once, four rounds
- * in all.
- */
+/* The compare-and-set (or -delete) of our value answered: a beaten WATCH
+ * is retried, and a loser's write followed once (u_again() bounds both). */
 static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const relock__feed *in,
                                relock__batch *out)
 {
@@ -521,11 +513,9 @@ static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const reloc
     }
     if (q->beaten) /* the key changed under WATCH: look again */
         return u_again(m, l, out);
-    /*
-     * A loser's write: a different timestamp, or (bridge) our very value
+    /* A loser's write: a different timestamp, or (bridge) our very value
      * with its TTL cleared, as a legacy GETSET in the same unit leaves it.
-     * The fence is still compared when following it.
-     */
+     * The fence is still compared when following it. */
     int same_value = is_bridge(c) && strcmp(q->found, l->value) == 0;
     if (!m->following && q->found[0] &&
         (is_loser_write(l, m->path, q->found, in->mono_ms) ||

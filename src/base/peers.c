@@ -119,39 +119,33 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
     /* With no profile, the settings given (or defaults) describe the fleet. */
     if (first) {
         unsigned set = s->legacy.set;
-        if (set & RELOCK__SET_UNIT) {
-            if (s->legacy.unit_ms != want.unit_ms)
-                return relock__reason(why, whylen,
-                                      "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", "
-                                      "which writes %s",
-                                      s->legacy.unit_ms ? "ms" : "s", first->name,
-                                      want.unit_ms ? "milliseconds" : "seconds");
-        } else {
+        int have = s->legacy.reader_clock + 1;
+        if (!(set & RELOCK__SET_UNIT))
             s->legacy.unit_ms = want.unit_ms;
-        }
+        else if (s->legacy.unit_ms != want.unit_ms)
+            return relock__reason(why, whylen,
+                                  "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", "
+                                  "which writes %s",
+                                  s->legacy.unit_ms ? "ms" : "s", first->name,
+                                  want.unit_ms ? "milliseconds" : "seconds");
         if (!(set & RELOCK__SET_OFFSET))
             s->legacy.expiry_offset = want.offset;
-        if (set & RELOCK__SET_VALUES) {
-            if (s->legacy.frac_values && !want.frac_values)
-                return relock__reason(why, whylen,
-                                      "legacy.values = \"fractional\": a peer of legacy.peer "
-                                      "parses whole numbers only (use \"integer\")");
-        } else {
+        if (!(set & RELOCK__SET_VALUES))
             s->legacy.frac_values = want.frac_values;
-        }
-        if (set & RELOCK__SET_READER) {
-            int have = s->legacy.reader_clock + 1;
-            if ((have & want.readers) != want.readers)
-                return relock__reason(why, whylen,
-                                      "legacy.reader_clock = \"%s\" leaves out a peer of "
-                                      "legacy.peer, whose clock compares %s (use \"%s\")",
-                                      reader_words[s->legacy.reader_clock],
-                                      (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
-                                                                                    : "whole units",
-                                      reader_words[(have | want.readers) - 1]);
-        } else {
+        else if (s->legacy.frac_values && !want.frac_values)
+            return relock__reason(why, whylen,
+                                  "legacy.values = \"fractional\": a peer of legacy.peer parses "
+                                  "whole numbers only (use \"integer\")");
+        if (!(set & RELOCK__SET_READER))
             s->legacy.reader_clock = want.readers - 1;
-        }
+        else if ((have & want.readers) != want.readers)
+            return relock__reason(why, whylen,
+                                  "legacy.reader_clock = \"%s\" leaves out a peer of legacy.peer, "
+                                  "whose clock compares %s (use \"%s\")",
+                                  reader_words[s->legacy.reader_clock],
+                                  (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
+                                                                                : "whole units",
+                                  reader_words[(have | want.readers) - 1]);
         /* A prefix not given is the peers' common one, or none. */
         if (!(set & RELOCK__SET_PREFIX))
             snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",

@@ -62,14 +62,17 @@ static relock__lease_cfg lease_cfg(const relock_client *c)
                                c->s.legacy.frac_values};
 }
 
-/* The value to store for the lease ls: the timestamp alone (with its
- * fraction to the millisecond under legacy.values = "fractional"), or in
- * bridge mode with bridge.value_suffix ":token" (tok, drawn by the caller),
- * which makes every value unique for legacy parsers that read only the
- * leading integer (the configuration never combines the two). */
-static void format_value(const relock_client *c, const relock__lease *ls, const char *tok,
-                         char *out, size_t len)
+/* Plans the lease ls of ttl_ms at fleet time now, and the value to store
+ * for it: the timestamp alone (with its fraction to the millisecond under
+ * legacy.values = "fractional"), or in bridge mode with bridge.value_suffix
+ * ":token" (tok, drawn by the caller), which makes every value unique for
+ * legacy parsers that read only the leading integer (the configuration
+ * never combines the two). */
+static void plan_value(const relock_client *c, long long now, long long ttl_ms, const char *tok,
+                       relock__lease *ls, char *out, size_t len)
 {
+    relock__lease_cfg cfg = lease_cfg(c);
+    relock__lease_plan(&cfg, now, ttl_ms, ls);
     if (ls->frac)
         snprintf(out, len, "%lld.%03lld", ls->ts, ls->v_ms - ls->ts * unit_ms(c));
     else if (!is_bridge(c) || !c->s.bridge.value_suffix)
@@ -307,9 +310,7 @@ static relock_status a_plan(relock__ts_acquire *m, relock_lock *l, const relock_
         return relock__fault_fail(c, in);
     m->start = in->mono_ms;
     m->now = in->fleet_ms;
-    relock__lease_cfg cfg = lease_cfg(c);
-    relock__lease_plan(&cfg, m->now, l->ttl_ms, &m->ls);
-    format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
+    plan_value(c, m->now, l->ttl_ms, m->tok, &m->ls, l->value, sizeof l->value);
     return RELOCK_OK;
 }
 
@@ -598,9 +599,7 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     m->path = path_of(c);
     if (m->extend) {
         m->start = in->mono_ms;
-        relock__lease_cfg cfg = lease_cfg(c);
-        relock__lease_plan(&cfg, in->fleet_ms, m->ttl_ms, &m->ls);
-        format_value(c, &m->ls, m->tok, m->newv, sizeof m->newv);
+        plan_value(c, in->fleet_ms, m->ttl_ms, m->tok, &m->ls, m->newv, sizeof m->newv);
     }
     if (m->path != RELOCK__TS_PLAIN) {
         /* No validity check first: the compare is atomic, so a lock whose

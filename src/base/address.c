@@ -217,15 +217,11 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
     if (copy_part(srv->host, sizeof srv->host, hs, he) != 0)
         return relock__reason(why, whylen, "host name too long");
     if (portp) {
-        char buf[16];
+        /* Digits up to hostend, where a '/' or the end stops them. */
         size_t len = (size_t)(hostend - portp);
-        long long v = -1;
-        if (len > 0 && len < sizeof buf) {
-            memcpy(buf, portp, len);
-            buf[len] = '\0';
-            if (strspn(buf, "0123456789") != len || relock__parse_ll(buf, &v) != 0)
-                v = -1;
-        }
+        long long v = len > 0 && len < 16 && strspn(portp, "0123456789") == len
+                          ? strtoll(portp, NULL, 10)
+                          : -1;
         if (v < 1 || v > 65535)
             return relock__reason(why, whylen, "the port must be a number from 1 to 65535");
         srv->port = (int)v;

@@ -51,10 +51,8 @@ typedef enum relock__ts_path {
  *          compare-and-set from that value (EVAL, WATCH) [A_TAKE_CAS]
  *          or by fenced GETSET (PLAIN)                   [A_TAKE_GETSET],
  *          won only if the old value had itself expired.  With
- *          legacy.clock = "server", "expired" is judged again on the
- *          server's TIME read after the value was, and the lease planned
- *          anew on it [A_FRESH]: a reading from before may be wrong by a
- *          step of the server's clock that came in between.
+ *          legacy.clock = "server", "expired" is judged again, and the
+ *          lease planned anew, on TIME read after the value [A_FRESH].
  *
  * An attempt that ends BUSY sets l->looked, so that on 2.0 a waiter's
  * next attempts read before they write: a fenced SETNX moves the fence

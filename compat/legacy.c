@@ -10,19 +10,15 @@
  * design.md §6.3 (nobody acquired since us) and, in bridge mode, require
  * the TTL (a legacy writer leaves none).
  *
- * GETSET losers.  A legacy client that lost a takeover race still wrote its
- * own timestamp over ours (clearing any TTL).  While our validity remains,
- * release and extend may act on a different timestamp found in the key,
- * but only where the fence proves that nobody acquired since: a TTL-less
- * timestamp is also what anyone's SETNX writes after a DEL (`relock
- * break`, a classic client's).  Every relock acquisition and break
- * increments the fence, so after either the compare fails and the holder
- * reports LOST, writing nothing.  On 2.0 the fence also counts failed
- * attempts and proves nothing: a different value there is LOST, and so is
- * our own value once the lock was broken since we won (the same timestamp
- * written again by whoever took it; RELOCK__BREAK_EPOCH).  What remains: a
- * classic client's DEL of a key it no longer owns, followed by a classic
- * SETNX, moves no fence, and looks like a loser's write (docs/legacy.md).
+ * GETSET losers (design.md §4.7).  A legacy client that lost a takeover
+ * race still wrote its own timestamp over ours (clearing any TTL); while
+ * our validity remains, release and extend follow it only under the fence
+ * compare, which every relock acquisition and break moves.  On 2.0 the
+ * fence also counts failed attempts and proves nothing: a different value
+ * there is LOST, and so is our own once the lock was broken since we won
+ * (RELOCK__BREAK_EPOCH).  What remains: a classic client's DEL of a key it
+ * no longer owns, followed by a classic SETNX, moves no fence, and looks
+ * like a loser's write (docs/legacy.md).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -683,10 +679,8 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
             return relock__done(&m->head, st);
         if (r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0)
             return u_ok(m, l);
-        /* A break and a new acquisition fell between our GET and our
-         * GETSET.  Our timestamp now blocks the key until it passes, and
-         * no one can extend or release it: the other holder's next check
-         * reports its lock lost, so there are never two holders. */
+        /* A break and a new acquisition fell between our GET and GETSET:
+         * as the message says, there are never two holders. */
         return END_FAIL(m, l, RELOCK_LOST,
                         "extend %s: lock lost: the key held %.40s, now overwritten by our new "
                         "timestamp (its holder's next extend or release reports the loss; the "

@@ -1,9 +1,6 @@
-/*
- * The transactions of the timestamp algorithms (cas.h): the compare-and-set
- * or -delete, by script where the server has EVAL, by WATCH ... EXEC on 2.2
- * and 2.4; 2.0's fenced write, which has neither, in one MULTI.
- * Step machine: no I/O, no clock.
- */
+/* The transactions of the timestamp algorithms as cas.h draws them: by
+ * script where the server has EVAL, by WATCH ... EXEC on 2.2 and 2.4, and
+ * 2.0's fenced write, which has neither, in one MULTI. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -96,8 +96,7 @@ typedef struct relock__settings {
         int aof;
         long long timeout_ms;
     } durability;
-    /* Modern mode: the key outlives the lease by this much unless released. */
-    long long lock_delay_ms;
+    long long lock_delay_ms; /* modern: the key outlives the lease by this unless released */
     int owner_info;
     long owner_pid;                        /* relock_config_set_owner(); 0: getpid() */
     char owner_text[RELOCK_OWNER_MAX + 1]; /* and its text, or "" */
@@ -107,15 +106,12 @@ typedef struct relock__settings {
         long long skew_margin_ms;
         int gc_expire;
         int clock_server;
-        /* RELOCK__READER_* bits (lease.h): legacy.reader_clock + 1. */
-        int readers;
+        int readers;      /* RELOCK__READER_* bits (lease.h): reader_clock + 1 */
         int frac_values;  /* legacy.values: 0 "integer", 1 "fractional" */
         int reader_clock; /* legacy.reader_clock: 0 "whole", 1 "fractional", 2 "both" */
-        /* legacy.peer: the profiles named, by index (peers.c). */
-        int peers[RELOCK__PEERS_MAX];
+        int peers[RELOCK__PEERS_MAX]; /* legacy.peer: the profiles named, by index */
         int npeers;
-        /* RELOCK__SET_* bits: given, so legacy.peer does not override. */
-        unsigned set;
+        unsigned set; /* RELOCK__SET_* bits: given, so legacy.peer does not override */
     } legacy;
     struct {
         int value_suffix;
@@ -152,8 +148,7 @@ typedef struct relock__peer {
     const char *family;       /* the library, for messages and scan */
     int unit_ms;              /* 0 seconds, 1 milliseconds */
     int frac_values;          /* it writes, and parses, fractions */
-    int frac_reader;          /* its clock: 0 whole, 1 fractional (V ends at V·u), 2
-                               * either (its releases differ) */
+    int frac_reader;          /* its clock: 0 whole, 1 fractional (V ends at V·u), 2 both */
     long offset;              /* units it adds to now + timeout */
     const char *key_template; /* its key, "{name}" where the lock's name goes */
     int suffix_fails;         /* its parser fails on "V:token" (bridge.value_suffix) */

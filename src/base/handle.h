@@ -52,10 +52,8 @@ struct relock_client {
     /* For tests and the benchmark. */
     unsigned long moved;    /* MOVED replies followed */
     unsigned long connects; /* connections opened */
-    /* relock_scan_node(): the server a scan walks, "host:port". */
-    char scan_node[RELOCK__HOST_MAX + 8];
-    /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */
-    int replicas_acked;
+    char scan_node[RELOCK__HOST_MAX + 8]; /* relock_scan_node(): "host:port" a scan walks */
+    int replicas_acked; /* relock_client_replicas_acked(): -1, the last call sent no WAIT */
 };
 
 /* What a lock asks of its keeper (background renewal, src/api/renew.c,
@@ -90,8 +88,7 @@ struct relock_lock {
     /* 2.0: the lock's break counter read in the transaction that won it;
      * breaks_known 0 when not read (adopted, or another server). */
     long long breaks;
-    /* 2.0: what a GETSET wrote, its reply lost (legacy.c); malloc'd or NULL. */
-    char *unsure_value;
+    char *unsure_value; /* 2.0: what a GETSET wrote, its reply lost (legacy.c); malloc'd */
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
     /* An asynchronous client's lock (src/core/renewal.c): its operation
@@ -100,10 +97,8 @@ struct relock_lock {
     /* With al: what relock_lock_free() calls first (so the blocking API
      * never calls up); 1 when an operation in flight frees it later. */
     int (*al_free)(relock_lock *l);
-    /* Legacy and bridge: GETSET losers' writes acted on (design.md §4.7). */
-    int loser_writes;
-    /* Set by a release: how many waiters its notice reached. */
-    int waiters;
+    int loser_writes; /* legacy and bridge: GETSET losers' writes acted on (design.md §4.7) */
+    int waiters;      /* set by a release: how many waiters its notice reached */
     /* Flags, a byte each (a process may hold many locks). */
     unsigned char lost;
     unsigned char breaks_known;
@@ -114,8 +109,7 @@ struct relock_lock {
     /* The attempt after a release notice: with several servers the release
      * may be half-way through them, so it retries soon, not after a backoff. */
     unsigned char after_notice;
-    /* An attempt found the lock held: on 2.0 the next read first (ts.h). */
-    unsigned char looked;
+    unsigned char looked; /* an attempt found it held: on 2.0 the next read first (ts.h) */
     /* Owner metadata (owner.c): the pid (0: getpid()), when the lock was
      * won (wall seconds; 0, adopted: each write's time) and the text
      * (malloc'd, or NULL). */

@@ -115,17 +115,15 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 1, out, len) == 0 ? 1 : -1;
 }
 
-int relock__marker_key(const char *key_prefix, char *out, size_t len)
-{
-    const char *part[] = {key_prefix, RELOCK__MARKER_NAME};
-    return join(out, len, 2, part);
-}
-
-int relock__watch_key(const char *key_prefix, char *out, size_t len)
-{
-    const char *part[] = {key_prefix, RELOCK__WATCH_NAME};
-    return join(out, len, 2, part);
-}
+/* The markers of base.h, each named after key_prefix. */
+#define PREFIX_KEY(fn, name)                                                                   \
+    int fn(const char *key_prefix, char *out, size_t len)                                      \
+    {                                                                                          \
+        const char *part[] = {key_prefix, name};                                               \
+        return join(out, len, 2, part);                                                        \
+    }
+PREFIX_KEY(relock__marker_key, RELOCK__MARKER_NAME)
+PREFIX_KEY(relock__watch_key, RELOCK__WATCH_NAME)
 
 int relock__notify_channel(const relock_lock *l, char *out, size_t len)
 {

@@ -95,8 +95,8 @@ static int fleet_ts(const relock_client *c, const relock__value *val)
            relock__ts_unit_guess(val->ts_digits) == c->s.legacy.unit_ms;
 }
 
-/* The value v found in the key, classified as val, unless it is a
- * timestamp of the configured unit: anything else is never taken over,
+/* RELOCK_OK when the value v found in the key (classified as val) is a
+ * timestamp of the configured unit; anything else is never taken over:
  * RELOCK_EFOREIGN naming the key. */
 static relock_status check_ts(relock_lock *l, const char *v, const relock__value *val)
 {

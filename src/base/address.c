@@ -56,11 +56,9 @@ int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why,
             return bad_addr(text, len, ": bad character in the host", why, whylen);
     const char *pp = colon + 1;
     size_t plen = (size_t)(end - pp);
-    long port = 0;
-    if (plen >= 1 && plen <= 5 && pp[0] != '0') {
-        for (size_t i = 0; i < plen && port >= 0; i++)
-            port = (pp[i] >= '0' && pp[i] <= '9') ? port * 10 + (pp[i] - '0') : -1;
-    }
+    long port = plen >= 1 && plen <= 5 && pp[0] != '0' ? 0 : -1;
+    for (size_t i = 0; i < plen && port >= 0; i++)
+        port = (pp[i] >= '0' && pp[i] <= '9') ? port * 10 + (pp[i] - '0') : -1;
     if (port < 1 || port > 65535)
         return bad_addr(text, len, ": the port must be a number from 1 to 65535", why, whylen);
     memcpy(a->host, hs, (size_t)(he - hs));

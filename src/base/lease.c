@@ -106,21 +106,19 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
     long long u = cfg->unit_ms;
     long long ttl = ttl_ms > 0 ? ttl_ms : 1;
     relock__stamp st = {0, 0, 0, 1};
+    long long v_ms;
     if (cfg->frac_values && u > 1) {
-        out->v_ms = now + ttl + cfg->offset * u;
-        st = (relock__stamp){out->v_ms / u, 1, out->v_ms % u, u};
+        v_ms = now + ttl + cfg->offset * u;
+        st = (relock__stamp){v_ms / u, 1, v_ms % u, u};
     } else {
         st.ts = reads_frac(cfg) ? (now + ttl + u - 1) / u + cfg->offset
                                 : now / u + (ttl + u - 1) / u + cfg->offset;
-        out->v_ms = st.ts * u;
+        v_ms = st.ts * u;
     }
-    out->ts = st.ts;
-    out->frac = st.frac;
-    out->ours_end_ms = relock__lease_ours_end(cfg, &st);
-    out->legacy_end_ms = readers_end(cfg, &st);
+    *out = (relock__lease){.ts = st.ts, .v_ms = v_ms, .frac = st.frac,
+                           .legacy_end_ms = readers_end(cfg, &st),
+                           .ours_end_ms = relock__lease_ours_end(cfg, &st)};
     long long first = min_ll(out->legacy_end_ms, out->ours_end_ms) - now;
-    out->px_ms = 0;
-    out->gc_s = 0;
     if (cfg->bridge) {
         long long px = reads_frac(cfg) || st.frac ? out->v_ms - now : out->v_ms + u / 2 - now;
         out->px_ms = px > 0 ? px : 1;

@@ -1,9 +1,6 @@
-/*
- * The transactions of the timestamp algorithms (cas.h): the compare-and-set
- * or -delete, by script where the server has EVAL, by WATCH ... EXEC on 2.2
- * and 2.4; 2.0's fenced write, which has neither, in one MULTI.
- * Step machine: no I/O, no clock.
- */
+/* The transactions of the timestamp algorithms as cas.h draws them: by
+ * script where the server has EVAL, by WATCH ... EXEC on 2.2 and 2.4, and
+ * 2.0's fenced write, which has neither, in one MULTI. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,8 +102,6 @@ static relock__step cas_read(relock__cas *c, relock_lock *l, const relock__feed 
                              relock__batch *out)
 {
     relock_client *cl = l->c;
-    if (in->fault)
-        return cas_fault(c, l, in, 0);
     relock_status st = relock__reply_check(cl, in->reply[0], "s", "WATCH");
     if (st == RELOCK_OK)
         st = relock__reply_check(cl, in->reply[1], "bn", "GET");
@@ -177,12 +172,14 @@ static relock__step cas_next(relock__cas *c, relock_lock *l, const relock__feed 
                              relock__batch *out)
 {
     relock_client *cl = l->c;
+    /* Only a fault on EXEC or the script can leave a write behind (ts.h);
+     * a batch of one command has no reply with a fault, so no NOSCRIPT. */
+    if (in->fault && c->pc >= CAS_SCRIPT && c->pc <= CAS_EXEC)
+        return cas_fault(c, l, in, c->pc == CAS_SCRIPT || c->pc == CAS_EXEC);
     switch (c->pc) {
     case CAS_SCRIPT: {
         if (relock__script_again(in, 0, &c->by_eval))
             return cas_script(c, l, out);
-        if (in->fault)
-            return cas_fault(c, l, in, 1);
         const redisReply *r = in->reply[0];
         relock_status st = relock__reply_check(cl, r, "a[?]",
                                                c->newv ? "compare-and-set" : "compare-and-delete");
@@ -198,18 +195,12 @@ static relock__step cas_next(relock__cas *c, relock_lock *l, const relock__feed 
     case CAS_READ:
         return cas_read(c, l, in, out);
     case CAS_UNWATCH:
-        if (in->fault)
-            return cas_fault(c, l, in, 0);
         return cas_end(c, RELOCK_OK); /* a mismatch, found says what */
     case CAS_MULTI:
-        if (in->fault)
-            return cas_fault(c, l, in, 0);
         if (relock__reply_check(cl, in->reply[0], "s", "MULTI") != RELOCK_OK)
             return cas_end(c, cl->err.pub.status);
         return cas_queue(c, l, out);
     case CAS_QUEUE:
-        if (in->fault)
-            return cas_fault(c, l, in, 0); /* no EXEC sent: nothing ran */
         for (int i = 0; i < c->nqueued; i++) {
             relock_status st = relock__reply_check(cl, in->reply[i], "s", c->queued[i]);
             if (st != RELOCK_OK)
@@ -217,11 +208,6 @@ static relock__step cas_next(relock__cas *c, relock_lock *l, const relock__feed 
         }
         return cas_word(c, CAS_EXEC, 0, "EXEC", out);
     case CAS_EXEC: {
-        /* A lost reply to EXEC leaves the outcome unknown; a connection
-         * found lost before EXEC was sent does not (the server discarded
-         * it all). */
-        if (in->fault)
-            return cas_fault(c, l, in, 1);
         const redisReply *r = in->reply[0];
         const char *shape = !c->plain ? "na" : c->bkey[0] ? "a[???$]" : "a[??$]";
         relock_status st = relock__reply_check(cl, r, shape, "EXEC");

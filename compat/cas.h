@@ -10,11 +10,8 @@
 
 /*
  * A compare-and-set (newv) or compare-and-delete (newv NULL) of the lock
- * key: done only while the key holds expected (NULL: while it is absent,
- * a SETNX), the fence counter equals fence (0: not compared), and, with
- * require_ttl, the key has a TTL.  Optionally sets a PEXPIRE (px) or an
- * EXPIRE (gc), increments the fence (incr), and after a delete tells
- * waiters on the release channel.
+ * key, done only while the key and the fence hold what the request says;
+ * after a delete it tells waiters on the release channel.
  *
  *   EVAL:  EVALSHA cas (EVAL on NOSCRIPT)                        [CAS_SCRIPT]
  *   WATCH: WATCH key [fence]; GET key; [GET fence]               [CAS_READ]
@@ -28,37 +25,29 @@
  * `plain key value` (SETNX or GETSET of l->value), INCR fence and GET of the
  * break counter queued.  The INCR runs whatever plain did (2.0 cannot make
  * it conditional).
- *
- * Outcome: st RELOCK_OK with done (1 written; plain: SETNX answered 1),
- * fence_out (the fence after an increment, or the waiters told by a
- * delete), found (the value seen on a mismatch, or that GETSET replaced;
- * "" absent) and beaten (EXEC refused: the key or the fence changed under
- * WATCH); plain also old_nil, old_v and breaks (-1 unreadable); or st an
- * error (recorded on c->err), ambiguous when the write may have run (a
- * lost reply to EXEC or to the script).
  */
 typedef struct relock__cas {
     int pc;
     /* the request */
     int script; /* by script (EVAL), else by WATCH */
     const char *plain;
-    const char *expected;
-    long long fence;
-    int require_ttl;
+    const char *expected; /* the key's value required; NULL: absent (a SETNX) */
+    long long fence;      /* the fence counter required; 0: not compared */
+    int require_ttl;      /* the key must have a TTL */
     const char *newv;
-    long long px, gc;
-    int incr;
-    /* the outcome */
+    long long px, gc; /* a PEXPIRE (ms) or an EXPIRE (s) to set, or 0 */
+    int incr;         /* increment the fence */
+    /* the outcome: st, RELOCK_OK or an error recorded on c->err */
     relock_status st;
-    int ambiguous;
-    int done;
-    long long fence_out;
-    char found[RELOCK__VALUE_MAX];
-    int beaten;
-    int old_nil;
-    relock__value old_v;
-    long long breaks;
-    int drop; /* DISCARD refused too: the head's in_txn is left set */
+    int ambiguous;                 /* the write may have run (a lost reply to EXEC or the script) */
+    int done;                      /* written (plain: SETNX answered 1) */
+    long long fence_out;           /* the fence after an increment, or the waiters a delete told */
+    char found[RELOCK__VALUE_MAX]; /* seen on a mismatch, or what GETSET replaced; "" absent */
+    int beaten;                    /* EXEC refused: the key or the fence changed under WATCH */
+    int old_nil;                   /* plain: the key was absent */
+    relock__value old_v;           /* plain: what GETSET replaced, classified */
+    long long breaks;              /* plain: the break counter; -1 unreadable */
+    int drop;                      /* DISCARD refused too: the head's in_txn is left set */
     /* state */
     int by_eval;
     char chan[RELOCK__KEY_MAX];

@@ -1,36 +1,24 @@
 /*
  * The timestamp algorithms (design.md §4-5): legacy mode, and bridge mode, which
- * writes the same values plus a TTL.  compat/ts.h draws each machine's steps.
- *
- * The stored value is the expiry time in the fleet's unit:
- * now + timeout + expiry_offset.  A legacy reader holds value V until its
- * clock passes V, i.e. until V + 1 units; our clients wait skew_margin_ms
- * longer still.  Bridge values also carry a TTL ending half a unit after V
- * (exactly V in ms), so the server cleans up after dead holders while
- * legacy readers still see the lock as held.  The lease arithmetic is
- * src/base/lease.c.
+ * writes the same values plus a TTL, so that the server cleans up after dead
+ * holders while legacy readers still see the lock as held.  compat/ts.h draws
+ * each machine's steps; src/base/lease.c does the lease arithmetic (the value
+ * written, when a legacy reader and our clients take it over, the TTL).
  *
  * Ownership.  Timestamps repeat (two holders in one second write the same
  * value), so release and extend also compare the fence counter of
  * design.md §6.3 (nobody acquired since us) and, in bridge mode, require
  * the TTL (a legacy writer leaves none).
  *
- * GETSET losers.  A legacy client that lost a takeover race still wrote its
- * own timestamp over ours (clearing any TTL).  While our validity remains,
- * release and extend may act on a different timestamp found in the key,
- * but only where the fence proves that nobody acquired since: a TTL-less
- * timestamp is also what anyone's SETNX writes after a DEL (`relock
- * break`, a classic client's).  Every relock acquisition and break
- * increments the fence, so after either the compare fails and the holder
- * reports LOST, writing nothing.  On 2.0 the fence also counts failed
- * attempts and proves nothing: a different value there is LOST, and so is
- * our own value once the break counter (src/algo/break.c) has moved since
- * we won, or the fence has entered a later epoch than ours (a 2.0 break
- * raises it by RELOCK__BREAK_EPOCH, an attempt by one): the same timestamp
- * written again by whoever took the broken lock.
- * What remains: a classic client's DEL of a key it no longer owns, followed
- * by a classic SETNX, moves no fence, and looks like a loser's write
- * (docs/legacy.md).
+ * GETSET losers (design.md §4.7).  A legacy client that lost a takeover
+ * race still wrote its own timestamp over ours (clearing any TTL); while
+ * our validity remains, release and extend follow it only under the fence
+ * compare, which every relock acquisition and break moves.  On 2.0 the
+ * fence also counts failed attempts and proves nothing: a different value
+ * there is LOST, and so is our own once the lock was broken since we won
+ * (RELOCK__BREAK_EPOCH).  What remains: a classic client's DEL of a key it
+ * no longer owns, followed by a classic SETNX, moves no fence, and looks
+ * like a loser's write (docs/legacy.md).
  *
  * Never sends a command the server lacks: the path (EVAL, WATCH or plain)
  * is chosen from the probed capabilities; bridge mode needs EVAL.
@@ -70,14 +58,17 @@ static relock__lease_cfg lease_cfg(const relock_client *c)
                                c->s.legacy.frac_values};
 }
 
-/* The value to store for the lease ls: the timestamp alone (with its
- * fraction to the millisecond under legacy.values = "fractional"), or in
- * bridge mode with bridge.value_suffix ":token" (tok, drawn by the caller),
- * which makes every value unique for legacy parsers that read only the
- * leading integer (the configuration never combines the two). */
-static void format_value(const relock_client *c, const relock__lease *ls, const char *tok,
-                         char *out, size_t len)
+/* Plans the lease ls of ttl_ms at fleet time now, and the value to store
+ * for it: the timestamp alone (with its fraction to the millisecond under
+ * legacy.values = "fractional"), or in bridge mode with bridge.value_suffix
+ * ":token" (tok, drawn by the caller), which makes every value unique for
+ * legacy parsers that read only the leading integer (the configuration
+ * never combines the two). */
+static void plan_value(const relock_client *c, long long now, long long ttl_ms, const char *tok,
+                       relock__lease *ls, char *out, size_t len)
 {
+    relock__lease_cfg cfg = lease_cfg(c);
+    relock__lease_plan(&cfg, now, ttl_ms, ls);
     if (ls->frac)
         snprintf(out, len, "%lld.%03lld", ls->ts, ls->v_ms - ls->ts * unit_ms(c));
     else if (!is_bridge(c) || !c->s.bridge.value_suffix)
@@ -95,29 +86,33 @@ static long long ends_at(const relock_client *c, const relock__value *v)
     return relock__lease_ours_end(&cfg, &st);
 }
 
-/*
- * Reads a value found in the key as a timestamp of the configured unit.
- * Anything else is never taken over: RELOCK_EFOREIGN naming the key.
- */
-static relock_status read_ts(relock_lock *l, const char *v, size_t len, relock__value *ts)
+/* Whether val is a timestamp in the fleet's unit: one of the other unit
+ * (or of none) is no lease of this fleet's, and read in its unit it would
+ * last for millennia. */
+static int fleet_ts(const relock_client *c, const relock__value *val)
+{
+    return val->kind == RELOCK_VALUE_TIMESTAMP &&
+           relock__ts_unit_guess(val->ts_digits) == c->s.legacy.unit_ms;
+}
+
+/* RELOCK_OK when the value v found in the key (classified as val) is a
+ * timestamp of the configured unit; anything else is never taken over:
+ * RELOCK_EFOREIGN naming the key. */
+static relock_status check_ts(relock_lock *l, const char *v, const relock__value *val)
 {
     relock_client *c = l->c;
-    relock__value val;
-    relock__classify(v, len, &val);
-    if (val.kind != RELOCK_VALUE_TIMESTAMP)
+    if (val->kind != RELOCK_VALUE_TIMESTAMP)
         return RELOCK__FAIL(&c->err, RELOCK_EFOREIGN,
                             "key %s holds \"%.40s\", which is not a legacy timestamp; it is "
                             "never taken over (a modern holder, or another program's key?)",
                             l->key, v);
-    int unit = relock__ts_unit_guess(val.ts_digits);
-    if (unit != c->s.legacy.unit_ms)
+    if (!fleet_ts(c, val))
         return RELOCK__FAIL(&c->err, RELOCK_EFOREIGN,
                             "key %s holds %lld (%d digits), which is not a timestamp in %s as "
                             "legacy.clock_unit says (%d digits expected); never taken over: "
                             "does the fleet mix clock units?",
-                            l->key, val.ts, val.ts_digits, c->s.legacy.unit_ms ? "ms" : "s",
+                            l->key, val->ts, val->ts_digits, c->s.legacy.unit_ms ? "ms" : "s",
                             c->s.legacy.unit_ms ? 13 : 10);
-    *ts = val;
     return RELOCK_OK;
 }
 
@@ -133,7 +128,6 @@ static int holds_validity(const relock_lock *l, uint64_t mono)
  * to be followed under the fence check (see the top of the file). */
 static int is_loser_write(relock_lock *l, relock__ts_path path, const char *v, uint64_t mono)
 {
-    relock_client *c = l->c;
     /* Only a handle that won the lock itself knows its validity for sure;
      * an adopted one could be anybody's claim.  Without WATCH or EVAL
      * (2.0) the fence cannot tell a loser from a new holder: never. */
@@ -141,9 +135,7 @@ static int is_loser_write(relock_lock *l, relock__ts_path path, const char *v, u
         return 0;
     relock__value val;
     relock__classify(v, strlen(v), &val);
-    return val.kind == RELOCK_VALUE_TIMESTAMP &&
-           relock__ts_unit_guess(val.ts_digits) == c->s.legacy.unit_ms &&
-           strcmp(v, l->value) != 0;
+    return fleet_ts(l->c, &val) && strcmp(v, l->value) != 0;
 }
 
 static relock_status ambiguous(relock_lock *l, const char *op)
@@ -170,6 +162,10 @@ static relock_status lost(relock_lock *l, const char *op, const char *found)
     return RELOCK__FAIL(&c->err, RELOCK_LOST, "%s %s: lock lost: the key now holds %.40s", op,
                         l->name, found);
 }
+
+/* Ends m with an error recorded on l's client (at the caller's line). */
+#define END_FAIL(m, l, st, ...)                                                                  \
+    relock__done(&(m)->head, RELOCK__FAIL(&(l)->c->err, (st), __VA_ARGS__))
 
 /* Sends one command of two or three words (w2 NULL) from step pc. */
 static relock__step send1(relock__mhead *h, int pc, relock__batch *out, const char *w0,
@@ -241,24 +237,17 @@ static relock__step held_by(relock__ts_acquire *m, relock_lock *l, const char *v
         return busy(m, l, 0); /* released meanwhile: try again at once */
     relock__value_text(m->old, sizeof m->old, v, len);
     const char *found = m->old;
-    relock__value val;
-    relock__classify(found, strlen(found), &val);
-    /* PTTL 0: the key ends within the millisecond (a script sees the
-     * time frozen at its start): it has a TTL all the same. */
-    if (is_bridge(c) && val.kind == RELOCK_VALUE_TOKEN && pttl >= 0) {
-        /* A modern holder (a fleet rolling back), or another library's
-         * token: respect its TTL. */
-        return busy(m, l, pttl);
-    }
     relock__value ts;
-    relock_status st = read_ts(l, found, strlen(found), &ts);
-    if (st != RELOCK_OK && is_bridge(c) && pttl >= 0) {
-        /* Another program's lock with a TTL (SET NX PX, SETEX, SETNX +
-         * EXPIRE): the server ends it, so wait as modern mode does
-         * (docs/migration.md, coexistence). */
-        relock__err_clear(&c->err);
+    relock__classify(found, strlen(found), &ts);
+    /* Bridge mode respects the TTL of anything but a fleet's timestamp: a
+     * modern holder (a fleet rolling back), another library's token, or
+     * another program's lock (SET NX PX, SETEX, SETNX + EXPIRE), which the
+     * server ends, as modern mode does (docs/migration.md, coexistence).
+     * PTTL 0: the key ends within the millisecond (a script sees the time
+     * frozen at its start): it has a TTL all the same. */
+    if (is_bridge(c) && pttl >= 0 && !fleet_ts(c, &ts))
         return busy(m, l, pttl);
-    }
+    relock_status st = check_ts(l, found, &ts);
     if (st != RELOCK_OK)
         return relock__done(&m->head, st);
     long long wait = ends_at(c, &ts) - m->now;
@@ -317,9 +306,7 @@ static relock_status a_plan(relock__ts_acquire *m, relock_lock *l, const relock_
         return relock__fault_fail(c, in);
     m->start = in->mono_ms;
     m->now = in->fleet_ms;
-    relock__lease_cfg cfg = lease_cfg(c);
-    relock__lease_plan(&cfg, m->now, l->ttl_ms, &m->ls);
-    format_value(c, &m->ls, m->tok, l->value, sizeof l->value);
+    plan_value(c, m->now, l->ttl_ms, m->tok, &m->ls, l->value, sizeof l->value);
     return RELOCK_OK;
 }
 
@@ -387,12 +374,10 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         if (!same) /* the SETNX did not take effect: its I/O error stands */
             return relock__done(&m->head, m->io_st);
         relock__err_clear(&c->err);
-        return relock__done(&m->head,
-                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                                         "acquire %s: connection lost after SETNX; the key "
-                                         "holds a value equal to ours, which may be ours or "
-                                         "another holder's: not claimed",
-                                         l->name));
+        return END_FAIL(m, l, RELOCK_EAMBIGUOUS,
+                        "acquire %s: connection lost after SETNX; the key holds a value equal "
+                        "to ours, which may be ours or another holder's: not claimed",
+                        l->name);
     }
     case A_SETNX_CAS:
     case A_TAKE_CAS:
@@ -407,21 +392,17 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         if (m->cas.st != RELOCK_OK)
             return relock__done(&m->head,
                                 m->cas.ambiguous ? ambiguous(l, "acquire") : m->cas.st);
-        /*
-         * A GETSET won only if what it replaced had itself expired (or was
+        /* A GETSET won only if what it replaced had itself expired (or was
          * gone: our write created the key); otherwise another client won
          * just before us and our write merely moved its expiry a little
          * (it treats that as a GETSET loser's write).  A timestamp of the
-         * other unit, written since our GET, proves nothing.
-         */
+         * other unit, written since our GET, proves nothing. */
         const char *found = m->cas.found;
         const relock__value *v = &m->cas.old_v;
         int win = m->head.pc != A_TAKE_GETSET
                       ? m->cas.done
                       : m->cas.old_nil ||
-                            (found[0] && v->kind == RELOCK_VALUE_TIMESTAMP &&
-                             relock__ts_unit_guess(v->ts_digits) == c->s.legacy.unit_ms &&
-                             m->now >= ends_at(c, v));
+                            (found[0] && fleet_ts(c, v) && m->now >= ends_at(c, v));
         if (win && m->cas.plain) {
             /* 2.0: the break counter read in the transaction that won. */
             l->breaks = m->cas.breaks;
@@ -449,9 +430,8 @@ relock__step relock__ts_acquire_step(void *mm, relock_lock *l, const relock__fee
         return held_by(m, l, m->old, strlen(m->old), m->pttl, out);
     }
     default:
-        return relock__done(&m->head, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                                   "acquire %s: internal error: step %d",
-                                                   l->name, m->head.pc));
+        return END_FAIL(m, l, RELOCK_EPROTO, "acquire %s: internal error: step %d", l->name,
+                        m->head.pc);
     }
 }
 
@@ -481,11 +461,8 @@ static relock__step u_ok(relock__ts_update *m, relock_lock *l)
     return relock__done(&m->head, RELOCK_OK);
 }
 
-/* An extend has begun: the key may hold its new timestamp from its write
- * on, whatever we hear back, so a shorter lease shortens our validity now
- * (counted from the extend's start), and it stays so unless the extend
- * succeeds (u_ok).  Also when the extend fails before it writes: a failed
- * extend never leaves more than the lease it asked for. */
+/* An extend has begun: its lease caps our validity (relock__valid_min()),
+ * until it succeeds (u_ok), even when it fails before it writes. */
 static void cap_validity(const relock__ts_update *m, relock_lock *l)
 {
     l->valid_until = relock__valid_min(l->valid_until, m->start + (uint64_t)m->ls.valid_ms);
@@ -510,17 +487,13 @@ static relock__step u_cas(relock__ts_update *m, relock_lock *l, relock__batch *o
 static relock__step u_again(relock__ts_update *m, relock_lock *l, relock__batch *out)
 {
     if (++m->round >= 4)
-        return relock__done(&m->head, RELOCK__FAIL(&l->c->err, RELOCK_LOST,
-                                                   "%s %s: lock lost: the key kept changing",
-                                                   m->op, l->name));
+        return END_FAIL(m, l, RELOCK_LOST, "%s %s: lock lost: the key kept changing", m->op,
+                        l->name);
     return u_cas(m, l, out);
 }
 
-/*
- * The compare-and-set (or -delete) of our value answered.  Bounded: a
- * beaten WATCH is retried, and a loser's write followed once, four rounds
- * in all.
- */
+/* The compare-and-set (or -delete) of our value answered: a beaten WATCH
+ * is retried, and a loser's write followed once (u_again() bounds both). */
 static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const relock__feed *in,
                                relock__batch *out)
 {
@@ -537,11 +510,9 @@ static relock__step u_cas_done(relock__ts_update *m, relock_lock *l, const reloc
     }
     if (q->beaten) /* the key changed under WATCH: look again */
         return u_again(m, l, out);
-    /*
-     * A loser's write: a different timestamp, or (bridge) our very value
+    /* A loser's write: a different timestamp, or (bridge) our very value
      * with its TTL cleared, as a legacy GETSET in the same unit leaves it.
-     * The fence is still compared when following it.
-     */
+     * The fence is still compared when following it. */
     int same_value = is_bridge(c) && strcmp(q->found, l->value) == 0;
     if (!m->following && q->found[0] &&
         (is_loser_write(l, m->path, q->found, in->mono_ms) ||
@@ -581,40 +552,31 @@ static relock__step u_read(relock__ts_update *m, relock_lock *l, const relock__f
      * write cannot be told from a new holder's (see the top of the file). */
     if (strcmp(found, l->value) != 0)
         return relock__done(&m->head, lost(l, m->op, found));
-    /* RELOCK_LOST when the lock was broken since we won it: its break
-     * counter moved (known to a handle that acquired it here), or the
-     * fence counter is in a later epoch than our fence (every handle
-     * with a fence: one adopted from value and fence too, as the command
-     * line's release and extend are). */
+    /* Broken since we won it: its break counter moved (known to a handle
+     * that acquired it here), or the fence counter is in a later epoch
+     * than our fence (any handle with one, adopted ones too). */
     int broken = 0;
-    if (m->read_breaks) {
-        long long n = relock__ts_counter(in->reply[1]);
+    for (int i = 1; i <= m->read_breaks + m->read_epoch; i++) {
+        long long n = relock__ts_counter(in->reply[i]);
         if (n < 0)
-            return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", in->reply[1]));
-        broken = n != l->breaks;
-    }
-    if (m->read_epoch) {
-        const redisReply *fr = in->reply[m->read_breaks ? 2 : 1];
-        long long n = relock__ts_counter(fr);
-        if (n < 0)
-            return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", fr));
-        broken |= n / RELOCK__BREAK_EPOCH > l->fence / RELOCK__BREAK_EPOCH;
+            return relock__done(&m->head, RELOCK__BAD_REPLY(c, "GET", in->reply[i]));
+        if (i == 1 && m->read_breaks)
+            broken = n != l->breaks;
+        else
+            broken |= n / RELOCK__BREAK_EPOCH > l->fence / RELOCK__BREAK_EPOCH;
     }
     if (broken)
-        return relock__done(&m->head,
-                            RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                         "%s %s: lock lost: it was broken (relock_break()) "
-                                         "since we acquired it; the key's value is another "
-                                         "holder's",
-                                         m->op, l->name));
+        return END_FAIL(m, l, RELOCK_LOST,
+                        "%s %s: lock lost: it was broken (relock_break()) since we acquired it; "
+                        "the key's value is another holder's",
+                        m->op, l->name);
     if (m->extend)
         return send1(&m->head, U_GETSET, out, "GETSET", l->key, m->newv);
     if (!l->valid_until || in->mono_ms >= l->valid_until)
-        return relock__done(&m->head,
-                            RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                         "release %s: lock lost: it expired; not deleted, since "
-                                         "without WATCH a delete could hit a new holder",
-                                         l->name));
+        return END_FAIL(m, l, RELOCK_LOST,
+                        "release %s: lock lost: it expired; not deleted, since without WATCH a "
+                        "delete could hit a new holder",
+                        l->name);
     return send1(&m->head, U_DEL, out, "DEL", l->key, NULL);
 }
 
@@ -633,9 +595,7 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
     m->path = path_of(c);
     if (m->extend) {
         m->start = in->mono_ms;
-        relock__lease_cfg cfg = lease_cfg(c);
-        relock__lease_plan(&cfg, in->fleet_ms, m->ttl_ms, &m->ls);
-        format_value(c, &m->ls, m->tok, m->newv, sizeof m->newv);
+        plan_value(c, in->fleet_ms, m->ttl_ms, m->tok, &m->ls, m->newv, sizeof m->newv);
     }
     if (m->path != RELOCK__TS_PLAIN) {
         /* No validity check first: the compare is atomic, so a lock whose
@@ -652,11 +612,10 @@ static relock__step u_start(relock__ts_update *m, relock_lock *l, const relock__
      * value it returns must be ours.
      */
     if (m->extend && (!l->valid_until || in->mono_ms >= l->valid_until))
-        return relock__done(&m->head,
-                            RELOCK__FAIL(&c->err, RELOCK_LOST,
-                                         "extend %s: lock lost: it expired (without WATCH it "
-                                         "cannot be extended safely after that)",
-                                         l->name));
+        return END_FAIL(m, l, RELOCK_LOST,
+                        "extend %s: lock lost: it expired (without WATCH it cannot be extended "
+                        "safely after that)",
+                        l->name);
     if (m->extend)
         cap_validity(m, l);
     /* Look before writing: a value that is not ours is never written
@@ -720,22 +679,17 @@ relock__step relock__ts_update_step(void *mm, relock_lock *l, const relock__feed
             return relock__done(&m->head, st);
         if (r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0)
             return u_ok(m, l);
-        /* A break and a new acquisition fell between our GET and our
-         * GETSET.  Our timestamp now blocks the key until it passes, and
-         * no one can extend or release it: the other holder's next check
-         * reports its lock lost, so there are never two holders. */
-        return relock__done(
-            &m->head,
-            RELOCK__FAIL(&c->err, RELOCK_LOST,
-                         "extend %s: lock lost: the key held %.40s, now overwritten by our new "
-                         "timestamp (its holder's next extend or release reports the loss; the "
-                         "key stays until that timestamp passes)",
-                         l->name, r->type == REDIS_REPLY_STRING ? r->str : "nothing"));
+        /* A break and a new acquisition fell between our GET and GETSET:
+         * as the message says, there are never two holders. */
+        return END_FAIL(m, l, RELOCK_LOST,
+                        "extend %s: lock lost: the key held %.40s, now overwritten by our new "
+                        "timestamp (its holder's next extend or release reports the loss; the "
+                        "key stays until that timestamp passes)",
+                        l->name, r->type == REDIS_REPLY_STRING ? r->str : "nothing");
     }
     default:
-        return relock__done(&m->head, RELOCK__FAIL(&c->err, RELOCK_EPROTO,
-                                                   "%s %s: internal error: step %d", m->op,
-                                                   l->name, m->head.pc));
+        return END_FAIL(m, l, RELOCK_EPROTO, "%s %s: internal error: step %d", m->op, l->name,
+                        m->head.pc);
     }
 }
 
@@ -752,10 +706,7 @@ relock__step relock__ts_adopt_step(void *mm, relock_lock *l, const relock__feed 
     relock__classify(l->value, strlen(l->value), &val);
     if (in->fault) /* no clock: the validity stays unknown */
         relock__err_clear(&c->err);
-    /* A timestamp of the other unit (or of none) is no lease of this
-     * fleet's: read in its unit it would last for millennia. */
-    if (in->fault || val.kind != RELOCK_VALUE_TIMESTAMP ||
-        relock__ts_unit_guess(val.ts_digits) != c->s.legacy.unit_ms)
+    if (in->fault || !fleet_ts(c, &val))
         return relock__done(&m->head, RELOCK_OK);
     /* Valid until legacy readers see it pass, less the drift allowance. */
     relock__lease_cfg cfg = lease_cfg(c);

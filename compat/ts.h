@@ -10,9 +10,8 @@
  * before 2.6 a refused queued command does not abort the transaction
  * (docs/design.md §3.4).  A machine that fails between WATCH (or MULTI)
  * and EXEC ends inside the transaction: the driver closes the connection,
- * which discards it; an EXEC refused (the server loading) is followed by
- * DISCARD, since the server may still hold the transaction open.  Only a
- * fault on the batch holding EXEC (or the script) can leave a write
+ * which discards it (a refused EXEC is followed by DISCARD, cas.c).  Only
+ * a fault on the batch holding EXEC (or the script) can leave a write
  * behind: that is where RELOCK_EAMBIGUOUS comes from.
  */
 #ifndef RELOCK_COMPAT_TS_H
@@ -23,11 +22,7 @@
 
 /* How the server lets us make a step atomic: the probed capabilities of
  * the connection, read when the machine starts. */
-typedef enum relock__ts_path {
-    RELOCK__TS_EVAL,
-    RELOCK__TS_WATCH,
-    RELOCK__TS_PLAIN
-} relock__ts_path;
+typedef enum { RELOCK__TS_EVAL, RELOCK__TS_WATCH, RELOCK__TS_PLAIN } relock__ts_path;
 
 /* ------------------------------------------------------------ the operations */
 
@@ -51,10 +46,8 @@ typedef enum relock__ts_path {
  *          compare-and-set from that value (EVAL, WATCH) [A_TAKE_CAS]
  *          or by fenced GETSET (PLAIN)                   [A_TAKE_GETSET],
  *          won only if the old value had itself expired.  With
- *          legacy.clock = "server", "expired" is judged again on the
- *          server's TIME read after the value was, and the lease planned
- *          anew on it [A_FRESH]: a reading from before may be wrong by a
- *          step of the server's clock that came in between.
+ *          legacy.clock = "server", "expired" is judged again, and the
+ *          lease planned anew, on TIME read after the value [A_FRESH].
  *
  * An attempt that ends BUSY sets l->looked, so that on 2.0 a waiter's
  * next attempts read before they write: a fenced SETNX moves the fence

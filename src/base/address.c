@@ -56,11 +56,9 @@ int relock__parse_addr(const char *text, size_t len, relock__addr *a, char *why,
             return bad_addr(text, len, ": bad character in the host", why, whylen);
     const char *pp = colon + 1;
     size_t plen = (size_t)(end - pp);
-    long port = 0;
-    if (plen >= 1 && plen <= 5 && pp[0] != '0') {
-        for (size_t i = 0; i < plen && port >= 0; i++)
-            port = (pp[i] >= '0' && pp[i] <= '9') ? port * 10 + (pp[i] - '0') : -1;
-    }
+    long port = plen >= 1 && plen <= 5 && pp[0] != '0' ? 0 : -1;
+    for (size_t i = 0; i < plen && port >= 0; i++)
+        port = (pp[i] >= '0' && pp[i] <= '9') ? port * 10 + (pp[i] - '0') : -1;
     if (port < 1 || port > 65535)
         return bad_addr(text, len, ": the port must be a number from 1 to 65535", why, whylen);
     memcpy(a->host, hs, (size_t)(he - hs));
@@ -217,15 +215,11 @@ int relock__parse_url(const char *url, relock__server *srv, char *why, size_t wh
     if (copy_part(srv->host, sizeof srv->host, hs, he) != 0)
         return relock__reason(why, whylen, "host name too long");
     if (portp) {
-        char buf[16];
+        /* Digits up to hostend, where a '/' or the end stops them. */
         size_t len = (size_t)(hostend - portp);
-        long long v = -1;
-        if (len > 0 && len < sizeof buf) {
-            memcpy(buf, portp, len);
-            buf[len] = '\0';
-            if (strspn(buf, "0123456789") != len || relock__parse_ll(buf, &v) != 0)
-                v = -1;
-        }
+        long long v = len > 0 && len < 16 && strspn(portp, "0123456789") == len
+                          ? strtoll(portp, NULL, 10)
+                          : -1;
         if (v < 1 || v > 65535)
             return relock__reason(why, whylen, "the port must be a number from 1 to 65535");
         srv->port = (int)v;

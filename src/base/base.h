@@ -96,8 +96,7 @@ typedef struct relock__settings {
         int aof;
         long long timeout_ms;
     } durability;
-    /* Modern mode: the key outlives the lease by this much unless released. */
-    long long lock_delay_ms;
+    long long lock_delay_ms; /* modern: the key outlives the lease by this unless released */
     int owner_info;
     long owner_pid;                        /* relock_config_set_owner(); 0: getpid() */
     char owner_text[RELOCK_OWNER_MAX + 1]; /* and its text, or "" */
@@ -107,15 +106,12 @@ typedef struct relock__settings {
         long long skew_margin_ms;
         int gc_expire;
         int clock_server;
-        /* RELOCK__READER_* bits (lease.h): legacy.reader_clock + 1. */
-        int readers;
+        int readers;      /* RELOCK__READER_* bits (lease.h): reader_clock + 1 */
         int frac_values;  /* legacy.values: 0 "integer", 1 "fractional" */
         int reader_clock; /* legacy.reader_clock: 0 "whole", 1 "fractional", 2 "both" */
-        /* legacy.peer: the profiles named, by index (peers.c). */
-        int peers[RELOCK__PEERS_MAX];
+        int peers[RELOCK__PEERS_MAX]; /* legacy.peer: the profiles named, by index */
         int npeers;
-        /* RELOCK__SET_* bits: given, so legacy.peer does not override. */
-        unsigned set;
+        unsigned set; /* RELOCK__SET_* bits: given, so legacy.peer does not override */
     } legacy;
     struct {
         int value_suffix;
@@ -152,8 +148,7 @@ typedef struct relock__peer {
     const char *family;       /* the library, for messages and scan */
     int unit_ms;              /* 0 seconds, 1 milliseconds */
     int frac_values;          /* it writes, and parses, fractions */
-    int frac_reader;          /* its clock: 0 whole, 1 fractional (V ends at V·u), 2
-                               * either (its releases differ) */
+    int frac_reader;          /* its clock: 0 whole, 1 fractional (V ends at V·u), 2 both */
     long offset;              /* units it adds to now + timeout */
     const char *key_template; /* its key, "{name}" where the lock's name goes */
     int suffix_fails;         /* its parser fails on "V:token" (bridge.value_suffix) */
@@ -182,8 +177,7 @@ struct relock_config {
 };
 
 void relock__settings_default(relock__settings *s);
-/* Parses a whole decimal integer (strtoll, nothing left over); 0 on
- * success. */
+/* Parses a whole decimal integer (strtoll, nothing left); 0 on success. */
 int relock__parse_ll(const char *v, long long *out);
 /* Parse "host:port" (IPv6 hosts in brackets) or a redis:// or unix://
  * URL strictly; 0, or -1 with a reason in why. */
@@ -196,21 +190,18 @@ int relock__sentinel_on(const relock__settings *s);
 
 /* Appended to a lock key (or its braced form) to name its fence counter. */
 #define RELOCK__FENCE_SUFFIX " relock:fence"
-/* After key_prefix: the marker recording when a legacy writer was last
- * seen (milliseconds since the epoch, as a decimal string). */
+/* After key_prefix: when a legacy writer was last seen, and when upgraded
+ * clients began to watch for them (written once); ms since the epoch. */
 #define RELOCK__MARKER_NAME " relock:legacy-seen"
-/* After key_prefix: when upgraded clients began to watch for legacy
- * writers (ms since the epoch, written once with SETNX). */
 #define RELOCK__WATCH_NAME " relock:watching-since"
 /* Appended to a lock key to name the channel its releases are told on. */
 #define RELOCK__NOTIFY_SUFFIX " relock:released"
 #define RELOCK__KEY_MAX (RELOCK__PREFIX_MAX + RELOCK__NAME_MAX + 32)
 
-/* Appended likewise: the owner metadata beside a lock (owner_info). */
+/* Appended likewise: the owner metadata beside a lock (owner_info); on
+ * servers without WATCH (2.0), how often the lock was broken, so a holder
+ * can tell it was taken again with the same timestamp. */
 #define RELOCK__OWNER_SUFFIX " relock:owner"
-/* Appended likewise, on servers without WATCH (2.0): how often the lock
- * was broken, so a holder can tell it was taken again with the same
- * timestamp. */
 #define RELOCK__BREAKS_SUFFIX " relock:breaks"
 /* On servers without WATCH (2.0) a break raises the fence counter by this
  * much, where an attempt raises it by one: the counter's epoch (its value
@@ -234,8 +225,7 @@ int relock__breaks_key(const char *lock_key, char *out, size_t len);
 /* A whole-tag key's fence counter name without the mark: 1 and written
  * into out for such a key, 0 for any other, -1 when out is too small. */
 int relock__fence_key_before(const char *lock_key, char *out, size_t len);
-/* The owner metadata's key for a lock key; the marker's and the watch
- * marker's keys for a key prefix. */
+/* The owner metadata's key for a lock key; the markers' for a prefix. */
 int relock__owner_key(const char *lock_key, char *out, size_t len);
 int relock__marker_key(const char *key_prefix, char *out, size_t len);
 int relock__watch_key(const char *key_prefix, char *out, size_t len);

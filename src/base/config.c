@@ -124,25 +124,16 @@ const relock_error *relock_config_error(const relock_config *cfg)
     return cfg ? &cfg->err.pub : &relock__null_handle_error;
 }
 
-long long relock_config_ttl_ms(const relock_config *cfg)
-{
-    return cfg ? cfg->s.ttl_ms : -1;
-}
-
-long long relock_config_wait_ms(const relock_config *cfg)
-{
-    return cfg ? cfg->s.wait.max_ms : 0;
-}
-
-relock_mode relock_config_mode(const relock_config *cfg)
-{
-    return cfg ? cfg->s.mode : RELOCK_MODE_AUTO;
-}
-
-const char *relock_config_key_prefix(const relock_config *cfg)
-{
-    return cfg ? cfg->s.key_prefix : "";
-}
+/* The getters of relock.h: a NULL configuration answers none. */
+#define CONFIG_GETTER(type, name, field, none)                                                 \
+    type relock_config_##name(const relock_config *cfg)                                        \
+    {                                                                                          \
+        return cfg ? cfg->s.field : none;                                                      \
+    }
+CONFIG_GETTER(long long, ttl_ms, ttl_ms, -1)
+CONFIG_GETTER(long long, wait_ms, wait.max_ms, 0)
+CONFIG_GETTER(relock_mode, mode, mode, RELOCK_MODE_AUTO)
+CONFIG_GETTER(const char *, key_prefix, key_prefix, "")
 
 /* Adds the profile named name[0..len) to legacy.peer. */
 static int add_peer(relock__settings *s, const char *name, size_t len, char *why, size_t whylen)
@@ -293,8 +284,7 @@ static int set_servers(relock__settings *s, const char *value, char *why, size_t
             rc = relock__reason(why, whylen, "servers: entry %d is too long", n + 1);
         if (rc != 0)
             break;
-        memcpy(one, p, (size_t)(e - p));
-        one[e - p] = '\0';
+        snprintf(one, sizeof one, "%.*s", (int)(e - p), p);
         if (relock__parse_url(one, &servers[n], reason, sizeof reason) != 0)
             rc = relock__reason(why, whylen, "servers: entry %d: %s", n + 1, reason);
         memset(one, 0, sizeof one); /* it may hold a password */
@@ -503,6 +493,7 @@ static int load_servers(loader *ld, config_setting_t *list)
             return -1;
     }
     ld->cfg->s.nservers = n;
+    ld->cfg->s.servers_line = (int)config_setting_source_line(list);
     return 0;
 }
 
@@ -602,8 +593,6 @@ static int load_group(loader *ld, config_setting_t *g, const char *prefix)
             break;
         case T_SERVERS:
             rc = load_servers(ld, m);
-            if (rc == 0)
-                s->servers_line = (int)config_setting_source_line(m);
             break;
         case T_ADDRS:
             rc = load_addrs(ld, m);
@@ -662,27 +651,23 @@ static int load_whole(loader *ld, config_setting_t *top)
 /* The largest configuration file read. */
 #define CONFIG_FILE_MAX (1 << 20)
 
-/* Line `line` (1-based) of text into out ("" when there is none). */
-static void line_of(const char *text, int line, char *out, size_t len)
+/* After a syntax error on line `at` (1-based) of text: a setting in ms
+ * given a duration with a unit ("ttl_ms = 30s") is the likely cause; says
+ * what the file expects into out, else "". */
+static void ms_hint(const char *text, int at, char *out, size_t len)
 {
     out[0] = '\0';
     const char *p = text;
-    for (int i = 1; p && i < line; i++) {
+    for (int i = 1; p && i < at; i++) {
         p = strchr(p, '\n');
         if (p)
             p++;
     }
     if (!p)
         return;
+    char line[160];
     size_t n = strcspn(p, "\n");
-    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), p);
-}
-
-/* After a syntax error on a line: a setting in ms given a duration with a
- * unit ("ttl_ms = 30s") is the likely cause; says what the file expects. */
-static void ms_hint(const char *line, char *out, size_t len)
-{
-    out[0] = '\0';
+    snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
     /* Every "name = value" on the line: groups nest ("wait = { max_ms = 5s; }"). */
     for (const char *eq = strpbrk(line, "=:"); eq; eq = strpbrk(eq + 1, "=:")) {
         const char *end = eq;
@@ -741,21 +726,17 @@ relock_status relock_config_load_file(relock_config *cfg, const char *path)
     text[got] = '\0';
     config_t lc;
     config_init(&lc);
-    int ok = config_read_string(&lc, text);
-    if (ok != CONFIG_TRUE) {
-        char line[160], hint[160];
-        line_of(text, config_error_line(&lc), line, sizeof line);
-        ms_hint(line, hint, sizeof hint);
-        relock_status st = RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s:%d: %s%s", path,
-                                        config_error_line(&lc), config_error_text(&lc), hint);
-        config_destroy(&lc);
-        free(text);
-        return st;
+    loader ld = {cfg, path, 0};
+    if (config_read_string(&lc, text) != CONFIG_TRUE) {
+        char hint[160];
+        ms_hint(text, config_error_line(&lc), hint, sizeof hint);
+        ld.failed = 1;
+        RELOCK__FAIL(&cfg->err, RELOCK_ECONFIG, "%s:%d: %s%s", path, config_error_line(&lc),
+                     config_error_text(&lc), hint);
+    } else if (strlen(path) < sizeof cfg->s.src_file) {
+        snprintf(cfg->s.src_file, sizeof cfg->s.src_file, "%s", path);
     }
     free(text);
-    loader ld = {cfg, path, 0};
-    if (strlen(path) < sizeof cfg->s.src_file)
-        snprintf(cfg->s.src_file, sizeof cfg->s.src_file, "%s", path);
     config_setting_t *root = config_root_setting(&lc);
     int n = config_setting_length(root);
     config_setting_t *top = NULL;

@@ -19,9 +19,7 @@ typedef struct relock__conn {
     int major, minor, patch;
     unsigned caps;
     int cluster; /* INFO said cluster_enabled:1 (a Redis Cluster node) */
-    /* legacy.clock = "server": the server's clock as an offset from our
-     * monotonic clock (lease.h). */
-    relock__clock_est clock;
+    relock__clock_est clock; /* legacy.clock = "server" (lease.h) */
 } relock__conn;
 
 /* ------------------------------------------------------------------ client and lock */
@@ -51,14 +49,11 @@ struct relock_client {
     uint64_t yield_until; /* monotonic ms */
     relock__err err;
     int sentinel_first; /* the sentinel to ask first: the last that helped */
-    /* For tests and the benchmark: MOVED replies followed, connections
-     * opened. */
-    unsigned long moved;
-    unsigned long connects;
-    /* relock_scan_node(): the server a scan walks, "host:port". */
-    char scan_node[RELOCK__HOST_MAX + 8];
-    /* relock_client_replicas_acked(): -1 when the last call sent no WAIT. */
-    int replicas_acked;
+    /* For tests and the benchmark. */
+    unsigned long moved;    /* MOVED replies followed */
+    unsigned long connects; /* connections opened */
+    char scan_node[RELOCK__HOST_MAX + 8]; /* relock_scan_node(): "host:port" a scan walks */
+    int replicas_acked; /* relock_client_replicas_acked(): -1, the last call sent no WAIT */
 };
 
 /* What a lock asks of its keeper (background renewal, src/api/renew.c,
@@ -93,9 +88,7 @@ struct relock_lock {
     /* 2.0: the lock's break counter read in the transaction that won it;
      * breaks_known 0 when not read (adopted, or another server). */
     long long breaks;
-    /* 2.0: what an extend's GETSET wrote if it ran, its reply lost
-     * (malloc'd, or NULL); found in the key while valid, it is ours. */
-    char *unsure_value;
+    char *unsure_value; /* 2.0: what a GETSET wrote, its reply lost (legacy.c); malloc'd */
     struct relock__keeper *keeper; /* background renewal, or NULL */
     const struct relock__keep_ops *keep_ops; /* with keeper: its operations */
     /* An asynchronous client's lock (src/core/renewal.c): its operation
@@ -104,11 +97,8 @@ struct relock_lock {
     /* With al: what relock_lock_free() calls first (so the blocking API
      * never calls up); 1 when an operation in flight frees it later. */
     int (*al_free)(relock_lock *l);
-    /* Legacy and bridge: how often a legacy GETSET loser's write was found
-     * in the key and acted on (design.md §4.7). */
-    int loser_writes;
-    /* Set by a release: how many waiters its notice reached. */
-    int waiters;
+    int loser_writes; /* legacy and bridge: GETSET losers' writes acted on (design.md §4.7) */
+    int waiters;      /* set by a release: how many waiters its notice reached */
     /* Flags, a byte each (a process may hold many locks). */
     unsigned char lost;
     unsigned char breaks_known;
@@ -119,9 +109,7 @@ struct relock_lock {
     /* The attempt after a release notice: with several servers the release
      * may be half-way through them, so it retries soon, not after a backoff. */
     unsigned char after_notice;
-    /* An attempt found the lock held: on 2.0 the next ones read the key
-     * before they write (compat/legacy.c). */
-    unsigned char looked;
+    unsigned char looked; /* an attempt found it held: on 2.0 the next read first (ts.h) */
     /* Owner metadata (owner.c): the pid (0: getpid()), when the lock was
      * won (wall seconds; 0, adopted: each write's time) and the text
      * (malloc'd, or NULL). */

@@ -98,20 +98,15 @@ relock_status relock__check_name(relock_client *c, const char *name)
     return RELOCK_OK;
 }
 
-int relock__fence_key(const char *lock_key, char *out, size_t len)
-{
-    return side_key(lock_key, RELOCK__FENCE_SUFFIX, 0, out, len);
-}
-
-int relock__breaks_key(const char *lock_key, char *out, size_t len)
-{
-    return side_key(lock_key, RELOCK__BREAKS_SUFFIX, 0, out, len);
-}
-
-int relock__owner_key(const char *lock_key, char *out, size_t len)
-{
-    return side_key(lock_key, RELOCK__OWNER_SUFFIX, 0, out, len);
-}
+/* The side keys of base.h, each named by its suffix. */
+#define SIDE_KEY(fn, suffix)                                                                   \
+    int fn(const char *lock_key, char *out, size_t len)                                        \
+    {                                                                                          \
+        return side_key(lock_key, suffix, 0, out, len);                                        \
+    }
+SIDE_KEY(relock__fence_key, RELOCK__FENCE_SUFFIX)
+SIDE_KEY(relock__breaks_key, RELOCK__BREAKS_SUFFIX)
+SIDE_KEY(relock__owner_key, RELOCK__OWNER_SUFFIX)
 
 int relock__fence_key_before(const char *lock_key, char *out, size_t len)
 {
@@ -120,17 +115,15 @@ int relock__fence_key_before(const char *lock_key, char *out, size_t len)
     return side_key(lock_key, RELOCK__FENCE_SUFFIX, 1, out, len) == 0 ? 1 : -1;
 }
 
-int relock__marker_key(const char *key_prefix, char *out, size_t len)
-{
-    const char *part[] = {key_prefix, RELOCK__MARKER_NAME};
-    return join(out, len, 2, part);
-}
-
-int relock__watch_key(const char *key_prefix, char *out, size_t len)
-{
-    const char *part[] = {key_prefix, RELOCK__WATCH_NAME};
-    return join(out, len, 2, part);
-}
+/* The markers of base.h, each named after key_prefix. */
+#define PREFIX_KEY(fn, name)                                                                   \
+    int fn(const char *key_prefix, char *out, size_t len)                                      \
+    {                                                                                          \
+        const char *part[] = {key_prefix, name};                                               \
+        return join(out, len, 2, part);                                                        \
+    }
+PREFIX_KEY(relock__marker_key, RELOCK__MARKER_NAME)
+PREFIX_KEY(relock__watch_key, RELOCK__WATCH_NAME)
 
 int relock__notify_channel(const relock_lock *l, char *out, size_t len)
 {

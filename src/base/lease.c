@@ -1,16 +1,9 @@
 /*
  * Lease and clock arithmetic of the timestamp modes (lease.h), asked by
  * compat/legacy.c what to write and how long that lets us rely on a lock.
- *
- * A lease written at fleet time now (ms) for ttl_ms stores, with whole
- * readers only (the default),
- *
- *     V = floor(now / u) + ceil(ttl / u) + offset          (u: 1 or 1000 ms)
- *
- * and, where a reader compares with a fractional clock (taking V over at
- * V·u, a unit before a whole reader), V = ceil((now + ttl) / u) + offset,
- * so V·u is never before now + ttl; legacy.values = "fractional" writes
- * V = (now + ttl) / u + offset to the millisecond.  The lease ends at the
+ * docs/legacy.md derives the value V written for a lease of ttl at fleet
+ * time now (u: 1 or 1000 ms), rounded up so that V·u is never before
+ * now + ttl where a reader compares fractions.  The lease ends at the
  * first of:
  *   - a legacy reader's takeover: (floor(V) + 1)·u for a whole reader (it
  *     holds V until its clock passes floor(V)), V·u for a fractional one;
@@ -21,9 +14,9 @@
  *   - gc_expire: the key's EXPIRE, a second or more after our clients'
  *     takeover, so never first.
  * The validity is the shortest of those and the ttl, less the drift
- * allowance.  With offset 0 in seconds and whole readers the PEXPIRE can
- * come half a second before now + ttl: the validity is then shorter than
- * the ttl, never longer than the key.
+ * allowance: with offset 0 in seconds and whole readers the PEXPIRE can
+ * come before now + ttl, and the validity is shorter than the ttl, never
+ * longer than the key.
  */
 #include "lease.h"
 
@@ -113,21 +106,19 @@ void relock__lease_plan(const relock__lease_cfg *cfg, long long now, long ttl_ms
     long long u = cfg->unit_ms;
     long long ttl = ttl_ms > 0 ? ttl_ms : 1;
     relock__stamp st = {0, 0, 0, 1};
+    long long v_ms;
     if (cfg->frac_values && u > 1) {
-        out->v_ms = now + ttl + cfg->offset * u;
-        st = (relock__stamp){out->v_ms / u, 1, out->v_ms % u, u};
+        v_ms = now + ttl + cfg->offset * u;
+        st = (relock__stamp){v_ms / u, 1, v_ms % u, u};
     } else {
         st.ts = reads_frac(cfg) ? (now + ttl + u - 1) / u + cfg->offset
                                 : now / u + (ttl + u - 1) / u + cfg->offset;
-        out->v_ms = st.ts * u;
+        v_ms = st.ts * u;
     }
-    out->ts = st.ts;
-    out->frac = st.frac;
-    out->ours_end_ms = relock__lease_ours_end(cfg, &st);
-    out->legacy_end_ms = readers_end(cfg, &st);
+    *out = (relock__lease){.ts = st.ts, .v_ms = v_ms, .frac = st.frac,
+                           .legacy_end_ms = readers_end(cfg, &st),
+                           .ours_end_ms = relock__lease_ours_end(cfg, &st)};
     long long first = min_ll(out->legacy_end_ms, out->ours_end_ms) - now;
-    out->px_ms = 0;
-    out->gc_s = 0;
     if (cfg->bridge) {
         long long px = reads_frac(cfg) || st.frac ? out->v_ms - now : out->v_ms + u / 2 - now;
         out->px_ms = px > 0 ? px : 1;

@@ -10,37 +10,19 @@
 
 #include "base.h"
 
-/* Read from each library's own code.  The last field: its parser fails on
- * "V:token" (bridge.value_suffix).  Ruby's to_i and to_f and JavaScript's
- * parseFloat read the leading number, .NET's TryParse none (the bridge
- * key's TTL ends it); Java's Long.parseLong and Python's float() throw. */
+/* Read from each library's own code (its facts: docs/legacy.md).  The
+ * last field: its parser fails on "V:token" (bridge.value_suffix).  Ruby's
+ * to_i and to_f and JavaScript's parseFloat read the leading number, .NET's
+ * TryParse none (the bridge key's TTL ends it); Java's Long.parseLong and
+ * Python's float() throw. */
 static const relock__peer profiles[] = {
-    /* The old SETNX documentation's pattern: now + timeout + 1 in whole
-     * seconds, expired once the value is below the (whole) clock.  The
-     * defaults of the legacy settings. */
     {"classic", "classic SETNX/GETSET", 0, 0, 0, 1, "{name}", 0},
-    /* resque-lock-timeout: now + timeout with Time.now.to_i, read with
-     * to_i and compared with the whole clock (`< now`). */
     {"resque-lock-timeout", "resque-lock-timeout", 0, 0, 0, 0, "resque:lock:{name}", 0},
-    /* redis-mutex: Time.now.to_f + expire, read with to_f; held while
-     * the value is above the fractional clock. */
     {"redis-mutex", "redis-mutex", 0, 1, 1, 0, "RedisMutex:{name}", 0},
-    /* redis-objects up to 1.4.1: now + expiration + 1 in float seconds,
-     * read with to_f. */
     {"redis-objects", "redis-objects", 0, 1, 1, 1, "{name}_lock", 0},
-    /* redis-py before 2.10: time.time() + timeout, read with float() and
-     * compared with time.time(); 2.7 wrote float(int(time.time()) +
-     * timeout) and compared with int(time.time()): both clocks. */
     {"redis-py-2", "redis-py < 2.10", 0, 1, 2, 0, "{name}", 1},
-    /* jedis-lock: currentTimeMillis + expire + 1, Long.parseLong, taken
-     * over once below the clock. */
     {"jedis-lock", "jedis-lock", 1, 0, 0, 1, "{name}", 1},
-    /* ServiceStack.Redis AcquireLock: unix ms of the expiry + 1, read with
-     * TryParse under WATCH, held while above the clock in ms (taken over
-     * at V itself, as a fractional reader takes it). */
     {"servicestack", "ServiceStack.Redis", 1, 0, 1, 1, "{name}", 0},
-    /* npm redis-lock 0.0.x: Date.now() + timeout + 1, read with
-     * parseFloat and taken over once `value <= Date.now()`: at V itself. */
     {"redis-lock-js", "npm redis-lock 0.0.x", 1, 0, 1, 1, "lock.{name}", 0},
 };
 
@@ -119,39 +101,33 @@ int relock__peers_apply(relock__settings *s, char *why, size_t whylen)
     /* With no profile, the settings given (or defaults) describe the fleet. */
     if (first) {
         unsigned set = s->legacy.set;
-        if (set & RELOCK__SET_UNIT) {
-            if (s->legacy.unit_ms != want.unit_ms)
-                return relock__reason(why, whylen,
-                                      "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", "
-                                      "which writes %s",
-                                      s->legacy.unit_ms ? "ms" : "s", first->name,
-                                      want.unit_ms ? "milliseconds" : "seconds");
-        } else {
+        int have = s->legacy.reader_clock + 1;
+        if (!(set & RELOCK__SET_UNIT))
             s->legacy.unit_ms = want.unit_ms;
-        }
+        else if (s->legacy.unit_ms != want.unit_ms)
+            return relock__reason(why, whylen,
+                                  "legacy.clock_unit = \"%s\" contradicts legacy.peer \"%s\", "
+                                  "which writes %s",
+                                  s->legacy.unit_ms ? "ms" : "s", first->name,
+                                  want.unit_ms ? "milliseconds" : "seconds");
         if (!(set & RELOCK__SET_OFFSET))
             s->legacy.expiry_offset = want.offset;
-        if (set & RELOCK__SET_VALUES) {
-            if (s->legacy.frac_values && !want.frac_values)
-                return relock__reason(why, whylen,
-                                      "legacy.values = \"fractional\": a peer of legacy.peer "
-                                      "parses whole numbers only (use \"integer\")");
-        } else {
+        if (!(set & RELOCK__SET_VALUES))
             s->legacy.frac_values = want.frac_values;
-        }
-        if (set & RELOCK__SET_READER) {
-            int have = s->legacy.reader_clock + 1;
-            if ((have & want.readers) != want.readers)
-                return relock__reason(why, whylen,
-                                      "legacy.reader_clock = \"%s\" leaves out a peer of "
-                                      "legacy.peer, whose clock compares %s (use \"%s\")",
-                                      reader_words[s->legacy.reader_clock],
-                                      (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
-                                                                                    : "whole units",
-                                      reader_words[(have | want.readers) - 1]);
-        } else {
+        else if (s->legacy.frac_values && !want.frac_values)
+            return relock__reason(why, whylen,
+                                  "legacy.values = \"fractional\": a peer of legacy.peer parses "
+                                  "whole numbers only (use \"integer\")");
+        if (!(set & RELOCK__SET_READER))
             s->legacy.reader_clock = want.readers - 1;
-        }
+        else if ((have & want.readers) != want.readers)
+            return relock__reason(why, whylen,
+                                  "legacy.reader_clock = \"%s\" leaves out a peer of legacy.peer, "
+                                  "whose clock compares %s (use \"%s\")",
+                                  reader_words[s->legacy.reader_clock],
+                                  (want.readers & ~have) & RELOCK__READER_FRAC ? "fractions"
+                                                                                : "whole units",
+                                  reader_words[(have | want.readers) - 1]);
         /* A prefix not given is the peers' common one, or none. */
         if (!(set & RELOCK__SET_PREFIX))
             snprintf(s->key_prefix, sizeof s->key_prefix, "%.*s",

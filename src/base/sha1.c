@@ -1,5 +1,4 @@
-/* SHA-1 of a script's text, so that EVALSHA needs no SCRIPT LOAD round
- * trip.  Not for anything that needs a secure hash. */
+/* SHA-1, for the scripts' EVALSHA (scripts.c); not for a secure hash. */
 #include <stdint.h>
 #include <string.h>
 

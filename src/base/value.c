@@ -70,11 +70,7 @@ int relock__ts_unit_guess(int ndigits)
 {
     /* Seconds since the epoch have had 10 digits since 2001 and keep them
      * until 2286; milliseconds have 13 over the same span. */
-    if (ndigits == 10)
-        return 0;
-    if (ndigits == 13)
-        return 1;
-    return -1;
+    return ndigits == 10 ? 0 : ndigits == 13 ? 1 : -1;
 }
 
 void relock__value_stamp(const relock__value *v, relock__stamp *out)

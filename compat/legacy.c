@@ -741,7 +741,7 @@ static relock_status bridge_suffix(relock_lock *l, const char *op, char *out)
     out[0] = '\0';
     if (!is_bridge(c) || !c->s.bridge.value_suffix)
         return RELOCK_OK;
-    return relock__token_for(&l->c->err, op, l->name, out);
+    return relock__token_for(l->c, op, l->name, out);
 }
 
 /* The operation core's machines; the driver draws the randomness (engine

@@ -268,8 +268,11 @@ void relock__sleep_ms(long long ms);
 int relock__token(char out[33]);
 /* raw as relock__token() writes it; 1 when it holds a letter. */
 int relock__token_hex(const unsigned char raw[16], char out[33]);
-/* relock__token(), its failure told in e (RELOCK_EIO). */
-relock_status relock__token_for(relock__err *e, const char *op, const char *name, char out[33]);
+/* relock__token() from c's store of random bytes, its failure told in
+ * c->err (RELOCK_EIO). */
+relock_status relock__token_for(relock_client *c, const char *op, const char *name, char out[33]);
+/* How many forks made this process (pthread_atfork(), counted in each child). */
+unsigned long relock__forks(void);
 uint64_t relock__rand64(uint64_t *state);
 void relock__sha1_hex(const char *data, size_t len, char out[41]);
 

@@ -38,6 +38,9 @@ struct relock_client {
     const struct relock__algo *algo;
     char sha[RELOCK__NSCRIPTS][41];
     uint64_t rng;
+    unsigned char rnd[256]; /* random bytes for tokens (relock__token_for()) */
+    int rnd_left;
+    unsigned long rnd_forks; /* relock__forks() when rnd was filled */
     uint64_t legacy_noted_at; /* monotonic ms of the last marker write */
     int watch_noted;          /* the watch marker's write (src/core/operation.c) */
     /* The blocking calls' poll loops (src/core/pollloop.c): q a quorum's,

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -164,6 +166,44 @@ static void test_token_generation(void **state)
     }
 }
 
+/* A client's tokens come from its store of random bytes: none twice in
+ * one process, and a forked child, which copied the store, draws tokens
+ * its parent does not (the store is refilled when the fork count moved). */
+static void test_client_tokens(void **state)
+{
+    (void)state;
+    relock_client *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    enum { N = 200 };
+    static char seen[N][33];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(relock__token_for(c, "acquire", "t", seen[i]), RELOCK_OK);
+        assert_int_equal(cls(seen[i]).kind, RELOCK_VALUE_TOKEN);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(seen[i], seen[j]);
+    }
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char tok[33] = "";
+        relock__token_for(c, "acquire", "t", tok);
+        _exit(write(fd[1], tok, sizeof tok) == (ssize_t)sizeof tok ? 0 : 1);
+    }
+    char theirs[33] = "", ours[33];
+    assert_int_equal(read(fd[0], theirs, sizeof theirs), (ssize_t)sizeof theirs);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(relock__token_for(c, "acquire", "t", ours), RELOCK_OK);
+    assert_int_equal(strlen(theirs), 32);
+    assert_string_not_equal(theirs, ours);
+    close(fd[0]);
+    close(fd[1]);
+    free(c);
+}
+
 /* Side keys share the lock key's Cluster slot: Redis hashes the part
  * between the first '{' and the next '}' if it is not empty, else the key. */
 static void test_side_keys(void **state)
@@ -318,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_neither),
         cmocka_unit_test(test_token_generation),
+        cmocka_unit_test(test_client_tokens),
         cmocka_unit_test(test_sha1),
         cmocka_unit_test(test_side_keys),
         cmocka_unit_test(test_side_keys_distinct),

@@ -29,8 +29,7 @@ enum relock__modern_way {
  */
 typedef struct relock__modern_acq {
     relock__mhead h;
-    int way;          /* enum relock__modern_way */
-    int takeover;     /* the WATCH way compares with `expected` (a leftover) */
+    int way;          /* enum relock__modern_way (TAKEOVER: `expected` is compared) */
     int by_eval;      /* the script goes by EVAL (the server said NOSCRIPT) */
     int readback;     /* resolving a lost acquire by reading the key back */
     uint64_t start;   /* monotonic ms of the first step: validity counts from it */

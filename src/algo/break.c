@@ -2,13 +2,11 @@
  * relock_break(): an operator deletes a stuck lock by hand (`relock break`).
  *
  * With a value, the delete happens only while the key still holds it, so
- * an operator never deletes the lock of whoever took it over since:
- *   - with EVAL (2.6.0): a compare-and-delete script, atomic;
- *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, INCR, EXEC, atomic;
- *   - 2.0: GET, compare, then MULTI, GET, DEL, INCR, EXEC.  Another client
- *     may replace the value before the transaction, whose GET shows it:
- *     the value is put back with SETNX unless the key was taken meanwhile,
- *     and the call reports RELOCK_BUSY.
+ * an operator never deletes the lock of whoever took it over since (the
+ * ways by version: enum relock__break_way).  On 2.0, without WATCH,
+ * another client may replace the value before the transaction, whose GET
+ * shows it: the value is put back with SETNX unless the key was taken
+ * meanwhile, and the call reports RELOCK_BUSY.
  * Without a value the key is deleted whatever it holds.  Either way the
  * release is announced to waiters (in the script, else by a PUBLISH after
  * the delete), best effort: an ACL user without channel permissions
@@ -172,13 +170,9 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
     if (m->way != RELOCK__BW_PLAIN)
         return deleted ? notify(m, l, out, 0) : absent(m, l);
     const redisReply *g = r->element[0];
-    if (g->type == REDIS_REPLY_STRING) {
-        m->got = malloc(g->len + 1);
-        if (m->got) {
-            memcpy(m->got, g->str, g->len);
-            m->got[g->len] = '\0';
-        }
-    }
+    /* (read as a C string, as the comparison and the SETNX read it) */
+    if (g->type == REDIS_REPLY_STRING)
+        m->got = strdup(g->str);
     if (m->got && strcmp(m->got, m->if_value) == 0)
         return notify(m, l, out, 0);
     if (g->type == REDIS_REPLY_NIL) /* gone between the GET and the transaction */
@@ -246,8 +240,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return start(m, l, out);
 
     case B_SCRIPT:
-        st = relock__reply_check(c, r, "i", "compare-and-delete");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "i", "compare-and-delete")) != RELOCK_OK)
             return finish(m, st);
         if (r->integer >= 1) /* 1 + the waiters told, by the script */
             return finish(m, RELOCK_OK);
@@ -256,8 +249,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return r->integer == -2 ? fence_moved(m, l) : mismatch(m, l);
 
     case B_GET: /* 2.0 (see the top of the file) */
-        st = relock__reply_check(c, r, "bn", "GET");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return finish(m, st); /* WRONGTYPE: not a lock */
         if (r->type == REDIS_REPLY_NIL)
             return absent(m, l);
@@ -266,15 +258,13 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         return tx_begin(m, out);
 
     case B_WATCH:
-        st = relock__reply_check(c, r, "s", "WATCH");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return finish(m, st);
         return relock__send_words(&m->h, out, B_WGET, 1, 2, "GET", l->key);
 
     case B_WGET:
     case B_WFENCE: {
-        st = relock__reply_check(c, r, "bn", "GET");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return finish(m, st);
         int same = 1;
         if (m->h.pc == B_WGET) {

@@ -81,8 +81,7 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     if (in->nreply < 3 + has_owner)
         return relock__done(&m->h, relock__fault_fail(c, in));
     r = in->reply[2 + has_owner];
-    st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL");
-    if (st != RELOCK_OK)
+    if ((st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL")) != RELOCK_OK)
         return relock__done(&m->h, st);
     info->pttl_ms = r->integer < 0 ? r->integer : ms ? r->integer : r->integer * 1000;
     return relock__done(&m->h, RELOCK_OK);

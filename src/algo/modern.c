@@ -269,7 +269,9 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
 /* After WATCH, GET (and PTTL): go on to MULTI, or UNWATCH. */
 static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
 {
-    int go = m->way == RELOCK__MW_TAKEOVER ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
+    int go = m->way != RELOCK__MW_TAKEOVER
+                 ? !m->has
+                 : m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0;
     if (!go)
         return relock__send_words(&m->h, out, W_UNWATCH, 0, 1, "UNWATCH");
     return relock__send_words(&m->h, out, W_MULTI, 1, 1, "MULTI");

@@ -38,13 +38,6 @@ long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms
     return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;
 }
 
-/* The answer of a server that ran the round's script: an integer, or
- * (acquire) an array of two. */
-static const char *shape_of(int pc)
-{
-    return pc == Q_ACQ ? "a[ii]" : "i";
-}
-
 /* Whether an answer did what the round asked. */
 static int said_yes(int pc, long long v0)
 {
@@ -68,9 +61,7 @@ static relock__step round_begin(relock__quorum_m *m, relock_client *c, int pc, u
                                 relock__fanout *out)
 {
     m->h.pc = pc;
-    memset(&m->r, 0, sizeof m->r);
-    m->r.asked = mask;
-    m->r.need = need;
+    m->r = (relock__qround){.asked = mask, .need = need};
     m->id = id;
     m->nkeys = nkeys;
     m->nargs = nargs;
@@ -134,7 +125,8 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         }
         r->live &= ~bit;
         const redisReply *rep = s->nreply > 0 ? s->reply[0] : NULL;
-        if (relock__reply_is(rep, shape_of(m->h.pc))) {
+        /* The script's answer: an integer, or (acquire) an array of two. */
+        if (relock__reply_is(rep, m->h.pc == Q_ACQ ? "a[ii]" : "i")) {
             r->answered++;
             r->answers |= bit;
             r->v0[i] = rep->type == REDIS_REPLY_ARRAY ? rep->element[0]->integer : rep->integer;
@@ -357,9 +349,9 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             }
         }
         m->valid_until = relock__valid_until(r->start, l->ttl_ms);
-        if (m->nwon >= majority(c) && now < m->valid_until && m->lowest == m->fence)
-            return won(m, l); /* the counters agree: nothing to raise */
         if (m->nwon >= majority(c) && now < m->valid_until) {
+            if (m->lowest == m->fence)
+                return won(m, l); /* the counters agree: nothing to raise */
             /* Raise the majority's counters to the token before claiming it. */
             snprintf(m->num, sizeof m->num, "%lld", m->fence);
             const char *args[] = {l->fence_key, m->num};

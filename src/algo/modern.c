@@ -237,17 +237,13 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
     relock_client *c = l->c;
     m->h.want_fleet = 0;
     relock__value v;
-    relock__classify(m->expected, strlen(m->expected), &v);
-    int unit = relock__ts_unit_guess(v.ts_digits);
-    /* The classic rule (an integer holds until the clock passes it); a
-     * fraction, written by a client that compares fractions, until V·u;
-     * a fraction of zero ("1795812032.0", redis-py 2.7's float of a whole
-     * clock's time) as an integer. */
     relock__stamp stamp;
+    relock__classify(m->expected, strlen(m->expected), &v);
     relock__value_stamp(&v, &stamp);
-    long long u = unit ? 1 : 1000;
-    long long end = (v.frac && v.frac_num > 0 ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
-                    c->s.legacy.skew_margin_ms;
+    /* Ended as a whole-clock reader ends it, in the unit its digits tell. */
+    relock__lease_cfg whole = {.unit_ms = relock__ts_unit_guess(v.ts_digits) ? 1 : 1000,
+                               .skew_margin_ms = c->s.legacy.skew_margin_ms};
+    long long end = relock__lease_ours_end(&whole, &stamp);
     long long now = in->fleet_ms;
     /* A legacy writer's value, live or not: a sighting (docs/migration.md). */
     m->h.note_legacy = 1;

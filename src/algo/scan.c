@@ -134,10 +134,8 @@ static char *copy(relock_scan_result *r, const char *s, size_t len)
     return d;
 }
 
-/* A timestamp is judged as legacy readers judge it: an integer V, in the
- * unit its digits tell, holds until the clock passes V (expired once
- * now >= V + 1); a fraction, written only by clients that compare
- * fractions, until now >= V (a fraction of zero as an integer). */
+/* A timestamp is judged as a whole-clock reader judges it, in the unit
+ * its digits tell (relock__lease_ours_end()). */
 relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
                                      long long now_ms)
 {
@@ -155,9 +153,8 @@ relock_key_class relock_key_classify(const char *value, size_t len, long long pt
         return RELOCK_KEY_BRIDGE;
     relock__stamp st;
     relock__value_stamp(&v, &st);
-    long long u = unit_ms ? 1 : 1000;
-    long long end_ms = v.frac && v.frac_num > 0 ? relock__stamp_ms(&st, u, 1) : (v.ts + 1) * u;
-    return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
+    relock__lease_cfg whole = {.unit_ms = unit_ms ? 1 : 1000};
+    return now_ms >= relock__lease_ours_end(&whole, &st) ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
 }
 
 /* ---------------------------------------------------------- signatures

@@ -98,31 +98,23 @@ void relock_inspect_info_free(relock_inspect_info *info)
 }
 
 /* The getters of relock.h: a NULL info answers none. */
-#define INSPECT_GETTER(type, field, none)                                                      \
+#define INSPECT_GETTER(type, field, expr, none)                                                \
     type relock_inspect_info_##field(const relock_inspect_info *info)                         \
     {                                                                                          \
-        return info ? info->field : none;                                                      \
+        return info ? (expr) : (none);                                                         \
     }
-INSPECT_GETTER(relock_value_kind, kind, RELOCK_VALUE_NONE)
-INSPECT_GETTER(long long, pttl_ms, -2)
-INSPECT_GETTER(long long, ts_ms, 0)
-INSPECT_GETTER(int, ts_unit_ms, 0)
-INSPECT_GETTER(long long, fence, 0)
-INSPECT_GETTER(long long, waiters, -1)
+INSPECT_GETTER(relock_value_kind, kind, info->kind, RELOCK_VALUE_NONE)
+INSPECT_GETTER(long long, pttl_ms, info->pttl_ms, -2)
+INSPECT_GETTER(long long, ts_ms, info->ts_ms, 0)
+INSPECT_GETTER(int, ts_unit_ms, info->ts_unit_ms, 0)
+INSPECT_GETTER(long long, fence, info->fence, 0)
+INSPECT_GETTER(long long, waiters, info->waiters, -1)
+INSPECT_GETTER(const char *, owner, info->owner ? info->owner : "", "")
+INSPECT_GETTER(const char *, key, info->key ? info->key : "", "")
 
 const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len)
 {
     if (len)
         *len = info && info->value ? info->value_len : 0;
     return info && info->value ? info->value : "";
-}
-
-const char *relock_inspect_info_owner(const relock_inspect_info *info)
-{
-    return info && info->owner ? info->owner : "";
-}
-
-const char *relock_inspect_info_key(const relock_inspect_info *info)
-{
-    return info && info->key ? info->key : "";
 }

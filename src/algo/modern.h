@@ -1,8 +1,5 @@
-/*
- * Modern mode's step machines (modern.c): one acquire attempt, and the
- * compare-and-X that releases or extends.  The operation core runs them
- * through relock__modern_machines; the tests feed them replies by hand.
- */
+/* Modern mode's step machines (modern.c): one acquire attempt, and the
+ * compare-and-X that releases or extends. */
 #ifndef RELOCK_MODERN_H
 #define RELOCK_MODERN_H
 

@@ -1,7 +1,4 @@
-/*
- * The owner record's write and delete, conditional on the lock being the
- * holder's (ownrec.h).  Step machine: no I/O, no clock.
- */
+/* The owner record's step machine (ownrec.h): no I/O, no clock. */
 #include <stdio.h>
 #include <string.h>
 

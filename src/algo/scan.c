@@ -238,11 +238,6 @@ static int fits_template(const char *key, size_t len, const char *tmpl)
     return memcmp(key, tmpl, pre) == 0 && memcmp(key + len - post, at + 6, post) == 0;
 }
 
-static int has_text(const char *key, size_t len, const char *text)
-{
-    return memmem(key, len, text, strlen(text)) != NULL;
-}
-
 static int family_of(relock_key_signature sig, const char *key, size_t keylen, const char *v,
                      size_t vlen, long long pttl)
 {
@@ -264,7 +259,7 @@ static int family_of(relock_key_signature sig, const char *key, size_t keylen, c
     case RELOCK_SIG_NO_TTL_FLAG:
         if (vlen == 4 && memcmp(v, "true", 4) == 0 && keylen > 5 && memcmp(key, "lock:", 5) == 0)
             return FAM_RESQUE_LOCK;
-        if (host_pid(v, vlen, ':') && has_text(key, keylen, "scheduler_master_lock"))
+        if (host_pid(v, vlen, ':') && memmem(key, keylen, "scheduler_master_lock", 21))
             return FAM_SCHEDULER;
         if (vlen == 0 && keylen > 5 && memcmp(key + keylen - 5, "~lock", 5) == 0)
             return FAM_SPRING;

@@ -13,9 +13,7 @@ int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *val
     memset(m, 0, sizeof *m);
     m->h.hint_ms = -1;
     /* A quorum's metadata would be one server's view: not written. */
-    if (!c->s.owner_info || c->q)
-        return 0;
-    if (relock__owner_key(l->key, m->key, sizeof m->key) != 0)
+    if (!c->s.owner_info || c->q || relock__owner_key(l->key, m->key, sizeof m->key) != 0)
         return 0;
     m->held = held;
     /* The fence is compared too where values can repeat from one holder

@@ -38,20 +38,17 @@ long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms
     return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;
 }
 
-/* Whether an answer did what the round asked. */
+/* The rounds that compare-and-delete our value. */
+static int deletes(int pc)
+{
+    return pc == Q_ACQ_DEL || pc == Q_REL || pc == Q_EXT_DEL;
+}
+
+/* Whether an answer did what the round asked: won or extended (1),
+ * deleted (1 + waiters told), raised or carried (any integer). */
 static int said_yes(int pc, long long v0)
 {
-    switch (pc) {
-    case Q_ACQ:
-    case Q_EXT:
-        return v0 == 1; /* won; extended */
-    case Q_ACQ_DEL:
-    case Q_REL:
-    case Q_EXT_DEL:
-        return v0 >= 1; /* deleted (1 + waiters told) */
-    default:
-        return 1; /* raised, carried: any integer */
-    }
+    return pc == Q_ACQ || pc == Q_EXT ? v0 == 1 : deletes(pc) ? v0 >= 1 : 1;
 }
 
 /* Starts a round: script id with args (kept in m->args, for NOSCRIPT's
@@ -152,8 +149,7 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
      * its deletes is not wholly written (a connection still connecting):
      * the driver would drop it unsent, and our token stay there for the
      * lease. */
-    int unwritten = (m->h.pc == Q_REL || m->h.pc == Q_ACQ_DEL || m->h.pc == Q_EXT_DEL) &&
-                    (r->live & ~in->written) != 0;
+    int unwritten = deletes(m->h.pc) && (r->live & ~in->written) != 0;
     /* Decided: enough said yes, or so many no that the rest cannot make up
      * `need` (a silent server's reply, or timeout, is waited for). */
     if (r->live == 0 || in->mono_ms >= r->deadline ||

@@ -675,11 +675,8 @@ relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed
 /* The operation core's machines: the driver draws the token. */
 static relock_status modern_acq_init(void *m, relock_lock *l)
 {
-    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
-    if (st != RELOCK_OK)
-        return st;
     relock__modern_acq_init(m);
-    return RELOCK_OK;
+    return relock__token_for(&l->c->err, "acquire", l->name, l->value);
 }
 
 static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)

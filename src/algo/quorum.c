@@ -416,11 +416,8 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
 /* The operation core's machines: one fan machine for every operation. */
 static relock_status quorum_acq_init(void *m, relock_lock *l)
 {
-    relock_status st = relock__token_for(&l->c->err, "acquire", l->name, l->value);
-    if (st != RELOCK_OK)
-        return st;
     relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
-    return RELOCK_OK;
+    return relock__token_for(&l->c->err, "acquire", l->name, l->value);
 }
 
 static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)

@@ -187,33 +187,6 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
     return relock__send_words(&m->h, out, P_RESTORE, 0, 3, "SETNX", l->key, m->got);
 }
 
-static relock__step start(relock__break_m *m, relock_lock *l, relock__batch *out)
-{
-    relock_client *c = l->c;
-    if (c->conn.caps & RELOCK_CAP_EVAL) {
-        m->way = RELOCK__BW_SCRIPT; /* without a value: whatever the key holds */
-        return send_script(m, l, out);
-    }
-    if (!m->if_value) {
-        /* Before 2.6 the counters move even when the key was absent:
-         * still never back. */
-        m->way = RELOCK__BW_ANY;
-        return tx_begin(m, out);
-    }
-    if (c->conn.caps & RELOCK_CAP_WATCH) {
-        m->way = RELOCK__BW_WATCH;
-        return watch_begin(m, l, out);
-    }
-    if (m->if_fence > 0)
-        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                      "break %s: a fence cannot be compared on Redis %s: its "
-                                      "fence counter also counts failed attempts",
-                                      l->name, c->conn.version));
-    m->way = RELOCK__BW_PLAIN;
-    m->with_get = 1;
-    return relock__send_words(&m->h, out, B_GET, 0, 2, "GET", l->key);
-}
-
 relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in,
                                 relock__batch *out)
 {
@@ -237,7 +210,28 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     }
     switch (m->h.pc) {
     case B_START:
-        return start(m, l, out);
+        if (c->conn.caps & RELOCK_CAP_EVAL) {
+            m->way = RELOCK__BW_SCRIPT; /* without a value: whatever the key holds */
+            return send_script(m, l, out);
+        }
+        if (!m->if_value) {
+            /* Before 2.6 the counters move even when the key was absent:
+             * still never back. */
+            m->way = RELOCK__BW_ANY;
+            return tx_begin(m, out);
+        }
+        if (c->conn.caps & RELOCK_CAP_WATCH) {
+            m->way = RELOCK__BW_WATCH;
+            return watch_begin(m, l, out);
+        }
+        if (m->if_fence > 0)
+            return finish(m, RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                          "break %s: a fence cannot be compared on Redis %s: its "
+                                          "fence counter also counts failed attempts",
+                                          l->name, c->conn.version));
+        m->way = RELOCK__BW_PLAIN;
+        m->with_get = 1;
+        return relock__send_words(&m->h, out, B_GET, 0, 2, "GET", l->key);
 
     case B_SCRIPT:
         if ((st = relock__reply_check(c, r, "i", "compare-and-delete")) != RELOCK_OK)

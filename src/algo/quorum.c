@@ -256,26 +256,6 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
     return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, NULL));
 }
 
-/* The acquire has no majority in time: delete our token wherever it may
- * be (won, written without a reply, or written before the connection
- * failed), behind the acquire on each connection still open; a failed
- * one's server gets it on a new one, where the old request ran or never
- * will. */
-static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
-{
-    unsigned maybe = m->won | m->first.owing | m->first.unsure;
-    if (!maybe)
-        return acquire_end(m, l);
-    /* The delete announces a release only after a majority was won: then
-     * others found the lock held.  Short of one, a notice would wake every
-     * waiter for nothing, this one first, and contenders that split the
-     * servers would wake each other without end; they undo in silence and
-     * sleep their jittered backoff. */
-    relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
-    out->after = maybe;
-    return s;
-}
-
 void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
 {
     memset(m, 0, sizeof *m);
@@ -409,8 +389,22 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
                                                 "lock %s: internal error: quorum state %d",
                                                 l->name, m->h.pc));
     }
-    /* Q_ACQ or Q_RAISE without the lock. */
-    return acquire_failed(m, l, out);
+    /* Q_ACQ or Q_RAISE without the lock, which has no majority in time:
+     * delete our token wherever it may be (won, written without a reply,
+     * or written before the connection failed), behind the acquire on each
+     * connection still open; a failed one's server gets it on a new one,
+     * where the old request ran or never will. */
+    unsigned maybe = m->won | m->first.owing | m->first.unsure;
+    if (!maybe)
+        return acquire_end(m, l);
+    /* The delete announces a release only after a majority was won: then
+     * others found the lock held.  Short of one, a notice would wake every
+     * waiter for nothing, this one first, and contenders that split the
+     * servers would wake each other without end; they undo in silence and
+     * sleep their jittered backoff. */
+    s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(c), out);
+    out->after = maybe;
+    return s;
 }
 
 /* The operation core's machines: one fan machine for every operation. */

@@ -292,6 +292,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         m->readback = 1;
         return relock__send_words(&m->h, out, R_GET, 0, 2, "GET", l->key);
     }
+    if ((m->h.pc == A_SCRIPT || m->h.pc == A_TAKE) && relock__script_again(in, 0, &m->by_eval))
+        return send_script(m, l, out);
     switch (m->h.pc) {
     case A_START:
         m->start = in->mono_ms;
@@ -331,8 +333,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     case A_SCRIPT:
         /* SET NX PX and INCR in one script, which also returns the
          * holder's PTTL and value when busy. */
-        if (relock__script_again(in, 0, &m->by_eval))
-            return send_script(m, l, out);
         if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
@@ -345,8 +345,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return judge_leftover(m, l, in, out);
 
     case A_TAKE:
-        if (relock__script_again(in, 0, &m->by_eval))
-            return send_script(m, l, out);
         if ((st = relock__reply_check(c, r, "a[i]", "takeover script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)

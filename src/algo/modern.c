@@ -543,20 +543,16 @@ static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock
     if (in->fault)
         relock__err_clear(&c->err);
     const redisReply *r = in->reply[0];
-    if (m->way == RELOCK__MW_SET_IFEQ) {
-        if (r->type == REDIS_REPLY_STATUS)
-            return cx_ok(m, l);
-        if (r->type == REDIS_REPLY_NIL)
-            return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
-        return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
-    }
-    relock_status st = relock__reply_check(c, r, "i", way_name[m->way]);
+    int ifeq = m->way == RELOCK__MW_SET_IFEQ; /* it answers OK or nil, a delete 1 or 0 */
+    relock_status st = relock__reply_check(c, r, ifeq ? "sn" : "i",
+                                           ifeq ? "SET IFEQ" : way_name[m->way]);
     if (st != RELOCK_OK)
         return relock__done(&m->h, st);
-    if (r->integer != 1)
+    if (ifeq ? r->type == REDIS_REPLY_NIL : r->integer != 1)
         return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
     const redisReply *n = in->nreply > 1 ? in->reply[1] : NULL;
-    l->waiters = n && n->type == REDIS_REPLY_INTEGER ? (int)n->integer : 0;
+    if (!ifeq)
+        l->waiters = n && n->type == REDIS_REPLY_INTEGER ? (int)n->integer : 0;
     return cx_ok(m, l);
 }
 

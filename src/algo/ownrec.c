@@ -60,11 +60,10 @@ static relock__step finish(relock__owner_m *m, int done, int broken)
 
 static relock__step send_script(relock__owner_m *m, relock_lock *l, relock__batch *out)
 {
-    const relock_client *c = l->c;
     const char *f = m->fence ? relock__batch_num(out, l->fence) : "0";
     const char *px = relock__batch_num(out, m->ms);
     const char *args[] = {l->key, l->fence_key, m->key, m->value, f, m->held ? m->info : "", px};
-    relock__batch_script(out, c, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args, m->by_eval);
+    relock__batch_script(out, l->c, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args, m->by_eval);
     return relock__send_at(&m->h, out, P_SCRIPT, 0);
 }
 

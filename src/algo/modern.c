@@ -102,9 +102,7 @@ enum acq_pc {
 
 void relock__modern_acq_init(relock__modern_acq *m)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->pttl = -2;
+    *m = (relock__modern_acq){.h.hint_ms = -1, .pttl = -2};
 }
 
 static relock__step acq_won(relock__modern_acq *m, relock_lock *l, long long fence)

@@ -10,8 +10,7 @@ int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *val
                        const char *info)
 {
     const relock_client *c = l->c;
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
+    *m = (relock__owner_m){.h.hint_ms = -1};
     /* A quorum's metadata would be one server's view: not written. */
     if (!c->s.owner_info || c->q || relock__owner_key(l->key, m->key, sizeof m->key) != 0)
         return 0;

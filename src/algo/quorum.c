@@ -258,11 +258,8 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
 
 void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->op = op;
-    m->ttl_ms = ttl_ms;
-    m->lowest = m->shortest = -1;
+    *m = (relock__quorum_m){
+        .h.hint_ms = -1, .op = op, .ttl_ms = ttl_ms, .lowest = -1, .shortest = -1};
 }
 
 relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed *in,

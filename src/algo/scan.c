@@ -125,12 +125,11 @@ __attribute__((format(printf, 3, 4))) static void text_addf(relock_scan_result *
 static char *copy(relock_scan_result *r, const char *s, size_t len)
 {
     char *d = malloc(len + 1);
-    if (!d) {
-        r->nomem = 1;
-        return NULL;
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = '\0';
     }
-    memcpy(d, s, len);
-    d[len] = '\0';
+    r->nomem |= !d;
     return d;
 }
 

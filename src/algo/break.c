@@ -65,15 +65,13 @@ static relock__step absent(relock__break_m *m, relock_lock *l)
                                   "break %s: nothing to delete: the key is absent", l->name));
 }
 
-static relock__step mismatch(relock__break_m *m, relock_lock *l)
+/* The key holds another value, or (moved) the one named under a later fence. */
+static relock__step mismatch(relock__break_m *m, relock_lock *l, int moved)
 {
-    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
-                                  "break %s: nothing deleted: the key holds another value",
-                                  l->name));
-}
-
-static relock__step fence_moved(relock__break_m *m, relock_lock *l)
-{
+    if (!moved)
+        return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
+                                      "break %s: nothing deleted: the key holds another value",
+                                      l->name));
     return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
                                   "break %s: nothing deleted: the key holds that value, but "
                                   "fence %lld is no longer current (another holder acquired "
@@ -240,7 +238,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
             return finish(m, RELOCK_OK);
         if (r->integer == 0)
             return absent(m, l);
-        return r->integer == -2 ? fence_moved(m, l) : mismatch(m, l);
+        return mismatch(m, l, r->integer == -2);
 
     case B_GET: /* 2.0 (see the top of the file) */
         if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
@@ -248,7 +246,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
         if (r->type == REDIS_REPLY_NIL)
             return absent(m, l);
         if (!relock__value_is(r->str, r->len, m->if_value))
-            return mismatch(m, l);
+            return mismatch(m, l, 0);
         return tx_begin(m, out);
 
     case B_WATCH:
@@ -280,7 +278,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
             m->h.in_txn = 1; /* the connection is dropped */
             return finish(m, st);
         }
-        return m->was_absent ? absent(m, l) : m->moved ? fence_moved(m, l) : mismatch(m, l);
+        return m->was_absent ? absent(m, l) : mismatch(m, l, m->moved);
 
     case T_MULTI:
     case T_QUEUED:

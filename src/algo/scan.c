@@ -618,12 +618,10 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
                     m->fn(m->arg, RELOCK_KEY_OTHER_TYPE, k->s, k->len);
                 m->typed[m->ntyped++] = *k;
                 k->s = NULL;
-            } else if (!relock__reply_is(get, "bn")) {
+            } else if (!relock__reply_is(get, "bn") || ttl->type != REDIS_REPLY_INTEGER) {
+                int g = !relock__reply_is(get, "bn"); /* the GET's, else the TTL's */
                 if (bad == RELOCK_OK)
-                    bad = RELOCK__BAD_REPLY(c, "GET", get);
-            } else if (ttl->type != REDIS_REPLY_INTEGER) {
-                if (bad == RELOCK_OK)
-                    bad = RELOCK__BAD_REPLY(c, ms ? "PTTL" : "TTL", ttl);
+                    bad = RELOCK__BAD_REPLY(c, g ? "GET" : ms ? "PTTL" : "TTL", g ? get : ttl);
             } else {
                 long long t = ttl->integer >= 0 && !ms ? ttl->integer * 1000 : ttl->integer;
                 count_value(m, k, get, t, now);

@@ -2,13 +2,11 @@
  * relock_break(): an operator deletes a stuck lock by hand (`relock break`).
  *
  * With a value, the delete happens only while the key still holds it, so
- * an operator never deletes the lock of whoever took it over since:
- *   - with EVAL (2.6.0): a compare-and-delete script, atomic;
- *   - 2.2 and 2.4: WATCH, GET, MULTI, DEL, INCR, EXEC, atomic;
- *   - 2.0: GET, compare, then MULTI, GET, DEL, INCR, EXEC.  Another client
- *     may replace the value before the transaction, whose GET shows it:
- *     the value is put back with SETNX unless the key was taken meanwhile,
- *     and the call reports RELOCK_BUSY.
+ * an operator never deletes the lock of whoever took it over since (the
+ * ways by version: enum relock__break_way).  On 2.0, without WATCH,
+ * another client may replace the value before the transaction, whose GET
+ * shows it: the value is put back with SETNX unless the key was taken
+ * meanwhile, and the call reports RELOCK_BUSY.
  * Without a value the key is deleted whatever it holds.  Either way the
  * release is announced to waiters (in the script, else by a PUBLISH after
  * the delete), best effort: an ACL user without channel permissions
@@ -67,15 +65,13 @@ static relock__step absent(relock__break_m *m, relock_lock *l)
                                   "break %s: nothing to delete: the key is absent", l->name));
 }
 
-static relock__step mismatch(relock__break_m *m, relock_lock *l)
+/* The key holds another value, or (moved) the one named under a later fence. */
+static relock__step mismatch(relock__break_m *m, relock_lock *l, int moved)
 {
-    return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
-                                  "break %s: nothing deleted: the key holds another value",
-                                  l->name));
-}
-
-static relock__step fence_moved(relock__break_m *m, relock_lock *l)
-{
+    if (!moved)
+        return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
+                                      "break %s: nothing deleted: the key holds another value",
+                                      l->name));
     return finish(m, RELOCK__FAIL(&l->c->err, RELOCK_BUSY,
                                   "break %s: nothing deleted: the key holds that value, but "
                                   "fence %lld is no longer current (another holder acquired "
@@ -172,13 +168,9 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
     if (m->way != RELOCK__BW_PLAIN)
         return deleted ? notify(m, l, out, 0) : absent(m, l);
     const redisReply *g = r->element[0];
-    if (g->type == REDIS_REPLY_STRING) {
-        m->got = malloc(g->len + 1);
-        if (m->got) {
-            memcpy(m->got, g->str, g->len);
-            m->got[g->len] = '\0';
-        }
-    }
+    /* (read as a C string, as the comparison and the SETNX read it) */
+    if (g->type == REDIS_REPLY_STRING)
+        m->got = strdup(g->str);
     if (m->got && strcmp(m->got, m->if_value) == 0)
         return notify(m, l, out, 0);
     if (g->type == REDIS_REPLY_NIL) /* gone between the GET and the transaction */
@@ -191,33 +183,6 @@ static relock__step tx_done(relock__break_m *m, relock_lock *l, const redisReply
     /* Another value arrived in the window and was deleted: put it back,
      * unless someone has taken the free key since. */
     return relock__send_words(&m->h, out, P_RESTORE, 0, 3, "SETNX", l->key, m->got);
-}
-
-static relock__step start(relock__break_m *m, relock_lock *l, relock__batch *out)
-{
-    relock_client *c = l->c;
-    if (c->conn.caps & RELOCK_CAP_EVAL) {
-        m->way = RELOCK__BW_SCRIPT; /* without a value: whatever the key holds */
-        return send_script(m, l, out);
-    }
-    if (!m->if_value) {
-        /* Before 2.6 the counters move even when the key was absent:
-         * still never back. */
-        m->way = RELOCK__BW_ANY;
-        return tx_begin(m, out);
-    }
-    if (c->conn.caps & RELOCK_CAP_WATCH) {
-        m->way = RELOCK__BW_WATCH;
-        return watch_begin(m, l, out);
-    }
-    if (m->if_fence > 0)
-        return finish(m, RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
-                                      "break %s: a fence cannot be compared on Redis %s: its "
-                                      "fence counter also counts failed attempts",
-                                      l->name, c->conn.version));
-    m->way = RELOCK__BW_PLAIN;
-    m->with_get = 1;
-    return relock__send_words(&m->h, out, B_GET, 0, 2, "GET", l->key);
 }
 
 relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in,
@@ -243,38 +208,55 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
     }
     switch (m->h.pc) {
     case B_START:
-        return start(m, l, out);
+        if (c->conn.caps & RELOCK_CAP_EVAL) {
+            m->way = RELOCK__BW_SCRIPT; /* without a value: whatever the key holds */
+            return send_script(m, l, out);
+        }
+        if (!m->if_value) {
+            /* Before 2.6 the counters move even when the key was absent:
+             * still never back. */
+            m->way = RELOCK__BW_ANY;
+            return tx_begin(m, out);
+        }
+        if (c->conn.caps & RELOCK_CAP_WATCH) {
+            m->way = RELOCK__BW_WATCH;
+            return watch_begin(m, l, out);
+        }
+        if (m->if_fence > 0)
+            return finish(m, RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                                          "break %s: a fence cannot be compared on Redis %s: its "
+                                          "fence counter also counts failed attempts",
+                                          l->name, c->conn.version));
+        m->way = RELOCK__BW_PLAIN;
+        m->with_get = 1;
+        return relock__send_words(&m->h, out, B_GET, 0, 2, "GET", l->key);
 
     case B_SCRIPT:
-        st = relock__reply_check(c, r, "i", "compare-and-delete");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "i", "compare-and-delete")) != RELOCK_OK)
             return finish(m, st);
         if (r->integer >= 1) /* 1 + the waiters told, by the script */
             return finish(m, RELOCK_OK);
         if (r->integer == 0)
             return absent(m, l);
-        return r->integer == -2 ? fence_moved(m, l) : mismatch(m, l);
+        return mismatch(m, l, r->integer == -2);
 
     case B_GET: /* 2.0 (see the top of the file) */
-        st = relock__reply_check(c, r, "bn", "GET");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return finish(m, st); /* WRONGTYPE: not a lock */
         if (r->type == REDIS_REPLY_NIL)
             return absent(m, l);
         if (!relock__value_is(r->str, r->len, m->if_value))
-            return mismatch(m, l);
+            return mismatch(m, l, 0);
         return tx_begin(m, out);
 
     case B_WATCH:
-        st = relock__reply_check(c, r, "s", "WATCH");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return finish(m, st);
         return relock__send_words(&m->h, out, B_WGET, 1, 2, "GET", l->key);
 
     case B_WGET:
     case B_WFENCE: {
-        st = relock__reply_check(c, r, "bn", "GET");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return finish(m, st);
         int same = 1;
         if (m->h.pc == B_WGET) {
@@ -296,7 +278,7 @@ relock__step relock__break_step(void *vm, relock_lock *l, const relock__feed *in
             m->h.in_txn = 1; /* the connection is dropped */
             return finish(m, st);
         }
-        return m->was_absent ? absent(m, l) : m->moved ? fence_moved(m, l) : mismatch(m, l);
+        return m->was_absent ? absent(m, l) : mismatch(m, l, m->moved);
 
     case T_MULTI:
     case T_QUEUED:

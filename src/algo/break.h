@@ -1,7 +1,4 @@
-/*
- * relock_break()'s step machine (break.c): an operator's delete of a
- * stuck lock, with or without the value (and fence) it must still hold.
- */
+/* relock_break()'s step machine: an operator's delete of a stuck lock (break.c). */
 #ifndef RELOCK_BREAK_H
 #define RELOCK_BREAK_H
 

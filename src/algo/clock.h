@@ -1,8 +1,4 @@
-/*
- * legacy.clock = "server": one TIME, sent at the feed's mono_ms and read at
- * the next feed's, updates the estimate of the server's clock on the
- * connection (c->conn.clock, lease.h) when a machine asks for it.
- */
+/* legacy.clock = "server": one TIME updates the estimate in c->conn.clock (clock.c). */
 #ifndef RELOCK_CLOCK_H
 #define RELOCK_CLOCK_H
 

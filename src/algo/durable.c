@@ -98,21 +98,17 @@ relock__step relock__durable_step(void *mv, relock_lock *l, const relock__feed *
                                                 RELOCK__ADDR(c->conn.srv), why));
     }
     const redisReply *r = in->reply[0];
-    long long got = -1, local = 1;
-    relock_status st;
-    if (!c->s.durability.aof && relock__reply_is(r, "i")) {
-        got = r->integer;
-    } else if (c->s.durability.aof && relock__reply_is(r, "a[ii$]")) {
-        local = r->element[0]->integer;
-        got = r->element[1]->integer;
-    } else if (r->type == REDIS_REPLY_ERROR &&
-               (strstr(r->str, "unknown command") || strstr(r->str, "appendonly"))) {
+    int aof = c->s.durability.aof;
+    if (r->type == REDIS_REPLY_ERROR &&
+        (strstr(r->str, "unknown command") || strstr(r->str, "appendonly")))
         return relock__done(&m->h, RELOCK__FAIL_SRV(&c->err, RELOCK_EUNSUPPORTED, r->str,
                                                     "%s %s: the server refused %s: %s", m->op,
                                                     l->name, what, r->str));
-    } else {
+    if (!relock__reply_is(r, aof ? "a[ii$]" : "i"))
         return relock__done(&m->h, RELOCK__BAD_REPLY(c, what, r));
-    }
+    long long local = aof ? r->element[0]->integer : 1;
+    long long got = aof ? r->element[1]->integer : r->integer;
+    relock_status st;
     m->acked = got < 0 ? 0 : got > 0x7fffffffLL ? 0x7fffffff : (int)got;
     /* Acknowledged after the lease may have ended: another client may
      * hold the lock now, so never OK (the caller undoes an acquire by

@@ -1,7 +1,4 @@
-/*
- * Durability as a step machine (durable.c): the WAIT, or WAITAOF, after an
- * acquire or an extend wrote the lock key, and its verdict.
- */
+/* Durability's step machine: the WAIT or WAITAOF after a write, and its verdict (durable.c). */
 #ifndef RELOCK_DURABLE_H
 #define RELOCK_DURABLE_H
 

@@ -105,8 +105,7 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
             return relock__done(&m->h, RELOCK_OK);
         return relock__send_words(&m->h, out, F_SETNX, 0, 3, "SETNX", l->fence_key, m->old_text);
     case F_WATCH:
-        st = relock__reply_check(c, r, "s", "WATCH of the fence counters");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", "WATCH of the fence counters")) != RELOCK_OK)
             return watch_failed(m, st);
         return relock__send_words(&m->h, out, F_OLD, 1, 2, "GET", m->before);
     case F_OLD:
@@ -122,13 +121,11 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
             return relock__send_words(&m->h, out, F_UNWATCH, 0, 1, "UNWATCH");
         return relock__send_words(&m->h, out, F_MULTI, 1, 1, "MULTI");
     case F_UNWATCH:
-        st = relock__reply_check(c, r, "s", "UNWATCH");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", "UNWATCH")) != RELOCK_OK)
             return watch_failed(m, st);
         return relock__done(&m->h, RELOCK_OK);
     case F_MULTI: {
-        st = relock__reply_check(c, r, "s", "MULTI");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "s", "MULTI")) != RELOCK_OK)
             return watch_failed(m, st);
         relock__batch_reset(out);
         const char *s[] = {"SET", l->fence_key, relock__batch_num(out, m->old)};
@@ -151,8 +148,7 @@ relock__step relock__fence_carry_step(void *vm, relock_lock *l, const relock__fe
                                                     "changing between WATCH and EXEC",
                                                     l->fence_key));
         }
-        st = relock__reply_check(c, r, "a", "EXEC raising the fence counter");
-        if (st != RELOCK_OK)
+        if ((st = relock__reply_check(c, r, "a", "EXEC raising the fence counter")) != RELOCK_OK)
             return watch_failed(m, st);
         return relock__done(&m->h, RELOCK_OK);
     default:

@@ -1,8 +1,4 @@
-/*
- * The fence carry's step machine (fence.c): before each acquisition of a
- * whole-tag key such as "{a}", its fence counter is raised to the counter
- * earlier versions kept for it, never lowered (decision 82).
- */
+/* The fence carry's step machine: a whole-tag key's counter raised (fence.c). */
 #ifndef RELOCK_FENCE_H
 #define RELOCK_FENCE_H
 

@@ -81,8 +81,7 @@ relock__step relock__inspect_step(void *vm, relock_lock *l, const relock__feed *
     if (in->nreply < 3 + has_owner)
         return relock__done(&m->h, relock__fault_fail(c, in));
     r = in->reply[2 + has_owner];
-    st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL");
-    if (st != RELOCK_OK)
+    if ((st = relock__reply_check(c, r, "i", ms ? "PTTL" : "TTL")) != RELOCK_OK)
         return relock__done(&m->h, st);
     info->pttl_ms = r->integer < 0 ? r->integer : ms ? r->integer : r->integer * 1000;
     return relock__done(&m->h, RELOCK_OK);
@@ -99,31 +98,23 @@ void relock_inspect_info_free(relock_inspect_info *info)
 }
 
 /* The getters of relock.h: a NULL info answers none. */
-#define INSPECT_GETTER(type, field, none)                                                      \
+#define INSPECT_GETTER(type, field, expr, none)                                                \
     type relock_inspect_info_##field(const relock_inspect_info *info)                         \
     {                                                                                          \
-        return info ? info->field : none;                                                      \
+        return info ? (expr) : (none);                                                         \
     }
-INSPECT_GETTER(relock_value_kind, kind, RELOCK_VALUE_NONE)
-INSPECT_GETTER(long long, pttl_ms, -2)
-INSPECT_GETTER(long long, ts_ms, 0)
-INSPECT_GETTER(int, ts_unit_ms, 0)
-INSPECT_GETTER(long long, fence, 0)
-INSPECT_GETTER(long long, waiters, -1)
+INSPECT_GETTER(relock_value_kind, kind, info->kind, RELOCK_VALUE_NONE)
+INSPECT_GETTER(long long, pttl_ms, info->pttl_ms, -2)
+INSPECT_GETTER(long long, ts_ms, info->ts_ms, 0)
+INSPECT_GETTER(int, ts_unit_ms, info->ts_unit_ms, 0)
+INSPECT_GETTER(long long, fence, info->fence, 0)
+INSPECT_GETTER(long long, waiters, info->waiters, -1)
+INSPECT_GETTER(const char *, owner, info->owner ? info->owner : "", "")
+INSPECT_GETTER(const char *, key, info->key ? info->key : "", "")
 
 const char *relock_inspect_info_value(const relock_inspect_info *info, size_t *len)
 {
     if (len)
         *len = info && info->value ? info->value_len : 0;
     return info && info->value ? info->value : "";
-}
-
-const char *relock_inspect_info_owner(const relock_inspect_info *info)
-{
-    return info && info->owner ? info->owner : "";
-}
-
-const char *relock_inspect_info_key(const relock_inspect_info *info)
-{
-    return info && info->key ? info->key : "";
 }

@@ -1,7 +1,4 @@
-/*
- * relock_inspect()'s step machine (inspect.c): one batch of reads of a
- * lock's key, TTL, fence counter and owner record.
- */
+/* relock_inspect()'s step machine: one batch of reads of a lock (inspect.c). */
 #ifndef RELOCK_INSPECT_H
 #define RELOCK_INSPECT_H
 

@@ -2,15 +2,12 @@
  * Modern mode (servers >= 2.6.12, design.md §5.3): SET key token NX PX ttl to
  * acquire; compare-and-delete and compare-and-set to release and extend,
  * so a holder never deletes or prolongs a lock passed to someone else.
- *
- * The compare-and-X goes the best way the server has (design.md §3.3):
- *   native   release DELIFEQ (Valkey 9.0) or DELEX IFEQ (Redis 8.4), its
- *            notice PUBLISHed in the same round trip; extend SET IFEQ PX
- *            (Valkey 8.1, Redis 8.4);
- *   script   EVALSHA of a compare-and-X script (2.6 and later);
- *   WATCH    WATCH, GET, MULTI, the write, EXEC: without Lua (Valkey 9.1).
- * Only a successful acquisition increments the fence: in the acquire
- * script, or without Lua in the MULTI that sets the key (decisions 97-100).
+ * The compare-and-X goes the best way the server has (design.md §3.3,
+ * enum relock__modern_way): a native command, a release's notice
+ * PUBLISHed in the same round trip; else a script; else, without Lua,
+ * WATCH, GET, MULTI, the write, EXEC.  Only a successful acquisition
+ * increments the fence: in the acquire script, or without Lua in the
+ * MULTI that sets the key (decisions 97-100).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -73,10 +70,12 @@ static const char *key_ttl(relock__batch *b, const relock_client *c, long long t
 }
 
 /* Copies a reply's string into a value buffer (a longer one cut to fit: it
- * then equals no value of ours, which are shorter). */
-static void copy_value(char out[RELOCK__VALUE_MAX], const redisReply *r)
+ * then equals no value of ours, which are shorter); whether it was one. */
+static int copy_value(char out[RELOCK__VALUE_MAX], const redisReply *r)
 {
-    snprintf(out, RELOCK__VALUE_MAX, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
+    int is = r && r->type == REDIS_REPLY_STRING;
+    snprintf(out, RELOCK__VALUE_MAX, "%s", is ? r->str : "");
+    return is;
 }
 
 /* ------------------------------------------------------------------ acquire */
@@ -103,9 +102,7 @@ enum acq_pc {
 
 void relock__modern_acq_init(relock__modern_acq *m)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->pttl = -2;
+    *m = (relock__modern_acq){.h.hint_ms = -1, .pttl = -2};
 }
 
 static relock__step acq_won(relock__modern_acq *m, relock_lock *l, long long fence)
@@ -121,34 +118,33 @@ static relock__step busy(relock__modern_acq *m, long long hint)
     return relock__done(&m->h, RELOCK_BUSY);
 }
 
-/* The fault ended the attempt before anything was written, or in a way
- * the attempt does not resolve: its error is the outcome. */
-static relock__step acq_fail(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
-{
-    return relock__done(&m->h, relock__fault_fail(l->c, in));
-}
-
 /*
- * The reply to the acquire was lost: read the key back on a fresh
- * connection.  The lock is ours only if it holds our (unique) token; then
- * nobody acquired since, and the fence counter holds our fence.  The
- * loss's error stays recorded meanwhile.
+ * The reply to the acquire was lost: the key is read back on a fresh
+ * connection (R_GET), the loss's error recorded meanwhile.  The lock is
+ * ours only if it holds our (unique) token; then nobody acquired since,
+ * and the fence counter holds our fence (R_FENCE).  An error reply
+ * (-LOADING from a restarted server that may have kept our write) says
+ * nothing about the key: as unreadable as a fault.
  */
 static relock__step readback(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
                              relock__batch *out)
 {
-    relock__fault_fail(l->c, in);
-    m->readback = 1;
-    return relock__send_words(&m->h, out, R_GET, 0, 2, "GET", l->key);
-}
-
-static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const relock__feed *in,
-                                 relock__batch *out)
-{
     relock_client *c = l->c;
-    /* An error reply (-LOADING from a restarted server that may have kept
-     * our write) says nothing about the key: as unreadable as a fault. */
-    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
+    const redisReply *r = in->fault ? NULL : in->reply[0];
+    int fence = m->h.pc == R_FENCE;
+    if (!relock__reply_is(r, "bn") && fence) {
+        /* The lock is ours but its fence unknown: no success (a fence of
+         * 0 would undercut every earlier holder's), nor "nothing
+         * happened". */
+        relock__err_clear(&c->err);
+        return relock__done(&m->h,
+                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
+                                         "acquire %s: connection lost after the acquire was "
+                                         "sent; the key holds our value, but its fence cannot "
+                                         "be read: the lock is held by us until its TTL ends",
+                                         l->name));
+    }
+    if (!relock__reply_is(r, "bn")) {
         /* The ambiguity is the news; what lost the reply is its cause. */
         char cause[200];
         snprintf(cause, sizeof cause, "%.*s", (int)sizeof cause - 1, c->err.msg);
@@ -161,34 +157,13 @@ static relock__step readback_got(relock__modern_acq *m, relock_lock *l, const re
                                          l->name, cause[0] ? " (" : "", cause,
                                          cause[0] ? ")" : ""));
     }
-    const redisReply *r = in->reply[0];
-    int ours = r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0;
+    int ours = fence || (r->type == REDIS_REPLY_STRING && strcmp(r->str, l->value) == 0);
     if (!ours) /* the write never took effect: keep its I/O error */
         return relock__done(&m->h, c->err.pub.status);
-    if (c->s.fencing)
+    if (!fence && c->s.fencing)
         return relock__send_words(&m->h, out, R_FENCE, 0, 2, "GET", l->fence_key);
     relock__err_clear(&c->err);
-    return acq_won(m, l, 0);
-}
-
-static relock__step readback_fence(relock__modern_acq *m, relock_lock *l, const relock__feed *in)
-{
-    relock_client *c = l->c;
-    if (in->fault || !relock__reply_is(in->reply[0], "bn")) {
-        /* The lock is ours but its fence unknown: no success (a fence of
-         * 0 would undercut every earlier holder's), nor "nothing
-         * happened". */
-        relock__err_clear(&c->err);
-        return relock__done(&m->h,
-                            RELOCK__FAIL(&c->err, RELOCK_EAMBIGUOUS,
-                                         "acquire %s: connection lost after the acquire was "
-                                         "sent; the key holds our value, but its fence cannot "
-                                         "be read: the lock is held by us until its TTL ends",
-                                         l->name));
-    }
-    const redisReply *r = in->reply[0];
-    relock__err_clear(&c->err);
-    return acq_won(m, l, r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
+    return acq_won(m, l, fence && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0);
 }
 
 /* The fenced acquire script, or the takeover script (way TAKEOVER), which
@@ -260,17 +235,13 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
     relock_client *c = l->c;
     m->h.want_fleet = 0;
     relock__value v;
-    relock__classify(m->expected, strlen(m->expected), &v);
-    int unit = relock__ts_unit_guess(v.ts_digits);
-    /* The classic rule (an integer holds until the clock passes it); a
-     * fraction, written by a client that compares fractions, until V·u;
-     * a fraction of zero ("1795812032.0", redis-py 2.7's float of a whole
-     * clock's time) as an integer. */
     relock__stamp stamp;
+    relock__classify(m->expected, strlen(m->expected), &v);
     relock__value_stamp(&v, &stamp);
-    long long u = unit ? 1 : 1000;
-    long long end = (v.frac && v.frac_num > 0 ? relock__stamp_ms(&stamp, u, 1) : (v.ts + 1) * u) +
-                    c->s.legacy.skew_margin_ms;
+    /* Ended as a whole-clock reader ends it, in the unit its digits tell. */
+    relock__lease_cfg whole = {.unit_ms = relock__ts_unit_guess(v.ts_digits) ? 1 : 1000,
+                               .skew_margin_ms = c->s.legacy.skew_margin_ms};
+    long long end = relock__lease_ours_end(&whole, &stamp);
     long long now = in->fleet_ms;
     /* A legacy writer's value, live or not: a sighting (docs/migration.md). */
     m->h.note_legacy = 1;
@@ -286,17 +257,15 @@ static relock__step judge_leftover(relock__modern_acq *m, relock_lock *l,
         return relock__send(&m->h, out);
     }
     m->way = RELOCK__MW_TAKEOVER;
-    if (!has_lua(c)) {
-        m->takeover = 1;
-        return watch_begin(m, l, out);
-    }
-    return send_script(m, l, out);
+    return has_lua(c) ? send_script(m, l, out) : watch_begin(m, l, out);
 }
 
 /* After WATCH, GET (and PTTL): go on to MULTI, or UNWATCH. */
 static relock__step watch_decide(relock__modern_acq *m, relock__batch *out)
 {
-    int go = m->takeover ? m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0 : !m->has;
+    int go = m->way != RELOCK__MW_TAKEOVER
+                 ? !m->has
+                 : m->has && strcmp(m->found, m->expected) == 0 && m->pttl < 0;
     if (!go)
         return relock__send_words(&m->h, out, W_UNWATCH, 0, 1, "UNWATCH");
     return relock__send_words(&m->h, out, W_MULTI, 1, 1, "MULTI");
@@ -315,9 +284,14 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     if (in->fault && m->h.pc != R_GET && m->h.pc != R_FENCE) {
         int pc = m->h.pc, wrote = pc == A_SET || pc == A_SCRIPT || pc == A_TAKE || pc == W_EXEC;
         m->h.want_fleet = 0;
-        return wrote && in->fault == RELOCK__FAULT_LOST ? readback(m, l, in, out)
-                                                        : acq_fail(m, l, in);
+        st = relock__fault_fail(c, in);
+        if (!wrote || in->fault != RELOCK__FAULT_LOST)
+            return relock__done(&m->h, st);
+        m->readback = 1;
+        return relock__send_words(&m->h, out, R_GET, 0, 2, "GET", l->key);
     }
+    if ((m->h.pc == A_SCRIPT || m->h.pc == A_TAKE) && relock__script_again(in, 0, &m->by_eval))
+        return send_script(m, l, out);
     switch (m->h.pc) {
     case A_START:
         m->start = in->mono_ms;
@@ -351,21 +325,17 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return relock__send_words(&m->h, out, A_GET, 0, 2, "GET", l->key);
 
     case A_GET:
-        m->has = r->type == REDIS_REPLY_STRING;
-        copy_value(m->found, r);
+        m->has = copy_value(m->found, r);
         return held_by(m, l, m->has ? m->found : NULL, -1, out);
 
     case A_SCRIPT:
         /* SET NX PX and INCR in one script, which also returns the
          * holder's PTTL and value when busy. */
-        if (relock__script_again(in, 0, &m->by_eval))
-            return send_script(m, l, out);
         if ((st = relock__reply_check(c, r, "a[ii]", "acquire script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
             return acq_won(m, l, r->element[1]->integer);
-        m->has = r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING;
-        copy_value(m->found, m->has ? r->element[2] : NULL);
+        m->has = copy_value(m->found, r->elements > 2 ? r->element[2] : NULL);
         m->pttl = r->element[1]->integer;
         return held_by(m, l, m->has ? m->found : NULL, m->pttl, out);
 
@@ -373,8 +343,6 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return judge_leftover(m, l, in, out);
 
     case A_TAKE:
-        if (relock__script_again(in, 0, &m->by_eval))
-            return send_script(m, l, out);
         if ((st = relock__reply_check(c, r, "a[i]", "takeover script")) != RELOCK_OK)
             return relock__done(&m->h, st);
         if (r->element[0]->integer == 1)
@@ -382,9 +350,8 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
         return busy(m, 0);
 
     case R_GET:
-        return readback_got(m, l, in, out);
     case R_FENCE:
-        return readback_fence(m, l, in);
+        return readback(m, l, in, out);
     case W_WATCH:
         if ((st = relock__reply_check(c, r, "s", "WATCH")) != RELOCK_OK)
             return relock__done(&m->h, st);
@@ -392,8 +359,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     case W_GET:
         if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        m->has = r->type == REDIS_REPLY_STRING;
-        copy_value(m->found, r);
+        m->has = copy_value(m->found, r);
         m->pttl = -2;
         if (!m->has)
             return watch_decide(m, out);
@@ -406,7 +372,7 @@ relock__step relock__modern_acq_step(void *vm, relock_lock *l, const relock__fee
     case W_UNWATCH:
         /* Any reply ends the WATCH.  Taking over, the leftover changed:
          * look again; else judge the holder. */
-        if (m->takeover)
+        if (m->way == RELOCK__MW_TAKEOVER)
             return busy(m, 0);
         return held_by(m, l, m->found, m->pttl, out);
     case W_MULTI:
@@ -575,20 +541,16 @@ static relock__step cx_native(relock__modern_cx *m, relock_lock *l, const relock
     if (in->fault)
         relock__err_clear(&c->err);
     const redisReply *r = in->reply[0];
-    if (m->way == RELOCK__MW_SET_IFEQ) {
-        if (r->type == REDIS_REPLY_STATUS)
-            return cx_ok(m, l);
-        if (r->type == REDIS_REPLY_NIL)
-            return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
-        return relock__done(&m->h, RELOCK__BAD_REPLY(c, "SET IFEQ", r));
-    }
-    relock_status st = relock__reply_check(c, r, "i", way_name[m->way]);
+    int ifeq = m->way == RELOCK__MW_SET_IFEQ; /* it answers OK or nil, a delete 1 or 0 */
+    relock_status st = relock__reply_check(c, r, ifeq ? "sn" : "i",
+                                           ifeq ? "SET IFEQ" : way_name[m->way]);
     if (st != RELOCK_OK)
         return relock__done(&m->h, st);
-    if (r->integer != 1)
+    if (ifeq ? r->type == REDIS_REPLY_NIL : r->integer != 1)
         return cx_lost(m, l, in, "the key was deleted, expired or holds another value");
     const redisReply *n = in->nreply > 1 ? in->reply[1] : NULL;
-    l->waiters = n && n->type == REDIS_REPLY_INTEGER ? (int)n->integer : 0;
+    if (!ifeq)
+        l->waiters = n && n->type == REDIS_REPLY_INTEGER ? (int)n->integer : 0;
     return cx_ok(m, l);
 }
 
@@ -649,9 +611,8 @@ relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed
     case C_GET: {
         if ((st = relock__reply_check(c, r, "bn", "GET")) != RELOCK_OK)
             return relock__done(&m->h, st);
-        m->absent = r->type != REDIS_REPLY_STRING;
         char found[RELOCK__VALUE_MAX];
-        copy_value(found, r);
+        m->absent = !copy_value(found, r);
         if (m->absent || strcmp(found, l->value) != 0)
             return relock__send_words(&m->h, out, C_UNWATCH, 0, 1, "UNWATCH");
         return relock__send_words(&m->h, out, C_MULTI, 1, 1, "MULTI");
@@ -706,11 +667,8 @@ relock__step relock__modern_cx_step(void *vm, relock_lock *l, const relock__feed
 /* The operation core's machines: the driver draws the token. */
 static relock_status modern_acq_init(void *m, relock_lock *l)
 {
-    relock_status st = relock__token_for(l->c, "acquire", l->name, l->value);
-    if (st != RELOCK_OK)
-        return st;
     relock__modern_acq_init(m);
-    return RELOCK_OK;
+    return relock__token_for(l->c, "acquire", l->name, l->value);
 }
 
 static relock_status modern_cx_init(void *m, relock_lock *l, int extend, long long ttl_ms)

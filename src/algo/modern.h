@@ -1,8 +1,5 @@
-/*
- * Modern mode's step machines (modern.c): one acquire attempt, and the
- * compare-and-X that releases or extends.  The operation core runs them
- * through relock__modern_machines; the tests feed them replies by hand.
- */
+/* Modern mode's step machines (modern.c): one acquire attempt, and the
+ * compare-and-X that releases or extends. */
 #ifndef RELOCK_MODERN_H
 #define RELOCK_MODERN_H
 
@@ -29,8 +26,7 @@ enum relock__modern_way {
  */
 typedef struct relock__modern_acq {
     relock__mhead h;
-    int way;          /* enum relock__modern_way */
-    int takeover;     /* the WATCH way compares with `expected` (a leftover) */
+    int way;          /* enum relock__modern_way (TAKEOVER: `expected` is compared) */
     int by_eval;      /* the script goes by EVAL (the server said NOSCRIPT) */
     int readback;     /* resolving a lost acquire by reading the key back */
     uint64_t start;   /* monotonic ms of the first step: validity counts from it */

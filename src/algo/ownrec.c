@@ -1,7 +1,4 @@
-/*
- * The owner record's write and delete, conditional on the lock being the
- * holder's (ownrec.h).  Step machine: no I/O, no clock.
- */
+/* The owner record's step machine (ownrec.h): no I/O, no clock. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,12 +10,9 @@ int relock__owner_init(relock__owner_m *m, const relock_lock *l, const char *val
                        const char *info)
 {
     const relock_client *c = l->c;
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
+    *m = (relock__owner_m){.h.hint_ms = -1};
     /* A quorum's metadata would be one server's view: not written. */
-    if (!c->s.owner_info || c->q)
-        return 0;
-    if (relock__owner_key(l->key, m->key, sizeof m->key) != 0)
+    if (!c->s.owner_info || c->q || relock__owner_key(l->key, m->key, sizeof m->key) != 0)
         return 0;
     m->held = held;
     /* The fence is compared too where values can repeat from one holder
@@ -65,11 +59,10 @@ static relock__step finish(relock__owner_m *m, int done, int broken)
 
 static relock__step send_script(relock__owner_m *m, relock_lock *l, relock__batch *out)
 {
-    const relock_client *c = l->c;
     const char *f = m->fence ? relock__batch_num(out, l->fence) : "0";
     const char *px = relock__batch_num(out, m->ms);
     const char *args[] = {l->key, l->fence_key, m->key, m->value, f, m->held ? m->info : "", px};
-    relock__batch_script(out, c, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args, m->by_eval);
+    relock__batch_script(out, l->c, RELOCK__SCRIPT_OWNER_IF_HELD, 3, 7, args, m->by_eval);
     return relock__send_at(&m->h, out, P_SCRIPT, 0);
 }
 

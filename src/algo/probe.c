@@ -221,25 +221,13 @@ relock__step relock__probe_step(void *vm, relock_lock *l, const relock__feed *in
 
 const char *relock_cap_name(unsigned bit)
 {
-    static const struct {
-        unsigned bit;
-        const char *name;
-    } names[] = {
-        {RELOCK_CAP_WATCH, "watch"},
-        {RELOCK_CAP_EVAL, "eval"},
-        {RELOCK_CAP_PEXPIRE, "pexpire"},
-        {RELOCK_CAP_TIME, "time"},
-        {RELOCK_CAP_SET_NX_PX, "set-nx-px"},
-        {RELOCK_CAP_SCAN, "scan"},
-        {RELOCK_CAP_SCRIPT_TIME_WRITE, "script-time-write"},
-        {RELOCK__CAP_SET_IFEQ, "set-ifeq"},
-        {RELOCK__CAP_DELIFEQ, "delifeq"},
-        {RELOCK__CAP_DELEX, "delex"},
-        {RELOCK_CAP_WAIT, "wait"},
-        {RELOCK_CAP_WAITAOF, "waitaof"},
-    };
+    /* By bit, from RELOCK_CAP_WATCH (0x01) to RELOCK_CAP_WAITAOF (0x800). */
+    static const char *const names[] = {"watch", "eval", "pexpire", "time", "set-nx-px",
+                                        "scan", "script-time-write", "set-ifeq", "delifeq",
+                                        "delex", "wait", "waitaof"};
+    _Static_assert(RELOCK_CAP_WAITAOF == 1u << 11, "a name per bit, in the bits' order");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].bit == bit)
-            return names[i].name;
+        if (bit == 1u << i)
+            return names[i];
     return NULL;
 }

@@ -1,7 +1,4 @@
-/*
- * The server probe's step machine (probe.c, design.md §3.1): it writes the
- * version and capabilities it learns into l->c->conn.
- */
+/* The server probe's step machine (probe.c): what it learns goes into l->c->conn. */
 #ifndef RELOCK_PROBE_H
 #define RELOCK_PROBE_H
 

@@ -38,27 +38,17 @@ long long relock__quorum_server_timeout(const relock_client *c, long long ttl_ms
     return t < c->s.command_timeout_ms ? t : c->s.command_timeout_ms;
 }
 
-/* The answer of a server that ran the round's script: an integer, or
- * (acquire) an array of two. */
-static const char *shape_of(int pc)
+/* The rounds that compare-and-delete our value. */
+static int deletes(int pc)
 {
-    return pc == Q_ACQ ? "a[ii]" : "i";
+    return pc == Q_ACQ_DEL || pc == Q_REL || pc == Q_EXT_DEL;
 }
 
-/* Whether an answer did what the round asked. */
+/* Whether an answer did what the round asked: won or extended (1),
+ * deleted (1 + waiters told), raised or carried (any integer). */
 static int said_yes(int pc, long long v0)
 {
-    switch (pc) {
-    case Q_ACQ:
-    case Q_EXT:
-        return v0 == 1; /* won; extended */
-    case Q_ACQ_DEL:
-    case Q_REL:
-    case Q_EXT_DEL:
-        return v0 >= 1; /* deleted (1 + waiters told) */
-    default:
-        return 1; /* raised, carried: any integer */
-    }
+    return pc == Q_ACQ || pc == Q_EXT ? v0 == 1 : deletes(pc) ? v0 >= 1 : 1;
 }
 
 /* Starts a round: script id with args (kept in m->args, for NOSCRIPT's
@@ -68,9 +58,7 @@ static relock__step round_begin(relock__quorum_m *m, relock_client *c, int pc, u
                                 relock__fanout *out)
 {
     m->h.pc = pc;
-    memset(&m->r, 0, sizeof m->r);
-    m->r.asked = mask;
-    m->r.need = need;
+    m->r = (relock__qround){.asked = mask, .need = need};
     m->id = id;
     m->nkeys = nkeys;
     m->nargs = nargs;
@@ -134,7 +122,8 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
         }
         r->live &= ~bit;
         const redisReply *rep = s->nreply > 0 ? s->reply[0] : NULL;
-        if (relock__reply_is(rep, shape_of(m->h.pc))) {
+        /* The script's answer: an integer, or (acquire) an array of two. */
+        if (relock__reply_is(rep, m->h.pc == Q_ACQ ? "a[ii]" : "i")) {
             r->answered++;
             r->answers |= bit;
             r->v0[i] = rep->type == REDIS_REPLY_ARRAY ? rep->element[0]->integer : rep->integer;
@@ -160,8 +149,7 @@ static int round_feed(relock__quorum_m *m, relock_client *c, const relock__fanfe
      * its deletes is not wholly written (a connection still connecting):
      * the driver would drop it unsent, and our token stay there for the
      * lease. */
-    int unwritten = (m->h.pc == Q_REL || m->h.pc == Q_ACQ_DEL || m->h.pc == Q_EXT_DEL) &&
-                    (r->live & ~in->written) != 0;
+    int unwritten = deletes(m->h.pc) && (r->live & ~in->written) != 0;
     /* Decided: enough said yes, or so many no that the rest cannot make up
      * `need` (a silent server's reply, or timeout, is waited for). */
     if (r->live == 0 || in->mono_ms >= r->deadline ||
@@ -268,33 +256,10 @@ static relock__step acquire_end(relock__quorum_m *m, relock_lock *l)
     return relock__done(&m->h, undecided(c, RELOCK_EIO, "acquire", l, f, NULL));
 }
 
-/* The acquire has no majority in time: delete our token wherever it may
- * be (won, written without a reply, or written before the connection
- * failed), behind the acquire on each connection still open; a failed
- * one's server gets it on a new one, where the old request ran or never
- * will. */
-static relock__step acquire_failed(relock__quorum_m *m, relock_lock *l, relock__fanout *out)
-{
-    unsigned maybe = m->won | m->first.owing | m->first.unsure;
-    if (!maybe)
-        return acquire_end(m, l);
-    /* The delete announces a release only after a majority was won: then
-     * others found the lock held.  Short of one, a notice would wake every
-     * waiter for nothing, this one first, and contenders that split the
-     * servers would wake each other without end; they undo in silence and
-     * sleep their jittered backoff. */
-    relock__step s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(l->c), out);
-    out->after = maybe;
-    return s;
-}
-
 void relock__quorum_init(relock__quorum_m *m, int op, long long ttl_ms)
 {
-    memset(m, 0, sizeof *m);
-    m->h.hint_ms = -1;
-    m->op = op;
-    m->ttl_ms = ttl_ms;
-    m->lowest = m->shortest = -1;
+    *m = (relock__quorum_m){
+        .h.hint_ms = -1, .op = op, .ttl_ms = ttl_ms, .lowest = -1, .shortest = -1};
 }
 
 relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed *in,
@@ -357,9 +322,9 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
             }
         }
         m->valid_until = relock__valid_until(r->start, l->ttl_ms);
-        if (m->nwon >= majority(c) && now < m->valid_until && m->lowest == m->fence)
-            return won(m, l); /* the counters agree: nothing to raise */
         if (m->nwon >= majority(c) && now < m->valid_until) {
+            if (m->lowest == m->fence)
+                return won(m, l); /* the counters agree: nothing to raise */
             /* Raise the majority's counters to the token before claiming it. */
             snprintf(m->num, sizeof m->num, "%lld", m->fence);
             const char *args[] = {l->fence_key, m->num};
@@ -421,18 +386,29 @@ relock__step relock__quorum_step(void *vm, relock_lock *l, const relock__fanfeed
                                                 "lock %s: internal error: quorum state %d",
                                                 l->name, m->h.pc));
     }
-    /* Q_ACQ or Q_RAISE without the lock. */
-    return acquire_failed(m, l, out);
+    /* Q_ACQ or Q_RAISE without the lock, which has no majority in time:
+     * delete our token wherever it may be (won, written without a reply,
+     * or written before the connection failed), behind the acquire on each
+     * connection still open; a failed one's server gets it on a new one,
+     * where the old request ran or never will. */
+    unsigned maybe = m->won | m->first.owing | m->first.unsure;
+    if (!maybe)
+        return acquire_end(m, l);
+    /* The delete announces a release only after a majority was won: then
+     * others found the lock held.  Short of one, a notice would wake every
+     * waiter for nothing, this one first, and contenders that split the
+     * servers would wake each other without end; they undo in silence and
+     * sleep their jittered backoff. */
+    s = delete_round(m, l, Q_ACQ_DEL, maybe, m->nwon, m->nwon >= majority(c), out);
+    out->after = maybe;
+    return s;
 }
 
 /* The operation core's machines: one fan machine for every operation. */
 static relock_status quorum_acq_init(void *m, relock_lock *l)
 {
-    relock_status st = relock__token_for(l->c, "acquire", l->name, l->value);
-    if (st != RELOCK_OK)
-        return st;
     relock__quorum_init(m, RELOCK__Q_ACQUIRE, l->ttl_ms);
-    return RELOCK_OK;
+    return relock__token_for(l->c, "acquire", l->name, l->value);
 }
 
 static relock_status quorum_upd_init(void *m, relock_lock *l, int extend, long long ttl_ms)

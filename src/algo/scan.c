@@ -125,19 +125,16 @@ __attribute__((format(printf, 3, 4))) static void text_addf(relock_scan_result *
 static char *copy(relock_scan_result *r, const char *s, size_t len)
 {
     char *d = malloc(len + 1);
-    if (!d) {
-        r->nomem = 1;
-        return NULL;
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = '\0';
     }
-    memcpy(d, s, len);
-    d[len] = '\0';
+    r->nomem |= !d;
     return d;
 }
 
-/* A timestamp is judged as legacy readers judge it: an integer V, in the
- * unit its digits tell, holds until the clock passes V (expired once
- * now >= V + 1); a fraction, written only by clients that compare
- * fractions, until now >= V (a fraction of zero as an integer). */
+/* A timestamp is judged as a whole-clock reader judges it, in the unit
+ * its digits tell (relock__lease_ours_end()). */
 relock_key_class relock_key_classify(const char *value, size_t len, long long pttl_ms,
                                      long long now_ms)
 {
@@ -155,9 +152,8 @@ relock_key_class relock_key_classify(const char *value, size_t len, long long pt
         return RELOCK_KEY_BRIDGE;
     relock__stamp st;
     relock__value_stamp(&v, &st);
-    long long u = unit_ms ? 1 : 1000;
-    long long end_ms = v.frac && v.frac_num > 0 ? relock__stamp_ms(&st, u, 1) : (v.ts + 1) * u;
-    return now_ms >= end_ms ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
+    relock__lease_cfg whole = {.unit_ms = unit_ms ? 1 : 1000};
+    return now_ms >= relock__lease_ours_end(&whole, &st) ? RELOCK_KEY_STALE : RELOCK_KEY_LEGACY;
 }
 
 /* ---------------------------------------------------------- signatures
@@ -241,11 +237,6 @@ static int fits_template(const char *key, size_t len, const char *tmpl)
     return memcmp(key, tmpl, pre) == 0 && memcmp(key + len - post, at + 6, post) == 0;
 }
 
-static int has_text(const char *key, size_t len, const char *text)
-{
-    return memmem(key, len, text, strlen(text)) != NULL;
-}
-
 static int family_of(relock_key_signature sig, const char *key, size_t keylen, const char *v,
                      size_t vlen, long long pttl)
 {
@@ -267,7 +258,7 @@ static int family_of(relock_key_signature sig, const char *key, size_t keylen, c
     case RELOCK_SIG_NO_TTL_FLAG:
         if (vlen == 4 && memcmp(v, "true", 4) == 0 && keylen > 5 && memcmp(key, "lock:", 5) == 0)
             return FAM_RESQUE_LOCK;
-        if (host_pid(v, vlen, ':') && has_text(key, keylen, "scheduler_master_lock"))
+        if (host_pid(v, vlen, ':') && memmem(key, keylen, "scheduler_master_lock", 21))
             return FAM_SCHEDULER;
         if (vlen == 0 && keylen > 5 && memcmp(key + keylen - 5, "~lock", 5) == 0)
             return FAM_SPRING;
@@ -627,12 +618,10 @@ static relock_status take(relock__scan_m *m, relock_client *c, const relock__fee
                     m->fn(m->arg, RELOCK_KEY_OTHER_TYPE, k->s, k->len);
                 m->typed[m->ntyped++] = *k;
                 k->s = NULL;
-            } else if (!relock__reply_is(get, "bn")) {
+            } else if (!relock__reply_is(get, "bn") || ttl->type != REDIS_REPLY_INTEGER) {
+                int g = !relock__reply_is(get, "bn"); /* the GET's, else the TTL's */
                 if (bad == RELOCK_OK)
-                    bad = RELOCK__BAD_REPLY(c, "GET", get);
-            } else if (ttl->type != REDIS_REPLY_INTEGER) {
-                if (bad == RELOCK_OK)
-                    bad = RELOCK__BAD_REPLY(c, ms ? "PTTL" : "TTL", ttl);
+                    bad = RELOCK__BAD_REPLY(c, g ? "GET" : ms ? "PTTL" : "TTL", g ? get : ttl);
             } else {
                 long long t = ttl->integer >= 0 && !ms ? ttl->integer * 1000 : ttl->integer;
                 count_value(m, k, get, t, now);

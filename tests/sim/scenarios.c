@@ -14,7 +14,7 @@
 /* A quorum client, with release notices: the simulator checks that a
  * waiter's commands stay within what its backoff allows (a failed
  * attempt's undo must not wake the waiter itself: src/algo/quorum.c,
- * acquire_failed). */
+ * the end of relock__quorum_step()). */
 #define RLQ(t, w, h, n, x) \
     {.kind = SK_RELOCK, .mode = RELOCK_MODE_MODERN, .lock = "lk", .ttl_ms = (t), \
      .wait_ms = (w), .hold_ms = (h), .iters = (n), .extend = (x), .offset = 1, .notify = 1}

@@ -12,11 +12,6 @@ relock_status relock__owner_check(relock__err *e, long pid, const char *text);
 relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
                                relock_lock **out);
 
-/* st, or for RELOCK_EFOREIGN the type of the key that is not a lock, as
- * "OP NAME: the key ... holds a hash" (one TYPE, on this error path only). */
-relock_status relock__foreign(relock_client *c, const char *op, const char *name,
-                              const char *key, relock_status st);
-
 /* Fills a new client (zeroed) from cfg: its settings, scripts and random
  * seed (salt tells apart clients made in the same millisecond). */
 void relock__client_init(relock_client *c, const relock_config *cfg, const void *salt);

@@ -55,16 +55,6 @@ relock_status relock__lock_new(relock_client *c, const char *name, long long ttl
     return RELOCK_OK;
 }
 
-relock_status relock__foreign(relock_client *c, const char *op, const char *name,
-                              const char *key, relock_status st)
-{
-    if (st != RELOCK_EFOREIGN)
-        return st;
-    char what[RELOCK__NAME_MAX + 8];
-    snprintf(what, sizeof what, "%s %s", op, name);
-    return relock__foreign_type(c, what, key);
-}
-
 /* Clears c's error; refuses a client without a lock mode. */
 static relock_status ready(relock_client *c)
 {
@@ -102,7 +92,7 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     memcpy(key, l->key, strlen(l->key) + 1);
     st = relock__lock_op(l, RELOCK__OP_ACQUIRE, wait_ms); /* frees l when it fails */
     if (st != RELOCK_OK)
-        return relock__foreign(c, "lock", name, key, st);
+        return relock__foreign_type(c, "lock", name, key, st);
     *out = l;
     return RELOCK_OK;
 }
@@ -123,7 +113,8 @@ relock_status relock_release(relock_lock *l)
         return st;
     if (l->keeper && l->keep_ops->end(l) == RELOCK_LOST)
         l->lost = 1;
-    return relock__foreign(c, "lock", l->name, l->key, relock__lock_op(l, RELOCK__OP_RELEASE, 0));
+    return relock__foreign_type(c, "lock", l->name, l->key,
+                                relock__lock_op(l, RELOCK__OP_RELEASE, 0));
 }
 
 relock_status relock_extend(relock_lock *l, long long ttl_ms)
@@ -142,8 +133,8 @@ relock_status relock_extend(relock_lock *l, long long ttl_ms)
                             "extend %s: the lock is being renewed in the background; call "
                             "relock_keep_stop() first",
                             l->name);
-    return relock__foreign(c, "lock", l->name, l->key,
-                           relock__lock_op(l, RELOCK__OP_EXTEND, ttl_ms ? ttl_ms : l->ttl_ms));
+    return relock__foreign_type(c, "lock", l->name, l->key,
+                                relock__lock_op(l, RELOCK__OP_EXTEND, ttl_ms ? ttl_ms : l->ttl_ms));
 }
 
 relock_status relock_lock_adopt(relock_client *c, const char *name, const char *value,

@@ -70,7 +70,7 @@ relock_status relock_break_fenced(relock_client *c, const char *name, const char
         st = relock__drive(&tmp, relock__break_step, &m);
         relock__break_free(&m);
     }
-    return relock__foreign(c, "break", name, key, st);
+    return relock__foreign_type(c, "break", name, key, st);
 }
 
 /* The waiters of a lock are the subscribers of its release channel
@@ -112,7 +112,8 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
     relock_lock tmp = {.c = c, .name = (char *)name, .key = key, .fence_key = fkey};
     relock__inspect_m m;
     relock__inspect_init(&m, okey, info);
-    st = relock__foreign(c, "lock", name, key, relock__drive(&tmp, relock__inspect_step, &m));
+    st = relock__drive(&tmp, relock__inspect_step, &m);
+    st = relock__foreign_type(c, "lock", name, key, st);
     if (st != RELOCK_OK)
         return st;
     if (!(info->key = strdup(key)))

@@ -769,9 +769,12 @@ static void type_words(const char *type, char *buf, size_t len)
         snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
 }
 
-relock_status relock__foreign_type(relock_client *c, const char *what, const char *key)
+relock_status relock__foreign_type(relock_client *c, const char *op, const char *name,
+                                   const char *key, relock_status st)
 {
-    relock_status st = c->err.pub.status;
+    if (st != RELOCK_EFOREIGN)
+        return st;
+    st = c->err.pub.status;
     if (st != RELOCK_EFOREIGN ||
         (strncmp(c->err.server, "WRONGTYPE", 9) != 0 &&
          !strstr(c->err.server, "wrong kind of value")) ||
@@ -796,9 +799,9 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
     const relock__server *srv = relock__poll_server(c, key);
     relock__err_clear(&c->err);
     relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
-                    "%s: the key %s on " RELOCK__ADDR_FMT
+                    "%s %s: the key %s on " RELOCK__ADDR_FMT
                     " holds %s, not a lock; relock never takes over, "
                     "changes or deletes it",
-                    what, key, RELOCK__ADDR(srv), words);
+                    op, name, key, RELOCK__ADDR(srv), words);
     return RELOCK_EFOREIGN;
 }

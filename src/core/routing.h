@@ -17,11 +17,12 @@
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
-/* When c's error is a WRONGTYPE reply (RELOCK_EFOREIGN): asks the server
- * with TYPE which type key holds and rewrites the message as "WHAT: the
- * key KEY on HOST:PORT holds a hash, not a lock; ...".  Leaves any other
- * error, and this one when TYPE fails, as it is.  Returns c's status. */
-relock_status relock__foreign_type(relock_client *c, const char *what, const char *key);
+/* st, or when st and c's error are a WRONGTYPE reply (RELOCK_EFOREIGN):
+ * asks the server with TYPE which type key holds and rewrites the message
+ * as "OP NAME: the key KEY on HOST:PORT holds a hash, not a lock; ...".
+ * Leaves any other error, and this one when TYPE fails, as it is. */
+relock_status relock__foreign_type(relock_client *c, const char *op, const char *name,
+                                   const char *key, relock_status st);
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 

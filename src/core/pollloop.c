@@ -27,7 +27,7 @@
 
 #include "core.h"
 #include "pollloop.h"
-#include "drive.h"
+#include "routing.h"
 
 /* A watched descriptor: what relock_async_socket_action() is told about.
  * Let go of (s NULL) when hiredis removes it, and freed after the turn,

@@ -1,12 +1,26 @@
 /*
  * Routing's pure parts, which the operation core (core.h) runs: Sentinel's
- * search (sentinel.c), Cluster's slots and redirections (cluster.c,
- * route.c); and the blocking calls' single commands (pollloop.c).
+ * search (sentinel.c), Cluster's slots and redirections (cluster.c); and
+ * the blocking calls' driver of one step machine and single commands
+ * (pollloop.c).
  */
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H
 
-#include "drive.h"
+#include "engine/fan.h"
+
+/*
+ * Runs machine m (its head zeroed but for its inputs) with step function
+ * fn until it is done, and returns its status (errors on l->c->err), on
+ * the one-server runner's connection l->key routes to (a quorum's first
+ * server, a Sentinel's master, a Cluster node): break, inspect and the
+ * owner record (src/api/), an adoption (mode.c), relock__command().
+ */
+relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
+/* The connection key's machine will run on, connected, logged in and
+ * probed now, its facts on c->conn (key NULL: the server the client
+ * reports); or the error on c->err. */
+relock_status relock__drive_ready(relock_client *c, const char *key);
 
 /*
  * Runs one command (argv form) on the connection its second word, a key,

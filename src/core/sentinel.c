@@ -42,6 +42,15 @@ static int note(relock__sentinel_search *q, const relock__settings *s, const cha
     return -1;
 }
 
+int relock__sentinel_readonly(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
+        return 0;
+    /* 7.0 passes the error on as it is; older servers wrap a script's
+     * error: "ERR Error running script ...: -READONLY You can't write ..." */
+    return strncmp(r->str, "READONLY", 8) == 0 || strstr(r->str, "-READONLY") != NULL;
+}
+
 long long relock__sentinel_timeout(long long configured_ms)
 {
     return configured_ms < SENTINEL_TIMEOUT_MS ? configured_ms : SENTINEL_TIMEOUT_MS;

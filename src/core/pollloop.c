@@ -1,19 +1,16 @@
 /*
  * The blocking API's calls as a private poll loop over the operation core
  * (core.h), as curl_easy_perform() runs over curl's multi interface: each
- * call is an operation of an inner core client, a quorum's (c->q, fan
- * machines, fanout.c) or the one-server runner's (c->p: one connection, a
- * Cluster's key's node or a Sentinel's master, routing.c), and poll()
- * turns until it completes.  A quorum client runs its calls that are not
- * fan machines (the server it reports, inspect, the scan) on a one-server
- * runner to its first server, since the fan's client routes no call by key.
+ * call is an operation of an inner core client, a quorum's (c->q) or the
+ * one-server runner's (c->p), and poll() turns until it completes.  A
+ * quorum client runs its calls that are not fan machines (the server it
+ * reports, inspect, the scan) on a one-server runner to its first server,
+ * since the fan's client routes no call by key.
  *
  * An inner client shares the blocking client itself (its settings, scripts
- * and error, where the blocking calls report) and owns its connections,
- * which stay open between calls.  The loop turns only while a call runs:
- * its first turn reads what arrived meanwhile (a close, then reopened;
- * owed replies, dropped) and fires the timers that fell due, before
- * anything is sent.  Nothing here is shared between clients or threads.
+ * and error) and owns its connections, which stay open between calls; the
+ * loop turns only while a call runs.  Nothing here is shared between
+ * clients or threads.
  */
 
 #include <errno.h>
@@ -546,12 +543,15 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 
 /* ------------------------------------------------------------------ whole operations */
 
-/* An operation of the core ended with st (e its detail): its status and
- * error become the blocking call's (c->err), with the status's words when
- * the detail has no message. */
-static void p_result(struct relock__qpoll *q, relock_client *c, relock_status st,
-                     const relock_error *e)
+/* An operation of the core on q (arg) ended with st (e its detail): its
+ * status and error become the blocking call's (c->err), with the status's
+ * words when the detail has no message. */
+static void p_result(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                     void *arg)
 {
+    (void)l;
+    struct relock__qpoll *q = arg;
+    relock_client *c = a->c;
     relock__err_clear(&c->err);
     if (st != RELOCK_OK)
         relock__err_set(&c->err, st, e->file ? e->file : __FILE__, e->line,
@@ -559,14 +559,6 @@ static void p_result(struct relock__qpoll *q, relock_client *c, relock_status st
                         e->message && e->message[0] ? e->message : relock_strerror(st));
     q->st = st;
     q->done = 1;
-}
-
-/* A lock operation's end. */
-static void lock_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                      void *arg)
-{
-    (void)l;
-    p_result(arg, a->c, st, e);
 }
 
 /* The inner client a lock operation of c runs on, with its loop in *qp:
@@ -588,7 +580,7 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     relock_client *c = l->c;
     struct relock__qpoll *q;
     relock_async *a = runner(c, &q);
-    aop *op = a && relock__a_start_armed(a) ? relock__a_op_new(a, kinds[kind], lock_done, q)
+    aop *op = a && relock__a_start_armed(a) ? relock__a_op_new(a, kinds[kind], p_result, q)
                                             : NULL;
     if (!op || !relock__a_alock(a, l)) {
         free(op);
@@ -677,7 +669,7 @@ static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
 {
     struct relock__qpoll *q = arg;
     q->scan = r;
-    p_result(q, a->c, st, e);
+    p_result(a, st, NULL, e, q);
 }
 
 relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,

@@ -45,11 +45,8 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!a->conns)
         return unusable(a, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory"));
     a->nconns = nconns;
-    for (int i = 0; i < nconns; i++) {
-        a->conns[i].a = a;
-        a->conns[i].idx = i;
-        a->conns[i].srv = &c->s.servers[i];
-    }
+    for (int i = 0; i < nconns; i++)
+        a->conns[i] = (aconn){.a = a, .idx = i, .srv = &c->s.servers[i]};
     a->home = &a->conns[0];
     if (relock__sentinel_on(&c->s)) {
         /* Sentinel: the connection goes to the master the sentinels name */

@@ -300,35 +300,31 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
     return a;
 }
 
-/* Frees the inner client between calls (no operation of it is in
- * flight): the requests its connections still owe replies to, then the
+/* Frees q's inner client between calls (no operation of it is in
+ * flight), which closes its connections (their descriptors removed), and
+ * its timers: the requests its connections still owe replies to, then the
  * rest as relock_async_free() ends (relock__a_leave()). */
-static void inner_free(relock_async *a)
-{
-    a->freeing = 1;
-    relock__a_enter(a);
-    for (int i = 0; i < a->nconns; i++) {
-        aconn *cn = &a->conns[i];
-        for (areq *rq = cn->fifo; rq;) {
-            areq *next = rq->fnext;
-            relock__a_rq_clear(rq);
-            /* owed or a fan machine's: allocated; an operation's own (a
-             * connection's setup still under way) lives in it */
-            if (!rq->op || rq != &rq->op->rq)
-                free(rq);
-            rq = next;
-        }
-        cn->fifo = cn->fifo_tail = NULL;
-    }
-    relock__a_leave(a);
-}
-
-/* Frees q's inner client, which closes its connections (their
- * descriptors removed), and its timers. */
 static void p_reset(struct relock__qpoll *q)
 {
-    if (q->a)
-        inner_free(q->a);
+    relock_async *a = q->a;
+    if (a) {
+        a->freeing = 1;
+        relock__a_enter(a);
+        for (int i = 0; i < a->nconns; i++) {
+            aconn *cn = &a->conns[i];
+            for (areq *rq = cn->fifo; rq;) {
+                areq *next = rq->fnext;
+                relock__a_rq_clear(rq);
+                /* owed or a fan machine's: allocated; an operation's own
+                 * (a connection's setup still under way) lives in it */
+                if (!rq->op || rq != &rq->op->rq)
+                    free(rq);
+                rq = next;
+            }
+            cn->fifo = cn->fifo_tail = NULL;
+        }
+        relock__a_leave(a);
+    }
     q->a = NULL;
     q->cur = NULL;
     while (q->timers)
@@ -749,18 +745,6 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
     return m.reply;
 }
 
-/* TYPE's answer in words, with its article. */
-static void type_words(const char *type, char *buf, size_t len)
-{
-    if (strcmp(type, "zset") == 0)
-        snprintf(buf, len, "a sorted set");
-    else if (strcmp(type, "list") == 0 || strcmp(type, "set") == 0 ||
-             strcmp(type, "hash") == 0 || strcmp(type, "stream") == 0)
-        snprintf(buf, len, "a %s", type);
-    else
-        snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
-}
-
 relock_status relock__foreign_type(relock_client *c, const char *op, const char *name,
                                    const char *key, relock_status st)
 {
@@ -785,8 +769,15 @@ relock_status relock__foreign_type(relock_client *c, const char *op, const char 
         relock__err_copy(&c->err, &saved);
         return st;
     }
-    char words[96];
-    type_words(r->str, words, sizeof words);
+    char words[96]; /* TYPE's answer in words, with its article */
+    const char *t = r->str;
+    if (strcmp(t, "zset") == 0)
+        snprintf(words, sizeof words, "a sorted set");
+    else if (strcmp(t, "list") == 0 || strcmp(t, "set") == 0 || strcmp(t, "hash") == 0 ||
+             strcmp(t, "stream") == 0)
+        snprintf(words, sizeof words, "a %s", t);
+    else
+        snprintf(words, sizeof words, "a value of type %.64s", t); /* a module's type */
     freeReplyObject(r);
     const relock__server *srv = relock__poll_server(c, key);
     relock__err_clear(&c->err);

@@ -103,8 +103,7 @@ long relock_async_pending(const relock_async *a)
     return a ? a->pending : 0;
 }
 
-static relock_status refuse(relock_async *a, relock_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+__attribute__((format(printf, 3, 4)))
 static relock_status refuse(relock_async *a, relock_status st, const char *fmt, ...)
 {
     char msg[400];

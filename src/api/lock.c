@@ -55,9 +55,11 @@ relock_status relock__lock_new(relock_client *c, const char *name, long long ttl
     return RELOCK_OK;
 }
 
-/* Clears c's error; refuses a client without a lock mode. */
+/* Clears c's error; refuses no client, and a client without a lock mode. */
 static relock_status ready(relock_client *c)
 {
+    if (!c)
+        return RELOCK_EINVAL;
     relock__err_clear(&c->err);
     if (!c->algo)
         return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED, "no lock mode selected: %s",
@@ -71,8 +73,6 @@ relock_status relock_acquire(relock_client *c, const char *name, long long ttl_m
     if (!out)
         return RELOCK_EINVAL;
     *out = NULL;
-    if (!c)
-        return RELOCK_EINVAL;
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;
@@ -143,8 +143,6 @@ relock_status relock_lock_adopt(relock_client *c, const char *name, const char *
     if (!out)
         return RELOCK_EINVAL;
     *out = NULL;
-    if (!c)
-        return RELOCK_EINVAL;
     relock_status st = ready(c);
     if (st != RELOCK_OK)
         return st;

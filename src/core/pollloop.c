@@ -460,9 +460,7 @@ relock_status relock__drive_ready(relock_client *c, const char *key)
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes)
 {
-    /* the blocking calls' connections are the operation core's: none
-     * before the first call */
-    static const relock_async none;
+    static const relock_async none; /* (no inner client before the first call) */
     relock__a_cluster_counts(c->p && c->p->a ? c->p->a : &none, masters, open, refreshes);
 }
 

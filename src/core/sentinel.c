@@ -23,8 +23,7 @@
 
 /* Appends "sentinel HOST:PORT" (the one being asked) and fmt's text to
  * the list of what was tried; returns -1, a refused answer's result. */
-static int note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+__attribute__((format(printf, 3, 4)))
 static int note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
 {
     const relock__addr *a = &s->sentinel.addrs[q->cur];

@@ -272,7 +272,6 @@ void relock__a_sub_next(aop *op)
     relock__a_plan(op, 1);
 }
 
-/* (algo.h; here in the core, the waiter's) */
 relock__wait_in relock__wait_in_of(relock_lock *l)
 {
     relock_client *c = l->c;

@@ -366,16 +366,30 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
     q->done = 1;
 }
 
-/* Turns the loop until the call's operation is done and returns its
- * status; bounded by the operation's timers (command, connect and wait
- * bounds) and its machine's bound on steps.  A loop left with nothing to
- * wait for has lost its operation (cannot happen): the inner client is let
- * go of, never freed or turned again, since its operation points at the
- * returning call's machine.  acq: a waiting acquire, cancelled between its attempts once
+/* The call's operation ended: what it wrote last without waiting for its
+ * reply (the legacy marker) leaves before the call returns (its reply is
+ * read and dropped at a later turn), and with key (not a quorum's) the
+ * server the client reports is the one key routes to now. */
+static void p_done(struct relock__qpoll *q, const char *key)
+{
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
+    if (key && !(q->a->kit && q->a->kit->fan))
+        q->cur = relock__a_route(q->a, key);
+}
+
+/* Turns the loop until the call's operation is done (then p_done() with
+ * key) and returns its status; bounded by the operation's timers
+ * (command, connect and wait bounds) and its machine's bound on steps.  A
+ * loop left with nothing to wait for has lost its operation (cannot
+ * happen): the inner client is let go of, never freed or turned again,
+ * since its operation points at the returning call's machine.  acq: a
+ * waiting acquire, cancelled between its attempts once
  * relock_client_cancel_on()'s flag is set (a signal, or the blocking
  * read's short slice, ends each wait). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
-                            const char *name, aop *acq)
+                            const char *name, aop *acq, const char *key)
 {
     int cancelled = 0;
     while (!q->done) {
@@ -396,6 +410,7 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
             relock__a_op_cancel(acq);
         }
     }
+    p_done(q, key);
     return q->st;
 }
 
@@ -503,19 +518,6 @@ static void p_direct_end(relock_async *a, aconn *cn)
     }
 }
 
-/* The call's operation ended: what it wrote last without waiting for its
- * reply (the legacy marker) leaves before the call returns (its reply is
- * read and dropped at a later turn), and with a (not a quorum's) the
- * server the client reports is the one key routes to now. */
-static void p_done(struct relock__qpoll *q, relock_async *a, const char *key)
-{
-    p_flush(q);
-    p_sweep(q);
-    q->last = relock__mono_ms();
-    if (a && !(a->kit && a->kit->fan))
-        q->cur = relock__a_route(a, key);
-}
-
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
     relock_client *c = l->c;
@@ -529,10 +531,7 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
     p_direct_end(a, cn);
     if (st != RELOCK_OK)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
-    st = p_wait(q, c, "lock ", l->name, NULL);
-    if (q->done)
-        p_done(q, a, l->key);
-    return st;
+    return p_wait(q, c, "lock ", l->name, NULL, l->key);
 }
 
 /* ------------------------------------------------------------------ whole operations */
@@ -601,10 +600,10 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     aconn *cn = p_direct_begin(q, a, l->key);
     relock__a_op_enqueue(op);
     p_direct_end(a, cn);
-    relock_status st = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
+    relock_status st = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL,
+                              kind == RELOCK__OP_ACQUIRE ? key : l->key);
     if (!q->done)
         return st;
-    p_done(q, a, kind == RELOCK__OP_ACQUIRE ? key : l->key);
     /* A blocking lock keeps no state of the core between calls (an acquire
      * that failed took its lock with it). */
     if (st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
@@ -654,7 +653,7 @@ void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
     relock__a_keep_stop(al);
     relock__a_alock_free(l);
     l->al_free = NULL;
-    p_done(q, NULL, NULL);
+    p_done(q, NULL);
 }
 
 /* The blocking scan's end: its result and error kept for the call. */
@@ -678,10 +677,7 @@ relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan
     relock_status st = relock__a_scan(a, match, fn, arg, scan_end, q);
     if (st != RELOCK_OK)
         return st; /* (its error on c->err, the core's shared client) */
-    st = p_wait(q, c, "scan", "", NULL);
-    if (!q->done)
-        return st;
-    p_done(q, NULL, NULL);
+    st = p_wait(q, c, "scan", "", NULL, NULL);
     *out = q->scan;
     return st;
 }

@@ -160,8 +160,7 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     if (st != RELOCK_OK)
         return st;
     const relock__server *srv = relock__poll_server(c, NULL);
-    const char *host = srv->host;
-    size_t hlen = strlen(host);
+    size_t hlen = strlen(srv->host);
     relock_server_info *info = malloc(sizeof *info + hlen + 1);
     if (!info)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "server info: out of memory");
@@ -169,7 +168,7 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
                                  .patch = c->conn.patch, .caps = c->conn.caps,
                                  .port = srv->port};
     snprintf(info->version, sizeof info->version, "%s", c->conn.version);
-    memcpy(info->host, host, hlen + 1);
+    memcpy(info->host, srv->host, hlen + 1);
     *out = info;
     return RELOCK_OK;
 }

@@ -102,7 +102,6 @@ relock_status relock__route_too_many(relock__err *err, const char *name, int hop
 
 long relock__route_tryagain_ms(int hops)
 {
-    /* Same node again, a moment later: 10, 20, 40, ... ms. */
     return 10L << hops;
 }
 

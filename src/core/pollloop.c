@@ -380,13 +380,12 @@ static void p_done(struct relock__qpoll *q, const char *key)
 }
 
 /* Turns the loop until the call's operation is done (then p_done() with
- * key) and returns its status; bounded by the operation's timers
- * (command, connect and wait bounds) and its machine's bound on steps.  A
- * loop left with nothing to wait for has lost its operation (cannot
- * happen): the inner client is let go of, never freed or turned again,
- * since its operation points at the returning call's machine.  acq: a
- * waiting acquire, cancelled between its attempts once
- * relock_client_cancel_on()'s flag is set (a signal, or the blocking
+ * key) and returns its status; bounded by the operation's timers and its
+ * machine's bound on steps.  A loop left with nothing to wait for has lost
+ * its operation (cannot happen): the inner client is let go of, never
+ * freed or turned again, since its operation points at the returning
+ * call's machine.  acq: a waiting acquire, cancelled between its attempts
+ * once relock_client_cancel_on()'s flag is set (a signal, or the blocking
  * read's short slice, ends each wait). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
                             const char *name, aop *acq, const char *key)

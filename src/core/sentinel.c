@@ -76,8 +76,7 @@ int relock__sentinel_next(relock__sentinel_search *q)
 {
     if (q->k >= q->n)
         return q->cur = -1;
-    q->cur = (q->first + q->k++) % q->n;
-    return q->cur;
+    return q->cur = (q->first + q->k++) % q->n;
 }
 
 void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,

@@ -4,18 +4,9 @@
 
 #include "base.h"
 
-/* Checks an owner pid and text (relock_config_set_owner()): RELOCK_OK, or
- * RELOCK_EINVAL recorded in e. */
-relock_status relock__owner_check(relock__err *e, long pid, const char *text);
-
 /* A new lock handle for NAME (checked as relock_acquire() checks it). */
 relock_status relock__lock_new(relock_client *c, const char *name, long long ttl_ms,
                                relock_lock **out);
-
-/* st, or for RELOCK_EFOREIGN the type of the key that is not a lock, as
- * "OP NAME: the key ... holds a hash" (one TYPE, on this error path only). */
-relock_status relock__foreign(relock_client *c, const char *op, const char *name,
-                              const char *key, relock_status st);
 
 /* Fills a new client (zeroed) from cfg: its settings, scripts and random
  * seed (salt tells apart clients made in the same millisecond). */

@@ -45,11 +45,8 @@ relock_status relock_async_new(const relock_config *cfg, const relock_async_loop
     if (!a->conns)
         return unusable(a, RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "out of memory"));
     a->nconns = nconns;
-    for (int i = 0; i < nconns; i++) {
-        a->conns[i].a = a;
-        a->conns[i].idx = i;
-        a->conns[i].srv = &c->s.servers[i];
-    }
+    for (int i = 0; i < nconns; i++)
+        a->conns[i] = (aconn){.a = a, .idx = i, .srv = &c->s.servers[i]};
     a->home = &a->conns[0];
     if (relock__sentinel_on(&c->s)) {
         /* Sentinel: the connection goes to the master the sentinels name */
@@ -106,8 +103,7 @@ long relock_async_pending(const relock_async *a)
     return a ? a->pending : 0;
 }
 
-static relock_status refuse(relock_async *a, relock_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+__attribute__((format(printf, 3, 4)))
 static relock_status refuse(relock_async *a, relock_status st, const char *fmt, ...)
 {
     char msg[400];

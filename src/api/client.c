@@ -1,4 +1,5 @@
-/* Client handles: connect, choose the mode, free. */
+/* Client handles: connect, choose the mode, free; the program's callback
+ * for events (src/base/handle.c fills each event and calls it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,4 +140,28 @@ relock_mode relock_client_mode(const relock_client *c)
 const char *relock_client_mode_reason(const relock_client *c)
 {
     return c ? c->mode_reason : "";
+}
+
+relock_status relock_config_set_event_fn(relock_config *cfg, relock_event_fn fn, void *arg)
+{
+    if (!cfg)
+        return RELOCK_EINVAL;
+    relock__err_clear(&cfg->err);
+    cfg->s.event_fn = fn;
+    cfg->s.event_arg = fn ? arg : NULL;
+    return RELOCK_OK;
+}
+
+const char *relock_event_name(relock_event_kind kind)
+{
+    static const char *const names[] = {
+        [RELOCK_EVENT_ACQUIRED] = "acquired",
+        [RELOCK_EVENT_RENEWED] = "renewed",
+        [RELOCK_EVENT_RENEW_FAILED] = "renew_failed",
+        [RELOCK_EVENT_LOST] = "lost",
+        [RELOCK_EVENT_RELEASED] = "released",
+    };
+    if ((unsigned)kind >= sizeof names / sizeof *names || !names[kind])
+        return "unknown";
+    return names[kind];
 }

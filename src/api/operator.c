@@ -1,18 +1,20 @@
 /*
- * The operator's calls: break, inspect and what the probe learnt of the
- * server.  Each makes the connection ready first (its machine chooses its
- * way by the server's capabilities) and runs the machine (src/algo/)
- * through the blocking driver.
+ * The operator's calls: break, inspect, the migration audit's scan and
+ * what the probe learnt of the server.  Each makes the connection ready
+ * first (its machine chooses its way by the server's capabilities) and
+ * runs the machine (src/algo/) through the blocking driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "algo.h"
 #include "break.h"
+#include "caps.h"
 #include "core/pollloop.h"
 #include "inspect.h"
-#include "routing.h"
+#include "scan.h"
 
 /* The opaque relock_server_info of relock.h: a copy, so that it outlives
  * the client and a reconnect. */
@@ -70,7 +72,7 @@ relock_status relock_break_fenced(relock_client *c, const char *name, const char
         st = relock__drive(&tmp, relock__break_step, &m);
         relock__break_free(&m);
     }
-    return relock__foreign(c, "break", name, key, st);
+    return relock__foreign_type(c, "break", name, key, st);
 }
 
 /* The waiters of a lock are the subscribers of its release channel
@@ -112,7 +114,8 @@ static relock_status inspect(relock_client *c, const char *name, relock_inspect_
     relock_lock tmp = {.c = c, .name = (char *)name, .key = key, .fence_key = fkey};
     relock__inspect_m m;
     relock__inspect_init(&m, okey, info);
-    st = relock__foreign(c, "lock", name, key, relock__drive(&tmp, relock__inspect_step, &m));
+    st = relock__drive(&tmp, relock__inspect_step, &m);
+    st = relock__foreign_type(c, "lock", name, key, st);
     if (st != RELOCK_OK)
         return st;
     if (!(info->key = strdup(key)))
@@ -157,8 +160,7 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
     if (st != RELOCK_OK)
         return st;
     const relock__server *srv = relock__poll_server(c, NULL);
-    const char *host = srv->host;
-    size_t hlen = strlen(host);
+    size_t hlen = strlen(srv->host);
     relock_server_info *info = malloc(sizeof *info + hlen + 1);
     if (!info)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "server info: out of memory");
@@ -166,7 +168,7 @@ relock_status relock_client_server(relock_client *c, relock_server_info **out)
                                  .patch = c->conn.patch, .caps = c->conn.caps,
                                  .port = srv->port};
     snprintf(info->version, sizeof info->version, "%s", c->conn.version);
-    memcpy(info->host, host, hlen + 1);
+    memcpy(info->host, srv->host, hlen + 1);
     *out = info;
     return RELOCK_OK;
 }
@@ -189,3 +191,72 @@ INFO_GETTER(int, patch, 0)
 INFO_GETTER(unsigned, caps, 0)
 INFO_GETTER(const char *, host, "")
 INFO_GETTER(int, port, 0)
+
+/* How modern mode works on the server connected now; the choice of
+ * algorithm itself is the core's (src/core/mode.c). */
+relock_status relock_client_paths(relock_client *c, relock_paths **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "paths: nowhere to put the result");
+    if (c->algo != &relock__algo_modern)
+        return RELOCK__FAIL(&c->err, RELOCK_EUNSUPPORTED,
+                            "paths: only for modern mode on one server (this client: %s)",
+                            c->q      ? "a quorum, which uses scripts on every server"
+                            : c->algo ? relock_mode_name(c->mode)
+                                      : "no mode selected");
+    /* The capabilities of the server connected now: after a failover it
+     * may be another one than at connect. */
+    relock_status st = relock__drive_ready(c, NULL);
+    if (st != RELOCK_OK)
+        return st;
+    relock_paths *p = calloc(1, sizeof *p);
+    if (!p)
+        return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "paths: out of memory");
+    relock__modern_paths(c, p);
+    *out = p;
+    return RELOCK_OK;
+}
+
+void relock_paths_free(relock_paths *p)
+{
+    free(p);
+}
+
+const char *relock_paths_get(const relock_paths *p, relock_path which)
+{
+    if (!p || (unsigned)which >= RELOCK__NPATHS || !p->path[which])
+        return "";
+    return p->path[which];
+}
+
+/* relock_scan_keys(): the core's scan (src/core/scan.c) on the poll loop,
+ * over every master of a Redis Cluster in turn (each holds its slots' keys
+ * only); complete only when every master's walk was. */
+const char *relock_scan_node(const relock_client *c)
+{
+    return c ? c->scan_node : "";
+}
+
+relock_status relock_scan(relock_client *c, const char *match, relock_scan_result **out)
+{
+    return relock_scan_keys(c, match, NULL, NULL, out);
+}
+
+relock_status relock_scan_keys(relock_client *c, const char *match, relock_scan_key_fn fn,
+                               void *arg, relock_scan_result **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c)
+        return RELOCK_EINVAL;
+    relock__err_clear(&c->err);
+    if (!out)
+        return RELOCK__FAIL(&c->err, RELOCK_EINVAL, "scan: no place for the result");
+    /* (A quorum client's walks the first server.) */
+    return relock__poll_scan(c, match, fn, arg, out);
+}

@@ -35,10 +35,8 @@ struct relock__keeper {
      * which holds back the next renewal (owner_writing: from the owner's
      * call to the write's end): the record is conditional on the value
      * the key holds (in legacy and bridge modes each renewal writes a new
-     * one), and no renewal's note with the old text lands after it.  In
-     * between, the loop waits in keeper_turn(), and the owner's thread
-     * reads the shadow's value and sets its owner.  Both are signalled on
-     * cv. */
+     * one), and no renewal's note with the old text lands after it.  Both
+     * are signalled on cv. */
     int renewing;
     int owner_writing;
 };
@@ -48,9 +46,8 @@ struct relock__keeper {
 static void keeper_wake(struct relock__keeper *k)
 {
     char x = 0;
-    if (write(k->wake[1], &x, 1) < 0) {
-        /* (full: a wake is pending) */
-    }
+    ssize_t n = write(k->wake[1], &x, 1);
+    (void)n;
 }
 
 /* Before each turn of the thread's loop (relock__poll_keep()): the

@@ -1,10 +1,12 @@
 /*
- * Redis Cluster (design.md §9.3), the pure parts: the hash slot of a key
- * and reading CLUSTER SLOTS.  The operation core (src/core/routing.c)
- * follows the redirections and keeps the slot map and a connection per
- * master in use.
+ * Redis Cluster (design.md §9.3), the pure parts: the hash slot of a key,
+ * reading CLUSTER SLOTS, and what a reply asks of the client that sent the
+ * command (a redirection, Sentinel's READONLY, or nothing).  The operation
+ * core (routing.c) acts on them: it follows the redirections and keeps the
+ * slot map and a connection per master in use.
  */
-#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "routing.h"
@@ -62,4 +64,88 @@ unsigned relock__cluster_slot(const char *key, size_t len)
             return crc16(key + from, (size_t)(close - (key + from))) & (RELOCK__CLUSTER_NSLOTS - 1);
     }
     return crc16(key, len) & (RELOCK__CLUSTER_NSLOTS - 1);
+}
+
+enum relock__route relock__route_reply(const relock__settings *s, int in_txn, int hops,
+                                       const char *cur_host, const redisReply *r,
+                                       relock__redirect *next)
+{
+    memset(next, 0, sizeof *next);
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        return RELOCK__ROUTE_REPLY;
+    /* Inside a transaction a redirection is not followed: the other node
+     * holds neither the WATCH nor the queued commands.  The error reply
+     * goes to the caller, which fails the operation. */
+    if (in_txn && !relock__sentinel_readonly(r))
+        return RELOCK__ROUTE_REPLY;
+    if (relock__sentinel_on(s))
+        /* Sentinel masters are not Cluster nodes. */
+        return relock__sentinel_readonly(r) ? RELOCK__ROUTE_READONLY : RELOCK__ROUTE_REPLY;
+    enum relock__redir_kind kind = relock__redirect_parse(cur_host, r, next);
+    if (kind == RELOCK__REDIR_NONE)
+        return RELOCK__ROUTE_REPLY;
+    if (hops >= RELOCK__CLUSTER_MAX_REDIRECTS)
+        return RELOCK__ROUTE_TOO_MANY;
+    return kind == RELOCK__REDIR_MOVED ? RELOCK__ROUTE_MOVED
+           : kind == RELOCK__REDIR_ASK ? RELOCK__ROUTE_ASK
+                                       : RELOCK__ROUTE_TRYAGAIN;
+}
+
+relock_status relock__route_too_many(relock__err *err, const char *name, int hops,
+                                     const char *reply)
+{
+    return RELOCK__FAIL_SRV(err, RELOCK_EIO, reply,
+                            "%s: still redirected after %d redirections (last: %s): is the "
+                            "cluster being resharded?",
+                            name, hops, reply);
+}
+
+long relock__route_tryagain_ms(int hops)
+{
+    return 10L << hops;
+}
+
+/* Reads "host:port" (the host may be an IPv6 address with colons, or
+ * empty: then cur_host) from the end of a redirection. */
+static int parse_target(const char *cur_host, const char *p, relock__redirect *out)
+{
+    const char *colon = strrchr(p, ':');
+    if (!colon)
+        return -1;
+    size_t hl = (size_t)(colon - p);
+    const char *port = colon + 1;
+    if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
+        return -1;
+    long v = strtol(port, NULL, 10);
+    if (v < 1 || v > 65535 || hl >= sizeof out->host)
+        return -1;
+    if (hl == 0) /* 7.0 without a known endpoint: the same address as this node */
+        snprintf(out->host, sizeof out->host, "%s", cur_host);
+    else
+        snprintf(out->host, sizeof out->host, "%.*s", (int)hl, p);
+    out->port = (int)v;
+    return 0;
+}
+
+enum relock__redir_kind relock__redirect_parse(const char *cur_host, const redisReply *r,
+                                               relock__redirect *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
+        return RELOCK__REDIR_NONE;
+    if (strncmp(r->str, "TRYAGAIN", 8) == 0)
+        return out->kind = RELOCK__REDIR_TRYAGAIN;
+    int moved = strncmp(r->str, "MOVED ", 6) == 0;
+    if (!moved && strncmp(r->str, "ASK ", 4) != 0)
+        return RELOCK__REDIR_NONE;
+    const char *p = r->str + (moved ? 6 : 4);
+    /* The slot, then one space, then the address. */
+    size_t digits = strspn(p, "0123456789");
+    if (digits == 0 || digits > 5 || p[digits] != ' ' ||
+        parse_target(cur_host, p + digits + 1, out) != 0)
+        return RELOCK__REDIR_NONE; /* not a redirection we understand: the caller sees it */
+    out->slot = atoi(p);
+    if (out->slot >= RELOCK__CLUSTER_NSLOTS)
+        return RELOCK__REDIR_NONE;
+    return out->kind = moved ? RELOCK__REDIR_MOVED : RELOCK__REDIR_ASK;
 }

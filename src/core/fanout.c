@@ -3,16 +3,10 @@
  * fan machine (engine/fan.h, quorum.c) runs over a connection per server;
  * a round's batches go out at once, each server's replies are fed as soon
  * as they are complete, one timer per round feeds the time at its
- * deadline, and the machine decides.
- *
- * A server still silent when a round is decided owes its replies (its
- * request stays in the FIFO without an operation, read and dropped).  A
- * connection owing a reply older than the round's timeout, or max_owed
- * requests, is dropped when a round would use it and left alone for one
- * timeout; a clean-up (a failed acquire's delete) goes behind the owed
- * request however late, so that the server runs it after what it undoes.
- * A quorum's connections run no probe (modern values only): AUTH, SELECT
- * and SCRIPT LOAD of its scripts are pipelined ahead of the first batch.
+ * deadline, and the machine decides.  A server still silent when a round
+ * is decided owes its replies (read and dropped); a clean-up (a failed
+ * acquire's delete) goes behind them however late, so that the server
+ * runs it after what it undoes.
  */
 #include "core.h"
 
@@ -77,15 +71,6 @@ static void fan_flush(aop *op)
         any = rq_unwritten(op->fan->rq[i]);
     if (any)
         relock__write_nopipe(flush_unwritten, op);
-}
-
-static unsigned fan_written(const afan *F, int n)
-{
-    unsigned w = 0;
-    for (int i = 0; i < n; i++)
-        if (F->rq[i] && rq_written(F->rq[i]))
-            w |= 1u << i;
-    return w;
 }
 
 static void fan_kick_fire(void *arg)
@@ -212,7 +197,8 @@ static int fan_setup_cmd(aconn *cn, int argc, const char **argv, int login)
     return rc == REDIS_OK ? 0 : -1;
 }
 
-/* Opens a quorum connection and pipelines its setup; 0, or -1. */
+/* Opens a quorum connection and pipelines its setup, with no probe
+ * (modern values only); 0, or -1. */
 static int fan_connect(aconn *cn)
 {
     relock_async *a = cn->a;
@@ -273,10 +259,11 @@ static areq *fan_request(aop *op, aconn *cn, const relock__batch *b)
     return rq;
 }
 
-/* A new round's batch to server i: the connection checked (owed replies,
- * lateness), opened if needed, and the batch written; 0, or -1 when the
- * server is not reached.  after: the batch is a clean-up (fan.h), which
- * goes to a new connection only when the one it follows is gone. */
+/* A new round's batch to server i: the connection dropped and left alone
+ * for a timeout when it owes max_owed replies or one older than that,
+ * opened if needed, and the batch written; 0, or -1 when the server is
+ * not reached.  after: the batch is a clean-up (fan.h), which goes to a
+ * new connection only when the one it follows is gone. */
 static int fan_start_one(aop *op, int i, const relock__batch *b, uint64_t now,
                          long long timeout_ms, int after)
 {
@@ -407,7 +394,10 @@ static void fan_step(aop *op)
     relock__a_fan_undue(op); /* its first feed is now, whatever brought it */
     for (;;) {
         fan_flush(op); /* what the socket did not take whole yet */
-        F->f.written = fan_written(F, n);
+        F->f.written = 0;
+        for (int i = 0; i < n; i++)
+            if (F->rq[i] && rq_written(F->rq[i]))
+                F->f.written |= 1u << i;
         relock__a_err_load(op);
         relock__step s = a->kit->fan(op->m, op->l, &F->f, out);
         relock__a_err_save(op);

@@ -46,8 +46,7 @@ static int lua_left_out(const relock__conn *conn)
 /* Uses mode m (never auto), the reason why (a format) shown by `relock
  * probe`; modern's reason names how it releases, extends and fences on
  * this server (relock__modern_paths() decides). */
-static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
-    __attribute__((format(printf, 3, 4)));
+__attribute__((format(printf, 3, 4)))
 static relock_status use(relock_client *c, relock_mode m, const char *why, ...)
 {
     c->mode = m;

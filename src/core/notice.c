@@ -272,11 +272,10 @@ void relock__a_sub_next(aop *op)
     relock__a_plan(op, 1);
 }
 
-/* (algo.h; here in the core, the waiter's) */
 relock__wait_in relock__wait_in_of(relock_lock *l)
 {
     relock_client *c = l->c;
-    relock__wait_in in = {
+    return (relock__wait_in){
         .silent_holder = l->legacy_holder,
         .notify = c->s.wait.notify,
         .backoff_min_ms = c->s.wait.backoff_min_ms,
@@ -284,7 +283,6 @@ relock__wait_in relock__wait_in_of(relock_lock *l)
         .skew_margin_ms = c->s.legacy.skew_margin_ms,
         .rnd = relock__rand64(&c->rng),
     };
-    return in;
 }
 
 /* What a waiter does after an attempt that found the lock held (the wait

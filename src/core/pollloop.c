@@ -1,19 +1,16 @@
 /*
  * The blocking API's calls as a private poll loop over the operation core
  * (core.h), as curl_easy_perform() runs over curl's multi interface: each
- * call is an operation of an inner core client, a quorum's (c->q, fan
- * machines, fanout.c) or the one-server runner's (c->p: one connection, a
- * Cluster's key's node or a Sentinel's master, routing.c), and poll()
- * turns until it completes.  A quorum client runs its calls that are not
- * fan machines (the server it reports, inspect, the scan) on a one-server
- * runner to its first server, since the fan's client routes no call by key.
+ * call is an operation of an inner core client, a quorum's (c->q) or the
+ * one-server runner's (c->p), and poll() turns until it completes.  A
+ * quorum client runs its calls that are not fan machines (the server it
+ * reports, inspect, the scan) on a one-server runner to its first server,
+ * since the fan's client routes no call by key.
  *
  * An inner client shares the blocking client itself (its settings, scripts
- * and error, where the blocking calls report) and owns its connections,
- * which stay open between calls.  The loop turns only while a call runs:
- * its first turn reads what arrived meanwhile (a close, then reopened;
- * owed replies, dropped) and fires the timers that fell due, before
- * anything is sent.  Nothing here is shared between clients or threads.
+ * and error) and owns its connections, which stay open between calls; the
+ * loop turns only while a call runs.  Nothing here is shared between
+ * clients or threads.
  */
 
 #include <errno.h>
@@ -27,7 +24,7 @@
 
 #include "core.h"
 #include "pollloop.h"
-#include "drive.h"
+#include "routing.h"
 
 /* A watched descriptor: what relock_async_socket_action() is told about.
  * Let go of (s NULL) when hiredis removes it, and freed after the turn,
@@ -303,35 +300,31 @@ static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int qu
     return a;
 }
 
-/* Frees the inner client between calls (no operation of it is in
- * flight): the requests its connections still owe replies to, then the
+/* Frees q's inner client between calls (no operation of it is in
+ * flight), which closes its connections (their descriptors removed), and
+ * its timers: the requests its connections still owe replies to, then the
  * rest as relock_async_free() ends (relock__a_leave()). */
-static void inner_free(relock_async *a)
-{
-    a->freeing = 1;
-    relock__a_enter(a);
-    for (int i = 0; i < a->nconns; i++) {
-        aconn *cn = &a->conns[i];
-        for (areq *rq = cn->fifo; rq;) {
-            areq *next = rq->fnext;
-            relock__a_rq_clear(rq);
-            /* owed or a fan machine's: allocated; an operation's own (a
-             * connection's setup still under way) lives in it */
-            if (!rq->op || rq != &rq->op->rq)
-                free(rq);
-            rq = next;
-        }
-        cn->fifo = cn->fifo_tail = NULL;
-    }
-    relock__a_leave(a);
-}
-
-/* Frees q's inner client, which closes its connections (their
- * descriptors removed), and its timers. */
 static void p_reset(struct relock__qpoll *q)
 {
-    if (q->a)
-        inner_free(q->a);
+    relock_async *a = q->a;
+    if (a) {
+        a->freeing = 1;
+        relock__a_enter(a);
+        for (int i = 0; i < a->nconns; i++) {
+            aconn *cn = &a->conns[i];
+            for (areq *rq = cn->fifo; rq;) {
+                areq *next = rq->fnext;
+                relock__a_rq_clear(rq);
+                /* owed or a fan machine's: allocated; an operation's own
+                 * (a connection's setup still under way) lives in it */
+                if (!rq->op || rq != &rq->op->rq)
+                    free(rq);
+                rq = next;
+            }
+            cn->fifo = cn->fifo_tail = NULL;
+        }
+        relock__a_leave(a);
+    }
     q->a = NULL;
     q->cur = NULL;
     while (q->timers)
@@ -373,16 +366,29 @@ static void run_done(relock_async *a, relock_status st, relock_lock *l, const re
     q->done = 1;
 }
 
-/* Turns the loop until the call's operation is done and returns its
- * status; bounded by the operation's timers (command, connect and wait
- * bounds) and its machine's bound on steps.  A loop left with nothing to
- * wait for has lost its operation (cannot happen): the inner client is let
- * go of, never freed or turned again, since its operation points at the
- * returning call's machine.  acq: a waiting acquire, cancelled between its attempts once
- * relock_client_cancel_on()'s flag is set (a signal, or the blocking
+/* The call's operation ended: what it wrote last without waiting for its
+ * reply (the legacy marker) leaves before the call returns (its reply is
+ * read and dropped at a later turn), and with key (not a quorum's) the
+ * server the client reports is the one key routes to now. */
+static void p_done(struct relock__qpoll *q, const char *key)
+{
+    p_flush(q);
+    p_sweep(q);
+    q->last = relock__mono_ms();
+    if (key && !(q->a->kit && q->a->kit->fan))
+        q->cur = relock__a_route(q->a, key);
+}
+
+/* Turns the loop until the call's operation is done (then p_done() with
+ * key) and returns its status; bounded by the operation's timers and its
+ * machine's bound on steps.  A loop left with nothing to wait for has lost
+ * its operation (cannot happen): the inner client is let go of, never
+ * freed or turned again, since its operation points at the returning
+ * call's machine.  acq: a waiting acquire, cancelled between its attempts
+ * once relock_client_cancel_on()'s flag is set (a signal, or the blocking
  * read's short slice, ends each wait). */
 static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const char *what,
-                            const char *name, aop *acq)
+                            const char *name, aop *acq, const char *key)
 {
     int cancelled = 0;
     while (!q->done) {
@@ -403,6 +409,7 @@ static relock_status p_wait(struct relock__qpoll *q, relock_client *c, const cha
             relock__a_op_cancel(acq);
         }
     }
+    p_done(q, key);
     return q->st;
 }
 
@@ -467,9 +474,7 @@ relock_status relock__drive_ready(relock_client *c, const char *key)
 void relock__cluster_counts(const relock_client *c, int *masters, int *open,
                             unsigned long *refreshes)
 {
-    /* the blocking calls' connections are the operation core's: none
-     * before the first call */
-    static const relock_async none;
+    static const relock_async none; /* (no inner client before the first call) */
     relock__a_cluster_counts(c->p && c->p->a ? c->p->a : &none, masters, open, refreshes);
 }
 
@@ -512,19 +517,6 @@ static void p_direct_end(relock_async *a, aconn *cn)
     }
 }
 
-/* The call's operation ended: what it wrote last without waiting for its
- * reply (the legacy marker) leaves before the call returns (its reply is
- * read and dropped at a later turn), and with a (not a quorum's) the
- * server the client reports is the one key routes to now. */
-static void p_done(struct relock__qpoll *q, relock_async *a, const char *key)
-{
-    p_flush(q);
-    p_sweep(q);
-    q->last = relock__mono_ms();
-    if (a && !(a->kit && a->kit->fan))
-        q->cur = relock__a_route(a, key);
-}
-
 relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
 {
     relock_client *c = l->c;
@@ -538,20 +530,20 @@ relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m)
     p_direct_end(a, cn);
     if (st != RELOCK_OK)
         return RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "lock %s: out of memory", l->name);
-    st = p_wait(q, c, "lock ", l->name, NULL);
-    if (q->done)
-        p_done(q, a, l->key);
-    return st;
+    return p_wait(q, c, "lock ", l->name, NULL, l->key);
 }
 
 /* ------------------------------------------------------------------ whole operations */
 
-/* An operation of the core ended with st (e its detail): its status and
- * error become the blocking call's (c->err), with the status's words when
- * the detail has no message. */
-static void p_result(struct relock__qpoll *q, relock_client *c, relock_status st,
-                     const relock_error *e)
+/* An operation of the core on q (arg) ended with st (e its detail): its
+ * status and error become the blocking call's (c->err), with the status's
+ * words when the detail has no message. */
+static void p_result(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
+                     void *arg)
 {
+    (void)l;
+    struct relock__qpoll *q = arg;
+    relock_client *c = a->c;
     relock__err_clear(&c->err);
     if (st != RELOCK_OK)
         relock__err_set(&c->err, st, e->file ? e->file : __FILE__, e->line,
@@ -559,14 +551,6 @@ static void p_result(struct relock__qpoll *q, relock_client *c, relock_status st
                         e->message && e->message[0] ? e->message : relock_strerror(st));
     q->st = st;
     q->done = 1;
-}
-
-/* A lock operation's end. */
-static void lock_done(relock_async *a, relock_status st, relock_lock *l, const relock_error *e,
-                      void *arg)
-{
-    (void)l;
-    p_result(arg, a->c, st, e);
 }
 
 /* The inner client a lock operation of c runs on, with its loop in *qp:
@@ -588,7 +572,7 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     relock_client *c = l->c;
     struct relock__qpoll *q;
     relock_async *a = runner(c, &q);
-    aop *op = a && relock__a_start_armed(a) ? relock__a_op_new(a, kinds[kind], lock_done, q)
+    aop *op = a && relock__a_start_armed(a) ? relock__a_op_new(a, kinds[kind], p_result, q)
                                             : NULL;
     if (!op || !relock__a_alock(a, l)) {
         free(op);
@@ -615,10 +599,10 @@ relock_status relock__lock_op(relock_lock *l, int kind, long long ms)
     aconn *cn = p_direct_begin(q, a, l->key);
     relock__a_op_enqueue(op);
     p_direct_end(a, cn);
-    relock_status st = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL);
+    relock_status st = p_wait(q, c, "lock ", l->name, kind == RELOCK__OP_ACQUIRE ? op : NULL,
+                              kind == RELOCK__OP_ACQUIRE ? key : l->key);
     if (!q->done)
         return st;
-    p_done(q, a, kind == RELOCK__OP_ACQUIRE ? key : l->key);
     /* A blocking lock keeps no state of the core between calls (an acquire
      * that failed took its lock with it). */
     if (st == RELOCK_OK || kind != RELOCK__OP_ACQUIRE) {
@@ -668,7 +652,7 @@ void relock__poll_keep(relock_lock *l, const relock__keep_hooks *h)
     relock__a_keep_stop(al);
     relock__a_alock_free(l);
     l->al_free = NULL;
-    p_done(q, NULL, NULL);
+    p_done(q, NULL);
 }
 
 /* The blocking scan's end: its result and error kept for the call. */
@@ -677,7 +661,7 @@ static void scan_end(relock_async *a, relock_status st, relock_scan_result *r,
 {
     struct relock__qpoll *q = arg;
     q->scan = r;
-    p_result(q, a->c, st, e);
+    p_result(a, st, NULL, e, q);
 }
 
 relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan_key_fn fn,
@@ -692,10 +676,7 @@ relock_status relock__poll_scan(relock_client *c, const char *match, relock_scan
     relock_status st = relock__a_scan(a, match, fn, arg, scan_end, q);
     if (st != RELOCK_OK)
         return st; /* (its error on c->err, the core's shared client) */
-    st = p_wait(q, c, "scan", "", NULL);
-    if (!q->done)
-        return st;
-    p_done(q, NULL, NULL);
+    st = p_wait(q, c, "scan", "", NULL, NULL);
     *out = q->scan;
     return st;
 }
@@ -757,21 +738,12 @@ redisReply *relock__command(relock_client *c, int *sent, int argc, const char **
     return m.reply;
 }
 
-/* TYPE's answer in words, with its article. */
-static void type_words(const char *type, char *buf, size_t len)
+relock_status relock__foreign_type(relock_client *c, const char *op, const char *name,
+                                   const char *key, relock_status st)
 {
-    if (strcmp(type, "zset") == 0)
-        snprintf(buf, len, "a sorted set");
-    else if (strcmp(type, "list") == 0 || strcmp(type, "set") == 0 ||
-             strcmp(type, "hash") == 0 || strcmp(type, "stream") == 0)
-        snprintf(buf, len, "a %s", type);
-    else
-        snprintf(buf, len, "a value of type %.64s", type); /* a module's type */
-}
-
-relock_status relock__foreign_type(relock_client *c, const char *what, const char *key)
-{
-    relock_status st = c->err.pub.status;
+    if (st != RELOCK_EFOREIGN)
+        return st;
+    st = c->err.pub.status;
     if (st != RELOCK_EFOREIGN ||
         (strncmp(c->err.server, "WRONGTYPE", 9) != 0 &&
          !strstr(c->err.server, "wrong kind of value")) ||
@@ -790,15 +762,22 @@ relock_status relock__foreign_type(relock_client *c, const char *what, const cha
         relock__err_copy(&c->err, &saved);
         return st;
     }
-    char words[96];
-    type_words(r->str, words, sizeof words);
+    char words[96]; /* TYPE's answer in words, with its article */
+    const char *t = r->str;
+    if (strcmp(t, "zset") == 0)
+        snprintf(words, sizeof words, "a sorted set");
+    else if (strcmp(t, "list") == 0 || strcmp(t, "set") == 0 || strcmp(t, "hash") == 0 ||
+             strcmp(t, "stream") == 0)
+        snprintf(words, sizeof words, "a %s", t);
+    else
+        snprintf(words, sizeof words, "a value of type %.64s", t); /* a module's type */
     freeReplyObject(r);
     const relock__server *srv = relock__poll_server(c, key);
     relock__err_clear(&c->err);
     relock__err_set(&c->err, RELOCK_EFOREIGN, saved.pub.file, saved.pub.line, saved.server,
-                    "%s: the key %s on " RELOCK__ADDR_FMT
+                    "%s %s: the key %s on " RELOCK__ADDR_FMT
                     " holds %s, not a lock; relock never takes over, "
                     "changes or deletes it",
-                    what, key, RELOCK__ADDR(srv), words);
+                    op, name, key, RELOCK__ADDR(srv), words);
     return RELOCK_EFOREIGN;
 }

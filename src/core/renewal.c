@@ -7,18 +7,6 @@
 
 /* ------------------------------------------------------------------ locks */
 
-static int async_lock_free(relock_lock *l);
-
-struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
-{
-    if (l->al || !(l->al = calloc(1, sizeof *l->al)))
-        return l->al;
-    l->al_free = async_lock_free;
-    l->al->a = a;
-    alocks_add_(&a->alocks, l->al);
-    return l->al;
-}
-
 void relock__a_alock_free(relock_lock *l)
 {
     struct relock__alock *al = l->al;
@@ -49,6 +37,16 @@ static int async_lock_free(relock_lock *l)
     }
     relock__a_alock_free(l);
     return 0;
+}
+
+struct relock__alock *relock__a_alock(relock_async *a, relock_lock *l)
+{
+    if (l->al || !(l->al = calloc(1, sizeof *l->al)))
+        return l->al;
+    l->al_free = async_lock_free;
+    l->al->a = a;
+    alocks_add_(&a->alocks, l->al);
+    return l->al;
 }
 
 /* An operation on l ended: the next one on it may start; a lock the

@@ -8,7 +8,7 @@
 
 /* ------------------------------------------------------------------ Cluster and Sentinel replies
  *
- * relock__route_reply (route.c) decides what a reply asks; MOVED's node
+ * relock__route_reply (cluster.c) decides what a reply asks; MOVED's node
  * serves the slot from then on (the slot map); too many redirections, and
  * Sentinel's READONLY, end the batch as unsent. */
 

@@ -1,12 +1,26 @@
 /*
  * Routing's pure parts, which the operation core (core.h) runs: Sentinel's
- * search (sentinel.c), Cluster's slots and redirections (cluster.c,
- * route.c); and the blocking calls' single commands (pollloop.c).
+ * search (sentinel.c), Cluster's slots and redirections (cluster.c); and
+ * the blocking calls' driver of one step machine and single commands
+ * (pollloop.c).
  */
 #ifndef RELOCK_ROUTING_H
 #define RELOCK_ROUTING_H
 
-#include "drive.h"
+#include "engine/fan.h"
+
+/*
+ * Runs machine m (its head zeroed but for its inputs) with step function
+ * fn until it is done, and returns its status (errors on l->c->err), on
+ * the one-server runner's connection l->key routes to (a quorum's first
+ * server, a Sentinel's master, a Cluster node): break, inspect and the
+ * owner record (src/api/), an adoption (mode.c), relock__command().
+ */
+relock_status relock__drive(relock_lock *l, relock__step_fn fn, void *m);
+/* The connection key's machine will run on, connected, logged in and
+ * probed now, its facts on c->conn (key NULL: the server the client
+ * reports); or the error on c->err. */
+relock_status relock__drive_ready(relock_client *c, const char *key);
 
 /*
  * Runs one command (argv form) on the connection its second word, a key,
@@ -17,11 +31,12 @@
  */
 redisReply *relock__command(relock_client *c, int *sent, int argc, const char **argv,
                             const size_t *argvlen);
-/* When c's error is a WRONGTYPE reply (RELOCK_EFOREIGN): asks the server
- * with TYPE which type key holds and rewrites the message as "WHAT: the
- * key KEY on HOST:PORT holds a hash, not a lock; ...".  Leaves any other
- * error, and this one when TYPE fails, as it is.  Returns c's status. */
-relock_status relock__foreign_type(relock_client *c, const char *what, const char *key);
+/* st, or when st and c's error are a WRONGTYPE reply (RELOCK_EFOREIGN):
+ * asks the server with TYPE which type key holds and rewrites the message
+ * as "OP NAME: the key KEY on HOST:PORT holds a hash, not a lock; ...".
+ * Leaves any other error, and this one when TYPE fails, as it is. */
+relock_status relock__foreign_type(relock_client *c, const char *op, const char *name,
+                                   const char *key, relock_status st);
 
 /* ------------------------------------------------------------------ sentinel (sentinel.c) */
 

@@ -23,8 +23,7 @@
 
 /* Appends "sentinel HOST:PORT" (the one being asked) and fmt's text to
  * the list of what was tried; returns -1, a refused answer's result. */
-static int note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+__attribute__((format(printf, 3, 4)))
 static int note(relock__sentinel_search *q, const relock__settings *s, const char *fmt, ...)
 {
     const relock__addr *a = &s->sentinel.addrs[q->cur];
@@ -40,6 +39,15 @@ static int note(relock__sentinel_search *q, const relock__settings *s, const cha
     vsnprintf(q->tried + len + (size_t)n, cap - len - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+int relock__sentinel_readonly(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
+        return 0;
+    /* 7.0 passes the error on as it is; older servers wrap a script's
+     * error: "ERR Error running script ...: -READONLY You can't write ..." */
+    return strncmp(r->str, "READONLY", 8) == 0 || strstr(r->str, "-READONLY") != NULL;
 }
 
 long long relock__sentinel_timeout(long long configured_ms)
@@ -68,8 +76,7 @@ int relock__sentinel_next(relock__sentinel_search *q)
 {
     if (q->k >= q->n)
         return q->cur = -1;
-    q->cur = (q->first + q->k++) % q->n;
-    return q->cur;
+    return q->cur = (q->first + q->k++) % q->n;
 }
 
 void relock__sentinel_unreachable(relock__sentinel_search *q, const relock__settings *s,

@@ -134,7 +134,7 @@ done <"$TMP/includes"
 
 # The umbrella header is for the tests: each library file includes the
 # headers of the layers it uses (base.h, handle.h, engine/engine.h, the
-# machines' headers, drive.h, routing.h, algo.h, api.h, ...).
+# machines' headers, routing.h, algo.h, api.h, ...).
 while read -r f h; do
     [ "$h" = src/internal.h ] && bad "$f includes internal.h; include the layer headers it uses"
 done <"$TMP/includes"

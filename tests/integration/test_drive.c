@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "core/core.h"
-#include "core/drive.h"
+#include "core/routing.h"
 #include "core/pollloop.h"
 #include "testclient.h"
 #include "testutil.h"

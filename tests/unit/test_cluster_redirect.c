@@ -1,7 +1,8 @@
 /*
  * Reading Redis Cluster redirections and the READONLY reply of a demoted
- * master (src/core/route.c), and the operation core's connection to a
- * node a redirection names (src/core/routing.c), without a server.
+ * master (src/core/cluster.c, sentinel.c), and the operation core's
+ * connection to a node a redirection names (src/core/routing.c), without
+ * a server.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -61,28 +60,12 @@ struct relock__qpoll {
     /* one server: the connection the last call's key routes to now, the
      * server the client reports (NULL before the first) */
     aconn *cur;
-    unsigned long forks; /* the process's count of forks when a was made */
+    unsigned long forks; /* relock__forks() when a was made: another is a parent's copy */
     /* relock__poll_keep(): a descriptor that, readable, ends a turn early
      * (the owner's thread writes to it) */
     int waking;
     int wake_fd;
 };
-
-/* How many forks made this process (counted in each child as it starts):
- * a runner whose inner client was made at another count is a copy of its
- * parent's.  Only a child writes it, before its fork() returns. */
-static unsigned long forks;
-static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
-
-static void fork_child(void)
-{
-    forks++;
-}
-
-static void forks_watch(void)
-{
-    pthread_atfork(NULL, NULL, fork_child);
-}
 
 static int p_watch(void *data, relock_async_socket *s, int fd, int events, void **sockp)
 {
@@ -265,11 +248,10 @@ timers:;
  * one: a quorum's or the one-server runner's; NULL out of memory. */
 static relock_async *inner_new(relock_client *c, struct relock__qpoll *q, int quorum)
 {
-    pthread_once(&forks_once, forks_watch);
     relock_async *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
-    q->forks = forks;
+    q->forks = relock__forks();
     a->c = c;
     a->borrowed = 1;
     a->loop = (relock_async_loop){.size = sizeof a->loop, .version = RELOCK_ASYNC_LOOP_VERSION,
@@ -430,7 +412,7 @@ static relock_async *inner(relock_client *c, struct relock__qpoll **qp, int quor
 {
     if (!*qp && !(*qp = calloc(1, sizeof **qp)))
         return NULL;
-    if ((*qp)->a && (*qp)->forks != forks)
+    if ((*qp)->a && (*qp)->forks != relock__forks())
         p_reset(*qp);
     (*qp)->block = !quorum;
     if (!(*qp)->a)

@@ -60,7 +60,7 @@ struct relock_client {
 };
 
 /* What a lock asks of its keeper (background renewal, src/api/renew.c,
- * above lock.c and owner.c), installed by relock_keep() beside l->keeper
+ * above lock.c), installed by relock_keep() beside l->keeper
  * and called only while it is set. */
 typedef struct relock__keep_ops {
     /* Stops the renewal; RELOCK_LOST if the lock was lost meanwhile. */
@@ -113,7 +113,7 @@ struct relock_lock {
      * may be half-way through them, so it retries soon, not after a backoff. */
     unsigned char after_notice;
     unsigned char looked; /* an attempt found it held: on 2.0 the next read first (ts.h) */
-    /* Owner metadata (owner.c): the pid (0: getpid()), when the lock was
+    /* Owner metadata (src/api/lock.c): the pid (0: getpid()), when the lock was
      * won (wall seconds; 0, adopted: each write's time) and the text
      * (malloc'd, or NULL). */
     long owner_pid;

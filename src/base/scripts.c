@@ -129,7 +129,7 @@ static const char *const sources[RELOCK__NSCRIPTS] = {
      * KEYS[3] owner record; ARGV[1] the holder's value, ARGV[2] its fence
      * or '0' (not checked), ARGV[3] the record or '' to delete it, ARGV[4]
      * its TTL in ms.  Writes or deletes the record only while the lock is
-     * the holder's (owner.c): 1 done, 0 not held. */
+     * the holder's (src/api/lock.c): 1 done, 0 not held. */
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
     "if ARGV[2] ~= '0' and redis.call('get', KEYS[2]) ~= ARGV[2] then return 0 end\n"
     "if ARGV[3] == '' then redis.call('del', KEYS[3])\n"

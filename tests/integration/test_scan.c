@@ -25,7 +25,7 @@
 #include "scan.h" /* the size of a relock_scan_result, whose allocation is refused below */
 #include "testsrv.h"
 
-/* The walk's bound (src/api/scan.c); lowered here to reach the incomplete path. */
+/* The walk's bound (src/algo/scan.c); lowered here to reach the incomplete path. */
 extern long long relock__scan_max_keys;
 
 #define PREFIX "app:"

@@ -44,7 +44,9 @@ struct relock_scan_result {
     char *families_text;
 };
 
-typedef enum { RELOCK__SCAN_END, RELOCK__SCAN_MORE, RELOCK__SCAN_NODE, RELOCK__SCAN_KEY } relock__scan_next;
+typedef enum {
+    RELOCK__SCAN_END, RELOCK__SCAN_MORE, RELOCK__SCAN_NODE, RELOCK__SCAN_KEY
+} relock__scan_next;
 
 typedef struct relock__scan_m {
     relock__mhead h;

@@ -125,8 +125,9 @@ static relock_status usable(relock_async *a)
     return a->fatal;
 }
 
-relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms, long long wait_ms,
-                                   relock_async_fn cb, void *arg, relock_async_op **opp)
+relock_status relock_async_acquire(relock_async *a, const char *name, long long ttl_ms,
+                                   long long wait_ms, relock_async_fn cb, void *arg,
+                                   relock_async_op **opp)
 {
     if (opp)
         *opp = NULL;

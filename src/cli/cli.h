@@ -45,8 +45,8 @@ void cli_json_str(FILE *f, const char *s);
  * in modern mode a wait starts with one attempt that does not wait, so
  * that a classic holder met is said on stderr at once rather than at the
  * end of the wait (scan.c: the migration's emergency). */
-relock_status cli_acquire_once(relock_client *c, const char *cmd, const char *name, long long ttl_ms,
-                               long long wait_ms, relock_lock **l);
+relock_status cli_acquire_once(relock_client *c, const char *cmd, const char *name,
+                               long long ttl_ms, long long wait_ms, relock_lock **l);
 /* After getopt_long() (opterr = 0) refused an option: prints the one-line
  * error, a missing value or an unknown option, for command cmd (NULL: the
  * top level), naming the option as the user wrote it. */

@@ -482,7 +482,8 @@ static void print_text(const relock_scan_result *r, const listing *ls, const det
         fmt_time(since, when, sizeof when);
         long long d = relock_scan_result_now_ms(r) - since;
         relockx_format_duration(d >= 0 ? d : -d, age, sizeof age);
-        printf("watching:    since %s (%s %s)\n", when, age, d >= 0 ? "ago" : "ahead of this clock");
+        printf("watching:    since %s (%s %s)\n", when, age,
+               d >= 0 ? "ago" : "ahead of this clock");
     } else {
         printf("watching:    not recorded (no upgraded client has yet said it watches)\n");
     }
@@ -504,8 +505,8 @@ static void print_text(const relock_scan_result *r, const listing *ls, const det
         printf("             (--match narrows the pattern)\n");
 }
 
-relock_status cli_acquire_once(relock_client *c, const char *cmd, const char *name, long long ttl_ms,
-                               long long wait_ms, relock_lock **l)
+relock_status cli_acquire_once(relock_client *c, const char *cmd, const char *name,
+                               long long ttl_ms, long long wait_ms, relock_lock **l)
 {
     if (wait_ms == 0 || relock_client_mode(c) != RELOCK_MODE_MODERN)
         return relock_acquire(c, name, ttl_ms, wait_ms, l);

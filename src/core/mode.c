@@ -144,7 +144,8 @@ relock_status relock__quorum_setup(relock_client *c)
     }
     c->mode = RELOCK_MODE_MODERN;
     snprintf(c->mode_reason, sizeof c->mode_reason,
-             "quorum over %d servers (majority %d), modern values", c->s.nservers, c->s.nservers / 2 + 1);
+             "quorum over %d servers (majority %d), modern values", c->s.nservers,
+             c->s.nservers / 2 + 1);
     c->algo = &relock__algo_quorum;
     return RELOCK_OK;
 }

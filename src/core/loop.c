@@ -1,8 +1,7 @@
 /*
- * The asynchronous client's connections on the program's loop, which
- * watches descriptors and runs timers as curl's socket and timer callbacks
- * do (nothing public names hiredis): a context's event hooks tell it what
- * to watch, and it reports a ready descriptor through
+ * hiredis's contexts on the program's loop, which watches descriptors as
+ * curl's socket callback does (nothing public names hiredis): a context's
+ * event hooks tell it what to watch; it reports a ready one through
  * relock_async_socket_action().
  *
  * hiredis may free a context after the client that owned it (a free asked
@@ -50,25 +49,17 @@ static void tell(relock_async_socket *s, int events)
     (void)s->watch(s->data, s, s->fd, events, &s->sockp);
 }
 
-static void add_read(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events | RELOCK_IO_READ);
-}
-
-static void del_read(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events & ~RELOCK_IO_READ);
-}
-
-static void add_write(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events | RELOCK_IO_WRITE);
-}
-
-static void del_write(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events & ~RELOCK_IO_WRITE);
-}
+/* hiredis's four hooks: each sets (on) or clears one event of what is watched. */
+#define HOOK(name, event, on)                                                                  \
+    static void name(void *p)                                                                  \
+    {                                                                                          \
+        relock_async_socket *s = p;                                                            \
+        tell(s, on ? s->events | event : s->events & ~event);                                  \
+    }
+HOOK(add_read, RELOCK_IO_READ, 1)
+HOOK(del_read, RELOCK_IO_READ, 0)
+HOOK(add_write, RELOCK_IO_WRITE, 1)
+HOOK(del_write, RELOCK_IO_WRITE, 0)
 
 /* hiredis lets go of the context; the descriptor is closed right after. */
 static void cleanup(void *p)

@@ -1,8 +1,5 @@
-/*
- * A connection of the operation core (core.h): connecting, the setup
- * (login, probe, a Sentinel master's role check), the operations waiting
- * for it, the requests in flight and their replies, and dropping it.
- */
+/* A connection of the operation core (core.h), from its connect and setup
+ * to its drop, and the requests in flight on it. */
 
 #include <pthread.h>
 
@@ -85,30 +82,27 @@ static redisReply *reply_copy(const redisReply *r, int depth)
     c->integer = r->integer;
     if (r->str) {
         c->str = malloc(r->len + 1);
-        if (!c->str) {
-            free(c);
-            return NULL;
-        }
+        if (!c->str)
+            goto fail;
         memcpy(c->str, r->str, r->len);
         c->str[r->len] = '\0';
         c->len = r->len;
     }
     if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && depth < 16) {
         c->element = calloc(r->elements, sizeof *c->element);
-        if (!c->element) {
-            freeReplyObject(c);
-            return NULL;
-        }
+        if (!c->element)
+            goto fail;
         c->elements = r->elements;
         for (size_t i = 0; i < r->elements; i++) {
             c->element[i] = reply_copy(r->element[i], depth + 1);
-            if (!c->element[i]) {
-                freeReplyObject(c);
-                return NULL;
-            }
+            if (!c->element[i])
+                goto fail;
         }
     }
     return c;
+fail: /* (freeReplyObject() frees what was copied so far) */
+    freeReplyObject(c);
+    return NULL;
 }
 
 /* Replies taken from hiredis rather than copied: hiredis frees a reply
@@ -168,11 +162,10 @@ void relock__a_rq_reset(areq *rq)
     }
     rq->n = 0;
     rq->base = rq->ask = 0;
-    for (int i = 0; i < rq->nrep; i++)
-        if (rq->rep[i]) {
-            freeReplyObject(rq->rep[i]);
-            rq->rep[i] = NULL;
-        }
+    for (int i = 0; i < rq->nrep; i++) {
+        freeReplyObject(rq->rep[i]); /* (NULL: a copy that found no memory) */
+        rq->rep[i] = NULL;
+    }
     rq->nrep = 0;
 }
 
@@ -372,11 +365,10 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                     rq->fnext->sent_at = now;
             }
             fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
-            int missing = 0;
-            for (int i = 0; i < rq->nrep; i++)
-                if (!rq->rep[i])
-                    missing = 1;
-            if (missing)
+            int kept = 0; /* a reply is NULL when its copy found no memory */
+            while (kept < rq->nrep && rq->rep[kept])
+                kept++;
+            if (kept < rq->nrep)
                 relock__a_op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM,
                                   "out of memory for a reply");
             else if (op->kind == K_SETUP || op->kind == K_SLOTS || !relock__a_follow(op))
@@ -577,19 +569,13 @@ void relock__a_conn_timeout(void *arg)
 int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 {
     int n = 0;
-    if (srv->password[0]) {
-        relock__cmd *k = &cmd[n++];
-        k->argc = srv->username[0] ? 3 : 2;
-        k->argv[0] = "AUTH";
-        k->argv[1] = srv->username[0] ? srv->username : srv->password;
-        k->argv[2] = srv->password;
-    }
+    if (srv->password[0])
+        cmd[n++] = (relock__cmd){.argc = srv->username[0] ? 3 : 2,
+                                 .argv = {"AUTH", srv->username[0] ? srv->username : srv->password,
+                                          srv->password}};
     if (srv->db != 0) {
         snprintf(db, 16, "%d", srv->db);
-        relock__cmd *k = &cmd[n++];
-        k->argc = 2;
-        k->argv[0] = "SELECT";
-        k->argv[1] = db;
+        cmd[n++] = (relock__cmd){.argc = 2, .argv = {"SELECT", db}};
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < cmd[i].argc; j++)
@@ -804,24 +790,20 @@ void relock__a_setup_done(aconn *cn, relock_status st)
     }
 }
 
-/* The client's server facts (c->conn, what the machines read) become
- * cn's, or cn's become the client's. */
-void relock__a_facts_load(relock_client *c, const aconn *cn)
+/* The server facts a probe learns (c->conn's, what the machines read),
+ * copied between the client and a connection. */
+static void facts_copy(relock__conn *to, const relock__conn *from)
 {
-    memcpy(c->conn.version, cn->version, sizeof c->conn.version);
-    c->conn.major = cn->major;
-    c->conn.minor = cn->minor;
-    c->conn.patch = cn->patch;
-    c->conn.caps = cn->caps;
+    memcpy(to->version, from->version, sizeof to->version);
+    to->major = from->major;
+    to->minor = from->minor;
+    to->patch = from->patch;
+    to->caps = from->caps;
 }
 
-static void facts_save(aconn *cn, const relock_client *c)
+void relock__a_facts_load(relock_client *c, const aconn *cn)
 {
-    memcpy(cn->version, c->conn.version, sizeof cn->version);
-    cn->major = c->conn.major;
-    cn->minor = c->conn.minor;
-    cn->patch = c->conn.patch;
-    cn->caps = c->conn.caps;
+    facts_copy(&c->conn, &cn->facts);
 }
 
 void relock__a_setup_step(aop *su, const relock__feed *in)
@@ -866,9 +848,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         relock__probe_init(&su->probe);
         /* a new probe: nothing known of this server yet */
         cn->probed = 0;
-        memset(cn->version, 0, sizeof cn->version);
-        cn->major = cn->minor = cn->patch = 0;
-        cn->caps = 0;
+        memset(&cn->facts, 0, sizeof cn->facts);
         static char pname[] = "(probe)";
         cn->probe_l = (relock_lock){.c = c, .name = pname, .key = pname, .fence_key = pname};
         in = &first;
@@ -882,7 +862,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     c->conn.srv = cn->srv;
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
     c->conn.srv = was_srv;
-    facts_save(cn, c);
+    facts_copy(&cn->facts, &c->conn);
     if (s == RELOCK__STEP_DONE) {
         cn->probed = su->probe.h.st == RELOCK_OK;
         if (su->probe.h.st == RELOCK_OK && a->loc.checking)

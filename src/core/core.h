@@ -224,9 +224,7 @@ struct aconn {
     /* What this server's probe learned (probed: once it ran), read by a
      * machine running here: Cluster nodes may differ (a rolling upgrade). */
     int probed;
-    char version[32];
-    int major, minor, patch;
-    unsigned caps;
+    relock__conn facts; /* its version and caps alone (facts_copy(), connection.c) */
 };
 
 struct relock_async {

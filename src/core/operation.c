@@ -1,8 +1,5 @@
-/*
- * An operation's life in the operation core (core.h): starting, its
- * attempts and phases, the legacy marker and WATCH evidence, feeding its
- * machine (the algorithm's, a->kit) and finishing.
- */
+/* An operation's life in the operation core (core.h): its machine's steps
+ * and phases, the markers it leaves for `relock scan`, and its end. */
 
 #include <limits.h>
 
@@ -39,7 +36,8 @@ void relock__a_err_load(aop *op)
         relock__err_clear(&c->err);
 }
 
-/* Records st with a message as the operation's outcome. */
+/* Records st with a message as the operation's outcome, in place of what an
+ * earlier step said. */
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
 {
     char msg[400];
@@ -47,7 +45,6 @@ relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* the operation's outcome: it replaces what an earlier step said */
     relock__err_clear(&op->a->c->err);
     RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
     relock__a_err_save(op);
@@ -82,7 +79,6 @@ static void m_drop(aop *op)
     op->m_size = 0;
 }
 
-/* Ends acquire op as cancelled. */
 void relock__a_op_cancelled(aop *op)
 {
     relock__a_op_finish(
@@ -135,17 +131,15 @@ void relock__a_op_finish(aop *op, relock_status st)
         relock__a_lock_op_end(op);
     if (op->lock_gone)
         l = NULL;
-    relock_error e;
-    relock__err blank;
-    if (st == RELOCK_OK || !op->err) {
-        relock__err_clear(&blank);
+    relock__err blank, *er = op->err;
+    if (st == RELOCK_OK || !er) {
+        er = &blank;
+        relock__err_clear(er);
         if (st != RELOCK_OK)
-            relock__err_set(&blank, st, __FILE__, __LINE__, NULL, "%s", relock_strerror(st));
-        e = blank.pub;
-    } else {
-        op->err->pub.status = st;
-        e = op->err->pub;
+            RELOCK__FAIL(er, st, "%s", relock_strerror(st));
     }
+    er->pub.status = st;
+    relock_error e = er->pub;
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
     if (op->kind == K_RUN)
@@ -162,8 +156,7 @@ void relock__a_op_finish(aop *op, relock_status st)
     free(op->fan);
     relock__a_batch_clear(op);
     for (int i = 0; i < op->nheld; i++)
-        if (op->held[i])
-            freeReplyObject(op->held[i]);
+        freeReplyObject(op->held[i]);
     free(op->kept);
     if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
         m_drop(op);
@@ -235,7 +228,6 @@ static int owner_phase(aop *op, int held)
     return 1;
 }
 
-/* A cancelled acquire that won could not release its lock. */
 static void undo_failed(aop *op)
 {
     relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
@@ -434,7 +426,6 @@ static void note_watching(relock_async *a, aconn *cn)
         c->watch_noted = 2;
 }
 
-/* The machine ended. */
 void relock__a_machine_done(aop *op, relock_status st)
 {
     relock_async *a = op->a;
@@ -511,9 +502,7 @@ void relock__a_machine_done(aop *op, relock_status st)
             undo_begin(op);
         } else if (op->cancelled && st != RELOCK_EAMBIGUOUS) {
             relock__a_op_cancelled(op);
-        } else if (op->cancelled) {
-            relock__a_op_finish(op, st);
-        } else if (st == RELOCK_BUSY) {
+        } else if (st == RELOCK_BUSY) { /* (a cancelled one ended above) */
             relock__a_plan(op, 0);
         } else {
             if (st == RELOCK_OK)
@@ -621,8 +610,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         op->state = S_SENT;
         relock__a_setup_step(op, &in);
         for (int i = 0; i < nrep; i++)
-            if (rep[i])
-                freeReplyObject(rep[i]);
+            freeReplyObject(rep[i]);
         return;
     }
     if (op->state == S_SUBSCRIBING) {
@@ -725,17 +713,12 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
             replies_move(rq->rep, op->held, op->nheld);
             rq->nrep = op->nheld;
             op->nheld = 0;
-            if (op->clk.h.st != RELOCK_OK) {
-                fault = RELOCK__FAULT_UNSENT;
-                fst = op->clk.h.st;
+            fst = op->clk.h.st;
+            fault = fst != RELOCK_OK ? RELOCK__FAULT_UNSENT : RELOCK__FAULT_NONE;
+            ftext = fst != RELOCK_OK ? text : NULL;
+            op->clock_fresh = fst == RELOCK_OK;
+            if (fst != RELOCK_OK)
                 snprintf(text, sizeof text, "%.399s", c->err.msg);
-                ftext = text;
-            } else {
-                fault = RELOCK__FAULT_NONE;
-                fst = RELOCK_OK;
-                ftext = NULL;
-                op->clock_fresh = 1;
-            }
             continue;
         }
         if (s == RELOCK__STEP_DONE) {

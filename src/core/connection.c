@@ -244,6 +244,18 @@ static aop *walk_next(aconn *cn)
     return q;
 }
 
+/* The queue goes out, from the loop (relock__a_conn_wants()). */
+static void kick_fire(void *arg)
+{
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->kick_timer = NULL;
+    relock__a_enter(a);
+    if (cn->cstate == C_READY && (!a->fatal || a->fatal_mode))
+        relock__a_queue_flush(cn);
+    relock__a_leave(a);
+}
+
 /* op waits for cn: queued, and the connection opened or kicked. */
 void relock__a_conn_wants(aconn *cn, aop *op)
 {
@@ -251,7 +263,7 @@ void relock__a_conn_wants(aconn *cn, aop *op)
     if (cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
     else if (cn->cstate == C_READY && !cn->kick_timer && !cn->a->direct)
-        cn->kick_timer = timer_start(cn->a, 0, relock__a_kick_fire, cn);
+        cn->kick_timer = timer_start(cn->a, 0, kick_fire, cn);
 }
 
 /* The connection to host:port (a Unix socket: port 0), or NULL. */

@@ -462,7 +462,6 @@ void relock__a_op_cancelled(aop *op);
 void relock__a_attempt_begin(aop *op);
 void relock__a_machine_done(aop *op, relock_status st);
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
-void relock__a_kick_fire(void *arg);
 void relock__a_op_start(aop *op);
 void relock__a_op_schedule(aop *op);
 int relock__a_start_armed(relock_async *a);

@@ -11,8 +11,6 @@ typedef struct fence_wrap {
     char before[RELOCK__KEY_MAX];
 } fence_wrap;
 
-/* ------------------------------------------------------------------ errors */
-
 void relock__a_err_keep(aop *op, const relock__err *e)
 {
     if (!op->err)
@@ -84,8 +82,6 @@ void relock__a_op_cancelled(aop *op)
     relock__a_op_finish(
         op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
 }
-
-/* ------------------------------------------------------------------ completing */
 
 /* The operation ends with st: its callback is called, once. */
 void relock__a_op_finish(aop *op, relock_status st)
@@ -167,8 +163,15 @@ void relock__a_op_finish(aop *op, relock_status st)
         a->spare = op; /* freed with the client (connection.c) */
 }
 
-static void machine_start(aop *op)
+/* Starts op's machine, step fn, whose init returned st (a failure ends op). */
+static void machine_start(aop *op, relock__step_fn fn, relock_status st)
 {
+    if (st != RELOCK_OK) {
+        relock__a_err_save(op);
+        relock__a_op_finish(op, st);
+        return;
+    }
+    op->fn = fn;
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
@@ -186,14 +189,7 @@ void relock__a_attempt_begin(aop *op)
     relock__err_clear(&a->c->err);
     op_err_drop(op);
     op->wset = op->wmoved = 0;
-    relock_status st = a->kit->acq_init(op->m, op->l);
-    if (st != RELOCK_OK) {
-        relock__a_err_save(op);
-        relock__a_op_finish(op, st);
-        return;
-    }
-    op->fn = a->kit->acq_step;
-    machine_start(op);
+    machine_start(op, a->kit->acq_step, a->kit->acq_init(op->m, op->l));
 }
 
 /* Runs machine m (allocated, op's from now) with step fn as op's phase. */
@@ -256,9 +252,8 @@ static void undo_begin(aop *op)
     }
     m_drop(op);
     op->m = m;
-    op->fn = a->kit->upd_step;
     op->undoing = 1;
-    machine_start(op);
+    machine_start(op, a->kit->upd_step, RELOCK_OK);
 }
 
 /* op->m: n bytes for acquire op's machine; 0 when op ended for want of memory. */
@@ -800,19 +795,6 @@ void relock__a_op_cancel(aop *op)
     op->timer = timer_start(op->a, 0, relock__a_op_timer, op);
 }
 
-/* ------------------------------------------------------------------ starting */
-
-void relock__a_kick_fire(void *arg)
-{
-    aconn *cn = arg;
-    relock_async *a = cn->a;
-    cn->kick_timer = NULL;
-    relock__a_enter(a);
-    if (cn->cstate == C_READY && (!a->fatal || a->fatal_mode))
-        relock__a_queue_flush(cn);
-    relock__a_leave(a);
-}
-
 /* Runs op's first step (the client is ready). */
 void relock__a_op_start(aop *op)
 {
@@ -825,7 +807,7 @@ void relock__a_op_start(aop *op)
         return;
     }
     if (op->kind == K_RUN || op->kind == K_SCAN) {
-        machine_start(op);
+        machine_start(op, op->fn, RELOCK_OK);
         return;
     }
     if (op->kind == K_ACQ) {
@@ -839,9 +821,8 @@ void relock__a_op_start(aop *op)
             fence_wrap *w = op->m;
             memcpy(w->before, before, sizeof before);
             relock__fence_carry_init(&w->m, w->before);
-            op->fn = relock__fence_carry_step;
             op->fencing = 1;
-            machine_start(op);
+            machine_start(op, relock__fence_carry_step, RELOCK_OK);
             return;
         }
         if (!acq_alloc(op, a->kit->acq_size))
@@ -877,15 +858,9 @@ void relock__a_op_start(aop *op)
     relock__err_clear(&c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
                              : RELOCK_ENOMEM;
-    if (st != RELOCK_OK) {
-        relock__a_err_save(op);
-        relock__a_op_finish(op, st);
-        return;
-    }
-    if (op->kind == K_REL)
+    if (op->kind == K_REL && st == RELOCK_OK)
         l->waiters = 0;
-    op->fn = a->kit->upd_step;
-    machine_start(op);
+    machine_start(op, a->kit->upd_step, st);
 }
 
 /* A quorum's operations queued until now start (those queued meanwhile

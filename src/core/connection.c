@@ -5,8 +5,6 @@
 
 #include "core.h"
 
-/* ------------------------------------------------------------------ helpers */
-
 /* Why a connect under way failed, when the loop's adapter did not tell
  * (hiredis's libuv adapter drops a poll error, so a refused connect shows
  * only as a timeout): the socket's pending error, or NULL. */
@@ -208,13 +206,6 @@ int relock__a_rq_room(areq *rq, int n)
     return 0;
 }
 
-void relock__a_batch_clear(aop *op)
-{
-    relock__a_rq_clear(&op->rq);
-}
-
-/* ------------------------------------------------------------------ the connection */
-
 void relock__a_queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
@@ -289,9 +280,8 @@ void relock__a_queue_flush(aconn *cn)
     }
 }
 
-/* The connection is gone (failed, timed out, dropped by us): every batch in
- * flight on it is fed back as a fault.  hiredis_frees: hiredis is freeing
- * the context itself. */
+/* The connection is gone (failed, timed out, dropped): its batches in flight
+ * are fed back as faults.  hiredis_frees: hiredis is freeing the context. */
 void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why)
 {
     relock_async *a = cn->a;
@@ -597,9 +587,8 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
  * the probe machine (setup.attempt: 0 logging in, 1 probing, 2 asking a
- * master the sentinels named for its role). */
-
-/* Sends those of the setup's next commands (two at most) that format; how many. */
+ * master the sentinels named for its role).  This sends those of its next
+ * commands (two at most) that format, and returns how many. */
 static int setup_send(aop *su, int n, const relock__cmd *k)
 {
     areq *rq = &su->rq;
@@ -723,8 +712,7 @@ void relock__a_conn_connect(aconn *cn)
 }
 
 /* The setup ended: with RELOCK_OK the queue goes out; otherwise the
- * connection is dropped, and what waits fails when the error says the
- * server is unusable, else it is fed the fault. */
+ * connection is dropped, and what waits fails or is fed the fault. */
 void relock__a_setup_done(aconn *cn, relock_status st)
 {
     relock_async *a = cn->a;

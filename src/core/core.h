@@ -401,8 +401,11 @@ void relock__a_rq_clear(areq *rq);
 /* Room in rq, which holds no command or reply, for n commands and their
  * replies; 0, or -1 without memory or beyond RELOCK__BATCH_CMDS. */
 int relock__a_rq_room(areq *rq, int n);
-void relock__a_batch_clear(aop *op);
 void relock__a_rq_reset(areq *rq);
+static inline void relock__a_batch_clear(aop *op)
+{
+    relock__a_rq_clear(&op->rq);
+}
 void relock__a_queue_remove(aconn *cn, aop *op);
 void relock__a_conn_wants(aconn *cn, aop *op);
 aconn *relock__a_conn_find(relock_async *a, const char *host, int port);

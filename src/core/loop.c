@@ -66,12 +66,8 @@ static void cleanup(void *p)
 {
     relock_async_socket *s = p;
     redisAsyncContext *ac = s->ac;
-    if (ac) {
-        /* A second cleanup, or a hook after this one, finds nothing. */
-        ac->ev.data = NULL;
-        ac->ev.addRead = ac->ev.delRead = ac->ev.addWrite = ac->ev.delWrite = NULL;
-        ac->ev.cleanup = NULL;
-    }
+    if (ac) /* a second cleanup, or a hook after this one, finds nothing */
+        memset(&ac->ev, 0, sizeof ac->ev);
     s->ac = NULL;
     (void)s->watch(s->data, s, s->fd, RELOCK_IO_REMOVE, &s->sockp);
     if (!s->busy)
@@ -82,14 +78,11 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
 {
     if (!ac || ac->ev.data)
         return -1; /* attached already */
-    relock_async_socket *s = calloc(1, sizeof *s);
+    relock_async_socket *s = malloc(sizeof *s);
     if (!s)
         return -1;
-    s->ac = ac;
-    s->watch = loop->watch;
-    s->data = loop->data;
-    s->fd = ac->c.fd;
-    s->events = RELOCK_IO_READ | RELOCK_IO_WRITE;
+    *s = (relock_async_socket){.ac = ac, .watch = loop->watch, .data = loop->data,
+                               .fd = ac->c.fd, .events = RELOCK_IO_READ | RELOCK_IO_WRITE};
     if (s->watch(s->data, s, s->fd, s->events, &s->sockp) != 0) {
         free(s);
         return -1;

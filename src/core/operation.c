@@ -34,8 +34,7 @@ void relock__a_err_load(aop *op)
         relock__err_clear(&c->err);
 }
 
-/* Records st with a message as the operation's outcome, in place of what an
- * earlier step said. */
+/* Records st with a message as op's outcome, replacing an earlier step's. */
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
 {
     char msg[400];
@@ -268,8 +267,7 @@ static int acq_alloc(aop *op, size_t n)
 /* After a phase of op ended with *st: starts the next (returns 1), or
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, durability's WAIT, the owner record; an unacknowledged
- * acquire is released (PH_UNDO) and fails.  Release: the owner record
- * first, while the lock is ours. */
+ * acquire is released (PH_UNDO) and fails.  Release: the record, then it. */
 static int next_phase(aop *op, relock_status *st)
 {
     relock_async *a = op->a;
@@ -374,11 +372,10 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
-/* The watch marker (relock__watch_key(), which `relock scan` reads):
- * written once per bridge or modern client with SETNX before its first
- * attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could
- * not be followed.  A write that did not land is tried again at a later
- * acquire: a missing marker only delays scan's verdict. */
+/* The watch marker (relock__watch_key(), which `relock scan` reads),
+ * written once per client before its first attempt.  watch_noted: 1
+ * written, 2 in flight, 3 met a MOVED it could not follow.  A write that
+ * did not land is tried again: a missing marker only delays scan's verdict. */
 static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -459,15 +456,12 @@ void relock__a_machine_done(aop *op, relock_status st)
         if (a->freeing)
             return;
     }
-    if (op->kind == K_RUN) {
-        relock__a_op_finish(op, st);
-        return;
-    }
     if (op->kind == K_SCAN) {
         relock__a_scan_next(op, st);
         return;
     }
-    if (!op->fencing && !op->undoing && next_phase(op, &st))
+    /* (K_RUN: no phases, its outcome is the machine's) */
+    if (op->kind != K_RUN && !op->fencing && !op->undoing && next_phase(op, &st))
         return;
     switch (op->kind) {
     case K_ACQ:
@@ -624,10 +618,9 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     }
     aconn *cn = op->cn;
     areq *rq = &op->rq;
-    /* The batch that ended the transaction was answered; the connection
-     * stays the operation's until its machine judged the replies: an error
-     * to EXEC leaves the server inside MULTI (h->in_txn, dropped by
-     * relock__a_machine_done()). */
+    /* The batch that ended the transaction was answered, but the connection
+     * stays op's until its machine judged the replies: an error to EXEC
+     * leaves the server inside MULTI (h->in_txn, relock__a_machine_done()). */
     int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
         relock__mhead *h = op->m;

@@ -104,9 +104,8 @@ fail: /* (freeReplyObject() frees what was copied so far) */
 }
 
 /* Replies taken from hiredis rather than copied: hiredis frees a reply
- * through its reader's freeObject right after the callback that got it,
- * and the core's readers' freeObject leaves alone one a callback took
- * (noted in this thread's `taken` until that free). */
+ * through its reader's freeObject right after its callback, and the core's
+ * leaves alone one a callback took (noted in this thread's `taken`). */
 #define TAKEN_MAX 8
 static _Thread_local void *taken[TAKEN_MAX];
 static redisReplyObjectFunctions take_fns;
@@ -213,10 +212,9 @@ void relock__a_queue_remove(aconn *cn, aop *op)
 }
 
 /* The queue's operations join those being walked.  A walk runs callbacks,
- * which may cancel or free what is still to walk: each operation is taken
- * out only at its turn (walk_next), so one cancelled meanwhile
- * (queue_remove) is never sent nor fed.  Those queued again wait for the
- * next walk; a walk within a walk goes on with the outer's rest. */
+ * which may cancel or free what is still to walk, so each is taken out
+ * only at its turn (walk_next): one cancelled meanwhile (queue_remove) is
+ * neither sent nor fed.  A walk within a walk goes on with the outer's rest. */
 static void walk_take(aconn *cn)
 {
     aop *q = cn->queue;
@@ -324,7 +322,6 @@ void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const c
         }
         f = next;
     }
-    /* Operations that wait for the connection try again. */
     if (cn->queue && !a->freeing && cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
 }
@@ -605,17 +602,6 @@ static int setup_send(aop *su, int n, const relock__cmd *k)
     return rq->n;
 }
 
-static void role_ask(aop *su)
-{
-    relock_client *c = su->a->c;
-    int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
-    relock__cmd k = {.argc = by_info ? 2 : 1, .argv = {by_info ? "INFO" : "ROLE", "replication"},
-                     .len = {4, 11}};
-    su->attempt = 2;
-    if (!setup_send(su, 1, &k))
-        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
-}
-
 static void role_check(aop *su, const relock__feed *in)
 {
     aconn *cn = su->cn;
@@ -865,10 +851,18 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     facts_copy(&cn->facts, &c->conn);
     if (s == RELOCK__STEP_DONE) {
         cn->probed = su->probe.h.st == RELOCK_OK;
-        if (su->probe.h.st == RELOCK_OK && a->loc.checking)
-            role_ask(su); /* a master the sentinels named: is it one? */
-        else
+        if (!cn->probed || !a->loc.checking) {
             relock__a_setup_done(cn, su->probe.h.st);
+            return;
+        }
+        /* a master the sentinels named: is it one? */
+        int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
+        relock__cmd k = {.argc = by_info ? 2 : 1,
+                         .argv = {by_info ? "INFO" : "ROLE", "replication"},
+                         .len = {4, 11}};
+        su->attempt = 2;
+        if (!setup_send(su, 1, &k))
+            relock__a_loc_bad_master(cn, RELOCK_ENOMEM, "out of memory");
         return;
     }
     if (!setup_send(su, 1, &a->batch.cmd[0]))

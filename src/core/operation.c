@@ -27,11 +27,10 @@ void relock__a_err_save(aop *op)
 
 void relock__a_err_load(aop *op)
 {
-    relock_client *c = op->a->c;
     if (op->err)
-        relock__err_copy(&c->err, op->err);
+        relock__err_copy(&op->a->c->err, op->err);
     else
-        relock__err_clear(&c->err);
+        relock__err_clear(&op->a->c->err);
 }
 
 /* Records st with a message as op's outcome, replacing an earlier step's. */
@@ -312,14 +311,11 @@ static int next_phase(aop *op, relock_status *st)
         op_err_drop(op);
         *st = RELOCK_OK;
         return 0;
-    case PH_UNDO: {
+    case PH_UNDO:
         relock__a_err_load(op);
-        relock__err kept;
-        relock__err_copy(&kept, op->kept);
-        *st = relock__durable_undone(c, &kept, op->kept_st, *st);
+        *st = relock__durable_undone(c, op->kept, op->kept_st, *st);
         relock__a_err_save(op);
         return 0;
-    }
     }
     /* the write was not acknowledged (or no WAIT went): an extend keeps the
      * earlier of the old lease, which the replicas know, and the new one */
@@ -744,16 +740,14 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
             fault = RELOCK__FAULT_NONE;
             continue;
         }
-        if (txn_ended) {
-            /* The machine goes on: a new transaction keeps the connection
-             * (the gen check below), anything else lets the others send. */
-            txn_ended = 0;
-            if (!b->in_txn) {
-                cn->txn_owner = NULL;
-                if (cn->queue && cn->cstate == C_READY)
-                    relock__a_queue_flush(cn);
-            }
+        /* The machine goes on: a new transaction keeps the connection (the
+         * gen check below), anything else lets the others send. */
+        if (txn_ended && !b->in_txn) {
+            cn->txn_owner = NULL;
+            if (cn->queue && cn->cstate == C_READY)
+                relock__a_queue_flush(cn);
         }
+        txn_ended = 0;
         if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
             relock__a_batch_clear(op);
             /* a batch without in_txn ends the transaction even unsent: the
@@ -783,7 +777,6 @@ void relock__a_op_cancel(aop *op)
     } else {
         return; /* S_SENT, S_QUEUED after a write: it ends when its step ends */
     }
-    /* nothing of it in flight: it ends at the next turn of the loop */
     op->state = S_SLEEP;
     op->timer = timer_start(op->a, 0, relock__a_op_timer, op);
 }

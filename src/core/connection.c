@@ -1,14 +1,9 @@
-/*
- * A connection of the operation core (core.h): connecting, the setup
- * (login, probe, a Sentinel master's role check), the operations waiting
- * for it, the requests in flight and their replies, and dropping it.
- */
+/* A connection of the operation core (core.h), from its connect and setup
+ * to its drop, and the requests in flight on it. */
 
 #include <pthread.h>
 
 #include "core.h"
-
-/* ------------------------------------------------------------------ helpers */
 
 /* Why a connect under way failed, when the loop's adapter did not tell
  * (hiredis's libuv adapter drops a poll error, so a refused connect shows
@@ -85,36 +80,32 @@ static redisReply *reply_copy(const redisReply *r, int depth)
     c->integer = r->integer;
     if (r->str) {
         c->str = malloc(r->len + 1);
-        if (!c->str) {
-            free(c);
-            return NULL;
-        }
+        if (!c->str)
+            goto fail;
         memcpy(c->str, r->str, r->len);
         c->str[r->len] = '\0';
         c->len = r->len;
     }
     if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && depth < 16) {
         c->element = calloc(r->elements, sizeof *c->element);
-        if (!c->element) {
-            freeReplyObject(c);
-            return NULL;
-        }
+        if (!c->element)
+            goto fail;
         c->elements = r->elements;
         for (size_t i = 0; i < r->elements; i++) {
             c->element[i] = reply_copy(r->element[i], depth + 1);
-            if (!c->element[i]) {
-                freeReplyObject(c);
-                return NULL;
-            }
+            if (!c->element[i])
+                goto fail;
         }
     }
     return c;
+fail: /* (freeReplyObject() frees what was copied so far) */
+    freeReplyObject(c);
+    return NULL;
 }
 
 /* Replies taken from hiredis rather than copied: hiredis frees a reply
- * through its reader's freeObject right after the callback that got it,
- * and the core's readers' freeObject leaves alone one a callback took
- * (noted in this thread's `taken` until that free). */
+ * through its reader's freeObject right after its callback, and the core's
+ * leaves alone one a callback took (noted in this thread's `taken`). */
 #define TAKEN_MAX 8
 static _Thread_local void *taken[TAKEN_MAX];
 static redisReplyObjectFunctions take_fns;
@@ -168,11 +159,10 @@ void relock__a_rq_reset(areq *rq)
     }
     rq->n = 0;
     rq->base = rq->ask = 0;
-    for (int i = 0; i < rq->nrep; i++)
-        if (rq->rep[i]) {
-            freeReplyObject(rq->rep[i]);
-            rq->rep[i] = NULL;
-        }
+    for (int i = 0; i < rq->nrep; i++) {
+        freeReplyObject(rq->rep[i]); /* (NULL: a copy that found no memory) */
+        rq->rep[i] = NULL;
+    }
     rq->nrep = 0;
 }
 
@@ -215,13 +205,6 @@ int relock__a_rq_room(areq *rq, int n)
     return 0;
 }
 
-void relock__a_batch_clear(aop *op)
-{
-    relock__a_rq_clear(&op->rq);
-}
-
-/* ------------------------------------------------------------------ the connection */
-
 void relock__a_queue_remove(aconn *cn, aop *op)
 {
     queue_remove_(&cn->queue, &cn->queue_tail, op);
@@ -229,10 +212,9 @@ void relock__a_queue_remove(aconn *cn, aop *op)
 }
 
 /* The queue's operations join those being walked.  A walk runs callbacks,
- * which may cancel or free what is still to walk: each operation is taken
- * out only at its turn (walk_next), so one cancelled meanwhile
- * (queue_remove) is never sent nor fed.  Those queued again wait for the
- * next walk; a walk within a walk goes on with the outer's rest. */
+ * which may cancel or free what is still to walk, so each is taken out
+ * only at its turn (walk_next): one cancelled meanwhile (queue_remove) is
+ * neither sent nor fed.  A walk within a walk goes on with the outer's rest. */
 static void walk_take(aconn *cn)
 {
     aop *q = cn->queue;
@@ -251,6 +233,18 @@ static aop *walk_next(aconn *cn)
     return q;
 }
 
+/* The queue goes out, from the loop (relock__a_conn_wants()). */
+static void kick_fire(void *arg)
+{
+    aconn *cn = arg;
+    relock_async *a = cn->a;
+    cn->kick_timer = NULL;
+    relock__a_enter(a);
+    if (cn->cstate == C_READY && (!a->fatal || a->fatal_mode))
+        relock__a_queue_flush(cn);
+    relock__a_leave(a);
+}
+
 /* op waits for cn: queued, and the connection opened or kicked. */
 void relock__a_conn_wants(aconn *cn, aop *op)
 {
@@ -258,7 +252,7 @@ void relock__a_conn_wants(aconn *cn, aop *op)
     if (cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
     else if (cn->cstate == C_READY && !cn->kick_timer && !cn->a->direct)
-        cn->kick_timer = timer_start(cn->a, 0, relock__a_kick_fire, cn);
+        cn->kick_timer = timer_start(cn->a, 0, kick_fire, cn);
 }
 
 /* The connection to host:port (a Unix socket: port 0), or NULL. */
@@ -284,9 +278,8 @@ void relock__a_queue_flush(aconn *cn)
     }
 }
 
-/* The connection is gone (failed, timed out, dropped by us): every batch in
- * flight on it is fed back as a fault.  hiredis_frees: hiredis is freeing
- * the context itself. */
+/* The connection is gone (failed, timed out, dropped): its batches in flight
+ * are fed back as faults.  hiredis_frees: hiredis is freeing the context. */
 void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const char *why)
 {
     relock_async *a = cn->a;
@@ -329,7 +322,6 @@ void relock__a_conn_gone(aconn *cn, int hiredis_frees, relock_status st, const c
         }
         f = next;
     }
-    /* Operations that wait for the connection try again. */
     if (cn->queue && !a->freeing && cn->cstate == C_DOWN)
         relock__a_conn_connect(cn);
 }
@@ -372,11 +364,10 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
                     rq->fnext->sent_at = now;
             }
             fifo_remove_(&cn->fifo, &cn->fifo_tail, rq);
-            int missing = 0;
-            for (int i = 0; i < rq->nrep; i++)
-                if (!rq->rep[i])
-                    missing = 1;
-            if (missing)
+            int kept = 0; /* a reply is NULL when its copy found no memory */
+            while (kept < rq->nrep && rq->rep[kept])
+                kept++;
+            if (kept < rq->nrep)
                 relock__a_op_feed(op, RELOCK__FAULT_LOST, RELOCK_ENOMEM,
                                   "out of memory for a reply");
             else if (op->kind == K_SETUP || op->kind == K_SLOTS || !relock__a_follow(op))
@@ -577,19 +568,13 @@ void relock__a_conn_timeout(void *arg)
 int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 {
     int n = 0;
-    if (srv->password[0]) {
-        relock__cmd *k = &cmd[n++];
-        k->argc = srv->username[0] ? 3 : 2;
-        k->argv[0] = "AUTH";
-        k->argv[1] = srv->username[0] ? srv->username : srv->password;
-        k->argv[2] = srv->password;
-    }
+    if (srv->password[0])
+        cmd[n++] = (relock__cmd){.argc = srv->username[0] ? 3 : 2,
+                                 .argv = {"AUTH", srv->username[0] ? srv->username : srv->password,
+                                          srv->password}};
     if (srv->db != 0) {
         snprintf(db, 16, "%d", srv->db);
-        relock__cmd *k = &cmd[n++];
-        k->argc = 2;
-        k->argv[0] = "SELECT";
-        k->argv[1] = db;
+        cmd[n++] = (relock__cmd){.argc = 2, .argv = {"SELECT", db}};
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < cmd[i].argc; j++)
@@ -599,9 +584,8 @@ int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2])
 
 /* The setup of a connection: AUTH and SELECT as the server entry says, then
  * the probe machine (setup.attempt: 0 logging in, 1 probing, 2 asking a
- * master the sentinels named for its role). */
-
-/* Sends those of the setup's next commands (two at most) that format; how many. */
+ * master the sentinels named for its role).  This sends those of its next
+ * commands (two at most) that format, and returns how many. */
 static int setup_send(aop *su, int n, const relock__cmd *k)
 {
     areq *rq = &su->rq;
@@ -616,17 +600,6 @@ static int setup_send(aop *su, int n, const relock__cmd *k)
     if (rq->n > 0)
         relock__a_send_now(su);
     return rq->n;
-}
-
-static void role_ask(aop *su)
-{
-    relock_client *c = su->a->c;
-    int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
-    relock__cmd k = {.argc = by_info ? 2 : 1, .argv = {by_info ? "INFO" : "ROLE", "replication"},
-                     .len = {4, 11}};
-    su->attempt = 2;
-    if (!setup_send(su, 1, &k))
-        relock__a_loc_bad_master(su->cn, RELOCK_ENOMEM, "out of memory");
 }
 
 static void role_check(aop *su, const relock__feed *in)
@@ -725,8 +698,7 @@ void relock__a_conn_connect(aconn *cn)
 }
 
 /* The setup ended: with RELOCK_OK the queue goes out; otherwise the
- * connection is dropped, and what waits fails when the error says the
- * server is unusable, else it is fed the fault. */
+ * connection is dropped, and what waits fails or is fed the fault. */
 void relock__a_setup_done(aconn *cn, relock_status st)
 {
     relock_async *a = cn->a;
@@ -804,24 +776,20 @@ void relock__a_setup_done(aconn *cn, relock_status st)
     }
 }
 
-/* The client's server facts (c->conn, what the machines read) become
- * cn's, or cn's become the client's. */
-void relock__a_facts_load(relock_client *c, const aconn *cn)
+/* The server facts a probe learns (c->conn's, what the machines read),
+ * copied between the client and a connection. */
+static void facts_copy(relock__conn *to, const relock__conn *from)
 {
-    memcpy(c->conn.version, cn->version, sizeof c->conn.version);
-    c->conn.major = cn->major;
-    c->conn.minor = cn->minor;
-    c->conn.patch = cn->patch;
-    c->conn.caps = cn->caps;
+    memcpy(to->version, from->version, sizeof to->version);
+    to->major = from->major;
+    to->minor = from->minor;
+    to->patch = from->patch;
+    to->caps = from->caps;
 }
 
-static void facts_save(aconn *cn, const relock_client *c)
+void relock__a_facts_load(relock_client *c, const aconn *cn)
 {
-    memcpy(cn->version, c->conn.version, sizeof cn->version);
-    cn->major = c->conn.major;
-    cn->minor = c->conn.minor;
-    cn->patch = c->conn.patch;
-    cn->caps = c->conn.caps;
+    facts_copy(&c->conn, &cn->facts);
 }
 
 void relock__a_setup_step(aop *su, const relock__feed *in)
@@ -866,9 +834,7 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
         relock__probe_init(&su->probe);
         /* a new probe: nothing known of this server yet */
         cn->probed = 0;
-        memset(cn->version, 0, sizeof cn->version);
-        cn->major = cn->minor = cn->patch = 0;
-        cn->caps = 0;
+        memset(&cn->facts, 0, sizeof cn->facts);
         static char pname[] = "(probe)";
         cn->probe_l = (relock_lock){.c = c, .name = pname, .key = pname, .fence_key = pname};
         in = &first;
@@ -882,13 +848,21 @@ void relock__a_setup_step(aop *su, const relock__feed *in)
     c->conn.srv = cn->srv;
     relock__step s = relock__probe_step(&su->probe, &cn->probe_l, in, &a->batch);
     c->conn.srv = was_srv;
-    facts_save(cn, c);
+    facts_copy(&cn->facts, &c->conn);
     if (s == RELOCK__STEP_DONE) {
         cn->probed = su->probe.h.st == RELOCK_OK;
-        if (su->probe.h.st == RELOCK_OK && a->loc.checking)
-            role_ask(su); /* a master the sentinels named: is it one? */
-        else
+        if (!cn->probed || !a->loc.checking) {
             relock__a_setup_done(cn, su->probe.h.st);
+            return;
+        }
+        /* a master the sentinels named: is it one? */
+        int by_info = relock__sentinel_role_by_info(c->conn.major, c->conn.minor, c->conn.patch);
+        relock__cmd k = {.argc = by_info ? 2 : 1,
+                         .argv = {by_info ? "INFO" : "ROLE", "replication"},
+                         .len = {4, 11}};
+        su->attempt = 2;
+        if (!setup_send(su, 1, &k))
+            relock__a_loc_bad_master(cn, RELOCK_ENOMEM, "out of memory");
         return;
     }
     if (!setup_send(su, 1, &a->batch.cmd[0]))

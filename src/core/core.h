@@ -1,8 +1,7 @@
 /*
- * The event-driven operation core: it drives the lock engine's step
- * machines on hiredis's asynchronous contexts, for the asynchronous client
- * (src/api/async.c) and, through a private poll loop, the blocking calls
- * (pollloop.c, K_RUN operations).
+ * The event-driven operation core: the lock engine's step machines on
+ * hiredis's asynchronous contexts, for the asynchronous client and, through
+ * a private poll loop (pollloop.c, K_RUN operations), the blocking calls.
  *
  * A connection carries every operation, pipelined: a batch is written when
  * its machine asks, and its complete replies feed the machine's next step.
@@ -40,8 +39,6 @@
 #include "probe.h"
 #include "quorum.h"
 #include "relock_async.h"
-
-/* ------------------------------------------------------------------ types */
 
 /* K_RUN: the caller's step machine, for the blocking API (relock__a_run_step()). */
 enum op_kind { K_SETUP = 1, K_ACQ, K_REL, K_EXT, K_KEEP, K_SLOTS, K_RUN, K_SCAN };
@@ -224,9 +221,7 @@ struct aconn {
     /* What this server's probe learned (probed: once it ran), read by a
      * machine running here: Cluster nodes may differ (a rolling upgrade). */
     int probed;
-    char version[32];
-    int major, minor, patch;
-    unsigned caps;
+    relock__conn facts; /* its version and caps alone (facts_copy(), connection.c) */
 };
 
 struct relock_async {
@@ -367,8 +362,6 @@ struct afan {
     char text[][448]; /* a fault's words, per server (as many as servers) */
 };
 
-/* ------------------------------------------------------------------ helpers */
-
 static inline uint64_t now_ms(void)
 {
     return relock__mono_ms();
@@ -403,8 +396,11 @@ void relock__a_rq_clear(areq *rq);
 /* Room in rq, which holds no command or reply, for n commands and their
  * replies; 0, or -1 without memory or beyond RELOCK__BATCH_CMDS. */
 int relock__a_rq_room(areq *rq, int n);
-void relock__a_batch_clear(aop *op);
 void relock__a_rq_reset(areq *rq);
+static inline void relock__a_batch_clear(aop *op)
+{
+    relock__a_rq_clear(&op->rq);
+}
 void relock__a_queue_remove(aconn *cn, aop *op);
 void relock__a_conn_wants(aconn *cn, aop *op);
 aconn *relock__a_conn_find(relock_async *a, const char *host, int port);
@@ -464,15 +460,13 @@ void relock__a_op_cancelled(aop *op);
 void relock__a_attempt_begin(aop *op);
 void relock__a_machine_done(aop *op, relock_status st);
 void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const char *ftext);
-void relock__a_kick_fire(void *arg);
 void relock__a_op_start(aop *op);
 void relock__a_op_schedule(aop *op);
 int relock__a_start_armed(relock_async *a);
 void relock__a_op_link(aop *op);
 void relock__a_op_enqueue(aop *op);
-/* The login srv asks for on a new connection: AUTH (with its username
- * when set), then SELECT when its db is not 0, as up to two commands in
- * cmd, whose words point into srv and db; returns how many. */
+/* The AUTH and SELECT srv asks for on a new connection, as up to two
+ * commands in cmd, whose words point into srv and db; returns how many. */
 int relock__a_login(const relock__server *srv, char db[16], relock__cmd cmd[2]);
 /* Cancels acquire op (not cancelled, not done): it ends with
  * RELOCK_ECANCELED at the next turn when nothing of it is in flight, else

@@ -1,8 +1,7 @@
 /*
- * The asynchronous client's connections on the program's loop, which
- * watches descriptors and runs timers as curl's socket and timer callbacks
- * do (nothing public names hiredis): a context's event hooks tell it what
- * to watch, and it reports a ready descriptor through
+ * hiredis's contexts on the program's loop, which watches descriptors as
+ * curl's socket callback does (nothing public names hiredis): a context's
+ * event hooks tell it what to watch; it reports a ready one through
  * relock_async_socket_action().
  *
  * hiredis may free a context after the client that owned it (a free asked
@@ -50,37 +49,25 @@ static void tell(relock_async_socket *s, int events)
     (void)s->watch(s->data, s, s->fd, events, &s->sockp);
 }
 
-static void add_read(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events | RELOCK_IO_READ);
-}
-
-static void del_read(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events & ~RELOCK_IO_READ);
-}
-
-static void add_write(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events | RELOCK_IO_WRITE);
-}
-
-static void del_write(void *p)
-{
-    tell(p, ((relock_async_socket *)p)->events & ~RELOCK_IO_WRITE);
-}
+/* hiredis's four hooks: each sets (on) or clears one event of what is watched. */
+#define HOOK(name, event, on)                                                                  \
+    static void name(void *p)                                                                  \
+    {                                                                                          \
+        relock_async_socket *s = p;                                                            \
+        tell(s, on ? s->events | event : s->events & ~event);                                  \
+    }
+HOOK(add_read, RELOCK_IO_READ, 1)
+HOOK(del_read, RELOCK_IO_READ, 0)
+HOOK(add_write, RELOCK_IO_WRITE, 1)
+HOOK(del_write, RELOCK_IO_WRITE, 0)
 
 /* hiredis lets go of the context; the descriptor is closed right after. */
 static void cleanup(void *p)
 {
     relock_async_socket *s = p;
     redisAsyncContext *ac = s->ac;
-    if (ac) {
-        /* A second cleanup, or a hook after this one, finds nothing. */
-        ac->ev.data = NULL;
-        ac->ev.addRead = ac->ev.delRead = ac->ev.addWrite = ac->ev.delWrite = NULL;
-        ac->ev.cleanup = NULL;
-    }
+    if (ac) /* a second cleanup, or a hook after this one, finds nothing */
+        memset(&ac->ev, 0, sizeof ac->ev);
     s->ac = NULL;
     (void)s->watch(s->data, s, s->fd, RELOCK_IO_REMOVE, &s->sockp);
     if (!s->busy)
@@ -91,14 +78,11 @@ int relock__loop_attach(const relock_async_loop *loop, redisAsyncContext *ac)
 {
     if (!ac || ac->ev.data)
         return -1; /* attached already */
-    relock_async_socket *s = calloc(1, sizeof *s);
+    relock_async_socket *s = malloc(sizeof *s);
     if (!s)
         return -1;
-    s->ac = ac;
-    s->watch = loop->watch;
-    s->data = loop->data;
-    s->fd = ac->c.fd;
-    s->events = RELOCK_IO_READ | RELOCK_IO_WRITE;
+    *s = (relock_async_socket){.ac = ac, .watch = loop->watch, .data = loop->data,
+                               .fd = ac->c.fd, .events = RELOCK_IO_READ | RELOCK_IO_WRITE};
     if (s->watch(s->data, s, s->fd, s->events, &s->sockp) != 0) {
         free(s);
         return -1;

@@ -1,8 +1,5 @@
-/*
- * An operation's life in the operation core (core.h): starting, its
- * attempts and phases, the legacy marker and WATCH evidence, feeding its
- * machine (the algorithm's, a->kit) and finishing.
- */
+/* An operation's life in the operation core (core.h): its machine's steps
+ * and phases, the markers it leaves for `relock scan`, and its end. */
 
 #include <limits.h>
 
@@ -13,8 +10,6 @@ typedef struct fence_wrap {
     relock__fence_carry_m m;
     char before[RELOCK__KEY_MAX];
 } fence_wrap;
-
-/* ------------------------------------------------------------------ errors */
 
 void relock__a_err_keep(aop *op, const relock__err *e)
 {
@@ -32,14 +27,13 @@ void relock__a_err_save(aop *op)
 
 void relock__a_err_load(aop *op)
 {
-    relock_client *c = op->a->c;
     if (op->err)
-        relock__err_copy(&c->err, op->err);
+        relock__err_copy(&op->a->c->err, op->err);
     else
-        relock__err_clear(&c->err);
+        relock__err_clear(&op->a->c->err);
 }
 
-/* Records st with a message as the operation's outcome. */
+/* Records st with a message as op's outcome, replacing an earlier step's. */
 relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
 {
     char msg[400];
@@ -47,7 +41,6 @@ relock_status relock__a_op_fail(aop *op, relock_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* the operation's outcome: it replaces what an earlier step said */
     relock__err_clear(&op->a->c->err);
     RELOCK__FAIL(&op->a->c->err, st, "%s", msg);
     relock__a_err_save(op);
@@ -82,14 +75,11 @@ static void m_drop(aop *op)
     op->m_size = 0;
 }
 
-/* Ends acquire op as cancelled. */
 void relock__a_op_cancelled(aop *op)
 {
     relock__a_op_finish(
         op, relock__a_op_fail(op, RELOCK_ECANCELED, "acquire %s: cancelled", op->l->name));
 }
-
-/* ------------------------------------------------------------------ completing */
 
 /* The operation ends with st: its callback is called, once. */
 void relock__a_op_finish(aop *op, relock_status st)
@@ -135,17 +125,15 @@ void relock__a_op_finish(aop *op, relock_status st)
         relock__a_lock_op_end(op);
     if (op->lock_gone)
         l = NULL;
-    relock_error e;
-    relock__err blank;
-    if (st == RELOCK_OK || !op->err) {
-        relock__err_clear(&blank);
+    relock__err blank, *er = op->err;
+    if (st == RELOCK_OK || !er) {
+        er = &blank;
+        relock__err_clear(er);
         if (st != RELOCK_OK)
-            relock__err_set(&blank, st, __FILE__, __LINE__, NULL, "%s", relock_strerror(st));
-        e = blank.pub;
-    } else {
-        op->err->pub.status = st;
-        e = op->err->pub;
+            RELOCK__FAIL(er, st, "%s", relock_strerror(st));
     }
+    er->pub.status = st;
+    relock_error e = er->pub;
     if (op->kind == K_ACQ || op->kind == K_EXT)
         a->c->replicas_acked = op->acked; /* relock_async_replicas_acked() */
     if (op->kind == K_RUN)
@@ -162,8 +150,7 @@ void relock__a_op_finish(aop *op, relock_status st)
     free(op->fan);
     relock__a_batch_clear(op);
     for (int i = 0; i < op->nheld; i++)
-        if (op->held[i])
-            freeReplyObject(op->held[i]);
+        freeReplyObject(op->held[i]);
     free(op->kept);
     if (op->kind != K_RUN) /* K_RUN's machine is its caller's */
         m_drop(op);
@@ -174,8 +161,15 @@ void relock__a_op_finish(aop *op, relock_status st)
         a->spare = op; /* freed with the client (connection.c) */
 }
 
-static void machine_start(aop *op)
+/* Starts op's machine, step fn, whose init returned st (a failure ends op). */
+static void machine_start(aop *op, relock__step_fn fn, relock_status st)
 {
+    if (st != RELOCK_OK) {
+        relock__a_err_save(op);
+        relock__a_op_finish(op, st);
+        return;
+    }
+    op->fn = fn;
     op->steps = 0;
     op->sent_any = 0;
     op->state = S_RUN;
@@ -193,14 +187,7 @@ void relock__a_attempt_begin(aop *op)
     relock__err_clear(&a->c->err);
     op_err_drop(op);
     op->wset = op->wmoved = 0;
-    relock_status st = a->kit->acq_init(op->m, op->l);
-    if (st != RELOCK_OK) {
-        relock__a_err_save(op);
-        relock__a_op_finish(op, st);
-        return;
-    }
-    op->fn = a->kit->acq_step;
-    machine_start(op);
+    machine_start(op, a->kit->acq_step, a->kit->acq_init(op->m, op->l));
 }
 
 /* Runs machine m (allocated, op's from now) with step fn as op's phase. */
@@ -235,7 +222,6 @@ static int owner_phase(aop *op, int held)
     return 1;
 }
 
-/* A cancelled acquire that won could not release its lock. */
 static void undo_failed(aop *op)
 {
     relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_EAMBIGUOUS,
@@ -264,9 +250,8 @@ static void undo_begin(aop *op)
     }
     m_drop(op);
     op->m = m;
-    op->fn = a->kit->upd_step;
     op->undoing = 1;
-    machine_start(op);
+    machine_start(op, a->kit->upd_step, RELOCK_OK);
 }
 
 /* op->m: n bytes for acquire op's machine; 0 when op ended for want of memory. */
@@ -281,8 +266,7 @@ static int acq_alloc(aop *op, size_t n)
 /* After a phase of op ended with *st: starts the next (returns 1), or
  * leaves in *st the outcome of the whole (returns 0).  Acquire and extend:
  * the write, durability's WAIT, the owner record; an unacknowledged
- * acquire is released (PH_UNDO) and fails.  Release: the owner record
- * first, while the lock is ours. */
+ * acquire is released (PH_UNDO) and fails.  Release: the record, then it. */
 static int next_phase(aop *op, relock_status *st)
 {
     relock_async *a = op->a;
@@ -327,14 +311,11 @@ static int next_phase(aop *op, relock_status *st)
         op_err_drop(op);
         *st = RELOCK_OK;
         return 0;
-    case PH_UNDO: {
+    case PH_UNDO:
         relock__a_err_load(op);
-        relock__err kept;
-        relock__err_copy(&kept, op->kept);
-        *st = relock__durable_undone(c, &kept, op->kept_st, *st);
+        *st = relock__durable_undone(c, op->kept, op->kept_st, *st);
         relock__a_err_save(op);
         return 0;
-    }
     }
     /* the write was not acknowledged (or no WAIT went): an extend keeps the
      * earlier of the old lease, which the replicas know, and the new one */
@@ -387,11 +368,10 @@ static void on_marker(redisAsyncContext *ac, void *rr, void *priv)
         redisAsyncCommand(at->ac, on_marker, at, "SET %s %lld", key, relock__wall_ms());
 }
 
-/* The watch marker (relock__watch_key(), which `relock scan` reads):
- * written once per bridge or modern client with SETNX before its first
- * attempt.  watch_noted: 1 written, 2 in flight, 3 met a MOVED that could
- * not be followed.  A write that did not land is tried again at a later
- * acquire: a missing marker only delays scan's verdict. */
+/* The watch marker (relock__watch_key(), which `relock scan` reads),
+ * written once per client before its first attempt.  watch_noted: 1
+ * written, 2 in flight, 3 met a MOVED it could not follow.  A write that
+ * did not land is tried again: a missing marker only delays scan's verdict. */
 static void on_watch(redisAsyncContext *ac, void *rr, void *priv)
 {
     aconn *cn = ac->data;
@@ -434,7 +414,6 @@ static void note_watching(relock_async *a, aconn *cn)
         c->watch_noted = 2;
 }
 
-/* The machine ended. */
 void relock__a_machine_done(aop *op, relock_status st)
 {
     relock_async *a = op->a;
@@ -473,15 +452,12 @@ void relock__a_machine_done(aop *op, relock_status st)
         if (a->freeing)
             return;
     }
-    if (op->kind == K_RUN) {
-        relock__a_op_finish(op, st);
-        return;
-    }
     if (op->kind == K_SCAN) {
         relock__a_scan_next(op, st);
         return;
     }
-    if (!op->fencing && !op->undoing && next_phase(op, &st))
+    /* (K_RUN: no phases, its outcome is the machine's) */
+    if (op->kind != K_RUN && !op->fencing && !op->undoing && next_phase(op, &st))
         return;
     switch (op->kind) {
     case K_ACQ:
@@ -511,9 +487,7 @@ void relock__a_machine_done(aop *op, relock_status st)
             undo_begin(op);
         } else if (op->cancelled && st != RELOCK_EAMBIGUOUS) {
             relock__a_op_cancelled(op);
-        } else if (op->cancelled) {
-            relock__a_op_finish(op, st);
-        } else if (st == RELOCK_BUSY) {
+        } else if (st == RELOCK_BUSY) { /* (a cancelled one ended above) */
             relock__a_plan(op, 0);
         } else {
             if (st == RELOCK_OK)
@@ -621,8 +595,7 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
         op->state = S_SENT;
         relock__a_setup_step(op, &in);
         for (int i = 0; i < nrep; i++)
-            if (rep[i])
-                freeReplyObject(rep[i]);
+            freeReplyObject(rep[i]);
         return;
     }
     if (op->state == S_SUBSCRIBING) {
@@ -641,10 +614,9 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
     }
     aconn *cn = op->cn;
     areq *rq = &op->rq;
-    /* The batch that ended the transaction was answered; the connection
-     * stays the operation's until its machine judged the replies: an error
-     * to EXEC leaves the server inside MULTI (h->in_txn, dropped by
-     * relock__a_machine_done()). */
+    /* The batch that ended the transaction was answered, but the connection
+     * stays op's until its machine judged the replies: an error to EXEC
+     * leaves the server inside MULTI (h->in_txn, relock__a_machine_done()). */
     int txn_ended = cn->txn_owner == op && !op->in_txn;
     for (;;) {
         relock__mhead *h = op->m;
@@ -725,17 +697,12 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
             replies_move(rq->rep, op->held, op->nheld);
             rq->nrep = op->nheld;
             op->nheld = 0;
-            if (op->clk.h.st != RELOCK_OK) {
-                fault = RELOCK__FAULT_UNSENT;
-                fst = op->clk.h.st;
+            fst = op->clk.h.st;
+            fault = fst != RELOCK_OK ? RELOCK__FAULT_UNSENT : RELOCK__FAULT_NONE;
+            ftext = fst != RELOCK_OK ? text : NULL;
+            op->clock_fresh = fst == RELOCK_OK;
+            if (fst != RELOCK_OK)
                 snprintf(text, sizeof text, "%.399s", c->err.msg);
-                ftext = text;
-            } else {
-                fault = RELOCK__FAULT_NONE;
-                fst = RELOCK_OK;
-                ftext = NULL;
-                op->clock_fresh = 1;
-            }
             continue;
         }
         if (s == RELOCK__STEP_DONE) {
@@ -773,16 +740,14 @@ void relock__a_op_feed(aop *op, relock__fault fault, relock_status fst, const ch
             fault = RELOCK__FAULT_NONE;
             continue;
         }
-        if (txn_ended) {
-            /* The machine goes on: a new transaction keeps the connection
-             * (the gen check below), anything else lets the others send. */
-            txn_ended = 0;
-            if (!b->in_txn) {
-                cn->txn_owner = NULL;
-                if (cn->queue && cn->cstate == C_READY)
-                    relock__a_queue_flush(cn);
-            }
+        /* The machine goes on: a new transaction keeps the connection (the
+         * gen check below), anything else lets the others send. */
+        if (txn_ended && !b->in_txn) {
+            cn->txn_owner = NULL;
+            if (cn->queue && cn->cstate == C_READY)
+                relock__a_queue_flush(cn);
         }
+        txn_ended = 0;
         if (cn->txn_owner == op && (cn->gen != op->txn_gen || cn->cstate != C_READY)) {
             relock__a_batch_clear(op);
             /* a batch without in_txn ends the transaction even unsent: the
@@ -812,22 +777,8 @@ void relock__a_op_cancel(aop *op)
     } else {
         return; /* S_SENT, S_QUEUED after a write: it ends when its step ends */
     }
-    /* nothing of it in flight: it ends at the next turn of the loop */
     op->state = S_SLEEP;
     op->timer = timer_start(op->a, 0, relock__a_op_timer, op);
-}
-
-/* ------------------------------------------------------------------ starting */
-
-void relock__a_kick_fire(void *arg)
-{
-    aconn *cn = arg;
-    relock_async *a = cn->a;
-    cn->kick_timer = NULL;
-    relock__a_enter(a);
-    if (cn->cstate == C_READY && (!a->fatal || a->fatal_mode))
-        relock__a_queue_flush(cn);
-    relock__a_leave(a);
 }
 
 /* Runs op's first step (the client is ready). */
@@ -842,7 +793,7 @@ void relock__a_op_start(aop *op)
         return;
     }
     if (op->kind == K_RUN || op->kind == K_SCAN) {
-        machine_start(op);
+        machine_start(op, op->fn, RELOCK_OK);
         return;
     }
     if (op->kind == K_ACQ) {
@@ -856,9 +807,8 @@ void relock__a_op_start(aop *op)
             fence_wrap *w = op->m;
             memcpy(w->before, before, sizeof before);
             relock__fence_carry_init(&w->m, w->before);
-            op->fn = relock__fence_carry_step;
             op->fencing = 1;
-            machine_start(op);
+            machine_start(op, relock__fence_carry_step, RELOCK_OK);
             return;
         }
         if (!acq_alloc(op, a->kit->acq_size))
@@ -894,15 +844,9 @@ void relock__a_op_start(aop *op)
     relock__err_clear(&c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
                              : RELOCK_ENOMEM;
-    if (st != RELOCK_OK) {
-        relock__a_err_save(op);
-        relock__a_op_finish(op, st);
-        return;
-    }
-    if (op->kind == K_REL)
+    if (op->kind == K_REL && st == RELOCK_OK)
         l->waiters = 0;
-    op->fn = a->kit->upd_step;
-    machine_start(op);
+    machine_start(op, a->kit->upd_step, st);
 }
 
 /* A quorum's operations queued until now start (those queued meanwhile

@@ -514,19 +514,25 @@ void relock__a_machine_done(aop *op, relock_status st)
 static size_t dec_len(size_t n)
 {
     size_t d = 1;
-    while (n >= 10) {
-        n /= 10;
-        d++;
-    }
-    return d;
+    for (; n >= 100; n /= 100)
+        d += 2;
+    return d + (n >= 10);
 }
 
-/* Writes c, n's d decimal digits (dec_len(n)) and CRLF at w; returns the end. */
+/* Writes c, n's d decimal digits (dec_len(n)) and CRLF at w; returns the
+ * end.  (Most are one or two digits: a command's words are short.) */
 static char *put_head(char *w, char c, size_t n, size_t d)
 {
     *w++ = c;
-    for (char *p = w + d; p > w; n /= 10)
-        *--p = (char)('0' + n % 10);
+    if (d == 1) {
+        *w = (char)('0' + n);
+    } else if (d == 2) {
+        w[0] = (char)('0' + n / 10);
+        w[1] = (char)('0' + n % 10);
+    } else {
+        for (char *p = w + d; p > w; n /= 10)
+            *--p = (char)('0' + n % 10);
+    }
     w += d;
     *w++ = '\r';
     *w++ = '\n';

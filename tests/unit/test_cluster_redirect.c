@@ -174,6 +174,33 @@ static void test_readonly(void **state)
     assert_false(relock__sentinel_readonly(NULL));
 }
 
+/* A command's text is hiredis's, for words of every length of one to
+ * five digits and every word count a batch allows. */
+static void test_command_text(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 12345};
+    static char word[12345];
+    memset(word, 'x', sizeof word);
+    const char *argv[RELOCK__CMD_ARGS];
+    size_t len[RELOCK__CMD_ARGS];
+    for (int argc = 1; argc <= RELOCK__CMD_ARGS; argc++) {
+        for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+            for (int i = 0; i < argc; i++) {
+                argv[i] = word;
+                len[i] = lens[(k + (size_t)i) % (sizeof lens / sizeof *lens)];
+            }
+            char *ours = NULL, *theirs = NULL;
+            int n = relock__a_fmt_cmd(&ours, argc, argv, len);
+            int m = redisFormatCommandArgv(&theirs, argc, argv, len);
+            assert_int_equal(n, m);
+            assert_memory_equal(ours, theirs, (size_t)m);
+            free(ours);
+            redisFreeCommand(theirs);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_node_keeps_credentials),
         cmocka_unit_test(test_readonly),
         cmocka_unit_test(test_slots),
+        cmocka_unit_test(test_command_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

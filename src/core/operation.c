@@ -259,7 +259,8 @@ static int acq_alloc(aop *op, size_t n)
 {
     if (m_get(op, n))
         return 1;
-    relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire: out of memory"));
+    relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_ENOMEM, "acquire %s: out of memory",
+                                              op->l->name));
     return 0;
 }
 
@@ -831,8 +832,8 @@ void relock__a_op_start(aop *op)
         relock__a_attempt_begin(op);
         return;
     }
+    const char *what = op->kind == K_REL ? "release" : "extend";
     if (l->lost) { /* a release, an extend or a renewal */
-        const char *what = op->kind == K_REL ? "release" : "extend";
         relock__a_op_finish(op, relock__a_op_fail(op, RELOCK_LOST,
                                                   "%s %s: the lock was already lost", what, l->name));
         return;
@@ -849,7 +850,8 @@ void relock__a_op_start(aop *op)
     m_get(op, a->kit->upd_size);
     relock__err_clear(&c->err);
     relock_status st = op->m ? a->kit->upd_init(op->m, l, op->kind != K_REL, op->wait_ms)
-                             : RELOCK_ENOMEM;
+                             : RELOCK__FAIL(&c->err, RELOCK_ENOMEM, "%s %s: out of memory",
+                                            what, l->name);
     if (op->kind == K_REL && st == RELOCK_OK)
         l->waiters = 0;
     machine_start(op, a->kit->upd_step, st);
